@@ -1,0 +1,1 @@
+../../sql/migrations/committed/000001-supabase-compat.sql

@@ -1,0 +1,1 @@
+../../sql/migrations/committed/000002-schemas.sql

@@ -1,0 +1,1 @@
+../../sql/migrations/committed/000003-identity.sql

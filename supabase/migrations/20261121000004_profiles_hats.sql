@@ -1,0 +1,1 @@
+../../sql/migrations/committed/000004-profiles-hats.sql

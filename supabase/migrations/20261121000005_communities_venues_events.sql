@@ -1,0 +1,1 @@
+../../sql/migrations/committed/000005-communities-venues-events.sql

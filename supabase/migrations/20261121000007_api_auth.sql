@@ -1,0 +1,1 @@
+../../sql/migrations/committed/000007-api-auth.sql
