@@ -1,0 +1,119 @@
+// The one place where failures become HTTP statuses and bodies.
+//
+// SQL functions choose a status with SQLSTATE 'PTxxx' (PostgREST's convention):
+// `message` is shown to the client and `hint`, when it is a snake_case word,
+// becomes the machine-readable `error` code. Other SQLSTATEs map through the
+// table below; anything unknown is a 500 whose details stay in the server log.
+import postgres from 'postgres';
+
+export type ErrorShape = 'error' | 'simple' | 'flagged';
+
+export class HttpError extends Error {
+  constructor(
+    readonly status: number,
+    readonly code: string,
+    message: string,
+    readonly details: Record<string, unknown> | null = null,
+  ) {
+    super(message);
+  }
+}
+
+const DEFAULT_CODES: Record<number, string> = {
+  400: 'bad_request',
+  401: 'unauthorized',
+  403: 'forbidden',
+  404: 'not_found',
+  409: 'conflict',
+  413: 'payload_too_large',
+  415: 'unsupported_media_type',
+  422: 'validation_error',
+  429: 'rate_limited',
+  500: 'internal_error',
+  503: 'service_unavailable',
+};
+
+export function defaultCode(status: number): string {
+  return DEFAULT_CODES[status] ?? (status >= 500 ? 'internal_error' : 'error');
+}
+
+/** SQLSTATE → HTTP status, for errors not raised as PTxxx. */
+const SQLSTATE_STATUS: Record<string, number> = {
+  '22P02': 400, // invalid_text_representation (e.g. a malformed uuid)
+  '22007': 400, // invalid_datetime_format
+  '22008': 400, // datetime_field_overflow
+  '22003': 400, // numeric_value_out_of_range
+  '22001': 422, // string_data_right_truncation
+  '22023': 400, // invalid_parameter_value
+  '23502': 422, // not_null_violation
+  '23503': 409, // foreign_key_violation
+  '23505': 409, // unique_violation
+  '23514': 422, // check_violation
+  '42501': 403, // insufficient_privilege
+  P0002: 404, // no_data_found
+  '40001': 503, // serialization_failure (after retries)
+  '40P01': 503, // deadlock_detected (after retries)
+  '55P03': 503, // lock_not_available
+  '57014': 503, // query_canceled (statement timeout)
+  '53300': 503, // too_many_connections
+};
+
+const SAFE_MESSAGES: Record<number, string> = {
+  400: 'the request is not valid',
+  403: 'not allowed',
+  404: 'not found',
+  409: 'the request conflicts with existing data',
+  422: 'the request is not valid',
+  503: 'the service is busy, try again',
+};
+
+function isPgError(err: unknown): err is postgres.PostgresError {
+  return err instanceof postgres.PostgresError;
+}
+
+function isConnectionError(err: unknown): boolean {
+  const code = (err as { code?: unknown } | null)?.code;
+  return (
+    typeof code === 'string' &&
+    ['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'CONNECT_TIMEOUT', 'CONNECTION_CLOSED', 'CONNECTION_ENDED', 'CONNECTION_DESTROYED'].includes(code)
+  );
+}
+
+/** Turns anything thrown while serving a request into an HttpError. */
+export function toHttpError(err: unknown): HttpError {
+  if (err instanceof HttpError) return err;
+  if (isPgError(err)) {
+    const custom = /^PT(\d{3})$/.exec(err.code);
+    if (custom) {
+      const status = Number(custom[1]);
+      const code = err.hint && /^[a-z][a-z0-9_]*$/.test(err.hint) ? err.hint : defaultCode(status);
+      return new HttpError(status, code, err.message);
+    }
+    const status = SQLSTATE_STATUS[err.code] ?? (err.code.startsWith('08') ? 503 : undefined);
+    if (status !== undefined) {
+      // Built-in messages can quote SQL or constraint names: say it plainly.
+      return new HttpError(status, defaultCode(status), SAFE_MESSAGES[status] ?? 'request failed');
+    }
+  }
+  if (isConnectionError(err)) {
+    return new HttpError(503, 'service_unavailable', 'the database is not reachable');
+  }
+  return new HttpError(500, 'internal_error', 'internal server error');
+}
+
+/** The three error bodies of spec section 7. */
+export function errorBody(shape: ErrorShape, err: HttpError): Record<string, unknown> {
+  switch (shape) {
+    case 'simple':
+      return { error: err.message };
+    case 'flagged':
+      return { success: false, error: err.message };
+    case 'error':
+      return { error: err.code, message: err.message, details: err.details };
+  }
+}
+
+/** SQLSTATEs worth retrying the whole transaction for. */
+export function isRetryable(err: unknown): boolean {
+  return isPgError(err) && (err.code === '40001' || err.code === '40P01');
+}

@@ -1,0 +1,150 @@
+// Access tokens: JWTs signed and verified with jose.
+//
+// Keys, in order of preference:
+//   JWT_SIGNING_KEYS  one JWK or an array of JWKs with their private parts
+//                     (e.g. from `supabase gen signing-key`); the first signs,
+//                     all verify, so keys can be rotated
+//   JWT_SECRET        a shared HS256 secret (at least 32 characters), e.g. a
+//                     Supabase project's legacy JWT secret
+//   neither           a random HS256 secret generated once and kept in
+//                     DATA_DIR/jwt-secret (development)
+// Verification accepts only the algorithms of the configured keys (never
+// `none`), checks the signature, expiry, audience and issuer, and requires a
+// uuid `sub`.
+import crypto from 'node:crypto';
+import fs from 'node:fs';
+import path from 'node:path';
+import { errors as joseErrors, importJWK, jwtVerify, SignJWT, type JWK, type JWTPayload } from 'jose';
+import { z } from 'zod';
+import type { Config } from './config.ts';
+
+export const AUDIENCE = 'authenticated';
+
+export interface AccessClaims extends JWTPayload {
+  sub: string;
+  role: 'authenticated';
+  email?: string;
+  session_id?: string;
+}
+
+export interface IssuedToken {
+  accessToken: string;
+  expiresIn: number;
+}
+
+export interface TokenService {
+  issue(user: { id: string; email: string; sessionId: string }): Promise<IssuedToken>;
+  /** Verified claims, or throws InvalidTokenError. */
+  verify(token: string): Promise<AccessClaims>;
+}
+
+export class InvalidTokenError extends Error {}
+
+type VerifyKey = Awaited<ReturnType<typeof importJWK>> | Uint8Array;
+
+interface KeyEntry {
+  kid: string | undefined;
+  alg: string;
+  signKey?: VerifyKey;
+  verifyKey: VerifyKey;
+}
+
+const PRIVATE_JWK_FIELDS = ['d', 'p', 'q', 'dp', 'dq', 'qi', 'k'] as const;
+const JwkSchema = z
+  .object({ kty: z.string(), alg: z.string().optional(), kid: z.string().optional() })
+  .passthrough();
+
+async function keysFromJwks(json: string): Promise<KeyEntry[]> {
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(json);
+  } catch {
+    throw new Error('JWT_SIGNING_KEYS is not valid JSON');
+  }
+  const list = z.array(JwkSchema).min(1).parse(Array.isArray(parsed) ? parsed : [parsed]);
+  return Promise.all(
+    list.map(async (jwk): Promise<KeyEntry> => {
+      const alg = jwk.alg ?? (jwk.kty === 'EC' ? 'ES256' : jwk.kty === 'RSA' ? 'RS256' : 'HS256');
+      const full = jwk as JWK;
+      if (jwk.kty === 'oct') {
+        const key = await importJWK(full, alg);
+        return { kid: jwk.kid, alg, signKey: key, verifyKey: key };
+      }
+      const publicJwk: JWK = { ...full };
+      for (const field of PRIVATE_JWK_FIELDS) delete publicJwk[field];
+      return {
+        kid: jwk.kid,
+        alg,
+        signKey: 'd' in jwk ? await importJWK(full, alg) : undefined,
+        verifyKey: await importJWK(publicJwk, alg),
+      };
+    }),
+  );
+}
+
+function devSecret(dataDir: string): string {
+  const file = path.join(dataDir, 'jwt-secret');
+  if (fs.existsSync(file)) return fs.readFileSync(file, 'utf8').trim();
+  fs.mkdirSync(dataDir, { recursive: true });
+  const secret = crypto.randomBytes(48).toString('base64url');
+  fs.writeFileSync(file, secret + '\n', { mode: 0o600 });
+  return secret;
+}
+
+export async function createTokenService(config: Config): Promise<TokenService> {
+  const keys: KeyEntry[] = [];
+  if (config.jwtSigningKeys) keys.push(...(await keysFromJwks(config.jwtSigningKeys)));
+  if (config.jwtSecret) {
+    if (config.jwtSecret.length < 32) throw new Error('JWT_SECRET must be at least 32 characters');
+    const key = new TextEncoder().encode(config.jwtSecret);
+    keys.push({ kid: undefined, alg: 'HS256', signKey: key, verifyKey: key });
+  }
+  if (keys.length === 0) {
+    const key = new TextEncoder().encode(devSecret(config.dataDir));
+    keys.push({ kid: undefined, alg: 'HS256', signKey: key, verifyKey: key });
+  }
+  const signer = keys.find((k) => k.signKey);
+  if (!signer?.signKey) throw new Error('no JWT key can sign: give a private JWK or JWT_SECRET');
+  const signKey = signer.signKey;
+  const algorithms = [...new Set(keys.map((k) => k.alg))];
+  const issuer = `${config.publicUrl}/api/auth`;
+  const ttl = config.accessTokenTtlSeconds;
+
+  return {
+    async issue(user) {
+      const token = await new SignJWT({ role: 'authenticated', email: user.email, session_id: user.sessionId })
+        .setProtectedHeader(signer.kid ? { alg: signer.alg, kid: signer.kid, typ: 'JWT' } : { alg: signer.alg, typ: 'JWT' })
+        .setSubject(user.id)
+        .setAudience(AUDIENCE)
+        .setIssuer(issuer)
+        .setIssuedAt()
+        .setExpirationTime(`${ttl}s`)
+        .sign(signKey);
+      return { accessToken: token, expiresIn: ttl };
+    },
+
+    async verify(token) {
+      try {
+        const { payload } = await jwtVerify(
+          token,
+          (header) => {
+            const candidates = keys.filter((k) => k.alg === header.alg && (!header.kid || !k.kid || k.kid === header.kid));
+            const match = candidates[0];
+            if (!match) throw new InvalidTokenError('no key for this token');
+            return match.verifyKey;
+          },
+          { algorithms, audience: AUDIENCE, issuer, requiredClaims: ['sub', 'exp'] },
+        );
+        if (payload.role !== 'authenticated' || !z.uuid().safeParse(payload.sub).success) {
+          throw new InvalidTokenError('token is not a user access token');
+        }
+        return payload as AccessClaims;
+      } catch (err) {
+        if (err instanceof InvalidTokenError) throw err;
+        if (err instanceof joseErrors.JWTExpired) throw new InvalidTokenError('token has expired');
+        // Whatever else a malformed token makes jose throw, it is not valid.
+        throw new InvalidTokenError('invalid token');
+      }
+    },
+  };
+}

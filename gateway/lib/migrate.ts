@@ -1,0 +1,62 @@
+// Applies the graphile-migrate migrations in sql/migrations: every committed
+// migration and, for development databases, the work in progress in
+// sql/migrations/current.sql (empty on main), so a DBA's uncommitted change is
+// what the embedded `npm start` and `npm test` run against. A database named
+// by DATABASE_URL only ever gets committed migrations.
+import { createRequire } from 'node:module';
+import path from 'node:path';
+import { Logger, migrate, watch, type Settings } from 'graphile-migrate';
+import { projectRoot } from './config.ts';
+import type { Logger as PinoLogger } from './log.ts';
+
+export const MIGRATIONS_FOLDER = path.join(projectRoot(), 'sql', 'migrations');
+
+function settingsFor(connectionString: string, log: PinoLogger): Settings {
+  return {
+    connectionString,
+    migrationsFolder: MIGRATIONS_FOLDER,
+    manageGraphileMigrateSchema: true,
+    logger: new Logger(() => (level, message) => {
+      if (level === 'error') log.error({ migrate: message }, 'migration error');
+      else if (level === 'warning') log.warn({ migrate: message }, 'migration warning');
+      else log.debug({ migrate: message }, 'migration');
+    }),
+  };
+}
+
+/**
+ * Brings the database up to date. Several gateway replicas starting together
+ * take turns: graphile-migrate holds an advisory lock while it migrates and
+ * refuses a second migrator, so we wait and try again.
+ */
+export async function runMigrations(
+  connectionString: string,
+  log: PinoLogger,
+  { includeCurrent }: { includeCurrent: boolean },
+): Promise<void> {
+  const settings = settingsFor(connectionString, log);
+  const deadline = Date.now() + 120_000;
+  for (;;) {
+    try {
+      await migrate(settings);
+      if (includeCurrent) await watch(settings, true);
+      releaseMigrationPools();
+      return;
+    } catch (err) {
+      const locked = err instanceof Error && err.message.includes('Failed to get exclusive lock');
+      if (!locked || Date.now() > deadline) throw err;
+      log.info('another process is migrating this database; waiting');
+      await new Promise((resolve) => setTimeout(resolve, 500));
+    }
+  }
+}
+
+/**
+ * graphile-migrate keeps its pg pool for 200 ms after a run, and exits the
+ * process if that pool sees an error (as when Postgres stops during a quick
+ * shutdown). Close its idle pools as soon as migrating is done.
+ */
+function releaseMigrationPools(): void {
+  const pgReal = createRequire(import.meta.url)('graphile-migrate/dist/pgReal.js') as { clearAllPools?: () => void };
+  pgReal.clearAllPools?.();
+}

@@ -1,0 +1,13 @@
+// Request schemas shared by route modules (and, later, MCP tools). zod is the
+// single description of each shape; the OpenAPI document is generated from it.
+import { z } from 'zod';
+
+export const Email = z.string().trim().max(320).pipe(z.email({ message: 'must be an email address' }));
+
+/** Spec: min length 8. Passwords are SHA-256-reduced before bcrypt, so length is capped only to bound work. */
+export const Password = z.string().min(8, { message: 'must be at least 8 characters' }).max(1024);
+
+export const Uuid = z.uuid({ message: 'must be a uuid' });
+
+/** A non-empty trimmed string of at most `max` characters. */
+export const Text = (max: number) => z.string().trim().min(1, { message: 'must not be empty' }).max(max);
