@@ -1,0 +1,168 @@
+// `npm run admin -- <command> [--option value ...]`: the operator functions of
+// schema `admin` (DESIGN.md, "Operator surface") from the command line. Uses
+// DATABASE_URL, or the embedded database (started for the command if no
+// `npm start` is running).
+import { parseArgs } from 'node:util';
+import { z } from 'zod';
+import { loadConfig } from './lib/config.ts';
+import { openDatabase } from './lib/database.ts';
+import { createPool, type Sql } from './lib/db.ts';
+import { createLogger } from './lib/log.ts';
+import { Email, Password, Uuid } from './lib/schemas.ts';
+
+interface Command {
+  usage: string;
+  description: string;
+  options: Record<string, z.ZodType>;
+  run(sql: Sql, o: Record<string, unknown>): Promise<unknown>;
+}
+
+const optionalText = z.string().min(1).optional();
+const flag = z.enum(['true', 'false']).transform((v) => v === 'true');
+const float = z.coerce.number().finite();
+const tagList = z
+  .string()
+  .optional()
+  .transform((v) => (v ? v.split(',').map((t) => t.trim()).filter(Boolean) : []));
+
+const commands: Record<string, Command> = {
+  'create-user': {
+    usage: '--email E --password P [--name N]',
+    description: 'Create a user with profile and node (as register does). Prints the user id.',
+    options: { email: Email, password: Password, name: optionalText },
+    run: async (sql, o) =>
+      (await sql`select admin.create_user(${o.email as string}, ${o.password as string}, ${(o.name as string | undefined) ?? null}) as id`)[0]?.id,
+  },
+  'create-community': {
+    usage: '--name N [--description D] [--tags a,b] [--manager-email E]',
+    description: 'Create a community; the user with --manager-email becomes its manager. Prints the community id.',
+    options: { name: z.string().min(1), description: optionalText, tags: tagList, 'manager-email': Email.optional() },
+    run: async (sql, o) =>
+      (
+        await sql`select admin.create_community(${o.name as string}, ${(o.description as string | undefined) ?? null},
+                    ${o.tags as string[]}, ${(o['manager-email'] as string | undefined) ?? null}) as id`
+      )[0]?.id,
+  },
+  'add-manager': {
+    usage: '--community-id ID --email E',
+    description: 'Make a user a manager of a community (joining them if needed).',
+    options: { 'community-id': Uuid, email: Email },
+    run: async (sql, o) => {
+      await sql`select admin.add_manager(${o['community-id'] as string}, ${o.email as string})`;
+      return 'ok';
+    },
+  },
+  'set-subscription': {
+    usage: '--email E --type basic|premium',
+    description: "Set a user's subscription type (and so their max_hats).",
+    options: { email: Email, type: z.string().min(1) },
+    run: async (sql, o) => {
+      await sql`select admin.set_subscription(${o.email as string}, ${o.type as string})`;
+      return 'ok';
+    },
+  },
+  'set-community-flags': {
+    usage: '--community-id ID [--sandbox true|false] [--draft true|false]',
+    description: 'Set the sandbox and draft flags of a community (an omitted flag is left as it is).',
+    options: { 'community-id': Uuid, sandbox: flag.optional(), draft: flag.optional() },
+    run: async (sql, o) => {
+      await sql`select admin.set_community_flags(${o['community-id'] as string},
+                  ${(o.sandbox as boolean | undefined) ?? null}, ${(o.draft as boolean | undefined) ?? null})`;
+      return 'ok';
+    },
+  },
+  'create-venue': {
+    usage: '--name N [--address A] [--latitude LAT] [--longitude LNG]',
+    description: 'Create a venue. Prints its node id.',
+    options: { name: z.string().min(1), address: optionalText, latitude: float.optional(), longitude: float.optional() },
+    run: async (sql, o) =>
+      (
+        await sql`select admin.create_venue(${o.name as string}, ${(o.address as string | undefined) ?? null},
+                    ${(o.latitude as number | undefined) ?? null}, ${(o.longitude as number | undefined) ?? null}) as id`
+      )[0]?.id,
+  },
+  'create-event': {
+    usage: '--community-id ID --title T --starts-at ISO [--ends-at ISO] [--venue-node-id ID] [--description D]',
+    description: 'Create an event of a community. Prints the event id.',
+    options: {
+      'community-id': Uuid,
+      title: z.string().min(1),
+      'starts-at': z.iso.datetime({ offset: true }),
+      'ends-at': z.iso.datetime({ offset: true }).optional(),
+      'venue-node-id': Uuid.optional(),
+      description: optionalText,
+    },
+    run: async (sql, o) =>
+      (
+        await sql`select admin.create_event(${o['community-id'] as string}, ${o.title as string},
+                    ${o['starts-at'] as string}, ${(o['ends-at'] as string | undefined) ?? null},
+                    ${(o['venue-node-id'] as string | undefined) ?? null}, ${(o.description as string | undefined) ?? null}) as id`
+      )[0]?.id,
+  },
+};
+
+function help(): string {
+  const lines = [
+    'Usage: npm run admin -- <command> [options]',
+    '',
+    'Operator commands (each calls the admin.* SQL function of the same name).',
+    'Database: DATABASE_URL, or the embedded development database.',
+    '',
+  ];
+  for (const [name, c] of Object.entries(commands)) {
+    lines.push(`  ${name} ${c.usage}`, `      ${c.description}`);
+  }
+  return lines.join('\n');
+}
+
+async function main(): Promise<number> {
+  const [name, ...rest] = process.argv.slice(2);
+  if (!name || name === '--help' || name === '-h' || name === 'help') {
+    console.log(help());
+    return name ? 0 : 1;
+  }
+  const command = commands[name];
+  if (!command) {
+    console.error(`unknown command "${name}"\n\n${help()}`);
+    return 1;
+  }
+  if (rest.includes('--help') || rest.includes('-h')) {
+    console.log(`Usage: npm run admin -- ${name} ${command.usage}\n\n${command.description}`);
+    return 0;
+  }
+  let values: Record<string, unknown>;
+  try {
+    const parsed = parseArgs({
+      args: rest,
+      options: Object.fromEntries(Object.keys(command.options).map((k) => [k, { type: 'string' as const }])),
+      strict: true,
+      allowPositionals: false,
+    });
+    const result = z.object(command.options).safeParse(parsed.values);
+    if (!result.success) {
+      throw new Error(result.error.issues.map((i) => `--${i.path.join('.')}: ${i.message}`).join('\n'));
+    }
+    values = result.data;
+  } catch (err) {
+    console.error(`${(err as Error).message}\n\nUsage: npm run admin -- ${name} ${command.usage}`);
+    return 1;
+  }
+
+  const config = loadConfig();
+  const log = createLogger(process.env.LOG_LEVEL ?? 'warn', 'admin');
+  const database = await openDatabase(config, log, { reuseRunning: true });
+  const sql = createPool(database.url, { max: 1, applicationName: 'admin-cli' });
+  try {
+    const output = await command.run(sql, values);
+    console.log(typeof output === 'string' ? output : JSON.stringify(output));
+    return 0;
+  } catch (err) {
+    console.error(`error: ${(err as Error).message}`);
+    return 1;
+  } finally {
+    await sql.end({ timeout: 5 });
+    await database.stop();
+  }
+}
+
+process.exitCode = await main();

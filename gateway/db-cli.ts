@@ -1,0 +1,29 @@
+// `npm run db -- <graphile-migrate command>`: graphile-migrate against the
+// embedded development cluster (or DATABASE_URL), with the shadow and root
+// databases it needs for `commit`, `watch` and `reset` filled in.
+//   npm run db -- watch            apply sql/migrations/current.sql on every save
+//   npm run db -- commit -m name   turn current.sql into a committed migration
+//   npm run db -- status
+import { spawnSync } from 'node:child_process';
+import { createRequire } from 'node:module';
+import { loadConfig } from './lib/config.ts';
+import { openDatabase } from './lib/database.ts';
+import { ensureDatabase } from './lib/embedded-postgres.ts';
+import { createLogger } from './lib/log.ts';
+
+const config = loadConfig();
+const log = createLogger(process.env.LOG_LEVEL ?? 'warn', 'db');
+const database = await openDatabase(config, log, { reuseRunning: true });
+const url = new URL(database.url);
+const withDb = (name: string) => Object.assign(new URL(url), { pathname: `/${name}` }).toString();
+const shadow = process.env.SHADOW_DATABASE_URL ?? withDb(`${url.pathname.slice(1)}_shadow`);
+const root = process.env.ROOT_DATABASE_URL ?? withDb('postgres');
+if (database.embedded) await ensureDatabase(root, new URL(shadow).pathname.slice(1));
+
+const cli = createRequire(import.meta.url).resolve('graphile-migrate/dist/cli.js');
+const result = spawnSync(process.execPath, [cli, ...process.argv.slice(2)], {
+  stdio: 'inherit',
+  env: { ...process.env, DATABASE_URL: database.url, SHADOW_DATABASE_URL: shadow, ROOT_DATABASE_URL: root },
+});
+await database.stop();
+process.exitCode = result.status ?? 1;

@@ -1,0 +1,156 @@
+// The one request pipeline every REST route goes through:
+//
+//   authenticate (bearer JWT, when the route needs a user)
+//   → validate params, query and body with zod
+//   → run the handler, which calls one SQL function inside ctx.db(...): one
+//     transaction as `anon` or `authenticated` with request.jwt.claims set
+//   → send the reply, or map the error to a status and one of the three error
+//     bodies of spec section 7 (chosen per route and status).
+//
+// Route modules only declare routes; they never build SQL strings, filter rows
+// by user or re-check a rule the database enforces.
+import type { Request, RequestHandler, Response } from 'express';
+import { z } from 'zod';
+import { ANON_CLAIMS, withClaims, type RequestClaims, type Sql, type Tx } from '../lib/db.ts';
+import { errorBody, HttpError, toHttpError, type ErrorShape } from '../lib/errors.ts';
+import { InvalidTokenError, type AccessClaims, type TokenService } from '../lib/jwt.ts';
+import type { Logger } from '../lib/log.ts';
+
+export type Method = 'get' | 'post' | 'put' | 'patch' | 'delete';
+
+export interface Services {
+  sql: Sql;
+  tokens: TokenService;
+  statementTimeoutMs: number;
+  publicUrl: string;
+  appScheme: string;
+}
+
+export interface Reply {
+  status: number;
+  body?: unknown;
+}
+
+export interface Context<P, Q, B> {
+  params: P;
+  query: Q;
+  body: B;
+  /** The verified access-token claims; null on public routes. */
+  user: AccessClaims | null;
+  services: Services;
+  log: Logger;
+  /**
+   * Runs `fn` in the request's transaction, as the request's role and claims
+   * (or the claims given). GET routes run read-only.
+   */
+  db<T>(fn: (tx: Tx) => Promise<T>, claims?: RequestClaims): Promise<T>;
+}
+
+type AnySchema = z.ZodType;
+type Out<S> = S extends z.ZodType ? z.output<S> : undefined;
+
+export interface RouteDefinition<P extends AnySchema | undefined, Q extends AnySchema | undefined, B extends AnySchema | undefined> {
+  method: Method;
+  path: string;
+  /** One line for the docs. */
+  summary: string;
+  /** 'user': a valid bearer access token is required (401 otherwise). */
+  auth: 'public' | 'user';
+  params?: P;
+  query?: Q;
+  body?: B;
+  /** Status for a request that fails validation (spec: 400 or 422 per endpoint). */
+  invalidStatus?: 400 | 422;
+  /** Error body per status; everything else uses the Error shape. */
+  errorShapes?: Partial<Record<number, ErrorShape>>;
+  /** Per-route status changes for errors raised by SQL (e.g. duplicate e-mail: 409 → 400). */
+  statusOverrides?: Partial<Record<number, number>>;
+  handler(ctx: Context<Out<P>, Out<Q>, Out<B>>): Promise<Reply>;
+}
+
+export interface Route {
+  method: Method;
+  path: string;
+  summary: string;
+  auth: 'public' | 'user';
+  schemas: { params?: AnySchema; query?: AnySchema; body?: AnySchema };
+  build(services: Services): RequestHandler;
+}
+
+export function defineRoute<
+  P extends AnySchema | undefined = undefined,
+  Q extends AnySchema | undefined = undefined,
+  B extends AnySchema | undefined = undefined,
+>(def: RouteDefinition<P, Q, B>): Route {
+  return {
+    method: def.method,
+    path: def.path,
+    summary: def.summary,
+    auth: def.auth,
+    schemas: { params: def.params, query: def.query, body: def.body },
+    build: (services) => async (req: Request, res: Response) => {
+      const log: Logger = res.locals.log;
+      try {
+        const user = def.auth === 'user' ? await authenticate(req, services.tokens) : null;
+        const invalid = def.invalidStatus ?? 400;
+        const params = validate(def.params, req.params, 'path', invalid);
+        const query = validate(def.query, req.query, 'query', invalid);
+        const body = validate(def.body, req.body, 'body', invalid);
+        const requestClaims: RequestClaims = user ? { ...user, role: 'authenticated' } : ANON_CLAIMS;
+        if (user) res.locals.userId = user.sub;
+        const ctx: Context<Out<P>, Out<Q>, Out<B>> = {
+          params: params as Out<P>,
+          query: query as Out<Q>,
+          body: body as Out<B>,
+          user,
+          services,
+          log,
+          db: (fn, claims) =>
+            withClaims(services.sql, claims ?? requestClaims, fn, {
+              readOnly: def.method === 'get',
+              statementTimeoutMs: services.statementTimeoutMs,
+            }),
+        };
+        const reply = await def.handler(ctx);
+        if (reply.body === undefined) res.status(reply.status).end();
+        else res.status(reply.status).json(reply.body);
+      } catch (err) {
+        let httpError = toHttpError(err);
+        const override = def.statusOverrides?.[httpError.status];
+        if (override !== undefined) {
+          httpError = new HttpError(override, httpError.code, httpError.message, httpError.details);
+        }
+        if (httpError.status >= 500) log.error({ err }, 'request failed');
+        else log.debug({ status: httpError.status, error: httpError.message }, 'request refused');
+        if (httpError.status === 401) res.setHeader('WWW-Authenticate', 'Bearer');
+        const shape = def.errorShapes?.[httpError.status] ?? 'error';
+        res.status(httpError.status).json(errorBody(shape, httpError));
+      }
+    },
+  };
+}
+
+async function authenticate(req: Request, tokens: TokenService): Promise<AccessClaims> {
+  const header = req.headers.authorization;
+  const match = header ? /^Bearer\s+(\S+)\s*$/i.exec(header) : null;
+  if (!match?.[1]) throw new HttpError(401, 'unauthorized', 'missing bearer token');
+  try {
+    return await tokens.verify(match[1]);
+  } catch (err) {
+    if (err instanceof InvalidTokenError) throw new HttpError(401, 'unauthorized', err.message);
+    throw err;
+  }
+}
+
+function validate(schema: AnySchema | undefined, value: unknown, where: string, status: number): unknown {
+  if (!schema) return undefined;
+  const result = schema.safeParse(value ?? (where === 'body' ? undefined : {}));
+  if (result.success) return result.data;
+  const issues = result.error.issues.map((issue) => ({
+    path: [where, ...issue.path.map(String)].join('.'),
+    message: issue.message,
+  }));
+  const first = issues[0];
+  const message = first ? `${first.path}: ${first.message}` : `invalid ${where}`;
+  throw new HttpError(status, status === 422 ? 'validation_error' : 'bad_request', message, { issues });
+}

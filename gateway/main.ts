@@ -1,0 +1,54 @@
+// `npm start`: the database (embedded unless DATABASE_URL is set), migrations,
+// and the gateway on PORT. SIGINT/SIGTERM stop everything, Postgres included.
+import { ConfigError, loadConfig } from './lib/config.ts';
+import { openDatabase, type Database } from './lib/database.ts';
+import { createLogger } from './lib/log.ts';
+import { startGateway, type RunningGateway } from './server.ts';
+
+async function main(): Promise<void> {
+  let config;
+  try {
+    config = loadConfig();
+  } catch (err) {
+    if (err instanceof ConfigError) {
+      console.error(err.message);
+      process.exit(1);
+    }
+    throw err;
+  }
+  const log = createLogger(config.logLevel);
+  const started = Date.now();
+  let database: Database | undefined;
+  let gateway: RunningGateway | undefined;
+  let stopping = false;
+
+  const shutdown = async (signal: string) => {
+    if (stopping) return;
+    stopping = true;
+    log.info({ signal }, 'shutting down');
+    try {
+      await gateway?.close();
+      await database?.stop();
+    } catch (err) {
+      log.error({ err }, 'error while shutting down');
+    }
+    process.exit(0);
+  };
+  process.on('SIGINT', () => void shutdown('SIGINT'));
+  process.on('SIGTERM', () => void shutdown('SIGTERM'));
+
+  try {
+    database = await openDatabase(config, log);
+    gateway = await startGateway(config, database.url, log, { includeCurrentMigration: database.embedded });
+  } catch (err) {
+    log.fatal({ err }, 'could not start');
+    await database?.stop().catch(() => {});
+    process.exit(1);
+  }
+  log.info(
+    { database: database.embedded ? 'embedded' : 'DATABASE_URL', ms: Date.now() - started },
+    `gateway listening on ${gateway.url} (public URL ${config.publicUrl})`,
+  );
+}
+
+void main();
