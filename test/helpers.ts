@@ -1,0 +1,130 @@
+// Shared test helpers: HTTP calls against the real gateway, users made
+// through the real endpoints, and a direct database connection for SQL-level
+// tests and for setting up states no endpoint creates.
+import crypto from 'node:crypto';
+import { SignJWT } from 'jose';
+import postgres from 'postgres';
+import { afterAll, inject } from 'vitest';
+import { withClaims, type RequestClaims, type Sql, type Tx } from '../gateway/lib/db.ts';
+
+export const baseUrl = inject('baseUrl');
+export const databaseUrl = inject('databaseUrl');
+export const jwtSecret = inject('jwtSecret');
+export const publicUrl = inject('publicUrl');
+
+export interface ApiResponse<T = any> {
+  status: number;
+  body: T;
+  text: string;
+  headers: Headers;
+}
+
+export interface ApiOptions {
+  token?: string;
+  body?: unknown;
+  /** Sent as is, with content-type application/json. */
+  rawBody?: string;
+  headers?: Record<string, string>;
+}
+
+export async function api<T = any>(method: string, path: string, options: ApiOptions = {}): Promise<ApiResponse<T>> {
+  const headers: Record<string, string> = { ...options.headers };
+  if (options.token) headers.authorization = `Bearer ${options.token}`;
+  let body: string | undefined;
+  if (options.rawBody !== undefined) body = options.rawBody;
+  else if (options.body !== undefined) body = JSON.stringify(options.body);
+  if (body !== undefined && !headers['content-type']) headers['content-type'] = 'application/json';
+  const res = await fetch(baseUrl + path, { method, headers, body, redirect: 'manual' });
+  const text = await res.text();
+  let parsed: unknown = undefined;
+  try {
+    parsed = text ? JSON.parse(text) : undefined;
+  } catch {
+    parsed = undefined;
+  }
+  return { status: res.status, body: parsed as T, text, headers: res.headers };
+}
+
+export function uniqueEmail(prefix = 'user'): string {
+  return `${prefix}-${crypto.randomBytes(6).toString('hex')}@example.com`;
+}
+
+export interface TestUser {
+  email: string;
+  password: string;
+  userId: string;
+  accessToken: string;
+  refreshToken: string;
+}
+
+/** Registers and logs in a new user through the HTTP API. */
+export async function registerUser(prefix = 'user'): Promise<TestUser> {
+  const email = uniqueEmail(prefix);
+  const password = `pw-${crypto.randomBytes(8).toString('hex')}`;
+  const reg = await api('POST', '/api/auth/register', { body: { email, password } });
+  if (reg.status !== 201) throw new Error(`register failed: ${reg.status} ${reg.text}`);
+  const login = await api('POST', '/api/auth/login', { body: { email, password } });
+  if (login.status !== 200) throw new Error(`login failed: ${login.status} ${login.text}`);
+  return {
+    email,
+    password,
+    userId: reg.body.user_id,
+    accessToken: login.body.access_token,
+    refreshToken: login.body.refresh_token,
+  };
+}
+
+let shared: Sql | undefined;
+
+/** A superuser connection to the test database (closed after the file). */
+export function db(): Sql {
+  if (!shared) {
+    shared = postgres(databaseUrl, { max: 20, onnotice: () => {} });
+    const conn = shared;
+    afterAll(async () => {
+      await conn.end({ timeout: 5 });
+      if (shared === conn) shared = undefined;
+    });
+  }
+  return shared;
+}
+
+/** Runs fn as a signed-in user, exactly as the gateway does for a request. */
+export function asUser<T>(userId: string, fn: (tx: Tx) => Promise<T>): Promise<T> {
+  const claims: RequestClaims = { role: 'authenticated', sub: userId, aud: 'authenticated' };
+  return withClaims(db(), claims, fn);
+}
+
+/** Runs fn as an anonymous request. */
+export function asAnon<T>(fn: (tx: Tx) => Promise<T>): Promise<T> {
+  return withClaims(db(), { role: 'anon' }, fn);
+}
+
+/** A JWT signed with the test secret (or another key), for tampering tests. */
+export async function forgeToken(
+  claims: Record<string, unknown>,
+  options: { secret?: string; expiresIn?: string | number; audience?: string; issuer?: string } = {},
+): Promise<string> {
+  const jwt = new SignJWT({ role: 'authenticated', ...claims })
+    .setProtectedHeader({ alg: 'HS256', typ: 'JWT' })
+    .setIssuedAt()
+    .setAudience(options.audience ?? 'authenticated')
+    .setIssuer(options.issuer ?? `${publicUrl}/api/auth`)
+    .setExpirationTime(options.expiresIn ?? '1h');
+  return jwt.sign(new TextEncoder().encode(options.secret ?? jwtSecret));
+}
+
+/** A token with `alg: none` (unsigned). */
+export function unsignedToken(claims: Record<string, unknown>): string {
+  const enc = (o: unknown) => Buffer.from(JSON.stringify(o)).toString('base64url');
+  const now = Math.floor(Date.now() / 1000);
+  return `${enc({ alg: 'none', typ: 'JWT' })}.${enc({ role: 'authenticated', aud: 'authenticated', iss: `${publicUrl}/api/auth`, iat: now, exp: now + 3600, ...claims })}.`;
+}
+
+/** The Error body of spec section 7. */
+export function expectErrorShape(body: unknown): void {
+  const b = body as Record<string, unknown>;
+  if (typeof b?.error !== 'string' || typeof b?.message !== 'string' || !('details' in b)) {
+    throw new Error(`not an Error body: ${JSON.stringify(body)}`);
+  }
+}
