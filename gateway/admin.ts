@@ -1,13 +1,14 @@
 // `npm run admin -- <command> [--option value ...]`: the operator functions of
 // schema `admin` (DESIGN.md, "Operator surface") from the command line. Uses
-// DATABASE_URL, or the embedded database (started for the command if no
-// `npm start` is running).
+// DATABASE_URL, or the embedded database (started and migrated for the
+// command if no `npm start` is running).
 import { parseArgs } from 'node:util';
 import { z } from 'zod';
 import { loadConfig } from './lib/config.ts';
 import { openDatabase } from './lib/database.ts';
 import { createPool, type Sql } from './lib/db.ts';
 import { createLogger } from './lib/log.ts';
+import { runMigrations } from './lib/migrate.ts';
 import { Email, Password, Uuid } from './lib/schemas.ts';
 
 interface Command {
@@ -153,6 +154,8 @@ async function main(): Promise<number> {
   const database = await openDatabase(config, log, { reuseRunning: true });
   const sql = createPool(database.url, { max: 1, applicationName: 'admin-cli' });
   try {
+    // The embedded database may never have been started by `npm start` yet.
+    if (database.embedded) await runMigrations(database.url, log, { includeCurrent: true });
     const output = await command.run(sql, values);
     console.log(typeof output === 'string' ? output : JSON.stringify(output));
     return 0;
