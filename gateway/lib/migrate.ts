@@ -27,7 +27,8 @@ function settingsFor(connectionString: string, log: PinoLogger): Settings {
 /**
  * Brings the database up to date. Several gateway replicas starting together
  * take turns: graphile-migrate holds an advisory lock while it migrates and
- * refuses a second migrator, so we wait and try again.
+ * refuses a second migrator, so we wait and try again. A database that is not
+ * reachable yet (still starting) is retried for 30 seconds.
  */
 export async function runMigrations(
   connectionString: string,
@@ -35,8 +36,8 @@ export async function runMigrations(
   { includeCurrent }: { includeCurrent: boolean },
 ): Promise<void> {
   const settings = settingsFor(connectionString, log);
-  const deadline = Date.now() + 120_000;
-  for (;;) {
+  const started = Date.now();
+  for (let attempt = 1; ; attempt++) {
     try {
       await migrate(settings);
       if (includeCurrent) await watch(settings, true);
@@ -44,9 +45,11 @@ export async function runMigrations(
       return;
     } catch (err) {
       const locked = err instanceof Error && err.message.includes('Failed to get exclusive lock');
-      if (!locked || Date.now() > deadline) throw err;
-      log.info('another process is migrating this database; waiting');
-      await new Promise((resolve) => setTimeout(resolve, 500));
+      const unreachable = isUnreachable(err);
+      const elapsed = Date.now() - started;
+      if (!(locked && elapsed < 120_000) && !(unreachable && elapsed < 30_000)) throw err;
+      log.info({ attempt }, locked ? 'another process is migrating this database; waiting' : 'database not reachable yet; retrying');
+      await new Promise((resolve) => setTimeout(resolve, Math.min(500 * attempt, 3000)));
     }
   }
 }
@@ -59,4 +62,10 @@ export async function runMigrations(
 function releaseMigrationPools(): void {
   const pgReal = createRequire(import.meta.url)('graphile-migrate/dist/pgReal.js') as { clearAllPools?: () => void };
   pgReal.clearAllPools?.();
+}
+
+function isUnreachable(err: unknown): boolean {
+  const code = (err as { code?: unknown } | null)?.code;
+  // Refused/reset connections, and Postgres still starting up (57P03).
+  return code === 'ECONNREFUSED' || code === 'ECONNRESET' || code === '57P03';
 }

@@ -1,0 +1,59 @@
+// GET /health answers 503 while the gateway is not migrated and when the
+// database does not answer (a real connection to a closed port).
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { afterAll, describe, expect, it } from 'vitest';
+import { createApp } from '../../gateway/http/app.ts';
+import { loadConfig } from '../../gateway/lib/config.ts';
+import { createPool } from '../../gateway/lib/db.ts';
+import { createTokenService } from '../../gateway/lib/jwt.ts';
+import { createLogger } from '../../gateway/lib/log.ts';
+import { databaseUrl } from '../helpers.ts';
+
+const servers: http.Server[] = [];
+afterAll(() => servers.forEach((s) => s.close()));
+
+async function serve(url: string, ready: boolean): Promise<string> {
+  const config = loadConfig({ JWT_SECRET: 'y'.repeat(40) });
+  const sql = createPool(url, { max: 1, applicationName: 'health-test' });
+  const app = createApp({
+    services: { sql, tokens: await createTokenService(config), statementTimeoutMs: 1000, publicUrl: config.publicUrl, appScheme: 'x' },
+    log: createLogger('silent'),
+    isReady: () => ready,
+  });
+  const server = http.createServer(app).listen(0, '127.0.0.1');
+  servers.push(server);
+  await new Promise((resolve) => server.once('listening', resolve));
+  return `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+}
+
+describe('GET /health', () => {
+  it('200 when migrated and the database answers', async () => {
+    const base = await serve(databaseUrl, true);
+    expect((await fetch(`${base}/health`)).status).toBe(200);
+  });
+
+  it('503 while migrations have not run; other routes answer 503 too', async () => {
+    const base = await serve(databaseUrl, false);
+    expect((await fetch(`${base}/health`)).status).toBe(503);
+    const profile = await fetch(`${base}/api/mobile/profile`);
+    expect(profile.status).toBe(503);
+    expect(await profile.json()).toMatchObject({ error: 'service_unavailable' });
+  });
+
+  it('503 when the database does not answer', async () => {
+    const base = await serve('postgres://nobody:pw@127.0.0.1:1/none', true);
+    const res = await fetch(`${base}/health`);
+    expect(res.status).toBe(503);
+    expect(await res.json()).toMatchObject({ status: 'unavailable' });
+  });
+
+  it('a request while the database is down is a 503 Error body, not a 500', async () => {
+    const base = await serve('postgres://nobody:pw@127.0.0.1:1/none', true);
+    const tokens = await createTokenService(loadConfig({ JWT_SECRET: 'y'.repeat(40) }));
+    const { accessToken } = await tokens.issue({ id: crypto.randomUUID(), email: 'a@example.com', sessionId: crypto.randomUUID() });
+    const res = await fetch(`${base}/api/mobile/profile`, { headers: { authorization: `Bearer ${accessToken}` } });
+    expect(res.status).toBe(503);
+    expect(await res.json()).toEqual({ error: 'service_unavailable', message: expect.any(String), details: null });
+  });
+});
