@@ -1,0 +1,37 @@
+// `npm run bench [-- name ...]`: runs the benchmarks in test/bench/*.bench.ts
+// (all, or those named), each in its own throwaway environment, and prints a
+// table per bench plus a JSON summary line (BENCH_JSON=path writes it to a file).
+import fs from 'node:fs';
+import path from 'node:path';
+import { startTestEnvironment } from '../support/environment.ts';
+import { formatTable, makeContext, measureBaseline, type Bench, type Stats } from './harness.ts';
+
+const wanted = process.argv.slice(2);
+const files = fs
+  .readdirSync(import.meta.dirname)
+  .filter((f) => f.endsWith('.bench.ts'))
+  .sort();
+const results: Record<string, Stats[]> = {};
+
+for (const file of files) {
+  const bench = (await import(path.join(import.meta.dirname, file))).default as Bench;
+  if (wanted.length > 0 && !wanted.includes(bench.name)) continue;
+  console.log(`\n== ${bench.name}: ${bench.description}`);
+  const env = await startTestEnvironment({ serverUrl: process.env.BENCH_DATABASE_URL, settings: { shared_buffers: '256MB' } });
+  const ctx = makeContext(env);
+  try {
+    const baseline = await measureBaseline(ctx);
+    baseline.ratio = 1;
+    const rows = await bench.run(ctx);
+    for (const row of rows) row.ratio = row.medianMs / baseline.medianMs;
+    results[bench.name] = [baseline, ...rows];
+    console.log(formatTable([baseline, ...rows]));
+  } finally {
+    await ctx.close();
+    await env.stop();
+  }
+}
+
+const json = JSON.stringify(results);
+if (process.env.BENCH_JSON) fs.writeFileSync(process.env.BENCH_JSON, json);
+console.log(`\nsummary: ${json}`);

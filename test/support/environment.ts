@@ -1,0 +1,97 @@
+// A throwaway environment: a database (a temporary embedded cluster, or a
+// fresh database on the server of TEST_DATABASE_URL) migrated with the
+// committed migrations and current.sql, and the real gateway on a random port.
+// Used by the test run (global-setup.ts) and by the benchmarks.
+import crypto from 'node:crypto';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import postgres from 'postgres';
+import { loadConfig, type Config } from '../../gateway/lib/config.ts';
+import { ensureDatabase, startEmbeddedPostgres, type RunningPostgres } from '../../gateway/lib/embedded-postgres.ts';
+import { createLogger, type Logger } from '../../gateway/lib/log.ts';
+import { startGateway, type RunningGateway } from '../../gateway/server.ts';
+
+export interface TestEnvironment {
+  baseUrl: string;
+  databaseUrl: string;
+  jwtSecret: string;
+  config: Config;
+  /** A temporary folder removed by stop(). */
+  dir: string;
+  stop(): Promise<void>;
+}
+
+export interface EnvironmentOptions {
+  /** Server URL (any database) on which to create the throwaway database. */
+  serverUrl?: string;
+  /** Logger for the gateway (default: silent). */
+  gatewayLog?: (dir: string) => Logger;
+  dbPoolMax?: number;
+  /** Extra Postgres settings for the embedded cluster. */
+  settings?: Record<string, string>;
+}
+
+export async function startTestEnvironment(options: EnvironmentOptions = {}): Promise<TestEnvironment> {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'community-backend-test-'));
+  fs.chmodSync(dir, 0o755);
+  const quiet = createLogger(process.env.TEST_LOG_LEVEL ?? 'warn', 'test-setup');
+  const databaseName = `test_${crypto.randomBytes(4).toString('hex')}`;
+  let cluster: RunningPostgres | undefined;
+  let dropDatabase: (() => Promise<void>) | undefined;
+  let databaseUrl: string;
+
+  if (options.serverUrl) {
+    const serverUrl = options.serverUrl;
+    await ensureDatabase(serverUrl, databaseName);
+    databaseUrl = Object.assign(new URL(serverUrl), { pathname: `/${databaseName}` }).toString();
+    dropDatabase = async () => {
+      const sql = postgres(serverUrl, { max: 1, onnotice: () => {} });
+      await sql`drop database if exists ${sql(databaseName)} with (force)`;
+      await sql.end();
+    };
+  } else {
+    cluster = await startEmbeddedPostgres({
+      dir: path.join(dir, 'postgres'),
+      port: 20000 + crypto.randomInt(20000),
+      persistent: false,
+      log: quiet,
+      settings: { fsync: 'off', synchronous_commit: 'off', full_page_writes: 'off', ...options.settings },
+    });
+    await ensureDatabase(cluster.urlFor('postgres'), databaseName);
+    databaseUrl = cluster.urlFor(databaseName);
+  }
+
+  const jwtSecret = crypto.randomBytes(32).toString('base64url');
+  const config = loadConfig({
+    PORT: '0',
+    HOST: '127.0.0.1',
+    JWT_SECRET: jwtSecret,
+    DATA_DIR: dir,
+    DB_POOL_MAX: String(options.dbPoolMax ?? 20),
+  });
+  let gateway: RunningGateway;
+  try {
+    gateway = await startGateway(config, databaseUrl, options.gatewayLog?.(dir) ?? createLogger('silent'), {
+      includeCurrentMigration: true,
+    });
+  } catch (err) {
+    await dropDatabase?.();
+    await cluster?.stop();
+    throw err;
+  }
+
+  return {
+    baseUrl: gateway.url,
+    databaseUrl,
+    jwtSecret,
+    config,
+    dir,
+    async stop() {
+      await gateway.close();
+      await dropDatabase?.();
+      await cluster?.stop();
+      fs.rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
