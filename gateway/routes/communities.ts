@@ -1,0 +1,127 @@
+// Spec section 4, "Communities (mobile)", and the public GET /api/community/{id}.
+// Membership rules, counts, ordering and pagination are in SQL
+// (api.communit*); 400 and 404 use the Flagged body {success:false, error}.
+import { z } from 'zod';
+import { defineRoute } from '../http/route.ts';
+import type { ErrorShape } from '../lib/errors.ts';
+import { Uuid } from '../lib/schemas.ts';
+
+const flagged: Partial<Record<number, ErrorShape>> = { 400: 'flagged', 404: 'flagged' };
+
+/** A query-string integer: digits only, with a default and bounds. */
+const queryInt = (fallback: number, min: number, max: number) =>
+  z
+    .string()
+    .regex(/^\d+$/, { message: 'must be a whole number' })
+    .optional()
+    .transform((v) => (v === undefined ? fallback : Number(v)))
+    .pipe(z.number().int().min(min).max(max));
+
+const Page = z.object({
+  limit: queryInt(50, 1, 100),
+  offset: queryInt(0, 0, 1_000_000_000),
+});
+const Search = Page.extend({ q: z.string().min(1, { message: 'q is required' }).max(200) });
+const CommunityPath = z.object({ id: Uuid });
+
+interface PageResult {
+  page: { data: unknown[]; pagination: Record<string, number> };
+}
+
+export const communityRoutes = [
+  defineRoute({
+    method: 'get',
+    path: '/api/mobile/communities',
+    summary: "The caller's communities, with joined_at and role.",
+    auth: 'user',
+    query: Page,
+    errorShapes: flagged,
+    async handler({ query, db }) {
+      const [row] = await db((tx) => tx<PageResult[]>`select api.communities_mine(${query.limit}, ${query.offset}) as page`);
+      return { status: 200, body: { success: true, ...row!.page } };
+    },
+  }),
+
+  defineRoute({
+    method: 'get',
+    path: '/api/mobile/communities/search',
+    summary: 'Search all communities by name, description and tags.',
+    auth: 'user',
+    query: Search,
+    errorShapes: flagged,
+    async handler({ query, db }) {
+      const [row] = await db(
+        (tx) => tx<PageResult[]>`select api.communities_search(${query.q}, ${query.limit}, ${query.offset}) as page`,
+      );
+      return { status: 200, body: { success: true, ...row!.page } };
+    },
+  }),
+
+  defineRoute({
+    method: 'get',
+    path: '/api/mobile/communities/:id',
+    summary: 'One community with its managers and the caller\'s membership.',
+    auth: 'user',
+    params: CommunityPath,
+    errorShapes: flagged,
+    async handler({ params, db }) {
+      const [row] = await db((tx) => tx`select api.community_get(${params.id}) as community`);
+      return { status: 200, body: { success: true, data: row!.community } };
+    },
+  }),
+
+  defineRoute({
+    method: 'get',
+    path: '/api/mobile/communities/:id/members',
+    summary: 'The members of a community: managers first, then by joined_at.',
+    auth: 'user',
+    params: CommunityPath,
+    query: Page,
+    errorShapes: flagged,
+    async handler({ params, query, db }) {
+      const [row] = await db(
+        (tx) => tx<PageResult[]>`select api.community_members(${params.id}, ${query.limit}, ${query.offset}) as page`,
+      );
+      return { status: 200, body: { success: true, ...row!.page } };
+    },
+  }),
+
+  defineRoute({
+    method: 'post',
+    path: '/api/mobile/communities/:id/join',
+    summary: 'Join a community as a member.',
+    auth: 'user',
+    params: CommunityPath,
+    errorShapes: flagged,
+    async handler({ params, db }) {
+      const [row] = await db((tx) => tx`select api.community_join(${params.id}) as joined`);
+      return { status: 200, body: { success: true, data: row!.joined } };
+    },
+  }),
+
+  defineRoute({
+    method: 'post',
+    path: '/api/mobile/communities/:id/leave',
+    summary: 'Leave a community (the last manager cannot).',
+    auth: 'user',
+    params: CommunityPath,
+    errorShapes: flagged,
+    async handler({ params, db }) {
+      const [row] = await db((tx) => tx`select api.community_leave(${params.id}) as left`);
+      return { status: 200, body: { success: true, data: row!.left } };
+    },
+  }),
+
+  defineRoute({
+    method: 'get',
+    path: '/api/community/:community_id',
+    summary: 'Public page data of a community (no credential; no member identities).',
+    auth: 'public',
+    params: z.object({ community_id: Uuid }),
+    errorShapes: flagged,
+    async handler({ params, db }) {
+      const [row] = await db((tx) => tx`select api.community_public(${params.community_id}) as community`);
+      return { status: 200, body: { success: true, data: row!.community } };
+    },
+  }),
+];

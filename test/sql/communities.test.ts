@@ -1,0 +1,119 @@
+// SQL-level tests of the community rules: join/leave functions, the
+// last-manager trigger, row-level security on memberships, search escaping
+// and the pagination helper.
+import crypto from 'node:crypto';
+import { describe, expect, it } from 'vitest';
+import { asAnon, asUser, db, uniqueEmail } from '../helpers.ts';
+
+const newUser = async () => {
+  const email = uniqueEmail('commsql');
+  const [row] = await db()`select admin.create_user(${email}, 'password123') as id`;
+  const [p] = await db()`select node_id from app.profiles where id = ${row!.id}`;
+  return { email, id: row!.id as string, node: p!.node_id as string };
+};
+const newCommunity = async (name = `C ${crypto.randomBytes(3).toString('hex')}`, manager?: string) =>
+  (await db()`select admin.create_community(${name}, null, '{}', ${manager ?? null}) as id`)[0]!.id as string;
+
+describe('api.community_join / api.community_leave', () => {
+  it('join then leave keeps member_count in step; errors carry PT400/PT404', async () => {
+    const user = await newUser();
+    const id = await newCommunity();
+    const joined = (await asUser(user.id, (tx) => tx`select api.community_join(${id}) as r`))[0]!.r;
+    expect(joined).toMatchObject({ member_count: 1, role: 'member' });
+    await expect(asUser(user.id, (tx) => tx`select api.community_join(${id})`)).rejects.toMatchObject({ code: 'PT400', hint: 'already_member' });
+    expect((await asUser(user.id, (tx) => tx`select api.community_leave(${id}) as r`))[0]!.r).toEqual({ member_count: 0 });
+    await expect(asUser(user.id, (tx) => tx`select api.community_leave(${id})`)).rejects.toMatchObject({ code: 'PT400', hint: 'not_a_member' });
+    await expect(asUser(user.id, (tx) => tx`select api.community_join(${crypto.randomUUID()})`)).rejects.toMatchObject({ code: 'PT404' });
+  });
+
+  it('a user without a node cannot join (PT400 user_has_no_node)', async () => {
+    const user = await newUser();
+    const id = await newCommunity();
+    await db()`update app.profiles set node_id = null where id = ${user.id}`;
+    await expect(asUser(user.id, (tx) => tx`select api.community_join(${id})`)).rejects.toMatchObject({ code: 'PT400', hint: 'user_has_no_node' });
+  });
+});
+
+describe('last manager trigger', () => {
+  it('refuses to delete or demote the last manager by any path, but allows deleting the community', async () => {
+    const manager = await newUser();
+    const id = await newCommunity(undefined, manager.email);
+    await expect(db()`delete from app.community_members where community_id = ${id}`).rejects.toMatchObject({ code: 'PT400', hint: 'last_manager' });
+    await expect(db()`update app.community_members set role = 'member' where community_id = ${id}`).rejects.toMatchObject({ code: 'PT400' });
+    await db()`delete from app.communities where id = ${id}`;
+    const [row] = await db()`select count(*)::int as n from app.community_members where community_id = ${id}`;
+    expect(row!.n).toBe(0);
+  });
+});
+
+describe('row-level security on memberships', () => {
+  it('a user cannot add or remove someone else, nor make themselves manager', async () => {
+    const alice = await newUser();
+    const bob = await newUser();
+    const id = await newCommunity();
+    await expect(
+      asUser(alice.id, (tx) => tx`insert into app.community_members (community_id, member_node_id) values (${id}, ${bob.node})`),
+    ).rejects.toMatchObject({ code: '42501' });
+    await expect(
+      asUser(alice.id, (tx) => tx`insert into app.community_members (community_id, member_node_id, role) values (${id}, ${alice.node}, 'manager')`),
+    ).rejects.toMatchObject({ code: '42501' });
+    await asUser(bob.id, (tx) => tx`select api.community_join(${id})`);
+    const deleted = await asUser(alice.id, (tx) => tx`delete from app.community_members where community_id = ${id} returning 1`);
+    expect(deleted).toHaveLength(0);
+  });
+
+  it('other users\' profiles stay private; only their display name is exposed', async () => {
+    const alice = await newUser();
+    const bob = await newUser();
+    const rows = await asUser(alice.id, (tx) => tx`select id from app.profiles where id = ${bob.id}`);
+    expect(rows).toHaveLength(0);
+    const [name] = await asUser(alice.id, (tx) => tx`select app.node_display_name(${bob.node}) as name`);
+    expect(name!.name).toBe(bob.email.split('@')[0]);
+  });
+
+  it('anonymous callers read the public community record but no memberships', async () => {
+    const manager = await newUser();
+    const id = await newCommunity(undefined, manager.email);
+    const [pub] = await asAnon((tx) => tx`select api.community_public(${id}) as r`);
+    expect(Object.keys(pub!.r).sort()).toEqual(['created_at', 'description', 'id', 'member_count', 'name', 'tags', 'updated_at']);
+    await expect(asAnon((tx) => tx`select * from app.community_members`)).rejects.toMatchObject({ code: '42501' });
+  });
+});
+
+describe('search and pagination helpers', () => {
+  it('app.contains_pattern matches literally', async () => {
+    const [row] = await db()`
+      select '50% off' like app.contains_pattern('0%') as a, '50 off' like app.contains_pattern('0%') as b,
+             'a_b' like app.contains_pattern('_') as c, 'ab' like app.contains_pattern('_') as d,
+             'a\\b' like app.contains_pattern('\\') as e`;
+    expect(row).toEqual({ a: true, b: false, c: true, d: false, e: true });
+  });
+
+  it('app.pagination follows DESIGN.md', async () => {
+    const [row] = await db()`select app.pagination(7, 3, 0) as a, app.pagination(7, 3, 6) as b, app.pagination(0, 50, 0) as c, app.pagination(7, 3, 4) as d`;
+    expect(row).toEqual({
+      a: { total_count: 7, page: 1, page_size: 3, total_pages: 3 },
+      b: { total_count: 7, page: 3, page_size: 3, total_pages: 3 },
+      c: { total_count: 0, page: 1, page_size: 50, total_pages: 0 },
+      d: { total_count: 7, page: 2, page_size: 3, total_pages: 3 },
+    });
+  });
+
+  it('search_text follows name, description and tag changes; the trigram index serves the search', async () => {
+    const id = await newCommunity('Original');
+    await db()`update app.communities set description = 'Now with Kayaks', tags = array['paddle'] where id = ${id}`;
+    const [row] = await db()`select search_text from app.communities where id = ${id}`;
+    expect(row!.search_text).toBe(['original', 'now with kayaks', 'paddle'].join(String.fromCharCode(31)));
+    const plan = await db().begin(async (tx) => {
+      await tx`set local enable_seqscan = off`;
+      return tx`explain select id from app.communities where search_text like ${'%kayak%'}`;
+    });
+    expect(plan.map((r) => r['QUERY PLAN']).join('\n')).toContain('communities_search_trgm');
+  });
+
+  it('paging limits are enforced in SQL too', async () => {
+    const user = await newUser();
+    await expect(asUser(user.id, (tx) => tx`select api.communities_mine(0, 0)`)).rejects.toMatchObject({ code: 'PT400' });
+    await expect(asUser(user.id, (tx) => tx`select api.communities_search('x', 10, -1)`)).rejects.toMatchObject({ code: 'PT400' });
+  });
+});
