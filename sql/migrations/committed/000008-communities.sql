@@ -1,5 +1,5 @@
 --! Previous: sha1:b48c02e37ac10343d0c23e5bbbccdd26a6bc1e11
---! Hash: sha1:56cf1c8dec9b3afc449a3cd0c24a071f28603e5c
+--! Hash: sha1:7beef671cab0df5addaca452b33bab89df96b115
 --! Message: communities
 
 --------------------------------------------------------------------------------
@@ -74,6 +74,19 @@ create function app.contains_pattern(needle text) returns text
   $$;
 comment on function app.contains_pattern(text) is 'LIKE pattern for a literal substring match.';
 grant execute on function app.contains_pattern(text) to anon, authenticated;
+
+-- The public fields of a community, as every community payload starts.
+create function app.community_json(c app.communities) returns jsonb
+  language sql stable
+  set search_path = pg_catalog
+  as $$
+    select jsonb_build_object(
+      'id', c.id, 'name', c.name, 'description', c.description, 'tags', to_jsonb(c.tags),
+      'member_count', c.member_count, 'created_at', app.iso(c.created_at), 'updated_at', app.iso(c.updated_at))
+  $$;
+comment on function app.community_json(app.communities) is
+  'id, name, description, tags, member_count, created_at, updated_at of a community (CommunityListItem''s common part).';
+grant execute on function app.community_json(app.communities) to anon, authenticated;
 
 create function app.check_page(page_limit integer, page_offset integer) returns void
   language plpgsql immutable
@@ -205,11 +218,7 @@ begin
   select count(*) into total from app.community_members m where m.member_node_id = me;
   select coalesce(jsonb_agg(item order by ord), '[]') into items from (
     select row_number() over (order by m.joined_at desc, c.id) as ord,
-           jsonb_build_object(
-             'id', c.id, 'name', c.name, 'description', c.description, 'tags', to_jsonb(c.tags),
-             'member_count', c.member_count, 'created_at', app.iso(c.created_at), 'updated_at', app.iso(c.updated_at),
-             'joined_at', app.iso(m.joined_at), 'role', m.role
-           ) as item
+           app.community_json(c) || jsonb_build_object('joined_at', app.iso(m.joined_at), 'role', m.role) as item
       from app.community_members m
       join app.communities c on c.id = m.community_id
       where m.member_node_id = me
@@ -248,9 +257,7 @@ begin
       order by lower(c.name), c.id
       limit page_limit offset page_offset
   )
-  select coalesce(jsonb_agg(jsonb_build_object(
-           'id', c.id, 'name', c.name, 'description', c.description, 'tags', to_jsonb(c.tags),
-           'member_count', c.member_count, 'created_at', app.iso(c.created_at), 'updated_at', app.iso(c.updated_at),
+  select coalesce(jsonb_agg(app.community_json(c) || jsonb_build_object(
            'is_member', m.role is not null, 'is_manager', coalesce(m.role = 'manager', false)
          ) order by n.ord), '[]'),
          max(n.total)
@@ -277,9 +284,7 @@ declare
   me uuid := app.my_node_id();
   result jsonb;
 begin
-  select jsonb_build_object(
-           'id', c.id, 'name', c.name, 'description', c.description, 'tags', to_jsonb(c.tags),
-           'member_count', c.member_count, 'created_at', app.iso(c.created_at), 'updated_at', app.iso(c.updated_at),
+  select app.community_json(c) || jsonb_build_object(
            'managers', (
              select coalesce(jsonb_agg(jsonb_build_object('id', mm.member_node_id, 'name', app.node_display_name(mm.member_node_id))
                                        order by mm.joined_at, mm.member_node_id), '[]')
@@ -422,9 +427,7 @@ create function api.community_public(community_id uuid) returns jsonb
 declare
   result jsonb;
 begin
-  select jsonb_build_object(
-           'id', c.id, 'name', c.name, 'description', c.description, 'tags', to_jsonb(c.tags),
-           'member_count', c.member_count, 'created_at', app.iso(c.created_at), 'updated_at', app.iso(c.updated_at))
+  select app.community_json(c)
     into result
     from app.communities c
     where c.id = community_public.community_id;
