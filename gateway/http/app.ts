@@ -8,10 +8,11 @@ import type { Logger } from '../lib/log.ts';
 import { authRoutes } from '../routes/auth.ts';
 import { healthHandler } from '../routes/health.ts';
 import { profileRoutes } from '../routes/profile.ts';
+import { dealRoutes, taskRoutes } from '../routes/tasks.ts';
 import type { Route, Services } from './route.ts';
 
 /** Every REST route the gateway serves, in one list (the docs read it too). */
-export const routes: Route[] = [...authRoutes, ...profileRoutes];
+export const routes: Route[] = [...authRoutes, ...profileRoutes, ...taskRoutes, ...dealRoutes];
 
 export interface AppOptions {
   services: Services;
