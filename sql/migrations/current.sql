@@ -37,7 +37,7 @@ create table app.tasks (
   inserted_at timestamptz not null default now(),
   updated_at  timestamptz not null default now(),
   constraint tasks_meta_is_object check (jsonb_typeof(meta) = 'object'),
-  constraint tasks_status_is_valid check (meta ->> 'status' in ('pending', 'in_progress', 'completed')),
+  constraint tasks_status_is_valid check (coalesce(meta ->> 'status', '') in ('pending', 'in_progress', 'completed')),
   constraint tasks_deal_context_is_object check (
     not meta ? 'deal_context' or jsonb_typeof(meta -> 'deal_context') = 'object'
   )
