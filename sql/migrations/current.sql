@@ -240,7 +240,9 @@ create policy "Users can change their own deals" on app.deals
 -- Internal helpers: the status machine, links and cycle detection
 --
 -- They run as the caller (row-level security applies); api functions and the
--- deal functions share them.
+-- deal functions share them. Task rows are locked `for no key update`: it
+-- serialises status changes of one task but lets other requests link to the
+-- task meanwhile (their foreign-key checks take only a key-share lock).
 --------------------------------------------------------------------------------
 
 -- Whether a task id exists at all, whoever created it: tells "not yours"
@@ -263,7 +265,7 @@ create function private.task_start(task_id uuid) returns app.tasks
 declare
   task app.tasks;
 begin
-  select * into task from app.tasks t where t.id = task_start.task_id for update;
+  select * into task from app.tasks t where t.id = task_start.task_id for no key update;
   if not found then
     raise exception 'task not found' using errcode = 'PT404', hint = 'task_not_found';
   end if;
@@ -287,7 +289,7 @@ create function private.task_complete(task_id uuid) returns app.tasks
 declare
   task app.tasks;
 begin
-  select * into task from app.tasks t where t.id = task_complete.task_id for update;
+  select * into task from app.tasks t where t.id = task_complete.task_id for no key update;
   if not found then
     raise exception 'task not found' using errcode = 'PT404', hint = 'task_not_found';
   end if;
@@ -493,7 +495,7 @@ begin
     raise exception 'deal_context must be an object' using errcode = 'PT422', hint = 'validation_error';
   end if;
 
-  select * into task from app.tasks t where t.id = task_update.task_id for update;
+  select * into task from app.tasks t where t.id = task_update.task_id for no key update;
   if not found then
     raise exception 'task not found' using errcode = 'PT404', hint = 'task_not_found';
   end if;
