@@ -9,10 +9,11 @@ import { authRoutes } from '../routes/auth.ts';
 import { communityRoutes } from '../routes/communities.ts';
 import { healthHandler } from '../routes/health.ts';
 import { profileRoutes } from '../routes/profile.ts';
+import { dealRoutes, taskRoutes } from '../routes/tasks.ts';
 import type { Route, Services } from './route.ts';
 
 /** Every REST route the gateway serves, in one list (the docs read it too). */
-export const routes: Route[] = [...authRoutes, ...profileRoutes, ...communityRoutes];
+export const routes: Route[] = [...authRoutes, ...profileRoutes, ...communityRoutes, ...taskRoutes, ...dealRoutes];
 
 export interface AppOptions {
   services: Services;

@@ -1,0 +1,399 @@
+// Spec section 4, "Tasks" and "Deals" (the CRM). The status machine, links
+// and cycle detection, chains, grouping by company and deals are SQL
+// functions (api.task_*, api.tasks_*, api.deal_*); row-level security shows a
+// user only their own tasks, links and deals.
+//
+// Error bodies (spec section 7): 422 and 403 use the Simple body {error};
+// 404 (and 401, 400) the Error body. An id in a path that is not a uuid names
+// no task or deal: 404, like an unknown one.
+import type postgres from 'postgres';
+import { z } from 'zod';
+import { defineRoute } from '../http/route.ts';
+import type { Tx } from '../lib/db.ts';
+import type { ErrorShape } from '../lib/errors.ts';
+
+// ---------------------------------------------------------------------------
+// Shapes
+// ---------------------------------------------------------------------------
+
+export const TASK_STATUSES = ['pending', 'in_progress', 'completed'] as const;
+
+/** A path id: a uuid, or null (which names nothing, so the SQL answers 404). */
+const PathId = z.string().transform((value) => (z.guid().safeParse(value).success ? value : null));
+const IdParams = z.object({ id: PathId });
+
+/** A query-string integer (digits only) within [min, max]. */
+const QueryInt = (min: number, max: number) =>
+  z
+    .string()
+    .regex(/^[0-9]+$/, { message: 'must be an integer' })
+    .transform(Number)
+    .pipe(z.number().int().min(min).max(max));
+
+const MAX_INT = 2_147_483_647;
+
+const Title = z.string().max(500);
+const Description = z.string().max(10_000);
+
+const DealContext = z.object({
+  company: z.string().trim().min(1, { message: 'must not be empty' }).max(200).nullish(),
+  deal_value: z.number().nullish(),
+});
+
+const ListQuery = z.object({
+  status: z.enum(TASK_STATUSES).optional(),
+  page: QueryInt(1, MAX_INT).default(1),
+  /** Default page size: 20 (the spec leaves it open). */
+  limit: QueryInt(1, 100).default(20),
+});
+
+const CreateBody = z.object({
+  title: Title.nullish(),
+  description: Description.nullish(),
+  status: z.enum(TASK_STATUSES).default('pending'),
+  deal_context: DealContext.nullish(),
+});
+
+// `status` is accepted by the schema only so that the SQL can refuse it with
+// 422 (status changes go through start and complete).
+const PatchBody = z.object({
+  title: Title.nullish(),
+  description: Description.nullish(),
+  deal_context: DealContext.nullish(),
+  status: z.unknown().optional(),
+});
+
+const CompleteAndLinkBody = z.object({
+  next_task: z.object({
+    title: Title.nullish(),
+    description: Description.nullish(),
+    status: z.enum(['pending', 'in_progress']).default('pending'),
+  }),
+});
+
+const LinkBody = z.object({
+  destination_task_id: z.guid({ message: 'must be a uuid' }),
+  transition_meta: z.record(z.string(), z.unknown()).nullish(),
+});
+
+const ChainQuery = z.object({
+  direction: z.enum(['forward', 'backward']).default('forward'),
+  depth: QueryInt(1, MAX_INT).default(50),
+});
+
+const SearchQuery = z.object({
+  company: z.string().trim().min(1, { message: 'company is required' }).max(200),
+});
+
+const CompleteTaskBody = z
+  .object({ new_next_action: z.string().max(500).nullish() })
+  .optional();
+
+// ---------------------------------------------------------------------------
+// Rows returned by the SQL functions
+// ---------------------------------------------------------------------------
+
+interface Task {
+  id: string;
+  created_by: string;
+  inserted_at: Date;
+  updated_at: Date;
+  meta: Record<string, unknown>;
+}
+
+interface TaskTransition {
+  id: string;
+  type: string;
+  origin_id: string;
+  destination_id: string;
+  created_by: string;
+  inserted_at: Date;
+  meta: Record<string, unknown>;
+}
+
+interface Deal {
+  id: string;
+  created_by: string;
+  meta: Record<string, unknown>;
+}
+
+/** A jsonb parameter (postgres.js serialises it), or SQL null. */
+const jsonb = (tx: Tx, value: Record<string, unknown> | null | undefined) =>
+  value === undefined || value === null ? null : tx.json(value as postgres.JSONValue);
+
+const TASK_ERRORS: Partial<Record<number, ErrorShape>> = { 403: 'simple', 422: 'simple' };
+const DEAL_ERRORS: Partial<Record<number, ErrorShape>> = { 422: 'simple' };
+
+// ---------------------------------------------------------------------------
+// Routes. /tasks/by_company and /tasks/search come before /tasks/:id.
+// ---------------------------------------------------------------------------
+
+export const taskRoutes = [
+  defineRoute({
+    method: 'get',
+    path: '/api/mobile/tasks/by_company',
+    summary: "The caller's tasks grouped by deal_context.company, with deal value and active task.",
+    auth: 'user',
+    errorShapes: TASK_ERRORS,
+    async handler({ db }) {
+      const companies = await db((tx) => tx`select * from api.tasks_by_company()`);
+      return { status: 200, body: { success: true, companies } };
+    },
+  }),
+
+  defineRoute({
+    method: 'get',
+    path: '/api/mobile/tasks/search',
+    summary: "The caller's tasks whose company contains `company` (case-insensitive), newest first.",
+    auth: 'user',
+    query: SearchQuery,
+    invalidStatus: 422,
+    errorShapes: TASK_ERRORS,
+    async handler({ query, db }) {
+      const tasks = await db((tx) => tx<Task[]>`select * from api.tasks_search(${query.company})`);
+      return { status: 200, body: { success: true, search_query: query.company, tasks } };
+    },
+  }),
+
+  defineRoute({
+    method: 'get',
+    path: '/api/mobile/tasks',
+    summary: "The caller's tasks, newest first; filter by status; page from 1, limit 1..100 (default 20).",
+    auth: 'user',
+    query: ListQuery,
+    invalidStatus: 422,
+    errorShapes: TASK_ERRORS,
+    async handler({ query, db }) {
+      const tasks = await db(
+        (tx) => tx<Task[]>`select * from api.tasks_list(${query.status ?? null}, ${query.page}, ${query.limit})`,
+      );
+      return { status: 200, body: { success: true, tasks } };
+    },
+  }),
+
+  defineRoute({
+    method: 'post',
+    path: '/api/mobile/tasks',
+    summary: 'Create a task (status default pending); attributes go into meta.',
+    auth: 'user',
+    body: CreateBody,
+    invalidStatus: 422,
+    errorShapes: TASK_ERRORS,
+    async handler({ body, db }) {
+      const [task] = await db(
+        (tx) => tx<Task[]>`
+          select * from api.task_create(${body.title ?? null}, ${body.description ?? null}, ${body.status},
+                                        ${jsonb(tx, body.deal_context)}::jsonb)`,
+      );
+      return { status: 201, body: { success: true, task } };
+    },
+  }),
+
+  defineRoute({
+    method: 'get',
+    path: '/api/mobile/tasks/:id',
+    summary: 'One of the caller\'s tasks.',
+    auth: 'user',
+    params: IdParams,
+    errorShapes: TASK_ERRORS,
+    async handler({ params, db }) {
+      const [task] = await db((tx) => tx<Task[]>`select * from api.task_get(${params.id})`);
+      return { status: 200, body: { success: true, task } };
+    },
+  }),
+
+  defineRoute({
+    method: 'patch',
+    path: '/api/mobile/tasks/:id',
+    summary: 'Merge title, description and deal_context into meta (null removes a key); status is not changeable here.',
+    auth: 'user',
+    params: IdParams,
+    body: PatchBody,
+    invalidStatus: 422,
+    errorShapes: TASK_ERRORS,
+    async handler({ params, body, db }) {
+      const [task] = await db((tx) => tx<Task[]>`select * from api.task_update(${params.id}, ${jsonb(tx, body)}::jsonb)`);
+      return { status: 200, body: { success: true, task } };
+    },
+  }),
+
+  defineRoute({
+    method: 'delete',
+    path: '/api/mobile/tasks/:id',
+    summary: 'Delete one of the caller\'s tasks (and its links): 204; 403 for another user\'s task.',
+    auth: 'user',
+    params: IdParams,
+    errorShapes: TASK_ERRORS,
+    async handler({ params, db }) {
+      await db((tx) => tx`select api.task_delete(${params.id})`);
+      return { status: 204 };
+    },
+  }),
+
+  defineRoute({
+    method: 'post',
+    path: '/api/mobile/tasks/:id/start',
+    summary: 'pending → in_progress; 422 otherwise.',
+    auth: 'user',
+    params: IdParams,
+    errorShapes: TASK_ERRORS,
+    async handler({ params, db }) {
+      const [task] = await db((tx) => tx<Task[]>`select * from api.task_start(${params.id})`);
+      return { status: 200, body: { success: true, task } };
+    },
+  }),
+
+  defineRoute({
+    method: 'post',
+    path: '/api/mobile/tasks/:id/complete',
+    summary: 'pending or in_progress → completed; 422 when already completed.',
+    auth: 'user',
+    params: IdParams,
+    errorShapes: TASK_ERRORS,
+    async handler({ params, db }) {
+      const [task] = await db((tx) => tx<Task[]>`select * from api.task_complete(${params.id})`);
+      return { status: 200, body: { success: true, task } };
+    },
+  }),
+
+  defineRoute({
+    method: 'post',
+    path: '/api/mobile/tasks/:id/complete_and_link',
+    summary: 'Complete the task, create next_task and link them, in one transaction.',
+    auth: 'user',
+    params: IdParams,
+    body: CompleteAndLinkBody,
+    invalidStatus: 422,
+    errorShapes: TASK_ERRORS,
+    async handler({ params, body, db }) {
+      const { title, description, status } = body.next_task;
+      // Two rows: the completed task, then the next task.
+      const [completed, next] = await db(
+        (tx) => tx<Task[]>`
+          select * from api.task_complete_and_link(${params.id}, ${title ?? null}, ${description ?? null}, ${status})`,
+      );
+      return { status: 200, body: { success: true, completed_task: completed, next_task: next } };
+    },
+  }),
+
+  defineRoute({
+    method: 'post',
+    path: '/api/mobile/tasks/:id/link',
+    summary: 'Link the task to a destination task (task_transition); 422 for a self-link or a cycle.',
+    auth: 'user',
+    params: IdParams,
+    body: LinkBody,
+    invalidStatus: 422,
+    errorShapes: TASK_ERRORS,
+    async handler({ params, body, db }) {
+      const [event] = await db(
+        (tx) => tx<TaskTransition[]>`
+          select * from api.task_link(${params.id}, ${body.destination_task_id}, ${jsonb(tx, body.transition_meta ?? {})}::jsonb)`,
+      );
+      return {
+        status: 200,
+        body: { success: true, link: { origin_task_id: event!.origin_id, destination_task_id: event!.destination_id, event } },
+      };
+    },
+  }),
+
+  defineRoute({
+    method: 'get',
+    path: '/api/mobile/tasks/:id/next',
+    summary: 'The destination of the most recent link out of the task, or null.',
+    auth: 'user',
+    params: IdParams,
+    errorShapes: TASK_ERRORS,
+    async handler({ params, db }) {
+      const [task] = await db((tx) => tx<Task[]>`select * from api.task_next(${params.id})`);
+      return { status: 200, body: { success: true, next_task: task ?? null } };
+    },
+  }),
+
+  defineRoute({
+    method: 'get',
+    path: '/api/mobile/tasks/:id/previous',
+    summary: 'The origin of the most recent link into the task, or null.',
+    auth: 'user',
+    params: IdParams,
+    errorShapes: TASK_ERRORS,
+    async handler({ params, db }) {
+      const [task] = await db((tx) => tx<Task[]>`select * from api.task_previous(${params.id})`);
+      return { status: 200, body: { success: true, previous_task: task ?? null } };
+    },
+  }),
+
+  defineRoute({
+    method: 'get',
+    path: '/api/mobile/tasks/:id/chain',
+    summary: 'The task, then the tasks within `depth` links forward or backward, each once, nearest first.',
+    auth: 'user',
+    params: IdParams,
+    query: ChainQuery,
+    invalidStatus: 422,
+    errorShapes: TASK_ERRORS,
+    async handler({ params, query, db }) {
+      const chain = await db(
+        (tx) => tx<Task[]>`select * from api.task_chain(${params.id}, ${query.direction}, ${query.depth})`,
+      );
+      return { status: 200, body: { success: true, chain, depth: query.depth, direction: query.direction } };
+    },
+  }),
+];
+
+export const dealRoutes = [
+  defineRoute({
+    method: 'get',
+    path: '/api/mobile/deals',
+    summary: "The caller's deals, newest first.",
+    auth: 'user',
+    errorShapes: DEAL_ERRORS,
+    async handler({ db }) {
+      const deals = await db((tx) => tx<Deal[]>`select * from api.deals_list()`);
+      return { status: 200, body: { success: true, deals } };
+    },
+  }),
+
+  defineRoute({
+    method: 'get',
+    path: '/api/mobile/deals/:id',
+    summary: 'One of the caller\'s deals.',
+    auth: 'user',
+    params: IdParams,
+    errorShapes: DEAL_ERRORS,
+    async handler({ params, db }) {
+      const [deal] = await db((tx) => tx<Deal[]>`select * from api.deal_get(${params.id})`);
+      return { status: 200, body: { success: true, deal } };
+    },
+  }),
+
+  defineRoute({
+    method: 'post',
+    path: '/api/mobile/deals/:id/start_task',
+    summary: "Start the deal's current task.",
+    auth: 'user',
+    params: IdParams,
+    errorShapes: DEAL_ERRORS,
+    async handler({ params, db }) {
+      const [deal] = await db((tx) => tx<Deal[]>`select * from api.deal_start_task(${params.id})`);
+      return { status: 200, body: { success: true, deal } };
+    },
+  }),
+
+  defineRoute({
+    method: 'post',
+    path: '/api/mobile/deals/:id/complete_task',
+    summary: "Complete the deal's current task; with new_next_action, create, link and make current the next task.",
+    auth: 'user',
+    params: IdParams,
+    body: CompleteTaskBody,
+    invalidStatus: 422,
+    errorShapes: DEAL_ERRORS,
+    async handler({ params, body, db }) {
+      const [deal] = await db(
+        (tx) => tx<Deal[]>`select * from api.deal_complete_task(${params.id}, ${body?.new_next_action ?? null})`,
+      );
+      return { status: 200, body: { success: true, deal } };
+    },
+  }),
+];

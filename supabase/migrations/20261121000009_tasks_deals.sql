@@ -1,0 +1,1 @@
+../../sql/migrations/committed/000009-tasks-deals.sql
