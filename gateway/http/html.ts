@@ -91,6 +91,7 @@ export function page(options: { title: string; body: SafeHtml; script?: string }
 <meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <meta name="robots" content="noindex">
+<link rel="icon" href="data:,">
 <title>${options.title}</title>
 <style nonce="${nonce}">${new SafeHtml(STYLE)}</style>
 </head>
