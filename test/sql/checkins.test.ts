@@ -290,15 +290,16 @@ describe('change log', () => {
         secondDone = true;
       });
       await new Promise((r) => setTimeout(r, 300));
-      expect(secondDone).toBe(false);
+      const finishedBeforeFirstCommitted = secondDone;
       release();
       await first;
       await second;
+      expect(finishedBeforeFirstCommitted).toBe(false);
       const log = await db()`
         select record_id from app.change_log where record_id in (${a}, ${b}) and operation = 'update' order by id`;
       expect(log.map((r) => r.record_id)).toEqual([a, b]);
     } finally {
-      await sql.end();
+      await sql.end({ timeout: 5 });
     }
   });
 });
