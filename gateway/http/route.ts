@@ -14,7 +14,7 @@
 import type { Request, RequestHandler, Response } from 'express';
 import { z } from 'zod';
 import { ANON_CLAIMS, withClaims, type RequestClaims, type Sql, type Tx } from '../lib/db.ts';
-import { errorBody, HttpError, toHttpError, type ErrorShape } from '../lib/errors.ts';
+import { defaultCode, errorBody, HttpError, toHttpError, type ErrorShape } from '../lib/errors.ts';
 import { InvalidTokenError, type AccessClaims, type TokenService } from '../lib/jwt.ts';
 import type { Logger } from '../lib/log.ts';
 
@@ -192,5 +192,5 @@ function validate(schema: AnySchema | undefined, value: unknown, where: string, 
   }));
   const first = issues[0];
   const message = first ? `${first.path}: ${first.message}` : `invalid ${where}`;
-  throw new HttpError(status, status === 422 ? 'validation_error' : 'bad_request', message, { issues });
+  throw new HttpError(status, defaultCode(status), message, { issues });
 }

@@ -42,7 +42,9 @@ const UserAgent = z.object({ 'user-agent': z.string().optional() });
 
 function errorPage(err: HttpError): string {
   const title = err.status === 404 ? 'Not found' : 'Something went wrong';
-  return page({ title, body: html`<h1>${title}</h1><p>${err.message}</p>` }).html;
+  // A malformed id fails validation (code not_found); say so plainly.
+  const message = err.code === 'not_found' ? 'This link is not valid.' : err.message;
+  return page({ title, body: html`<h1>${title}</h1><p>${message}</p>` }).html;
 }
 
 function pageReply(status: number, content: { title: string; body: SafeHtml; script?: string }): Reply {

@@ -107,6 +107,7 @@ describe('GET /api/mobile/events/{id}', () => {
     const res = await api('GET', `/api/mobile/events/${id}`, { token: user.accessToken });
     expect(res.status).toBe(404);
     expectErrorShape(res.body);
+    expect(res.body.error).toMatch(/^(event_)?not_found$/);
   });
 
   it('answers 401 without a token', async () => {
