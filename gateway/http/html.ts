@@ -46,13 +46,18 @@ export function safeUrl(value: string | null | undefined): string | null {
   }
 }
 
-/** "Saturday 21 November 2026, 18:00 UTC" for an ISO timestamp. */
-export function formatTime(iso: string | null | undefined): string {
-  if (!iso) return '';
-  const date = new Date(iso);
-  if (Number.isNaN(date.getTime())) return iso;
-  const text = new Intl.DateTimeFormat('en-GB', { dateStyle: 'full', timeStyle: 'short', timeZone: 'UTC' }).format(date);
-  return `${text} UTC`;
+const DATE_TIME = new Intl.DateTimeFormat('en-GB', { dateStyle: 'full', timeStyle: 'short', timeZone: 'UTC' });
+
+/**
+ * "Saturday 21 November 2026 at 18:00 UTC" for an ISO timestamp; with an end,
+ * a range that names the day once when both fall on it.
+ */
+export function formatTime(startIso: string, endIso?: string | null): string {
+  const start = new Date(startIso);
+  if (Number.isNaN(start.getTime())) return startIso;
+  const end = endIso ? new Date(endIso) : null;
+  if (!end || Number.isNaN(end.getTime())) return `${DATE_TIME.format(start)} UTC`;
+  return `${DATE_TIME.formatRange(start, end)} UTC`;
 }
 
 export interface Page {

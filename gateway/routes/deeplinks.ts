@@ -62,9 +62,7 @@ function redirectReply(location: string): Reply {
 }
 
 function when(event: { date: string; end_time: string | null }): SafeHtml {
-  return html`<time datetime="${event.date}">${formatTime(event.date)}</time>${
-    event.end_time ? html` – <time datetime="${event.end_time}">${formatTime(event.end_time)}</time>` : ''
-  }`;
+  return html`<time datetime="${event.date}">${formatTime(event.date, event.end_time)}</time>`;
 }
 
 // Trusted code only: it reads the event id and title from the page, never
