@@ -7,13 +7,25 @@ import { errorBody, HttpError } from '../lib/errors.ts';
 import type { Logger } from '../lib/log.ts';
 import { authRoutes } from '../routes/auth.ts';
 import { communityRoutes } from '../routes/communities.ts';
+import { connectionRoutes } from '../routes/connections.ts';
+import { deeplinkRoutes } from '../routes/deeplinks.ts';
+import { eventRoutes } from '../routes/events.ts';
 import { healthHandler } from '../routes/health.ts';
 import { profileRoutes } from '../routes/profile.ts';
 import { dealRoutes, taskRoutes } from '../routes/tasks.ts';
 import type { Route, Services } from './route.ts';
 
 /** Every REST route the gateway serves, in one list (the docs read it too). */
-export const routes: Route[] = [...authRoutes, ...profileRoutes, ...communityRoutes, ...taskRoutes, ...dealRoutes];
+export const routes: Route[] = [
+  ...authRoutes,
+  ...profileRoutes,
+  ...communityRoutes,
+  ...taskRoutes,
+  ...dealRoutes,
+  ...eventRoutes,
+  ...connectionRoutes,
+  ...deeplinkRoutes,
+];
 
 export interface AppOptions {
   services: Services;

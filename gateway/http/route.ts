@@ -4,15 +4,17 @@
 //   → validate params, query and body with zod
 //   → run the handler, which calls one SQL function inside ctx.db(...): one
 //     transaction as `anon` or `authenticated` with request.jwt.claims set
-//   → send the reply, or map the error to a status and one of the three error
-//     bodies of spec section 7 (chosen per route and status).
+//   → send the reply (JSON by default; HTML or a redirect for the web pages),
+//     or map the error to a status and one of the three error bodies of spec
+//     section 7 (chosen per route and status), or to the route's HTML error
+//     page.
 //
 // Route modules only declare routes; they never build SQL strings, filter rows
 // by user or re-check a rule the database enforces.
 import type { Request, RequestHandler, Response } from 'express';
 import { z } from 'zod';
 import { ANON_CLAIMS, withClaims, type RequestClaims, type Sql, type Tx } from '../lib/db.ts';
-import { errorBody, HttpError, toHttpError, type ErrorShape } from '../lib/errors.ts';
+import { defaultCode, errorBody, HttpError, toHttpError, type ErrorShape } from '../lib/errors.ts';
 import { InvalidTokenError, type AccessClaims, type TokenService } from '../lib/jwt.ts';
 import type { Logger } from '../lib/log.ts';
 
@@ -26,15 +28,25 @@ export interface Services {
   appScheme: string;
 }
 
+/**
+ * What a handler answers: `body` is sent as JSON; `html` as
+ * text/html; charset=utf-8; `redirect` sets Location (with `html`, if given,
+ * as the body). `headers` are set as given.
+ */
 export interface Reply {
   status: number;
   body?: unknown;
+  html?: string;
+  redirect?: string;
+  headers?: Record<string, string>;
 }
 
-export interface Context<P, Q, B> {
+export interface Context<P, Q, B, H = undefined> {
   params: P;
   query: Q;
   body: B;
+  /** The request headers the route's `headers` schema names. */
+  headers: H;
   /** The verified access-token claims; null on public routes. */
   user: AccessClaims | null;
   services: Services;
@@ -49,7 +61,12 @@ export interface Context<P, Q, B> {
 type AnySchema = z.ZodType;
 type Out<S> = S extends z.ZodType ? z.output<S> : undefined;
 
-export interface RouteDefinition<P extends AnySchema | undefined, Q extends AnySchema | undefined, B extends AnySchema | undefined> {
+export interface RouteDefinition<
+  P extends AnySchema | undefined,
+  Q extends AnySchema | undefined,
+  B extends AnySchema | undefined,
+  H extends AnySchema | undefined = undefined,
+> {
   method: Method;
   path: string;
   /** One line for the docs. */
@@ -59,13 +76,22 @@ export interface RouteDefinition<P extends AnySchema | undefined, Q extends AnyS
   params?: P;
   query?: Q;
   body?: B;
+  /** Request headers the handler reads (names in lower case). */
+  headers?: H;
   /** Status for a request that fails validation (spec: 400 or 422 per endpoint). */
   invalidStatus?: 400 | 422;
+  /**
+   * Status for path parameters that fail validation, when it differs from
+   * invalidStatus: 404 for ids that cannot name anything (e.g. not a uuid).
+   */
+  invalidParamsStatus?: 400 | 404 | 422;
   /** Error body per status; everything else uses the Error shape. */
   errorShapes?: Partial<Record<number, ErrorShape>>;
   /** Per-route status changes for errors raised by SQL (e.g. duplicate e-mail: 409 → 400). */
   statusOverrides?: Partial<Record<number, number>>;
-  handler(ctx: Context<Out<P>, Out<Q>, Out<B>>): Promise<Reply>;
+  /** Web pages: errors are answered with this HTML page instead of a JSON body. */
+  renderError?: (err: HttpError) => string;
+  handler(ctx: Context<Out<P>, Out<Q>, Out<B>, Out<H>>): Promise<Reply>;
 }
 
 export interface Route {
@@ -73,7 +99,7 @@ export interface Route {
   path: string;
   summary: string;
   auth: 'public' | 'user';
-  schemas: { params?: AnySchema; query?: AnySchema; body?: AnySchema };
+  schemas: { params?: AnySchema; query?: AnySchema; body?: AnySchema; headers?: AnySchema };
   build(services: Services): RequestHandler;
 }
 
@@ -81,27 +107,30 @@ export function defineRoute<
   P extends AnySchema | undefined = undefined,
   Q extends AnySchema | undefined = undefined,
   B extends AnySchema | undefined = undefined,
->(def: RouteDefinition<P, Q, B>): Route {
+  H extends AnySchema | undefined = undefined,
+>(def: RouteDefinition<P, Q, B, H>): Route {
   return {
     method: def.method,
     path: def.path,
     summary: def.summary,
     auth: def.auth,
-    schemas: { params: def.params, query: def.query, body: def.body },
+    schemas: { params: def.params, query: def.query, body: def.body, headers: def.headers },
     build: (services) => async (req: Request, res: Response) => {
       const log: Logger = res.locals.log;
       try {
         const user = def.auth === 'user' ? await authenticate(req, services.tokens) : null;
         const invalid = def.invalidStatus ?? 400;
-        const params = validate(def.params, req.params, 'path', invalid);
+        const params = validate(def.params, req.params, 'path', def.invalidParamsStatus ?? invalid);
         const query = validate(def.query, req.query, 'query', invalid);
         const body = validate(def.body, req.body, 'body', invalid);
+        const headers = validate(def.headers, req.headers, 'header', invalid);
         const requestClaims: RequestClaims = user ? { ...user, role: 'authenticated' } : ANON_CLAIMS;
         if (user) res.locals.userId = user.sub;
-        const ctx: Context<Out<P>, Out<Q>, Out<B>> = {
+        const ctx: Context<Out<P>, Out<Q>, Out<B>, Out<H>> = {
           params: params as Out<P>,
           query: query as Out<Q>,
           body: body as Out<B>,
+          headers: headers as Out<H>,
           user,
           services,
           log,
@@ -111,9 +140,7 @@ export function defineRoute<
               statementTimeoutMs: services.statementTimeoutMs,
             }),
         };
-        const reply = await def.handler(ctx);
-        if (reply.body === undefined) res.status(reply.status).end();
-        else res.status(reply.status).json(reply.body);
+        send(res, await def.handler(ctx));
       } catch (err) {
         let httpError = toHttpError(err);
         const override = def.statusOverrides?.[httpError.status];
@@ -123,11 +150,24 @@ export function defineRoute<
         if (httpError.status >= 500) log.error({ err }, 'request failed');
         else log.debug({ status: httpError.status, error: httpError.message }, 'request refused');
         if (httpError.status === 401) res.setHeader('WWW-Authenticate', 'Bearer');
+        if (def.renderError) {
+          res.status(httpError.status).type('html').send(def.renderError(httpError));
+          return;
+        }
         const shape = def.errorShapes?.[httpError.status] ?? 'error';
         res.status(httpError.status).json(errorBody(shape, httpError));
       }
     },
   };
+}
+
+function send(res: Response, reply: Reply): void {
+  for (const [name, value] of Object.entries(reply.headers ?? {})) res.setHeader(name, value);
+  res.status(reply.status);
+  if (reply.redirect !== undefined) res.location(reply.redirect);
+  if (reply.html !== undefined) res.type('html').send(reply.html);
+  else if (reply.body !== undefined) res.json(reply.body);
+  else res.end();
 }
 
 async function authenticate(req: Request, tokens: TokenService): Promise<AccessClaims> {
@@ -152,5 +192,5 @@ function validate(schema: AnySchema | undefined, value: unknown, where: string, 
   }));
   const first = issues[0];
   const message = first ? `${first.path}: ${first.message}` : `invalid ${where}`;
-  throw new HttpError(status, status === 422 ? 'validation_error' : 'bad_request', message, { issues });
+  throw new HttpError(status, defaultCode(status), message, { issues });
 }

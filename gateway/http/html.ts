@@ -1,0 +1,128 @@
+// HTML for the few web pages (deep links, public event page, web check-in
+// form): one escape helper and one page frame. `html` is a tagged template
+// that escapes every interpolated value unless it is already SafeHtml, so
+// content from the database can only ever render as text.
+import crypto from 'node:crypto';
+
+export class SafeHtml {
+  constructor(readonly value: string) {}
+  toString(): string {
+    return this.value;
+  }
+}
+
+const ENTITIES: Record<string, string> = { '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' };
+
+export function escapeHtml(value: unknown): string {
+  return String(value).replace(/[&<>"']/g, (c) => ENTITIES[c]!);
+}
+
+export type HtmlValue = SafeHtml | string | number | null | undefined | false | readonly HtmlValue[];
+
+function render(value: HtmlValue): string {
+  if (value === null || value === undefined || value === false) return '';
+  if (value instanceof SafeHtml) return value.value;
+  if (Array.isArray(value)) return value.map(render).join('');
+  return escapeHtml(value);
+}
+
+export function html(strings: TemplateStringsArray, ...values: HtmlValue[]): SafeHtml {
+  let out = strings[0] ?? '';
+  values.forEach((value, i) => {
+    out += render(value) + (strings[i + 1] ?? '');
+  });
+  return new SafeHtml(out);
+}
+
+/** An http(s) URL or a same-site path, usable in href/src; anything else (javascript:, data:, ...) is null. */
+export function safeUrl(value: string | null | undefined): string | null {
+  if (!value) return null;
+  if (/^\/(?!\/)/.test(value)) return value;
+  try {
+    const url = new URL(value);
+    return url.protocol === 'http:' || url.protocol === 'https:' ? url.toString() : null;
+  } catch {
+    return null;
+  }
+}
+
+const DATE_TIME = new Intl.DateTimeFormat('en-GB', { dateStyle: 'full', timeStyle: 'short', timeZone: 'UTC' });
+
+/**
+ * "Saturday 21 November 2026 at 18:00 UTC" for an ISO timestamp; with an end,
+ * a range that names the day once when both fall on it.
+ */
+export function formatTime(startIso: string, endIso?: string | null): string {
+  const start = new Date(startIso);
+  if (Number.isNaN(start.getTime())) return startIso;
+  const end = endIso ? new Date(endIso) : null;
+  if (!end || Number.isNaN(end.getTime())) return `${DATE_TIME.format(start)} UTC`;
+  return `${DATE_TIME.formatRange(start, end)} UTC`;
+}
+
+export interface Page {
+  html: string;
+  /** Headers the page needs (Content-Security-Policy with the page's nonce). */
+  headers: Record<string, string>;
+}
+
+const STYLE = `
+  :root { color-scheme: light dark; }
+  body { font: 16px/1.5 system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; margin: 0; padding: 1rem; }
+  main { max-width: 32rem; margin: 0 auto; }
+  h1 { font-size: 1.5rem; line-height: 1.25; margin: .5rem 0; overflow-wrap: anywhere; }
+  .meta { color: GrayText; margin: 0 0 1rem; }
+  p, li { overflow-wrap: anywhere; }
+  img { max-width: 100%; height: auto; border-radius: .5rem; }
+  ul.events { list-style: none; padding: 0; }
+  ul.events li { margin: .5rem 0; }
+  a.button, button { display: inline-block; font: inherit; padding: .65rem 1rem; border-radius: .5rem; border: 0;
+    background: #2563eb; color: #fff; text-decoration: none; cursor: pointer; }
+  button[disabled] { opacity: .6; }
+  label { display: block; margin: .75rem 0 .25rem; }
+  input, select { font: inherit; width: 100%; box-sizing: border-box; padding: .55rem; border-radius: .4rem; border: 1px solid GrayText; }
+  form button { margin-top: 1rem; width: 100%; }
+  #status { margin-top: 1rem; min-height: 1.5rem; }
+  #status.ok { color: #15803d; font-weight: 600; }
+  #status.error { color: #b91c1c; }
+`;
+
+/** A complete, small, mobile-friendly document. `script` (trusted code only) runs under a per-page nonce. */
+export function page(options: { title: string; body: SafeHtml; script?: string }): Page {
+  const nonce = crypto.randomBytes(16).toString('base64');
+  const document = html`<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<meta name="robots" content="noindex">
+<link rel="icon" href="data:,">
+<title>${options.title}</title>
+<style nonce="${nonce}">${new SafeHtml(STYLE)}</style>
+</head>
+<body>
+<main>
+${options.body}
+</main>
+${options.script ? html`<script nonce="${nonce}">${new SafeHtml(options.script)}</script>` : ''}
+</body>
+</html>
+`;
+  return {
+    html: document.value,
+    headers: {
+      'Content-Security-Policy': [
+        "default-src 'none'",
+        `style-src 'nonce-${nonce}'`,
+        `script-src 'nonce-${nonce}'`,
+        "img-src http: https: data:",
+        "connect-src 'self'",
+        "form-action 'self'",
+        "base-uri 'none'",
+        "frame-ancestors 'none'",
+      ].join('; '),
+      'X-Content-Type-Options': 'nosniff',
+      'Referrer-Policy': 'no-referrer',
+    },
+  };
+}

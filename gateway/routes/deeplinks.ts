@@ -1,0 +1,231 @@
+// Spec section 4, "Deep links (web)", and DESIGN.md: public HTML routes.
+//
+//   /l/checkin/event/{event_node_id}  302 to the app (iOS/Android) or to the web form
+//   /l/event/{shortlink}              the same, by shortlink
+//   /l/checkin/venue/{venue_node_id}  302 to the one concurrent event's link, or a selection page
+//   /e/{shortlink}                    public event page
+//   /checkin/event/{event_node_id}    web check-in form: sign in, then check in through the API
+//
+// Where a link leads (user agent rule, concurrency window) is decided in SQL;
+// this module renders the pages. Unknown or malformed ids answer a 404 page.
+import { z } from 'zod';
+import { defineRoute, type Reply } from '../http/route.ts';
+import { formatTime, html, page, safeUrl, type SafeHtml } from '../http/html.ts';
+import type { HttpError } from '../lib/errors.ts';
+
+/** The Event object (spec section 2) as the SQL function builds it; the fields the pages use. */
+interface EventJson {
+  id: string;
+  node_id: string;
+  title: string;
+  date: string;
+  end_time: string | null;
+  description: string | null;
+  location: string | null;
+  event_url: string | null;
+  image_path: string | null;
+  deeplink_path: string;
+}
+
+interface VenueChoice {
+  node_id: string;
+  title: string;
+  date: string;
+  end_time: string | null;
+  location: string | null;
+}
+
+const EventNode = z.object({ event_node_id: z.guid() });
+const VenueNode = z.object({ venue_node_id: z.guid() });
+const Shortlink = z.object({ shortlink: z.string().regex(/^[A-Za-z0-9]{8}$/) });
+const UserAgent = z.object({ 'user-agent': z.string().optional() });
+
+function errorPage(err: HttpError): string {
+  const title = err.status === 404 ? 'Not found' : 'Something went wrong';
+  // A malformed id fails validation (code not_found); say so plainly.
+  const message = err.code === 'not_found' ? 'This link is not valid.' : err.message;
+  return page({ title, body: html`<h1>${title}</h1><p>${message}</p>` }).html;
+}
+
+function pageReply(status: number, content: { title: string; body: SafeHtml; script?: string }): Reply {
+  const { html: document, headers } = page(content);
+  return { status, html: document, headers: { ...headers, 'Cache-Control': 'no-store' } };
+}
+
+/** A 302 with a short HTML body; the target may depend on the user agent, so it is not cached. */
+function redirectReply(location: string): Reply {
+  const { html: document, headers } = page({
+    title: 'Redirecting',
+    body: html`<p>Continue to <a href="${location}">${location}</a>.</p>`,
+  });
+  return { status: 302, redirect: location, html: document, headers: { ...headers, 'Cache-Control': 'no-store', Vary: 'User-Agent' } };
+}
+
+function when(event: { date: string; end_time: string | null }): SafeHtml {
+  return html`<time datetime="${event.date}">${formatTime(event.date, event.end_time)}</time>`;
+}
+
+// Trusted code only: it reads the event id and title from the page, never
+// from interpolation, and writes results with textContent.
+const CHECKIN_SCRIPT = `
+(function () {
+  var form = document.getElementById('checkin-form');
+  var status = document.getElementById('status');
+  var title = document.getElementById('event-title').textContent;
+  function show(kind, text) { status.className = kind; status.textContent = text; }
+  async function json(res) { try { return await res.json(); } catch (e) { return {}; } }
+  form.addEventListener('submit', async function (event) {
+    event.preventDefault();
+    var button = form.querySelector('button');
+    button.disabled = true;
+    try {
+      show('', 'Signing in…');
+      var login = await fetch('/api/auth/login', {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ email: form.elements.email.value, password: form.elements.password.value })
+      });
+      var session = await json(login);
+      if (!login.ok) throw new Error(login.status === 401 ? 'Wrong e-mail or password.' : (session.message || 'Sign-in failed.'));
+      show('', 'Checking in…');
+      var res = await fetch('/api/mobile/events/' + encodeURIComponent(form.dataset.eventId) + '/checkin', {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', authorization: 'Bearer ' + session.access_token },
+        body: JSON.stringify({ visibility: form.elements.visibility.value })
+      });
+      var result = await json(res);
+      if (!res.ok) throw new Error(result.message || 'Check-in failed.');
+      form.hidden = true;
+      show('ok', (res.status === 201 ? 'You are checked in to ' : 'You were already checked in to ') + title + '.');
+    } catch (err) {
+      show('error', err && err.message ? err.message : 'Something went wrong.');
+      button.disabled = false;
+    }
+  });
+})();
+`;
+
+export const deeplinkRoutes = [
+  defineRoute({
+    method: 'get',
+    path: '/l/checkin/event/:event_node_id',
+    summary: 'Event check-in deep link: 302 to the app on iOS/Android, else to the web check-in form.',
+    auth: 'public',
+    params: EventNode,
+    headers: UserAgent,
+    invalidParamsStatus: 404,
+    renderError: errorPage,
+    async handler({ params, headers, db, services }) {
+      const [row] = await db(
+        (tx) => tx<{ location: string }[]>`
+          select api.link_event_checkin(${params.event_node_id}, ${headers['user-agent'] ?? null}, ${services.appScheme}) as location`,
+      );
+      return redirectReply(row!.location);
+    },
+  }),
+
+  defineRoute({
+    method: 'get',
+    path: '/l/event/:shortlink',
+    summary: "An event's deep link by shortlink: as the event check-in deep link.",
+    auth: 'public',
+    params: Shortlink,
+    headers: UserAgent,
+    invalidParamsStatus: 404,
+    renderError: errorPage,
+    async handler({ params, headers, db, services }) {
+      const [row] = await db(
+        (tx) => tx<{ location: string }[]>`
+          select api.link_event_shortlink(${params.shortlink}, ${headers['user-agent'] ?? null}, ${services.appScheme}) as location`,
+      );
+      return redirectReply(row!.location);
+    },
+  }),
+
+  defineRoute({
+    method: 'get',
+    path: '/l/checkin/venue/:venue_node_id',
+    summary: "Venue check-in deep link: one concurrent event: 302 to its link; several: a selection page; none: 404.",
+    auth: 'public',
+    params: VenueNode,
+    invalidParamsStatus: 404,
+    renderError: errorPage,
+    async handler({ params, db }) {
+      const [venue] = await db(
+        (tx) => tx<{ location: string | null; venue_name: string; events: VenueChoice[] }[]>`
+          select * from api.link_venue_checkin(${params.venue_node_id})`,
+      );
+      if (venue!.location) return redirectReply(venue!.location);
+      return pageReply(200, {
+        title: `Check in at ${venue!.venue_name}`,
+        body: html`<h1>${venue!.venue_name}</h1>
+<p>Several events are taking place here. Choose yours:</p>
+<ul class="events">${venue!.events.map(
+          (event) => html`
+<li><a class="button" href="${`/l/checkin/event/${event.node_id}`}">${event.title}</a><br><small>${when(event)}</small></li>`,
+        )}
+</ul>`,
+      });
+    },
+  }),
+
+  defineRoute({
+    method: 'get',
+    path: '/e/:shortlink',
+    summary: 'Public page of an event.',
+    auth: 'public',
+    params: Shortlink,
+    invalidParamsStatus: 404,
+    renderError: errorPage,
+    async handler({ params, db, services }) {
+      const [row] = await db(
+        (tx) => tx<{ event: EventJson }[]>`select api.event_public(${params.shortlink}, ${services.publicUrl}) as event`,
+      );
+      const event = row!.event;
+      const image = safeUrl(event.image_path);
+      const link = safeUrl(event.event_url);
+      return pageReply(200, {
+        title: event.title,
+        body: html`${image ? html`<img src="${image}" alt="">` : ''}
+<h1>${event.title}</h1>
+<p class="meta">${when(event)}${event.location ? html`<br>${event.location}` : ''}</p>
+${event.description ? html`<p>${event.description}</p>` : ''}
+${link ? html`<p><a href="${link}" rel="noopener noreferrer">Event website</a></p>` : ''}
+<p><a class="button" href="${event.deeplink_path}">Check in</a></p>`,
+      });
+    },
+  }),
+
+  defineRoute({
+    method: 'get',
+    path: '/checkin/event/:event_node_id',
+    summary: 'Web check-in form: sign in, then check in to the event through the API.',
+    auth: 'public',
+    params: EventNode,
+    invalidParamsStatus: 404,
+    renderError: errorPage,
+    async handler({ params, db, services }) {
+      const [row] = await db(
+        (tx) => tx<{ event: EventJson }[]>`select api.event_public_by_node(${params.event_node_id}, ${services.publicUrl}) as event`,
+      );
+      const event = row!.event;
+      return pageReply(200, {
+        title: `Check in: ${event.title}`,
+        body: html`<h1 id="event-title">${event.title}</h1>
+<p class="meta">${when(event)}${event.location ? html`<br>${event.location}` : ''}</p>
+<form id="checkin-form" data-event-id="${event.id}" autocomplete="on">
+<label for="email">E-mail</label>
+<input id="email" name="email" type="email" autocomplete="username" required>
+<label for="password">Password</label>
+<input id="password" name="password" type="password" autocomplete="current-password" required minlength="1">
+<label for="visibility">Show my check-in</label>
+<select id="visibility" name="visibility"><option value="anonymous">Anonymously</option><option value="public">Publicly</option></select>
+<button type="submit">Sign in and check in</button>
+</form>
+<p id="status" role="status" aria-live="polite"></p>
+<noscript><p>This form needs JavaScript. Or open the link on your phone to check in with the app.</p></noscript>`,
+        script: CHECKIN_SCRIPT,
+      });
+    },
+  }),
+];

@@ -1,0 +1,1 @@
+../../sql/migrations/committed/000010-events-checkins-connections.sql
