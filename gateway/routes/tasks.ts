@@ -11,6 +11,7 @@ import { z } from 'zod';
 import { defineRoute } from '../http/route.ts';
 import type { Tx } from '../lib/db.ts';
 import type { ErrorShape } from '../lib/errors.ts';
+import { Uuid } from '../lib/schemas.ts';
 
 // ---------------------------------------------------------------------------
 // Shapes
@@ -18,9 +19,8 @@ import type { ErrorShape } from '../lib/errors.ts';
 
 export const TASK_STATUSES = ['pending', 'in_progress', 'completed'] as const;
 
-/** A path id: a uuid, or null (which names nothing, so the SQL answers 404). */
-const PathId = z.string().transform((value) => (z.guid().safeParse(value).success ? value : null));
-const IdParams = z.object({ id: PathId });
+/** A path id; one that is not a uuid names nothing: 404 (invalidParamsStatus). */
+const IdParams = z.object({ id: Uuid });
 
 /** A query-string integer (digits only) within [min, max]. */
 const QueryInt = (min: number, max: number) =>
@@ -195,6 +195,7 @@ export const taskRoutes = [
     summary: 'One of the caller\'s tasks.',
     auth: 'user',
     params: IdParams,
+    invalidParamsStatus: 404,
     errorShapes: TASK_ERRORS,
     async handler({ params, db }) {
       const [task] = await db((tx) => tx<Task[]>`select * from api.task_get(${params.id})`);
@@ -208,6 +209,7 @@ export const taskRoutes = [
     summary: 'Merge title, description and deal_context into meta (null removes a key); status is not changeable here.',
     auth: 'user',
     params: IdParams,
+    invalidParamsStatus: 404,
     body: PatchBody,
     invalidStatus: 422,
     errorShapes: TASK_ERRORS,
@@ -223,6 +225,7 @@ export const taskRoutes = [
     summary: 'Delete one of the caller\'s tasks (and its links): 204; 403 for another user\'s task.',
     auth: 'user',
     params: IdParams,
+    invalidParamsStatus: 404,
     errorShapes: TASK_ERRORS,
     async handler({ params, db }) {
       await db((tx) => tx`select api.task_delete(${params.id})`);
@@ -236,6 +239,7 @@ export const taskRoutes = [
     summary: 'pending → in_progress; 422 otherwise.',
     auth: 'user',
     params: IdParams,
+    invalidParamsStatus: 404,
     errorShapes: TASK_ERRORS,
     async handler({ params, db }) {
       const [task] = await db((tx) => tx<Task[]>`select * from api.task_start(${params.id})`);
@@ -249,6 +253,7 @@ export const taskRoutes = [
     summary: 'pending or in_progress → completed; 422 when already completed.',
     auth: 'user',
     params: IdParams,
+    invalidParamsStatus: 404,
     errorShapes: TASK_ERRORS,
     async handler({ params, db }) {
       const [task] = await db((tx) => tx<Task[]>`select * from api.task_complete(${params.id})`);
@@ -262,6 +267,7 @@ export const taskRoutes = [
     summary: 'Complete the task, create next_task and link them, in one transaction.',
     auth: 'user',
     params: IdParams,
+    invalidParamsStatus: 404,
     body: CompleteAndLinkBody,
     invalidStatus: 422,
     errorShapes: TASK_ERRORS,
@@ -282,6 +288,7 @@ export const taskRoutes = [
     summary: 'Link the task to a destination task (task_transition); 422 for a self-link or a cycle.',
     auth: 'user',
     params: IdParams,
+    invalidParamsStatus: 404,
     body: LinkBody,
     invalidStatus: 422,
     errorShapes: TASK_ERRORS,
@@ -303,6 +310,7 @@ export const taskRoutes = [
     summary: 'The destination of the most recent link out of the task, or null.',
     auth: 'user',
     params: IdParams,
+    invalidParamsStatus: 404,
     errorShapes: TASK_ERRORS,
     async handler({ params, db }) {
       const [task] = await db((tx) => tx<Task[]>`select * from api.task_next(${params.id})`);
@@ -316,6 +324,7 @@ export const taskRoutes = [
     summary: 'The origin of the most recent link into the task, or null.',
     auth: 'user',
     params: IdParams,
+    invalidParamsStatus: 404,
     errorShapes: TASK_ERRORS,
     async handler({ params, db }) {
       const [task] = await db((tx) => tx<Task[]>`select * from api.task_previous(${params.id})`);
@@ -329,6 +338,7 @@ export const taskRoutes = [
     summary: 'The task, then the tasks within `depth` links forward or backward, each once, nearest first.',
     auth: 'user',
     params: IdParams,
+    invalidParamsStatus: 404,
     query: ChainQuery,
     invalidStatus: 422,
     errorShapes: TASK_ERRORS,
@@ -360,6 +370,7 @@ export const dealRoutes = [
     summary: 'One of the caller\'s deals.',
     auth: 'user',
     params: IdParams,
+    invalidParamsStatus: 404,
     errorShapes: DEAL_ERRORS,
     async handler({ params, db }) {
       const [deal] = await db((tx) => tx<Deal[]>`select * from api.deal_get(${params.id})`);
@@ -373,6 +384,7 @@ export const dealRoutes = [
     summary: "Start the deal's current task.",
     auth: 'user',
     params: IdParams,
+    invalidParamsStatus: 404,
     errorShapes: DEAL_ERRORS,
     async handler({ params, db }) {
       const [deal] = await db((tx) => tx<Deal[]>`select * from api.deal_start_task(${params.id})`);
@@ -386,6 +398,7 @@ export const dealRoutes = [
     summary: "Complete the deal's current task; with new_next_action, create, link and make current the next task.",
     auth: 'user',
     params: IdParams,
+    invalidParamsStatus: 404,
     body: CompleteTaskBody,
     invalidStatus: 422,
     errorShapes: DEAL_ERRORS,

@@ -176,7 +176,7 @@ describe('deals', () => {
         const res = await api(method, path, { token: bob.accessToken });
         expect(res.status, `${method} ${path}`).toBe(404);
         expectErrorShape(res.body);
-        expect(res.body.error).toBe('deal_not_found');
+        expect(res.body.error).toBe(id === 'nope' ? 'not_found' : 'deal_not_found');
       }
     }
     const [task] = await db()`select meta->>'status' as status from app.tasks where created_by = ${alice.userId}`;

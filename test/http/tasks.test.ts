@@ -141,15 +141,16 @@ describe('GET /api/mobile/tasks/{id}', () => {
   });
 
   it.each([
-    ['an unknown id', UNKNOWN],
-    ['an id that is not a uuid', 'not-a-uuid'],
-    ['a number', '12345'],
-  ])('answers 404 with the Error body for %s', async (_name, id) => {
+    // A malformed id names nothing: refused by the route before any SQL runs.
+    ['an unknown id', UNKNOWN, 'task_not_found'],
+    ['an id that is not a uuid', 'not-a-uuid', 'not_found'],
+    ['a number', '12345', 'not_found'],
+  ])('answers 404 with the Error body for %s', async (_name, id, code) => {
     const user = await registerUser('task-404');
     const res = await get(user, `/api/mobile/tasks/${id}`);
     expect(res.status).toBe(404);
     expectErrorShape(res.body);
-    expect(res.body.error).toBe('task_not_found');
+    expect(res.body.error).toBe(code);
   });
 });
 
