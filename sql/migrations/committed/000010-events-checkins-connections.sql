@@ -1,5 +1,5 @@
 --! Previous: sha1:0822c71631210c534ce3d24048e70686fc1575f7
---! Hash: sha1:9dd7c2863a728d40f268496f0bb9f411ee16e243
+--! Hash: sha1:be55dd413e16377fc3a882916b066327a0cd111e
 --! Message: events-checkins-connections
 
 --------------------------------------------------------------------------------
@@ -20,21 +20,10 @@
 grant usage on schema private to authenticated;
 
 --------------------------------------------------------------------------------
--- Helpers: the caller, timestamps
+-- Helpers: the caller's communities (the caller's node and timestamps use
+-- app.my_node_id() and app.iso() from the communities migration)
 --------------------------------------------------------------------------------
 
-create function private.caller_node_id() returns uuid
-  language sql stable
-  set search_path = pg_catalog
-  as $$
-    select p.node_id from app.profiles p where p.id = auth.uid()
-  $$;
-comment on function private.caller_node_id() is
-  'The node of the signed-in user (null when signed out or when an operator removed the node).';
-grant execute on function private.caller_node_id() to authenticated;
-
--- Memberships are not readable by request roles (their policies belong to the
--- communities area); this exposes only the caller's own.
 create function private.caller_community_ids() returns setof uuid
   language sql stable
   security definer
@@ -42,22 +31,12 @@ create function private.caller_community_ids() returns setof uuid
   as $$
     select m.community_id
       from app.community_members m
-     where m.member_node_id = (select p.node_id from app.profiles p where p.id = auth.uid())
+     where m.member_node_id = app.my_node_id()
   $$;
 comment on function private.caller_community_ids() is
   'The communities the signed-in user belongs to (as member or manager).';
 grant execute on function private.caller_community_ids() to authenticated;
 
--- Timestamps inside jsonb follow the session time zone; this writes them the
--- way the rest of the API does (UTC, milliseconds, trailing Z).
-create function private.iso_time(ts timestamptz) returns text
-  language sql stable
-  set search_path = pg_catalog
-  as $$
-    select to_char(ts at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')
-  $$;
-comment on function private.iso_time(timestamptz) is 'ISO 8601 in UTC with milliseconds, as the API writes timestamps.';
-grant execute on function private.iso_time(timestamptz) to authenticated;
 
 --------------------------------------------------------------------------------
 -- Events: timing rules
@@ -166,7 +145,7 @@ begin
   result := jsonb_build_object(
     'id', e.id,
     'title', e.title,
-    'date', private.iso_time(e.starts_at),
+    'date', app.iso(e.starts_at),
     'community_node_id', community_node,
     'shortlink', e.shortlink,
     'deeplink_path', '/l/event/' || e.shortlink,
@@ -174,7 +153,7 @@ begin
     'public_url', '/e/' || e.shortlink,
     'public_full_url', base || '/e/' || e.shortlink,
     'description', e.description,
-    'end_time', private.iso_time(e.ends_at),
+    'end_time', app.iso(e.ends_at),
     'event_url', e.event_url,
     'image_path', e.image_path,
     'location', e.location,
@@ -187,7 +166,7 @@ begin
     select from app.community_members m
      where m.community_id = e.community_id
        and m.role = 'manager'
-       and m.member_node_id = (select p.node_id from app.profiles p where p.id = auth.uid())
+       and m.member_node_id = app.my_node_id()
   ) then
     result := result || jsonb_build_object(
       'can_sync', true,
@@ -370,8 +349,8 @@ create function private.checkin_json(c app.checkins) returns jsonb
       'hat_id', c.hat_id,
       'location_id', c.location_id,
       'visibility', c.visibility,
-      'checked_in_at', private.iso_time(c.checked_in_at),
-      'checked_out_at', private.iso_time(c.checked_out_at)
+      'checked_in_at', app.iso(c.checked_in_at),
+      'checked_out_at', app.iso(c.checked_out_at)
     )
   $$;
 comment on function private.checkin_json(app.checkins) is 'The check-in object of the check-in endpoints.';
@@ -489,7 +468,7 @@ begin
   select count(*), min(e.id::text)::uuid,
          coalesce(jsonb_agg(jsonb_build_object(
            'id', e.id, 'node_id', e.node_id, 'title', e.title, 'description', e.description,
-           'date', private.iso_time(e.starts_at), 'end_time', private.iso_time(e.ends_at),
+           'date', app.iso(e.starts_at), 'end_time', app.iso(e.ends_at),
            'image_path', e.image_path) order by e.starts_at, e.id), '[]'::jsonb)
     into event_count, only_event, selection
     from private.venue_concurrent_events(venue_checkin.venue_id) e;
@@ -542,7 +521,7 @@ create function api.checkins_current()
   set search_path = pg_catalog
   as $$
 begin
-  if private.caller_node_id() is null then
+  if app.my_node_id() is null then
     raise exception 'user node not found' using errcode = 'PT422', hint = 'user_node_not_found';
   end if;
   return query
@@ -560,12 +539,12 @@ begin
         (select jsonb_agg(
                   case when cur.event_id is not null then jsonb_build_object(
                     'type', 'event', 'event_id', cur.event_id, 'event_title', cur.event_title,
-                    'event_status', cur.event_status, 'checked_in_at', private.iso_time(cur.checked_in_at),
-                    'event_date', private.iso_time(cur.starts_at), 'event_end_time', private.iso_time(cur.ends_at),
+                    'event_status', cur.event_status, 'checked_in_at', app.iso(cur.checked_in_at),
+                    'event_date', app.iso(cur.starts_at), 'event_end_time', app.iso(cur.ends_at),
                     'hat_id', cur.hat_id, 'visibility', cur.visibility)
                   else jsonb_build_object(
                     'type', 'venue', 'venue_id', cur.venue_node_id, 'venue_name', cur.venue_name,
-                    'checked_in_at', private.iso_time(cur.checked_in_at),
+                    'checked_in_at', app.iso(cur.checked_in_at),
                     'hat_id', cur.hat_id, 'visibility', cur.visibility)
                   end
                   order by cur.checked_in_at desc, cur.id)
@@ -703,8 +682,8 @@ begin
   end if;
   select count(*), min(e.node_id::text)::uuid,
          jsonb_agg(jsonb_build_object(
-           'node_id', e.node_id, 'title', e.title, 'date', private.iso_time(e.starts_at),
-           'end_time', private.iso_time(e.ends_at), 'location', e.location) order by e.starts_at, e.id)
+           'node_id', e.node_id, 'title', e.title, 'date', app.iso(e.starts_at),
+           'end_time', app.iso(e.ends_at), 'location', e.location) order by e.starts_at, e.id)
     into event_count, first_node, choices
     from private.venue_concurrent_events(link_venue_checkin.venue_node_id) e;
   if event_count = 0 then
@@ -828,14 +807,14 @@ grant select,
   on app.connections to authenticated;
 create policy "Users can read their own connections" on app.connections
   for select to authenticated
-  using (owner_node_id = (select private.caller_node_id()));
+  using (owner_node_id = (select app.my_node_id()));
 create policy "Users can create their own connections" on app.connections
   for insert to authenticated
-  with check (owner_node_id = (select private.caller_node_id()));
+  with check (owner_node_id = (select app.my_node_id()));
 create policy "Users can update their own connections" on app.connections
   for update to authenticated
-  using (owner_node_id = (select private.caller_node_id()))
-  with check (owner_node_id = (select private.caller_node_id()));
+  using (owner_node_id = (select app.my_node_id()))
+  with check (owner_node_id = (select app.my_node_id()));
 
 create type api.connection as (
   id uuid, owner_node_id uuid, target_node_id uuid, connection_type text, event_id uuid,
@@ -857,7 +836,7 @@ create function api.connection_create(
   set search_path = pg_catalog
   as $$
 declare
-  owner_node uuid := private.caller_node_id();
+  owner_node uuid := app.my_node_id();
   found_event app.events;
 begin
   if owner_node is null then
@@ -983,7 +962,7 @@ begin
            c.their_hat_id, c.notes, c.strength, c.tags, c.created_at, c.updated_at
       from app.connections c
      where c.event_id = found_event.id
-       and c.owner_node_id = (select private.caller_node_id())
+       and c.owner_node_id = (select app.my_node_id())
      order by c.created_at desc, c.id desc;
 end;
 $$;
