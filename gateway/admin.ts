@@ -100,6 +100,15 @@ const commands: Record<string, Command> = {
                     ${(o['venue-node-id'] as string | undefined) ?? null}, ${(o.description as string | undefined) ?? null}) as id`
       )[0]?.id,
   },
+  'prune-change-log': {
+    usage: "[--older-than '30 days']",
+    description: 'Delete event change-log entries older than the interval (default 30 days). Prints how many.',
+    options: { 'older-than': z.string().regex(/^\d+\s*(second|minute|hour|day|week)s?$/, { message: "like '30 days' or '12 hours'" }).optional() },
+    run: async (sql, o) =>
+      String(
+        (await sql`select admin.prune_change_log(${(o['older-than'] as string | undefined) ?? '30 days'}::interval) as n`)[0]?.n,
+      ),
+  },
 };
 
 function help(): string {

@@ -126,7 +126,7 @@ describe('npm run admin', () => {
   it('--help lists every command', () => {
     const result = admin('--help');
     expect(result.status).toBe(0);
-    for (const command of ['create-user', 'create-community', 'add-manager', 'set-subscription', 'set-community-flags', 'create-venue', 'create-event']) {
+    for (const command of ['create-user', 'create-community', 'add-manager', 'set-subscription', 'set-community-flags', 'create-venue', 'create-event', 'prune-change-log']) {
       expect(result.stdout).toContain(command);
     }
   });
@@ -145,6 +145,11 @@ describe('npm run admin', () => {
     expect(venue.status).toBe(0);
     const event = admin('create-event', '--community-id', communityId, '--title', 'Launch', '--starts-at', '2030-05-01T10:00:00Z', '--venue-node-id', venue.stdout.trim());
     expect(event.status).toBe(0);
+
+    const pruned = admin('prune-change-log', '--older-than', '3650 days');
+    expect(pruned.status).toBe(0);
+    expect(pruned.stdout.trim()).toMatch(/^\d+$/);
+    expect(admin('prune-change-log', '--older-than', 'forever').status).toBe(1);
 
     const duplicate = admin('create-user', '--email', email, '--password', 'password123');
     expect(duplicate.status).toBe(1);
