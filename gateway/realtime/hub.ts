@@ -1,0 +1,352 @@
+// The realtime hub: one per gateway process, shared by the SSE stream
+// (sse.ts) and the supabase-js compatible websocket (websocket.ts).
+//
+//   * ONE dedicated LISTEN connection (postgres.js `sql.listen`) on channel
+//     `event_changes`. A notification carries ids only; it just tells the hub
+//     how far the change log has grown (`head`). Ids are assigned in commit
+//     order, so every id up to a notified one is committed and readable.
+//   * Each subscriber (an SSE stream, a websocket channel) has a cursor: the
+//     last change id it has been given. Whenever a subscriber is behind the
+//     head, the hub reads the log range (cursor, head] AS THAT USER
+//     (withClaims, like any request), through the SQL function of its kind:
+//     api.event_stream_changes (SSE) or api.realtime_event_changes
+//     (websocket). Subscribers of the same kind, user and cursor share one
+//     query, so a change costs one query per user with a stream, not one per
+//     stream or per event. Nothing is filtered here: the SQL functions decide
+//     what each user sees.
+//   * Reading ranges rather than trusting notifications means a lost or
+//     coalesced NOTIFY loses nothing: the next notification, the re-LISTEN
+//     after a reconnect, or the safety poll moves the head and the range
+//     covers everything in between. Every gateway process has its own LISTEN
+//     connection and its own subscribers, so several replicas each deliver
+//     every change to their own clients.
+//   * Subscribers pull: a congested one (its socket is not draining) is
+//     skipped until it drains, so the hub keeps no per-subscriber queue;
+//     memory per connection is bounded by what it has been written (see
+//     sse.ts and websocket.ts for the bounds and when a client is dropped).
+//   * Maintenance, from every replica (each statement is safe to repeat):
+//     expiries of ended events (private.log_event_expiries), pruning of the
+//     log by age (admin.prune_change_log), and the heartbeat of this
+//     process's stream registrations (the per-user cap counts them in
+//     Postgres).
+import crypto from 'node:crypto';
+import postgres from 'postgres';
+import type { RealtimeConfig } from '../lib/config.ts';
+import { withClaims, type RequestClaims, type Sql } from '../lib/db.ts';
+import type { Logger } from '../lib/log.ts';
+
+export type SubscriberKind = 'sse' | 'websocket';
+
+/** A message of the SSE stream, as api.event_stream_changes returns it. */
+export interface StreamRow {
+  change_id: string;
+  operation: 'insert' | 'update' | 'delete';
+  event: Record<string, unknown>;
+}
+
+/** A row change for postgres_changes, as api.realtime_event_changes returns it. */
+export interface RealtimeRow {
+  change_id: string;
+  type: 'INSERT' | 'UPDATE' | 'DELETE';
+  commit_timestamp: string;
+  record: Record<string, unknown> | null;
+  old_record: Record<string, unknown> | null;
+}
+
+interface SubscriberBase {
+  readonly userId: string;
+  /** The claims its queries run with (role authenticated, sub = userId). */
+  readonly claims: RequestClaims;
+  /** The last change id it has been given, or judged not to concern it. */
+  cursor: number;
+  /** False while it cannot take more (its connection is not draining). */
+  canReceive(): boolean;
+  /** Its resume point is no longer in the log, or the hub is closing: end it. */
+  close(reason: 'pruned' | 'shutdown'): void;
+}
+
+export interface SseSubscriber extends SubscriberBase {
+  readonly kind: 'sse';
+  /** The messages of the changes (previous cursor, upto]; possibly none. */
+  deliver(rows: readonly StreamRow[]): void;
+  keepAlive(): void;
+}
+
+export interface WebSocketSubscriber extends SubscriberBase {
+  readonly kind: 'websocket';
+  deliver(rows: readonly RealtimeRow[]): void;
+}
+
+export type Subscriber = SseSubscriber | WebSocketSubscriber;
+
+export interface HubOptions {
+  publicUrl: string;
+  statementTimeoutMs: number;
+}
+
+export class ChangeHub {
+  /** Names this process in the stream registrations. */
+  readonly gatewayId = `gateway-${crypto.randomUUID()}`;
+  private head = 0;
+  private readonly subscribers = new Set<Subscriber>();
+  private readonly busy = new Set<Subscriber>();
+  private inFlight = 0;
+  private readonly running = new Set<Promise<void>>();
+  private scheduled = false;
+  private backoffUntil = 0;
+  private closing = false;
+  private started = false;
+  private readonly timers: NodeJS.Timeout[] = [];
+  private listener: { unlisten(): Promise<void> } | null = null;
+  /** Registrations (app.event_streams ids) this process holds. */
+  private readonly registrations = new Set<string>();
+  private readonly toRelease = new Set<string>();
+  private releaseScheduled = false;
+  /** Formatted output per query result, shared by the subscribers of one group. */
+  readonly formatted = new WeakMap<object, string>();
+
+  constructor(
+    private readonly sql: Sql,
+    readonly config: RealtimeConfig,
+    private readonly log: Logger,
+    private readonly options: HubOptions,
+  ) {}
+
+  /** Whether new streams are accepted (started and not shutting down). */
+  get accepting(): boolean {
+    return this.started && !this.closing;
+  }
+
+  get size(): number {
+    return this.subscribers.size;
+  }
+
+  async start(): Promise<void> {
+    await this.refreshHead();
+    const meta = await this.sql.listen(
+      'event_changes',
+      (payload) => this.onNotification(payload),
+      // Called on the first LISTEN and after every reconnect: notifications
+      // may have been missed meanwhile, so read the head.
+      () => void this.refreshHead().catch((err: unknown) => this.log.warn({ err }, 'realtime: reading the change log head failed')),
+    );
+    this.listener = meta;
+    const every = (ms: number, fn: () => Promise<unknown>) => {
+      const timer = setInterval(() => {
+        if (this.closing) return;
+        fn().catch((err: unknown) => this.log.warn({ err }, 'realtime: maintenance failed'));
+      }, ms);
+      timer.unref();
+      this.timers.push(timer);
+    };
+    every(this.config.pollIntervalMs, () => this.refreshHead());
+    every(this.config.expiryIntervalMs, () => this.sql`select private.log_event_expiries()`);
+    every(this.config.pruneIntervalMs, () => this.prune());
+    every(Math.max(1000, (this.config.registrationTtlSeconds * 1000) / 3), () => this.renewRegistrations());
+    every(this.config.keepAliveMs, async () => {
+      for (const s of this.subscribers) if (s.kind === 'sse') s.keepAlive();
+    });
+    this.started = true;
+    this.log.debug({ gateway: this.gatewayId, head: this.head }, 'realtime hub listening');
+  }
+
+  /** Prunes the change log (also run on a timer). Returns how many entries went. */
+  async prune(): Promise<number> {
+    const [row] = await this.sql<{ gone: string }[]>`
+      select admin.prune_change_log(make_interval(secs => ${this.config.retentionSeconds})) as gone`;
+    return Number(row?.gone ?? 0);
+  }
+
+  /** Logs expiries of ended events now (also run on a timer). */
+  async logExpiries(): Promise<number> {
+    const [row] = await this.sql<{ n: string }[]>`select private.log_event_expiries() as n`;
+    return Number(row?.n ?? 0);
+  }
+
+  /** The newest change id in the log, read now (also moves the hub's head). */
+  async currentHead(): Promise<number> {
+    await this.refreshHead();
+    return this.head;
+  }
+
+  add(subscriber: Subscriber): void {
+    if (this.closing) {
+      subscriber.close('shutdown');
+      return;
+    }
+    this.subscribers.add(subscriber);
+    // Its starting point is a committed id: the head is at least there.
+    this.advance(subscriber.cursor);
+    this.schedule();
+  }
+
+  remove(subscriber: Subscriber): void {
+    this.subscribers.delete(subscriber);
+  }
+
+  /** A subscriber can take more again (its connection drained). */
+  wake(): void {
+    this.schedule();
+  }
+
+  /** Records a registration (app.event_streams) held by this process. */
+  holdRegistration(id: string): void {
+    this.registrations.add(id);
+  }
+
+  /** Deletes a registration (batched with others released at the same time). */
+  releaseRegistration(id: string): void {
+    if (!this.registrations.delete(id)) return;
+    this.toRelease.add(id);
+    if (this.releaseScheduled) return;
+    this.releaseScheduled = true;
+    setImmediate(() => {
+      this.releaseScheduled = false;
+      void this.flushReleases();
+    });
+  }
+
+  /**
+   * Clean shutdown: no new streams; every stream and channel is ended, the
+   * reads in flight finish, the registrations are deleted, and the LISTEN
+   * connection is closed, all before the pool ends (server.ts).
+   */
+  async close(): Promise<void> {
+    if (this.closing) return;
+    this.closing = true;
+    for (const timer of this.timers) clearInterval(timer);
+    for (const s of [...this.subscribers]) s.close('shutdown');
+    this.subscribers.clear();
+    await Promise.allSettled([...this.running]);
+    for (const id of this.registrations) this.toRelease.add(id);
+    this.registrations.clear();
+    await this.flushReleases();
+    if (this.listener) {
+      await this.listener.unlisten().catch((err: unknown) => this.log.warn({ err }, 'realtime: unlisten failed'));
+      this.listener = null;
+    }
+  }
+
+  private onNotification(payload: string): void {
+    let id = Number.NaN;
+    try {
+      id = Number((JSON.parse(payload) as { id?: unknown }).id);
+    } catch {
+      // Not ours: read the head instead.
+    }
+    if (Number.isSafeInteger(id)) this.advance(id);
+    else void this.refreshHead().catch((err: unknown) => this.log.warn({ err }, 'realtime: reading the change log head failed'));
+  }
+
+  private async refreshHead(): Promise<void> {
+    const [row] = await this.sql<{ head: string }[]>`select head from private.change_log_position()`;
+    this.advance(Number(row?.head ?? 0));
+  }
+
+  private advance(id: number): void {
+    if (id > this.head) {
+      this.head = id;
+      this.schedule();
+    }
+  }
+
+  private schedule(): void {
+    if (this.scheduled || this.closing) return;
+    this.scheduled = true;
+    setImmediate(() => {
+      this.scheduled = false;
+      this.pump();
+    });
+  }
+
+  /** Starts one read per (kind, user, cursor) group that is behind and can receive. */
+  private pump(): void {
+    if (this.closing) return;
+    const wait = this.backoffUntil - Date.now();
+    if (wait > 0) {
+      setTimeout(() => this.schedule(), wait).unref();
+      return;
+    }
+    const groups = new Map<string, Subscriber[]>();
+    for (const s of this.subscribers) {
+      if (s.cursor >= this.head || this.busy.has(s) || !s.canReceive()) continue;
+      const key = `${s.kind}|${s.userId}|${s.cursor}`;
+      const group = groups.get(key);
+      if (group) group.push(s);
+      else groups.set(key, [s]);
+    }
+    for (const members of groups.values()) {
+      // The rest wait for a read to finish (which schedules the next pump).
+      if (this.inFlight >= this.config.queryConcurrency) return;
+      const run = this.pull(members);
+      this.running.add(run);
+      void run.finally(() => this.running.delete(run));
+    }
+  }
+
+  private async pull(members: Subscriber[]): Promise<void> {
+    const first = members[0]!;
+    const from = first.cursor;
+    const upto = Math.min(this.head, from + this.config.batchSize);
+    for (const m of members) this.busy.add(m);
+    this.inFlight++;
+    try {
+      const options = { readOnly: true, statementTimeoutMs: this.options.statementTimeoutMs };
+      const rows: readonly StreamRow[] | readonly RealtimeRow[] =
+        first.kind === 'sse'
+          ? await withClaims(
+              this.sql,
+              first.claims,
+              (tx) => tx<StreamRow[]>`
+                select change_id, operation, event
+                  from api.event_stream_changes(${from}, ${upto}, ${this.options.publicUrl})`,
+              options,
+            )
+          : await withClaims(
+              this.sql,
+              first.claims,
+              (tx) => tx<RealtimeRow[]>`
+                select change_id, type, commit_timestamp, record, old_record
+                  from api.realtime_event_changes(${from}, ${upto})`,
+              options,
+            );
+      for (const m of members) {
+        if (!this.subscribers.has(m) || m.cursor !== from) continue;
+        m.cursor = upto;
+        if (m.kind === 'sse') m.deliver(rows as StreamRow[]);
+        else m.deliver(rows as RealtimeRow[]);
+      }
+    } catch (err) {
+      if (err instanceof postgres.PostgresError && err.code === 'PT410') {
+        // Resuming from an id the log no longer holds: the client reconnects
+        // with the same id and gets a fresh snapshot.
+        for (const m of members) m.close('pruned');
+      } else if (!this.closing) {
+        this.log.warn({ err, from, upto }, 'realtime: reading changes failed; retrying');
+        this.backoffUntil = Date.now() + 1000;
+      }
+    } finally {
+      this.inFlight--;
+      for (const m of members) this.busy.delete(m);
+      this.schedule();
+    }
+  }
+
+  private async renewRegistrations(): Promise<void> {
+    if (this.registrations.size === 0) return;
+    await this.sql`
+      select private.event_streams_touch(${[...this.registrations]}::uuid[], ${this.config.registrationTtlSeconds})`;
+  }
+
+  private async flushReleases(): Promise<void> {
+    if (this.toRelease.size === 0) return;
+    const ids = [...this.toRelease];
+    this.toRelease.clear();
+    try {
+      await this.sql`select private.event_streams_close(${ids}::uuid[])`;
+    } catch (err) {
+      // They expire on their own (registrationTtlSeconds).
+      this.log.warn({ err }, 'realtime: releasing stream registrations failed');
+    }
+  }
+}
