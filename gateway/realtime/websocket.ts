@@ -9,9 +9,13 @@
 //                 filter}]}, access_token}: the token is one of this gateway's
 //                 access tokens (verified like a bearer token); the reply
 //                 lists the subscriptions with their ids, then a `system`
-//                 message "Subscribed to PostgreSQL"
+//                 message "Subscribed to PostgreSQL". A join without a token
+//                 is accepted but receives nothing until an access_token
+//                 message names the user (supabase-js sends its first join
+//                 before an async accessToken callback has answered; on
+//                 Supabase such a join is anon, which may not read app.events)
 //   heartbeat     on topic `phoenix`: reply ok
-//   access_token  a fresh token for a joined channel (same user)
+//   access_token  the token for a joined channel, or a fresh one (same user)
 //   phx_leave     reply ok; the channel is gone
 //   postgres_changes (server → client): {ids, data: {schema, table,
 //                 commit_timestamp, type, columns, record, old_record,
@@ -257,6 +261,15 @@ class Channel implements WebSocketSubscriber {
     public cursor: number,
   ) {}
 
+  /** A joined channel whose user is not known yet (no access token). */
+  static pending(connection: Connection, topic: string, joinRef: string | null, subscriptions: Subscription[]): Channel {
+    return new Channel(connection, topic, joinRef, '', { role: 'anon' }, subscriptions, 0);
+  }
+
+  get authorized(): boolean {
+    return this.userId !== '';
+  }
+
   canReceive(): boolean {
     return this.connection.open;
   }
@@ -404,13 +417,6 @@ class Connection {
     if (config.presence?.enabled) {
       return this.reply(frame, 'error', { reason: 'presence is not supported by this server (postgres_changes only)' });
     }
-    const claims = await this.verify(parsed.data.access_token);
-    if (typeof claims === 'string') return this.reply(frame, 'error', { reason: claims });
-    const userId = claims.sub!;
-    if (this.registration && this.registration.userId !== userId) {
-      return this.reply(frame, 'error', { reason: 'this connection belongs to another user' });
-    }
-
     const subscriptions: Subscription[] = [];
     for (const change of config.postgres_changes ?? []) {
       const type = change.event.toUpperCase();
@@ -432,6 +438,40 @@ class Connection {
       return this.reply(frame, 'error', { reason: `at most ${MAX_CHANNELS} channels per connection` });
     }
 
+    let channel: Channel;
+    if (parsed.data.access_token === undefined) {
+      channel = Channel.pending(this, frame.topic, frame.joinRef, subscriptions);
+    } else {
+      const claims = await this.verify(parsed.data.access_token);
+      if (typeof claims === 'string') return this.reply(frame, 'error', { reason: claims });
+      const authorized = await this.authorize(claims);
+      if (typeof authorized === 'string') return this.reply(frame, 'error', { reason: authorized });
+      channel = new Channel(this, frame.topic, frame.joinRef, claims.sub!, claims, subscriptions, authorized.head);
+    }
+    if (!this.open) return;
+    this.removeChannel(frame.topic);
+    this.channels.set(frame.topic, channel);
+    this.reply(frame, 'ok', { postgres_changes: subscriptions.map((s) => ({ id: s.id, ...s.config })) });
+    if (subscriptions.length > 0) {
+      this.send({
+        joinRef: frame.joinRef,
+        ref: null,
+        topic: frame.topic,
+        event: 'system',
+        payload: { channel: channelName(frame.topic), extension: 'postgres_changes', message: 'Subscribed to PostgreSQL', status: 'ok' },
+      });
+    }
+    if (channel.authorized) this.start(channel);
+  }
+
+  /**
+   * Checks that the user may hold this connection (first channel: registers
+   * it under the per-user cap) and returns the change id deliveries start
+   * after; or why not.
+   */
+  private async authorize(claims: RequestClaims): Promise<{ head: number } | string> {
+    const userId = claims.sub!;
+    if (this.registration && this.registration.userId !== userId) return 'this connection belongs to another user';
     try {
       if (!this.registration) {
         const [row] = await withClaims(
@@ -440,38 +480,25 @@ class Connection {
           (tx) => tx<{ id: string }[]>`select api.realtime_connect(${this.deps.hub.gatewayId}, ${this.deps.hub.config.registrationTtlSeconds}) as id`,
           { statementTimeoutMs: this.deps.statementTimeoutMs },
         );
+        this.deps.hub.holdRegistration(row!.id);
         if (!this.open) {
-          this.deps.hub.holdRegistration(row!.id);
           this.deps.hub.releaseRegistration(row!.id);
-          return;
+          return 'connection closed';
         }
         this.registration = { id: row!.id, userId };
-        this.deps.hub.holdRegistration(row!.id);
       }
       this.columns = await this.columnsFor(claims);
-      const head = await this.deps.hub.currentHead();
-      this.removeChannel(frame.topic);
-      const channel = new Channel(this, frame.topic, frame.joinRef, userId, claims, subscriptions, head);
-      this.channels.set(frame.topic, channel);
-      this.armExpiry(channel);
-      this.reply(frame, 'ok', {
-        postgres_changes: subscriptions.map((s) => ({ id: s.id, ...s.config })),
-      });
-      if (subscriptions.length > 0) {
-        this.send({
-          joinRef: frame.joinRef,
-          ref: null,
-          topic: frame.topic,
-          event: 'system',
-          payload: { channel: channelName(frame.topic), extension: 'postgres_changes', message: 'Subscribed to PostgreSQL', status: 'ok' },
-        });
-        this.deps.hub.add(channel);
-      }
+      return { head: await this.deps.hub.currentHead() };
     } catch (err) {
       const httpError = toHttpError(err);
-      if (httpError.status >= 500) this.deps.log.error({ err }, 'realtime websocket: join failed');
-      this.reply(frame, 'error', { reason: httpError.message, code: httpError.code });
+      if (httpError.status >= 500) this.deps.log.error({ err }, 'realtime websocket: authorizing a channel failed');
+      return httpError.message;
     }
+  }
+
+  private start(channel: Channel): void {
+    this.armExpiry(channel);
+    if (channel.subscriptions.length > 0) this.deps.hub.add(channel);
   }
 
   private async refreshToken(frame: Frame): Promise<void> {
@@ -479,13 +506,21 @@ class Connection {
     const parsed = TokenPayload.safeParse(frame.payload);
     if (!channel || !parsed.success) return this.reply(frame, 'error', { reason: channel ? 'access_token is required' : 'unmatched topic' });
     const claims = await this.verify(parsed.data.access_token);
-    if (typeof claims === 'string' || claims.sub !== channel.userId) {
-      this.closeChannel(channel, typeof claims === 'string' ? claims : 'the access token belongs to another user');
-      return;
+    if (typeof claims === 'string') return this.closeChannel(channel, claims);
+    if (channel.authorized) {
+      if (claims.sub !== channel.userId) return this.closeChannel(channel, 'the access token belongs to another user');
+      channel.claims = claims;
+      this.armExpiry(channel);
+      return this.reply(frame, 'ok', {});
     }
-    channel.claims = claims;
-    this.armExpiry(channel);
+    // The first token of a channel joined without one.
+    const authorized = await this.authorize(claims);
+    if (this.channels.get(frame.topic) !== channel) return;
+    if (typeof authorized === 'string') return this.closeChannel(channel, authorized);
+    const ready = new Channel(this, channel.topic, channel.joinRef, claims.sub!, claims, channel.subscriptions, authorized.head);
+    this.channels.set(channel.topic, ready);
     this.reply(frame, 'ok', {});
+    this.start(ready);
   }
 
   private armExpiry(channel: Channel): void {

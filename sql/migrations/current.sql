@@ -460,12 +460,31 @@ grant execute on function api.event_stream_changes(bigint, bigint, text) to auth
 -- supabase-js postgres_changes (the gateway's /realtime/v1/websocket)
 --
 -- Raw rows of app.events, as Supabase Realtime sends them: an insert or
--- update is delivered when the caller may read the row (row-level security
--- of app.events, checked as the caller); a delete carries only the primary
--- key and is not filtered (as on Supabase, where RLS does not apply to
--- deletes). Expiries and memberships are not row changes of app.events and
--- are not sent here.
+-- update is delivered when the caller may read the row; a delete carries
+-- only the primary key and is not filtered (as on Supabase, where RLS does not
+-- apply to deletes). Expiries and memberships are not row changes of
+-- app.events and are not sent here.
+--
+-- "May read" is one function, private.event_readable, used both by the row
+-- -level-security policy of app.events and here on the row as it was at the
+-- change (the row may be gone by the time the change is read, e.g. inserted
+-- and deleted within one batch).
 --------------------------------------------------------------------------------
+
+create function private.event_readable(community_id uuid) returns boolean
+  language sql stable
+  set search_path = pg_catalog
+  as $$
+    -- Any signed-in user may read every event (GET /api/mobile/events/{id});
+    -- the policy below applies this to the authenticated role.
+    select true
+  $$;
+comment on function private.event_readable(uuid) is
+  'Whether the signed-in caller may read an event of the community (row-level security of app.events and the postgres_changes feed).';
+grant execute on function private.event_readable(uuid) to authenticated;
+
+alter policy "Events are visible to signed-in users" on app.events
+  using (private.event_readable(community_id));
 
 create function private.event_log_range(after_id bigint, upto_id bigint)
   returns table (id bigint, operation text, record_id uuid, changed_at timestamptz, row_data jsonb)
@@ -498,11 +517,11 @@ create function api.realtime_event_changes(after_id bigint, upto_id bigint)
            case when l.operation = 'insert' then null else jsonb_build_object('id', l.record_id) end
       from private.event_log_range(after_id, upto_id) l
      where l.operation = 'delete'
-        or exists (select from app.events e where e.id = l.record_id)
+        or private.event_readable((l.row_data ->> 'community_id')::uuid)
      order by l.id
   $$;
 comment on function api.realtime_event_changes(bigint, bigint) is
-  'Row changes of app.events after_id < id <= upto_id that the caller may read (row-level security), for postgres_changes: (change_id, INSERT|UPDATE|DELETE, commit_timestamp, record, old_record with the primary key).';
+  'Row changes of app.events after_id < id <= upto_id that the caller may read (private.event_readable on the row as changed), for postgres_changes: (change_id, INSERT|UPDATE|DELETE, commit_timestamp, record, old_record with the primary key).';
 grant execute on function api.realtime_event_changes(bigint, bigint) to authenticated;
 
 create function api.realtime_connect(gateway text, ttl_seconds integer) returns uuid
