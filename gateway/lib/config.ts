@@ -75,6 +75,8 @@ export interface RealtimeConfig {
   queryConcurrency: number;
   /** Most change ids read per query. */
   batchSize: number;
+  /** Most users whose reads share one transaction (pipelined). */
+  usersPerTransaction: number;
   /** A websocket that sends nothing (not even a heartbeat) for this long is closed. */
   socketIdleTimeoutMs: number;
 }
@@ -113,6 +115,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       pollIntervalMs: 5_000,
       queryConcurrency: Math.max(1, Math.floor(e.DB_POOL_MAX / 2)),
       batchSize: 500,
+      usersPerTransaction: 32,
       socketIdleTimeoutMs: 90_000,
     },
   };

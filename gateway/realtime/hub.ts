@@ -7,8 +7,9 @@
 //     order, so every id up to a notified one is committed and readable.
 //   * Each subscriber (an SSE stream, a websocket channel) has a cursor: the
 //     last change id it has been given. Whenever a subscriber is behind the
-//     head, the hub reads the log range (cursor, head] AS THAT USER
-//     (withClaims, like any request), through the SQL function of its kind:
+//     head, the hub reads the log range (cursor, head] AS THAT USER (role
+//     authenticated and the user's request.jwt.claims, set exactly as
+//     withClaims sets them for a request), through the SQL function of its kind:
 //     api.event_stream_changes (SSE) or api.realtime_event_changes
 //     (websocket). Subscribers of the same kind, user and cursor share one
 //     query, so a change costs one query per user with a stream, not one per
@@ -32,7 +33,7 @@
 import crypto from 'node:crypto';
 import postgres from 'postgres';
 import type { RealtimeConfig } from '../lib/config.ts';
-import { withClaims, type RequestClaims, type Sql } from '../lib/db.ts';
+import type { RequestClaims, Sql } from '../lib/db.ts';
 import type { Logger } from '../lib/log.ts';
 
 export type SubscriberKind = 'sse' | 'websocket';
@@ -90,6 +91,7 @@ export class ChangeHub {
   private head = 0;
   private readonly subscribers = new Set<Subscriber>();
   private readonly busy = new Set<Subscriber>();
+  private readonly isolated = new Set<Subscriber>();
   private inFlight = 0;
   private readonly running = new Set<Promise<void>>();
   private scheduled = false;
@@ -259,7 +261,13 @@ export class ChangeHub {
     });
   }
 
-  /** Starts one read per (kind, user, cursor) group that is behind and can receive. */
+  /**
+   * Groups the subscribers that are behind and can receive by (kind, user,
+   * cursor), and reads each group's next range. Several groups share one
+   * read-only transaction (its queries pipelined on one connection, the
+   * claims set before each user's query), so a change seen by many users
+   * costs about one round trip per transaction, not four per user.
+   */
   private pump(): void {
     if (this.closing) return;
     const wait = this.backoffUntil - Date.now();
@@ -267,67 +275,88 @@ export class ChangeHub {
       setTimeout(() => this.schedule(), wait).unref();
       return;
     }
-    const groups = new Map<string, Subscriber[]>();
+    const byKey = new Map<string, Subscriber[]>();
     for (const s of this.subscribers) {
       if (s.cursor >= this.head || this.busy.has(s) || !s.canReceive()) continue;
       const key = `${s.kind}|${s.userId}|${s.cursor}`;
-      const group = groups.get(key);
+      const group = byKey.get(key);
       if (group) group.push(s);
-      else groups.set(key, [s]);
+      else byKey.set(key, [s]);
     }
-    for (const members of groups.values()) {
+    const groups = [...byKey.values()];
+    // After a failed shared read, its groups are read alone once (so one
+    // group's error, e.g. a pruned resume point, is not everyone's).
+    const alone = groups.filter((g) => g.some((s) => this.isolated.has(s)));
+    const shared = groups.filter((g) => !g.some((s) => this.isolated.has(s)));
+    const batches: Subscriber[][][] = alone.map((g) => [g]);
+    const free = Math.max(1, this.config.queryConcurrency - this.inFlight - batches.length);
+    const size = Math.max(1, Math.min(this.config.usersPerTransaction, Math.ceil(shared.length / free)));
+    for (let i = 0; i < shared.length; i += size) batches.push(shared.slice(i, i + size));
+    for (const batch of batches) {
       // The rest wait for a read to finish (which schedules the next pump).
       if (this.inFlight >= this.config.queryConcurrency) return;
-      const run = this.pull(members);
+      const run = this.pull(batch);
       this.running.add(run);
       void run.finally(() => this.running.delete(run));
     }
   }
 
-  private async pull(members: Subscriber[]): Promise<void> {
-    const first = members[0]!;
-    const from = first.cursor;
-    const upto = Math.min(this.head, from + this.config.batchSize);
-    for (const m of members) this.busy.add(m);
+  private async pull(groups: Subscriber[][]): Promise<void> {
+    const reads = groups.map((members) => {
+      const from = members[0]!.cursor;
+      return { members, from, upto: Math.min(this.head, from + this.config.batchSize) };
+    });
+    const everyone = groups.flat();
+    for (const m of everyone) this.busy.add(m);
     this.inFlight++;
     try {
-      const options = { readOnly: true, statementTimeoutMs: this.options.statementTimeoutMs };
-      const rows: readonly StreamRow[] | readonly RealtimeRow[] =
-        first.kind === 'sse'
-          ? await withClaims(
-              this.sql,
-              first.claims,
-              (tx) => tx<StreamRow[]>`
-                select change_id, operation, event
-                  from api.event_stream_changes(${from}, ${upto}, ${this.options.publicUrl})`,
-              options,
-            )
-          : await withClaims(
-              this.sql,
-              first.claims,
-              (tx) => tx<RealtimeRow[]>`
-                select change_id, type, commit_timestamp, record, old_record
-                  from api.realtime_event_changes(${from}, ${upto})`,
-              options,
-            );
-      for (const m of members) {
-        if (!this.subscribers.has(m) || m.cursor !== from) continue;
-        m.cursor = upto;
-        if (m.kind === 'sse') m.deliver(rows as StreamRow[]);
-        else m.deliver(rows as RealtimeRow[]);
-      }
+      const results = await this.sql.begin('read only', async (tx) => {
+        await tx`
+          select set_config('role', 'authenticated', true),
+                 set_config('statement_timeout', ${String(this.options.statementTimeoutMs)}, true)`;
+        const queries = reads.flatMap(({ members, from, upto }) => {
+          const first = members[0]!;
+          const claims = tx`select set_config('request.jwt.claims', ${JSON.stringify(first.claims)}, true)`;
+          const rows =
+            first.kind === 'sse'
+              ? tx<StreamRow[]>`
+                  select change_id, operation, event
+                    from api.event_stream_changes(${from}, ${upto}, ${this.options.publicUrl})`
+              : tx<RealtimeRow[]>`
+                  select change_id, type, commit_timestamp, record, old_record
+                    from api.realtime_event_changes(${from}, ${upto})`;
+          return [claims, rows];
+        });
+        // Started in this order, pipelined on the transaction's connection,
+        // run by Postgres in this order: each user's claims, then their query.
+        for (const q of queries) q.execute();
+        const done = await Promise.all(queries);
+        return reads.map((_, i) => done[2 * i + 1] as unknown as readonly StreamRow[] | readonly RealtimeRow[]);
+      });
+      reads.forEach(({ members, from, upto }, i) => {
+        const rows = results[i]!;
+        for (const m of members) {
+          this.isolated.delete(m);
+          if (!this.subscribers.has(m) || m.cursor !== from) continue;
+          m.cursor = upto;
+          if (m.kind === 'sse') m.deliver(rows as readonly StreamRow[]);
+          else m.deliver(rows as readonly RealtimeRow[]);
+        }
+      });
     } catch (err) {
-      if (err instanceof postgres.PostgresError && err.code === 'PT410') {
+      if (groups.length > 1) {
+        for (const m of everyone) this.isolated.add(m);
+      } else if (err instanceof postgres.PostgresError && err.code === 'PT410') {
         // Resuming from an id the log no longer holds: the client reconnects
         // with the same id and gets a fresh snapshot.
-        for (const m of members) m.close('pruned');
+        for (const m of everyone) m.close('pruned');
       } else if (!this.closing) {
-        this.log.warn({ err, from, upto }, 'realtime: reading changes failed; retrying');
+        this.log.warn({ err, from: reads[0]?.from, upto: reads[0]?.upto }, 'realtime: reading changes failed; retrying');
         this.backoffUntil = Date.now() + 1000;
       }
     } finally {
       this.inFlight--;
-      for (const m of members) this.busy.delete(m);
+      for (const m of everyone) this.busy.delete(m);
       this.schedule();
     }
   }
