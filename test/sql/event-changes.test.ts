@@ -176,9 +176,7 @@ describe('api.event_stream_open: snapshot, resume, reset', () => {
       expect(future!.mode).toBe('reset');
     });
     await rolledBack(async (tx, as) => {
-      const community = await newCommunity();
-      const a = await newEvent(community, '1 day');
-      void a;
+      await newEvent(await newCommunity(), '1 day');
       const [mine] = await tx`select max(id) as id from app.change_log`;
       // Make the newest entry old, and prune: everything up to it goes, and
       // the watermark says so.
@@ -188,6 +186,11 @@ describe('api.event_stream_open: snapshot, resume, reset', () => {
       expect(position!.pruned_through).toBe(mine!.id);
       const [left] = await tx`select count(*)::int as n from app.change_log where id <= ${mine!.id}`;
       expect(left!.n).toBe(0);
+      // Pruning again (as another replica would) changes nothing.
+      const [again] = await tx`select admin.prune_change_log('1 day') as gone`;
+      expect(Number(again!.gone)).toBe(0);
+      const [still] = await tx`select pruned_through from private.change_log_position()`;
+      expect(still!.pruned_through).toBe(mine!.id);
       await as(user.id);
       const [old] = await tx`select mode from api.event_stream_open('test', ${Number(mine!.id) - 1}, ${PUBLIC}, 60)`;
       expect(old!.mode).toBe('reset');
