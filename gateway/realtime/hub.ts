@@ -13,8 +13,11 @@
 //     api.event_stream_changes (SSE) or api.realtime_event_changes
 //     (websocket). Subscribers of the same kind, user and cursor share one
 //     query, so a change costs one query per user with a stream, not one per
-//     stream or per event. Nothing is filtered here: the SQL functions decide
-//     what each user sees.
+//     stream or per event. For SSE ranges the hub first asks SQL once who
+//     may get anything from the range (private.event_stream_audience: the
+//     members of the communities the changes touch) and moves everyone
+//     else's cursor past it without a query. Nothing is filtered here: the
+//     SQL functions decide what each user sees.
 //   * Reading ranges rather than trusting notifications means a lost or
 //     coalesced NOTIFY loses nothing: the next notification, the re-LISTEN
 //     after a reconnect, or the safety poll moves the head and the range
@@ -92,6 +95,11 @@ export class ChangeHub {
   private readonly subscribers = new Set<Subscriber>();
   private readonly busy = new Set<Subscriber>();
   private readonly isolated = new Set<Subscriber>();
+  /**
+   * Audiences of SSE ranges ("from:upto" → the users who may get a message;
+   * 'everyone' when it could not be narrowed), or the read in flight.
+   */
+  private readonly audiences = new Map<string, Set<string> | 'everyone' | Promise<void>>();
   private inFlight = 0;
   private readonly running = new Set<Promise<void>>();
   private scheduled = false;
@@ -283,7 +291,33 @@ export class ChangeHub {
       if (group) group.push(s);
       else byKey.set(key, [s]);
     }
-    const groups = [...byKey.values()];
+    const groups: Subscriber[][] = [];
+    let skipped = false;
+    for (const group of byKey.values()) {
+      const first = group[0]!;
+      if (first.kind === 'websocket') {
+        groups.push(group);
+        continue;
+      }
+      // SSE: read only as users who may get a message from the range; move
+      // the others past it (one audience query per range, not one per user).
+      const from = first.cursor;
+      const upto = Math.min(this.head, from + this.config.batchSize);
+      const key = `${from}:${upto}`;
+      const audience = this.audiences.get(key);
+      if (audience === undefined) {
+        this.fetchAudience(key, from, upto);
+        continue;
+      }
+      if (audience instanceof Promise) continue;
+      if (audience !== 'everyone' && !audience.has(first.userId)) {
+        for (const m of group) m.cursor = upto;
+        skipped = true;
+        continue;
+      }
+      groups.push(group);
+    }
+    if (skipped) this.schedule();
     // After a failed shared read, its groups are read alone once (so one
     // group's error, e.g. a pruned resume point, is not everyone's).
     const alone = groups.filter((g) => g.some((s) => this.isolated.has(s)));
@@ -299,6 +333,33 @@ export class ChangeHub {
       this.running.add(run);
       void run.finally(() => this.running.delete(run));
     }
+  }
+
+  private fetchAudience(key: string, from: number, upto: number): void {
+    const read = (async () => {
+      try {
+        const rows = await this.sql<{ id: string }[]>`select id from private.event_stream_audience(${from}, ${upto}) as id`;
+        this.audiences.set(key, new Set(rows.map((r) => r.id)));
+      } catch (err) {
+        if (err instanceof postgres.PostgresError && err.code === 'PT410') {
+          // Below the prune watermark: read as every user, who are told.
+          this.audiences.set(key, 'everyone');
+        } else {
+          this.audiences.delete(key);
+          if (!this.closing) {
+            this.log.warn({ err, from, upto }, 'realtime: reading the audience of changes failed; retrying');
+            this.backoffUntil = Date.now() + 1000;
+          }
+        }
+      } finally {
+        // Keep the recent ranges only (streams at the head share them).
+        while (this.audiences.size > 256) this.audiences.delete(this.audiences.keys().next().value!);
+        this.schedule();
+      }
+    })();
+    this.audiences.set(key, read);
+    this.running.add(read);
+    void read.finally(() => this.running.delete(read));
   }
 
   private async pull(groups: Subscriber[][]): Promise<void> {

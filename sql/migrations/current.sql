@@ -456,6 +456,50 @@ comment on function api.event_stream_changes(bigint, bigint, text) is
   'Messages of the upcoming-events stream for the changes after_id < id <= upto_id, as the caller sees them: (change_id, insert|update|delete, Event with __sync_meta). PT410 last_event_id_expired when after_id is older than the log keeps.';
 grant execute on function api.event_stream_changes(bigint, bigint, text) to authenticated;
 
+-- Who can get any message from a range of changes: the current members of
+-- every community an event change touches (before and after it) and the
+-- users whose memberships changed. The hub reads the range as each of them
+-- and moves everyone else's streams past it without a query. A superset of
+-- api.event_stream_changes' readers by construction (it needs a current
+-- membership in one of those communities, or its own membership change).
+-- PT410 like api.event_stream_changes when the range starts below the
+-- prune watermark (then every stream is read and told).
+create function private.event_stream_audience(after_id bigint, upto_id bigint)
+  returns setof uuid
+  language plpgsql stable
+  security definer
+  set search_path = pg_catalog
+  as $$
+begin
+  if after_id < (select s.pruned_through from app.change_log_state s) then
+    raise exception 'the changes after % are no longer kept', after_id
+      using errcode = 'PT410', hint = 'last_event_id_expired';
+  end if;
+  return query
+    with log as (
+      select c.table_name, c.row_data, c.old_data
+        from app.change_log c
+       where c.id > after_id and c.id <= upto_id
+    ),
+    touched as (
+      select (l.row_data ->> 'community_id')::uuid as community_id from log l where l.table_name = 'events'
+      union
+      select (l.old_data ->> 'community_id')::uuid from log l where l.table_name = 'events' and l.old_data is not null
+    )
+    select p.id
+      from app.community_members m
+      join app.profiles p on p.node_id = m.member_node_id
+     where m.community_id in (select t.community_id from touched t)
+    union
+    select p.id
+      from log l
+      join app.profiles p on p.node_id = (l.row_data ->> 'member_node_id')::uuid
+     where l.table_name = 'community_members';
+end;
+$$;
+comment on function private.event_stream_audience(bigint, bigint) is
+  'The users who may get a message of the upcoming stream from the changes after_id < id <= upto_id (a superset). Called by the gateway to skip everyone else. PT410 below the prune watermark.';
+
 --------------------------------------------------------------------------------
 -- supabase-js postgres_changes (the gateway's /realtime/v1/websocket)
 --

@@ -3,9 +3,8 @@
 // per-user cap), all members of one community, and the delay from an event
 // update's commit to its arrival on every stream (median, p95, p99 over all
 // streams and changes). A second scenario changes an event of a community
-// with one member: the delay to the one stream that sees it while the other
-// streams' users are still read (the hub reads every user with a stream; the
-// SQL decides that most see nothing).
+// with one member: the delay to the one stream that sees it while 999 others
+// are open (the hub reads only the users private.event_stream_audience names).
 //
 // The streams are read by this same process (the harness starts the gateway
 // in-process), so the figures include the clients' own parsing on the same

@@ -150,6 +150,29 @@ describe('api.event_stream_changes: a change as one user sees it', () => {
   });
 });
 
+describe('private.event_stream_audience: who is read for a range', () => {
+  it('the members of every community an event change touches, and users whose membership changed; no one else', async () => {
+    const [a, b, c] = [await newCommunity(), await newCommunity(), await newCommunity()];
+    const [inA, inB, inC, joiner] = [await newUser(), await newUser(), await newUser(), await newUser()];
+    await join(a, inA.nodeId);
+    await join(b, inB.nodeId);
+    await join(c, inC.nodeId);
+    const event = await newEvent(a, '1 day');
+    const start = await head();
+    await db()`update app.events set community_id = ${b} where id = ${event}`;
+    await join(c, joiner.nodeId);
+    const rows = await db()`select id from private.event_stream_audience(${start}, ${await head()}) as id`;
+    const audience = rows.map((r) => r.id);
+    expect(audience).toEqual(expect.arrayContaining([inA.id, inB.id, joiner.id]));
+    expect(audience).not.toContain(inC.id);
+    // Everyone who gets a message is in it.
+    for (const user of [inA, inB, inC, joiner]) {
+      const messages = await changesFor(user.id, start);
+      if (messages.length > 0) expect(audience).toContain(user.id);
+    }
+  });
+});
+
 describe('api.event_stream_open: snapshot, resume, reset', () => {
   it('a snapshot is GET /upcoming with __sync_meta, and the change id it is consistent with', async () => {
     const user = await newUser();
