@@ -196,7 +196,7 @@ export function attachRealtimeWebSocket(server: http.Server, deps: WebSocketDeps
   const refuse = (socket: Duplex, status: number, code: string, message: string) => {
     const body = JSON.stringify({ error: code, message, details: null });
     socket.end(
-      `HTTP/1.1 ${status} ${http_status_text(status)}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
+      `HTTP/1.1 ${status} ${httpStatusText(status)}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
     );
   };
 
@@ -243,7 +243,7 @@ export function attachRealtimeWebSocket(server: http.Server, deps: WebSocketDeps
   };
 }
 
-function http_status_text(status: number): string {
+function httpStatusText(status: number): string {
   return { 400: 'Bad Request', 404: 'Not Found', 503: 'Service Unavailable' }[status] ?? 'Error';
 }
 
