@@ -8,10 +8,14 @@ import { createPool } from './lib/db.ts';
 import { createTokenService } from './lib/jwt.ts';
 import type { Logger } from './lib/log.ts';
 import { runMigrations } from './lib/migrate.ts';
+import { ChangeHub } from './realtime/hub.ts';
+import { attachRealtimeWebSocket } from './realtime/websocket.ts';
 
 export interface RunningGateway {
   url: string;
   server: http.Server;
+  /** The realtime hub (SSE stream and websocket). */
+  realtime: ChangeHub;
   close(): Promise<void>;
 }
 
@@ -24,6 +28,10 @@ export async function startGateway(
   let ready = false;
   const sql = createPool(databaseUrl, { max: config.dbPoolMax, applicationName: 'gateway' });
   const tokens = await createTokenService(config);
+  const realtime = new ChangeHub(sql, config.realtime, log, {
+    publicUrl: config.publicUrl,
+    statementTimeoutMs: config.statementTimeoutMs,
+  });
   const app = createApp({
     services: {
       sql,
@@ -31,6 +39,7 @@ export async function startGateway(
       statementTimeoutMs: config.statementTimeoutMs,
       publicUrl: config.publicUrl,
       appScheme: config.appScheme,
+      realtime,
     },
     log,
     isReady: () => ready,
@@ -39,13 +48,26 @@ export async function startGateway(
   const server = http.createServer(app);
   server.keepAliveTimeout = 65_000;
   server.headersTimeout = 66_000;
+  const websocket = attachRealtimeWebSocket(server, {
+    hub: realtime,
+    sql,
+    tokens,
+    log,
+    statementTimeoutMs: config.statementTimeoutMs,
+    isReady: () => ready,
+  });
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
     server.listen(config.port, config.host ?? '0.0.0.0', () => resolve());
   });
   const { port } = server.address() as AddressInfo;
 
+  // Streams and websockets first (they would keep the server open), then the
+  // LISTEN connection, then the HTTP server, then the pool.
   const close = async () => {
+    ready = false;
+    await websocket.close();
+    await realtime.close();
     await new Promise<void>((resolve) => {
       server.close(() => resolve());
       server.closeIdleConnections();
@@ -56,10 +78,11 @@ export async function startGateway(
 
   try {
     await runMigrations(databaseUrl, log, { includeCurrent: includeCurrentMigration });
+    await realtime.start();
   } catch (err) {
     await close();
     throw err;
   }
   ready = true;
-  return { url: `http://localhost:${port}`, server, close };
+  return { url: `http://localhost:${port}`, server, realtime, close };
 }

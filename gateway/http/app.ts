@@ -12,6 +12,7 @@ import { deeplinkRoutes } from '../routes/deeplinks.ts';
 import { eventRoutes } from '../routes/events.ts';
 import { healthHandler } from '../routes/health.ts';
 import { profileRoutes } from '../routes/profile.ts';
+import { streamRoutes } from '../routes/stream.ts';
 import { dealRoutes, taskRoutes } from '../routes/tasks.ts';
 import type { Route, Services } from './route.ts';
 
@@ -22,6 +23,7 @@ export const routes: Route[] = [
   ...communityRoutes,
   ...taskRoutes,
   ...dealRoutes,
+  ...streamRoutes,
   ...eventRoutes,
   ...connectionRoutes,
   ...deeplinkRoutes,

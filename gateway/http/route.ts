@@ -13,6 +13,7 @@
 // by user or re-check a rule the database enforces.
 import type { Request, RequestHandler, Response } from 'express';
 import { z } from 'zod';
+import type { ChangeHub } from '../realtime/hub.ts';
 import { ANON_CLAIMS, withClaims, type RequestClaims, type Sql, type Tx } from '../lib/db.ts';
 import { defaultCode, errorBody, HttpError, toHttpError, type ErrorShape } from '../lib/errors.ts';
 import { InvalidTokenError, type AccessClaims, type TokenService } from '../lib/jwt.ts';
@@ -26,12 +27,16 @@ export interface Services {
   statementTimeoutMs: number;
   publicUrl: string;
   appScheme: string;
+  /** The realtime feed (LISTEN hub shared by the SSE stream and the websocket). */
+  realtime: ChangeHub;
 }
 
 /**
  * What a handler answers: `body` is sent as JSON; `html` as
  * text/html; charset=utf-8; `redirect` sets Location (with `html`, if given,
- * as the body). `headers` are set as given.
+ * as the body). `headers` are set as given. `stream` takes over the response
+ * (after status and headers are set) for long-lived replies such as
+ * server-sent events; it writes and ends the response itself.
  */
 export interface Reply {
   status: number;
@@ -39,6 +44,7 @@ export interface Reply {
   html?: string;
   redirect?: string;
   headers?: Record<string, string>;
+  stream?: (res: Response) => void;
 }
 
 export interface Context<P, Q, B, H = undefined> {
@@ -73,6 +79,14 @@ export interface RouteDefinition<
   summary: string;
   /** 'user': a valid bearer access token is required (401 otherwise). */
   auth: 'public' | 'user';
+  /**
+   * Also accept the access token as `?access_token=` (for clients that cannot
+   * set headers, such as a browser EventSource). The request log never holds
+   * query strings.
+   */
+  tokenInQuery?: boolean;
+  /** GET routes run read-only; true when a GET must write (e.g. registering a stream). */
+  readWrite?: boolean;
   params?: P;
   query?: Q;
   body?: B;
@@ -118,7 +132,7 @@ export function defineRoute<
     build: (services) => async (req: Request, res: Response) => {
       const log: Logger = res.locals.log;
       try {
-        const user = def.auth === 'user' ? await authenticate(req, services.tokens) : null;
+        const user = def.auth === 'user' ? await authenticate(req, services.tokens, def.tokenInQuery ?? false) : null;
         const invalid = def.invalidStatus ?? 400;
         const params = validate(def.params, req.params, 'path', def.invalidParamsStatus ?? invalid);
         const query = validate(def.query, req.query, 'query', invalid);
@@ -136,7 +150,7 @@ export function defineRoute<
           log,
           db: (fn, claims) =>
             withClaims(services.sql, claims ?? requestClaims, fn, {
-              readOnly: def.method === 'get',
+              readOnly: def.method === 'get' && !def.readWrite,
               statementTimeoutMs: services.statementTimeoutMs,
             }),
         };
@@ -164,18 +178,21 @@ export function defineRoute<
 function send(res: Response, reply: Reply): void {
   for (const [name, value] of Object.entries(reply.headers ?? {})) res.setHeader(name, value);
   res.status(reply.status);
+  if (reply.stream) return reply.stream(res);
   if (reply.redirect !== undefined) res.location(reply.redirect);
   if (reply.html !== undefined) res.type('html').send(reply.html);
   else if (reply.body !== undefined) res.json(reply.body);
   else res.end();
 }
 
-async function authenticate(req: Request, tokens: TokenService): Promise<AccessClaims> {
+async function authenticate(req: Request, tokens: TokenService, tokenInQuery: boolean): Promise<AccessClaims> {
   const header = req.headers.authorization;
   const match = header ? /^Bearer\s+(\S+)\s*$/i.exec(header) : null;
-  if (!match?.[1]) throw new HttpError(401, 'unauthorized', 'missing bearer token');
+  const fromQuery = tokenInQuery && !header && typeof req.query.access_token === 'string' ? req.query.access_token : undefined;
+  const token = match?.[1] ?? fromQuery;
+  if (!token) throw new HttpError(401, 'unauthorized', 'missing bearer token');
   try {
-    return await tokens.verify(match[1]);
+    return await tokens.verify(token);
   } catch (err) {
     if (err instanceof InvalidTokenError) throw new HttpError(401, 'unauthorized', err.message);
     throw err;

@@ -28,6 +28,9 @@ const EnvSchema = z.object({
   EMBEDDED_PG_PORT: port(54329),
   DB_POOL_MAX: z.coerce.number().int().min(1).max(500).optional().default(10),
   STATEMENT_TIMEOUT_MS: z.coerce.number().int().min(100).optional().default(15_000),
+  STREAM_KEEPALIVE_SECONDS: z.coerce.number().min(0.05).max(3600).optional().default(15),
+  STREAM_MAX_BUFFER_BYTES: z.coerce.number().int().min(1024).optional().default(1_048_576),
+  CHANGE_LOG_RETENTION_HOURS: z.coerce.number().min(0).optional().default(24),
 });
 
 export interface Config {
@@ -47,6 +50,35 @@ export interface Config {
   embeddedPgPort: number;
   dbPoolMax: number;
   statementTimeoutMs: number;
+  realtime: RealtimeConfig;
+}
+
+/** The realtime feed (SSE stream and websocket); see gateway/realtime/hub.ts. */
+export interface RealtimeConfig {
+  /** Keep-alive comment interval of SSE streams. */
+  keepAliveMs: number;
+  /** A connection whose unsent backlog grows past this is dropped (it resumes with Last-Event-ID). */
+  maxBufferBytes: number;
+  /** A stream that cannot write (client not reading) for this long is dropped. */
+  drainTimeoutMs: number;
+  /** Change-log entries older than this are pruned. */
+  retentionSeconds: number;
+  /** How often the change log is pruned. */
+  pruneIntervalMs: number;
+  /** How often ended events are logged as expired (their delete messages are this late at most). */
+  expiryIntervalMs: number;
+  /** Stream registrations (per-user cap) live this long unless renewed; renewed every third of it. */
+  registrationTtlSeconds: number;
+  /** Safety poll of the change log, in case a notification was lost. */
+  pollIntervalMs: number;
+  /** Most per-user change queries in flight at once (the rest of the pool serves requests). */
+  queryConcurrency: number;
+  /** Most change ids read per query. */
+  batchSize: number;
+  /** Most users whose reads share one transaction (pipelined). */
+  usersPerTransaction: number;
+  /** A websocket that sends nothing (not even a heartbeat) for this long is closed. */
+  socketIdleTimeoutMs: number;
 }
 
 export class ConfigError extends Error {}
@@ -72,6 +104,20 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     embeddedPgPort: e.EMBEDDED_PG_PORT,
     dbPoolMax: e.DB_POOL_MAX,
     statementTimeoutMs: e.STATEMENT_TIMEOUT_MS,
+    realtime: {
+      keepAliveMs: Math.round(e.STREAM_KEEPALIVE_SECONDS * 1000),
+      maxBufferBytes: e.STREAM_MAX_BUFFER_BYTES,
+      drainTimeoutMs: 30_000,
+      retentionSeconds: Math.round(e.CHANGE_LOG_RETENTION_HOURS * 3600),
+      pruneIntervalMs: 5 * 60_000,
+      expiryIntervalMs: 5_000,
+      registrationTtlSeconds: 60,
+      pollIntervalMs: 5_000,
+      queryConcurrency: Math.max(1, Math.floor(e.DB_POOL_MAX / 2)),
+      batchSize: 500,
+      usersPerTransaction: 32,
+      socketIdleTimeoutMs: 90_000,
+    },
   };
 }
 

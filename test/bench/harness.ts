@@ -14,6 +14,8 @@ export interface Stats {
   n: number;
   medianMs: number;
   p95Ms: number;
+  /** Reported by scenarios that measure it (e.g. realtime delivery delays). */
+  p99Ms?: number;
   /** median / baseline median */
   ratio?: number;
 }
@@ -98,9 +100,23 @@ export async function measureBaseline(ctx: BenchContext): Promise<Stats> {
   return ctx.measure('baseline: GET /api/mobile/hat_types', 300, () => ctx.call('GET', '/api/mobile/hat_types', { token }));
 }
 
+/** Median, p95 and p99 of a list of samples (ms). */
+export function summarize(label: string, samples: number[]): Stats {
+  const sorted = [...samples].sort((a, b) => a - b);
+  return { label, n: sorted.length, medianMs: percentile(sorted, 50), p95Ms: percentile(sorted, 95), p99Ms: percentile(sorted, 99) };
+}
+
 export function formatTable(rows: Stats[]): string {
-  const header = ['scenario', 'n', 'median ms', 'p95 ms', 'x baseline'];
-  const body = rows.map((r) => [r.label, String(r.n), r.medianMs.toFixed(2), r.p95Ms.toFixed(2), r.ratio === undefined ? '-' : r.ratio.toFixed(2)]);
+  const withP99 = rows.some((r) => r.p99Ms !== undefined);
+  const header = ['scenario', 'n', 'median ms', 'p95 ms', ...(withP99 ? ['p99 ms'] : []), 'x baseline'];
+  const body = rows.map((r) => [
+    r.label,
+    String(r.n),
+    r.medianMs.toFixed(2),
+    r.p95Ms.toFixed(2),
+    ...(withP99 ? [r.p99Ms === undefined ? '-' : r.p99Ms.toFixed(2)] : []),
+    r.ratio === undefined ? '-' : r.ratio.toFixed(2),
+  ]);
   const widths = header.map((h, i) => Math.max(h.length, ...body.map((row) => row[i]!.length)));
   const line = (cells: string[]) => cells.map((c, i) => (i === 0 ? c.padEnd(widths[i]!) : c.padStart(widths[i]!))).join('  ');
   return [line(header), line(widths.map((w) => '-'.repeat(w))), ...body.map(line)].join('\n');

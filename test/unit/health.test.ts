@@ -8,6 +8,7 @@ import { loadConfig } from '../../gateway/lib/config.ts';
 import { createPool } from '../../gateway/lib/db.ts';
 import { createTokenService } from '../../gateway/lib/jwt.ts';
 import { createLogger } from '../../gateway/lib/log.ts';
+import { ChangeHub } from '../../gateway/realtime/hub.ts';
 import { databaseUrl } from '../helpers.ts';
 
 const servers: http.Server[] = [];
@@ -17,7 +18,15 @@ async function serve(url: string, ready: boolean): Promise<string> {
   const config = loadConfig({ JWT_SECRET: 'y'.repeat(40) });
   const sql = createPool(url, { max: 1, applicationName: 'health-test' });
   const app = createApp({
-    services: { sql, tokens: await createTokenService(config), statementTimeoutMs: 1000, publicUrl: config.publicUrl, appScheme: 'x' },
+    services: {
+      sql,
+      tokens: await createTokenService(config),
+      statementTimeoutMs: 1000,
+      publicUrl: config.publicUrl,
+      appScheme: 'x',
+      // Not started: these servers serve no streams.
+      realtime: new ChangeHub(sql, config.realtime, createLogger('silent'), { publicUrl: config.publicUrl, statementTimeoutMs: 1000 }),
+    },
     log: createLogger('silent'),
     isReady: () => ready,
   });

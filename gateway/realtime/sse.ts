@@ -1,0 +1,183 @@
+// One SSE stream of GET /api/mobile/events/upcoming/stream (the route is
+// routes/stream.ts). What it writes:
+//
+//   event: reset              only when Last-Event-ID was older than the log
+//   data: {"reason":"last_event_id_expired","last_event_id":N}   keeps: forget
+//                             every event you hold, a snapshot follows
+//
+//   event: insert             the snapshot: one message per upcoming event
+//   data: <Event with __sync_meta>                     (no id: lines)
+//
+//   event: ready              the snapshot (or resume) is complete; its id is
+//   id: <change id>           the change the snapshot is consistent with (on
+//   data: {"last_event_id":..,"mode":"snapshot"|"reset"|"resume","snapshot":n}
+//                             resume: the id given)
+//
+//   event: insert|update|delete   one per change the caller sees, in change
+//   id: <change id>               order; `id:` on the last message of a
+//   data: <Event with __sync_meta>  change (a membership change expands to
+//                                 one message per event of the community)
+//
+//   : keep-alive              a comment every STREAM_KEEPALIVE_SECONDS
+//
+// Back-pressure: the hub hands a stream a new batch only while its socket
+// drains, so what a stream holds unsent is at most one batch (up to
+// batchSize changes) plus keep-alives. If that backlog is still over
+// maxBufferBytes when more is due, or the socket does not drain for
+// drainTimeoutMs, the stream is dropped; the client reconnects with
+// Last-Event-ID and loses nothing. The stream also ends when its access token
+// expires (reconnect with a fresh token and Last-Event-ID).
+import type { Response } from 'express';
+import type { RequestClaims } from '../lib/db.ts';
+import type { Logger } from '../lib/log.ts';
+import type { ChangeHub, SseSubscriber, StreamRow } from './hub.ts';
+
+export interface StreamStart {
+  stream_id: string;
+  mode: 'snapshot' | 'reset' | 'resume';
+  last_event_id: string;
+  events: Record<string, unknown>[] | null;
+}
+
+export function formatRows(rows: readonly StreamRow[]): string {
+  let out = '';
+  rows.forEach((row, i) => {
+    const lastOfChange = rows[i + 1]?.change_id !== row.change_id;
+    out += `event: ${row.operation}\n`;
+    if (lastOfChange) out += `id: ${row.change_id}\n`;
+    out += `data: ${JSON.stringify(row.event)}\n\n`;
+  });
+  return out;
+}
+
+export class SseStream implements SseSubscriber {
+  readonly kind = 'sse' as const;
+  cursor: number;
+  private ended = false;
+  private congested = false;
+  private drainTimer: NodeJS.Timeout | undefined;
+  private expiryTimer: NodeJS.Timeout | undefined;
+
+  constructor(
+    private readonly hub: ChangeHub,
+    private readonly res: Response,
+    readonly userId: string,
+    readonly claims: RequestClaims,
+    private readonly start: StreamStart,
+    private readonly log: Logger,
+    /** When the access token expires (ms since the epoch). */
+    tokenExpiresAt: number | undefined,
+  ) {
+    this.cursor = Number(start.last_event_id);
+    this.hub.holdRegistration(start.stream_id);
+    if (tokenExpiresAt !== undefined) {
+      this.expiryTimer = setTimeout(() => this.end('access token expired'), Math.max(0, tokenExpiresAt - Date.now()));
+      this.expiryTimer.unref();
+    }
+  }
+
+  /** Writes the headers and the opening messages, then joins the hub. */
+  open(): void {
+    const { res, start } = this;
+    res.on('close', () => this.finish());
+    res.on('drain', () => {
+      this.congested = false;
+      clearTimeout(this.drainTimer);
+      this.hub.wake();
+    });
+    if (res.destroyed) {
+      this.finish();
+      return;
+    }
+    res.setHeader('Content-Type', 'text/event-stream; charset=utf-8');
+    res.setHeader('Cache-Control', 'no-cache, no-transform');
+    res.setHeader('Connection', 'keep-alive');
+    res.setHeader('X-Accel-Buffering', 'no');
+    res.flushHeaders();
+    res.socket?.setNoDelay(true);
+
+    let out = '';
+    if (start.mode === 'reset') {
+      out += `event: reset\ndata: ${JSON.stringify({ reason: 'last_event_id_expired' })}\n\n`;
+    }
+    const events = start.events ?? [];
+    for (const event of events) out += `event: insert\ndata: ${JSON.stringify(event)}\n\n`;
+    out += `event: ready\nid: ${start.last_event_id}\ndata: ${JSON.stringify({
+      last_event_id: this.cursor,
+      mode: start.mode,
+      snapshot: start.mode === 'resume' ? null : events.length,
+    })}\n\n`;
+    // The opening is bounded by the snapshot (at most 100 events): not
+    // subject to the backlog bound, or a small bound could never be met.
+    this.write(out, false);
+    if (!this.ended) this.hub.add(this);
+  }
+
+  canReceive(): boolean {
+    return !this.ended && !this.congested;
+  }
+
+  deliver(rows: readonly StreamRow[]): void {
+    if (rows.length === 0 || this.ended) return;
+    let out = this.hub.formatted.get(rows);
+    if (out === undefined) {
+      out = formatRows(rows);
+      this.hub.formatted.set(rows, out);
+    }
+    this.write(out);
+  }
+
+  keepAlive(): void {
+    if (this.canReceive()) this.write(': keep-alive\n\n');
+  }
+
+  close(reason: 'pruned' | 'shutdown'): void {
+    this.end(reason === 'pruned' ? 'resume point no longer kept' : 'server shutting down');
+  }
+
+  private write(chunk: string, bounded = true): void {
+    if (this.ended) return;
+    // Still holding more than the bound from earlier writes: the client is
+    // not keeping up. (The hub gives a stream nothing while its socket does
+    // not drain, so this is the backlog of at most one batch plus
+    // keep-alives.)
+    if (bounded && this.res.writableLength > this.hub.config.maxBufferBytes) {
+      this.drop('unsent backlog over the bound');
+      return;
+    }
+    const ok = this.res.write(chunk);
+    if (!ok && !this.congested) {
+      this.congested = true;
+      this.drainTimer = setTimeout(() => {
+        if (this.congested) this.drop('client not reading');
+      }, this.hub.config.drainTimeoutMs);
+      this.drainTimer.unref();
+    }
+  }
+
+  /** Ends the response politely (the client may reconnect). */
+  private end(reason: string): void {
+    if (this.ended) return;
+    this.log.debug({ reason, stream: this.start.stream_id }, 'event stream ended');
+    if (!this.res.destroyed && !this.congested) this.res.write(`: ${reason}\n\n`);
+    this.res.end();
+    this.finish();
+  }
+
+  /** Drops a client that does not keep up: its backlog is discarded with the socket. */
+  private drop(reason: string): void {
+    if (this.ended) return;
+    this.log.info({ reason, stream: this.start.stream_id, backlog: this.res.writableLength }, 'event stream dropped');
+    this.res.destroy();
+    this.finish();
+  }
+
+  private finish(): void {
+    if (this.ended) return;
+    this.ended = true;
+    clearTimeout(this.drainTimer);
+    clearTimeout(this.expiryTimer);
+    this.hub.remove(this);
+    this.hub.releaseRegistration(this.start.stream_id);
+  }
+}

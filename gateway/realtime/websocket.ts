@@ -1,0 +1,556 @@
+// /realtime/v1/websocket: enough of the Supabase Realtime protocol for
+// supabase-js `channel(...).on('postgres_changes', ...)` to work against this
+// gateway as it does against a Supabase project (where app.events is in the
+// supabase_realtime publication), so the same app code runs on both.
+//
+// Phoenix frames, vsn 2.0.0 (the default of supabase-js; arrays
+// [join_ref, ref, topic, event, payload]) or 1.0.0 (objects):
+//   phx_join      payload {config: {postgres_changes: [{event, schema, table,
+//                 filter}]}, access_token}: the token is one of this gateway's
+//                 access tokens (verified like a bearer token); the reply
+//                 lists the subscriptions with their ids, then a `system`
+//                 message "Subscribed to PostgreSQL". A join without a token
+//                 is accepted but receives nothing until an access_token
+//                 message names the user (supabase-js sends its first join
+//                 before an async accessToken callback has answered; on
+//                 Supabase such a join is anon, which may not read app.events)
+//   heartbeat     on topic `phoenix`: reply ok
+//   access_token  the token for a joined channel, or a fresh one (same user)
+//   phx_leave     reply ok; the channel is gone
+//   postgres_changes (server → client): {ids, data: {schema, table,
+//                 commit_timestamp, type, columns, record, old_record,
+//                 errors: null}}
+//
+// Subscriptions name schema `app` and table `events` (or `*`): the real
+// table, so the same names work on Supabase. Events: `*`, INSERT, UPDATE,
+// DELETE; filters `column=eq.value`, `column=neq.value`, `column=in.(a,b)`.
+// What a user receives is decided in SQL (api.realtime_event_changes, run as
+// that user by the hub): inserts and updates of rows row-level security lets
+// them read, deletes with the primary key only, as Supabase does. Filters
+// only narrow that down, per subscription.
+//
+// Not supported (answered with an error reply): broadcast, presence, private
+// channels, other tables. A websocket counts against the per-user stream cap
+// once it has joined a channel; it is closed when its unsent backlog exceeds
+// STREAM_MAX_BUFFER_BYTES or it sends nothing for socketIdleTimeoutMs.
+import type http from 'node:http';
+import type { Duplex } from 'node:stream';
+import { WebSocket, WebSocketServer, type RawData } from 'ws';
+import { z } from 'zod';
+import { withClaims, type RequestClaims, type Sql } from '../lib/db.ts';
+import { toHttpError } from '../lib/errors.ts';
+import { InvalidTokenError, type TokenService } from '../lib/jwt.ts';
+import type { Logger } from '../lib/log.ts';
+import type { ChangeHub, RealtimeRow, WebSocketSubscriber } from './hub.ts';
+
+export const REALTIME_PATH = '/realtime/v1/websocket';
+export const REALTIME_SCHEMA = 'app';
+export const REALTIME_TABLE = 'events';
+const MAX_CHANNELS = 100;
+
+type Vsn = '1.0.0' | '2.0.0';
+
+interface Frame {
+  joinRef: string | null;
+  ref: string | null;
+  topic: string;
+  event: string;
+  payload: unknown;
+}
+
+const NullableRef = z.union([z.string(), z.number().transform(String)]).nullable();
+const ArrayFrame = z.tuple([NullableRef, NullableRef, z.string(), z.string(), z.unknown()]);
+const ObjectFrame = z.object({
+  join_ref: NullableRef.optional(),
+  ref: NullableRef.optional(),
+  topic: z.string(),
+  event: z.string(),
+  payload: z.unknown(),
+});
+
+const PostgresChangeConfig = z.object({
+  event: z.string(),
+  schema: z.string(),
+  table: z.string().optional(),
+  filter: z.string().optional(),
+});
+
+const JoinPayload = z.object({
+  config: z
+    .object({
+      postgres_changes: z.array(PostgresChangeConfig).max(100).optional(),
+      presence: z.object({ enabled: z.boolean().optional() }).passthrough().optional(),
+      private: z.boolean().optional(),
+    })
+    .passthrough()
+    .optional(),
+  access_token: z.string().optional(),
+});
+
+const TokenPayload = z.object({ access_token: z.string() });
+
+function decode(vsn: Vsn, text: string): Frame | null {
+  let raw: unknown;
+  try {
+    raw = JSON.parse(text);
+  } catch {
+    return null;
+  }
+  if (vsn === '2.0.0') {
+    const parsed = ArrayFrame.safeParse(raw);
+    if (!parsed.success) return null;
+    const [joinRef, ref, topic, event, payload] = parsed.data;
+    return { joinRef, ref, topic, event, payload };
+  }
+  const parsed = ObjectFrame.safeParse(raw);
+  if (!parsed.success) return null;
+  const { join_ref, ref, topic, event, payload } = parsed.data;
+  return { joinRef: join_ref ?? null, ref: ref ?? null, topic, event, payload };
+}
+
+function encode(vsn: Vsn, frame: Frame): string {
+  if (vsn === '2.0.0') return JSON.stringify([frame.joinRef, frame.ref, frame.topic, frame.event, frame.payload]);
+  return JSON.stringify({ join_ref: frame.joinRef, ref: frame.ref, topic: frame.topic, event: frame.event, payload: frame.payload });
+}
+
+/** The refs and topic of a binary (vsn 2 user broadcast) frame, to answer it. */
+function decodeBinaryHeader(data: Buffer): Frame | null {
+  if (data.length < 7 || data[0] !== 3) return null;
+  const [joinRefLen, refLen, topicLen] = [data[1]!, data[2]!, data[3]!];
+  let offset = 7;
+  const take = (n: number) => data.subarray(offset, (offset += n)).toString('utf8');
+  const joinRef = take(joinRefLen);
+  const ref = take(refLen);
+  const topic = take(topicLen);
+  return { joinRef: joinRef || null, ref: ref || null, topic, event: 'broadcast', payload: null };
+}
+
+interface Filter {
+  column: string;
+  op: 'eq' | 'neq' | 'in';
+  values: string[];
+}
+
+function parseFilter(text: string): Filter | string {
+  const match = /^([A-Za-z_][A-Za-z0-9_]*)=(eq|neq|in)\.(.*)$/s.exec(text);
+  if (!match) return `unsupported filter "${text}": use column=eq.value, column=neq.value or column=in.(a,b)`;
+  const [, column, op, value] = match as unknown as [string, string, Filter['op'], string];
+  if (op !== 'in') return { column, op, values: [value] };
+  const list = /^\((.*)\)$/s.exec(value);
+  if (!list) return `unsupported filter "${text}": in takes a list in parentheses`;
+  const values = list[1]!.split(',').map((v) => v.trim().replace(/^"(.*)"$/s, '$1'));
+  return { column, op, values };
+}
+
+function cellText(value: unknown): string | null {
+  if (value === null || value === undefined) return null;
+  return typeof value === 'string' ? value : JSON.stringify(value);
+}
+
+interface Subscription {
+  id: number;
+  /** As the client sent them (the reply must echo them for supabase-js to accept it). */
+  config: z.infer<typeof PostgresChangeConfig>;
+  type: '*' | 'INSERT' | 'UPDATE' | 'DELETE';
+  filter: Filter | null;
+}
+
+function matches(sub: Subscription, row: RealtimeRow): boolean {
+  if (sub.type !== '*' && sub.type !== row.type) return false;
+  if (!sub.filter) return true;
+  const record = row.type === 'DELETE' ? row.old_record : row.record;
+  if (!record || !(sub.filter.column in record)) return false;
+  const cell = cellText(record[sub.filter.column]);
+  const hit = cell !== null && sub.filter.values.includes(cell);
+  return sub.filter.op === 'neq' ? cell !== null && !hit : hit;
+}
+
+let nextSubscriptionId = 1;
+
+export interface WebSocketDeps {
+  hub: ChangeHub;
+  sql: Sql;
+  tokens: TokenService;
+  log: Logger;
+  statementTimeoutMs: number;
+  isReady: () => boolean;
+}
+
+export interface RealtimeWebSocket {
+  close(): Promise<void>;
+}
+
+export function attachRealtimeWebSocket(server: http.Server, deps: WebSocketDeps): RealtimeWebSocket {
+  const wss = new WebSocketServer({ noServer: true, maxPayload: 1024 * 1024 });
+  const connections = new Set<Connection>();
+  let closing = false;
+  let columns: Promise<{ name: string; type: string }[]> | undefined;
+  const columnsFor = (claims: RequestClaims) => {
+    columns ??= withClaims(deps.sql, claims, (tx) => tx<{ name: string; type: string }[]>`select name, type from api.realtime_columns()`, {
+      readOnly: true,
+    }).then((rows) => rows.map((r) => ({ name: r.name, type: r.type })));
+    columns.catch(() => (columns = undefined));
+    return columns;
+  };
+
+  const refuse = (socket: Duplex, status: number, code: string, message: string) => {
+    const body = JSON.stringify({ error: code, message, details: null });
+    socket.end(
+      `HTTP/1.1 ${status} ${httpStatusText(status)}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
+    );
+  };
+
+  server.on('upgrade', (req: http.IncomingMessage, socket: Duplex, head: Buffer) => {
+    const url = new URL(req.url ?? '/', 'http://localhost');
+    if (url.pathname !== REALTIME_PATH && url.pathname !== `${REALTIME_PATH}/`) {
+      refuse(socket, 404, 'not_found', `no websocket at ${url.pathname}`);
+      return;
+    }
+    if (closing || !deps.isReady() || !deps.hub.accepting) {
+      refuse(socket, 503, 'service_unavailable', 'the service is starting or stopping');
+      return;
+    }
+    const vsn = url.searchParams.get('vsn') ?? '1.0.0';
+    if (vsn !== '1.0.0' && vsn !== '2.0.0') {
+      refuse(socket, 400, 'bad_request', 'vsn must be 1.0.0 or 2.0.0');
+      return;
+    }
+    wss.handleUpgrade(req, socket, head, (ws) => {
+      // The query string (apikey) is never logged.
+      deps.log.debug({ path: url.pathname, vsn }, 'realtime websocket opened');
+      const connection = new Connection(ws, vsn, deps, columnsFor);
+      connections.add(connection);
+      ws.on('close', () => connections.delete(connection));
+    });
+  });
+
+  return {
+    async close() {
+      closing = true;
+      const closed = [...connections].map(
+        (c) => new Promise<void>((resolve) => {
+          c.ws.once('close', () => resolve());
+          c.shutdown();
+          setTimeout(() => {
+            c.ws.terminate();
+            resolve();
+          }, 2000).unref();
+        }),
+      );
+      await Promise.all(closed);
+      await new Promise<void>((resolve) => wss.close(() => resolve()));
+    },
+  };
+}
+
+function httpStatusText(status: number): string {
+  return { 400: 'Bad Request', 404: 'Not Found', 503: 'Service Unavailable' }[status] ?? 'Error';
+}
+
+class Channel implements WebSocketSubscriber {
+  readonly kind = 'websocket' as const;
+  expiryTimer: NodeJS.Timeout | undefined;
+
+  constructor(
+    private readonly connection: Connection,
+    readonly topic: string,
+    readonly joinRef: string | null,
+    readonly userId: string,
+    public claims: RequestClaims,
+    readonly subscriptions: Subscription[],
+    public cursor: number,
+  ) {}
+
+  /** A joined channel whose user is not known yet (no access token). */
+  static pending(connection: Connection, topic: string, joinRef: string | null, subscriptions: Subscription[]): Channel {
+    return new Channel(connection, topic, joinRef, '', { role: 'anon' }, subscriptions, 0);
+  }
+
+  get authorized(): boolean {
+    return this.userId !== '';
+  }
+
+  canReceive(): boolean {
+    return this.connection.open;
+  }
+
+  deliver(rows: readonly RealtimeRow[]): void {
+    for (const row of rows) {
+      const ids = this.subscriptions.filter((s) => matches(s, row)).map((s) => s.id);
+      if (ids.length === 0) continue;
+      const data: Record<string, unknown> = {
+        schema: REALTIME_SCHEMA,
+        table: REALTIME_TABLE,
+        commit_timestamp: row.commit_timestamp,
+        type: row.type,
+        columns: this.connection.columns,
+        errors: null,
+      };
+      if (row.type !== 'DELETE') data.record = row.record;
+      if (row.type !== 'INSERT') data.old_record = row.old_record;
+      this.connection.send({ joinRef: this.joinRef, ref: null, topic: this.topic, event: 'postgres_changes', payload: { ids, data } });
+    }
+  }
+
+  close(reason: 'pruned' | 'shutdown'): void {
+    if (reason === 'shutdown') this.connection.shutdown();
+    else this.connection.closeChannel(this, 'the changes after this channel\'s position are no longer kept');
+  }
+}
+
+class Connection {
+  private readonly channels = new Map<string, Channel>();
+  private registration: { id: string; userId: string } | null = null;
+  private queue: Promise<void> = Promise.resolve();
+  private idleTimer: NodeJS.Timeout | undefined;
+  columns: { name: string; type: string }[] = [];
+
+  constructor(
+    readonly ws: WebSocket,
+    private readonly vsn: Vsn,
+    private readonly deps: WebSocketDeps,
+    private readonly columnsFor: (claims: RequestClaims) => Promise<{ name: string; type: string }[]>,
+  ) {
+    ws.on('message', (data: RawData, isBinary: boolean) => {
+      this.touch();
+      this.queue = this.queue
+        .then(() => this.handle(data, isBinary))
+        .catch((err: unknown) => this.deps.log.warn({ err }, 'realtime websocket: message failed'));
+    });
+    ws.on('close', () => this.cleanup());
+    ws.on('error', (err) => this.deps.log.debug({ err }, 'realtime websocket error'));
+    this.touch();
+  }
+
+  get open(): boolean {
+    return this.ws.readyState === WebSocket.OPEN;
+  }
+
+  send(frame: Frame): void {
+    if (!this.open) return;
+    this.ws.send(encode(this.vsn, frame));
+    if (this.ws.bufferedAmount > this.deps.hub.config.maxBufferBytes) {
+      this.deps.log.info({ backlog: this.ws.bufferedAmount }, 'realtime websocket dropped: unsent backlog over the bound');
+      this.ws.terminate();
+    }
+  }
+
+  /** Server shutdown: close with 1001 (going away); supabase-js reconnects. */
+  shutdown(): void {
+    if (this.ws.readyState === WebSocket.OPEN || this.ws.readyState === WebSocket.CONNECTING) {
+      this.ws.close(1001, 'server shutting down');
+    }
+    this.cleanup();
+  }
+
+  closeChannel(channel: Channel, message: string): void {
+    this.removeChannel(channel.topic);
+    this.send({ joinRef: channel.joinRef, ref: null, topic: channel.topic, event: 'system', payload: { channel: channelName(channel.topic), extension: 'system', message, status: 'error' } });
+    this.send({ joinRef: channel.joinRef, ref: channel.joinRef, topic: channel.topic, event: 'phx_close', payload: {} });
+  }
+
+  private touch(): void {
+    clearTimeout(this.idleTimer);
+    this.idleTimer = setTimeout(() => this.ws.terminate(), this.deps.hub.config.socketIdleTimeoutMs);
+    this.idleTimer.unref();
+  }
+
+  private reply(frame: Frame, status: 'ok' | 'error', response: Record<string, unknown>): void {
+    this.send({ joinRef: frame.joinRef, ref: frame.ref, topic: frame.topic, event: 'phx_reply', payload: { status, response } });
+  }
+
+  private async handle(data: RawData, isBinary: boolean): Promise<void> {
+    const buffer = Array.isArray(data) ? Buffer.concat(data) : Buffer.from(data as ArrayBuffer);
+    if (isBinary) {
+      const frame = decodeBinaryHeader(buffer);
+      if (frame) this.reply(frame, 'error', { reason: 'broadcast is not supported by this server' });
+      return;
+    }
+    const frame = decode(this.vsn, buffer.toString('utf8'));
+    if (!frame) {
+      this.deps.log.debug('realtime websocket: undecodable frame ignored');
+      return;
+    }
+    if (frame.topic === 'phoenix') {
+      if (frame.event === 'heartbeat') this.reply(frame, 'ok', {});
+      else this.reply(frame, 'error', { reason: `unknown event ${frame.event}` });
+      return;
+    }
+    switch (frame.event) {
+      case 'phx_join':
+        return this.join(frame);
+      case 'phx_leave':
+        this.removeChannel(frame.topic);
+        this.reply(frame, 'ok', {});
+        return;
+      case 'access_token':
+        return this.refreshToken(frame);
+      case 'broadcast':
+      case 'presence':
+        this.reply(frame, 'error', { reason: `${frame.event} is not supported by this server (postgres_changes only)` });
+        return;
+      default:
+        this.reply(frame, 'error', {
+          reason: this.channels.has(frame.topic) ? `unknown event ${frame.event}` : 'unmatched topic',
+        });
+    }
+  }
+
+  private async verify(token: string | undefined): Promise<RequestClaims | string> {
+    if (!token) return 'an access token is required (access_token, from POST /api/auth/login)';
+    try {
+      const claims = await this.deps.tokens.verify(token);
+      return { ...claims, role: 'authenticated' };
+    } catch (err) {
+      if (err instanceof InvalidTokenError) return `invalid access token: ${err.message}`;
+      throw err;
+    }
+  }
+
+  private async join(frame: Frame): Promise<void> {
+    const parsed = JoinPayload.safeParse(frame.payload ?? {});
+    if (!parsed.success) return this.reply(frame, 'error', { reason: 'invalid join payload' });
+    const config = parsed.data.config ?? {};
+    if (config.private) {
+      return this.reply(frame, 'error', { reason: 'private channels are not supported by this server (postgres_changes only)' });
+    }
+    if (config.presence?.enabled) {
+      return this.reply(frame, 'error', { reason: 'presence is not supported by this server (postgres_changes only)' });
+    }
+    const subscriptions: Subscription[] = [];
+    for (const change of config.postgres_changes ?? []) {
+      const type = change.event.toUpperCase();
+      if (type !== '*' && type !== 'INSERT' && type !== 'UPDATE' && type !== 'DELETE') {
+        return this.reply(frame, 'error', { reason: `unknown event "${change.event}": use *, INSERT, UPDATE or DELETE` });
+      }
+      const schemaOk = change.schema === REALTIME_SCHEMA || change.schema === '*';
+      const tableOk = change.table === undefined || change.table === '*' || change.table === REALTIME_TABLE;
+      if (!schemaOk || !tableOk) {
+        return this.reply(frame, 'error', {
+          reason: `only ${REALTIME_SCHEMA}.${REALTIME_TABLE} can be subscribed to (got ${change.schema}.${change.table ?? '*'})`,
+        });
+      }
+      const filter = change.filter ? parseFilter(change.filter) : null;
+      if (typeof filter === 'string') return this.reply(frame, 'error', { reason: filter });
+      subscriptions.push({ id: nextSubscriptionId++, config: change, type, filter });
+    }
+    if (!this.channels.has(frame.topic) && this.channels.size >= MAX_CHANNELS) {
+      return this.reply(frame, 'error', { reason: `at most ${MAX_CHANNELS} channels per connection` });
+    }
+
+    let channel: Channel;
+    if (parsed.data.access_token === undefined) {
+      channel = Channel.pending(this, frame.topic, frame.joinRef, subscriptions);
+    } else {
+      const claims = await this.verify(parsed.data.access_token);
+      if (typeof claims === 'string') return this.reply(frame, 'error', { reason: claims });
+      const authorized = await this.authorize(claims);
+      if (typeof authorized === 'string') return this.reply(frame, 'error', { reason: authorized });
+      channel = new Channel(this, frame.topic, frame.joinRef, claims.sub!, claims, subscriptions, authorized.head);
+    }
+    if (!this.open) return;
+    this.removeChannel(frame.topic);
+    this.channels.set(frame.topic, channel);
+    this.reply(frame, 'ok', { postgres_changes: subscriptions.map((s) => ({ id: s.id, ...s.config })) });
+    if (subscriptions.length > 0) {
+      this.send({
+        joinRef: frame.joinRef,
+        ref: null,
+        topic: frame.topic,
+        event: 'system',
+        payload: { channel: channelName(frame.topic), extension: 'postgres_changes', message: 'Subscribed to PostgreSQL', status: 'ok' },
+      });
+    }
+    if (channel.authorized) this.start(channel);
+  }
+
+  /**
+   * Checks that the user may hold this connection (first channel: registers
+   * it under the per-user cap) and returns the change id deliveries start
+   * after; or why not.
+   */
+  private async authorize(claims: RequestClaims): Promise<{ head: number } | string> {
+    const userId = claims.sub!;
+    if (this.registration && this.registration.userId !== userId) return 'this connection belongs to another user';
+    try {
+      if (!this.registration) {
+        const [row] = await withClaims(
+          this.deps.sql,
+          claims,
+          (tx) => tx<{ id: string }[]>`select api.realtime_connect(${this.deps.hub.gatewayId}, ${this.deps.hub.config.registrationTtlSeconds}) as id`,
+          { statementTimeoutMs: this.deps.statementTimeoutMs },
+        );
+        this.deps.hub.holdRegistration(row!.id);
+        if (!this.open) {
+          this.deps.hub.releaseRegistration(row!.id);
+          return 'connection closed';
+        }
+        this.registration = { id: row!.id, userId };
+      }
+      this.columns = await this.columnsFor(claims);
+      return { head: await this.deps.hub.currentHead() };
+    } catch (err) {
+      const httpError = toHttpError(err);
+      if (httpError.status >= 500) this.deps.log.error({ err }, 'realtime websocket: authorizing a channel failed');
+      return httpError.message;
+    }
+  }
+
+  private start(channel: Channel): void {
+    this.armExpiry(channel);
+    if (channel.subscriptions.length > 0) this.deps.hub.add(channel);
+  }
+
+  private async refreshToken(frame: Frame): Promise<void> {
+    const channel = this.channels.get(frame.topic);
+    const parsed = TokenPayload.safeParse(frame.payload);
+    if (!channel || !parsed.success) return this.reply(frame, 'error', { reason: channel ? 'access_token is required' : 'unmatched topic' });
+    const claims = await this.verify(parsed.data.access_token);
+    if (typeof claims === 'string') return this.closeChannel(channel, claims);
+    if (channel.authorized) {
+      if (claims.sub !== channel.userId) return this.closeChannel(channel, 'the access token belongs to another user');
+      channel.claims = claims;
+      this.armExpiry(channel);
+      return this.reply(frame, 'ok', {});
+    }
+    // The first token of a channel joined without one.
+    const authorized = await this.authorize(claims);
+    if (this.channels.get(frame.topic) !== channel) return;
+    if (typeof authorized === 'string') return this.closeChannel(channel, authorized);
+    const ready = new Channel(this, channel.topic, channel.joinRef, claims.sub!, claims, channel.subscriptions, authorized.head);
+    this.channels.set(channel.topic, ready);
+    this.reply(frame, 'ok', {});
+    this.start(ready);
+  }
+
+  private armExpiry(channel: Channel): void {
+    clearTimeout(channel.expiryTimer);
+    const exp = channel.claims.exp;
+    if (typeof exp !== 'number') return;
+    channel.expiryTimer = setTimeout(() => {
+      if (this.channels.get(channel.topic) === channel) this.closeChannel(channel, 'access token expired');
+    }, Math.max(0, exp * 1000 - Date.now()));
+    channel.expiryTimer.unref();
+  }
+
+  private removeChannel(topic: string): void {
+    const channel = this.channels.get(topic);
+    if (!channel) return;
+    clearTimeout(channel.expiryTimer);
+    this.channels.delete(topic);
+    this.deps.hub.remove(channel);
+  }
+
+  private cleanup(): void {
+    clearTimeout(this.idleTimer);
+    for (const topic of [...this.channels.keys()]) this.removeChannel(topic);
+    if (this.registration) {
+      this.deps.hub.releaseRegistration(this.registration.id);
+      this.registration = null;
+    }
+  }
+}
+
+function channelName(topic: string): string {
+  return topic.replace(/^realtime:/, '');
+}

@@ -1,0 +1,48 @@
+// Spec sections 4 and 6: GET /api/mobile/events/upcoming/stream, the
+// server-sent-events feed of the caller's upcoming events. The message format
+// is described in realtime/sse.ts (and the README); what a caller sees is
+// decided in SQL (api.event_stream_open, api.event_stream_changes), and the
+// fan-out is the process's realtime hub (realtime/hub.ts).
+import { z } from 'zod';
+import { defineRoute } from '../http/route.ts';
+import { HttpError } from '../lib/errors.ts';
+import { SseStream, type StreamStart } from '../realtime/sse.ts';
+
+/** A change id as sent in `id:` lines; empty means none. */
+const ChangeId = z.string().regex(/^\d{0,18}$/, { message: 'must be a change id (digits)' });
+
+export const streamRoutes = [
+  defineRoute({
+    method: 'get',
+    path: '/api/mobile/events/upcoming/stream',
+    summary:
+      "Server-sent events: a snapshot of the caller's upcoming events, then one message per change (insert, update, delete); resumes after Last-Event-ID.",
+    auth: 'user',
+    tokenInQuery: true,
+    // Opening a stream registers it (the per-user cap is counted in Postgres).
+    readWrite: true,
+    query: z.object({
+      last_event_id: ChangeId.optional(),
+      lastEventId: ChangeId.optional(),
+      access_token: z.string().optional(),
+    }),
+    headers: z.object({ 'last-event-id': ChangeId.optional() }),
+    async handler({ query, headers, user, db, services, log }) {
+      const hub = services.realtime;
+      if (!hub.accepting) throw new HttpError(503, 'service_unavailable', 'the stream is not available now, try again');
+      const lastEventId = headers['last-event-id'] || query.last_event_id || query.lastEventId || null;
+      const [start] = await db(
+        (tx) => tx<StreamStart[]>`
+          select stream_id, mode, last_event_id, events
+            from api.event_stream_open(${hub.gatewayId}, ${lastEventId}::bigint, ${services.publicUrl},
+                                       ${hub.config.registrationTtlSeconds})`,
+      );
+      const claims = { ...user!, role: 'authenticated' as const };
+      const expiresAt = typeof user!.exp === 'number' ? user!.exp * 1000 : undefined;
+      return {
+        status: 200,
+        stream: (res) => new SseStream(hub, res, user!.sub, claims, start!, log, expiresAt).open(),
+      };
+    },
+  }),
+];
