@@ -165,7 +165,8 @@ function stopOrphan(pid: number, log: Logger): void {
   }
 }
 
-function isAlive(pid: number): boolean {
+/** Whether a process with this pid exists. */
+export function isAlive(pid: number): boolean {
   try {
     process.kill(pid, 0);
     return true;

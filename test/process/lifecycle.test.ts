@@ -6,6 +6,7 @@ import crypto from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import { afterAll, describe, expect, inject, it } from 'vitest';
+import { isAlive } from '../../gateway/lib/embedded-postgres.ts';
 import { databaseUrl, uniqueEmail } from '../helpers.ts';
 
 const root = path.resolve(import.meta.dirname, '..', '..');
@@ -46,15 +47,6 @@ function exited(child: ChildProcess): Promise<number | null> {
     if (child.exitCode !== null) resolve(child.exitCode);
     else child.on('exit', (code) => resolve(code));
   });
-}
-
-function isAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
 }
 
 const freePort = () => 30000 + crypto.randomInt(20000);
