@@ -1,5 +1,5 @@
 --! Previous: sha1:be55dd413e16377fc3a882916b066327a0cd111e
---! Hash: sha1:fdd02a30c889e461259b481e9c03ff5ef1f4c14f
+--! Hash: sha1:277343a001ec3d2f43e20a3bdc9d207082201002
 --! Message: realtime
 
 --------------------------------------------------------------------------------
@@ -519,9 +519,12 @@ comment on function private.event_stream_audience(bigint, bigint) is
 -- and deleted within one batch).
 --------------------------------------------------------------------------------
 
+-- No `set search_path` here, on purpose: it references nothing, and a SQL
+-- function with a SET clause cannot be inlined, so the policy would call it
+-- once per row (measured: upcoming list 7 ms → 20 ms). When the rule starts
+-- reading tables, qualify every name and keep it inlinable.
 create function private.event_readable(community_id uuid) returns boolean
   language sql stable
-  set search_path = pg_catalog
   as $$
     -- Any signed-in user may read every event (GET /api/mobile/events/{id});
     -- the policy below applies this to the authenticated role.
