@@ -1,5 +1,5 @@
 --! Previous: sha1:be55dd413e16377fc3a882916b066327a0cd111e
---! Hash: sha1:277343a001ec3d2f43e20a3bdc9d207082201002
+--! Hash: sha1:47df0dca9220abbbaef74fcd8a93008956eebe25
 --! Message: realtime
 
 --------------------------------------------------------------------------------
@@ -66,9 +66,39 @@ comment on table app.change_log_state is
 alter table app.change_log_state enable row level security;
 insert into app.change_log_state default values;
 
--- Event changes: as before, plus the old row of an update and the clock time
--- taken after the lock (so changed_at grows with id and the expiry watermark
--- below is consistent with it).
+-- Every writer of the change log takes this one lock, held until commit, so
+-- ids become visible in commit order (readers never see a gap fill in later).
+create function private.lock_change_log() returns void
+  language sql volatile
+  set search_path = pg_catalog
+  as $$
+    select pg_advisory_xact_lock(hashtextextended('app.change_log', 0))
+  $$;
+comment on function private.lock_change_log() is
+  'The lock every change-log writer holds until commit, so change ids appear in commit order.';
+
+-- Appends one entry under that lock, stamped with the clock time taken after
+-- the lock (so changed_at grows with id); returns its id.
+create function private.append_change(operation text, table_name text, record_id uuid, row_data jsonb, old_data jsonb)
+  returns bigint
+  language plpgsql volatile
+  set search_path = pg_catalog
+  as $$
+declare
+  change_id bigint;
+begin
+  perform private.lock_change_log();
+  insert into app.change_log as c (operation, table_name, record_id, row_data, old_data, changed_at)
+    values (append_change.operation, append_change.table_name, append_change.record_id,
+            append_change.row_data, append_change.old_data, clock_timestamp())
+    returning c.id into change_id;
+  return change_id;
+end;
+$$;
+comment on function private.append_change(text, text, uuid, jsonb, jsonb) is
+  'Appends a change-log entry under private.lock_change_log(); returns its id.';
+
+-- Event changes: as before, plus the old row of an update.
 create or replace function private.tg_events__log_change() returns trigger
   language plpgsql volatile
   security definer
@@ -83,11 +113,8 @@ begin
   else
     changed := new;
   end if;
-  perform pg_advisory_xact_lock(hashtextextended('app.change_log', 0));
-  insert into app.change_log (operation, table_name, record_id, row_data, old_data, changed_at)
-    values (lower(tg_op), tg_table_name, changed.id, to_jsonb(changed),
-            case when tg_op = 'UPDATE' then to_jsonb(old) end, clock_timestamp())
-    returning id into change_id;
+  change_id := private.append_change(lower(tg_op), tg_table_name, changed.id, to_jsonb(changed),
+                                     case when tg_op = 'UPDATE' then to_jsonb(old) end);
   perform pg_notify('event_changes', json_build_object('id', change_id, 'event_id', changed.id)::text);
   return null;
 end;
@@ -113,11 +140,8 @@ begin
   if tg_op = 'UPDATE' and to_jsonb(old) = to_jsonb(new) then
     return null;
   end if;
-  perform pg_advisory_xact_lock(hashtextextended('app.change_log', 0));
-  insert into app.change_log (operation, table_name, record_id, row_data, old_data, changed_at)
-    values (lower(tg_op), tg_table_name, changed.community_id, to_jsonb(changed),
-            case when tg_op = 'UPDATE' then to_jsonb(old) end, clock_timestamp())
-    returning id into change_id;
+  change_id := private.append_change(lower(tg_op), tg_table_name, changed.community_id, to_jsonb(changed),
+                                     case when tg_op = 'UPDATE' then to_jsonb(old) end);
   perform pg_notify('event_changes', json_build_object('id', change_id, 'community_id', changed.community_id)::text);
   return null;
 end;
@@ -146,7 +170,7 @@ declare
   logged bigint;
   last_id bigint;
 begin
-  perform pg_advisory_xact_lock(hashtextextended('app.change_log', 0));
+  perform private.lock_change_log();
   upto := clock_timestamp();
   select s.expired_through into since from app.change_log_state s for update;
   if upto <= since then
