@@ -1,8 +1,8 @@
 // `npm run db -- <graphile-migrate command>`: graphile-migrate against the
 // embedded development cluster (or DATABASE_URL), with the shadow and root
 // databases it needs for `commit`, `watch` and `reset` filled in.
-//   npm run db -- watch            apply sql/migrations/current.sql on every save
-//   npm run db -- commit -m name   turn current.sql into a committed migration
+//   npm run db -- watch            apply sql/migrations/current/*.sql on every save
+//   npm run db -- commit -m name   turn current/ into a committed migration
 //   npm run db -- status
 import { spawnSync } from 'node:child_process';
 import { createRequire } from 'node:module';

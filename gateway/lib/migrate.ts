@@ -1,6 +1,6 @@
 // Applies the graphile-migrate migrations in sql/migrations: every committed
 // migration and, for development databases, the work in progress in
-// sql/migrations/current.sql (empty on main), so a DBA's uncommitted change is
+// sql/migrations/current/ (empty on main), so a DBA's uncommitted change is
 // what the embedded `npm start` and `npm test` run against. A database named
 // by DATABASE_URL only ever gets committed migrations.
 import { createRequire } from 'node:module';

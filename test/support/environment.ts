@@ -1,6 +1,6 @@
 // A throwaway environment: a database (a temporary embedded cluster, or a
 // fresh database on the server of TEST_DATABASE_URL) migrated with the
-// committed migrations and current.sql, and the real gateway on a random port.
+// committed migrations and current/, and the real gateway on a random port.
 // Used by the test run (global-setup.ts) and by the benchmarks.
 import crypto from 'node:crypto';
 import fs from 'node:fs';
