@@ -100,6 +100,16 @@ const commands: Record<string, Command> = {
                     ${(o['venue-node-id'] as string | undefined) ?? null}, ${(o.description as string | undefined) ?? null}) as id`
       )[0]?.id,
   },
+  outbox: {
+    usage: '[--limit N] [--unsent true]',
+    description:
+      'The newest e-mails of the outbox (set-password and recovery links included while unsent), one JSON object a line.',
+    options: { limit: z.coerce.number().int().min(1).max(1000).optional(), unsent: flag.optional() },
+    run: async (sql, o) => {
+      const rows = await sql`select * from admin.email_outbox(${(o.limit as number | undefined) ?? 50}, ${(o.unsent as boolean | undefined) ?? false})`;
+      return rows.length === 0 ? 'the outbox is empty' : rows.map((row) => JSON.stringify(row)).join('\n');
+    },
+  },
   'prune-change-log': {
     usage: "[--older-than '30 days']",
     description: 'Delete event change-log entries older than the interval (default 30 days). Prints how many.',

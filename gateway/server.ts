@@ -7,6 +7,7 @@ import type { Config } from './lib/config.ts';
 import { createPool } from './lib/db.ts';
 import { createTokenService } from './lib/jwt.ts';
 import type { Logger } from './lib/log.ts';
+import { startOutboxWorker, type OutboxWorker } from './lib/mailer.ts';
 import { runMigrations } from './lib/migrate.ts';
 import { ChangeHub } from './realtime/hub.ts';
 import { attachRealtimeWebSocket } from './realtime/websocket.ts';
@@ -64,8 +65,10 @@ export async function startGateway(
 
   // Streams and websockets first (they would keep the server open), then the
   // LISTEN connection, then the HTTP server, then the pool.
+  let mailer: OutboxWorker | undefined;
   const close = async () => {
     ready = false;
+    await mailer?.close();
     await websocket.close();
     await realtime.close();
     await new Promise<void>((resolve) => {
@@ -79,6 +82,7 @@ export async function startGateway(
   try {
     await runMigrations(databaseUrl, log, { includeCurrent: includeCurrentMigration });
     await realtime.start();
+    if (config.smtpUrl) mailer = await startOutboxWorker(sql, { smtpUrl: config.smtpUrl, from: config.mailFrom }, log);
   } catch (err) {
     await close();
     throw err;

@@ -11,6 +11,7 @@ import { connectionRoutes } from '../routes/connections.ts';
 import { deeplinkRoutes } from '../routes/deeplinks.ts';
 import { eventRoutes } from '../routes/events.ts';
 import { healthHandler } from '../routes/health.ts';
+import { passwordRoutes } from '../routes/password.ts';
 import { profileRoutes } from '../routes/profile.ts';
 import { streamRoutes } from '../routes/stream.ts';
 import { dealRoutes, taskRoutes } from '../routes/tasks.ts';
@@ -19,6 +20,7 @@ import type { Route, Services } from './route.ts';
 /** Every REST route the gateway serves, in one list (the docs read it too). */
 export const routes: Route[] = [
   ...authRoutes,
+  ...passwordRoutes,
   ...profileRoutes,
   ...communityRoutes,
   ...taskRoutes,

@@ -31,6 +31,8 @@ const EnvSchema = z.object({
   STREAM_KEEPALIVE_SECONDS: z.coerce.number().min(0.05).max(3600).optional().default(15),
   STREAM_MAX_BUFFER_BYTES: z.coerce.number().int().min(1024).optional().default(1_048_576),
   CHANGE_LOG_RETENTION_HOURS: z.coerce.number().min(0).optional().default(24),
+  SMTP_URL: optionalString,
+  MAIL_FROM: optionalString,
 });
 
 export interface Config {
@@ -48,6 +50,9 @@ export interface Config {
   /** Git-ignored folder for the embedded database and the dev JWT secret. */
   dataDir: string;
   embeddedPgPort: number;
+  /** SMTP server for the e-mail outbox (smtp://user:pass@host:port); unset: messages wait for operators. */
+  smtpUrl: string | undefined;
+  mailFrom: string;
   dbPoolMax: number;
   statementTimeoutMs: number;
   realtime: RealtimeConfig;
@@ -102,6 +107,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     logLevel: e.LOG_LEVEL,
     dataDir: path.resolve(e.DATA_DIR ?? path.join(projectRoot(), '.data')),
     embeddedPgPort: e.EMBEDDED_PG_PORT,
+    smtpUrl: e.SMTP_URL,
+    mailFrom: e.MAIL_FROM ?? 'Community <no-reply@localhost>',
     dbPoolMax: e.DB_POOL_MAX,
     statementTimeoutMs: e.STATEMENT_TIMEOUT_MS,
     realtime: {

@@ -118,7 +118,7 @@ describe('npm run admin', () => {
   it('--help lists every command', () => {
     const result = admin('--help');
     expect(result.status).toBe(0);
-    for (const command of ['create-user', 'create-community', 'add-manager', 'set-subscription', 'set-community-flags', 'create-venue', 'create-event', 'prune-change-log']) {
+    for (const command of ['create-user', 'create-community', 'add-manager', 'set-subscription', 'set-community-flags', 'create-venue', 'create-event', 'prune-change-log', 'outbox']) {
       expect(result.stdout).toContain(command);
     }
   });
@@ -142,6 +142,19 @@ describe('npm run admin', () => {
     expect(pruned.status).toBe(0);
     expect(pruned.stdout.trim()).toMatch(/^\d+$/);
     expect(admin('prune-change-log', '--older-than', 'forever').status).toBe(1);
+
+    // The outbox shows an unsent recovery e-mail with its link.
+    const recovered = spawnSync(process.execPath, ['--import', 'tsx', '-e', `
+      import postgres from 'postgres';
+      const sql = postgres(process.env.DATABASE_URL, { max: 1 });
+      await sql\`select api.auth_recover(\${process.argv[1]}, 'https://example.test')\`;
+      await sql.end();`, email], { cwd: root, env: { ...process.env, DATABASE_URL: databaseUrl }, encoding: 'utf8' });
+    expect(recovered.status).toBe(0);
+    const outbox = admin('outbox', '--unsent', 'true', '--limit', '1000');
+    expect(outbox.status).toBe(0);
+    const mine = outbox.stdout.trim().split('\n').map((line) => JSON.parse(line)).find((m) => m.to_email === email);
+    expect(mine.link).toMatch(/^https:\/\/example\.test\/auth\/set-password\?token=/);
+    expect(admin('outbox', '--limit', '0').status).toBe(1);
 
     const duplicate = admin('create-user', '--email', email, '--password', 'password123');
     expect(duplicate.status).toBe(1);

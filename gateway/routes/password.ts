@@ -1,0 +1,128 @@
+// Setting a password from an e-mailed link (DESIGN.md, "Tokens, docs and
+// platform integration"): accounts made without a password (platform
+// attendees, agent-created members) and password recovery for everyone.
+//
+//   POST /api/auth/recover        {email} → 200 whether or not the account exists
+//   POST /api/auth/set-password   {token, password} → 200; 400 invalid_link / weak_password
+//   GET  /auth/set-password       the page the e-mailed link opens (it posts to the route above)
+//
+// Links, their expiry and single use are SQL (api.auth_recover,
+// api.auth_set_password); the outbox worker (lib/mailer.ts) sends the e-mail.
+import { z } from 'zod';
+import { html, page } from '../http/html.ts';
+import { defineRoute } from '../http/route.ts';
+import { HttpError } from '../lib/errors.ts';
+import { Email, Password } from '../lib/schemas.ts';
+
+const LinkToken = z.string().regex(/^[A-Za-z0-9_-]{20,100}$/, { message: 'not a set-password link token' });
+
+// Trusted code only: the token is read from the page's own URL and results
+// are written with textContent.
+const SET_PASSWORD_SCRIPT = `
+(function () {
+  var form = document.getElementById('password-form');
+  var status = document.getElementById('status');
+  var token = new URLSearchParams(location.search).get('token') || '';
+  function show(kind, text) { status.className = kind; status.textContent = text; }
+  form.addEventListener('submit', async function (event) {
+    event.preventDefault();
+    var password = form.elements.password.value;
+    if (password !== form.elements.confirm.value) { show('error', 'The two passwords differ.'); return; }
+    var button = form.querySelector('button');
+    button.disabled = true;
+    show('', 'Saving…');
+    try {
+      var res = await fetch('/api/auth/set-password', {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ token: token, password: password })
+      });
+      var body = {};
+      try { body = await res.json(); } catch (e) {}
+      if (res.ok) {
+        form.hidden = true;
+        show('ok', 'Your password is set. You can now sign in with the app as ' + body.email + '.');
+      } else {
+        show('error', body.message || 'That did not work.');
+        button.disabled = false;
+      }
+    } catch (e) {
+      show('error', 'The server could not be reached. Try again.');
+      button.disabled = false;
+    }
+  });
+})();
+`;
+
+function setPasswordPage(): { html: string; headers: Record<string, string> } {
+  return page({
+    title: 'Choose your password',
+    body: html`<h1>Choose your password</h1>
+<p class="meta">At least 8 characters. The link works once.</p>
+<form id="password-form" novalidate>
+<label for="password">New password</label>
+<input id="password" name="password" type="password" autocomplete="new-password" minlength="8" required>
+<label for="confirm">Repeat it</label>
+<input id="confirm" name="confirm" type="password" autocomplete="new-password" minlength="8" required>
+<button type="submit">Set password</button>
+</form>
+<p id="status" role="status"></p>`,
+    script: SET_PASSWORD_SCRIPT,
+  });
+}
+
+function invalidLinkPage(_err: HttpError): string {
+  return page({
+    title: 'Link not valid',
+    body: html`<h1>This link is not valid</h1><p>Ask for a new one from the app ("Forgot password").</p>`,
+  }).html;
+}
+
+export const passwordRoutes = [
+  defineRoute({
+    method: 'post',
+    path: '/api/auth/recover',
+    summary: 'E-mail a set-password link to the account with this address (the same answer when there is none).',
+    auth: 'public',
+    body: z.object({ email: Email }),
+    invalidStatus: 400,
+    async handler({ body, db, services }) {
+      await db((tx) => tx`select api.auth_recover(${body.email}, ${services.publicUrl})`);
+      return {
+        status: 200,
+        body: { success: true, message: 'if an account exists for this address, a link to set its password is on its way' },
+      };
+    },
+  }),
+
+  defineRoute({
+    method: 'post',
+    path: '/api/auth/set-password',
+    summary: 'Set the password of the account an e-mailed link names; the link is then used up and sessions end.',
+    auth: 'public',
+    body: z.object({ token: LinkToken, password: Password }),
+    invalidStatus: 400,
+    async handler({ body, db }) {
+      const [account] = await db(
+        (tx) => tx<{ user_id: string; email: string }[]>`select * from api.auth_set_password(${body.token}, ${body.password})`,
+      );
+      return { status: 200, body: { success: true, user_id: account!.user_id, email: account!.email } };
+    },
+  }),
+
+  defineRoute({
+    method: 'get',
+    path: '/auth/set-password',
+    summary: 'The set-password page an e-mailed link opens.',
+    auth: 'public',
+    query: z.object({ token: LinkToken }),
+    invalidStatus: 400,
+    renderError: invalidLinkPage,
+    async handler({ query, db }) {
+      const [link] = await db((tx) => tx<{ valid: boolean }[]>`select api.auth_password_link_valid(${query.token}) as valid`);
+      if (!link?.valid) throw new HttpError(404, 'invalid_link', 'this link is not valid or has expired');
+      const { html: document, headers } = setPasswordPage();
+      return { status: 200, html: document, headers: { ...headers, 'Cache-Control': 'no-store' } };
+    },
+  }),
+];
