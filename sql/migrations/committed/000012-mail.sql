@@ -1,3 +1,8 @@
+--! Previous: sha1:47df0dca9220abbbaef74fcd8a93008956eebe25
+--! Hash: sha1:de20a7b915a66ea32f866f5501b2f43a05c410bc
+--! Message: mail
+
+--! split: 050-mail.sql
 --------------------------------------------------------------------------------
 -- Password e-mails: set-password links and the outbox that carries them
 --
