@@ -4,15 +4,20 @@
 //   npm run db -- watch            apply sql/migrations/current/*.sql on every save
 //   npm run db -- commit -m name   turn current/ into a committed migration
 //   npm run db -- status
+//   npm run db -- dump [--check]   write sql/schema.sql (or diff against it)
 import { spawnSync } from 'node:child_process';
 import { createRequire } from 'node:module';
 import { loadConfig } from './lib/config.ts';
 import { openDatabase } from './lib/database.ts';
 import { ensureDatabase } from './lib/embedded-postgres.ts';
 import { createLogger } from './lib/log.ts';
+import { runDumpCommand } from './lib/schema-dump.ts';
 
 const config = loadConfig();
 const log = createLogger(process.env.LOG_LEVEL ?? 'warn', 'db');
+if (process.argv[2] === 'dump') {
+  process.exit(await runDumpCommand(log, process.argv.slice(3)));
+}
 const database = await openDatabase(config, log, { reuseRunning: true });
 const url = new URL(database.url);
 const withDb = (name: string) => Object.assign(new URL(url), { pathname: `/${name}` }).toString();
