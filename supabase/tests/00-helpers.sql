@@ -26,7 +26,7 @@ begin
     raise exception 'test user identifiers are [a-z0-9_]+, not %', identifier;
   end if;
   new_id := private.create_account(
-    identifier || '-' || replace(extensions.gen_random_uuid()::text, '-', '') || '@example.test',
+    identifier || '-' || replace(gen_random_uuid()::text, '-', '') || '@example.test',
     'password-' || identifier, identifier);
   perform set_config('tests.user_' || identifier, new_id::text, true);
   return new_id;
