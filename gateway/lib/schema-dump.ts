@@ -68,24 +68,28 @@ export async function dumpSchema(log: Logger): Promise<string> {
   }
 }
 
-/**
- * Writes the dump to `file`, or with `check` compares it with the file and
- * returns a unified diff (empty when they match).
- */
+/** A unified diff from `file` to `dump` (empty when they match). */
+export function diffDump(file: string, dump: string): string {
+  if (!fs.existsSync(file)) return `${path.relative(projectRoot(), file)} is missing`;
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'schema-dump-'));
+  try {
+    const fresh = path.join(dir, 'schema.sql');
+    fs.writeFileSync(fresh, dump);
+    const diff = spawnSync('diff', ['-u', '--label', 'committed sql/schema.sql', '--label', 'from the committed migrations', file, fresh], {
+      encoding: 'utf8',
+    });
+    return diff.stdout;
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+/** Writes the dump to `file`, or with `check` returns its diff against the file. */
 export async function runSchemaDump(log: Logger, { check, file = SCHEMA_FILE }: { check: boolean; file?: string }): Promise<string> {
   const dump = await dumpSchema(log);
-  if (!check) {
-    fs.writeFileSync(file, dump);
-    return '';
-  }
-  const fresh = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'schema-dump-')), 'schema.sql');
-  fs.writeFileSync(fresh, dump);
-  if (!fs.existsSync(file)) return `${path.relative(projectRoot(), file)} is missing`;
-  const diff = spawnSync('diff', ['-u', '--label', 'committed sql/schema.sql', '--label', 'from the committed migrations', file, fresh], {
-    encoding: 'utf8',
-  });
-  fs.rmSync(path.dirname(fresh), { recursive: true, force: true });
-  return diff.stdout;
+  if (check) return diffDump(file, dump);
+  fs.writeFileSync(file, dump);
+  return '';
 }
 
 /** `npm run db -- dump [--check]`; returns the exit code. */
