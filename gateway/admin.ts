@@ -9,6 +9,7 @@ import { openDatabase } from './lib/database.ts';
 import { createPool, type Sql } from './lib/db.ts';
 import { createLogger } from './lib/log.ts';
 import { runMigrations } from './lib/migrate.ts';
+import { runPsql } from './lib/psql.ts';
 import { Email, Password, Uuid } from './lib/schemas.ts';
 
 interface Command {
@@ -110,6 +111,13 @@ const commands: Record<string, Command> = {
       return rows.length === 0 ? 'the outbox is empty' : rows.map((row) => JSON.stringify(row)).join('\n');
     },
   },
+  'publish-events-to-supabase-realtime': {
+    usage: '',
+    description:
+      'Add app.events to the supabase_realtime publication where it exists (Supabase). Prints true if it is (now) published, false where there is no such publication.',
+    options: {},
+    run: async (sql) => String((await sql`select admin.publish_events_to_supabase_realtime() as published`)[0]?.published),
+  },
   'prune-change-log': {
     usage: "[--older-than '30 days']",
     description: 'Delete event change-log entries older than the interval (default 30 days). Prints how many.',
@@ -132,6 +140,7 @@ function help(): string {
   for (const [name, c] of Object.entries(commands)) {
     lines.push(`  ${name} ${c.usage}`, `      ${c.description}`);
   }
+  lines.push(`  sql ${SQL_COMMAND.usage}`, `      ${SQL_COMMAND.description}`);
   return lines.join('\n');
 }
 
@@ -141,6 +150,7 @@ async function main(): Promise<number> {
     console.log(help());
     return name ? 0 : 1;
   }
+  if (name === 'sql') return sqlShell(rest);
   const command = commands[name];
   if (!command) {
     console.error(`unknown command "${name}"\n\n${help()}`);
@@ -183,6 +193,28 @@ async function main(): Promise<number> {
     return 1;
   } finally {
     await sql.end({ timeout: 5 });
+    await database.stop();
+  }
+}
+
+const SQL_COMMAND = {
+  usage: '[psql arguments, e.g. -c "\\sf api.task_link"]',
+  description:
+    'Open a psql shell on the database the service uses (DATABASE_URL, or the embedded one; psql 15 works against the embedded Postgres 18).',
+};
+
+/** `sql`: psql on the service's database, started (embedded) for the shell if needed. */
+async function sqlShell(args: string[]): Promise<number> {
+  if (args.includes('--help') || args.includes('-h')) {
+    console.log(`Usage: npm run admin -- sql ${SQL_COMMAND.usage}\n\n${SQL_COMMAND.description}`);
+    return 0;
+  }
+  const log = createLogger(process.env.LOG_LEVEL ?? 'warn', 'admin');
+  const database = await openDatabase(loadConfig(), log, { reuseRunning: true });
+  try {
+    if (database.embedded) await runMigrations(database.url, log, { includeCurrent: true });
+    return runPsql(database.url, args);
+  } finally {
     await database.stop();
   }
 }

@@ -4,15 +4,22 @@
 //   npm run db -- watch            apply sql/migrations/current/*.sql on every save
 //   npm run db -- commit -m name   turn current/ into a committed migration
 //   npm run db -- status
+//   npm run db -- dump [--check]   write sql/schema.sql (or diff against it);
+//                                  commit and uncommit refresh it too
 import { spawnSync } from 'node:child_process';
 import { createRequire } from 'node:module';
 import { loadConfig } from './lib/config.ts';
 import { openDatabase } from './lib/database.ts';
 import { ensureDatabase } from './lib/embedded-postgres.ts';
 import { createLogger } from './lib/log.ts';
+import { pg15Program } from './lib/pg15.ts';
+import { runDumpCommand } from './lib/schema-dump.ts';
 
 const config = loadConfig();
 const log = createLogger(process.env.LOG_LEVEL ?? 'warn', 'db');
+if (process.argv[2] === 'dump') {
+  process.exit(await runDumpCommand(log, process.argv.slice(3)));
+}
 const database = await openDatabase(config, log, { reuseRunning: true });
 const url = new URL(database.url);
 const withDb = (name: string) => Object.assign(new URL(url), { pathname: `/${name}` }).toString();
@@ -27,3 +34,8 @@ const result = spawnSync(process.execPath, [cli, ...process.argv.slice(2)], {
 });
 await database.stop();
 process.exitCode = result.status ?? 1;
+// A commit (or uncommit) changes the committed migrations: refresh sql/schema.sql.
+if (result.status === 0 && ['commit', 'uncommit'].includes(process.argv[2] ?? '')) {
+  if (pg15Program('pg_dump')) process.exitCode = await runDumpCommand(log, []);
+  else console.warn('sql/schema.sql not refreshed: no PostgreSQL 15 binaries here; run `npm run db -- dump` where they are');
+}

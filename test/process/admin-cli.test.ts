@@ -1,0 +1,59 @@
+// The operator surface is complete: every admin.* SQL function has an
+// `npm run admin` command of the same name, every command answers --help, and
+// `npm run admin -- sql` opens psql on the service's database.
+import { execFile, spawnSync } from 'node:child_process';
+import path from 'node:path';
+import { promisify } from 'node:util';
+import { describe, expect, it } from 'vitest';
+import { findPsql } from '../../gateway/lib/psql.ts';
+import { databaseUrl, db } from '../helpers.ts';
+
+const root = path.resolve(import.meta.dirname, '..', '..');
+const env = { ...process.env, DATABASE_URL: databaseUrl };
+const admin = (...args: string[]) =>
+  spawnSync(process.execPath, ['--import', 'tsx', 'gateway/admin.ts', ...args], { cwd: root, env, encoding: 'utf8' });
+const adminAsync = (...args: string[]) =>
+  promisify(execFile)(process.execPath, ['--import', 'tsx', 'gateway/admin.ts', ...args], { cwd: root, env, encoding: 'utf8' });
+
+/** The command names `--help` lists (lines "  name options"). */
+const listedCommands = (help: string) => [...help.matchAll(/^ {2}([a-z][a-z0-9-]*)/gm)].map((m) => m[1]!);
+
+describe('npm run admin: the operator surface', () => {
+  it('has a command for every admin.* function', async () => {
+    const functions = await db()`
+      select distinct p.proname from pg_proc p where p.pronamespace = 'admin'::regnamespace order by 1`;
+    const help = admin('--help');
+    expect(help.status).toBe(0);
+    const commands = listedCommands(help.stdout);
+    expect(functions.length).toBeGreaterThan(5);
+    for (const f of functions) expect(commands).toContain((f.proname as string).replaceAll('_', '-'));
+    expect(commands).toContain('sql');
+  });
+
+  // One process per command (tsx start-up is slow on a loaded machine): three at a time.
+  it('every command answers --help with its usage', { timeout: 300_000 }, async () => {
+    const commands = listedCommands(admin('--help').stdout);
+    const pending = [...commands];
+    const worker = async () => {
+      for (let c = pending.shift(); c; c = pending.shift()) {
+        const { stdout } = await adminAsync(c, '--help');
+        expect(stdout).toContain(`Usage: npm run admin -- ${c}`);
+      }
+    };
+    await Promise.all([worker(), worker(), worker()]);
+  });
+
+  it('publish-events-to-supabase-realtime says whether app.events is published', () => {
+    const result = admin('publish-events-to-supabase-realtime');
+    expect(result.status).toBe(0);
+    expect(result.stdout.trim()).toMatch(/^(true|false)$/);
+    expect(admin('publish-events-to-supabase-realtime', '--now', 'x').status).toBe(1);
+  });
+
+  it.skipIf(!findPsql())('sql runs psql on the service database', () => {
+    const result = admin('sql', '-tA', '-c', "select count(*) > 0 from pg_proc where pronamespace = 'admin'::regnamespace");
+    expect(result.stderr).toBe('');
+    expect(result.stdout.trim()).toBe('t');
+    expect(admin('sql', '-c', 'select nope').status).not.toBe(0);
+  });
+});
