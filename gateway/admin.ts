@@ -107,7 +107,7 @@ const commands: Record<string, Command> = {
       'The newest e-mails of the outbox (set-password and recovery links included while unsent), one JSON object a line.',
     options: { limit: z.coerce.number().int().min(1).max(1000).optional(), unsent: flag.optional() },
     run: async (sql, o) => {
-      const rows = await sql`select * from admin.email_outbox(${(o.limit as number | undefined) ?? 50}, ${(o.unsent as boolean | undefined) ?? false})`;
+      const rows = await sql`select * from admin.outbox(${(o.limit as number | undefined) ?? 50}, ${(o.unsent as boolean | undefined) ?? false})`;
       return rows.length === 0 ? 'the outbox is empty' : rows.map((row) => JSON.stringify(row)).join('\n');
     },
   },

@@ -426,6 +426,27 @@ $$;
 COMMENT ON FUNCTION admin.create_venue(name text, address text, latitude double precision, longitude double precision) IS 'Creates a venue. Returns its node id (the id venue paths take).';
 
 --
+-- Name: outbox(integer, boolean); Type: FUNCTION; Schema: admin
+--
+
+CREATE FUNCTION admin.outbox(max_rows integer DEFAULT 50, unsent_only boolean DEFAULT false) RETURNS TABLE(id uuid, to_email text, purpose text, subject text, link text, created_at timestamp with time zone, sent_at timestamp with time zone, attempts integer, last_error text)
+    LANGUAGE sql STABLE
+    SET search_path TO 'pg_catalog'
+    AS $$
+    select o.id, o.to_email, o.purpose, o.subject, o.link, o.created_at, o.sent_at, o.attempts, o.last_error
+      from app.email_outbox o
+     where not outbox.unsent_only or o.sent_at is null
+     order by o.created_at desc
+     limit greatest(outbox.max_rows, 0)
+  $$;
+
+--
+-- Name: FUNCTION outbox(max_rows integer, unsent_only boolean); Type: COMMENT; Schema: admin
+--
+
+COMMENT ON FUNCTION admin.outbox(max_rows integer, unsent_only boolean) IS 'The newest e-mails (links of unsent ones included), for operators without SMTP or checking delivery.';
+
+--
 -- Name: prune_change_log(interval); Type: FUNCTION; Schema: admin
 --
 
@@ -599,6 +620,55 @@ $$;
 COMMENT ON FUNCTION api.auth_logout(refresh_token text) IS 'POST /api/auth/logout: ends the session of the refresh token (revokes its family). PT401 for an unknown token.';
 
 --
+-- Name: auth_password_link_valid(text); Type: FUNCTION; Schema: api
+--
+
+CREATE FUNCTION api.auth_password_link_valid(token text) RETURNS boolean
+    LANGUAGE sql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog'
+    AS $$
+    select exists (
+      select 1 from identity.password_tokens t
+       where t.token_hash = identity.token_hash(auth_password_link_valid.token)
+         and t.used_at is null and t.expires_at > now())
+  $$;
+
+--
+-- Name: FUNCTION auth_password_link_valid(token text); Type: COMMENT; Schema: api
+--
+
+COMMENT ON FUNCTION api.auth_password_link_valid(token text) IS 'GET /auth/set-password: whether a set-password link can still be used (the page says so before the user types).';
+
+--
+-- Name: auth_recover(text, text); Type: FUNCTION; Schema: api
+--
+
+CREATE FUNCTION api.auth_recover(email text, public_url text) RETURNS void
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog'
+    AS $$
+declare
+  account_id uuid;
+begin
+  select u.id into account_id from identity.users u where u.email = lower(btrim(auth_recover.email));
+  -- The same answer whether or not the account exists. At most 5 links an
+  -- hour per account, so the address cannot be flooded through this endpoint.
+  if account_id is not null
+     and (select count(*) from app.email_outbox o
+           where o.user_id = account_id and o.purpose = 'recover'
+             and o.created_at > now() - interval '1 hour') < 5 then
+    perform private.queue_password_email(account_id, 'recover', auth_recover.public_url);
+  end if;
+end;
+$$;
+
+--
+-- Name: FUNCTION auth_recover(email text, public_url text); Type: COMMENT; Schema: api
+--
+
+COMMENT ON FUNCTION api.auth_recover(email text, public_url text) IS 'POST /api/auth/recover: e-mails a set-password link when the account exists (at most 5 an hour); answers the same either way.';
+
+--
 -- Name: auth_refresh(text); Type: FUNCTION; Schema: api
 --
 
@@ -676,6 +746,44 @@ $$;
 --
 
 COMMENT ON FUNCTION api.auth_register(email text, password text) IS 'POST /api/auth/register and /signup: creates user, profile and node. PT409 (hint email_taken) for a duplicate e-mail.';
+
+--
+-- Name: auth_set_password(text, text); Type: FUNCTION; Schema: api
+--
+
+CREATE FUNCTION api.auth_set_password(token text, password text) RETURNS TABLE(user_id uuid, email text)
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog'
+    AS $$
+declare
+  link identity.password_tokens;
+begin
+  select * into link from identity.password_tokens t
+   where t.token_hash = identity.token_hash(auth_set_password.token)
+   for update;
+  if link.id is null or link.used_at is not null or link.expires_at <= now() then
+    raise exception 'this link is not valid or has expired' using errcode = 'PT400', hint = 'invalid_link';
+  end if;
+  if auth_set_password.password is null or length(auth_set_password.password) < 8 then
+    raise exception 'password must be at least 8 characters' using errcode = 'PT400', hint = 'weak_password';
+  end if;
+
+  update identity.password_tokens t set used_at = now()
+   where t.user_id = link.user_id and t.used_at is null;
+  update identity.users u set password_hash = identity.hash_password(auth_set_password.password)
+   where u.id = link.user_id;
+  -- A new password ends every session of the account.
+  update identity.refresh_tokens r set revoked_at = now(), revoked_reason = 'logout'
+   where r.user_id = link.user_id and r.revoked_at is null;
+  return query select u.id, u.email from identity.users u where u.id = link.user_id;
+end;
+$$;
+
+--
+-- Name: FUNCTION auth_set_password(token text, password text); Type: COMMENT; Schema: api
+--
+
+COMMENT ON FUNCTION api.auth_set_password(token text, password text) IS 'Sets the password of a set-password link''s account, uses the link up and ends the account''s sessions. PT400 invalid_link / weak_password.';
 
 --
 -- Name: auth_verify(); Type: FUNCTION; Schema: api
@@ -2940,6 +3048,97 @@ $$;
 COMMENT ON FUNCTION private.deal_lock(deal_id uuid) IS 'Locks one of the caller''s deals: PT404 when there is none, PT422 when it has no current task.';
 
 --
+-- Name: email_outbox; Type: TABLE; Schema: app
+--
+
+CREATE TABLE app.email_outbox (
+    id uuid DEFAULT gen_random_uuid() NOT NULL,
+    user_id uuid,
+    to_email text NOT NULL,
+    purpose text NOT NULL,
+    subject text NOT NULL,
+    body_text text NOT NULL,
+    link text,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    send_after timestamp with time zone DEFAULT now() NOT NULL,
+    sent_at timestamp with time zone,
+    attempts integer DEFAULT 0 NOT NULL,
+    last_error text
+);
+
+--
+-- Name: TABLE email_outbox; Type: COMMENT; Schema: app
+--
+
+COMMENT ON TABLE app.email_outbox IS 'E-mails waiting to be sent (sent_at null) and sent. Read by operators with admin.outbox().';
+
+--
+-- Name: email_outbox_claim(integer, interval); Type: FUNCTION; Schema: private
+--
+
+CREATE FUNCTION private.email_outbox_claim(batch_size integer, lease interval DEFAULT '00:01:00'::interval) RETURNS SETOF app.email_outbox
+    LANGUAGE sql
+    SET search_path TO 'pg_catalog'
+    AS $$
+    update app.email_outbox o
+       set attempts = o.attempts + 1, send_after = now() + email_outbox_claim.lease
+     where o.id in (
+       select id from app.email_outbox
+        where sent_at is null and send_after <= now() and attempts < 10
+        order by send_after
+        limit email_outbox_claim.batch_size
+        for update skip locked)
+    returning o.*
+  $$;
+
+--
+-- Name: FUNCTION email_outbox_claim(batch_size integer, lease interval); Type: COMMENT; Schema: private
+--
+
+COMMENT ON FUNCTION private.email_outbox_claim(batch_size integer, lease interval) IS 'Leases up to batch_size due messages to one sender (others skip them); an unconfirmed lease expires and the message is retried.';
+
+--
+-- Name: email_outbox_failed(uuid, text); Type: FUNCTION; Schema: private
+--
+
+CREATE FUNCTION private.email_outbox_failed(id uuid, error text) RETURNS void
+    LANGUAGE sql
+    SET search_path TO 'pg_catalog'
+    AS $$
+    -- Exponential back-off: 30 s, 1 min, 2 min, ... (at most 10 attempts).
+    update app.email_outbox o
+       set last_error = left(email_outbox_failed.error, 1000),
+           send_after = now() + interval '30 seconds' * power(2, greatest(o.attempts - 1, 0))
+     where o.id = email_outbox_failed.id
+  $$;
+
+--
+-- Name: FUNCTION email_outbox_failed(id uuid, error text); Type: COMMENT; Schema: private
+--
+
+COMMENT ON FUNCTION private.email_outbox_failed(id uuid, error text) IS 'Records a failed send and schedules a retry with back-off.';
+
+--
+-- Name: email_outbox_sent(uuid); Type: FUNCTION; Schema: private
+--
+
+CREATE FUNCTION private.email_outbox_sent(id uuid) RETURNS void
+    LANGUAGE sql
+    SET search_path TO 'pg_catalog'
+    AS $$
+    update app.email_outbox o
+       set sent_at = now(), last_error = null, link = null,
+           body_text = case when o.link is null then o.body_text else replace(o.body_text, o.link, '[link sent]') end
+     where o.id = email_outbox_sent.id
+  $$;
+
+--
+-- Name: FUNCTION email_outbox_sent(id uuid); Type: COMMENT; Schema: private
+--
+
+COMMENT ON FUNCTION private.email_outbox_sent(id uuid) IS 'Marks a message sent and removes its link from the stored copy.';
+
+--
 -- Name: event_checkin_location(uuid, text, text); Type: FUNCTION; Schema: private
 --
 
@@ -3440,6 +3639,70 @@ CREATE FUNCTION private.max_event_streams() RETURNS integer
 --
 
 COMMENT ON FUNCTION private.max_event_streams() IS 'How many realtime connections (SSE streams and websockets together) one user may hold open at once.';
+
+--
+-- Name: queue_password_email(uuid, text, text); Type: FUNCTION; Schema: private
+--
+
+CREATE FUNCTION private.queue_password_email(user_id uuid, purpose text, public_url text) RETURNS uuid
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog'
+    AS $$
+declare
+  account identity.users;
+  token text := identity.new_token();
+  link text;
+  lifetime interval;
+  message_id uuid;
+begin
+  select * into account from identity.users u where u.id = queue_password_email.user_id;
+  if account.id is null then
+    raise exception 'user not found' using errcode = 'PT404', hint = 'not_found';
+  end if;
+  lifetime := case queue_password_email.purpose
+    when 'invite' then interval '7 days'
+    when 'recover' then interval '1 hour'
+  end;
+  if lifetime is null then
+    raise exception 'unknown e-mail purpose %', queue_password_email.purpose using errcode = '22023';
+  end if;
+
+  -- Only the newest link of a user works.
+  update identity.password_tokens t set used_at = now()
+   where t.user_id = account.id and t.used_at is null;
+  insert into identity.password_tokens (token_hash, user_id, purpose, expires_at)
+    values (identity.token_hash(token), account.id, queue_password_email.purpose, now() + lifetime);
+
+  link := rtrim(queue_password_email.public_url, '/') || '/auth/set-password?token=' || token;
+  insert into app.email_outbox (user_id, to_email, purpose, subject, body_text, link)
+    values (
+      account.id, account.email, queue_password_email.purpose,
+      case queue_password_email.purpose
+        when 'invite' then 'Set your password'
+        else 'Reset your password'
+      end,
+      case queue_password_email.purpose
+        when 'invite' then
+          'An account was created for ' || account.email || E'.\n\n'
+          || E'Choose your password here (the link works once, for 7 days):\n' || link || E'\n\n'
+          || E'Then sign in with the app.\n'
+        else
+          'Someone asked to reset the password of ' || account.email || E'.\n\n'
+          || E'Choose a new password here (the link works once, for 1 hour):\n' || link || E'\n\n'
+          || E'If it was not you, ignore this message; your password stays as it is.\n'
+      end,
+      link)
+    returning id into message_id;
+  perform pg_notify('email_outbox', message_id::text);
+  return message_id;
+end;
+$$;
+
+--
+-- Name: FUNCTION queue_password_email(user_id uuid, purpose text, public_url text); Type: COMMENT; Schema: private
+--
+
+COMMENT ON FUNCTION private.queue_password_email(user_id uuid, purpose text, public_url text) IS 'Makes a single-use set-password link (purpose invite: 7 days, recover: 1 hour), voids older links of the user, and queues the e-mail. Returns the outbox id.';
 
 --
 -- Name: start_session(uuid); Type: FUNCTION; Schema: private
@@ -4296,6 +4559,40 @@ CREATE TABLE app.venues (
 COMMENT ON TABLE app.venues IS 'Venues; a venue is identified by its node id.';
 
 --
+-- Name: password_tokens; Type: TABLE; Schema: identity
+--
+
+CREATE TABLE identity.password_tokens (
+    id bigint NOT NULL,
+    token_hash bytea NOT NULL,
+    user_id uuid NOT NULL,
+    purpose text NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    expires_at timestamp with time zone NOT NULL,
+    used_at timestamp with time zone,
+    CONSTRAINT password_tokens_purpose_check CHECK ((purpose = ANY (ARRAY['invite'::text, 'recover'::text])))
+);
+
+--
+-- Name: TABLE password_tokens; Type: COMMENT; Schema: identity
+--
+
+COMMENT ON TABLE identity.password_tokens IS 'Set-password links (hashed). A link is usable once, before expires_at; a newer link for the user voids older ones.';
+
+--
+-- Name: password_tokens_id_seq; Type: SEQUENCE; Schema: identity
+--
+
+ALTER TABLE identity.password_tokens ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
+    SEQUENCE NAME identity.password_tokens_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
+);
+
+--
 -- Name: refresh_tokens; Type: TABLE; Schema: identity
 --
 
@@ -4415,6 +4712,13 @@ ALTER TABLE ONLY app.deals
     ADD CONSTRAINT deals_pkey PRIMARY KEY (id);
 
 --
+-- Name: email_outbox email_outbox_pkey; Type: CONSTRAINT; Schema: app
+--
+
+ALTER TABLE ONLY app.email_outbox
+    ADD CONSTRAINT email_outbox_pkey PRIMARY KEY (id);
+
+--
 -- Name: event_streams event_streams_pkey; Type: CONSTRAINT; Schema: app
 --
 
@@ -4504,6 +4808,20 @@ ALTER TABLE ONLY app.tasks
 
 ALTER TABLE ONLY app.venues
     ADD CONSTRAINT venues_pkey PRIMARY KEY (node_id);
+
+--
+-- Name: password_tokens password_tokens_pkey; Type: CONSTRAINT; Schema: identity
+--
+
+ALTER TABLE ONLY identity.password_tokens
+    ADD CONSTRAINT password_tokens_pkey PRIMARY KEY (id);
+
+--
+-- Name: password_tokens password_tokens_token_hash_key; Type: CONSTRAINT; Schema: identity
+--
+
+ALTER TABLE ONLY identity.password_tokens
+    ADD CONSTRAINT password_tokens_token_hash_key UNIQUE (token_hash);
 
 --
 -- Name: refresh_tokens refresh_tokens_pkey; Type: CONSTRAINT; Schema: identity
@@ -4653,6 +4971,18 @@ CREATE INDEX deals_created_by_idx ON app.deals USING btree (created_by, inserted
 CREATE INDEX deals_current_task_idx ON app.deals USING btree (current_task_id);
 
 --
+-- Name: email_outbox_unsent_idx; Type: INDEX; Schema: app
+--
+
+CREATE INDEX email_outbox_unsent_idx ON app.email_outbox USING btree (send_after) WHERE (sent_at IS NULL);
+
+--
+-- Name: email_outbox_user_idx; Type: INDEX; Schema: app
+--
+
+CREATE INDEX email_outbox_user_idx ON app.email_outbox USING btree (user_id, created_at);
+
+--
 -- Name: event_streams_expires_idx; Type: INDEX; Schema: app
 --
 
@@ -4741,6 +5071,12 @@ CREATE INDEX tasks_created_by_idx ON app.tasks USING btree (created_by, inserted
 --
 
 CREATE INDEX tasks_created_by_status_idx ON app.tasks USING btree (created_by, ((meta ->> 'status'::text)), inserted_at DESC, id DESC);
+
+--
+-- Name: password_tokens_user_idx; Type: INDEX; Schema: identity
+--
+
+CREATE INDEX password_tokens_user_idx ON identity.password_tokens USING btree (user_id);
 
 --
 -- Name: refresh_tokens_session_idx; Type: INDEX; Schema: identity
@@ -4979,6 +5315,13 @@ ALTER TABLE ONLY app.deals
     ADD CONSTRAINT deals_current_task_id_fkey FOREIGN KEY (current_task_id) REFERENCES app.tasks(id) ON DELETE SET NULL;
 
 --
+-- Name: email_outbox email_outbox_user_id_fkey; Type: FK CONSTRAINT; Schema: app
+--
+
+ALTER TABLE ONLY app.email_outbox
+    ADD CONSTRAINT email_outbox_user_id_fkey FOREIGN KEY (user_id) REFERENCES identity.users(id) ON DELETE CASCADE;
+
+--
 -- Name: event_streams event_streams_user_id_fkey; Type: FK CONSTRAINT; Schema: app
 --
 
@@ -5075,6 +5418,13 @@ ALTER TABLE ONLY app.tasks
 
 ALTER TABLE ONLY app.venues
     ADD CONSTRAINT venues_node_id_fkey FOREIGN KEY (node_id) REFERENCES app.nodes(id) ON DELETE CASCADE;
+
+--
+-- Name: password_tokens password_tokens_user_id_fkey; Type: FK CONSTRAINT; Schema: identity
+--
+
+ALTER TABLE ONLY identity.password_tokens
+    ADD CONSTRAINT password_tokens_user_id_fkey FOREIGN KEY (user_id) REFERENCES identity.users(id) ON DELETE CASCADE;
 
 --
 -- Name: refresh_tokens refresh_tokens_parent_id_fkey; Type: FK CONSTRAINT; Schema: identity
@@ -5311,6 +5661,12 @@ ALTER TABLE app.connections ENABLE ROW LEVEL SECURITY;
 ALTER TABLE app.deals ENABLE ROW LEVEL SECURITY;
 
 --
+-- Name: email_outbox; Type: ROW SECURITY; Schema: app
+--
+
+ALTER TABLE app.email_outbox ENABLE ROW LEVEL SECURITY;
+
+--
 -- Name: event_streams; Type: ROW SECURITY; Schema: app
 --
 
@@ -5375,6 +5731,12 @@ ALTER TABLE app.venues ENABLE ROW LEVEL SECURITY;
 --
 
 CREATE POLICY "Users can read their own identity" ON identity.users FOR SELECT TO authenticated USING ((id = ( SELECT auth.uid() AS uid)));
+
+--
+-- Name: password_tokens; Type: ROW SECURITY; Schema: identity
+--
+
+ALTER TABLE identity.password_tokens ENABLE ROW LEVEL SECURITY;
 
 --
 -- Name: refresh_tokens; Type: ROW SECURITY; Schema: identity
@@ -5475,6 +5837,12 @@ REVOKE ALL ON FUNCTION admin.create_user(email text, password text, name text) F
 REVOKE ALL ON FUNCTION admin.create_venue(name text, address text, latitude double precision, longitude double precision) FROM PUBLIC;
 
 --
+-- Name: FUNCTION outbox(max_rows integer, unsent_only boolean); Type: ACL; Schema: admin
+--
+
+REVOKE ALL ON FUNCTION admin.outbox(max_rows integer, unsent_only boolean) FROM PUBLIC;
+
+--
 -- Name: FUNCTION prune_change_log(older_than interval); Type: ACL; Schema: admin
 --
 
@@ -5515,6 +5883,22 @@ GRANT ALL ON FUNCTION api.auth_logout(refresh_token text) TO anon;
 GRANT ALL ON FUNCTION api.auth_logout(refresh_token text) TO authenticated;
 
 --
+-- Name: FUNCTION auth_password_link_valid(token text); Type: ACL; Schema: api
+--
+
+REVOKE ALL ON FUNCTION api.auth_password_link_valid(token text) FROM PUBLIC;
+GRANT ALL ON FUNCTION api.auth_password_link_valid(token text) TO anon;
+GRANT ALL ON FUNCTION api.auth_password_link_valid(token text) TO authenticated;
+
+--
+-- Name: FUNCTION auth_recover(email text, public_url text); Type: ACL; Schema: api
+--
+
+REVOKE ALL ON FUNCTION api.auth_recover(email text, public_url text) FROM PUBLIC;
+GRANT ALL ON FUNCTION api.auth_recover(email text, public_url text) TO anon;
+GRANT ALL ON FUNCTION api.auth_recover(email text, public_url text) TO authenticated;
+
+--
 -- Name: FUNCTION auth_refresh(refresh_token text); Type: ACL; Schema: api
 --
 
@@ -5529,6 +5913,14 @@ GRANT ALL ON FUNCTION api.auth_refresh(refresh_token text) TO authenticated;
 REVOKE ALL ON FUNCTION api.auth_register(email text, password text) FROM PUBLIC;
 GRANT ALL ON FUNCTION api.auth_register(email text, password text) TO anon;
 GRANT ALL ON FUNCTION api.auth_register(email text, password text) TO authenticated;
+
+--
+-- Name: FUNCTION auth_set_password(token text, password text); Type: ACL; Schema: api
+--
+
+REVOKE ALL ON FUNCTION api.auth_set_password(token text, password text) FROM PUBLIC;
+GRANT ALL ON FUNCTION api.auth_set_password(token text, password text) TO anon;
+GRANT ALL ON FUNCTION api.auth_set_password(token text, password text) TO authenticated;
 
 --
 -- Name: FUNCTION auth_verify(); Type: ACL; Schema: api
@@ -6420,6 +6812,24 @@ REVOKE ALL ON FUNCTION private.deal_lock(deal_id uuid) FROM PUBLIC;
 GRANT ALL ON FUNCTION private.deal_lock(deal_id uuid) TO authenticated;
 
 --
+-- Name: FUNCTION email_outbox_claim(batch_size integer, lease interval); Type: ACL; Schema: private
+--
+
+REVOKE ALL ON FUNCTION private.email_outbox_claim(batch_size integer, lease interval) FROM PUBLIC;
+
+--
+-- Name: FUNCTION email_outbox_failed(id uuid, error text); Type: ACL; Schema: private
+--
+
+REVOKE ALL ON FUNCTION private.email_outbox_failed(id uuid, error text) FROM PUBLIC;
+
+--
+-- Name: FUNCTION email_outbox_sent(id uuid); Type: ACL; Schema: private
+--
+
+REVOKE ALL ON FUNCTION private.email_outbox_sent(id uuid) FROM PUBLIC;
+
+--
 -- Name: FUNCTION event_checkin_location(event_node_id uuid, user_agent text, app_scheme text); Type: ACL; Schema: private
 --
 
@@ -6536,6 +6946,12 @@ REVOKE ALL ON FUNCTION private.log_event_expiries() FROM PUBLIC;
 
 REVOKE ALL ON FUNCTION private.max_event_streams() FROM PUBLIC;
 GRANT ALL ON FUNCTION private.max_event_streams() TO authenticated;
+
+--
+-- Name: FUNCTION queue_password_email(user_id uuid, purpose text, public_url text); Type: ACL; Schema: private
+--
+
+REVOKE ALL ON FUNCTION private.queue_password_email(user_id uuid, purpose text, public_url text) FROM PUBLIC;
 
 --
 -- Name: FUNCTION start_session(user_id uuid); Type: ACL; Schema: private

@@ -1,5 +1,5 @@
 --! Previous: sha1:47df0dca9220abbbaef74fcd8a93008956eebe25
---! Hash: sha1:de20a7b915a66ea32f866f5501b2f43a05c410bc
+--! Hash: sha1:3ac6d9d6ffc6a23b96ed2bcc9a7499e73100e298
 --! Message: mail
 
 --! split: 050-mail.sql
@@ -12,7 +12,7 @@
 -- stored only as its SHA-256. Messages wait in app.email_outbox; a worker in
 -- each gateway sends them over SMTP when SMTP_URL is set (several workers
 -- share the queue with `for update skip locked`); without SMTP an operator
--- reads them, links included, with admin.email_outbox().
+-- reads them, links included, with admin.outbox().
 --------------------------------------------------------------------------------
 
 create table identity.password_tokens (
@@ -45,7 +45,7 @@ create table app.email_outbox (
   last_error text
 );
 comment on table app.email_outbox is
-  'E-mails waiting to be sent (sent_at null) and sent. Read by operators with admin.email_outbox().';
+  'E-mails waiting to be sent (sent_at null) and sent. Read by operators with admin.outbox().';
 create index email_outbox_unsent_idx on app.email_outbox (send_after) where sent_at is null;
 create index email_outbox_user_idx on app.email_outbox (user_id, created_at);
 -- No policy: request roles never see the outbox.
@@ -222,7 +222,7 @@ comment on function private.email_outbox_failed(uuid, text) is 'Records a failed
 -- Operators
 --------------------------------------------------------------------------------
 
-create function admin.email_outbox(max_rows integer default 50, unsent_only boolean default false)
+create function admin.outbox(max_rows integer default 50, unsent_only boolean default false)
   returns table (id uuid, to_email text, purpose text, subject text, link text, created_at timestamptz,
                  sent_at timestamptz, attempts integer, last_error text)
   language sql stable
@@ -230,11 +230,11 @@ create function admin.email_outbox(max_rows integer default 50, unsent_only bool
   as $$
     select o.id, o.to_email, o.purpose, o.subject, o.link, o.created_at, o.sent_at, o.attempts, o.last_error
       from app.email_outbox o
-     where not email_outbox.unsent_only or o.sent_at is null
+     where not outbox.unsent_only or o.sent_at is null
      order by o.created_at desc
-     limit greatest(email_outbox.max_rows, 0)
+     limit greatest(outbox.max_rows, 0)
   $$;
-comment on function admin.email_outbox(integer, boolean) is
+comment on function admin.outbox(integer, boolean) is
   'The newest e-mails (links of unsent ones included), for operators without SMTP or checking delivery.';
 
 create function api.auth_password_link_valid(token text) returns boolean
