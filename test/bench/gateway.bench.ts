@@ -12,7 +12,8 @@
 //
 // Knobs: BENCH_SECONDS (per run, default 5), BENCH_REPEAT (alternating
 // gateway/direct runs per route; medians reported, default 3),
-// BENCH_CONNECTIONS (default 32), BENCH_POOL (default 10).
+// BENCH_CONNECTIONS (default 32), BENCH_POOL (default 10); BENCH_ONLY=sql
+// measures the list SQL only.
 import { spawn, type ChildProcess } from 'node:child_process';
 import net from 'node:net';
 import os from 'node:os';
@@ -254,6 +255,7 @@ const bench: Bench = {
       },
     ];
 
+    if (process.env.BENCH_ONLY === 'sql') return { listSql: await measureListSql(ctx, me.userId) };
     const direct = postgres(ctx.env.databaseUrl, { max: POOL, onnotice: () => {} });
     const results: Record<string, unknown>[] = [];
     const lines: string[][] = [];
