@@ -232,13 +232,15 @@ const bench: Bench = {
         label: 'GET /api/mobile/communities (50)',
         method: 'GET',
         path: '/api/mobile/communities',
-        direct: (sql) => directTransaction(sql, claims, true, (tx) => tx`select api.communities_mine(${50}, ${0}) as page`),
+        direct: (sql) => directTransaction(sql, claims, true, (tx) => tx`select api.communities_mine(${50}, ${0})::text as page`),
       },
       {
         label: 'GET /api/mobile/events/upcoming (20)',
         method: 'GET',
         path: '/api/mobile/events/upcoming',
-        direct: (sql) => directTransaction(sql, claims, true, (tx) => tx`select event from api.events_upcoming(${publicUrl}) as event`),
+        direct: (sql) => directTransaction(sql, claims, true, (tx) => tx`
+              select coalesce(json_agg(u.event order by u.n), '[]')::text as events
+                from api.events_upcoming(${publicUrl}) with ordinality as u(event, n)`),
       },
       {
         label: 'POST /api/mobile/tasks',
