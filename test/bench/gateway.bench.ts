@@ -15,6 +15,7 @@
 // BENCH_CONNECTIONS (default 32), BENCH_POOL (default 10); BENCH_ONLY=sql
 // measures the list SQL only.
 import { spawn, type ChildProcess } from 'node:child_process';
+import fs from 'node:fs';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
@@ -32,7 +33,16 @@ interface Measured {
   rps: number;
   p50: number;
   p99: number;
+  /** CPU time per request (µs) of the serving process: the gateway's, or this process's on the direct side. */
+  cpuUs: number;
 }
+
+/** CPU time (µs) a process has used so far (Linux /proc). */
+function processCpuUs(pid: number): number {
+  const fields = fs.readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
+  return ((Number(fields[11]) + Number(fields[12])) * 1e6) / CLOCK_TICKS;
+}
+const CLOCK_TICKS = 100;
 
 interface RouteCase {
   label: string;
@@ -60,7 +70,14 @@ function freePort(): Promise<number> {
 }
 
 /** `npm start` as production would run it, on the bench database. */
-async function startGatewayProcess(ctx: BenchContext, workers: number): Promise<{ url: string; stop(): Promise<void> }> {
+interface GatewayProcess {
+  url: string;
+  /** CPU µs used so far by the gateway and its workers. */
+  cpuUs(): number;
+  stop(): Promise<void>;
+}
+
+async function startGatewayProcess(ctx: BenchContext, workers: number): Promise<GatewayProcess> {
   const port = await freePort();
   const child: ChildProcess = spawn(process.execPath, ['--import', 'tsx', path.join('gateway', 'main.ts')], {
     cwd: path.resolve(import.meta.dirname, '..', '..'),
@@ -91,8 +108,15 @@ async function startGatewayProcess(ctx: BenchContext, workers: number): Promise<
     if (Date.now() > deadline) throw new Error('gateway did not become healthy');
     await new Promise((r) => setTimeout(r, 200));
   }
+  const pids = () => {
+    const children = fs.existsSync(`/proc/${child.pid}/task/${child.pid}/children`)
+      ? fs.readFileSync(`/proc/${child.pid}/task/${child.pid}/children`, 'utf8').trim().split(/\s+/).filter(Boolean).map(Number)
+      : [];
+    return [child.pid!, ...children];
+  };
   return {
     url,
+    cpuUs: () => pids().reduce((sum, pid) => sum + processCpuUs(pid), 0),
     stop: () =>
       new Promise<void>((resolve) => {
         if (child.exitCode !== null) return resolve();
@@ -102,9 +126,10 @@ async function startGatewayProcess(ctx: BenchContext, workers: number): Promise<
   };
 }
 
-async function loadGateway(url: string, route: RouteCase, token: string, seconds: number): Promise<Measured> {
+async function loadGateway(gateway: GatewayProcess, route: RouteCase, token: string, seconds: number): Promise<Measured> {
+  const cpu0 = gateway.cpuUs();
   const result = await autocannon({
-    url: url + route.path,
+    url: gateway.url + route.path,
     method: route.method,
     connections: CONNECTIONS,
     duration: seconds,
@@ -117,12 +142,14 @@ async function loadGateway(url: string, route: RouteCase, token: string, seconds
   if (result.non2xx > 0 || result.errors > 0) {
     throw new Error(`${route.label}: ${result.non2xx} non-2xx and ${result.errors} errors of ${result.requests.total}`);
   }
-  return { rps: result.requests.total / seconds, p50: result.latency.p50, p99: result.latency.p99 };
+  const cpuUs = (gateway.cpuUs() - cpu0) / result.requests.total;
+  return { rps: result.requests.total / seconds, p50: result.latency.p50, p99: result.latency.p99, cpuUs };
 }
 
 /** CONNECTIONS workers calling `fn` in a loop for `seconds`. */
 async function loadDirect(fn: () => Promise<unknown>, seconds: number): Promise<Measured> {
   const latencies: number[] = [];
+  const cpu0 = process.cpuUsage();
   const end = Date.now() + seconds * 1000;
   await Promise.all(
     Array.from({ length: CONNECTIONS }, async () => {
@@ -133,9 +160,10 @@ async function loadDirect(fn: () => Promise<unknown>, seconds: number): Promise<
       }
     }),
   );
+  const cpu = process.cpuUsage(cpu0);
   latencies.sort((a, b) => a - b);
   const at = (p: number) => latencies[Math.min(latencies.length - 1, Math.floor((p / 100) * latencies.length))]!;
-  return { rps: latencies.length / seconds, p50: at(50), p99: at(99) };
+  return { rps: latencies.length / seconds, p50: at(50), p99: at(99), cpuUs: (cpu.user + cpu.system) / latencies.length };
 }
 
 /**
@@ -161,6 +189,13 @@ function directTransaction(sql: postgres.Sql, claims: string, readOnly: boolean,
     }
   })();
 }
+
+const summary = (xs: Measured[]): Measured => ({
+  rps: median(xs.map((x) => x.rps)),
+  p50: median(xs.map((x) => x.p50)),
+  p99: median(xs.map((x) => x.p99)),
+  cpuUs: median(xs.map((x) => x.cpuUs)),
+});
 
 const fmt = (n: number, digits = 0) => n.toFixed(digits);
 
@@ -263,7 +298,7 @@ const bench: Bench = {
     const lines: string[][] = [];
     try {
       const floor = await loadDirect(() => direct`select 1`, SECONDS);
-      lines.push(['floor: select 1 (direct)', '-', '-', '-', fmt(floor.rps), fmt(floor.p50, 1), fmt(floor.p99, 1), '-']);
+      lines.push(['floor: select 1 (direct)', '-', '-', '-', fmt(floor.rps), fmt(floor.p50, 1), fmt(floor.p99, 1), '-', fmt(floor.cpuUs), '-']);
       results.push({ route: 'select 1', direct: floor });
 
       for (const workers of [1, CORES > 1 ? CORES : 0].filter((w) => w > 0)) {
@@ -271,20 +306,20 @@ const bench: Bench = {
         try {
           for (const route of workers === 1 ? routes : routes.slice(0, 1)) {
             // Warm up both sides (prepared statements, JIT), then alternate.
-            await loadGateway(gateway.url, route, me.token, 1);
+            await loadGateway(gateway, route, me.token, 1);
             await loadDirect(() => route.direct(direct), 1);
             const g: Measured[] = [];
             const d: Measured[] = [];
             for (let i = 0; i < REPEAT; i++) {
-              g.push(await loadGateway(gateway.url, route, me.token, SECONDS));
+              g.push(await loadGateway(gateway, route, me.token, SECONDS));
               d.push(await loadDirect(() => route.direct(direct), SECONDS));
             }
             const ratios = g.map((x, i) => x.rps / d[i]!.rps);
             const row = {
               route: route.label,
               workers,
-              gateway: { rps: median(g.map((x) => x.rps)), p50: median(g.map((x) => x.p50)), p99: median(g.map((x) => x.p99)) },
-              direct: { rps: median(d.map((x) => x.rps)), p50: median(d.map((x) => x.p50)), p99: median(d.map((x) => x.p99)) },
+              gateway: summary(g),
+              direct: summary(d),
               ratio: median(ratios),
               ratios,
             };
@@ -297,6 +332,8 @@ const bench: Bench = {
               fmt(row.direct.rps),
               fmt(row.direct.p50, 1),
               fmt(row.direct.p99, 1),
+              fmt(row.gateway.cpuUs),
+              fmt(row.direct.cpuUs),
               `${row.ratio.toFixed(2)} (${ratios.map((r) => r.toFixed(2)).join(' ')})`,
             ]);
             ctx.progress(`${lines.at(-1)!.join('  ')}`);
@@ -310,7 +347,7 @@ const bench: Bench = {
     }
     console.log(`\n${CORES} cores; ${CONNECTIONS} connections; pool ${POOL} on both sides; medians of ${REPEAT} × ${SECONDS}s`);
     console.log(
-      table(['route', 'gw rps', 'gw p50', 'gw p99', 'direct rps', 'd p50', 'd p99', 'gw ÷ direct (runs)'], lines),
+      table(['route', 'gw rps', 'gw p50', 'gw p99', 'direct rps', 'd p50', 'd p99', 'gw cpu µs/req', 'd cpu µs/req', 'gw ÷ direct (runs)'], lines),
     );
 
     const listRatios = await measureListSql(ctx, me.userId);
