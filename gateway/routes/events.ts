@@ -45,9 +45,7 @@ export const eventRoutes = [
     async handler({ db, services }) {
       // The array as Postgres writes it, passed through as text.
       const [row] = await db(
-        (tx) => tx<{ events: string }[]>`
-          select coalesce(json_agg(u.event order by u.n), '[]')::text as events
-            from api.events_upcoming(${services.publicUrl}) with ordinality as u(event, n)`,
+        (tx) => tx<{ events: string }[]>`select api.events_upcoming_page(${services.publicUrl})::text as events`,
       );
       return { status: 200, json: row!.events };
     },

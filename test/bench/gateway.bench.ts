@@ -273,9 +273,7 @@ const bench: Bench = {
         label: 'GET /api/mobile/events/upcoming (20)',
         method: 'GET',
         path: '/api/mobile/events/upcoming',
-        direct: (sql) => directTransaction(sql, claims, true, (tx) => tx`
-              select coalesce(json_agg(u.event order by u.n), '[]')::text as events
-                from api.events_upcoming(${publicUrl}) with ordinality as u(event, n)`),
+        direct: (sql) => directTransaction(sql, claims, true, (tx) => tx`select api.events_upcoming_page(${publicUrl})::text as events`),
       },
       {
         label: 'POST /api/mobile/tasks',
@@ -368,8 +366,8 @@ async function measureListSql(ctx: BenchContext, userId: string): Promise<Record
       from app.profiles p where p.id = ${userId}`) as unknown as [{ node_id: string; community_id: string }];
   const cases: { label: string; fn: string; plain: string }[] = [
     {
-      label: 'api.events_upcoming (20)',
-      fn: `select sum(length(e::text)) from api.events_upcoming('${publicUrl}') e`,
+      label: 'api.events_upcoming_page (20)',
+      fn: `select length(api.events_upcoming_page('${publicUrl}')::text)`,
       plain: `select sum(length(to_jsonb(e)::text)) from (select e.* from app.events e
                 where e.community_id in (select community_id from app.community_members where member_node_id = '${node}')
                   and coalesce(e.ends_at, e.starts_at + interval '2 hours') >= now()

@@ -104,38 +104,83 @@ $$;
 comment on function private.event_json(app.events, text) is
   'The Event object (spec section 2) as the signed-in caller may see it; public_url is PUBLIC_URL.';
 
--- The caller's memberships with the community's node id, read once per list.
-create or replace function private.caller_memberships()
-  returns table (community_id uuid, role text, community_node_id uuid)
-  language sql stable
-  security definer
-  set search_path = pg_catalog
-  as $$
-    select m.community_id, m.role, c.node_id
-      from app.community_members m
-      join app.communities c on c.id = m.community_id
-     where m.member_node_id = app.my_node_id()
-  $$;
-comment on function private.caller_memberships() is
-  'The signed-in user''s communities: id, the caller''s role and the community''s node id.';
-revoke execute on function private.caller_memberships() from public;
-grant execute on function private.caller_memberships() to authenticated;
+drop function if exists private.caller_memberships();
 
--- PL/pgSQL for its cached plan (the query is planned once per connection).
-create or replace function api.events_upcoming(public_url text)
-  returns setof jsonb
+-- GET /api/mobile/events/upcoming as one JSON array. The caller's memberships
+-- are read in the same query (joined once, not looked up per event), and the
+-- Event object is built inline (private.event_object is inlined). PL/pgSQL
+-- for its cached plan.
+create or replace function api.events_upcoming_page(public_url text)
+  returns json
   language plpgsql stable
   set search_path = pg_catalog
   as $$
 begin
-  return query
-    select private.event_object(e, mine.community_node_id, mine.role = 'manager', events_upcoming.public_url)
-      from private.caller_memberships() mine
-      join app.events e on e.community_id = mine.community_id
-     where private.event_effective_end(e.starts_at, e.ends_at) >= now()
-     order by e.starts_at, e.id
-     limit 100;
+  return (
+    select coalesce(json_agg(u.event order by u.starts_at, u.id), '[]'::json)
+      from (
+        select private.event_object(e, c.node_id, m.role = 'manager', events_upcoming_page.public_url) as event,
+               e.starts_at, e.id
+          from app.community_members m
+          join app.events e on e.community_id = m.community_id
+          join app.communities c on c.id = e.community_id
+         where m.member_node_id = (select app.my_node_id())
+           and private.event_effective_end(e.starts_at, e.ends_at) >= now()
+         order by e.starts_at, e.id
+         limit 100
+      ) u);
 end;
 $$;
+comment on function api.events_upcoming_page(text) is
+  'GET /api/mobile/events/upcoming: the JSON array of the events of the caller''s communities whose effective end is not past, soonest first, at most 100.';
+grant execute on function api.events_upcoming_page(text) to authenticated;
+
+-- The same list as rows (the realtime stream starts from it).
+create or replace function api.events_upcoming(public_url text)
+  returns setof jsonb
+  language sql stable
+  set search_path = pg_catalog
+  as $$
+    select u.event::jsonb from json_array_elements(api.events_upcoming_page(events_upcoming.public_url)) with ordinality as u(event, n)
+     order by u.n
+  $$;
 comment on function api.events_upcoming(text) is
-  'GET /api/mobile/events/upcoming: events of the caller''s communities whose effective end is not past, soonest first, at most 100.';
+  'The events of api.events_upcoming_page as rows, soonest first.';
+
+--------------------------------------------------------------------------------
+-- Communities
+--------------------------------------------------------------------------------
+
+-- GET /api/mobile/communities/{id}/members: managers first, then by joined_at.
+-- One scan for the page and the total (count(*) over ()); the total needs
+-- its own count only when the page is empty (an offset past the end).
+create or replace function api.community_members(community_id uuid, page_limit integer default 50, page_offset integer default 0) returns jsonb
+  language plpgsql stable
+  set search_path = pg_catalog
+  as $$
+declare
+  total bigint;
+  items jsonb;
+begin
+  perform app.check_page(page_limit, page_offset);
+  if not exists (select from app.communities c where c.id = community_members.community_id) then
+    raise exception 'community not found' using errcode = 'PT404', hint = 'community_not_found';
+  end if;
+  select coalesce(jsonb_agg(jsonb_build_object('id', p.member_node_id, 'role', p.role, 'joined_at', app.iso(p.joined_at),
+                                               'name', app.node_display_name(p.member_node_id))
+                            order by p.is_manager desc, p.joined_at, p.member_node_id), '[]'),
+         max(p.total)
+    into items, total
+    from (
+      select m.member_node_id, m.role, m.joined_at, m.role = 'manager' as is_manager, count(*) over () as total
+        from app.community_members m
+       where m.community_id = community_members.community_id
+       order by (m.role = 'manager') desc, m.joined_at, m.member_node_id
+       limit page_limit offset page_offset
+    ) p;
+  if total is null then
+    select count(*) into total from app.community_members m where m.community_id = community_members.community_id;
+  end if;
+  return jsonb_build_object('data', items, 'pagination', app.pagination(total, page_limit, page_offset));
+end;
+$$;
