@@ -86,7 +86,8 @@ export async function startGateway(
   };
 
   try {
-    await runMigrations(databaseUrl, log, { includeCurrent: includeCurrentMigration });
+    // Behind a pooler, migrations (advisory locks, DDL) go to the database directly.
+    await runMigrations(config.databaseDirectUrl ?? databaseUrl, log, { includeCurrent: includeCurrentMigration });
     await realtime.start();
   } catch (err) {
     await close();
