@@ -14,6 +14,7 @@ import { healthHandler } from '../routes/health.ts';
 import { profileRoutes } from '../routes/profile.ts';
 import { streamRoutes } from '../routes/stream.ts';
 import { dealRoutes, taskRoutes } from '../routes/tasks.ts';
+import { dispatch } from './dispatch.ts';
 import type { Route, Services } from './route.ts';
 
 /** Every REST route the gateway serves, in one list (the docs read it too). */
@@ -52,9 +53,8 @@ export function createApp({ services, log, isReady }: AppOptions): express.Expre
   // Only requests with a body go through the parser (GETs skip it).
   app.use((req, res, next) => (hasBody(req) ? json(req, res, next) : next()));
 
-  for (const route of routes) {
-    app[route.method](route.path, route.build(services));
-  }
+  // One middleware finds the route (http/dispatch.ts), in this list's order.
+  app.use(dispatch(routes.map((route) => ({ method: route.method, path: route.path, handler: route.build(services) }))));
 
   app.use((req, res) => {
     res.status(404).json(errorBody('error', new HttpError(404, 'not_found', `no route for ${req.method} ${req.path}`)));

@@ -195,9 +195,16 @@ function send(res: Response, reply: Reply): void {
   if (reply.stream) return reply.stream(res);
   if (reply.redirect !== undefined) res.location(reply.redirect);
   if (reply.html !== undefined) res.type('html').send(reply.html);
-  else if (reply.json !== undefined) res.type('json').send(reply.json);
-  else if (reply.body !== undefined) res.json(reply.body);
+  else if (reply.json !== undefined) sendJson(res, reply.json);
+  else if (reply.body !== undefined) sendJson(res, JSON.stringify(reply.body));
   else res.end();
+}
+
+/** JSON text as the reply body, written directly (Express's res.send does more than a JSON reply needs). */
+function sendJson(res: Response, text: string): void {
+  res.setHeader('Content-Type', 'application/json; charset=utf-8');
+  res.setHeader('Content-Length', Buffer.byteLength(text));
+  res.end(res.req.method === 'HEAD' ? undefined : text);
 }
 
 /** request.jwt.claims of a verified token, serialised once per token (verified claims are cached and frozen). */

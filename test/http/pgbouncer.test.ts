@@ -86,7 +86,7 @@ describe.skipIf(!fs.existsSync(PGBOUNCER_BINARY))('the gateway behind PgBouncer 
     }
     const refused = await call('POST', '/api/mobile/hats', { token: me.token, body: { hat: { name: 'h4', hat_type: 'social' } } });
     expect(refused.status).toBe(422);
-    const [{ n }] = await db()`select count(*)::int as n from app.hats where user_id = ${me.userId}`;
+    const [{ n }] = (await db()`select count(*)::int as n from app.hats where user_id = ${me.userId}`) as unknown as [{ n: number }];
     expect(n).toBe(3);
     // Interleaved requests of two users over 3 server connections: each sees only their own.
     const results = await Promise.all(
@@ -109,7 +109,7 @@ describe.skipIf(!fs.existsSync(PGBOUNCER_BINARY))('the gateway behind PgBouncer 
       Array.from({ length: 20 }, (_, i) => call('POST', '/api/mobile/tasks', { token: me.token, body: { title: `parallel ${i}` } })),
     );
     expect(created.every((r) => r.status === 201)).toBe(true);
-    const [{ n }] = await db()`select count(*)::int as n from app.tasks where created_by = ${me.userId}`;
+    const [{ n }] = (await db()`select count(*)::int as n from app.tasks where created_by = ${me.userId}`) as unknown as [{ n: number }];
     expect(n).toBe(20);
   });
 });
