@@ -98,12 +98,15 @@ async function startGatewayProcess(ctx: BenchContext, workers: number): Promise<
   });
   const url = `http://127.0.0.1:${port}`;
   const deadline = Date.now() + 60_000;
-  for (;;) {
+  // Every process must be ready (each migrates at start): 20 healthy answers in a row.
+  for (let healthy = 0; healthy < 20; ) {
     if (child.exitCode !== null) throw new Error(`gateway exited with ${child.exitCode}`);
     try {
-      if ((await fetch(`${url}/health`)).status === 200) break;
+      const ok = (await fetch(`${url}/health`)).status === 200;
+      healthy = ok ? healthy + 1 : 0;
+      if (ok) continue;
     } catch {
-      // not listening yet
+      healthy = 0; // not listening yet
     }
     if (Date.now() > deadline) throw new Error('gateway did not become healthy');
     await new Promise((r) => setTimeout(r, 200));
