@@ -1,5 +1,5 @@
 // The one request pipeline every REST route goes through (one Express
-// handler per route, built by defineRoute):
+// handler per route, built by defineRoute, found by http/dispatch.ts):
 //
 //   authenticate (bearer JWT, when the route needs a user; verified tokens are
 //     cached until they expire, see lib/verified-tokens.ts)
