@@ -1,5 +1,6 @@
 // `npm start`: the database (embedded unless DATABASE_URL is set), migrations,
 // and the gateway on PORT. SIGINT/SIGTERM stop everything, Postgres included.
+import { startWorkers } from './lib/cluster.ts';
 import { ConfigError, loadConfig } from './lib/config.ts';
 import { openDatabase, type Database } from './lib/database.ts';
 import { createLogger } from './lib/log.ts';
@@ -17,6 +18,8 @@ async function main(): Promise<void> {
     throw err;
   }
   const log = createLogger(config.logLevel);
+  // WEB_CONCURRENCY > 1: this process only supervises the gateway processes.
+  if (await startWorkers(config, log)) return;
   const started = Date.now();
   let database: Database | undefined;
   let gateway: RunningGateway | undefined;

@@ -27,11 +27,19 @@ export async function startGateway(
   { includeCurrentMigration }: { includeCurrentMigration: boolean },
 ): Promise<RunningGateway> {
   let ready = false;
-  const sql = createPool(databaseUrl, { max: config.dbPoolMax, applicationName: 'gateway' });
+  const sql = createPool(databaseUrl, { max: config.dbPoolMax, applicationName: 'gateway', mode: config.databasePoolMode });
+  // LISTEN needs a session: behind a transaction-mode pooler it uses DATABASE_DIRECT_URL.
+  const listenSql = config.databaseDirectUrl
+    ? createPool(config.databaseDirectUrl, { max: 1, applicationName: 'gateway-listen' })
+    : undefined;
+  if (config.databasePoolMode === 'transaction' && !listenSql) {
+    log.warn('DATABASE_POOL_MODE=transaction without DATABASE_DIRECT_URL: realtime changes arrive by polling only');
+  }
   const tokens = await createTokenService(config);
   const realtime = new ChangeHub(sql, config.realtime, log, {
     publicUrl: config.publicUrl,
     statementTimeoutMs: config.statementTimeoutMs,
+    listenSql,
   });
   const app = createApp({
     services: {
@@ -77,10 +85,12 @@ export async function startGateway(
       setTimeout(() => server.closeAllConnections(), 5_000).unref();
     });
     await sql.end({ timeout: 5 });
+    await listenSql?.end({ timeout: 5 });
   };
 
   try {
-    await runMigrations(databaseUrl, log, { includeCurrent: includeCurrentMigration });
+    // Behind a pooler, migrations (advisory locks, DDL) go to the database directly.
+    await runMigrations(config.databaseDirectUrl ?? databaseUrl, log, { includeCurrent: includeCurrentMigration });
     await realtime.start();
     if (config.smtpUrl) mailer = await startOutboxWorker(sql, { smtpUrl: config.smtpUrl, from: config.mailFrom }, log);
   } catch (err) {

@@ -26,6 +26,8 @@ export async function setup(project: TestProject): Promise<void> {
   let logFile = '';
   environment = await startTestEnvironment({
     serverUrl: process.env.TEST_DATABASE_URL,
+    // TEST_PGBOUNCER=1: the whole suite through PgBouncer in transaction mode.
+    pgbouncer: process.env.TEST_PGBOUNCER === '1',
     gatewayLog: (dir) => {
       logFile = path.join(dir, 'gateway.log');
       return createLogger('debug', 'gateway', destination({ dest: logFile, sync: true }));

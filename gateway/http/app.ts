@@ -15,6 +15,7 @@ import { passwordRoutes } from '../routes/password.ts';
 import { profileRoutes } from '../routes/profile.ts';
 import { streamRoutes } from '../routes/stream.ts';
 import { dealRoutes, taskRoutes } from '../routes/tasks.ts';
+import { dispatch } from './dispatch.ts';
 import type { Route, Services } from './route.ts';
 
 /** Every REST route the gateway serves, in one list (the docs read it too). */
@@ -50,11 +51,12 @@ export function createApp({ services, log, isReady }: AppOptions): express.Expre
     if (isReady()) return next();
     res.status(503).json(errorBody('error', new HttpError(503, 'service_unavailable', 'the service is starting')));
   });
-  app.use(express.json({ limit: '1mb', type: ['application/json', 'application/*+json'] }));
+  const json = express.json({ limit: '1mb', type: ['application/json', 'application/*+json'] });
+  // Only requests with a body go through the parser (GETs skip it).
+  app.use((req, res, next) => (hasBody(req) ? json(req, res, next) : next()));
 
-  for (const route of routes) {
-    app[route.method](route.path, route.build(services));
-  }
+  // One middleware finds the route (http/dispatch.ts), in this list's order.
+  app.use(dispatch(routes.map((route) => ({ method: route.method, path: route.path, handler: route.build(services) }))));
 
   app.use((req, res) => {
     res.status(404).json(errorBody('error', new HttpError(404, 'not_found', `no route for ${req.method} ${req.path}`)));
@@ -65,22 +67,31 @@ export function createApp({ services, log, isReady }: AppOptions): express.Expre
 
 const REQUEST_ID = /^[A-Za-z0-9._-]{1,64}$/;
 
+function hasBody(req: express.Request): boolean {
+  return req.headers['transfer-encoding'] !== undefined || (req.headers['content-length'] ?? '0') !== '0';
+}
+
 function requestLogger(log: Logger): RequestHandler {
+  const logsRequests = () => log.isLevelEnabled('info');
   return (req, res, next) => {
     const incoming = req.headers['x-request-id'];
     const id = typeof incoming === 'string' && REQUEST_ID.test(incoming) ? incoming : crypto.randomUUID();
-    const started = process.hrtime.bigint();
+    const started = performance.now();
     res.locals.requestId = id;
-    res.locals.log = log.child({ reqId: id });
+    // The request's logger (with reqId) is made only when something logs.
+    let child: Logger | undefined;
+    Object.defineProperty(res.locals, 'log', { get: () => (child ??= log.child({ reqId: id })), configurable: true });
     res.setHeader('X-Request-Id', id);
-    res.on('finish', () => {
-      const ms = Number(process.hrtime.bigint() - started) / 1e6;
-      // The path only: query strings may carry credentials.
-      res.locals.log.info(
-        { method: req.method, path: req.path, status: res.statusCode, ms: Math.round(ms * 10) / 10, user: res.locals.userId },
-        'request',
-      );
-    });
+    if (logsRequests()) {
+      res.on('finish', () => {
+        const ms = performance.now() - started;
+        // The path only: query strings may carry credentials.
+        log.info(
+          { reqId: id, method: req.method, path: req.path, status: res.statusCode, ms: Math.round(ms * 10) / 10, user: res.locals.userId },
+          'request',
+        );
+      });
+    }
     next();
   };
 }

@@ -1,13 +1,22 @@
-// The one request pipeline every REST route goes through:
+// The one request pipeline every REST route goes through (one Express
+// handler per route, built by defineRoute, found by http/dispatch.ts):
 //
-//   authenticate (bearer JWT, when the route needs a user)
+//   authenticate (bearer JWT, when the route needs a user; verified tokens are
+//     cached until they expire, see lib/verified-tokens.ts)
 //   → validate params, query and body with zod
 //   → run the handler, which calls one SQL function inside ctx.db(...): one
-//     transaction as `anon` or `authenticated` with request.jwt.claims set
-//   → send the reply (JSON by default; HTML or a redirect for the web pages),
-//     or map the error to a status and one of the three error bodies of spec
-//     section 7 (chosen per route and status), or to the route's HTML error
-//     page.
+//     transaction as `anon` or `authenticated` with request.jwt.claims set,
+//     sent as one pipelined round trip (BEGIN, settings, call, COMMIT; see
+//     lib/db.ts withClaims); errors roll it back
+//   → send the reply (JSON by default, or JSON text from SQL passed through
+//     as is; HTML or a redirect for the web pages), or map the error to a
+//     status and one of the three error bodies of spec section 7 (chosen per
+//     route and status), or to the route's HTML error page. SQL text never
+//     reaches the client (lib/errors.ts).
+//
+// Before it (app.ts): the request id and the request log line (one per
+// request, written when the response finishes), the readiness gate, and JSON
+// body parsing for requests that have a body.
 //
 // Route modules only declare routes; they never build SQL strings, filter rows
 // by user or re-check a rule the database enforces.
@@ -41,6 +50,8 @@ export interface Services {
 export interface Reply {
   status: number;
   body?: unknown;
+  /** A JSON document as text (e.g. jsonb::text from SQL), sent as is with the JSON content type. */
+  json?: string;
   html?: string;
   redirect?: string;
   headers?: Record<string, string>;
@@ -130,7 +141,7 @@ export function defineRoute<
     auth: def.auth,
     schemas: { params: def.params, query: def.query, body: def.body, headers: def.headers },
     build: (services) => async (req: Request, res: Response) => {
-      const log: Logger = res.locals.log;
+      const log = (): Logger => res.locals.log;
       try {
         const user = def.auth === 'user' ? await authenticate(req, services.tokens, def.tokenInQuery ?? false) : null;
         const invalid = def.invalidStatus ?? 400;
@@ -147,11 +158,14 @@ export function defineRoute<
           headers: headers as Out<H>,
           user,
           services,
-          log,
+          get log() {
+            return log();
+          },
           db: (fn, claims) =>
             withClaims(services.sql, claims ?? requestClaims, fn, {
               readOnly: def.method === 'get' && !def.readWrite,
               statementTimeoutMs: services.statementTimeoutMs,
+              claimsJson: claims === undefined && user ? claimsJson(user) : undefined,
             }),
         };
         send(res, await def.handler(ctx));
@@ -161,8 +175,8 @@ export function defineRoute<
         if (override !== undefined) {
           httpError = new HttpError(override, httpError.code, httpError.message, httpError.details);
         }
-        if (httpError.status >= 500) log.error({ err }, 'request failed');
-        else log.debug({ status: httpError.status, error: httpError.message }, 'request refused');
+        if (httpError.status >= 500) log().error({ err }, 'request failed');
+        else log().debug({ status: httpError.status, error: httpError.message }, 'request refused');
         if (httpError.status === 401) res.setHeader('WWW-Authenticate', 'Bearer');
         if (def.renderError) {
           res.status(httpError.status).type('html').send(def.renderError(httpError));
@@ -181,8 +195,27 @@ function send(res: Response, reply: Reply): void {
   if (reply.stream) return reply.stream(res);
   if (reply.redirect !== undefined) res.location(reply.redirect);
   if (reply.html !== undefined) res.type('html').send(reply.html);
-  else if (reply.body !== undefined) res.json(reply.body);
+  else if (reply.json !== undefined) sendJson(res, reply.json);
+  else if (reply.body !== undefined) sendJson(res, JSON.stringify(reply.body));
   else res.end();
+}
+
+/** JSON text as the reply body, written directly (Express's res.send does more than a JSON reply needs). */
+function sendJson(res: Response, text: string): void {
+  res.setHeader('Content-Type', 'application/json; charset=utf-8');
+  res.setHeader('Content-Length', Buffer.byteLength(text));
+  res.end(res.req.method === 'HEAD' ? undefined : text);
+}
+
+/** request.jwt.claims of a verified token, serialised once per token (verified claims are cached and frozen). */
+const claimsJsonCache = new WeakMap<AccessClaims, string>();
+function claimsJson(user: AccessClaims): string {
+  let json = claimsJsonCache.get(user);
+  if (json === undefined) {
+    json = JSON.stringify({ ...user, role: 'authenticated' });
+    claimsJsonCache.set(user, json);
+  }
+  return json;
 }
 
 async function authenticate(req: Request, tokens: TokenService, tokenInQuery: boolean): Promise<AccessClaims> {

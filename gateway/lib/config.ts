@@ -13,6 +13,8 @@ const port = (fallback: number) =>
 
 const EnvSchema = z.object({
   DATABASE_URL: optionalString,
+  DATABASE_DIRECT_URL: optionalString,
+  DATABASE_POOL_MODE: z.enum(['session', 'transaction']).optional(),
   PORT: port(3000),
   HOST: optionalString,
   PUBLIC_URL: optionalString,
@@ -38,6 +40,14 @@ const EnvSchema = z.object({
 export interface Config {
   /** Postgres to use; when unset an embedded Postgres is started. */
   databaseUrl: string | undefined;
+  /** A session connection to the same database (not through a pooler), for LISTEN. */
+  databaseDirectUrl: string | undefined;
+  /**
+   * 'transaction' behind PgBouncer/Supavisor in transaction mode: no prepared
+   * statements, no session state. Detected for Supabase's transaction pooler
+   * port (6543) when DATABASE_POOL_MODE is unset.
+   */
+  databasePoolMode: 'session' | 'transaction';
   port: number;
   host: string | undefined;
   publicUrl: string;
@@ -97,6 +107,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   const e = parsed.data;
   return {
     databaseUrl: e.DATABASE_URL,
+    databaseDirectUrl: e.DATABASE_DIRECT_URL,
+    databasePoolMode: e.DATABASE_POOL_MODE ?? detectPoolMode(e.DATABASE_URL),
     port: e.PORT,
     host: e.HOST,
     publicUrl: (e.PUBLIC_URL ?? `http://localhost:${e.PORT}`).replace(/\/+$/, ''),
@@ -126,6 +138,16 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       socketIdleTimeoutMs: 90_000,
     },
   };
+}
+
+/** Supabase's transaction-mode pooler listens on 6543; anything else is taken as a session. */
+function detectPoolMode(url: string | undefined): 'session' | 'transaction' {
+  if (!url) return 'session';
+  try {
+    return new URL(url).port === '6543' ? 'transaction' : 'session';
+  } catch {
+    return 'session';
+  }
 }
 
 /** The repository root (this file lives in gateway/lib/). */

@@ -17,6 +17,7 @@ import path from 'node:path';
 import { errors as joseErrors, importJWK, jwtVerify, SignJWT, type JWK, type JWTPayload } from 'jose';
 import { z } from 'zod';
 import type { Config } from './config.ts';
+import { VerifiedTokenCache } from './verified-tokens.ts';
 
 export const AUDIENCE = 'authenticated';
 
@@ -109,6 +110,7 @@ export async function createTokenService(config: Config): Promise<TokenService> 
   const algorithms = [...new Set(keys.map((k) => k.alg))];
   const issuer = `${config.publicUrl}/api/auth`;
   const ttl = config.accessTokenTtlSeconds;
+  const verified = new VerifiedTokenCache<AccessClaims>();
 
   return {
     async issue(user) {
@@ -124,6 +126,8 @@ export async function createTokenService(config: Config): Promise<TokenService> 
     },
 
     async verify(token) {
+      const cached = verified.get(token);
+      if (cached) return cached;
       try {
         const { payload } = await jwtVerify(
           token,
@@ -138,7 +142,7 @@ export async function createTokenService(config: Config): Promise<TokenService> 
         if (payload.role !== 'authenticated' || !z.uuid().safeParse(payload.sub).success) {
           throw new InvalidTokenError('token is not a user access token');
         }
-        return payload as AccessClaims;
+        return verified.set(token, payload as AccessClaims);
       } catch (err) {
         if (err instanceof InvalidTokenError) throw err;
         if (err instanceof joseErrors.JWTExpired) throw new InvalidTokenError('token has expired');

@@ -86,6 +86,8 @@ export type Subscriber = SseSubscriber | WebSocketSubscriber;
 export interface HubOptions {
   publicUrl: string;
   statementTimeoutMs: number;
+  /** Where LISTEN runs, when the pool goes through a transaction-mode pooler (DATABASE_DIRECT_URL). */
+  listenSql?: Sql;
 }
 
 export class ChangeHub {
@@ -133,7 +135,7 @@ export class ChangeHub {
 
   async start(): Promise<void> {
     await this.refreshHead();
-    const meta = await this.sql.listen(
+    const meta = await (this.options.listenSql ?? this.sql).listen(
       'event_changes',
       (payload) => this.onNotification(payload),
       // Called on the first LISTEN and after every reconnect: notifications

@@ -4,6 +4,7 @@
 import { z } from 'zod';
 import { defineRoute } from '../http/route.ts';
 import type { ErrorShape } from '../lib/errors.ts';
+import { jsonObjectWith } from '../lib/json.ts';
 import { Uuid } from '../lib/schemas.ts';
 
 const flagged: Partial<Record<number, ErrorShape>> = { 400: 'flagged', 404: 'flagged' };
@@ -24,9 +25,12 @@ const Page = z.object({
 const Search = Page.extend({ q: z.string().min(1, { message: 'q is required' }).max(200) });
 const CommunityPath = z.object({ id: Uuid });
 
+/** A page as SQL wrote it: `{"data": [...], "pagination": {...}}` as text, passed through. */
 interface PageResult {
-  page: { data: unknown[]; pagination: Record<string, number> };
+  page: string;
 }
+
+const pageReply = (row: PageResult | undefined) => ({ status: 200, json: jsonObjectWith({ success: true }, row!.page) });
 
 export const communityRoutes = [
   defineRoute({
@@ -37,8 +41,8 @@ export const communityRoutes = [
     query: Page,
     errorShapes: flagged,
     async handler({ query, db }) {
-      const [row] = await db((tx) => tx<PageResult[]>`select api.communities_mine(${query.limit}, ${query.offset}) as page`);
-      return { status: 200, body: { success: true, ...row!.page } };
+      const [row] = await db((tx) => tx<PageResult[]>`select api.communities_mine(${query.limit}, ${query.offset})::text as page`);
+      return pageReply(row);
     },
   }),
 
@@ -51,9 +55,9 @@ export const communityRoutes = [
     errorShapes: flagged,
     async handler({ query, db }) {
       const [row] = await db(
-        (tx) => tx<PageResult[]>`select api.communities_search(${query.q}, ${query.limit}, ${query.offset}) as page`,
+        (tx) => tx<PageResult[]>`select api.communities_search(${query.q}, ${query.limit}, ${query.offset})::text as page`,
       );
-      return { status: 200, body: { success: true, ...row!.page } };
+      return pageReply(row);
     },
   }),
 
@@ -80,9 +84,9 @@ export const communityRoutes = [
     errorShapes: flagged,
     async handler({ params, query, db }) {
       const [row] = await db(
-        (tx) => tx<PageResult[]>`select api.community_members(${params.id}, ${query.limit}, ${query.offset}) as page`,
+        (tx) => tx<PageResult[]>`select api.community_members(${params.id}, ${query.limit}, ${query.offset})::text as page`,
       );
-      return { status: 200, body: { success: true, ...row!.page } };
+      return pageReply(row);
     },
   }),
 

@@ -43,8 +43,11 @@ export const eventRoutes = [
     summary: "Events of the caller's communities that have not ended, soonest first, at most 100.",
     auth: 'user',
     async handler({ db, services }) {
-      const rows = await db((tx) => tx<{ event: unknown }[]>`select event from api.events_upcoming(${services.publicUrl}) as event`);
-      return { status: 200, body: rows.map((row) => row.event) };
+      // The array as Postgres writes it, passed through as text.
+      const [row] = await db(
+        (tx) => tx<{ events: string }[]>`select api.events_upcoming_page(${services.publicUrl})::text as events`,
+      );
+      return { status: 200, json: row!.events };
     },
   }),
 

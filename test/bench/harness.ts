@@ -37,7 +37,10 @@ export interface BenchContext {
 export interface Bench {
   name: string;
   description: string;
-  run(ctx: BenchContext): Promise<Stats[]>;
+  /** Latency benches: scenarios reported against the baseline request. */
+  run?(ctx: BenchContext): Promise<Stats[]>;
+  /** Throughput benches print their own tables; what they return goes into the JSON summary. */
+  throughput?(ctx: BenchContext): Promise<Record<string, unknown>>;
 }
 
 export function percentile(sorted: number[], p: number): number {

@@ -11,7 +11,7 @@ const files = fs
   .readdirSync(import.meta.dirname)
   .filter((f) => f.endsWith('.bench.ts'))
   .sort();
-const results: Record<string, Stats[]> = {};
+const results: Record<string, Stats[] | Record<string, unknown>> = {};
 
 for (const file of files) {
   const bench = (await import(path.join(import.meta.dirname, file))).default as Bench;
@@ -20,9 +20,13 @@ for (const file of files) {
   const env = await startTestEnvironment({ serverUrl: process.env.BENCH_DATABASE_URL, settings: { shared_buffers: '256MB' } });
   const ctx = makeContext(env);
   try {
+    if (bench.throughput) {
+      results[bench.name] = await bench.throughput(ctx);
+      continue;
+    }
     const baseline = await measureBaseline(ctx);
     baseline.ratio = 1;
-    const rows = await bench.run(ctx);
+    const rows = await bench.run!(ctx);
     for (const row of rows) row.ratio = row.medianMs / baseline.medianMs;
     results[bench.name] = [baseline, ...rows];
     console.log(formatTable([baseline, ...rows]));

@@ -11,6 +11,7 @@ import { loadConfig, type Config } from '../../gateway/lib/config.ts';
 import { ensureDatabase, startEmbeddedPostgres, type RunningPostgres } from '../../gateway/lib/embedded-postgres.ts';
 import { createLogger, type Logger } from '../../gateway/lib/log.ts';
 import { startGateway, type RunningGateway } from '../../gateway/server.ts';
+import { startPgBouncer, type RunningPgBouncer } from './pgbouncer.ts';
 
 export interface TestEnvironment {
   baseUrl: string;
@@ -30,6 +31,11 @@ export interface EnvironmentOptions {
   dbPoolMax?: number;
   /** Extra Postgres settings for the embedded cluster. */
   settings?: Record<string, string>;
+  /**
+   * Put the gateway behind PgBouncer in transaction mode (DATABASE_POOL_MODE=transaction,
+   * DATABASE_DIRECT_URL for LISTEN and migrations). databaseUrl stays direct.
+   */
+  pgbouncer?: boolean;
 }
 
 export async function startTestEnvironment(options: EnvironmentOptions = {}): Promise<TestEnvironment> {
@@ -62,20 +68,25 @@ export async function startTestEnvironment(options: EnvironmentOptions = {}): Pr
     databaseUrl = cluster.urlFor(databaseName);
   }
 
+  let pooler: RunningPgBouncer | undefined;
   const jwtSecret = crypto.randomBytes(32).toString('base64url');
-  const config = loadConfig({
-    PORT: '0',
-    HOST: '127.0.0.1',
-    JWT_SECRET: jwtSecret,
-    DATA_DIR: dir,
-    DB_POOL_MAX: String(options.dbPoolMax ?? 20),
-  });
+  let config: Config;
   let gateway: RunningGateway;
   try {
-    gateway = await startGateway(config, databaseUrl, options.gatewayLog?.(dir) ?? createLogger('silent'), {
+    pooler = options.pgbouncer ? await startPgBouncer(databaseUrl) : undefined;
+    config = loadConfig({
+      PORT: '0',
+      HOST: '127.0.0.1',
+      JWT_SECRET: jwtSecret,
+      DATA_DIR: dir,
+      DB_POOL_MAX: String(options.dbPoolMax ?? 20),
+      ...(pooler ? { DATABASE_POOL_MODE: 'transaction', DATABASE_DIRECT_URL: databaseUrl } : {}),
+    });
+    gateway = await startGateway(config, pooler?.url ?? databaseUrl, options.gatewayLog?.(dir) ?? createLogger('silent'), {
       includeCurrentMigration: true,
     });
   } catch (err) {
+    await pooler?.stop();
     await dropDatabase?.();
     await cluster?.stop();
     throw err;
@@ -89,6 +100,7 @@ export async function startTestEnvironment(options: EnvironmentOptions = {}): Pr
     dir,
     async stop() {
       await gateway.close();
+      await pooler?.stop();
       await dropDatabase?.();
       await cluster?.stop();
       fs.rmSync(dir, { recursive: true, force: true });

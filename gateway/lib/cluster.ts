@@ -1,0 +1,77 @@
+// WEB_CONCURRENCY: several gateway processes on one machine, sharing the port
+// (node:cluster). Limits and counters live in Postgres, so they hold across
+// processes exactly as across replicas; the realtime hub is per process, as it
+// is per replica.
+//
+// The primary opens the database (starting the embedded one when DATABASE_URL
+// is unset), migrates it once, then forks the workers with DATABASE_URL set;
+// each worker is an ordinary gateway process (main.ts). A worker that dies is
+// replaced; SIGINT/SIGTERM stop the workers, then the database.
+import cluster from 'node:cluster';
+import os from 'node:os';
+import type { Config } from './config.ts';
+import { openDatabase, type Database } from './database.ts';
+import type { Logger } from './log.ts';
+import { runMigrations } from './migrate.ts';
+
+/** WEB_CONCURRENCY, or the core count in production (NODE_ENV=production), else 1. */
+export function webConcurrency(env: NodeJS.ProcessEnv = process.env): number {
+  const raw = env.WEB_CONCURRENCY?.trim();
+  if (raw) {
+    const n = Number(raw);
+    if (!Number.isInteger(n) || n < 1 || n > 256) throw new Error(`WEB_CONCURRENCY must be a whole number from 1 to 256, not ${raw}`);
+    return n;
+  }
+  return env.NODE_ENV === 'production' ? os.availableParallelism() : 1;
+}
+
+/**
+ * In the primary of a multi-process gateway: starts the database and the
+ * workers and returns true (the caller does nothing else). In a worker, or
+ * with one process: returns false (the caller starts the gateway itself).
+ */
+export async function startWorkers(config: Config, log: Logger): Promise<boolean> {
+  if (cluster.isWorker) return false;
+  let workers: number;
+  try {
+    workers = webConcurrency();
+  } catch (err) {
+    log.fatal((err as Error).message);
+    process.exit(1);
+  }
+  if (workers <= 1) return false;
+
+  let database: Database | undefined;
+  try {
+    database = await openDatabase(config, log);
+    await runMigrations(database.url, log, { includeCurrent: database.embedded });
+  } catch (err) {
+    log.fatal({ err }, 'could not start');
+    await database?.stop().catch(() => {});
+    process.exit(1);
+  }
+  const db = database;
+  let stopping = false;
+  const fork = () => cluster.fork({ DATABASE_URL: db.url });
+  cluster.on('exit', (worker, code, signal) => {
+    if (stopping) {
+      if (Object.keys(cluster.workers ?? {}).length === 0) void db.stop().finally(() => process.exit(0));
+      return;
+    }
+    log.error({ pid: worker.process.pid, code, signal }, 'gateway worker died; starting another');
+    setTimeout(fork, 1000).unref();
+  });
+  const stop = (signal: NodeJS.Signals) => {
+    if (stopping) return;
+    stopping = true;
+    log.info({ signal }, 'stopping gateway workers');
+    const running = Object.values(cluster.workers ?? {});
+    if (running.length === 0) void db.stop().finally(() => process.exit(0));
+    for (const worker of running) worker?.process.kill(signal);
+  };
+  process.on('SIGINT', () => stop('SIGINT'));
+  process.on('SIGTERM', () => stop('SIGTERM'));
+  for (let i = 0; i < workers; i++) fork();
+  log.info({ workers, database: db.embedded ? 'embedded' : 'DATABASE_URL' }, `starting ${workers} gateway processes`);
+  return true;
+}

@@ -1,0 +1,440 @@
+// Gateway throughput against Postgres itself (issue 11): for each route, the
+// requests per second through the real gateway (a separate `node
+// gateway/main.ts` process, loaded by autocannon over keep-alive
+// connections) and through postgres.js in this process doing exactly the SQL
+// the pipeline sends for that route (BEGIN, the settings, the call, COMMIT,
+// pipelined on one pooled connection), with the same pool size and the same
+// concurrency. The ratio gateway ÷ direct is what the gateway costs; the floor
+// (`select 1` through the same pool) is the most either side could do.
+//
+// Then the list SQL: each list function against a plain select of the same
+// rows, both looped inside Postgres, and the gateway at WEB_CONCURRENCY=N.
+//
+// Knobs: BENCH_SECONDS (per run, default 5), BENCH_REPEAT (alternating
+// gateway/direct runs per route; medians reported, default 3),
+// BENCH_CONNECTIONS (default 32), BENCH_POOL (default 10); BENCH_ONLY=sql
+// measures the list SQL only.
+import { spawn, type ChildProcess } from 'node:child_process';
+import fs from 'node:fs';
+import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import autocannon from 'autocannon';
+import postgres from 'postgres';
+import type { Bench, BenchContext } from './harness.ts';
+
+const SECONDS = Number(process.env.BENCH_SECONDS ?? 5);
+const REPEAT = Number(process.env.BENCH_REPEAT ?? 3);
+const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 32);
+const POOL = Number(process.env.BENCH_POOL ?? 10);
+const CORES = os.availableParallelism();
+
+interface Measured {
+  rps: number;
+  p50: number;
+  p99: number;
+  /** CPU time per request (µs) of the serving process: the gateway's, or this process's on the direct side. */
+  cpuUs: number;
+}
+
+/** CPU time (µs) a process has used so far (Linux /proc). */
+function processCpuUs(pid: number): number {
+  const fields = fs.readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
+  return ((Number(fields[11]) + Number(fields[12])) * 1e6) / CLOCK_TICKS;
+}
+const CLOCK_TICKS = 100;
+
+interface RouteCase {
+  label: string;
+  method: 'GET' | 'POST';
+  path: string;
+  body?: unknown;
+  /** One request's SQL on the direct side (the same statements the gateway sends). */
+  direct(sql: postgres.Sql): Promise<unknown>;
+}
+
+const median = (xs: number[]) => {
+  const s = [...xs].sort((a, b) => a - b);
+  return s.length % 2 ? s[(s.length - 1) / 2]! : (s[s.length / 2 - 1]! + s[s.length / 2]!) / 2;
+};
+
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = net.createServer();
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const { port } = server.address() as net.AddressInfo;
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+/** `npm start` as production would run it, on the bench database. */
+interface GatewayProcess {
+  url: string;
+  /** CPU µs used so far by the gateway and its workers. */
+  cpuUs(): number;
+  stop(): Promise<void>;
+}
+
+async function startGatewayProcess(ctx: BenchContext, workers: number): Promise<GatewayProcess> {
+  const port = await freePort();
+  const child: ChildProcess = spawn(process.execPath, ['--import', 'tsx', path.join('gateway', 'main.ts')], {
+    cwd: path.resolve(import.meta.dirname, '..', '..'),
+    env: {
+      ...process.env,
+      NODE_ENV: 'production',
+      WEB_CONCURRENCY: String(workers),
+      DATABASE_URL: ctx.env.databaseUrl,
+      PORT: String(port),
+      HOST: '127.0.0.1',
+      PUBLIC_URL: ctx.env.config.publicUrl,
+      JWT_SECRET: ctx.env.jwtSecret,
+      DATA_DIR: ctx.env.dir,
+      DB_POOL_MAX: String(POOL),
+      LOG_LEVEL: process.env.BENCH_LOG_LEVEL ?? 'info',
+    },
+    stdio: ['ignore', 'ignore', 'inherit'],
+  });
+  const url = `http://127.0.0.1:${port}`;
+  const deadline = Date.now() + 60_000;
+  // Every process must be ready (each migrates at start): 20 healthy answers in a row.
+  for (let healthy = 0; healthy < 20; ) {
+    if (child.exitCode !== null) throw new Error(`gateway exited with ${child.exitCode}`);
+    try {
+      const ok = (await fetch(`${url}/health`)).status === 200;
+      healthy = ok ? healthy + 1 : 0;
+      if (ok) continue;
+    } catch {
+      healthy = 0; // not listening yet
+    }
+    if (Date.now() > deadline) throw new Error('gateway did not become healthy');
+    await new Promise((r) => setTimeout(r, 200));
+  }
+  const pids = () => {
+    const children = fs.existsSync(`/proc/${child.pid}/task/${child.pid}/children`)
+      ? fs.readFileSync(`/proc/${child.pid}/task/${child.pid}/children`, 'utf8').trim().split(/\s+/).filter(Boolean).map(Number)
+      : [];
+    return [child.pid!, ...children];
+  };
+  return {
+    url,
+    cpuUs: () => pids().reduce((sum, pid) => sum + processCpuUs(pid), 0),
+    stop: () =>
+      new Promise<void>((resolve) => {
+        if (child.exitCode !== null) return resolve();
+        child.once('exit', () => resolve());
+        child.kill('SIGTERM');
+      }),
+  };
+}
+
+async function loadGateway(gateway: GatewayProcess, route: RouteCase, token: string, seconds: number): Promise<Measured> {
+  const cpu0 = gateway.cpuUs();
+  const result = await autocannon({
+    url: gateway.url + route.path,
+    method: route.method,
+    connections: CONNECTIONS,
+    duration: seconds,
+    headers: {
+      authorization: `Bearer ${token}`,
+      ...(route.body === undefined ? {} : { 'content-type': 'application/json' }),
+    },
+    body: route.body === undefined ? undefined : JSON.stringify(route.body),
+  });
+  if (result.non2xx > 0 || result.errors > 0) {
+    throw new Error(`${route.label}: ${result.non2xx} non-2xx and ${result.errors} errors of ${result.requests.total}`);
+  }
+  const cpuUs = (gateway.cpuUs() - cpu0) / result.requests.total;
+  return { rps: result.requests.total / seconds, p50: result.latency.p50, p99: result.latency.p99, cpuUs };
+}
+
+/** CONNECTIONS workers calling `fn` in a loop for `seconds`. */
+async function loadDirect(fn: () => Promise<unknown>, seconds: number): Promise<Measured> {
+  const latencies: number[] = [];
+  const cpu0 = process.cpuUsage();
+  const end = Date.now() + seconds * 1000;
+  await Promise.all(
+    Array.from({ length: CONNECTIONS }, async () => {
+      while (Date.now() < end) {
+        const t0 = process.hrtime.bigint();
+        await fn();
+        latencies.push(Number(process.hrtime.bigint() - t0) / 1e6);
+      }
+    }),
+  );
+  const cpu = process.cpuUsage(cpu0);
+  latencies.sort((a, b) => a - b);
+  const at = (p: number) => latencies[Math.min(latencies.length - 1, Math.floor((p / 100) * latencies.length))]!;
+  return { rps: latencies.length / seconds, p50: at(50), p99: at(99), cpuUs: (cpu.user + cpu.system) / latencies.length };
+}
+
+/**
+ * The request's transaction as the gateway sends it: BEGIN, the settings,
+ * the call and COMMIT written one after the other on one connection, then
+ * the replies awaited together (one round trip).
+ */
+function directTransaction(sql: postgres.Sql, claims: string, readOnly: boolean, call: (tx: postgres.Sql) => postgres.PendingQuery<postgres.Row[]>) {
+  return (async () => {
+    const tx = await sql.reserve();
+    try {
+      const begin = tx.unsafe(readOnly ? 'begin read only' : 'begin').execute();
+      const settings = tx`
+        select set_config('role', ${'authenticated'}, true),
+               set_config('request.jwt.claims', ${claims}, true),
+               set_config('statement_timeout', ${'15000'}, true)`.execute();
+      const result = call(tx).execute();
+      const commit = tx`commit`.execute();
+      await Promise.all([begin, settings, result, commit]);
+      return result;
+    } finally {
+      tx.release();
+    }
+  })();
+}
+
+const summary = (xs: Measured[]): Measured => ({
+  rps: median(xs.map((x) => x.rps)),
+  p50: median(xs.map((x) => x.p50)),
+  p99: median(xs.map((x) => x.p99)),
+  cpuUs: median(xs.map((x) => x.cpuUs)),
+});
+
+const fmt = (n: number, digits = 0) => n.toFixed(digits);
+
+function table(header: string[], rows: string[][]): string {
+  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.length)));
+  const line = (cells: string[]) => cells.map((c, i) => (i === 0 ? c.padEnd(widths[i]!) : c.padStart(widths[i]!))).join('  ');
+  return [line(header), line(widths.map((w) => '-'.repeat(w))), ...rows.map(line)].join('\n');
+}
+
+async function loadData(ctx: BenchContext, userId: string, email: string): Promise<void> {
+  const { sql } = ctx;
+  ctx.progress('loading 2,000 communities (the user in 60, managing 2) and 10,000 events (20 upcoming for the user)');
+  await sql`alter table app.events disable trigger _900_log_change`;
+  await sql`
+    with n as (insert into app.nodes (kind) select 'community' from generate_series(1, 2000) returning id)
+    insert into app.communities (node_id, name, description, tags)
+    select id, 'Bench community ' || row_number() over (), 'A community for benchmarks', array['bench', 'tag']
+      from n`;
+  await sql`
+    insert into app.community_members (community_id, member_node_id, role, joined_at)
+    select c.id, p.node_id, case when c.r <= 2 then 'manager' else 'member' end, now() - c.r * interval '1 hour'
+      from (select id, row_number() over (order by id) as r from app.communities order by id limit 60) c,
+           app.profiles p
+     where p.id = ${userId}`;
+  // Every community: 4 past events and one upcoming; the user's first 20
+  // communities hold the user's 20 upcoming events.
+  await sql`
+    with plan as (
+      select c.id as community_id, c.r, g,
+             case when g < 5 then now() - g * interval '30 days' else now() + c.r * interval '1 hour' end as starts_at
+        from (select id, row_number() over (order by id) as r from app.communities) c, generate_series(1, 5) g
+       where g < 5 or c.r <= 20 or c.r > 60
+    ),
+    numbered as (select *, row_number() over () as k from plan),
+    n as (insert into app.nodes (kind) select 'event' from numbered returning id),
+    nn as (select id, row_number() over () as k from n)
+    insert into app.events (node_id, community_id, title, description, starts_at, ends_at, location, platform_a_url)
+    select nn.id, p.community_id, 'Bench event ' || p.k, 'An event for benchmarks', p.starts_at,
+           case when p.k % 3 = 0 then null else p.starts_at + interval '3 hours' end, 'Somewhere',
+           case when p.k % 2 = 0 then 'https://a.example/' || p.k end
+      from numbered p join nn using (k)`;
+  await sql`alter table app.events enable trigger _900_log_change`;
+  await sql`analyze`;
+  void email;
+}
+
+const bench: Bench = {
+  name: 'gateway',
+  description: `gateway vs postgres.js doing the same SQL; ${CONNECTIONS} connections, pool ${POOL}, ${SECONDS}s × ${REPEAT}, ${CORES} cores`,
+  async throughput(ctx) {
+    const me = await ctx.user();
+    await loadData(ctx, me.userId, me.email);
+    const upcoming = (await ctx.call('GET', '/api/mobile/events/upcoming', { token: me.token })) as unknown[];
+    const mine = (await ctx.call('GET', '/api/mobile/communities', { token: me.token })) as { data: unknown[] };
+    ctx.progress(`the user sees ${upcoming.length} upcoming events and ${mine.data.length} communities on a page`);
+
+    // The claims the gateway puts in request.jwt.claims: the token's payload and the role.
+    const payload = JSON.parse(Buffer.from(me.token.split('.')[1]!, 'base64url').toString()) as Record<string, unknown>;
+    const claims = JSON.stringify({ ...payload, role: 'authenticated' });
+    const publicUrl = ctx.env.config.publicUrl;
+    const routes: RouteCase[] = [
+      {
+        label: 'GET /api/mobile/profile',
+        method: 'GET',
+        path: '/api/mobile/profile',
+        direct: (sql) => directTransaction(sql, claims, true, (tx) => tx`select * from api.profile_get()`),
+      },
+      {
+        label: 'GET /api/mobile/communities (50)',
+        method: 'GET',
+        path: '/api/mobile/communities',
+        direct: (sql) => directTransaction(sql, claims, true, (tx) => tx`select api.communities_mine(${50}, ${0})::text as page`),
+      },
+      {
+        label: 'GET /api/mobile/events/upcoming (20)',
+        method: 'GET',
+        path: '/api/mobile/events/upcoming',
+        direct: (sql) => directTransaction(sql, claims, true, (tx) => tx`select api.events_upcoming_page(${publicUrl})::text as events`),
+      },
+      {
+        label: 'POST /api/mobile/tasks',
+        method: 'POST',
+        path: '/api/mobile/tasks',
+        body: { title: 'bench task', description: 'created by the gateway bench' },
+        direct: (sql) =>
+          directTransaction(
+            sql,
+            claims,
+            false,
+            (tx) => tx`select * from api.task_create(${'bench task'}, ${'created by the gateway bench'}, ${'pending'}, ${null}::jsonb)`,
+          ),
+      },
+    ];
+
+    if (process.env.BENCH_ONLY === 'sql') return { listSql: await measureListSql(ctx, me.userId) };
+    const direct = postgres(ctx.env.databaseUrl, { max: POOL, onnotice: () => {} });
+    const results: Record<string, unknown>[] = [];
+    const lines: string[][] = [];
+    try {
+      const floor = await loadDirect(() => direct`select 1`, SECONDS);
+      lines.push(['floor: select 1 (direct)', '-', '-', '-', fmt(floor.rps), fmt(floor.p50, 1), fmt(floor.p99, 1), '-', fmt(floor.cpuUs), '-']);
+      results.push({ route: 'select 1', direct: floor });
+
+      for (const workers of [1, CORES > 1 ? CORES : 0].filter((w) => w > 0)) {
+        const gateway = await startGatewayProcess(ctx, workers);
+        try {
+          for (const route of workers === 1 ? routes : routes.slice(0, 1)) {
+            // Warm up both sides (prepared statements, JIT), then alternate.
+            await loadGateway(gateway, route, me.token, 1);
+            await loadDirect(() => route.direct(direct), 1);
+            const g: Measured[] = [];
+            const d: Measured[] = [];
+            for (let i = 0; i < REPEAT; i++) {
+              g.push(await loadGateway(gateway, route, me.token, SECONDS));
+              d.push(await loadDirect(() => route.direct(direct), SECONDS));
+            }
+            const ratios = g.map((x, i) => x.rps / d[i]!.rps);
+            const row = {
+              route: route.label,
+              workers,
+              gateway: summary(g),
+              direct: summary(d),
+              ratio: median(ratios),
+              ratios,
+            };
+            results.push(row);
+            lines.push([
+              `${route.label}${workers > 1 ? ` [${workers} processes]` : ''}`,
+              fmt(row.gateway.rps),
+              fmt(row.gateway.p50, 1),
+              fmt(row.gateway.p99, 1),
+              fmt(row.direct.rps),
+              fmt(row.direct.p50, 1),
+              fmt(row.direct.p99, 1),
+              fmt(row.gateway.cpuUs),
+              fmt(row.direct.cpuUs),
+              `${row.ratio.toFixed(2)} (${ratios.map((r) => r.toFixed(2)).join(' ')})`,
+            ]);
+            ctx.progress(`${lines.at(-1)!.join('  ')}`);
+          }
+        } finally {
+          await gateway.stop();
+        }
+      }
+    } finally {
+      await direct.end({ timeout: 5 });
+    }
+    console.log(`\n${CORES} cores; ${CONNECTIONS} connections; pool ${POOL} on both sides; medians of ${REPEAT} × ${SECONDS}s`);
+    console.log(
+      table(['route', 'gw rps', 'gw p50', 'gw p99', 'direct rps', 'd p50', 'd p99', 'gw cpu µs/req', 'd cpu µs/req', 'gw ÷ direct (runs)'], lines),
+    );
+
+    const listRatios = await measureListSql(ctx, me.userId);
+    return { cores: CORES, connections: CONNECTIONS, pool: POOL, routes: results, listSql: listRatios };
+  },
+};
+
+/**
+ * Each list function against a plain select of the rows it returns (no
+ * function, no per-row work beyond to_jsonb), both looped inside Postgres as
+ * the user, output as text (what the client receives).
+ */
+async function measureListSql(ctx: BenchContext, userId: string): Promise<Record<string, number>[]> {
+  const { sql } = ctx;
+  const publicUrl = ctx.env.config.publicUrl;
+  const [{ node_id: node, community_id: community }] = (await sql`
+    select p.node_id, (select m.community_id from app.community_members m where m.member_node_id = p.node_id limit 1) as community_id
+      from app.profiles p where p.id = ${userId}`) as unknown as [{ node_id: string; community_id: string }];
+  const cases: { label: string; fn: string; plain: string }[] = [
+    {
+      label: 'api.events_upcoming_page (20)',
+      fn: `select length(api.events_upcoming_page('${publicUrl}')::text)`,
+      plain: `select sum(length(to_jsonb(e)::text)) from (select e.* from app.events e
+                where e.community_id in (select community_id from app.community_members where member_node_id = '${node}')
+                  and coalesce(e.ends_at, e.starts_at + interval '2 hours') >= now()
+                order by e.starts_at, e.id limit 100) e`,
+    },
+    {
+      label: 'api.communities_mine (50)',
+      fn: `select length(api.communities_mine(50, 0)::text)`,
+      plain: `select sum(length(to_jsonb(x)::text)) from (select c.*, m.joined_at, m.role from app.community_members m
+                join app.communities c on c.id = m.community_id where m.member_node_id = '${node}'
+                order by m.joined_at desc, c.id limit 50) x`,
+    },
+    {
+      label: 'api.communities_search (50)',
+      fn: `select length(api.communities_search('community 1', 50, 0)::text)`,
+      plain: `select sum(length(to_jsonb(x)::text)) from (select c.*, m.role from app.communities c
+                left join app.community_members m on m.community_id = c.id and m.member_node_id = '${node}'
+                where c.search_text like '%community 1%' order by lower(c.name), c.id limit 50) x`,
+    },
+    {
+      label: 'api.community_members (50)',
+      fn: `select length(api.community_members('${community}', 50, 0)::text)`,
+      plain: `select sum(length(to_jsonb(x)::text)) from (select m.*, p.name from app.community_members m
+                left join app.profiles p on p.node_id = m.member_node_id
+                where m.community_id = '${community}' order by m.role, m.joined_at limit 50) x`,
+    },
+    {
+      label: 'api.tasks_list (20)',
+      fn: `select sum(length(t::text)) from api.tasks_list(null, 1, 20) t`,
+      plain: `select sum(length(to_jsonb(t)::text)) from (select * from app.tasks where created_by = '${userId}'
+                order by inserted_at desc, id limit 20) t`,
+    },
+  ];
+  const LOOPS = 300;
+  const claims = JSON.stringify({ role: 'authenticated', sub: userId });
+  const out: Record<string, number>[] = [];
+  const lines: string[][] = [];
+  for (const c of cases) {
+    // Static SQL in a PL/pgSQL loop (its plan is cached like the function's).
+    const timer = (body: string) => `
+      create or replace function pg_temp.bench_loop(n integer) returns double precision language plpgsql as $$
+      declare t0 timestamptz; begin
+        ${body.replace(/^select /, 'perform ')};
+        t0 := clock_timestamp();
+        for i in 1..n loop ${body.replace(/^select /, 'perform ')}; end loop;
+        return extract(epoch from clock_timestamp() - t0) * 1000 / n;
+      end $$`;
+    const run = async (body: string) =>
+      sql.begin(async (tx) => {
+        await tx.unsafe(timer(body));
+        await tx.unsafe('grant execute on function pg_temp.bench_loop(integer) to authenticated');
+        await tx`select set_config('role', 'authenticated', true), set_config('request.jwt.claims', ${claims}, true)`;
+        const samples: number[] = [];
+        for (let i = 0; i < 3; i++) samples.push(Number((await tx`select pg_temp.bench_loop(${LOOPS}) as ms`)[0]!.ms));
+        return median(samples);
+      });
+    const fnMs = await run(c.fn);
+    const plainMs = await run(c.plain);
+    out.push({ [c.label]: fnMs / plainMs });
+    lines.push([c.label, fmt(fnMs, 3), fmt(plainMs, 3), (fnMs / plainMs).toFixed(2)]);
+  }
+  console.log(`\nList SQL (as the user, looped ${LOOPS}× inside Postgres, median of 3): function vs a plain select of its rows`);
+  console.log(table(['function', 'fn ms', 'plain ms', 'ratio'], lines));
+  return out;
+}
+
+export default bench;

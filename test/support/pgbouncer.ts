@@ -1,0 +1,108 @@
+// Debian's PgBouncer (/usr/sbin/pgbouncer) in transaction mode in front of a
+// test database, on a random port: the shape of Supabase's and most managed
+// Postgres's pooler. Used by test/http/pgbouncer.test.ts and, with
+// TEST_PGBOUNCER=1, by the whole test run (global-setup.ts).
+import { spawn, type ChildProcess } from 'node:child_process';
+import crypto from 'node:crypto';
+import fs from 'node:fs';
+import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+
+export const PGBOUNCER_BINARY = process.env.PGBOUNCER_BINARY ?? '/usr/sbin/pgbouncer';
+
+export interface RunningPgBouncer {
+  /** The database through the pooler (same user and password). */
+  url: string;
+  stop(): Promise<void>;
+}
+
+const quote = (s: string) => `"${s.replace(/"/g, '""')}"`;
+
+async function waitForPort(port: number, child: ChildProcess, log: () => string): Promise<void> {
+  const deadline = Date.now() + 15_000;
+  for (;;) {
+    if (child.exitCode !== null) throw new Error(`pgbouncer exited with ${child.exitCode}: ${log()}`);
+    const open = await new Promise<boolean>((resolve) => {
+      const socket = net.connect(port, '127.0.0.1', () => (socket.end(), resolve(true)));
+      socket.once('error', () => resolve(false));
+    });
+    if (open) return;
+    if (Date.now() > deadline) throw new Error(`pgbouncer did not listen: ${log()}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+/** Starts PgBouncer (pool_mode = transaction) in front of `databaseUrl`. */
+export async function startPgBouncer(databaseUrl: string, { poolSize = 20 } = {}): Promise<RunningPgBouncer> {
+  const target = new URL(databaseUrl);
+  const user = decodeURIComponent(target.username);
+  const password = decodeURIComponent(target.password);
+  const database = decodeURIComponent(target.pathname.slice(1));
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pgbouncer-'));
+  fs.chmodSync(dir, 0o755);
+  const port = 20000 + crypto.randomInt(20000);
+  const logFile = path.join(dir, 'pgbouncer.log');
+  fs.writeFileSync(path.join(dir, 'userlist.txt'), `${quote(user)} ${quote(password)}\n`, { mode: 0o644 });
+  fs.writeFileSync(
+    path.join(dir, 'pgbouncer.ini'),
+    [
+      '[databases]',
+      `${database} = host=${target.hostname} port=${target.port || 5432} dbname=${database}`,
+      '[pgbouncer]',
+      'listen_addr = 127.0.0.1',
+      `listen_port = ${port}`,
+      `unix_socket_dir =`,
+      // Clients authenticate as the server user (trust when it has no password).
+      `auth_type = ${password ? 'scram-sha-256' : 'trust'}`,
+      `auth_file = ${path.join(dir, 'userlist.txt')}`,
+      'pool_mode = transaction',
+      `default_pool_size = ${poolSize}`,
+      'max_client_conn = 500',
+      // Settings the gateway's client sends at connect (application_name) pass through.
+      'ignore_startup_parameters = extra_float_digits,options',
+      `logfile = ${logFile}`,
+      `pidfile = ${path.join(dir, 'pgbouncer.pid')}`,
+      'server_reset_query =',
+      '',
+    ].join('\n'),
+    { mode: 0o644 },
+  );
+  // PgBouncer refuses to run as root: run it as the postgres user then.
+  const asRoot = process.getuid?.() === 0;
+  let ids: { uid: number; gid: number } | undefined;
+  if (asRoot) {
+    const line = fs.readFileSync('/etc/passwd', 'utf8').split('\n').find((l) => l.startsWith('postgres:'));
+    if (!line) throw new Error('running as root needs a postgres user for pgbouncer');
+    const [, , uid, gid] = line.split(':');
+    ids = { uid: Number(uid), gid: Number(gid) };
+    fs.chownSync(dir, ids.uid, ids.gid);
+  }
+  const child = spawn(PGBOUNCER_BINARY, [path.join(dir, 'pgbouncer.ini')], {
+    stdio: ['ignore', 'ignore', 'pipe'],
+    ...(ids ?? {}),
+  });
+  let stderr = '';
+  child.stderr?.on('data', (d: Buffer) => (stderr += d.toString()));
+  const log = () => stderr + (fs.existsSync(logFile) ? fs.readFileSync(logFile, 'utf8').slice(-2000) : '');
+  try {
+    await waitForPort(port, child, log);
+  } catch (err) {
+    child.kill('SIGKILL');
+    fs.rmSync(dir, { recursive: true, force: true });
+    throw err;
+  }
+  const url = Object.assign(new URL(databaseUrl), { port: String(port) }).toString();
+  return {
+    url,
+    stop: async () => {
+      if (child.exitCode === null) {
+        await new Promise<void>((resolve) => {
+          child.once('exit', () => resolve());
+          child.kill('SIGINT');
+        });
+      }
+      fs.rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
