@@ -14,6 +14,7 @@ import { healthHandler } from '../routes/health.ts';
 import { profileRoutes } from '../routes/profile.ts';
 import { streamRoutes } from '../routes/stream.ts';
 import { dealRoutes, taskRoutes } from '../routes/tasks.ts';
+import { tokenRoutes } from '../routes/tokens.ts';
 import type { Route, Services } from './route.ts';
 
 /** Every REST route the gateway serves, in one list (the docs read it too). */
@@ -27,6 +28,7 @@ export const routes: Route[] = [
   ...eventRoutes,
   ...connectionRoutes,
   ...deeplinkRoutes,
+  ...tokenRoutes,
 ];
 
 export interface AppOptions {
