@@ -11,6 +11,7 @@ import { connectionRoutes } from '../routes/connections.ts';
 import { deeplinkRoutes } from '../routes/deeplinks.ts';
 import { eventRoutes } from '../routes/events.ts';
 import { healthHandler } from '../routes/health.ts';
+import { platformRoutes } from '../routes/platform.ts';
 import { profileRoutes } from '../routes/profile.ts';
 import { streamRoutes } from '../routes/stream.ts';
 import { dealRoutes, taskRoutes } from '../routes/tasks.ts';
@@ -29,6 +30,7 @@ export const routes: Route[] = [
   ...connectionRoutes,
   ...deeplinkRoutes,
   ...tokenRoutes,
+  ...platformRoutes,
 ];
 
 export interface AppOptions {
