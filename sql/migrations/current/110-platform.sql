@@ -225,6 +225,7 @@ end;
 $$;
 comment on function private.platform_authorize(uuid) is
   'PT403 unless the caller manages the community and, for a community-scoped API token, the token is of that community.';
+grant execute on function private.platform_authorize(uuid) to authenticated;
 
 -- The event a platform path names (node id, or event id), whoever may see it.
 create function private.platform_event(event_ref uuid) returns app.events
