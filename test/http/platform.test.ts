@@ -203,14 +203,15 @@ describe('POST /api/v1/platform/events', () => {
   });
 
   it('20 identical requests racing create exactly one event: one 201, the rest 200 with the same ids', async () => {
-    const body = eventBody(community, { venue: { name: `Race hall ${externalId()}`, address: '1 Race Rd' } });
+    const venueName = `Race hall ${externalId()}`;
+    const body = eventBody(community, { venue: { name: venueName, address: '1 Race Rd' } });
     const results = await Promise.all(Array.from({ length: 20 }, () => postEvent(manager.accessToken, body)));
     expect(results.map((r) => r.status).sort((a, b) => a - b)).toEqual([...Array(19).fill(200), 201]);
     expect(new Set(results.map((r) => r.body.data.event_id)).size).toBe(1);
     expect(new Set(results.map((r) => r.body.data.venue.venue_node_id)).size).toBe(1);
     const [row] = await db()`select count(*)::int as n from app.events where external_platform = 'platform_a' and external_id = ${body.external_id}`;
     expect(row!.n).toBe(1);
-    const [venues] = await db()`select count(*)::int as n from app.venues where name = ${body.venue.name}`;
+    const [venues] = await db()`select count(*)::int as n from app.venues where name = ${venueName}`;
     expect(venues!.n).toBe(1);
   });
 
