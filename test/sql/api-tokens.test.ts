@@ -6,6 +6,7 @@ import crypto from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { withClaims } from '../../gateway/lib/db.ts';
 import { asAnon, asUser, db, uniqueEmail } from '../helpers.ts';
+import { sqlState } from '../support/sql-state.ts';
 
 const newUser = async () => {
   const email = uniqueEmail('toksql');
@@ -20,14 +21,6 @@ const create = (userId: string, permissions: string[] = ['/*'], communityId: str
 const authenticate = (secret: string, path: string) =>
   asAnon((tx) => tx`select * from api.api_token_authenticate(${secret}, ${path})`).then((rows) => rows[0]!);
 
-const sqlState = async (p: Promise<unknown>) => {
-  try {
-    await p;
-    return 'ok';
-  } catch (err) {
-    return (err as { code?: string }).code;
-  }
-};
 
 describe('permission patterns', () => {
   it.each([

@@ -6,6 +6,7 @@ import crypto from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { withClaims, type RequestClaims } from '../../gateway/lib/db.ts';
 import { asAnon, asUser, db, uniqueEmail } from '../helpers.ts';
+import { sqlState } from '../support/sql-state.ts';
 
 const newUser = async () => {
   const email = uniqueEmail('platsql');
@@ -15,14 +16,6 @@ const newUser = async () => {
 const newCommunity = async (managerEmail: string | null) => {
   const [row] = await db()`select admin.create_community(${'plat ' + Math.random()}, null, '{}', ${managerEmail}) as id`;
   return row!.id as string;
-};
-const sqlState = async (p: Promise<unknown>) => {
-  try {
-    await p;
-    return 'ok';
-  } catch (err) {
-    return (err as { code?: string }).code;
-  }
 };
 const claimsFor = (userId: string, tokenCommunity: string | null = null, tokenId: string | null = null): RequestClaims => ({
   role: 'authenticated',
