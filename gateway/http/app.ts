@@ -12,9 +12,11 @@ import { deeplinkRoutes } from '../routes/deeplinks.ts';
 import { eventRoutes } from '../routes/events.ts';
 import { healthHandler } from '../routes/health.ts';
 import { passwordRoutes } from '../routes/password.ts';
+import { platformRoutes } from '../routes/platform.ts';
 import { profileRoutes } from '../routes/profile.ts';
 import { streamRoutes } from '../routes/stream.ts';
 import { dealRoutes, taskRoutes } from '../routes/tasks.ts';
+import { tokenRoutes } from '../routes/tokens.ts';
 import { dispatch } from './dispatch.ts';
 import type { Route, Services } from './route.ts';
 
@@ -30,6 +32,8 @@ export const routes: Route[] = [
   ...eventRoutes,
   ...connectionRoutes,
   ...deeplinkRoutes,
+  ...tokenRoutes,
+  ...platformRoutes,
 ];
 
 export interface AppOptions {
