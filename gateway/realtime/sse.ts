@@ -30,24 +30,13 @@
 import type { Response } from 'express';
 import type { RequestClaims } from '../lib/db.ts';
 import type { Logger } from '../lib/log.ts';
-import type { ChangeHub, SseSubscriber, StreamRow } from './hub.ts';
+import type { ChangeHub, CloseReason, SseSubscriber } from './hub.ts';
 
 export interface StreamStart {
   stream_id: string;
   mode: 'snapshot' | 'reset' | 'resume';
   last_event_id: string;
   events: Record<string, unknown>[] | null;
-}
-
-export function formatRows(rows: readonly StreamRow[]): string {
-  let out = '';
-  rows.forEach((row, i) => {
-    const lastOfChange = rows[i + 1]?.change_id !== row.change_id;
-    out += `event: ${row.operation}\n`;
-    if (lastOfChange) out += `id: ${row.change_id}\n`;
-    out += `data: ${JSON.stringify(row.event)}\n\n`;
-  });
-  return out;
 }
 
 export class SseStream implements SseSubscriber {
@@ -81,9 +70,10 @@ export class SseStream implements SseSubscriber {
     const { res, start } = this;
     res.on('close', () => this.finish());
     res.on('drain', () => {
+      if (!this.congested) return;
       this.congested = false;
       clearTimeout(this.drainTimer);
-      this.hub.wake();
+      this.hub.wake(this);
     });
     if (res.destroyed) {
       this.finish();
@@ -117,22 +107,18 @@ export class SseStream implements SseSubscriber {
     return !this.ended && !this.congested;
   }
 
-  deliver(rows: readonly StreamRow[]): void {
-    if (rows.length === 0 || this.ended) return;
-    let out = this.hub.formatted.get(rows);
-    if (out === undefined) {
-      out = formatRows(rows);
-      this.hub.formatted.set(rows, out);
-    }
-    this.write(out);
+  deliver(text: string): void {
+    this.write(text);
   }
 
   keepAlive(): void {
     if (this.canReceive()) this.write(': keep-alive\n\n');
   }
 
-  close(reason: 'pruned' | 'shutdown'): void {
-    this.end(reason === 'pruned' ? 'resume point no longer kept' : 'server shutting down');
+  close(reason: CloseReason): void {
+    this.end(
+      reason === 'pruned' ? 'resume point no longer kept' : reason === 'revoked' ? 'session ended' : 'server shutting down',
+    );
   }
 
   private write(chunk: string, bounded = true): void {
@@ -148,6 +134,8 @@ export class SseStream implements SseSubscriber {
     const ok = this.res.write(chunk);
     if (!ok && !this.congested) {
       this.congested = true;
+      // Out of the hub's cohorts until it drains (it then resumes from here).
+      this.hub.congested(this);
       this.drainTimer = setTimeout(() => {
         if (this.congested) this.drop('client not reading');
       }, this.hub.config.drainTimeoutMs);

@@ -8,7 +8,9 @@ import { asUser, db } from '../helpers.ts';
 
 const PUBLIC = 'https://app.example.com';
 
-async function newUser(): Promise<{ id: string; nodeId: string }> {
+type User = { id: string; nodeId: string };
+
+async function newUser(): Promise<User> {
   const email = `fanout-${crypto.randomBytes(6).toString('hex')}@example.com`;
   const [row] = await db()`select admin.create_user(${email}, 'correct horse', 'Fan') as id`;
   const [profile] = await db()`select node_id from app.profiles where id = ${row!.id}`;
@@ -58,9 +60,8 @@ function perUser(userId: string, after: number, upto: number) {
 describe('private.event_stream_fanout: one read for everyone', () => {
   it('every user gets exactly what the per-user path gives them, across inserts, updates, moves, deletes, expiries and memberships', async () => {
     const [a, b, quiet] = [await newCommunity(), await newCommunity(), await newCommunity()];
-    const [memberA, managerA, memberB, both, joiner, leaver, outsider] = await Promise.all(
-      Array.from({ length: 7 }, () => newUser()),
-    );
+    const users = await Promise.all(Array.from({ length: 7 }, () => newUser()));
+    const [memberA, managerA, memberB, both, joiner, leaver, outsider] = users as [User, User, User, User, User, User, User];
     await join(a, memberA.nodeId);
     await join(a, managerA.nodeId, 'manager');
     await join(b, memberB.nodeId);
@@ -84,7 +85,7 @@ describe('private.event_stream_fanout: one read for everyone', () => {
     const end = await head();
 
     const rows = await fanout(start, end);
-    for (const user of [memberA, managerA, memberB, both, joiner, leaver, outsider]) {
+    for (const user of users) {
       expect(forUser(rows, user.id), `user ${user.id}`).toEqual(await perUser(user.id, start, end));
     }
     expect(forUser(rows, outsider.id)).toEqual([]);
