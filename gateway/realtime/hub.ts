@@ -50,6 +50,7 @@ import postgres from 'postgres';
 import type { RealtimeConfig } from '../lib/config.ts';
 import type { RequestClaims, Sql } from '../lib/db.ts';
 import type { Logger } from '../lib/log.ts';
+import { SsePayload } from './sse.ts';
 
 export type SubscriberKind = 'sse' | 'websocket';
 
@@ -93,8 +94,8 @@ interface SubscriberBase {
 
 export interface SseSubscriber extends SubscriberBase {
   readonly kind: 'sse';
-  /** Writes formatted messages (one or more changes after its cursor). */
-  deliver(text: string): void;
+  /** Writes messages (one or more changes after its cursor), formatted and encoded once for all its readers. */
+  deliver(payload: SsePayload): void;
   keepAlive(): void;
 }
 
@@ -498,17 +499,17 @@ export class ChangeHub {
         else sequences.set(user, [i]);
       }
     });
-    const texts = new Map<string, string>();
+    const payloads = new Map<string, SsePayload>();
     for (const [user, seq] of sequences) {
       const key = seq.join(',');
-      let text = texts.get(key);
-      if (text === undefined) texts.set(key, (text = formatRows(seq.map((i) => rows[i]!))));
+      let payload = payloads.get(key);
+      if (payload === undefined) payloads.set(key, (payload = new SsePayload(formatRows(seq.map((i) => rows[i]!)))));
       const streams = cohort.byUser.get(user);
       if (!streams) continue;
       // (A stream may leave the set while written: congested or dropped.)
       for (const s of streams) {
         this.stats.writes++;
-        s.deliver(text);
+        s.deliver(payload);
       }
     }
   }
