@@ -185,7 +185,7 @@ export class ChangeHub {
   private readonly toRelease = new Set<string>();
   private releaseScheduled = false;
   /** Counters for benchmarks and diagnostics. */
-  readonly stats = { fanoutReads: 0, fanoutRows: 0, writes: 0, socketReads: 0 };
+  readonly stats = { fanoutReads: 0, fanoutRows: 0, writes: 0, socketReads: 0, fanoutReadMs: 0, deliverMs: 0 };
 
   constructor(
     private readonly sql: Sql,
@@ -454,6 +454,7 @@ export class ChangeHub {
     cohort.reading = true;
     this.inFlight++;
     let rows: FanoutRow[] | undefined;
+    const began = performance.now();
     try {
       rows = await this.sql.begin('read only', async (tx) => {
         await tx`select set_config('statement_timeout', ${String(this.options.statementTimeoutMs)}, true)`;
@@ -477,13 +478,16 @@ export class ChangeHub {
       this.schedule();
     }
     if (rows === undefined || this.closing) return;
+    const read = performance.now();
     this.stats.fanoutReads++;
     this.stats.fanoutRows += rows.length;
+    this.stats.fanoutReadMs += read - began;
     // Moved before writing: a stream that congests while being written
     // leaves with the new cursor (what it was given is in its socket).
     cohort.cursor = upto;
     cohort.reading = false;
     this.deliver(cohort, rows);
+    this.stats.deliverMs += performance.now() - read;
     this.place(cohort);
   }
 

@@ -229,10 +229,12 @@ async function runSize(ctx: BenchContext, n: number, data: Awaited<ReturnType<ty
       delays.sort((a, b) => a - b);
       lasts.sort((a, b) => a - b);
       const reads = hub.stats.fanoutReads - statsBefore.fanoutReads;
+      const readMs = (hub.stats.fanoutReadMs - statsBefore.fanoutReadMs) / Math.max(1, reads);
+      const deliverMs = (hub.stats.deliverMs - statsBefore.deliverMs) / Math.max(1, reads);
       add(
         label,
         `p50 ${percentile(delays, 50).toFixed(0)} ms, p99 ${percentile(delays, 99).toFixed(0)} ms, last stream ${percentile(lasts, 50).toFixed(0)} ms (worst ${lasts[lasts.length - 1]!.toFixed(0)} ms)` +
-          `${complete ? '' : ' INCOMPLETE'}; ${count} changes, ${reads} fan-out reads; gateway CPU ${((used.user + used.system) / 1000 / count).toFixed(1)} ms per change`,
+          `${complete ? '' : ' INCOMPLETE'}; ${count} changes, ${reads} fan-out reads (${readMs.toFixed(0)} ms to read, ${deliverMs.toFixed(0)} ms to write, each); gateway CPU ${((used.user + used.system) / 1000 / count).toFixed(1)} ms per change`,
       );
       return { delays, lasts, complete };
     };

@@ -76,6 +76,8 @@ begin
      and (only_users is null or p.id = any(only_users));
 
   for msg in
+    -- Everything that depends on the change alone is computed once per
+    -- change, not once per member (a change may reach 10,000 users).
     with changes as (
       select c.id, c.operation, c.changed_at,
              jsonb_populate_record(null::app.events, c.row_data) as new_row,
@@ -84,50 +86,59 @@ begin
        where c.id > after_id and c.id <= upto_id
          and c.table_name = 'events'
     ),
-    -- Everyone who belongs to the community of the row before or after the
-    -- change: the only users who can get a message from it.
-    members as (
-      select ch.id, p.id as user_id,
-             bool_or(m.community_id = (ch.old_row).community_id) as in_old,
-             bool_or(m.community_id = (ch.new_row).community_id) as in_new,
-             -- the view: private.event_json shows the manager fields to
-             -- managers of the (new) row's community
-             bool_or(m.community_id = (ch.new_row).community_id and m.role = 'manager') as manager
-        from changes ch
-        join app.community_members m
-          on m.community_id = (ch.new_row).community_id
-          or m.community_id = (ch.old_row).community_id
-        join app.profiles p on p.node_id = m.member_node_id
-       where (only_users is null or p.id = any(only_users))
-         and p.id <> all(movers)
-       group by ch.id, p.id
-    ),
     judged as (
-      select mb.id, mb.user_id, mb.manager,
+      select ch.id, ch.changed_at, ch.new_row,
+             (ch.old_row).community_id as old_community,
+             (ch.new_row).community_id as new_community,
+             -- in the feed of the old community's members before the change
              case
                when ch.operation = 'insert' then false
-               when ch.operation = 'expire' then mb.in_old
-               else mb.in_old
-                    and private.event_effective_end((ch.old_row).starts_at, (ch.old_row).ends_at) >= ch.changed_at
-             end as was_in,
+               when ch.operation = 'expire' then true
+               else private.event_effective_end((ch.old_row).starts_at, (ch.old_row).ends_at) >= ch.changed_at
+             end as was_shown,
+             -- in the feed of the new community's members after it
              ch.operation in ('insert', 'update')
-               and mb.in_new
                and private.event_effective_end((ch.new_row).starts_at, (ch.new_row).ends_at) >= ch.changed_at
-               as is_in
-        from members mb
-        join changes ch on ch.id = mb.id
+               as is_shown
+        from changes ch
+    ),
+    -- Who gets a message: members of the (new) community, and members of
+    -- the old one that are not in the new one (an event that moved). The
+    -- view: private.event_json shows the manager fields to managers of the
+    -- (new) row's community.
+    audience as (
+      select j.id, m.member_node_id, m.role = 'manager' as manager,
+             j.was_shown and (j.old_community = j.new_community or exists (
+               select from app.community_members o
+                where o.community_id = j.old_community and o.member_node_id = m.member_node_id)) as was_in,
+             j.is_shown as is_in
+        from judged j
+        join app.community_members m on m.community_id = j.new_community
+       where j.was_shown or j.is_shown
+      union all
+      select j.id, m.member_node_id, false, true, false
+        from judged j
+        join app.community_members m on m.community_id = j.old_community
+       where j.was_shown
+         and j.old_community <> j.new_community
+         and not exists (
+               select from app.community_members n
+                where n.community_id = j.new_community and n.member_node_id = m.member_node_id)
     ),
     views as (
-      select j.id,
-             case when j.was_in and j.is_in then 'update' when j.is_in then 'insert' else 'delete' end as op,
-             array_agg(j.user_id) as user_ids
-        from judged j
-       where j.was_in or j.is_in
-       group by 1, 2, j.manager
+      select a.id,
+             case when a.was_in and a.is_in then 'update' when a.is_in then 'insert' else 'delete' end as op,
+             array_agg(p.id) as user_ids
+        from audience a
+        join app.profiles p on p.node_id = a.member_node_id
+       where (a.was_in or a.is_in)
+         and (only_users is null or p.id = any(only_users))
+         and p.id <> all(movers)
+       group by 1, 2, a.manager
     )
-    select v.id, v.op, v.user_ids, ch.changed_at, ch.new_row
+    select v.id, v.op, v.user_ids, j.changed_at, j.new_row
       from views v
-      join changes ch on ch.id = v.id
+      join judged j on j.id = v.id
      order by v.id
   loop
     perform set_config('request.jwt.claims',
