@@ -18,9 +18,14 @@ interface OpenCommand {
 type Command = OpenCommand | { type: 'collect' } | { type: 'close' };
 
 const now = () => performance.timeOrigin + performance.now();
-const MARK = /"title": ?"mark-(\d+)"/g;
 
 const sockets: net.Socket[] = [];
+
+function record(mark: number, at: number): void {
+  let list = arrivals.get(mark);
+  if (!list) arrivals.set(mark, (list = []));
+  list.push(at);
+}
 /** marker → arrival times (one per stream that got it) */
 const arrivals = new Map<number, number[]>();
 let failures = 0;
@@ -33,7 +38,8 @@ function openOne(cmd: OpenCommand, token: string): Promise<number> {
     sockets.push(socket);
     let ready = false;
     let tail = '';
-    socket.setEncoding('utf8');
+    // latin1: no UTF-8 decoding; the markers and SSE fields are ASCII.
+    socket.setEncoding('latin1');
     socket.on('connect', () => {
       socket.write(
         `GET ${cmd.path} HTTP/1.1\r\nHost: ${cmd.host}:${cmd.port}\r\nAuthorization: Bearer ${token}\r\nAccept: text/event-stream\r\n\r\n`,
@@ -41,8 +47,9 @@ function openOne(cmd: OpenCommand, token: string): Promise<number> {
     });
     socket.on('data', (chunk: string) => {
       const at = now();
-      const text = tail + chunk;
       if (!ready) {
+        const text = tail + chunk;
+        tail = text.slice(-16);
         if (text.startsWith('HTTP/1.1 ') && !text.startsWith('HTTP/1.1 200')) {
           failures++;
           ready = true;
@@ -52,20 +59,26 @@ function openOne(cmd: OpenCommand, token: string): Promise<number> {
         }
         if (text.includes('event: ready')) {
           ready = true;
+          tail = '';
           resolve(at - started);
         }
+        return;
       }
-      MARK.lastIndex = 0;
-      let m: RegExpExecArray | null;
-      while ((m = MARK.exec(text)) !== null) {
-        // Only matches that end in the new chunk (the tail was scanned before).
-        if (m.index + m[0].length <= tail.length) continue;
-        const mark = Number(m[1]);
-        let list = arrivals.get(mark);
-        if (!list) arrivals.set(mark, (list = []));
-        list.push(at);
+      // Cheap scan (a client process holds thousands of streams): the
+      // markers in this chunk, plus one split across the previous chunk.
+      const text = tail.length > 0 ? tail + chunk : chunk;
+      let from = 0;
+      for (;;) {
+        const i = text.indexOf('"mark-', from);
+        if (i < 0) break;
+        let j = i + 6;
+        while (j < text.length && text.charCodeAt(j) >= 48 && text.charCodeAt(j) <= 57) j++;
+        if (j >= text.length) break; // cut off: completed by the next chunk
+        if (j > i + 6) record(Number(text.slice(i + 6, j)), at);
+        from = j;
       }
-      tail = text.slice(-120);
+      const cut = text.lastIndexOf('"mark-');
+      tail = cut >= 0 && cut >= from ? text.slice(cut) : text.slice(-5);
     });
     socket.on('error', () => {
       if (!ready) {
