@@ -2,40 +2,9 @@
 // once (one row per change and view, with its users), as the realtime hub
 // reads them. The rule is api.event_stream_changes' (the per-user path):
 // every user must get from the fan-out exactly what that path gives them.
-import crypto from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { asUser, db } from '../helpers.ts';
-
-const PUBLIC = 'https://app.example.com';
-
-type User = { id: string; nodeId: string };
-
-async function newUser(): Promise<User> {
-  const email = `fanout-${crypto.randomBytes(6).toString('hex')}@example.com`;
-  const [row] = await db()`select admin.create_user(${email}, 'correct horse', 'Fan') as id`;
-  const [profile] = await db()`select node_id from app.profiles where id = ${row!.id}`;
-  return { id: row!.id, nodeId: profile!.node_id };
-}
-
-async function newCommunity(): Promise<string> {
-  const [row] = await db()`select admin.create_community(${`Fanout ${crypto.randomBytes(3).toString('hex')}`}) as id`;
-  return row!.id;
-}
-
-async function join(communityId: string, nodeId: string, role = 'member'): Promise<void> {
-  await db()`insert into app.community_members (community_id, member_node_id, role) values (${communityId}, ${nodeId}, ${role})`;
-}
-
-async function newEvent(communityId: string, starts: string, ends: string | null = null, title = 'Event'): Promise<string> {
-  const [row] = await db()`
-    select admin.create_event(${communityId}, ${title}, now() + ${starts}::interval, now() + ${ends}::interval) as id`;
-  return row!.id;
-}
-
-async function head(): Promise<number> {
-  const [row] = await db()`select head from private.change_log_position()`;
-  return Number(row!.head);
-}
+import { PUBLIC, head, join, newCommunity, newEvent, newUser, type FeedUser as User } from '../support/feed-sql.ts';
 
 interface Delivery {
   change_id: string;
