@@ -5,29 +5,41 @@
 //     `event_changes`. A notification carries ids only; it just tells the hub
 //     how far the change log has grown (`head`). Ids are assigned in commit
 //     order, so every id up to a notified one is committed and readable.
-//   * Each subscriber (an SSE stream, a websocket channel) has a cursor: the
-//     last change id it has been given. Whenever a subscriber is behind the
-//     head, the hub reads the log range (cursor, head] AS THAT USER (role
-//     authenticated and the user's request.jwt.claims, set exactly as
-//     withClaims sets them for a request), through the SQL function of its kind:
-//     api.event_stream_changes (SSE) or api.realtime_event_changes
-//     (websocket). Subscribers of the same kind, user and cursor share one
-//     query, so a change costs one query per user with a stream, not one per
-//     stream or per event. For SSE ranges the hub first asks SQL once who
-//     may get anything from the range (private.event_stream_audience: the
-//     members of the communities the changes touch) and moves everyone
-//     else's cursor past it without a query. Nothing is filtered here: the
-//     SQL functions decide what each user sees.
+//   * SSE streams are grouped in cohorts: the streams that have been given
+//     every change up to the same id (the cohort's cursor), indexed by user.
+//     Normally there is one cohort, the live one, at the head. When the head
+//     moves, a cohort's next range (cursor, head] is read ONCE, for every
+//     user, by private.event_stream_fanout: one row per change and distinct
+//     view (member, manager; the per-user exceptions such as a membership
+//     change), each with the users who get it. The hub writes each row's
+//     payload to the streams of those users found in the cohort (a map
+//     lookup per user), so the work per change is proportional to its
+//     audience, not to the number of streams; the cohort then moves to the
+//     new cursor. Nothing is filtered here: the SQL function decides who
+//     sees what (the same rule as api.event_stream_changes).
+//   * Streams join the cohort of their starting point (the snapshot's or
+//     Last-Event-ID's change id). A small cohort (a few users: streams that
+//     resumed from an older id, or a congested stream catching up) is read
+//     for its users only (only_users); when it reaches the cursor of another
+//     cohort the two merge, so catching-up streams end up in the live one.
+//   * Back-pressure: a stream whose socket stops draining leaves its cohort
+//     (parked, with its cursor) and rejoins at that cursor when it drains, so
+//     the hub keeps no per-stream queue and a slow client never holds up the
+//     others.
+//   * Websocket channels (postgres_changes rows) are read per user, grouped
+//     by (user, cursor): api.realtime_event_changes as that user, with
+//     row-level security applied like Supabase Realtime does.
 //   * Reading ranges rather than trusting notifications means a lost or
 //     coalesced NOTIFY loses nothing: the next notification, the re-LISTEN
-//     after a reconnect, or the safety poll moves the head and the range
-//     covers everything in between. Every gateway process has its own LISTEN
-//     connection and its own subscribers, so several replicas each deliver
-//     every change to their own clients.
-//   * Subscribers pull: a congested one (its socket is not draining) is
-//     skipped until it drains, so the hub keeps no per-subscriber queue;
-//     memory per connection is bounded by what it has been written (see
-//     sse.ts and websocket.ts for the bounds and when a client is dropped).
+//     after a reconnect (postgres.js reconnects and calls back; the hub then
+//     reads the head), or the safety poll moves the head, and the range
+//     covers everything in between. A failed read (e.g. Postgres restarting)
+//     leaves the cursors where they were and is retried after a pause.
+//     Every gateway process has its own LISTEN connection and its own
+//     subscribers, so several replicas each deliver every change to their
+//     own clients.
+//   * Sessions: every subscriber is indexed by the session of its access
+//     token; closeSession(id) ends them all (a logout or a revoked session).
 //   * Maintenance, from every replica (each statement is safe to repeat):
 //     expiries of ended events (private.log_event_expiries), pruning of the
 //     log by age (admin.prune_change_log), and the heartbeat of this
@@ -38,14 +50,20 @@ import postgres from 'postgres';
 import type { RealtimeConfig } from '../lib/config.ts';
 import type { RequestClaims, Sql } from '../lib/db.ts';
 import type { Logger } from '../lib/log.ts';
+import { SsePayload } from './sse.ts';
 
 export type SubscriberKind = 'sse' | 'websocket';
 
-/** A message of the SSE stream, as api.event_stream_changes returns it. */
+/** A message of the SSE stream (api.event_stream_changes, private.event_stream_fanout). */
 export interface StreamRow {
   change_id: string;
   operation: 'insert' | 'update' | 'delete';
   event: Record<string, unknown>;
+}
+
+/** A row of private.event_stream_fanout: a message and the users (comma-separated ids) who get it. */
+interface FanoutRow extends StreamRow {
+  users: string;
 }
 
 /** A row change for postgres_changes, as api.realtime_event_changes returns it. */
@@ -57,22 +75,27 @@ export interface RealtimeRow {
   old_record: Record<string, unknown> | null;
 }
 
+export type CloseReason = 'pruned' | 'shutdown' | 'revoked';
+
 interface SubscriberBase {
   readonly userId: string;
   /** The claims its queries run with (role authenticated, sub = userId). */
   readonly claims: RequestClaims;
-  /** The last change id it has been given, or judged not to concern it. */
+  /**
+   * The last change id it has been given, or judged not to concern it. For
+   * an SSE stream: its starting point; afterwards the hub keeps it.
+   */
   cursor: number;
   /** False while it cannot take more (its connection is not draining). */
   canReceive(): boolean;
-  /** Its resume point is no longer in the log, or the hub is closing: end it. */
-  close(reason: 'pruned' | 'shutdown'): void;
+  /** Its resume point is no longer in the log, its session ended, or the hub is closing: end it. */
+  close(reason: CloseReason): void;
 }
 
 export interface SseSubscriber extends SubscriberBase {
   readonly kind: 'sse';
-  /** The messages of the changes (previous cursor, upto]; possibly none. */
-  deliver(rows: readonly StreamRow[]): void;
+  /** Writes messages (one or more changes after its cursor), formatted and encoded once for all its readers. */
+  deliver(payload: SsePayload): void;
   keepAlive(): void;
 }
 
@@ -90,18 +113,67 @@ export interface HubOptions {
   listenSql?: Sql;
 }
 
+/** A cohort of this many users or fewer is read for its users only. */
+const SMALL_COHORT_USERS = 64;
+
+/** SSE text of a user's messages, in change order; `id:` on the last message of each change. */
+export function formatRows(rows: readonly StreamRow[]): string {
+  let out = '';
+  rows.forEach((row, i) => {
+    const lastOfChange = rows[i + 1]?.change_id !== row.change_id;
+    out += `event: ${row.operation}\n`;
+    if (lastOfChange) out += `id: ${row.change_id}\n`;
+    out += `data: ${JSON.stringify(row.event)}\n\n`;
+  });
+  return out;
+}
+
+/** SSE streams that have been given every change up to `cursor`, by user. */
+class Cohort {
+  readonly byUser = new Map<string, Set<SseSubscriber>>();
+  size = 0;
+  reading = false;
+  constructor(public cursor: number) {}
+
+  add(s: SseSubscriber): void {
+    let streams = this.byUser.get(s.userId);
+    if (!streams) this.byUser.set(s.userId, (streams = new Set()));
+    if (!streams.has(s)) {
+      streams.add(s);
+      this.size++;
+    }
+  }
+
+  delete(s: SseSubscriber): void {
+    const streams = this.byUser.get(s.userId);
+    if (!streams?.delete(s)) return;
+    this.size--;
+    if (streams.size === 0) this.byUser.delete(s.userId);
+  }
+
+  *streams(): Iterable<SseSubscriber> {
+    for (const set of this.byUser.values()) yield* set;
+  }
+}
+
 export class ChangeHub {
   /** Names this process in the stream registrations. */
   readonly gatewayId = `gateway-${crypto.randomUUID()}`;
   private head = 0;
-  private readonly subscribers = new Set<Subscriber>();
-  private readonly busy = new Set<Subscriber>();
-  private readonly isolated = new Set<Subscriber>();
-  /**
-   * Audiences of SSE ranges ("from:upto" → the users who may get a message;
-   * 'everyone' when it could not be narrowed), or the read in flight.
-   */
-  private readonly audiences = new Map<string, Set<string> | 'everyone' | Promise<void>>();
+  /** Cohorts not being read, by cursor (streams starting there join them). */
+  private readonly cohorts = new Map<number, Cohort>();
+  /** The cohort of every SSE stream that is not parked (including cohorts being read). */
+  private readonly cohortOf = new Map<SseSubscriber, Cohort>();
+  /** SSE streams whose socket is not draining; they keep their cursor. */
+  private readonly parked = new Set<SseSubscriber>();
+  /** Every SSE stream (keep-alives, shutdown). */
+  private readonly streams = new Set<SseSubscriber>();
+  /** Websocket channels (read per user). */
+  private readonly sockets = new Set<WebSocketSubscriber>();
+  private readonly busy = new Set<WebSocketSubscriber>();
+  private readonly isolated = new Set<WebSocketSubscriber>();
+  /** Subscribers by the session of their access token (closeSession). */
+  private readonly sessions = new Map<string, Set<Subscriber>>();
   private inFlight = 0;
   private readonly running = new Set<Promise<void>>();
   private scheduled = false;
@@ -114,8 +186,8 @@ export class ChangeHub {
   private readonly registrations = new Set<string>();
   private readonly toRelease = new Set<string>();
   private releaseScheduled = false;
-  /** Formatted output per query result, shared by the subscribers of one group. */
-  readonly formatted = new WeakMap<object, string>();
+  /** Counters for benchmarks and diagnostics. */
+  readonly stats = { fanoutReads: 0, fanoutRows: 0, writes: 0, socketReads: 0, fanoutReadMs: 0, deliverMs: 0 };
 
   constructor(
     private readonly sql: Sql,
@@ -130,7 +202,7 @@ export class ChangeHub {
   }
 
   get size(): number {
-    return this.subscribers.size;
+    return this.streams.size + this.sockets.size;
   }
 
   async start(): Promise<void> {
@@ -156,7 +228,7 @@ export class ChangeHub {
     every(this.config.pruneIntervalMs, () => this.prune());
     every(Math.max(1000, (this.config.registrationTtlSeconds * 1000) / 3), () => this.renewRegistrations());
     every(this.config.keepAliveMs, async () => {
-      for (const s of this.subscribers) if (s.kind === 'sse') s.keepAlive();
+      for (const s of this.streams) s.keepAlive();
     });
     this.started = true;
     this.log.debug({ gateway: this.gatewayId, head: this.head }, 'realtime hub listening');
@@ -186,18 +258,62 @@ export class ChangeHub {
       subscriber.close('shutdown');
       return;
     }
-    this.subscribers.add(subscriber);
+    const session = subscriber.claims.session_id;
+    if (typeof session === 'string') {
+      let set = this.sessions.get(session);
+      if (!set) this.sessions.set(session, (set = new Set()));
+      set.add(subscriber);
+    }
+    if (subscriber.kind === 'sse') {
+      this.streams.add(subscriber);
+      if (subscriber.canReceive()) this.join(subscriber, subscriber.cursor);
+      else this.parked.add(subscriber);
+    } else {
+      this.sockets.add(subscriber);
+    }
     // Its starting point is a committed id: the head is at least there.
     this.advance(subscriber.cursor);
     this.schedule();
   }
 
   remove(subscriber: Subscriber): void {
-    this.subscribers.delete(subscriber);
+    const session = subscriber.claims.session_id;
+    if (typeof session === 'string') {
+      const set = this.sessions.get(session);
+      if (set?.delete(subscriber) && set.size === 0) this.sessions.delete(session);
+    }
+    if (subscriber.kind === 'websocket') {
+      this.sockets.delete(subscriber);
+      return;
+    }
+    this.streams.delete(subscriber);
+    this.parked.delete(subscriber);
+    this.leaveCohort(subscriber);
+  }
+
+  /**
+   * Ends every stream and channel opened with an access token of this
+   * session (logout, revocation). Returns how many.
+   */
+  closeSession(sessionId: string): number {
+    const set = this.sessions.get(sessionId);
+    if (!set) return 0;
+    const subscribers = [...set];
+    for (const s of subscribers) s.close('revoked');
+    return subscribers.length;
+  }
+
+  /** An SSE stream's socket stopped draining: it leaves its cohort, keeping its cursor. */
+  congested(stream: SseSubscriber): void {
+    const cohort = this.leaveCohort(stream);
+    if (!cohort) return;
+    stream.cursor = cohort.cursor;
+    this.parked.add(stream);
   }
 
   /** A subscriber can take more again (its connection drained). */
-  wake(): void {
+  wake(stream?: SseSubscriber): void {
+    if (stream && this.parked.delete(stream)) this.join(stream, stream.cursor);
     this.schedule();
   }
 
@@ -227,8 +343,13 @@ export class ChangeHub {
     if (this.closing) return;
     this.closing = true;
     for (const timer of this.timers) clearInterval(timer);
-    for (const s of [...this.subscribers]) s.close('shutdown');
-    this.subscribers.clear();
+    for (const s of [...this.streams, ...this.sockets]) s.close('shutdown');
+    this.streams.clear();
+    this.sockets.clear();
+    this.cohorts.clear();
+    this.cohortOf.clear();
+    this.parked.clear();
+    this.sessions.clear();
     await Promise.allSettled([...this.running]);
     for (const id of this.registrations) this.toRelease.add(id);
     this.registrations.clear();
@@ -237,6 +358,38 @@ export class ChangeHub {
       await this.listener.unlisten().catch((err: unknown) => this.log.warn({ err }, 'realtime: unlisten failed'));
       this.listener = null;
     }
+  }
+
+  private leaveCohort(stream: SseSubscriber): Cohort | undefined {
+    const cohort = this.cohortOf.get(stream);
+    if (!cohort) return undefined;
+    this.cohortOf.delete(stream);
+    cohort.delete(stream);
+    if (cohort.size === 0 && !cohort.reading && this.cohorts.get(cohort.cursor) === cohort) this.cohorts.delete(cohort.cursor);
+    return cohort;
+  }
+
+  private join(stream: SseSubscriber, cursor: number): void {
+    let cohort = this.cohorts.get(cursor);
+    if (!cohort) this.cohorts.set(cursor, (cohort = new Cohort(cursor)));
+    cohort.add(stream);
+    this.cohortOf.set(stream, cohort);
+  }
+
+  /** Puts a cohort (not being read) at its cursor, merging it with the one there (the smaller moves). */
+  private place(cohort: Cohort): void {
+    if (cohort.size === 0) return;
+    const there = this.cohorts.get(cohort.cursor);
+    if (!there || there === cohort) {
+      this.cohorts.set(cohort.cursor, cohort);
+      return;
+    }
+    const [big, small] = there.size >= cohort.size ? [there, cohort] : [cohort, there];
+    for (const s of small.streams()) {
+      big.add(s);
+      this.cohortOf.set(s, big);
+    }
+    this.cohorts.set(big.cursor, big);
   }
 
   private onNotification(payload: string): void {
@@ -271,13 +424,7 @@ export class ChangeHub {
     });
   }
 
-  /**
-   * Groups the subscribers that are behind and can receive by (kind, user,
-   * cursor), and reads each group's next range. Several groups share one
-   * read-only transaction (its queries pipelined on one connection, the
-   * claims set before each user's query), so a change seen by many users
-   * costs about one round trip per transaction, not four per user.
-   */
+  /** Starts the reads that are due: cohorts behind the head (largest first), then websocket groups. */
   private pump(): void {
     if (this.closing) return;
     const wait = this.backoffUntil - Date.now();
@@ -285,86 +432,126 @@ export class ChangeHub {
       setTimeout(() => this.schedule(), wait).unref();
       return;
     }
-    const byKey = new Map<string, Subscriber[]>();
-    for (const s of this.subscribers) {
+    const due: Cohort[] = [];
+    for (const cohort of this.cohorts.values()) if (cohort.cursor < this.head && cohort.size > 0) due.push(cohort);
+    due.sort((a, b) => b.size - a.size);
+    for (const cohort of due) {
+      if (this.inFlight >= this.config.queryConcurrency) return;
+      this.track(this.readCohort(cohort));
+    }
+    this.pumpSockets();
+  }
+
+  private track(run: Promise<void>): void {
+    this.running.add(run);
+    void run.finally(() => this.running.delete(run));
+  }
+
+  /** Reads a cohort's next range once for all its users and writes each stream its messages. */
+  private async readCohort(cohort: Cohort): Promise<void> {
+    const from = cohort.cursor;
+    const upto = Math.min(this.head, from + this.config.batchSize);
+    const only = cohort.byUser.size <= SMALL_COHORT_USERS ? [...cohort.byUser.keys()] : null;
+    this.cohorts.delete(from);
+    cohort.reading = true;
+    this.inFlight++;
+    let rows: FanoutRow[] | undefined;
+    const began = performance.now();
+    try {
+      rows = await this.sql.begin('read only', async (tx) => {
+        await tx`select set_config('statement_timeout', ${String(this.options.statementTimeoutMs)}, true)`;
+        return tx<FanoutRow[]>`
+          select change_id, operation, event, array_to_string(user_ids, ',') as users
+            from private.event_stream_fanout(${from}, ${upto}, ${this.options.publicUrl}, ${only}::uuid[])`;
+      });
+    } catch (err) {
+      cohort.reading = false;
+      if (err instanceof postgres.PostgresError && err.code === 'PT410') {
+        // Resuming from an id the log no longer holds: the clients reconnect
+        // with the same id and get a fresh snapshot.
+        for (const s of [...cohort.streams()]) s.close('pruned');
+      } else if (!this.closing) {
+        this.log.warn({ err, from, upto }, 'realtime: reading changes failed; retrying');
+        this.backoffUntil = Date.now() + 1000;
+      }
+      this.place(cohort);
+    } finally {
+      this.inFlight--;
+      this.schedule();
+    }
+    if (rows === undefined || this.closing) return;
+    const read = performance.now();
+    this.stats.fanoutReads++;
+    this.stats.fanoutRows += rows.length;
+    this.stats.fanoutReadMs += read - began;
+    // Moved before writing: a stream that congests while being written
+    // leaves with the new cursor (what it was given is in its socket).
+    cohort.cursor = upto;
+    cohort.reading = false;
+    this.deliver(cohort, rows);
+    this.stats.deliverMs += performance.now() - read;
+    this.place(cohort);
+  }
+
+  /** Writes each stream of the cohort its users' messages; users sharing the same messages share one text. */
+  private deliver(cohort: Cohort, rows: readonly FanoutRow[]): void {
+    if (rows.length === 0) return;
+    const sequences = new Map<string, number[]>();
+    rows.forEach((row, i) => {
+      for (const user of row.users.split(',')) {
+        if (!cohort.byUser.has(user)) continue;
+        const seq = sequences.get(user);
+        if (seq) seq.push(i);
+        else sequences.set(user, [i]);
+      }
+    });
+    const payloads = new Map<string, SsePayload>();
+    for (const [user, seq] of sequences) {
+      const key = seq.join(',');
+      let payload = payloads.get(key);
+      if (payload === undefined) payloads.set(key, (payload = new SsePayload(formatRows(seq.map((i) => rows[i]!)))));
+      const streams = cohort.byUser.get(user);
+      if (!streams) continue;
+      // (A stream may leave the set while written: congested or dropped.)
+      for (const s of streams) {
+        this.stats.writes++;
+        s.deliver(payload);
+      }
+    }
+  }
+
+  /**
+   * Websocket channels: groups those that are behind and can receive by
+   * (user, cursor), and reads each group's next range as that user. Several
+   * groups share one read-only transaction (pipelined, the claims set before
+   * each user's query).
+   */
+  private pumpSockets(): void {
+    const byKey = new Map<string, WebSocketSubscriber[]>();
+    for (const s of this.sockets) {
       if (s.cursor >= this.head || this.busy.has(s) || !s.canReceive()) continue;
-      const key = `${s.kind}|${s.userId}|${s.cursor}`;
+      const key = `${s.userId}|${s.cursor}`;
       const group = byKey.get(key);
       if (group) group.push(s);
       else byKey.set(key, [s]);
     }
-    const groups: Subscriber[][] = [];
-    let skipped = false;
-    for (const group of byKey.values()) {
-      const first = group[0]!;
-      if (first.kind === 'websocket') {
-        groups.push(group);
-        continue;
-      }
-      // SSE: read only as users who may get a message from the range; move
-      // the others past it (one audience query per range, not one per user).
-      const from = first.cursor;
-      const upto = Math.min(this.head, from + this.config.batchSize);
-      const key = `${from}:${upto}`;
-      const audience = this.audiences.get(key);
-      if (audience === undefined) {
-        this.fetchAudience(key, from, upto);
-        continue;
-      }
-      if (audience instanceof Promise) continue;
-      if (audience !== 'everyone' && !audience.has(first.userId)) {
-        for (const m of group) m.cursor = upto;
-        skipped = true;
-        continue;
-      }
-      groups.push(group);
-    }
-    if (skipped) this.schedule();
+    const groups = [...byKey.values()];
     // After a failed shared read, its groups are read alone once (so one
     // group's error, e.g. a pruned resume point, is not everyone's).
     const alone = groups.filter((g) => g.some((s) => this.isolated.has(s)));
     const shared = groups.filter((g) => !g.some((s) => this.isolated.has(s)));
-    const batches: Subscriber[][][] = alone.map((g) => [g]);
+    const batches: WebSocketSubscriber[][][] = alone.map((g) => [g]);
     const free = Math.max(1, this.config.queryConcurrency - this.inFlight - batches.length);
     const size = Math.max(1, Math.min(this.config.usersPerTransaction, Math.ceil(shared.length / free)));
     for (let i = 0; i < shared.length; i += size) batches.push(shared.slice(i, i + size));
     for (const batch of batches) {
       // The rest wait for a read to finish (which schedules the next pump).
       if (this.inFlight >= this.config.queryConcurrency) return;
-      const run = this.pull(batch);
-      this.running.add(run);
-      void run.finally(() => this.running.delete(run));
+      this.track(this.pullSockets(batch));
     }
   }
 
-  private fetchAudience(key: string, from: number, upto: number): void {
-    const read = (async () => {
-      try {
-        const rows = await this.sql<{ id: string }[]>`select id from private.event_stream_audience(${from}, ${upto}) as id`;
-        this.audiences.set(key, new Set(rows.map((r) => r.id)));
-      } catch (err) {
-        if (err instanceof postgres.PostgresError && err.code === 'PT410') {
-          // Below the prune watermark: read as every user, who are told.
-          this.audiences.set(key, 'everyone');
-        } else {
-          this.audiences.delete(key);
-          if (!this.closing) {
-            this.log.warn({ err, from, upto }, 'realtime: reading the audience of changes failed; retrying');
-            this.backoffUntil = Date.now() + 1000;
-          }
-        }
-      } finally {
-        // Keep the recent ranges only (streams at the head share them).
-        while (this.audiences.size > 256) this.audiences.delete(this.audiences.keys().next().value!);
-        this.schedule();
-      }
-    })();
-    this.audiences.set(key, read);
-    this.running.add(read);
-    void read.finally(() => this.running.delete(read));
-  }
-
-  private async pull(groups: Subscriber[][]): Promise<void> {
+  private async pullSockets(groups: WebSocketSubscriber[][]): Promise<void> {
     const reads = groups.map((members) => {
       const from = members[0]!.cursor;
       return { members, from, upto: Math.min(this.head, from + this.config.batchSize) };
@@ -377,41 +564,31 @@ export class ChangeHub {
         await tx`
           select set_config('role', 'authenticated', true),
                  set_config('statement_timeout', ${String(this.options.statementTimeoutMs)}, true)`;
-        const queries = reads.flatMap(({ members, from, upto }) => {
-          const first = members[0]!;
-          const claims = tx`select set_config('request.jwt.claims', ${JSON.stringify(first.claims)}, true)`;
-          const rows =
-            first.kind === 'sse'
-              ? tx<StreamRow[]>`
-                  select change_id, operation, event
-                    from api.event_stream_changes(${from}, ${upto}, ${this.options.publicUrl})`
-              : tx<RealtimeRow[]>`
-                  select change_id, type, commit_timestamp, record, old_record
-                    from api.realtime_event_changes(${from}, ${upto})`;
-          return [claims, rows];
-        });
+        const queries = reads.flatMap(({ members, from, upto }) => [
+          tx`select set_config('request.jwt.claims', ${JSON.stringify(members[0]!.claims)}, true)`,
+          tx<RealtimeRow[]>`
+            select change_id, type, commit_timestamp, record, old_record
+              from api.realtime_event_changes(${from}, ${upto})`,
+        ]);
         // Started in this order, pipelined on the transaction's connection,
         // run by Postgres in this order: each user's claims, then their query.
         for (const q of queries) q.execute();
         const done = await Promise.all(queries);
-        return reads.map((_, i) => done[2 * i + 1] as unknown as readonly StreamRow[] | readonly RealtimeRow[]);
+        return reads.map((_, i) => done[2 * i + 1] as unknown as readonly RealtimeRow[]);
       });
+      this.stats.socketReads += reads.length;
       reads.forEach(({ members, from, upto }, i) => {
-        const rows = results[i]!;
         for (const m of members) {
           this.isolated.delete(m);
-          if (!this.subscribers.has(m) || m.cursor !== from) continue;
+          if (!this.sockets.has(m) || m.cursor !== from) continue;
           m.cursor = upto;
-          if (m.kind === 'sse') m.deliver(rows as readonly StreamRow[]);
-          else m.deliver(rows as readonly RealtimeRow[]);
+          m.deliver(results[i]!);
         }
       });
     } catch (err) {
       if (groups.length > 1) {
         for (const m of everyone) this.isolated.add(m);
       } else if (err instanceof postgres.PostgresError && err.code === 'PT410') {
-        // Resuming from an id the log no longer holds: the client reconnects
-        // with the same id and gets a fresh snapshot.
         for (const m of everyone) m.close('pruned');
       } else if (!this.closing) {
         this.log.warn({ err, from: reads[0]?.from, upto: reads[0]?.upto }, 'realtime: reading changes failed; retrying');

@@ -27,10 +27,11 @@
 // drainTimeoutMs, the stream is dropped; the client reconnects with
 // Last-Event-ID and loses nothing. The stream also ends when its access token
 // expires (reconnect with a fresh token and Last-Event-ID).
+import type { Socket } from 'node:net';
 import type { Response } from 'express';
 import type { RequestClaims } from '../lib/db.ts';
 import type { Logger } from '../lib/log.ts';
-import type { ChangeHub, SseSubscriber, StreamRow } from './hub.ts';
+import type { ChangeHub, CloseReason, SseSubscriber } from './hub.ts';
 
 export interface StreamStart {
   stream_id: string;
@@ -39,16 +40,33 @@ export interface StreamStart {
   events: Record<string, unknown>[] | null;
 }
 
-export function formatRows(rows: readonly StreamRow[]): string {
-  let out = '';
-  rows.forEach((row, i) => {
-    const lastOfChange = rows[i + 1]?.change_id !== row.change_id;
-    out += `event: ${row.operation}\n`;
-    if (lastOfChange) out += `id: ${row.change_id}\n`;
-    out += `data: ${JSON.stringify(row.event)}\n\n`;
-  });
-  return out;
+const CRLF = Buffer.from('\r\n');
+
+/**
+ * SSE text shared by every stream that gets it, encoded once in the form a
+ * stream writes to its socket: one HTTP/1.1 chunk (chunked transfer
+ * encoding) or plain bytes. A change seen by 10,000 streams is encoded once,
+ * and each stream does one socket write.
+ */
+export class SsePayload {
+  private chunkedBytes: Buffer | undefined;
+  private plainBytes: Buffer | undefined;
+  constructor(readonly text: string) {}
+
+  get chunked(): Buffer {
+    if (!this.chunkedBytes) {
+      const body = this.plain;
+      this.chunkedBytes = Buffer.concat([Buffer.from(`${body.length.toString(16)}\r\n`), body, CRLF]);
+    }
+    return this.chunkedBytes;
+  }
+
+  get plain(): Buffer {
+    return (this.plainBytes ??= Buffer.from(this.text));
+  }
 }
+
+const KEEP_ALIVE = new SsePayload(': keep-alive\n\n');
 
 export class SseStream implements SseSubscriber {
   readonly kind = 'sse' as const;
@@ -57,6 +75,19 @@ export class SseStream implements SseSubscriber {
   private congested = false;
   private drainTimer: NodeJS.Timeout | undefined;
   private expiryTimer: NodeJS.Timeout | undefined;
+  /**
+   * After the opening: the response's own socket, written directly (one
+   * write of a shared, already framed buffer per message), or null to write
+   * through the response (e.g. a socket shared with a pipelined request).
+   */
+  private socket: Socket | null = null;
+  private chunked = false;
+  private readonly onDrain = () => {
+    if (!this.congested) return;
+    this.congested = false;
+    clearTimeout(this.drainTimer);
+    this.hub.wake(this);
+  };
 
   constructor(
     private readonly hub: ChangeHub,
@@ -80,11 +111,7 @@ export class SseStream implements SseSubscriber {
   open(): void {
     const { res, start } = this;
     res.on('close', () => this.finish());
-    res.on('drain', () => {
-      this.congested = false;
-      clearTimeout(this.drainTimer);
-      this.hub.wake();
-    });
+    res.on('drain', this.onDrain);
     if (res.destroyed) {
       this.finish();
       return;
@@ -109,45 +136,51 @@ export class SseStream implements SseSubscriber {
     })}\n\n`;
     // The opening is bounded by the snapshot (at most 100 events): not
     // subject to the backlog bound, or a small bound could never be met.
-    this.write(out, false);
-    if (!this.ended) this.hub.add(this);
+    this.write(new SsePayload(out), false);
+    if (this.ended) return;
+    const socket = res.socket;
+    if (socket && (socket as Socket & { _httpMessage?: unknown })._httpMessage === res && res.writableLength === 0) {
+      this.socket = socket;
+      this.chunked = (res as Response & { chunkedEncoding?: boolean }).chunkedEncoding === true;
+      socket.on('drain', this.onDrain);
+    }
+    this.hub.add(this);
   }
 
   canReceive(): boolean {
     return !this.ended && !this.congested;
   }
 
-  deliver(rows: readonly StreamRow[]): void {
-    if (rows.length === 0 || this.ended) return;
-    let out = this.hub.formatted.get(rows);
-    if (out === undefined) {
-      out = formatRows(rows);
-      this.hub.formatted.set(rows, out);
-    }
-    this.write(out);
+  deliver(payload: SsePayload): void {
+    this.write(payload);
   }
 
   keepAlive(): void {
-    if (this.canReceive()) this.write(': keep-alive\n\n');
+    if (this.canReceive()) this.write(KEEP_ALIVE);
   }
 
-  close(reason: 'pruned' | 'shutdown'): void {
-    this.end(reason === 'pruned' ? 'resume point no longer kept' : 'server shutting down');
+  close(reason: CloseReason): void {
+    this.end(
+      reason === 'pruned' ? 'resume point no longer kept' : reason === 'revoked' ? 'session ended' : 'server shutting down',
+    );
   }
 
-  private write(chunk: string, bounded = true): void {
+  private write(payload: SsePayload, bounded = true): void {
     if (this.ended) return;
+    const socket = this.socket;
     // Still holding more than the bound from earlier writes: the client is
     // not keeping up. (The hub gives a stream nothing while its socket does
     // not drain, so this is the backlog of at most one batch plus
     // keep-alives.)
-    if (bounded && this.res.writableLength > this.hub.config.maxBufferBytes) {
+    if (bounded && (socket ?? this.res).writableLength > this.hub.config.maxBufferBytes) {
       this.drop('unsent backlog over the bound');
       return;
     }
-    const ok = this.res.write(chunk);
+    const ok = socket ? socket.write(this.chunked ? payload.chunked : payload.plain) : this.res.write(payload.text);
     if (!ok && !this.congested) {
       this.congested = true;
+      // Out of the hub's cohorts until it drains (it then resumes from here).
+      this.hub.congested(this);
       this.drainTimer = setTimeout(() => {
         if (this.congested) this.drop('client not reading');
       }, this.hub.config.drainTimeoutMs);
@@ -167,7 +200,7 @@ export class SseStream implements SseSubscriber {
   /** Drops a client that does not keep up: its backlog is discarded with the socket. */
   private drop(reason: string): void {
     if (this.ended) return;
-    this.log.info({ reason, stream: this.start.stream_id, backlog: this.res.writableLength }, 'event stream dropped');
+    this.log.info({ reason, stream: this.start.stream_id, backlog: (this.socket ?? this.res).writableLength }, 'event stream dropped');
     this.res.destroy();
     this.finish();
   }
@@ -177,6 +210,7 @@ export class SseStream implements SseSubscriber {
     this.ended = true;
     clearTimeout(this.drainTimer);
     clearTimeout(this.expiryTimer);
+    this.socket?.off('drain', this.onDrain);
     this.hub.remove(this);
     this.hub.releaseRegistration(this.start.stream_id);
   }

@@ -41,7 +41,7 @@ import { withClaims, type RequestClaims, type Sql } from '../lib/db.ts';
 import { toHttpError } from '../lib/errors.ts';
 import { InvalidTokenError, type TokenService } from '../lib/jwt.ts';
 import type { Logger } from '../lib/log.ts';
-import type { ChangeHub, RealtimeRow, WebSocketSubscriber } from './hub.ts';
+import type { ChangeHub, CloseReason, RealtimeRow, WebSocketSubscriber } from './hub.ts';
 
 export const REALTIME_PATH = '/realtime/v1/websocket';
 export const REALTIME_SCHEMA = 'app';
@@ -292,8 +292,9 @@ class Channel implements WebSocketSubscriber {
     }
   }
 
-  close(reason: 'pruned' | 'shutdown'): void {
+  close(reason: CloseReason): void {
     if (reason === 'shutdown') this.connection.shutdown();
+    else if (reason === 'revoked') this.connection.closeChannel(this, 'session ended');
     else this.connection.closeChannel(this, 'the changes after this channel\'s position are no longer kept');
   }
 }

@@ -3,40 +3,11 @@
 // snapshot / resume / reset answer of api.event_stream_open, expiries logged
 // exactly once, pruning by prefix with its watermark, the per-user stream cap,
 // the raw rows for postgres_changes, and the supabase_realtime publication.
-import crypto from 'node:crypto';
 import postgres from 'postgres';
 import { afterAll, describe, expect, it } from 'vitest';
 import type { Tx } from '../../gateway/lib/db.ts';
 import { asUser, databaseUrl, db } from '../helpers.ts';
-
-const PUBLIC = 'https://app.example.com';
-
-async function newUser(): Promise<{ id: string; nodeId: string }> {
-  const email = `feed-${crypto.randomBytes(6).toString('hex')}@example.com`;
-  const [row] = await db()`select admin.create_user(${email}, 'correct horse', 'Feed') as id`;
-  const [profile] = await db()`select node_id from app.profiles where id = ${row!.id}`;
-  return { id: row!.id, nodeId: profile!.node_id };
-}
-
-async function newCommunity(): Promise<string> {
-  const [row] = await db()`select admin.create_community(${`Feed ${crypto.randomBytes(3).toString('hex')}`}) as id`;
-  return row!.id;
-}
-
-async function join(communityId: string, nodeId: string): Promise<void> {
-  await db()`insert into app.community_members (community_id, member_node_id) values (${communityId}, ${nodeId})`;
-}
-
-async function newEvent(communityId: string, starts: string, ends: string | null = null, title = 'Event'): Promise<string> {
-  const [row] = await db()`
-    select admin.create_event(${communityId}, ${title}, now() + ${starts}::interval, now() + ${ends}::interval) as id`;
-  return row!.id;
-}
-
-async function head(): Promise<number> {
-  const [row] = await db()`select head from private.change_log_position()`;
-  return Number(row!.head);
-}
+import { PUBLIC, head, join, newCommunity, newEvent, newUser } from '../support/feed-sql.ts';
 
 interface Message {
   change_id: string;

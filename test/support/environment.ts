@@ -20,6 +20,8 @@ export interface TestEnvironment {
   config: Config;
   /** A temporary folder removed by stop(). */
   dir: string;
+  /** The gateway running in this process (benchmarks read its realtime hub's counters). */
+  gateway: RunningGateway;
   stop(): Promise<void>;
 }
 
@@ -98,6 +100,7 @@ export async function startTestEnvironment(options: EnvironmentOptions = {}): Pr
     jwtSecret,
     config,
     dir,
+    gateway,
     async stop() {
       await gateway.close();
       await pooler?.stop();
