@@ -10,6 +10,7 @@ import { createPool, type Sql } from './lib/db.ts';
 import { createLogger } from './lib/log.ts';
 import { runMigrations } from './lib/migrate.ts';
 import { Email, Password, Uuid } from './lib/schemas.ts';
+import { startupMessage } from './lib/startup-error.ts';
 
 interface Command {
   usage: string;
@@ -160,7 +161,13 @@ async function main(): Promise<number> {
 
   const config = loadConfig();
   const log = createLogger(process.env.LOG_LEVEL ?? 'warn', 'admin');
-  const database = await openDatabase(config, log, { reuseRunning: true });
+  let database;
+  try {
+    database = await openDatabase(config, log, { reuseRunning: true });
+  } catch (err) {
+    console.error(`error: ${startupMessage(err)}`);
+    return 1;
+  }
   const sql = createPool(database.url, { max: 1, applicationName: 'admin-cli' });
   try {
     // The embedded database may never have been started by `npm start` yet.

@@ -10,10 +10,14 @@ import { loadConfig } from './lib/config.ts';
 import { openDatabase } from './lib/database.ts';
 import { ensureDatabase } from './lib/embedded-postgres.ts';
 import { createLogger } from './lib/log.ts';
+import { startupMessage } from './lib/startup-error.ts';
 
 const config = loadConfig();
 const log = createLogger(process.env.LOG_LEVEL ?? 'warn', 'db');
-const database = await openDatabase(config, log, { reuseRunning: true });
+const database = await openDatabase(config, log, { reuseRunning: true }).catch((err: unknown) => {
+  console.error(`error: ${startupMessage(err)}`);
+  process.exit(1);
+});
 const url = new URL(database.url);
 const withDb = (name: string) => Object.assign(new URL(url), { pathname: `/${name}` }).toString();
 const shadow = process.env.SHADOW_DATABASE_URL ?? withDb(`${url.pathname.slice(1)}_shadow`);
