@@ -3,6 +3,7 @@
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { createApp } from './http/app.ts';
+import { answerClientErrors } from './http/input.ts';
 import type { Config } from './lib/config.ts';
 import { createPool } from './lib/db.ts';
 import { createTokenService } from './lib/jwt.ts';
@@ -48,6 +49,7 @@ export async function startGateway(
   const server = http.createServer(app);
   server.keepAliveTimeout = 65_000;
   server.headersTimeout = 66_000;
+  answerClientErrors(server);
   const websocket = attachRealtimeWebSocket(server, {
     hub: realtime,
     sql,

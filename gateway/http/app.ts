@@ -3,7 +3,7 @@
 // handler. No route logic lives here.
 import crypto from 'node:crypto';
 import express, { type ErrorRequestHandler, type RequestHandler } from 'express';
-import { errorBody, HttpError } from '../lib/errors.ts';
+import { defaultCode, errorBody, HttpError } from '../lib/errors.ts';
 import type { Logger } from '../lib/log.ts';
 import { authRoutes } from '../routes/auth.ts';
 import { communityRoutes } from '../routes/communities.ts';
@@ -14,6 +14,7 @@ import { healthHandler } from '../routes/health.ts';
 import { profileRoutes } from '../routes/profile.ts';
 import { streamRoutes } from '../routes/stream.ts';
 import { dealRoutes, taskRoutes } from '../routes/tasks.ts';
+import { repairPathEncoding } from './input.ts';
 import type { Route, Services } from './route.ts';
 
 /** Every REST route the gateway serves, in one list (the docs read it too). */
@@ -43,6 +44,7 @@ export function createApp({ services, log, isReady }: AppOptions): express.Expre
   app.set('query parser', 'simple');
 
   app.use(requestLogger(log));
+  app.use(repairPathEncoding);
   app.get('/health', healthHandler(services.sql, isReady));
   app.use((req, res, next) => {
     if (isReady()) return next();
@@ -95,6 +97,10 @@ const lastResortErrorHandler: ErrorRequestHandler = (err, req, res, _next) => {
     httpError = new HttpError(415, 'unsupported_media_type', 'unsupported body encoding');
   } else if (type === 'request.aborted') {
     httpError = new HttpError(400, 'bad_request', 'the request was aborted');
+  } else if (clientErrorStatus(err) !== undefined) {
+    // Anything else Express or its parsers refuse as the client's fault.
+    const status = clientErrorStatus(err)!;
+    httpError = new HttpError(status, defaultCode(status), 'the request is not valid');
   } else {
     (res.locals.log as Logger | undefined)?.error({ err }, 'unhandled error');
     httpError = new HttpError(500, 'internal_error', 'internal server error');
@@ -102,3 +108,8 @@ const lastResortErrorHandler: ErrorRequestHandler = (err, req, res, _next) => {
   if (res.headersSent) return;
   res.status(httpError.status).json(errorBody('error', httpError));
 };
+
+function clientErrorStatus(err: unknown): number | undefined {
+  const status = (err as { status?: unknown; statusCode?: unknown } | null)?.status ?? (err as { statusCode?: unknown } | null)?.statusCode;
+  return typeof status === 'number' && status >= 400 && status < 500 ? status : undefined;
+}

@@ -18,6 +18,7 @@ import { ANON_CLAIMS, withClaims, type RequestClaims, type Sql, type Tx } from '
 import { defaultCode, errorBody, HttpError, toHttpError, type ErrorShape } from '../lib/errors.ts';
 import { InvalidTokenError, type AccessClaims, type TokenService } from '../lib/jwt.ts';
 import type { Logger } from '../lib/log.ts';
+import { assertStorable } from './input.ts';
 
 export type Method = 'get' | 'post' | 'put' | 'patch' | 'delete';
 
@@ -201,6 +202,7 @@ async function authenticate(req: Request, tokens: TokenService, tokenInQuery: bo
 
 function validate(schema: AnySchema | undefined, value: unknown, where: string, status: number): unknown {
   if (!schema) return undefined;
+  assertStorable(value, where, status);
   const result = schema.safeParse(value ?? (where === 'body' ? undefined : {}));
   if (result.success) return result.data;
   const issues = result.error.issues.map((issue) => ({

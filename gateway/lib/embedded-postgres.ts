@@ -214,7 +214,7 @@ async function startPostmaster(
     child.on('error', (err) => fail(err.message));
     child.on('exit', () => {
       if (!ready) fail(`${reasonFrom(output)}; fix that, set DATA_DIR or EMBEDDED_PG_PORT, or set DATABASE_URL`);
-      else log.warn({ pid: child.pid }, 'embedded Postgres exited');
+      else if (!child.killed) log.warn({ pid: child.pid }, 'embedded Postgres exited');
     });
   });
   child.unref();
