@@ -41,6 +41,8 @@ export async function startGateway(
       publicUrl: config.publicUrl,
       appScheme: config.appScheme,
       realtime,
+      authLimits: config.authLimits,
+      trustProxy: config.trustProxy,
     },
     log,
     isReady: () => ready,

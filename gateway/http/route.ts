@@ -14,10 +14,13 @@
 import type { Request, RequestHandler, Response } from 'express';
 import { z } from 'zod';
 import type { ChangeHub } from '../realtime/hub.ts';
+import { clientIp, type TrustProxy } from '../lib/client-ip.ts';
+import type { AuthLimits } from '../lib/config.ts';
 import { ANON_CLAIMS, withClaims, type RequestClaims, type Sql, type Tx } from '../lib/db.ts';
 import { defaultCode, errorBody, HttpError, toHttpError, type ErrorShape } from '../lib/errors.ts';
 import { InvalidTokenError, type AccessClaims, type TokenService } from '../lib/jwt.ts';
 import type { Logger } from '../lib/log.ts';
+import { retryAfterOf } from '../lib/throttle.ts';
 import { assertStorable } from './input.ts';
 
 export type Method = 'get' | 'post' | 'put' | 'patch' | 'delete';
@@ -30,6 +33,10 @@ export interface Services {
   appScheme: string;
   /** The realtime feed (LISTEN hub shared by the SSE stream and the websocket). */
   realtime: ChangeHub;
+  /** Failed-login and refresh/verify throttling (defaults when absent). */
+  authLimits?: AuthLimits;
+  /** How to read the client IP (TRUST_PROXY); absent: the socket address. */
+  trustProxy?: TrustProxy;
 }
 
 /**
@@ -56,6 +63,8 @@ export interface Context<P, Q, B, H = undefined> {
   headers: H;
   /** The verified access-token claims; null on public routes. */
   user: AccessClaims | null;
+  /** The client's IP address (gateway/lib/client-ip.ts), for limits per client. */
+  clientIp: string;
   services: Services;
   log: Logger;
   /**
@@ -147,6 +156,7 @@ export function defineRoute<
           body: body as Out<B>,
           headers: headers as Out<H>,
           user,
+          clientIp: clientIp(req.socket.remoteAddress, req.headers['x-forwarded-for'], services.trustProxy),
           services,
           log,
           db: (fn, claims) =>
@@ -165,6 +175,8 @@ export function defineRoute<
         if (httpError.status >= 500) log.error({ err }, 'request failed');
         else log.debug({ status: httpError.status, error: httpError.message }, 'request refused');
         if (httpError.status === 401) res.setHeader('WWW-Authenticate', 'Bearer');
+        const retryAfter = retryAfterOf(httpError);
+        if (retryAfter) res.setHeader('Retry-After', retryAfter);
         if (def.renderError) {
           res.status(httpError.status).type('html').send(def.renderError(httpError));
           return;

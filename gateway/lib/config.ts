@@ -2,6 +2,7 @@
 // MCP server) use this; see README.md "Configuration" for what each variable does.
 import path from 'node:path';
 import { z } from 'zod';
+import { parseTrustProxy, type TrustProxy } from './client-ip.ts';
 
 const optionalString = z
   .string()
@@ -31,6 +32,11 @@ const EnvSchema = z.object({
   STREAM_KEEPALIVE_SECONDS: z.coerce.number().min(0.05).max(3600).optional().default(15),
   STREAM_MAX_BUFFER_BYTES: z.coerce.number().int().min(1024).optional().default(1_048_576),
   CHANGE_LOG_RETENTION_HOURS: z.coerce.number().min(0).optional().default(24),
+  LOGIN_MAX_FAILURES_PER_EMAIL: z.coerce.number().int().min(1).optional().default(10),
+  LOGIN_MAX_FAILURES_PER_IP: z.coerce.number().int().min(1).optional().default(100),
+  LOGIN_FAILURE_WINDOW_SECONDS: z.coerce.number().int().min(1).max(86_400).optional().default(900),
+  TRUST_PROXY: optionalString,
+  CORS_ORIGINS: optionalString,
 });
 
 export interface Config {
@@ -51,6 +57,18 @@ export interface Config {
   dbPoolMax: number;
   statementTimeoutMs: number;
   realtime: RealtimeConfig;
+  /** Failed-login and refresh/verify throttling (counted in Postgres). */
+  authLimits: AuthLimits;
+  /** TRUST_PROXY: how to read the client IP (see gateway/lib/client-ip.ts). */
+  trustProxy: TrustProxy;
+  /** CORS_ORIGINS: browser origins allowed to call the API (see gateway/http/cors.ts); empty: CORS off. */
+  corsOrigins: string[];
+}
+
+export interface AuthLimits {
+  maxFailuresPerEmail: number;
+  maxFailuresPerIp: number;
+  windowSeconds: number;
 }
 
 /** The realtime feed (SSE stream and websocket); see gateway/realtime/hub.ts. */
@@ -104,6 +122,13 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     embeddedPgPort: e.EMBEDDED_PG_PORT,
     dbPoolMax: e.DB_POOL_MAX,
     statementTimeoutMs: e.STATEMENT_TIMEOUT_MS,
+    authLimits: {
+      maxFailuresPerEmail: e.LOGIN_MAX_FAILURES_PER_EMAIL,
+      maxFailuresPerIp: e.LOGIN_MAX_FAILURES_PER_IP,
+      windowSeconds: e.LOGIN_FAILURE_WINDOW_SECONDS,
+    },
+    trustProxy: trustProxyFrom(e.TRUST_PROXY),
+    corsOrigins: (e.CORS_ORIGINS ?? '').split(',').map((o) => o.trim().replace(/\/+$/, '')).filter(Boolean),
     realtime: {
       keepAliveMs: Math.round(e.STREAM_KEEPALIVE_SECONDS * 1000),
       maxBufferBytes: e.STREAM_MAX_BUFFER_BYTES,
@@ -124,4 +149,12 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
 /** The repository root (this file lives in gateway/lib/). */
 export function projectRoot(): string {
   return path.resolve(import.meta.dirname, '..', '..');
+}
+
+function trustProxyFrom(value: string | undefined): TrustProxy {
+  try {
+    return parseTrustProxy(value);
+  } catch (err) {
+    throw new ConfigError(`invalid configuration: ${(err as Error).message}`);
+  }
 }

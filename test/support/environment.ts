@@ -30,6 +30,8 @@ export interface EnvironmentOptions {
   dbPoolMax?: number;
   /** Extra Postgres settings for the embedded cluster. */
   settings?: Record<string, string>;
+  /** Extra configuration (environment variables) for the gateway. */
+  env?: Record<string, string>;
 }
 
 export async function startTestEnvironment(options: EnvironmentOptions = {}): Promise<TestEnvironment> {
@@ -69,6 +71,9 @@ export async function startTestEnvironment(options: EnvironmentOptions = {}): Pr
     JWT_SECRET: jwtSecret,
     DATA_DIR: dir,
     DB_POOL_MAX: String(options.dbPoolMax ?? 20),
+    // Every test client is 127.0.0.1: a per-IP login limit would couple test files.
+    LOGIN_MAX_FAILURES_PER_IP: '1000000',
+    ...options.env,
   });
   let gateway: RunningGateway;
   try {
