@@ -46,6 +46,7 @@ export async function startGateway(
     },
     log,
     isReady: () => ready,
+    corsOrigins: config.corsOrigins,
   });
 
   const server = http.createServer(app);

@@ -14,6 +14,7 @@ import { healthHandler } from '../routes/health.ts';
 import { profileRoutes } from '../routes/profile.ts';
 import { streamRoutes } from '../routes/stream.ts';
 import { dealRoutes, taskRoutes } from '../routes/tasks.ts';
+import { cors } from './cors.ts';
 import { repairPathEncoding } from './input.ts';
 import type { Route, Services } from './route.ts';
 
@@ -35,9 +36,11 @@ export interface AppOptions {
   log: Logger;
   /** False until migrations have run; requests then get 503. */
   isReady: () => boolean;
+  /** CORS_ORIGINS (gateway/http/cors.ts); empty or absent: no CORS. */
+  corsOrigins?: string[];
 }
 
-export function createApp({ services, log, isReady }: AppOptions): express.Express {
+export function createApp({ services, log, isReady, corsOrigins }: AppOptions): express.Express {
   const app = express();
   app.disable('x-powered-by');
   app.set('etag', false);
@@ -45,6 +48,7 @@ export function createApp({ services, log, isReady }: AppOptions): express.Expre
 
   app.use(requestLogger(log));
   app.use(repairPathEncoding);
+  app.use(cors(corsOrigins ?? []));
   app.get('/health', healthHandler(services.sql, isReady));
   app.use((req, res, next) => {
     if (isReady()) return next();
