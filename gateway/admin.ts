@@ -7,7 +7,9 @@ import { z } from 'zod';
 import { loadConfig } from './lib/config.ts';
 import { openDatabase } from './lib/database.ts';
 import { createPool, type Sql } from './lib/db.ts';
+import { destination } from 'pino';
 import { createLogger } from './lib/log.ts';
+// Logs go to stderr: stdout carries only the command's output.
 import { runMigrations } from './lib/migrate.ts';
 import { Email, Password, Uuid } from './lib/schemas.ts';
 import { startupMessage } from './lib/startup-error.ts';
@@ -160,7 +162,7 @@ async function main(): Promise<number> {
   }
 
   const config = loadConfig();
-  const log = createLogger(process.env.LOG_LEVEL ?? 'warn', 'admin');
+  const log = createLogger(process.env.LOG_LEVEL ?? 'warn', 'admin', destination(2));
   let database;
   try {
     database = await openDatabase(config, log, { reuseRunning: true });

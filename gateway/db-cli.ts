@@ -9,11 +9,13 @@ import { createRequire } from 'node:module';
 import { loadConfig } from './lib/config.ts';
 import { openDatabase } from './lib/database.ts';
 import { ensureDatabase } from './lib/embedded-postgres.ts';
+import { destination } from 'pino';
 import { createLogger } from './lib/log.ts';
+// Logs go to stderr: stdout carries only the command's output.
 import { startupMessage } from './lib/startup-error.ts';
 
 const config = loadConfig();
-const log = createLogger(process.env.LOG_LEVEL ?? 'warn', 'db');
+const log = createLogger(process.env.LOG_LEVEL ?? 'warn', 'db', destination(2));
 const database = await openDatabase(config, log, { reuseRunning: true }).catch((err: unknown) => {
   console.error(`error: ${startupMessage(err)}`);
   process.exit(1);

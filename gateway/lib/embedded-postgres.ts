@@ -100,6 +100,8 @@ export async function startEmbeddedPostgres(options: EmbeddedOptions): Promise<R
       (stopped ??= (async () => {
         process.removeListener('exit', lastResort);
         if (child.exitCode === null && child.signalCode === null) {
+          // Referenced again: this process must live until Postgres has exited.
+          child.ref();
           const exited = new Promise((resolve) => child.once('exit', resolve));
           child.kill('SIGINT'); // fast shutdown
           await exited;
@@ -288,13 +290,18 @@ function stopOrphan(pid: number, log: Logger): void {
   }
 }
 
-/** Whether a process with this pid exists. */
+/** Whether a process with this pid exists (a zombie, exited but not reaped, does not count). */
 export function isAlive(pid: number): boolean {
   try {
     process.kill(pid, 0);
-    return true;
   } catch {
     return false;
+  }
+  try {
+    const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
+    return stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3) !== 'Z';
+  } catch {
+    return true; // no /proc (not Linux): kill(0) is all there is
   }
 }
 
