@@ -3,6 +3,7 @@
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { createApp } from './http/app.ts';
+import { trackConnections } from './http/drain.ts';
 import { answerClientErrors } from './http/input.ts';
 import type { Config } from './lib/config.ts';
 import { createPool } from './lib/db.ts';
@@ -53,6 +54,7 @@ export async function startGateway(
   server.keepAliveTimeout = 65_000;
   server.headersTimeout = 66_000;
   answerClientErrors(server);
+  const drain = trackConnections(server);
   const websocket = attachRealtimeWebSocket(server, {
     hub: realtime,
     sql,
@@ -73,11 +75,8 @@ export async function startGateway(
     ready = false;
     await websocket.close();
     await realtime.close();
-    await new Promise<void>((resolve) => {
-      server.close(() => resolve());
-      server.closeIdleConnections();
-      setTimeout(() => server.closeAllConnections(), 5_000).unref();
-    });
+    // In-flight requests may run until their statement timeout; then whatever is left is cut.
+    await drain.close(config.statementTimeoutMs + 1_000);
     await sql.end({ timeout: 5 });
   };
 
