@@ -7,10 +7,13 @@ import { z } from 'zod';
 import { loadConfig } from './lib/config.ts';
 import { openDatabase } from './lib/database.ts';
 import { createPool, type Sql } from './lib/db.ts';
+import { destination } from 'pino';
 import { createLogger } from './lib/log.ts';
+// Logs go to stderr: stdout carries only the command's output.
 import { runMigrations } from './lib/migrate.ts';
 import { runPsql } from './lib/psql.ts';
 import { Email, Password, Uuid } from './lib/schemas.ts';
+import { startupMessage } from './lib/startup-error.ts';
 
 interface Command {
   usage: string;
@@ -193,8 +196,14 @@ async function main(): Promise<number> {
   }
 
   const config = loadConfig();
-  const log = createLogger(process.env.LOG_LEVEL ?? 'warn', 'admin');
-  const database = await openDatabase(config, log, { reuseRunning: true });
+  const log = createLogger(process.env.LOG_LEVEL ?? 'warn', 'admin', destination(2));
+  let database;
+  try {
+    database = await openDatabase(config, log, { reuseRunning: true });
+  } catch (err) {
+    console.error(`error: ${startupMessage(err)}`);
+    return 1;
+  }
   const sql = createPool(database.url, { max: 1, applicationName: 'admin-cli' });
   try {
     // The embedded database may never have been started by `npm start` yet.

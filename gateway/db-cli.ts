@@ -11,16 +11,22 @@ import { createRequire } from 'node:module';
 import { loadConfig } from './lib/config.ts';
 import { openDatabase } from './lib/database.ts';
 import { ensureDatabase } from './lib/embedded-postgres.ts';
+import { destination } from 'pino';
 import { createLogger } from './lib/log.ts';
 import { pg15Program } from './lib/pg15.ts';
 import { runDumpCommand } from './lib/schema-dump.ts';
+// Logs go to stderr: stdout carries only the command's output.
+import { startupMessage } from './lib/startup-error.ts';
 
 const config = loadConfig();
-const log = createLogger(process.env.LOG_LEVEL ?? 'warn', 'db');
+const log = createLogger(process.env.LOG_LEVEL ?? 'warn', 'db', destination(2));
 if (process.argv[2] === 'dump') {
   process.exit(await runDumpCommand(log, process.argv.slice(3)));
 }
-const database = await openDatabase(config, log, { reuseRunning: true });
+const database = await openDatabase(config, log, { reuseRunning: true }).catch((err: unknown) => {
+  console.error(`error: ${startupMessage(err)}`);
+  process.exit(1);
+});
 const url = new URL(database.url);
 const withDb = (name: string) => Object.assign(new URL(url), { pathname: `/${name}` }).toString();
 const shadow = process.env.SHADOW_DATABASE_URL ?? withDb(`${url.pathname.slice(1)}_shadow`);

@@ -4,6 +4,7 @@ import { startWorkers } from './lib/cluster.ts';
 import { ConfigError, loadConfig } from './lib/config.ts';
 import { openDatabase, type Database } from './lib/database.ts';
 import { createLogger } from './lib/log.ts';
+import { startupMessage } from './lib/startup-error.ts';
 import { startGateway, type RunningGateway } from './server.ts';
 
 async function main(): Promise<void> {
@@ -44,7 +45,9 @@ async function main(): Promise<void> {
     database = await openDatabase(config, log);
     gateway = await startGateway(config, database.url, log, { includeCurrentMigration: database.embedded });
   } catch (err) {
-    log.fatal({ err }, 'could not start');
+    // One line for the user; the details only at debug level.
+    log.debug({ err }, 'could not start');
+    console.error(`could not start: ${startupMessage(err)}`);
     await database?.stop().catch(() => {});
     process.exit(1);
   }

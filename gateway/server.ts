@@ -3,6 +3,8 @@
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { createApp } from './http/app.ts';
+import { trackConnections } from './http/drain.ts';
+import { answerClientErrors } from './http/input.ts';
 import type { Config } from './lib/config.ts';
 import { createPool } from './lib/db.ts';
 import { createTokenService } from './lib/jwt.ts';
@@ -49,14 +51,19 @@ export async function startGateway(
       publicUrl: config.publicUrl,
       appScheme: config.appScheme,
       realtime,
+      authLimits: config.authLimits,
+      trustProxy: config.trustProxy,
     },
     log,
     isReady: () => ready,
+    corsOrigins: config.corsOrigins,
   });
 
   const server = http.createServer(app);
   server.keepAliveTimeout = 65_000;
   server.headersTimeout = 66_000;
+  answerClientErrors(server);
+  const drain = trackConnections(server);
   const websocket = attachRealtimeWebSocket(server, {
     hub: realtime,
     sql,
@@ -79,11 +86,8 @@ export async function startGateway(
     await mailer?.close();
     await websocket.close();
     await realtime.close();
-    await new Promise<void>((resolve) => {
-      server.close(() => resolve());
-      server.closeIdleConnections();
-      setTimeout(() => server.closeAllConnections(), 5_000).unref();
-    });
+    // In-flight requests may run until their statement timeout; then whatever is left is cut.
+    await drain.close(config.statementTimeoutMs + 1_000);
     await sql.end({ timeout: 5 });
     await listenSql?.end({ timeout: 5 });
   };

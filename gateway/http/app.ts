@@ -3,7 +3,7 @@
 // handler. No route logic lives here.
 import crypto from 'node:crypto';
 import express, { type ErrorRequestHandler, type RequestHandler } from 'express';
-import { errorBody, HttpError } from '../lib/errors.ts';
+import { defaultCode, errorBody, HttpError } from '../lib/errors.ts';
 import type { Logger } from '../lib/log.ts';
 import { authRoutes } from '../routes/auth.ts';
 import { communityRoutes } from '../routes/communities.ts';
@@ -18,6 +18,8 @@ import { streamRoutes } from '../routes/stream.ts';
 import { dealRoutes, taskRoutes } from '../routes/tasks.ts';
 import { tokenRoutes } from '../routes/tokens.ts';
 import { dispatch } from './dispatch.ts';
+import { cors } from './cors.ts';
+import { repairPathEncoding } from './input.ts';
 import type { Route, Services } from './route.ts';
 
 /** Every REST route the gateway serves, in one list (the docs read it too). */
@@ -41,15 +43,19 @@ export interface AppOptions {
   log: Logger;
   /** False until migrations have run; requests then get 503. */
   isReady: () => boolean;
+  /** CORS_ORIGINS (gateway/http/cors.ts); empty or absent: no CORS. */
+  corsOrigins?: string[];
 }
 
-export function createApp({ services, log, isReady }: AppOptions): express.Express {
+export function createApp({ services, log, isReady, corsOrigins }: AppOptions): express.Express {
   const app = express();
   app.disable('x-powered-by');
   app.set('etag', false);
   app.set('query parser', 'simple');
 
   app.use(requestLogger(log));
+  app.use(repairPathEncoding);
+  app.use(cors(corsOrigins ?? []));
   app.get('/health', healthHandler(services.sql, isReady));
   app.use((req, res, next) => {
     if (isReady()) return next();
@@ -112,6 +118,10 @@ const lastResortErrorHandler: ErrorRequestHandler = (err, req, res, _next) => {
     httpError = new HttpError(415, 'unsupported_media_type', 'unsupported body encoding');
   } else if (type === 'request.aborted') {
     httpError = new HttpError(400, 'bad_request', 'the request was aborted');
+  } else if (clientErrorStatus(err) !== undefined) {
+    // Anything else Express or its parsers refuse as the client's fault.
+    const status = clientErrorStatus(err)!;
+    httpError = new HttpError(status, defaultCode(status), 'the request is not valid');
   } else {
     (res.locals.log as Logger | undefined)?.error({ err }, 'unhandled error');
     httpError = new HttpError(500, 'internal_error', 'internal server error');
@@ -119,3 +129,8 @@ const lastResortErrorHandler: ErrorRequestHandler = (err, req, res, _next) => {
   if (res.headersSent) return;
   res.status(httpError.status).json(errorBody('error', httpError));
 };
+
+function clientErrorStatus(err: unknown): number | undefined {
+  const status = (err as { status?: unknown; statusCode?: unknown } | null)?.status ?? (err as { statusCode?: unknown } | null)?.statusCode;
+  return typeof status === 'number' && status >= 400 && status < 500 ? status : undefined;
+}

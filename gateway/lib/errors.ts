@@ -44,6 +44,10 @@ const SQLSTATE_STATUS: Record<string, number> = {
   '22008': 400, // datetime_field_overflow
   '22003': 400, // numeric_value_out_of_range
   '22001': 422, // string_data_right_truncation
+  '22P05': 400, // untranslatable_character (NUL in text/jsonb)
+  '22021': 400, // character_not_in_repertoire (invalid UTF-8)
+  '54000': 422, // program_limit_exceeded (e.g. a value too large for an index)
+  '54001': 422, // statement_too_complex (e.g. JSON nested too deep)
   '22023': 400, // invalid_parameter_value
   '23502': 422, // not_null_violation
   '23503': 409, // foreign_key_violation
@@ -75,7 +79,7 @@ function isConnectionError(err: unknown): boolean {
   const code = (err as { code?: unknown } | null)?.code;
   return (
     typeof code === 'string' &&
-    ['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'CONNECT_TIMEOUT', 'CONNECTION_CLOSED', 'CONNECTION_ENDED', 'CONNECTION_DESTROYED'].includes(code)
+    ['ECONNREFUSED', 'ECONNRESET', 'EPIPE', 'EHOSTUNREACH', 'ETIMEDOUT', 'CONNECT_TIMEOUT', 'CONNECTION_CLOSED', 'CONNECTION_ENDED', 'CONNECTION_DESTROYED'].includes(code)
   );
 }
 
@@ -89,7 +93,12 @@ export function toHttpError(err: unknown): HttpError {
       const code = err.hint && /^[a-z][a-z0-9_]*$/.test(err.hint) ? err.hint : defaultCode(status);
       return new HttpError(status, code, err.message);
     }
-    const status = SQLSTATE_STATUS[err.code] ?? (err.code.startsWith('08') ? 503 : undefined);
+    // Backstops: any other data exception (class 22) is the input's fault; a
+    // lost connection (08), a server shutting down or starting (57P) or out
+    // of resources (53) is temporary.
+    const status =
+      SQLSTATE_STATUS[err.code] ??
+      (err.code.startsWith('22') ? 400 : /^(08|57P|53)/.test(err.code) ? 503 : undefined);
     if (status !== undefined) {
       // Built-in messages can quote SQL or constraint names: say it plainly.
       return new HttpError(status, defaultCode(status), SAFE_MESSAGES[status] ?? 'request failed');

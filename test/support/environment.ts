@@ -38,6 +38,8 @@ export interface EnvironmentOptions {
    * DATABASE_DIRECT_URL for LISTEN and migrations). databaseUrl stays direct.
    */
   pgbouncer?: boolean;
+  /** Extra configuration (environment variables) for the gateway. */
+  env?: Record<string, string>;
 }
 
 export async function startTestEnvironment(options: EnvironmentOptions = {}): Promise<TestEnvironment> {
@@ -82,7 +84,10 @@ export async function startTestEnvironment(options: EnvironmentOptions = {}): Pr
       JWT_SECRET: jwtSecret,
       DATA_DIR: dir,
       DB_POOL_MAX: String(options.dbPoolMax ?? 20),
+      // Every test client is 127.0.0.1: a per-IP login limit would couple test files.
+      LOGIN_MAX_FAILURES_PER_IP: '1000000',
       ...(pooler ? { DATABASE_POOL_MODE: 'transaction', DATABASE_DIRECT_URL: databaseUrl } : {}),
+      ...options.env,
     });
     gateway = await startGateway(config, pooler?.url ?? databaseUrl, options.gatewayLog?.(dir) ?? createLogger('silent'), {
       includeCurrentMigration: true,

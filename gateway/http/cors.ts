@@ -1,0 +1,53 @@
+// CORS for browser clients (supabase-js in a web app, the docs page's
+// try-it). CORS_ORIGINS lists the allowed origins (comma-separated, e.g.
+// `https://app.example.com,http://localhost:5173`); unset, no CORS headers
+// are sent and browsers keep cross-origin calls out.
+//
+// - A listed origin is echoed in Access-Control-Allow-Origin, with
+//   Access-Control-Allow-Credentials: true and Vary: Origin.
+// - `*` allows any origin, but never with credentials (the browser then sends
+//   no cookies; bearer tokens in Authorization still work).
+// - Preflights (OPTIONS with Access-Control-Request-Method) are answered 204
+//   here, before any route; from an origin not allowed, 204 without CORS
+//   headers (the browser refuses).
+import type { RequestHandler } from 'express';
+
+const METHODS = 'GET, POST, PUT, PATCH, DELETE, OPTIONS';
+const EXPOSED = 'X-Request-Id, Retry-After, Location, Content-Range, WWW-Authenticate';
+const HEADER_LIST = /^[A-Za-z0-9!#$%&'*+.^_`|~-]+(\s*,\s*[A-Za-z0-9!#$%&'*+.^_`|~-]+)*$/;
+
+export function cors(origins: string[]): RequestHandler {
+  const any = origins.includes('*');
+  const allowed = new Set(origins.filter((o) => o !== '*').map((o) => o.toLowerCase()));
+  return (req, res, next) => {
+    if (origins.length === 0) return next();
+    const origin = req.headers.origin;
+    const preflight = req.method === 'OPTIONS' && req.headers['access-control-request-method'] !== undefined;
+    res.append('Vary', 'Origin');
+    if (typeof origin === 'string' && origin !== '') {
+      if (allowed.has(origin.toLowerCase())) {
+        res.setHeader('Access-Control-Allow-Origin', origin);
+        res.setHeader('Access-Control-Allow-Credentials', 'true');
+      } else if (any) {
+        res.setHeader('Access-Control-Allow-Origin', '*');
+      } else if (preflight) {
+        res.status(204).end();
+        return;
+      } else {
+        return next();
+      }
+      res.setHeader('Access-Control-Expose-Headers', EXPOSED);
+    }
+    if (!preflight) return next();
+    res.setHeader('Access-Control-Allow-Methods', METHODS);
+    const requested = req.headers['access-control-request-headers'];
+    if (typeof requested === 'string' && requested.length <= 1000 && HEADER_LIST.test(requested.trim())) {
+      res.setHeader('Access-Control-Allow-Headers', requested.trim());
+    } else {
+      res.setHeader('Access-Control-Allow-Headers', 'authorization, content-type, apikey, x-client-info, x-request-id, last-event-id');
+    }
+    res.setHeader('Access-Control-Max-Age', '600');
+    res.append('Vary', 'Access-Control-Request-Method, Access-Control-Request-Headers');
+    res.status(204).end();
+  };
+}

@@ -1,0 +1,18 @@
+// 429 answers: the error to throw, and the Retry-After header the pipeline sets
+// from it. The counting itself is SQL (sql/migrations/current/500-auth-throttle.sql).
+import type { AuthLimits } from './config.ts';
+import { HttpError } from './errors.ts';
+
+export const DEFAULT_AUTH_LIMITS: AuthLimits = { maxFailuresPerEmail: 10, maxFailuresPerIp: 100, windowSeconds: 900 };
+
+/** A 429 whose details carry `retry_after` (seconds); the pipeline turns it into Retry-After. */
+export function tooManyRequests(retryAfterSeconds: number, message = 'too many attempts, try again later'): HttpError {
+  const seconds = Math.max(1, Math.ceil(retryAfterSeconds));
+  return new HttpError(429, 'rate_limited', message, { retry_after: seconds });
+}
+
+/** The Retry-After value for an error, if it has one. */
+export function retryAfterOf(err: HttpError): string | undefined {
+  const seconds = err.details?.retry_after;
+  return err.status === 429 && typeof seconds === 'number' ? String(seconds) : undefined;
+}

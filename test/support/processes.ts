@@ -1,0 +1,87 @@
+// Real processes for the process tests: the gateway entry point of `npm start`
+// as a child process, waiting for it to exit, free ports, and finding a
+// Postgres by its port.
+import { spawn, type ChildProcess } from 'node:child_process';
+import crypto from 'node:crypto';
+import fs from 'node:fs';
+import path from 'node:path';
+import { afterAll } from 'vitest';
+
+export const projectRoot = path.resolve(import.meta.dirname, '..', '..');
+
+const children: ChildProcess[] = [];
+afterAll(() => {
+  for (const c of children) if (c.exitCode === null && c.signalCode === null) c.kill('SIGKILL');
+});
+
+export interface GatewayProcess {
+  child: ChildProcess;
+  url: string;
+  output: () => string;
+}
+
+/** Starts `command` (default: the gateway entry point) and resolves once it listens. */
+export function startGatewayProcess(
+  env: Record<string, string>,
+  { cwd = projectRoot, command = [process.execPath, '--import', 'tsx', 'gateway/main.ts'], detached = false } = {},
+): Promise<GatewayProcess> {
+  const child = spawn(command[0]!, command.slice(1), {
+    cwd,
+    env: { ...process.env, LOG_LEVEL: 'info', ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+    detached,
+  });
+  children.push(child);
+  let output = '';
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`gateway did not start:\n${output}`)), 120_000);
+    const onData = (chunk: Buffer) => {
+      output += chunk.toString();
+      const match = /gateway listening on (http:\/\/localhost:\d+)/.exec(output);
+      if (match) {
+        clearTimeout(timer);
+        resolve({ child, url: match[1]!, output: () => output });
+      }
+    };
+    child.stdout!.on('data', onData);
+    child.stderr!.on('data', onData);
+    child.on('exit', (code) => {
+      clearTimeout(timer);
+      reject(new Error(`gateway exited with ${code}:\n${output}`));
+    });
+  });
+}
+
+export function exited(child: ChildProcess): Promise<number | null> {
+  return new Promise((resolve) => {
+    if (child.exitCode !== null || child.signalCode !== null) resolve(child.exitCode);
+    else child.on('exit', (code) => resolve(code));
+  });
+}
+
+export const freePort = () => 30000 + crypto.randomInt(20000);
+
+/** Pids of Postgres server processes started with `-p <port>` (scans /proc). */
+export function postgresOnPort(port: number): number[] {
+  const pids: number[] = [];
+  for (const entry of fs.readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      const args = fs.readFileSync(`/proc/${entry}/cmdline`, 'utf8').split('\0');
+      const p = args.indexOf('-p');
+      if (path.basename(args[0] ?? '') === 'postgres' && p !== -1 && args[p + 1] === String(port)) pids.push(Number(entry));
+    } catch {
+      // the process ended meanwhile
+    }
+  }
+  return pids;
+}
+
+export async function waitUntil(condition: () => boolean | Promise<boolean>, timeoutMs: number, what: string): Promise<number> {
+  const started = Date.now();
+  while (!(await condition())) {
+    if (Date.now() - started > timeoutMs) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  return Date.now() - started;
+}
