@@ -5,10 +5,12 @@ import type { AddressInfo } from 'node:net';
 import { createApp } from './http/app.ts';
 import type { Config } from './lib/config.ts';
 import { createPool } from './lib/db.ts';
+import { FairShare } from './lib/fair-share.ts';
 import { createTokenService } from './lib/jwt.ts';
 import type { Logger } from './lib/log.ts';
 import { runMigrations } from './lib/migrate.ts';
 import { ChangeHub } from './realtime/hub.ts';
+import { SessionWatch } from './realtime/session-watch.ts';
 import { attachRealtimeWebSocket } from './realtime/websocket.ts';
 
 export interface RunningGateway {
@@ -32,6 +34,7 @@ export async function startGateway(
     publicUrl: config.publicUrl,
     statementTimeoutMs: config.statementTimeoutMs,
   });
+  const sessions = new SessionWatch(sql, log);
   const app = createApp({
     services: {
       sql,
@@ -40,6 +43,8 @@ export async function startGateway(
       publicUrl: config.publicUrl,
       appScheme: config.appScheme,
       realtime,
+      fairShare: new FairShare(config.fairShare),
+      sessions,
     },
     log,
     isReady: () => ready,
@@ -55,6 +60,7 @@ export async function startGateway(
     log,
     statementTimeoutMs: config.statementTimeoutMs,
     isReady: () => ready,
+    sessions,
   });
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
@@ -68,6 +74,7 @@ export async function startGateway(
     ready = false;
     await websocket.close();
     await realtime.close();
+    await sessions.close();
     await new Promise<void>((resolve) => {
       server.close(() => resolve());
       server.closeIdleConnections();
@@ -79,6 +86,7 @@ export async function startGateway(
   try {
     await runMigrations(databaseUrl, log, { includeCurrent: includeCurrentMigration });
     await realtime.start();
+    await sessions.start();
   } catch (err) {
     await close();
     throw err;

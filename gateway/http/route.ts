@@ -14,10 +14,13 @@
 import type { Request, RequestHandler, Response } from 'express';
 import { z } from 'zod';
 import type { ChangeHub } from '../realtime/hub.ts';
+import type { SessionWatch } from '../realtime/session-watch.ts';
 import { ANON_CLAIMS, withClaims, type RequestClaims, type Sql, type Tx } from '../lib/db.ts';
 import { defaultCode, errorBody, HttpError, toHttpError, type ErrorShape } from '../lib/errors.ts';
+import { fairShareKey, type FairShare } from '../lib/fair-share.ts';
 import { InvalidTokenError, type AccessClaims, type TokenService } from '../lib/jwt.ts';
 import type { Logger } from '../lib/log.ts';
+import { plainSecurityHeaders, type Page } from './html.ts';
 
 export type Method = 'get' | 'post' | 'put' | 'patch' | 'delete';
 
@@ -29,6 +32,10 @@ export interface Services {
   appScheme: string;
   /** The realtime feed (LISTEN hub shared by the SSE stream and the websocket). */
   realtime: ChangeHub;
+  /** Per-client share of the pool (gateway/lib/fair-share.ts); none: unlimited. */
+  fairShare?: FairShare;
+  /** Ends SSE streams and websockets of ended sessions (realtime/session-watch.ts). */
+  sessions?: SessionWatch;
 }
 
 /**
@@ -103,8 +110,8 @@ export interface RouteDefinition<
   errorShapes?: Partial<Record<number, ErrorShape>>;
   /** Per-route status changes for errors raised by SQL (e.g. duplicate e-mail: 409 → 400). */
   statusOverrides?: Partial<Record<number, number>>;
-  /** Web pages: errors are answered with this HTML page instead of a JSON body. */
-  renderError?: (err: HttpError) => string;
+  /** Web pages: errors are answered with this HTML page (a Page brings its own security headers). */
+  renderError?: (err: HttpError) => string | Page;
   handler(ctx: Context<Out<P>, Out<Q>, Out<B>, Out<H>>): Promise<Reply>;
 }
 
@@ -148,11 +155,15 @@ export function defineRoute<
           user,
           services,
           log,
-          db: (fn, claims) =>
-            withClaims(services.sql, claims ?? requestClaims, fn, {
-              readOnly: def.method === 'get' && !def.readWrite,
-              statementTimeoutMs: services.statementTimeoutMs,
-            }),
+          db: (fn, claims) => {
+            const transaction = () =>
+              withClaims(services.sql, claims ?? requestClaims, fn, {
+                readOnly: def.method === 'get' && !def.readWrite,
+                statementTimeoutMs: services.statementTimeoutMs,
+              });
+            const share = services.fairShare;
+            return share ? share.run(fairShareKey(user?.sub, req.ip), transaction) : transaction();
+          },
         };
         send(res, await def.handler(ctx));
       } catch (err) {
@@ -164,8 +175,11 @@ export function defineRoute<
         if (httpError.status >= 500) log.error({ err }, 'request failed');
         else log.debug({ status: httpError.status, error: httpError.message }, 'request refused');
         if (httpError.status === 401) res.setHeader('WWW-Authenticate', 'Bearer');
+        if (httpError.status === 429) res.setHeader('Retry-After', String(httpError.details?.retry_after ?? 1));
         if (def.renderError) {
-          res.status(httpError.status).type('html').send(def.renderError(httpError));
+          const rendered = def.renderError(httpError);
+          const errorPage = typeof rendered === 'string' ? { html: rendered, headers: plainSecurityHeaders() } : rendered;
+          res.set(errorPage.headers).status(httpError.status).type('html').send(errorPage.html);
           return;
         }
         const shape = def.errorShapes?.[httpError.status] ?? 'error';

@@ -2,6 +2,7 @@
 // MCP server) use this; see README.md "Configuration" for what each variable does.
 import path from 'node:path';
 import { z } from 'zod';
+import type { FairShareOptions } from './fair-share.ts';
 
 const optionalString = z
   .string()
@@ -31,6 +32,12 @@ const EnvSchema = z.object({
   STREAM_KEEPALIVE_SECONDS: z.coerce.number().min(0.05).max(3600).optional().default(15),
   STREAM_MAX_BUFFER_BYTES: z.coerce.number().int().min(1024).optional().default(1_048_576),
   CHANGE_LOG_RETENTION_HOURS: z.coerce.number().min(0).optional().default(24),
+  FAIR_SHARE_PER_CLIENT: z.coerce.number().int().min(1).optional(),
+  FAIR_SHARE_MAX_QUEUED: z.coerce.number().int().min(0).optional().default(500),
+  FAIR_SHARE_MAX_WAIT_MS: z.coerce.number().int().min(100).optional().default(10_000),
+  REALTIME_MAX_CONNECTIONS: z.coerce.number().int().min(1).optional().default(2000),
+  REALTIME_MAX_CONNECTIONS_PER_IP: z.coerce.number().int().min(1).optional().default(50),
+  REALTIME_AUTH_GRACE_SECONDS: z.coerce.number().min(0.05).max(600).optional().default(10),
 });
 
 export interface Config {
@@ -50,6 +57,8 @@ export interface Config {
   embeddedPgPort: number;
   dbPoolMax: number;
   statementTimeoutMs: number;
+  /** Per-client share of the pool (gateway/lib/fair-share.ts). */
+  fairShare: FairShareOptions;
   realtime: RealtimeConfig;
 }
 
@@ -79,6 +88,11 @@ export interface RealtimeConfig {
   usersPerTransaction: number;
   /** A websocket that sends nothing (not even a heartbeat) for this long is closed. */
   socketIdleTimeoutMs: number;
+  /** Most open websockets per process, and per client IP. */
+  maxSockets: number;
+  maxSocketsPerIp: number;
+  /** A websocket with no authorised channel this long after it opened is closed (its state dropped). */
+  socketAuthGraceMs: number;
 }
 
 export class ConfigError extends Error {}
@@ -104,6 +118,11 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     embeddedPgPort: e.EMBEDDED_PG_PORT,
     dbPoolMax: e.DB_POOL_MAX,
     statementTimeoutMs: e.STATEMENT_TIMEOUT_MS,
+    fairShare: {
+      perKey: e.FAIR_SHARE_PER_CLIENT ?? Math.max(1, Math.floor(e.DB_POOL_MAX / 4)),
+      maxQueued: e.FAIR_SHARE_MAX_QUEUED,
+      maxWaitMs: e.FAIR_SHARE_MAX_WAIT_MS,
+    },
     realtime: {
       keepAliveMs: Math.round(e.STREAM_KEEPALIVE_SECONDS * 1000),
       maxBufferBytes: e.STREAM_MAX_BUFFER_BYTES,
@@ -117,6 +136,9 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       batchSize: 500,
       usersPerTransaction: 32,
       socketIdleTimeoutMs: 90_000,
+      maxSockets: e.REALTIME_MAX_CONNECTIONS,
+      maxSocketsPerIp: e.REALTIME_MAX_CONNECTIONS_PER_IP,
+      socketAuthGraceMs: Math.round(e.REALTIME_AUTH_GRACE_SECONDS * 1000),
     },
   };
 }

@@ -44,7 +44,9 @@ const MAX_ATTEMPTS = 3;
 
 /**
  * Runs `fn` in a transaction as the role in `claims`, with
- * `request.jwt.claims` set for auth.uid() and row-level security. Retries the
+ * `request.jwt.claims` set for auth.uid() and row-level security. The same
+ * statement refuses (PT401 session_ended) claims whose session was ended by
+ * logout or refresh-token reuse (private.check_session). Retries the
  * whole transaction on serialization failures and deadlocks.
  */
 export async function withClaims<T>(
@@ -61,7 +63,8 @@ export async function withClaims<T>(
         await tx`
           select set_config('role', ${claims.role}, true),
                  set_config('request.jwt.claims', ${JSON.stringify(claims)}, true),
-                 set_config('statement_timeout', ${timeout}, true)`;
+                 set_config('statement_timeout', ${timeout}, true),
+                 private.check_session(${typeof claims.session_id === 'string' ? claims.session_id : null}::text)`;
         return fn(tx);
       });
       return result as T;
