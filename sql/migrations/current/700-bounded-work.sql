@@ -27,6 +27,8 @@ create or replace function private.task_chain_walk(start_id uuid, forward boolea
   returns table (id uuid, steps integer, via_at timestamptz)
   language plpgsql stable
   set search_path = pg_catalog
+  -- One plan for every round (planning each round would cost more than running it).
+  set plan_cache_mode = force_generic_plan
   as $$
 declare
   frontier uuid[] := array[start_id];
