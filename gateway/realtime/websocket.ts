@@ -38,7 +38,7 @@
 // at most 64 KB; per connection at most 20 channels and 50 subscriptions,
 // filters of at most 1024 characters with at most 100 values in an `in`
 // list, and 16 KB of filter text in all; at most 32 frames waiting to be
-// handled. A connection that has no channel with a valid access token
+// handled, and 200 frames or 512 KB per 10 seconds. A connection that has no channel with a valid access token
 // socketAuthGraceMs after it opened is closed, and with it everything it
 // held (joins without a token are kept only that long). Open websockets are
 // capped per process (REALTIME_MAX_CONNECTIONS) and per client IP
@@ -68,6 +68,9 @@ export const LIMITS = {
   inValues: 100,
   filterBytes: 16 * 1024,
   queuedFrames: 32,
+  /** What one connection may send per 10 s window (a client sends a join or two and a heartbeat every 30 s). */
+  windowFrames: 200,
+  windowBytes: 512 * 1024,
 } as const;
 
 type Vsn = '1.0.0' | '2.0.0';
@@ -361,6 +364,7 @@ class Connection {
   private idleTimer: NodeJS.Timeout | undefined;
   private authTimer: NodeJS.Timeout | undefined;
   private queuedFrames = 0;
+  private window = { started: Date.now(), frames: 0, bytes: 0 };
   columns: { name: string; type: string }[] = [];
 
   constructor(
@@ -371,8 +375,12 @@ class Connection {
   ) {
     ws.on('message', (data: RawData, isBinary: boolean) => {
       this.touch();
-      if (this.queuedFrames >= LIMITS.queuedFrames) {
-        this.ws.close(1008, 'too many frames waiting');
+      const now = Date.now();
+      if (now - this.window.started > 10_000) this.window = { started: now, frames: 0, bytes: 0 };
+      this.window.frames++;
+      this.window.bytes += rawLength(data);
+      if (this.queuedFrames >= LIMITS.queuedFrames || this.window.frames > LIMITS.windowFrames || this.window.bytes > LIMITS.windowBytes) {
+        this.ws.close(1008, 'too many frames');
         this.cleanup();
         return;
       }
@@ -642,6 +650,11 @@ class Connection {
       this.registration = null;
     }
   }
+}
+
+function rawLength(data: RawData): number {
+  if (Array.isArray(data)) return data.reduce((n, b) => n + b.length, 0);
+  return data instanceof ArrayBuffer ? data.byteLength : data.length;
 }
 
 function channelName(topic: string): string {

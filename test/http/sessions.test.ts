@@ -99,14 +99,15 @@ describe('refresh-token reuse ends the session', () => {
 describe('private.check_session (SQL)', () => {
   it('true for a live, unknown or missing session; PT401 once the session is ended', async () => {
     const user = await registerUser('checksql');
-    const [{ session_id }] = await db()`select session_id from identity.refresh_tokens where user_id = ${user.userId} limit 1`;
-    expect((await db()`select private.check_session(${session_id}) as ok`)[0]!.ok).toBe(true);
+    const [row] = await db()`select session_id from identity.refresh_tokens where user_id = ${user.userId} limit 1`;
+    const sessionId = row!.session_id as string;
+    expect((await db()`select private.check_session(${sessionId}) as ok`)[0]!.ok).toBe(true);
     expect((await db()`select private.check_session(${crypto.randomUUID()}) as ok`)[0]!.ok).toBe(true);
     expect((await db()`select private.check_session(null) as ok`)[0]!.ok).toBe(true);
     expect((await db()`select private.check_session('not-a-uuid') as ok`)[0]!.ok).toBe(true);
     await db()`select api.auth_logout(${user.refreshToken})`;
-    await expect(db()`select private.check_session(${session_id})`).rejects.toMatchObject({ code: 'PT401', hint: 'session_ended' });
-    const claims = { role: 'authenticated' as const, sub: user.userId, session_id };
+    await expect(db()`select private.check_session(${sessionId})`).rejects.toMatchObject({ code: 'PT401', hint: 'session_ended' });
+    const claims = { role: 'authenticated' as const, sub: user.userId, session_id: sessionId };
     await expect(asUser(user.userId, (tx) => tx`select 1`)).resolves.toBeDefined();
     await expect(withClaims(db(), claims, (tx) => tx`select 1`)).rejects.toMatchObject({ code: 'PT401' });
   });
