@@ -42,6 +42,13 @@ export interface TransactionOptions {
 
 const MAX_ATTEMPTS = 3;
 
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+/** The session an access token belongs to (its session_id claim), if any. */
+function sessionOf(claims: RequestClaims): string | null {
+  return typeof claims.session_id === 'string' && UUID.test(claims.session_id) ? claims.session_id : null;
+}
+
 /**
  * Runs `fn` in a transaction as the role in `claims`, with
  * `request.jwt.claims` set for auth.uid() and row-level security. The same
@@ -64,7 +71,7 @@ export async function withClaims<T>(
           select set_config('role', ${claims.role}, true),
                  set_config('request.jwt.claims', ${JSON.stringify(claims)}, true),
                  set_config('statement_timeout', ${timeout}, true),
-                 private.check_session(${typeof claims.session_id === 'string' ? claims.session_id : null}::text)`;
+                 private.check_session(${sessionOf(claims)}::uuid)`;
         return fn(tx);
       });
       return result as T;

@@ -101,12 +101,13 @@ describe('private.check_session (SQL)', () => {
     const user = await registerUser('checksql');
     const [row] = await db()`select session_id from identity.refresh_tokens where user_id = ${user.userId} limit 1`;
     const sessionId = row!.session_id as string;
-    expect((await db()`select private.check_session(${sessionId}) as ok`)[0]!.ok).toBe(true);
-    expect((await db()`select private.check_session(${crypto.randomUUID()}) as ok`)[0]!.ok).toBe(true);
+    expect((await db()`select private.check_session(${sessionId}::uuid) as ok`)[0]!.ok).toBe(true);
+    expect((await db()`select private.check_session(${crypto.randomUUID()}::uuid) as ok`)[0]!.ok).toBe(true);
     expect((await db()`select private.check_session(null) as ok`)[0]!.ok).toBe(true);
-    expect((await db()`select private.check_session('not-a-uuid') as ok`)[0]!.ok).toBe(true);
+    // A claim that is not a uuid names no session (the gateway passes null).
+    expect(await withClaims(db(), { role: 'authenticated', sub: user.userId, session_id: 'not-a-uuid' }, (tx) => tx`select 1 as one`)).toEqual([{ one: 1 }]);
     await db()`select api.auth_logout(${user.refreshToken})`;
-    await expect(db()`select private.check_session(${sessionId})`).rejects.toMatchObject({ code: 'PT401', hint: 'session_ended' });
+    await expect(db()`select private.check_session(${sessionId}::uuid)`).rejects.toMatchObject({ code: 'PT401', hint: 'session_ended' });
     const claims = { role: 'authenticated' as const, sub: user.userId, session_id: sessionId };
     await expect(asUser(user.userId, (tx) => tx`select 1`)).resolves.toBeDefined();
     await expect(withClaims(db(), claims, (tx) => tx`select 1`)).rejects.toMatchObject({ code: 'PT401' });

@@ -18,19 +18,17 @@ create index if not exists refresh_tokens_ended_session_idx
   on identity.refresh_tokens (session_id)
   where revoked_reason in ('logout', 'reused');
 
-create or replace function private.check_session(session_id text) returns boolean
+drop function if exists private.raise_session_ended();
+drop function if exists private.check_session(text);
+create or replace function private.check_session(session_id uuid) returns boolean
   language plpgsql stable
   security definer
   set search_path = pg_catalog
   as $$
 begin
-  if check_session.session_id is null
-     or check_session.session_id !~ '^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$' then
-    return true;
-  end if;
-  if exists (
+  if check_session.session_id is not null and exists (
     select from identity.refresh_tokens t
-     where t.session_id = check_session.session_id::uuid
+     where t.session_id = check_session.session_id
        and t.revoked_reason in ('logout', 'reused')
   ) then
     raise exception 'the session of this access token has ended' using errcode = 'PT401', hint = 'session_ended';
@@ -38,9 +36,9 @@ begin
   return true;
 end;
 $$;
-comment on function private.check_session(text) is
-  'True unless the session (an access token''s session_id claim) was ended by logout or refresh-token reuse: then PT401 (hint session_ended). Null or no session: true.';
-grant execute on function private.check_session(text) to anon, authenticated, service_role;
+comment on function private.check_session(uuid) is
+  'True unless the session (an access token''s session_id claim) was ended by logout or refresh-token reuse: then PT401 (hint session_ended). Null (no session): true.';
+grant execute on function private.check_session(uuid) to anon, authenticated, service_role;
 
 -- Which of the given sessions have ended (for a gateway re-checking its open
 -- streams after its LISTEN connection was re-established).
