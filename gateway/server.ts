@@ -4,6 +4,7 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { createApp } from './http/app.ts';
 import type { Config } from './lib/config.ts';
+import type { TrustProxyFn } from './lib/client-ip.ts';
 import { createPool } from './lib/db.ts';
 import { FairShare } from './lib/fair-share.ts';
 import { createTokenService } from './lib/jwt.ts';
@@ -48,6 +49,7 @@ export async function startGateway(
     },
     log,
     isReady: () => ready,
+    trustProxy: config.trustProxy,
   });
 
   const server = http.createServer(app);
@@ -61,6 +63,7 @@ export async function startGateway(
     statementTimeoutMs: config.statementTimeoutMs,
     isReady: () => ready,
     sessions,
+    trustProxy: config.trustProxy === undefined ? undefined : (app.get('trust proxy fn') as TrustProxyFn),
   });
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);

@@ -34,10 +34,13 @@ export interface AppOptions {
   log: Logger;
   /** False until migrations have run; requests then get 503. */
   isReady: () => boolean;
+  /** Express `trust proxy` (TRUST_PROXY): which proxies' X-Forwarded-For names the client IP. */
+  trustProxy?: boolean | number | string;
 }
 
-export function createApp({ services, log, isReady }: AppOptions): express.Express {
+export function createApp({ services, log, isReady, trustProxy }: AppOptions): express.Express {
   const app = express();
+  if (trustProxy !== undefined) app.set('trust proxy', trustProxy);
   app.disable('x-powered-by');
   app.set('etag', false);
   app.set('query parser', 'simple');

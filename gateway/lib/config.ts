@@ -37,6 +37,7 @@ const EnvSchema = z.object({
   FAIR_SHARE_MAX_WAIT_MS: z.coerce.number().int().min(100).optional().default(10_000),
   REALTIME_MAX_CONNECTIONS: z.coerce.number().int().min(1).optional().default(2000),
   REALTIME_MAX_CONNECTIONS_PER_IP: z.coerce.number().int().min(1).optional().default(50),
+  TRUST_PROXY: optionalString,
   REALTIME_AUTH_GRACE_SECONDS: z.coerce.number().min(0.05).max(600).optional().default(10),
 });
 
@@ -59,6 +60,8 @@ export interface Config {
   statementTimeoutMs: number;
   /** Per-client share of the pool (gateway/lib/fair-share.ts). */
   fairShare: FairShareOptions;
+  /** Express `trust proxy`: true, a hop count, or addresses/subnets ('loopback, 10.0.0.0/8'). */
+  trustProxy: boolean | number | string | undefined;
   realtime: RealtimeConfig;
 }
 
@@ -118,6 +121,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     embeddedPgPort: e.EMBEDDED_PG_PORT,
     dbPoolMax: e.DB_POOL_MAX,
     statementTimeoutMs: e.STATEMENT_TIMEOUT_MS,
+    trustProxy: parseTrustProxy(e.TRUST_PROXY),
     fairShare: {
       perKey: e.FAIR_SHARE_PER_CLIENT ?? Math.max(1, Math.floor(e.DB_POOL_MAX / 4)),
       maxQueued: e.FAIR_SHARE_MAX_QUEUED,
@@ -141,6 +145,12 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       socketAuthGraceMs: Math.round(e.REALTIME_AUTH_GRACE_SECONDS * 1000),
     },
   };
+}
+
+function parseTrustProxy(value: string | undefined): boolean | number | string | undefined {
+  if (value === undefined) return undefined;
+  if (value === 'true' || value === 'false') return value === 'true';
+  return /^\d+$/.test(value) ? Number(value) : value;
 }
 
 /** The repository root (this file lives in gateway/lib/). */

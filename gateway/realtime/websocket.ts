@@ -49,6 +49,7 @@ import type http from 'node:http';
 import type { Duplex } from 'node:stream';
 import { WebSocket, WebSocketServer, type RawData } from 'ws';
 import { z } from 'zod';
+import { clientIpOf, type TrustProxyFn } from '../lib/client-ip.ts';
 import { withClaims, type RequestClaims, type Sql } from '../lib/db.ts';
 import { toHttpError } from '../lib/errors.ts';
 import { InvalidTokenError, type TokenService } from '../lib/jwt.ts';
@@ -203,6 +204,8 @@ export interface WebSocketDeps {
   isReady: () => boolean;
   /** Closes channels whose session ends (optional: without it only token expiry ends them). */
   sessions?: SessionWatch;
+  /** Which proxies' X-Forwarded-For to believe for the per-IP cap (Express's compiled TRUST_PROXY). */
+  trustProxy?: TrustProxyFn;
 }
 
 export interface RealtimeWebSocket {
@@ -247,7 +250,7 @@ export function attachRealtimeWebSocket(server: http.Server, deps: WebSocketDeps
       return;
     }
     const { maxSockets, maxSocketsPerIp } = deps.hub.config;
-    const ip = req.socket.remoteAddress ?? 'unknown';
+    const ip = clientIpOf(req, deps.trustProxy);
     if (accepted >= maxSockets) {
       refuse(socket, 503, 'service_unavailable', 'too many realtime connections, try again later');
       return;

@@ -2,8 +2,10 @@
 // perKey transactions of one client at once, the rest wait in FIFO order,
 // other clients are not held up, and past the queue's bound (length or wait)
 // the answer is 429 with a retry hint.
+import type http from 'node:http';
 import { describe, expect, it } from 'vitest';
 import { HttpError } from '../../gateway/lib/errors.ts';
+import { clientIpOf } from '../../gateway/lib/client-ip.ts';
 import { FairShare, fairShareKey } from '../../gateway/lib/fair-share.ts';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -61,5 +63,18 @@ describe('FairShare', () => {
   it('keys: the user when signed in, else the client address', () => {
     expect(fairShareKey('u1', '10.0.0.1')).toBe('user:u1');
     expect(fairShareKey(undefined, '10.0.0.1')).toBe('ip:10.0.0.1');
+  });
+});
+
+describe('clientIpOf (websocket upgrades, as Express computes req.ip)', () => {
+  const req = (remote: string, xff?: string) =>
+    ({ socket: { remoteAddress: remote }, headers: xff ? { 'x-forwarded-for': xff } : {} }) as unknown as http.IncomingMessage;
+  it('the socket address unless proxies are trusted; then the first untrusted hop from the nearest', () => {
+    expect(clientIpOf(req('10.0.0.5', '1.2.3.4'), undefined)).toBe('10.0.0.5');
+    const trustPrivate = (addr: string) => addr.startsWith('10.');
+    expect(clientIpOf(req('10.0.0.5', '1.2.3.4'), trustPrivate)).toBe('1.2.3.4');
+    expect(clientIpOf(req('10.0.0.5', '9.9.9.9, 1.2.3.4, 10.0.0.7'), trustPrivate)).toBe('1.2.3.4');
+    expect(clientIpOf(req('5.5.5.5', '1.2.3.4'), trustPrivate)).toBe('5.5.5.5');
+    expect(clientIpOf(req('10.0.0.5'), trustPrivate)).toBe('10.0.0.5');
   });
 });
