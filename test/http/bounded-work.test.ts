@@ -23,7 +23,7 @@ async function ladder(user: TestUser, n: number): Promise<string[]> {
   const ids = Array.from({ length: n }, (_, i) => byTitle.get(`t${i}`)!);
   await db()`
     insert into app.task_transitions (created_by, origin_id, destination_id, inserted_at)
-    select ${user.userId}, (${ids}::uuid[])[i], (${ids}::uuid[])[i + s], now() + make_interval(secs => i)
+    select ${user.userId}, (${ids}::uuid[])[i], (${ids}::uuid[])[i + s], now() + make_interval(secs => 2 * i + s)
       from generate_series(1, ${n}) i, (values (1), (2)) step(s)
      where i + s <= ${n}`;
   return ids;
