@@ -21,22 +21,36 @@ grant execute on function private.task_chain_max_depth() to authenticated;
 -- One breadth-first walk for both directions. Each round reads the links of
 -- the current frontier (the tasks first reached in the previous round) and
 -- keeps the destinations not reached before, each with the earliest link
--- time that reached it in this round. Row-level security applies to every
--- read (the function runs as the caller).
+-- time that reached it in this round.
+--
+-- Security definer so that the plan cannot depend on row-level security: the
+-- caller's rule (their own links from their own task) is applied explicitly,
+-- written so that no index serves it (`is true`), and sequential and bitmap
+-- scans are off, so every round is an index lookup of the frontier's links
+-- (origin or destination index) whatever the statistics say. Without this a
+-- freshly loaded table (no statistics yet) gets a plan that reads all of the
+-- user's links every round: O(rounds x links). One generic plan serves every
+-- round (planning each round would cost more than running it).
 create or replace function private.task_chain_walk(start_id uuid, forward boolean, max_steps integer)
   returns table (id uuid, steps integer, via_at timestamptz)
   language plpgsql stable
+  security definer
   set search_path = pg_catalog
-  -- One plan for every round (planning each round would cost more than running it).
   set plan_cache_mode = force_generic_plan
+  set enable_seqscan = off
+  set enable_bitmapscan = off
   as $$
 declare
+  caller uuid := auth.uid();
   frontier uuid[] := array[start_id];
   reached uuid[] := array[start_id];
   next_ids uuid[];
   next_via timestamptz[];
   level integer := 0;
 begin
+  if caller is null or not exists (select from app.tasks t where t.id = start_id and t.created_by = caller) then
+    return;
+  end if;
   id := start_id; steps := 0; via_at := null;
   return next;
   while level < max_steps and cardinality(frontier) > 0 loop
@@ -48,11 +62,11 @@ begin
           from (
             select l.destination_id as id, l.inserted_at as at
               from app.task_transitions l
-             where forward and l.origin_id = any (frontier)
+             where forward and l.origin_id = any (frontier) and (l.created_by = caller) is true
             union all
             select l.origin_id, l.inserted_at
               from app.task_transitions l
-             where not forward and l.destination_id = any (frontier)
+             where not forward and l.destination_id = any (frontier) and (l.created_by = caller) is true
           ) c
          where not (c.id = any (reached))
          group by c.id
@@ -64,7 +78,7 @@ begin
 end;
 $$;
 comment on function private.task_chain_walk(uuid, boolean, integer) is
-  'Breadth-first walk of task links from start_id (forward or backward), at most max_steps links: each reached task once with its distance and the earliest link time at that distance.';
+  'Breadth-first walk of the caller''s task links from start_id (their own task; else nothing), forward or backward, at most max_steps links: each reached task once with its distance and the earliest link time at that distance.';
 grant execute on function private.task_chain_walk(uuid, boolean, integer) to authenticated;
 
 create or replace function api.task_chain(task_id uuid, direction text default 'forward', depth integer default 50)
