@@ -7,11 +7,13 @@ import { trackConnections } from './http/drain.ts';
 import { answerClientErrors } from './http/input.ts';
 import type { Config } from './lib/config.ts';
 import { createPool } from './lib/db.ts';
+import { FairShare } from './lib/fair-share.ts';
 import { createTokenService } from './lib/jwt.ts';
 import type { Logger } from './lib/log.ts';
 import { startOutboxWorker, type OutboxWorker } from './lib/mailer.ts';
 import { runMigrations } from './lib/migrate.ts';
 import { ChangeHub } from './realtime/hub.ts';
+import { SessionWatch } from './realtime/session-watch.ts';
 import { attachRealtimeWebSocket } from './realtime/websocket.ts';
 
 export interface RunningGateway {
@@ -43,6 +45,7 @@ export async function startGateway(
     statementTimeoutMs: config.statementTimeoutMs,
     listenSql,
   });
+  const sessions = new SessionWatch(listenSql ?? sql, log);
   const app = createApp({
     services: {
       sql,
@@ -53,6 +56,8 @@ export async function startGateway(
       realtime,
       authLimits: config.authLimits,
       trustProxy: config.trustProxy,
+      fairShare: new FairShare(config.fairShare),
+      sessions,
     },
     log,
     isReady: () => ready,
@@ -71,6 +76,8 @@ export async function startGateway(
     log,
     statementTimeoutMs: config.statementTimeoutMs,
     isReady: () => ready,
+    sessions,
+    trustProxy: config.trustProxy,
   });
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
@@ -86,6 +93,7 @@ export async function startGateway(
     await mailer?.close();
     await websocket.close();
     await realtime.close();
+    await sessions.close();
     // In-flight requests may run until their statement timeout; then whatever is left is cut.
     await drain.close(config.statementTimeoutMs + 1_000);
     await sql.end({ timeout: 5 });
@@ -96,7 +104,8 @@ export async function startGateway(
     // Behind a pooler, migrations (advisory locks, DDL) go to the database directly.
     await runMigrations(config.databaseDirectUrl ?? databaseUrl, log, { includeCurrent: includeCurrentMigration });
     await realtime.start();
-    if (config.smtpUrl) mailer = await startOutboxWorker(sql, { smtpUrl: config.smtpUrl, from: config.mailFrom }, log);
+    await sessions.start();
+    if (config.smtpUrl) mailer = await startOutboxWorker(sql, { smtpUrl: config.smtpUrl, from: config.mailFrom, listenSql }, log);
   } catch (err) {
     await close();
     throw err;

@@ -110,19 +110,34 @@ ${options.script ? html`<script nonce="${nonce}">${new SafeHtml(options.script)}
 `;
   return {
     html: document.value,
-    headers: {
-      'Content-Security-Policy': [
-        "default-src 'none'",
-        `style-src 'nonce-${nonce}'`,
-        `script-src 'nonce-${nonce}'`,
-        "img-src http: https: data:",
-        "connect-src 'self'",
-        "form-action 'self'",
-        "base-uri 'none'",
-        "frame-ancestors 'none'",
-      ].join('; '),
-      'X-Content-Type-Options': 'nosniff',
-      'Referrer-Policy': 'no-referrer',
-    },
+    headers: securityHeaders(nonce),
   };
+}
+
+/**
+ * The security headers of every HTML response (pages and error pages): a
+ * strict CSP whose styles and scripts need the page's nonce, no framing, no
+ * MIME sniffing, no referrer.
+ */
+export function securityHeaders(nonce: string): Record<string, string> {
+  return {
+    'Content-Security-Policy': [
+      "default-src 'none'",
+      `style-src 'nonce-${nonce}'`,
+      `script-src 'nonce-${nonce}'`,
+      'img-src http: https: data:',
+      "connect-src 'self'",
+      "form-action 'self'",
+      "base-uri 'none'",
+      "frame-ancestors 'none'",
+    ].join('; '),
+    'X-Frame-Options': 'DENY',
+    'X-Content-Type-Options': 'nosniff',
+    'Referrer-Policy': 'no-referrer',
+  };
+}
+
+/** Headers for HTML that carries no nonce of its own (nothing inline may run or style). */
+export function plainSecurityHeaders(): Record<string, string> {
+  return securityHeaders(crypto.randomBytes(16).toString('base64'));
 }

@@ -23,14 +23,17 @@
 import type { Request, RequestHandler, Response } from 'express';
 import { z } from 'zod';
 import type { ChangeHub } from '../realtime/hub.ts';
+import type { SessionWatch } from '../realtime/session-watch.ts';
 import { apiTokenCaller, authenticateApiToken, isApiTokenSecret, type ApiTokenInfo, type Caller } from '../lib/api-tokens.ts';
 import { clientIp, type TrustProxy } from '../lib/client-ip.ts';
 import type { AuthLimits } from '../lib/config.ts';
 import { ANON_CLAIMS, withClaims, type RequestClaims, type Sql, type Tx } from '../lib/db.ts';
 import { defaultCode, errorBody, HttpError, toHttpError, type ErrorShape } from '../lib/errors.ts';
+import { fairShareKey, type FairShare } from '../lib/fair-share.ts';
 import { InvalidTokenError, type AccessClaims, type TokenService } from '../lib/jwt.ts';
 import type { Logger } from '../lib/log.ts';
 import { retryAfterOf } from '../lib/throttle.ts';
+import { plainSecurityHeaders, type Page } from './html.ts';
 import { assertStorable } from './input.ts';
 
 export type Method = 'get' | 'post' | 'put' | 'patch' | 'delete';
@@ -47,6 +50,10 @@ export interface Services {
   authLimits?: AuthLimits;
   /** How to read the client IP (TRUST_PROXY); absent: the socket address. */
   trustProxy?: TrustProxy;
+  /** Per-client share of the pool (gateway/lib/fair-share.ts); none: unlimited. */
+  fairShare?: FairShare;
+  /** Ends SSE streams and websockets of ended sessions (realtime/session-watch.ts). */
+  sessions?: SessionWatch;
 }
 
 /**
@@ -130,8 +137,8 @@ export interface RouteDefinition<
   errorShapes?: Partial<Record<number, ErrorShape>>;
   /** Per-route status changes for errors raised by SQL (e.g. duplicate e-mail: 409 → 400). */
   statusOverrides?: Partial<Record<number, number>>;
-  /** Web pages: errors are answered with this HTML page instead of a JSON body. */
-  renderError?: (err: HttpError) => string;
+  /** Web pages: errors are answered with this HTML page (a Page brings its own security headers). */
+  renderError?: (err: HttpError) => string | Page;
   handler(ctx: Context<Out<P>, Out<Q>, Out<B>, Out<H>>): Promise<Reply>;
 }
 
@@ -167,6 +174,7 @@ export function defineRoute<
         const body = validate(def.body, req.body, 'body', invalid);
         const headers = validate(def.headers, req.headers, 'header', invalid);
         const requestClaims: RequestClaims = caller?.claims ?? ANON_CLAIMS;
+        const ip = clientIp(req.socket.remoteAddress, req.headers['x-forwarded-for'], services.trustProxy);
         if (user) res.locals.userId = user.sub;
         const ctx: Context<Out<P>, Out<Q>, Out<B>, Out<H>> = {
           params: params as Out<P>,
@@ -175,18 +183,22 @@ export function defineRoute<
           headers: headers as Out<H>,
           user,
           apiToken: caller?.apiToken ?? null,
-          clientIp: clientIp(req.socket.remoteAddress, req.headers['x-forwarded-for'], services.trustProxy),
+          clientIp: ip,
           services,
           get log() {
             return log();
           },
-          db: (fn, claims) =>
-            withClaims(services.sql, claims ?? requestClaims, fn, {
-              readOnly: def.method === 'get' && !def.readWrite,
-              statementTimeoutMs: services.statementTimeoutMs,
-              // API-token callers carry extra claims (token_id, ...); theirs are serialised per request.
-              claimsJson: claims === undefined && user && !caller?.apiToken ? claimsJson(user) : undefined,
-            }),
+          db: (fn, claims) => {
+            const transaction = () =>
+              withClaims(services.sql, claims ?? requestClaims, fn, {
+                readOnly: def.method === 'get' && !def.readWrite,
+                statementTimeoutMs: services.statementTimeoutMs,
+                // API-token callers carry extra claims (token_id, ...); theirs are serialised per request.
+                claimsJson: claims === undefined && user && !caller?.apiToken ? claimsJson(user) : undefined,
+              });
+            const share = services.fairShare;
+            return share ? share.run(fairShareKey(user?.sub, ip), transaction) : transaction();
+          },
         };
         send(res, await def.handler(ctx));
       } catch (err) {
@@ -201,7 +213,9 @@ export function defineRoute<
         const retryAfter = retryAfterOf(httpError);
         if (retryAfter) res.setHeader('Retry-After', retryAfter);
         if (def.renderError) {
-          res.status(httpError.status).type('html').send(def.renderError(httpError));
+          const rendered = def.renderError(httpError);
+          const errorPage = typeof rendered === 'string' ? { html: rendered, headers: plainSecurityHeaders() } : rendered;
+          res.set(errorPage.headers).status(httpError.status).type('html').send(errorPage.html);
           return;
         }
         const shape = def.errorShapes?.[httpError.status] ?? 'error';

@@ -3,6 +3,7 @@
 import path from 'node:path';
 import { z } from 'zod';
 import { parseTrustProxy, type TrustProxy } from './client-ip.ts';
+import type { FairShareOptions } from './fair-share.ts';
 
 const optionalString = z
   .string()
@@ -41,6 +42,12 @@ const EnvSchema = z.object({
   LOGIN_FAILURE_WINDOW_SECONDS: z.coerce.number().int().min(1).max(86_400).optional().default(900),
   TRUST_PROXY: optionalString,
   CORS_ORIGINS: optionalString,
+  FAIR_SHARE_PER_CLIENT: z.coerce.number().int().min(1).optional(),
+  FAIR_SHARE_MAX_QUEUED: z.coerce.number().int().min(0).optional().default(500),
+  FAIR_SHARE_MAX_WAIT_MS: z.coerce.number().int().min(100).optional().default(10_000),
+  REALTIME_MAX_CONNECTIONS: z.coerce.number().int().min(1).optional().default(2000),
+  REALTIME_MAX_CONNECTIONS_PER_IP: z.coerce.number().int().min(1).optional().default(50),
+  REALTIME_AUTH_GRACE_SECONDS: z.coerce.number().min(0.05).max(600).optional().default(10),
 });
 
 export interface Config {
@@ -71,6 +78,8 @@ export interface Config {
   mailFrom: string;
   dbPoolMax: number;
   statementTimeoutMs: number;
+  /** Per-client share of the pool (gateway/lib/fair-share.ts). */
+  fairShare: FairShareOptions;
   realtime: RealtimeConfig;
   /** Failed-login and refresh/verify throttling (counted in Postgres). */
   authLimits: AuthLimits;
@@ -112,6 +121,11 @@ export interface RealtimeConfig {
   usersPerTransaction: number;
   /** A websocket that sends nothing (not even a heartbeat) for this long is closed. */
   socketIdleTimeoutMs: number;
+  /** Most open websockets per process, and per client IP. */
+  maxSockets: number;
+  maxSocketsPerIp: number;
+  /** A websocket with no authorised channel this long after it opened is closed (its state dropped). */
+  socketAuthGraceMs: number;
 }
 
 export class ConfigError extends Error {}
@@ -148,6 +162,11 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     },
     trustProxy: trustProxyFrom(e.TRUST_PROXY),
     corsOrigins: (e.CORS_ORIGINS ?? '').split(',').map((o) => o.trim().replace(/\/+$/, '')).filter(Boolean),
+    fairShare: {
+      perKey: e.FAIR_SHARE_PER_CLIENT ?? Math.max(1, Math.floor(e.DB_POOL_MAX / 4)),
+      maxQueued: e.FAIR_SHARE_MAX_QUEUED,
+      maxWaitMs: e.FAIR_SHARE_MAX_WAIT_MS,
+    },
     realtime: {
       keepAliveMs: Math.round(e.STREAM_KEEPALIVE_SECONDS * 1000),
       maxBufferBytes: e.STREAM_MAX_BUFFER_BYTES,
@@ -161,6 +180,9 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       batchSize: 500,
       usersPerTransaction: 32,
       socketIdleTimeoutMs: 90_000,
+      maxSockets: e.REALTIME_MAX_CONNECTIONS,
+      maxSocketsPerIp: e.REALTIME_MAX_CONNECTIONS_PER_IP,
+      socketAuthGraceMs: Math.round(e.REALTIME_AUTH_GRACE_SECONDS * 1000),
     },
   };
 }

@@ -72,9 +72,18 @@ export interface TransactionOptions {
 
 const MAX_ATTEMPTS = 3;
 
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+/** The session an access token belongs to (its session_id claim), if any. */
+function sessionOf(claims: RequestClaims): string | null {
+  return typeof claims.session_id === 'string' && UUID.test(claims.session_id) ? claims.session_id : null;
+}
+
 /**
  * Runs `fn` in a transaction as the role in `claims`, with
- * `request.jwt.claims` set for auth.uid() and row-level security. Retries the
+ * `request.jwt.claims` set for auth.uid() and row-level security. The same
+ * statement refuses (PT401 session_ended) claims whose session was ended by
+ * logout or refresh-token reuse (private.check_session). Retries the
  * whole transaction on serialization failures and deadlocks.
  */
 export async function withClaims<T>(
@@ -118,7 +127,8 @@ async function transaction<T>(sql: Sql, claims: RequestClaims, fn: (tx: Tx) => P
     const settings = tx`
       select set_config('role', ${claims.role}, true),
              set_config('request.jwt.claims', ${options.claimsJson ?? JSON.stringify(claims)}, true),
-             set_config('statement_timeout', ${String(options.statementTimeoutMs ?? 15_000)}, true)`.execute();
+             set_config('statement_timeout', ${String(options.statementTimeoutMs ?? 15_000)}, true),
+             private.check_session(${sessionOf(claims)}::uuid)`.execute();
     let body: Promise<T>;
     try {
       body = fn(tx as unknown as Tx);

@@ -18,6 +18,8 @@ export interface MailerOptions {
   /** How often to look for due messages without a notification. */
   pollIntervalMs?: number;
   batchSize?: number;
+  /** A session connection for LISTEN when `sql` goes through a transaction-mode pooler. */
+  listenSql?: Sql;
 }
 
 interface OutboxRow {
@@ -81,7 +83,7 @@ export async function startOutboxWorker(sql: Sql, options: MailerOptions, log: L
     return running;
   };
 
-  const listener = await sql.listen('email_outbox', () => void drain());
+  const listener = await (options.listenSql ?? sql).listen('email_outbox', () => void drain());
   const timer = setInterval(() => void drain(), options.pollIntervalMs ?? 30_000);
   timer.unref();
   void drain();

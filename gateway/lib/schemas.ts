@@ -11,3 +11,12 @@ export const Uuid = z.uuid({ message: 'must be a uuid' });
 
 /** A non-empty trimmed string of at most `max` characters. */
 export const Text = (max: number) => z.string().trim().min(1, { message: 'must not be empty' }).max(max);
+
+/** A profile's display name. */
+export const ProfileName = Text(200);
+
+/** A JSON object whose serialised form is at most maxBytes (UTF-8). */
+export const BoundedJsonObject = (maxBytes: number) =>
+  z.record(z.string(), z.unknown()).refine((value) => Buffer.byteLength(JSON.stringify(value)) <= maxBytes, {
+    message: `must be at most ${maxBytes} bytes as JSON`,
+  });

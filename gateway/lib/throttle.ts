@@ -14,5 +14,6 @@ export function tooManyRequests(retryAfterSeconds: number, message = 'too many a
 /** The Retry-After value for an error, if it has one. */
 export function retryAfterOf(err: HttpError): string | undefined {
   const seconds = err.details?.retry_after;
-  return err.status === 429 && typeof seconds === 'number' ? String(seconds) : undefined;
+  if (err.status !== 429) return undefined;
+  return typeof seconds === 'number' ? String(Math.max(1, Math.ceil(seconds))) : '1';
 }

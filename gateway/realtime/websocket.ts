@@ -33,20 +33,46 @@
 // channels, other tables. A websocket counts against the per-user stream cap
 // once it has joined a channel; it is closed when its unsent backlog exceeds
 // STREAM_MAX_BUFFER_BYTES or it sends nothing for socketIdleTimeoutMs.
+//
+// Limits (so that no client can exhaust the process; see LIMITS): frames of
+// at most 64 KB; per connection at most 20 channels and 50 subscriptions,
+// filters of at most 1024 characters with at most 100 values in an `in`
+// list, and 16 KB of filter text in all; at most 32 frames waiting to be
+// handled, and 200 frames or 512 KB per 10 seconds. A connection that has no channel with a valid access token
+// socketAuthGraceMs after it opened is closed, and with it everything it
+// held (joins without a token are kept only that long). Open websockets are
+// capped per process (REALTIME_MAX_CONNECTIONS) and per client IP
+// (REALTIME_MAX_CONNECTIONS_PER_IP); over a cap the upgrade is refused with
+// 503 or 429. When the session of a channel's access token ends (logout,
+// refresh-token reuse) the channel is closed.
 import type http from 'node:http';
 import type { Duplex } from 'node:stream';
 import { WebSocket, WebSocketServer, type RawData } from 'ws';
 import { z } from 'zod';
+import { clientIp, type TrustProxy } from '../lib/client-ip.ts';
 import { withClaims, type RequestClaims, type Sql } from '../lib/db.ts';
 import { toHttpError } from '../lib/errors.ts';
 import { InvalidTokenError, type TokenService } from '../lib/jwt.ts';
 import type { Logger } from '../lib/log.ts';
 import type { ChangeHub, CloseReason, RealtimeRow, WebSocketSubscriber } from './hub.ts';
+import type { SessionWatch } from './session-watch.ts';
 
 export const REALTIME_PATH = '/realtime/v1/websocket';
 export const REALTIME_SCHEMA = 'app';
 export const REALTIME_TABLE = 'events';
-const MAX_CHANNELS = 100;
+/** Per-connection bounds (see the header). */
+export const LIMITS = {
+  frameBytes: 64 * 1024,
+  channels: 20,
+  subscriptions: 50,
+  filterLength: 1024,
+  inValues: 100,
+  filterBytes: 16 * 1024,
+  queuedFrames: 32,
+  /** What one connection may send per 10 s window (a client sends a join or two and a heartbeat every 30 s). */
+  windowFrames: 200,
+  windowBytes: 512 * 1024,
+} as const;
 
 type Vsn = '1.0.0' | '2.0.0';
 
@@ -78,7 +104,7 @@ const PostgresChangeConfig = z.object({
 const JoinPayload = z.object({
   config: z
     .object({
-      postgres_changes: z.array(PostgresChangeConfig).max(100).optional(),
+      postgres_changes: z.array(PostgresChangeConfig).max(LIMITS.subscriptions).optional(),
       presence: z.object({ enabled: z.boolean().optional() }).passthrough().optional(),
       private: z.boolean().optional(),
     })
@@ -132,6 +158,7 @@ interface Filter {
 }
 
 function parseFilter(text: string): Filter | string {
+  if (text.length > LIMITS.filterLength) return `filter longer than ${LIMITS.filterLength} characters`;
   const match = /^([A-Za-z_][A-Za-z0-9_]*)=(eq|neq|in)\.(.*)$/s.exec(text);
   if (!match) return `unsupported filter "${text}": use column=eq.value, column=neq.value or column=in.(a,b)`;
   const [, column, op, value] = match as unknown as [string, string, Filter['op'], string];
@@ -139,6 +166,7 @@ function parseFilter(text: string): Filter | string {
   const list = /^\((.*)\)$/s.exec(value);
   if (!list) return `unsupported filter "${text}": in takes a list in parentheses`;
   const values = list[1]!.split(',').map((v) => v.trim().replace(/^"(.*)"$/s, '$1'));
+  if (values.length > LIMITS.inValues) return `at most ${LIMITS.inValues} values in an in filter`;
   return { column, op, values };
 }
 
@@ -174,6 +202,10 @@ export interface WebSocketDeps {
   log: Logger;
   statementTimeoutMs: number;
   isReady: () => boolean;
+  /** Closes channels whose session ends (optional: without it only token expiry ends them). */
+  sessions?: SessionWatch;
+  /** Which proxies' X-Forwarded-For to believe for the per-IP cap (Express's compiled TRUST_PROXY). */
+  trustProxy?: TrustProxy;
 }
 
 export interface RealtimeWebSocket {
@@ -181,9 +213,11 @@ export interface RealtimeWebSocket {
 }
 
 export function attachRealtimeWebSocket(server: http.Server, deps: WebSocketDeps): RealtimeWebSocket {
-  const wss = new WebSocketServer({ noServer: true, maxPayload: 1024 * 1024 });
+  const wss = new WebSocketServer({ noServer: true, maxPayload: LIMITS.frameBytes, perMessageDeflate: false });
   const connections = new Set<Connection>();
+  const perIp = new Map<string, number>();
   let closing = false;
+  let accepted = 0;
   let columns: Promise<{ name: string; type: string }[]> | undefined;
   const columnsFor = (claims: RequestClaims) => {
     columns ??= withClaims(deps.sql, claims, (tx) => tx<{ name: string; type: string }[]>`select name, type from api.realtime_columns()`, {
@@ -215,12 +249,38 @@ export function attachRealtimeWebSocket(server: http.Server, deps: WebSocketDeps
       refuse(socket, 400, 'bad_request', 'vsn must be 1.0.0 or 2.0.0');
       return;
     }
+    const { maxSockets, maxSocketsPerIp } = deps.hub.config;
+    const ip = clientIp(req.socket.remoteAddress, req.headers['x-forwarded-for'], deps.trustProxy);
+    if (accepted >= maxSockets) {
+      refuse(socket, 503, 'service_unavailable', 'too many realtime connections, try again later');
+      return;
+    }
+    if ((perIp.get(ip) ?? 0) >= maxSocketsPerIp) {
+      refuse(socket, 429, 'rate_limited', 'too many realtime connections from this address');
+      return;
+    }
+    // Counted from the upgrade on (a handshake in progress holds a place).
+    accepted++;
+    perIp.set(ip, (perIp.get(ip) ?? 0) + 1);
+    let released = false;
+    const release = () => {
+      if (released) return;
+      released = true;
+      accepted--;
+      const n = (perIp.get(ip) ?? 1) - 1;
+      if (n <= 0) perIp.delete(ip);
+      else perIp.set(ip, n);
+    };
+    socket.once('close', release);
     wss.handleUpgrade(req, socket, head, (ws) => {
       // The query string (apikey) is never logged.
       deps.log.debug({ path: url.pathname, vsn }, 'realtime websocket opened');
       const connection = new Connection(ws, vsn, deps, columnsFor);
       connections.add(connection);
-      ws.on('close', () => connections.delete(connection));
+      ws.on('close', () => {
+        connections.delete(connection);
+        release();
+      });
     });
   });
 
@@ -244,12 +304,14 @@ export function attachRealtimeWebSocket(server: http.Server, deps: WebSocketDeps
 }
 
 function httpStatusText(status: number): string {
-  return { 400: 'Bad Request', 404: 'Not Found', 503: 'Service Unavailable' }[status] ?? 'Error';
+  return { 400: 'Bad Request', 404: 'Not Found', 429: 'Too Many Requests', 503: 'Service Unavailable' }[status] ?? 'Error';
 }
 
 class Channel implements WebSocketSubscriber {
   readonly kind = 'websocket' as const;
   expiryTimer: NodeJS.Timeout | undefined;
+  /** Stops watching this channel's session. */
+  unwatchSession: () => void = () => {};
 
   constructor(
     private readonly connection: Connection,
@@ -304,6 +366,9 @@ class Connection {
   private registration: { id: string; userId: string } | null = null;
   private queue: Promise<void> = Promise.resolve();
   private idleTimer: NodeJS.Timeout | undefined;
+  private authTimer: NodeJS.Timeout | undefined;
+  private queuedFrames = 0;
+  private window = { started: Date.now(), frames: 0, bytes: 0 };
   columns: { name: string; type: string }[] = [];
 
   constructor(
@@ -314,13 +379,30 @@ class Connection {
   ) {
     ws.on('message', (data: RawData, isBinary: boolean) => {
       this.touch();
+      const now = Date.now();
+      if (now - this.window.started > 10_000) this.window = { started: now, frames: 0, bytes: 0 };
+      this.window.frames++;
+      this.window.bytes += rawLength(data);
+      if (this.queuedFrames >= LIMITS.queuedFrames || this.window.frames > LIMITS.windowFrames || this.window.bytes > LIMITS.windowBytes) {
+        this.ws.close(1008, 'too many frames');
+        this.cleanup();
+        return;
+      }
+      this.queuedFrames++;
       this.queue = this.queue
         .then(() => this.handle(data, isBinary))
-        .catch((err: unknown) => this.deps.log.warn({ err }, 'realtime websocket: message failed'));
+        .catch((err: unknown) => this.deps.log.warn({ err }, 'realtime websocket: message failed'))
+        .finally(() => this.queuedFrames--);
     });
     ws.on('close', () => this.cleanup());
     ws.on('error', (err) => this.deps.log.debug({ err }, 'realtime websocket error'));
     this.touch();
+    // No valid access token in time: the connection and what it holds go.
+    this.authTimer = setTimeout(() => {
+      this.ws.close(1008, 'an access token is required');
+      this.cleanup();
+    }, this.deps.hub.config.socketAuthGraceMs);
+    this.authTimer.unref();
   }
 
   get open(): boolean {
@@ -435,8 +517,17 @@ class Connection {
       if (typeof filter === 'string') return this.reply(frame, 'error', { reason: filter });
       subscriptions.push({ id: nextSubscriptionId++, config: change, type, filter });
     }
-    if (!this.channels.has(frame.topic) && this.channels.size >= MAX_CHANNELS) {
-      return this.reply(frame, 'error', { reason: `at most ${MAX_CHANNELS} channels per connection` });
+    if (!this.channels.has(frame.topic) && this.channels.size >= LIMITS.channels) {
+      return this.reply(frame, 'error', { reason: `at most ${LIMITS.channels} channels per connection` });
+    }
+    const others = [...this.channels.values()].filter((c) => c.topic !== frame.topic);
+    const held = others.reduce((n, c) => n + c.subscriptions.length, 0);
+    if (held + subscriptions.length > LIMITS.subscriptions) {
+      return this.reply(frame, 'error', { reason: `at most ${LIMITS.subscriptions} subscriptions per connection` });
+    }
+    const filterBytes = (subs: Subscription[]) => subs.reduce((n, sub) => n + (sub.config.filter?.length ?? 0), 0);
+    if (others.reduce((n, c) => n + filterBytes(c.subscriptions), 0) + filterBytes(subscriptions) > LIMITS.filterBytes) {
+      return this.reply(frame, 'error', { reason: `at most ${LIMITS.filterBytes} bytes of filters per connection` });
     }
 
     let channel: Channel;
@@ -498,6 +589,8 @@ class Connection {
   }
 
   private start(channel: Channel): void {
+    clearTimeout(this.authTimer);
+    this.watchSession(channel);
     this.armExpiry(channel);
     if (channel.subscriptions.length > 0) this.deps.hub.add(channel);
   }
@@ -511,6 +604,7 @@ class Connection {
     if (channel.authorized) {
       if (claims.sub !== channel.userId) return this.closeChannel(channel, 'the access token belongs to another user');
       channel.claims = claims;
+      this.watchSession(channel);
       this.armExpiry(channel);
       return this.reply(frame, 'ok', {});
     }
@@ -522,6 +616,14 @@ class Connection {
     this.channels.set(channel.topic, ready);
     this.reply(frame, 'ok', {});
     this.start(ready);
+  }
+
+  private watchSession(channel: Channel): void {
+    channel.unwatchSession();
+    channel.unwatchSession =
+      this.deps.sessions?.watch(channel.claims.session_id, () => {
+        if (this.channels.get(channel.topic) === channel) this.closeChannel(channel, 'the session has ended');
+      }) ?? (() => {});
   }
 
   private armExpiry(channel: Channel): void {
@@ -538,18 +640,25 @@ class Connection {
     const channel = this.channels.get(topic);
     if (!channel) return;
     clearTimeout(channel.expiryTimer);
+    channel.unwatchSession();
     this.channels.delete(topic);
     this.deps.hub.remove(channel);
   }
 
   private cleanup(): void {
     clearTimeout(this.idleTimer);
+    clearTimeout(this.authTimer);
     for (const topic of [...this.channels.keys()]) this.removeChannel(topic);
     if (this.registration) {
       this.deps.hub.releaseRegistration(this.registration.id);
       this.registration = null;
     }
   }
+}
+
+function rawLength(data: RawData): number {
+  if (Array.isArray(data)) return data.reduce((n, b) => n + b.length, 0);
+  return data instanceof ArrayBuffer ? data.byteLength : data.length;
 }
 
 function channelName(topic: string): string {

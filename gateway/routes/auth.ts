@@ -7,10 +7,11 @@ import { defineRoute, type Services } from '../http/route.ts';
 import type { Tx } from '../lib/db.ts';
 import { HttpError } from '../lib/errors.ts';
 import { InvalidTokenError } from '../lib/jwt.ts';
-import { Email, Password } from '../lib/schemas.ts';
+import { Email, Password, ProfileName } from '../lib/schemas.ts';
 import { DEFAULT_AUTH_LIMITS, tooManyRequests } from '../lib/throttle.ts';
 
-const Credentials = z.object({ email: Email, password: Password });
+/** `name` is optional: without one the profile's name is derived from the e-mail and shown only to the user and their communities' managers. */
+const Credentials = z.object({ email: Email, password: Password, name: ProfileName.nullish() });
 const LoginBody = z.object({ email: Email, password: z.string().min(1).max(1024) });
 const RefreshBody = z.object({ refresh_token: z.string().min(1).max(512) });
 
@@ -23,8 +24,8 @@ interface AuthSession extends AuthUser {
   session_id: string;
 }
 
-const register = (tx: Tx, email: string, password: string) =>
-  tx<AuthUser[]>`select * from api.auth_register(${email}, ${password})`;
+const register = (tx: Tx, body: z.infer<typeof Credentials>) =>
+  tx<AuthUser[]>`select * from api.auth_register(${body.email}, ${body.password}, ${body.name ?? null})`;
 
 async function tokenPair(services: Services, session: AuthSession) {
   const { accessToken, expiresIn } = await services.tokens.issue({
@@ -51,7 +52,7 @@ export const authRoutes = [
     invalidStatus: 400,
     statusOverrides: { 409: 400 },
     async handler({ body, db }) {
-      const [user] = await db((tx) => register(tx, body.email, body.password));
+      const [user] = await db((tx) => register(tx, body));
       return { status: 201, body: { user_id: user!.user_id, email: user!.email, message: 'account created' } };
     },
   }),
@@ -65,7 +66,7 @@ export const authRoutes = [
     invalidStatus: 400,
     statusOverrides: { 409: 422 },
     async handler({ body, db }) {
-      const [user] = await db((tx) => register(tx, body.email, body.password));
+      const [user] = await db((tx) => register(tx, body));
       return { status: 201, body: { user_id: user!.user_id, email: user!.email } };
     },
   }),

@@ -10,7 +10,7 @@
 // this module renders the pages. Unknown or malformed ids answer a 404 page.
 import { z } from 'zod';
 import { defineRoute, type Reply } from '../http/route.ts';
-import { formatTime, html, page, safeUrl, type SafeHtml } from '../http/html.ts';
+import { formatTime, html, page, safeUrl, type Page, type SafeHtml } from '../http/html.ts';
 import type { HttpError } from '../lib/errors.ts';
 
 /** The Event object (spec section 2) as the SQL function builds it; the fields the pages use. */
@@ -40,11 +40,11 @@ const VenueNode = z.object({ venue_node_id: z.guid() });
 const Shortlink = z.object({ shortlink: z.string().regex(/^[A-Za-z0-9]{8}$/) });
 const UserAgent = z.object({ 'user-agent': z.string().optional() });
 
-function errorPage(err: HttpError): string {
+function errorPage(err: HttpError): Page {
   const title = err.status === 404 ? 'Not found' : 'Something went wrong';
   // A malformed id fails validation (code not_found); say so plainly.
   const message = err.code === 'not_found' ? 'This link is not valid.' : err.message;
-  return page({ title, body: html`<h1>${title}</h1><p>${message}</p>` }).html;
+  return page({ title, body: html`<h1>${title}</h1><p>${message}</p>` });
 }
 
 function pageReply(status: number, content: { title: string; body: SafeHtml; script?: string }): Reply {

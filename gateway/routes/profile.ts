@@ -2,7 +2,7 @@
 // rows; the hat limit and the primary hat are enforced in SQL.
 import { z } from 'zod';
 import { defineRoute } from '../http/route.ts';
-import { Text } from '../lib/schemas.ts';
+import { ProfileName, Text } from '../lib/schemas.ts';
 
 const HatInput = z.object({
   name: Text(100),
@@ -19,6 +19,20 @@ export const profileRoutes = [
     errorShapes: { 404: 'flagged' },
     async handler({ db }) {
       const [profile] = await db((tx) => tx`select * from api.profile_get()`);
+      return { status: 200, body: { success: true, data: profile } };
+    },
+  }),
+
+  defineRoute({
+    method: 'patch',
+    path: '/api/mobile/profile',
+    summary: "Set the caller's name (a chosen name is shown to other members; one derived from the e-mail is not).",
+    auth: 'user',
+    body: z.object({ name: ProfileName }),
+    invalidStatus: 422,
+    errorShapes: { 404: 'flagged' },
+    async handler({ body, db }) {
+      const [profile] = await db((tx) => tx`select * from api.profile_update(${body.name})`);
       return { status: 200, body: { success: true, data: profile } };
     },
   }),

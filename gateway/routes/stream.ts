@@ -41,7 +41,14 @@ export const streamRoutes = [
       const expiresAt = typeof user!.exp === 'number' ? user!.exp * 1000 : undefined;
       return {
         status: 200,
-        stream: (res) => new SseStream(hub, res, user!.sub, claims, start!, log, expiresAt).open(),
+        stream: (res) => {
+          new SseStream(hub, res, user!.sub, claims, start!, log, expiresAt).open();
+          // Logout or refresh-token reuse ends the stream at once.
+          const unwatch = services.sessions?.watch(user!.session_id, () => {
+            if (!res.writableEnded) res.end(': session ended\n\n');
+          });
+          if (unwatch) res.on('close', unwatch);
+        },
       };
     },
   }),

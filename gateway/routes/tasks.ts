@@ -11,7 +11,7 @@ import { z } from 'zod';
 import { defineRoute } from '../http/route.ts';
 import type { Tx } from '../lib/db.ts';
 import type { ErrorShape } from '../lib/errors.ts';
-import { Uuid } from '../lib/schemas.ts';
+import { BoundedJsonObject, Uuid } from '../lib/schemas.ts';
 
 // ---------------------------------------------------------------------------
 // Shapes
@@ -31,6 +31,11 @@ const QueryInt = (min: number, max: number) =>
     .pipe(z.number().int().min(min).max(max));
 
 const MAX_INT = 2_147_483_647;
+
+/** The largest chain depth (private.task_chain_max_depth() in SQL); more is 422. */
+export const CHAIN_MAX_DEPTH = 1000;
+/** transition_meta as JSON text, at most (app.task_transitions_meta_size in SQL). */
+const TRANSITION_META_MAX_BYTES = 16_384;
 
 const Title = z.string().max(500);
 const Description = z.string().max(10_000);
@@ -73,12 +78,12 @@ const CompleteAndLinkBody = z.object({
 
 const LinkBody = z.object({
   destination_task_id: z.guid({ message: 'must be a uuid' }),
-  transition_meta: z.record(z.string(), z.unknown()).nullish(),
+  transition_meta: BoundedJsonObject(TRANSITION_META_MAX_BYTES).nullish(),
 });
 
 const ChainQuery = z.object({
   direction: z.enum(['forward', 'backward']).default('forward'),
-  depth: QueryInt(1, MAX_INT).default(50),
+  depth: QueryInt(1, CHAIN_MAX_DEPTH).default(50),
 });
 
 const SearchQuery = z.object({

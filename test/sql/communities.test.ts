@@ -67,8 +67,14 @@ describe('row-level security on memberships', () => {
     const bob = await newUser();
     const rows = await asUser(alice.id, (tx) => tx`select id from app.profiles where id = ${bob.id}`);
     expect(rows).toHaveLength(0);
-    const [name] = await asUser(alice.id, (tx) => tx`select app.node_display_name(${bob.node}) as name`);
-    expect(name!.name).toBe(bob.email.split('@')[0]);
+    // Bob's name was derived from his e-mail: private to him (and managers of his communities).
+    const [hidden] = await asUser(alice.id, (tx) => tx`select app.node_display_name(${bob.node}) as name`);
+    expect(hidden!.name).toBeNull();
+    const [own] = await asUser(bob.id, (tx) => tx`select app.node_display_name(${bob.node}) as name`);
+    expect(own!.name).toBe(bob.email.split('@')[0]);
+    await asUser(bob.id, (tx) => tx`select api.profile_update('Bob B.')`);
+    const [chosen] = await asUser(alice.id, (tx) => tx`select app.node_display_name(${bob.node}) as name`);
+    expect(chosen!.name).toBe('Bob B.');
   });
 
   it('anonymous callers read the public community record but no memberships', async () => {

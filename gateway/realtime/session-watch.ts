@@ -1,0 +1,82 @@
+// Ends the long-lived connections (SSE streams, websocket channels) of a
+// session as soon as it is ended by logout or refresh-token reuse. Postgres
+// notifies channel `session_ended` with the session id (a trigger on
+// identity.refresh_tokens, 710-sessions.sql); every gateway process LISTENs
+// and calls the callbacks registered for that session. After the LISTEN
+// connection is (re)established, the watched sessions are re-checked in one
+// query, so a notification missed during a reconnect still ends them.
+// (REST requests need none of this: withClaims checks the session in the
+// request's own transaction.)
+import type { Sql } from '../lib/db.ts';
+import type { Logger } from '../lib/log.ts';
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+export class SessionWatch {
+  private readonly watchers = new Map<string, Set<() => void>>();
+  private listener: { unlisten(): Promise<void> } | null = null;
+
+  constructor(
+    private readonly sql: Sql,
+    private readonly log: Logger,
+  ) {}
+
+  async start(): Promise<void> {
+    this.listener = await this.sql.listen(
+      'session_ended',
+      (sessionId) => this.ended(sessionId),
+      () => void this.recheck().catch((err: unknown) => this.log.warn({ err }, 'session watch: re-checking sessions failed')),
+    );
+  }
+
+  async close(): Promise<void> {
+    this.watchers.clear();
+    const listener = this.listener;
+    this.listener = null;
+    await listener?.unlisten().catch((err: unknown) => this.log.warn({ err }, 'session watch: unlisten failed'));
+  }
+
+  /** Calls onEnd (once) when the session ends; returns the function that stops watching. */
+  watch(sessionId: unknown, onEnd: () => void): () => void {
+    if (typeof sessionId !== 'string' || !UUID.test(sessionId)) return () => {};
+    const key = sessionId.toLowerCase();
+    let set = this.watchers.get(key);
+    if (!set) {
+      set = new Set();
+      this.watchers.set(key, set);
+    }
+    set.add(onEnd);
+    return () => {
+      const current = this.watchers.get(key);
+      if (!current) return;
+      current.delete(onEnd);
+      if (current.size === 0) this.watchers.delete(key);
+    };
+  }
+
+  /** Open streams and channels of this many sessions are watched. */
+  get size(): number {
+    return this.watchers.size;
+  }
+
+  private ended(sessionId: string): void {
+    const key = sessionId.toLowerCase();
+    const set = this.watchers.get(key);
+    if (!set) return;
+    this.watchers.delete(key);
+    for (const onEnd of set) {
+      try {
+        onEnd();
+      } catch (err) {
+        this.log.warn({ err }, 'session watch: closing a connection failed');
+      }
+    }
+  }
+
+  private async recheck(): Promise<void> {
+    const ids = [...this.watchers.keys()];
+    if (ids.length === 0) return;
+    const rows = await this.sql<{ id: string }[]>`select id from private.sessions_ended(${ids}::uuid[]) as id`;
+    for (const row of rows) this.ended(row.id);
+  }
+}

@@ -1,0 +1,66 @@
+// The per-client limiter of the pool (gateway/lib/fair-share.ts): at most
+// perKey transactions of one client at once, the rest wait in FIFO order,
+// other clients are not held up, and past the queue's bound (length or wait)
+// the answer is 429 with a retry hint.
+import { describe, expect, it } from 'vitest';
+import { HttpError } from '../../gateway/lib/errors.ts';
+import { FairShare, fairShareKey } from '../../gateway/lib/fair-share.ts';
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+describe('FairShare', () => {
+  it('runs at most perKey at once per client; the excess waits its turn and completes, in order', async () => {
+    const share = new FairShare({ perKey: 2, maxQueued: 100, maxWaitMs: 5000 });
+    let running = 0;
+    let peak = 0;
+    const order: number[] = [];
+    const results = await Promise.all(
+      Array.from({ length: 50 }, (_, i) =>
+        share.run('user:a', async () => {
+          running++;
+          peak = Math.max(peak, running);
+          await sleep(2);
+          order.push(i);
+          running--;
+          return i * 2;
+        }),
+      ),
+    );
+    expect(results).toEqual(Array.from({ length: 50 }, (_, i) => i * 2));
+    expect(peak).toBe(2);
+    expect(order.slice(2)).toEqual([...order.slice(2)].sort((x, y) => x - y));
+    expect(share.activeKeys).toBe(0);
+  });
+
+  it('another client is not held up by a busy one', async () => {
+    const share = new FairShare({ perKey: 1, maxQueued: 100, maxWaitMs: 5000 });
+    const busy = Array.from({ length: 20 }, () => share.run('user:a', () => sleep(50)));
+    const started = Date.now();
+    await share.run('user:b', async () => {});
+    expect(Date.now() - started).toBeLessThan(40);
+    await Promise.all(busy);
+  });
+
+  it('429 with a retry hint past the queue length or the longest wait; a failing task frees its slot', async () => {
+    const share = new FairShare({ perKey: 1, maxQueued: 2, maxWaitMs: 200 });
+    const hold = share.run('ip:1', () => sleep(500));
+    const waiting = [share.run('ip:1', async () => 'a'), share.run('ip:1', async () => 'b')];
+    const third = share.run('ip:1', async () => 'c');
+    await expect(third).rejects.toMatchObject({ status: 429, code: 'rate_limited', details: { retry_after: 1 } });
+    const settled = await Promise.allSettled(waiting);
+    for (const s of settled) {
+      expect(s.status).toBe('rejected');
+      expect((s as PromiseRejectedResult).reason).toBeInstanceOf(HttpError);
+    }
+    await hold;
+    await expect(share.run('ip:1', async () => { throw new Error('boom'); })).rejects.toThrow('boom');
+    await expect(share.run('ip:1', async () => 'ok')).resolves.toBe('ok');
+    expect(share.activeKeys).toBe(0);
+  });
+
+  it('keys: the user when signed in, else the client address', () => {
+    expect(fairShareKey('u1', '10.0.0.1')).toBe('user:u1');
+    expect(fairShareKey(undefined, '10.0.0.1')).toBe('ip:10.0.0.1');
+  });
+});
+
