@@ -9,6 +9,7 @@ import { authRoutes } from '../routes/auth.ts';
 import { communityRoutes } from '../routes/communities.ts';
 import { connectionRoutes } from '../routes/connections.ts';
 import { deeplinkRoutes } from '../routes/deeplinks.ts';
+import { docsRoutes } from '../routes/docs.ts';
 import { eventRoutes } from '../routes/events.ts';
 import { healthHandler } from '../routes/health.ts';
 import { profileRoutes } from '../routes/profile.ts';
@@ -27,6 +28,7 @@ export const routes: Route[] = [
   ...eventRoutes,
   ...connectionRoutes,
   ...deeplinkRoutes,
+  ...docsRoutes(() => routes),
 ];
 
 export interface AppOptions {

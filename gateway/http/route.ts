@@ -18,6 +18,7 @@ import { ANON_CLAIMS, withClaims, type RequestClaims, type Sql, type Tx } from '
 import { defaultCode, errorBody, HttpError, toHttpError, type ErrorShape } from '../lib/errors.ts';
 import { InvalidTokenError, type AccessClaims, type TokenService } from '../lib/jwt.ts';
 import type { Logger } from '../lib/log.ts';
+import type { Responses, SecurityScheme } from '../lib/openapi.ts';
 
 export type Method = 'get' | 'post' | 'put' | 'patch' | 'delete';
 
@@ -29,6 +30,8 @@ export interface Services {
   appScheme: string;
   /** The realtime feed (LISTEN hub shared by the SSE stream and the websocket). */
   realtime: ChangeHub;
+  /** This gateway's own address (loopback), known once it listens: the live test executor replays requests here. */
+  selfUrl?: string;
 }
 
 /**
@@ -105,6 +108,10 @@ export interface RouteDefinition<
   statusOverrides?: Partial<Record<number, number>>;
   /** Web pages: errors are answered with this HTML page instead of a JSON body. */
   renderError?: (err: HttpError) => string;
+  /** The documented responses, status → body (see lib/openapi.ts); the OpenAPI document is built from them. */
+  responses?: Responses;
+  /** Security schemes for the docs when not both (e.g. API token only). */
+  security?: SecurityScheme[];
   handler(ctx: Context<Out<P>, Out<Q>, Out<B>, Out<H>>): Promise<Reply>;
 }
 
@@ -114,6 +121,15 @@ export interface Route {
   summary: string;
   auth: 'public' | 'user';
   schemas: { params?: AnySchema; query?: AnySchema; body?: AnySchema; headers?: AnySchema };
+  /** What the OpenAPI document needs besides the schemas. */
+  docs: {
+    responses?: Responses;
+    security?: SecurityScheme[];
+    errorShapes?: Partial<Record<number, ErrorShape>>;
+    invalidStatus?: 400 | 422;
+    invalidParamsStatus?: 400 | 404 | 422;
+    htmlErrors: boolean;
+  };
   build(services: Services): RequestHandler;
 }
 
@@ -129,6 +145,14 @@ export function defineRoute<
     summary: def.summary,
     auth: def.auth,
     schemas: { params: def.params, query: def.query, body: def.body, headers: def.headers },
+    docs: {
+      responses: def.responses,
+      security: def.security,
+      errorShapes: def.errorShapes,
+      invalidStatus: def.invalidStatus,
+      invalidParamsStatus: def.invalidParamsStatus,
+      htmlErrors: def.renderError !== undefined,
+    },
     build: (services) => async (req: Request, res: Response) => {
       const log: Logger = res.locals.log;
       try {

@@ -7,11 +7,22 @@ import { defineRoute, type Services } from '../http/route.ts';
 import type { Tx } from '../lib/db.ts';
 import { HttpError } from '../lib/errors.ts';
 import { InvalidTokenError } from '../lib/jwt.ts';
+import { DateTime, errors, Id, succeeded } from '../lib/openapi.ts';
 import { Email, Password } from '../lib/schemas.ts';
 
 const Credentials = z.object({ email: Email, password: Password });
 const LoginBody = z.object({ email: Email, password: z.string().min(1).max(1024) });
 const RefreshBody = z.object({ refresh_token: z.string().min(1).max(512) });
+
+const TokenPair = z
+  .object({
+    access_token: z.string(),
+    token_type: z.literal('bearer'),
+    expires_in: z.number().int().meta({ description: 'seconds' }),
+    refresh_token: z.string(),
+    user_id: Id,
+  })
+  .meta({ id: 'TokenPair' });
 
 interface AuthUser {
   user_id: string;
@@ -49,6 +60,7 @@ export const authRoutes = [
     body: Credentials,
     invalidStatus: 400,
     statusOverrides: { 409: 400 },
+    responses: { 201: z.object({ user_id: Id, email: z.string(), message: z.string() }), 400: errors('email_taken', 'invalid_email', 'weak_password') },
     async handler({ body, db }) {
       const [user] = await db((tx) => register(tx, body.email, body.password));
       return { status: 201, body: { user_id: user!.user_id, email: user!.email, message: 'account created' } };
@@ -63,6 +75,7 @@ export const authRoutes = [
     body: Credentials,
     invalidStatus: 400,
     statusOverrides: { 409: 422 },
+    responses: { 201: z.object({ user_id: Id, email: z.string() }), 400: errors('invalid_email', 'weak_password'), 422: errors('email_taken') },
     async handler({ body, db }) {
       const [user] = await db((tx) => register(tx, body.email, body.password));
       return { status: 201, body: { user_id: user!.user_id, email: user!.email } };
@@ -76,6 +89,7 @@ export const authRoutes = [
     auth: 'public',
     body: LoginBody,
     invalidStatus: 400,
+    responses: { 200: TokenPair, 401: errors('invalid_credentials') },
     async handler({ body, db, services }) {
       const [session] = await db((tx) => tx<AuthSession[]>`select * from api.auth_login(${body.email}, ${body.password})`);
       return { status: 200, body: await tokenPair(services, session!) };
@@ -89,6 +103,7 @@ export const authRoutes = [
     auth: 'public',
     body: RefreshBody,
     invalidStatus: 400,
+    responses: { 200: TokenPair, 401: errors('invalid_refresh_token') },
     async handler({ body, db, services }) {
       const [result] = await db(
         (tx) => tx<(AuthSession & { status: string })[]>`select * from api.auth_refresh(${body.refresh_token})`,
@@ -108,6 +123,7 @@ export const authRoutes = [
     auth: 'public',
     body: RefreshBody,
     invalidStatus: 400,
+    responses: { 200: succeeded({ message: z.string() }), 401: errors('invalid_refresh_token') },
     async handler({ body, db }) {
       await db((tx) => tx`select api.auth_logout(${body.refresh_token})`);
       return { status: 200, body: { success: true, message: 'logged out' } };
@@ -121,6 +137,7 @@ export const authRoutes = [
     auth: 'public',
     body: z.object({ token: z.string().min(1).max(8192) }),
     invalidStatus: 400,
+    responses: { 200: z.object({ valid: z.literal(true), user_id: Id, expires_at: DateTime }), 401: errors('invalid_token') },
     async handler({ body, db, services }) {
       let claims;
       try {
