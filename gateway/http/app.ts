@@ -97,6 +97,9 @@ const lastResortErrorHandler: ErrorRequestHandler = (err, req, res, _next) => {
     httpError = new HttpError(415, 'unsupported_media_type', 'unsupported body encoding');
   } else if (type === 'request.aborted') {
     httpError = new HttpError(400, 'bad_request', 'the request was aborted');
+  } else if (err instanceof URIError || (err as { status?: unknown } | null)?.status === 400) {
+    // e.g. a path parameter that is not valid percent-encoding (%ZZ)
+    httpError = new HttpError(400, 'bad_request', 'the request URL is not valid');
   } else {
     (res.locals.log as Logger | undefined)?.error({ err }, 'unhandled error');
     httpError = new HttpError(500, 'internal_error', 'internal server error');

@@ -198,6 +198,8 @@ function errorEntries(route: Route): Map<number, ErrorEntry[]> {
   if (schemas.params) {
     const status = docs.invalidParamsStatus ?? invalid;
     add(status, shapeFor(status), [defaultCode(status)]);
+    // A path that is not valid percent-encoding fails before the route.
+    add(400, 'error', ['bad_request']);
   }
   if (schemas.body) {
     // Body parsing happens before the route: always the Error shape.
