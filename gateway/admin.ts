@@ -109,6 +109,20 @@ const commands: Record<string, Command> = {
         (await sql`select admin.prune_change_log(${(o['older-than'] as string | undefined) ?? '30 days'}::interval) as n`)[0]?.n,
       ),
   },
+  forms: {
+    usage: '[--limit N] [--since ISO]',
+    description: 'Forms posted to POST /api/v1/forms, newest first, one JSON object per line (default: the last 50).',
+    options: {
+      limit: z.coerce.number().int().min(1).max(10_000).optional(),
+      since: z.iso.datetime({ offset: true }).optional(),
+    },
+    run: async (sql, o) => {
+      const rows = await sql`
+        select id::text as id, received_at, size_bytes, payload
+          from admin.forms_list(${(o.limit as number | undefined) ?? 50}, ${(o.since as string | undefined) ?? null})`;
+      return rows.map((row) => JSON.stringify(row)).join('\n');
+    },
+  },
 };
 
 function help(): string {

@@ -12,9 +12,11 @@ import { deeplinkRoutes } from '../routes/deeplinks.ts';
 import { docsRoutes } from '../routes/docs.ts';
 import { eventRoutes } from '../routes/events.ts';
 import { healthHandler } from '../routes/health.ts';
+import { platformRoutes } from '../routes/platform.ts';
 import { profileRoutes } from '../routes/profile.ts';
 import { streamRoutes } from '../routes/stream.ts';
 import { dealRoutes, taskRoutes } from '../routes/tasks.ts';
+import { tokenRoutes } from '../routes/tokens.ts';
 import type { Route, Services } from './route.ts';
 
 /** Every REST route the gateway serves, in one list (the docs read it too). */
@@ -28,6 +30,8 @@ export const routes: Route[] = [
   ...eventRoutes,
   ...connectionRoutes,
   ...deeplinkRoutes,
+  ...tokenRoutes,
+  ...platformRoutes,
   ...docsRoutes(() => routes),
 ];
 

@@ -144,8 +144,8 @@ export const API_SUMMARY =
   'communities, events and check-ins, connections, a task/deal CRM), platform integration for event platforms, ' +
   'developer docs with API tokens and a live test executor, deep links, and an MCP tool server for AI agents.';
 
-/** Codes the pipeline gives for a missing or refused credential. */
-export const AUTH_ERROR_CODES = ['unauthorized'];
+/** Codes the pipeline gives for a missing or refused credential (access token, API token). */
+export const AUTH_ERROR_CODES = ['unauthorized', 'invalid_token'];
 
 const AUTH_DESCRIPTION: Record<SecurityScheme, string> = {
   bearerAuth: 'An access token (JWT) from POST /api/auth/login, sent as `Authorization: Bearer <access_token>`.',
@@ -192,7 +192,11 @@ function errorEntries(route: Route): Map<number, ErrorEntry[]> {
     const status = Number(key);
     if (spec instanceof ErrorResponse) add(status, shapeFor(status), spec.codes);
   }
-  if (route.auth !== 'public') add(401, shapeFor(401), AUTH_ERROR_CODES);
+  if (route.auth !== 'public') {
+    add(401, shapeFor(401), AUTH_ERROR_CODES);
+    // An API token whose permissions do not match the path.
+    add(403, shapeFor(403), ['forbidden']);
+  }
   const invalid = docs.invalidStatus ?? 400;
   if (schemas.query || schemas.body || schemas.headers) add(invalid, shapeFor(invalid), [defaultCode(invalid)]);
   if (schemas.params) {

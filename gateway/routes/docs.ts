@@ -1,12 +1,13 @@
 // Spec section 4, "Documentation and tokens" (the docs part) and section 5's
 // llms.txt: the OpenAPI document generated from the route table, a Swagger UI
 // page served from this server (no CDN), the endpoint list discovered from the
-// router, and the llms.txt index. The live test executor is docs-test.ts.
+// router, and the llms.txt index; and the live test executor (docs-test.ts).
 import { createRequire } from 'node:module';
 import fs from 'node:fs';
 import path from 'node:path';
 import { z } from 'zod';
 import { defineRoute, type Reply, type Route } from '../http/route.ts';
+import { liveTestRoute } from './docs-test.ts';
 import {
   API_SUMMARY,
   API_TITLE,
@@ -253,4 +254,6 @@ export const docsRoutes = (table: () => readonly Route[]): Route[] => [
       return raw(200, 'text/plain; charset=utf-8', llmsTxt(table(), services.publicUrl), { 'Cache-Control': 'no-cache' });
     },
   }),
+
+  liveTestRoute,
 ];

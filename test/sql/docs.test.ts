@@ -106,3 +106,23 @@ describe('private.sync_api_endpoints', () => {
     });
   });
 });
+
+describe('private.endpoint_path_pattern', () => {
+  it('matches one segment per {parameter} and the rest literally', async () => {
+    const [row] = await db()`
+      select private.endpoint_path_pattern('/api/mobile/tasks/{id}/chain') as task,
+             private.endpoint_path_pattern('/api/docs/openapi.json') as dotted,
+             '/api/mobile/tasks/abc/chain' ~ private.endpoint_path_pattern('/api/mobile/tasks/{id}/chain') as ok,
+             '/api/mobile/tasks/a/b/chain' ~ private.endpoint_path_pattern('/api/mobile/tasks/{id}/chain') as two_segments,
+             '/api/docs/openapiXjson' ~ private.endpoint_path_pattern('/api/docs/openapi.json') as dot_is_literal,
+             '/llms.txt' ~ private.endpoint_path_pattern('/llms.txt') as literal`;
+    expect(row).toEqual({
+      task: '^/api/mobile/tasks/[^/]+/chain$',
+      dotted: '^/api/docs/openapi\\.json$',
+      ok: true,
+      two_segments: false,
+      dot_is_literal: false,
+      literal: true,
+    });
+  });
+});

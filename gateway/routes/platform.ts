@@ -1,0 +1,130 @@
+// Spec section 4, "Platform integration", and POST /api/v1/forms.
+//
+// Who may call the platform endpoints (a manager of the community, with an
+// access token or a personal API token, or a community-scoped API token of
+// that community), idempotency, venue reuse, attendee creation and check-ins
+// are SQL (api.platform_*); 403, 404 and 422 use the Error body. The forms
+// endpoint needs no credential; its size limit and shape rule are SQL
+// (api.form_submit).
+import { z } from 'zod';
+import { defineRoute } from '../http/route.ts';
+import { Email, Text, Uuid } from '../lib/schemas.ts';
+
+export const EXTERNAL_PLATFORMS = ['platform_a', 'platform_b', 'platform_c', 'platform_d'] as const;
+
+const DateTime = z.iso.datetime({ offset: true, message: 'must be an ISO 8601 date-time with a time zone' });
+const WebUrl = z.url({ protocol: /^https?$/, message: 'must be an http(s) URL' }).max(2000);
+
+export const PlatformVenue = z.object({
+  name: Text(200),
+  address: z.string().trim().max(500).nullish(),
+  latitude: z.number().min(-90).max(90).nullish(),
+  longitude: z.number().min(-180).max(180).nullish(),
+});
+
+export const PlatformEventBody = z.object({
+  community_id: Uuid,
+  external_platform: z.enum(EXTERNAL_PLATFORMS),
+  external_id: z.string().min(1).max(200),
+  title: Text(300),
+  description: z.string().max(50_000),
+  date: DateTime,
+  end_time: DateTime.nullish(),
+  external_url: WebUrl.nullish(),
+  image_url: WebUrl.nullish(),
+  venue: PlatformVenue.nullish(),
+});
+
+export const PlatformAttendeeBody = z.object({
+  email: Email,
+  /** Defaults to the part of the e-mail before the @. */
+  name: z.string().trim().max(200).nullish(),
+});
+
+export const PlatformCheckinBody = z.object({ email: Email });
+
+/** Any JSON object; what is stored and its size limit (64 KB) are SQL's. */
+export const FormBody = z.record(z.string(), z.unknown());
+
+const EventNodeParam = z.object({ event_node_id: Uuid });
+
+interface Outcome {
+  created: boolean;
+  data: Record<string, unknown>;
+}
+
+export const platformRoutes = [
+  defineRoute({
+    method: 'post',
+    path: '/api/v1/platform/events',
+    summary:
+      'Create an event pushed by an external platform (201), or return the one with the same external_platform and external_id (200). A venue is reused or created.',
+    auth: 'user',
+    body: PlatformEventBody,
+    invalidStatus: 422,
+    async handler({ body, db }) {
+      const venue = body.venue ?? null;
+      const [row] = await db(
+        (tx) => tx<{ data: { created: boolean } & Record<string, unknown> }[]>`
+          select api.platform_event_create(
+                   ${body.community_id}, ${body.external_platform}, ${body.external_id}, ${body.title}, ${body.description},
+                   ${body.date}, ${body.end_time ?? null}, ${body.external_url ?? null}, ${body.image_url ?? null},
+                   ${venue?.name ?? null}, ${venue?.address ?? null}, ${venue?.latitude ?? null}, ${venue?.longitude ?? null}
+                 ) as data`,
+      );
+      const data = row!.data;
+      return { status: data.created ? 201 : 200, body: { success: true, data } };
+    },
+  }),
+
+  defineRoute({
+    method: 'post',
+    path: '/api/v1/platform/events/:event_node_id/attendees',
+    summary:
+      "Register an attendee: creates the user if needed (no password; they set one later) and joins them to the event's community. 201, or 200 when already registered.",
+    auth: 'user',
+    params: EventNodeParam,
+    body: PlatformAttendeeBody,
+    invalidStatus: 422,
+    invalidParamsStatus: 404,
+    async handler({ params, body, db }) {
+      const [row] = await db(
+        (tx) => tx<{ outcome: Outcome }[]>`
+          select api.platform_attendee_register(${params.event_node_id}, ${body.email}, ${body.name ?? null}) as outcome`,
+      );
+      const { created, data } = row!.outcome;
+      return { status: created ? 201 : 200, body: { success: true, data } };
+    },
+  }),
+
+  defineRoute({
+    method: 'post',
+    path: '/api/v1/platform/events/:event_node_id/checkins',
+    summary: 'Check an existing user in to the event: 201, or 200 with already_checked_in when they are checked in.',
+    auth: 'user',
+    params: EventNodeParam,
+    body: PlatformCheckinBody,
+    invalidStatus: 422,
+    invalidParamsStatus: 404,
+    async handler({ params, body, db }) {
+      const [row] = await db(
+        (tx) => tx<{ outcome: Outcome }[]>`select api.platform_checkin(${params.event_node_id}, ${body.email}) as outcome`,
+      );
+      const { created, data } = row!.outcome;
+      return { status: created ? 201 : 200, body: { success: true, data } };
+    },
+  }),
+
+  defineRoute({
+    method: 'post',
+    path: '/api/v1/forms',
+    summary: 'Submit a form: any JSON object of at most 64 KB, stored for operators (no credential).',
+    auth: 'public',
+    body: FormBody,
+    invalidStatus: 400,
+    async handler({ body, db }) {
+      await db((tx) => tx`select api.form_submit(${JSON.stringify(body)})`);
+      return { status: 200, body: { success: true, message: 'form received' } };
+    },
+  }),
+];
