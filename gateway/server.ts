@@ -2,11 +2,13 @@
 // while migrating), migrate, then serve. Used by `npm start` and the tests.
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { createApp } from './http/app.ts';
+import { createApp, routes } from './http/app.ts';
 import { trackConnections } from './http/drain.ts';
 import { answerClientErrors } from './http/input.ts';
+import type { Services } from './http/route.ts';
 import type { Config } from './lib/config.ts';
 import { createPool } from './lib/db.ts';
+import { discoverEndpoints, syncEndpoints } from './lib/endpoints.ts';
 import { FairShare } from './lib/fair-share.ts';
 import { createTokenService } from './lib/jwt.ts';
 import type { Logger } from './lib/log.ts';
@@ -46,19 +48,20 @@ export async function startGateway(
     listenSql,
   });
   const sessions = new SessionWatch(listenSql ?? sql, log);
+  const services: Services = {
+    sql,
+    tokens,
+    statementTimeoutMs: config.statementTimeoutMs,
+    publicUrl: config.publicUrl,
+    appScheme: config.appScheme,
+    realtime,
+    authLimits: config.authLimits,
+    trustProxy: config.trustProxy,
+    fairShare: new FairShare(config.fairShare),
+    sessions,
+  };
   const app = createApp({
-    services: {
-      sql,
-      tokens,
-      statementTimeoutMs: config.statementTimeoutMs,
-      publicUrl: config.publicUrl,
-      appScheme: config.appScheme,
-      realtime,
-      authLimits: config.authLimits,
-      trustProxy: config.trustProxy,
-      fairShare: new FairShare(config.fairShare),
-      sessions,
-    },
+    services,
     log,
     isReady: () => ready,
     corsOrigins: config.corsOrigins,
@@ -84,6 +87,7 @@ export async function startGateway(
     server.listen(config.port, config.host ?? '0.0.0.0', () => resolve());
   });
   const { port } = server.address() as AddressInfo;
+  services.selfUrl = selfUrl(config.host, port);
 
   // Streams and websockets first (they would keep the server open), then the
   // LISTEN connection, then the HTTP server, then the pool.
@@ -106,10 +110,18 @@ export async function startGateway(
     await realtime.start();
     await sessions.start();
     if (config.smtpUrl) mailer = await startOutboxWorker(sql, { smtpUrl: config.smtpUrl, from: config.mailFrom, listenSql }, log);
+    await syncEndpoints(sql, discoverEndpoints(app, routes), log);
   } catch (err) {
     await close();
     throw err;
   }
   ready = true;
   return { url: `http://localhost:${port}`, server, realtime, close };
+}
+
+/** A loopback URL of this server (the bound address when it is a specific one). */
+function selfUrl(host: string | undefined, port: number): string {
+  if (!host || host === '0.0.0.0') return `http://127.0.0.1:${port}`;
+  if (host === '::') return `http://[::1]:${port}`;
+  return `http://${host.includes(':') ? `[${host}]` : host}:${port}`;
 }

@@ -6,6 +6,7 @@ import { SignJWT } from 'jose';
 import postgres from 'postgres';
 import { afterAll, inject } from 'vitest';
 import { withClaims, type RequestClaims, type Sql, type Tx } from '../gateway/lib/db.ts';
+import { checkContract } from './support/contract.ts';
 
 export const baseUrl = inject('baseUrl');
 export const databaseUrl = inject('databaseUrl');
@@ -25,6 +26,8 @@ export interface ApiOptions {
   /** Sent as is, with content-type application/json. */
   rawBody?: string;
   headers?: Record<string, string>;
+  /** Skip the OpenAPI contract check (only for requests that deliberately bypass the interface). */
+  noContract?: boolean;
 }
 
 export async function api<T = any>(method: string, path: string, options: ApiOptions = {}): Promise<ApiResponse<T>> {
@@ -42,6 +45,8 @@ export async function api<T = any>(method: string, path: string, options: ApiOpt
   } catch {
     parsed = undefined;
   }
+  // Every answer must be the one the OpenAPI document describes (support/contract.ts).
+  if (!options.noContract) await checkContract(baseUrl, method, path, res.status, res.headers.get('content-type'), parsed);
   return { status: res.status, body: parsed as T, text, headers: res.headers };
 }
 

@@ -9,6 +9,7 @@ import { authRoutes } from '../routes/auth.ts';
 import { communityRoutes } from '../routes/communities.ts';
 import { connectionRoutes } from '../routes/connections.ts';
 import { deeplinkRoutes } from '../routes/deeplinks.ts';
+import { docsRoutes } from '../routes/docs.ts';
 import { eventRoutes } from '../routes/events.ts';
 import { healthHandler } from '../routes/health.ts';
 import { passwordRoutes } from '../routes/password.ts';
@@ -36,6 +37,7 @@ export const routes: Route[] = [
   ...deeplinkRoutes,
   ...tokenRoutes,
   ...platformRoutes,
+  ...docsRoutes(() => routes),
 ];
 
 export interface AppOptions {
@@ -118,6 +120,9 @@ const lastResortErrorHandler: ErrorRequestHandler = (err, req, res, _next) => {
     httpError = new HttpError(415, 'unsupported_media_type', 'unsupported body encoding');
   } else if (type === 'request.aborted') {
     httpError = new HttpError(400, 'bad_request', 'the request was aborted');
+  } else if (err instanceof URIError) {
+    // e.g. a path parameter that is not valid percent-encoding (%ZZ)
+    httpError = new HttpError(400, 'bad_request', 'the request URL is not valid');
   } else if (clientErrorStatus(err) !== undefined) {
     // Anything else Express or its parsers refuse as the client's fault.
     const status = clientErrorStatus(err)!;

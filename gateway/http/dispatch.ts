@@ -49,14 +49,17 @@ function match(route: Compiled, segments: string[]): Record<string, string> | nu
   return params;
 }
 
-export function dispatch(routes: Dispatchable[]): RequestHandler {
+/** The dispatch middleware, carrying the method and path of every route it serves (docs discovery reads them). */
+export type DispatchHandler = RequestHandler & { served: readonly { method: string; path: string }[] };
+
+export function dispatch(routes: Dispatchable[]): DispatchHandler {
   const byMethod = new Map<string, Compiled[]>();
   for (const route of routes) {
     const method = route.method.toUpperCase();
     if (!byMethod.has(method)) byMethod.set(method, []);
     byMethod.get(method)!.push(compile(route));
   }
-  return (req, res, next) => {
+  const handler: RequestHandler = (req, res, next) => {
     const candidates = byMethod.get(req.method === 'HEAD' ? 'GET' : req.method);
     if (!candidates) return next();
     let path = req.path;
@@ -71,4 +74,5 @@ export function dispatch(routes: Dispatchable[]): RequestHandler {
     }
     next();
   };
+  return Object.assign(handler, { served: routes.map((r) => ({ method: r.method.toLowerCase(), path: r.path })) });
 }

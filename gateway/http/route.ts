@@ -35,6 +35,7 @@ import type { Logger } from '../lib/log.ts';
 import { retryAfterOf } from '../lib/throttle.ts';
 import { plainSecurityHeaders, type Page } from './html.ts';
 import { assertStorable } from './input.ts';
+import type { Responses, SecurityScheme } from '../lib/openapi.ts';
 
 export type Method = 'get' | 'post' | 'put' | 'patch' | 'delete';
 
@@ -54,6 +55,8 @@ export interface Services {
   fairShare?: FairShare;
   /** Ends SSE streams and websockets of ended sessions (realtime/session-watch.ts). */
   sessions?: SessionWatch;
+  /** This gateway's own address (loopback), known once it listens: the live test executor replays requests here. */
+  selfUrl?: string;
 }
 
 /**
@@ -139,6 +142,10 @@ export interface RouteDefinition<
   statusOverrides?: Partial<Record<number, number>>;
   /** Web pages: errors are answered with this HTML page (a Page brings its own security headers). */
   renderError?: (err: HttpError) => string | Page;
+  /** The documented responses, status → body (see lib/openapi.ts); the OpenAPI document is built from them. */
+  responses?: Responses;
+  /** Security schemes for the docs when not both (e.g. API token only). */
+  security?: SecurityScheme[];
   handler(ctx: Context<Out<P>, Out<Q>, Out<B>, Out<H>>): Promise<Reply>;
 }
 
@@ -148,6 +155,15 @@ export interface Route {
   summary: string;
   auth: 'public' | 'user';
   schemas: { params?: AnySchema; query?: AnySchema; body?: AnySchema; headers?: AnySchema };
+  /** What the OpenAPI document needs besides the schemas. */
+  docs: {
+    responses?: Responses;
+    security?: SecurityScheme[];
+    errorShapes?: Partial<Record<number, ErrorShape>>;
+    invalidStatus?: 400 | 422;
+    invalidParamsStatus?: 400 | 404 | 422;
+    htmlErrors: boolean;
+  };
   build(services: Services): RequestHandler;
 }
 
@@ -163,6 +179,14 @@ export function defineRoute<
     summary: def.summary,
     auth: def.auth,
     schemas: { params: def.params, query: def.query, body: def.body, headers: def.headers },
+    docs: {
+      responses: def.responses,
+      security: def.security,
+      errorShapes: def.errorShapes,
+      invalidStatus: def.invalidStatus,
+      invalidParamsStatus: def.invalidParamsStatus,
+      htmlErrors: def.renderError !== undefined,
+    },
     build: (services) => async (req: Request, res: Response) => {
       const log = (): Logger => res.locals.log;
       try {

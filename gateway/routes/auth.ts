@@ -7,6 +7,7 @@ import { defineRoute, type Services } from '../http/route.ts';
 import type { Tx } from '../lib/db.ts';
 import { HttpError } from '../lib/errors.ts';
 import { InvalidTokenError } from '../lib/jwt.ts';
+import { DateTime, errors, Id, succeeded } from '../lib/openapi.ts';
 import { Email, Password, ProfileName } from '../lib/schemas.ts';
 import { DEFAULT_AUTH_LIMITS, tooManyRequests } from '../lib/throttle.ts';
 
@@ -14,6 +15,16 @@ import { DEFAULT_AUTH_LIMITS, tooManyRequests } from '../lib/throttle.ts';
 const Credentials = z.object({ email: Email, password: Password, name: ProfileName.nullish() });
 const LoginBody = z.object({ email: Email, password: z.string().min(1).max(1024) });
 const RefreshBody = z.object({ refresh_token: z.string().min(1).max(512) });
+
+const TokenPair = z
+  .object({
+    access_token: z.string(),
+    token_type: z.literal('bearer'),
+    expires_in: z.number().int().meta({ description: 'seconds' }),
+    refresh_token: z.string(),
+    user_id: Id,
+  })
+  .meta({ id: 'TokenPair' });
 
 interface AuthUser {
   user_id: string;
@@ -51,6 +62,7 @@ export const authRoutes = [
     body: Credentials,
     invalidStatus: 400,
     statusOverrides: { 409: 400 },
+    responses: { 201: z.object({ user_id: Id, email: z.string(), message: z.string() }), 400: errors('email_taken', 'invalid_email', 'weak_password') },
     async handler({ body, db }) {
       const [user] = await db((tx) => register(tx, body));
       return { status: 201, body: { user_id: user!.user_id, email: user!.email, message: 'account created' } };
@@ -65,6 +77,7 @@ export const authRoutes = [
     body: Credentials,
     invalidStatus: 400,
     statusOverrides: { 409: 422 },
+    responses: { 201: z.object({ user_id: Id, email: z.string() }), 400: errors('invalid_email', 'weak_password'), 422: errors('email_taken') },
     async handler({ body, db }) {
       const [user] = await db((tx) => register(tx, body));
       return { status: 201, body: { user_id: user!.user_id, email: user!.email } };
@@ -78,6 +91,7 @@ export const authRoutes = [
     auth: 'public',
     body: LoginBody,
     invalidStatus: 400,
+    responses: { 200: TokenPair, 401: errors('invalid_credentials'), 429: errors('rate_limited') },
     async handler({ body, db, services, clientIp }) {
       const limits = services.authLimits ?? DEFAULT_AUTH_LIMITS;
       const [result] = await db(
@@ -99,6 +113,7 @@ export const authRoutes = [
     auth: 'public',
     body: RefreshBody,
     invalidStatus: 400,
+    responses: { 200: TokenPair, 401: errors('invalid_refresh_token'), 429: errors('rate_limited') },
     async handler({ body, db, services, clientIp }) {
       const limits = services.authLimits ?? DEFAULT_AUTH_LIMITS;
       const [row] = await db(
@@ -122,6 +137,7 @@ export const authRoutes = [
     auth: 'public',
     body: RefreshBody,
     invalidStatus: 400,
+    responses: { 200: succeeded({ message: z.string() }), 401: errors('invalid_refresh_token') },
     async handler({ body, db }) {
       await db((tx) => tx`select api.auth_logout(${body.refresh_token})`);
       return { status: 200, body: { success: true, message: 'logged out' } };
@@ -135,6 +151,7 @@ export const authRoutes = [
     auth: 'public',
     body: z.object({ token: z.string().min(1).max(8192) }),
     invalidStatus: 400,
+    responses: { 200: z.object({ valid: z.literal(true), user_id: Id, expires_at: DateTime }), 401: errors('invalid_token'), 429: errors('rate_limited') },
     async handler({ body, db, services, clientIp }) {
       const limits = services.authLimits ?? DEFAULT_AUTH_LIMITS;
       const [wait] = await db(

@@ -5,6 +5,7 @@ import { z } from 'zod';
 import { defineRoute } from '../http/route.ts';
 import type { ErrorShape } from '../lib/errors.ts';
 import { jsonObjectWith } from '../lib/json.ts';
+import { DateTime, errors, Id, Pagination, succeeded } from '../lib/openapi.ts';
 import { Uuid } from '../lib/schemas.ts';
 
 const flagged: Partial<Record<number, ErrorShape>> = { 400: 'flagged', 404: 'flagged' };
@@ -25,6 +26,44 @@ const Page = z.object({
 const Search = Page.extend({ q: z.string().min(1, { message: 'q is required' }).max(200) });
 const CommunityPath = z.object({ id: Uuid });
 
+const Role = z.enum(['member', 'manager']);
+
+/** The fields every community payload starts with. */
+const CommunityBase = z.object({
+  id: Id,
+  name: z.string(),
+  member_count: z.number().int(),
+  created_at: DateTime,
+  updated_at: DateTime,
+  description: z.string().nullable().optional(),
+  tags: z.array(z.string()).optional(),
+});
+
+/** CommunityListItem (spec section 2). */
+const CommunityListItem = CommunityBase.extend({
+  is_member: z.boolean().optional(),
+  is_manager: z.boolean().optional(),
+  joined_at: DateTime.nullable().optional(),
+  role: Role.nullable().optional(),
+}).meta({ id: 'CommunityListItem' });
+
+/** CommunityDetail (spec section 2). */
+const CommunityDetail = CommunityBase.extend({
+  managers: z.array(z.object({ id: Id, name: z.string().nullable() })),
+  is_member: z.boolean(),
+  is_manager: z.boolean(),
+  joined_at: DateTime.nullable().optional(),
+  user_role: Role.nullable().optional(),
+}).meta({ id: 'CommunityDetail' });
+
+/** CommunityMember (spec section 2). */
+const CommunityMember = z
+  .object({ id: Id, role: Role, joined_at: DateTime, name: z.string().nullable().optional() })
+  .meta({ id: 'CommunityMember' });
+
+const CommunityPage = succeeded({ data: z.array(CommunityListItem), pagination: Pagination });
+const PAGE_ERRORS = errors('invalid_limit', 'invalid_offset');
+
 /** A page as SQL wrote it: `{"data": [...], "pagination": {...}}` as text, passed through. */
 interface PageResult {
   page: string;
@@ -40,6 +79,7 @@ export const communityRoutes = [
     auth: 'user',
     query: Page,
     errorShapes: flagged,
+    responses: { 200: CommunityPage, 400: PAGE_ERRORS },
     async handler({ query, db }) {
       const [row] = await db((tx) => tx<PageResult[]>`select api.communities_mine(${query.limit}, ${query.offset})::text as page`);
       return pageReply(row);
@@ -53,6 +93,7 @@ export const communityRoutes = [
     auth: 'user',
     query: Search,
     errorShapes: flagged,
+    responses: { 200: CommunityPage, 400: errors('invalid_query', 'invalid_limit', 'invalid_offset') },
     async handler({ query, db }) {
       const [row] = await db(
         (tx) => tx<PageResult[]>`select api.communities_search(${query.q}, ${query.limit}, ${query.offset})::text as page`,
@@ -68,6 +109,7 @@ export const communityRoutes = [
     auth: 'user',
     params: CommunityPath,
     errorShapes: flagged,
+    responses: { 200: succeeded({ data: CommunityDetail }), 404: errors('community_not_found') },
     async handler({ params, db }) {
       const [row] = await db((tx) => tx`select api.community_get(${params.id}) as community`);
       return { status: 200, body: { success: true, data: row!.community } };
@@ -82,6 +124,7 @@ export const communityRoutes = [
     params: CommunityPath,
     query: Page,
     errorShapes: flagged,
+    responses: { 200: succeeded({ data: z.array(CommunityMember), pagination: Pagination }), 400: PAGE_ERRORS, 404: errors('community_not_found') },
     async handler({ params, query, db }) {
       const [row] = await db(
         (tx) => tx<PageResult[]>`select api.community_members(${params.id}, ${query.limit}, ${query.offset})::text as page`,
@@ -97,6 +140,7 @@ export const communityRoutes = [
     auth: 'user',
     params: CommunityPath,
     errorShapes: flagged,
+    responses: { 200: succeeded({ data: z.object({ member_count: z.number().int(), role: z.string(), joined_at: DateTime }) }), 400: errors('already_member', 'user_has_no_node'), 404: errors('community_not_found') },
     async handler({ params, db }) {
       const [row] = await db((tx) => tx`select api.community_join(${params.id}) as joined`);
       return { status: 200, body: { success: true, data: row!.joined } };
@@ -110,6 +154,7 @@ export const communityRoutes = [
     auth: 'user',
     params: CommunityPath,
     errorShapes: flagged,
+    responses: { 200: succeeded({ data: z.object({ member_count: z.number().int() }) }), 400: errors('not_a_member', 'user_has_no_node', 'last_manager'), 404: errors('community_not_found') },
     async handler({ params, db }) {
       const [row] = await db((tx) => tx`select api.community_leave(${params.id}) as left`);
       return { status: 200, body: { success: true, data: row!.left } };
@@ -123,6 +168,7 @@ export const communityRoutes = [
     auth: 'public',
     params: z.object({ community_id: Uuid }),
     errorShapes: flagged,
+    responses: { 200: succeeded({ data: CommunityBase.meta({ id: 'CommunityPublic' }) }), 404: errors('community_not_found') },
     async handler({ params, db }) {
       const [row] = await db((tx) => tx`select api.community_public(${params.community_id}) as community`);
       return { status: 200, body: { success: true, data: row!.community } };

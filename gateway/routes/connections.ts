@@ -3,6 +3,7 @@
 // hat, event and target-node rules are SQL (api.connection_*).
 import { z } from 'zod';
 import { defineRoute } from '../http/route.ts';
+import { DateTime, errors, Id as IdOut, succeeded } from '../lib/openapi.ts';
 
 const Id = z.guid({ message: 'must be a uuid' });
 const Strength = z.enum(['weak', 'medium', 'strong']);
@@ -44,12 +45,34 @@ const UpdateBody = z.preprocess(
 
 const IdParam = z.object({ id: Id });
 
+/** The stored connection record (DESIGN.md). */
+export const Connection = z
+  .object({
+    id: IdOut,
+    owner_node_id: IdOut,
+    target_node_id: IdOut,
+    connection_type: z.enum(['in_event', 'post_event', 'async']).nullable(),
+    event_id: IdOut.nullable(),
+    my_hat_id: IdOut.nullable(),
+    their_hat_id: IdOut.nullable(),
+    notes: z.string().nullable(),
+    strength: Strength.nullable(),
+    tags: z.array(z.string()).nullable(),
+    created_at: DateTime,
+    updated_at: DateTime,
+  })
+  .meta({ id: 'Connection' });
+
+const ConnectionList = succeeded({ connections: z.array(Connection) });
+const ConnectionReply = succeeded({ connection: Connection });
+
 export const connectionRoutes = [
   defineRoute({
     method: 'get',
     path: '/api/mobile/connections',
     summary: "The caller's connections, newest first.",
     auth: 'user',
+    responses: { 200: ConnectionList },
     async handler({ db }) {
       const connections = await db((tx) => tx`select * from api.connections_list()`);
       return { status: 200, body: { success: true, connections } };
@@ -61,6 +84,7 @@ export const connectionRoutes = [
     path: '/api/mobile/connections/recent',
     summary: "The caller's 20 most recently created connections, newest first.",
     auth: 'user',
+    responses: { 200: ConnectionList },
     async handler({ db }) {
       const connections = await db((tx) => tx`select * from api.connections_recent()`);
       return { status: 200, body: { success: true, connections } };
@@ -74,6 +98,7 @@ export const connectionRoutes = [
     auth: 'user',
     body: CreateBody,
     invalidStatus: 422,
+    responses: { 201: ConnectionReply, 422: errors('invalid_hat', 'invalid_their_hat', 'user_node_not_found', 'target_node_not_found', 'event_not_found') },
     async handler({ body, db }) {
       const [connection] = await db(
         (tx) => tx`
@@ -93,6 +118,7 @@ export const connectionRoutes = [
     auth: 'user',
     params: IdParam,
     invalidParamsStatus: 404,
+    responses: { 200: ConnectionReply, 404: errors('connection_not_found') },
     async handler({ params, db }) {
       const [connection] = await db((tx) => tx`select * from api.connection_get(${params.id})`);
       return { status: 200, body: { success: true, connection } };
@@ -108,6 +134,7 @@ export const connectionRoutes = [
     body: UpdateBody,
     invalidStatus: 422,
     invalidParamsStatus: 404,
+    responses: { 200: ConnectionReply, 404: errors('connection_not_found') },
     async handler({ params, body, db }) {
       const [connection] = await db(
         (tx) => tx`select * from api.connection_update(${params.id}, ${tx.json(body)})`,

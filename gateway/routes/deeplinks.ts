@@ -12,6 +12,7 @@ import { z } from 'zod';
 import { defineRoute, type Reply } from '../http/route.ts';
 import { formatTime, html, page, safeUrl, type Page, type SafeHtml } from '../http/html.ts';
 import type { HttpError } from '../lib/errors.ts';
+import { content, errors } from '../lib/openapi.ts';
 
 /** The Event object (spec section 2) as the SQL function builds it; the fields the pages use. */
 interface EventJson {
@@ -39,6 +40,9 @@ const EventNode = z.object({ event_node_id: z.guid() });
 const VenueNode = z.object({ venue_node_id: z.guid() });
 const Shortlink = z.object({ shortlink: z.string().regex(/^[A-Za-z0-9]{8}$/) });
 const UserAgent = z.object({ 'user-agent': z.string().optional() });
+
+const REDIRECT = content('text/html', 'A redirect: `Location` names the app link or the web check-in form.');
+const PAGE = content('text/html', 'An HTML page.');
 
 function errorPage(err: HttpError): Page {
   const title = err.status === 404 ? 'Not found' : 'Something went wrong';
@@ -115,6 +119,7 @@ export const deeplinkRoutes = [
     headers: UserAgent,
     invalidParamsStatus: 404,
     renderError: errorPage,
+    responses: { 302: REDIRECT, 404: errors('event_not_found') },
     async handler({ params, headers, db, services }) {
       const [row] = await db(
         (tx) => tx<{ location: string }[]>`
@@ -133,6 +138,7 @@ export const deeplinkRoutes = [
     headers: UserAgent,
     invalidParamsStatus: 404,
     renderError: errorPage,
+    responses: { 302: REDIRECT, 404: errors('event_not_found') },
     async handler({ params, headers, db, services }) {
       const [row] = await db(
         (tx) => tx<{ location: string }[]>`
@@ -150,6 +156,7 @@ export const deeplinkRoutes = [
     params: VenueNode,
     invalidParamsStatus: 404,
     renderError: errorPage,
+    responses: { 200: content('text/html', 'A page to choose one of the concurrent events.'), 302: content('text/html', 'A redirect to the one concurrent event\'s check-in link.'), 404: errors('venue_not_found', 'no_concurrent_event') },
     async handler({ params, db }) {
       const [venue] = await db(
         (tx) => tx<{ location: string | null; venue_name: string; events: VenueChoice[] }[]>`
@@ -177,6 +184,7 @@ export const deeplinkRoutes = [
     params: Shortlink,
     invalidParamsStatus: 404,
     renderError: errorPage,
+    responses: { 200: PAGE, 404: errors('event_not_found') },
     async handler({ params, db, services }) {
       const [row] = await db(
         (tx) => tx<{ event: EventJson }[]>`select api.event_public(${params.shortlink}, ${services.publicUrl}) as event`,
@@ -204,6 +212,7 @@ ${link ? html`<p><a href="${link}" rel="noopener noreferrer">Event website</a></
     params: EventNode,
     invalidParamsStatus: 404,
     renderError: errorPage,
+    responses: { 200: PAGE, 404: errors('event_not_found') },
     async handler({ params, db, services }) {
       const [row] = await db(
         (tx) => tx<{ event: EventJson }[]>`select api.event_public_by_node(${params.event_node_id}, ${services.publicUrl}) as event`,

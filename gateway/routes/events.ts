@@ -5,6 +5,8 @@
 // nothing and answers 404.
 import { z } from 'zod';
 import { defineRoute } from '../http/route.ts';
+import { DateTime, errors, Id as IdOut, succeeded } from '../lib/openapi.ts';
+import { Connection } from './connections.ts';
 
 const Visibility = z.enum(['anonymous', 'public']);
 const Id = z.guid({ message: 'must be a uuid' });
@@ -26,6 +28,94 @@ const VenueCheckinBody = z.object({
   visibility: Visibility.nullish(),
 });
 
+/** Event (spec section 2); can_sync and external_platforms for managers only. */
+export const Event = z
+  .object({
+    id: IdOut,
+    title: z.string(),
+    date: DateTime,
+    community_node_id: IdOut,
+    shortlink: z.string().length(8),
+    deeplink_path: z.string(),
+    deeplink_url: z.url(),
+    public_url: z.string(),
+    public_full_url: z.url(),
+    description: z.string().nullable().optional(),
+    end_time: DateTime.nullable().optional(),
+    event_url: z.string().nullable().optional(),
+    image_path: z.string().nullable().optional(),
+    location: z.string().nullable().optional(),
+    node_id: IdOut.nullable().optional(),
+    platform_a_url: z.string().nullable().optional(),
+    platform_b_url: z.string().nullable().optional(),
+    platform_c_url: z.string().nullable().optional(),
+    can_sync: z.boolean().nullable().optional(),
+    external_platforms: z.array(z.string()).nullable().optional(),
+  })
+  .meta({ id: 'Event' });
+
+/** A check-in as the check-in endpoints answer it. */
+const Checkin = z
+  .object({
+    id: IdOut,
+    type: z.enum(['event', 'venue']),
+    event_id: IdOut.nullable(),
+    venue_id: IdOut.nullable(),
+    hat_id: IdOut.nullable(),
+    location_id: IdOut.nullable(),
+    visibility: Visibility,
+    checked_in_at: DateTime,
+    checked_out_at: DateTime.nullable(),
+  })
+  .meta({ id: 'Checkin' });
+
+const CheckinReply = succeeded({ checkin: Checkin });
+const VenueCheckinReply = succeeded({ type: z.enum(['venue', 'event']), checkin: Checkin });
+const EventChoice = z.object({
+  id: IdOut,
+  node_id: IdOut,
+  title: z.string(),
+  description: z.string().nullable(),
+  date: DateTime,
+  end_time: DateTime.nullable(),
+  image_path: z.string().nullable(),
+});
+const EventSelection = succeeded({
+  type: z.literal('event_selection'),
+  message: z.string(),
+  event_count: z.number().int(),
+  events: z.array(EventChoice),
+});
+
+const Status = z.enum(['ongoing', 'past', 'upcoming']);
+const EventCheckinItem = z.object({
+  type: z.literal('event'),
+  event_id: IdOut,
+  event_title: z.string(),
+  event_status: Status,
+  checked_in_at: DateTime,
+  event_date: DateTime.optional(),
+  event_end_time: DateTime.nullable().optional(),
+  hat_id: IdOut.nullable().optional(),
+  visibility: Visibility.optional(),
+});
+const VenueCheckinItem = z.object({
+  type: z.literal('venue'),
+  venue_id: IdOut,
+  venue_name: z.string(),
+  checked_in_at: DateTime,
+  hat_id: IdOut.nullable().optional(),
+  visibility: Visibility.optional(),
+});
+const CurrentCheckins = succeeded({
+  checkins: z.array(z.union([EventCheckinItem, VenueCheckinItem])),
+  current_ongoing_checkin: z
+    .object({ type: z.literal('event'), event_id: IdOut, event_title: z.string(), event_status: z.literal('ongoing') })
+    .nullable(),
+});
+
+const Message = succeeded({ message: z.string() });
+
 interface CheckinOutcome {
   created: boolean;
   checkin: Record<string, unknown>;
@@ -42,6 +132,7 @@ export const eventRoutes = [
     path: '/api/mobile/events/upcoming',
     summary: "Events of the caller's communities that have not ended, soonest first, at most 100.",
     auth: 'user',
+    responses: { 200: z.array(Event) },
     async handler({ db, services }) {
       // The array as Postgres writes it, passed through as text.
       const [row] = await db(
@@ -58,6 +149,7 @@ export const eventRoutes = [
     auth: 'user',
     params: z.object({ id: Id }),
     invalidParamsStatus: 404,
+    responses: { 200: Event, 404: errors('event_not_found') },
     async handler({ params, db, services }) {
       const [row] = await db((tx) => tx<{ event: unknown }[]>`select api.event_get(${params.id}, ${services.publicUrl}) as event`);
       return { status: 200, body: row!.event };
@@ -73,6 +165,7 @@ export const eventRoutes = [
     body: EventCheckinBody,
     invalidStatus: 422,
     invalidParamsStatus: 404,
+    responses: { 200: CheckinReply, 201: CheckinReply, 404: errors('event_not_found'), 422: errors('invalid_hat') },
     async handler({ params, body, db }) {
       const [outcome] = await db(
         (tx) => tx<CheckinOutcome[]>`
@@ -90,6 +183,7 @@ export const eventRoutes = [
     auth: 'user',
     params: EventParam,
     invalidParamsStatus: 404,
+    responses: { 200: Message, 404: errors('event_not_found', 'not_checked_in') },
     async handler({ params, db }) {
       await db((tx) => tx`select api.event_checkout(${params.event_id})`);
       return { status: 200, body: { success: true, message: 'checked out' } };
@@ -105,6 +199,7 @@ export const eventRoutes = [
     body: VenueCheckinBody,
     invalidStatus: 422,
     invalidParamsStatus: 404,
+    responses: { 200: z.union([EventSelection, VenueCheckinReply]), 201: VenueCheckinReply, 404: errors('venue_not_found'), 422: errors('invalid_hat') },
     async handler({ params, body, db }) {
       const [outcome] = await db(
         (tx) => tx<VenueOutcome[]>`select * from api.venue_checkin(${params.venue_id}, ${body.hat_id}, ${body.visibility ?? null})`,
@@ -134,6 +229,7 @@ export const eventRoutes = [
     auth: 'user',
     params: VenueParam,
     invalidParamsStatus: 404,
+    responses: { 200: Message, 404: errors('venue_not_found', 'not_checked_in') },
     async handler({ params, db }) {
       await db((tx) => tx`select api.venue_checkout(${params.venue_id})`);
       return { status: 200, body: { success: true, message: 'checked out' } };
@@ -146,6 +242,7 @@ export const eventRoutes = [
     summary: "The caller's current check-ins (events and venues) and the most recent ongoing event check-in.",
     auth: 'user',
     errorShapes: { 422: 'simple' },
+    responses: { 200: CurrentCheckins, 422: errors('user_node_not_found') },
     async handler({ db }) {
       const [list] = await db(
         (tx) => tx<{ checkins: unknown[]; current_ongoing_checkin: unknown }[]>`select * from api.checkins_current()`,
@@ -164,6 +261,7 @@ export const eventRoutes = [
     auth: 'user',
     params: EventParam,
     invalidParamsStatus: 404,
+    responses: { 200: succeeded({ connections: z.array(Connection) }), 404: errors('event_not_found') },
     async handler({ params, db }) {
       const connections = await db((tx) => tx`select * from api.event_connections(${params.event_id})`);
       return { status: 200, body: { success: true, connections } };

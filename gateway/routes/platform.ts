@@ -8,6 +8,7 @@
 // (api.form_submit).
 import { z } from 'zod';
 import { defineRoute } from '../http/route.ts';
+import { errors, Id, succeeded } from '../lib/openapi.ts';
 import { Email, Text, Uuid } from '../lib/schemas.ts';
 
 export const EXTERNAL_PLATFORMS = ['platform_a', 'platform_b', 'platform_c', 'platform_d'] as const;
@@ -48,6 +49,22 @@ export const FormBody = z.record(z.string(), z.unknown());
 
 const EventNodeParam = z.object({ event_node_id: Uuid });
 
+const PlatformEventData = z.object({
+  created: z.boolean(),
+  event_id: Id,
+  event_node_id: Id,
+  title: z.string(),
+  venue: z.object({ location_id: z.number().int(), name: z.string(), venue_node_id: Id }).nullable(),
+});
+const PlatformEventReply = succeeded({ data: PlatformEventData });
+const AttendeeReply = succeeded({
+  data: z.object({ user_id: Id, email: z.string(), user_created: z.boolean(), community_joined: z.boolean() }),
+});
+const PlatformCheckinReply = succeeded({
+  data: z.object({ checkin_id: Id, checked_in_at: DateTime, already_checked_in: z.boolean() }),
+});
+const PLATFORM_403 = errors('forbidden', 'not_community_manager');
+
 interface Outcome {
   created: boolean;
   data: Record<string, unknown>;
@@ -62,6 +79,7 @@ export const platformRoutes = [
     auth: 'user',
     body: PlatformEventBody,
     invalidStatus: 422,
+    responses: { 200: PlatformEventReply, 201: PlatformEventReply, 403: PLATFORM_403, 422: errors('validation_error', 'external_event_in_other_community') },
     async handler({ body, db }) {
       const venue = body.venue ?? null;
       const [row] = await db(
@@ -87,6 +105,7 @@ export const platformRoutes = [
     body: PlatformAttendeeBody,
     invalidStatus: 422,
     invalidParamsStatus: 404,
+    responses: { 200: AttendeeReply, 201: AttendeeReply, 403: PLATFORM_403, 404: errors('event_not_found'), 422: errors('validation_error', 'invalid_email', 'user_has_no_node') },
     async handler({ params, body, db }) {
       const [row] = await db(
         (tx) => tx<{ outcome: Outcome }[]>`
@@ -106,6 +125,7 @@ export const platformRoutes = [
     body: PlatformCheckinBody,
     invalidStatus: 422,
     invalidParamsStatus: 404,
+    responses: { 200: PlatformCheckinReply, 201: PlatformCheckinReply, 403: PLATFORM_403, 404: errors('event_not_found', 'user_not_found'), 422: errors('validation_error') },
     async handler({ params, body, db }) {
       const [row] = await db(
         (tx) => tx<{ outcome: Outcome }[]>`select api.platform_checkin(${params.event_node_id}, ${body.email}) as outcome`,
@@ -122,6 +142,7 @@ export const platformRoutes = [
     auth: 'public',
     body: FormBody,
     invalidStatus: 400,
+    responses: { 200: succeeded({ message: z.string() }), 413: errors('payload_too_large') },
     async handler({ body, db }) {
       await db((tx) => tx`select api.form_submit(${JSON.stringify(body)})`);
       return { status: 200, body: { success: true, message: 'form received' } };

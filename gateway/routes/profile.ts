@@ -3,12 +3,42 @@
 import { z } from 'zod';
 import { defineRoute } from '../http/route.ts';
 import { ProfileName, Text } from '../lib/schemas.ts';
+import { DateTime, errors, Id, succeeded } from '../lib/openapi.ts';
 
 const HatInput = z.object({
   name: Text(100),
   hat_type: z.string().trim().min(1).max(50),
   description: z.string().max(2000).nullish(),
 });
+
+/** UserProfile (spec section 2). */
+const UserProfile = z
+  .object({
+    id: Id,
+    email: z.string(),
+    name: z.string(),
+    is_premium: z.boolean(),
+    subscription_type: z.enum(['basic', 'premium']),
+    max_hats: z.number().int().min(0),
+    node_id: Id.nullable().optional(),
+    created_at: DateTime.optional(),
+    updated_at: DateTime.optional(),
+  })
+  .meta({ id: 'UserProfile' });
+
+/** Hat (spec section 2). */
+const Hat = z
+  .object({
+    id: Id,
+    name: z.string(),
+    hat_type: z.string(),
+    description: z.string().nullable().optional(),
+    is_primary: z.boolean().optional(),
+    created_at: DateTime.optional(),
+  })
+  .meta({ id: 'Hat' });
+
+const HatType = z.object({ id: z.string(), name: z.string(), description: z.string().nullable() }).meta({ id: 'HatType' });
 
 export const profileRoutes = [
   defineRoute({
@@ -17,6 +47,7 @@ export const profileRoutes = [
     summary: "The caller's profile, with max_hats from their subscription.",
     auth: 'user',
     errorShapes: { 404: 'flagged' },
+    responses: { 200: succeeded({ data: UserProfile }), 404: errors('profile_not_found') },
     async handler({ db }) {
       const [profile] = await db((tx) => tx`select * from api.profile_get()`);
       return { status: 200, body: { success: true, data: profile } };
@@ -42,6 +73,7 @@ export const profileRoutes = [
     path: '/api/mobile/hats',
     summary: "The caller's hats, primary first.",
     auth: 'user',
+    responses: { 200: succeeded({ data: z.array(Hat) }) },
     async handler({ db }) {
       const hats = await db((tx) => tx`select * from api.hats_list()`);
       return { status: 200, body: { success: true, data: hats } };
@@ -55,6 +87,7 @@ export const profileRoutes = [
     auth: 'user',
     body: z.object({ hat: HatInput }),
     invalidStatus: 422,
+    responses: { 201: succeeded({ data: Hat }), 422: errors('hat_limit_reached', 'unknown_hat_type') },
     async handler({ body, db }) {
       const { name, hat_type, description } = body.hat;
       const [hat] = await db((tx) => tx`select * from api.hat_create(${name}, ${hat_type}, ${description ?? null})`);
@@ -67,6 +100,7 @@ export const profileRoutes = [
     path: '/api/mobile/hat_types',
     summary: 'The hat types a hat may have.',
     auth: 'user',
+    responses: { 200: succeeded({ data: z.array(HatType) }) },
     async handler({ db }) {
       const types = await db((tx) => tx`select * from api.hat_types_list()`);
       return { status: 200, body: { success: true, data: types } };

@@ -6,6 +6,7 @@
 import { z } from 'zod';
 import { defineRoute } from '../http/route.ts';
 import { HttpError } from '../lib/errors.ts';
+import { content, errors } from '../lib/openapi.ts';
 import { SseStream, type StreamStart } from '../realtime/sse.ts';
 
 /** A change id as sent in `id:` lines; empty means none. */
@@ -27,6 +28,7 @@ export const streamRoutes = [
       access_token: z.string().optional(),
     }),
     headers: z.object({ 'last-event-id': ChangeId.optional() }),
+    responses: { 200: content('text/event-stream', 'Server-sent events: a snapshot, then `insert`/`update`/`delete` messages whose data is the Event with __sync_meta; `id:` is the change id.'), 410: errors('last_event_id_expired'), 429: errors('too_many_streams'), 503: errors('service_unavailable') },
     async handler({ query, headers, user, db, services, log }) {
       const hub = services.realtime;
       if (!hub.accepting) throw new HttpError(503, 'service_unavailable', 'the stream is not available now, try again');

@@ -12,6 +12,7 @@ import { defineRoute } from '../http/route.ts';
 import type { Tx } from '../lib/db.ts';
 import type { ErrorShape } from '../lib/errors.ts';
 import { BoundedJsonObject, Uuid } from '../lib/schemas.ts';
+import { DateTime, errors, Id, noContent, succeeded } from '../lib/openapi.ts';
 
 // ---------------------------------------------------------------------------
 // Shapes
@@ -95,6 +96,61 @@ const CompleteTaskBody = z
   .optional();
 
 // ---------------------------------------------------------------------------
+// Response bodies (the documented shapes)
+// ---------------------------------------------------------------------------
+
+// Registered as the `Task` component; `TaskFields.nullable()` (not
+// TaskOut.nullable(), which would mark the shared component nullable) where a
+// task may be null.
+const TaskFields = z.object({
+  id: Id,
+  created_by: Id,
+  inserted_at: DateTime,
+  updated_at: DateTime,
+  meta: z
+    .object({
+      title: z.string().nullable().optional(),
+      description: z.string().nullable().optional(),
+      status: z.enum(TASK_STATUSES),
+      deal_context: z
+        .object({ company: z.string().nullable().optional(), deal_value: z.number().nullable().optional() })
+        .nullable()
+        .optional(),
+    })
+    .catchall(z.unknown()),
+});
+const TaskOut = TaskFields.meta({ id: 'Task' });
+
+const TaskLinkOut = z
+  .object({
+    id: Id,
+    type: z.string(),
+    origin_id: Id,
+    destination_id: Id,
+    created_by: Id,
+    inserted_at: DateTime,
+    meta: z.record(z.string(), z.unknown()),
+  })
+  .meta({ id: 'TaskLink' });
+
+const DealOut = z.object({ id: Id, created_by: Id, meta: z.record(z.string(), z.unknown()) }).meta({ id: 'Deal' });
+
+const CompanyTasks = z.object({
+  company_name: z.string(),
+  deal_value: z.number().nullable(),
+  task_count: z.number().int(),
+  active_task: TaskFields.nullable(),
+  all_tasks: z.array(TaskOut),
+  completed_tasks: z.array(TaskOut),
+});
+
+const TaskReply = succeeded({ task: TaskOut });
+const TaskList = succeeded({ tasks: z.array(TaskOut) });
+const DealReply = succeeded({ deal: DealOut });
+const TASK_NOT_FOUND = errors('task_not_found');
+const TRANSITION = errors('invalid_status_transition');
+
+// ---------------------------------------------------------------------------
 // Rows returned by the SQL functions
 // ---------------------------------------------------------------------------
 
@@ -140,6 +196,7 @@ export const taskRoutes = [
     summary: "The caller's tasks grouped by deal_context.company, with deal value and active task.",
     auth: 'user',
     errorShapes: TASK_ERRORS,
+    responses: { 200: succeeded({ companies: z.array(CompanyTasks) }) },
     async handler({ db }) {
       const companies = await db((tx) => tx`select * from api.tasks_by_company()`);
       return { status: 200, body: { success: true, companies } };
@@ -154,6 +211,7 @@ export const taskRoutes = [
     query: SearchQuery,
     invalidStatus: 422,
     errorShapes: TASK_ERRORS,
+    responses: { 200: succeeded({ search_query: z.string(), tasks: z.array(TaskOut) }) },
     async handler({ query, db }) {
       const tasks = await db((tx) => tx<Task[]>`select * from api.tasks_search(${query.company})`);
       return { status: 200, body: { success: true, search_query: query.company, tasks } };
@@ -168,6 +226,7 @@ export const taskRoutes = [
     query: ListQuery,
     invalidStatus: 422,
     errorShapes: TASK_ERRORS,
+    responses: { 200: TaskList },
     async handler({ query, db }) {
       const tasks = await db(
         (tx) => tx<Task[]>`select * from api.tasks_list(${query.status ?? null}, ${query.page}, ${query.limit})`,
@@ -184,6 +243,7 @@ export const taskRoutes = [
     body: CreateBody,
     invalidStatus: 422,
     errorShapes: TASK_ERRORS,
+    responses: { 201: TaskReply, 422: errors('validation_error') },
     async handler({ body, db }) {
       const [task] = await db(
         (tx) => tx<Task[]>`
@@ -202,6 +262,7 @@ export const taskRoutes = [
     params: IdParams,
     invalidParamsStatus: 404,
     errorShapes: TASK_ERRORS,
+    responses: { 200: TaskReply, 404: TASK_NOT_FOUND },
     async handler({ params, db }) {
       const [task] = await db((tx) => tx<Task[]>`select * from api.task_get(${params.id})`);
       return { status: 200, body: { success: true, task } };
@@ -218,6 +279,7 @@ export const taskRoutes = [
     body: PatchBody,
     invalidStatus: 422,
     errorShapes: TASK_ERRORS,
+    responses: { 200: TaskReply, 404: TASK_NOT_FOUND, 422: errors('validation_error', 'invalid_status_transition') },
     async handler({ params, body, db }) {
       const [task] = await db((tx) => tx<Task[]>`select * from api.task_update(${params.id}, ${jsonb(tx, body)}::jsonb)`);
       return { status: 200, body: { success: true, task } };
@@ -232,6 +294,7 @@ export const taskRoutes = [
     params: IdParams,
     invalidParamsStatus: 404,
     errorShapes: TASK_ERRORS,
+    responses: { 204: noContent('Deleted.'), 403: errors('not_task_creator'), 404: TASK_NOT_FOUND },
     async handler({ params, db }) {
       await db((tx) => tx`select api.task_delete(${params.id})`);
       return { status: 204 };
@@ -246,6 +309,7 @@ export const taskRoutes = [
     params: IdParams,
     invalidParamsStatus: 404,
     errorShapes: TASK_ERRORS,
+    responses: { 200: TaskReply, 404: TASK_NOT_FOUND, 422: TRANSITION },
     async handler({ params, db }) {
       const [task] = await db((tx) => tx<Task[]>`select * from api.task_start(${params.id})`);
       return { status: 200, body: { success: true, task } };
@@ -260,6 +324,7 @@ export const taskRoutes = [
     params: IdParams,
     invalidParamsStatus: 404,
     errorShapes: TASK_ERRORS,
+    responses: { 200: TaskReply, 404: TASK_NOT_FOUND, 422: TRANSITION },
     async handler({ params, db }) {
       const [task] = await db((tx) => tx<Task[]>`select * from api.task_complete(${params.id})`);
       return { status: 200, body: { success: true, task } };
@@ -276,6 +341,7 @@ export const taskRoutes = [
     body: CompleteAndLinkBody,
     invalidStatus: 422,
     errorShapes: TASK_ERRORS,
+    responses: { 200: succeeded({ completed_task: TaskOut, next_task: TaskOut }), 404: TASK_NOT_FOUND, 422: errors('invalid_status_transition', 'validation_error') },
     async handler({ params, body, db }) {
       const { title, description, status } = body.next_task;
       // Two rows: the completed task, then the next task.
@@ -297,6 +363,7 @@ export const taskRoutes = [
     body: LinkBody,
     invalidStatus: 422,
     errorShapes: TASK_ERRORS,
+    responses: { 200: succeeded({ link: z.object({ origin_task_id: Id, destination_task_id: Id, event: TaskLinkOut }) }), 404: errors('task_not_found', 'destination_task_not_found'), 422: errors('circular_dependency', 'validation_error') },
     async handler({ params, body, db }) {
       const [event] = await db(
         (tx) => tx<TaskTransition[]>`
@@ -317,6 +384,7 @@ export const taskRoutes = [
     params: IdParams,
     invalidParamsStatus: 404,
     errorShapes: TASK_ERRORS,
+    responses: { 200: succeeded({ next_task: TaskFields.nullable() }), 404: TASK_NOT_FOUND },
     async handler({ params, db }) {
       const [task] = await db((tx) => tx<Task[]>`select * from api.task_next(${params.id})`);
       return { status: 200, body: { success: true, next_task: task ?? null } };
@@ -331,6 +399,7 @@ export const taskRoutes = [
     params: IdParams,
     invalidParamsStatus: 404,
     errorShapes: TASK_ERRORS,
+    responses: { 200: succeeded({ previous_task: TaskFields.nullable() }), 404: TASK_NOT_FOUND },
     async handler({ params, db }) {
       const [task] = await db((tx) => tx<Task[]>`select * from api.task_previous(${params.id})`);
       return { status: 200, body: { success: true, previous_task: task ?? null } };
@@ -347,6 +416,7 @@ export const taskRoutes = [
     query: ChainQuery,
     invalidStatus: 422,
     errorShapes: TASK_ERRORS,
+    responses: { 200: succeeded({ chain: z.array(TaskOut), depth: z.number().int(), direction: z.enum(['forward', 'backward']) }), 404: TASK_NOT_FOUND },
     async handler({ params, query, db }) {
       const chain = await db(
         (tx) => tx<Task[]>`select * from api.task_chain(${params.id}, ${query.direction}, ${query.depth})`,
@@ -363,6 +433,7 @@ export const dealRoutes = [
     summary: "The caller's deals, newest first.",
     auth: 'user',
     errorShapes: DEAL_ERRORS,
+    responses: { 200: succeeded({ deals: z.array(DealOut) }) },
     async handler({ db }) {
       const deals = await db((tx) => tx<Deal[]>`select * from api.deals_list()`);
       return { status: 200, body: { success: true, deals } };
@@ -377,6 +448,7 @@ export const dealRoutes = [
     params: IdParams,
     invalidParamsStatus: 404,
     errorShapes: DEAL_ERRORS,
+    responses: { 200: DealReply, 404: errors('deal_not_found') },
     async handler({ params, db }) {
       const [deal] = await db((tx) => tx<Deal[]>`select * from api.deal_get(${params.id})`);
       return { status: 200, body: { success: true, deal } };
@@ -391,6 +463,7 @@ export const dealRoutes = [
     params: IdParams,
     invalidParamsStatus: 404,
     errorShapes: DEAL_ERRORS,
+    responses: { 200: DealReply, 404: errors('deal_not_found', 'task_not_found'), 422: errors('no_current_task', 'invalid_status_transition') },
     async handler({ params, db }) {
       const [deal] = await db((tx) => tx<Deal[]>`select * from api.deal_start_task(${params.id})`);
       return { status: 200, body: { success: true, deal } };
@@ -407,6 +480,7 @@ export const dealRoutes = [
     body: CompleteTaskBody,
     invalidStatus: 422,
     errorShapes: DEAL_ERRORS,
+    responses: { 200: DealReply, 404: errors('deal_not_found', 'task_not_found'), 422: errors('no_current_task', 'invalid_status_transition', 'validation_error') },
     async handler({ params, body, db }) {
       const [deal] = await db(
         (tx) => tx<Deal[]>`select * from api.deal_complete_task(${params.id}, ${body?.new_next_action ?? null})`,

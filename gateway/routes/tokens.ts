@@ -5,7 +5,8 @@
 // response, and never logged (the request log holds paths and statuses only).
 import { z } from 'zod';
 import { defineRoute } from '../http/route.ts';
-import { PermissionPattern, type ApiToken } from '../lib/api-tokens.ts';
+import { ApiToken, PermissionPattern } from '../lib/api-tokens.ts';
+import { errors, succeeded } from '../lib/openapi.ts';
 import { Text, Uuid } from '../lib/schemas.ts';
 
 export const CreateApiTokenBody = z.object({
@@ -15,6 +16,8 @@ export const CreateApiTokenBody = z.object({
   /** A community-scoped token (managers of the community only). */
   community_id: Uuid.nullish(),
 });
+
+const ApiTokenOut = ApiToken.meta({ id: 'ApiToken' });
 
 interface Created {
   token: ApiToken;
@@ -27,6 +30,7 @@ export const tokenRoutes = [
     path: '/api/docs/tokens',
     summary: "The caller's API tokens, newest first (never their secrets).",
     auth: 'user',
+    responses: { 200: z.object({ tokens: z.array(ApiTokenOut) }) },
     async handler({ db }) {
       const rows = await db((tx) => tx<{ token: ApiToken }[]>`select token from api.api_tokens_list() as token`);
       return { status: 200, body: { tokens: rows.map((row) => row.token) } };
@@ -40,6 +44,7 @@ export const tokenRoutes = [
     auth: 'user',
     body: CreateApiTokenBody,
     invalidStatus: 422,
+    responses: { 201: z.object({ token: ApiTokenOut, token_value: z.string() }), 403: errors('forbidden', 'not_community_manager'), 422: errors('validation_error', 'invalid_permissions') },
     async handler({ body, db }) {
       const [row] = await db(
         (tx) => tx<Created[]>`
@@ -58,6 +63,7 @@ export const tokenRoutes = [
     auth: 'user',
     params: z.object({ id: Uuid }),
     invalidParamsStatus: 404,
+    responses: { 200: succeeded({ token: ApiTokenOut }), 404: errors('token_not_found') },
     async handler({ params, db }) {
       const [row] = await db((tx) => tx<{ token: ApiToken }[]>`select api.api_token_deactivate(${params.id}) as token`);
       return { status: 200, body: { success: true, token: row!.token } };

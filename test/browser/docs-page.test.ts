@@ -1,0 +1,91 @@
+// The API reference page in a real browser (Debian's Chromium, headless,
+// playwright-core): Swagger UI renders from this server alone (every request
+// goes to the gateway's own origin, no CSP violation), lists the operations,
+// and takes an API token through Authorize. A screenshot is written to a
+// temporary file (its path is printed) for a human look. Skipped (with a
+// message) only when /usr/bin/chromium is missing.
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { chromium, type BrowserContext } from 'playwright-core';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { routes } from '../../gateway/http/app.ts';
+import { baseUrl } from '../helpers.ts';
+
+const CHROMIUM = '/usr/bin/chromium';
+const available = fs.existsSync(CHROMIUM);
+if (!available) console.warn(`[docs-page] skipped: ${CHROMIUM} is missing (apt-get install -y chromium)`);
+
+describe.skipIf(!available)('API reference page (headless Chromium)', () => {
+  let context: BrowserContext;
+  let profileDir: string;
+
+  beforeAll(async () => {
+    profileDir = fs.mkdtempSync(path.join(os.tmpdir(), 'docs-page-chromium-'));
+    context = await chromium.launchPersistentContext(profileDir, {
+      executablePath: CHROMIUM,
+      headless: true,
+      viewport: { width: 1280, height: 900 },
+      args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
+    });
+  });
+
+  afterAll(async () => {
+    await context?.close();
+    if (profileDir) fs.rmSync(profileDir, { recursive: true, force: true });
+  });
+
+  it('renders from this server alone, lists the operations and takes an API token', async () => {
+    const page = await context.newPage();
+    const problems: string[] = [];
+    const origins = new Set<string>();
+    page.on('pageerror', (err) => problems.push(err.message));
+    page.on('console', (msg) => {
+      if (msg.type() === 'error') problems.push(msg.text());
+    });
+    page.on('request', (request) => {
+      if (/^https?:/.test(request.url())) origins.add(new URL(request.url()).origin);
+    });
+
+    const response = await page.goto(`${baseUrl}/api/docs`);
+    expect(response?.status()).toBe(200);
+    await page.locator('.opblock').first().waitFor({ timeout: 30_000 });
+
+    // Every operation of the route table is listed.
+    const count = await page.locator('.opblock').count();
+    expect(count).toBe(routes.length);
+    const summaries = await page.locator('.opblock-summary-path').allTextContents();
+    const clean = summaries.map((s) => s.replace(/\u200b/g, '').trim());
+    expect(clean).toContain('/api/mobile/tasks/{id}/complete_and_link');
+    expect(clean).toContain('/api/docs/endpoints');
+    expect(await page.locator('.info .title').textContent()).toContain('Community');
+
+    // Authorize takes an API token (the apiToken scheme).
+    await page.locator('button.authorize').first().click();
+    const dialog = page.locator('.auth-container', { hasText: 'apiToken' });
+    await dialog.waitFor({ timeout: 10_000 });
+    await dialog.locator('input').fill('cbk_0123456789abcdefghijABCDEFGHIJ0123456789');
+    await dialog.locator('button.authorize').click();
+    await dialog.locator('button', { hasText: 'Logout' }).waitFor({ timeout: 10_000 });
+    expect(await dialog.textContent()).toContain('Authorized');
+    await page.locator('button.close-modal').click();
+
+    // Try it out on an operation: the request goes to this server, with the token.
+    await page.locator('#operations-Documentation-get_docs_endpoints .opblock-summary').click();
+    const sent = page.waitForRequest((request) => request.url().endsWith('/api/docs/endpoints'));
+    await page.locator('#operations-Documentation-get_docs_endpoints button.execute').click();
+    const request = await sent;
+    expect(new URL(request.url()).origin).toBe(new URL(baseUrl).origin);
+    await page.locator('#operations-Documentation-get_docs_endpoints .live-responses-table .response-col_status').first().waitFor({ timeout: 15_000 });
+
+    const shot = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'docs-page-')), 'api-docs.png');
+    await page.evaluate(() => window.scrollTo(0, 0));
+    await page.screenshot({ path: shot });
+    console.info(`[docs-page] screenshot: ${shot}`);
+    expect(fs.statSync(shot).size).toBeGreaterThan(20_000);
+
+    expect([...origins]).toEqual([new URL(baseUrl).origin]);
+    expect(problems.filter((p) => !/Failed to load resource/.test(p))).toEqual([]);
+    await page.close();
+  });
+});
