@@ -12,6 +12,7 @@ import { z } from 'zod';
 import { html, page } from '../http/html.ts';
 import { defineRoute } from '../http/route.ts';
 import { HttpError } from '../lib/errors.ts';
+import { content, errors, Id, succeeded } from '../lib/openapi.ts';
 import { Email, Password } from '../lib/schemas.ts';
 
 const LinkToken = z.string().regex(/^[A-Za-z0-9_-]{20,100}$/, { message: 'not a set-password link token' });
@@ -86,6 +87,7 @@ export const passwordRoutes = [
     auth: 'public',
     body: z.object({ email: Email }),
     invalidStatus: 400,
+    responses: { 200: succeeded({ message: z.string() }), 400: errors('validation_error') },
     async handler({ body, db, services }) {
       await db((tx) => tx`select api.auth_recover(${body.email}, ${services.publicUrl})`);
       return {
@@ -102,6 +104,7 @@ export const passwordRoutes = [
     auth: 'public',
     body: z.object({ token: LinkToken, password: Password }),
     invalidStatus: 400,
+    responses: { 200: succeeded({ user_id: Id, email: z.string() }), 400: errors('invalid_link', 'weak_password', 'validation_error') },
     async handler({ body, db }) {
       const [account] = await db(
         (tx) => tx<{ user_id: string; email: string }[]>`select * from api.auth_set_password(${body.token}, ${body.password})`,
@@ -118,6 +121,11 @@ export const passwordRoutes = [
     query: z.object({ token: LinkToken }),
     invalidStatus: 400,
     renderError: invalidLinkPage,
+    responses: {
+      200: content('text/html', 'The set-password form.'),
+      400: content('text/html', 'A page saying the link is malformed.'),
+      404: content('text/html', 'A page saying the link is used up, replaced or expired.'),
+    },
     async handler({ query, db }) {
       const [link] = await db((tx) => tx<{ valid: boolean }[]>`select api.auth_password_link_valid(${query.token}) as valid`);
       if (!link?.valid) throw new HttpError(404, 'invalid_link', 'this link is not valid or has expired');

@@ -62,6 +62,7 @@ export const profileRoutes = [
     body: z.object({ name: ProfileName }),
     invalidStatus: 422,
     errorShapes: { 404: 'flagged' },
+    responses: { 200: succeeded({ data: UserProfile }), 404: errors('profile_not_found'), 422: errors('validation_error') },
     async handler({ body, db }) {
       const [profile] = await db((tx) => tx`select * from api.profile_update(${body.name})`);
       return { status: 200, body: { success: true, data: profile } };
