@@ -43,6 +43,7 @@ export async function startGateway(
     },
     log,
     isReady: () => ready,
+    mcp: { upstreamUrl: config.mcp.upstreamUrl, trustProxy: config.trustProxy },
   });
 
   const server = http.createServer(app);

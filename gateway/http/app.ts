@@ -14,6 +14,7 @@ import { healthHandler } from '../routes/health.ts';
 import { profileRoutes } from '../routes/profile.ts';
 import { streamRoutes } from '../routes/stream.ts';
 import { dealRoutes, taskRoutes } from '../routes/tasks.ts';
+import { mcpProxy } from './mcp-proxy.ts';
 import type { Route, Services } from './route.ts';
 
 /** Every REST route the gateway serves, in one list (the docs read it too). */
@@ -34,9 +35,11 @@ export interface AppOptions {
   log: Logger;
   /** False until migrations have run; requests then get 503. */
   isReady: () => boolean;
+  /** Where /mcp and the OAuth paths go (the MCP process); unset: not served. */
+  mcp?: { upstreamUrl: string; trustProxy: boolean | number | string };
 }
 
-export function createApp({ services, log, isReady }: AppOptions): express.Express {
+export function createApp({ services, log, isReady, mcp }: AppOptions): express.Express {
   const app = express();
   app.disable('x-powered-by');
   app.set('etag', false);
@@ -48,6 +51,8 @@ export function createApp({ services, log, isReady }: AppOptions): express.Expre
     if (isReady()) return next();
     res.status(503).json(errorBody('error', new HttpError(503, 'service_unavailable', 'the service is starting')));
   });
+  // Before the JSON parser: the MCP process reads the body itself.
+  if (mcp) app.use(mcpProxy({ ...mcp, log }));
   app.use(express.json({ limit: '1mb', type: ['application/json', 'application/*+json'] }));
 
   for (const route of routes) {

@@ -31,6 +31,13 @@ const EnvSchema = z.object({
   STREAM_KEEPALIVE_SECONDS: z.coerce.number().min(0.05).max(3600).optional().default(15),
   STREAM_MAX_BUFFER_BYTES: z.coerce.number().int().min(1024).optional().default(1_048_576),
   CHANGE_LOG_RETENTION_HOURS: z.coerce.number().min(0).optional().default(24),
+  // The MCP server (agent interface): see mcp-server/README.md.
+  MCP_PORT: z.coerce.number().int().min(0).max(65535).optional(),
+  MCP_HOST: optionalString,
+  MCP_UPSTREAM_URL: optionalString,
+  MCP_REQUESTS_PER_MINUTE: z.coerce.number().int().min(1).optional().default(120),
+  MCP_ALLOWED_HOSTS: optionalString,
+  TRUST_PROXY: optionalString,
 });
 
 export interface Config {
@@ -51,6 +58,22 @@ export interface Config {
   dbPoolMax: number;
   statementTimeoutMs: number;
   realtime: RealtimeConfig;
+  /** Proxy hops whose X-Forwarded-For is believed (Express `trust proxy` syntax); none when unset. */
+  trustProxy: boolean | number | string;
+  mcp: McpConfig;
+}
+
+/** The MCP server (agent interface). */
+export interface McpConfig {
+  /** Where the MCP process listens (default PORT + 1, loopback). */
+  port: number;
+  host: string;
+  /** Where the gateway sends /mcp and the OAuth paths. */
+  upstreamUrl: string;
+  /** Requests per minute per client IP on /mcp and the OAuth endpoints (spec: 120). */
+  requestsPerMinute: number;
+  /** Extra Host header values accepted besides PUBLIC_URL's host and localhost (DNS-rebinding protection). */
+  allowedHosts: string[];
 }
 
 /** The realtime feed (SSE stream and websocket); see gateway/realtime/hub.ts. */
@@ -118,6 +141,28 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       usersPerTransaction: 32,
       socketIdleTimeoutMs: 90_000,
     },
+    trustProxy: parseTrustProxy(e.TRUST_PROXY),
+    mcp: mcpConfig(e),
+  };
+}
+
+function parseTrustProxy(value: string | undefined): boolean | number | string {
+  if (value === undefined || value === 'false') return false;
+  if (value === 'true') return true;
+  if (/^\d+$/.test(value)) return Number(value);
+  return value;
+}
+
+function mcpConfig(e: z.infer<typeof EnvSchema>): McpConfig {
+  const port = e.MCP_PORT ?? (e.PORT === 0 ? 0 : e.PORT + 1);
+  const host = e.MCP_HOST ?? '127.0.0.1';
+  const reachable = host === '0.0.0.0' || host === '::' ? '127.0.0.1' : host.includes(':') ? `[${host}]` : host;
+  return {
+    port,
+    host,
+    upstreamUrl: (e.MCP_UPSTREAM_URL ?? `http://${reachable}:${port}`).replace(/\/+$/, ''),
+    requestsPerMinute: e.MCP_REQUESTS_PER_MINUTE,
+    allowedHosts: (e.MCP_ALLOWED_HOSTS ?? '').split(',').map((h) => h.trim()).filter(Boolean),
   };
 }
 

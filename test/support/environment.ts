@@ -4,6 +4,7 @@
 // Used by the test run (global-setup.ts) and by the benchmarks.
 import crypto from 'node:crypto';
 import fs from 'node:fs';
+import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import postgres from 'postgres';
@@ -11,9 +12,12 @@ import { loadConfig, type Config } from '../../gateway/lib/config.ts';
 import { ensureDatabase, startEmbeddedPostgres, type RunningPostgres } from '../../gateway/lib/embedded-postgres.ts';
 import { createLogger, type Logger } from '../../gateway/lib/log.ts';
 import { startGateway, type RunningGateway } from '../../gateway/server.ts';
+import { startMcpServer, type RunningMcpServer } from '../../mcp-server/server.ts';
 
 export interface TestEnvironment {
   baseUrl: string;
+  /** The MCP process's own address (the gateway proxies /mcp to it). */
+  mcpUrl: string;
   databaseUrl: string;
   jwtSecret: string;
   config: Config;
@@ -63,35 +67,62 @@ export async function startTestEnvironment(options: EnvironmentOptions = {}): Pr
   }
 
   const jwtSecret = crypto.randomBytes(32).toString('base64url');
-  const config = loadConfig({
-    PORT: '0',
+  // A real port, so that PUBLIC_URL (OAuth discovery, event links) names it.
+  const gatewayPort = await freePort();
+  const baseConfig = loadConfig({
+    PORT: String(gatewayPort),
     HOST: '127.0.0.1',
     JWT_SECRET: jwtSecret,
     DATA_DIR: dir,
     DB_POOL_MAX: String(options.dbPoolMax ?? 20),
+    MCP_PORT: '0',
+    // Every test file shares 127.0.0.1; the per-IP limit has its own tests.
+    MCP_REQUESTS_PER_MINUTE: '1000000',
   });
+  const log = options.gatewayLog?.(dir) ?? createLogger('silent');
   let gateway: RunningGateway;
+  let mcp: RunningMcpServer | undefined;
+  let config: Config = baseConfig;
   try {
-    gateway = await startGateway(config, databaseUrl, options.gatewayLog?.(dir) ?? createLogger('silent'), {
+    // The MCP process trusts its one proxy (the gateway, on loopback) for the client address.
+    mcp = await startMcpServer({ ...baseConfig, trustProxy: 'loopback' }, databaseUrl, log);
+    config = { ...baseConfig, mcp: { ...baseConfig.mcp, port: mcp.port, upstreamUrl: mcp.url } };
+    gateway = await startGateway(config, databaseUrl, log, {
       includeCurrentMigration: true,
     });
   } catch (err) {
+    await mcp?.close();
     await dropDatabase?.();
     await cluster?.stop();
     throw err;
   }
 
+  const runningMcp = mcp;
   return {
     baseUrl: gateway.url,
+    mcpUrl: runningMcp.url,
     databaseUrl,
     jwtSecret,
     config,
     dir,
     async stop() {
       await gateway.close();
+      await runningMcp.close();
       await dropDatabase?.();
       await cluster?.stop();
       fs.rmSync(dir, { recursive: true, force: true });
     },
   };
+}
+
+/** A port free right now on loopback. */
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const probe = net.createServer();
+    probe.once('error', reject);
+    probe.listen(0, '127.0.0.1', () => {
+      const { port } = probe.address() as net.AddressInfo;
+      probe.close(() => resolve(port));
+    });
+  });
 }
