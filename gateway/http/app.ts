@@ -14,6 +14,7 @@ import { healthHandler } from '../routes/health.ts';
 import { profileRoutes } from '../routes/profile.ts';
 import { streamRoutes } from '../routes/stream.ts';
 import { dealRoutes, taskRoutes } from '../routes/tasks.ts';
+import { tokenRoutes } from '../routes/tokens.ts';
 import { mcpProxy } from './mcp-proxy.ts';
 import type { Route, Services } from './route.ts';
 
@@ -28,6 +29,7 @@ export const routes: Route[] = [
   ...eventRoutes,
   ...connectionRoutes,
   ...deeplinkRoutes,
+  ...tokenRoutes,
 ];
 
 export interface AppOptions {

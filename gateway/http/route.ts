@@ -14,6 +14,7 @@
 import type { Request, RequestHandler, Response } from 'express';
 import { z } from 'zod';
 import type { ChangeHub } from '../realtime/hub.ts';
+import { apiTokenCaller, authenticateApiToken, isApiTokenSecret, type ApiTokenInfo, type Caller } from '../lib/api-tokens.ts';
 import { ANON_CLAIMS, withClaims, type RequestClaims, type Sql, type Tx } from '../lib/db.ts';
 import { defaultCode, errorBody, HttpError, toHttpError, type ErrorShape } from '../lib/errors.ts';
 import { InvalidTokenError, type AccessClaims, type TokenService } from '../lib/jwt.ts';
@@ -55,6 +56,8 @@ export interface Context<P, Q, B, H = undefined> {
   headers: H;
   /** The verified access-token claims; null on public routes. */
   user: AccessClaims | null;
+  /** The API token the request was authenticated with; null for an access token or a public route. */
+  apiToken: ApiTokenInfo | null;
   services: Services;
   log: Logger;
   /**
@@ -77,7 +80,10 @@ export interface RouteDefinition<
   path: string;
   /** One line for the docs. */
   summary: string;
-  /** 'user': a valid bearer access token is required (401 otherwise). */
+  /**
+   * 'user': a valid bearer credential is required (401 otherwise): an access
+   * token, or an API token whose permissions match the path (403 otherwise).
+   */
   auth: 'public' | 'user';
   /**
    * Also accept the access token as `?access_token=` (for clients that cannot
@@ -132,13 +138,14 @@ export function defineRoute<
     build: (services) => async (req: Request, res: Response) => {
       const log: Logger = res.locals.log;
       try {
-        const user = def.auth === 'user' ? await authenticate(req, services.tokens, def.tokenInQuery ?? false) : null;
+        const caller = def.auth === 'user' ? await authenticate(req, services, def.tokenInQuery ?? false) : null;
+        const user = caller?.user ?? null;
         const invalid = def.invalidStatus ?? 400;
         const params = validate(def.params, req.params, 'path', def.invalidParamsStatus ?? invalid);
         const query = validate(def.query, req.query, 'query', invalid);
         const body = validate(def.body, req.body, 'body', invalid);
         const headers = validate(def.headers, req.headers, 'header', invalid);
-        const requestClaims: RequestClaims = user ? { ...user, role: 'authenticated' } : ANON_CLAIMS;
+        const requestClaims: RequestClaims = caller?.claims ?? ANON_CLAIMS;
         if (user) res.locals.userId = user.sub;
         const ctx: Context<Out<P>, Out<Q>, Out<B>, Out<H>> = {
           params: params as Out<P>,
@@ -146,6 +153,7 @@ export function defineRoute<
           body: body as Out<B>,
           headers: headers as Out<H>,
           user,
+          apiToken: caller?.apiToken ?? null,
           services,
           log,
           db: (fn, claims) =>
@@ -185,14 +193,16 @@ function send(res: Response, reply: Reply): void {
   else res.end();
 }
 
-async function authenticate(req: Request, tokens: TokenService, tokenInQuery: boolean): Promise<AccessClaims> {
+async function authenticate(req: Request, services: Services, tokenInQuery: boolean): Promise<Caller> {
   const header = req.headers.authorization;
   const match = header ? /^Bearer\s+(\S+)\s*$/i.exec(header) : null;
   const fromQuery = tokenInQuery && !header && typeof req.query.access_token === 'string' ? req.query.access_token : undefined;
   const token = match?.[1] ?? fromQuery;
   if (!token) throw new HttpError(401, 'unauthorized', 'missing bearer token');
+  if (isApiTokenSecret(token)) return apiTokenCaller(await authenticateApiToken(services.sql, token, req.path));
   try {
-    return await tokens.verify(token);
+    const user = await services.tokens.verify(token);
+    return { user, claims: { ...user, role: 'authenticated' }, apiToken: null };
   } catch (err) {
     if (err instanceof InvalidTokenError) throw new HttpError(401, 'unauthorized', err.message);
     throw err;

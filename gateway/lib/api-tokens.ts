@@ -1,0 +1,106 @@
+// API tokens as bearer credentials (contract: ../../shared "API tokens").
+//
+// A bearer that starts with the token prefix is an API token, never a JWT
+// (JWTs start with `eyJ`). It is authenticated by api.api_token_authenticate
+// in its own short statement, before the request's transaction, so a use is
+// counted even when the request then fails. Unknown, inactive and expired
+// tokens, and malformed ones, are 401; the path check (permission patterns)
+// is SQL too, and a path that matches none is 403. The secret is never put in
+// an error, and a database error about it is reduced to its status (the
+// statement's parameters never reach a log).
+import { z } from 'zod';
+import type { RequestClaims, Sql } from './db.ts';
+import { HttpError, toHttpError } from './errors.ts';
+import type { AccessClaims } from './jwt.ts';
+
+export const API_TOKEN_PREFIX = 'cbk_';
+const SECRET_SHAPE = /^cbk_[A-Za-z0-9]{40}$/;
+
+/** Whether a bearer credential is (meant to be) an API token rather than a JWT. */
+export function isApiTokenSecret(s: string): boolean {
+  return s.startsWith(API_TOKEN_PREFIX);
+}
+
+export interface ApiTokenAuthentication {
+  tokenId: string;
+  userId: string;
+  communityId: string | null;
+  pathAllowed: boolean;
+}
+
+/** What a route handler sees of the token that authenticated the request. */
+export interface ApiTokenInfo {
+  id: string;
+  communityId: string | null;
+}
+
+interface IdentityRow {
+  token_id: string;
+  user_id: string;
+  community_id: string | null;
+  path_allowed: boolean;
+}
+
+const invalidToken = () => new HttpError(401, 'invalid_token', 'invalid, inactive or expired API token');
+
+/**
+ * Authenticates an API token for a request path and counts the use. Throws
+ * HttpError 401 (invalid_token) for an unknown, inactive, expired or
+ * malformed token.
+ */
+export async function authenticateApiToken(sql: Sql, secret: string, path: string): Promise<ApiTokenAuthentication> {
+  if (!SECRET_SHAPE.test(secret)) throw invalidToken();
+  let rows: IdentityRow[];
+  try {
+    rows = await sql<IdentityRow[]>`select * from api.api_token_authenticate(${secret}, ${path})`;
+  } catch (err) {
+    const httpError = toHttpError(err);
+    if (httpError.status === 401) throw invalidToken();
+    throw httpError;
+  }
+  const row = rows[0];
+  if (!row) throw invalidToken();
+  return { tokenId: row.token_id, userId: row.user_id, communityId: row.community_id, pathAllowed: row.path_allowed };
+}
+
+/** The caller a request runs as: the verified user claims and, for an API token, the token. */
+export interface Caller {
+  user: AccessClaims;
+  claims: RequestClaims;
+  apiToken: ApiTokenInfo | null;
+}
+
+/**
+ * The caller of a token-authenticated request (claims: role, sub, token_id,
+ * token_community_id); 403 when the path matches none of the token's patterns.
+ */
+export function apiTokenCaller(auth: ApiTokenAuthentication): Caller {
+  if (!auth.pathAllowed) throw new HttpError(403, 'forbidden', "this API token's permissions do not include this path");
+  const user: AccessClaims = {
+    role: 'authenticated',
+    sub: auth.userId,
+    token_id: auth.tokenId,
+    token_community_id: auth.communityId,
+  };
+  return { user, claims: { ...user }, apiToken: { id: auth.tokenId, communityId: auth.communityId } };
+}
+
+/** A permission pattern: `*`, an exact path, or a prefix ending in `*` (SQL checks the same). */
+export const PermissionPattern = z
+  .string()
+  .max(500)
+  .regex(/^(\*|\/[^*\s]*\*?)$/, { message: 'must be `*`, a path starting with / or a prefix ending in *' });
+
+/** The ApiToken object of spec section 2 (plus community_id), as api.api_token_json builds it. */
+export const ApiToken = z.object({
+  id: z.uuid(),
+  name: z.string(),
+  permissions: z.array(z.string()),
+  community_id: z.uuid().nullable().optional(),
+  created_at: z.iso.datetime(),
+  expires_at: z.iso.datetime().nullable().optional(),
+  active: z.boolean(),
+  last_used_at: z.iso.datetime().nullable().optional(),
+  usage_count: z.number().int().min(0).optional(),
+});
+export type ApiToken = z.infer<typeof ApiToken>;
