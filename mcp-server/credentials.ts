@@ -4,7 +4,7 @@
 // credential's owner.
 import type { Sql } from '../gateway/lib/db.ts';
 import { HttpError, toHttpError } from '../gateway/lib/errors.ts';
-import { authenticateApiTokenForMcp, isApiTokenSecret } from './api-token-bridge.ts';
+import { authenticateApiToken, isApiTokenSecret } from '../gateway/lib/api-tokens.ts';
 
 /** OAuth scopes: read tools need mcp:read, write tools mcp:write. Personal API tokens carry both. */
 export const SCOPES = ['mcp:read', 'mcp:write'] as const;
@@ -42,7 +42,8 @@ export function bearerToken(header: string | undefined): string | null {
  */
 export async function authenticateAgent(sql: Sql, token: string, path: string, resourceUrls: string[]): Promise<Agent> {
   if (isApiTokenSecret(token)) {
-    const owner = await authenticateApiTokenForMcp(sql, token, path);
+    // Any active personal token: its permissions govern REST paths, not /mcp.
+    const owner = await authenticateApiToken(sql, token, path);
     if (owner.communityId) {
       throw new HttpError(
         403,

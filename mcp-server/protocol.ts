@@ -6,6 +6,7 @@
 //     (`isError: true`, JSON text with an `error` code), never a JSON-RPC
 //     internal error: unknown tool, arguments that are not an object or do not
 //     match the schema, missing scope, anything SQL raises.
+import { Server } from '@modelcontextprotocol/sdk/server/index.js';
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { InitializeRequestSchema, type CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { z } from 'zod';
@@ -65,7 +66,11 @@ export function createProtocolServer(ctx: CallContext): McpServer {
     instructions: INSTRUCTIONS,
   }));
   server.removeRequestHandler('tools/call');
-  server.setRequestHandler(LenientCallToolRequest, (request) => callTool(ctx, request.params));
+  // Server.setRequestHandler would validate tools/call against the SDK's
+  // schema first and answer a JSON-RPC error (e.g. for positional
+  // arguments); the base Protocol method registers the handler as is.
+  const register = Object.getPrototypeOf(Server.prototype).setRequestHandler as Server['setRequestHandler'];
+  register.call(server, LenientCallToolRequest, (request) => callTool(ctx, request.params));
   return mcp;
 }
 
