@@ -4,6 +4,7 @@ import { ConfigError, loadConfig } from './lib/config.ts';
 import { openDatabase, type Database } from './lib/database.ts';
 import { createLogger } from './lib/log.ts';
 import { startGateway, type RunningGateway } from './server.ts';
+import { startMcpChild, type McpChild } from '../mcp-server/child.ts';
 
 async function main(): Promise<void> {
   let config;
@@ -20,6 +21,7 @@ async function main(): Promise<void> {
   const started = Date.now();
   let database: Database | undefined;
   let gateway: RunningGateway | undefined;
+  let mcp: McpChild | undefined;
   let stopping = false;
 
   const shutdown = async (signal: string) => {
@@ -27,6 +29,7 @@ async function main(): Promise<void> {
     stopping = true;
     log.info({ signal }, 'shutting down');
     try {
+      await mcp?.stop();
       await gateway?.close();
       await database?.stop();
     } catch (err) {
@@ -40,6 +43,7 @@ async function main(): Promise<void> {
   try {
     database = await openDatabase(config, log);
     gateway = await startGateway(config, database.url, log, { includeCurrentMigration: database.embedded });
+    mcp = startMcpChild(config, database.url, log);
   } catch (err) {
     log.fatal({ err }, 'could not start');
     await database?.stop().catch(() => {});

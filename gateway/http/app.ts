@@ -5,6 +5,7 @@ import crypto from 'node:crypto';
 import express, { type ErrorRequestHandler, type RequestHandler } from 'express';
 import { errorBody, HttpError } from '../lib/errors.ts';
 import type { Logger } from '../lib/log.ts';
+import { agentCallRoutes } from '../routes/agent-calls.ts';
 import { authRoutes } from '../routes/auth.ts';
 import { communityRoutes } from '../routes/communities.ts';
 import { connectionRoutes } from '../routes/connections.ts';
@@ -30,6 +31,7 @@ export const routes: Route[] = [
   ...connectionRoutes,
   ...deeplinkRoutes,
   ...tokenRoutes,
+  ...agentCallRoutes,
 ];
 
 export interface AppOptions {

@@ -49,6 +49,7 @@ export function mcpProxy({ upstreamUrl, trustProxy, log }: McpProxyOptions): Rou
   // A sub-application, so that req.ip follows TRUST_PROXY here without
   // changing the gateway's own setting.
   const proxyApp = express();
+  proxyApp.disable('x-powered-by');
   proxyApp.set('trust proxy', trustProxy);
   proxyApp.use((req, res) => {
     const headers: http.OutgoingHttpHeaders = {};
