@@ -14,6 +14,7 @@ import {
   InvalidGrantError,
   InvalidScopeError,
   InvalidTargetError,
+  OAuthError,
   ServerError,
 } from '@modelcontextprotocol/sdk/server/auth/errors.js';
 import type { AuthorizationParams, OAuthServerProvider } from '@modelcontextprotocol/sdk/server/auth/provider.js';
@@ -41,6 +42,7 @@ const SCOPE_DESCRIPTIONS: Record<string, string> = {
 };
 
 function fromSqlError(err: unknown): never {
+  if (err instanceof OAuthError) throw err;
   const httpError = toHttpError(err);
   if (httpError.code === 'invalid_grant') throw new InvalidGrantError(httpError.message);
   if (httpError.code === 'invalid_scope') throw new InvalidScopeError(httpError.message);
@@ -114,9 +116,10 @@ class PostgresOAuthProvider implements OAuthServerProvider {
 
   async challengeForAuthorizationCode(client: OAuthClientInformationFull, code: string): Promise<string> {
     try {
-      const [row] = await this.deps.sql<{ challenge: string }[]>`
+      const [row] = await this.deps.sql<{ challenge: string | null }[]>`
         select private.oauth_code_challenge(${client.client_id}, ${code}) as challenge`;
-      return row!.challenge;
+      if (!row?.challenge) throw new InvalidGrantError('invalid or expired authorization code');
+      return row.challenge;
     } catch (err) {
       fromSqlError(err);
     }
@@ -133,7 +136,8 @@ class PostgresOAuthProvider implements OAuthServerProvider {
       const [row] = await this.deps.sql<TokenRow[]>`
         select * from private.oauth_code_exchange(${client.client_id}, ${code}, ${redirectUri ?? null},
                                                   ${resource?.href.replace(/\/+$/, '') ?? null}, ${this.deps.config.accessTokenTtlSeconds})`;
-      return tokensOf(row!);
+      if (!row) throw new InvalidGrantError('invalid or expired authorization code');
+      return tokensOf(row);
     } catch (err) {
       fromSqlError(err);
     }
@@ -144,7 +148,8 @@ class PostgresOAuthProvider implements OAuthServerProvider {
       const [row] = await this.deps.sql<TokenRow[]>`
         select * from private.oauth_token_refresh(${client.client_id}, ${refreshToken}, ${scopes ?? null}, null,
                                                   ${this.deps.config.accessTokenTtlSeconds})`;
-      return tokensOf(row!);
+      if (!row) throw new InvalidGrantError('refresh token already used; the authorization is revoked');
+      return tokensOf(row);
     } catch (err) {
       fromSqlError(err);
     }
@@ -307,7 +312,6 @@ export function oauthRouter(deps: McpDeps): Router {
     resource: deps.resourceUrl,
     authorization_servers: [metadata.issuer],
     scopes_supported: [...SCOPES],
-    bearer_methods_supported: ['header'],
     resource_name: 'Community platform agent interface (MCP)',
   };
   const form = express.urlencoded({ extended: false, limit: '16kb' });

@@ -5,7 +5,10 @@ import crypto from 'node:crypto';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { afterAll, inject } from 'vitest';
-import { api, baseUrl, db, registerUser, type TestUser } from '../helpers.ts';
+import { loadConfig } from '../../gateway/lib/config.ts';
+import { createLogger } from '../../gateway/lib/log.ts';
+import { startMcpServer, type RunningMcpServer } from '../../mcp-server/server.ts';
+import { api, baseUrl, databaseUrl, db, publicUrl, registerUser, type TestUser } from '../helpers.ts';
 
 export const mcpUrl = inject('mcpUrl');
 
@@ -97,4 +100,24 @@ export function parseRpc(text: string): any {
       .filter(Boolean);
     return data.length ? JSON.parse(data[data.length - 1]!) : undefined;
   }
+}
+
+/**
+ * An extra MCP process (in this test process) on the shared test database,
+ * reached directly: for replica and rate-limit tests. It trusts
+ * X-Forwarded-For from loopback, so a test can pick the client address.
+ */
+export async function startReplica(env: Record<string, string> = {}): Promise<RunningMcpServer> {
+  const config = loadConfig({
+    PORT: new URL(baseUrl).port,
+    PUBLIC_URL: publicUrl,
+    MCP_PORT: '0',
+    MCP_HOST: '127.0.0.1',
+    TRUST_PROXY: 'loopback',
+    DB_POOL_MAX: '10',
+    ...env,
+  });
+  const server = await startMcpServer(config, databaseUrl, createLogger('silent'));
+  afterAll(() => server.close());
+  return server;
 }

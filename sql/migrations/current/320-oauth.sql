@@ -214,8 +214,26 @@ comment on function private.oauth_request_deny(text) is 'The user declined: forg
 -- Tokens
 --------------------------------------------------------------------------------
 
+-- A code presented again after its use: revoke what its first use issued
+-- (RFC 6749 10.5). Returns whether it did.
+create or replace function private.oauth_code_reused(code text) returns boolean
+  language sql volatile
+  set search_path = pg_catalog
+  as $$
+    with revoked as (
+      update identity.oauth_tokens t set revoked_at = now()
+        from identity.oauth_codes c
+       where c.code_hash = identity.token_hash(code) and c.used_at is not null
+         and t.family_id = c.family_id and t.revoked_at is null
+      returning 1)
+    select exists (select from revoked)
+  $$;
+
+-- The PKCE challenge of a live code of the client; null (after revoking what
+-- a reused code issued) otherwise. Failures are answered with null rather
+-- than raised, so that the revocation commits.
 create or replace function private.oauth_code_challenge(client_id text, code text) returns text
-  language plpgsql stable
+  language plpgsql volatile
   set search_path = pg_catalog
   as $$
 declare
@@ -225,12 +243,13 @@ begin
    where c.code_hash = identity.token_hash(code) and c.client_id = oauth_code_challenge.client_id
      and c.used_at is null and c.expires_at > now();
   if challenge is null then
-    perform private.oauth_invalid_grant('invalid or expired authorization code');
+    perform private.oauth_code_reused(code);
   end if;
   return challenge;
 end;
 $$;
-comment on function private.oauth_code_challenge(text, text) is 'The PKCE challenge of a live code of the client; PT400 invalid_grant otherwise.';
+comment on function private.oauth_code_challenge(text, text) is
+  'The PKCE challenge of a live code of the client; null when unknown, expired or used (a used code''s tokens are revoked).';
 
 create or replace function private.oauth_issue_tokens(client_id text, user_id uuid, family_id uuid, scopes text[], resource text,
                                                       access_ttl integer)
@@ -265,12 +284,9 @@ begin
      and c.used_at is null and c.expires_at > now()
   returning c.* into grant_row;
   if grant_row.code_hash is null then
-    -- A code presented twice: revoke what its first use issued.
-    update identity.oauth_tokens t set revoked_at = now()
-      from identity.oauth_codes c
-     where c.code_hash = identity.token_hash(code) and c.used_at is not null
-       and t.family_id = c.family_id and t.revoked_at is null;
-    perform private.oauth_invalid_grant('invalid or expired authorization code');
+    -- No rows: invalid_grant (a reused code's tokens are revoked, and that commits).
+    perform private.oauth_code_reused(code);
+    return;
   end if;
   if redirect_uri is not null and redirect_uri <> grant_row.redirect_uri then
     perform private.oauth_invalid_grant('redirect_uri does not match the authorization request');
@@ -283,7 +299,7 @@ begin
 end;
 $$;
 comment on function private.oauth_code_exchange(text, text, text, text, integer) is
-  'Exchanges a code (single use; PKCE checked before) for tokens. PT400 invalid_grant when unknown, expired, reused or mismatched.';
+  'Exchanges a code (single use; PKCE checked before) for tokens. No row when unknown, expired or reused; PT400 invalid_grant when mismatched.';
 
 create or replace function private.oauth_token_refresh(client_id text, presented_token text, scopes text[], resource text, access_ttl integer)
   returns table (access_token text, refresh_token text, expires_in integer, scope text)
@@ -301,8 +317,9 @@ begin
     perform private.oauth_invalid_grant('invalid refresh token');
   end if;
   if old.revoked_at is not null then
+    -- Reuse of a rotated token: revoke the family and answer no row (the revocation commits).
     update identity.oauth_tokens t set revoked_at = now() where t.family_id = old.family_id and t.revoked_at is null;
-    perform private.oauth_invalid_grant('refresh token already used; the authorization is revoked');
+    return;
   end if;
   if scopes is not null and cardinality(scopes) > 0 and not scopes <@ old.scopes then
     raise exception 'requested scopes exceed the original grant' using errcode = 'PT400', hint = 'invalid_scope';
@@ -313,7 +330,7 @@ begin
 end;
 $$;
 comment on function private.oauth_token_refresh(text, text, text[], text, integer) is
-  'Rotates a refresh token; reuse of a rotated one revokes the family. PT400 invalid_grant / invalid_scope.';
+  'Rotates a refresh token. No row when a rotated one is presented again (the family is revoked); PT400 invalid_grant / invalid_scope.';
 
 create or replace function private.oauth_token_authenticate(access_token text)
   returns table (token_id uuid, user_id uuid, client_id text, scopes text[], resource text, expires_at timestamptz)
