@@ -41,6 +41,8 @@ export interface CallContext {
   publicUrl: string;
   statementTimeoutMs: number;
   log: Logger;
+  /** Audit records not yet written (awaited on shutdown). */
+  pendingRecords: Set<Promise<void>>;
 }
 
 export function createProtocolServer(ctx: CallContext): McpServer {
@@ -140,14 +142,16 @@ async function callTool(ctx: CallContext, params: unknown): Promise<CallToolResu
     outcome = await runTool(ctx, tool, rawArgs);
   }
   const durationMs = performance.now() - started;
-  try {
-    await ctx.sql`
+  // Recorded off the answer's path (one round trip less per call); the
+  // server waits for pending records when it closes.
+  const record = ctx.sql`
       select private.mcp_record_call(${ctx.agent.userId}, ${ctx.agent.kind}, ${ctx.agent.credentialId}, ${ctx.agent.clientId},
                                      ${ctx.sessionId}, ${(name ?? '(none)').slice(0, 100)},
                                      ${isPlainObject(rawArgs) ? ctx.sql.json(rawArgs as never) : null},
-                                     ${outcome.code}, ${outcome.message}, ${durationMs.toFixed(3)})`;
-  } catch (err) {
-    ctx.log.error({ err }, 'could not record the tool call');
-  }
+                                     ${outcome.code}, ${outcome.message}, ${durationMs.toFixed(3)})`
+    .then(() => undefined)
+    .catch((err: unknown) => ctx.log.error({ err }, 'could not record the tool call'));
+  ctx.pendingRecords.add(record);
+  void record.finally(() => ctx.pendingRecords.delete(record));
   return outcome.result;
 }

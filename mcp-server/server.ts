@@ -115,7 +115,7 @@ function findInitialize(body: unknown): InitializeMessage | null {
 
 const str = (v: unknown): string | null => (typeof v === 'string' ? v : null);
 
-function mcpHandler(deps: McpDeps, open: Set<{ close(): Promise<void> }>): RequestHandler {
+function mcpHandler(deps: McpDeps, open: Set<{ close(): Promise<void> }>, pendingRecords: Set<Promise<void>>): RequestHandler {
   const jsonBody = express.json({ limit: '1mb', type: () => true });
   return async (req: Request, res: Response, next: NextFunction) => {
     const reqLog: Logger = res.locals.log ?? deps.log;
@@ -174,6 +174,7 @@ function mcpHandler(deps: McpDeps, open: Set<{ close(): Promise<void> }>): Reque
         publicUrl: deps.config.publicUrl,
         statementTimeoutMs: deps.config.statementTimeoutMs,
         log: reqLog,
+        pendingRecords,
       });
       const transport = new StreamableHTTPServerTransport({
         sessionIdGenerator: undefined,
@@ -287,6 +288,7 @@ export async function startMcpServer(config: Config, databaseUrl: string, log: L
     allowedOrigins: origins,
   };
   const open = new Set<{ close(): Promise<void> }>();
+  const pendingRecords = new Set<Promise<void>>();
 
   app.use(requestLogger(log));
   app.get('/health', (_req, res) => {
@@ -294,7 +296,7 @@ export async function startMcpServer(config: Config, databaseUrl: string, log: L
   });
   app.use(OAUTH_PATHS, ipLimit(deps));
   app.use(oauthRouter(deps));
-  app.all('/mcp', mcpHandler(deps, open));
+  app.all('/mcp', mcpHandler(deps, open, pendingRecords));
   app.use((req, res) => {
     res.status(404).json(errorBody('error', new HttpError(404, 'not_found', `no route for ${req.method} ${req.path}`)));
   });
@@ -308,6 +310,7 @@ export async function startMcpServer(config: Config, databaseUrl: string, log: L
   const close = async () => {
     clearInterval(prune);
     await Promise.all([...open].map((h) => h.close()));
+    await Promise.all([...pendingRecords]);
     await new Promise<void>((resolve) => {
       server.close(() => resolve());
       server.closeIdleConnections();

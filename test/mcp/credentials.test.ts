@@ -176,7 +176,12 @@ describe('audit', () => {
     await callTool(client, 'community_profile', { community_id: own });
     await callTool(client, 'community_profile', { community_id: crypto.randomUUID() });
     await callTool(client, 'create_member', { email: uniqueEmail('audit'), data: { password: 'hunter22', nested: { api_key: 'k' }, ok: 1 } });
-    const mine = await api('GET', '/api/docs/agent-calls', { token: auditor.accessToken });
+    // Records are written just after each answer.
+    let mine = await api('GET', '/api/docs/agent-calls', { token: auditor.accessToken });
+    for (let i = 0; i < 20 && mine.body.data.length < 3; i++) {
+      await new Promise((r) => setTimeout(r, 100));
+      mine = await api('GET', '/api/docs/agent-calls', { token: auditor.accessToken });
+    }
     expect(mine.status).toBe(200);
     const calls = mine.body.data as any[];
     expect(calls.map((c) => [c.tool, c.outcome])).toEqual([
