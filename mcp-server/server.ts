@@ -14,13 +14,13 @@
 //   → a fresh protocol server and a stateless transport for this request.
 // Nothing about a session is kept in this process, so any replica serves any
 // request.
-import crypto from 'node:crypto';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
 import express, { type ErrorRequestHandler, type NextFunction, type Request, type RequestHandler, type Response } from 'express';
 import type { Config } from '../gateway/lib/config.ts';
 import { createPool, type Sql } from '../gateway/lib/db.ts';
+import { requestLogger } from '../gateway/http/request-log.ts';
 import { errorBody, HttpError, toHttpError } from '../gateway/lib/errors.ts';
 import type { Logger } from '../gateway/lib/log.ts';
 import { authenticateAgent, bearerToken, type Agent } from './credentials.ts';
@@ -239,24 +239,6 @@ function allowedHostsAndOrigins(config: Config, ownPort: number): { hosts: strin
     origins.add(`https://${extra.toLowerCase()}`);
   }
   return { hosts: [...hosts], origins: [...origins] };
-}
-
-function requestLogger(log: Logger): RequestHandler {
-  return (req, res, next) => {
-    const incoming = req.headers['x-request-id'];
-    const id = typeof incoming === 'string' && /^[A-Za-z0-9._-]{1,64}$/.test(incoming) ? incoming : crypto.randomUUID();
-    const started = process.hrtime.bigint();
-    res.locals.log = log.child({ reqId: id });
-    res.setHeader('X-Request-Id', id);
-    res.on('finish', () => {
-      const ms = Number(process.hrtime.bigint() - started) / 1e6;
-      res.locals.log.info(
-        { method: req.method, path: req.path, status: res.statusCode, ms: Math.round(ms * 10) / 10, user: res.locals.userId },
-        'request',
-      );
-    });
-    next();
-  };
 }
 
 /**

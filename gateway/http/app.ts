@@ -1,8 +1,7 @@
 // The Express application: request ids and logs, the readiness gate, JSON
 // parsing (1 MB), every route module, JSON 404 and the last-resort error
 // handler. No route logic lives here.
-import crypto from 'node:crypto';
-import express, { type ErrorRequestHandler, type RequestHandler } from 'express';
+import express, { type ErrorRequestHandler } from 'express';
 import { errorBody, HttpError } from '../lib/errors.ts';
 import type { Logger } from '../lib/log.ts';
 import { agentCallRoutes } from '../routes/agent-calls.ts';
@@ -17,6 +16,7 @@ import { streamRoutes } from '../routes/stream.ts';
 import { dealRoutes, taskRoutes } from '../routes/tasks.ts';
 import { tokenRoutes } from '../routes/tokens.ts';
 import { mcpProxy } from './mcp-proxy.ts';
+import { requestLogger } from './request-log.ts';
 import type { Route, Services } from './route.ts';
 
 /** Every REST route the gateway serves, in one list (the docs read it too). */
@@ -68,28 +68,6 @@ export function createApp({ services, log, isReady, mcp }: AppOptions): express.
   });
   app.use(lastResortErrorHandler);
   return app;
-}
-
-const REQUEST_ID = /^[A-Za-z0-9._-]{1,64}$/;
-
-function requestLogger(log: Logger): RequestHandler {
-  return (req, res, next) => {
-    const incoming = req.headers['x-request-id'];
-    const id = typeof incoming === 'string' && REQUEST_ID.test(incoming) ? incoming : crypto.randomUUID();
-    const started = process.hrtime.bigint();
-    res.locals.requestId = id;
-    res.locals.log = log.child({ reqId: id });
-    res.setHeader('X-Request-Id', id);
-    res.on('finish', () => {
-      const ms = Number(process.hrtime.bigint() - started) / 1e6;
-      // The path only: query strings may carry credentials.
-      res.locals.log.info(
-        { method: req.method, path: req.path, status: res.statusCode, ms: Math.round(ms * 10) / 10, user: res.locals.userId },
-        'request',
-      );
-    });
-    next();
-  };
 }
 
 /** Errors that reach Express itself: body parsing, and anything unforeseen. */
