@@ -3,6 +3,7 @@
 // not leave the MCP process behind; a crashed MCP process is restarted.
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import crypto from 'node:crypto';
+import net from 'node:net';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { isAlive } from '../../gateway/lib/embedded-postgres.ts';
@@ -14,10 +15,23 @@ afterAll(() => {
   for (const c of started) if (c.exitCode === null) c.kill('SIGKILL');
 });
 
-const freePort = () => 30000 + crypto.randomInt(20000);
+/** Two consecutive ports free right now (random ports can collide with busy outgoing sockets). */
+async function freePortPair(): Promise<number> {
+  for (;;) {
+    const port = 30000 + crypto.randomInt(20000);
+    const ok = await Promise.all([port, port + 1].map(
+      (p) => new Promise<boolean>((resolve) => {
+        const probe = net.createServer();
+        probe.once('error', () => resolve(false));
+        probe.listen(p, '0.0.0.0', () => probe.close(() => resolve(true)));
+      }),
+    ));
+    if (ok.every(Boolean)) return port;
+  }
+}
 
 async function startProcess(): Promise<{ child: ChildProcess; url: string }> {
-  const port = freePort();
+  const port = await freePortPair();
   const child = spawn(process.execPath, ['--import', 'tsx', 'gateway/main.ts'], {
     cwd: root,
     env: { ...process.env, DATABASE_URL: databaseUrl, PORT: String(port), MCP_PORT: String(port + 1), LOG_LEVEL: 'warn' },
@@ -25,7 +39,7 @@ async function startProcess(): Promise<{ child: ChildProcess; url: string }> {
   });
   started.push(child);
   const url = `http://localhost:${port}`;
-  for (let i = 0; i < 240; i++) {
+  for (let i = 0; i < 600; i++) {
     const status = await fetch(`${url}/mcp`, { method: 'POST' }).then((r) => r.status, () => 0);
     if (status === 401) return { child, url };
     if (child.exitCode !== null) throw new Error(`exited with ${child.exitCode}`);
@@ -54,7 +68,8 @@ async function gone(pid: number, ms = 15_000): Promise<boolean> {
 }
 
 describe('npm start with the MCP child process', () => {
-  it('SIGINT stops the gateway and the MCP process', async () => {
+  // Starting processes is slow on a loaded machine.
+  it('SIGINT stops the gateway and the MCP process', { timeout: 180_000 }, async () => {
     const { child } = await startProcess();
     const mcpPid = mcpChildOf(child.pid!);
     child.kill('SIGINT');
@@ -62,7 +77,7 @@ describe('npm start with the MCP child process', () => {
     expect(await gone(mcpPid)).toBe(true);
   });
 
-  it('a crashed MCP process is restarted; a killed gateway leaves no MCP process behind', async () => {
+  it('a crashed MCP process is restarted; a killed gateway leaves no MCP process behind', { timeout: 180_000 }, async () => {
     const { child, url } = await startProcess();
     const first = mcpChildOf(child.pid!);
     process.kill(first, 'SIGKILL');
