@@ -144,6 +144,15 @@ const commands: Record<string, Command> = {
       return rows.map((row) => JSON.stringify(row)).join('\n');
     },
   },
+  'agent-calls': {
+    usage: '[--email E] [--limit N]',
+    description: 'The latest MCP tool calls (of one user with --email), newest first: time, user, tool, outcome, duration, arguments. One JSON line each.',
+    options: { email: Email.optional(), limit: z.coerce.number().int().min(1).max(10_000).optional() },
+    run: async (sql, o) =>
+      (await sql`select * from admin.mcp_tool_calls(${(o.email as string | undefined) ?? null}, ${(o.limit as number | undefined) ?? 100})`)
+        .map((row) => JSON.stringify(row))
+        .join('\n'),
+  },
 };
 
 function help(): string {

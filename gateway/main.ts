@@ -1,11 +1,13 @@
 // `npm start`: the database (embedded unless DATABASE_URL is set), migrations,
 // and the gateway on PORT. SIGINT/SIGTERM stop everything, Postgres included.
+import cluster from 'node:cluster';
 import { startWorkers } from './lib/cluster.ts';
 import { ConfigError, loadConfig } from './lib/config.ts';
 import { openDatabase, type Database } from './lib/database.ts';
 import { createLogger } from './lib/log.ts';
 import { startupMessage } from './lib/startup-error.ts';
 import { startGateway, type RunningGateway } from './server.ts';
+import { startMcpChild, type McpChild } from '../mcp-server/child.ts';
 
 async function main(): Promise<void> {
   let config;
@@ -20,10 +22,11 @@ async function main(): Promise<void> {
   }
   const log = createLogger(config.logLevel);
   // WEB_CONCURRENCY > 1: this process only supervises the gateway processes.
-  if (await startWorkers(config, log)) return;
+  if (await startWorkers(config, log, (databaseUrl) => startMcpChild(config, databaseUrl, log))) return;
   const started = Date.now();
   let database: Database | undefined;
   let gateway: RunningGateway | undefined;
+  let mcp: McpChild | undefined;
   let stopping = false;
 
   const shutdown = async (signal: string) => {
@@ -31,6 +34,7 @@ async function main(): Promise<void> {
     stopping = true;
     log.info({ signal }, 'shutting down');
     try {
+      await mcp?.stop();
       await gateway?.close();
       await database?.stop();
     } catch (err) {
@@ -44,6 +48,8 @@ async function main(): Promise<void> {
   try {
     database = await openDatabase(config, log);
     gateway = await startGateway(config, database.url, log, { includeCurrentMigration: database.embedded });
+    // In a WEB_CONCURRENCY worker the primary runs the one MCP process.
+    if (!cluster.isWorker) mcp = startMcpChild(config, database.url, log);
   } catch (err) {
     // One line for the user; the details only at debug level.
     log.debug({ err }, 'could not start');

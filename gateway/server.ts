@@ -65,6 +65,7 @@ export async function startGateway(
     log,
     isReady: () => ready,
     corsOrigins: config.corsOrigins,
+    mcp: { upstreamUrl: config.mcp.upstreamUrl, trustProxy: config.trustProxy },
   });
 
   const server = http.createServer(app);

@@ -10,6 +10,7 @@ import { startTestEnvironment, type TestEnvironment } from './support/environmen
 declare module 'vitest' {
   export interface ProvidedContext {
     baseUrl: string;
+    mcpUrl: string;
     databaseUrl: string;
     jwtSecret: string;
     publicUrl: string;
@@ -34,6 +35,7 @@ export async function setup(project: TestProject): Promise<void> {
     },
   });
   project.provide('baseUrl', environment.baseUrl);
+  project.provide('mcpUrl', environment.mcpUrl);
   project.provide('databaseUrl', environment.databaseUrl);
   project.provide('jwtSecret', environment.jwtSecret);
   project.provide('publicUrl', environment.config.publicUrl);

@@ -1,10 +1,10 @@
 // The Express application: request ids and logs, the readiness gate, JSON
 // parsing (1 MB), every route module, JSON 404 and the last-resort error
 // handler. No route logic lives here.
-import crypto from 'node:crypto';
-import express, { type ErrorRequestHandler, type RequestHandler } from 'express';
+import express, { type ErrorRequestHandler } from 'express';
 import { defaultCode, errorBody, HttpError } from '../lib/errors.ts';
 import type { Logger } from '../lib/log.ts';
+import { agentCallRoutes } from '../routes/agent-calls.ts';
 import { authRoutes } from '../routes/auth.ts';
 import { communityRoutes } from '../routes/communities.ts';
 import { connectionRoutes } from '../routes/connections.ts';
@@ -18,9 +18,12 @@ import { profileRoutes } from '../routes/profile.ts';
 import { streamRoutes } from '../routes/stream.ts';
 import { dealRoutes, taskRoutes } from '../routes/tasks.ts';
 import { tokenRoutes } from '../routes/tokens.ts';
-import { dispatch } from './dispatch.ts';
 import { cors } from './cors.ts';
+import { dispatch } from './dispatch.ts';
 import { repairPathEncoding } from './input.ts';
+import { mcpProxy } from './mcp-proxy.ts';
+import { requestLogger } from './request-log.ts';
+import type { TrustProxy } from '../lib/client-ip.ts';
 import type { Route, Services } from './route.ts';
 
 /** Every REST route the gateway serves, in one list (the docs read it too). */
@@ -38,6 +41,7 @@ export const routes: Route[] = [
   ...tokenRoutes,
   ...platformRoutes,
   ...docsRoutes(() => routes),
+  ...agentCallRoutes,
 ];
 
 export interface AppOptions {
@@ -47,9 +51,11 @@ export interface AppOptions {
   isReady: () => boolean;
   /** CORS_ORIGINS (gateway/http/cors.ts); empty or absent: no CORS. */
   corsOrigins?: string[];
+  /** Where /mcp and the OAuth paths go (the MCP process); unset: not served. */
+  mcp?: { upstreamUrl: string; trustProxy: TrustProxy };
 }
 
-export function createApp({ services, log, isReady, corsOrigins }: AppOptions): express.Express {
+export function createApp({ services, log, isReady, corsOrigins, mcp }: AppOptions): express.Express {
   const app = express();
   app.disable('x-powered-by');
   app.set('etag', false);
@@ -63,6 +69,8 @@ export function createApp({ services, log, isReady, corsOrigins }: AppOptions): 
     if (isReady()) return next();
     res.status(503).json(errorBody('error', new HttpError(503, 'service_unavailable', 'the service is starting')));
   });
+  // Before the JSON parser: the MCP process reads the body itself.
+  if (mcp) app.use(mcpProxy({ ...mcp, log }));
   const json = express.json({ limit: '1mb', type: ['application/json', 'application/*+json'] });
   // Only requests with a body go through the parser (GETs skip it).
   app.use((req, res, next) => (hasBody(req) ? json(req, res, next) : next()));
@@ -77,35 +85,8 @@ export function createApp({ services, log, isReady, corsOrigins }: AppOptions): 
   return app;
 }
 
-const REQUEST_ID = /^[A-Za-z0-9._-]{1,64}$/;
-
 function hasBody(req: express.Request): boolean {
   return req.headers['transfer-encoding'] !== undefined || (req.headers['content-length'] ?? '0') !== '0';
-}
-
-function requestLogger(log: Logger): RequestHandler {
-  const logsRequests = () => log.isLevelEnabled('info');
-  return (req, res, next) => {
-    const incoming = req.headers['x-request-id'];
-    const id = typeof incoming === 'string' && REQUEST_ID.test(incoming) ? incoming : crypto.randomUUID();
-    const started = performance.now();
-    res.locals.requestId = id;
-    // The request's logger (with reqId) is made only when something logs.
-    let child: Logger | undefined;
-    Object.defineProperty(res.locals, 'log', { get: () => (child ??= log.child({ reqId: id })), configurable: true });
-    res.setHeader('X-Request-Id', id);
-    if (logsRequests()) {
-      res.on('finish', () => {
-        const ms = performance.now() - started;
-        // The path only: query strings may carry credentials.
-        log.info(
-          { reqId: id, method: req.method, path: req.path, status: res.statusCode, ms: Math.round(ms * 10) / 10, user: res.locals.userId },
-          'request',
-        );
-      });
-    }
-    next();
-  };
 }
 
 /** Errors that reach Express itself: body parsing, and anything unforeseen. */

@@ -30,7 +30,16 @@ export function webConcurrency(env: NodeJS.ProcessEnv = process.env): number {
  * workers and returns true (the caller does nothing else). In a worker, or
  * with one process: returns false (the caller starts the gateway itself).
  */
-export async function startWorkers(config: Config, log: Logger): Promise<boolean> {
+/** A process the primary runs beside the workers (the MCP server), stopped before the database. */
+export interface Sidecar {
+  stop(): Promise<void>;
+}
+
+export async function startWorkers(
+  config: Config,
+  log: Logger,
+  startSidecar?: (databaseUrl: string) => Sidecar,
+): Promise<boolean> {
   if (cluster.isWorker) return false;
   let workers: number;
   try {
@@ -51,22 +60,27 @@ export async function startWorkers(config: Config, log: Logger): Promise<boolean
     process.exit(1);
   }
   const db = database;
+  const sidecar = startSidecar?.(db.url);
   let stopping = false;
   const fork = () => cluster.fork({ DATABASE_URL: db.url });
   cluster.on('exit', (worker, code, signal) => {
     if (stopping) {
-      if (Object.keys(cluster.workers ?? {}).length === 0) void db.stop().finally(() => process.exit(0));
+      if (Object.keys(cluster.workers ?? {}).length === 0) void stopAll();
       return;
     }
     log.error({ pid: worker.process.pid, code, signal }, 'gateway worker died; starting another');
     setTimeout(fork, 1000).unref();
   });
+  const stopAll = async () => {
+    await sidecar?.stop().catch(() => {});
+    await db.stop().finally(() => process.exit(0));
+  };
   const stop = (signal: NodeJS.Signals) => {
     if (stopping) return;
     stopping = true;
     log.info({ signal }, 'stopping gateway workers');
     const running = Object.values(cluster.workers ?? {});
-    if (running.length === 0) void db.stop().finally(() => process.exit(0));
+    if (running.length === 0) void stopAll();
     for (const worker of running) worker?.process.kill(signal);
   };
   process.on('SIGINT', () => stop('SIGINT'));

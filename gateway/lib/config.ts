@@ -48,6 +48,12 @@ const EnvSchema = z.object({
   REALTIME_MAX_CONNECTIONS: z.coerce.number().int().min(1).optional().default(2000),
   REALTIME_MAX_CONNECTIONS_PER_IP: z.coerce.number().int().min(1).optional().default(50),
   REALTIME_AUTH_GRACE_SECONDS: z.coerce.number().min(0.05).max(600).optional().default(10),
+  // The MCP server (agent interface): see mcp-server/README.md.
+  MCP_PORT: z.coerce.number().int().min(0).max(65535).optional(),
+  MCP_HOST: optionalString,
+  MCP_UPSTREAM_URL: optionalString,
+  MCP_REQUESTS_PER_MINUTE: z.coerce.number().int().min(1).optional().default(120),
+  MCP_ALLOWED_HOSTS: optionalString,
 });
 
 export interface Config {
@@ -87,12 +93,26 @@ export interface Config {
   trustProxy: TrustProxy;
   /** CORS_ORIGINS: browser origins allowed to call the API (see gateway/http/cors.ts); empty: CORS off. */
   corsOrigins: string[];
+  mcp: McpConfig;
 }
 
 export interface AuthLimits {
   maxFailuresPerEmail: number;
   maxFailuresPerIp: number;
   windowSeconds: number;
+}
+
+/** The MCP server (agent interface). */
+export interface McpConfig {
+  /** Where the MCP process listens (default PORT + 1, loopback). */
+  port: number;
+  host: string;
+  /** Where the gateway sends /mcp and the OAuth paths. */
+  upstreamUrl: string;
+  /** Requests per minute per client IP on /mcp and the OAuth endpoints (spec: 120). */
+  requestsPerMinute: number;
+  /** Extra Host header values accepted besides PUBLIC_URL's host and localhost (DNS-rebinding protection). */
+  allowedHosts: string[];
 }
 
 /** The realtime feed (SSE stream and websocket); see gateway/realtime/hub.ts. */
@@ -184,6 +204,20 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       maxSocketsPerIp: e.REALTIME_MAX_CONNECTIONS_PER_IP,
       socketAuthGraceMs: Math.round(e.REALTIME_AUTH_GRACE_SECONDS * 1000),
     },
+    mcp: mcpConfig(e),
+  };
+}
+
+function mcpConfig(e: z.infer<typeof EnvSchema>): McpConfig {
+  const port = e.MCP_PORT ?? (e.PORT === 0 ? 0 : e.PORT + 1);
+  const host = e.MCP_HOST ?? '127.0.0.1';
+  const reachable = host === '0.0.0.0' || host === '::' ? '127.0.0.1' : host.includes(':') ? `[${host}]` : host;
+  return {
+    port,
+    host,
+    upstreamUrl: (e.MCP_UPSTREAM_URL ?? `http://${reachable}:${port}`).replace(/\/+$/, ''),
+    requestsPerMinute: e.MCP_REQUESTS_PER_MINUTE,
+    allowedHosts: (e.MCP_ALLOWED_HOSTS ?? '').split(',').map((h) => h.trim()).filter(Boolean),
   };
 }
 

@@ -4,6 +4,7 @@
 // Used by the test run (global-setup.ts) and by the benchmarks.
 import crypto from 'node:crypto';
 import fs from 'node:fs';
+import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import postgres from 'postgres';
@@ -12,9 +13,12 @@ import { ensureDatabase, startEmbeddedPostgres, type RunningPostgres } from '../
 import { createLogger, type Logger } from '../../gateway/lib/log.ts';
 import { startGateway, type RunningGateway } from '../../gateway/server.ts';
 import { startPgBouncer, type RunningPgBouncer } from './pgbouncer.ts';
+import { startMcpServer, type RunningMcpServer } from '../../mcp-server/server.ts';
 
 export interface TestEnvironment {
   baseUrl: string;
+  /** The MCP process's own address (the gateway proxies /mcp to it). */
+  mcpUrl: string;
   databaseUrl: string;
   jwtSecret: string;
   config: Config;
@@ -74,33 +78,48 @@ export async function startTestEnvironment(options: EnvironmentOptions = {}): Pr
 
   let pooler: RunningPgBouncer | undefined;
   const jwtSecret = crypto.randomBytes(32).toString('base64url');
-  let config: Config;
+  // A real port, so that PUBLIC_URL (OAuth discovery, event links) names it.
+  const gatewayPort = await freePort();
+  const baseConfig = loadConfig({
+    PORT: String(gatewayPort),
+    HOST: '127.0.0.1',
+    JWT_SECRET: jwtSecret,
+    DATA_DIR: dir,
+    DB_POOL_MAX: String(options.dbPoolMax ?? 20),
+    MCP_PORT: '0',
+    // Every test client is 127.0.0.1: per-IP limits (logins, /mcp) would couple test files; they have their own tests.
+    LOGIN_MAX_FAILURES_PER_IP: '1000000',
+    MCP_REQUESTS_PER_MINUTE: '1000000',
+    ...options.env,
+  });
+  const log = options.gatewayLog?.(dir) ?? createLogger('silent');
   let gateway: RunningGateway;
+  let mcp: RunningMcpServer | undefined;
+  let config: Config = baseConfig;
   try {
     pooler = options.pgbouncer ? await startPgBouncer(databaseUrl) : undefined;
-    config = loadConfig({
-      PORT: '0',
-      HOST: '127.0.0.1',
-      JWT_SECRET: jwtSecret,
-      DATA_DIR: dir,
-      DB_POOL_MAX: String(options.dbPoolMax ?? 20),
-      // Every test client is 127.0.0.1: a per-IP login limit would couple test files.
-      LOGIN_MAX_FAILURES_PER_IP: '1000000',
-      ...(pooler ? { DATABASE_POOL_MODE: 'transaction', DATABASE_DIRECT_URL: databaseUrl } : {}),
-      ...options.env,
-    });
-    gateway = await startGateway(config, pooler?.url ?? databaseUrl, options.gatewayLog?.(dir) ?? createLogger('silent'), {
+    // The MCP process trusts its one proxy (the gateway) for the client address.
+    mcp = await startMcpServer({ ...baseConfig, trustProxy: 1 }, databaseUrl, log);
+    config = {
+      ...baseConfig,
+      ...(pooler ? { databasePoolMode: 'transaction' as const, databaseDirectUrl: databaseUrl } : {}),
+      mcp: { ...baseConfig.mcp, port: mcp.port, upstreamUrl: mcp.url },
+    };
+    gateway = await startGateway(config, pooler?.url ?? databaseUrl, log, {
       includeCurrentMigration: true,
     });
   } catch (err) {
+    await mcp?.close();
     await pooler?.stop();
     await dropDatabase?.();
     await cluster?.stop();
     throw err;
   }
 
+  const runningMcp = mcp;
   return {
     baseUrl: gateway.url,
+    mcpUrl: runningMcp.url,
     databaseUrl,
     jwtSecret,
     config,
@@ -108,10 +127,23 @@ export async function startTestEnvironment(options: EnvironmentOptions = {}): Pr
     gateway,
     async stop() {
       await gateway.close();
+      await runningMcp.close();
       await pooler?.stop();
       await dropDatabase?.();
       await cluster?.stop();
       fs.rmSync(dir, { recursive: true, force: true });
     },
   };
+}
+
+/** A port free right now on loopback. */
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const probe = net.createServer();
+    probe.once('error', reject);
+    probe.listen(0, '127.0.0.1', () => {
+      const { port } = probe.address() as net.AddressInfo;
+      probe.close(() => resolve(port));
+    });
+  });
 }

@@ -1,0 +1,33 @@
+// Beyond the spec: what an agent did. Every MCP tool call is recorded
+// (app.mcp_tool_calls: tool, arguments with secrets redacted, outcome,
+// duration); the owner of the credential reads their own here, newest first.
+// Operators read everyone's with admin.mcp_tool_calls / `npm run admin -- agent-calls`.
+import { z } from 'zod';
+import { defineRoute } from '../http/route.ts';
+
+const queryInt = (min: number, max: number) =>
+  z
+    .string()
+    .regex(/^\d+$/, { message: 'must be a whole number' })
+    .transform(Number)
+    .pipe(z.number().int().min(min).max(max));
+
+export const agentCallRoutes = [
+  defineRoute({
+    method: 'get',
+    path: '/api/docs/agent-calls',
+    summary: "Tool calls made through the agent interface (/mcp) with the caller's credentials, newest first.",
+    auth: 'user',
+    query: z.object({
+      limit: queryInt(1, 100).optional(),
+      before_id: queryInt(1, Number.MAX_SAFE_INTEGER).optional(),
+    }),
+    async handler({ query, db }) {
+      const [row] = await db(
+        (tx) => tx<{ page: { data: unknown[] } }[]>`
+          select api.mcp_tool_calls_mine(${query.limit ?? 50}, ${query.before_id ?? null}) as page`,
+      );
+      return { status: 200, body: row!.page };
+    },
+  }),
+];

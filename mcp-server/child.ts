@@ -1,0 +1,62 @@
+// `npm start` runs the MCP server as a child process beside the gateway (the
+// gateway proxies /mcp to it). The child has an IPC channel and exits when
+// the parent goes away (even on SIGKILL), so it is never orphaned; if it
+// dies on its own it is restarted after a second. stop() ends it with
+// SIGTERM (SIGKILL after 10 s).
+import { fork, type ChildProcess } from 'node:child_process';
+import path from 'node:path';
+import type { Config } from '../gateway/lib/config.ts';
+import type { Logger } from '../gateway/lib/log.ts';
+
+export interface McpChild {
+  stop(): Promise<void>;
+}
+
+export function startMcpChild(config: Config, databaseUrl: string, log: Logger): McpChild {
+  let child: ChildProcess | undefined;
+  let stopping = false;
+  let restart: NodeJS.Timeout | undefined;
+
+  const spawn = () => {
+    child = fork(path.join(import.meta.dirname, 'main.ts'), [], {
+      execArgv: process.execArgv,
+      stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+      env: {
+        ...process.env,
+        DATABASE_URL: databaseUrl,
+        PORT: String(config.port),
+        PUBLIC_URL: config.publicUrl,
+        MCP_PORT: String(config.mcp.port),
+        MCP_HOST: config.mcp.host,
+        // Its one proxy is this gateway, on loopback.
+        TRUST_PROXY: '1',
+      },
+    });
+    const current = child;
+    current.on('exit', (code, signal) => {
+      if (stopping) return;
+      log.error({ code, signal }, 'the MCP server exited; restarting it in 1 s');
+      restart = setTimeout(() => {
+        if (!stopping) spawn();
+      }, 1_000);
+    });
+  };
+  spawn();
+
+  return {
+    async stop() {
+      stopping = true;
+      clearTimeout(restart);
+      const current = child;
+      if (!current || current.exitCode !== null || current.signalCode !== null) return;
+      await new Promise<void>((resolve) => {
+        const kill = setTimeout(() => current.kill('SIGKILL'), 10_000);
+        current.once('exit', () => {
+          clearTimeout(kill);
+          resolve();
+        });
+        current.kill('SIGTERM');
+      });
+    },
+  };
+}

@@ -1,0 +1,84 @@
+// Who is calling: every /mcp request carries a bearer credential, either a
+// personal API token (contract: gateway/lib/api-tokens.ts) or an OAuth access
+// token issued by this server's authorization endpoints. The agent is the
+// credential's owner.
+import type { Sql } from '../gateway/lib/db.ts';
+import { HttpError, toHttpError } from '../gateway/lib/errors.ts';
+import { authenticateApiToken, isApiTokenSecret } from '../gateway/lib/api-tokens.ts';
+
+/** OAuth scopes: read tools need mcp:read, write tools mcp:write. Personal API tokens carry both. */
+export const SCOPES = ['mcp:read', 'mcp:write'] as const;
+
+export interface Agent {
+  userId: string;
+  kind: 'api_token' | 'oauth';
+  credentialId: string;
+  /** The OAuth client, for OAuth access tokens. */
+  clientId: string | null;
+  scopes: string[];
+  /** The bearer secret itself (the SDK's AuthInfo wants it; never logged or stored). */
+  token: string;
+  expiresAt?: number;
+}
+
+interface OAuthTokenRow {
+  token_id: string;
+  user_id: string;
+  client_id: string;
+  scopes: string[];
+  resource: string | null;
+  expires_at: Date;
+}
+
+export function bearerToken(header: string | undefined): string | null {
+  const match = header ? /^Bearer\s+(\S+)\s*$/i.exec(header) : null;
+  return match?.[1] ?? null;
+}
+
+/**
+ * The agent behind a bearer secret. Throws HttpError 401 (invalid_token) for
+ * an unknown, expired or revoked credential, 403 community_scope_violation
+ * for a community-scoped API token.
+ */
+export async function authenticateAgent(sql: Sql, token: string, path: string, resourceUrls: string[]): Promise<Agent> {
+  if (isApiTokenSecret(token)) {
+    // Any active personal token: its permissions govern REST paths, not /mcp.
+    const owner = await authenticateApiToken(sql, token, path);
+    if (owner.communityId) {
+      throw new HttpError(
+        403,
+        'community_scope_violation',
+        'community-scoped tokens cannot use the agent interface; use a personal token',
+      );
+    }
+    return {
+      userId: owner.userId,
+      kind: 'api_token',
+      credentialId: owner.tokenId,
+      clientId: null,
+      scopes: [...SCOPES],
+      token,
+    };
+  }
+  let row: OAuthTokenRow | undefined;
+  try {
+    [row] = await sql<OAuthTokenRow[]>`select * from private.oauth_token_authenticate(${token})`;
+  } catch (err) {
+    const httpError = toHttpError(err);
+    if (httpError.status === 401) throw new HttpError(401, 'invalid_token', 'invalid or expired access token');
+    throw err;
+  }
+  if (!row) throw new HttpError(401, 'invalid_token', 'invalid or expired access token');
+  if (row.resource && !resourceUrls.includes(row.resource.replace(/\/+$/, ''))) {
+    throw new HttpError(401, 'invalid_token', 'the access token was issued for another resource');
+  }
+  return {
+    userId: row.user_id,
+    kind: 'oauth',
+    credentialId: row.token_id,
+    clientId: row.client_id,
+    scopes: row.scopes,
+    token,
+    expiresAt: Math.floor(row.expires_at.getTime() / 1000),
+  };
+}

@@ -1,0 +1,58 @@
+// `npm run mcp`: the MCP server alone, on MCP_PORT (default PORT + 1;
+// loopback unless MCP_HOST says otherwise), for scaling it apart from the
+// gateway. It uses DATABASE_URL, or joins the embedded database of a running
+// `npm start`. It does not migrate: the gateway does.
+//
+// `npm start` runs this file as a child process (with an IPC channel): the
+// child exits when its parent goes away, so it is never orphaned.
+import { ConfigError, loadConfig } from '../gateway/lib/config.ts';
+import { openDatabase, type Database } from '../gateway/lib/database.ts';
+import { createLogger } from '../gateway/lib/log.ts';
+import { startMcpServer, type RunningMcpServer } from './server.ts';
+
+async function main(): Promise<void> {
+  let config;
+  try {
+    config = loadConfig();
+  } catch (err) {
+    if (err instanceof ConfigError) {
+      console.error(err.message);
+      process.exit(1);
+    }
+    throw err;
+  }
+  const log = createLogger(config.logLevel, 'mcp-server');
+  let database: Database | undefined;
+  let server: RunningMcpServer | undefined;
+  let stopping = false;
+
+  const shutdown = async (reason: string) => {
+    if (stopping) return;
+    stopping = true;
+    log.info({ reason }, 'shutting down');
+    try {
+      await server?.close();
+      await database?.stop();
+    } catch (err) {
+      log.error({ err }, 'error while shutting down');
+    }
+    process.exit(0);
+  };
+  process.on('SIGINT', () => void shutdown('SIGINT'));
+  process.on('SIGTERM', () => void shutdown('SIGTERM'));
+  // Started by `npm start`: leave with the parent.
+  if (process.send) process.on('disconnect', () => void shutdown('parent exited'));
+
+  try {
+    database = await openDatabase(config, log, { reuseRunning: true });
+    server = await startMcpServer(config, database.url, log);
+  } catch (err) {
+    log.fatal({ err }, 'could not start');
+    await database?.stop().catch(() => {});
+    process.exit(1);
+  }
+  log.info(`MCP server listening on ${config.mcp.host}:${server.port} (public ${config.publicUrl}/mcp)`);
+  process.send?.({ ready: true, port: server.port });
+}
+
+void main();

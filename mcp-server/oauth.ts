@@ -1,0 +1,341 @@
+// OAuth 2.0 for the agent interface: authorization code + PKCE (S256) with
+// dynamic client registration, served by the MCP SDK's auth router with a
+// provider whose clients, pending requests, codes and tokens live in Postgres
+// (hashed; sql/migrations/current/320-oauth.sql). Endpoints, at the root of
+// PUBLIC_URL (the gateway proxies them here):
+//   /.well-known/oauth-authorization-server, /.well-known/openid-configuration,
+//   /.well-known/oauth-protected-resource[/mcp], /register, /authorize,
+//   /token, /revoke, and POST /oauth/consent (the sign-in and consent form
+//   that /authorize renders).
+import type { OAuthRegisteredClientsStore } from '@modelcontextprotocol/sdk/server/auth/clients.js';
+import {
+  AccessDeniedError,
+  InvalidClientError,
+  InvalidGrantError,
+  InvalidScopeError,
+  InvalidTargetError,
+  OAuthError,
+  ServerError,
+} from '@modelcontextprotocol/sdk/server/auth/errors.js';
+import type { AuthorizationParams, OAuthServerProvider } from '@modelcontextprotocol/sdk/server/auth/provider.js';
+import { createOAuthMetadata, mcpAuthRouter } from '@modelcontextprotocol/sdk/server/auth/router.js';
+import type { AuthInfo } from '@modelcontextprotocol/sdk/server/auth/types.js';
+import type { OAuthClientInformationFull, OAuthTokenRevocationRequest, OAuthTokens } from '@modelcontextprotocol/sdk/shared/auth.js';
+import express, { type Response, type Router } from 'express';
+import { z } from 'zod';
+import { toHttpError } from '../gateway/lib/errors.ts';
+import { html, page, type SafeHtml } from '../gateway/http/html.ts';
+import { authenticateAgent, SCOPES } from './credentials.ts';
+import type { McpDeps } from './server.ts';
+
+/** Paths this module serves (the gateway proxies them; server.ts rate-limits them). */
+export const OAUTH_PATHS = ['/authorize', '/token', '/register', '/revoke', '/oauth'];
+export const WELL_KNOWN_PATHS = [
+  '/.well-known/oauth-authorization-server',
+  '/.well-known/openid-configuration',
+  '/.well-known/oauth-protected-resource',
+];
+
+const SCOPE_DESCRIPTIONS: Record<string, string> = {
+  'mcp:read': 'read the communities you manage, their events, and the members your agent created',
+  'mcp:write': 'create members (they get an e-mail to set a password), set their attributes, add them to your communities, and change onboarding opt-in',
+};
+
+function fromSqlError(err: unknown): never {
+  if (err instanceof OAuthError) throw err;
+  const httpError = toHttpError(err);
+  if (httpError.code === 'invalid_grant') throw new InvalidGrantError(httpError.message);
+  if (httpError.code === 'invalid_scope') throw new InvalidScopeError(httpError.message);
+  if (httpError.status < 500) throw new InvalidGrantError(httpError.message);
+  throw new ServerError('internal error');
+}
+
+interface TokenRow {
+  access_token: string;
+  refresh_token: string;
+  expires_in: number;
+  scope: string;
+}
+
+const tokensOf = (row: TokenRow): OAuthTokens => ({
+  access_token: row.access_token,
+  token_type: 'Bearer',
+  expires_in: row.expires_in,
+  refresh_token: row.refresh_token,
+  scope: row.scope,
+});
+
+class PostgresOAuthProvider implements OAuthServerProvider {
+  constructor(private readonly deps: McpDeps) {}
+
+  get clientsStore(): OAuthRegisteredClientsStore {
+    const { sql } = this.deps;
+    return {
+      async getClient(clientId: string): Promise<OAuthClientInformationFull | undefined> {
+        const [row] = await sql<{ metadata: Record<string, unknown>; client_secret_expires_at: string; client_id_issued_at: string }[]>`
+          select * from private.oauth_client_get(${clientId})`;
+        if (!row) return undefined;
+        // The secret is checked by clientSecretCheck() (only its hash is kept).
+        return {
+          ...(row.metadata as Omit<OAuthClientInformationFull, 'client_id'>),
+          client_id: clientId,
+          client_id_issued_at: Number(row.client_id_issued_at),
+        };
+      },
+      async registerClient(client: Omit<OAuthClientInformationFull, 'client_id' | 'client_id_issued_at'>) {
+        const full = client as OAuthClientInformationFull;
+        await sql`
+          select private.oauth_client_register(${full.client_id}, ${full.client_secret ?? null},
+                   ${full.client_secret_expires_at ?? 0}, ${full.client_id_issued_at ?? Math.floor(Date.now() / 1000)},
+                   ${sql.json(full as never)})`;
+        return full;
+      },
+    };
+  }
+
+  async authorize(client: OAuthClientInformationFull, params: AuthorizationParams, res: Response): Promise<void> {
+    const scopes = params.scopes && params.scopes.length > 0 ? params.scopes : [...SCOPES];
+    const unknown = scopes.filter((s) => !(SCOPES as readonly string[]).includes(s));
+    if (unknown.length > 0) throw new InvalidScopeError(`unknown scope: ${unknown.join(' ')}`);
+    const resource = params.resource?.href.replace(/\/+$/, '');
+    if (resource && resource !== this.deps.resourceUrl && resource !== this.deps.config.publicUrl) {
+      throw new InvalidTargetError(`unknown resource ${resource}`);
+    }
+    const [row] = await this.deps.sql<{ token: string }[]>`
+      select private.oauth_request_begin(${client.client_id}, ${params.redirectUri}, ${params.codeChallenge},
+                                         ${params.state ?? null}, ${scopes}, ${resource ?? null}) as token`;
+    sendConsentPage(res, 200, {
+      requestToken: row!.token,
+      clientName: client.client_name ?? client.client_id,
+      clientUri: client.client_uri ?? null,
+      redirectUri: params.redirectUri,
+      scopes,
+      error: null,
+    });
+  }
+
+  async challengeForAuthorizationCode(client: OAuthClientInformationFull, code: string): Promise<string> {
+    try {
+      const [row] = await this.deps.sql<{ challenge: string | null }[]>`
+        select private.oauth_code_challenge(${client.client_id}, ${code}) as challenge`;
+      if (!row?.challenge) throw new InvalidGrantError('invalid or expired authorization code');
+      return row.challenge;
+    } catch (err) {
+      fromSqlError(err);
+    }
+  }
+
+  async exchangeAuthorizationCode(
+    client: OAuthClientInformationFull,
+    code: string,
+    _codeVerifier?: string,
+    redirectUri?: string,
+    resource?: URL,
+  ): Promise<OAuthTokens> {
+    try {
+      const [row] = await this.deps.sql<TokenRow[]>`
+        select * from private.oauth_code_exchange(${client.client_id}, ${code}, ${redirectUri ?? null},
+                                                  ${resource?.href.replace(/\/+$/, '') ?? null}, ${this.deps.config.accessTokenTtlSeconds})`;
+      if (!row) throw new InvalidGrantError('invalid or expired authorization code');
+      return tokensOf(row);
+    } catch (err) {
+      fromSqlError(err);
+    }
+  }
+
+  async exchangeRefreshToken(client: OAuthClientInformationFull, refreshToken: string, scopes?: string[]): Promise<OAuthTokens> {
+    try {
+      const [row] = await this.deps.sql<TokenRow[]>`
+        select * from private.oauth_token_refresh(${client.client_id}, ${refreshToken}, ${scopes ?? null}, null,
+                                                  ${this.deps.config.accessTokenTtlSeconds})`;
+      if (!row) throw new InvalidGrantError('refresh token already used; the authorization is revoked');
+      return tokensOf(row);
+    } catch (err) {
+      fromSqlError(err);
+    }
+  }
+
+  async verifyAccessToken(token: string): Promise<AuthInfo> {
+    const agent = await authenticateAgent(this.deps.sql, token, '/mcp', [this.deps.resourceUrl, this.deps.config.publicUrl]);
+    return { token, clientId: agent.clientId ?? '', scopes: agent.scopes, expiresAt: agent.expiresAt };
+  }
+
+  async revokeToken(client: OAuthClientInformationFull, request: OAuthTokenRevocationRequest): Promise<void> {
+    await this.deps.sql`select private.oauth_token_revoke(${client.client_id}, ${request.token})`;
+  }
+}
+
+interface ConsentView {
+  requestToken: string;
+  clientName: string;
+  clientUri: string | null;
+  redirectUri: string;
+  scopes: string[];
+  error: string | null;
+}
+
+function sendConsentPage(res: Response, status: number, view: ConsentView): void {
+  const body: SafeHtml = html`
+<h1>Connect ${view.clientName} to your account</h1>
+<p class="meta">${view.clientName} wants to act as you through the agent interface. It will be able to:</p>
+<ul>${view.scopes.map((s) => html`<li>${SCOPE_DESCRIPTIONS[s] ?? s}</li>`)}</ul>
+<p class="meta">After you allow it, you return to <code>${view.redirectUri}</code>.</p>
+${view.error ? html`<p id="status" class="error" role="alert">${view.error}</p>` : ''}
+<form method="post" action="/oauth/consent">
+  <input type="hidden" name="request" value="${view.requestToken}">
+  <label for="email">E-mail</label>
+  <input id="email" name="email" type="email" autocomplete="username" required>
+  <label for="password">Password</label>
+  <input id="password" name="password" type="password" autocomplete="current-password" required>
+  <button type="submit" name="decision" value="allow">Sign in and allow</button>
+  <button type="submit" name="decision" value="deny" formnovalidate>Deny</button>
+</form>`;
+  const rendered = page({ title: `Connect ${view.clientName}`, body });
+  // The form's answer redirects to the client: allow that origin (or scheme) as a form target.
+  let target = '';
+  try {
+    const url = new URL(view.redirectUri);
+    target = url.protocol === 'http:' || url.protocol === 'https:' ? url.origin : url.protocol;
+  } catch {
+    target = '';
+  }
+  const csp = rendered.headers['Content-Security-Policy']!.replace("form-action 'self'", `form-action 'self' ${target}`.trim());
+  res.status(status);
+  for (const [name, value] of Object.entries(rendered.headers)) res.setHeader(name, value);
+  res.setHeader('Content-Security-Policy', csp);
+  res.setHeader('X-Frame-Options', 'DENY');
+  res.setHeader('Cache-Control', 'no-store');
+  res.type('html').send(rendered.html);
+}
+
+const ConsentForm = z.object({
+  request: z.string().min(1).max(200),
+  email: z.string().max(320).optional().default(''),
+  password: z.string().max(1024).optional().default(''),
+  decision: z.enum(['allow', 'deny']),
+});
+
+function redirectWith(res: Response, redirectUri: string, params: Record<string, string | null>): void {
+  const url = new URL(redirectUri);
+  for (const [k, v] of Object.entries(params)) if (v !== null) url.searchParams.set(k, v);
+  res.setHeader('Cache-Control', 'no-store');
+  res.redirect(302, url.href);
+}
+
+function expiredPage(res: Response): void {
+  const rendered = page({
+    title: 'Request expired',
+    body: html`<h1>This sign-in request has expired</h1><p>Go back to your application and connect again.</p>`,
+  });
+  for (const [name, value] of Object.entries(rendered.headers)) res.setHeader(name, value);
+  res.status(400).type('html').send(rendered.html);
+}
+
+/** The consent form's answer: sign in, then a code to the client (or access_denied). */
+function consentHandler(deps: McpDeps): express.RequestHandler {
+  return async (req, res, next) => {
+    try {
+      const form = ConsentForm.safeParse(req.body);
+      if (!form.success) return expiredPage(res);
+      const { request, email, password, decision } = form.data;
+      if (decision === 'deny') {
+        const [denied] = await deps.sql<{ redirect_uri: string; state: string | null }[]>`
+          select * from private.oauth_request_deny(${request})`;
+        if (!denied) return expiredPage(res);
+        const error = new AccessDeniedError('the user denied the request');
+        return redirectWith(res, denied.redirect_uri, {
+          error: error.errorCode,
+          error_description: error.message,
+          state: denied.state,
+        });
+      }
+      const [pending] = await deps.sql<{ client_id: string; client_name: string | null; client_uri: string | null; redirect_uri: string; scopes: string[] }[]>`
+        select * from private.oauth_request_get(${request})`;
+      if (!pending) return expiredPage(res);
+      let approved: { redirect_uri: string | null; code: string | null; state: string | null } | undefined;
+      try {
+        [approved] = await deps.sql`select * from private.oauth_request_approve(${request}, ${email}, ${password})`;
+      } catch (err) {
+        if (toHttpError(err).status === 404) return expiredPage(res);
+        throw err;
+      }
+      if (!approved?.code || !approved.redirect_uri) {
+        return sendConsentPage(res, 401, {
+          requestToken: request,
+          clientName: pending.client_name ?? pending.client_id,
+          clientUri: pending.client_uri,
+          redirectUri: pending.redirect_uri,
+          scopes: pending.scopes,
+          error: 'Wrong e-mail or password.',
+        });
+      }
+      redirectWith(res, approved.redirect_uri, { code: approved.code, state: approved.state });
+    } catch (err) {
+      next(err);
+    }
+  };
+}
+
+/** Confidential clients' secrets are kept hashed, so the check the SDK would do on the plain secret happens here. */
+function clientSecretCheck(deps: McpDeps): express.RequestHandler {
+  return async (req, res, next) => {
+    try {
+      const body = (req.body ?? {}) as Record<string, unknown>;
+      const clientId = typeof body.client_id === 'string' ? body.client_id : null;
+      if (!clientId) return next();
+      const secret = typeof body.client_secret === 'string' ? body.client_secret : null;
+      const [row] = await deps.sql<{ ok: boolean }[]>`select private.oauth_client_secret_matches(${clientId}, ${secret}) as ok`;
+      if (row?.ok) return next();
+      const error = new InvalidClientError('Invalid client credentials');
+      res.status(401).json(error.toResponseObject());
+    } catch (err) {
+      next(err);
+    }
+  };
+}
+
+export function oauthRouter(deps: McpDeps): Router {
+  const router = express.Router();
+  const issuerUrl = new URL(deps.config.publicUrl);
+  const provider = new PostgresOAuthProvider(deps);
+  let metadata;
+  try {
+    metadata = createOAuthMetadata({ provider, issuerUrl, scopesSupported: [...SCOPES] });
+  } catch (err) {
+    deps.log.warn(
+      { err: (err as Error).message },
+      'OAuth is off: PUBLIC_URL must be https (or localhost); set MCP_DANGEROUSLY_ALLOW_INSECURE_ISSUER_URL=1 to allow http',
+    );
+    return router;
+  }
+  const protectedResource = {
+    resource: deps.resourceUrl,
+    authorization_servers: [metadata.issuer],
+    scopes_supported: [...SCOPES],
+    resource_name: 'Community platform agent interface (MCP)',
+  };
+  const form = express.urlencoded({ extended: false, limit: '16kb' });
+  router.use(['/token', '/revoke'], form, clientSecretCheck(deps));
+  router.use(
+    mcpAuthRouter({
+      provider,
+      issuerUrl,
+      resourceServerUrl: new URL(deps.resourceUrl),
+      scopesSupported: [...SCOPES],
+      resourceName: protectedResource.resource_name,
+      authorizationOptions: { rateLimit: false },
+      tokenOptions: { rateLimit: false },
+      clientRegistrationOptions: { rateLimit: false },
+      revocationOptions: { rateLimit: false },
+    }),
+  );
+  router.get('/.well-known/oauth-protected-resource', (_req, res) => {
+    res.json(protectedResource);
+  });
+  router.get('/.well-known/openid-configuration', (_req, res) => {
+    res.json({ ...metadata, subject_types_supported: ['public'], claims_supported: ['sub'] });
+  });
+  router.post('/oauth/consent', form, consentHandler(deps));
+  return router;
+}
+

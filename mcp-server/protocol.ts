@@ -1,0 +1,157 @@
+// One MCP protocol server per HTTP request (the transport runs stateless;
+// the session id lives in Postgres, see server.ts), with:
+//   * `initialize` answering protocol version 2025-03-26 whatever the client asks;
+//   * tools/list from the tool definitions (title, annotations, JSON schema from zod);
+//   * tools/call handled here, so that every failure is a tool error
+//     (`isError: true`, JSON text with an `error` code), never a JSON-RPC
+//     internal error: unknown tool, arguments that are not an object or do not
+//     match the schema, missing scope, anything SQL raises.
+import { Server } from '@modelcontextprotocol/sdk/server/index.js';
+import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
+import { InitializeRequestSchema, type CallToolResult } from '@modelcontextprotocol/sdk/types.js';
+import { z } from 'zod';
+import { withClaims, type RequestClaims, type Sql } from '../gateway/lib/db.ts';
+import { toHttpError } from '../gateway/lib/errors.ts';
+import type { Logger } from '../gateway/lib/log.ts';
+import type { Agent } from './credentials.ts';
+import { tools, toolsByName, type ToolDefinition } from './tools.ts';
+
+export const PROTOCOL_VERSION = '2025-03-26';
+export const SERVER_INFO = { name: 'community-backend', title: 'Community platform', version: '1.0.0' };
+
+const INSTRUCTIONS =
+  'Tools for community managers: read the communities you manage and their events, onboard members ' +
+  '(create_member e-mails them a set-password link), set their attributes and hand them to your communities. ' +
+  'Results are JSON text; failures are tool errors whose JSON carries an `error` code (not_found, ' +
+  'invalid_arguments, rate_limited, email_taken, insufficient_scope, ...).';
+
+/** What the server offers: tools only (their list never changes while the server runs). */
+const CAPABILITIES = { tools: { listChanged: false } };
+
+/** tools/call as it arrives: everything is checked by hand, so nothing fails before our handler. */
+const LenientCallToolRequest = z.object({
+  method: z.literal('tools/call'),
+  params: z.unknown().optional(),
+});
+
+export interface CallContext {
+  sql: Sql;
+  agent: Agent;
+  sessionId: string | null;
+  publicUrl: string;
+  statementTimeoutMs: number;
+  log: Logger;
+  /** Audit records not yet written (awaited on shutdown). */
+  pendingRecords: Set<Promise<void>>;
+}
+
+export function createProtocolServer(ctx: CallContext): McpServer {
+  const mcp = new McpServer(SERVER_INFO, { capabilities: CAPABILITIES, instructions: INSTRUCTIONS });
+  for (const tool of tools) {
+    mcp.registerTool(
+      tool.name,
+      {
+        title: tool.title,
+        description: tool.description,
+        inputSchema: tool.input,
+        annotations: { title: tool.title, ...tool.annotations },
+      },
+      // Never called: tools/call is replaced below.
+      async () => ({ content: [] }),
+    );
+  }
+  const server = mcp.server;
+  server.setRequestHandler(InitializeRequestSchema, () => ({
+    protocolVersion: PROTOCOL_VERSION,
+    capabilities: CAPABILITIES,
+    serverInfo: SERVER_INFO,
+    instructions: INSTRUCTIONS,
+  }));
+  server.removeRequestHandler('tools/call');
+  // Server.setRequestHandler would validate tools/call against the SDK's
+  // schema first and answer a JSON-RPC error (e.g. for positional
+  // arguments); the base Protocol method registers the handler as is.
+  const register = Object.getPrototypeOf(Server.prototype).setRequestHandler as Server['setRequestHandler'];
+  register.call(server, LenientCallToolRequest, (request) => callTool(ctx, request.params));
+  return mcp;
+}
+
+function toolError(error: string, message: string, details?: Record<string, unknown>): CallToolResult {
+  return { content: [{ type: 'text', text: JSON.stringify({ error, message, ...(details ? { details } : {}) }) }], isError: true };
+}
+
+function isPlainObject(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+interface Outcome {
+  result: CallToolResult;
+  code: string;
+  message: string | null;
+}
+
+async function runTool(ctx: CallContext, tool: ToolDefinition, rawArgs: unknown): Promise<Outcome> {
+  if (rawArgs !== undefined && !isPlainObject(rawArgs)) {
+    const message = 'arguments must be an object';
+    return { result: toolError('invalid_arguments', message), code: 'invalid_arguments', message };
+  }
+  const parsed = tool.input.safeParse(rawArgs ?? {});
+  if (!parsed.success) {
+    const issues = parsed.error.issues.map((i) => ({ path: i.path.map(String).join('.'), message: i.message }));
+    const message = issues.map((i) => (i.path ? `${i.path}: ${i.message}` : i.message)).join('; ');
+    return { result: toolError('invalid_arguments', message, { issues }), code: 'invalid_arguments', message };
+  }
+  const scope = tool.kind === 'read' ? 'mcp:read' : 'mcp:write';
+  if (!ctx.agent.scopes.includes(scope)) {
+    const message = `this credential lacks the ${scope} scope`;
+    return { result: toolError('insufficient_scope', message), code: 'insufficient_scope', message };
+  }
+  const claims: RequestClaims = {
+    role: 'authenticated',
+    sub: ctx.agent.userId,
+    aud: 'authenticated',
+    ...(ctx.agent.kind === 'api_token'
+      ? { token_id: ctx.agent.credentialId, token_community_id: null }
+      : { oauth_client_id: ctx.agent.clientId }),
+  };
+  try {
+    const value = await withClaims(ctx.sql, claims, (tx) => tool.run(tx, parsed.data, { publicUrl: ctx.publicUrl }), {
+      readOnly: tool.kind === 'read',
+      statementTimeoutMs: ctx.statementTimeoutMs,
+    });
+    return { result: { content: [{ type: 'text', text: JSON.stringify(value) }] }, code: 'ok', message: null };
+  } catch (err) {
+    const httpError = toHttpError(err);
+    if (httpError.status >= 500) ctx.log.error({ err, tool: tool.name }, 'tool failed');
+    const code =
+      httpError.code === 'bad_request' || httpError.code === 'validation_error' ? 'invalid_arguments' : httpError.code;
+    return { result: toolError(code, httpError.message), code, message: httpError.message };
+  }
+}
+
+async function callTool(ctx: CallContext, params: unknown): Promise<CallToolResult> {
+  const started = performance.now();
+  const name = isPlainObject(params) && typeof params.name === 'string' ? params.name : null;
+  const rawArgs = isPlainObject(params) ? params.arguments : undefined;
+  const tool = name ? toolsByName.get(name) : undefined;
+  let outcome: Outcome;
+  if (!tool) {
+    const message = name ? `unknown tool ${name}` : 'params.name must name a tool';
+    outcome = { result: toolError('unknown_tool', message), code: 'unknown_tool', message };
+  } else {
+    outcome = await runTool(ctx, tool, rawArgs);
+  }
+  const durationMs = performance.now() - started;
+  // Recorded off the answer's path (one round trip less per call); the
+  // server waits for pending records when it closes.
+  const record = ctx.sql`
+      select private.mcp_record_call(${ctx.agent.userId}, ${ctx.agent.kind}, ${ctx.agent.credentialId}, ${ctx.agent.clientId},
+                                     ${ctx.sessionId}, ${(name ?? '(none)').slice(0, 100)},
+                                     ${isPlainObject(rawArgs) ? ctx.sql.json(rawArgs as never) : null},
+                                     ${outcome.code}, ${outcome.message}, ${durationMs.toFixed(3)})`
+    .then(() => undefined)
+    .catch((err: unknown) => ctx.log.error({ err }, 'could not record the tool call'));
+  ctx.pendingRecords.add(record);
+  void record.finally(() => ctx.pendingRecords.delete(record));
+  return outcome.result;
+}

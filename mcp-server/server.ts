@@ -1,0 +1,304 @@
+// The MCP process: Streamable HTTP at /mcp (POST, GET, DELETE), the OAuth
+// endpoints and discovery documents (oauth.ts), and nothing else. The gateway
+// proxies those paths here; `npm run mcp` runs this alone.
+//
+// A request to /mcp goes:
+//   Host/Origin check (DNS-rebinding protection)
+//   → admission in Postgres: the client IP's count for this minute (429 past
+//     the limit) and the owner of the session it names
+//   → bearer credential (401 with WWW-Authenticate; 403 for a
+//     community-scoped API token)
+//   → session: `initialize` opens one in Postgres and answers its id in
+//     Mcp-Session-Id; later requests must name a live session of the same
+//     user (404 otherwise, so the client starts again); DELETE ends it
+//   → a fresh protocol server and a stateless transport for this request.
+// Nothing about a session is kept in this process, so any replica serves any
+// request.
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
+import express, { type ErrorRequestHandler, type NextFunction, type Request, type RequestHandler, type Response } from 'express';
+import type { Config } from '../gateway/lib/config.ts';
+import { clientIp } from '../gateway/lib/client-ip.ts';
+import { createPool, type Sql } from '../gateway/lib/db.ts';
+import { requestLogger } from '../gateway/http/request-log.ts';
+import { errorBody, HttpError, toHttpError } from '../gateway/lib/errors.ts';
+import type { Logger } from '../gateway/lib/log.ts';
+import { authenticateAgent, bearerToken, type Agent } from './credentials.ts';
+import { oauthRouter, OAUTH_PATHS } from './oauth.ts';
+import { createProtocolServer, PROTOCOL_VERSION } from './protocol.ts';
+
+export interface RunningMcpServer {
+  url: string;
+  port: number;
+  server: http.Server;
+  close(): Promise<void>;
+}
+
+export interface McpDeps {
+  sql: Sql;
+  config: Config;
+  log: Logger;
+  /** The public URL of /mcp (PUBLIC_URL + /mcp): OAuth resource and discovery. */
+  resourceUrl: string;
+  allowedHosts: string[];
+  allowedOrigins: string[];
+}
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+interface Admission {
+  allowed: boolean;
+  request_limit: number;
+  remaining: number;
+  reset_at: Date;
+  session_user_id: string | null;
+}
+
+/** Counts the request against its client IP; sets the x-ratelimit-* headers; 429 past the limit. */
+export async function admit(deps: McpDeps, req: Request, res: Response, sessionId: string | null): Promise<Admission> {
+  const ip = clientIp(req.socket.remoteAddress, req.headers['x-forwarded-for'], deps.config.trustProxy);
+  const [row] = await deps.sql<Admission[]>`
+    select * from private.mcp_admit(${ip}, ${deps.config.mcp.requestsPerMinute}, ${sessionId})`;
+  const admission = row!;
+  const resetSeconds = Math.max(1, Math.ceil((admission.reset_at.getTime() - Date.now()) / 1000));
+  res.setHeader('x-ratelimit-limit', String(admission.request_limit));
+  res.setHeader('x-ratelimit-remaining', String(admission.remaining));
+  res.setHeader('x-ratelimit-reset', String(resetSeconds));
+  if (!admission.allowed) {
+    res.setHeader('Retry-After', String(resetSeconds));
+    throw new HttpError(429, 'rate_limited', `too many requests from this address; retry in ${resetSeconds} s`, {
+      retry_after_seconds: resetSeconds,
+    });
+  }
+  return admission;
+}
+
+/** Express middleware form of admit() for the OAuth endpoints. */
+export function ipLimit(deps: McpDeps): RequestHandler {
+  return (req, res, next) => {
+    admit(deps, req, res, null).then(() => next(), next);
+  };
+}
+
+function jsonRpcError(res: Response, status: number, code: number, message: string): void {
+  res.status(status).json({ jsonrpc: '2.0', error: { code, message }, id: null });
+}
+
+function checkHostAndOrigin(deps: McpDeps, req: Request): string | null {
+  const host = req.headers.host;
+  if (!host || !deps.allowedHosts.includes(host.toLowerCase())) return `Invalid Host header: ${host ?? ''}`;
+  const origin = req.headers.origin;
+  if (origin && !deps.allowedOrigins.includes(origin.toLowerCase())) return `Invalid Origin header: ${origin}`;
+  return null;
+}
+
+function unauthorized(deps: McpDeps, res: Response, err: HttpError, hadToken: boolean): void {
+  const metadata = `${new URL(deps.resourceUrl).origin}/.well-known/oauth-protected-resource${new URL(deps.resourceUrl).pathname}`;
+  const parts = [`resource_metadata="${metadata}"`, 'scope="mcp:read mcp:write"'];
+  if (hadToken) parts.unshift('error="invalid_token"', `error_description="${err.message.replace(/["\\]/g, '')}"`);
+  res.setHeader('WWW-Authenticate', `Bearer ${parts.join(', ')}`);
+  res.status(401).json(errorBody('error', err));
+}
+
+interface InitializeMessage {
+  method: 'initialize';
+  params?: { protocolVersion?: unknown; clientInfo?: { name?: unknown; version?: unknown } };
+}
+
+function findInitialize(body: unknown): InitializeMessage | null {
+  const messages = Array.isArray(body) ? body : [body];
+  for (const m of messages) {
+    if (m && typeof m === 'object' && (m as { method?: unknown }).method === 'initialize') return m as InitializeMessage;
+  }
+  return null;
+}
+
+const str = (v: unknown): string | null => (typeof v === 'string' ? v : null);
+
+function mcpHandler(deps: McpDeps, open: Set<{ close(): Promise<void> }>, pendingRecords: Set<Promise<void>>): RequestHandler {
+  const jsonBody = express.json({ limit: '1mb', type: () => true });
+  return async (req: Request, res: Response, next: NextFunction) => {
+    const reqLog: Logger = res.locals.log ?? deps.log;
+    try {
+      const rebinding = checkHostAndOrigin(deps, req);
+      if (rebinding) return jsonRpcError(res, 403, -32000, rebinding);
+
+      const header = req.headers['mcp-session-id'];
+      const sessionHeader = typeof header === 'string' ? header : null;
+      const sessionId = sessionHeader && UUID.test(sessionHeader) ? sessionHeader.toLowerCase() : null;
+      const admission = await admit(deps, req, res, sessionId);
+
+      const token = bearerToken(req.headers.authorization);
+      if (!token) return unauthorized(deps, res, new HttpError(401, 'unauthorized', 'missing bearer credential'), false);
+      let agent: Agent;
+      try {
+        agent = await authenticateAgent(deps.sql, token, req.path, [deps.resourceUrl, deps.config.publicUrl]);
+      } catch (err) {
+        const httpError = toHttpError(err);
+        if (httpError.status === 401) return unauthorized(deps, res, httpError, true);
+        throw err;
+      }
+      res.locals.userId = agent.userId;
+
+      if (sessionHeader !== null && admission.session_user_id !== agent.userId) {
+        return jsonRpcError(res, 404, -32001, 'Session not found');
+      }
+      if (req.method === 'DELETE') {
+        if (!sessionId) return jsonRpcError(res, 400, -32000, 'Bad Request: Mcp-Session-Id header is required');
+        await deps.sql`select private.mcp_session_end(${sessionId}, ${agent.userId})`;
+        res.status(200).end();
+        return;
+      }
+      if (req.method !== 'GET' && req.method !== 'POST') {
+        res.setHeader('Allow', 'GET, POST, DELETE');
+        return jsonRpcError(res, 405, -32000, 'Method not allowed.');
+      }
+
+      let body: unknown;
+      if (req.method === 'POST') {
+        await new Promise<void>((resolve, reject) => jsonBody(req, res, (err?: unknown) => (err ? reject(err) : resolve())));
+        body = req.body;
+        const init = findInitialize(body);
+        if (init) {
+          const [row] = await deps.sql<{ id: string }[]>`
+            select private.mcp_session_open(${agent.userId}, ${str(init.params?.clientInfo?.name)},
+                                            ${str(init.params?.clientInfo?.version)}, ${PROTOCOL_VERSION}) as id`;
+          res.setHeader('mcp-session-id', row!.id);
+        }
+      }
+
+      const mcp = createProtocolServer({
+        sql: deps.sql,
+        agent,
+        sessionId: sessionId ?? (res.getHeader('mcp-session-id') as string | undefined) ?? null,
+        publicUrl: deps.config.publicUrl,
+        statementTimeoutMs: deps.config.statementTimeoutMs,
+        log: reqLog,
+        pendingRecords,
+      });
+      const transport = new StreamableHTTPServerTransport({
+        sessionIdGenerator: undefined,
+        enableDnsRebindingProtection: true,
+        allowedHosts: deps.allowedHosts,
+        allowedOrigins: deps.allowedOrigins,
+      });
+      const handle = {
+        close: async () => {
+          await transport.close().catch(() => {});
+          await mcp.close().catch(() => {});
+        },
+      };
+      open.add(handle);
+      res.on('close', () => {
+        open.delete(handle);
+        void handle.close();
+      });
+      await mcp.connect(transport);
+      await transport.handleRequest(
+        Object.assign(req, {
+          auth: {
+            token: agent.token,
+            clientId: agent.clientId ?? `api_token:${agent.credentialId}`,
+            scopes: agent.scopes,
+            expiresAt: agent.expiresAt,
+          },
+        }),
+        res,
+        body,
+      );
+    } catch (err) {
+      next(err);
+    }
+  };
+}
+
+const errorHandler: ErrorRequestHandler = (err, req, res, _next) => {
+  if (res.headersSent) return;
+  const type = (err as { type?: unknown } | null)?.type;
+  if (req.path === '/mcp' && (type === 'entity.parse.failed' || type === 'entity.too.large')) {
+    return jsonRpcError(res, type === 'entity.too.large' ? 413 : 400, -32700, 'Parse error: invalid JSON');
+  }
+  const httpError = toHttpError(err);
+  if (httpError.status >= 500) (res.locals.log as Logger | undefined)?.error({ err }, 'mcp request failed');
+  res.status(httpError.status).json(errorBody('error', httpError));
+};
+
+/** Host headers and origins /mcp accepts: PUBLIC_URL's, localhost on the gateway's and this process's ports, MCP_ALLOWED_HOSTS. */
+function allowedHostsAndOrigins(config: Config, ownPort: number): { hosts: string[]; origins: string[] } {
+  const pub = new URL(config.publicUrl);
+  const hosts = new Set<string>([pub.host.toLowerCase()]);
+  const origins = new Set<string>([pub.origin.toLowerCase()]);
+  for (const port of [config.port, ownPort]) {
+    for (const name of ['localhost', '127.0.0.1', '[::1]']) {
+      hosts.add(`${name}:${port}`);
+      origins.add(`http://${name}:${port}`);
+    }
+  }
+  for (const extra of config.mcp.allowedHosts) {
+    hosts.add(extra.toLowerCase());
+    origins.add(`https://${extra.toLowerCase()}`);
+  }
+  return { hosts: [...hosts], origins: [...origins] };
+}
+
+/**
+ * Starts the MCP server on config.mcp.port (0: any free port). It needs a
+ * migrated database only when requests arrive (the gateway, or whoever
+ * started it, migrates).
+ */
+export async function startMcpServer(config: Config, databaseUrl: string, log: Logger): Promise<RunningMcpServer> {
+  const sql = createPool(databaseUrl, { max: config.dbPoolMax, applicationName: 'mcp-server' });
+  const app = express();
+  app.disable('x-powered-by');
+  app.set('etag', false);
+  const server = http.createServer(app);
+  server.keepAliveTimeout = 65_000;
+  server.headersTimeout = 66_000;
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(config.mcp.port, config.mcp.host, () => resolve());
+  });
+  const { port } = server.address() as AddressInfo;
+  const { hosts, origins } = allowedHostsAndOrigins(config, port);
+  const deps: McpDeps = {
+    sql,
+    config,
+    log,
+    resourceUrl: `${config.publicUrl}/mcp`,
+    allowedHosts: hosts,
+    allowedOrigins: origins,
+  };
+  const open = new Set<{ close(): Promise<void> }>();
+  const pendingRecords = new Set<Promise<void>>();
+
+  app.use(requestLogger(log));
+  app.get('/health', (_req, res) => {
+    res.json({ status: 'ok' });
+  });
+  app.use(OAUTH_PATHS, ipLimit(deps));
+  app.use(oauthRouter(deps));
+  app.all('/mcp', mcpHandler(deps, open, pendingRecords));
+  app.use((req, res) => {
+    res.status(404).json(errorBody('error', new HttpError(404, 'not_found', `no route for ${req.method} ${req.path}`)));
+  });
+  app.use(errorHandler);
+
+  const prune = setInterval(() => {
+    sql`select private.mcp_prune(), private.oauth_prune()`.catch((err: unknown) => log.warn({ err }, 'mcp prune failed'));
+  }, 60_000);
+  prune.unref();
+
+  const close = async () => {
+    clearInterval(prune);
+    await Promise.all([...open].map((h) => h.close()));
+    await Promise.all([...pendingRecords]);
+    await new Promise<void>((resolve) => {
+      server.close(() => resolve());
+      server.closeIdleConnections();
+      setTimeout(() => server.closeAllConnections(), 2_000).unref();
+    });
+    await sql.end({ timeout: 5 });
+  };
+  return { url: `http://127.0.0.1:${port}`, port, server, close };
+}

@@ -1,0 +1,203 @@
+// Credentials and sessions on /mcp: 401 with WWW-Authenticate, 403 for a
+// community-scoped token, OAuth access tokens and their scopes, session ids
+// kept in Postgres, DNS-rebinding protection, and the audit log.
+import http from 'node:http';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { api, baseUrl, db, uniqueEmail } from '../helpers.ts';
+import { callTool, connect, createAgent, createManagedCommunity, mintOAuthToken, rawMcp, type Agent } from './support.ts';
+
+const INIT = {
+  jsonrpc: '2.0',
+  id: 1,
+  method: 'initialize',
+  params: { protocolVersion: '2025-03-26', capabilities: {}, clientInfo: { name: 'raw-client', version: '9' } },
+};
+
+let agent: Agent;
+let community: string;
+
+beforeAll(async () => {
+  agent = await createAgent('cred');
+  community = await createManagedCommunity(agent.email);
+});
+
+describe('credentials', () => {
+  it('no credential: 401 with WWW-Authenticate pointing at the protected-resource metadata', async () => {
+    const res = await rawMcp(INIT);
+    expect(res.status).toBe(401);
+    const challenge = res.headers.get('www-authenticate')!;
+    expect(challenge).toMatch(/^Bearer /);
+    expect(challenge).toContain(`resource_metadata="${baseUrl}/.well-known/oauth-protected-resource/mcp"`);
+    expect(res.json).toMatchObject({ error: 'unauthorized' });
+    const get = await fetch(`${baseUrl}/mcp`, { headers: { accept: 'text/event-stream' } });
+    expect(get.status).toBe(401);
+  });
+
+  it.each([
+    ['garbage', 'not-a-token'],
+    ['unknown API token', `cbk_${'a'.repeat(40)}`],
+    ['unknown OAuth token', 'cboa_abcdefghijklmnopqrstuvwxyz0123456789ABCDEFG'],
+    ['a login JWT', 'login'],
+  ])('%s: 401 invalid_token', async (_label, token) => {
+    const bearer = token === 'login' ? agent.accessToken : token;
+    const res = await rawMcp(INIT, { authorization: `Bearer ${bearer}` });
+    expect(res.status).toBe(401);
+    expect(res.headers.get('www-authenticate')).toContain('error="invalid_token"');
+  });
+
+  it('a deactivated API token is 401', async () => {
+    const created = await api('POST', '/api/docs/tokens', { token: agent.accessToken, body: { name: 'short-lived', permissions: ['*'] } });
+    const secret = created.body.token_value as string;
+    expect((await rawMcp(INIT, { authorization: `Bearer ${secret}` })).status).toBe(200);
+    await api('DELETE', `/api/docs/tokens/${created.body.token.id}`, { token: agent.accessToken });
+    expect((await rawMcp(INIT, { authorization: `Bearer ${secret}` })).status).toBe(401);
+  });
+
+  it('a community-scoped API token is 403 community_scope_violation', async () => {
+    const created = await api('POST', '/api/docs/tokens', {
+      token: agent.accessToken,
+      body: { name: 'scoped', permissions: ['/api/v1/*'], community_id: community },
+    });
+    expect(created.status).toBe(201);
+    const res = await rawMcp(INIT, { authorization: `Bearer ${created.body.token_value}` });
+    expect(res.status).toBe(403);
+    expect(res.json).toMatchObject({ error: 'community_scope_violation' });
+  });
+
+  it('a personal API token works whatever its REST permissions', async () => {
+    const created = await api('POST', '/api/docs/tokens', { token: agent.accessToken, body: { name: 'narrow', permissions: ['/api/mobile/profile'] } });
+    const client = await connect(created.body.token_value);
+    const answer = await callTool(client, 'community_profile', { community_id: community });
+    expect(answer.isError).toBe(false);
+  });
+
+  it('an OAuth access token works; a read-only one cannot write', async () => {
+    const full = await connect(await mintOAuthToken(agent.userId));
+    expect((await callTool(full, 'community_profile', { community_id: community })).isError).toBe(false);
+    const readOnly = await connect(await mintOAuthToken(agent.userId, ['mcp:read']));
+    expect((await callTool(readOnly, 'community_profile', { community_id: community })).isError).toBe(false);
+    const write = await callTool(readOnly, 'set_onboarding_opt_in', { community_id: community, accepts_handoffs: true });
+    expect(write).toMatchObject({ isError: true, body: { error: 'insufficient_scope' } });
+  });
+
+  it('a revoked or expired OAuth token is 401', async () => {
+    const token = await mintOAuthToken(agent.userId);
+    await db()`update identity.oauth_tokens set expires_at = now() - interval '1 second'
+               where token_hash = extensions.digest(${token}, 'sha256')`;
+    expect((await rawMcp(INIT, { authorization: `Bearer ${token}` })).status).toBe(401);
+  });
+});
+
+describe('sessions', () => {
+  async function initialize(token: string): Promise<string> {
+    const res = await rawMcp(INIT, { authorization: `Bearer ${token}` });
+    expect(res.status).toBe(200);
+    return res.headers.get('mcp-session-id')!;
+  }
+
+  it('initialize records the session in Postgres; unknown, foreign and ended sessions are 404', async () => {
+    const session = await initialize(agent.apiToken);
+    const [row] = await db()`select user_id, client_name, client_version, protocol_version from private.mcp_sessions where id = ${session}`;
+    expect(row).toEqual({ user_id: agent.userId, client_name: 'raw-client', client_version: '9', protocol_version: '2025-03-26' });
+    const list = { jsonrpc: '2.0', id: 2, method: 'tools/list' };
+    const headers = { authorization: `Bearer ${agent.apiToken}`, 'mcp-protocol-version': '2025-03-26' };
+    expect((await rawMcp(list, { ...headers, 'mcp-session-id': session })).status).toBe(200);
+    expect((await rawMcp(list, { ...headers, 'mcp-session-id': crypto.randomUUID() })).status).toBe(404);
+    expect((await rawMcp(list, { ...headers, 'mcp-session-id': 'not-a-uuid' })).status).toBe(404);
+    // Another user presenting this session id.
+    const other = await createAgent('other');
+    expect((await rawMcp(list, { ...headers, authorization: `Bearer ${other.apiToken}`, 'mcp-session-id': session })).status).toBe(404);
+    // DELETE ends it.
+    const del = await fetch(`${baseUrl}/mcp`, { method: 'DELETE', headers: { ...headers, 'mcp-session-id': session } });
+    expect(del.status).toBe(200);
+    expect((await rawMcp(list, { ...headers, 'mcp-session-id': session })).status).toBe(404);
+  });
+
+  it('GET /mcp opens the server-sent-events stream through the gateway', async () => {
+    const session = await initialize(agent.apiToken);
+    const controller = new AbortController();
+    const res = await fetch(`${baseUrl}/mcp`, {
+      headers: { authorization: `Bearer ${agent.apiToken}`, accept: 'text/event-stream', 'mcp-session-id': session, 'mcp-protocol-version': '2025-03-26' },
+      signal: controller.signal,
+    });
+    expect(res.status).toBe(200);
+    expect(res.headers.get('content-type')).toContain('text/event-stream');
+    controller.abort();
+  });
+
+  it('the SDK client ends its session on close (DELETE)', async () => {
+    const client = new Client({ name: 'closing', version: '1' });
+    const transport = new StreamableHTTPClientTransport(new URL(`${baseUrl}/mcp`), {
+      requestInit: { headers: { authorization: `Bearer ${agent.apiToken}` } },
+    });
+    await client.connect(transport);
+    const session = transport.sessionId!;
+    expect(session).toBeTruthy();
+    await transport.terminateSession();
+    await client.close();
+    const [row] = await db()`select ended_at from private.mcp_sessions where id = ${session}`;
+    expect(row!.ended_at).not.toBeNull();
+  });
+});
+
+describe('DNS-rebinding protection', () => {
+  it('refuses a foreign Host or Origin', async () => {
+    const headers = { authorization: `Bearer ${agent.apiToken}` };
+    expect((await rawMcp(INIT, { ...headers, origin: 'http://evil.example' })).status).toBe(403);
+    // fetch cannot set Host: plain http.
+    const status = await new Promise<number>((resolve, reject) => {
+      const body = JSON.stringify(INIT);
+      const req = http.request(
+        `${baseUrl}/mcp`,
+        {
+          method: 'POST',
+          headers: { ...headers, host: 'evil.example', 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
+        },
+        (res) => {
+          res.resume();
+          resolve(res.statusCode ?? 0);
+        },
+      );
+      req.on('error', reject);
+      req.end(body);
+    });
+    expect(status).toBe(403);
+    expect((await rawMcp(INIT, { ...headers, origin: baseUrl })).status).toBe(200);
+  });
+});
+
+describe('audit', () => {
+  it('records every call with outcome and duration; the owner reads their own; secrets are redacted', async () => {
+    const auditor = await createAgent('audited');
+    const own = await createManagedCommunity(auditor.email);
+    const client = await connect(auditor.apiToken);
+    await callTool(client, 'community_profile', { community_id: own });
+    await callTool(client, 'community_profile', { community_id: crypto.randomUUID() });
+    await callTool(client, 'create_member', { email: uniqueEmail('audit'), data: { password: 'hunter22', nested: { api_key: 'k' }, ok: 1 } });
+    // Records are written just after each answer.
+    let mine = await api('GET', '/api/docs/agent-calls', { token: auditor.accessToken });
+    for (let i = 0; i < 20 && mine.body.data.length < 3; i++) {
+      await new Promise((r) => setTimeout(r, 100));
+      mine = await api('GET', '/api/docs/agent-calls', { token: auditor.accessToken });
+    }
+    expect(mine.status).toBe(200);
+    const calls = mine.body.data as any[];
+    expect(calls.map((c) => [c.tool, c.outcome])).toEqual([
+      ['create_member', 'ok'],
+      ['community_profile', 'not_found'],
+      ['community_profile', 'ok'],
+    ]);
+    expect(calls[0].arguments.data).toEqual({ password: '[redacted]', nested: { api_key: '[redacted]' }, ok: 1 });
+    expect(calls[0].credential_kind).toBe('api_token');
+    expect(Number(calls[0].duration_ms)).toBeGreaterThan(0);
+    expect(JSON.stringify(calls)).not.toContain('hunter22');
+    // Someone else sees none of them.
+    const other = await api('GET', '/api/docs/agent-calls', { token: agent.accessToken });
+    expect((other.body.data as any[]).some((c) => calls.some((mineCall) => mineCall.id === c.id))).toBe(false);
+    // The operator view.
+    const rows = await db()`select tool, outcome from admin.mcp_tool_calls(${auditor.email}, 10)`;
+    expect(rows.map((r) => r.tool)).toEqual(['create_member', 'community_profile', 'community_profile']);
+  });
+});

@@ -1,0 +1,102 @@
+// `npm start` runs the MCP server as a child process: /mcp answers through
+// the gateway; Ctrl-C (SIGINT) or SIGTERM stops both; a killed gateway does
+// not leave the MCP process behind; a crashed MCP process is restarted.
+import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import crypto from 'node:crypto';
+import net from 'node:net';
+import path from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { isAlive } from '../../gateway/lib/embedded-postgres.ts';
+import { databaseUrl } from '../helpers.ts';
+
+const root = path.resolve(import.meta.dirname, '..', '..');
+const started: ChildProcess[] = [];
+afterAll(() => {
+  for (const c of started) if (c.exitCode === null) c.kill('SIGKILL');
+});
+
+/** Two consecutive ports free right now (random ports can collide with busy outgoing sockets). */
+async function freePortPair(): Promise<number> {
+  for (;;) {
+    const port = 30000 + crypto.randomInt(20000);
+    const ok = await Promise.all([port, port + 1].map(
+      (p) => new Promise<boolean>((resolve) => {
+        const probe = net.createServer();
+        probe.once('error', () => resolve(false));
+        probe.listen(p, '0.0.0.0', () => probe.close(() => resolve(true)));
+      }),
+    ));
+    if (ok.every(Boolean)) return port;
+  }
+}
+
+async function startProcess(): Promise<{ child: ChildProcess; url: string }> {
+  const port = await freePortPair();
+  const child = spawn(process.execPath, ['--import', 'tsx', 'gateway/main.ts'], {
+    cwd: root,
+    env: { ...process.env, DATABASE_URL: databaseUrl, PORT: String(port), MCP_PORT: String(port + 1), LOG_LEVEL: 'warn' },
+    stdio: ['ignore', 'ignore', 'pipe'],
+  });
+  started.push(child);
+  const url = `http://localhost:${port}`;
+  for (let i = 0; i < 600; i++) {
+    const status = await fetch(`${url}/mcp`, { method: 'POST' }).then((r) => r.status, () => 0);
+    if (status === 401) return { child, url };
+    if (child.exitCode !== null) throw new Error(`exited with ${child.exitCode}`);
+    await new Promise((r) => setTimeout(r, 250));
+  }
+  throw new Error('the MCP server did not answer through the gateway');
+}
+
+function mcpChildOf(pid: number): number {
+  const out = execFileSync('ps', ['-o', 'pid=,args=', '--ppid', String(pid)]).toString();
+  const line = out.split('\n').find((l) => l.includes('mcp-server/main.ts'));
+  if (!line) throw new Error(`no MCP child of ${pid}: ${out}`);
+  return Number(line.trim().split(/\s+/)[0]);
+}
+
+function exited(child: ChildProcess): Promise<number | null> {
+  return new Promise((resolve) => (child.exitCode !== null ? resolve(child.exitCode) : child.on('exit', (code) => resolve(code))));
+}
+
+async function gone(pid: number, ms = 15_000): Promise<boolean> {
+  for (let waited = 0; waited < ms; waited += 100) {
+    if (!isAlive(pid)) return true;
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  return false;
+}
+
+describe('npm start with the MCP child process', () => {
+  // Starting processes is slow on a loaded machine.
+  it('SIGINT stops the gateway and the MCP process', { timeout: 180_000 }, async () => {
+    const { child } = await startProcess();
+    const mcpPid = mcpChildOf(child.pid!);
+    child.kill('SIGINT');
+    expect(await exited(child)).toBe(0);
+    expect(await gone(mcpPid)).toBe(true);
+  });
+
+  it('a crashed MCP process is restarted; a killed gateway leaves no MCP process behind', { timeout: 180_000 }, async () => {
+    const { child, url } = await startProcess();
+    const first = mcpChildOf(child.pid!);
+    process.kill(first, 'SIGKILL');
+    let second = 0;
+    for (let i = 0; i < 100 && !second; i++) {
+      await new Promise((r) => setTimeout(r, 200));
+      try {
+        second = mcpChildOf(child.pid!);
+      } catch {
+        second = 0;
+      }
+    }
+    expect(second).not.toBe(first);
+    for (let i = 0; i < 100; i++) {
+      if ((await fetch(`${url}/mcp`, { method: 'POST' }).then((r) => r.status, () => 0)) === 401) break;
+      await new Promise((r) => setTimeout(r, 200));
+    }
+    expect((await fetch(`${url}/mcp`, { method: 'POST' })).status).toBe(401);
+    child.kill('SIGKILL');
+    expect(await gone(second)).toBe(true);
+  });
+});
