@@ -3,6 +3,7 @@
 // duration); the owner of the credential reads their own here, newest first.
 // Operators read everyone's with admin.mcp_tool_calls / `npm run admin -- agent-calls`.
 import { z } from 'zod';
+import { DateTime, errors } from '../lib/openapi.ts';
 import { defineRoute } from '../http/route.ts';
 
 const queryInt = (min: number, max: number) =>
@@ -22,6 +23,26 @@ export const agentCallRoutes = [
       limit: queryInt(1, 100).optional(),
       before_id: queryInt(1, Number.MAX_SAFE_INTEGER).optional(),
     }),
+    responses: {
+      200: z.object({
+        data: z.array(
+          z.object({
+            id: z.number().int(),
+            tool: z.string(),
+            arguments: z.record(z.string(), z.unknown()).nullable(),
+            outcome: z.string(),
+            error_message: z.string().nullable(),
+            duration_ms: z.number().nullable(),
+            credential_kind: z.string().nullable(),
+            credential_id: z.string().nullable(),
+            client_id: z.string().nullable(),
+            session_id: z.string().nullable(),
+            called_at: DateTime,
+          }),
+        ),
+      }),
+      400: errors('invalid_limit'),
+    },
     async handler({ query, db }) {
       const [row] = await db(
         (tx) => tx<{ page: { data: unknown[] } }[]>`

@@ -49,7 +49,8 @@ describe('replicas', () => {
     };
     const client = new Client({ name: 'replica-client', version: '1' });
     const transport = new StreamableHTTPClientTransport(new URL(`${a.url}/mcp`), {
-      requestInit: { headers: { authorization: `Bearer ${agent.apiToken}` } },
+      // An address of its own: 127.0.0.1 is counted by every test's requests on the shared database.
+      requestInit: { headers: { authorization: `Bearer ${agent.apiToken}`, 'x-forwarded-for': `192.0.2.${1 + Math.floor(Math.random() * 250)}` } },
       fetch: alternating,
     });
     await client.connect(transport);
