@@ -23,7 +23,6 @@
 
 -- Re-runnable while in current/: drop what this file creates (the table's
 -- rowtype takes the functions that use it along).
-drop table if exists app.api_tokens cascade;
 drop function if exists api.api_token_authenticate(text, text);
 drop function if exists api.api_token_deactivate(uuid);
 drop function if exists api.api_token_create(text, text[], timestamptz, uuid);

@@ -40,8 +40,6 @@ drop function if exists private.platform_authorize(uuid);
 drop function if exists private.platform_event_json(app.events, boolean);
 drop function if exists private.platform_venue(text, text, double precision, double precision);
 drop function if exists private.platform_event(uuid);
-drop table if exists app.event_attendees cascade;
-drop table if exists app.form_submissions cascade;
 
 --------------------------------------------------------------------------------
 -- Accounts without a password (platform attendees; agent-created members)
@@ -158,19 +156,31 @@ alter table app.events add column if not exists external_id text;
 comment on column app.events.external_platform is 'The platform that pushed the event (platform_a..platform_d), or null.';
 comment on column app.events.external_id is 'The event''s id on external_platform; unique per platform.';
 alter table app.events drop constraint if exists events_external_platform_check;
+-- Safe: the columns it checks are new in this migration (all null), so the validating scan finds nothing to refuse; graphile-migrate runs a migration in one transaction, where NOT VALID + VALIDATE would hold the same lock.
+-- squawk-ignore constraint-missing-not-valid
 alter table app.events add constraint events_external_platform_check
   check ((external_platform is null) = (external_id is null)
          and (external_platform is null or external_platform in ('platform_a', 'platform_b', 'platform_c', 'platform_d'))
          and (external_id is null or length(external_id) between 1 and 200));
 -- Nulls are distinct: events not pushed by a platform never conflict.
 alter table app.events drop constraint if exists events_external_key;
+-- Safe: the unique key covers columns new in this migration (all null); graphile-migrate's one transaction cannot build the index CONCURRENTLY first.
+-- squawk-ignore disallowed-unique-constraint, constraint-missing-not-valid
 alter table app.events add constraint events_external_key unique (external_platform, external_id);
 
+-- Safe: an identity column needs a value for every row; venues are few (one per place), so the rewrite is short.
+-- squawk-ignore adding-field-with-default
 alter table app.venues add column if not exists location_id integer generated always as identity;
 comment on column app.venues.location_id is 'A short integer id of the venue (the platform API''s location_id).';
+-- Safe: graphile-migrate runs the migration in one transaction, where CONCURRENTLY is impossible; the table is small (venues, or refresh tokens of ended sessions); a DBA with a large one moves this index to a --! no-transaction migration.
+-- squawk-ignore require-concurrent-index-creation
 create unique index if not exists venues_location_id_key on app.venues (location_id);
 -- Venue matching: by name and address (case-insensitive), else by coordinates.
+-- Safe: graphile-migrate runs the migration in one transaction, where CONCURRENTLY is impossible; the table is small (venues, or refresh tokens of ended sessions); a DBA with a large one moves this index to a --! no-transaction migration.
+-- squawk-ignore require-concurrent-index-creation
 create index if not exists venues_name_address_idx on app.venues (lower(btrim(name)), lower(btrim(coalesce(address, ''))));
+-- Safe: graphile-migrate runs the migration in one transaction, where CONCURRENTLY is impossible; the table is small (venues, or refresh tokens of ended sessions); a DBA with a large one moves this index to a --! no-transaction migration.
+-- squawk-ignore require-concurrent-index-creation
 create index if not exists venues_coordinates_idx on app.venues (latitude, longitude) where latitude is not null;
 
 create table app.event_attendees (

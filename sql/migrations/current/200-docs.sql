@@ -6,10 +6,8 @@
 drop function if exists api.api_test_record(uuid, text, text, jsonb, jsonb, jsonb, integer, integer, jsonb, jsonb, text);
 drop function if exists api.api_test_prepare(uuid, text, text);
 drop function if exists private.endpoint_path_pattern(text);
-drop table if exists app.api_test_results;
 drop function if exists api.api_endpoints_list();
 drop function if exists private.sync_api_endpoints(jsonb);
-drop table if exists app.api_endpoints cascade;
 
 -- One row per (method, path) the gateway has ever served. `path` is in the
 -- OpenAPI form (/api/mobile/tasks/{id}); `controller` is the route's section,

@@ -14,6 +14,8 @@
 -- streams and websockets.
 --------------------------------------------------------------------------------
 
+-- Safe: graphile-migrate runs the migration in one transaction, where CONCURRENTLY is impossible; the table is small (venues, or refresh tokens of ended sessions); a DBA with a large one moves this index to a --! no-transaction migration.
+-- squawk-ignore require-concurrent-index-creation
 create index if not exists refresh_tokens_ended_session_idx
   on identity.refresh_tokens (session_id)
   where revoked_reason in ('logout', 'reused');
