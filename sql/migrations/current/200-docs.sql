@@ -42,6 +42,19 @@ grant select on app.api_endpoints to anon, authenticated;
 --   known route not in the set → deprecated = true, last_updated = now
 -- Replicas starting together take turns (advisory lock), so the result is that
 -- of the last start.
+-- The endpoints the gateway reported, one row per method and path.
+create function private.api_endpoints_incoming(endpoints jsonb)
+  returns table (http_method text, path text, controller text, action text, description text, tags text[])
+  language sql immutable
+  set search_path = pg_catalog
+  as $$
+    select distinct on (upper(e.http_method), e.path)
+           upper(e.http_method), e.path, e.controller, e.action, e.description, coalesce(e.tags, '{}')
+      from jsonb_to_recordset(endpoints)
+           as e(http_method text, path text, controller text, action text, description text, tags text[])
+     order by upper(e.http_method), e.path
+  $$;
+
 create function private.sync_api_endpoints(endpoints jsonb)
   returns table (added integer, changed integer, retired integer, unchanged integer)
   language plpgsql volatile security definer
@@ -55,18 +68,11 @@ begin
   end if;
   perform pg_advisory_xact_lock(hashtextextended('app.api_endpoints', 0));
 
-  create temporary table incoming on commit drop as
-    select distinct on (upper(e.http_method), e.path)
-           upper(e.http_method) as http_method, e.path, e.controller, e.action, e.description,
-           coalesce(e.tags, '{}') as tags
-      from jsonb_to_recordset(endpoints)
-           as e(http_method text, path text, controller text, action text, description text, tags text[])
-      order by upper(e.http_method), e.path;
-  select count(*) into total from incoming;
+  select count(*) into total from private.api_endpoints_incoming(endpoints);
 
   with upserted as (
     insert into app.api_endpoints as a (http_method, path, controller, action, description, tags)
-    select i.http_method, i.path, i.controller, i.action, i.description, i.tags from incoming i
+    select i.http_method, i.path, i.controller, i.action, i.description, i.tags from private.api_endpoints_incoming(endpoints) i
     on conflict (http_method, path) do update
       set controller = excluded.controller, action = excluded.action, description = excluded.description,
           tags = excluded.tags, deprecated = false, last_updated = now()
@@ -81,11 +87,10 @@ begin
   update app.api_endpoints a
      set deprecated = true, last_updated = now()
    where not a.deprecated
-     and not exists (select from incoming i where i.http_method = a.http_method and i.path = a.path);
+     and not exists (select from private.api_endpoints_incoming(endpoints) i where i.http_method = a.http_method and i.path = a.path);
   get diagnostics retired = row_count;
 
   unchanged := total - added - changed;
-  drop table incoming;
   return next;
 end;
 $$;

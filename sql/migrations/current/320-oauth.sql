@@ -72,8 +72,10 @@ create index if not exists oauth_tokens_family_idx on identity.oauth_tokens (fam
 create index if not exists oauth_tokens_user_idx on identity.oauth_tokens (user_id);
 alter table identity.oauth_tokens enable row level security;
 
+-- Volatile, not immutable: a function that raises must never be folded into
+-- a plan at planning time (plpgsql_check found that it was).
 create or replace function private.oauth_invalid_grant(message text) returns void
-  language plpgsql immutable
+  language plpgsql volatile
   set search_path = pg_catalog
   as $$
 begin
@@ -306,6 +308,9 @@ create or replace function private.oauth_token_refresh(client_id text, presented
   language plpgsql volatile
   set search_path = pg_catalog
   as $$
+-- `resource` is part of the OAuth provider's call; a refreshed token keeps the
+-- resource of its grant, so the argument is not used.
+-- @plpgsql_check_options: extra_warnings = false
 declare
   old identity.oauth_tokens;
 begin

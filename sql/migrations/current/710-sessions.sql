@@ -61,6 +61,8 @@ create or replace function private.tg_refresh_tokens__notify_session_ended() ret
   language plpgsql volatile
   set search_path = pg_catalog
   as $$
+-- new_rows is the statement's transition table (see the trigger below).
+-- @plpgsql_check_options: newtable = new_rows
 begin
   perform pg_notify('session_ended', s.session_id::text)
      from (select distinct n.session_id from new_rows n where n.revoked_reason in ('logout', 'reused')) s;
