@@ -68,6 +68,26 @@ CREATE EXTENSION IF NOT EXISTS pgcrypto WITH SCHEMA extensions;
 COMMENT ON EXTENSION pgcrypto IS 'cryptographic functions';
 
 --
+-- Name: api_token_created; Type: TYPE; Schema: api
+--
+
+CREATE TYPE api.api_token_created AS (
+	token jsonb,
+	token_value text
+);
+
+--
+-- Name: api_token_identity; Type: TYPE; Schema: api
+--
+
+CREATE TYPE api.api_token_identity AS (
+	token_id uuid,
+	user_id uuid,
+	community_id uuid,
+	path_allowed boolean
+);
+
+--
 -- Name: auth_refresh_result; Type: TYPE; Schema: api
 --
 
@@ -288,6 +308,23 @@ CREATE TYPE api.venue_link AS (
 );
 
 --
+-- Name: event_stream_delivery; Type: TYPE; Schema: private
+--
+
+CREATE TYPE private.event_stream_delivery AS (
+	change_id bigint,
+	operation text,
+	event jsonb,
+	user_ids uuid[]
+);
+
+--
+-- Name: TYPE event_stream_delivery; Type: COMMENT; Schema: private
+--
+
+COMMENT ON TYPE private.event_stream_delivery IS 'One message of the upcoming stream and the users who get it (private.event_stream_fanout).';
+
+--
 -- Name: add_manager(uuid, text); Type: FUNCTION; Schema: admin
 --
 
@@ -426,6 +463,49 @@ $$;
 COMMENT ON FUNCTION admin.create_venue(name text, address text, latitude double precision, longitude double precision) IS 'Creates a venue. Returns its node id (the id venue paths take).';
 
 --
+-- Name: forms_list(integer, timestamp with time zone); Type: FUNCTION; Schema: admin
+--
+
+CREATE FUNCTION admin.forms_list(max_rows integer DEFAULT 50, since timestamp with time zone DEFAULT NULL::timestamp with time zone) RETURNS TABLE(id bigint, received_at timestamp with time zone, size_bytes integer, payload jsonb)
+    LANGUAGE sql STABLE
+    SET search_path TO 'pg_catalog'
+    AS $$
+    select f.id, f.received_at, f.size_bytes, f.payload
+      from app.form_submissions f
+     where since is null or f.received_at >= since
+     order by f.received_at desc, f.id desc
+     limit greatest(coalesce(max_rows, 50), 0)
+  $$;
+
+--
+-- Name: FUNCTION forms_list(max_rows integer, since timestamp with time zone); Type: COMMENT; Schema: admin
+--
+
+COMMENT ON FUNCTION admin.forms_list(max_rows integer, since timestamp with time zone) IS 'The forms posted to POST /api/v1/forms, newest first: at most max_rows (default 50), received at or after since (if given).';
+
+--
+-- Name: mcp_tool_calls(text, integer); Type: FUNCTION; Schema: admin
+--
+
+CREATE FUNCTION admin.mcp_tool_calls(email text DEFAULT NULL::text, max_rows integer DEFAULT 100) RETURNS TABLE(id bigint, called_at timestamp with time zone, user_email text, tool text, outcome text, duration_ms numeric, credential_kind text, arguments jsonb, error_message text)
+    LANGUAGE sql STABLE
+    SET search_path TO 'pg_catalog'
+    AS $$
+    select c.id, c.called_at, u.email, c.tool, c.outcome, c.duration_ms, c.credential_kind, c.arguments, c.error_message
+      from app.mcp_tool_calls c
+      join identity.users u on u.id = c.user_id
+     where mcp_tool_calls.email is null or u.email = lower(btrim(mcp_tool_calls.email))
+     order by c.id desc
+     limit max_rows
+  $$;
+
+--
+-- Name: FUNCTION mcp_tool_calls(email text, max_rows integer); Type: COMMENT; Schema: admin
+--
+
+COMMENT ON FUNCTION admin.mcp_tool_calls(email text, max_rows integer) IS 'The latest MCP tool calls (of one user when email is given): who, which tool, outcome, duration, arguments.';
+
+--
 -- Name: outbox(integer, boolean); Type: FUNCTION; Schema: admin
 --
 
@@ -561,6 +641,221 @@ $$;
 COMMENT ON FUNCTION admin.set_subscription(email text, subscription_type text) IS 'Sets a user''s subscription type (basic or premium), which sets their max_hats.';
 
 --
+-- Name: api_endpoints_list(); Type: FUNCTION; Schema: api
+--
+
+CREATE FUNCTION api.api_endpoints_list() RETURNS jsonb
+    LANGUAGE sql STABLE
+    SET search_path TO 'pg_catalog'
+    AS $$
+    select coalesce(jsonb_agg(jsonb_build_object(
+             'id', e.id, 'path', e.path, 'http_method', e.http_method, 'controller', e.controller,
+             'action', e.action, 'description', e.description, 'tags', to_jsonb(e.tags),
+             'deprecated', e.deprecated, 'discovered_at', app.iso(e.discovered_at),
+             'last_updated', app.iso(e.last_updated))
+           order by e.path, e.http_method), '[]'::jsonb)
+      from app.api_endpoints e
+  $$;
+
+--
+-- Name: FUNCTION api_endpoints_list(); Type: COMMENT; Schema: api
+--
+
+COMMENT ON FUNCTION api.api_endpoints_list() IS 'GET /api/docs/endpoints: the endpoints the gateway serves (and deprecated ones, flagged) as ApiEndpoint objects.';
+
+--
+-- Name: api_test_prepare(uuid, text, text); Type: FUNCTION; Schema: api
+--
+
+CREATE FUNCTION api.api_test_prepare(endpoint_id uuid, method text, path text) RETURNS void
+    LANGUAGE plpgsql STABLE
+    SET search_path TO 'pg_catalog'
+    AS $$
+declare
+  endpoint app.api_endpoints;
+begin
+  if nullif(auth.jwt() ->> 'token_id', '') is null then
+    raise exception 'POST /api/docs/test must be called with an API token' using errcode = 'PT401', hint = 'api_token_required';
+  end if;
+  select * into endpoint from app.api_endpoints e where e.id = api_test_prepare.endpoint_id;
+  if endpoint.id is null then
+    raise exception 'unknown endpoint_id' using errcode = 'PT400', hint = 'unknown_endpoint';
+  end if;
+  if endpoint.deprecated then
+    raise exception 'the endpoint is no longer served' using errcode = 'PT400', hint = 'endpoint_deprecated';
+  end if;
+  if endpoint.http_method = 'POST' and endpoint.path = '/api/docs/test' then
+    raise exception 'the live test executor cannot test itself' using errcode = 'PT400', hint = 'recursive_test';
+  end if;
+  if method is distinct from endpoint.http_method then
+    raise exception 'method must be % for this endpoint', endpoint.http_method using errcode = 'PT400', hint = 'method_mismatch';
+  end if;
+  if path is null or path !~ private.endpoint_path_pattern(endpoint.path) then
+    raise exception 'path must be a path of % (a value in place of each {parameter})', endpoint.path
+      using errcode = 'PT400', hint = 'path_mismatch';
+  end if;
+end;
+$$;
+
+--
+-- Name: FUNCTION api_test_prepare(endpoint_id uuid, method text, path text); Type: COMMENT; Schema: api
+--
+
+COMMENT ON FUNCTION api.api_test_prepare(endpoint_id uuid, method text, path text) IS 'POST /api/docs/test, before the replay: PT401 without an API token; PT400 for an unknown or deprecated endpoint, another method, a path that is not one of the endpoint''s, or the executor itself.';
+
+--
+-- Name: api_test_record(uuid, text, text, jsonb, jsonb, jsonb, integer, integer, jsonb, jsonb, text); Type: FUNCTION; Schema: api
+--
+
+CREATE FUNCTION api.api_test_record(endpoint_id uuid, method text, path text, request_headers jsonb, request_params jsonb, request_payload jsonb, response_status integer, response_time_ms integer, response_headers jsonb, response_body jsonb, error_message text) RETURNS jsonb
+    LANGUAGE sql
+    SET search_path TO 'pg_catalog'
+    AS $$
+    insert into app.api_test_results as r (
+      api_endpoint_id, api_token_id, user_id, request_method, request_path, request_headers, request_params,
+      request_payload, response_status, response_time_ms, response_headers, response_body, error_message, success)
+    values (
+      endpoint_id, nullif(auth.jwt() ->> 'token_id', '')::uuid, auth.uid(), method, path, request_headers, request_params,
+      request_payload, response_status, response_time_ms, response_headers, response_body, error_message,
+      response_status between 200 and 399 and error_message is null)
+    returning jsonb_build_object('id', r.id, 'success', r.success, 'executed_at', app.iso(r.executed_at))
+  $$;
+
+--
+-- Name: FUNCTION api_test_record(endpoint_id uuid, method text, path text, request_headers jsonb, request_params jsonb, request_payload jsonb, response_status integer, response_time_ms integer, response_headers jsonb, response_body jsonb, error_message text); Type: COMMENT; Schema: api
+--
+
+COMMENT ON FUNCTION api.api_test_record(endpoint_id uuid, method text, path text, request_headers jsonb, request_params jsonb, request_payload jsonb, response_status integer, response_time_ms integer, response_headers jsonb, response_body jsonb, error_message text) IS 'POST /api/docs/test, after the replay: records the ApiTestResult for the caller''s token; success = status < 400 and no error.';
+
+--
+-- Name: api_token_authenticate(text, text); Type: FUNCTION; Schema: api
+--
+
+CREATE FUNCTION api.api_token_authenticate(secret text, request_path text) RETURNS SETOF api.api_token_identity
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog'
+    AS $$
+declare
+  used app.api_tokens;
+begin
+  update app.api_tokens t
+     set usage_count = t.usage_count + 1,
+         last_used_at = greatest(t.last_used_at, clock_timestamp())
+   where t.token_hash = extensions.digest(coalesce(secret, ''), 'sha256')
+     and t.active
+     and (t.expires_at is null or t.expires_at > clock_timestamp())
+  returning t.* into used;
+  if used.id is null then
+    raise exception 'invalid, inactive or expired API token' using errcode = 'PT401', hint = 'invalid_token';
+  end if;
+  return query select used.id, used.user_id, used.community_id,
+                      private.api_token_path_allowed(used.permissions, request_path);
+end;
+$$;
+
+--
+-- Name: FUNCTION api_token_authenticate(secret text, request_path text); Type: COMMENT; Schema: api
+--
+
+COMMENT ON FUNCTION api.api_token_authenticate(secret text, request_path text) IS 'Authenticates an API token secret for a request path: PT401 (invalid_token) when unknown, inactive or expired; otherwise counts the use (usage_count, last_used_at) and returns the owner, the community scope and whether a permission pattern matches the path.';
+
+--
+-- Name: api_token_create(text, text[], timestamp with time zone, uuid); Type: FUNCTION; Schema: api
+--
+
+CREATE FUNCTION api.api_token_create(name text, permissions text[], expires_at timestamp with time zone DEFAULT NULL::timestamp with time zone, community_id uuid DEFAULT NULL::uuid) RETURNS SETOF api.api_token_created
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog'
+    AS $$
+declare
+  caller uuid := auth.uid();
+  secret text := private.new_api_token_secret();
+  created app.api_tokens;
+begin
+  if caller is null then
+    raise exception 'not signed in' using errcode = 'PT401', hint = 'unauthorized';
+  end if;
+  if auth.jwt() ->> 'token_id' is not null then
+    raise exception 'API tokens are created with an access token, not with another API token'
+      using errcode = 'PT403', hint = 'forbidden';
+  end if;
+  if name is null or length(btrim(name)) not between 1 and 200 then
+    raise exception 'name must be 1 to 200 characters' using errcode = 'PT422', hint = 'validation_error';
+  end if;
+  if permissions is null or cardinality(permissions) not between 1 and 50 or array_position(permissions, null) is not null then
+    raise exception 'permissions must list 1 to 50 path patterns' using errcode = 'PT422', hint = 'invalid_permissions';
+  end if;
+  if expires_at is not null and expires_at <= now() then
+    raise exception 'expires_at must be in the future' using errcode = 'PT422', hint = 'validation_error';
+  end if;
+  if community_id is not null and not private.is_community_manager(community_id, caller) then
+    raise exception 'only a manager of the community can create a token for it'
+      using errcode = 'PT403', hint = 'not_community_manager';
+  end if;
+
+  insert into app.api_tokens as t (user_id, community_id, name, permissions, token_hash, expires_at)
+    values (caller, api_token_create.community_id, btrim(api_token_create.name), api_token_create.permissions,
+            extensions.digest(secret, 'sha256'), api_token_create.expires_at)
+    returning t.* into created;
+  return query select private.api_token_json(created), secret;
+end;
+$$;
+
+--
+-- Name: FUNCTION api_token_create(name text, permissions text[], expires_at timestamp with time zone, community_id uuid); Type: COMMENT; Schema: api
+--
+
+COMMENT ON FUNCTION api.api_token_create(name text, permissions text[], expires_at timestamp with time zone, community_id uuid) IS 'POST /api/docs/tokens: creates a token for the caller (community-scoped with community_id, managers only: PT403) and returns it with its secret, the only time the secret is shown. PT422 for invalid input; PT403 when called with an API token.';
+
+--
+-- Name: api_token_deactivate(uuid); Type: FUNCTION; Schema: api
+--
+
+CREATE FUNCTION api.api_token_deactivate(id uuid) RETURNS jsonb
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog'
+    AS $$
+declare
+  changed app.api_tokens;
+begin
+  -- Another user's token is not found, like an unknown one.
+  update app.api_tokens t set active = false
+   where t.id = api_token_deactivate.id and t.user_id = auth.uid()
+  returning t.* into changed;
+  if changed.id is null then
+    raise exception 'token not found' using errcode = 'PT404', hint = 'token_not_found';
+  end if;
+  return private.api_token_json(changed);
+end;
+$$;
+
+--
+-- Name: FUNCTION api_token_deactivate(id uuid); Type: COMMENT; Schema: api
+--
+
+COMMENT ON FUNCTION api.api_token_deactivate(id uuid) IS 'DELETE /api/docs/tokens/{id}: deactivates one of the caller''s tokens (idempotent). PT404 when unknown or another user''s.';
+
+--
+-- Name: api_tokens_list(); Type: FUNCTION; Schema: api
+--
+
+CREATE FUNCTION api.api_tokens_list() RETURNS SETOF jsonb
+    LANGUAGE sql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog'
+    AS $$
+    select private.api_token_json(t)
+      from app.api_tokens t
+     where t.user_id = auth.uid()
+     order by t.created_at desc, t.id
+  $$;
+
+--
+-- Name: FUNCTION api_tokens_list(); Type: COMMENT; Schema: api
+--
+
+COMMENT ON FUNCTION api.api_tokens_list() IS 'GET /api/docs/tokens: the caller''s tokens (row-level security), newest first, as ApiToken objects; never a secret.';
+
+--
 -- Name: auth_login(text, text); Type: FUNCTION; Schema: api
 --
 
@@ -588,6 +883,53 @@ $$;
 --
 
 COMMENT ON FUNCTION api.auth_login(email text, password text) IS 'POST /api/auth/login: checks the password and opens a session (first refresh token). PT401 otherwise.';
+
+--
+-- Name: auth_login_throttled(text, text, text, integer, integer, integer); Type: FUNCTION; Schema: api
+--
+
+CREATE FUNCTION api.auth_login_throttled(email text, password text, client_ip text, max_failures_per_email integer, max_failures_per_ip integer, window_seconds integer) RETURNS TABLE(status text, retry_after integer, user_id uuid, user_email text, refresh_token text, session_id uuid)
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog'
+    AS $$
+declare
+  email_key text := lower(btrim(auth_login_throttled.email));
+  wait integer;
+  session api.auth_session;
+begin
+  -- Attempts for one e-mail take turns, so a burst cannot slip past the count.
+  perform pg_advisory_xact_lock(hashtextextended('auth_failures:email:' || email_key, 0));
+  wait := greatest(
+    private.auth_throttle_wait('email', email_key, max_failures_per_email, window_seconds),
+    case when client_ip is null then 0
+         else private.auth_throttle_wait('ip', client_ip, max_failures_per_ip, window_seconds) end);
+  if wait > 0 then
+    return query select 'throttled'::text, wait, null::uuid, null::text, null::text, null::uuid;
+    return;
+  end if;
+
+  begin
+    select * into strict session from api.auth_login(auth_login_throttled.email, auth_login_throttled.password);
+  exception when sqlstate 'PT401' then
+    -- Not re-raised: the failure must be counted, so this transaction commits.
+    perform private.auth_throttle_record('email', email_key);
+    if client_ip is not null then
+      perform private.auth_throttle_record('ip', client_ip);
+    end if;
+    return query select 'invalid'::text, 0, null::uuid, null::text, null::text, null::uuid;
+    return;
+  end;
+
+  delete from private.auth_failures f where f.scope = 'email' and f.key = email_key;
+  return query select 'ok'::text, 0, session.user_id, session.email, session.refresh_token, session.session_id;
+end;
+$$;
+
+--
+-- Name: FUNCTION auth_login_throttled(email text, password text, client_ip text, max_failures_per_email integer, max_failures_per_ip integer, window_seconds integer); Type: COMMENT; Schema: api
+--
+
+COMMENT ON FUNCTION api.auth_login_throttled(email text, password text, client_ip text, max_failures_per_email integer, max_failures_per_ip integer, window_seconds integer) IS 'POST /api/auth/login with throttling: status ok (a session), invalid (counted against the e-mail and the client IP) or throttled (retry_after seconds; the password is not checked).';
 
 --
 -- Name: auth_logout(text); Type: FUNCTION; Schema: api
@@ -727,25 +1069,60 @@ $$;
 COMMENT ON FUNCTION api.auth_refresh(refresh_token text) IS 'POST /api/auth/refresh: rotates a refresh token. Status ok, invalid, expired, revoked, or reused (the family is then revoked).';
 
 --
--- Name: auth_register(text, text); Type: FUNCTION; Schema: api
+-- Name: auth_refresh_throttled(text, text, integer, integer); Type: FUNCTION; Schema: api
 --
 
-CREATE FUNCTION api.auth_register(email text, password text) RETURNS SETOF api.auth_user
+CREATE FUNCTION api.auth_refresh_throttled(refresh_token text, client_ip text, max_failures_per_ip integer, window_seconds integer) RETURNS TABLE(status text, retry_after integer, user_id uuid, email text, new_refresh_token text, session_id uuid)
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog'
     AS $$
 declare
-  new_user uuid := private.create_account(auth_register.email, auth_register.password);
+  wait integer := case when client_ip is null then 0
+                       else private.auth_throttle_wait('refresh', client_ip, max_failures_per_ip, window_seconds) end;
+  result api.auth_refresh_result;
 begin
+  if wait > 0 then
+    return query select 'throttled'::text, wait, null::uuid, null::text, null::text, null::uuid;
+    return;
+  end if;
+  select * into strict result from api.auth_refresh(auth_refresh_throttled.refresh_token);
+  if result.status <> 'ok' and client_ip is not null then
+    perform private.auth_throttle_record('refresh', client_ip);
+  end if;
+  return query select result.status, 0, result.user_id, result.email, result.refresh_token, result.session_id;
+end;
+$$;
+
+--
+-- Name: FUNCTION auth_refresh_throttled(refresh_token text, client_ip text, max_failures_per_ip integer, window_seconds integer); Type: COMMENT; Schema: api
+--
+
+COMMENT ON FUNCTION api.auth_refresh_throttled(refresh_token text, client_ip text, max_failures_per_ip integer, window_seconds integer) IS 'POST /api/auth/refresh with throttling: api.auth_refresh, but a client IP with too many failed refreshes gets status throttled (retry_after seconds).';
+
+--
+-- Name: auth_register(text, text, text); Type: FUNCTION; Schema: api
+--
+
+CREATE FUNCTION api.auth_register(email text, password text, name text DEFAULT NULL::text) RETURNS SETOF api.auth_user
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog'
+    AS $$
+declare
+  new_user uuid;
+begin
+  if auth_register.password is null then
+    raise exception 'password must be at least 8 characters' using errcode = 'PT400', hint = 'weak_password';
+  end if;
+  new_user := private.create_account(auth_register.email, auth_register.password, auth_register.name);
   return query select u.id, u.email from identity.users u where u.id = new_user;
 end;
 $$;
 
 --
--- Name: FUNCTION auth_register(email text, password text); Type: COMMENT; Schema: api
+-- Name: FUNCTION auth_register(email text, password text, name text); Type: COMMENT; Schema: api
 --
 
-COMMENT ON FUNCTION api.auth_register(email text, password text) IS 'POST /api/auth/register and /signup: creates user, profile and node. PT409 (hint email_taken) for a duplicate e-mail.';
+COMMENT ON FUNCTION api.auth_register(email text, password text, name text) IS 'POST /api/auth/register and /signup: creates user, profile and node (name optional; without one it is derived and private). PT409 (hint email_taken) for a duplicate e-mail.';
 
 --
 -- Name: auth_set_password(text, text); Type: FUNCTION; Schema: api
@@ -806,6 +1183,40 @@ $$;
 --
 
 COMMENT ON FUNCTION api.auth_verify() IS 'POST /api/auth/verify: the user of the current (already signature-checked) token, PT401 if it no longer exists.';
+
+--
+-- Name: auth_verify_failed(text); Type: FUNCTION; Schema: api
+--
+
+CREATE FUNCTION api.auth_verify_failed(client_ip text) RETURNS void
+    LANGUAGE sql SECURITY DEFINER
+    SET search_path TO 'pg_catalog'
+    AS $$
+  select private.auth_throttle_record('verify', client_ip);
+$$;
+
+--
+-- Name: FUNCTION auth_verify_failed(client_ip text); Type: COMMENT; Schema: api
+--
+
+COMMENT ON FUNCTION api.auth_verify_failed(client_ip text) IS 'POST /api/auth/verify: counts an invalid token against the client IP.';
+
+--
+-- Name: auth_verify_wait(text, integer, integer); Type: FUNCTION; Schema: api
+--
+
+CREATE FUNCTION api.auth_verify_wait(client_ip text, max_failures_per_ip integer, window_seconds integer) RETURNS integer
+    LANGUAGE sql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog'
+    AS $$
+  select private.auth_throttle_wait('verify', client_ip, max_failures_per_ip, window_seconds);
+$$;
+
+--
+-- Name: FUNCTION auth_verify_wait(client_ip text, max_failures_per_ip integer, window_seconds integer); Type: COMMENT; Schema: api
+--
+
+COMMENT ON FUNCTION api.auth_verify_wait(client_ip text, max_failures_per_ip integer, window_seconds integer) IS 'POST /api/auth/verify: seconds the client IP must wait after too many invalid tokens (0: go ahead).';
 
 --
 -- Name: checkins_current(); Type: FUNCTION; Schema: api
@@ -1063,16 +1474,21 @@ begin
   if not exists (select from app.communities c where c.id = community_members.community_id) then
     raise exception 'community not found' using errcode = 'PT404', hint = 'community_not_found';
   end if;
-  select count(*) into total from app.community_members m where m.community_id = community_members.community_id;
-  select coalesce(jsonb_agg(item order by ord), '[]') into items from (
-    select row_number() over (order by (m.role = 'manager') desc, m.joined_at, m.member_node_id) as ord,
-           jsonb_build_object('id', m.member_node_id, 'role', m.role, 'joined_at', app.iso(m.joined_at),
-                              'name', app.node_display_name(m.member_node_id)) as item
-      from app.community_members m
-      where m.community_id = community_members.community_id
-      order by (m.role = 'manager') desc, m.joined_at, m.member_node_id
-      limit page_limit offset page_offset
-  ) page;
+  select coalesce(jsonb_agg(jsonb_build_object('id', p.member_node_id, 'role', p.role, 'joined_at', app.iso(p.joined_at),
+                                               'name', app.node_display_name(p.member_node_id))
+                            order by p.is_manager desc, p.joined_at, p.member_node_id), '[]'),
+         max(p.total)
+    into items, total
+    from (
+      select m.member_node_id, m.role, m.joined_at, m.role = 'manager' as is_manager, count(*) over () as total
+        from app.community_members m
+       where m.community_id = community_members.community_id
+       order by (m.role = 'manager') desc, m.joined_at, m.member_node_id
+       limit page_limit offset page_offset
+    ) p;
+  if total is null then
+    select count(*) into total from app.community_members m where m.community_id = community_members.community_id;
+  end if;
   return jsonb_build_object('data', items, 'pagination', app.pagination(total, page_limit, page_offset));
 end;
 $$;
@@ -1522,6 +1938,7 @@ COMMENT ON FUNCTION api.event_public_by_node(event_node_id uuid, public_url text
 CREATE FUNCTION api.event_stream_changes(after_id bigint, upto_id bigint, public_url text) RETURNS SETOF api.event_stream_message
     LANGUAGE plpgsql STABLE SECURITY DEFINER
     SET search_path TO 'pg_catalog'
+    SET jit TO 'off'
     AS $$
 begin
   if after_id < (select s.pruned_through from app.change_log_state s) then
@@ -1610,6 +2027,7 @@ COMMENT ON FUNCTION api.event_stream_changes(after_id bigint, upto_id bigint, pu
 CREATE FUNCTION api.event_stream_open(gateway text, last_event_id bigint, public_url text, ttl_seconds integer) RETURNS SETOF api.event_stream_start
     LANGUAGE plpgsql
     SET search_path TO 'pg_catalog'
+    SET jit TO 'off'
     AS $$
 declare
   stream uuid := private.event_stream_register(gateway, 'sse', ttl_seconds);
@@ -1655,19 +2073,82 @@ CREATE FUNCTION api.events_upcoming(public_url text) RETURNS SETOF jsonb
     LANGUAGE sql STABLE
     SET search_path TO 'pg_catalog'
     AS $$
-    select private.event_json(e, events_upcoming.public_url)
-      from app.events e
-     where e.community_id in (select private.caller_community_ids())
-       and private.event_effective_end(e.starts_at, e.ends_at) >= now()
-     order by e.starts_at, e.id
-     limit 100
+    select u.event::jsonb from json_array_elements(api.events_upcoming_page(events_upcoming.public_url)) with ordinality as u(event, n)
+     order by u.n
   $$;
 
 --
 -- Name: FUNCTION events_upcoming(public_url text); Type: COMMENT; Schema: api
 --
 
-COMMENT ON FUNCTION api.events_upcoming(public_url text) IS 'GET /api/mobile/events/upcoming: events of the caller''s communities whose effective end is not past, soonest first, at most 100.';
+COMMENT ON FUNCTION api.events_upcoming(public_url text) IS 'The events of api.events_upcoming_page as rows, soonest first.';
+
+--
+-- Name: events_upcoming_page(text); Type: FUNCTION; Schema: api
+--
+
+CREATE FUNCTION api.events_upcoming_page(public_url text) RETURNS json
+    LANGUAGE plpgsql STABLE
+    SET search_path TO 'pg_catalog'
+    AS $$
+begin
+  return (
+    select coalesce(json_agg(u.event order by u.starts_at, u.id), '[]'::json)
+      from (
+        select private.event_object(e, c.node_id, m.role = 'manager', events_upcoming_page.public_url) as event,
+               e.starts_at, e.id
+          from app.community_members m
+          join app.events e on e.community_id = m.community_id
+          join app.communities c on c.id = e.community_id
+         where m.member_node_id = (select app.my_node_id())
+           and private.event_effective_end(e.starts_at, e.ends_at) >= now()
+         order by e.starts_at, e.id
+         limit 100
+      ) u);
+end;
+$$;
+
+--
+-- Name: FUNCTION events_upcoming_page(public_url text); Type: COMMENT; Schema: api
+--
+
+COMMENT ON FUNCTION api.events_upcoming_page(public_url text) IS 'GET /api/mobile/events/upcoming: the JSON array of the events of the caller''s communities whose effective end is not past, soonest first, at most 100.';
+
+--
+-- Name: form_submit(text); Type: FUNCTION; Schema: api
+--
+
+CREATE FUNCTION api.form_submit(payload text) RETURNS bigint
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog'
+    AS $$
+declare
+  parsed jsonb;
+  new_id bigint;
+begin
+  if octet_length(payload) > 65536 then
+    raise exception 'a form may be at most 64 KB' using errcode = 'PT413', hint = 'payload_too_large';
+  end if;
+  begin
+    parsed := payload::jsonb;
+  exception when invalid_text_representation then
+    parsed := null;
+  end;
+  if parsed is null or jsonb_typeof(parsed) <> 'object' then
+    raise exception 'the form must be a JSON object' using errcode = 'PT400', hint = 'bad_request';
+  end if;
+  insert into app.form_submissions as f (payload, size_bytes)
+    values (parsed, octet_length(payload))
+    returning f.id into new_id;
+  return new_id;
+end;
+$$;
+
+--
+-- Name: FUNCTION form_submit(payload text); Type: COMMENT; Schema: api
+--
+
+COMMENT ON FUNCTION api.form_submit(payload text) IS 'POST /api/v1/forms (no credential): stores a JSON object of at most 64 KB. PT400 not an object; PT413 too large.';
 
 --
 -- Name: hat_create(text, text, text); Type: FUNCTION; Schema: api
@@ -1828,6 +2309,495 @@ $$;
 COMMENT ON FUNCTION api.link_venue_checkin(venue_node_id uuid) IS 'GET /l/checkin/venue/{venue_node_id}: one concurrent event: its check-in link (location); several: the choices. PT404 unknown venue or none.';
 
 --
+-- Name: mcp_community_events(uuid, text); Type: FUNCTION; Schema: api
+--
+
+CREATE FUNCTION api.mcp_community_events(community_id uuid, public_url text) RETURNS jsonb
+    LANGUAGE plpgsql STABLE
+    SET search_path TO 'pg_catalog'
+    AS $$
+declare
+  community app.communities;
+begin
+  perform private.mcp_agent();
+  community := private.mcp_managed_community(community_id);
+  return jsonb_build_object(
+    'community_id', community.id,
+    'upcoming', (
+      select coalesce(jsonb_agg(item order by starts_at, id), '[]') from (
+        select e.starts_at, e.id,
+               private.event_json(e, public_url) || jsonb_build_object('status', private.event_status(e.starts_at, e.ends_at)) as item
+          from app.events e
+         where e.community_id = community.id
+           and private.event_effective_end(e.starts_at, e.ends_at) >= now()
+         order by e.starts_at, e.id
+         limit 100) upcoming),
+    'past', (
+      select coalesce(jsonb_agg(item order by starts_at desc, id), '[]') from (
+        select e.starts_at, e.id,
+               private.event_json(e, public_url) || jsonb_build_object('status', 'past') as item
+          from app.events e
+         where e.community_id = community.id
+           and private.event_effective_end(e.starts_at, e.ends_at) < now()
+         order by e.starts_at desc, e.id
+         limit 100) past));
+end;
+$$;
+
+--
+-- Name: FUNCTION mcp_community_events(community_id uuid, public_url text); Type: COMMENT; Schema: api
+--
+
+COMMENT ON FUNCTION api.mcp_community_events(community_id uuid, public_url text) IS 'MCP list_community_events: upcoming/ongoing (soonest first) and past (latest first) events of a managed community, 100 of each at most, with status.';
+
+--
+-- Name: mcp_community_profile(uuid); Type: FUNCTION; Schema: api
+--
+
+CREATE FUNCTION api.mcp_community_profile(community_id uuid) RETURNS jsonb
+    LANGUAGE plpgsql STABLE
+    SET search_path TO 'pg_catalog'
+    AS $$
+begin
+  perform private.mcp_agent();
+  return private.mcp_community_json(private.mcp_managed_community(community_id));
+end;
+$$;
+
+--
+-- Name: FUNCTION mcp_community_profile(community_id uuid); Type: COMMENT; Schema: api
+--
+
+COMMENT ON FUNCTION api.mcp_community_profile(community_id uuid) IS 'MCP community_profile: profile, member count, managers, tags, sandbox/draft flags of a community the caller manages. PT404 not_found otherwise.';
+
+--
+-- Name: mcp_community_set_onboarding(uuid, boolean); Type: FUNCTION; Schema: api
+--
+
+CREATE FUNCTION api.mcp_community_set_onboarding(community_id uuid, accepts_handoffs boolean) RETURNS jsonb
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog'
+    AS $$
+declare
+  community app.communities;
+begin
+  perform private.mcp_agent();
+  if accepts_handoffs is null then
+    raise exception 'accepts_handoffs must be true or false' using errcode = 'PT400', hint = 'invalid_arguments';
+  end if;
+  community := private.mcp_managed_community(community_id);
+  update app.communities c set accepts_handoffs = mcp_community_set_onboarding.accepts_handoffs
+   where c.id = community.id
+   returning c.* into community;
+  return private.mcp_community_json(community);
+end;
+$$;
+
+--
+-- Name: FUNCTION mcp_community_set_onboarding(community_id uuid, accepts_handoffs boolean); Type: COMMENT; Schema: api
+--
+
+COMMENT ON FUNCTION api.mcp_community_set_onboarding(community_id uuid, accepts_handoffs boolean) IS 'MCP set_onboarding_opt_in: opts a community the caller manages in or out of onboarding hand-offs. PT404 not_found otherwise.';
+
+--
+-- Name: mcp_event_get(uuid, text); Type: FUNCTION; Schema: api
+--
+
+CREATE FUNCTION api.mcp_event_get(event_id uuid, public_url text) RETURNS jsonb
+    LANGUAGE plpgsql STABLE
+    SET search_path TO 'pg_catalog'
+    AS $$
+declare
+  found_event app.events;
+begin
+  perform private.mcp_agent();
+  select e.* into found_event
+    from app.events e
+   where (e.id = event_id or e.node_id = event_id)
+     and exists (select from app.community_members m
+                  where m.community_id = e.community_id and m.role = 'manager'
+                    and m.member_node_id = app.my_node_id())
+   limit 1;
+  if found_event.id is null then
+    raise exception 'event not found' using errcode = 'PT404', hint = 'not_found';
+  end if;
+  return private.event_json(found_event, public_url)
+         || jsonb_build_object('status', private.event_status(found_event.starts_at, found_event.ends_at),
+                               'community_id', found_event.community_id);
+end;
+$$;
+
+--
+-- Name: FUNCTION mcp_event_get(event_id uuid, public_url text); Type: COMMENT; Schema: api
+--
+
+COMMENT ON FUNCTION api.mcp_event_get(event_id uuid, public_url text) IS 'MCP get_event: one event (id or node id) of a community the caller manages, with status. PT404 not_found otherwise.';
+
+--
+-- Name: mcp_member_add_to_community(uuid, uuid); Type: FUNCTION; Schema: api
+--
+
+CREATE FUNCTION api.mcp_member_add_to_community(member_id uuid, community_id uuid) RETURNS jsonb
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog'
+    AS $$
+declare
+  member app.agent_members;
+  community app.communities;
+  member_node uuid;
+  joined timestamptz;
+  added boolean := true;
+  member_role text := 'member';
+begin
+  perform private.mcp_agent();
+  member := private.mcp_own_member(member_id);
+  community := private.mcp_managed_community(community_id);
+  perform private.agent_quota_take('add_member_to_community');
+  select p.node_id into member_node from app.profiles p where p.id = member.member_id;
+  if member_node is null then
+    raise exception 'the member has no node' using errcode = 'PT409', hint = 'user_has_no_node';
+  end if;
+  insert into app.community_members as m (community_id, member_node_id, role)
+    values (community.id, member_node, 'member')
+    on conflict on constraint community_members_pkey do nothing
+    returning m.joined_at into joined;
+  if joined is null then
+    added := false;
+    select m.joined_at, m.role into joined, member_role
+      from app.community_members m
+     where m.community_id = community.id and m.member_node_id = member_node;
+  end if;
+  return jsonb_build_object(
+    'member_id', member.member_id,
+    'community_id', community.id,
+    'role', member_role,
+    'joined_at', app.iso(joined),
+    'added', added,
+    'member_count', (select c.member_count from app.communities c where c.id = community.id));
+end;
+$$;
+
+--
+-- Name: FUNCTION mcp_member_add_to_community(member_id uuid, community_id uuid); Type: COMMENT; Schema: api
+--
+
+COMMENT ON FUNCTION api.mcp_member_add_to_community(member_id uuid, community_id uuid) IS 'MCP add_member_to_community: joins a member the caller created to a community the caller manages. PT404 not_found for either; PT429 rate_limited.';
+
+--
+-- Name: mcp_member_create(text, text, jsonb, text); Type: FUNCTION; Schema: api
+--
+
+CREATE FUNCTION api.mcp_member_create(email text, name text, data jsonb, public_url text) RETURNS jsonb
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog'
+    AS $$
+declare
+  agent uuid := private.mcp_agent();
+  new_member uuid;
+begin
+  if data is not null and jsonb_typeof(data) <> 'object' then
+    raise exception 'data must be an object' using errcode = 'PT400', hint = 'invalid_arguments';
+  end if;
+  perform private.agent_quota_take('create_member');
+  new_member := private.create_account(email, null, name);
+  update app.nodes n set data = coalesce(mcp_member_create.data, '{}')
+    from app.profiles p
+   where p.id = new_member and n.id = p.node_id;
+  insert into app.agent_members (member_id, agent_id) values (new_member, agent);
+  perform private.queue_password_email(new_member, 'invite', public_url);
+  return private.mcp_member_json(new_member) || jsonb_build_object('set_password_email', 'queued');
+end;
+$$;
+
+--
+-- Name: FUNCTION mcp_member_create(email text, name text, data jsonb, public_url text); Type: COMMENT; Schema: api
+--
+
+COMMENT ON FUNCTION api.mcp_member_create(email text, name text, data jsonb, public_url text) IS 'MCP create_member: a password-less account (user, profile, node with data), owned by the calling agent; queues the set-password e-mail. PT409 email_taken; PT429 rate_limited.';
+
+--
+-- Name: mcp_member_get(uuid); Type: FUNCTION; Schema: api
+--
+
+CREATE FUNCTION api.mcp_member_get(member_id uuid) RETURNS jsonb
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog'
+    AS $$
+declare
+  agent uuid := private.mcp_agent();
+  found_member uuid;
+begin
+  select a.member_id into found_member
+    from app.agent_members a
+    join app.profiles p on p.id = a.member_id
+   where (a.member_id = mcp_member_get.member_id or p.node_id = mcp_member_get.member_id)
+     and a.agent_id = agent
+   limit 1;
+  if found_member is null then
+    raise exception 'member not found' using errcode = 'PT404', hint = 'not_found';
+  end if;
+  return private.mcp_member_json(found_member);
+end;
+$$;
+
+--
+-- Name: FUNCTION mcp_member_get(member_id uuid); Type: COMMENT; Schema: api
+--
+
+COMMENT ON FUNCTION api.mcp_member_get(member_id uuid) IS 'MCP get_member: a member the caller created (user id or node id): profile, signup data, attributes. PT404 not_found otherwise.';
+
+--
+-- Name: mcp_member_set_attributes(uuid, jsonb); Type: FUNCTION; Schema: api
+--
+
+CREATE FUNCTION api.mcp_member_set_attributes(member_id uuid, attributes jsonb) RETURNS jsonb
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog'
+    AS $$
+declare
+  member app.agent_members;
+begin
+  perform private.mcp_agent();
+  if attributes is null or jsonb_typeof(attributes) <> 'object' then
+    raise exception 'attributes must be an object' using errcode = 'PT400', hint = 'invalid_arguments';
+  end if;
+  member := private.mcp_own_member(member_id);
+  perform private.agent_quota_take('set_member_attributes');
+  update app.agent_members a
+     set attributes = (a.attributes || mcp_member_set_attributes.attributes)
+                      - array(select k.key from jsonb_each(mcp_member_set_attributes.attributes) k where k.value = 'null'::jsonb)
+   where a.member_id = member.member_id;
+  return private.mcp_member_json(member.member_id);
+end;
+$$;
+
+--
+-- Name: FUNCTION mcp_member_set_attributes(member_id uuid, attributes jsonb); Type: COMMENT; Schema: api
+--
+
+COMMENT ON FUNCTION api.mcp_member_set_attributes(member_id uuid, attributes jsonb) IS 'MCP set_member_attributes: merges attributes (top-level keys; null removes a key) onto a member the caller created. PT404 not_found; PT429 rate_limited.';
+
+--
+-- Name: mcp_onboarding_communities(); Type: FUNCTION; Schema: api
+--
+
+CREATE FUNCTION api.mcp_onboarding_communities() RETURNS jsonb
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog'
+    AS $$
+begin
+  perform private.mcp_agent();
+  return jsonb_build_object('communities', (
+    select coalesce(jsonb_agg(private.mcp_community_json(c) order by lower(c.name), c.id), '[]')
+      from app.communities c
+      join app.community_members m on m.community_id = c.id
+     where m.member_node_id = app.my_node_id() and m.role = 'manager' and c.accepts_handoffs));
+end;
+$$;
+
+--
+-- Name: FUNCTION mcp_onboarding_communities(); Type: COMMENT; Schema: api
+--
+
+COMMENT ON FUNCTION api.mcp_onboarding_communities() IS 'MCP search_onboarding_communities: the communities the caller manages that accept onboarding hand-offs, by name.';
+
+--
+-- Name: mcp_tool_calls_mine(integer, bigint); Type: FUNCTION; Schema: api
+--
+
+CREATE FUNCTION api.mcp_tool_calls_mine(page_limit integer DEFAULT 50, before_id bigint DEFAULT NULL::bigint) RETURNS jsonb
+    LANGUAGE plpgsql STABLE
+    SET search_path TO 'pg_catalog'
+    AS $$
+begin
+  if page_limit is null or page_limit < 1 or page_limit > 100 then
+    raise exception 'limit must be between 1 and 100' using errcode = 'PT400', hint = 'invalid_limit';
+  end if;
+  return jsonb_build_object('data', (
+    select coalesce(jsonb_agg(private.mcp_call_json(c) order by c.id desc), '[]')
+      from (select * from app.mcp_tool_calls t
+             where t.user_id = auth.uid() and (before_id is null or t.id < before_id)
+             order by t.id desc
+             limit page_limit) c));
+end;
+$$;
+
+--
+-- Name: FUNCTION mcp_tool_calls_mine(page_limit integer, before_id bigint); Type: COMMENT; Schema: api
+--
+
+COMMENT ON FUNCTION api.mcp_tool_calls_mine(page_limit integer, before_id bigint) IS 'GET /api/docs/agent-calls: the tool calls made with the caller''s credentials through the agent interface, newest first.';
+
+--
+-- Name: platform_attendee_register(uuid, text, text); Type: FUNCTION; Schema: api
+--
+
+CREATE FUNCTION api.platform_attendee_register(event_node_id uuid, email text, name text DEFAULT NULL::text) RETURNS jsonb
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog'
+    AS $_$
+declare
+  found_event app.events := private.platform_event(event_node_id);
+  normalised_email text := lower(btrim(platform_attendee_register.email));
+  attendee uuid;
+  attendee_node uuid;
+  user_created boolean := false;
+  community_joined boolean;
+  registered boolean;
+begin
+  perform private.platform_authorize(found_event.community_id);
+  if normalised_email is null or normalised_email !~ '^[^@\s]+@[^@\s]+$' or length(normalised_email) > 320 then
+    raise exception 'email must be an e-mail address' using errcode = 'PT422', hint = 'invalid_email';
+  end if;
+
+  -- Racing registrations of one person wait here for each other.
+  perform pg_advisory_xact_lock(hashtextextended('identity.users:' || normalised_email, 0));
+  select u.id into attendee from identity.users u where u.email = normalised_email;
+  if attendee is null then
+    begin
+      attendee := private.create_account(normalised_email, null, name);
+      user_created := true;
+    exception when sqlstate 'PT409' then
+      -- Registered through another path (e.g. the register endpoint) meanwhile.
+      select u.id into attendee from identity.users u where u.email = normalised_email;
+    end;
+  end if;
+
+  select p.node_id into attendee_node from app.profiles p where p.id = attendee;
+  if attendee_node is null then
+    raise exception 'this user has no node and cannot join a community' using errcode = 'PT422', hint = 'user_has_no_node';
+  end if;
+  with joined as (
+    insert into app.community_members as m (community_id, member_node_id)
+      values (found_event.community_id, attendee_node)
+      on conflict on constraint community_members_pkey do nothing
+      returning 1)
+  select exists (select from joined) into community_joined;
+  with added as (
+    insert into app.event_attendees as a (event_id, user_id, external_platform)
+      values (found_event.id, attendee, found_event.external_platform)
+      on conflict on constraint event_attendees_pkey do nothing
+      returning 1)
+  select exists (select from added) into registered;
+
+  return jsonb_build_object(
+    'created', registered,
+    'data', jsonb_build_object('user_id', attendee, 'email', normalised_email,
+                               'user_created', user_created, 'community_joined', community_joined));
+end;
+$_$;
+
+--
+-- Name: FUNCTION platform_attendee_register(event_node_id uuid, email text, name text); Type: COMMENT; Schema: api
+--
+
+COMMENT ON FUNCTION api.platform_attendee_register(event_node_id uuid, email text, name text) IS 'POST /api/v1/platform/events/{event_node_id}/attendees: creates the user if needed (no password; name defaults to the part of the e-mail before @), joins them to the event''s community and registers them for the event (created false when already registered). PT404 unknown event; PT403; PT422.';
+
+--
+-- Name: platform_checkin(uuid, text); Type: FUNCTION; Schema: api
+--
+
+CREATE FUNCTION api.platform_checkin(event_node_id uuid, email text) RETURNS jsonb
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog'
+    AS $$
+declare
+  found_event app.events := private.platform_event(event_node_id);
+  attendee uuid;
+  outcome api.checkin_outcome;
+begin
+  perform private.platform_authorize(found_event.community_id);
+  select u.id into attendee from identity.users u where u.email = lower(btrim(platform_checkin.email));
+  if attendee is null or not exists (select from app.profiles p where p.id = attendee) then
+    raise exception 'user not found' using errcode = 'PT404', hint = 'user_not_found';
+  end if;
+  select * into outcome from private.check_in_user(attendee, found_event.id, null, null, null, null);
+  return jsonb_build_object(
+    'created', outcome.created,
+    'data', jsonb_build_object('checkin_id', outcome.checkin ->> 'id',
+                               'checked_in_at', outcome.checkin ->> 'checked_in_at',
+                               'already_checked_in', not outcome.created));
+end;
+$$;
+
+--
+-- Name: FUNCTION platform_checkin(event_node_id uuid, email text); Type: COMMENT; Schema: api
+--
+
+COMMENT ON FUNCTION api.platform_checkin(event_node_id uuid, email text) IS 'POST /api/v1/platform/events/{event_node_id}/checkins: checks an existing user in (created) or returns the current check-in (already_checked_in). PT404 unknown event or user; PT403.';
+
+--
+-- Name: platform_event_create(uuid, text, text, text, text, timestamp with time zone, timestamp with time zone, text, text, text, text, double precision, double precision); Type: FUNCTION; Schema: api
+--
+
+CREATE FUNCTION api.platform_event_create(community_id uuid, external_platform text, external_id text, title text, description text, starts_at timestamp with time zone, ends_at timestamp with time zone DEFAULT NULL::timestamp with time zone, external_url text DEFAULT NULL::text, image_url text DEFAULT NULL::text, venue_name text DEFAULT NULL::text, venue_address text DEFAULT NULL::text, venue_latitude double precision DEFAULT NULL::double precision, venue_longitude double precision DEFAULT NULL::double precision) RETURNS jsonb
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog'
+    AS $$
+declare
+  existing app.events;
+  created app.events;
+  venue app.venues;
+  new_node uuid;
+begin
+  perform private.platform_authorize(community_id);
+  if external_platform is null or external_platform not in ('platform_a', 'platform_b', 'platform_c', 'platform_d') then
+    raise exception 'external_platform must be one of platform_a, platform_b, platform_c, platform_d'
+      using errcode = 'PT422', hint = 'validation_error';
+  end if;
+  if external_id is null or length(external_id) not between 1 and 200 then
+    raise exception 'external_id must be 1 to 200 characters' using errcode = 'PT422', hint = 'validation_error';
+  end if;
+  if title is null or length(btrim(title)) not between 1 and 300 then
+    raise exception 'title must be 1 to 300 characters' using errcode = 'PT422', hint = 'validation_error';
+  end if;
+  if starts_at is null then
+    raise exception 'date is required' using errcode = 'PT422', hint = 'validation_error';
+  end if;
+  if ends_at is not null and ends_at < starts_at then
+    raise exception 'end_time must not be before date' using errcode = 'PT422', hint = 'validation_error';
+  end if;
+
+  -- Identical requests wait here for each other; the first creates the
+  -- event, the others then find it.
+  perform pg_advisory_xact_lock(hashtextextended('app.events:external:' || external_platform || ':' || external_id, 0));
+  select e.* into existing
+    from app.events e
+   where e.external_platform = platform_event_create.external_platform
+     and e.external_id = platform_event_create.external_id;
+  if existing.id is not null then
+    if existing.community_id <> platform_event_create.community_id then
+      raise exception 'this external event belongs to another community'
+        using errcode = 'PT422', hint = 'external_event_in_other_community';
+    end if;
+    return private.platform_event_json(existing, false);
+  end if;
+
+  if venue_name is not null then
+    venue := private.platform_venue(venue_name, venue_address, venue_latitude, venue_longitude);
+  end if;
+  insert into app.nodes (kind) values ('event') returning id into new_node;
+  insert into app.events as e (node_id, community_id, title, description, starts_at, ends_at, venue_node_id, location,
+                               event_url, image_path, platform_a_url, platform_b_url, platform_c_url,
+                               external_platform, external_id)
+    values (new_node, platform_event_create.community_id, btrim(title), description, starts_at, ends_at,
+            venue.node_id, venue.name, external_url, image_url,
+            case when external_platform = 'platform_a' then external_url end,
+            case when external_platform = 'platform_b' then external_url end,
+            case when external_platform = 'platform_c' then external_url end,
+            platform_event_create.external_platform, platform_event_create.external_id)
+    returning e.* into created;
+  return private.platform_event_json(created, true);
+end;
+$$;
+
+--
+-- Name: FUNCTION platform_event_create(community_id uuid, external_platform text, external_id text, title text, description text, starts_at timestamp with time zone, ends_at timestamp with time zone, external_url text, image_url text, venue_name text, venue_address text, venue_latitude double precision, venue_longitude double precision); Type: COMMENT; Schema: api
+--
+
+COMMENT ON FUNCTION api.platform_event_create(community_id uuid, external_platform text, external_id text, title text, description text, starts_at timestamp with time zone, ends_at timestamp with time zone, external_url text, image_url text, venue_name text, venue_address text, venue_latitude double precision, venue_longitude double precision) IS 'POST /api/v1/platform/events: creates the event (created true) or returns the one with the same external_platform and external_id (created false). Reuses or creates the venue. PT403 not a manager of the community (or a token of another community); PT422 invalid input.';
+
+--
 -- Name: profile_get(); Type: FUNCTION; Schema: api
 --
 
@@ -1853,6 +2823,42 @@ $$;
 --
 
 COMMENT ON FUNCTION api.profile_get() IS 'GET /api/mobile/profile: the caller''s UserProfile (row-level security picks the row). PT404 when missing.';
+
+--
+-- Name: profile_update(text); Type: FUNCTION; Schema: api
+--
+
+CREATE FUNCTION api.profile_update(name text) RETURNS SETOF api.user_profile
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog'
+    AS $$
+declare
+  new_name text := btrim(profile_update.name);
+begin
+  if new_name is null or length(new_name) not between 1 and 200 then
+    raise exception 'name must be 1 to 200 characters' using errcode = 'PT422', hint = 'validation_error';
+  end if;
+  update app.profiles p
+     set name = new_name, name_source = 'chosen'
+   where p.id = auth.uid();
+  if not found then
+    raise exception 'profile not found' using errcode = 'PT404', hint = 'profile_not_found';
+  end if;
+  return query
+    select p.id, u.email, p.name, s.is_premium, p.subscription_type,
+           s.max_hats, p.node_id, p.created_at, p.updated_at
+      from app.profiles p
+      join identity.users u on u.id = p.id
+      join app.subscription_plans s on s.id = p.subscription_type
+     where p.id = auth.uid();
+end;
+$$;
+
+--
+-- Name: FUNCTION profile_update(name text); Type: COMMENT; Schema: api
+--
+
+COMMENT ON FUNCTION api.profile_update(name text) IS 'PATCH /api/mobile/profile: sets the caller''s name (then chosen: visible to other members). PT422 for an empty or too long name, PT404 without a profile.';
 
 --
 -- Name: realtime_columns(); Type: FUNCTION; Schema: api
@@ -1932,45 +2938,17 @@ begin
   if task_chain.depth is null or task_chain.depth < 1 then
     raise exception 'depth must be at least 1' using errcode = 'PT422', hint = 'validation_error';
   end if;
+  if task_chain.depth > private.task_chain_max_depth() then
+    raise exception 'depth must be at most %', private.task_chain_max_depth() using errcode = 'PT422', hint = 'validation_error';
+  end if;
   if not exists (select from app.tasks t where t.id = task_chain.task_id) then
     raise exception 'task not found' using errcode = 'PT404', hint = 'task_not_found';
   end if;
-
-  if task_chain.direction = 'forward' then
-    return query
-      with recursive walk (id, steps, via_at) as (
-        select task_chain.task_id, 0, null::timestamptz
-        union
-        select l.destination_id, w.steps + 1, l.inserted_at
-          from walk w
-          join app.task_transitions l on l.origin_id = w.id
-         where w.steps < task_chain.depth
-      ),
-      first_reached as (
-        select distinct on (w.id) w.id, w.steps, w.via_at from walk w order by w.id, w.steps, w.via_at nulls first
-      )
-      select t.id, t.created_by, t.inserted_at, t.updated_at, t.meta
-        from first_reached f
-        join app.tasks t on t.id = f.id
-       order by f.steps, f.via_at nulls first, f.id;
-  else
-    return query
-      with recursive walk (id, steps, via_at) as (
-        select task_chain.task_id, 0, null::timestamptz
-        union
-        select l.origin_id, w.steps + 1, l.inserted_at
-          from walk w
-          join app.task_transitions l on l.destination_id = w.id
-         where w.steps < task_chain.depth
-      ),
-      first_reached as (
-        select distinct on (w.id) w.id, w.steps, w.via_at from walk w order by w.id, w.steps, w.via_at nulls first
-      )
-      select t.id, t.created_by, t.inserted_at, t.updated_at, t.meta
-        from first_reached f
-        join app.tasks t on t.id = f.id
-       order by f.steps, f.via_at nulls first, f.id;
-  end if;
+  return query
+    select t.id, t.created_by, t.inserted_at, t.updated_at, t.meta
+      from private.task_chain_walk(task_chain.task_id, task_chain.direction = 'forward', task_chain.depth) w
+      join app.tasks t on t.id = w.id
+     order by w.steps, w.via_at nulls first, w.id;
 end;
 $$;
 
@@ -1978,7 +2956,7 @@ $$;
 -- Name: FUNCTION task_chain(task_id uuid, direction text, depth integer); Type: COMMENT; Schema: api
 --
 
-COMMENT ON FUNCTION api.task_chain(task_id uuid, direction text, depth integer) IS 'GET /api/mobile/tasks/{id}/chain: the task, then the tasks within `depth` links forward or backward, each once, nearest first; PT404.';
+COMMENT ON FUNCTION api.task_chain(task_id uuid, direction text, depth integer) IS 'GET /api/mobile/tasks/{id}/chain: the task, then the tasks within `depth` (1..1000) links forward or backward, each once, nearest first; each task is visited once. PT404, PT422.';
 
 --
 -- Name: task_complete(uuid); Type: FUNCTION; Schema: api
@@ -2508,10 +3486,9 @@ COMMENT ON TABLE app.communities IS 'Communities. member_count is kept by a trig
 
 CREATE FUNCTION app.community_json(c app.communities) RETURNS jsonb
     LANGUAGE sql STABLE
-    SET search_path TO 'pg_catalog'
     AS $$
-    select jsonb_build_object(
-      'id', c.id, 'name', c.name, 'description', c.description, 'tags', to_jsonb(c.tags),
+    select pg_catalog.jsonb_build_object(
+      'id', c.id, 'name', c.name, 'description', c.description, 'tags', pg_catalog.to_jsonb(c.tags),
       'member_count', c.member_count, 'created_at', app.iso(c.created_at), 'updated_at', app.iso(c.updated_at))
   $$;
 
@@ -2519,7 +3496,7 @@ CREATE FUNCTION app.community_json(c app.communities) RETURNS jsonb
 -- Name: FUNCTION community_json(c app.communities); Type: COMMENT; Schema: app
 --
 
-COMMENT ON FUNCTION app.community_json(c app.communities) IS 'id, name, description, tags, member_count, created_at, updated_at of a community (CommunityListItem''s common part).';
+COMMENT ON FUNCTION app.community_json(c app.communities) IS 'id, name, description, tags, member_count, created_at, updated_at of a community (CommunityListItem''s common part; inlined by the planner).';
 
 --
 -- Name: contains_pattern(text); Type: FUNCTION; Schema: app
@@ -2543,17 +3520,16 @@ COMMENT ON FUNCTION app.contains_pattern(needle text) IS 'LIKE pattern for a lit
 --
 
 CREATE FUNCTION app.iso(ts timestamp with time zone) RETURNS text
-    LANGUAGE sql IMMUTABLE
-    SET search_path TO 'pg_catalog'
+    LANGUAGE sql STABLE
     AS $$
-    select to_char(ts at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')
+    select pg_catalog.to_char(pg_catalog.timezone('UTC', ts), 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')
   $$;
 
 --
 -- Name: FUNCTION iso(ts timestamp with time zone); Type: COMMENT; Schema: app
 --
 
-COMMENT ON FUNCTION app.iso(ts timestamp with time zone) IS 'ISO 8601 in UTC with milliseconds, as the gateway writes timestamps.';
+COMMENT ON FUNCTION app.iso(ts timestamp with time zone) IS 'ISO 8601 in UTC with milliseconds, as the gateway writes timestamps (inlined by the planner).';
 
 --
 -- Name: my_node_id(); Type: FUNCTION; Schema: app
@@ -2580,14 +3556,26 @@ CREATE FUNCTION app.node_display_name(node_id uuid) RETURNS text
     LANGUAGE sql STABLE SECURITY DEFINER
     SET search_path TO 'pg_catalog'
     AS $$
-    select p.name from app.profiles p where p.node_id = node_display_name.node_id
+    select p.name
+      from app.profiles p
+     where p.node_id = node_display_name.node_id
+       and (p.name_source = 'chosen'
+            or p.id = auth.uid()
+            or exists (
+              select
+                from app.community_members theirs
+                join app.community_members mine on mine.community_id = theirs.community_id
+                join app.profiles me on me.node_id = mine.member_node_id
+               where theirs.member_node_id = node_display_name.node_id
+                 and mine.role = 'manager'
+                 and me.id = auth.uid()))
   $$;
 
 --
 -- Name: FUNCTION node_display_name(node_id uuid); Type: COMMENT; Schema: app
 --
 
-COMMENT ON FUNCTION app.node_display_name(node_id uuid) IS 'The display name of a user node (profile name), and nothing else.';
+COMMENT ON FUNCTION app.node_display_name(node_id uuid) IS 'The display name of a user node (profile name), and nothing else: null when the name was derived from the e-mail, unless the caller is that user or manages one of their communities.';
 
 --
 -- Name: pagination(bigint, integer, integer); Type: FUNCTION; Schema: app
@@ -2767,6 +3755,172 @@ CREATE FUNCTION identity.token_hash(token text) RETURNS bytea
   $$;
 
 --
+-- Name: agent_quota_take(text); Type: FUNCTION; Schema: private
+--
+
+CREATE FUNCTION private.agent_quota_take(tool text) RETURNS void
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog'
+    AS $$
+declare
+  agent uuid := auth.uid();
+  allowance integer;
+  used integer;
+  oldest timestamptz;
+begin
+  select l.per_hour into allowance from private.agent_tool_limits l where l.tool = agent_quota_take.tool;
+  if allowance is null then
+    return;
+  end if;
+  perform pg_advisory_xact_lock(hashtextextended('agent_quota:' || agent::text || ':' || agent_quota_take.tool, 0));
+  delete from private.agent_tool_usage u
+   where u.agent_id = agent and u.tool = agent_quota_take.tool and u.called_at <= now() - interval '1 hour';
+  select count(*), min(u.called_at) into used, oldest
+    from private.agent_tool_usage u
+   where u.agent_id = agent and u.tool = agent_quota_take.tool;
+  if used >= allowance then
+    raise exception '% is limited to % calls per hour; retry in % seconds', tool, allowance,
+      greatest(1, ceil(extract(epoch from (oldest + interval '1 hour' - now()))))::integer
+      using errcode = 'PT429', hint = 'rate_limited';
+  end if;
+  insert into private.agent_tool_usage (agent_id, tool) values (agent, agent_quota_take.tool);
+end;
+$$;
+
+--
+-- Name: FUNCTION agent_quota_take(tool text); Type: COMMENT; Schema: private
+--
+
+COMMENT ON FUNCTION private.agent_quota_take(tool text) IS 'Counts one call of a limited write tool for the signed-in agent; PT429 rate_limited past private.agent_tool_limits in the last hour.';
+
+--
+-- Name: api_endpoints_incoming(jsonb); Type: FUNCTION; Schema: private
+--
+
+CREATE FUNCTION private.api_endpoints_incoming(endpoints jsonb) RETURNS TABLE(http_method text, path text, controller text, action text, description text, tags text[])
+    LANGUAGE sql IMMUTABLE
+    SET search_path TO 'pg_catalog'
+    AS $$
+    select distinct on (upper(e.http_method), e.path)
+           upper(e.http_method), e.path, e.controller, e.action, e.description, coalesce(e.tags, '{}')
+      from jsonb_to_recordset(endpoints)
+           as e(http_method text, path text, controller text, action text, description text, tags text[])
+     order by upper(e.http_method), e.path
+  $$;
+
+--
+-- Name: api_tokens; Type: TABLE; Schema: app
+--
+
+CREATE TABLE app.api_tokens (
+    id uuid DEFAULT gen_random_uuid() NOT NULL,
+    user_id uuid NOT NULL,
+    community_id uuid,
+    name text NOT NULL,
+    permissions text[] NOT NULL,
+    token_hash bytea NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    expires_at timestamp with time zone,
+    active boolean DEFAULT true NOT NULL,
+    last_used_at timestamp with time zone,
+    usage_count bigint DEFAULT 0 NOT NULL,
+    CONSTRAINT api_tokens_name_check CHECK (((length(btrim(name)) >= 1) AND (length(btrim(name)) <= 200))),
+    CONSTRAINT api_tokens_permissions_check CHECK ((((cardinality(permissions) >= 1) AND (cardinality(permissions) <= 50)) AND (array_position(permissions, NULL::text) IS NULL))),
+    CONSTRAINT api_tokens_token_hash_check CHECK ((octet_length(token_hash) = 32)),
+    CONSTRAINT api_tokens_usage_count_check CHECK ((usage_count >= 0))
+);
+
+--
+-- Name: TABLE api_tokens; Type: COMMENT; Schema: app
+--
+
+COMMENT ON TABLE app.api_tokens IS 'API tokens: the SHA-256 of the secret (never the secret), the owner, an optional community scope, path patterns, expiry, usage.';
+
+--
+-- Name: COLUMN api_tokens.community_id; Type: COMMENT; Schema: app
+--
+
+COMMENT ON COLUMN app.api_tokens.community_id IS 'Set for a community-scoped token (created by a manager of the community).';
+
+--
+-- Name: COLUMN api_tokens.permissions; Type: COMMENT; Schema: app
+--
+
+COMMENT ON COLUMN app.api_tokens.permissions IS 'Path patterns: exact, or a prefix ending in `*`.';
+
+--
+-- Name: COLUMN api_tokens.token_hash; Type: COMMENT; Schema: app
+--
+
+COMMENT ON COLUMN app.api_tokens.token_hash IS 'SHA-256 of the secret (`cbk_` + 40 base62 characters).';
+
+--
+-- Name: api_token_json(app.api_tokens); Type: FUNCTION; Schema: private
+--
+
+CREATE FUNCTION private.api_token_json(t app.api_tokens) RETURNS jsonb
+    LANGUAGE sql STABLE
+    SET search_path TO 'pg_catalog'
+    AS $$
+    select jsonb_build_object(
+      'id', t.id,
+      'name', t.name,
+      'permissions', to_jsonb(t.permissions),
+      'community_id', t.community_id,
+      'created_at', app.iso(t.created_at),
+      'expires_at', app.iso(t.expires_at),
+      'active', t.active,
+      'last_used_at', app.iso(t.last_used_at),
+      'usage_count', t.usage_count)
+  $$;
+
+--
+-- Name: FUNCTION api_token_json(t app.api_tokens); Type: COMMENT; Schema: private
+--
+
+COMMENT ON FUNCTION private.api_token_json(t app.api_tokens) IS 'The ApiToken object (spec section 2), with community_id; never the secret or its hash.';
+
+--
+-- Name: api_token_path_allowed(text[], text); Type: FUNCTION; Schema: private
+--
+
+CREATE FUNCTION private.api_token_path_allowed(permissions text[], request_path text) RETURNS boolean
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    SET search_path TO 'pg_catalog'
+    AS $$
+    select coalesce(request_path is not null and exists (
+      select from unnest(permissions) as p(pattern)
+       where case when right(p.pattern, 1) = '*'
+                  then starts_with(request_path, left(p.pattern, -1))
+                  else request_path = p.pattern
+             end
+    ), false)
+  $$;
+
+--
+-- Name: FUNCTION api_token_path_allowed(permissions text[], request_path text); Type: COMMENT; Schema: private
+--
+
+COMMENT ON FUNCTION private.api_token_path_allowed(permissions text[], request_path text) IS 'Whether a request path matches one of the patterns: equal to an exact pattern, or starting with the prefix of a pattern ending in `*`.';
+
+--
+-- Name: api_token_pattern_valid(text); Type: FUNCTION; Schema: private
+--
+
+CREATE FUNCTION private.api_token_pattern_valid(pattern text) RETURNS boolean
+    LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+    SET search_path TO 'pg_catalog'
+    AS $_$
+    select length(pattern) <= 500 and pattern ~ '^(\*|/[^*[:space:]]*\*?)$'
+  $_$;
+
+--
+-- Name: FUNCTION api_token_pattern_valid(pattern text); Type: COMMENT; Schema: private
+--
+
+COMMENT ON FUNCTION private.api_token_pattern_valid(pattern text) IS 'Whether a token permission pattern is well formed: `*`, or `/path` (exact) or `/prefix*`.';
+
+--
 -- Name: append_change(text, text, uuid, jsonb, jsonb); Type: FUNCTION; Schema: private
 --
 
@@ -2793,6 +3947,54 @@ $$;
 COMMENT ON FUNCTION private.append_change(operation text, table_name text, record_id uuid, row_data jsonb, old_data jsonb) IS 'Appends a change-log entry under private.lock_change_log(); returns its id.';
 
 --
+-- Name: auth_throttle_record(text, text); Type: FUNCTION; Schema: private
+--
+
+CREATE FUNCTION private.auth_throttle_record(scope text, key text) RETURNS void
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog'
+    AS $$
+begin
+  insert into private.auth_failures (scope, key) values (auth_throttle_record.scope, auth_throttle_record.key);
+  -- Now and then, forget failures older than any window.
+  if random() < 0.01 then
+    delete from private.auth_failures f where f.failed_at < now() - interval '1 day';
+  end if;
+end;
+$$;
+
+--
+-- Name: FUNCTION auth_throttle_record(scope text, key text); Type: COMMENT; Schema: private
+--
+
+COMMENT ON FUNCTION private.auth_throttle_record(scope text, key text) IS 'Counts one failure of `scope` for `key`.';
+
+--
+-- Name: auth_throttle_wait(text, text, integer, integer); Type: FUNCTION; Schema: private
+--
+
+CREATE FUNCTION private.auth_throttle_wait(scope text, key text, max_failures integer, window_seconds integer) RETURNS integer
+    LANGUAGE sql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog'
+    AS $$
+  select case
+           when count(*) >= max_failures
+             then greatest(1, ceil(extract(epoch from min(f.failed_at) + make_interval(secs => window_seconds) - now())))::integer
+           else 0
+         end
+    from private.auth_failures f
+   where f.scope = auth_throttle_wait.scope
+     and f.key = auth_throttle_wait.key
+     and f.failed_at > now() - make_interval(secs => window_seconds);
+$$;
+
+--
+-- Name: FUNCTION auth_throttle_wait(scope text, key text, max_failures integer, window_seconds integer); Type: COMMENT; Schema: private
+--
+
+COMMENT ON FUNCTION private.auth_throttle_wait(scope text, key text, max_failures integer, window_seconds integer) IS 'Seconds until `key` may try again (0: now): it has max_failures failures of `scope` within the window.';
+
+--
 -- Name: caller_community_ids(); Type: FUNCTION; Schema: private
 --
 
@@ -2816,7 +4018,7 @@ COMMENT ON FUNCTION private.caller_community_ids() IS 'The communities the signe
 --
 
 CREATE FUNCTION private.change_log_position() RETURNS TABLE(head bigint, pruned_through bigint, expired_through timestamp with time zone)
-    LANGUAGE sql STABLE SECURITY DEFINER
+    LANGUAGE sql STABLE SECURITY DEFINER ROWS 1
     SET search_path TO 'pg_catalog'
     AS $$
     select greatest(s.pruned_through, coalesce((select max(c.id) from app.change_log c), 0)),
@@ -2840,15 +4042,35 @@ CREATE FUNCTION private.check_in(event_id uuid, venue_node_id uuid, hat_id uuid,
     AS $$
 declare
   caller uuid := auth.uid();
-  checkin_row app.checkins;
 begin
   if caller is null then
     raise exception 'not signed in' using errcode = 'PT401';
   end if;
+  return query select * from private.check_in_user(caller, event_id, venue_node_id, hat_id, location_id, visibility);
+end;
+$$;
+
+--
+-- Name: FUNCTION check_in(event_id uuid, venue_node_id uuid, hat_id uuid, location_id uuid, visibility text); Type: COMMENT; Schema: private
+--
+
+COMMENT ON FUNCTION private.check_in(event_id uuid, venue_node_id uuid, hat_id uuid, location_id uuid, visibility text) IS 'Checks the caller in to an event or a venue; idempotent: returns the current check-in with created = false.';
+
+--
+-- Name: check_in_user(uuid, uuid, uuid, uuid, uuid, text); Type: FUNCTION; Schema: private
+--
+
+CREATE FUNCTION private.check_in_user(user_id uuid, event_id uuid, venue_node_id uuid, hat_id uuid, location_id uuid, visibility text) RETURNS SETOF api.checkin_outcome
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog'
+    AS $$
+declare
+  checkin_row app.checkins;
+begin
   loop
     insert into app.checkins as c (user_id, event_id, venue_node_id, hat_id, location_id, visibility)
-      values (caller, check_in.event_id, check_in.venue_node_id, check_in.hat_id, check_in.location_id,
-              coalesce(check_in.visibility, 'anonymous'))
+      values (check_in_user.user_id, check_in_user.event_id, check_in_user.venue_node_id, check_in_user.hat_id,
+              check_in_user.location_id, coalesce(check_in_user.visibility, 'anonymous'))
       on conflict do nothing
       returning c.* into checkin_row;
     if checkin_row.id is not null then
@@ -2857,10 +4079,10 @@ begin
     end if;
     select c.* into checkin_row
       from app.checkins c
-     where c.user_id = caller
+     where c.user_id = check_in_user.user_id
        and c.checked_out_at is null
-       and c.event_id is not distinct from check_in.event_id
-       and c.venue_node_id is not distinct from check_in.venue_node_id;
+       and c.event_id is not distinct from check_in_user.event_id
+       and c.venue_node_id is not distinct from check_in_user.venue_node_id;
     if checkin_row.id is not null then
       return query select false, private.checkin_json(checkin_row);
       return;
@@ -2871,10 +4093,36 @@ end;
 $$;
 
 --
--- Name: FUNCTION check_in(event_id uuid, venue_node_id uuid, hat_id uuid, location_id uuid, visibility text); Type: COMMENT; Schema: private
+-- Name: FUNCTION check_in_user(user_id uuid, event_id uuid, venue_node_id uuid, hat_id uuid, location_id uuid, visibility text); Type: COMMENT; Schema: private
 --
 
-COMMENT ON FUNCTION private.check_in(event_id uuid, venue_node_id uuid, hat_id uuid, location_id uuid, visibility text) IS 'Checks the caller in to an event or a venue; idempotent: returns the current check-in with created = false.';
+COMMENT ON FUNCTION private.check_in_user(user_id uuid, event_id uuid, venue_node_id uuid, hat_id uuid, location_id uuid, visibility text) IS 'Checks a user in to an event or a venue; idempotent: returns the current check-in with created = false. Runs with the caller''s rights: for a request role, row-level security admits only the caller''s own user_id.';
+
+--
+-- Name: check_session(uuid); Type: FUNCTION; Schema: private
+--
+
+CREATE FUNCTION private.check_session(session_id uuid) RETURNS boolean
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog'
+    AS $$
+begin
+  if check_session.session_id is not null and exists (
+    select from identity.refresh_tokens t
+     where t.session_id = check_session.session_id
+       and t.revoked_reason in ('logout', 'reused')
+  ) then
+    raise exception 'the session of this access token has ended' using errcode = 'PT401', hint = 'session_ended';
+  end if;
+  return true;
+end;
+$$;
+
+--
+-- Name: FUNCTION check_session(session_id uuid); Type: COMMENT; Schema: private
+--
+
+COMMENT ON FUNCTION private.check_session(session_id uuid) IS 'True unless the session (an access token''s session_id claim) was ended by logout or refresh-token reuse: then PT401 (hint session_ended). Null (no session): true.';
 
 --
 -- Name: checkins; Type: TABLE; Schema: app
@@ -2945,18 +4193,23 @@ CREATE FUNCTION private.create_account(email text, password text, name text DEFA
 #variable_conflict use_column
 declare
   normalised_email text := lower(btrim(create_account.email));
+  chosen_name text := nullif(btrim(create_account.name), '');
   new_user_id uuid;
   new_node_id uuid;
 begin
   if normalised_email is null or normalised_email !~ '^[^@\s]+@[^@\s]+$' then
     raise exception 'invalid email address' using errcode = 'PT400', hint = 'invalid_email';
   end if;
-  if create_account.password is null or length(create_account.password) < 8 then
+  if create_account.password is not null and length(create_account.password) < 8 then
     raise exception 'password must be at least 8 characters' using errcode = 'PT400', hint = 'weak_password';
+  end if;
+  if chosen_name is not null and length(chosen_name) > 200 then
+    raise exception 'name must be at most 200 characters' using errcode = 'PT400', hint = 'invalid_name';
   end if;
 
   insert into identity.users (email, password_hash)
-    values (normalised_email, identity.hash_password(create_account.password))
+    values (normalised_email,
+            case when create_account.password is not null then identity.hash_password(create_account.password) end)
     on conflict (email) do nothing
     returning id into new_user_id;
   if new_user_id is null then
@@ -2964,8 +4217,11 @@ begin
   end if;
 
   insert into app.nodes (kind) values ('user') returning id into new_node_id;
-  insert into app.profiles (id, name, node_id)
-    values (new_user_id, coalesce(nullif(btrim(create_account.name), ''), split_part(normalised_email, '@', 1)), new_node_id);
+  insert into app.profiles (id, name, name_source, node_id)
+    values (new_user_id,
+            coalesce(chosen_name, split_part(normalised_email, '@', 1)),
+            case when chosen_name is null then 'email' else 'chosen' end,
+            new_node_id);
   return new_user_id;
 end;
 $_$;
@@ -2974,7 +4230,7 @@ $_$;
 -- Name: FUNCTION create_account(email text, password text, name text); Type: COMMENT; Schema: private
 --
 
-COMMENT ON FUNCTION private.create_account(email text, password text, name text) IS 'Creates a user (hashed password), their node and profile. PT409 when the e-mail is taken.';
+COMMENT ON FUNCTION private.create_account(email text, password text, name text) IS 'Creates a user (hashed password, or none when password is null), their node and profile. Without a name the name is derived from the e-mail (name_source email, private). PT409 when the e-mail is taken.';
 
 --
 -- Name: deals; Type: TABLE; Schema: app
@@ -3139,6 +4395,25 @@ CREATE FUNCTION private.email_outbox_sent(id uuid) RETURNS void
 COMMENT ON FUNCTION private.email_outbox_sent(id uuid) IS 'Marks a message sent and removes its link from the stored copy.';
 
 --
+-- Name: endpoint_path_pattern(text); Type: FUNCTION; Schema: private
+--
+
+CREATE FUNCTION private.endpoint_path_pattern(template text) RETURNS text
+    LANGUAGE sql IMMUTABLE STRICT
+    SET search_path TO 'pg_catalog'
+    AS $_$
+    select '^' || replace(
+                    regexp_replace(regexp_replace(template, '\{[^}/]+\}', chr(1), 'g'), '([^A-Za-z0-9_/\x01-])', '\\\1', 'g'),
+                    chr(1), '[^/]+') || '$'
+  $_$;
+
+--
+-- Name: FUNCTION endpoint_path_pattern(template text); Type: COMMENT; Schema: private
+--
+
+COMMENT ON FUNCTION private.endpoint_path_pattern(template text) IS 'A regular expression for the concrete paths of an endpoint path template ({name} is one path segment).';
+
+--
 -- Name: event_checkin_location(uuid, text, text); Type: FUNCTION; Schema: private
 --
 
@@ -3229,7 +4504,10 @@ CREATE TABLE app.events (
     platform_a_url text,
     platform_b_url text,
     platform_c_url text,
+    external_platform text,
+    external_id text,
     CONSTRAINT events_check CHECK (((ends_at IS NULL) OR (ends_at >= starts_at))),
+    CONSTRAINT events_external_platform_check CHECK ((((external_platform IS NULL) = (external_id IS NULL)) AND ((external_platform IS NULL) OR (external_platform = ANY (ARRAY['platform_a'::text, 'platform_b'::text, 'platform_c'::text, 'platform_d'::text]))) AND ((external_id IS NULL) OR ((length(external_id) >= 1) AND (length(external_id) <= 200))))),
     CONSTRAINT events_shortlink_check CHECK ((shortlink ~ '^[A-Za-z0-9]{8}$'::text)),
     CONSTRAINT events_title_check CHECK (((length(btrim(title)) >= 1) AND (length(btrim(title)) <= 300)))
 );
@@ -3271,6 +4549,18 @@ COMMENT ON COLUMN app.events.platform_b_url IS 'The event''s page on platform_b;
 COMMENT ON COLUMN app.events.platform_c_url IS 'The event''s page on platform_c; set when synced.';
 
 --
+-- Name: COLUMN events.external_platform; Type: COMMENT; Schema: app
+--
+
+COMMENT ON COLUMN app.events.external_platform IS 'The platform that pushed the event (platform_a..platform_d), or null.';
+
+--
+-- Name: COLUMN events.external_id; Type: COMMENT; Schema: app
+--
+
+COMMENT ON COLUMN app.events.external_id IS 'The event''s id on external_platform; unique per platform.';
+
+--
 -- Name: event_json(app.events, text); Type: FUNCTION; Schema: private
 --
 
@@ -3279,47 +4569,14 @@ CREATE FUNCTION private.event_json(e app.events, public_url text) RETURNS jsonb
     SET search_path TO 'pg_catalog'
     AS $$
 declare
-  base text := rtrim(public_url, '/');
   community_node uuid;
-  result jsonb;
 begin
   select c.node_id into community_node from app.communities c where c.id = e.community_id;
-  result := jsonb_build_object(
-    'id', e.id,
-    'title', e.title,
-    'date', app.iso(e.starts_at),
-    'community_node_id', community_node,
-    'shortlink', e.shortlink,
-    'deeplink_path', '/l/event/' || e.shortlink,
-    'deeplink_url', base || '/l/event/' || e.shortlink,
-    'public_url', '/e/' || e.shortlink,
-    'public_full_url', base || '/e/' || e.shortlink,
-    'description', e.description,
-    'end_time', app.iso(e.ends_at),
-    'event_url', e.event_url,
-    'image_path', e.image_path,
-    'location', e.location,
-    'node_id', e.node_id,
-    'platform_a_url', e.platform_a_url,
-    'platform_b_url', e.platform_b_url,
-    'platform_c_url', e.platform_c_url
-  );
-  if exists (
+  return private.event_object(e, community_node, exists (
     select from app.community_members m
      where m.community_id = e.community_id
        and m.role = 'manager'
-       and m.member_node_id = app.my_node_id()
-  ) then
-    result := result || jsonb_build_object(
-      'can_sync', true,
-      'external_platforms', to_jsonb(array_remove(array[
-        case when e.platform_a_url is not null then 'platform_a' end,
-        case when e.platform_b_url is not null then 'platform_b' end,
-        case when e.platform_c_url is not null then 'platform_c' end
-      ], null))
-    );
-  end if;
-  return result;
+       and m.member_node_id = app.my_node_id()), public_url);
 end;
 $$;
 
@@ -3350,6 +4607,49 @@ CREATE FUNCTION private.event_log_range(after_id bigint, upto_id bigint) RETURNS
 --
 
 COMMENT ON FUNCTION private.event_log_range(after_id bigint, upto_id bigint) IS 'Row changes of app.events in an id range (the row after an insert or update; nothing but the id for a delete).';
+
+--
+-- Name: event_object(app.events, uuid, boolean, text); Type: FUNCTION; Schema: private
+--
+
+CREATE FUNCTION private.event_object(e app.events, community_node_id uuid, caller_manages boolean, public_url text) RETURNS jsonb
+    LANGUAGE sql STABLE
+    AS $$
+    select pg_catalog.jsonb_build_object(
+             'id', e.id,
+             'title', e.title,
+             'date', app.iso(e.starts_at),
+             'community_node_id', community_node_id,
+             'shortlink', e.shortlink,
+             'deeplink_path', '/l/event/' || e.shortlink,
+             'deeplink_url', pg_catalog.rtrim(public_url, '/') || '/l/event/' || e.shortlink,
+             'public_url', '/e/' || e.shortlink,
+             'public_full_url', pg_catalog.rtrim(public_url, '/') || '/e/' || e.shortlink,
+             'description', e.description,
+             'end_time', app.iso(e.ends_at),
+             'event_url', e.event_url,
+             'image_path', e.image_path,
+             'location', e.location,
+             'node_id', e.node_id,
+             'platform_a_url', e.platform_a_url,
+             'platform_b_url', e.platform_b_url,
+             'platform_c_url', e.platform_c_url)
+           operator(pg_catalog.||)
+           case when caller_manages then pg_catalog.jsonb_build_object(
+             'can_sync', true,
+             'external_platforms', pg_catalog.to_jsonb(pg_catalog.array_remove(array[
+               case when e.platform_a_url is not null then 'platform_a' end,
+               case when e.platform_b_url is not null then 'platform_b' end,
+               case when e.platform_c_url is not null then 'platform_c' end
+             ], null)))
+           else '{}'::jsonb end
+  $$;
+
+--
+-- Name: FUNCTION event_object(e app.events, community_node_id uuid, caller_manages boolean, public_url text); Type: COMMENT; Schema: private
+--
+
+COMMENT ON FUNCTION private.event_object(e app.events, community_node_id uuid, caller_manages boolean, public_url text) IS 'The Event object (spec section 2) from the event, its community''s node id, whether the caller manages that community, and PUBLIC_URL.';
 
 --
 -- Name: event_readable(uuid); Type: FUNCTION; Schema: private
@@ -3431,6 +4731,125 @@ $$;
 --
 
 COMMENT ON FUNCTION private.event_stream_audience(after_id bigint, upto_id bigint) IS 'The users who may get a message of the upcoming stream from the changes after_id < id <= upto_id (a superset). Called by the gateway to skip everyone else. PT410 below the prune watermark.';
+
+--
+-- Name: event_stream_fanout(bigint, bigint, text, uuid[]); Type: FUNCTION; Schema: private
+--
+
+CREATE FUNCTION private.event_stream_fanout(after_id bigint, upto_id bigint, public_url text, only_users uuid[] DEFAULT NULL::uuid[]) RETURNS SETOF private.event_stream_delivery
+    LANGUAGE plpgsql SECURITY DEFINER ROWS 10
+    SET search_path TO 'pg_catalog'
+    SET jit TO 'off'
+    AS $$
+declare
+  saved_claims text := current_setting('request.jwt.claims', true);
+  movers uuid[];
+  mover uuid;
+  msg record;
+begin
+  if after_id < (select s.pruned_through from app.change_log_state s) then
+    raise exception 'the changes after % are no longer kept', after_id
+      using errcode = 'PT410', hint = 'last_event_id_expired';
+  end if;
+
+  -- The exceptions: users whose membership changed in the range.
+  select coalesce(array_agg(distinct p.id), '{}') into movers
+    from app.change_log c
+    join app.profiles p on p.node_id = (c.row_data ->> 'member_node_id')::uuid
+   where c.id > after_id and c.id <= upto_id
+     and c.table_name = 'community_members'
+     and (only_users is null or p.id = any(only_users));
+
+  for msg in
+    -- Everything that depends on the change alone is computed once per
+    -- change, not once per member (a change may reach 10,000 users).
+    with changes as (
+      select c.id, c.operation, c.changed_at,
+             jsonb_populate_record(null::app.events, c.row_data) as new_row,
+             jsonb_populate_record(null::app.events, coalesce(c.old_data, c.row_data)) as old_row
+        from app.change_log c
+       where c.id > after_id and c.id <= upto_id
+         and c.table_name = 'events'
+    ),
+    judged as (
+      select ch.id, ch.changed_at, ch.new_row,
+             (ch.old_row).community_id as old_community,
+             (ch.new_row).community_id as new_community,
+             -- in the feed of the old community's members before the change
+             case
+               when ch.operation = 'insert' then false
+               when ch.operation = 'expire' then true
+               else private.event_effective_end((ch.old_row).starts_at, (ch.old_row).ends_at) >= ch.changed_at
+             end as was_shown,
+             -- in the feed of the new community's members after it
+             ch.operation in ('insert', 'update')
+               and private.event_effective_end((ch.new_row).starts_at, (ch.new_row).ends_at) >= ch.changed_at
+               as is_shown
+        from changes ch
+    ),
+    -- Who gets a message: members of the (new) community, and members of
+    -- the old one that are not in the new one (an event that moved). The
+    -- view: private.event_json shows the manager fields to managers of the
+    -- (new) row's community.
+    audience as (
+      select j.id, m.member_node_id, m.role = 'manager' as manager,
+             j.was_shown and (j.old_community = j.new_community or exists (
+               select from app.community_members o
+                where o.community_id = j.old_community and o.member_node_id = m.member_node_id)) as was_in,
+             j.is_shown as is_in
+        from judged j
+        join app.community_members m on m.community_id = j.new_community
+       where j.was_shown or j.is_shown
+      union all
+      select j.id, m.member_node_id, false, true, false
+        from judged j
+        join app.community_members m on m.community_id = j.old_community
+       where j.was_shown
+         and j.old_community <> j.new_community
+         and not exists (
+               select from app.community_members n
+                where n.community_id = j.new_community and n.member_node_id = m.member_node_id)
+    ),
+    views as (
+      select a.id,
+             case when a.was_in and a.is_in then 'update' when a.is_in then 'insert' else 'delete' end as op,
+             array_agg(p.id) as user_ids
+        from audience a
+        join app.profiles p on p.node_id = a.member_node_id
+       where (a.was_in or a.is_in)
+         and (only_users is null or p.id = any(only_users))
+         and p.id <> all(movers)
+       group by 1, 2, a.manager
+    )
+    select v.id, v.op, v.user_ids, j.changed_at, j.new_row
+      from views v
+      join judged j on j.id = v.id
+     order by v.id
+  loop
+    perform set_config('request.jwt.claims',
+                       json_build_object('role', 'authenticated', 'sub', msg.user_ids[1])::text, true);
+    return next (msg.id, msg.op,
+                 private.event_json(msg.new_row, public_url) || jsonb_build_object('__sync_meta', jsonb_build_object(
+                   'operation', msg.op, 'table', 'events', 'timestamp', app.iso(msg.changed_at))),
+                 msg.user_ids)::private.event_stream_delivery;
+  end loop;
+
+  foreach mover in array movers loop
+    perform set_config('request.jwt.claims', json_build_object('role', 'authenticated', 'sub', mover)::text, true);
+    return query
+      select m.change_id, m.operation, m.event, array[mover]
+        from api.event_stream_changes(after_id, upto_id, public_url) m;
+  end loop;
+
+  perform set_config('request.jwt.claims', coalesce(saved_claims, ''), true);
+end;
+$$;
+
+--
+-- Name: FUNCTION event_stream_fanout(after_id bigint, upto_id bigint, public_url text, only_users uuid[]); Type: COMMENT; Schema: private
+--
+
+COMMENT ON FUNCTION private.event_stream_fanout(after_id bigint, upto_id bigint, public_url text, only_users uuid[]) IS 'Messages of the upcoming stream for the changes after_id < id <= upto_id for every user at once (or only_users): (change_id, insert|update|delete, Event with __sync_meta, user_ids), one row per change and view; each user gets what api.event_stream_changes gives them. Called by the gateway''s realtime hub. PT410 below the prune watermark.';
 
 --
 -- Name: event_stream_register(text, text, integer); Type: FUNCTION; Schema: private
@@ -3546,6 +4965,28 @@ CREATE FUNCTION private.hat_belongs_to(hat_id uuid, user_id uuid) RETURNS boolea
 COMMENT ON FUNCTION private.hat_belongs_to(hat_id uuid, user_id uuid) IS 'Whether the hat is one of the user''s hats.';
 
 --
+-- Name: is_community_manager(uuid, uuid); Type: FUNCTION; Schema: private
+--
+
+CREATE FUNCTION private.is_community_manager(community_id uuid, user_id uuid) RETURNS boolean
+    LANGUAGE sql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog'
+    AS $$
+    select exists (
+      select from app.community_members m
+        join app.profiles p on p.node_id = m.member_node_id
+       where m.community_id = is_community_manager.community_id
+         and p.id = is_community_manager.user_id
+         and m.role = 'manager')
+  $$;
+
+--
+-- Name: FUNCTION is_community_manager(community_id uuid, user_id uuid); Type: COMMENT; Schema: private
+--
+
+COMMENT ON FUNCTION private.is_community_manager(community_id uuid, user_id uuid) IS 'Whether the user is a manager of the community.';
+
+--
 -- Name: lock_change_log(); Type: FUNCTION; Schema: private
 --
 
@@ -3641,6 +5082,936 @@ CREATE FUNCTION private.max_event_streams() RETURNS integer
 COMMENT ON FUNCTION private.max_event_streams() IS 'How many realtime connections (SSE streams and websockets together) one user may hold open at once.';
 
 --
+-- Name: mcp_admit(text, integer, uuid); Type: FUNCTION; Schema: private
+--
+
+CREATE FUNCTION private.mcp_admit(client_ip text, per_minute integer, session_id uuid DEFAULT NULL::uuid) RETURNS TABLE(allowed boolean, request_limit integer, remaining integer, reset_at timestamp with time zone, session_user_id uuid)
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog'
+    AS $$
+declare
+  this_window timestamptz := date_trunc('minute', now());
+  counted integer;
+  owner uuid;
+begin
+  insert into private.mcp_request_counts as r (client_ip, window_start, requests)
+    values (mcp_admit.client_ip, this_window, 1)
+    on conflict on constraint mcp_request_counts_pkey do update set requests = r.requests + 1
+    returning r.requests into counted;
+  if mcp_admit.session_id is not null then
+    update private.mcp_sessions s
+       set last_seen_at = case when s.last_seen_at < now() - interval '1 minute' then now() else s.last_seen_at end
+     where s.id = mcp_admit.session_id
+       and s.ended_at is null
+       and s.last_seen_at > now() - private.mcp_session_idle_limit()
+    returning s.user_id into owner;
+  end if;
+  return query select counted <= per_minute, per_minute, greatest(per_minute - counted, 0),
+                      this_window + interval '1 minute', owner;
+end;
+$$;
+
+--
+-- Name: FUNCTION mcp_admit(client_ip text, per_minute integer, session_id uuid); Type: COMMENT; Schema: private
+--
+
+COMMENT ON FUNCTION private.mcp_admit(client_ip text, per_minute integer, session_id uuid) IS 'Counts a request of a client IP (per-minute window) and returns whether it is within per_minute, plus the owner of the named live session.';
+
+--
+-- Name: mcp_agent(); Type: FUNCTION; Schema: private
+--
+
+CREATE FUNCTION private.mcp_agent() RETURNS uuid
+    LANGUAGE plpgsql STABLE
+    SET search_path TO 'pg_catalog'
+    AS $$
+declare
+  agent uuid := auth.uid();
+begin
+  if agent is null then
+    raise exception 'a personal credential is required' using errcode = 'PT401', hint = 'unauthorized';
+  end if;
+  if nullif(auth.jwt()->>'token_community_id', '') is not null then
+    raise exception 'community-scoped tokens cannot use the agent interface; use a personal token'
+      using errcode = 'PT403', hint = 'community_scope_violation';
+  end if;
+  return agent;
+end;
+$$;
+
+--
+-- Name: mcp_tool_calls; Type: TABLE; Schema: app
+--
+
+CREATE TABLE app.mcp_tool_calls (
+    id bigint NOT NULL,
+    user_id uuid NOT NULL,
+    credential_kind text NOT NULL,
+    credential_id uuid,
+    client_id text,
+    session_id uuid,
+    tool text NOT NULL,
+    arguments jsonb,
+    outcome text NOT NULL,
+    error_message text,
+    duration_ms numeric(12,3) NOT NULL,
+    called_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT mcp_tool_calls_credential_kind_check CHECK ((credential_kind = ANY (ARRAY['api_token'::text, 'oauth'::text]))),
+    CONSTRAINT mcp_tool_calls_duration_ms_check CHECK ((duration_ms >= (0)::numeric))
+);
+
+--
+-- Name: TABLE mcp_tool_calls; Type: COMMENT; Schema: app
+--
+
+COMMENT ON TABLE app.mcp_tool_calls IS 'Every MCP tool call: who (user and credential), which tool, arguments (secrets redacted), outcome (ok or the error code), duration.';
+
+--
+-- Name: COLUMN mcp_tool_calls.client_id; Type: COMMENT; Schema: app
+--
+
+COMMENT ON COLUMN app.mcp_tool_calls.client_id IS 'The OAuth client (for OAuth access tokens).';
+
+--
+-- Name: mcp_call_json(app.mcp_tool_calls); Type: FUNCTION; Schema: private
+--
+
+CREATE FUNCTION private.mcp_call_json(c app.mcp_tool_calls) RETURNS jsonb
+    LANGUAGE sql STABLE
+    SET search_path TO 'pg_catalog'
+    AS $$
+    select jsonb_build_object('id', c.id, 'tool', c.tool, 'arguments', c.arguments, 'outcome', c.outcome,
+                              'error_message', c.error_message, 'duration_ms', c.duration_ms,
+                              'credential_kind', c.credential_kind, 'credential_id', c.credential_id,
+                              'client_id', c.client_id, 'session_id', c.session_id, 'called_at', app.iso(c.called_at))
+  $$;
+
+--
+-- Name: mcp_community_json(app.communities); Type: FUNCTION; Schema: private
+--
+
+CREATE FUNCTION private.mcp_community_json(c app.communities) RETURNS jsonb
+    LANGUAGE sql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog'
+    AS $$
+    select app.community_json(c) || jsonb_build_object(
+      'node_id', c.node_id,
+      'is_sandbox', c.is_sandbox,
+      'is_draft', c.is_draft,
+      'accepts_handoffs', c.accepts_handoffs,
+      'managers', (
+        select coalesce(jsonb_agg(jsonb_build_object('id', m.member_node_id, 'name', app.node_display_name(m.member_node_id))
+                                  order by m.joined_at, m.member_node_id), '[]')
+          from app.community_members m
+         where m.community_id = c.id and m.role = 'manager'))
+  $$;
+
+--
+-- Name: FUNCTION mcp_community_json(c app.communities); Type: COMMENT; Schema: private
+--
+
+COMMENT ON FUNCTION private.mcp_community_json(c app.communities) IS 'A community as community_profile shows it: public fields, node_id, flags (sandbox, draft, accepts_handoffs) and managers.';
+
+--
+-- Name: mcp_managed_community(uuid); Type: FUNCTION; Schema: private
+--
+
+CREATE FUNCTION private.mcp_managed_community(community_id uuid) RETURNS app.communities
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog'
+    AS $$
+declare
+  found_community app.communities;
+begin
+  select c.* into found_community
+    from app.communities c
+    join app.community_members m on m.community_id = c.id
+   where c.id = mcp_managed_community.community_id
+     and m.member_node_id = app.my_node_id()
+     and m.role = 'manager';
+  if found_community.id is null then
+    raise exception 'community not found' using errcode = 'PT404', hint = 'not_found';
+  end if;
+  return found_community;
+end;
+$$;
+
+--
+-- Name: FUNCTION mcp_managed_community(community_id uuid); Type: COMMENT; Schema: private
+--
+
+COMMENT ON FUNCTION private.mcp_managed_community(community_id uuid) IS 'The community if the signed-in user manages it; PT404 not_found otherwise (unknown and unmanaged look the same).';
+
+--
+-- Name: mcp_member_json(uuid); Type: FUNCTION; Schema: private
+--
+
+CREATE FUNCTION private.mcp_member_json(member_id uuid) RETURNS jsonb
+    LANGUAGE sql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog'
+    AS $$
+    select jsonb_build_object(
+      'id', p.id,
+      'node_id', p.node_id,
+      'email', u.email,
+      'name', p.name,
+      'data', coalesce(n.data, '{}'),
+      'attributes', a.attributes,
+      'password_set', u.password_hash is not null,
+      'communities', (
+        select coalesce(jsonb_agg(jsonb_build_object('community_id', c.id, 'name', c.name, 'role', cm.role,
+                                                     'joined_at', app.iso(cm.joined_at))
+                                  order by cm.joined_at, c.id), '[]')
+          from app.community_members cm
+          join app.communities c on c.id = cm.community_id
+         where cm.member_node_id = p.node_id
+           and exists (select from app.community_members mine
+                        where mine.community_id = c.id and mine.role = 'manager'
+                          and mine.member_node_id = app.my_node_id())),
+      'created_at', app.iso(a.created_at),
+      'updated_at', app.iso(a.updated_at))
+    from app.agent_members a
+    join app.profiles p on p.id = a.member_id
+    join identity.users u on u.id = a.member_id
+    left join app.nodes n on n.id = p.node_id
+   where a.member_id = mcp_member_json.member_id
+  $$;
+
+--
+-- Name: FUNCTION mcp_member_json(member_id uuid); Type: COMMENT; Schema: private
+--
+
+COMMENT ON FUNCTION private.mcp_member_json(member_id uuid) IS 'The Agent-interface member object: id, node_id, email, name, data, attributes, password_set, communities (managed by the caller), timestamps.';
+
+--
+-- Name: agent_members; Type: TABLE; Schema: app
+--
+
+CREATE TABLE app.agent_members (
+    member_id uuid NOT NULL,
+    agent_id uuid NOT NULL,
+    attributes jsonb DEFAULT '{}'::jsonb NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT agent_members_attributes_check CHECK ((jsonb_typeof(attributes) = 'object'::text))
+);
+
+--
+-- Name: TABLE agent_members; Type: COMMENT; Schema: app
+--
+
+COMMENT ON TABLE app.agent_members IS 'Members created through the agent interface: which agent (user) created them, and the attributes it merged.';
+
+--
+-- Name: mcp_own_member(uuid); Type: FUNCTION; Schema: private
+--
+
+CREATE FUNCTION private.mcp_own_member(member_ref uuid) RETURNS app.agent_members
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog'
+    AS $$
+declare
+  found_member app.agent_members;
+begin
+  select a.* into found_member
+    from app.agent_members a
+    join app.profiles p on p.id = a.member_id
+   where (a.member_id = member_ref or p.node_id = member_ref)
+     and a.agent_id = auth.uid()
+   limit 1
+   for update of a;
+  if found_member.member_id is null then
+    raise exception 'member not found' using errcode = 'PT404', hint = 'not_found';
+  end if;
+  return found_member;
+end;
+$$;
+
+--
+-- Name: FUNCTION mcp_own_member(member_ref uuid); Type: COMMENT; Schema: private
+--
+
+COMMENT ON FUNCTION private.mcp_own_member(member_ref uuid) IS 'The agent-created member (by user id or node id) if the signed-in agent created it; PT404 not_found otherwise.';
+
+--
+-- Name: mcp_prune(); Type: FUNCTION; Schema: private
+--
+
+CREATE FUNCTION private.mcp_prune() RETURNS void
+    LANGUAGE sql
+    SET search_path TO 'pg_catalog'
+    AS $$
+    delete from private.mcp_request_counts where window_start < now() - interval '5 minutes';
+    delete from private.mcp_sessions
+     where coalesce(ended_at, last_seen_at + private.mcp_session_idle_limit()) < now() - interval '7 days';
+    delete from private.agent_tool_usage where called_at < now() - interval '1 hour';
+  $$;
+
+--
+-- Name: FUNCTION mcp_prune(); Type: COMMENT; Schema: private
+--
+
+COMMENT ON FUNCTION private.mcp_prune() IS 'Deletes expired request counts, long-dead sessions and stale quota rows.';
+
+--
+-- Name: mcp_record_call(uuid, text, uuid, text, uuid, text, jsonb, text, text, numeric); Type: FUNCTION; Schema: private
+--
+
+CREATE FUNCTION private.mcp_record_call(user_id uuid, credential_kind text, credential_id uuid, client_id text, session_id uuid, tool text, arguments jsonb, outcome text, error_message text, duration_ms numeric) RETURNS void
+    LANGUAGE sql
+    SET search_path TO 'pg_catalog'
+    AS $$
+    insert into app.mcp_tool_calls (user_id, credential_kind, credential_id, client_id, session_id, tool, arguments,
+                                    outcome, error_message, duration_ms)
+      values (user_id, credential_kind, credential_id, left(client_id, 200), session_id, left(tool, 100),
+              private.redact_secrets(arguments), left(outcome, 100), left(error_message, 1000), greatest(duration_ms, 0))
+  $$;
+
+--
+-- Name: FUNCTION mcp_record_call(user_id uuid, credential_kind text, credential_id uuid, client_id text, session_id uuid, tool text, arguments jsonb, outcome text, error_message text, duration_ms numeric); Type: COMMENT; Schema: private
+--
+
+COMMENT ON FUNCTION private.mcp_record_call(user_id uuid, credential_kind text, credential_id uuid, client_id text, session_id uuid, tool text, arguments jsonb, outcome text, error_message text, duration_ms numeric) IS 'Records one MCP tool call in the audit log (arguments redacted).';
+
+--
+-- Name: mcp_session_end(uuid, uuid); Type: FUNCTION; Schema: private
+--
+
+CREATE FUNCTION private.mcp_session_end(session_id uuid, user_id uuid) RETURNS boolean
+    LANGUAGE sql
+    SET search_path TO 'pg_catalog'
+    AS $$
+    with ended as (
+      update private.mcp_sessions s set ended_at = now()
+       where s.id = mcp_session_end.session_id and s.user_id = mcp_session_end.user_id and s.ended_at is null
+      returning 1)
+    select exists (select from ended)
+  $$;
+
+--
+-- Name: FUNCTION mcp_session_end(session_id uuid, user_id uuid); Type: COMMENT; Schema: private
+--
+
+COMMENT ON FUNCTION private.mcp_session_end(session_id uuid, user_id uuid) IS 'Ends a live session of the user (DELETE /mcp); false when there is none.';
+
+--
+-- Name: mcp_session_idle_limit(); Type: FUNCTION; Schema: private
+--
+
+CREATE FUNCTION private.mcp_session_idle_limit() RETURNS interval
+    LANGUAGE sql IMMUTABLE
+    SET search_path TO 'pg_catalog'
+    AS $$
+    select interval '24 hours'
+  $$;
+
+--
+-- Name: mcp_session_open(uuid, text, text, text); Type: FUNCTION; Schema: private
+--
+
+CREATE FUNCTION private.mcp_session_open(user_id uuid, client_name text, client_version text, protocol_version text) RETURNS uuid
+    LANGUAGE sql
+    SET search_path TO 'pg_catalog'
+    AS $$
+    insert into private.mcp_sessions (user_id, client_name, client_version, protocol_version)
+      values (user_id, left(client_name, 200), left(client_version, 100), left(protocol_version, 20))
+      returning id
+  $$;
+
+--
+-- Name: FUNCTION mcp_session_open(user_id uuid, client_name text, client_version text, protocol_version text); Type: COMMENT; Schema: private
+--
+
+COMMENT ON FUNCTION private.mcp_session_open(user_id uuid, client_name text, client_version text, protocol_version text) IS 'Starts an MCP session for a user (at initialize); returns its id.';
+
+--
+-- Name: new_api_token_secret(); Type: FUNCTION; Schema: private
+--
+
+CREATE FUNCTION private.new_api_token_secret() RETURNS text
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog'
+    AS $$
+declare
+  alphabet constant text := 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789';
+  secret text := '';
+  random_bytes bytea;
+  b integer;
+begin
+  while length(secret) < 40 loop
+    random_bytes := extensions.gen_random_bytes(48);
+    for i in 0..47 loop
+      b := get_byte(random_bytes, i);
+      if b < 248 and length(secret) < 40 then
+        secret := secret || substr(alphabet, 1 + b % 62, 1);
+      end if;
+    end loop;
+  end loop;
+  return 'cbk_' || secret;
+end;
+$$;
+
+--
+-- Name: FUNCTION new_api_token_secret(); Type: COMMENT; Schema: private
+--
+
+COMMENT ON FUNCTION private.new_api_token_secret() IS 'A new API token secret: `cbk_` + 40 uniformly random base62 characters.';
+
+--
+-- Name: oauth_client_get(text); Type: FUNCTION; Schema: private
+--
+
+CREATE FUNCTION private.oauth_client_get(client_id text) RETURNS TABLE(metadata jsonb, has_secret boolean, client_secret_expires_at bigint, client_id_issued_at bigint)
+    LANGUAGE sql STABLE
+    SET search_path TO 'pg_catalog'
+    AS $$
+    select c.metadata, c.client_secret_hash is not null, c.client_secret_expires_at, c.client_id_issued_at
+      from identity.oauth_clients c
+     where c.client_id = oauth_client_get.client_id
+  $$;
+
+--
+-- Name: FUNCTION oauth_client_get(client_id text); Type: COMMENT; Schema: private
+--
+
+COMMENT ON FUNCTION private.oauth_client_get(client_id text) IS 'A registered client''s metadata and whether it has a secret.';
+
+--
+-- Name: oauth_client_register(text, text, bigint, bigint, jsonb); Type: FUNCTION; Schema: private
+--
+
+CREATE FUNCTION private.oauth_client_register(client_id text, client_secret text, client_secret_expires_at bigint, client_id_issued_at bigint, metadata jsonb) RETURNS void
+    LANGUAGE sql
+    SET search_path TO 'pg_catalog'
+    AS $$
+    insert into identity.oauth_clients (client_id, client_secret_hash, client_secret_expires_at, client_id_issued_at, metadata)
+      values (client_id, identity.token_hash(client_secret), coalesce(client_secret_expires_at, 0), client_id_issued_at,
+              metadata - 'client_secret' - 'client_id' - 'client_id_issued_at' - 'client_secret_expires_at')
+  $$;
+
+--
+-- Name: FUNCTION oauth_client_register(client_id text, client_secret text, client_secret_expires_at bigint, client_id_issued_at bigint, metadata jsonb); Type: COMMENT; Schema: private
+--
+
+COMMENT ON FUNCTION private.oauth_client_register(client_id text, client_secret text, client_secret_expires_at bigint, client_id_issued_at bigint, metadata jsonb) IS 'Stores a dynamically registered client (secret hashed; null for public clients).';
+
+--
+-- Name: oauth_client_secret_matches(text, text); Type: FUNCTION; Schema: private
+--
+
+CREATE FUNCTION private.oauth_client_secret_matches(client_id text, client_secret text) RETURNS boolean
+    LANGUAGE sql STABLE
+    SET search_path TO 'pg_catalog'
+    AS $$
+    select coalesce((
+      select c.client_secret_hash is null
+             or (c.client_secret_hash = identity.token_hash(coalesce(client_secret, ''))
+                 and (c.client_secret_expires_at = 0 or c.client_secret_expires_at > extract(epoch from now())))
+        from identity.oauth_clients c
+       where c.client_id = oauth_client_secret_matches.client_id), false)
+  $$;
+
+--
+-- Name: FUNCTION oauth_client_secret_matches(client_id text, client_secret text); Type: COMMENT; Schema: private
+--
+
+COMMENT ON FUNCTION private.oauth_client_secret_matches(client_id text, client_secret text) IS 'True for a public client, or a confidential client presenting its (unexpired) secret.';
+
+--
+-- Name: oauth_code_challenge(text, text); Type: FUNCTION; Schema: private
+--
+
+CREATE FUNCTION private.oauth_code_challenge(client_id text, code text) RETURNS text
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog'
+    AS $$
+declare
+  challenge text;
+begin
+  select c.code_challenge into challenge from identity.oauth_codes c
+   where c.code_hash = identity.token_hash(code) and c.client_id = oauth_code_challenge.client_id
+     and c.used_at is null and c.expires_at > now();
+  if challenge is null then
+    perform private.oauth_code_reused(code);
+  end if;
+  return challenge;
+end;
+$$;
+
+--
+-- Name: FUNCTION oauth_code_challenge(client_id text, code text); Type: COMMENT; Schema: private
+--
+
+COMMENT ON FUNCTION private.oauth_code_challenge(client_id text, code text) IS 'The PKCE challenge of a live code of the client; null when unknown, expired or used (a used code''s tokens are revoked).';
+
+--
+-- Name: oauth_code_exchange(text, text, text, text, integer); Type: FUNCTION; Schema: private
+--
+
+CREATE FUNCTION private.oauth_code_exchange(client_id text, code text, redirect_uri text, resource text, access_ttl integer) RETURNS TABLE(access_token text, refresh_token text, expires_in integer, scope text)
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog'
+    AS $$
+declare
+  grant_row identity.oauth_codes;
+begin
+  update identity.oauth_codes c set used_at = now()
+   where c.code_hash = identity.token_hash(code) and c.client_id = oauth_code_exchange.client_id
+     and c.used_at is null and c.expires_at > now()
+  returning c.* into grant_row;
+  if grant_row.code_hash is null then
+    -- No rows: invalid_grant (a reused code's tokens are revoked, and that commits).
+    perform private.oauth_code_reused(code);
+    return;
+  end if;
+  if redirect_uri is not null and redirect_uri <> grant_row.redirect_uri then
+    perform private.oauth_invalid_grant('redirect_uri does not match the authorization request');
+  end if;
+  if resource is not null and grant_row.resource is not null and resource <> grant_row.resource then
+    perform private.oauth_invalid_grant('resource does not match the authorization request');
+  end if;
+  return query select * from private.oauth_issue_tokens(grant_row.client_id, grant_row.user_id, grant_row.family_id,
+                                                        grant_row.scopes, coalesce(grant_row.resource, resource), access_ttl);
+end;
+$$;
+
+--
+-- Name: FUNCTION oauth_code_exchange(client_id text, code text, redirect_uri text, resource text, access_ttl integer); Type: COMMENT; Schema: private
+--
+
+COMMENT ON FUNCTION private.oauth_code_exchange(client_id text, code text, redirect_uri text, resource text, access_ttl integer) IS 'Exchanges a code (single use; PKCE checked before) for tokens. No row when unknown, expired or reused; PT400 invalid_grant when mismatched.';
+
+--
+-- Name: oauth_code_reused(text); Type: FUNCTION; Schema: private
+--
+
+CREATE FUNCTION private.oauth_code_reused(code text) RETURNS boolean
+    LANGUAGE sql
+    SET search_path TO 'pg_catalog'
+    AS $$
+    with revoked as (
+      update identity.oauth_tokens t set revoked_at = now()
+        from identity.oauth_codes c
+       where c.code_hash = identity.token_hash(code) and c.used_at is not null
+         and t.family_id = c.family_id and t.revoked_at is null
+      returning 1)
+    select exists (select from revoked)
+  $$;
+
+--
+-- Name: oauth_invalid_grant(text); Type: FUNCTION; Schema: private
+--
+
+CREATE FUNCTION private.oauth_invalid_grant(message text) RETURNS void
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog'
+    AS $$
+begin
+  raise exception '%', message using errcode = 'PT400', hint = 'invalid_grant';
+end;
+$$;
+
+--
+-- Name: oauth_issue_tokens(text, uuid, uuid, text[], text, integer); Type: FUNCTION; Schema: private
+--
+
+CREATE FUNCTION private.oauth_issue_tokens(client_id text, user_id uuid, family_id uuid, scopes text[], resource text, access_ttl integer) RETURNS TABLE(access_token text, refresh_token text, expires_in integer, scope text)
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog'
+    AS $$
+declare
+  access text := 'cboa_' || identity.new_token();
+  refresh text := 'cbor_' || identity.new_token();
+begin
+  insert into identity.oauth_tokens (token_hash, kind, client_id, user_id, family_id, scopes, resource, expires_at) values
+    (identity.token_hash(access), 'access', client_id, user_id, family_id, scopes, resource,
+     now() + make_interval(secs => access_ttl)),
+    (identity.token_hash(refresh), 'refresh', client_id, user_id, family_id, scopes, resource, now() + interval '30 days');
+  return query select access, refresh, access_ttl, array_to_string(scopes, ' ');
+end;
+$$;
+
+--
+-- Name: FUNCTION oauth_issue_tokens(client_id text, user_id uuid, family_id uuid, scopes text[], resource text, access_ttl integer); Type: COMMENT; Schema: private
+--
+
+COMMENT ON FUNCTION private.oauth_issue_tokens(client_id text, user_id uuid, family_id uuid, scopes text[], resource text, access_ttl integer) IS 'Issues an access token and a refresh token of one family (tests use it to mint tokens directly).';
+
+--
+-- Name: oauth_prune(); Type: FUNCTION; Schema: private
+--
+
+CREATE FUNCTION private.oauth_prune() RETURNS void
+    LANGUAGE sql
+    SET search_path TO 'pg_catalog'
+    AS $$
+    delete from identity.oauth_requests where expires_at < now();
+    delete from identity.oauth_codes where expires_at < now() - interval '1 day';
+    delete from identity.oauth_tokens where expires_at < now() - interval '1 day';
+  $$;
+
+--
+-- Name: FUNCTION oauth_prune(); Type: COMMENT; Schema: private
+--
+
+COMMENT ON FUNCTION private.oauth_prune() IS 'Deletes expired pending requests, codes and tokens.';
+
+--
+-- Name: oauth_request_approve(text, text, text); Type: FUNCTION; Schema: private
+--
+
+CREATE FUNCTION private.oauth_request_approve(request_token text, email text, password text) RETURNS TABLE(redirect_uri text, code text, state text)
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog'
+    AS $$
+declare
+  request identity.oauth_requests;
+  account identity.users;
+  new_code text := identity.new_token();
+begin
+  select r.* into request from identity.oauth_requests r
+   where r.request_hash = identity.token_hash(request_token) and r.expires_at > now()
+   for update;
+  if request.request_hash is null then
+    raise exception 'this authorization request has expired; start again from your application'
+      using errcode = 'PT404', hint = 'request_expired';
+  end if;
+  select u.* into account from identity.users u where u.email = lower(btrim(oauth_request_approve.email));
+  if not identity.password_matches(password, account.password_hash) then
+    if request.failures >= 4 then
+      delete from identity.oauth_requests r where r.request_hash = request.request_hash;
+    else
+      update identity.oauth_requests r set failures = r.failures + 1 where r.request_hash = request.request_hash;
+    end if;
+    -- Commit the failure count, then refuse: the caller raises after commit.
+    return query select null::text, null::text, null::text;
+    return;
+  end if;
+  delete from identity.oauth_requests r where r.request_hash = request.request_hash;
+  insert into identity.oauth_codes (code_hash, client_id, user_id, redirect_uri, code_challenge, scopes, resource, expires_at)
+    values (identity.token_hash(new_code), request.client_id, account.id, request.redirect_uri, request.code_challenge,
+            request.scopes, request.resource, now() + interval '1 minute');
+  return query select request.redirect_uri, new_code, request.state;
+end;
+$$;
+
+--
+-- Name: FUNCTION oauth_request_approve(request_token text, email text, password text); Type: COMMENT; Schema: private
+--
+
+COMMENT ON FUNCTION private.oauth_request_approve(request_token text, email text, password text) IS 'Signs the user in (e-mail and password) and turns the pending request into a single-use code. A row of nulls means wrong credentials (counted); PT404 request_expired.';
+
+--
+-- Name: oauth_request_begin(text, text, text, text, text[], text); Type: FUNCTION; Schema: private
+--
+
+CREATE FUNCTION private.oauth_request_begin(client_id text, redirect_uri text, code_challenge text, state text, scopes text[], resource text) RETURNS text
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog'
+    AS $$
+declare
+  token text := identity.new_token();
+begin
+  delete from identity.oauth_requests r where r.expires_at < now();
+  insert into identity.oauth_requests (request_hash, client_id, redirect_uri, code_challenge, state, scopes, resource, expires_at)
+    values (identity.token_hash(token), client_id, redirect_uri, code_challenge, state, scopes, resource,
+            now() + interval '10 minutes');
+  return token;
+end;
+$$;
+
+--
+-- Name: FUNCTION oauth_request_begin(client_id text, redirect_uri text, code_challenge text, state text, scopes text[], resource text); Type: COMMENT; Schema: private
+--
+
+COMMENT ON FUNCTION private.oauth_request_begin(client_id text, redirect_uri text, code_challenge text, state text, scopes text[], resource text) IS 'Keeps a validated authorization request until the user consents; returns the request''s secret id (for the consent form).';
+
+--
+-- Name: oauth_request_deny(text); Type: FUNCTION; Schema: private
+--
+
+CREATE FUNCTION private.oauth_request_deny(request_token text) RETURNS TABLE(redirect_uri text, state text)
+    LANGUAGE sql
+    SET search_path TO 'pg_catalog'
+    AS $$
+    delete from identity.oauth_requests r
+     where r.request_hash = identity.token_hash(request_token) and r.expires_at > now()
+    returning r.redirect_uri, r.state
+  $$;
+
+--
+-- Name: FUNCTION oauth_request_deny(request_token text); Type: COMMENT; Schema: private
+--
+
+COMMENT ON FUNCTION private.oauth_request_deny(request_token text) IS 'The user declined: forgets the request and returns where to send the error.';
+
+--
+-- Name: oauth_request_get(text); Type: FUNCTION; Schema: private
+--
+
+CREATE FUNCTION private.oauth_request_get(request_token text) RETURNS TABLE(client_id text, client_name text, client_uri text, redirect_uri text, scopes text[], state text)
+    LANGUAGE sql STABLE
+    SET search_path TO 'pg_catalog'
+    AS $$
+    select r.client_id, c.metadata->>'client_name', c.metadata->>'client_uri', r.redirect_uri, r.scopes, r.state
+      from identity.oauth_requests r
+      join identity.oauth_clients c on c.client_id = r.client_id
+     where r.request_hash = identity.token_hash(request_token) and r.expires_at > now()
+  $$;
+
+--
+-- Name: FUNCTION oauth_request_get(request_token text); Type: COMMENT; Schema: private
+--
+
+COMMENT ON FUNCTION private.oauth_request_get(request_token text) IS 'A pending authorization request (for the consent page); no row when unknown or expired.';
+
+--
+-- Name: oauth_token_authenticate(text); Type: FUNCTION; Schema: private
+--
+
+CREATE FUNCTION private.oauth_token_authenticate(access_token text) RETURNS TABLE(token_id uuid, user_id uuid, client_id text, scopes text[], resource text, expires_at timestamp with time zone)
+    LANGUAGE plpgsql STABLE
+    SET search_path TO 'pg_catalog'
+    AS $$
+begin
+  return query
+    select t.id, t.user_id, t.client_id, t.scopes, t.resource, t.expires_at
+      from identity.oauth_tokens t
+     where t.token_hash = identity.token_hash(access_token) and t.kind = 'access'
+       and t.revoked_at is null and t.expires_at > now();
+  if not found then
+    raise exception 'invalid or expired access token' using errcode = 'PT401', hint = 'invalid_token';
+  end if;
+end;
+$$;
+
+--
+-- Name: FUNCTION oauth_token_authenticate(access_token text); Type: COMMENT; Schema: private
+--
+
+COMMENT ON FUNCTION private.oauth_token_authenticate(access_token text) IS 'The owner, client and scopes of a live OAuth access token; PT401 invalid_token otherwise.';
+
+--
+-- Name: oauth_token_refresh(text, text, text[], text, integer); Type: FUNCTION; Schema: private
+--
+
+CREATE FUNCTION private.oauth_token_refresh(client_id text, presented_token text, scopes text[], resource text, access_ttl integer) RETURNS TABLE(access_token text, refresh_token text, expires_in integer, scope text)
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog'
+    AS $$
+-- `resource` is part of the OAuth provider's call; a refreshed token keeps the
+-- resource of its grant, so the argument is not used.
+-- @plpgsql_check_options: extra_warnings = false
+declare
+  old identity.oauth_tokens;
+begin
+  select t.* into old from identity.oauth_tokens t
+   where t.token_hash = identity.token_hash(presented_token) and t.kind = 'refresh'
+     and t.client_id = oauth_token_refresh.client_id
+   for update;
+  if old.id is null or old.expires_at <= now() then
+    perform private.oauth_invalid_grant('invalid refresh token');
+  end if;
+  if old.revoked_at is not null then
+    -- Reuse of a rotated token: revoke the family and answer no row (the revocation commits).
+    update identity.oauth_tokens t set revoked_at = now() where t.family_id = old.family_id and t.revoked_at is null;
+    return;
+  end if;
+  if scopes is not null and cardinality(scopes) > 0 and not scopes <@ old.scopes then
+    raise exception 'requested scopes exceed the original grant' using errcode = 'PT400', hint = 'invalid_scope';
+  end if;
+  update identity.oauth_tokens t set revoked_at = now() where t.id = old.id;
+  return query select * from private.oauth_issue_tokens(old.client_id, old.user_id, old.family_id,
+                                                        coalesce(nullif(scopes, '{}'), old.scopes), old.resource, access_ttl);
+end;
+$$;
+
+--
+-- Name: FUNCTION oauth_token_refresh(client_id text, presented_token text, scopes text[], resource text, access_ttl integer); Type: COMMENT; Schema: private
+--
+
+COMMENT ON FUNCTION private.oauth_token_refresh(client_id text, presented_token text, scopes text[], resource text, access_ttl integer) IS 'Rotates a refresh token. No row when a rotated one is presented again (the family is revoked); PT400 invalid_grant / invalid_scope.';
+
+--
+-- Name: oauth_token_revoke(text, text); Type: FUNCTION; Schema: private
+--
+
+CREATE FUNCTION private.oauth_token_revoke(client_id text, token text) RETURNS void
+    LANGUAGE sql
+    SET search_path TO 'pg_catalog'
+    AS $$
+    update identity.oauth_tokens t set revoked_at = now()
+     where t.revoked_at is null
+       and t.family_id in (select r.family_id from identity.oauth_tokens r
+                            where r.token_hash = identity.token_hash(token) and r.client_id = oauth_token_revoke.client_id)
+  $$;
+
+--
+-- Name: FUNCTION oauth_token_revoke(client_id text, token text); Type: COMMENT; Schema: private
+--
+
+COMMENT ON FUNCTION private.oauth_token_revoke(client_id text, token text) IS 'Revokes the token''s whole family (RFC 7009); unknown tokens are ignored.';
+
+--
+-- Name: platform_authorize(uuid); Type: FUNCTION; Schema: private
+--
+
+CREATE FUNCTION private.platform_authorize(community_id uuid) RETURNS void
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog'
+    AS $$
+declare
+  caller uuid := auth.uid();
+  token_community uuid := nullif(auth.jwt() ->> 'token_community_id', '')::uuid;
+begin
+  if caller is null then
+    raise exception 'not signed in' using errcode = 'PT401', hint = 'unauthorized';
+  end if;
+  if token_community is not null and token_community is distinct from platform_authorize.community_id then
+    raise exception 'this API token is scoped to another community' using errcode = 'PT403', hint = 'forbidden';
+  end if;
+  if platform_authorize.community_id is null or not private.is_community_manager(platform_authorize.community_id, caller) then
+    raise exception 'not authorized to manage this community' using errcode = 'PT403', hint = 'not_community_manager';
+  end if;
+end;
+$$;
+
+--
+-- Name: FUNCTION platform_authorize(community_id uuid); Type: COMMENT; Schema: private
+--
+
+COMMENT ON FUNCTION private.platform_authorize(community_id uuid) IS 'PT403 unless the caller manages the community and, for a community-scoped API token, the token is of that community.';
+
+--
+-- Name: platform_event(uuid); Type: FUNCTION; Schema: private
+--
+
+CREATE FUNCTION private.platform_event(event_ref uuid) RETURNS app.events
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog'
+    AS $$
+declare
+  found_event app.events;
+begin
+  select e.* into found_event from app.events e where e.node_id = event_ref or e.id = event_ref limit 1;
+  if found_event.id is null then
+    raise exception 'event not found' using errcode = 'PT404', hint = 'event_not_found';
+  end if;
+  return found_event;
+end;
+$$;
+
+--
+-- Name: FUNCTION platform_event(event_ref uuid); Type: COMMENT; Schema: private
+--
+
+COMMENT ON FUNCTION private.platform_event(event_ref uuid) IS 'The event with this node id (or id); PT404 when there is none.';
+
+--
+-- Name: platform_event_json(app.events, boolean); Type: FUNCTION; Schema: private
+--
+
+CREATE FUNCTION private.platform_event_json(e app.events, created boolean) RETURNS jsonb
+    LANGUAGE sql STABLE
+    SET search_path TO 'pg_catalog'
+    AS $$
+    select jsonb_build_object(
+      'created', created,
+      'event_id', e.id,
+      'event_node_id', e.node_id,
+      'title', e.title,
+      'venue', (select jsonb_build_object('location_id', v.location_id, 'name', v.name, 'venue_node_id', v.node_id)
+                  from app.venues v where v.node_id = e.venue_node_id))
+  $$;
+
+--
+-- Name: FUNCTION platform_event_json(e app.events, created boolean); Type: COMMENT; Schema: private
+--
+
+COMMENT ON FUNCTION private.platform_event_json(e app.events, created boolean) IS 'The `data` of the platform event endpoint: created, event_id, event_node_id, title, venue (location_id, name, venue_node_id) or null.';
+
+--
+-- Name: venues; Type: TABLE; Schema: app
+--
+
+CREATE TABLE app.venues (
+    node_id uuid NOT NULL,
+    name text NOT NULL,
+    address text,
+    latitude double precision,
+    longitude double precision,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    location_id integer NOT NULL,
+    CONSTRAINT venues_latitude_check CHECK (((latitude >= ('-90'::integer)::double precision) AND (latitude <= (90)::double precision))),
+    CONSTRAINT venues_longitude_check CHECK (((longitude >= ('-180'::integer)::double precision) AND (longitude <= (180)::double precision))),
+    CONSTRAINT venues_name_check CHECK (((length(btrim(name)) >= 1) AND (length(btrim(name)) <= 200)))
+);
+
+--
+-- Name: TABLE venues; Type: COMMENT; Schema: app
+--
+
+COMMENT ON TABLE app.venues IS 'Venues; a venue is identified by its node id.';
+
+--
+-- Name: COLUMN venues.location_id; Type: COMMENT; Schema: app
+--
+
+COMMENT ON COLUMN app.venues.location_id IS 'A short integer id of the venue (the platform API''s location_id).';
+
+--
+-- Name: platform_venue(text, text, double precision, double precision); Type: FUNCTION; Schema: private
+--
+
+CREATE FUNCTION private.platform_venue(name text, address text, latitude double precision, longitude double precision) RETURNS app.venues
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog'
+    AS $$
+declare
+  wanted_name text := lower(btrim(platform_venue.name));
+  wanted_address text := lower(btrim(coalesce(platform_venue.address, '')));
+  found app.venues;
+  new_node uuid;
+begin
+  if wanted_name is null or length(wanted_name) not between 1 and 200 then
+    raise exception 'venue.name must be 1 to 200 characters' using errcode = 'PT422', hint = 'validation_error';
+  end if;
+  if (latitude is null) <> (longitude is null) then
+    raise exception 'venue.latitude and venue.longitude go together' using errcode = 'PT422', hint = 'validation_error';
+  end if;
+  perform pg_advisory_xact_lock(hashtextextended('app.venues:platform', 0));
+  select v.* into found
+    from app.venues v
+   where lower(btrim(v.name)) = wanted_name and lower(btrim(coalesce(v.address, ''))) = wanted_address
+   order by v.created_at, v.location_id
+   limit 1;
+  if found.node_id is null and latitude is not null then
+    select v.* into found
+      from app.venues v
+     where v.latitude between platform_venue.latitude - 1e-6 and platform_venue.latitude + 1e-6
+       and v.longitude between platform_venue.longitude - 1e-6 and platform_venue.longitude + 1e-6
+     order by v.created_at, v.location_id
+     limit 1;
+  end if;
+  if found.node_id is null then
+    insert into app.nodes (kind) values ('venue') returning id into new_node;
+    insert into app.venues as v (node_id, name, address, latitude, longitude)
+      values (new_node, btrim(platform_venue.name), nullif(btrim(platform_venue.address), ''),
+              platform_venue.latitude, platform_venue.longitude)
+      returning v.* into found;
+  end if;
+  return found;
+end;
+$$;
+
+--
+-- Name: FUNCTION platform_venue(name text, address text, latitude double precision, longitude double precision); Type: COMMENT; Schema: private
+--
+
+COMMENT ON FUNCTION private.platform_venue(name text, address text, latitude double precision, longitude double precision) IS 'Reuses the venue with the same name and address (case-insensitive), else the same coordinates, else creates one.';
+
+--
 -- Name: queue_password_email(uuid, text, text); Type: FUNCTION; Schema: private
 --
 
@@ -3705,6 +6076,61 @@ $$;
 COMMENT ON FUNCTION private.queue_password_email(user_id uuid, purpose text, public_url text) IS 'Makes a single-use set-password link (purpose invite: 7 days, recover: 1 hour), voids older links of the user, and queues the e-mail. Returns the outbox id.';
 
 --
+-- Name: redact_secrets(jsonb); Type: FUNCTION; Schema: private
+--
+
+CREATE FUNCTION private.redact_secrets(value jsonb) RETURNS jsonb
+    LANGUAGE plpgsql IMMUTABLE
+    SET search_path TO 'pg_catalog'
+    AS $$
+begin
+  if value is null then
+    return null;
+  end if;
+  case jsonb_typeof(value)
+    when 'object' then
+      return coalesce((
+        select jsonb_object_agg(e.key,
+                 case when e.key ~* '(pass(word)?|secret|token|credential|api[_-]?key|authori[sz]ation|cookie)'
+                      then '"[redacted]"'::jsonb
+                      else private.redact_secrets(e.value) end)
+          from jsonb_each(value) e), '{}'::jsonb);
+    when 'array' then
+      return coalesce((select jsonb_agg(private.redact_secrets(e.value) order by e.ordinality)
+                         from jsonb_array_elements(value) with ordinality e), '[]'::jsonb);
+    else
+      return value;
+  end case;
+end;
+$$;
+
+--
+-- Name: FUNCTION redact_secrets(value jsonb); Type: COMMENT; Schema: private
+--
+
+COMMENT ON FUNCTION private.redact_secrets(value jsonb) IS 'The JSON value with every value under a secret-looking key (password, token, secret, ...) replaced by "[redacted]".';
+
+--
+-- Name: sessions_ended(uuid[]); Type: FUNCTION; Schema: private
+--
+
+CREATE FUNCTION private.sessions_ended(session_ids uuid[]) RETURNS SETOF uuid
+    LANGUAGE sql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog'
+    AS $$
+    select distinct t.session_id
+      from identity.refresh_tokens t
+     where t.session_id = any (sessions_ended.session_ids)
+       and t.revoked_reason in ('logout', 'reused')
+  $$;
+
+--
+-- Name: FUNCTION sessions_ended(session_ids uuid[]); Type: COMMENT; Schema: private
+--
+
+COMMENT ON FUNCTION private.sessions_ended(session_ids uuid[]) IS 'The sessions among session_ids that logout or refresh-token reuse has ended.';
+
+--
 -- Name: start_session(uuid); Type: FUNCTION; Schema: private
 --
 
@@ -3721,6 +6147,125 @@ begin
   return query select token, new_session;
 end;
 $$;
+
+--
+-- Name: sync_api_endpoints(jsonb); Type: FUNCTION; Schema: private
+--
+
+CREATE FUNCTION private.sync_api_endpoints(endpoints jsonb) RETURNS TABLE(added integer, changed integer, retired integer, unchanged integer)
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog'
+    AS $$
+declare
+  total integer;
+begin
+  if endpoints is null or jsonb_typeof(endpoints) <> 'array' then
+    raise exception 'endpoints must be a JSON array' using errcode = 'PT400', hint = 'invalid_endpoints';
+  end if;
+  perform pg_advisory_xact_lock(hashtextextended('app.api_endpoints', 0));
+
+  select count(*) into total from private.api_endpoints_incoming(endpoints);
+
+  with upserted as (
+    insert into app.api_endpoints as a (http_method, path, controller, action, description, tags)
+    select i.http_method, i.path, i.controller, i.action, i.description, i.tags from private.api_endpoints_incoming(endpoints) i
+    on conflict (http_method, path) do update
+      set controller = excluded.controller, action = excluded.action, description = excluded.description,
+          tags = excluded.tags, deprecated = false, last_updated = now()
+      where (a.controller, a.action, a.description, a.tags, a.deprecated)
+            is distinct from (excluded.controller, excluded.action, excluded.description, excluded.tags, false)
+    returning (a.xmax = 0) as is_new
+  )
+  select count(*) filter (where is_new), count(*) filter (where not is_new)
+    into added, changed
+    from upserted;
+
+  update app.api_endpoints a
+     set deprecated = true, last_updated = now()
+   where not a.deprecated
+     and not exists (select from private.api_endpoints_incoming(endpoints) i where i.http_method = a.http_method and i.path = a.path);
+  get diagnostics retired = row_count;
+
+  unchanged := total - added - changed;
+  return next;
+end;
+$$;
+
+--
+-- Name: FUNCTION sync_api_endpoints(endpoints jsonb); Type: COMMENT; Schema: private
+--
+
+COMMENT ON FUNCTION private.sync_api_endpoints(endpoints jsonb) IS 'Upserts the routes the gateway serves: new ones inserted, changed ones get last_updated = now() (discovered_at kept), unchanged ones untouched, ones no longer served marked deprecated. Returns the counts.';
+
+--
+-- Name: task_chain_max_depth(); Type: FUNCTION; Schema: private
+--
+
+CREATE FUNCTION private.task_chain_max_depth() RETURNS integer
+    LANGUAGE sql IMMUTABLE
+    SET search_path TO 'pg_catalog'
+    AS $$ select 1000 $$;
+
+--
+-- Name: FUNCTION task_chain_max_depth(); Type: COMMENT; Schema: private
+--
+
+COMMENT ON FUNCTION private.task_chain_max_depth() IS 'The largest depth GET /api/mobile/tasks/{id}/chain accepts (a larger one is PT422).';
+
+--
+-- Name: task_chain_walk(uuid, boolean, integer); Type: FUNCTION; Schema: private
+--
+
+CREATE FUNCTION private.task_chain_walk(start_id uuid, forward boolean, max_steps integer) RETURNS TABLE(id uuid, steps integer, via_at timestamp with time zone)
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog'
+    SET plan_cache_mode TO 'force_generic_plan'
+    SET enable_seqscan TO 'off'
+    SET enable_bitmapscan TO 'off'
+    AS $$
+declare
+  caller uuid := auth.uid();
+  frontier uuid[] := array[start_id];
+  reached uuid[] := array[start_id];
+  next_ids uuid[];
+  next_via timestamptz[];
+  level integer := 0;
+begin
+  if caller is null or not exists (select from app.tasks t where t.id = start_id and t.created_by = caller) then
+    return;
+  end if;
+  id := start_id; steps := 0; via_at := null;
+  return next;
+  while level < max_steps and cardinality(frontier) > 0 loop
+    level := level + 1;
+    select coalesce(array_agg(n.id order by n.id), '{}'), coalesce(array_agg(n.via_at order by n.id), '{}')
+      into next_ids, next_via
+      from (
+        select c.id, min(c.at) as via_at
+          from (
+            select l.destination_id as id, l.inserted_at as at
+              from app.task_transitions l
+             where forward and l.origin_id = any (frontier) and (l.created_by = caller) is true
+            union all
+            select l.origin_id, l.inserted_at
+              from app.task_transitions l
+             where not forward and l.destination_id = any (frontier) and (l.created_by = caller) is true
+          ) c
+         where not (c.id = any (reached))
+         group by c.id
+      ) n;
+    frontier := next_ids;
+    reached := reached || next_ids;
+    return query select u.id, level, u.via_at from unnest(next_ids, next_via) as u(id, via_at);
+  end loop;
+end;
+$$;
+
+--
+-- Name: FUNCTION task_chain_walk(start_id uuid, forward boolean, max_steps integer); Type: COMMENT; Schema: private
+--
+
+COMMENT ON FUNCTION private.task_chain_walk(start_id uuid, forward boolean, max_steps integer) IS 'Breadth-first walk of the caller''s task links from start_id (their own task; else nothing), forward or backward, at most max_steps links: each reached task once with its distance and the earliest link time at that distance.';
 
 --
 -- Name: tasks; Type: TABLE; Schema: app
@@ -3939,6 +6484,29 @@ $$;
 --
 
 COMMENT ON FUNCTION private.tg__set_updated_at() IS 'Trigger: sets updated_at to now() on update.';
+
+--
+-- Name: tg_api_tokens__check_permissions(); Type: FUNCTION; Schema: private
+--
+
+CREATE FUNCTION private.tg_api_tokens__check_permissions() RETURNS trigger
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog'
+    AS $$
+begin
+  if exists (select from unnest(new.permissions) p(pattern) where not private.api_token_pattern_valid(p.pattern)) then
+    raise exception 'each permission must be `*`, a path starting with / or a prefix ending in *'
+      using errcode = 'PT422', hint = 'invalid_permissions';
+  end if;
+  return new;
+end;
+$$;
+
+--
+-- Name: FUNCTION tg_api_tokens__check_permissions(); Type: COMMENT; Schema: private
+--
+
+COMMENT ON FUNCTION private.tg_api_tokens__check_permissions() IS 'Trigger: every permission pattern of a token is well formed (PT422).';
 
 --
 -- Name: tg_checkins__check_hat(); Type: FUNCTION; Schema: private
@@ -4169,6 +6737,29 @@ $$;
 COMMENT ON FUNCTION private.tg_hats__enforce_limit() IS 'Trigger: enforces max_hats of the owner''s plan (PT422) and makes the first hat primary.';
 
 --
+-- Name: tg_refresh_tokens__notify_session_ended(); Type: FUNCTION; Schema: private
+--
+
+CREATE FUNCTION private.tg_refresh_tokens__notify_session_ended() RETURNS trigger
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog'
+    AS $$
+-- new_rows is the statement's transition table (see the trigger below).
+-- @plpgsql_check_options: newtable = new_rows
+begin
+  perform pg_notify('session_ended', s.session_id::text)
+     from (select distinct n.session_id from new_rows n where n.revoked_reason in ('logout', 'reused')) s;
+  return null;
+end;
+$$;
+
+--
+-- Name: FUNCTION tg_refresh_tokens__notify_session_ended(); Type: COMMENT; Schema: private
+--
+
+COMMENT ON FUNCTION private.tg_refresh_tokens__notify_session_ended() IS 'Trigger: NOTIFY session_ended with the id of every session a statement ended (logout or reuse).';
+
+--
 -- Name: tg_tasks__guard_status(); Type: FUNCTION; Schema: private
 --
 
@@ -4303,6 +6894,72 @@ CREATE FUNCTION private.venue_concurrent_events(venue_node_id uuid, as_of timest
 COMMENT ON FUNCTION private.venue_concurrent_events(venue_node_id uuid, as_of timestamp with time zone) IS 'Events concurrent at a venue at a moment: date - 2h <= moment <= effective end + 2h. Used by venue check-in and the venue deep link.';
 
 --
+-- Name: api_endpoints; Type: TABLE; Schema: app
+--
+
+CREATE TABLE app.api_endpoints (
+    id uuid DEFAULT gen_random_uuid() NOT NULL,
+    http_method text NOT NULL,
+    path text NOT NULL,
+    controller text NOT NULL,
+    action text NOT NULL,
+    description text,
+    tags text[] DEFAULT '{}'::text[] NOT NULL,
+    deprecated boolean DEFAULT false NOT NULL,
+    discovered_at timestamp with time zone DEFAULT now() NOT NULL,
+    last_updated timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT api_endpoints_action_check CHECK (((length(action) >= 1) AND (length(action) <= 200))),
+    CONSTRAINT api_endpoints_controller_check CHECK (((length(controller) >= 1) AND (length(controller) <= 100))),
+    CONSTRAINT api_endpoints_description_check CHECK ((length(description) <= 2000)),
+    CONSTRAINT api_endpoints_http_method_check CHECK ((http_method = ANY (ARRAY['GET'::text, 'POST'::text, 'PUT'::text, 'DELETE'::text, 'PATCH'::text]))),
+    CONSTRAINT api_endpoints_path_check CHECK (((path ~ '^/'::text) AND (length(path) <= 500)))
+);
+
+--
+-- Name: TABLE api_endpoints; Type: COMMENT; Schema: app
+--
+
+COMMENT ON TABLE app.api_endpoints IS 'The routes the gateway serves (GET /api/docs/endpoints), kept by private.sync_api_endpoints at every gateway start.';
+
+--
+-- Name: api_test_results; Type: TABLE; Schema: app
+--
+
+CREATE TABLE app.api_test_results (
+    id uuid DEFAULT gen_random_uuid() NOT NULL,
+    api_endpoint_id uuid NOT NULL,
+    api_token_id uuid NOT NULL,
+    user_id uuid NOT NULL,
+    request_method text NOT NULL,
+    request_path text NOT NULL,
+    request_headers jsonb,
+    request_params jsonb,
+    request_payload jsonb,
+    response_status integer NOT NULL,
+    response_time_ms integer NOT NULL,
+    response_headers jsonb,
+    response_body jsonb,
+    error_message text,
+    success boolean NOT NULL,
+    executed_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT api_test_results_error_message_check CHECK ((length(error_message) <= 2000)),
+    CONSTRAINT api_test_results_request_headers_check CHECK (((request_headers IS NULL) OR (jsonb_typeof(request_headers) = 'object'::text))),
+    CONSTRAINT api_test_results_request_method_check CHECK ((request_method = ANY (ARRAY['GET'::text, 'POST'::text, 'PUT'::text, 'DELETE'::text, 'PATCH'::text]))),
+    CONSTRAINT api_test_results_request_params_check CHECK (((request_params IS NULL) OR (jsonb_typeof(request_params) = 'object'::text))),
+    CONSTRAINT api_test_results_request_path_check CHECK ((length(request_path) <= 2048)),
+    CONSTRAINT api_test_results_request_payload_check CHECK (((request_payload IS NULL) OR (jsonb_typeof(request_payload) = 'object'::text))),
+    CONSTRAINT api_test_results_response_headers_check CHECK (((response_headers IS NULL) OR (jsonb_typeof(response_headers) = 'object'::text))),
+    CONSTRAINT api_test_results_response_status_check CHECK (((response_status >= 100) AND (response_status <= 599))),
+    CONSTRAINT api_test_results_response_time_ms_check CHECK ((response_time_ms >= 0))
+);
+
+--
+-- Name: TABLE api_test_results; Type: COMMENT; Schema: app
+--
+
+COMMENT ON TABLE app.api_test_results IS 'ApiTestResult: one row per live test (POST /api/docs/test); the secret of the token is never stored, only its id.';
+
+--
 -- Name: change_log; Type: TABLE; Schema: app
 --
 
@@ -4419,6 +7076,23 @@ CREATE TABLE app.connections (
 COMMENT ON TABLE app.connections IS 'Connections a user (owner node) made with another node, optionally at an event and wearing hats.';
 
 --
+-- Name: event_attendees; Type: TABLE; Schema: app
+--
+
+CREATE TABLE app.event_attendees (
+    event_id uuid NOT NULL,
+    user_id uuid NOT NULL,
+    external_platform text,
+    registered_at timestamp with time zone DEFAULT now() NOT NULL
+);
+
+--
+-- Name: TABLE event_attendees; Type: COMMENT; Schema: app
+--
+
+COMMENT ON TABLE app.event_attendees IS 'Attendees registered for an event by an external platform.';
+
+--
 -- Name: event_streams; Type: TABLE; Schema: app
 --
 
@@ -4438,6 +7112,38 @@ CREATE TABLE app.event_streams (
 --
 
 COMMENT ON TABLE app.event_streams IS 'Open realtime connections (SSE streams, websockets), one row each; counted for the per-user cap while expires_at is in the future.';
+
+--
+-- Name: form_submissions; Type: TABLE; Schema: app
+--
+
+CREATE TABLE app.form_submissions (
+    id bigint NOT NULL,
+    payload jsonb NOT NULL,
+    size_bytes integer NOT NULL,
+    received_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT form_submissions_payload_check CHECK ((jsonb_typeof(payload) = 'object'::text)),
+    CONSTRAINT form_submissions_size_bytes_check CHECK (((size_bytes >= 2) AND (size_bytes <= 65536)))
+);
+
+--
+-- Name: TABLE form_submissions; Type: COMMENT; Schema: app
+--
+
+COMMENT ON TABLE app.form_submissions IS 'Objects posted to POST /api/v1/forms (no credential), with their size and time of arrival. Read with admin.forms_list.';
+
+--
+-- Name: form_submissions_id_seq; Type: SEQUENCE; Schema: app
+--
+
+ALTER TABLE app.form_submissions ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
+    SEQUENCE NAME app.form_submissions_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
+);
 
 --
 -- Name: hat_types; Type: TABLE; Schema: app
@@ -4481,6 +7187,19 @@ CREATE TABLE app.hats (
 COMMENT ON TABLE app.hats IS 'A user''s personas. At most one primary hat per user; the count is limited by the plan.';
 
 --
+-- Name: mcp_tool_calls_id_seq; Type: SEQUENCE; Schema: app
+--
+
+ALTER TABLE app.mcp_tool_calls ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
+    SEQUENCE NAME app.mcp_tool_calls_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
+);
+
+--
 -- Name: nodes; Type: TABLE; Schema: app
 --
 
@@ -4488,6 +7207,7 @@ CREATE TABLE app.nodes (
     id uuid DEFAULT gen_random_uuid() NOT NULL,
     kind text NOT NULL,
     created_at timestamp with time zone DEFAULT now() NOT NULL,
+    data jsonb,
     CONSTRAINT nodes_kind_check CHECK ((kind = ANY (ARRAY['user'::text, 'community'::text, 'event'::text, 'venue'::text])))
 );
 
@@ -4496,6 +7216,12 @@ CREATE TABLE app.nodes (
 --
 
 COMMENT ON TABLE app.nodes IS 'One row per user, community, event and venue; the id that node_id paths take.';
+
+--
+-- Name: COLUMN nodes.data; Type: COMMENT; Schema: app
+--
+
+COMMENT ON COLUMN app.nodes.data IS 'Free-form data attached to a node: the signup data an agent collected for a member it created.';
 
 --
 -- Name: profiles; Type: TABLE; Schema: app
@@ -4508,7 +7234,9 @@ CREATE TABLE app.profiles (
     node_id uuid,
     created_at timestamp with time zone DEFAULT now() NOT NULL,
     updated_at timestamp with time zone DEFAULT now() NOT NULL,
-    CONSTRAINT profiles_name_check CHECK (((length(btrim(name)) >= 1) AND (length(btrim(name)) <= 200)))
+    name_source text DEFAULT 'chosen'::text NOT NULL,
+    CONSTRAINT profiles_name_check CHECK (((length(btrim(name)) >= 1) AND (length(btrim(name)) <= 200))),
+    CONSTRAINT profiles_name_source_valid CHECK ((name_source = ANY (ARRAY['chosen'::text, 'email'::text])))
 );
 
 --
@@ -4516,6 +7244,12 @@ CREATE TABLE app.profiles (
 --
 
 COMMENT ON TABLE app.profiles IS 'A user''s profile. node_id is null only when an operator removed the node.';
+
+--
+-- Name: COLUMN profiles.name_source; Type: COMMENT; Schema: app
+--
+
+COMMENT ON COLUMN app.profiles.name_source IS 'Where name came from: chosen (by the user or an operator) or email (derived from the e-mail address; shown only to the user and to managers of their communities).';
 
 --
 -- Name: subscription_plans; Type: TABLE; Schema: app
@@ -4536,27 +7270,107 @@ CREATE TABLE app.subscription_plans (
 COMMENT ON TABLE app.subscription_plans IS 'Subscription types and what they allow. A DBA changes a limit here.';
 
 --
--- Name: venues; Type: TABLE; Schema: app
+-- Name: venues_location_id_seq; Type: SEQUENCE; Schema: app
 --
 
-CREATE TABLE app.venues (
-    node_id uuid NOT NULL,
-    name text NOT NULL,
-    address text,
-    latitude double precision,
-    longitude double precision,
-    created_at timestamp with time zone DEFAULT now() NOT NULL,
-    updated_at timestamp with time zone DEFAULT now() NOT NULL,
-    CONSTRAINT venues_latitude_check CHECK (((latitude >= ('-90'::integer)::double precision) AND (latitude <= (90)::double precision))),
-    CONSTRAINT venues_longitude_check CHECK (((longitude >= ('-180'::integer)::double precision) AND (longitude <= (180)::double precision))),
-    CONSTRAINT venues_name_check CHECK (((length(btrim(name)) >= 1) AND (length(btrim(name)) <= 200)))
+ALTER TABLE app.venues ALTER COLUMN location_id ADD GENERATED ALWAYS AS IDENTITY (
+    SEQUENCE NAME app.venues_location_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
 );
 
 --
--- Name: TABLE venues; Type: COMMENT; Schema: app
+-- Name: oauth_clients; Type: TABLE; Schema: identity
 --
 
-COMMENT ON TABLE app.venues IS 'Venues; a venue is identified by its node id.';
+CREATE TABLE identity.oauth_clients (
+    client_id text NOT NULL,
+    client_secret_hash bytea,
+    client_secret_expires_at bigint DEFAULT 0 NOT NULL,
+    client_id_issued_at bigint NOT NULL,
+    metadata jsonb NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT oauth_clients_metadata_check CHECK ((jsonb_typeof(metadata) = 'object'::text))
+);
+
+--
+-- Name: TABLE oauth_clients; Type: COMMENT; Schema: identity
+--
+
+COMMENT ON TABLE identity.oauth_clients IS 'OAuth clients registered dynamically (RFC 7591). metadata holds what the client registered, never the secret.';
+
+--
+-- Name: oauth_codes; Type: TABLE; Schema: identity
+--
+
+CREATE TABLE identity.oauth_codes (
+    code_hash bytea NOT NULL,
+    client_id text NOT NULL,
+    user_id uuid NOT NULL,
+    redirect_uri text NOT NULL,
+    code_challenge text NOT NULL,
+    scopes text[] NOT NULL,
+    resource text,
+    family_id uuid DEFAULT gen_random_uuid() NOT NULL,
+    expires_at timestamp with time zone NOT NULL,
+    used_at timestamp with time zone
+);
+
+--
+-- Name: TABLE oauth_codes; Type: COMMENT; Schema: identity
+--
+
+COMMENT ON TABLE identity.oauth_codes IS 'Authorization codes (hashed), single-use.';
+
+--
+-- Name: oauth_requests; Type: TABLE; Schema: identity
+--
+
+CREATE TABLE identity.oauth_requests (
+    request_hash bytea NOT NULL,
+    client_id text NOT NULL,
+    redirect_uri text NOT NULL,
+    code_challenge text NOT NULL,
+    state text,
+    scopes text[] NOT NULL,
+    resource text,
+    failures integer DEFAULT 0 NOT NULL,
+    expires_at timestamp with time zone NOT NULL
+);
+
+--
+-- Name: TABLE oauth_requests; Type: COMMENT; Schema: identity
+--
+
+COMMENT ON TABLE identity.oauth_requests IS 'Authorization requests waiting for the user to sign in and consent.';
+
+--
+-- Name: oauth_tokens; Type: TABLE; Schema: identity
+--
+
+CREATE TABLE identity.oauth_tokens (
+    id uuid DEFAULT gen_random_uuid() NOT NULL,
+    token_hash bytea NOT NULL,
+    kind text NOT NULL,
+    client_id text NOT NULL,
+    user_id uuid NOT NULL,
+    family_id uuid NOT NULL,
+    scopes text[] NOT NULL,
+    resource text,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    expires_at timestamp with time zone NOT NULL,
+    revoked_at timestamp with time zone,
+    CONSTRAINT oauth_tokens_kind_check CHECK ((kind = ANY (ARRAY['access'::text, 'refresh'::text])))
+);
+
+--
+-- Name: TABLE oauth_tokens; Type: COMMENT; Schema: identity
+--
+
+COMMENT ON TABLE identity.oauth_tokens IS 'OAuth access and refresh tokens (hashed). One family per authorization; rotation keeps the family.';
 
 --
 -- Name: password_tokens; Type: TABLE; Schema: identity
@@ -4656,6 +7470,134 @@ COMMENT ON TABLE identity.users IS 'Sign-in identities. password_hash is null fo
 COMMENT ON COLUMN identity.users.email IS 'Lower-case e-mail address; unique.';
 
 --
+-- Name: agent_tool_limits; Type: TABLE; Schema: private
+--
+
+CREATE TABLE private.agent_tool_limits (
+    tool text NOT NULL,
+    per_hour integer NOT NULL,
+    CONSTRAINT agent_tool_limits_per_hour_check CHECK ((per_hour >= 0))
+);
+
+--
+-- Name: TABLE agent_tool_limits; Type: COMMENT; Schema: private
+--
+
+COMMENT ON TABLE private.agent_tool_limits IS 'How many successful calls of a write tool one agent may make per hour (spec section 8). Tools not listed are unlimited.';
+
+--
+-- Name: agent_tool_usage; Type: TABLE; Schema: private
+--
+
+CREATE TABLE private.agent_tool_usage (
+    agent_id uuid NOT NULL,
+    tool text NOT NULL,
+    called_at timestamp with time zone DEFAULT clock_timestamp() NOT NULL
+);
+
+--
+-- Name: TABLE agent_tool_usage; Type: COMMENT; Schema: private
+--
+
+COMMENT ON TABLE private.agent_tool_usage IS 'One row per counted tool call of the last hour (older rows are pruned as calls arrive).';
+
+--
+-- Name: auth_failures; Type: TABLE; Schema: private
+--
+
+CREATE TABLE private.auth_failures (
+    scope text NOT NULL,
+    key text NOT NULL,
+    failed_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT auth_failures_scope_check CHECK ((scope = ANY (ARRAY['email'::text, 'ip'::text, 'refresh'::text, 'verify'::text])))
+);
+
+--
+-- Name: TABLE auth_failures; Type: COMMENT; Schema: private
+--
+
+COMMENT ON TABLE private.auth_failures IS 'Failed logins (per e-mail and per client IP) and failed refresh/verify attempts (per client IP), for throttling.';
+
+--
+-- Name: mcp_request_counts; Type: TABLE; Schema: private
+--
+
+CREATE TABLE private.mcp_request_counts (
+    client_ip text NOT NULL,
+    window_start timestamp with time zone NOT NULL,
+    requests integer NOT NULL
+);
+
+--
+-- Name: TABLE mcp_request_counts; Type: COMMENT; Schema: private
+--
+
+COMMENT ON TABLE private.mcp_request_counts IS 'Requests to /mcp (and the OAuth endpoints) per client IP per minute.';
+
+--
+-- Name: mcp_sessions; Type: TABLE; Schema: private
+--
+
+CREATE TABLE private.mcp_sessions (
+    id uuid DEFAULT gen_random_uuid() NOT NULL,
+    user_id uuid NOT NULL,
+    client_name text,
+    client_version text,
+    protocol_version text,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    last_seen_at timestamp with time zone DEFAULT now() NOT NULL,
+    ended_at timestamp with time zone
+);
+
+--
+-- Name: TABLE mcp_sessions; Type: COMMENT; Schema: private
+--
+
+COMMENT ON TABLE private.mcp_sessions IS 'MCP sessions (Mcp-Session-Id), shared by every MCP process.';
+
+--
+-- Name: agent_members agent_members_pkey; Type: CONSTRAINT; Schema: app
+--
+
+ALTER TABLE ONLY app.agent_members
+    ADD CONSTRAINT agent_members_pkey PRIMARY KEY (member_id);
+
+--
+-- Name: api_endpoints api_endpoints_http_method_path_key; Type: CONSTRAINT; Schema: app
+--
+
+ALTER TABLE ONLY app.api_endpoints
+    ADD CONSTRAINT api_endpoints_http_method_path_key UNIQUE (http_method, path);
+
+--
+-- Name: api_endpoints api_endpoints_pkey; Type: CONSTRAINT; Schema: app
+--
+
+ALTER TABLE ONLY app.api_endpoints
+    ADD CONSTRAINT api_endpoints_pkey PRIMARY KEY (id);
+
+--
+-- Name: api_test_results api_test_results_pkey; Type: CONSTRAINT; Schema: app
+--
+
+ALTER TABLE ONLY app.api_test_results
+    ADD CONSTRAINT api_test_results_pkey PRIMARY KEY (id);
+
+--
+-- Name: api_tokens api_tokens_pkey; Type: CONSTRAINT; Schema: app
+--
+
+ALTER TABLE ONLY app.api_tokens
+    ADD CONSTRAINT api_tokens_pkey PRIMARY KEY (id);
+
+--
+-- Name: api_tokens api_tokens_token_hash_key; Type: CONSTRAINT; Schema: app
+--
+
+ALTER TABLE ONLY app.api_tokens
+    ADD CONSTRAINT api_tokens_token_hash_key UNIQUE (token_hash);
+
+--
 -- Name: change_log change_log_pkey; Type: CONSTRAINT; Schema: app
 --
 
@@ -4705,6 +7647,13 @@ ALTER TABLE ONLY app.connections
     ADD CONSTRAINT connections_pkey PRIMARY KEY (id);
 
 --
+-- Name: connections connections_tags_size; Type: CHECK CONSTRAINT; Schema: app
+--
+
+ALTER TABLE app.connections
+    ADD CONSTRAINT connections_tags_size CHECK ((octet_length(array_to_string(tags, ''::text)) <= 5000)) NOT VALID;
+
+--
 -- Name: deals deals_pkey; Type: CONSTRAINT; Schema: app
 --
 
@@ -4719,11 +7668,25 @@ ALTER TABLE ONLY app.email_outbox
     ADD CONSTRAINT email_outbox_pkey PRIMARY KEY (id);
 
 --
+-- Name: event_attendees event_attendees_pkey; Type: CONSTRAINT; Schema: app
+--
+
+ALTER TABLE ONLY app.event_attendees
+    ADD CONSTRAINT event_attendees_pkey PRIMARY KEY (event_id, user_id);
+
+--
 -- Name: event_streams event_streams_pkey; Type: CONSTRAINT; Schema: app
 --
 
 ALTER TABLE ONLY app.event_streams
     ADD CONSTRAINT event_streams_pkey PRIMARY KEY (id);
+
+--
+-- Name: events events_external_key; Type: CONSTRAINT; Schema: app
+--
+
+ALTER TABLE ONLY app.events
+    ADD CONSTRAINT events_external_key UNIQUE (external_platform, external_id);
 
 --
 -- Name: events events_node_id_key; Type: CONSTRAINT; Schema: app
@@ -4747,6 +7710,13 @@ ALTER TABLE ONLY app.events
     ADD CONSTRAINT events_shortlink_key UNIQUE (shortlink);
 
 --
+-- Name: form_submissions form_submissions_pkey; Type: CONSTRAINT; Schema: app
+--
+
+ALTER TABLE ONLY app.form_submissions
+    ADD CONSTRAINT form_submissions_pkey PRIMARY KEY (id);
+
+--
 -- Name: hat_types hat_types_pkey; Type: CONSTRAINT; Schema: app
 --
 
@@ -4759,6 +7729,13 @@ ALTER TABLE ONLY app.hat_types
 
 ALTER TABLE ONLY app.hats
     ADD CONSTRAINT hats_pkey PRIMARY KEY (id);
+
+--
+-- Name: mcp_tool_calls mcp_tool_calls_pkey; Type: CONSTRAINT; Schema: app
+--
+
+ALTER TABLE ONLY app.mcp_tool_calls
+    ADD CONSTRAINT mcp_tool_calls_pkey PRIMARY KEY (id);
 
 --
 -- Name: nodes nodes_pkey; Type: CONSTRAINT; Schema: app
@@ -4789,11 +7766,25 @@ ALTER TABLE ONLY app.subscription_plans
     ADD CONSTRAINT subscription_plans_pkey PRIMARY KEY (id);
 
 --
+-- Name: task_transitions task_transitions_meta_size; Type: CHECK CONSTRAINT; Schema: app
+--
+
+ALTER TABLE app.task_transitions
+    ADD CONSTRAINT task_transitions_meta_size CHECK ((octet_length((meta)::text) <= 32768)) NOT VALID;
+
+--
 -- Name: task_transitions task_transitions_pkey; Type: CONSTRAINT; Schema: app
 --
 
 ALTER TABLE ONLY app.task_transitions
     ADD CONSTRAINT task_transitions_pkey PRIMARY KEY (id);
+
+--
+-- Name: tasks tasks_meta_size; Type: CHECK CONSTRAINT; Schema: app
+--
+
+ALTER TABLE app.tasks
+    ADD CONSTRAINT tasks_meta_size CHECK ((octet_length((meta)::text) <= 131072)) NOT VALID;
 
 --
 -- Name: tasks tasks_pkey; Type: CONSTRAINT; Schema: app
@@ -4808,6 +7799,41 @@ ALTER TABLE ONLY app.tasks
 
 ALTER TABLE ONLY app.venues
     ADD CONSTRAINT venues_pkey PRIMARY KEY (node_id);
+
+--
+-- Name: oauth_clients oauth_clients_pkey; Type: CONSTRAINT; Schema: identity
+--
+
+ALTER TABLE ONLY identity.oauth_clients
+    ADD CONSTRAINT oauth_clients_pkey PRIMARY KEY (client_id);
+
+--
+-- Name: oauth_codes oauth_codes_pkey; Type: CONSTRAINT; Schema: identity
+--
+
+ALTER TABLE ONLY identity.oauth_codes
+    ADD CONSTRAINT oauth_codes_pkey PRIMARY KEY (code_hash);
+
+--
+-- Name: oauth_requests oauth_requests_pkey; Type: CONSTRAINT; Schema: identity
+--
+
+ALTER TABLE ONLY identity.oauth_requests
+    ADD CONSTRAINT oauth_requests_pkey PRIMARY KEY (request_hash);
+
+--
+-- Name: oauth_tokens oauth_tokens_pkey; Type: CONSTRAINT; Schema: identity
+--
+
+ALTER TABLE ONLY identity.oauth_tokens
+    ADD CONSTRAINT oauth_tokens_pkey PRIMARY KEY (id);
+
+--
+-- Name: oauth_tokens oauth_tokens_token_hash_key; Type: CONSTRAINT; Schema: identity
+--
+
+ALTER TABLE ONLY identity.oauth_tokens
+    ADD CONSTRAINT oauth_tokens_token_hash_key UNIQUE (token_hash);
 
 --
 -- Name: password_tokens password_tokens_pkey; Type: CONSTRAINT; Schema: identity
@@ -4843,6 +7869,63 @@ ALTER TABLE ONLY identity.refresh_tokens
 
 ALTER TABLE ONLY identity.users
     ADD CONSTRAINT users_pkey PRIMARY KEY (id);
+
+--
+-- Name: agent_tool_limits agent_tool_limits_pkey; Type: CONSTRAINT; Schema: private
+--
+
+ALTER TABLE ONLY private.agent_tool_limits
+    ADD CONSTRAINT agent_tool_limits_pkey PRIMARY KEY (tool);
+
+--
+-- Name: mcp_request_counts mcp_request_counts_pkey; Type: CONSTRAINT; Schema: private
+--
+
+ALTER TABLE ONLY private.mcp_request_counts
+    ADD CONSTRAINT mcp_request_counts_pkey PRIMARY KEY (client_ip, window_start);
+
+--
+-- Name: mcp_sessions mcp_sessions_pkey; Type: CONSTRAINT; Schema: private
+--
+
+ALTER TABLE ONLY private.mcp_sessions
+    ADD CONSTRAINT mcp_sessions_pkey PRIMARY KEY (id);
+
+--
+-- Name: agent_members_agent_idx; Type: INDEX; Schema: app
+--
+
+CREATE INDEX agent_members_agent_idx ON app.agent_members USING btree (agent_id, created_at);
+
+--
+-- Name: api_test_results_endpoint_idx; Type: INDEX; Schema: app
+--
+
+CREATE INDEX api_test_results_endpoint_idx ON app.api_test_results USING btree (api_endpoint_id);
+
+--
+-- Name: api_test_results_token_idx; Type: INDEX; Schema: app
+--
+
+CREATE INDEX api_test_results_token_idx ON app.api_test_results USING btree (api_token_id);
+
+--
+-- Name: api_test_results_user_idx; Type: INDEX; Schema: app
+--
+
+CREATE INDEX api_test_results_user_idx ON app.api_test_results USING btree (user_id, executed_at DESC);
+
+--
+-- Name: api_tokens_community_idx; Type: INDEX; Schema: app
+--
+
+CREATE INDEX api_tokens_community_idx ON app.api_tokens USING btree (community_id) WHERE (community_id IS NOT NULL);
+
+--
+-- Name: api_tokens_user_idx; Type: INDEX; Schema: app
+--
+
+CREATE INDEX api_tokens_user_idx ON app.api_tokens USING btree (user_id, created_at DESC);
 
 --
 -- Name: change_log_changed_at_idx; Type: INDEX; Schema: app
@@ -4983,6 +8066,12 @@ CREATE INDEX email_outbox_unsent_idx ON app.email_outbox USING btree (send_after
 CREATE INDEX email_outbox_user_idx ON app.email_outbox USING btree (user_id, created_at);
 
 --
+-- Name: event_attendees_user_idx; Type: INDEX; Schema: app
+--
+
+CREATE INDEX event_attendees_user_idx ON app.event_attendees USING btree (user_id);
+
+--
 -- Name: event_streams_expires_idx; Type: INDEX; Schema: app
 --
 
@@ -5025,6 +8114,12 @@ CREATE INDEX events_venue_end_idx ON app.events USING btree (venue_node_id, priv
 CREATE INDEX events_venue_idx ON app.events USING btree (venue_node_id, starts_at) WHERE (venue_node_id IS NOT NULL);
 
 --
+-- Name: form_submissions_received_idx; Type: INDEX; Schema: app
+--
+
+CREATE INDEX form_submissions_received_idx ON app.form_submissions USING btree (received_at DESC, id DESC);
+
+--
 -- Name: hats_one_primary_per_user; Type: INDEX; Schema: app
 --
 
@@ -5035,6 +8130,12 @@ CREATE UNIQUE INDEX hats_one_primary_per_user ON app.hats USING btree (user_id) 
 --
 
 CREATE INDEX hats_user_idx ON app.hats USING btree (user_id, created_at);
+
+--
+-- Name: mcp_tool_calls_user_idx; Type: INDEX; Schema: app
+--
+
+CREATE INDEX mcp_tool_calls_user_idx ON app.mcp_tool_calls USING btree (user_id, id DESC);
 
 --
 -- Name: task_transitions_created_by_idx; Type: INDEX; Schema: app
@@ -5073,10 +8174,46 @@ CREATE INDEX tasks_created_by_idx ON app.tasks USING btree (created_by, inserted
 CREATE INDEX tasks_created_by_status_idx ON app.tasks USING btree (created_by, ((meta ->> 'status'::text)), inserted_at DESC, id DESC);
 
 --
+-- Name: venues_coordinates_idx; Type: INDEX; Schema: app
+--
+
+CREATE INDEX venues_coordinates_idx ON app.venues USING btree (latitude, longitude) WHERE (latitude IS NOT NULL);
+
+--
+-- Name: venues_location_id_key; Type: INDEX; Schema: app
+--
+
+CREATE UNIQUE INDEX venues_location_id_key ON app.venues USING btree (location_id);
+
+--
+-- Name: venues_name_address_idx; Type: INDEX; Schema: app
+--
+
+CREATE INDEX venues_name_address_idx ON app.venues USING btree (lower(btrim(name)), lower(btrim(COALESCE(address, ''::text))));
+
+--
+-- Name: oauth_tokens_family_idx; Type: INDEX; Schema: identity
+--
+
+CREATE INDEX oauth_tokens_family_idx ON identity.oauth_tokens USING btree (family_id);
+
+--
+-- Name: oauth_tokens_user_idx; Type: INDEX; Schema: identity
+--
+
+CREATE INDEX oauth_tokens_user_idx ON identity.oauth_tokens USING btree (user_id);
+
+--
 -- Name: password_tokens_user_idx; Type: INDEX; Schema: identity
 --
 
 CREATE INDEX password_tokens_user_idx ON identity.password_tokens USING btree (user_id);
+
+--
+-- Name: refresh_tokens_ended_session_idx; Type: INDEX; Schema: identity
+--
+
+CREATE INDEX refresh_tokens_ended_session_idx ON identity.refresh_tokens USING btree (session_id) WHERE (revoked_reason = ANY (ARRAY['logout'::text, 'reused'::text]));
 
 --
 -- Name: refresh_tokens_session_idx; Type: INDEX; Schema: identity
@@ -5097,10 +8234,40 @@ CREATE INDEX refresh_tokens_user_idx ON identity.refresh_tokens USING btree (use
 CREATE UNIQUE INDEX users_email_key ON identity.users USING btree (email);
 
 --
+-- Name: agent_tool_usage_idx; Type: INDEX; Schema: private
+--
+
+CREATE INDEX agent_tool_usage_idx ON private.agent_tool_usage USING btree (agent_id, tool, called_at);
+
+--
+-- Name: auth_failures_age; Type: INDEX; Schema: private
+--
+
+CREATE INDEX auth_failures_age ON private.auth_failures USING btree (failed_at);
+
+--
+-- Name: auth_failures_key; Type: INDEX; Schema: private
+--
+
+CREATE INDEX auth_failures_key ON private.auth_failures USING btree (scope, key, failed_at);
+
+--
+-- Name: mcp_sessions_user_idx; Type: INDEX; Schema: private
+--
+
+CREATE INDEX mcp_sessions_user_idx ON private.mcp_sessions USING btree (user_id);
+
+--
 -- Name: community_members _100_keep_a_manager; Type: TRIGGER; Schema: app
 --
 
 CREATE TRIGGER _100_keep_a_manager BEFORE DELETE OR UPDATE OF role ON app.community_members FOR EACH ROW EXECUTE FUNCTION private.tg_community_members__keep_a_manager();
+
+--
+-- Name: agent_members _100_set_updated_at; Type: TRIGGER; Schema: app
+--
+
+CREATE TRIGGER _100_set_updated_at BEFORE UPDATE ON app.agent_members FOR EACH ROW EXECUTE FUNCTION private.tg__set_updated_at();
 
 --
 -- Name: communities _100_set_updated_at; Type: TRIGGER; Schema: app
@@ -5163,6 +8330,12 @@ CREATE TRIGGER _200_check_hat BEFORE INSERT OR UPDATE OF hat_id, user_id ON app.
 CREATE TRIGGER _200_check_hats BEFORE INSERT OR UPDATE OF my_hat_id, their_hat_id, owner_node_id, target_node_id ON app.connections FOR EACH ROW EXECUTE FUNCTION private.tg_connections__check_hats();
 
 --
+-- Name: api_tokens _200_check_permissions; Type: TRIGGER; Schema: app
+--
+
+CREATE TRIGGER _200_check_permissions BEFORE INSERT OR UPDATE OF permissions ON app.api_tokens FOR EACH ROW EXECUTE FUNCTION private.tg_api_tokens__check_permissions();
+
+--
 -- Name: hats _200_enforce_limit; Type: TRIGGER; Schema: app
 --
 
@@ -5215,6 +8388,61 @@ CREATE TRIGGER _900_log_change AFTER INSERT OR DELETE OR UPDATE ON app.events FO
 --
 
 CREATE TRIGGER _100_set_updated_at BEFORE UPDATE ON identity.users FOR EACH ROW EXECUTE FUNCTION private.tg__set_updated_at();
+
+--
+-- Name: refresh_tokens _900_notify_session_ended; Type: TRIGGER; Schema: identity
+--
+
+CREATE TRIGGER _900_notify_session_ended AFTER UPDATE ON identity.refresh_tokens REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION private.tg_refresh_tokens__notify_session_ended();
+
+--
+-- Name: agent_members agent_members_agent_id_fkey; Type: FK CONSTRAINT; Schema: app
+--
+
+ALTER TABLE ONLY app.agent_members
+    ADD CONSTRAINT agent_members_agent_id_fkey FOREIGN KEY (agent_id) REFERENCES identity.users(id) ON DELETE CASCADE;
+
+--
+-- Name: agent_members agent_members_member_id_fkey; Type: FK CONSTRAINT; Schema: app
+--
+
+ALTER TABLE ONLY app.agent_members
+    ADD CONSTRAINT agent_members_member_id_fkey FOREIGN KEY (member_id) REFERENCES app.profiles(id) ON DELETE CASCADE;
+
+--
+-- Name: api_test_results api_test_results_api_endpoint_id_fkey; Type: FK CONSTRAINT; Schema: app
+--
+
+ALTER TABLE ONLY app.api_test_results
+    ADD CONSTRAINT api_test_results_api_endpoint_id_fkey FOREIGN KEY (api_endpoint_id) REFERENCES app.api_endpoints(id) ON DELETE CASCADE;
+
+--
+-- Name: api_test_results api_test_results_api_token_id_fkey; Type: FK CONSTRAINT; Schema: app
+--
+
+ALTER TABLE ONLY app.api_test_results
+    ADD CONSTRAINT api_test_results_api_token_id_fkey FOREIGN KEY (api_token_id) REFERENCES app.api_tokens(id) ON DELETE CASCADE;
+
+--
+-- Name: api_test_results api_test_results_user_id_fkey; Type: FK CONSTRAINT; Schema: app
+--
+
+ALTER TABLE ONLY app.api_test_results
+    ADD CONSTRAINT api_test_results_user_id_fkey FOREIGN KEY (user_id) REFERENCES identity.users(id) ON DELETE CASCADE;
+
+--
+-- Name: api_tokens api_tokens_community_id_fkey; Type: FK CONSTRAINT; Schema: app
+--
+
+ALTER TABLE ONLY app.api_tokens
+    ADD CONSTRAINT api_tokens_community_id_fkey FOREIGN KEY (community_id) REFERENCES app.communities(id) ON DELETE CASCADE;
+
+--
+-- Name: api_tokens api_tokens_user_id_fkey; Type: FK CONSTRAINT; Schema: app
+--
+
+ALTER TABLE ONLY app.api_tokens
+    ADD CONSTRAINT api_tokens_user_id_fkey FOREIGN KEY (user_id) REFERENCES identity.users(id) ON DELETE CASCADE;
 
 --
 -- Name: checkins checkins_event_id_fkey; Type: FK CONSTRAINT; Schema: app
@@ -5322,6 +8550,20 @@ ALTER TABLE ONLY app.email_outbox
     ADD CONSTRAINT email_outbox_user_id_fkey FOREIGN KEY (user_id) REFERENCES identity.users(id) ON DELETE CASCADE;
 
 --
+-- Name: event_attendees event_attendees_event_id_fkey; Type: FK CONSTRAINT; Schema: app
+--
+
+ALTER TABLE ONLY app.event_attendees
+    ADD CONSTRAINT event_attendees_event_id_fkey FOREIGN KEY (event_id) REFERENCES app.events(id) ON DELETE CASCADE;
+
+--
+-- Name: event_attendees event_attendees_user_id_fkey; Type: FK CONSTRAINT; Schema: app
+--
+
+ALTER TABLE ONLY app.event_attendees
+    ADD CONSTRAINT event_attendees_user_id_fkey FOREIGN KEY (user_id) REFERENCES identity.users(id) ON DELETE CASCADE;
+
+--
 -- Name: event_streams event_streams_user_id_fkey; Type: FK CONSTRAINT; Schema: app
 --
 
@@ -5362,6 +8604,13 @@ ALTER TABLE ONLY app.hats
 
 ALTER TABLE ONLY app.hats
     ADD CONSTRAINT hats_user_id_fkey FOREIGN KEY (user_id) REFERENCES app.profiles(id) ON DELETE CASCADE;
+
+--
+-- Name: mcp_tool_calls mcp_tool_calls_user_id_fkey; Type: FK CONSTRAINT; Schema: app
+--
+
+ALTER TABLE ONLY app.mcp_tool_calls
+    ADD CONSTRAINT mcp_tool_calls_user_id_fkey FOREIGN KEY (user_id) REFERENCES identity.users(id) ON DELETE CASCADE;
 
 --
 -- Name: profiles profiles_id_fkey; Type: FK CONSTRAINT; Schema: app
@@ -5420,6 +8669,41 @@ ALTER TABLE ONLY app.venues
     ADD CONSTRAINT venues_node_id_fkey FOREIGN KEY (node_id) REFERENCES app.nodes(id) ON DELETE CASCADE;
 
 --
+-- Name: oauth_codes oauth_codes_client_id_fkey; Type: FK CONSTRAINT; Schema: identity
+--
+
+ALTER TABLE ONLY identity.oauth_codes
+    ADD CONSTRAINT oauth_codes_client_id_fkey FOREIGN KEY (client_id) REFERENCES identity.oauth_clients(client_id) ON DELETE CASCADE;
+
+--
+-- Name: oauth_codes oauth_codes_user_id_fkey; Type: FK CONSTRAINT; Schema: identity
+--
+
+ALTER TABLE ONLY identity.oauth_codes
+    ADD CONSTRAINT oauth_codes_user_id_fkey FOREIGN KEY (user_id) REFERENCES identity.users(id) ON DELETE CASCADE;
+
+--
+-- Name: oauth_requests oauth_requests_client_id_fkey; Type: FK CONSTRAINT; Schema: identity
+--
+
+ALTER TABLE ONLY identity.oauth_requests
+    ADD CONSTRAINT oauth_requests_client_id_fkey FOREIGN KEY (client_id) REFERENCES identity.oauth_clients(client_id) ON DELETE CASCADE;
+
+--
+-- Name: oauth_tokens oauth_tokens_client_id_fkey; Type: FK CONSTRAINT; Schema: identity
+--
+
+ALTER TABLE ONLY identity.oauth_tokens
+    ADD CONSTRAINT oauth_tokens_client_id_fkey FOREIGN KEY (client_id) REFERENCES identity.oauth_clients(client_id) ON DELETE CASCADE;
+
+--
+-- Name: oauth_tokens oauth_tokens_user_id_fkey; Type: FK CONSTRAINT; Schema: identity
+--
+
+ALTER TABLE ONLY identity.oauth_tokens
+    ADD CONSTRAINT oauth_tokens_user_id_fkey FOREIGN KEY (user_id) REFERENCES identity.users(id) ON DELETE CASCADE;
+
+--
 -- Name: password_tokens password_tokens_user_id_fkey; Type: FK CONSTRAINT; Schema: identity
 --
 
@@ -5441,10 +8725,29 @@ ALTER TABLE ONLY identity.refresh_tokens
     ADD CONSTRAINT refresh_tokens_user_id_fkey FOREIGN KEY (user_id) REFERENCES identity.users(id) ON DELETE CASCADE;
 
 --
+-- Name: mcp_sessions mcp_sessions_user_id_fkey; Type: FK CONSTRAINT; Schema: private
+--
+
+ALTER TABLE ONLY private.mcp_sessions
+    ADD CONSTRAINT mcp_sessions_user_id_fkey FOREIGN KEY (user_id) REFERENCES identity.users(id) ON DELETE CASCADE;
+
+--
+-- Name: agent_members Agents see the members they created; Type: POLICY; Schema: app
+--
+
+CREATE POLICY "Agents see the members they created" ON app.agent_members FOR SELECT TO authenticated USING ((agent_id = ( SELECT auth.uid() AS uid)));
+
+--
 -- Name: communities Communities are public; Type: POLICY; Schema: app
 --
 
 CREATE POLICY "Communities are public" ON app.communities FOR SELECT TO anon, authenticated USING (true);
+
+--
+-- Name: api_endpoints Endpoints are readable by everyone; Type: POLICY; Schema: app
+--
+
+CREATE POLICY "Endpoints are readable by everyone" ON app.api_endpoints FOR SELECT TO anon, authenticated USING (true);
 
 --
 -- Name: events Events are visible to signed-in users; Type: POLICY; Schema: app
@@ -5475,6 +8778,18 @@ CREATE POLICY "Nodes are visible to signed-in users" ON app.nodes FOR SELECT TO 
 --
 
 CREATE POLICY "Plans are visible to signed-in users" ON app.subscription_plans FOR SELECT TO authenticated USING (true);
+
+--
+-- Name: api_test_results Test results are readable by their owner; Type: POLICY; Schema: app
+--
+
+CREATE POLICY "Test results are readable by their owner" ON app.api_test_results FOR SELECT TO authenticated USING ((user_id = ( SELECT auth.uid() AS uid)));
+
+--
+-- Name: api_test_results Test results are recorded by the owner of the token; Type: POLICY; Schema: app
+--
+
+CREATE POLICY "Test results are recorded by the owner of the token" ON app.api_test_results FOR INSERT TO authenticated WITH CHECK (((user_id = ( SELECT auth.uid() AS uid)) AND (api_token_id = (NULLIF((( SELECT auth.jwt() AS jwt) ->> 'token_id'::text), ''::text))::uuid)));
 
 --
 -- Name: deals Users can change their own deals; Type: POLICY; Schema: app
@@ -5525,6 +8840,12 @@ CREATE POLICY "Users can create their own hats" ON app.hats FOR INSERT TO authen
 CREATE POLICY "Users can create their own tasks" ON app.tasks FOR INSERT TO authenticated WITH CHECK ((created_by = ( SELECT auth.uid() AS uid)));
 
 --
+-- Name: api_tokens Users can deactivate their own API tokens; Type: POLICY; Schema: app
+--
+
+CREATE POLICY "Users can deactivate their own API tokens" ON app.api_tokens FOR UPDATE TO authenticated USING ((user_id = ( SELECT auth.uid() AS uid))) WITH CHECK ((user_id = ( SELECT auth.uid() AS uid)));
+
+--
 -- Name: tasks Users can delete their own tasks; Type: POLICY; Schema: app
 --
 
@@ -5545,6 +8866,12 @@ CREATE POLICY "Users can link their own tasks" ON app.task_transitions FOR INSER
 --
 
 CREATE POLICY "Users can open their own streams" ON app.event_streams FOR INSERT TO authenticated WITH CHECK ((user_id = ( SELECT auth.uid() AS uid)));
+
+--
+-- Name: api_tokens Users can read their own API tokens; Type: POLICY; Schema: app
+--
+
+CREATE POLICY "Users can read their own API tokens" ON app.api_tokens FOR SELECT TO authenticated USING ((user_id = ( SELECT auth.uid() AS uid)));
 
 --
 -- Name: checkins Users can read their own check-ins; Type: POLICY; Schema: app
@@ -5575,6 +8902,12 @@ CREATE POLICY "Users can read their own hats" ON app.hats FOR SELECT TO authenti
 --
 
 CREATE POLICY "Users can read their own profile" ON app.profiles FOR SELECT TO authenticated USING ((id = ( SELECT auth.uid() AS uid)));
+
+--
+-- Name: event_attendees Users can read their own registrations; Type: POLICY; Schema: app
+--
+
+CREATE POLICY "Users can read their own registrations" ON app.event_attendees FOR SELECT TO authenticated USING ((user_id = ( SELECT auth.uid() AS uid)));
 
 --
 -- Name: task_transitions Users can read their own task links; Type: POLICY; Schema: app
@@ -5613,10 +8946,40 @@ CREATE POLICY "Users join communities as themselves" ON app.community_members FO
 CREATE POLICY "Users leave communities as themselves" ON app.community_members FOR DELETE TO authenticated USING ((member_node_id = ( SELECT app.my_node_id() AS my_node_id)));
 
 --
+-- Name: mcp_tool_calls Users read their own agent's tool calls; Type: POLICY; Schema: app
+--
+
+CREATE POLICY "Users read their own agent's tool calls" ON app.mcp_tool_calls FOR SELECT TO authenticated USING ((user_id = ( SELECT auth.uid() AS uid)));
+
+--
 -- Name: venues Venues are visible to signed-in users; Type: POLICY; Schema: app
 --
 
 CREATE POLICY "Venues are visible to signed-in users" ON app.venues FOR SELECT TO authenticated USING (true);
+
+--
+-- Name: agent_members; Type: ROW SECURITY; Schema: app
+--
+
+ALTER TABLE app.agent_members ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: api_endpoints; Type: ROW SECURITY; Schema: app
+--
+
+ALTER TABLE app.api_endpoints ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: api_test_results; Type: ROW SECURITY; Schema: app
+--
+
+ALTER TABLE app.api_test_results ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: api_tokens; Type: ROW SECURITY; Schema: app
+--
+
+ALTER TABLE app.api_tokens ENABLE ROW LEVEL SECURITY;
 
 --
 -- Name: change_log; Type: ROW SECURITY; Schema: app
@@ -5667,6 +9030,12 @@ ALTER TABLE app.deals ENABLE ROW LEVEL SECURITY;
 ALTER TABLE app.email_outbox ENABLE ROW LEVEL SECURITY;
 
 --
+-- Name: event_attendees; Type: ROW SECURITY; Schema: app
+--
+
+ALTER TABLE app.event_attendees ENABLE ROW LEVEL SECURITY;
+
+--
 -- Name: event_streams; Type: ROW SECURITY; Schema: app
 --
 
@@ -5679,6 +9048,12 @@ ALTER TABLE app.event_streams ENABLE ROW LEVEL SECURITY;
 ALTER TABLE app.events ENABLE ROW LEVEL SECURITY;
 
 --
+-- Name: form_submissions; Type: ROW SECURITY; Schema: app
+--
+
+ALTER TABLE app.form_submissions ENABLE ROW LEVEL SECURITY;
+
+--
 -- Name: hat_types; Type: ROW SECURITY; Schema: app
 --
 
@@ -5689,6 +9064,12 @@ ALTER TABLE app.hat_types ENABLE ROW LEVEL SECURITY;
 --
 
 ALTER TABLE app.hats ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: mcp_tool_calls; Type: ROW SECURITY; Schema: app
+--
+
+ALTER TABLE app.mcp_tool_calls ENABLE ROW LEVEL SECURITY;
 
 --
 -- Name: nodes; Type: ROW SECURITY; Schema: app
@@ -5731,6 +9112,30 @@ ALTER TABLE app.venues ENABLE ROW LEVEL SECURITY;
 --
 
 CREATE POLICY "Users can read their own identity" ON identity.users FOR SELECT TO authenticated USING ((id = ( SELECT auth.uid() AS uid)));
+
+--
+-- Name: oauth_clients; Type: ROW SECURITY; Schema: identity
+--
+
+ALTER TABLE identity.oauth_clients ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: oauth_codes; Type: ROW SECURITY; Schema: identity
+--
+
+ALTER TABLE identity.oauth_codes ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: oauth_requests; Type: ROW SECURITY; Schema: identity
+--
+
+ALTER TABLE identity.oauth_requests ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: oauth_tokens; Type: ROW SECURITY; Schema: identity
+--
+
+ALTER TABLE identity.oauth_tokens ENABLE ROW LEVEL SECURITY;
 
 --
 -- Name: password_tokens; Type: ROW SECURITY; Schema: identity
@@ -5837,6 +9242,18 @@ REVOKE ALL ON FUNCTION admin.create_user(email text, password text, name text) F
 REVOKE ALL ON FUNCTION admin.create_venue(name text, address text, latitude double precision, longitude double precision) FROM PUBLIC;
 
 --
+-- Name: FUNCTION forms_list(max_rows integer, since timestamp with time zone); Type: ACL; Schema: admin
+--
+
+REVOKE ALL ON FUNCTION admin.forms_list(max_rows integer, since timestamp with time zone) FROM PUBLIC;
+
+--
+-- Name: FUNCTION mcp_tool_calls(email text, max_rows integer); Type: ACL; Schema: admin
+--
+
+REVOKE ALL ON FUNCTION admin.mcp_tool_calls(email text, max_rows integer) FROM PUBLIC;
+
+--
 -- Name: FUNCTION outbox(max_rows integer, unsent_only boolean); Type: ACL; Schema: admin
 --
 
@@ -5867,12 +9284,71 @@ REVOKE ALL ON FUNCTION admin.set_community_flags(community_id uuid, is_sandbox b
 REVOKE ALL ON FUNCTION admin.set_subscription(email text, subscription_type text) FROM PUBLIC;
 
 --
+-- Name: FUNCTION api_endpoints_list(); Type: ACL; Schema: api
+--
+
+REVOKE ALL ON FUNCTION api.api_endpoints_list() FROM PUBLIC;
+GRANT ALL ON FUNCTION api.api_endpoints_list() TO anon;
+GRANT ALL ON FUNCTION api.api_endpoints_list() TO authenticated;
+
+--
+-- Name: FUNCTION api_test_prepare(endpoint_id uuid, method text, path text); Type: ACL; Schema: api
+--
+
+REVOKE ALL ON FUNCTION api.api_test_prepare(endpoint_id uuid, method text, path text) FROM PUBLIC;
+GRANT ALL ON FUNCTION api.api_test_prepare(endpoint_id uuid, method text, path text) TO authenticated;
+
+--
+-- Name: FUNCTION api_test_record(endpoint_id uuid, method text, path text, request_headers jsonb, request_params jsonb, request_payload jsonb, response_status integer, response_time_ms integer, response_headers jsonb, response_body jsonb, error_message text); Type: ACL; Schema: api
+--
+
+REVOKE ALL ON FUNCTION api.api_test_record(endpoint_id uuid, method text, path text, request_headers jsonb, request_params jsonb, request_payload jsonb, response_status integer, response_time_ms integer, response_headers jsonb, response_body jsonb, error_message text) FROM PUBLIC;
+GRANT ALL ON FUNCTION api.api_test_record(endpoint_id uuid, method text, path text, request_headers jsonb, request_params jsonb, request_payload jsonb, response_status integer, response_time_ms integer, response_headers jsonb, response_body jsonb, error_message text) TO authenticated;
+
+--
+-- Name: FUNCTION api_token_authenticate(secret text, request_path text); Type: ACL; Schema: api
+--
+
+REVOKE ALL ON FUNCTION api.api_token_authenticate(secret text, request_path text) FROM PUBLIC;
+GRANT ALL ON FUNCTION api.api_token_authenticate(secret text, request_path text) TO anon;
+GRANT ALL ON FUNCTION api.api_token_authenticate(secret text, request_path text) TO authenticated;
+
+--
+-- Name: FUNCTION api_token_create(name text, permissions text[], expires_at timestamp with time zone, community_id uuid); Type: ACL; Schema: api
+--
+
+REVOKE ALL ON FUNCTION api.api_token_create(name text, permissions text[], expires_at timestamp with time zone, community_id uuid) FROM PUBLIC;
+GRANT ALL ON FUNCTION api.api_token_create(name text, permissions text[], expires_at timestamp with time zone, community_id uuid) TO authenticated;
+
+--
+-- Name: FUNCTION api_token_deactivate(id uuid); Type: ACL; Schema: api
+--
+
+REVOKE ALL ON FUNCTION api.api_token_deactivate(id uuid) FROM PUBLIC;
+GRANT ALL ON FUNCTION api.api_token_deactivate(id uuid) TO authenticated;
+
+--
+-- Name: FUNCTION api_tokens_list(); Type: ACL; Schema: api
+--
+
+REVOKE ALL ON FUNCTION api.api_tokens_list() FROM PUBLIC;
+GRANT ALL ON FUNCTION api.api_tokens_list() TO authenticated;
+
+--
 -- Name: FUNCTION auth_login(email text, password text); Type: ACL; Schema: api
 --
 
 REVOKE ALL ON FUNCTION api.auth_login(email text, password text) FROM PUBLIC;
 GRANT ALL ON FUNCTION api.auth_login(email text, password text) TO anon;
 GRANT ALL ON FUNCTION api.auth_login(email text, password text) TO authenticated;
+
+--
+-- Name: FUNCTION auth_login_throttled(email text, password text, client_ip text, max_failures_per_email integer, max_failures_per_ip integer, window_seconds integer); Type: ACL; Schema: api
+--
+
+REVOKE ALL ON FUNCTION api.auth_login_throttled(email text, password text, client_ip text, max_failures_per_email integer, max_failures_per_ip integer, window_seconds integer) FROM PUBLIC;
+GRANT ALL ON FUNCTION api.auth_login_throttled(email text, password text, client_ip text, max_failures_per_email integer, max_failures_per_ip integer, window_seconds integer) TO anon;
+GRANT ALL ON FUNCTION api.auth_login_throttled(email text, password text, client_ip text, max_failures_per_email integer, max_failures_per_ip integer, window_seconds integer) TO authenticated;
 
 --
 -- Name: FUNCTION auth_logout(refresh_token text); Type: ACL; Schema: api
@@ -5907,12 +9383,20 @@ GRANT ALL ON FUNCTION api.auth_refresh(refresh_token text) TO anon;
 GRANT ALL ON FUNCTION api.auth_refresh(refresh_token text) TO authenticated;
 
 --
--- Name: FUNCTION auth_register(email text, password text); Type: ACL; Schema: api
+-- Name: FUNCTION auth_refresh_throttled(refresh_token text, client_ip text, max_failures_per_ip integer, window_seconds integer); Type: ACL; Schema: api
 --
 
-REVOKE ALL ON FUNCTION api.auth_register(email text, password text) FROM PUBLIC;
-GRANT ALL ON FUNCTION api.auth_register(email text, password text) TO anon;
-GRANT ALL ON FUNCTION api.auth_register(email text, password text) TO authenticated;
+REVOKE ALL ON FUNCTION api.auth_refresh_throttled(refresh_token text, client_ip text, max_failures_per_ip integer, window_seconds integer) FROM PUBLIC;
+GRANT ALL ON FUNCTION api.auth_refresh_throttled(refresh_token text, client_ip text, max_failures_per_ip integer, window_seconds integer) TO anon;
+GRANT ALL ON FUNCTION api.auth_refresh_throttled(refresh_token text, client_ip text, max_failures_per_ip integer, window_seconds integer) TO authenticated;
+
+--
+-- Name: FUNCTION auth_register(email text, password text, name text); Type: ACL; Schema: api
+--
+
+REVOKE ALL ON FUNCTION api.auth_register(email text, password text, name text) FROM PUBLIC;
+GRANT ALL ON FUNCTION api.auth_register(email text, password text, name text) TO anon;
+GRANT ALL ON FUNCTION api.auth_register(email text, password text, name text) TO authenticated;
 
 --
 -- Name: FUNCTION auth_set_password(token text, password text); Type: ACL; Schema: api
@@ -5928,6 +9412,22 @@ GRANT ALL ON FUNCTION api.auth_set_password(token text, password text) TO authen
 
 REVOKE ALL ON FUNCTION api.auth_verify() FROM PUBLIC;
 GRANT ALL ON FUNCTION api.auth_verify() TO authenticated;
+
+--
+-- Name: FUNCTION auth_verify_failed(client_ip text); Type: ACL; Schema: api
+--
+
+REVOKE ALL ON FUNCTION api.auth_verify_failed(client_ip text) FROM PUBLIC;
+GRANT ALL ON FUNCTION api.auth_verify_failed(client_ip text) TO anon;
+GRANT ALL ON FUNCTION api.auth_verify_failed(client_ip text) TO authenticated;
+
+--
+-- Name: FUNCTION auth_verify_wait(client_ip text, max_failures_per_ip integer, window_seconds integer); Type: ACL; Schema: api
+--
+
+REVOKE ALL ON FUNCTION api.auth_verify_wait(client_ip text, max_failures_per_ip integer, window_seconds integer) FROM PUBLIC;
+GRANT ALL ON FUNCTION api.auth_verify_wait(client_ip text, max_failures_per_ip integer, window_seconds integer) TO anon;
+GRANT ALL ON FUNCTION api.auth_verify_wait(client_ip text, max_failures_per_ip integer, window_seconds integer) TO authenticated;
 
 --
 -- Name: FUNCTION checkins_current(); Type: ACL; Schema: api
@@ -6115,6 +9615,21 @@ REVOKE ALL ON FUNCTION api.events_upcoming(public_url text) FROM PUBLIC;
 GRANT ALL ON FUNCTION api.events_upcoming(public_url text) TO authenticated;
 
 --
+-- Name: FUNCTION events_upcoming_page(public_url text); Type: ACL; Schema: api
+--
+
+REVOKE ALL ON FUNCTION api.events_upcoming_page(public_url text) FROM PUBLIC;
+GRANT ALL ON FUNCTION api.events_upcoming_page(public_url text) TO authenticated;
+
+--
+-- Name: FUNCTION form_submit(payload text); Type: ACL; Schema: api
+--
+
+REVOKE ALL ON FUNCTION api.form_submit(payload text) FROM PUBLIC;
+GRANT ALL ON FUNCTION api.form_submit(payload text) TO anon;
+GRANT ALL ON FUNCTION api.form_submit(payload text) TO authenticated;
+
+--
 -- Name: FUNCTION hat_create(name text, hat_type text, description text); Type: ACL; Schema: api
 --
 
@@ -6160,11 +9675,109 @@ GRANT ALL ON FUNCTION api.link_venue_checkin(venue_node_id uuid) TO anon;
 GRANT ALL ON FUNCTION api.link_venue_checkin(venue_node_id uuid) TO authenticated;
 
 --
+-- Name: FUNCTION mcp_community_events(community_id uuid, public_url text); Type: ACL; Schema: api
+--
+
+REVOKE ALL ON FUNCTION api.mcp_community_events(community_id uuid, public_url text) FROM PUBLIC;
+GRANT ALL ON FUNCTION api.mcp_community_events(community_id uuid, public_url text) TO authenticated;
+
+--
+-- Name: FUNCTION mcp_community_profile(community_id uuid); Type: ACL; Schema: api
+--
+
+REVOKE ALL ON FUNCTION api.mcp_community_profile(community_id uuid) FROM PUBLIC;
+GRANT ALL ON FUNCTION api.mcp_community_profile(community_id uuid) TO authenticated;
+
+--
+-- Name: FUNCTION mcp_community_set_onboarding(community_id uuid, accepts_handoffs boolean); Type: ACL; Schema: api
+--
+
+REVOKE ALL ON FUNCTION api.mcp_community_set_onboarding(community_id uuid, accepts_handoffs boolean) FROM PUBLIC;
+GRANT ALL ON FUNCTION api.mcp_community_set_onboarding(community_id uuid, accepts_handoffs boolean) TO authenticated;
+
+--
+-- Name: FUNCTION mcp_event_get(event_id uuid, public_url text); Type: ACL; Schema: api
+--
+
+REVOKE ALL ON FUNCTION api.mcp_event_get(event_id uuid, public_url text) FROM PUBLIC;
+GRANT ALL ON FUNCTION api.mcp_event_get(event_id uuid, public_url text) TO authenticated;
+
+--
+-- Name: FUNCTION mcp_member_add_to_community(member_id uuid, community_id uuid); Type: ACL; Schema: api
+--
+
+REVOKE ALL ON FUNCTION api.mcp_member_add_to_community(member_id uuid, community_id uuid) FROM PUBLIC;
+GRANT ALL ON FUNCTION api.mcp_member_add_to_community(member_id uuid, community_id uuid) TO authenticated;
+
+--
+-- Name: FUNCTION mcp_member_create(email text, name text, data jsonb, public_url text); Type: ACL; Schema: api
+--
+
+REVOKE ALL ON FUNCTION api.mcp_member_create(email text, name text, data jsonb, public_url text) FROM PUBLIC;
+GRANT ALL ON FUNCTION api.mcp_member_create(email text, name text, data jsonb, public_url text) TO authenticated;
+
+--
+-- Name: FUNCTION mcp_member_get(member_id uuid); Type: ACL; Schema: api
+--
+
+REVOKE ALL ON FUNCTION api.mcp_member_get(member_id uuid) FROM PUBLIC;
+GRANT ALL ON FUNCTION api.mcp_member_get(member_id uuid) TO authenticated;
+
+--
+-- Name: FUNCTION mcp_member_set_attributes(member_id uuid, attributes jsonb); Type: ACL; Schema: api
+--
+
+REVOKE ALL ON FUNCTION api.mcp_member_set_attributes(member_id uuid, attributes jsonb) FROM PUBLIC;
+GRANT ALL ON FUNCTION api.mcp_member_set_attributes(member_id uuid, attributes jsonb) TO authenticated;
+
+--
+-- Name: FUNCTION mcp_onboarding_communities(); Type: ACL; Schema: api
+--
+
+REVOKE ALL ON FUNCTION api.mcp_onboarding_communities() FROM PUBLIC;
+GRANT ALL ON FUNCTION api.mcp_onboarding_communities() TO authenticated;
+
+--
+-- Name: FUNCTION mcp_tool_calls_mine(page_limit integer, before_id bigint); Type: ACL; Schema: api
+--
+
+REVOKE ALL ON FUNCTION api.mcp_tool_calls_mine(page_limit integer, before_id bigint) FROM PUBLIC;
+GRANT ALL ON FUNCTION api.mcp_tool_calls_mine(page_limit integer, before_id bigint) TO authenticated;
+
+--
+-- Name: FUNCTION platform_attendee_register(event_node_id uuid, email text, name text); Type: ACL; Schema: api
+--
+
+REVOKE ALL ON FUNCTION api.platform_attendee_register(event_node_id uuid, email text, name text) FROM PUBLIC;
+GRANT ALL ON FUNCTION api.platform_attendee_register(event_node_id uuid, email text, name text) TO authenticated;
+
+--
+-- Name: FUNCTION platform_checkin(event_node_id uuid, email text); Type: ACL; Schema: api
+--
+
+REVOKE ALL ON FUNCTION api.platform_checkin(event_node_id uuid, email text) FROM PUBLIC;
+GRANT ALL ON FUNCTION api.platform_checkin(event_node_id uuid, email text) TO authenticated;
+
+--
+-- Name: FUNCTION platform_event_create(community_id uuid, external_platform text, external_id text, title text, description text, starts_at timestamp with time zone, ends_at timestamp with time zone, external_url text, image_url text, venue_name text, venue_address text, venue_latitude double precision, venue_longitude double precision); Type: ACL; Schema: api
+--
+
+REVOKE ALL ON FUNCTION api.platform_event_create(community_id uuid, external_platform text, external_id text, title text, description text, starts_at timestamp with time zone, ends_at timestamp with time zone, external_url text, image_url text, venue_name text, venue_address text, venue_latitude double precision, venue_longitude double precision) FROM PUBLIC;
+GRANT ALL ON FUNCTION api.platform_event_create(community_id uuid, external_platform text, external_id text, title text, description text, starts_at timestamp with time zone, ends_at timestamp with time zone, external_url text, image_url text, venue_name text, venue_address text, venue_latitude double precision, venue_longitude double precision) TO authenticated;
+
+--
 -- Name: FUNCTION profile_get(); Type: ACL; Schema: api
 --
 
 REVOKE ALL ON FUNCTION api.profile_get() FROM PUBLIC;
 GRANT ALL ON FUNCTION api.profile_get() TO authenticated;
+
+--
+-- Name: FUNCTION profile_update(name text); Type: ACL; Schema: api
+--
+
+REVOKE ALL ON FUNCTION api.profile_update(name text) FROM PUBLIC;
+GRANT ALL ON FUNCTION api.profile_update(name text) TO authenticated;
 
 --
 -- Name: FUNCTION realtime_columns(); Type: ACL; Schema: api
@@ -6674,10 +10287,114 @@ REVOKE ALL ON FUNCTION identity.password_matches(password text, password_hash te
 REVOKE ALL ON FUNCTION identity.token_hash(token text) FROM PUBLIC;
 
 --
+-- Name: FUNCTION agent_quota_take(tool text); Type: ACL; Schema: private
+--
+
+REVOKE ALL ON FUNCTION private.agent_quota_take(tool text) FROM PUBLIC;
+GRANT ALL ON FUNCTION private.agent_quota_take(tool text) TO authenticated;
+
+--
+-- Name: FUNCTION api_endpoints_incoming(endpoints jsonb); Type: ACL; Schema: private
+--
+
+REVOKE ALL ON FUNCTION private.api_endpoints_incoming(endpoints jsonb) FROM PUBLIC;
+
+--
+-- Name: COLUMN api_tokens.id; Type: ACL; Schema: app
+--
+
+GRANT SELECT(id) ON TABLE app.api_tokens TO authenticated;
+
+--
+-- Name: COLUMN api_tokens.user_id; Type: ACL; Schema: app
+--
+
+GRANT SELECT(user_id) ON TABLE app.api_tokens TO authenticated;
+
+--
+-- Name: COLUMN api_tokens.community_id; Type: ACL; Schema: app
+--
+
+GRANT SELECT(community_id) ON TABLE app.api_tokens TO authenticated;
+
+--
+-- Name: COLUMN api_tokens.name; Type: ACL; Schema: app
+--
+
+GRANT SELECT(name) ON TABLE app.api_tokens TO authenticated;
+
+--
+-- Name: COLUMN api_tokens.permissions; Type: ACL; Schema: app
+--
+
+GRANT SELECT(permissions) ON TABLE app.api_tokens TO authenticated;
+
+--
+-- Name: COLUMN api_tokens.created_at; Type: ACL; Schema: app
+--
+
+GRANT SELECT(created_at) ON TABLE app.api_tokens TO authenticated;
+
+--
+-- Name: COLUMN api_tokens.expires_at; Type: ACL; Schema: app
+--
+
+GRANT SELECT(expires_at) ON TABLE app.api_tokens TO authenticated;
+
+--
+-- Name: COLUMN api_tokens.active; Type: ACL; Schema: app
+--
+
+GRANT SELECT(active),UPDATE(active) ON TABLE app.api_tokens TO authenticated;
+
+--
+-- Name: COLUMN api_tokens.last_used_at; Type: ACL; Schema: app
+--
+
+GRANT SELECT(last_used_at) ON TABLE app.api_tokens TO authenticated;
+
+--
+-- Name: COLUMN api_tokens.usage_count; Type: ACL; Schema: app
+--
+
+GRANT SELECT(usage_count) ON TABLE app.api_tokens TO authenticated;
+
+--
+-- Name: FUNCTION api_token_json(t app.api_tokens); Type: ACL; Schema: private
+--
+
+REVOKE ALL ON FUNCTION private.api_token_json(t app.api_tokens) FROM PUBLIC;
+GRANT ALL ON FUNCTION private.api_token_json(t app.api_tokens) TO authenticated;
+
+--
+-- Name: FUNCTION api_token_path_allowed(permissions text[], request_path text); Type: ACL; Schema: private
+--
+
+REVOKE ALL ON FUNCTION private.api_token_path_allowed(permissions text[], request_path text) FROM PUBLIC;
+
+--
+-- Name: FUNCTION api_token_pattern_valid(pattern text); Type: ACL; Schema: private
+--
+
+REVOKE ALL ON FUNCTION private.api_token_pattern_valid(pattern text) FROM PUBLIC;
+
+--
 -- Name: FUNCTION append_change(operation text, table_name text, record_id uuid, row_data jsonb, old_data jsonb); Type: ACL; Schema: private
 --
 
 REVOKE ALL ON FUNCTION private.append_change(operation text, table_name text, record_id uuid, row_data jsonb, old_data jsonb) FROM PUBLIC;
+
+--
+-- Name: FUNCTION auth_throttle_record(scope text, key text); Type: ACL; Schema: private
+--
+
+REVOKE ALL ON FUNCTION private.auth_throttle_record(scope text, key text) FROM PUBLIC;
+
+--
+-- Name: FUNCTION auth_throttle_wait(scope text, key text, max_failures integer, window_seconds integer); Type: ACL; Schema: private
+--
+
+REVOKE ALL ON FUNCTION private.auth_throttle_wait(scope text, key text, max_failures integer, window_seconds integer) FROM PUBLIC;
 
 --
 -- Name: FUNCTION caller_community_ids(); Type: ACL; Schema: private
@@ -6699,6 +10416,22 @@ GRANT ALL ON FUNCTION private.change_log_position() TO authenticated;
 
 REVOKE ALL ON FUNCTION private.check_in(event_id uuid, venue_node_id uuid, hat_id uuid, location_id uuid, visibility text) FROM PUBLIC;
 GRANT ALL ON FUNCTION private.check_in(event_id uuid, venue_node_id uuid, hat_id uuid, location_id uuid, visibility text) TO authenticated;
+
+--
+-- Name: FUNCTION check_in_user(user_id uuid, event_id uuid, venue_node_id uuid, hat_id uuid, location_id uuid, visibility text); Type: ACL; Schema: private
+--
+
+REVOKE ALL ON FUNCTION private.check_in_user(user_id uuid, event_id uuid, venue_node_id uuid, hat_id uuid, location_id uuid, visibility text) FROM PUBLIC;
+GRANT ALL ON FUNCTION private.check_in_user(user_id uuid, event_id uuid, venue_node_id uuid, hat_id uuid, location_id uuid, visibility text) TO authenticated;
+
+--
+-- Name: FUNCTION check_session(session_id uuid); Type: ACL; Schema: private
+--
+
+REVOKE ALL ON FUNCTION private.check_session(session_id uuid) FROM PUBLIC;
+GRANT ALL ON FUNCTION private.check_session(session_id uuid) TO anon;
+GRANT ALL ON FUNCTION private.check_session(session_id uuid) TO authenticated;
+GRANT ALL ON FUNCTION private.check_session(session_id uuid) TO service_role;
 
 --
 -- Name: TABLE checkins; Type: ACL; Schema: app
@@ -6830,6 +10563,13 @@ REVOKE ALL ON FUNCTION private.email_outbox_failed(id uuid, error text) FROM PUB
 REVOKE ALL ON FUNCTION private.email_outbox_sent(id uuid) FROM PUBLIC;
 
 --
+-- Name: FUNCTION endpoint_path_pattern(template text); Type: ACL; Schema: private
+--
+
+REVOKE ALL ON FUNCTION private.endpoint_path_pattern(template text) FROM PUBLIC;
+GRANT ALL ON FUNCTION private.endpoint_path_pattern(template text) TO authenticated;
+
+--
 -- Name: FUNCTION event_checkin_location(event_node_id uuid, user_agent text, app_scheme text); Type: ACL; Schema: private
 --
 
@@ -6869,6 +10609,13 @@ REVOKE ALL ON FUNCTION private.event_log_range(after_id bigint, upto_id bigint) 
 GRANT ALL ON FUNCTION private.event_log_range(after_id bigint, upto_id bigint) TO authenticated;
 
 --
+-- Name: FUNCTION event_object(e app.events, community_node_id uuid, caller_manages boolean, public_url text); Type: ACL; Schema: private
+--
+
+REVOKE ALL ON FUNCTION private.event_object(e app.events, community_node_id uuid, caller_manages boolean, public_url text) FROM PUBLIC;
+GRANT ALL ON FUNCTION private.event_object(e app.events, community_node_id uuid, caller_manages boolean, public_url text) TO authenticated;
+
+--
 -- Name: FUNCTION event_readable(community_id uuid); Type: ACL; Schema: private
 --
 
@@ -6887,6 +10634,12 @@ GRANT ALL ON FUNCTION private.event_status(starts_at timestamp with time zone, e
 --
 
 REVOKE ALL ON FUNCTION private.event_stream_audience(after_id bigint, upto_id bigint) FROM PUBLIC;
+
+--
+-- Name: FUNCTION event_stream_fanout(after_id bigint, upto_id bigint, public_url text, only_users uuid[]); Type: ACL; Schema: private
+--
+
+REVOKE ALL ON FUNCTION private.event_stream_fanout(after_id bigint, upto_id bigint, public_url text, only_users uuid[]) FROM PUBLIC;
 
 --
 -- Name: FUNCTION event_stream_register(gateway text, kind text, ttl_seconds integer); Type: ACL; Schema: private
@@ -6922,6 +10675,13 @@ REVOKE ALL ON FUNCTION private.hat_belongs_to(hat_id uuid, user_id uuid) FROM PU
 GRANT ALL ON FUNCTION private.hat_belongs_to(hat_id uuid, user_id uuid) TO authenticated;
 
 --
+-- Name: FUNCTION is_community_manager(community_id uuid, user_id uuid); Type: ACL; Schema: private
+--
+
+REVOKE ALL ON FUNCTION private.is_community_manager(community_id uuid, user_id uuid) FROM PUBLIC;
+GRANT ALL ON FUNCTION private.is_community_manager(community_id uuid, user_id uuid) TO authenticated;
+
+--
 -- Name: FUNCTION lock_change_log(); Type: ACL; Schema: private
 --
 
@@ -6948,16 +10708,271 @@ REVOKE ALL ON FUNCTION private.max_event_streams() FROM PUBLIC;
 GRANT ALL ON FUNCTION private.max_event_streams() TO authenticated;
 
 --
+-- Name: FUNCTION mcp_admit(client_ip text, per_minute integer, session_id uuid); Type: ACL; Schema: private
+--
+
+REVOKE ALL ON FUNCTION private.mcp_admit(client_ip text, per_minute integer, session_id uuid) FROM PUBLIC;
+
+--
+-- Name: FUNCTION mcp_agent(); Type: ACL; Schema: private
+--
+
+REVOKE ALL ON FUNCTION private.mcp_agent() FROM PUBLIC;
+GRANT ALL ON FUNCTION private.mcp_agent() TO authenticated;
+
+--
+-- Name: TABLE mcp_tool_calls; Type: ACL; Schema: app
+--
+
+GRANT SELECT ON TABLE app.mcp_tool_calls TO authenticated;
+
+--
+-- Name: FUNCTION mcp_call_json(c app.mcp_tool_calls); Type: ACL; Schema: private
+--
+
+REVOKE ALL ON FUNCTION private.mcp_call_json(c app.mcp_tool_calls) FROM PUBLIC;
+GRANT ALL ON FUNCTION private.mcp_call_json(c app.mcp_tool_calls) TO authenticated;
+
+--
+-- Name: FUNCTION mcp_community_json(c app.communities); Type: ACL; Schema: private
+--
+
+REVOKE ALL ON FUNCTION private.mcp_community_json(c app.communities) FROM PUBLIC;
+GRANT ALL ON FUNCTION private.mcp_community_json(c app.communities) TO authenticated;
+
+--
+-- Name: FUNCTION mcp_managed_community(community_id uuid); Type: ACL; Schema: private
+--
+
+REVOKE ALL ON FUNCTION private.mcp_managed_community(community_id uuid) FROM PUBLIC;
+GRANT ALL ON FUNCTION private.mcp_managed_community(community_id uuid) TO authenticated;
+
+--
+-- Name: FUNCTION mcp_member_json(member_id uuid); Type: ACL; Schema: private
+--
+
+REVOKE ALL ON FUNCTION private.mcp_member_json(member_id uuid) FROM PUBLIC;
+GRANT ALL ON FUNCTION private.mcp_member_json(member_id uuid) TO authenticated;
+
+--
+-- Name: TABLE agent_members; Type: ACL; Schema: app
+--
+
+GRANT SELECT ON TABLE app.agent_members TO authenticated;
+
+--
+-- Name: FUNCTION mcp_own_member(member_ref uuid); Type: ACL; Schema: private
+--
+
+REVOKE ALL ON FUNCTION private.mcp_own_member(member_ref uuid) FROM PUBLIC;
+GRANT ALL ON FUNCTION private.mcp_own_member(member_ref uuid) TO authenticated;
+
+--
+-- Name: FUNCTION mcp_prune(); Type: ACL; Schema: private
+--
+
+REVOKE ALL ON FUNCTION private.mcp_prune() FROM PUBLIC;
+
+--
+-- Name: FUNCTION mcp_record_call(user_id uuid, credential_kind text, credential_id uuid, client_id text, session_id uuid, tool text, arguments jsonb, outcome text, error_message text, duration_ms numeric); Type: ACL; Schema: private
+--
+
+REVOKE ALL ON FUNCTION private.mcp_record_call(user_id uuid, credential_kind text, credential_id uuid, client_id text, session_id uuid, tool text, arguments jsonb, outcome text, error_message text, duration_ms numeric) FROM PUBLIC;
+
+--
+-- Name: FUNCTION mcp_session_end(session_id uuid, user_id uuid); Type: ACL; Schema: private
+--
+
+REVOKE ALL ON FUNCTION private.mcp_session_end(session_id uuid, user_id uuid) FROM PUBLIC;
+
+--
+-- Name: FUNCTION mcp_session_idle_limit(); Type: ACL; Schema: private
+--
+
+REVOKE ALL ON FUNCTION private.mcp_session_idle_limit() FROM PUBLIC;
+
+--
+-- Name: FUNCTION mcp_session_open(user_id uuid, client_name text, client_version text, protocol_version text); Type: ACL; Schema: private
+--
+
+REVOKE ALL ON FUNCTION private.mcp_session_open(user_id uuid, client_name text, client_version text, protocol_version text) FROM PUBLIC;
+
+--
+-- Name: FUNCTION new_api_token_secret(); Type: ACL; Schema: private
+--
+
+REVOKE ALL ON FUNCTION private.new_api_token_secret() FROM PUBLIC;
+
+--
+-- Name: FUNCTION oauth_client_get(client_id text); Type: ACL; Schema: private
+--
+
+REVOKE ALL ON FUNCTION private.oauth_client_get(client_id text) FROM PUBLIC;
+
+--
+-- Name: FUNCTION oauth_client_register(client_id text, client_secret text, client_secret_expires_at bigint, client_id_issued_at bigint, metadata jsonb); Type: ACL; Schema: private
+--
+
+REVOKE ALL ON FUNCTION private.oauth_client_register(client_id text, client_secret text, client_secret_expires_at bigint, client_id_issued_at bigint, metadata jsonb) FROM PUBLIC;
+
+--
+-- Name: FUNCTION oauth_client_secret_matches(client_id text, client_secret text); Type: ACL; Schema: private
+--
+
+REVOKE ALL ON FUNCTION private.oauth_client_secret_matches(client_id text, client_secret text) FROM PUBLIC;
+
+--
+-- Name: FUNCTION oauth_code_challenge(client_id text, code text); Type: ACL; Schema: private
+--
+
+REVOKE ALL ON FUNCTION private.oauth_code_challenge(client_id text, code text) FROM PUBLIC;
+
+--
+-- Name: FUNCTION oauth_code_exchange(client_id text, code text, redirect_uri text, resource text, access_ttl integer); Type: ACL; Schema: private
+--
+
+REVOKE ALL ON FUNCTION private.oauth_code_exchange(client_id text, code text, redirect_uri text, resource text, access_ttl integer) FROM PUBLIC;
+
+--
+-- Name: FUNCTION oauth_code_reused(code text); Type: ACL; Schema: private
+--
+
+REVOKE ALL ON FUNCTION private.oauth_code_reused(code text) FROM PUBLIC;
+
+--
+-- Name: FUNCTION oauth_invalid_grant(message text); Type: ACL; Schema: private
+--
+
+REVOKE ALL ON FUNCTION private.oauth_invalid_grant(message text) FROM PUBLIC;
+
+--
+-- Name: FUNCTION oauth_issue_tokens(client_id text, user_id uuid, family_id uuid, scopes text[], resource text, access_ttl integer); Type: ACL; Schema: private
+--
+
+REVOKE ALL ON FUNCTION private.oauth_issue_tokens(client_id text, user_id uuid, family_id uuid, scopes text[], resource text, access_ttl integer) FROM PUBLIC;
+
+--
+-- Name: FUNCTION oauth_prune(); Type: ACL; Schema: private
+--
+
+REVOKE ALL ON FUNCTION private.oauth_prune() FROM PUBLIC;
+
+--
+-- Name: FUNCTION oauth_request_approve(request_token text, email text, password text); Type: ACL; Schema: private
+--
+
+REVOKE ALL ON FUNCTION private.oauth_request_approve(request_token text, email text, password text) FROM PUBLIC;
+
+--
+-- Name: FUNCTION oauth_request_begin(client_id text, redirect_uri text, code_challenge text, state text, scopes text[], resource text); Type: ACL; Schema: private
+--
+
+REVOKE ALL ON FUNCTION private.oauth_request_begin(client_id text, redirect_uri text, code_challenge text, state text, scopes text[], resource text) FROM PUBLIC;
+
+--
+-- Name: FUNCTION oauth_request_deny(request_token text); Type: ACL; Schema: private
+--
+
+REVOKE ALL ON FUNCTION private.oauth_request_deny(request_token text) FROM PUBLIC;
+
+--
+-- Name: FUNCTION oauth_request_get(request_token text); Type: ACL; Schema: private
+--
+
+REVOKE ALL ON FUNCTION private.oauth_request_get(request_token text) FROM PUBLIC;
+
+--
+-- Name: FUNCTION oauth_token_authenticate(access_token text); Type: ACL; Schema: private
+--
+
+REVOKE ALL ON FUNCTION private.oauth_token_authenticate(access_token text) FROM PUBLIC;
+
+--
+-- Name: FUNCTION oauth_token_refresh(client_id text, presented_token text, scopes text[], resource text, access_ttl integer); Type: ACL; Schema: private
+--
+
+REVOKE ALL ON FUNCTION private.oauth_token_refresh(client_id text, presented_token text, scopes text[], resource text, access_ttl integer) FROM PUBLIC;
+
+--
+-- Name: FUNCTION oauth_token_revoke(client_id text, token text); Type: ACL; Schema: private
+--
+
+REVOKE ALL ON FUNCTION private.oauth_token_revoke(client_id text, token text) FROM PUBLIC;
+
+--
+-- Name: FUNCTION platform_authorize(community_id uuid); Type: ACL; Schema: private
+--
+
+REVOKE ALL ON FUNCTION private.platform_authorize(community_id uuid) FROM PUBLIC;
+GRANT ALL ON FUNCTION private.platform_authorize(community_id uuid) TO authenticated;
+
+--
+-- Name: FUNCTION platform_event(event_ref uuid); Type: ACL; Schema: private
+--
+
+REVOKE ALL ON FUNCTION private.platform_event(event_ref uuid) FROM PUBLIC;
+
+--
+-- Name: FUNCTION platform_event_json(e app.events, created boolean); Type: ACL; Schema: private
+--
+
+REVOKE ALL ON FUNCTION private.platform_event_json(e app.events, created boolean) FROM PUBLIC;
+
+--
+-- Name: TABLE venues; Type: ACL; Schema: app
+--
+
+GRANT SELECT ON TABLE app.venues TO authenticated;
+
+--
+-- Name: FUNCTION platform_venue(name text, address text, latitude double precision, longitude double precision); Type: ACL; Schema: private
+--
+
+REVOKE ALL ON FUNCTION private.platform_venue(name text, address text, latitude double precision, longitude double precision) FROM PUBLIC;
+
+--
 -- Name: FUNCTION queue_password_email(user_id uuid, purpose text, public_url text); Type: ACL; Schema: private
 --
 
 REVOKE ALL ON FUNCTION private.queue_password_email(user_id uuid, purpose text, public_url text) FROM PUBLIC;
 
 --
+-- Name: FUNCTION redact_secrets(value jsonb); Type: ACL; Schema: private
+--
+
+REVOKE ALL ON FUNCTION private.redact_secrets(value jsonb) FROM PUBLIC;
+
+--
+-- Name: FUNCTION sessions_ended(session_ids uuid[]); Type: ACL; Schema: private
+--
+
+REVOKE ALL ON FUNCTION private.sessions_ended(session_ids uuid[]) FROM PUBLIC;
+
+--
 -- Name: FUNCTION start_session(user_id uuid); Type: ACL; Schema: private
 --
 
 REVOKE ALL ON FUNCTION private.start_session(user_id uuid) FROM PUBLIC;
+
+--
+-- Name: FUNCTION sync_api_endpoints(endpoints jsonb); Type: ACL; Schema: private
+--
+
+REVOKE ALL ON FUNCTION private.sync_api_endpoints(endpoints jsonb) FROM PUBLIC;
+
+--
+-- Name: FUNCTION task_chain_max_depth(); Type: ACL; Schema: private
+--
+
+REVOKE ALL ON FUNCTION private.task_chain_max_depth() FROM PUBLIC;
+GRANT ALL ON FUNCTION private.task_chain_max_depth() TO authenticated;
+
+--
+-- Name: FUNCTION task_chain_walk(start_id uuid, forward boolean, max_steps integer); Type: ACL; Schema: private
+--
+
+REVOKE ALL ON FUNCTION private.task_chain_walk(start_id uuid, forward boolean, max_steps integer) FROM PUBLIC;
+GRANT ALL ON FUNCTION private.task_chain_walk(start_id uuid, forward boolean, max_steps integer) TO authenticated;
 
 --
 -- Name: TABLE tasks; Type: ACL; Schema: app
@@ -7049,6 +11064,12 @@ GRANT ALL ON FUNCTION private.task_start(task_id uuid) TO authenticated;
 REVOKE ALL ON FUNCTION private.tg__set_updated_at() FROM PUBLIC;
 
 --
+-- Name: FUNCTION tg_api_tokens__check_permissions(); Type: ACL; Schema: private
+--
+
+REVOKE ALL ON FUNCTION private.tg_api_tokens__check_permissions() FROM PUBLIC;
+
+--
 -- Name: FUNCTION tg_checkins__check_hat(); Type: ACL; Schema: private
 --
 
@@ -7097,6 +11118,12 @@ REVOKE ALL ON FUNCTION private.tg_events__log_change() FROM PUBLIC;
 REVOKE ALL ON FUNCTION private.tg_hats__enforce_limit() FROM PUBLIC;
 
 --
+-- Name: FUNCTION tg_refresh_tokens__notify_session_ended(); Type: ACL; Schema: private
+--
+
+REVOKE ALL ON FUNCTION private.tg_refresh_tokens__notify_session_ended() FROM PUBLIC;
+
+--
 -- Name: FUNCTION tg_tasks__guard_status(); Type: ACL; Schema: private
 --
 
@@ -7120,6 +11147,103 @@ REVOKE ALL ON FUNCTION private.user_node_by_email(email text) FROM PUBLIC;
 
 REVOKE ALL ON FUNCTION private.venue_concurrent_events(venue_node_id uuid, as_of timestamp with time zone) FROM PUBLIC;
 GRANT ALL ON FUNCTION private.venue_concurrent_events(venue_node_id uuid, as_of timestamp with time zone) TO authenticated;
+
+--
+-- Name: TABLE api_endpoints; Type: ACL; Schema: app
+--
+
+GRANT SELECT ON TABLE app.api_endpoints TO anon;
+GRANT SELECT ON TABLE app.api_endpoints TO authenticated;
+
+--
+-- Name: TABLE api_test_results; Type: ACL; Schema: app
+--
+
+GRANT SELECT ON TABLE app.api_test_results TO authenticated;
+
+--
+-- Name: COLUMN api_test_results.api_endpoint_id; Type: ACL; Schema: app
+--
+
+GRANT INSERT(api_endpoint_id) ON TABLE app.api_test_results TO authenticated;
+
+--
+-- Name: COLUMN api_test_results.api_token_id; Type: ACL; Schema: app
+--
+
+GRANT INSERT(api_token_id) ON TABLE app.api_test_results TO authenticated;
+
+--
+-- Name: COLUMN api_test_results.user_id; Type: ACL; Schema: app
+--
+
+GRANT INSERT(user_id) ON TABLE app.api_test_results TO authenticated;
+
+--
+-- Name: COLUMN api_test_results.request_method; Type: ACL; Schema: app
+--
+
+GRANT INSERT(request_method) ON TABLE app.api_test_results TO authenticated;
+
+--
+-- Name: COLUMN api_test_results.request_path; Type: ACL; Schema: app
+--
+
+GRANT INSERT(request_path) ON TABLE app.api_test_results TO authenticated;
+
+--
+-- Name: COLUMN api_test_results.request_headers; Type: ACL; Schema: app
+--
+
+GRANT INSERT(request_headers) ON TABLE app.api_test_results TO authenticated;
+
+--
+-- Name: COLUMN api_test_results.request_params; Type: ACL; Schema: app
+--
+
+GRANT INSERT(request_params) ON TABLE app.api_test_results TO authenticated;
+
+--
+-- Name: COLUMN api_test_results.request_payload; Type: ACL; Schema: app
+--
+
+GRANT INSERT(request_payload) ON TABLE app.api_test_results TO authenticated;
+
+--
+-- Name: COLUMN api_test_results.response_status; Type: ACL; Schema: app
+--
+
+GRANT INSERT(response_status) ON TABLE app.api_test_results TO authenticated;
+
+--
+-- Name: COLUMN api_test_results.response_time_ms; Type: ACL; Schema: app
+--
+
+GRANT INSERT(response_time_ms) ON TABLE app.api_test_results TO authenticated;
+
+--
+-- Name: COLUMN api_test_results.response_headers; Type: ACL; Schema: app
+--
+
+GRANT INSERT(response_headers) ON TABLE app.api_test_results TO authenticated;
+
+--
+-- Name: COLUMN api_test_results.response_body; Type: ACL; Schema: app
+--
+
+GRANT INSERT(response_body) ON TABLE app.api_test_results TO authenticated;
+
+--
+-- Name: COLUMN api_test_results.error_message; Type: ACL; Schema: app
+--
+
+GRANT INSERT(error_message) ON TABLE app.api_test_results TO authenticated;
+
+--
+-- Name: COLUMN api_test_results.success; Type: ACL; Schema: app
+--
+
+GRANT INSERT(success) ON TABLE app.api_test_results TO authenticated;
 
 --
 -- Name: TABLE community_members; Type: ACL; Schema: app
@@ -7198,6 +11322,12 @@ GRANT INSERT(strength),UPDATE(strength) ON TABLE app.connections TO authenticate
 --
 
 GRANT INSERT(tags),UPDATE(tags) ON TABLE app.connections TO authenticated;
+
+--
+-- Name: TABLE event_attendees; Type: ACL; Schema: app
+--
+
+GRANT SELECT ON TABLE app.event_attendees TO authenticated;
 
 --
 -- Name: TABLE event_streams; Type: ACL; Schema: app
@@ -7282,12 +11412,6 @@ GRANT SELECT ON TABLE app.profiles TO authenticated;
 --
 
 GRANT SELECT ON TABLE app.subscription_plans TO authenticated;
-
---
--- Name: TABLE venues; Type: ACL; Schema: app
---
-
-GRANT SELECT ON TABLE app.venues TO authenticated;
 
 --
 -- Name: COLUMN users.id; Type: ACL; Schema: identity

@@ -1,3 +1,8 @@
+--! Previous: sha1:754be32162a7595118e26368ed39b9d5f13537cd
+--! Hash: sha1:5a1285a78eef7c2ea8d0199286118ca0f902b392
+--! Message: docs
+
+--! split: 200-docs.sql
 --------------------------------------------------------------------------------
 -- Developer docs: the API endpoints the gateway serves (discovered from its
 -- router at every start) and, with the API tokens, the live test results.

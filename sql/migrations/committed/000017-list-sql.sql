@@ -1,3 +1,8 @@
+--! Previous: sha1:babaab1ab359b81d529789731b46ac9599bc3b47
+--! Hash: sha1:0bedc1eefcdf5eb03015c3c17495b07fbf8bff63
+--! Message: list-sql
+
+--! split: 400-list-sql.sql
 --------------------------------------------------------------------------------
 -- List SQL: set-based, with inlinable per-row helpers (issue 11)
 --

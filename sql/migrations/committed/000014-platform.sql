@@ -1,3 +1,8 @@
+--! Previous: sha1:c395ffe05d4342f242b71f183600cf846d41e6e1
+--! Hash: sha1:754be32162a7595118e26368ed39b9d5f13537cd
+--! Message: platform
+
+--! split: 110-platform.sql
 --------------------------------------------------------------------------------
 -- Platform integration (spec section 4 "Platform integration"; DESIGN.md
 -- "Tokens, docs and platform integration") and the public forms endpoint

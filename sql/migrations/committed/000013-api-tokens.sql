@@ -1,3 +1,8 @@
+--! Previous: sha1:3ac6d9d6ffc6a23b96ed2bcc9a7499e73100e298
+--! Hash: sha1:c395ffe05d4342f242b71f183600cf846d41e6e1
+--! Message: api-tokens
+
+--! split: 100-api-tokens.sql
 --------------------------------------------------------------------------------
 -- API tokens (spec sections 2 "ApiToken", 4 "Documentation and tokens", 5)
 --

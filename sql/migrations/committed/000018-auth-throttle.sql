@@ -1,3 +1,8 @@
+--! Previous: sha1:0bedc1eefcdf5eb03015c3c17495b07fbf8bff63
+--! Hash: sha1:6853fec50ec524035052bbb6fe279e08807370a9
+--! Message: auth-throttle
+
+--! split: 500-auth-throttle.sql
 -- Throttling of failed logins and of refresh/verify abuse (DESIGN.md:
 -- LOGIN_MAX_FAILURES_PER_EMAIL, default 10 per 15 minutes, and
 -- LOGIN_MAX_FAILURES_PER_IP, default 100 per 15 minutes; past either, 429

@@ -1,3 +1,8 @@
+--! Previous: sha1:32ff986fa730f5193a1db6e7285528a1e5763061
+--! Hash: sha1:63b7b6081f98bfd98f026c3a76d8e4aa58390b60
+--! Message: realtime-fanout
+
+--! split: 800-realtime-fanout.sql
 --------------------------------------------------------------------------------
 -- Realtime at scale: one read per change, not one per user (issue 15)
 --

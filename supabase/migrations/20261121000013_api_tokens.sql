@@ -1,0 +1,1 @@
+../../sql/migrations/committed/000013-api-tokens.sql

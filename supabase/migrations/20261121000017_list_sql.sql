@@ -1,0 +1,1 @@
+../../sql/migrations/committed/000017-list-sql.sql

@@ -1,0 +1,1 @@
+../../sql/migrations/committed/000018-auth-throttle.sql

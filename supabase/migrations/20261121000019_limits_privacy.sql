@@ -1,0 +1,1 @@
+../../sql/migrations/committed/000019-limits-privacy.sql

@@ -1,0 +1,1 @@
+../../sql/migrations/committed/000020-realtime-fanout.sql
