@@ -1,4 +1,4 @@
-// API tokens as bearer credentials (contract: ../../shared "API tokens").
+// API tokens as bearer credentials.
 //
 // A bearer that starts with the token prefix is an API token, never a JWT
 // (JWTs start with `eyJ`). It is authenticated by api.api_token_authenticate
