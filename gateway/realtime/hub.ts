@@ -38,8 +38,8 @@
 //     Every gateway process has its own LISTEN connection and its own
 //     subscribers, so several replicas each deliver every change to their
 //     own clients.
-//   * Sessions: every subscriber is indexed by the session of its access
-//     token; closeSession(id) ends them all (a logout or a revoked session).
+//   * Ended sessions (logout, refresh-token reuse) close their streams and
+//     channels through realtime/session-watch.ts, not here.
 //   * Maintenance, from every replica (each statement is safe to repeat):
 //     expiries of ended events (private.log_event_expiries), pruning of the
 //     log by age (admin.prune_change_log), and the heartbeat of this
@@ -75,7 +75,7 @@ export interface RealtimeRow {
   old_record: Record<string, unknown> | null;
 }
 
-export type CloseReason = 'pruned' | 'shutdown' | 'revoked';
+export type CloseReason = 'pruned' | 'shutdown';
 
 interface SubscriberBase {
   readonly userId: string;
@@ -88,7 +88,7 @@ interface SubscriberBase {
   cursor: number;
   /** False while it cannot take more (its connection is not draining). */
   canReceive(): boolean;
-  /** Its resume point is no longer in the log, its session ended, or the hub is closing: end it. */
+  /** Its resume point is no longer in the log, or the hub is closing: end it. */
   close(reason: CloseReason): void;
 }
 
@@ -172,8 +172,6 @@ export class ChangeHub {
   private readonly sockets = new Set<WebSocketSubscriber>();
   private readonly busy = new Set<WebSocketSubscriber>();
   private readonly isolated = new Set<WebSocketSubscriber>();
-  /** Subscribers by the session of their access token (closeSession). */
-  private readonly sessions = new Map<string, Set<Subscriber>>();
   private inFlight = 0;
   private readonly running = new Set<Promise<void>>();
   private scheduled = false;
@@ -258,12 +256,6 @@ export class ChangeHub {
       subscriber.close('shutdown');
       return;
     }
-    const session = subscriber.claims.session_id;
-    if (typeof session === 'string') {
-      let set = this.sessions.get(session);
-      if (!set) this.sessions.set(session, (set = new Set()));
-      set.add(subscriber);
-    }
     if (subscriber.kind === 'sse') {
       this.streams.add(subscriber);
       if (subscriber.canReceive()) this.join(subscriber, subscriber.cursor);
@@ -277,11 +269,6 @@ export class ChangeHub {
   }
 
   remove(subscriber: Subscriber): void {
-    const session = subscriber.claims.session_id;
-    if (typeof session === 'string') {
-      const set = this.sessions.get(session);
-      if (set?.delete(subscriber) && set.size === 0) this.sessions.delete(session);
-    }
     if (subscriber.kind === 'websocket') {
       this.sockets.delete(subscriber);
       return;
@@ -289,18 +276,6 @@ export class ChangeHub {
     this.streams.delete(subscriber);
     this.parked.delete(subscriber);
     this.leaveCohort(subscriber);
-  }
-
-  /**
-   * Ends every stream and channel opened with an access token of this
-   * session (logout, revocation). Returns how many.
-   */
-  closeSession(sessionId: string): number {
-    const set = this.sessions.get(sessionId);
-    if (!set) return 0;
-    const subscribers = [...set];
-    for (const s of subscribers) s.close('revoked');
-    return subscribers.length;
   }
 
   /** An SSE stream's socket stopped draining: it leaves its cohort, keeping its cursor. */
@@ -349,7 +324,6 @@ export class ChangeHub {
     this.cohorts.clear();
     this.cohortOf.clear();
     this.parked.clear();
-    this.sessions.clear();
     await Promise.allSettled([...this.running]);
     for (const id of this.registrations) this.toRelease.add(id);
     this.registrations.clear();

@@ -160,9 +160,7 @@ export class SseStream implements SseSubscriber {
   }
 
   close(reason: CloseReason): void {
-    this.end(
-      reason === 'pruned' ? 'resume point no longer kept' : reason === 'revoked' ? 'session ended' : 'server shutting down',
-    );
+    this.end(reason === 'pruned' ? 'resume point no longer kept' : 'server shutting down');
   }
 
   private write(payload: SsePayload, bounded = true): void {

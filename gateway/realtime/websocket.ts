@@ -356,7 +356,6 @@ class Channel implements WebSocketSubscriber {
 
   close(reason: CloseReason): void {
     if (reason === 'shutdown') this.connection.shutdown();
-    else if (reason === 'revoked') this.connection.closeChannel(this, 'session ended');
     else this.connection.closeChannel(this, 'the changes after this channel\'s position are no longer kept');
   }
 }
