@@ -145,7 +145,7 @@ export const API_SUMMARY =
   'developer docs with API tokens and a live test executor, deep links, and an MCP tool server for AI agents.';
 
 /** Codes the pipeline gives for a missing or refused credential (access token, API token). */
-export const AUTH_ERROR_CODES = ['unauthorized', 'invalid_token'];
+export const AUTH_ERROR_CODES = ['unauthorized', 'invalid_token', 'session_ended'];
 
 const AUTH_DESCRIPTION: Record<SecurityScheme, string> = {
   bearerAuth: 'An access token (JWT) from POST /api/auth/login, sent as `Authorization: Bearer <access_token>`.',
@@ -197,6 +197,10 @@ function errorEntries(route: Route): Map<number, ErrorEntry[]> {
     // An API token whose permissions do not match the path.
     add(403, shapeFor(403), ['forbidden']);
   }
+  // Every route: a client past its fair share of the pool waits, then 429
+  // (lib/fair-share.ts); the database unreachable or restarting is 503.
+  add(429, shapeFor(429), ['rate_limited']);
+  add(503, shapeFor(503), ['service_unavailable']);
   const invalid = docs.invalidStatus ?? 400;
   if (schemas.query || schemas.body || schemas.headers) add(invalid, shapeFor(invalid), [defaultCode(invalid)]);
   if (schemas.params) {

@@ -151,7 +151,7 @@ export const authRoutes = [
     auth: 'public',
     body: z.object({ token: z.string().min(1).max(8192) }),
     invalidStatus: 400,
-    responses: { 200: z.object({ valid: z.literal(true), user_id: Id, expires_at: DateTime }), 401: errors('invalid_token'), 429: errors('rate_limited') },
+    responses: { 200: z.object({ valid: z.literal(true), user_id: Id, expires_at: DateTime }), 401: errors('invalid_token', 'session_ended'), 429: errors('rate_limited') },
     async handler({ body, db, services, clientIp }) {
       const limits = services.authLimits ?? DEFAULT_AUTH_LIMITS;
       const [wait] = await db(
