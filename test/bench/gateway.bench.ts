@@ -367,10 +367,15 @@ async function measureListSql(ctx: BenchContext, userId: string): Promise<Record
   const [{ node_id: node, community_id: community }] = (await sql`
     select p.node_id, (select m.community_id from app.community_members m where m.member_node_id = p.node_id limit 1) as community_id
       from app.profiles p where p.id = ${userId}`) as unknown as [{ node_id: string; community_id: string }];
+  const [{ has_page: hasPage }] = (await sql`
+    select to_regprocedure('api.events_upcoming_page(text)') is not null as has_page`) as unknown as [{ has_page: boolean }];
   const cases: { label: string; fn: string; plain: string }[] = [
     {
       label: 'api.events_upcoming_page (20)',
-      fn: `select length(api.events_upcoming_page('${publicUrl}')::text)`,
+      // (before issue 11 the list was api.events_upcoming's rows)
+      fn: hasPage
+        ? `select length(api.events_upcoming_page('${publicUrl}')::text)`
+        : `select sum(length(e::text)) from api.events_upcoming('${publicUrl}') e`,
       plain: `select sum(length(to_jsonb(e)::text)) from (select e.* from app.events e
                 where e.community_id in (select community_id from app.community_members where member_node_id = '${node}')
                   and coalesce(e.ends_at, e.starts_at + interval '2 hours') >= now()
