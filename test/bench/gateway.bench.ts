@@ -16,6 +16,7 @@
 // measures the list SQL only.
 import { spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
+import http from 'node:http';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
@@ -98,11 +99,16 @@ async function startGatewayProcess(ctx: BenchContext, workers: number): Promise<
   });
   const url = `http://127.0.0.1:${port}`;
   const deadline = Date.now() + 60_000;
-  // Every process must be ready (each migrates at start): 20 healthy answers in a row.
+  // Every process must be ready (each migrates at start): 20 healthy answers
+  // in a row, each on a new connection (connections are spread over the processes).
+  const health = () =>
+    new Promise<number>((resolve, reject) =>
+      http.get(`${url}/health`, { agent: false }, (res) => (res.resume(), resolve(res.statusCode ?? 0))).on('error', reject),
+    );
   for (let healthy = 0; healthy < 20; ) {
     if (child.exitCode !== null) throw new Error(`gateway exited with ${child.exitCode}`);
     try {
-      const ok = (await fetch(`${url}/health`)).status === 200;
+      const ok = (await health()) === 200;
       healthy = ok ? healthy + 1 : 0;
       if (ok) continue;
     } catch {
