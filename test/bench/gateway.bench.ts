@@ -16,6 +16,7 @@
 // measures the list SQL only.
 import { spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
+import http from 'node:http';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
@@ -98,11 +99,16 @@ async function startGatewayProcess(ctx: BenchContext, workers: number): Promise<
   });
   const url = `http://127.0.0.1:${port}`;
   const deadline = Date.now() + 60_000;
-  // Every process must be ready (each migrates at start): 20 healthy answers in a row.
+  // Every process must be ready (each migrates at start): 20 healthy answers
+  // in a row, each on a new connection (connections are spread over the processes).
+  const health = () =>
+    new Promise<number>((resolve, reject) =>
+      http.get(`${url}/health`, { agent: false }, (res) => (res.resume(), resolve(res.statusCode ?? 0))).on('error', reject),
+    );
   for (let healthy = 0; healthy < 20; ) {
     if (child.exitCode !== null) throw new Error(`gateway exited with ${child.exitCode}`);
     try {
-      const ok = (await fetch(`${url}/health`)).status === 200;
+      const ok = (await health()) === 200;
       healthy = ok ? healthy + 1 : 0;
       if (ok) continue;
     } catch {
@@ -367,10 +373,15 @@ async function measureListSql(ctx: BenchContext, userId: string): Promise<Record
   const [{ node_id: node, community_id: community }] = (await sql`
     select p.node_id, (select m.community_id from app.community_members m where m.member_node_id = p.node_id limit 1) as community_id
       from app.profiles p where p.id = ${userId}`) as unknown as [{ node_id: string; community_id: string }];
+  const [{ has_page: hasPage }] = (await sql`
+    select to_regprocedure('api.events_upcoming_page(text)') is not null as has_page`) as unknown as [{ has_page: boolean }];
   const cases: { label: string; fn: string; plain: string }[] = [
     {
       label: 'api.events_upcoming_page (20)',
-      fn: `select length(api.events_upcoming_page('${publicUrl}')::text)`,
+      // (before issue 11 the list was api.events_upcoming's rows)
+      fn: hasPage
+        ? `select length(api.events_upcoming_page('${publicUrl}')::text)`
+        : `select sum(length(e::text)) from api.events_upcoming('${publicUrl}') e`,
       plain: `select sum(length(to_jsonb(e)::text)) from (select e.* from app.events e
                 where e.community_id in (select community_id from app.community_members where member_node_id = '${node}')
                   and coalesce(e.ends_at, e.starts_at + interval '2 hours') >= now()
