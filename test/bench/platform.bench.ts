@@ -5,6 +5,18 @@
 import crypto from 'node:crypto';
 import { summarize, type Bench, type BenchContext } from './harness.ts';
 
+function eventBody(communityId: string, externalPlatform: string, externalId: string, venue?: { name: string; address: string }) {
+  return {
+    community_id: communityId,
+    external_platform: externalPlatform,
+    external_id: externalId,
+    title: 'Bench event',
+    description: 'pushed',
+    date: new Date(Date.now() + 86_400_000).toISOString(),
+    venue,
+  };
+}
+
 async function eventsPerSecond(ctx: BenchContext, token: string, communityId: string, total: number, clients: number): Promise<number> {
   let next = 0;
   const started = process.hrtime.bigint();
@@ -15,15 +27,7 @@ async function eventsPerSecond(ctx: BenchContext, token: string, communityId: st
         await ctx.call('POST', '/api/v1/platform/events', {
           token,
           expect: 201,
-          body: {
-            community_id: communityId,
-            external_platform: 'platform_a',
-            external_id: crypto.randomUUID(),
-            title: 'Bench event',
-            description: 'pushed',
-            date: new Date(Date.now() + 86_400_000).toISOString(),
-            venue: { name: `Venue ${next % 20}`, address: 'Bench St' },
-          },
+          body: eventBody(communityId, 'platform_a', crypto.randomUUID(), { name: `Venue ${next % 20}`, address: 'Bench St' }),
         });
       }
     }),
@@ -62,29 +66,14 @@ const bench: Bench = {
       ctx.call('POST', '/api/v1/platform/events', {
         token,
         expect: 201,
-        body: {
-          community_id: communityId,
-          external_platform: 'platform_b',
-          external_id: `seq-${i++}`,
-          title: 'Bench event',
-          description: 'pushed',
-          date: new Date(Date.now() + 86_400_000).toISOString(),
-          venue: { name: 'Bench hall', address: '1 Bench St' },
-        },
+        body: eventBody(communityId, 'platform_b', `seq-${i++}`, { name: 'Bench hall', address: '1 Bench St' }),
       }),
     );
     const repeat = await ctx.measure('POST /api/v1/platform/events (existing: 200)', 200, () =>
       ctx.call('POST', '/api/v1/platform/events', {
         token,
         expect: 200,
-        body: {
-          community_id: communityId,
-          external_platform: 'platform_b',
-          external_id: 'seq-0',
-          title: 'Bench event',
-          description: 'pushed',
-          date: new Date(Date.now() + 86_400_000).toISOString(),
-        },
+        body: eventBody(communityId, 'platform_b', 'seq-0'),
       }),
     );
     const sequential = await eventsPerSecond(ctx, token, communityId, 300, 1);
