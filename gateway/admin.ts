@@ -130,7 +130,7 @@ const commands: Record<string, Command> = {
         (await sql`select admin.prune_change_log(${(o['older-than'] as string | undefined) ?? '30 days'}::interval) as n`)[0]?.n,
       ),
   },
-  forms: {
+  'forms-list': {
     usage: '[--limit N] [--since ISO]',
     description: 'Forms posted to POST /api/v1/forms, newest first, one JSON object per line (default: the last 50).',
     options: {
@@ -144,7 +144,7 @@ const commands: Record<string, Command> = {
       return rows.map((row) => JSON.stringify(row)).join('\n');
     },
   },
-  'agent-calls': {
+  'mcp-tool-calls': {
     usage: '[--email E] [--limit N]',
     description: 'The latest MCP tool calls (of one user with --email), newest first: time, user, tool, outcome, duration, arguments. One JSON line each.',
     options: { email: Email.optional(), limit: z.coerce.number().int().min(1).max(10_000).optional() },

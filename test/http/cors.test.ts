@@ -5,11 +5,11 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../../gateway/lib/config.ts';
 import { createLogger } from '../../gateway/lib/log.ts';
 import { startGateway, type RunningGateway } from '../../gateway/server.ts';
-import { baseUrl, databaseUrl, jwtSecret, registerUser } from '../helpers.ts';
+import { baseUrl, databaseUrl, jwtSecret, publicUrl, registerUser } from '../helpers.ts';
 
 const gateways: RunningGateway[] = [];
 async function gatewayWith(origins: string): Promise<string> {
-  const config = loadConfig({ PORT: '0', HOST: '127.0.0.1', JWT_SECRET: jwtSecret, DB_POOL_MAX: '2', CORS_ORIGINS: origins });
+  const config = loadConfig({ PORT: '0', HOST: '127.0.0.1', PUBLIC_URL: publicUrl, JWT_SECRET: jwtSecret, DB_POOL_MAX: '2', CORS_ORIGINS: origins });
   const gw = await startGateway(config, databaseUrl, createLogger('silent'), { includeCurrentMigration: true });
   gateways.push(gw);
   return gw.url;

@@ -456,10 +456,10 @@ describe('POST /api/v1/forms', () => {
     expect(rows[0]!.payload).toEqual(form);
     expect(rows[0]!.received_at).toBeInstanceOf(Date);
 
-    const help = admin('forms', '--help');
+    const help = admin('forms-list', '--help');
     expect(help.status).toBe(0);
     expect(help.stdout).toContain('--limit');
-    const listed = admin('forms', '--limit', '1000');
+    const listed = admin('forms-list', '--limit', '1000');
     expect(listed.status, listed.stderr).toBe(0);
     const lines = listed.stdout.trim().split('\n').map((line) => JSON.parse(line));
     expect(lines.find((l) => l.payload.marker === marker)).toMatchObject({ payload: form });
