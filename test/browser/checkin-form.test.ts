@@ -3,45 +3,25 @@
 // deep link, is redirected to the form, signs in and sees the check-in
 // confirmed; the check-in row exists. Skipped (with a message) only when
 // /usr/bin/chromium is missing; .ci/run installs it.
-import fs from 'node:fs';
-import os from 'node:os';
-import path from 'node:path';
-import { chromium, type BrowserContext } from 'playwright-core';
+import type { BrowserContext } from 'playwright-core';
+import { chromiumAvailable, launchChromium, type Browser } from '../support/browser.ts';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { baseUrl, db, registerUser } from '../helpers.ts';
 import { createCommunity, createEvent } from '../support/event-fixtures.ts';
 
-const CHROMIUM = '/usr/bin/chromium';
-const available = fs.existsSync(CHROMIUM);
-if (!available) {
-  console.warn(`[checkin-form] skipped: ${CHROMIUM} is missing (apt-get install -y chromium)`);
-}
+const available = chromiumAvailable('checkin-form');
 
 describe.skipIf(!available)('web check-in form (headless Chromium)', () => {
   let context: BrowserContext;
-  let profileDir: string;
+  let browser: Browser | undefined;
 
   beforeAll(async () => {
-    profileDir = fs.mkdtempSync(path.join(os.tmpdir(), 'checkin-form-chromium-'));
-    context = await chromium.launchPersistentContext(profileDir, {
-      executablePath: CHROMIUM,
-      headless: true,
-      args: [
-        '--headless',
-        '--no-sandbox',
-        '--disable-gpu',
-        '--disable-quic',
-        '--no-first-run',
-        '--disable-background-networking',
-        '--disable-component-update',
-        '--disable-sync',
-      ],
-    });
+    browser = await launchChromium('checkin-form');
+    context = browser.context;
   });
 
   afterAll(async () => {
-    await context?.close();
-    if (profileDir) fs.rmSync(profileDir, { recursive: true, force: true });
+    await browser?.close();
   });
 
   it('deep link → form → sign in → checked in', async () => {

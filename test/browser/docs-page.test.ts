@@ -7,32 +7,25 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { chromium, type BrowserContext } from 'playwright-core';
+import type { BrowserContext } from 'playwright-core';
+import { chromiumAvailable, launchChromium, type Browser } from '../support/browser.ts';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { routes } from '../../gateway/http/app.ts';
 import { baseUrl } from '../helpers.ts';
 
-const CHROMIUM = '/usr/bin/chromium';
-const available = fs.existsSync(CHROMIUM);
-if (!available) console.warn(`[docs-page] skipped: ${CHROMIUM} is missing (apt-get install -y chromium)`);
+const available = chromiumAvailable('docs-page');
 
 describe.skipIf(!available)('API reference page (headless Chromium)', () => {
   let context: BrowserContext;
-  let profileDir: string;
+  let browser: Browser | undefined;
 
   beforeAll(async () => {
-    profileDir = fs.mkdtempSync(path.join(os.tmpdir(), 'docs-page-chromium-'));
-    context = await chromium.launchPersistentContext(profileDir, {
-      executablePath: CHROMIUM,
-      headless: true,
-      viewport: { width: 1280, height: 900 },
-      args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
-    });
+    browser = await launchChromium('docs-page', { viewport: { width: 1280, height: 900 } });
+    context = browser.context;
   });
 
   afterAll(async () => {
-    await context?.close();
-    if (profileDir) fs.rmSync(profileDir, { recursive: true, force: true });
+    await browser?.close();
   });
 
   it('renders from this server alone, lists the operations and takes an API token', async () => {

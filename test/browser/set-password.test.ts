@@ -2,35 +2,24 @@
 // Chromium, headless, driven by playwright-core): the user types a password
 // twice, the page confirms, and the user can then sign in with the API.
 // Skipped (with a message) only when /usr/bin/chromium is missing.
-import fs from 'node:fs';
-import os from 'node:os';
-import path from 'node:path';
-import { chromium, type BrowserContext } from 'playwright-core';
+import type { BrowserContext } from 'playwright-core';
+import { chromiumAvailable, launchChromium, type Browser } from '../support/browser.ts';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { api, baseUrl, db, publicUrl, registerUser } from '../helpers.ts';
 
-const CHROMIUM = '/usr/bin/chromium';
-const available = fs.existsSync(CHROMIUM);
-if (!available) {
-  console.warn(`[set-password] skipped: ${CHROMIUM} is missing (apt-get install -y chromium)`);
-}
+const available = chromiumAvailable('set-password');
 
 describe.skipIf(!available)('set-password page (headless Chromium)', () => {
   let context: BrowserContext;
-  let profileDir: string;
+  let browser: Browser | undefined;
 
   beforeAll(async () => {
-    profileDir = fs.mkdtempSync(path.join(os.tmpdir(), 'set-password-chromium-'));
-    context = await chromium.launchPersistentContext(profileDir, {
-      executablePath: CHROMIUM,
-      headless: true,
-      args: ['--headless', '--no-sandbox', '--disable-gpu', '--no-first-run', '--disable-background-networking', '--disable-sync'],
-    });
+    browser = await launchChromium('set-password');
+    context = browser.context;
   });
 
   afterAll(async () => {
-    await context?.close();
-    if (profileDir) fs.rmSync(profileDir, { recursive: true, force: true });
+    await browser?.close();
   });
 
   it('link → type the password twice → confirmed → sign in works; the link is then used up', async () => {

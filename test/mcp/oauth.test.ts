@@ -5,22 +5,18 @@
 // and the refresh token rotates. Plus the discovery documents and the
 // refusals (wrong password, denial, code reuse, wrong verifier).
 import crypto from 'node:crypto';
-import fs from 'node:fs';
 import http from 'node:http';
-import os from 'node:os';
-import path from 'node:path';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { UnauthorizedError, type OAuthClientProvider } from '@modelcontextprotocol/sdk/client/auth.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import type { OAuthClientInformationMixed, OAuthClientMetadata, OAuthTokens } from '@modelcontextprotocol/sdk/shared/auth.js';
-import { chromium, type BrowserContext } from 'playwright-core';
+import type { BrowserContext } from 'playwright-core';
+import { chromiumAvailable, launchChromium, type Browser } from '../support/browser.ts';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { api, baseUrl, db, registerUser, type TestUser } from '../helpers.ts';
 import { callTool, createManagedCommunity } from './support.ts';
 
-const CHROMIUM = '/usr/bin/chromium';
-const available = fs.existsSync(CHROMIUM);
-if (!available) console.warn(`[mcp oauth] browser flow skipped: ${CHROMIUM} is missing (apt-get install -y chromium)`);
+const available = chromiumAvailable('mcp-oauth');
 
 /** An in-memory OAuth client for the SDK, redirecting to a local callback. */
 class TestClientProvider implements OAuthClientProvider {
@@ -105,7 +101,7 @@ describe('discovery documents', () => {
 
 describe.skipIf(!available)('authorization code + PKCE with the SDK client and a real browser', () => {
   let context: BrowserContext;
-  let profileDir: string;
+  let browser: Browser | undefined;
   let user: TestUser;
   let community: string;
   let callback: Awaited<ReturnType<typeof callbackServer>>;
@@ -114,18 +110,13 @@ describe.skipIf(!available)('authorization code + PKCE with the SDK client and a
     user = await registerUser('oauth');
     community = await createManagedCommunity(user.email);
     callback = await callbackServer();
-    profileDir = fs.mkdtempSync(path.join(os.tmpdir(), 'mcp-oauth-chromium-'));
-    context = await chromium.launchPersistentContext(profileDir, {
-      executablePath: CHROMIUM,
-      headless: true,
-      args: ['--headless', '--no-sandbox', '--disable-gpu', '--no-first-run', '--disable-background-networking', '--disable-sync'],
-    });
+    browser = await launchChromium('mcp-oauth');
+    context = browser.context;
   });
 
   afterAll(async () => {
-    await context?.close();
+    await browser?.close();
     await callback?.close();
-    if (profileDir) fs.rmSync(profileDir, { recursive: true, force: true });
   });
 
   /** Opens the authorization URL, signs in, and returns the query the client's redirect URI got. */
