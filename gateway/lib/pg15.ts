@@ -5,9 +5,9 @@
 // user (as .ci/run does); the client programs run as whoever we are.
 import { execFileSync, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
-import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
+import { freePort } from './free-port.ts';
 
 export const PG15_BIN = process.env.PG15_BIN ?? '/usr/lib/postgresql/15/bin';
 
@@ -22,16 +22,6 @@ export interface ThrowawayCluster {
   stop(): void;
 }
 
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = net.createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as net.AddressInfo;
-      server.close(() => resolve(port));
-    });
-  });
-}
 
 /** Runs a server program, as `postgres` when we are root. */
 function runServerProgram(program: string, args: string[]): void {

@@ -17,12 +17,12 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import http from 'node:http';
-import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import autocannon from 'autocannon';
 import postgres from 'postgres';
 import type { Bench, BenchContext } from './harness.ts';
+import { freePort } from '../../gateway/lib/free-port.ts';
 
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 5);
 const REPEAT = Number(process.env.BENCH_REPEAT ?? 3);
@@ -59,16 +59,6 @@ const median = (xs: number[]) => {
   return s.length % 2 ? s[(s.length - 1) / 2]! : (s[s.length / 2 - 1]! + s[s.length / 2]!) / 2;
 };
 
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = net.createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as net.AddressInfo;
-      server.close(() => resolve(port));
-    });
-  });
-}
 
 /** `npm start` as production would run it, on the bench database. */
 interface GatewayProcess {

@@ -8,11 +8,11 @@
 // throughout, and the sockets are refused over the cap or closed after the
 // authentication grace.
 import { spawn, type ChildProcess } from 'node:child_process';
-import crypto from 'node:crypto';
 import path from 'node:path';
 import { afterAll, describe, expect, inject, it } from 'vitest';
 import WebSocket from 'ws';
 import { databaseUrl, registerUser } from '../helpers.ts';
+import { freePort } from '../support/processes.ts';
 import { rssMb, runWebsocketAttack } from '../support/ws-attack.ts';
 
 const ATTACK_RSS_BOUND_MB = 150;
@@ -51,7 +51,6 @@ function startGateway(env: Record<string, string>): Promise<{ child: ChildProces
   });
 }
 
-const freePort = () => 30000 + crypto.randomInt(20000);
 
 describe('realtime websocket limits (a gateway process under attack)', () => {
   it(`unauthenticated floods keep the gateway within ${ATTACK_RSS_BOUND_MB} MB of its start and /health under ${HEALTH_BOUND_MS} ms`, async () => {

@@ -4,7 +4,6 @@
 // Used by the test run (global-setup.ts) and by the benchmarks.
 import crypto from 'node:crypto';
 import fs from 'node:fs';
-import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import postgres from 'postgres';
@@ -14,6 +13,7 @@ import { createLogger, type Logger } from '../../gateway/lib/log.ts';
 import { startGateway, type RunningGateway } from '../../gateway/server.ts';
 import { startPgBouncer, type RunningPgBouncer } from './pgbouncer.ts';
 import { startMcpServer, type RunningMcpServer } from '../../mcp-server/server.ts';
+import { freePort } from '../../gateway/lib/free-port.ts';
 
 export interface TestEnvironment {
   baseUrl: string;
@@ -136,14 +136,3 @@ export async function startTestEnvironment(options: EnvironmentOptions = {}): Pr
   };
 }
 
-/** A port free right now on loopback. */
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const probe = net.createServer();
-    probe.once('error', reject);
-    probe.listen(0, '127.0.0.1', () => {
-      const { port } = probe.address() as net.AddressInfo;
-      probe.close(() => resolve(port));
-    });
-  });
-}
