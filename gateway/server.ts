@@ -111,7 +111,7 @@ export async function startGateway(
     await realtime.start();
     await sessions.start();
     if (config.smtpUrl) mailer = await startOutboxWorker(sql, { smtpUrl: config.smtpUrl, from: config.mailFrom, listenSql }, log);
-    await syncEndpoints(sql, discoverEndpoints(app, routes), log);
+    await syncEndpoints(sql, discoverEndpoints(app.served, routes), log);
   } catch (err) {
     await close();
     throw err;

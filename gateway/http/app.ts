@@ -1,8 +1,12 @@
-// The Express application: request ids and logs, the readiness gate, JSON
-// parsing (1 MB), every route module, JSON 404 and the last-resort error
-// handler. No route logic lives here.
-import express, { type ErrorRequestHandler } from 'express';
-import { defaultCode, errorBody, HttpError } from '../lib/errors.ts';
+// The gateway's HTTP application, on plain node:http (why not Express:
+// http/exchange.ts). Per request, in order: the request id and log line,
+// CORS, GET /health, the readiness gate (503 while migrating), the MCP
+// process's paths (passed through before any body is read), the route
+// (http/dispatch.ts; none: JSON 404), the JSON body (http/body.ts), and the
+// route's handler (the pipeline of http/route.ts). No route logic lives here;
+// anything unforeseen becomes a JSON 500 without details.
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { HttpError } from '../lib/errors.ts';
 import type { Logger } from '../lib/log.ts';
 import { agentCallRoutes } from '../routes/agent-calls.ts';
 import { authRoutes } from '../routes/auth.ts';
@@ -18,13 +22,13 @@ import { profileRoutes } from '../routes/profile.ts';
 import { streamRoutes } from '../routes/stream.ts';
 import { dealRoutes, taskRoutes } from '../routes/tasks.ts';
 import { tokenRoutes } from '../routes/tokens.ts';
+import { hasBody, readJsonBody } from './body.ts';
 import { cors } from './cors.ts';
-import { dispatch } from './dispatch.ts';
-import { repairPathEncoding } from './input.ts';
-import { mcpProxy } from './mcp-proxy.ts';
-import { requestLogger } from './request-log.ts';
+import { RouteTable } from './dispatch.ts';
+import { beginExchange, sendError, type Exchange } from './exchange.ts';
+import { isMcpPath, mcpProxy } from './mcp-proxy.ts';
 import type { TrustProxy } from '../lib/client-ip.ts';
-import type { Route, Services } from './route.ts';
+import type { Route, RouteHandler, Services } from './route.ts';
 
 /** Every REST route the gateway serves, in one list (the docs read it too). */
 export const routes: Route[] = [
@@ -55,68 +59,46 @@ export interface AppOptions {
   mcp?: { upstreamUrl: string; trustProxy: TrustProxy };
 }
 
-export function createApp({ services, log, isReady, corsOrigins, mcp }: AppOptions): express.Express {
-  const app = express();
-  app.disable('x-powered-by');
-  app.set('etag', false);
-  app.set('query parser', 'simple');
+/** The request listener (http.createServer(app)), with the method and path of every route it serves (lib/endpoints.ts records them). */
+export type App = ((req: IncomingMessage, res: ServerResponse) => void) & { served: readonly { method: string; path: string }[] };
 
-  app.use(requestLogger(log));
-  app.use(repairPathEncoding);
-  app.use(cors(corsOrigins ?? []));
-  app.get('/health', healthHandler(services.sql, isReady));
-  app.use((req, res, next) => {
-    if (isReady()) return next();
-    res.status(503).json(errorBody('error', new HttpError(503, 'service_unavailable', 'the service is starting')));
-  });
-  // Before the JSON parser: the MCP process reads the body itself.
-  if (mcp) app.use(mcpProxy({ ...mcp, log }));
-  const json = express.json({ limit: '1mb', type: ['application/json', 'application/*+json'] });
-  // Only requests with a body go through the parser (GETs skip it).
-  app.use((req, res, next) => (hasBody(req) ? json(req, res, next) : next()));
+export function createApp({ services, log, isReady, corsOrigins, mcp }: AppOptions): App {
+  const table = new RouteTable<RouteHandler>(
+    routes.map((route) => ({ method: route.method, path: route.path, handler: route.build(services) })),
+  );
+  const health = healthHandler(services.sql, isReady);
+  const corsHeaders = cors(corsOrigins ?? []);
+  const proxy = mcp ? mcpProxy({ ...mcp, log }) : undefined;
 
-  // One middleware finds the route (http/dispatch.ts), in this list's order.
-  app.use(dispatch(routes.map((route) => ({ method: route.method, path: route.path, handler: route.build(services) }))));
-
-  app.use((req, res) => {
-    res.status(404).json(errorBody('error', new HttpError(404, 'not_found', `no route for ${req.method} ${req.path}`)));
-  });
-  app.use(lastResortErrorHandler);
-  return app;
-}
-
-function hasBody(req: express.Request): boolean {
-  return req.headers['transfer-encoding'] !== undefined || (req.headers['content-length'] ?? '0') !== '0';
-}
-
-/** Errors that reach Express itself: body parsing, and anything unforeseen. */
-const lastResortErrorHandler: ErrorRequestHandler = (err, req, res, _next) => {
-  const type = (err as { type?: unknown } | null)?.type;
-  let httpError: HttpError;
-  if (type === 'entity.parse.failed') {
-    httpError = new HttpError(400, 'invalid_json', 'the request body is not valid JSON');
-  } else if (type === 'entity.too.large') {
-    httpError = new HttpError(413, 'payload_too_large', 'the request body is larger than 1 MB');
-  } else if (type === 'encoding.unsupported' || type === 'charset.unsupported') {
-    httpError = new HttpError(415, 'unsupported_media_type', 'unsupported body encoding');
-  } else if (type === 'request.aborted') {
-    httpError = new HttpError(400, 'bad_request', 'the request was aborted');
-  } else if (err instanceof URIError) {
-    // e.g. a path parameter that is not valid percent-encoding (%ZZ)
-    httpError = new HttpError(400, 'bad_request', 'the request URL is not valid');
-  } else if (clientErrorStatus(err) !== undefined) {
-    // Anything else Express or its parsers refuse as the client's fault.
-    const status = clientErrorStatus(err)!;
-    httpError = new HttpError(status, defaultCode(status), 'the request is not valid');
-  } else {
-    (res.locals.log as Logger | undefined)?.error({ err }, 'unhandled error');
-    httpError = new HttpError(500, 'internal_error', 'internal server error');
+  async function serve(exchange: Exchange): Promise<void> {
+    const { req, res, path, method } = exchange;
+    if (corsHeaders(req, res)) return;
+    if ((method === 'GET' || method === 'HEAD') && /^\/health\/?$/i.test(path)) return health(res);
+    if (!isReady()) return sendError(res, new HttpError(503, 'service_unavailable', 'the service is starting'));
+    // Before any body is read: the MCP process reads it itself.
+    if (proxy && isMcpPath(path)) return proxy(exchange);
+    const route = table.find(method, path);
+    if (!route) return sendError(res, new HttpError(404, 'not_found', `no route for ${method} ${path}`));
+    exchange.params = route.params;
+    if (hasBody(req)) {
+      try {
+        exchange.body = await readJsonBody(req);
+      } catch (err) {
+        // The rest of a refused body is not read: the connection closes after the answer.
+        res.setHeader('Connection', 'close');
+        throw err;
+      }
+    }
+    await route.handler(exchange);
   }
-  if (res.headersSent) return;
-  res.status(httpError.status).json(errorBody('error', httpError));
-};
 
-function clientErrorStatus(err: unknown): number | undefined {
-  const status = (err as { status?: unknown; statusCode?: unknown } | null)?.status ?? (err as { statusCode?: unknown } | null)?.statusCode;
-  return typeof status === 'number' && status >= 400 && status < 500 ? status : undefined;
+  const handle = (req: IncomingMessage, res: ServerResponse) => {
+    const exchange = beginExchange(req, res, log);
+    serve(exchange).catch((err: unknown) => {
+      const httpError = err instanceof HttpError ? err : new HttpError(500, 'internal_error', 'internal server error');
+      if (httpError.status >= 500) exchange.log.error({ err }, 'unhandled error');
+      sendError(res, httpError);
+    });
+  };
+  return Object.assign(handle, { served: [{ method: 'get', path: '/health' }, ...table.served] });
 }

@@ -10,20 +10,26 @@
 // - Preflights (OPTIONS with Access-Control-Request-Method) are answered 204
 //   here, before any route; from an origin not allowed, 204 without CORS
 //   headers (the browser refuses).
-import type { RequestHandler } from 'express';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 
 const METHODS = 'GET, POST, PUT, PATCH, DELETE, OPTIONS';
 const EXPOSED = 'X-Request-Id, Retry-After, Location, Content-Range, WWW-Authenticate';
 const HEADER_LIST = /^[A-Za-z0-9!#$%&'*+.^_`|~-]+(\s*,\s*[A-Za-z0-9!#$%&'*+.^_`|~-]+)*$/;
 
-export function cors(origins: string[]): RequestHandler {
+/** Sets the CORS headers of a request; true when it answered it (a preflight). */
+export function cors(origins: string[]): (req: IncomingMessage, res: ServerResponse) => boolean {
   const any = origins.includes('*');
   const allowed = new Set(origins.filter((o) => o !== '*').map((o) => o.toLowerCase()));
-  return (req, res, next) => {
-    if (origins.length === 0) return next();
+  const answer = (res: ServerResponse) => {
+    res.statusCode = 204;
+    res.end();
+    return true;
+  };
+  return (req, res) => {
+    if (origins.length === 0) return false;
     const origin = req.headers.origin;
     const preflight = req.method === 'OPTIONS' && req.headers['access-control-request-method'] !== undefined;
-    res.append('Vary', 'Origin');
+    res.appendHeader('Vary', 'Origin');
     if (typeof origin === 'string' && origin !== '') {
       if (allowed.has(origin.toLowerCase())) {
         res.setHeader('Access-Control-Allow-Origin', origin);
@@ -31,14 +37,13 @@ export function cors(origins: string[]): RequestHandler {
       } else if (any) {
         res.setHeader('Access-Control-Allow-Origin', '*');
       } else if (preflight) {
-        res.status(204).end();
-        return;
+        return answer(res);
       } else {
-        return next();
+        return false;
       }
       res.setHeader('Access-Control-Expose-Headers', EXPOSED);
     }
-    if (!preflight) return next();
+    if (!preflight) return false;
     res.setHeader('Access-Control-Allow-Methods', METHODS);
     const requested = req.headers['access-control-request-headers'];
     if (typeof requested === 'string' && requested.length <= 1000 && HEADER_LIST.test(requested.trim())) {
@@ -47,7 +52,7 @@ export function cors(origins: string[]): RequestHandler {
       res.setHeader('Access-Control-Allow-Headers', 'authorization, content-type, apikey, x-client-info, x-request-id, last-event-id');
     }
     res.setHeader('Access-Control-Max-Age', '600');
-    res.append('Vary', 'Access-Control-Request-Method, Access-Control-Request-Headers');
-    res.status(204).end();
+    res.appendHeader('Vary', 'Access-Control-Request-Method, Access-Control-Request-Headers');
+    return answer(res);
   };
 }

@@ -1,26 +1,22 @@
-// Finds a request's route without Express's router: Express tests every
-// route's pattern in turn (a regular expression and a chain of next() calls
-// per route); here each method's routes are compiled to segment lists once and
-// compared segment by segment, in declaration order, as Express would
+// Finds a request's route: each method's routes are compiled to segment
+// lists once and compared segment by segment, in declaration order
 // (case-insensitive, one trailing slash allowed, HEAD served by GET, path
-// parameters URI-decoded). A path that names no route goes on to the 404
-// handler.
-import type { RequestHandler } from 'express';
+// parameters URI-decoded). A path that names no route is the caller's 404.
 
-export interface Dispatchable {
+export interface Dispatchable<H> {
   method: string;
   path: string;
-  handler: RequestHandler;
+  handler: H;
 }
 
-interface Compiled {
+interface Compiled<H> {
   /** Lower-cased literal segments; null where the segment is a parameter. */
   literals: (string | null)[];
   names: (string | null)[];
-  handler: RequestHandler;
+  handler: H;
 }
 
-function compile(route: Dispatchable): Compiled {
+function compile<H>(route: Dispatchable<H>): Compiled<H> {
   const segments = route.path.split('/').slice(1);
   return {
     literals: segments.map((s) => (s.startsWith(':') ? null : s.toLowerCase())),
@@ -29,7 +25,7 @@ function compile(route: Dispatchable): Compiled {
   };
 }
 
-function match(route: Compiled, segments: string[]): Record<string, string> | null | undefined {
+function match<H>(route: Compiled<H>, segments: string[]): Record<string, string> | null | undefined {
   if (route.literals.length !== segments.length) return undefined;
   for (let i = 0; i < segments.length; i++) {
     const literal = route.literals[i];
@@ -49,30 +45,37 @@ function match(route: Compiled, segments: string[]): Record<string, string> | nu
   return params;
 }
 
-/** The dispatch middleware, carrying the method and path of every route it serves (docs discovery reads them). */
-export type DispatchHandler = RequestHandler & { served: readonly { method: string; path: string }[] };
+export interface Match<H> {
+  handler: H;
+  params: Record<string, string>;
+}
 
-export function dispatch(routes: Dispatchable[]): DispatchHandler {
-  const byMethod = new Map<string, Compiled[]>();
-  for (const route of routes) {
-    const method = route.method.toUpperCase();
-    if (!byMethod.has(method)) byMethod.set(method, []);
-    byMethod.get(method)!.push(compile(route));
+export class RouteTable<H> {
+  private readonly byMethod = new Map<string, Compiled<H>[]>();
+  /** Method (lower case) and path of every route served (docs discovery reads them). */
+  readonly served: readonly { method: string; path: string }[];
+
+  constructor(routes: Dispatchable<H>[]) {
+    for (const route of routes) {
+      const method = route.method.toUpperCase();
+      if (!this.byMethod.has(method)) this.byMethod.set(method, []);
+      this.byMethod.get(method)!.push(compile(route));
+    }
+    this.served = routes.map((r) => ({ method: r.method.toLowerCase(), path: r.path }));
   }
-  const handler: RequestHandler = (req, res, next) => {
-    const candidates = byMethod.get(req.method === 'HEAD' ? 'GET' : req.method);
-    if (!candidates) return next();
-    let path = req.path;
-    if (path.length > 1 && path.endsWith('/')) path = path.slice(0, -1);
-    const segments = path.split('/').slice(1);
+
+  /** The route for `method` and `path` (no query string), with its parameters; undefined if none. */
+  find(method: string, path: string): Match<H> | undefined {
+    const candidates = this.byMethod.get(method === 'HEAD' ? 'GET' : method);
+    if (!candidates) return undefined;
+    const trimmed = path.length > 1 && path.endsWith('/') ? path.slice(0, -1) : path;
+    const segments = trimmed.split('/').slice(1);
     for (const route of candidates) {
       const params = match(route, segments);
       if (params === undefined) continue;
-      if (params === null) return next();
-      req.params = params;
-      return route.handler(req, res, next);
+      if (params === null) return undefined;
+      return { handler: route.handler, params };
     }
-    next();
-  };
-  return Object.assign(handler, { served: routes.map((r) => ({ method: r.method.toLowerCase(), path: r.path })) });
+    return undefined;
+  }
 }

@@ -6,7 +6,7 @@
 //   of a lone surrogate, `%ED%A0%80`, or a stray `%`) is decoded leniently,
 //   as browsers do: each bad byte becomes U+FFFD. The route's own validation
 //   then refuses it like any other bad value (an id: 404; a page: its HTML
-//   error page), instead of Express failing with a URIError.
+//   error page), instead of failing with a URIError.
 // - Strings Postgres cannot store (a NUL character, a lone UTF-16 surrogate),
 //   in path parameters, query values or anywhere in a JSON body (keys too),
 //   are refused by the route with its invalid-input status (400 or 422, 404
@@ -18,7 +18,6 @@
 // numbers out of range are each route's zod schema's business (400/422).
 import type { Server } from 'node:http';
 import type { Duplex } from 'node:stream';
-import type { RequestHandler } from 'express';
 import { defaultCode, HttpError } from '../lib/errors.ts';
 
 export const MAX_JSON_DEPTH = 64;
@@ -40,25 +39,22 @@ function decodeLeniently(segment: string): string {
   return lenient.decode(Uint8Array.from(bytes));
 }
 
-/** Rewrites undecodable path segments so that Express can decode every parameter. */
-export const repairPathEncoding: RequestHandler = (req, _res, next) => {
-  const q = req.url.indexOf('?');
-  const pathname = q === -1 ? req.url : req.url.slice(0, q);
-  if (!pathname.includes('%')) return next();
-  let changed = false;
-  const segments = pathname.split('/').map((segment) => {
-    if (!segment.includes('%')) return segment;
-    try {
-      decodeURIComponent(segment);
-      return segment;
-    } catch {
-      changed = true;
-      return encodeURIComponent(decodeLeniently(segment));
-    }
-  });
-  if (changed) req.url = segments.join('/') + (q === -1 ? '' : req.url.slice(q));
-  next();
-};
+/** The path with undecodable segments re-encoded, so that every path parameter decodes. */
+export function repairPath(pathname: string): string {
+  if (!pathname.includes('%')) return pathname;
+  return pathname
+    .split('/')
+    .map((segment) => {
+      if (!segment.includes('%')) return segment;
+      try {
+        decodeURIComponent(segment);
+        return segment;
+      } catch {
+        return encodeURIComponent(decodeLeniently(segment));
+      }
+    })
+    .join('/');
+}
 
 // A NUL, or a surrogate not part of a pair.
 const UNSTORABLE = /\u0000|[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
@@ -94,7 +90,7 @@ export function assertStorable(value: unknown, where: string, status: number): v
 }
 
 /**
- * Requests Node's HTTP parser refuses before Express sees them (headers over
+ * Requests Node's HTTP parser refuses before the gateway sees them (headers over
  * 16 KB, malformed request lines or headers) get a JSON Error body too.
  */
 export function answerClientErrors(server: Server): void {

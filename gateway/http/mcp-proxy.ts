@@ -9,10 +9,10 @@
 // unless TRUST_PROXY says the gateway itself is behind trusted proxies; the
 // MCP process it starts trusts exactly one hop: the gateway on loopback).
 import http from 'node:http';
-import express, { type Router } from 'express';
-import { errorBody, HttpError } from '../lib/errors.ts';
+import { HttpError } from '../lib/errors.ts';
 import { clientIp, type TrustProxy } from '../lib/client-ip.ts';
 import type { Logger } from '../lib/log.ts';
+import { sendError, type Exchange } from './exchange.ts';
 
 /** Path prefixes served by the MCP process. */
 export const MCP_PATHS = [
@@ -44,27 +44,32 @@ export interface McpProxyOptions {
   log: Logger;
 }
 
-export function mcpProxy({ upstreamUrl, trustProxy, log }: McpProxyOptions): Router {
+/** Whether the MCP process serves `path` (one of MCP_PATHS, or below one; case-insensitive). */
+export function isMcpPath(path: string): boolean {
+  const lower = path.toLowerCase();
+  return MCP_PATHS.some((prefix) => lower === prefix || lower.startsWith(`${prefix}/`));
+}
+
+/** Passes the exchange's request to the MCP process, and its answer back. */
+export function mcpProxy({ upstreamUrl, trustProxy, log }: McpProxyOptions): (exchange: Exchange) => void {
   const upstream = new URL(upstreamUrl);
   const agent = new http.Agent({ keepAlive: true, maxSockets: 256 });
-  const proxyApp = express();
-  proxyApp.disable('x-powered-by');
-  proxyApp.use((req, res) => {
+  return ({ req, res, originalUrl, requestLog }) => {
     const headers: http.OutgoingHttpHeaders = {};
     for (const [name, value] of Object.entries(req.headers)) {
       if (value !== undefined && !HOP_BY_HOP.has(name)) headers[name] = value;
     }
     // The client as this gateway sees it (TRUST_PROXY: lib/client-ip.ts); the MCP process trusts this one hop.
     headers['x-forwarded-for'] = clientIp(req.socket.remoteAddress, req.headers['x-forwarded-for'], trustProxy);
-    headers['x-forwarded-proto'] = req.protocol;
-    if (typeof res.locals.requestId === 'string') headers['x-request-id'] = res.locals.requestId;
+    headers['x-forwarded-proto'] = 'encrypted' in req.socket && req.socket.encrypted ? 'https' : 'http';
+    headers['x-request-id'] = requestLog.id;
     const outgoing = http.request(
       {
         protocol: upstream.protocol,
         hostname: upstream.hostname,
         port: upstream.port,
         method: req.method,
-        path: req.originalUrl,
+        path: originalUrl,
         headers,
         agent,
       },
@@ -87,20 +92,12 @@ export function mcpProxy({ upstreamUrl, trustProxy, log }: McpProxyOptions): Rou
         return;
       }
       log.warn({ err: err.message }, 'the MCP server is not reachable');
-      res
-        .status(503)
-        .json(errorBody('error', new HttpError(503, 'service_unavailable', 'the agent interface is not available, try again')));
+      sendError(res, new HttpError(503, 'service_unavailable', 'the agent interface is not available, try again'));
     });
     // The client went away (e.g. closed an SSE stream): stop the upstream request.
     res.on('close', () => {
       if (!res.writableFinished) outgoing.destroy();
     });
     req.pipe(outgoing);
-  });
-  const router = express.Router();
-  router.use(MCP_PATHS, (req, res, next) => {
-    // Mounting strips the prefix; the MCP process needs the full path (originalUrl).
-    proxyApp(req, res, next);
-  });
-  return router;
+  };
 }

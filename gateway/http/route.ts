@@ -1,5 +1,6 @@
-// The one request pipeline every REST route goes through (one Express
-// handler per route, built by defineRoute, found by http/dispatch.ts):
+// The one request pipeline every REST route goes through (one handler per
+// route, built by defineRoute, found by http/dispatch.ts; plain node:http,
+// see http/exchange.ts):
 //
 //   authenticate (bearer JWT, when the route needs a user; verified tokens are
 //     cached until they expire, see lib/verified-tokens.ts)
@@ -15,12 +16,12 @@
 //     reaches the client (lib/errors.ts).
 //
 // Before it (app.ts): the request id and the request log line (one per
-// request, written when the response finishes), the readiness gate, and JSON
-// body parsing for requests that have a body.
+// request, written when the response finishes), CORS, the readiness gate,
+// and JSON body parsing for requests that have a body (http/body.ts).
 //
 // Route modules only declare routes; they never build SQL strings, filter rows
 // by user or re-check a rule the database enforces.
-import type { Request, RequestHandler, Response } from 'express';
+import type { ServerResponse } from 'node:http';
 import { z } from 'zod';
 import type { ChangeHub } from '../realtime/hub.ts';
 import type { SessionWatch } from '../realtime/session-watch.ts';
@@ -33,6 +34,7 @@ import { fairShareKey, type FairShare } from '../lib/fair-share.ts';
 import { InvalidTokenError, type AccessClaims, type TokenService } from '../lib/jwt.ts';
 import type { Logger } from '../lib/log.ts';
 import { retryAfterOf } from '../lib/throttle.ts';
+import { locationHeader, sendError, sendHtml, sendJson, type Exchange } from './exchange.ts';
 import { plainSecurityHeaders, type Page } from './html.ts';
 import { assertStorable } from './input.ts';
 import type { Responses, SecurityScheme } from '../lib/openapi.ts';
@@ -74,7 +76,7 @@ export interface Reply {
   html?: string;
   redirect?: string;
   headers?: Record<string, string>;
-  stream?: (res: Response) => void;
+  stream?: (res: ServerResponse) => void;
 }
 
 export interface Context<P, Q, B, H = undefined> {
@@ -164,8 +166,11 @@ export interface Route {
     invalidParamsStatus?: 400 | 404 | 422;
     htmlErrors: boolean;
   };
-  build(services: Services): RequestHandler;
+  build(services: Services): RouteHandler;
 }
+
+/** A route's handler, given the request once its route is found and its body read. */
+export type RouteHandler = (exchange: Exchange) => Promise<void>;
 
 export function defineRoute<
   P extends AnySchema | undefined = undefined,
@@ -187,19 +192,19 @@ export function defineRoute<
       invalidParamsStatus: def.invalidParamsStatus,
       htmlErrors: def.renderError !== undefined,
     },
-    build: (services) => async (req: Request, res: Response) => {
-      const log = (): Logger => res.locals.log;
+    build: (services) => async (exchange: Exchange) => {
+      const { req, res } = exchange;
       try {
-        const caller = def.auth === 'user' ? await authenticate(req, services, def.tokenInQuery ?? false) : null;
+        const caller = def.auth === 'user' ? await authenticate(exchange, services, def.tokenInQuery ?? false) : null;
         const user = caller?.user ?? null;
         const invalid = def.invalidStatus ?? 400;
-        const params = validate(def.params, req.params, 'path', def.invalidParamsStatus ?? invalid);
-        const query = validate(def.query, req.query, 'query', invalid);
-        const body = validate(def.body, req.body, 'body', invalid);
+        const params = validate(def.params, exchange.params, 'path', def.invalidParamsStatus ?? invalid);
+        const query = validate(def.query, def.query ? exchange.query : undefined, 'query', invalid);
+        const body = validate(def.body, exchange.body, 'body', invalid);
         const headers = validate(def.headers, req.headers, 'header', invalid);
         const requestClaims: RequestClaims = caller?.claims ?? ANON_CLAIMS;
         const ip = clientIp(req.socket.remoteAddress, req.headers['x-forwarded-for'], services.trustProxy);
-        if (user) res.locals.userId = user.sub;
+        if (user) exchange.userId = user.sub;
         const ctx: Context<Out<P>, Out<Q>, Out<B>, Out<H>> = {
           params: params as Out<P>,
           query: query as Out<Q>,
@@ -210,7 +215,7 @@ export function defineRoute<
           clientIp: ip,
           services,
           get log() {
-            return log();
+            return exchange.log;
           },
           db: (fn, claims) => {
             const transaction = () =>
@@ -231,40 +236,36 @@ export function defineRoute<
         if (override !== undefined) {
           httpError = new HttpError(override, httpError.code, httpError.message, httpError.details);
         }
-        if (httpError.status >= 500) log().error({ err }, 'request failed');
-        else log().debug({ status: httpError.status, error: httpError.message }, 'request refused');
+        if (httpError.status >= 500) exchange.log.error({ err }, 'request failed');
+        else exchange.log.debug({ status: httpError.status, error: httpError.message }, 'request refused');
+        if (res.headersSent) {
+          res.destroy();
+          return;
+        }
         if (httpError.status === 401) res.setHeader('WWW-Authenticate', 'Bearer');
         const retryAfter = retryAfterOf(httpError);
         if (retryAfter) res.setHeader('Retry-After', retryAfter);
         if (def.renderError) {
           const rendered = def.renderError(httpError);
           const errorPage = typeof rendered === 'string' ? { html: rendered, headers: plainSecurityHeaders() } : rendered;
-          res.set(errorPage.headers).status(httpError.status).type('html').send(errorPage.html);
+          sendHtml(res, httpError.status, errorPage.html, errorPage.headers);
           return;
         }
-        const shape = def.errorShapes?.[httpError.status] ?? 'error';
-        res.status(httpError.status).json(errorBody(shape, httpError));
+        sendError(res, httpError, def.errorShapes?.[httpError.status] ?? 'error');
       }
     },
   };
 }
 
-function send(res: Response, reply: Reply): void {
+function send(res: ServerResponse, reply: Reply): void {
   for (const [name, value] of Object.entries(reply.headers ?? {})) res.setHeader(name, value);
-  res.status(reply.status);
+  res.statusCode = reply.status;
   if (reply.stream) return reply.stream(res);
-  if (reply.redirect !== undefined) res.location(reply.redirect);
-  if (reply.html !== undefined) res.type('html').send(reply.html);
-  else if (reply.json !== undefined) sendJson(res, reply.json);
-  else if (reply.body !== undefined) sendJson(res, JSON.stringify(reply.body));
+  if (reply.redirect !== undefined) res.setHeader('Location', locationHeader(reply.redirect));
+  if (reply.html !== undefined) sendHtml(res, reply.status, reply.html);
+  else if (reply.json !== undefined) sendJson(res, reply.status, reply.json);
+  else if (reply.body !== undefined) sendJson(res, reply.status, JSON.stringify(reply.body));
   else res.end();
-}
-
-/** JSON text as the reply body, written directly (Express's res.send does more than a JSON reply needs). */
-function sendJson(res: Response, text: string): void {
-  res.setHeader('Content-Type', 'application/json; charset=utf-8');
-  res.setHeader('Content-Length', Buffer.byteLength(text));
-  res.end(res.req.method === 'HEAD' ? undefined : text);
 }
 
 /** request.jwt.claims of a verified token, serialised once per token (verified claims are cached and frozen). */
@@ -278,13 +279,13 @@ function claimsJson(user: AccessClaims): string {
   return json;
 }
 
-async function authenticate(req: Request, services: Services, tokenInQuery: boolean): Promise<Caller> {
-  const header = req.headers.authorization;
+async function authenticate(exchange: Exchange, services: Services, tokenInQuery: boolean): Promise<Caller> {
+  const header = exchange.req.headers.authorization;
   const match = header ? /^Bearer\s+(\S+)\s*$/i.exec(header) : null;
-  const fromQuery = tokenInQuery && !header && typeof req.query.access_token === 'string' ? req.query.access_token : undefined;
-  const token = match?.[1] ?? fromQuery;
+  const inQuery = tokenInQuery && !header ? exchange.query.access_token : undefined;
+  const token = match?.[1] ?? (typeof inQuery === 'string' ? inQuery : undefined);
   if (!token) throw new HttpError(401, 'unauthorized', 'missing bearer token');
-  if (isApiTokenSecret(token)) return apiTokenCaller(await authenticateApiToken(services.sql, token, req.path));
+  if (isApiTokenSecret(token)) return apiTokenCaller(await authenticateApiToken(services.sql, token, exchange.path));
   try {
     const user = await services.tokens.verify(token);
     return { user, claims: { ...user, role: 'authenticated' }, apiToken: null };

@@ -28,7 +28,7 @@
 // Last-Event-ID and loses nothing. The stream also ends when its access token
 // expires (reconnect with a fresh token and Last-Event-ID).
 import type { Socket } from 'node:net';
-import type { Response } from 'express';
+import type { ServerResponse } from 'node:http';
 import type { RequestClaims } from '../lib/db.ts';
 import type { Logger } from '../lib/log.ts';
 import type { ChangeHub, CloseReason, SseSubscriber } from './hub.ts';
@@ -91,7 +91,7 @@ export class SseStream implements SseSubscriber {
 
   constructor(
     private readonly hub: ChangeHub,
-    private readonly res: Response,
+    private readonly res: ServerResponse,
     readonly userId: string,
     readonly claims: RequestClaims,
     private readonly start: StreamStart,
@@ -141,7 +141,7 @@ export class SseStream implements SseSubscriber {
     const socket = res.socket;
     if (socket && (socket as Socket & { _httpMessage?: unknown })._httpMessage === res && res.writableLength === 0) {
       this.socket = socket;
-      this.chunked = (res as Response & { chunkedEncoding?: boolean }).chunkedEncoding === true;
+      this.chunked = (res as ServerResponse & { chunkedEncoding?: boolean }).chunkedEncoding === true;
       socket.on('drain', this.onDrain);
     }
     this.hub.add(this);

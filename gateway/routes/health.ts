@@ -1,21 +1,20 @@
 // GET /health: 200 once migrations have run and the database answers; 503 otherwise.
-import type { RequestHandler } from 'express';
+import type { ServerResponse } from 'node:http';
+import { sendJson } from '../http/exchange.ts';
 import type { Sql } from '../lib/db.ts';
 
-export function healthHandler(sql: Sql, isReady: () => boolean): RequestHandler {
-  return async (_req, res) => {
-    if (!isReady()) {
-      res.status(503).json({ status: 'starting', database: 'migrating' });
-      return;
-    }
+export function healthHandler(sql: Sql, isReady: () => boolean): (res: ServerResponse) => Promise<void> {
+  const answer = (res: ServerResponse, status: number, body: Record<string, string>) => sendJson(res, status, JSON.stringify(body));
+  return async (res) => {
+    if (!isReady()) return answer(res, 503, { status: 'starting', database: 'migrating' });
     try {
       await Promise.race([
         sql`select 1`,
         new Promise((_, reject) => setTimeout(() => reject(new Error('timeout')), 2000)),
       ]);
-      res.status(200).json({ status: 'ok', database: 'ok' });
+      answer(res, 200, { status: 'ok', database: 'ok' });
     } catch {
-      res.status(503).json({ status: 'unavailable', database: 'unreachable' });
+      answer(res, 503, { status: 'unavailable', database: 'unreachable' });
     }
   };
 }

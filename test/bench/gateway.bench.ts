@@ -13,7 +13,8 @@
 // Knobs: BENCH_SECONDS (per run, default 5), BENCH_REPEAT (alternating
 // gateway/direct runs per route; medians reported, default 3),
 // BENCH_CONNECTIONS (default 32), BENCH_POOL (default 10); BENCH_ONLY=sql
-// measures the list SQL only.
+// measures the list SQL only; BENCH_ROUTES=profile,tasks picks routes by a
+// word of their label; BENCH_CPU_PROF=dir profiles the gateway process.
 import { spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import http from 'node:http';
@@ -70,7 +71,9 @@ interface GatewayProcess {
 
 async function startGatewayProcess(ctx: BenchContext, workers: number): Promise<GatewayProcess> {
   const port = await freePort();
-  const child: ChildProcess = spawn(process.execPath, ['--import', 'tsx', path.join('gateway', 'main.ts')], {
+  // BENCH_CPU_PROF=dir: the gateway writes a V8 CPU profile there when it stops.
+  const profile = process.env.BENCH_CPU_PROF ? ['--cpu-prof', `--cpu-prof-dir=${path.resolve(process.env.BENCH_CPU_PROF)}`] : [];
+  const child: ChildProcess = spawn(process.execPath, [...profile, '--import', 'tsx', path.join('gateway', 'main.ts')], {
     cwd: path.resolve(import.meta.dirname, '..', '..'),
     env: {
       ...process.env,
@@ -166,11 +169,13 @@ async function loadDirect(fn: () => Promise<unknown>, seconds: number): Promise<
 }
 
 /**
- * The request's transaction as the gateway sends it: BEGIN, the settings,
- * the call and COMMIT written one after the other on one connection, then
- * the replies awaited together (one round trip).
+ * The request's transaction as the gateway sends it (gateway/lib/db.ts):
+ * BEGIN, the settings with the session check, the call and COMMIT written
+ * one after the other on one connection, then the replies awaited together
+ * (one round trip).
  */
 function directTransaction(sql: postgres.Sql, claims: string, readOnly: boolean, call: (tx: postgres.Sql) => postgres.PendingQuery<postgres.Row[]>) {
+  const session = (JSON.parse(claims) as { session_id?: string }).session_id ?? null;
   return (async () => {
     const tx = await sql.reserve();
     try {
@@ -178,7 +183,8 @@ function directTransaction(sql: postgres.Sql, claims: string, readOnly: boolean,
       const settings = tx`
         select set_config('role', ${'authenticated'}, true),
                set_config('request.jwt.claims', ${claims}, true),
-               set_config('statement_timeout', ${'15000'}, true)`.execute();
+               set_config('statement_timeout', ${'15000'}, true),
+               private.check_session(${session}::uuid)`.execute();
       const result = call(tx).execute();
       const commit = tx`commit`.execute();
       await Promise.all([begin, settings, result, commit]);
@@ -290,6 +296,8 @@ const bench: Bench = {
     ];
 
     if (process.env.BENCH_ONLY === 'sql') return { listSql: await measureListSql(ctx, me.userId) };
+    const picked = process.env.BENCH_ROUTES?.split(',').filter(Boolean);
+    if (picked) routes.splice(0, routes.length, ...routes.filter((r) => picked.some((word) => r.label.includes(word))));
     const direct = postgres(ctx.env.databaseUrl, { max: POOL, onnotice: () => {} });
     const results: Record<string, unknown>[] = [];
     const lines: string[][] = [];

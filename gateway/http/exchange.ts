@@ -1,0 +1,115 @@
+// One request as the gateway sees it, on plain node:http. The gateway does
+// not use Express: in one side-by-side measurement Express's request and
+// response wrappers and its middleware chain cost about as much Node CPU
+// per request as postgres.js spends on the request's whole transaction
+// (issue 11). What the pipeline needs from a framework is here instead: the
+// path (undecodable percent-encoding repaired, see input.ts), the query
+// (node's querystring: Express's 'simple' parser), the route's path
+// parameters, the parsed body, the request id and log, and three ways to
+// answer (JSON, HTML, an error body).
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import querystring, { type ParsedUrlQuery } from 'node:querystring';
+import { errorBody, type ErrorShape, type HttpError } from '../lib/errors.ts';
+import type { Logger } from '../lib/log.ts';
+import { repairPath } from './input.ts';
+import { startRequestLog, type RequestLog } from './request-log.ts';
+
+export class Exchange {
+  /** The URL as the client sent it (the MCP process gets it unchanged). */
+  readonly originalUrl: string;
+  /** The path, without the query string; undecodable percent-encoding repaired (input.ts). */
+  readonly path: string;
+  /** The raw query string, without `?` ('' when none). */
+  readonly search: string;
+  /** Path parameters of the matched route (URI-decoded). */
+  params: Record<string, string> = {};
+  /** The parsed JSON body; undefined when the request has none (or not JSON). */
+  body: unknown = undefined;
+  private parsedQuery: ParsedUrlQuery | undefined;
+
+  constructor(
+    readonly req: IncomingMessage,
+    readonly res: ServerResponse,
+    /** The request id (X-Request-Id), its log line and its logger. */
+    readonly requestLog: RequestLog,
+  ) {
+    const url = req.url ?? '/';
+    this.originalUrl = url;
+    const q = url.indexOf('?');
+    const rawPath = pathOf(q === -1 ? url : url.slice(0, q));
+    this.path = repairPath(rawPath);
+    this.search = q === -1 ? '' : url.slice(q + 1);
+  }
+
+  get method(): string {
+    return this.req.method ?? 'GET';
+  }
+
+  /** The query string parsed as Express's 'simple' parser does (repeated keys become arrays). */
+  get query(): ParsedUrlQuery {
+    return (this.parsedQuery ??= this.search === '' ? {} : querystring.parse(this.search));
+  }
+
+  get log(): Logger {
+    return this.requestLog.log;
+  }
+
+  /** The signed-in user, for the request log line. */
+  set userId(id: string | undefined) {
+    this.requestLog.userId = id;
+  }
+}
+
+/** The path of an origin-form request target; of an absolute-form one (`GET http://host/x`), its pathname. */
+function pathOf(target: string): string {
+  if (target.startsWith('/')) return target;
+  try {
+    return new URL(target).pathname;
+  } catch {
+    return target === '*' ? '*' : `/${target}`;
+  }
+}
+
+export function beginExchange(req: IncomingMessage, res: ServerResponse, log: Logger): Exchange {
+  return new Exchange(req, res, startRequestLog(req, res, log));
+}
+
+/** Sends JSON text (or a value to serialise) with `status`; HEAD gets the headers only. */
+export function sendJson(res: ServerResponse, status: number, json: string): void {
+  res.statusCode = status;
+  res.setHeader('Content-Type', 'application/json; charset=utf-8');
+  res.setHeader('Content-Length', Buffer.byteLength(json));
+  res.end(res.req.method === 'HEAD' ? undefined : json);
+}
+
+export function sendHtml(res: ServerResponse, status: number, html: string, headers?: Record<string, string>): void {
+  for (const [name, value] of Object.entries(headers ?? {})) res.setHeader(name, value);
+  res.statusCode = status;
+  res.setHeader('Content-Type', 'text/html; charset=utf-8');
+  res.setHeader('Content-Length', Buffer.byteLength(html));
+  res.end(res.req.method === 'HEAD' ? undefined : html);
+}
+
+/** An error in one of the three bodies of spec section 7 (unless the response already started). */
+export function sendError(res: ServerResponse, err: HttpError, shape: ErrorShape = 'error'): void {
+  if (res.headersSent) {
+    res.destroy();
+    return;
+  }
+  sendJson(res, err.status, JSON.stringify(errorBody(shape, err)));
+}
+
+/**
+ * A Location header value: characters a header may not carry, and `%` that
+ * starts no escape, are percent-encoded (as Express's res.location did);
+ * escapes already present are kept.
+ */
+export function locationHeader(url: string): string {
+  return url.replace(/%(?![0-9A-Fa-f]{2})|[^\x21-\x7e]/gu, (c) => {
+    try {
+      return encodeURIComponent(c);
+    } catch {
+      return encodeURIComponent('\uFFFD'); // a lone surrogate
+    }
+  });
+}
