@@ -22,7 +22,9 @@ export interface FairShareOptions {
 
 interface Waiter {
   start: () => void;
-  timer: NodeJS.Timeout;
+  refuse: (err: HttpError) => void;
+  /** When it was queued (performance.now()). */
+  since: number;
 }
 
 interface KeyState {
@@ -32,17 +34,25 @@ interface KeyState {
 
 export class FairShare {
   private readonly keys = new Map<string, KeyState>();
+  /** Clients with a queue; one timer refuses their waiters that waited too long (none per request). */
+  private readonly queued = new Set<KeyState>();
+  private sweeper: NodeJS.Timeout | undefined;
 
   constructor(readonly options: FairShareOptions) {}
 
   /** Runs `fn` once `key` has a free slot; 429 when its queue is full or the wait too long. */
-  async run<T>(key: string, fn: () => Promise<T>): Promise<T> {
-    await this.acquire(key);
-    try {
-      return await fn();
-    } finally {
-      this.release(key);
+  run<T>(key: string, fn: () => Promise<T>): Promise<T> {
+    let state = this.keys.get(key);
+    if (!state) {
+      state = { running: 0, queue: [] };
+      this.keys.set(key, state);
     }
+    // A free slot: no promise, no timer (the common case).
+    if (state.running < this.options.perKey) {
+      state.running++;
+      return this.runHolding(key, fn);
+    }
+    return this.wait(state).then(() => this.runHolding(key, fn));
   }
 
   /** Clients with requests running or waiting (for tests and diagnostics). */
@@ -50,34 +60,43 @@ export class FairShare {
     return this.keys.size;
   }
 
-  private acquire(key: string): Promise<void> {
-    let state = this.keys.get(key);
-    if (!state) {
-      state = { running: 0, queue: [] };
-      this.keys.set(key, state);
+  private runHolding<T>(key: string, fn: () => Promise<T>): Promise<T> {
+    let result: Promise<T>;
+    try {
+      result = fn();
+    } catch (err) {
+      result = Promise.reject(err);
     }
-    if (state.running < this.options.perKey) {
-      state.running++;
-      return Promise.resolve();
-    }
+    return result.finally(() => this.release(key));
+  }
+
+  private wait(state: KeyState): Promise<void> {
     if (state.queue.length >= this.options.maxQueued) {
       return Promise.reject(this.tooMany('too many requests of this client are waiting'));
     }
-    const queued = state;
     return new Promise<void>((resolve, reject) => {
-      const waiter: Waiter = {
-        start: () => {
-          clearTimeout(waiter.timer);
-          resolve();
-        },
-        timer: setTimeout(() => {
-          const at = queued.queue.indexOf(waiter);
-          if (at >= 0) queued.queue.splice(at, 1);
-          reject(this.tooMany('this client\'s requests waited too long for the database'));
-        }, this.options.maxWaitMs),
-      };
-      queued.queue.push(waiter);
+      state.queue.push({ start: resolve, refuse: reject, since: performance.now() });
+      this.queued.add(state);
+      if (!this.sweeper) {
+        this.sweeper = setInterval(() => this.refuseOverdue(), Math.max(10, Math.min(100, this.options.maxWaitMs / 4)));
+        this.sweeper.unref();
+      }
     });
+  }
+
+  /** Refuses every waiter queued longer than maxWaitMs (oldest first in each queue). */
+  private refuseOverdue(): void {
+    const deadline = performance.now() - this.options.maxWaitMs;
+    for (const state of this.queued) {
+      while (state.queue.length > 0 && state.queue[0]!.since <= deadline) {
+        state.queue.shift()!.refuse(this.tooMany("this client's requests waited too long for the database"));
+      }
+      if (state.queue.length === 0) this.queued.delete(state);
+    }
+    if (this.queued.size === 0) {
+      clearInterval(this.sweeper);
+      this.sweeper = undefined;
+    }
   }
 
   private release(key: string): void {

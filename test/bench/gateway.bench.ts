@@ -10,8 +10,13 @@
 // Then the list SQL: each list function against a plain select of the same
 // rows, both looped inside Postgres, and the gateway at WEB_CONCURRENCY=N.
 //
+// A third column runs the same statements one at a time (each awaited
+// before the next: four round trips), as a client that does not pipeline
+// would; the gateway is judged against the pipelined direct side.
+//
 // Knobs: BENCH_SECONDS (per run, default 5), BENCH_REPEAT (alternating
 // gateway/direct runs per route; medians reported, default 3),
+// BENCH_WARMUP (seconds of gateway load before measuring a route, default 10),
 // BENCH_CONNECTIONS (default 32), BENCH_POOL (default 10); BENCH_ONLY=sql
 // measures the list SQL only; BENCH_ROUTES=profile,tasks picks routes by a
 // word of their label; BENCH_CPU_PROF=dir profiles the gateway process.
@@ -27,6 +32,7 @@ import { freePort } from '../../gateway/lib/free-port.ts';
 
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 5);
 const REPEAT = Number(process.env.BENCH_REPEAT ?? 3);
+const WARMUP = Number(process.env.BENCH_WARMUP ?? 10);
 const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 32);
 const POOL = Number(process.env.BENCH_POOL ?? 10);
 const CORES = os.availableParallelism();
@@ -51,8 +57,10 @@ interface RouteCase {
   method: 'GET' | 'POST';
   path: string;
   body?: unknown;
-  /** One request's SQL on the direct side (the same statements the gateway sends). */
-  direct(sql: postgres.Sql): Promise<unknown>;
+  /** GET routes run read-only. */
+  readOnly: boolean;
+  /** The route's one SQL call (the gateway's handler sends the same). */
+  call(tx: postgres.Sql): postgres.PendingQuery<postgres.Row[]>;
 }
 
 const median = (xs: number[]) => {
@@ -174,18 +182,18 @@ async function loadDirect(fn: () => Promise<unknown>, seconds: number): Promise<
  * one after the other on one connection, then the replies awaited together
  * (one round trip).
  */
-function directTransaction(sql: postgres.Sql, claims: string, readOnly: boolean, call: (tx: postgres.Sql) => postgres.PendingQuery<postgres.Row[]>) {
+function directTransaction(sql: postgres.Sql, claims: string, route: RouteCase) {
   const session = (JSON.parse(claims) as { session_id?: string }).session_id ?? null;
   return (async () => {
     const tx = await sql.reserve();
     try {
-      const begin = tx.unsafe(readOnly ? 'begin read only' : 'begin').execute();
+      const begin = tx.unsafe(route.readOnly ? 'begin read only' : 'begin').execute();
       const settings = tx`
         select set_config('role', ${'authenticated'}, true),
                set_config('request.jwt.claims', ${claims}, true),
                set_config('statement_timeout', ${'15000'}, true),
                private.check_session(${session}::uuid)`.execute();
-      const result = call(tx).execute();
+      const result = route.call(tx).execute();
       const commit = tx`commit`.execute();
       await Promise.all([begin, settings, result, commit]);
       return result;
@@ -193,6 +201,31 @@ function directTransaction(sql: postgres.Sql, claims: string, readOnly: boolean,
       tx.release();
     }
   })();
+}
+
+/**
+ * The same statements as most clients send them: each awaited before the
+ * next (four round trips; what the gateway did before issue 11).
+ */
+async function directOneByOne(sql: postgres.Sql, claims: string, route: RouteCase) {
+  const session = (JSON.parse(claims) as { session_id?: string }).session_id ?? null;
+  const tx = await sql.reserve();
+  try {
+    await tx.unsafe(route.readOnly ? 'begin read only' : 'begin');
+    await tx`
+      select set_config('role', ${'authenticated'}, true),
+             set_config('request.jwt.claims', ${claims}, true),
+             set_config('statement_timeout', ${'15000'}, true),
+             private.check_session(${session}::uuid)`;
+    const result = await route.call(tx);
+    await tx`commit`;
+    return result;
+  } catch (err) {
+    await tx`rollback`.catch(() => {});
+    throw err;
+  } finally {
+    tx.release();
+  }
 }
 
 const summary = (xs: Measured[]): Measured => ({
@@ -266,32 +299,30 @@ const bench: Bench = {
         label: 'GET /api/mobile/profile',
         method: 'GET',
         path: '/api/mobile/profile',
-        direct: (sql) => directTransaction(sql, claims, true, (tx) => tx`select * from api.profile_get()`),
+        readOnly: true,
+        call: (tx) => tx`select * from api.profile_get()`,
       },
       {
         label: 'GET /api/mobile/communities (50)',
         method: 'GET',
         path: '/api/mobile/communities',
-        direct: (sql) => directTransaction(sql, claims, true, (tx) => tx`select api.communities_mine(${50}, ${0})::text as page`),
+        readOnly: true,
+        call: (tx) => tx`select api.communities_mine(${50}, ${0})::text as page`,
       },
       {
         label: 'GET /api/mobile/events/upcoming (20)',
         method: 'GET',
         path: '/api/mobile/events/upcoming',
-        direct: (sql) => directTransaction(sql, claims, true, (tx) => tx`select api.events_upcoming_page(${publicUrl})::text as events`),
+        readOnly: true,
+        call: (tx) => tx`select api.events_upcoming_page(${publicUrl})::text as events`,
       },
       {
         label: 'POST /api/mobile/tasks',
         method: 'POST',
         path: '/api/mobile/tasks',
         body: { title: 'bench task', description: 'created by the gateway bench' },
-        direct: (sql) =>
-          directTransaction(
-            sql,
-            claims,
-            false,
-            (tx) => tx`select * from api.task_create(${'bench task'}, ${'created by the gateway bench'}, ${'pending'}, ${null}::jsonb)`,
-          ),
+        readOnly: false,
+        call: (tx) => tx`select * from api.task_create(${'bench task'}, ${'created by the gateway bench'}, ${'pending'}, ${null}::jsonb)`,
       },
     ];
 
@@ -303,21 +334,24 @@ const bench: Bench = {
     const lines: string[][] = [];
     try {
       const floor = await loadDirect(() => direct`select 1`, SECONDS);
-      lines.push(['floor: select 1 (direct)', '-', '-', '-', fmt(floor.rps), fmt(floor.p50, 1), fmt(floor.p99, 1), '-', fmt(floor.cpuUs), '-']);
+      lines.push(['floor: select 1 (direct)', '-', '-', '-', fmt(floor.rps), fmt(floor.p50, 1), fmt(floor.p99, 1), '-', fmt(floor.cpuUs), '-', '-', '-']);
       results.push({ route: 'select 1', direct: floor });
 
       for (const workers of [1, CORES > 1 ? CORES : 0].filter((w) => w > 0)) {
         const gateway = await startGatewayProcess(ctx, workers);
         try {
           for (const route of workers === 1 ? routes : routes.slice(0, 1)) {
-            // Warm up both sides (prepared statements, JIT), then alternate.
-            await loadGateway(gateway, route, me.token, 1);
-            await loadDirect(() => route.direct(direct), 1);
+            // Warm up both sides (prepared statements; the JIT needs tens of
+            // thousands of requests before the gateway's CPU per request settles), then alternate.
+            await loadGateway(gateway, route, me.token, WARMUP);
+            await loadDirect(() => directTransaction(direct, claims, route), 1);
             const g: Measured[] = [];
             const d: Measured[] = [];
+            const seq: Measured[] = [];
             for (let i = 0; i < REPEAT; i++) {
               g.push(await loadGateway(gateway, route, me.token, SECONDS));
-              d.push(await loadDirect(() => route.direct(direct), SECONDS));
+              d.push(await loadDirect(() => directTransaction(direct, claims, route), SECONDS));
+              if (workers === 1) seq.push(await loadDirect(() => directOneByOne(direct, claims, route), SECONDS));
             }
             const ratios = g.map((x, i) => x.rps / d[i]!.rps);
             const row = {
@@ -327,6 +361,7 @@ const bench: Bench = {
               direct: summary(d),
               ratio: median(ratios),
               ratios,
+              ...(seq.length > 0 ? { directOneByOne: summary(seq), ratioOneByOne: median(g.map((x, i) => x.rps / seq[i]!.rps)) } : {}),
             };
             results.push(row);
             lines.push([
@@ -340,6 +375,8 @@ const bench: Bench = {
               fmt(row.gateway.cpuUs),
               fmt(row.direct.cpuUs),
               `${row.ratio.toFixed(2)} (${ratios.map((r) => r.toFixed(2)).join(' ')})`,
+              row.directOneByOne ? fmt(row.directOneByOne.rps) : '-',
+              row.ratioOneByOne !== undefined ? row.ratioOneByOne.toFixed(2) : '-',
             ]);
             ctx.progress(`${lines.at(-1)!.join('  ')}`);
           }
@@ -352,7 +389,10 @@ const bench: Bench = {
     }
     console.log(`\n${CORES} cores; ${CONNECTIONS} connections; pool ${POOL} on both sides; medians of ${REPEAT} × ${SECONDS}s`);
     console.log(
-      table(['route', 'gw rps', 'gw p50', 'gw p99', 'direct rps', 'd p50', 'd p99', 'gw cpu µs/req', 'd cpu µs/req', 'gw ÷ direct (runs)'], lines),
+      table(
+        ['route', 'gw rps', 'gw p50', 'gw p99', 'direct rps', 'd p50', 'd p99', 'gw cpu µs/req', 'd cpu µs/req', 'gw ÷ direct (runs)', '1-by-1 rps', 'gw ÷ 1-by-1'],
+        lines,
+      ),
     );
 
     const listRatios = await measureListSql(ctx, me.userId);
