@@ -41,7 +41,20 @@ export interface TokenService {
 
 export class InvalidTokenError extends Error {}
 
-type VerifyKey = Awaited<ReturnType<typeof importJWK>> | Uint8Array;
+const Uuid = z.uuid();
+
+type VerifyKey = Awaited<ReturnType<typeof importJWK>> | CryptoKey;
+
+/**
+ * A shared secret as a WebCrypto HMAC key, imported once: given the raw
+ * bytes, jose imports them again on every verification (a measurable part
+ * of opening a stream).
+ */
+function hmacKey(secret: Uint8Array, alg: string): Promise<CryptoKey> {
+  const hash = { HS256: 'SHA-256', HS384: 'SHA-384', HS512: 'SHA-512' }[alg];
+  if (!hash) throw new Error(`unsupported algorithm ${alg} for a shared secret`);
+  return crypto.webcrypto.subtle.importKey('raw', secret, { name: 'HMAC', hash }, false, ['sign', 'verify']);
+}
 
 interface KeyEntry {
   kid: string | undefined;
@@ -68,7 +81,8 @@ async function keysFromJwks(json: string): Promise<KeyEntry[]> {
       const alg = jwk.alg ?? (jwk.kty === 'EC' ? 'ES256' : jwk.kty === 'RSA' ? 'RS256' : 'HS256');
       const full = jwk as JWK;
       if (jwk.kty === 'oct') {
-        const key = await importJWK(full, alg);
+        const imported = await importJWK(full, alg);
+        const key = imported instanceof Uint8Array ? await hmacKey(imported, alg) : imported;
         return { kid: jwk.kid, alg, signKey: key, verifyKey: key };
       }
       const publicJwk: JWK = { ...full };
@@ -97,11 +111,11 @@ export async function createTokenService(config: Config): Promise<TokenService> 
   if (config.jwtSigningKeys) keys.push(...(await keysFromJwks(config.jwtSigningKeys)));
   if (config.jwtSecret) {
     if (config.jwtSecret.length < 32) throw new Error('JWT_SECRET must be at least 32 characters');
-    const key = new TextEncoder().encode(config.jwtSecret);
+    const key = await hmacKey(new TextEncoder().encode(config.jwtSecret), 'HS256');
     keys.push({ kid: undefined, alg: 'HS256', signKey: key, verifyKey: key });
   }
   if (keys.length === 0) {
-    const key = new TextEncoder().encode(devSecret(config.dataDir));
+    const key = await hmacKey(new TextEncoder().encode(devSecret(config.dataDir)), 'HS256');
     keys.push({ kid: undefined, alg: 'HS256', signKey: key, verifyKey: key });
   }
   const signer = keys.find((k) => k.signKey);
@@ -139,7 +153,7 @@ export async function createTokenService(config: Config): Promise<TokenService> 
           },
           { algorithms, audience: AUDIENCE, issuer, requiredClaims: ['sub', 'exp'] },
         );
-        if (payload.role !== 'authenticated' || !z.uuid().safeParse(payload.sub).success) {
+        if (payload.role !== 'authenticated' || !Uuid.safeParse(payload.sub).success) {
           throw new InvalidTokenError('token is not a user access token');
         }
         return verified.set(token, payload as AccessClaims);

@@ -120,7 +120,7 @@ export class SseStream implements SseSubscriber {
     res.setHeader('Cache-Control', 'no-cache, no-transform');
     res.setHeader('Connection', 'keep-alive');
     res.setHeader('X-Accel-Buffering', 'no');
-    res.flushHeaders();
+    // No flushHeaders(): the headers go out with the opening messages, in one write.
     res.socket?.setNoDelay(true);
 
     let out = '';

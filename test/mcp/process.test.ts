@@ -2,12 +2,12 @@
 // the gateway; Ctrl-C (SIGINT) or SIGTERM stops both; a killed gateway does
 // not leave the MCP process behind; a crashed MCP process is restarted.
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
-import crypto from 'node:crypto';
 import net from 'node:net';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { isAlive } from '../../gateway/lib/embedded-postgres.ts';
 import { databaseUrl } from '../helpers.ts';
+import { freePort } from '../support/processes.ts';
 
 const root = path.resolve(import.meta.dirname, '..', '..');
 const started: ChildProcess[] = [];
@@ -18,7 +18,7 @@ afterAll(() => {
 /** Two consecutive ports free right now (random ports can collide with busy outgoing sockets). */
 async function freePortPair(): Promise<number> {
   for (;;) {
-    const port = 30000 + crypto.randomInt(20000);
+    const port = freePort();
     const ok = await Promise.all([port, port + 1].map(
       (p) => new Promise<boolean>((resolve) => {
         const probe = net.createServer();

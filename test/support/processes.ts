@@ -59,7 +59,13 @@ export function exited(child: ChildProcess): Promise<number | null> {
   });
 }
 
-export const freePort = () => 30000 + crypto.randomInt(20000);
+/**
+ * A random port for a gateway process (and its MCP process on port + 1),
+ * below Linux's ephemeral range (32768 and up): the many client connections
+ * of a parallel test run take their local ports from that range, and one of
+ * them once took a port a test had chosen before its gateway could bind it.
+ */
+export const freePort = () => 16000 + crypto.randomInt(16000);
 
 /** Pids of Postgres server processes started with `-p <port>` (scans /proc). */
 export function postgresOnPort(port: number): number[] {
