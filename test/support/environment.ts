@@ -67,7 +67,7 @@ export async function startTestEnvironment(options: EnvironmentOptions = {}): Pr
   } else {
     cluster = await startEmbeddedPostgres({
       dir: path.join(dir, 'postgres'),
-      port: 20000 + crypto.randomInt(20000),
+      port: await freePort(),
       persistent: false,
       log: quiet,
       settings: { fsync: 'off', synchronous_commit: 'off', full_page_writes: 'off', ...options.settings },

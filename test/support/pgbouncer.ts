@@ -3,11 +3,11 @@
 // Postgres's pooler. Used by test/http/pgbouncer.test.ts and, with
 // TEST_PGBOUNCER=1, by the whole test run (global-setup.ts).
 import { spawn, type ChildProcess } from 'node:child_process';
-import crypto from 'node:crypto';
 import fs from 'node:fs';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
+import { freePort } from '../../gateway/lib/free-port.ts';
 
 export const PGBOUNCER_BINARY = process.env.PGBOUNCER_BINARY ?? '/usr/sbin/pgbouncer';
 
@@ -41,7 +41,7 @@ export async function startPgBouncer(databaseUrl: string, { poolSize = 20 } = {}
   const database = decodeURIComponent(target.pathname.slice(1));
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pgbouncer-'));
   fs.chmodSync(dir, 0o755);
-  const port = 20000 + crypto.randomInt(20000);
+  const port = await freePort();
   const logFile = path.join(dir, 'pgbouncer.log');
   fs.writeFileSync(path.join(dir, 'userlist.txt'), `${quote(user)} ${quote(password)}\n`, { mode: 0o644 });
   fs.writeFileSync(

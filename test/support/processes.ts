@@ -6,6 +6,7 @@ import crypto from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import { afterAll } from 'vitest';
+import { PORT_RANGE } from '../../gateway/lib/free-port.ts';
 
 export const projectRoot = path.resolve(import.meta.dirname, '..', '..');
 
@@ -61,11 +62,9 @@ export function exited(child: ChildProcess): Promise<number | null> {
 
 /**
  * A random port for a gateway process (and its MCP process on port + 1),
- * below Linux's ephemeral range (32768 and up): the many client connections
- * of a parallel test run take their local ports from that range, and one of
- * them once took a port a test had chosen before its gateway could bind it.
+ * below Linux's ephemeral range (see gateway/lib/free-port.ts).
  */
-export const freePort = () => 16000 + crypto.randomInt(16000);
+export const freePort = () => PORT_RANGE.from + crypto.randomInt(PORT_RANGE.to - PORT_RANGE.from - 1);
 
 /** Pids of Postgres server processes started with `-p <port>` (scans /proc). */
 export function postgresOnPort(port: number): number[] {
