@@ -2033,6 +2033,7 @@ declare
   stream uuid := private.event_stream_register(gateway, 'sse', ttl_seconds);
   log_head bigint;
   log_pruned bigint;
+  meta jsonb;
 begin
   if last_event_id is not null then
     select p.head, p.pruned_through into log_head, log_pruned from private.change_log_position() p;
@@ -2041,6 +2042,8 @@ begin
       return;
     end if;
   end if;
+  meta := jsonb_build_object('__sync_meta', jsonb_build_object(
+            'operation', 'insert', 'table', 'events', 'timestamp', app.iso(now())));
   -- Events whose end is before expired_through have their expiry in the log
   -- at or below head: leave them out, as that entry says.
   return query
@@ -2048,12 +2051,10 @@ begin
            case when last_event_id is null then 'snapshot' else 'reset' end,
            p.head,
            coalesce((
-             select jsonb_agg(u.event || jsonb_build_object('__sync_meta', jsonb_build_object(
-                      'operation', 'insert', 'table', 'events', 'timestamp', app.iso(now())))
-                    order by u.ord)
-               from api.events_upcoming(public_url) with ordinality as u(event, ord)
-              where private.event_effective_end((u.event ->> 'date')::timestamptz, (u.event ->> 'end_time')::timestamptz)
-                    >= greatest(now(), p.expired_through)
+             select jsonb_agg(private.event_object(u.event, u.community_node_id, u.manages, event_stream_open.public_url) || meta
+                              order by (u.event).starts_at, (u.event).id)
+               from private.my_upcoming_events() u
+              where private.event_effective_end((u.event).starts_at, (u.event).ends_at) >= greatest(now(), p.expired_through)
            ), '[]'::jsonb)
       from private.change_log_position() p;
 end;
@@ -2093,18 +2094,9 @@ CREATE FUNCTION api.events_upcoming_page(public_url text) RETURNS json
     AS $$
 begin
   return (
-    select coalesce(json_agg(u.event order by u.starts_at, u.id), '[]'::json)
-      from (
-        select private.event_object(e, c.node_id, m.role = 'manager', events_upcoming_page.public_url) as event,
-               e.starts_at, e.id
-          from app.community_members m
-          join app.events e on e.community_id = m.community_id
-          join app.communities c on c.id = e.community_id
-         where m.member_node_id = (select app.my_node_id())
-           and private.event_effective_end(e.starts_at, e.ends_at) >= now()
-         order by e.starts_at, e.id
-         limit 100
-      ) u);
+    select coalesce(json_agg(private.event_object(u.event, u.community_node_id, u.manages, events_upcoming_page.public_url)
+                             order by (u.event).starts_at, (u.event).id), '[]'::json)
+      from private.my_upcoming_events() u);
 end;
 $$;
 
@@ -5423,6 +5415,29 @@ CREATE FUNCTION private.mcp_session_open(user_id uuid, client_name text, client_
 --
 
 COMMENT ON FUNCTION private.mcp_session_open(user_id uuid, client_name text, client_version text, protocol_version text) IS 'Starts an MCP session for a user (at initialize); returns its id.';
+
+--
+-- Name: my_upcoming_events(); Type: FUNCTION; Schema: private
+--
+
+CREATE FUNCTION private.my_upcoming_events() RETURNS TABLE(event app.events, community_node_id uuid, manages boolean)
+    LANGUAGE sql STABLE
+    AS $$
+    select e, c.node_id, m.role operator(pg_catalog.=) 'manager'
+      from app.community_members m
+      join app.events e on e.community_id operator(pg_catalog.=) m.community_id
+      join app.communities c on c.id operator(pg_catalog.=) e.community_id
+     where m.member_node_id operator(pg_catalog.=) (select app.my_node_id())
+       and private.event_effective_end(e.starts_at, e.ends_at) operator(pg_catalog.>=) pg_catalog.now()
+     order by e.starts_at, e.id
+     limit 100
+  $$;
+
+--
+-- Name: FUNCTION my_upcoming_events(); Type: COMMENT; Schema: private
+--
+
+COMMENT ON FUNCTION private.my_upcoming_events() IS 'The signed-in caller''s upcoming events (their communities'' events whose effective end is not past), soonest first, at most 100, with the community''s node id and whether the caller manages it. The one definition of the upcoming list: api.events_upcoming_page and the stream snapshot read it.';
 
 --
 -- Name: new_api_token_secret(); Type: FUNCTION; Schema: private
@@ -10796,6 +10811,13 @@ REVOKE ALL ON FUNCTION private.mcp_session_idle_limit() FROM PUBLIC;
 --
 
 REVOKE ALL ON FUNCTION private.mcp_session_open(user_id uuid, client_name text, client_version text, protocol_version text) FROM PUBLIC;
+
+--
+-- Name: FUNCTION my_upcoming_events(); Type: ACL; Schema: private
+--
+
+REVOKE ALL ON FUNCTION private.my_upcoming_events() FROM PUBLIC;
+GRANT ALL ON FUNCTION private.my_upcoming_events() TO authenticated;
 
 --
 -- Name: FUNCTION new_api_token_secret(); Type: ACL; Schema: private

@@ -1,0 +1,1 @@
+../../sql/migrations/committed/000021-realtime-open.sql
