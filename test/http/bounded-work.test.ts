@@ -179,7 +179,10 @@ describe('fair share of the pool', () => {
     );
     // Generous for a loaded, shared CI machine: unloaded it is a few hundred ms; before the limits it was 15 s.
     expect(percentile(during, 0.95)).toBeLessThan(3000);
-    expect(statuses.every((s) => s === 200 || s === 401 || s === 429)).toBe(true);
+    // The flood gets its normal answers or refusals (429; 503 when the
+    // database gives up on one of its transactions under this load); never a
+    // 500 or a 4xx that is not its own. The victim above got 200 every time.
+    expect(statuses.filter((s) => ![200, 401, 429, 503].includes(s))).toEqual([]);
   });
 });
 
