@@ -93,7 +93,15 @@ export function createApp({ services, log, isReady, corsOrigins, mcp }: AppOptio
   }
 
   const handle = (req: IncomingMessage, res: ServerResponse) => {
-    const exchange = beginExchange(req, res, log);
+    let exchange: Exchange;
+    try {
+      exchange = beginExchange(req, res, log);
+    } catch (err) {
+      // A request line nothing can be made of (the HTTP parser lets few through).
+      log.warn({ err }, 'unreadable request');
+      sendError(res, new HttpError(400, 'bad_request', 'the request URL is not valid'));
+      return;
+    }
     serve(exchange).catch((err: unknown) => {
       const httpError = err instanceof HttpError ? err : new HttpError(500, 'internal_error', 'internal server error');
       if (httpError.status >= 500) exchange.log.error({ err }, 'unhandled error');
