@@ -74,20 +74,22 @@ export function beginExchange(req: IncomingMessage, res: ServerResponse, log: Lo
   return new Exchange(req, res, startRequestLog(req, res, log));
 }
 
-/** Sends JSON text (or a value to serialise) with `status`; HEAD gets the headers only. */
-export function sendJson(res: ServerResponse, status: number, json: string): void {
+/** Sends `text` with `status` and its content type; HEAD gets the headers only. */
+function sendText(res: ServerResponse, status: number, contentType: string, text: string): void {
   res.statusCode = status;
-  res.setHeader('Content-Type', 'application/json; charset=utf-8');
-  res.setHeader('Content-Length', Buffer.byteLength(json));
-  res.end(res.req.method === 'HEAD' ? undefined : json);
+  res.setHeader('Content-Type', contentType);
+  res.setHeader('Content-Length', Buffer.byteLength(text));
+  res.end(res.req.method === 'HEAD' ? undefined : text);
+}
+
+/** Sends JSON text with `status`. */
+export function sendJson(res: ServerResponse, status: number, json: string): void {
+  sendText(res, status, 'application/json; charset=utf-8', json);
 }
 
 export function sendHtml(res: ServerResponse, status: number, html: string, headers?: Record<string, string>): void {
   for (const [name, value] of Object.entries(headers ?? {})) res.setHeader(name, value);
-  res.statusCode = status;
-  res.setHeader('Content-Type', 'text/html; charset=utf-8');
-  res.setHeader('Content-Length', Buffer.byteLength(html));
-  res.end(res.req.method === 'HEAD' ? undefined : html);
+  sendText(res, status, 'text/html; charset=utf-8', html);
 }
 
 /** An error in one of the three bodies of spec section 7 (unless the response already started). */

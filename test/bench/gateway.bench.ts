@@ -176,47 +176,50 @@ async function loadDirect(fn: () => Promise<unknown>, seconds: number): Promise<
   return { rps: latencies.length / seconds, p50: at(50), p99: at(99), cpuUs: (cpu.user + cpu.system) / latencies.length };
 }
 
+/** The request's claims as the gateway sets them, and their session (checked per request). */
+interface DirectClaims {
+  json: string;
+  session: string | null;
+}
+
+/** The settings statement of gateway/lib/db.ts: role, claims, timeout and the session check. */
+function settings(tx: postgres.Sql, claims: DirectClaims) {
+  return tx`
+    select set_config('role', ${'authenticated'}, true),
+           set_config('request.jwt.claims', ${claims.json}, true),
+           set_config('statement_timeout', ${'15000'}, true),
+           private.check_session(${claims.session}::uuid)`;
+}
+
 /**
  * The request's transaction as the gateway sends it (gateway/lib/db.ts):
  * BEGIN, the settings with the session check, the call and COMMIT written
  * one after the other on one connection, then the replies awaited together
  * (one round trip).
  */
-function directTransaction(sql: postgres.Sql, claims: string, route: RouteCase) {
-  const session = (JSON.parse(claims) as { session_id?: string }).session_id ?? null;
-  return (async () => {
-    const tx = await sql.reserve();
-    try {
-      const begin = tx.unsafe(route.readOnly ? 'begin read only' : 'begin').execute();
-      const settings = tx`
-        select set_config('role', ${'authenticated'}, true),
-               set_config('request.jwt.claims', ${claims}, true),
-               set_config('statement_timeout', ${'15000'}, true),
-               private.check_session(${session}::uuid)`.execute();
-      const result = route.call(tx).execute();
-      const commit = tx`commit`.execute();
-      await Promise.all([begin, settings, result, commit]);
-      return result;
-    } finally {
-      tx.release();
-    }
-  })();
+async function directTransaction(sql: postgres.Sql, claims: DirectClaims, route: RouteCase) {
+  const tx = await sql.reserve();
+  try {
+    const begin = tx.unsafe(route.readOnly ? 'begin read only' : 'begin').execute();
+    const set = settings(tx, claims).execute();
+    const result = route.call(tx).execute();
+    const commit = tx`commit`.execute();
+    await Promise.all([begin, set, result, commit]);
+    return result;
+  } finally {
+    tx.release();
+  }
 }
 
 /**
  * The same statements as most clients send them: each awaited before the
  * next (four round trips; what the gateway did before issue 11).
  */
-async function directOneByOne(sql: postgres.Sql, claims: string, route: RouteCase) {
-  const session = (JSON.parse(claims) as { session_id?: string }).session_id ?? null;
+async function directOneByOne(sql: postgres.Sql, claims: DirectClaims, route: RouteCase) {
   const tx = await sql.reserve();
   try {
     await tx.unsafe(route.readOnly ? 'begin read only' : 'begin');
-    await tx`
-      select set_config('role', ${'authenticated'}, true),
-             set_config('request.jwt.claims', ${claims}, true),
-             set_config('statement_timeout', ${'15000'}, true),
-             private.check_session(${session}::uuid)`;
+    await settings(tx, claims);
     const result = await route.call(tx);
     await tx`commit`;
     return result;
@@ -292,7 +295,10 @@ const bench: Bench = {
 
     // The claims the gateway puts in request.jwt.claims: the token's payload and the role.
     const payload = JSON.parse(Buffer.from(me.token.split('.')[1]!, 'base64url').toString()) as Record<string, unknown>;
-    const claims = JSON.stringify({ ...payload, role: 'authenticated' });
+    const claims: DirectClaims = {
+      json: JSON.stringify({ ...payload, role: 'authenticated' }),
+      session: typeof payload.session_id === 'string' ? payload.session_id : null,
+    };
     const publicUrl = ctx.env.config.publicUrl;
     const routes: RouteCase[] = [
       {

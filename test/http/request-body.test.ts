@@ -6,7 +6,7 @@ import { describe, expect, it } from 'vitest';
 import { baseUrl, expectErrorShape, uniqueEmail } from '../helpers.ts';
 
 async function post(path: string, body: Buffer | string, headers: Record<string, string>) {
-  const res = await fetch(baseUrl + path, { method: 'POST', headers, body });
+  const res = await fetch(baseUrl + path, { method: 'POST', headers, body: typeof body === 'string' ? body : new Uint8Array(body) });
   const text = await res.text();
   return { status: res.status, body: text ? JSON.parse(text) : null, connection: res.headers.get('connection') };
 }
