@@ -10,13 +10,16 @@
 //                     DATA_DIR/jwt-secret (development)
 // Verification accepts only the algorithms of the configured keys (never
 // `none`), checks the signature, expiry, audience and issuer, and requires a
-// uuid `sub`.
+// uuid `sub`. Tokens signed with a shared secret (HS256/384/512) are
+// verified with node:crypto (jwt-hmac.ts: WebCrypto made each new token cost
+// a stream opening ~0.4 ms of the gateway's thread); the others by jose.
 import crypto from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
-import { errors as joseErrors, importJWK, jwtVerify, SignJWT, type JWK, type JWTPayload } from 'jose';
+import { errors as joseErrors, importJWK, jwtVerify, SignJWT, type JWK, type JWTHeaderParameters, type JWTPayload } from 'jose';
 import { z } from 'zod';
 import type { Config } from './config.ts';
+import { HmacTokenError, isHmacAlgorithm, protectedHeader, verifyHmacToken, type HmacKey } from './jwt-hmac.ts';
 import { VerifiedTokenCache } from './verified-tokens.ts';
 
 export const AUDIENCE = 'authenticated';
@@ -61,6 +64,8 @@ interface KeyEntry {
   alg: string;
   signKey?: VerifyKey;
   verifyKey: VerifyKey;
+  /** A shared secret's bytes (HS* keys), for jwt-hmac.ts. */
+  secret?: Uint8Array;
 }
 
 const PRIVATE_JWK_FIELDS = ['d', 'p', 'q', 'dp', 'dq', 'qi', 'k'] as const;
@@ -82,8 +87,9 @@ async function keysFromJwks(json: string): Promise<KeyEntry[]> {
       const full = jwk as JWK;
       if (jwk.kty === 'oct') {
         const imported = await importJWK(full, alg);
-        const key = imported instanceof Uint8Array ? await hmacKey(imported, alg) : imported;
-        return { kid: jwk.kid, alg, signKey: key, verifyKey: key };
+        if (!(imported instanceof Uint8Array)) return { kid: jwk.kid, alg, signKey: imported, verifyKey: imported };
+        const key = await hmacKey(imported, alg);
+        return { kid: jwk.kid, alg, signKey: key, verifyKey: key, secret: imported };
       }
       const publicJwk: JWK = { ...full };
       for (const field of PRIVATE_JWK_FIELDS) delete publicJwk[field];
@@ -111,12 +117,14 @@ export async function createTokenService(config: Config): Promise<TokenService> 
   if (config.jwtSigningKeys) keys.push(...(await keysFromJwks(config.jwtSigningKeys)));
   if (config.jwtSecret) {
     if (config.jwtSecret.length < 32) throw new Error('JWT_SECRET must be at least 32 characters');
-    const key = await hmacKey(new TextEncoder().encode(config.jwtSecret), 'HS256');
-    keys.push({ kid: undefined, alg: 'HS256', signKey: key, verifyKey: key });
+    const secret = new TextEncoder().encode(config.jwtSecret);
+    const key = await hmacKey(secret, 'HS256');
+    keys.push({ kid: undefined, alg: 'HS256', signKey: key, verifyKey: key, secret });
   }
   if (keys.length === 0) {
-    const key = await hmacKey(new TextEncoder().encode(devSecret(config.dataDir)), 'HS256');
-    keys.push({ kid: undefined, alg: 'HS256', signKey: key, verifyKey: key });
+    const secret = new TextEncoder().encode(devSecret(config.dataDir));
+    const key = await hmacKey(secret, 'HS256');
+    keys.push({ kid: undefined, alg: 'HS256', signKey: key, verifyKey: key, secret });
   }
   const signer = keys.find((k) => k.signKey);
   if (!signer?.signKey) throw new Error('no JWT key can sign: give a private JWK or JWT_SECRET');
@@ -125,6 +133,14 @@ export async function createTokenService(config: Config): Promise<TokenService> 
   const issuer = `${config.publicUrl}/api/auth`;
   const ttl = config.accessTokenTtlSeconds;
   const verified = new VerifiedTokenCache<AccessClaims>();
+  const claimsOptions = { algorithms, audience: AUDIENCE, issuer, requiredClaims: ['sub', 'exp'] };
+  const hmacKeys: HmacKey[] = keys.flatMap((k) => (k.secret && isHmacAlgorithm(k.alg) ? [{ alg: k.alg, kid: k.kid, secret: k.secret }] : []));
+
+  const keyFor = (header: JWTHeaderParameters): VerifyKey => {
+    const match = keys.find((k) => k.alg === header.alg && (!header.kid || !k.kid || k.kid === header.kid));
+    if (!match) throw new InvalidTokenError('no key for this token');
+    return match.verifyKey;
+  };
 
   return {
     async issue(user) {
@@ -143,23 +159,18 @@ export async function createTokenService(config: Config): Promise<TokenService> 
       const cached = verified.get(token);
       if (cached) return cached;
       try {
-        const { payload } = await jwtVerify(
-          token,
-          (header) => {
-            const candidates = keys.filter((k) => k.alg === header.alg && (!header.kid || !k.kid || k.kid === header.kid));
-            const match = candidates[0];
-            if (!match) throw new InvalidTokenError('no key for this token');
-            return match.verifyKey;
-          },
-          { algorithms, audience: AUDIENCE, issuer, requiredClaims: ['sub', 'exp'] },
-        );
+        const payload = isHmacAlgorithm(protectedHeader(token).alg)
+          ? verifyHmacToken(token, hmacKeys, claimsOptions)
+          : (await jwtVerify(token, keyFor, claimsOptions)).payload;
         if (payload.role !== 'authenticated' || !Uuid.safeParse(payload.sub).success) {
           throw new InvalidTokenError('token is not a user access token');
         }
         return verified.set(token, payload as AccessClaims);
       } catch (err) {
         if (err instanceof InvalidTokenError) throw err;
-        if (err instanceof joseErrors.JWTExpired) throw new InvalidTokenError('token has expired');
+        if (err instanceof joseErrors.JWTExpired || (err instanceof HmacTokenError && err.expired)) {
+          throw new InvalidTokenError('token has expired');
+        }
         // Whatever else a malformed token makes jose throw, it is not valid.
         throw new InvalidTokenError('invalid token');
       }
