@@ -4099,11 +4099,7 @@ CREATE FUNCTION private.check_session(session_id uuid) RETURNS boolean
     SET search_path TO 'pg_catalog'
     AS $$
 begin
-  if check_session.session_id is not null and exists (
-    select from identity.refresh_tokens t
-     where t.session_id = check_session.session_id
-       and t.revoked_reason in ('logout', 'reused')
-  ) then
+  if private.session_ended(check_session.session_id) then
     raise exception 'the session of this access token has ended' using errcode = 'PT401', hint = 'session_ended';
   end if;
   return true;
@@ -4853,22 +4849,17 @@ CREATE FUNCTION private.event_stream_register(gateway text, kind text, ttl_secon
     AS $$
 declare
   caller uuid := auth.uid();
-  live integer;
   stream uuid;
 begin
   if caller is null then
     raise exception 'not signed in' using errcode = 'PT401';
   end if;
-  perform pg_advisory_xact_lock(hashtextextended('app.event_streams:' || caller::text, 0));
-  select count(*) into live from app.event_streams s where s.user_id = caller and s.expires_at > now();
-  if live >= private.max_event_streams() then
+  select r.stream_id into stream
+    from private.event_streams_register(gateway, kind, ttl_seconds, array[caller]) r;
+  if stream is null then
     raise exception 'too many open streams: at most % per user', private.max_event_streams()
       using errcode = 'PT429', hint = 'too_many_streams';
   end if;
-  insert into app.event_streams as s (user_id, gateway, kind, expires_at)
-    values (caller, event_stream_register.gateway, event_stream_register.kind,
-            now() + make_interval(secs => greatest(ttl_seconds, 1)))
-    returning s.id into stream;
   return stream;
 end;
 $$;
@@ -4896,6 +4887,164 @@ CREATE FUNCTION private.event_streams_close(ids uuid[]) RETURNS integer
 --
 
 COMMENT ON FUNCTION private.event_streams_close(ids uuid[]) IS 'Removes the registrations of closed connections.';
+
+--
+-- Name: event_streams_open(text, text, integer, jsonb); Type: FUNCTION; Schema: private
+--
+
+CREATE FUNCTION private.event_streams_open(gateway text, public_url text, ttl_seconds integer, requests jsonb) RETURNS jsonb
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog'
+    SET jit TO 'off'
+    AS $$
+declare
+  wanted uuid[];
+  registered uuid[];
+begin
+  -- The users who may open: a live session and a profile (streams belong to profiles).
+  select coalesce(array_agg(case when not private.session_ended(r.session_id)
+                                  and exists (select from app.profiles p where p.id = r.user_id)
+                                 then r.user_id end order by r.n), '{}')
+    into wanted
+    from rows from (jsonb_to_recordset(requests) as (user_id uuid, session_id uuid)) with ordinality as r(user_id, session_id, n);
+  -- Registered within the cap, in request order (a null user registers nothing).
+  select coalesce(array_agg(s.stream_id order by s.n), '{}')
+    into registered
+    from private.event_streams_register(gateway, 'sse', ttl_seconds, array_remove(wanted, null)) s;
+
+  return (
+    with p as (
+      select * from private.change_log_position()
+    ),
+    req as (
+      select r.n::integer as n, r.user_id, r.session_id, r.last_event_id,
+             -- the k-th wanted user got the k-th registration
+             case when wanted[r.n] is not null
+                  then registered[(select count(*) from unnest(wanted[1:r.n]) w where w is not null)]
+             end as stream_id
+        from rows from (jsonb_to_recordset(requests) as (user_id uuid, session_id uuid, last_event_id bigint))
+             with ordinality as r(user_id, session_id, last_event_id, n)
+    ),
+    judged as (
+      select req.n, req.user_id, req.stream_id,
+             case
+               when private.session_ended(req.session_id) then 'session_ended'
+               when not exists (select from app.profiles pr where pr.id = req.user_id) then 'no_profile'
+               when req.stream_id is null then 'too_many_streams'
+             end as error,
+             case
+               when req.last_event_id is null then 'snapshot'
+               when req.last_event_id >= p.pruned_through and req.last_event_id <= p.head then 'resume'
+               else 'reset'
+             end as mode,
+             coalesce(case when req.last_event_id >= p.pruned_through and req.last_event_id <= p.head
+                           then req.last_event_id end, p.head) as last_event_id
+        from req, p
+    ),
+    -- What a snapshot depends on: the user's memberships and manager roles.
+    keyed as (
+      select j.n, pr.node_id,
+             coalesce((select array_agg(m.community_id::text || case when m.role = 'manager' then '+' else '' end
+                                        order by m.community_id)
+                         from app.community_members m
+                        where m.member_node_id = pr.node_id), '{}') as view_key
+        from judged j
+        join app.profiles pr on pr.id = j.user_id
+       where j.error is null and j.mode <> 'resume'
+    ),
+    views as (
+      select k.view_key, (array_agg(k.node_id))[1] as node_id,
+             (row_number() over (order by k.view_key) - 1)::integer as view
+        from keyed k
+       group by k.view_key
+    ),
+    snapshots as (
+      select v.view,
+             coalesce((
+               select jsonb_agg(private.event_object(u.event, u.community_node_id, u.manages, event_streams_open.public_url)
+                                  || jsonb_build_object('__sync_meta', jsonb_build_object(
+                                       'operation', 'insert', 'table', 'events', 'timestamp', app.iso(now())))
+                                order by (u.event).starts_at, (u.event).id)
+                 from private.upcoming_events_of(v.node_id) u
+                where private.event_effective_end((u.event).starts_at, (u.event).ends_at) >= greatest(now(), p.expired_through)
+             ), '[]'::jsonb) as events
+        from views v, p
+    )
+    select jsonb_build_object(
+             'head', p.head,
+             'views', coalesce((select jsonb_agg(s.events order by s.view) from snapshots s), '[]'::jsonb),
+             'streams', coalesce((
+               select jsonb_agg(case when j.error is not null
+                                     then jsonb_build_object('error', j.error, 'message', case j.error
+                                            when 'session_ended' then 'the session of this access token has ended'
+                                            when 'too_many_streams' then format('too many open streams: at most %s per user', private.max_event_streams())
+                                            else 'the request conflicts with existing data' end)
+                                     else jsonb_build_object('stream_id', j.stream_id, 'mode', j.mode,
+                                                             'last_event_id', j.last_event_id, 'view', v.view) end
+                                order by j.n)
+                 from judged j
+                 left join keyed k on k.n = j.n
+                 left join views v on v.view_key = k.view_key), '[]'::jsonb))
+      from p);
+end;
+$$;
+
+--
+-- Name: FUNCTION event_streams_open(gateway text, public_url text, ttl_seconds integer, requests jsonb); Type: COMMENT; Schema: private
+--
+
+COMMENT ON FUNCTION private.event_streams_open(gateway text, public_url text, ttl_seconds integer, requests jsonb) IS 'Opens a batch of upcoming-event streams for users whose access tokens the gateway verified: registers each within the per-user cap and returns {head, views: [snapshot...], streams: [{stream_id, mode, last_event_id, view} | {error}]}, one snapshot per distinct set of memberships. Each stream gets what api.event_stream_open gives its user. Called by the gateway''s stream opener.';
+
+--
+-- Name: event_streams_register(text, text, integer, uuid[]); Type: FUNCTION; Schema: private
+--
+
+CREATE FUNCTION private.event_streams_register(gateway text, kind text, ttl_seconds integer, users uuid[]) RETURNS TABLE(n integer, stream_id uuid)
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog'
+    AS $$
+declare
+  lock_key bigint;
+begin
+  for lock_key in
+    select distinct hashtextextended('app.event_streams:' || u::text, 0) from unnest(users) u order by 1
+  loop
+    perform pg_advisory_xact_lock(lock_key);
+  end loop;
+  return query
+    with numbered as (
+      select r.n::integer as n, r.user_id,
+             row_number() over (partition by r.user_id order by r.n) as k
+        from unnest(users) with ordinality as r(user_id, n)
+    ),
+    wanted as (
+      select nb.n, nb.user_id, nb.k,
+             coalesce((select count(*) from app.event_streams s
+                        where s.user_id = nb.user_id and s.expires_at > now()), 0) + nb.k
+               <= private.max_event_streams() as fits
+        from numbered nb
+    ),
+    registered as (
+      insert into app.event_streams as s (user_id, gateway, kind, expires_at)
+      select w.user_id, event_streams_register.gateway, event_streams_register.kind,
+             now() + make_interval(secs => greatest(ttl_seconds, 1))
+        from wanted w
+       where w.fits
+      returning s.id, s.user_id
+    ),
+    -- A user's new streams are alike: the k-th goes to the user's k-th element.
+    given as (
+      select g.id, g.user_id, row_number() over (partition by g.user_id) as k from registered g
+    )
+    select w.n, g.id from wanted w left join given g on g.user_id = w.user_id and g.k = w.k order by w.n;
+end;
+$$;
+
+--
+-- Name: FUNCTION event_streams_register(gateway text, kind text, ttl_seconds integer, users uuid[]); Type: COMMENT; Schema: private
+--
+
+COMMENT ON FUNCTION private.event_streams_register(gateway text, kind text, ttl_seconds integer, users uuid[]) IS 'Registers a realtime connection for each element of users for ttl_seconds (renewed by the gateway): (n, stream_id) per element in order, stream_id null past the per-user cap (private.max_event_streams, counting live streams and earlier elements).';
 
 --
 -- Name: event_streams_touch(uuid[], integer); Type: FUNCTION; Schema: private
@@ -5423,14 +5572,7 @@ COMMENT ON FUNCTION private.mcp_session_open(user_id uuid, client_name text, cli
 CREATE FUNCTION private.my_upcoming_events() RETURNS TABLE(event app.events, community_node_id uuid, manages boolean)
     LANGUAGE sql STABLE
     AS $$
-    select e, c.node_id, m.role operator(pg_catalog.=) 'manager'
-      from app.community_members m
-      join app.events e on e.community_id operator(pg_catalog.=) m.community_id
-      join app.communities c on c.id operator(pg_catalog.=) e.community_id
-     where m.member_node_id operator(pg_catalog.=) (select app.my_node_id())
-       and private.event_effective_end(e.starts_at, e.ends_at) operator(pg_catalog.>=) pg_catalog.now()
-     order by e.starts_at, e.id
-     limit 100
+    select u.event, u.community_node_id, u.manages from private.upcoming_events_of(app.my_node_id()) u
   $$;
 
 --
@@ -6124,6 +6266,26 @@ $$;
 --
 
 COMMENT ON FUNCTION private.redact_secrets(value jsonb) IS 'The JSON value with every value under a secret-looking key (password, token, secret, ...) replaced by "[redacted]".';
+
+--
+-- Name: session_ended(uuid); Type: FUNCTION; Schema: private
+--
+
+CREATE FUNCTION private.session_ended(session_id uuid) RETURNS boolean
+    LANGUAGE sql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog'
+    AS $$
+    select session_ended.session_id is not null and exists (
+      select from identity.refresh_tokens t
+       where t.session_id = session_ended.session_id
+         and t.revoked_reason in ('logout', 'reused'))
+  $$;
+
+--
+-- Name: FUNCTION session_ended(session_id uuid); Type: COMMENT; Schema: private
+--
+
+COMMENT ON FUNCTION private.session_ended(session_id uuid) IS 'Whether the session (an access token''s session_id claim) was ended by logout or refresh-token reuse. Null (no session): false.';
 
 --
 -- Name: sessions_ended(uuid[]); Type: FUNCTION; Schema: private
@@ -6859,6 +7021,29 @@ $$;
 --
 
 COMMENT ON FUNCTION private.tg_tasks__sync_deal() IS 'Trigger: creates or updates the deal of the task''s deal_context.company (latest deal_value, current task when open).';
+
+--
+-- Name: upcoming_events_of(uuid); Type: FUNCTION; Schema: private
+--
+
+CREATE FUNCTION private.upcoming_events_of(member_node uuid) RETURNS TABLE(event app.events, community_node_id uuid, manages boolean)
+    LANGUAGE sql STABLE
+    AS $$
+    select e, c.node_id, m.role operator(pg_catalog.=) 'manager'
+      from app.community_members m
+      join app.events e on e.community_id operator(pg_catalog.=) m.community_id
+      join app.communities c on c.id operator(pg_catalog.=) e.community_id
+     where m.member_node_id operator(pg_catalog.=) member_node
+       and private.event_effective_end(e.starts_at, e.ends_at) operator(pg_catalog.>=) pg_catalog.now()
+     order by e.starts_at, e.id
+     limit 100
+  $$;
+
+--
+-- Name: FUNCTION upcoming_events_of(member_node uuid); Type: COMMENT; Schema: private
+--
+
+COMMENT ON FUNCTION private.upcoming_events_of(member_node uuid) IS 'The upcoming list of the member with this node id: their communities'' events whose effective end is not past, soonest first, at most 100, with the community''s node id and whether they manage it. The one definition of the upcoming list (my_upcoming_events reads it for the caller; event_streams_open for each view).';
 
 --
 -- Name: user_node_by_email(text); Type: FUNCTION; Schema: private
@@ -10670,6 +10855,19 @@ GRANT ALL ON FUNCTION private.event_stream_register(gateway text, kind text, ttl
 REVOKE ALL ON FUNCTION private.event_streams_close(ids uuid[]) FROM PUBLIC;
 
 --
+-- Name: FUNCTION event_streams_open(gateway text, public_url text, ttl_seconds integer, requests jsonb); Type: ACL; Schema: private
+--
+
+REVOKE ALL ON FUNCTION private.event_streams_open(gateway text, public_url text, ttl_seconds integer, requests jsonb) FROM PUBLIC;
+
+--
+-- Name: FUNCTION event_streams_register(gateway text, kind text, ttl_seconds integer, users uuid[]); Type: ACL; Schema: private
+--
+
+REVOKE ALL ON FUNCTION private.event_streams_register(gateway text, kind text, ttl_seconds integer, users uuid[]) FROM PUBLIC;
+GRANT ALL ON FUNCTION private.event_streams_register(gateway text, kind text, ttl_seconds integer, users uuid[]) TO authenticated;
+
+--
 -- Name: FUNCTION event_streams_touch(ids uuid[], ttl_seconds integer); Type: ACL; Schema: private
 --
 
@@ -10965,6 +11163,12 @@ REVOKE ALL ON FUNCTION private.queue_password_email(user_id uuid, purpose text, 
 REVOKE ALL ON FUNCTION private.redact_secrets(value jsonb) FROM PUBLIC;
 
 --
+-- Name: FUNCTION session_ended(session_id uuid); Type: ACL; Schema: private
+--
+
+REVOKE ALL ON FUNCTION private.session_ended(session_id uuid) FROM PUBLIC;
+
+--
 -- Name: FUNCTION sessions_ended(session_ids uuid[]); Type: ACL; Schema: private
 --
 
@@ -11156,6 +11360,13 @@ REVOKE ALL ON FUNCTION private.tg_tasks__guard_status() FROM PUBLIC;
 --
 
 REVOKE ALL ON FUNCTION private.tg_tasks__sync_deal() FROM PUBLIC;
+
+--
+-- Name: FUNCTION upcoming_events_of(member_node uuid); Type: ACL; Schema: private
+--
+
+REVOKE ALL ON FUNCTION private.upcoming_events_of(member_node uuid) FROM PUBLIC;
+GRANT ALL ON FUNCTION private.upcoming_events_of(member_node uuid) TO authenticated;
 
 --
 -- Name: FUNCTION user_node_by_email(email text); Type: ACL; Schema: private

@@ -50,6 +50,7 @@ import postgres from 'postgres';
 import type { RealtimeConfig } from '../lib/config.ts';
 import type { RequestClaims, Sql } from '../lib/db.ts';
 import type { Logger } from '../lib/log.ts';
+import { StreamOpener } from './opener.ts';
 import { SsePayload } from './sse.ts';
 
 export type SubscriberKind = 'sse' | 'websocket';
@@ -187,12 +188,22 @@ export class ChangeHub {
   /** Counters for benchmarks and diagnostics. */
   readonly stats = { fanoutReads: 0, fanoutRows: 0, writes: 0, socketReads: 0, fanoutReadMs: 0, deliverMs: 0 };
 
+  /** Registers new SSE streams in batches (opener.ts). */
+  readonly opener: StreamOpener;
+
   constructor(
     private readonly sql: Sql,
     readonly config: RealtimeConfig,
     private readonly log: Logger,
     private readonly options: HubOptions,
-  ) {}
+  ) {
+    this.opener = new StreamOpener(sql, {
+      gatewayId: this.gatewayId,
+      publicUrl: options.publicUrl,
+      registrationTtlSeconds: config.registrationTtlSeconds,
+      statementTimeoutMs: options.statementTimeoutMs,
+    });
+  }
 
   /** Whether new streams are accepted (started and not shutting down). */
   get accepting(): boolean {

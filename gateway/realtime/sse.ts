@@ -38,6 +38,8 @@ export interface StreamStart {
   mode: 'snapshot' | 'reset' | 'resume';
   last_event_id: string;
   events: Record<string, unknown>[] | null;
+  /** The snapshot's `insert` messages, when already formatted (shared by the streams of one view). */
+  snapshotText?: string;
 }
 
 const CRLF = Buffer.from('\r\n');
@@ -128,7 +130,8 @@ export class SseStream implements SseSubscriber {
       out += `event: reset\ndata: ${JSON.stringify({ reason: 'last_event_id_expired' })}\n\n`;
     }
     const events = start.events ?? [];
-    for (const event of events) out += `event: insert\ndata: ${JSON.stringify(event)}\n\n`;
+    if (start.snapshotText !== undefined) out += start.snapshotText;
+    else for (const event of events) out += `event: insert\ndata: ${JSON.stringify(event)}\n\n`;
     out += `event: ready\nid: ${start.last_event_id}\ndata: ${JSON.stringify({
       last_event_id: this.cursor,
       mode: start.mode,

@@ -1,13 +1,14 @@
 // Spec sections 4 and 6: GET /api/mobile/events/upcoming/stream, the
 // server-sent-events feed of the caller's upcoming events. The message format
 // is described in realtime/sse.ts (and the README); what a caller sees is
-// decided in SQL (api.event_stream_open, api.event_stream_changes), and the
+// decided in SQL (private.event_streams_open, which opens a batch of streams
+// as api.event_stream_open would one; api.event_stream_changes), and the
 // fan-out is the process's realtime hub (realtime/hub.ts).
 import { z } from 'zod';
 import { defineRoute } from '../http/route.ts';
 import { HttpError } from '../lib/errors.ts';
 import { content, errors } from '../lib/openapi.ts';
-import { SseStream, type StreamStart } from '../realtime/sse.ts';
+import { SseStream } from '../realtime/sse.ts';
 
 /** A change id as sent in `id:` lines; empty means none. */
 const ChangeId = z.string().regex(/^\d{0,18}$/, { message: 'must be a change id (digits)' });
@@ -29,22 +30,19 @@ export const streamRoutes = [
     }),
     headers: z.object({ 'last-event-id': ChangeId.optional() }),
     responses: { 200: content('text/event-stream', 'Server-sent events: a snapshot, then `insert`/`update`/`delete` messages whose data is the Event with __sync_meta; `id:` is the change id.'), 410: errors('last_event_id_expired'), 429: errors('too_many_streams'), 503: errors('service_unavailable') },
-    async handler({ query, headers, user, db, services, log }) {
+    async handler({ query, headers, user, services, log }) {
       const hub = services.realtime;
       if (!hub.accepting) throw new HttpError(503, 'service_unavailable', 'the stream is not available now, try again');
       const lastEventId = headers['last-event-id'] || query.last_event_id || query.lastEventId || null;
-      const [start] = await db(
-        (tx) => tx<StreamStart[]>`
-          select stream_id, mode, last_event_id, events
-            from api.event_stream_open(${hub.gatewayId}, ${lastEventId}::bigint, ${services.publicUrl},
-                                       ${hub.config.registrationTtlSeconds})`,
-      );
+      // Batched with the opens arriving at the same time (realtime/opener.ts):
+      // private.event_streams_open, what api.event_stream_open does per caller.
+      const start = await hub.opener.open({ userId: user!.sub, sessionId: user!.session_id ?? null, lastEventId });
       const claims = { ...user!, role: 'authenticated' as const };
       const expiresAt = typeof user!.exp === 'number' ? user!.exp * 1000 : undefined;
       return {
         status: 200,
         stream: (res) => {
-          new SseStream(hub, res, user!.sub, claims, start!, log, expiresAt).open();
+          new SseStream(hub, res, user!.sub, claims, start, log, expiresAt).open();
           // Logout or refresh-token reuse ends the stream at once.
           const unwatch = services.sessions?.watch(user!.session_id, () => {
             if (!res.writableEnded) res.end(': session ended\n\n');

@@ -1,0 +1,1 @@
+../../sql/migrations/committed/000022-realtime-open-batch.sql
