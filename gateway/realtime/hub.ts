@@ -186,7 +186,7 @@ export class ChangeHub {
   private readonly toRelease = new Set<string>();
   private releaseScheduled = false;
   /** Counters for benchmarks and diagnostics. */
-  readonly stats = { fanoutReads: 0, fanoutRows: 0, writes: 0, socketReads: 0, fanoutReadMs: 0, deliverMs: 0 };
+  readonly stats = { fanoutReads: 0, fanoutRows: 0, writes: 0, socketReads: 0, fanoutReadMs: 0, deliverMs: 0, directStreams: 0 };
 
   /** Registers new SSE streams in batches (opener.ts). */
   readonly opener: StreamOpener;

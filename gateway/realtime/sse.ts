@@ -142,8 +142,14 @@ export class SseStream implements SseSubscriber {
     this.write(new SsePayload(out), false);
     if (this.ended) return;
     const socket = res.socket;
+    // res.write corks the socket until the next tick: send the opening now,
+    // so that an empty socket tells the opening is out and later messages
+    // can go to the socket directly (otherwise every message would go
+    // through res.write: cork, chunk framing and a string copy per stream).
+    socket?.uncork();
     if (socket && (socket as Socket & { _httpMessage?: unknown })._httpMessage === res && res.writableLength === 0) {
       this.socket = socket;
+      this.hub.stats.directStreams++;
       this.chunked = (res as ServerResponse & { chunkedEncoding?: boolean }).chunkedEncoding === true;
       socket.on('drain', this.onDrain);
     }

@@ -347,6 +347,24 @@ describe('upcoming stream: a second gateway process on the same database', () =>
   });
 });
 
+describe('upcoming stream: writing', () => {
+  it('once the opening is out, writes messages to the socket directly (one shared, framed buffer per change)', async () => {
+    const gateway = await secondGateway();
+    try {
+      const { user, community } = await member();
+      const event = await createEvent({ communityId: community.id, title: 'Direct', starts: '1 day' });
+      const s = await stream({ token: user.accessToken, base: gateway.url });
+      await s.until((m) => m.event === 'ready');
+      expect(gateway.realtime.stats.directStreams).toBe(1);
+      await db()`update app.events set title = 'Direct 2' where id = ${event.id}`;
+      const messages = await s.until((m) => m.event === 'update');
+      expect(messages.at(-1)!.json.title).toBe('Direct 2');
+    } finally {
+      await gateway.close();
+    }
+  });
+});
+
 describe('upcoming stream: back-pressure and shutdown', () => {
   it('drops a client that stops reading, without holding up the others', async () => {
     const gateway = await secondGateway((c) => {
