@@ -18,6 +18,9 @@ import { ChangeHub } from './realtime/hub.ts';
 import { SessionWatch } from './realtime/session-watch.ts';
 import { attachRealtimeWebSocket } from './realtime/websocket.ts';
 
+/** Pending connections the kernel may queue for accept (see listen below). */
+const LISTEN_BACKLOG = 8192;
+
 export interface RunningGateway {
   url: string;
   server: http.Server;
@@ -85,7 +88,11 @@ export async function startGateway(
   });
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
-    server.listen(config.port, config.host ?? '0.0.0.0', () => resolve());
+    // A deep accept queue: after a restart thousands of realtime clients
+    // reconnect at once, and a connection the queue cannot hold is dropped
+    // and retried by the client's TCP 1, 3, 7 s later (Node's default is 511;
+    // the kernel caps it at net.core.somaxconn).
+    server.listen({ port: config.port, host: config.host ?? '0.0.0.0', backlog: LISTEN_BACKLOG }, () => resolve());
   });
   const { port } = server.address() as AddressInfo;
   services.selfUrl = selfUrl(config.host, port);

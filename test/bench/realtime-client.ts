@@ -29,6 +29,12 @@ function record(mark: number, at: number): void {
 /** marker → arrival times (one per stream that got it) */
 const arrivals = new Map<number, number[]>();
 let failures = 0;
+/** Why opens failed: the status line or the socket error code, with counts. */
+const failureReasons = new Map<string, number>();
+function failed(reason: string): void {
+  failures++;
+  failureReasons.set(reason, (failureReasons.get(reason) ?? 0) + 1);
+}
 
 function openOne(cmd: OpenCommand, token: string): Promise<number> {
   return new Promise((resolve) => {
@@ -51,7 +57,7 @@ function openOne(cmd: OpenCommand, token: string): Promise<number> {
         const text = tail + chunk;
         tail = text.slice(-16);
         if (text.startsWith('HTTP/1.1 ') && !text.startsWith('HTTP/1.1 200')) {
-          failures++;
+          failed(text.slice(9, 12));
           ready = true;
           resolve(-1);
           socket.destroy();
@@ -80,9 +86,9 @@ function openOne(cmd: OpenCommand, token: string): Promise<number> {
       const cut = text.lastIndexOf('"mark-');
       tail = cut >= 0 && cut >= from ? text.slice(cut) : text.slice(-5);
     });
-    socket.on('error', () => {
+    socket.on('error', (err: NodeJS.ErrnoException) => {
       if (!ready) {
-        failures++;
+        failed(err.code ?? err.message);
         ready = true;
         resolve(-1);
       }
@@ -100,7 +106,7 @@ async function open(cmd: OpenCommand): Promise<void> {
     }
   };
   await Promise.all(Array.from({ length: Math.min(cmd.concurrency, cmd.tokens.length) }, lane));
-  process.send!({ type: 'opened', times, failures });
+  process.send!({ type: 'opened', times, failures, reasons: [...failureReasons] });
 }
 
 process.on('message', (cmd: Command) => {
