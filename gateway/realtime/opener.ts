@@ -14,7 +14,7 @@
 // session check), for users whose access tokens the route verified.
 import type { Sql } from '../lib/db.ts';
 import { HttpError } from '../lib/errors.ts';
-import type { StreamStart } from './sse.ts';
+import { snapshotText, type StreamStart } from './sse.ts';
 
 export interface OpenRequest {
   userId: string;
@@ -50,19 +50,13 @@ export interface OpenerOptions {
 
 const ERROR_STATUS = { session_ended: 401, too_many_streams: 429, no_profile: 409 } as const;
 
-/** SSE text of a snapshot: one `insert` message per event. */
-function snapshotText(events: readonly Record<string, unknown>[]): string {
-  let out = '';
-  for (const event of events) out += `event: insert\ndata: ${JSON.stringify(event)}\n\n`;
-  return out;
-}
-
 export class StreamOpener {
   private readonly queue: Waiting[] = [];
   private inFlight = 0;
   private readonly concurrency: number;
   private readonly maxBatch: number;
-  readonly stats = { batches: 0, opens: 0 };
+  /** Batches sent (benchmarks). */
+  readonly stats = { batches: 0 };
 
   constructor(
     private readonly sql: Sql,
@@ -109,7 +103,6 @@ export class StreamOpener {
       return;
     }
     this.stats.batches++;
-    this.stats.opens += batch.length;
     const texts = opened.views.map(snapshotText);
     batch.forEach((w, i) => {
       const s = opened.streams[i]!;

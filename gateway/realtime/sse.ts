@@ -70,6 +70,13 @@ export class SsePayload {
 
 const KEEP_ALIVE = new SsePayload(': keep-alive\n\n');
 
+/** SSE text of a snapshot: one `insert` message per event (no `id:`). */
+export function snapshotText(events: readonly Record<string, unknown>[]): string {
+  let out = '';
+  for (const event of events) out += `event: insert\ndata: ${JSON.stringify(event)}\n\n`;
+  return out;
+}
+
 export class SseStream implements SseSubscriber {
   readonly kind = 'sse' as const;
   cursor: number;
@@ -130,8 +137,7 @@ export class SseStream implements SseSubscriber {
       out += `event: reset\ndata: ${JSON.stringify({ reason: 'last_event_id_expired' })}\n\n`;
     }
     const events = start.events ?? [];
-    if (start.snapshotText !== undefined) out += start.snapshotText;
-    else for (const event of events) out += `event: insert\ndata: ${JSON.stringify(event)}\n\n`;
+    out += start.snapshotText ?? snapshotText(events);
     out += `event: ready\nid: ${start.last_event_id}\ndata: ${JSON.stringify({
       last_event_id: this.cursor,
       mode: start.mode,

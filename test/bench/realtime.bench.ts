@@ -179,6 +179,7 @@ async function runSize(ctx: BenchContext, n: number, data: Awaited<ReturnType<ty
     global.gc?.();
     const memBefore = process.memoryUsage();
     const cpuOpen = process.cpuUsage();
+    const batchesBefore = hub.opener.stats.batches;
     const t0 = performance.now();
     const opened = await Promise.all(
       clients.map((c, i) => {
@@ -201,7 +202,7 @@ async function runSize(ctx: BenchContext, n: number, data: Awaited<ReturnType<ty
     const reasons = new Map<string, number>();
     for (const o of opened) for (const [r, k] of o.reasons as [string, number][]) reasons.set(r, (reasons.get(r) ?? 0) + k);
     const why = failures > 0 ? ` (${[...reasons].map(([r, k]) => `${k} ${r}`).join(', ')})` : '';
-    add('all open and ready', `${(openWall / 1000).toFixed(1)} s (${concurrency}×${clientCount} in flight; per stream p50 ${percentile(times, 50).toFixed(0)} ms, p99 ${percentile(times, 99).toFixed(0)} ms; ${failures} failed${why}; gateway CPU ${((openCpu.user + openCpu.system) / 1000 / n).toFixed(2)} ms per open)`);
+    add('all open and ready', `${(openWall / 1000).toFixed(1)} s (${concurrency}×${clientCount} in flight; per stream p50 ${percentile(times, 50).toFixed(0)} ms, p99 ${percentile(times, 99).toFixed(0)} ms; ${failures} failed${why}; ${hub.opener.stats.batches - batchesBefore} batches; gateway CPU ${((openCpu.user + openCpu.system) / 1000 / n).toFixed(2)} ms per open)`);
     await sleep(500);
     global.gc?.();
     const memAfter = process.memoryUsage();
