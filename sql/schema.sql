@@ -4898,40 +4898,38 @@ CREATE FUNCTION private.event_streams_open(gateway text, public_url text, ttl_se
     SET jit TO 'off'
     AS $$
 declare
-  wanted uuid[];
+  users uuid[];
+  refused text[];
   registered uuid[];
 begin
-  -- The users who may open: a live session and a profile (streams belong to profiles).
-  select coalesce(array_agg(case when not private.session_ended(r.session_id)
-                                  and exists (select from app.profiles p where p.id = r.user_id)
-                                 then r.user_id end order by r.n), '{}')
-    into wanted
+  -- Each request judged once: an ended session or a missing profile (streams
+  -- belong to profiles) refuses it; the others are registered.
+  select coalesce(array_agg(r.user_id order by r.n), '{}'),
+         coalesce(array_agg(case when private.session_ended(r.session_id) then 'session_ended'
+                                 when not exists (select from app.profiles p where p.id = r.user_id) then 'no_profile'
+                            end order by r.n), '{}')
+    into users, refused
     from rows from (jsonb_to_recordset(requests) as (user_id uuid, session_id uuid)) with ordinality as r(user_id, session_id, n);
-  -- Registered within the cap, in request order (a null user registers nothing).
+  -- Registered within the cap, one element per request (null: refused above or over the cap).
   select coalesce(array_agg(s.stream_id order by s.n), '{}')
     into registered
-    from private.event_streams_register(gateway, 'sse', ttl_seconds, array_remove(wanted, null)) s;
+    from private.event_streams_register(gateway, 'sse', ttl_seconds,
+           array(select case when x.why is null then x.u end
+                   from unnest(users, refused) with ordinality as x(u, why, n) order by x.n)) s;
 
   return (
     with p as (
       select * from private.change_log_position()
     ),
     req as (
-      select r.n::integer as n, r.user_id, r.session_id, r.last_event_id,
-             -- the k-th wanted user got the k-th registration
-             case when wanted[r.n] is not null
-                  then registered[(select count(*) from unnest(wanted[1:r.n]) w where w is not null)]
-             end as stream_id
-        from rows from (jsonb_to_recordset(requests) as (user_id uuid, session_id uuid, last_event_id bigint))
-             with ordinality as r(user_id, session_id, last_event_id, n)
+      select r.n::integer as n, r.user_id, r.last_event_id,
+             coalesce(refused[r.n], case when registered[r.n] is null then 'too_many_streams' end) as error,
+             registered[r.n] as stream_id
+        from rows from (jsonb_to_recordset(requests) as (user_id uuid, last_event_id bigint))
+             with ordinality as r(user_id, last_event_id, n)
     ),
     judged as (
-      select req.n, req.user_id, req.stream_id,
-             case
-               when private.session_ended(req.session_id) then 'session_ended'
-               when not exists (select from app.profiles pr where pr.id = req.user_id) then 'no_profile'
-               when req.stream_id is null then 'too_many_streams'
-             end as error,
+      select req.n, req.user_id, req.stream_id, req.error,
              case
                when req.last_event_id is null then 'snapshot'
                when req.last_event_id >= p.pruned_through and req.last_event_id <= p.head then 'resume'
@@ -5007,7 +5005,7 @@ declare
   lock_key bigint;
 begin
   for lock_key in
-    select distinct hashtextextended('app.event_streams:' || u::text, 0) from unnest(users) u order by 1
+    select distinct hashtextextended('app.event_streams:' || u::text, 0) from unnest(users) u where u is not null order by 1
   loop
     perform pg_advisory_xact_lock(lock_key);
   end loop;
@@ -5019,9 +5017,10 @@ begin
     ),
     wanted as (
       select nb.n, nb.user_id, nb.k,
-             coalesce((select count(*) from app.event_streams s
-                        where s.user_id = nb.user_id and s.expires_at > now()), 0) + nb.k
-               <= private.max_event_streams() as fits
+             nb.user_id is not null
+               and coalesce((select count(*) from app.event_streams s
+                              where s.user_id = nb.user_id and s.expires_at > now()), 0) + nb.k
+                   <= private.max_event_streams() as fits
         from numbered nb
     ),
     registered as (
@@ -5044,7 +5043,7 @@ $$;
 -- Name: FUNCTION event_streams_register(gateway text, kind text, ttl_seconds integer, users uuid[]); Type: COMMENT; Schema: private
 --
 
-COMMENT ON FUNCTION private.event_streams_register(gateway text, kind text, ttl_seconds integer, users uuid[]) IS 'Registers a realtime connection for each element of users for ttl_seconds (renewed by the gateway): (n, stream_id) per element in order, stream_id null past the per-user cap (private.max_event_streams, counting live streams and earlier elements).';
+COMMENT ON FUNCTION private.event_streams_register(gateway text, kind text, ttl_seconds integer, users uuid[]) IS 'Registers a realtime connection for each element of users for ttl_seconds (renewed by the gateway): (n, stream_id) per element in order; stream_id null for a null element and past the per-user cap (private.max_event_streams, counting live streams and earlier elements).';
 
 --
 -- Name: event_streams_touch(uuid[], integer); Type: FUNCTION; Schema: private

@@ -129,6 +129,17 @@ describe('private.event_streams_open', () => {
     expect(count!.n).toBe(0);
   });
 
+  it('private.event_streams_register answers one element per request: null for a null element, in order', async () => {
+    const user = await newUser();
+    const rows = await db()`
+      select n, stream_id from private.event_streams_register(${GATEWAY}, 'sse', 60, array[${user.id}, null, ${user.id}]::uuid[])`;
+    expect(rows.map((r) => [r.n, r.stream_id === null])).toEqual([
+      [1, false],
+      [2, true],
+      [3, false],
+    ]);
+  });
+
   it('is not callable by signed-in users', async () => {
     const user = await newUser();
     await expect(

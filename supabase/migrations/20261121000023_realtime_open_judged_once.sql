@@ -1,0 +1,1 @@
+../../sql/migrations/committed/000023-realtime-open-judged-once.sql
