@@ -1474,18 +1474,24 @@ begin
   if not exists (select from app.communities c where c.id = community_members.community_id) then
     raise exception 'community not found' using errcode = 'PT404', hint = 'community_not_found';
   end if;
+  with page as (
+    select m.member_node_id, m.role, m.joined_at, m.role = 'manager' as is_manager, count(*) over () as total
+      from app.community_members m
+     where m.community_id = community_members.community_id
+     order by (m.role = 'manager') desc, m.joined_at, m.member_node_id
+     limit page_limit offset page_offset
+  ),
+  -- the names of the page's members, in one call of the privacy rule
+  names as (
+    select n.node_id, n.name from app.node_display_names(array(select p.member_node_id from page p)) n
+  )
   select coalesce(jsonb_agg(jsonb_build_object('id', p.member_node_id, 'role', p.role, 'joined_at', app.iso(p.joined_at),
-                                               'name', app.node_display_name(p.member_node_id))
+                                               'name', n.name)
                             order by p.is_manager desc, p.joined_at, p.member_node_id), '[]'),
          max(p.total)
     into items, total
-    from (
-      select m.member_node_id, m.role, m.joined_at, m.role = 'manager' as is_manager, count(*) over () as total
-        from app.community_members m
-       where m.community_id = community_members.community_id
-       order by (m.role = 'manager') desc, m.joined_at, m.member_node_id
-       limit page_limit offset page_offset
-    ) p;
+    from page p
+    left join names n on n.node_id = p.member_node_id;
   if total is null then
     select count(*) into total from app.community_members m where m.community_id = community_members.community_id;
   end if;
@@ -3545,22 +3551,10 @@ COMMENT ON FUNCTION app.my_node_id() IS 'The node id of the signed-in user, or n
 --
 
 CREATE FUNCTION app.node_display_name(node_id uuid) RETURNS text
-    LANGUAGE sql STABLE SECURITY DEFINER
+    LANGUAGE sql STABLE
     SET search_path TO 'pg_catalog'
     AS $$
-    select p.name
-      from app.profiles p
-     where p.node_id = node_display_name.node_id
-       and (p.name_source = 'chosen'
-            or p.id = auth.uid()
-            or exists (
-              select
-                from app.community_members theirs
-                join app.community_members mine on mine.community_id = theirs.community_id
-                join app.profiles me on me.node_id = mine.member_node_id
-               where theirs.member_node_id = node_display_name.node_id
-                 and mine.role = 'manager'
-                 and me.id = auth.uid()))
+    select n.name from app.node_display_names(array[node_display_name.node_id]) n
   $$;
 
 --
@@ -3568,6 +3562,38 @@ CREATE FUNCTION app.node_display_name(node_id uuid) RETURNS text
 --
 
 COMMENT ON FUNCTION app.node_display_name(node_id uuid) IS 'The display name of a user node (profile name), and nothing else: null when the name was derived from the e-mail, unless the caller is that user or manages one of their communities.';
+
+--
+-- Name: node_display_names(uuid[]); Type: FUNCTION; Schema: app
+--
+
+CREATE FUNCTION app.node_display_names(node_ids uuid[]) RETURNS TABLE(node_id uuid, name text)
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog'
+    AS $$
+begin
+  return query
+    select p.node_id, p.name
+      from app.profiles p
+     where p.node_id = any(node_display_names.node_ids)
+       and (p.name_source = 'chosen'
+            or p.id = auth.uid()
+            or exists (
+              select
+                from app.community_members theirs
+                join app.community_members mine on mine.community_id = theirs.community_id
+                join app.profiles me on me.node_id = mine.member_node_id
+               where theirs.member_node_id = p.node_id
+                 and mine.role = 'manager'
+                 and me.id = auth.uid()));
+end;
+$$;
+
+--
+-- Name: FUNCTION node_display_names(node_ids uuid[]); Type: COMMENT; Schema: app
+--
+
+COMMENT ON FUNCTION app.node_display_names(node_ids uuid[]) IS 'The display names (profile names) of these user nodes that the caller may see: a name chosen by its user, the caller''s own, or a member of a community the caller manages. Nodes whose name the caller may not see are left out. The one definition of name privacy (node_display_name is it for one node).';
 
 --
 -- Name: pagination(bigint, integer, integer); Type: FUNCTION; Schema: app
@@ -10240,6 +10266,13 @@ GRANT ALL ON FUNCTION app.my_node_id() TO authenticated;
 
 REVOKE ALL ON FUNCTION app.node_display_name(node_id uuid) FROM PUBLIC;
 GRANT ALL ON FUNCTION app.node_display_name(node_id uuid) TO authenticated;
+
+--
+-- Name: FUNCTION node_display_names(node_ids uuid[]); Type: ACL; Schema: app
+--
+
+REVOKE ALL ON FUNCTION app.node_display_names(node_ids uuid[]) FROM PUBLIC;
+GRANT ALL ON FUNCTION app.node_display_names(node_ids uuid[]) TO authenticated;
 
 --
 -- Name: FUNCTION pagination(total_count bigint, page_limit integer, page_offset integer); Type: ACL; Schema: app

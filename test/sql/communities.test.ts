@@ -77,6 +77,23 @@ describe('row-level security on memberships', () => {
     expect(chosen!.name).toBe('Bob B.');
   });
 
+  it('app.node_display_names: the same rule for a set of nodes, leaving out the names the caller may not see', async () => {
+    const [alice, bob, carol] = [await newUser(), await newUser(), await newUser()];
+    await asUser(carol.id, (tx) => tx`select api.profile_update('Carol C.')`);
+    const rows = await asUser(alice.id, (tx) => tx`
+      select node_id, name from app.node_display_names(${[alice.node, bob.node, carol.node]}::uuid[])`);
+    expect(new Map(rows.map((r) => [r.node_id, r.name]))).toEqual(
+      new Map([
+        [alice.node, alice.email.split('@')[0]],
+        [carol.node, 'Carol C.'],
+      ]),
+    );
+    for (const user of [alice, bob, carol]) {
+      const [one] = await asUser(alice.id, (tx) => tx`select app.node_display_name(${user.node}) as name`);
+      expect(one!.name).toBe(rows.find((r) => r.node_id === user.node)?.name ?? null);
+    }
+  });
+
   it('anonymous callers read the public community record but no memberships', async () => {
     const manager = await newUser();
     const id = await newCommunity(undefined, manager.email);

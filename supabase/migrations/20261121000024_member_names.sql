@@ -1,0 +1,1 @@
+../../sql/migrations/committed/000024-member-names.sql
