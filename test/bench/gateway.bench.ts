@@ -248,7 +248,9 @@ function table(header: string[], rows: string[][]): string {
 
 async function loadData(ctx: BenchContext, userId: string, email: string): Promise<void> {
   const { sql } = ctx;
-  ctx.progress('loading 2,000 communities (the user in 60, managing 2) and 10,000 events (20 upcoming for the user)');
+  ctx.progress(
+    'loading 2,000 communities (the user in 60, managing 2; 120 other members in the first) and 10,000 events (20 upcoming for the user)',
+  );
   await sql`alter table app.events disable trigger _900_log_change`;
   await sql`
     with n as (insert into app.nodes (kind) select 'community' from generate_series(1, 2000) returning id)
@@ -261,6 +263,24 @@ async function loadData(ctx: BenchContext, userId: string, email: string): Promi
       from (select id, row_number() over (order by id) as r from app.communities order by id limit 60) c,
            app.profiles p
      where p.id = ${userId}`;
+  // 120 other members (names derived from their e-mail: shown to the user as
+  // a manager) in the user's first community, so a page of its members is 50.
+  await sql`
+    with u as (
+      insert into identity.users (email, password_hash)
+      select 'bench-member-' || g || '-' || md5(random()::text) || '@example.com', null from generate_series(1, 120) g
+      returning id
+    ), n as (
+      insert into app.nodes (kind) select 'user' from u returning id
+    ), pairs as (
+      select u.id as user_id, n.id as node_id
+        from (select id, row_number() over () as r from u) u
+        join (select id, row_number() over () as r from n) n using (r)
+    ), p as (
+      insert into app.profiles (id, name, name_source, node_id) select user_id, 'member', 'email', node_id from pairs returning node_id
+    )
+    insert into app.community_members (community_id, member_node_id, joined_at)
+    select (select id from app.communities order by id limit 1), p.node_id, now() - interval '1 day' from p`;
   // Every community: 4 past events and one upcoming; the user's first 20
   // communities hold the user's 20 upcoming events.
   await sql`
@@ -415,7 +435,9 @@ async function measureListSql(ctx: BenchContext, userId: string): Promise<Record
   const { sql } = ctx;
   const publicUrl = ctx.env.config.publicUrl;
   const [{ node_id: node, community_id: community }] = (await sql`
-    select p.node_id, (select m.community_id from app.community_members m where m.member_node_id = p.node_id limit 1) as community_id
+    select p.node_id,
+           (select m.community_id from app.community_members m where m.member_node_id = p.node_id
+             order by (select count(*) from app.community_members o where o.community_id = m.community_id) desc limit 1) as community_id
       from app.profiles p where p.id = ${userId}`) as unknown as [{ node_id: string; community_id: string }];
   const [{ has_page: hasPage }] = (await sql`
     select to_regprocedure('api.events_upcoming_page(text)') is not null as has_page`) as unknown as [{ has_page: boolean }];
