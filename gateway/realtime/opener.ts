@@ -86,38 +86,42 @@ export class StreamOpener {
   }
 
   private async run(batch: Waiting[]): Promise<void> {
-    const requests = this.sql.json(
-      batch.map(({ request }) => ({ user_id: request.userId, session_id: request.sessionId, last_event_id: request.lastEventId })),
-    );
-    let opened: Opened;
     try {
-      const [, rows] = await this.sql.begin((tx) => [
-        tx`select set_config('statement_timeout', ${String(this.options.statementTimeoutMs)}, true)`,
-        tx<{ opened: Opened }[]>`
-          select private.event_streams_open(${this.options.gatewayId}, ${this.options.publicUrl},
-                                            ${this.options.registrationTtlSeconds}, ${requests}) as opened`,
-      ]);
-      opened = rows[0]!.opened;
-    } catch (err) {
-      for (const w of batch) w.reject(err);
-      return;
-    }
-    this.stats.batches++;
-    const texts = opened.views.map(snapshotText);
-    batch.forEach((w, i) => {
-      const s = opened.streams[i]!;
-      if ('error' in s) {
-        w.reject(new HttpError(ERROR_STATUS[s.error], s.error === 'no_profile' ? 'conflict' : s.error, s.message));
-        return;
-      }
-      const view = s.view === null ? undefined : s.view;
-      w.resolve({
-        stream_id: s.stream_id,
-        mode: s.mode,
-        last_event_id: String(s.last_event_id),
-        events: view === undefined ? null : opened.views[view]!,
-        snapshotText: view === undefined ? undefined : texts[view],
+      const opened = await this.openBatch(batch.map((w) => w.request));
+      this.stats.batches++;
+      const texts = opened.views.map(snapshotText);
+      batch.forEach((w, i) => {
+        const s = opened.streams[i]!;
+        if ('error' in s) {
+          w.reject(new HttpError(ERROR_STATUS[s.error], s.error === 'no_profile' ? 'conflict' : s.error, s.message));
+          return;
+        }
+        const view = s.view === null ? undefined : s.view;
+        w.resolve({
+          stream_id: s.stream_id,
+          mode: s.mode,
+          last_event_id: String(s.last_event_id),
+          events: view === undefined ? null : opened.views[view]!,
+          snapshotText: view === undefined ? undefined : texts[view],
+        });
       });
-    });
+    } catch (err) {
+      // The batch failed (or its answer was not as expected): every open of
+      // it that is not settled yet fails with that error.
+      for (const w of batch) w.reject(err);
+    }
+  }
+
+  private async openBatch(requests: OpenRequest[]): Promise<Opened> {
+    const json = this.sql.json(
+      requests.map((r) => ({ user_id: r.userId, session_id: r.sessionId, last_event_id: r.lastEventId })),
+    );
+    const [, rows] = await this.sql.begin((tx) => [
+      tx`select set_config('statement_timeout', ${String(this.options.statementTimeoutMs)}, true)`,
+      tx<{ opened: Opened }[]>`
+        select private.event_streams_open(${this.options.gatewayId}, ${this.options.publicUrl},
+                                          ${this.options.registrationTtlSeconds}, ${json}) as opened`,
+    ]);
+    return rows[0]!.opened;
   }
 }
