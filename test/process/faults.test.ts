@@ -186,6 +186,10 @@ describe('Postgres stopped and started under a running gateway', () => {
       const health = await call(gw.url, 'GET', '/health');
       expect(health.status).toBe(503);
       expect(Math.max(...timings)).toBeLessThan(3_000);
+      // A new stream is refused the same way (it does not wait for a batch).
+      const refused = await call(gw.url, 'GET', '/api/mobile/events/upcoming/stream', user.token);
+      expect(refused.status).toBe(503);
+      expect(refused.body.error).toBe('service_unavailable');
 
       // Up again: everything recovers without touching the gateway.
       cluster = await startEmbeddedPostgres({ dir, port, persistent: true, log: quiet });
