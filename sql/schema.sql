@@ -2039,7 +2039,6 @@ declare
   stream uuid := private.event_stream_register(gateway, 'sse', ttl_seconds);
   log_head bigint;
   log_pruned bigint;
-  meta jsonb;
 begin
   if last_event_id is not null then
     select p.head, p.pruned_through into log_head, log_pruned from private.change_log_position() p;
@@ -2048,20 +2047,11 @@ begin
       return;
     end if;
   end if;
-  meta := jsonb_build_object('__sync_meta', jsonb_build_object(
-            'operation', 'insert', 'table', 'events', 'timestamp', app.iso(now())));
-  -- Events whose end is before expired_through have their expiry in the log
-  -- at or below head: leave them out, as that entry says.
   return query
     select stream,
            case when last_event_id is null then 'snapshot' else 'reset' end,
            p.head,
-           coalesce((
-             select jsonb_agg(private.event_object(u.event, u.community_node_id, u.manages, event_stream_open.public_url) || meta
-                              order by (u.event).starts_at, (u.event).id)
-               from private.my_upcoming_events() u
-              where private.event_effective_end((u.event).starts_at, (u.event).ends_at) >= greatest(now(), p.expired_through)
-           ), '[]'::jsonb)
+           private.event_snapshot(app.my_node_id(), event_stream_open.public_url, p.expired_through)
       from private.change_log_position() p;
 end;
 $$;
@@ -4684,6 +4674,33 @@ CREATE FUNCTION private.event_readable(community_id uuid) RETURNS boolean
 COMMENT ON FUNCTION private.event_readable(community_id uuid) IS 'Whether the signed-in caller may read an event of the community (row-level security of app.events and the postgres_changes feed).';
 
 --
+-- Name: event_snapshot(uuid, text, timestamp with time zone); Type: FUNCTION; Schema: private
+--
+
+CREATE FUNCTION private.event_snapshot(member_node uuid, public_url text, expired_through timestamp with time zone) RETURNS jsonb
+    LANGUAGE plpgsql STABLE
+    SET search_path TO 'pg_catalog'
+    AS $$
+begin
+  return (
+    select coalesce(jsonb_agg(private.event_object(u.event, u.community_node_id, u.manages, event_snapshot.public_url)
+                                || jsonb_build_object('__sync_meta', jsonb_build_object(
+                                     'operation', 'insert', 'table', 'events', 'timestamp', app.iso(now())))
+                              order by (u.event).starts_at, (u.event).id), '[]'::jsonb)
+      from private.upcoming_events_of(event_snapshot.member_node) u
+     -- Events whose end is before expired_through have their expiry in the
+     -- log at or below head: leave them out, as that entry says.
+     where private.event_effective_end((u.event).starts_at, (u.event).ends_at) >= greatest(now(), event_snapshot.expired_through));
+end;
+$$;
+
+--
+-- Name: FUNCTION event_snapshot(member_node uuid, public_url text, expired_through timestamp with time zone); Type: COMMENT; Schema: private
+--
+
+COMMENT ON FUNCTION private.event_snapshot(member_node uuid, public_url text, expired_through timestamp with time zone) IS 'The snapshot of an upcoming-events stream for the member with this node id: their upcoming events as Event JSON with __sync_meta insert, soonest first, without those whose end is before expired_through (the log holds their expiry). Read by api.event_stream_open and private.event_streams_open.';
+
+--
 -- Name: event_status(timestamp with time zone, timestamp with time zone, timestamp with time zone); Type: FUNCTION; Schema: private
 --
 
@@ -4983,15 +5000,7 @@ begin
        group by k.view_key
     ),
     snapshots as (
-      select v.view,
-             coalesce((
-               select jsonb_agg(private.event_object(u.event, u.community_node_id, u.manages, event_streams_open.public_url)
-                                  || jsonb_build_object('__sync_meta', jsonb_build_object(
-                                       'operation', 'insert', 'table', 'events', 'timestamp', app.iso(now())))
-                                order by (u.event).starts_at, (u.event).id)
-                 from private.upcoming_events_of(v.node_id) u
-                where private.event_effective_end((u.event).starts_at, (u.event).ends_at) >= greatest(now(), p.expired_through)
-             ), '[]'::jsonb) as events
+      select v.view, private.event_snapshot(v.node_id, event_streams_open.public_url, p.expired_through) as events
         from views v, p
     )
     select jsonb_build_object(
@@ -10853,6 +10862,13 @@ GRANT ALL ON FUNCTION private.event_object(e app.events, community_node_id uuid,
 
 REVOKE ALL ON FUNCTION private.event_readable(community_id uuid) FROM PUBLIC;
 GRANT ALL ON FUNCTION private.event_readable(community_id uuid) TO authenticated;
+
+--
+-- Name: FUNCTION event_snapshot(member_node uuid, public_url text, expired_through timestamp with time zone); Type: ACL; Schema: private
+--
+
+REVOKE ALL ON FUNCTION private.event_snapshot(member_node uuid, public_url text, expired_through timestamp with time zone) FROM PUBLIC;
+GRANT ALL ON FUNCTION private.event_snapshot(member_node uuid, public_url text, expired_through timestamp with time zone) TO authenticated;
 
 --
 -- Name: FUNCTION event_status(starts_at timestamp with time zone, ends_at timestamp with time zone, as_of timestamp with time zone); Type: ACL; Schema: private

@@ -1,0 +1,1 @@
+../../sql/migrations/committed/000025-event-snapshot.sql
