@@ -1471,14 +1471,18 @@ declare
   items jsonb;
 begin
   perform app.check_page(page_limit, page_offset);
-  if not exists (select from app.communities c where c.id = community_members.community_id) then
+  select c.member_count into total from app.communities c where c.id = community_members.community_id;
+  if not found then
     raise exception 'community not found' using errcode = 'PT404', hint = 'community_not_found';
   end if;
   with page as (
-    select m.member_node_id, m.role, m.joined_at, m.role = 'manager' as is_manager, count(*) over () as total
+    -- Managers first, then by joining time: 'manager' sorts before 'member'
+    -- (the only two roles, see the check on app.community_members.role), so
+    -- ordering by role follows the roster index and stops after the page.
+    select m.member_node_id, m.role, m.joined_at
       from app.community_members m
      where m.community_id = community_members.community_id
-     order by (m.role = 'manager') desc, m.joined_at, m.member_node_id
+     order by m.role, m.joined_at, m.member_node_id
      limit page_limit offset page_offset
   ),
   -- the names of the page's members, in one call of the privacy rule
@@ -1487,14 +1491,10 @@ begin
   )
   select coalesce(jsonb_agg(jsonb_build_object('id', p.member_node_id, 'role', p.role, 'joined_at', app.iso(p.joined_at),
                                                'name', n.name)
-                            order by p.is_manager desc, p.joined_at, p.member_node_id), '[]'),
-         max(p.total)
-    into items, total
+                            order by p.role, p.joined_at, p.member_node_id), '[]')
+    into items
     from page p
     left join names n on n.node_id = p.member_node_id;
-  if total is null then
-    select count(*) into total from app.community_members m where m.community_id = community_members.community_id;
-  end if;
   return jsonb_build_object('data', items, 'pagination', app.pagination(total, page_limit, page_offset));
 end;
 $$;
@@ -3561,21 +3561,27 @@ CREATE FUNCTION app.node_display_names(node_ids uuid[]) RETURNS TABLE(node_id uu
     LANGUAGE plpgsql STABLE SECURITY DEFINER
     SET search_path TO 'pg_catalog'
     AS $$
+declare
+  caller constant uuid := auth.uid();
+  -- the communities the caller manages: their members' names are visible to the caller
+  managed constant uuid[] := array(
+    select mine.community_id
+      from app.community_members mine
+      join app.profiles me on me.node_id = mine.member_node_id
+     where me.id = caller
+       and mine.role = 'manager');
 begin
   return query
     select p.node_id, p.name
       from app.profiles p
      where p.node_id = any(node_display_names.node_ids)
        and (p.name_source = 'chosen'
-            or p.id = auth.uid()
+            or p.id = caller
             or exists (
               select
                 from app.community_members theirs
-                join app.community_members mine on mine.community_id = theirs.community_id
-                join app.profiles me on me.node_id = mine.member_node_id
                where theirs.member_node_id = p.node_id
-                 and mine.role = 'manager'
-                 and me.id = auth.uid()));
+                 and theirs.community_id = any(managed)));
 end;
 $$;
 

@@ -94,6 +94,64 @@ describe('row-level security on memberships', () => {
     }
   });
 
+  it('a manager sees the names of the members of the communities they manage, and only of those', async () => {
+    const [manager, member, elsewhere] = [await newUser(), await newUser(), await newUser()];
+    const managed = await newCommunity(undefined, manager.email);
+    const other = await newCommunity();
+    await asUser(member.id, (tx) => tx`select api.community_join(${managed})`);
+    await asUser(elsewhere.id, (tx) => tx`select api.community_join(${other})`);
+    await asUser(manager.id, (tx) => tx`select api.community_join(${other})`);
+    const rows = await asUser(manager.id, (tx) => tx`
+      select node_id, name from app.node_display_names(${[manager.node, member.node, elsewhere.node]}::uuid[])`);
+    expect(new Map(rows.map((r) => [r.node_id, r.name]))).toEqual(
+      new Map([
+        [manager.node, manager.email.split('@')[0]],
+        [member.node, member.email.split('@')[0]],
+      ]),
+    );
+  });
+
+  it('api.community_members: managers first, then by joining time; the total is member_count; pages follow on', async () => {
+    const manager = await newUser();
+    const id = await newCommunity(undefined, manager.email);
+    const members = [];
+    for (let i = 0; i < 4; i++) {
+      const user = await newUser();
+      await asUser(user.id, (tx) => tx`select api.community_join(${id})`);
+      // distinct joining times, oldest first
+      await db()`update app.community_members set joined_at = now() - ${`${10 - i} minutes`}::interval
+                  where community_id = ${id} and member_node_id = ${user.node}`;
+      members.push(user);
+    }
+    const page = async (limit: number, offset: number) =>
+      (await asUser(manager.id, (tx) => tx`select api.community_members(${id}, ${limit}, ${offset}) as r`))[0]!.r as {
+        data: { id: string; role: string; name: string | null }[];
+        pagination: Record<string, number>;
+      };
+    const first = await page(3, 0);
+    expect(first.data.map((m) => [m.id, m.role])).toEqual([
+      [manager.node, 'manager'],
+      [members[0]!.node, 'member'],
+      [members[1]!.node, 'member'],
+    ]);
+    // the manager of the community sees every member's name (derived from their e-mail here)
+    expect(first.data.map((m) => m.name)).toEqual([manager, members[0]!, members[1]!].map((u) => u.email.split('@')[0]));
+    expect(first.pagination).toEqual({ total_count: 5, page: 1, page_size: 3, total_pages: 2 });
+    const second = await page(3, 3);
+    expect(second.data.map((m) => m.id)).toEqual([members[2]!.node, members[3]!.node]);
+    expect((await page(3, 6)).data).toEqual([]);
+    const [{ n }] = (await db()`select member_count as n from app.communities where id = ${id}`) as unknown as [{ n: number }];
+    expect(n).toBe(5);
+    // a member sees no e-mail-derived name but their own
+    const asMember = (await asUser(members[1]!.id, (tx) => tx`select api.community_members(${id}, 5, 0) as r`))[0]!.r as {
+      data: { id: string; name: string | null }[];
+    };
+    expect(asMember.data.map((m) => m.name)).toEqual([null, null, members[1]!.email.split('@')[0], null, null]);
+    await expect(asUser(manager.id, (tx) => tx`select api.community_members(${crypto.randomUUID()}, 5, 0)`)).rejects.toMatchObject({
+      code: 'PT404',
+    });
+  });
+
   it('anonymous callers read the public community record but no memberships', async () => {
     const manager = await newUser();
     const id = await newCommunity(undefined, manager.email);

@@ -1,0 +1,1 @@
+../../sql/migrations/committed/000026-member-page.sql
