@@ -12,7 +12,10 @@
 //
 // A third column runs the same statements one at a time (each awaited
 // before the next: four round trips), as a client that does not pipeline
-// would; the gateway is judged against the pipelined direct side.
+// would; the gateway is judged against the pipelined direct side. A fourth
+// is the ceiling of any gateway on node:http and postgres.js: a bare
+// node:http server (bare-server.ts) running the direct side's transaction
+// with no pipeline at all, loaded by the same autocannon.
 //
 // Knobs: BENCH_SECONDS (per run, default 5), BENCH_REPEAT (alternating
 // gateway/direct runs per route; medians reported, default 3),
@@ -28,6 +31,7 @@ import path from 'node:path';
 import autocannon from 'autocannon';
 import postgres from 'postgres';
 import type { Bench, BenchContext } from './harness.ts';
+import { directTransaction, settings, routeCases, type DirectClaims, type RouteCase } from './gateway-sql.ts';
 import { freePort } from '../../gateway/lib/free-port.ts';
 
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 5);
@@ -51,17 +55,6 @@ function processCpuUs(pid: number): number {
   return ((Number(fields[11]) + Number(fields[12])) * 1e6) / CLOCK_TICKS;
 }
 const CLOCK_TICKS = 100;
-
-interface RouteCase {
-  label: string;
-  method: 'GET' | 'POST';
-  path: string;
-  body?: unknown;
-  /** GET routes run read-only. */
-  readOnly: boolean;
-  /** The route's one SQL call (the gateway's handler sends the same). */
-  call(tx: postgres.Sql): postgres.PendingQuery<postgres.Row[]>;
-}
 
 const median = (xs: number[]) => {
   const s = [...xs].sort((a, b) => a - b);
@@ -136,6 +129,42 @@ async function startGatewayProcess(ctx: BenchContext, workers: number): Promise<
   };
 }
 
+/**
+ * The bench's ceiling (bare-server.ts): node:http running the direct side's
+ * transaction with no pipeline, as a separate process like the gateway.
+ */
+async function startBareServer(ctx: BenchContext, claims: DirectClaims): Promise<GatewayProcess> {
+  const port = await freePort();
+  const child: ChildProcess = spawn(process.execPath, ['--import', 'tsx', path.join('test', 'bench', 'bare-server.ts')], {
+    cwd: path.resolve(import.meta.dirname, '..', '..'),
+    env: {
+      ...process.env,
+      NODE_ENV: 'production',
+      BARE_DATABASE_URL: ctx.env.databaseUrl,
+      BARE_PORT: String(port),
+      BARE_POOL: String(POOL),
+      BARE_CLAIMS: claims.json,
+      BARE_SESSION: claims.session ?? '',
+      BARE_PUBLIC_URL: ctx.env.config.publicUrl,
+    },
+    stdio: ['ignore', 'ignore', 'inherit', 'ipc'],
+  });
+  await new Promise<void>((resolve, reject) => {
+    child.once('message', () => resolve());
+    child.once('exit', (code) => reject(new Error(`bare server exited with ${code}`)));
+  });
+  return {
+    url: `http://127.0.0.1:${port}`,
+    cpuUs: () => processCpuUs(child.pid!),
+    stop: () =>
+      new Promise<void>((resolve) => {
+        if (child.exitCode !== null) return resolve();
+        child.once('exit', () => resolve());
+        child.kill('SIGTERM');
+      }),
+  };
+}
+
 async function loadGateway(gateway: GatewayProcess, route: RouteCase, token: string, seconds: number): Promise<Measured> {
   const cpu0 = gateway.cpuUs();
   const result = await autocannon({
@@ -174,41 +203,6 @@ async function loadDirect(fn: () => Promise<unknown>, seconds: number): Promise<
   latencies.sort((a, b) => a - b);
   const at = (p: number) => latencies[Math.min(latencies.length - 1, Math.floor((p / 100) * latencies.length))]!;
   return { rps: latencies.length / seconds, p50: at(50), p99: at(99), cpuUs: (cpu.user + cpu.system) / latencies.length };
-}
-
-/** The request's claims as the gateway sets them, and their session (checked per request). */
-interface DirectClaims {
-  json: string;
-  session: string | null;
-}
-
-/** The settings statement of gateway/lib/db.ts: role, claims, timeout and the session check. */
-function settings(tx: postgres.Sql, claims: DirectClaims) {
-  return tx`
-    select set_config('role', ${'authenticated'}, true),
-           set_config('request.jwt.claims', ${claims.json}, true),
-           set_config('statement_timeout', ${'15000'}, true),
-           private.check_session(${claims.session}::uuid)`;
-}
-
-/**
- * The request's transaction as the gateway sends it (gateway/lib/db.ts):
- * BEGIN, the settings with the session check, the call and COMMIT written
- * one after the other on one connection, then the replies awaited together
- * (one round trip).
- */
-async function directTransaction(sql: postgres.Sql, claims: DirectClaims, route: RouteCase) {
-  const tx = await sql.reserve();
-  try {
-    const begin = tx.unsafe(route.readOnly ? 'begin read only' : 'begin').execute();
-    const set = settings(tx, claims).execute();
-    const result = route.call(tx).execute();
-    const commit = tx`commit`.execute();
-    await Promise.all([begin, set, result, commit]);
-    return result;
-  } finally {
-    tx.release();
-  }
 }
 
 /**
@@ -319,50 +313,21 @@ const bench: Bench = {
       json: JSON.stringify({ ...payload, role: 'authenticated' }),
       session: typeof payload.session_id === 'string' ? payload.session_id : null,
     };
-    const publicUrl = ctx.env.config.publicUrl;
-    const routes: RouteCase[] = [
-      {
-        label: 'GET /api/mobile/profile',
-        method: 'GET',
-        path: '/api/mobile/profile',
-        readOnly: true,
-        call: (tx) => tx`select * from api.profile_get()`,
-      },
-      {
-        label: 'GET /api/mobile/communities (50)',
-        method: 'GET',
-        path: '/api/mobile/communities',
-        readOnly: true,
-        call: (tx) => tx`select api.communities_mine(${50}, ${0})::text as page`,
-      },
-      {
-        label: 'GET /api/mobile/events/upcoming (20)',
-        method: 'GET',
-        path: '/api/mobile/events/upcoming',
-        readOnly: true,
-        call: (tx) => tx`select api.events_upcoming_page(${publicUrl})::text as events`,
-      },
-      {
-        label: 'POST /api/mobile/tasks',
-        method: 'POST',
-        path: '/api/mobile/tasks',
-        body: { title: 'bench task', description: 'created by the gateway bench' },
-        readOnly: false,
-        call: (tx) => tx`select * from api.task_create(${'bench task'}, ${'created by the gateway bench'}, ${'pending'}, ${null}::jsonb)`,
-      },
-    ];
+    const routes = routeCases(ctx.env.config.publicUrl);
 
     if (process.env.BENCH_ONLY === 'sql') return { listSql: await measureListSql(ctx, me.userId) };
     const picked = process.env.BENCH_ROUTES?.split(',').filter(Boolean);
     if (picked) routes.splice(0, routes.length, ...routes.filter((r) => picked.some((word) => r.label.includes(word))));
+    let bare: GatewayProcess | undefined;
     const direct = postgres(ctx.env.databaseUrl, { max: POOL, onnotice: () => {} });
     const results: Record<string, unknown>[] = [];
     const lines: string[][] = [];
     try {
       const floor = await loadDirect(() => direct`select 1`, SECONDS);
-      lines.push(['floor: select 1 (direct)', '-', '-', '-', fmt(floor.rps), fmt(floor.p50, 1), fmt(floor.p99, 1), '-', fmt(floor.cpuUs), '-', '-', '-']);
+      lines.push(['floor: select 1 (direct)', '-', '-', '-', fmt(floor.rps), fmt(floor.p50, 1), fmt(floor.p99, 1), '-', fmt(floor.cpuUs), '-', '-', '-', '-', '-']);
       results.push({ route: 'select 1', direct: floor });
 
+      bare = await startBareServer(ctx, claims);
       for (const workers of [1, CORES > 1 ? CORES : 0].filter((w) => w > 0)) {
         const gateway = await startGatewayProcess(ctx, workers);
         try {
@@ -371,13 +336,16 @@ const bench: Bench = {
             // thousands of requests before the gateway's CPU per request settles), then alternate.
             await loadGateway(gateway, route, me.token, WARMUP);
             await loadDirect(() => directTransaction(direct, claims, route), 1);
+            if (workers === 1) await loadGateway(bare, route, me.token, 2);
             const g: Measured[] = [];
+            const b: Measured[] = [];
             const d: Measured[] = [];
             const seq: Measured[] = [];
             for (let i = 0; i < REPEAT; i++) {
               g.push(await loadGateway(gateway, route, me.token, SECONDS));
               d.push(await loadDirect(() => directTransaction(direct, claims, route), SECONDS));
               if (workers === 1) seq.push(await loadDirect(() => directOneByOne(direct, claims, route), SECONDS));
+              if (workers === 1) b.push(await loadGateway(bare, route, me.token, SECONDS));
             }
             const ratios = g.map((x, i) => x.rps / d[i]!.rps);
             const row = {
@@ -388,6 +356,7 @@ const bench: Bench = {
               ratio: median(ratios),
               ratios,
               ...(seq.length > 0 ? { directOneByOne: summary(seq), ratioOneByOne: median(g.map((x, i) => x.rps / seq[i]!.rps)) } : {}),
+              ...(b.length > 0 ? { bare: summary(b), ratioBare: median(b.map((x, i) => x.rps / d[i]!.rps)) } : {}),
             };
             results.push(row);
             lines.push([
@@ -403,6 +372,8 @@ const bench: Bench = {
               `${row.ratio.toFixed(2)} (${ratios.map((r) => r.toFixed(2)).join(' ')})`,
               row.directOneByOne ? fmt(row.directOneByOne.rps) : '-',
               row.ratioOneByOne !== undefined ? row.ratioOneByOne.toFixed(2) : '-',
+              row.bare ? fmt(row.bare.rps) : '-',
+              row.ratioBare !== undefined ? row.ratioBare.toFixed(2) : '-',
             ]);
             ctx.progress(`${lines.at(-1)!.join('  ')}`);
           }
@@ -411,12 +382,13 @@ const bench: Bench = {
         }
       }
     } finally {
+      await bare?.stop();
       await direct.end({ timeout: 5 });
     }
     console.log(`\n${CORES} cores; ${CONNECTIONS} connections; pool ${POOL} on both sides; medians of ${REPEAT} × ${SECONDS}s`);
     console.log(
       table(
-        ['route', 'gw rps', 'gw p50', 'gw p99', 'direct rps', 'd p50', 'd p99', 'gw cpu µs/req', 'd cpu µs/req', 'gw ÷ direct (runs)', '1-by-1 rps', 'gw ÷ 1-by-1'],
+        ['route', 'gw rps', 'gw p50', 'gw p99', 'direct rps', 'd p50', 'd p99', 'gw cpu µs/req', 'd cpu µs/req', 'gw ÷ direct (runs)', '1-by-1 rps', 'gw ÷ 1-by-1', 'bare rps', 'bare ÷ direct'],
         lines,
       ),
     );
