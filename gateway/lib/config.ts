@@ -184,6 +184,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     corsOrigins: (e.CORS_ORIGINS ?? '').split(',').map((o) => o.trim().replace(/\/+$/, '')).filter(Boolean),
     fairShare: {
       perKey: e.FAIR_SHARE_PER_CLIENT ?? Math.max(1, Math.floor(e.DB_POOL_MAX / 4)),
+      capacity: e.DB_POOL_MAX,
       maxQueued: e.FAIR_SHARE_MAX_QUEUED,
       maxWaitMs: e.FAIR_SHARE_MAX_WAIT_MS,
     },

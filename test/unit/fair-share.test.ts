@@ -1,7 +1,8 @@
-// The per-client limiter of the pool (gateway/lib/fair-share.ts): at most
-// perKey transactions of one client at once, the rest wait in FIFO order,
-// other clients are not held up, and past the queue's bound (length or wait)
-// the answer is 429 with a retry hint.
+// The per-client limiter of the pool (gateway/lib/fair-share.ts): perKey
+// transactions of one client at once (more while the rest of the pool is
+// idle, keeping perKey connections free), the rest wait in FIFO order, other
+// clients are not held up, and past the queue's bound (length or wait) the
+// answer is 429 with a retry hint.
 import { describe, expect, it } from 'vitest';
 import { HttpError } from '../../gateway/lib/errors.ts';
 import { FairShare, fairShareKey } from '../../gateway/lib/fair-share.ts';
@@ -55,6 +56,66 @@ describe('FairShare', () => {
     await hold;
     await expect(share.run('ip:1', async () => { throw new Error('boom'); })).rejects.toThrow('boom');
     await expect(share.run('ip:1', async () => 'ok')).resolves.toBe('ok');
+    expect(share.activeKeys).toBe(0);
+  });
+
+  it('alone on the pool, a client uses what others leave idle, all but one share of it', async () => {
+    const share = new FairShare({ perKey: 2, capacity: 10, maxQueued: 100, maxWaitMs: 5000 });
+    let running = 0;
+    let peak = 0;
+    const results = await Promise.all(
+      Array.from({ length: 40 }, (_, i) =>
+        share.run('user:a', async () => {
+          running++;
+          peak = Math.max(peak, running);
+          await sleep(2);
+          running--;
+          return i;
+        }),
+      ),
+    );
+    expect(results).toEqual(Array.from({ length: 40 }, (_, i) => i));
+    expect(peak).toBe(8);
+    expect(share.activeKeys).toBe(0);
+  });
+
+  it('a client arriving while another uses the pool gets its share at once; the first is then held to its share', async () => {
+    const share = new FairShare({ perKey: 2, capacity: 10, maxQueued: 100, maxWaitMs: 5000 });
+    const running = new Map<string, number>();
+    let total = 0;
+    let peakTotal = 0;
+    let peakA = 0;
+    let bArrived = false;
+    // a's running transactions, each time one of a's starts while b has some running
+    const aWhileB: number[] = [];
+    const task = (key: string, ms: number) => async () => {
+      running.set(key, (running.get(key) ?? 0) + 1);
+      total++;
+      peakTotal = Math.max(peakTotal, total);
+      if (key === 'user:a') peakA = Math.max(peakA, running.get(key)!);
+      if (key === 'user:a' && bArrived && (running.get('user:b') ?? 0) > 0) aWhileB.push(running.get(key)!);
+      await sleep(ms);
+      running.set(key, running.get(key)! - 1);
+      total--;
+    };
+    const busy = Array.from({ length: 30 }, () => share.run('user:a', task('user:a', 100)));
+    await sleep(10);
+    expect(running.get('user:a')).toBe(8);
+    // b's share starts at once, on the two connections a may not take (a's take 100 ms)
+    const started = Date.now();
+    bArrived = true;
+    const waits = await Promise.all([
+      share.run('user:b', async () => Date.now() - started),
+      share.run('user:b', async () => Date.now() - started),
+    ]);
+    for (const wait of waits) expect(wait).toBeLessThan(50);
+    const newcomer = Array.from({ length: 10 }, () => share.run('user:b', task('user:b', 60)));
+    await Promise.all([...busy, ...newcomer]);
+    expect(peakTotal).toBeLessThanOrEqual(10);
+    expect(peakA).toBe(8);
+    // while b is running, a's next ones start only within its share
+    expect(aWhileB.length).toBeGreaterThan(0);
+    expect(Math.max(...aWhileB)).toBeLessThanOrEqual(2);
     expect(share.activeKeys).toBe(0);
   });
 
