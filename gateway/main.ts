@@ -49,7 +49,8 @@ async function main(): Promise<void> {
     database = await openDatabase(config, log);
     gateway = await startGateway(config, database.url, log, { includeCurrentMigration: database.embedded });
     // In a WEB_CONCURRENCY worker the primary runs the one MCP process.
-    if (!cluster.isWorker) mcp = startMcpChild(config, database.url, log);
+    // (Not once shutting down: a SIGTERM during startup must not leave a child behind.)
+    if (!cluster.isWorker && !stopping) mcp = startMcpChild(config, database.url, log);
   } catch (err) {
     // One line for the user; the details only at debug level.
     log.debug({ err }, 'could not start');

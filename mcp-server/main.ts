@@ -30,6 +30,11 @@ async function main(): Promise<void> {
     if (stopping) return;
     stopping = true;
     log.info({ reason }, 'shutting down');
+    // Whatever the closing waits for, the process ends.
+    setTimeout(() => {
+      log.error('shutdown did not finish within 10 s; exiting');
+      process.exit(1);
+    }, 10_000);
     try {
       await server?.close();
       await database?.stop();
@@ -40,8 +45,12 @@ async function main(): Promise<void> {
   };
   process.on('SIGINT', () => void shutdown('SIGINT'));
   process.on('SIGTERM', () => void shutdown('SIGTERM'));
-  // Started by `npm start`: leave with the parent.
-  if (process.send) process.on('disconnect', () => void shutdown('parent exited'));
+  // Started by `npm start`: leave with the parent, also when it went away
+  // while this process was still loading (the event is then already past).
+  if (process.send) {
+    process.on('disconnect', () => void shutdown('parent exited'));
+    if (!process.connected) return void shutdown('parent exited');
+  }
 
   try {
     database = await openDatabase(config, log, { reuseRunning: true });
@@ -51,8 +60,9 @@ async function main(): Promise<void> {
     await database?.stop().catch(() => {});
     process.exit(1);
   }
+  if (stopping) return;
   log.info(`MCP server listening on ${config.mcp.host}:${server.port} (public ${config.publicUrl}/mcp)`);
-  process.send?.({ ready: true, port: server.port });
+  if (process.connected) process.send?.({ ready: true, port: server.port });
 }
 
 void main();

@@ -99,4 +99,33 @@ describe('npm start with the MCP child process', () => {
     child.kill('SIGKILL');
     expect(await gone(second)).toBe(true);
   });
+
+  it('an MCP process whose parent is gone before it finished loading leaves at once, without starting', { timeout: 60_000 }, async () => {
+    // A parent that forks the MCP process (as npm start does) and exits at
+    // once: the IPC channel closes while the child is still loading modules.
+    const port = await freePortPair();
+    const parentScript = `
+      import { fork } from 'node:child_process';
+      const child = fork('mcp-server/main.ts', [], { execArgv: ['--import', 'tsx'], stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
+      console.log('child pid ' + child.pid);
+      process.exit(0);`;
+    const parent = spawn(process.execPath, ['--input-type=module', '-e', parentScript], {
+      cwd: root,
+      env: { ...process.env, DATABASE_URL: databaseUrl, PORT: String(port), MCP_PORT: String(port + 1), LOG_LEVEL: 'info' },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    started.push(parent);
+    // The child inherits the pipes: they end when it has exited too.
+    let output = '';
+    parent.stdout!.on('data', (chunk: Buffer) => (output += chunk.toString()));
+    parent.stderr!.on('data', (chunk: Buffer) => (output += chunk.toString()));
+    await Promise.all([new Promise((r) => parent.stdout!.on('end', r)), new Promise((r) => parent.stderr!.on('end', r))]);
+    const childPid = Number(/child pid (\d+)/.exec(output)?.[1]);
+    expect(childPid).toBeGreaterThan(0);
+    expect(isAlive(childPid)).toBe(false);
+    expect(output).toContain('"reason":"parent exited"');
+    // It did not start serving (and then crash on its closed channel).
+    expect(output).not.toContain('MCP server listening');
+    expect(output).not.toContain('ERR_IPC_CHANNEL_CLOSED');
+  });
 });
