@@ -1,6 +1,7 @@
 // Structured logs (pino). Authorization headers, cookies, passwords and tokens
 // are redacted wherever they appear in a logged object.
-import { destination as pinoDestination, pino, symbols, type DestinationStream, type Logger } from 'pino';
+import fs from 'node:fs';
+import { pino, symbols, type DestinationStream, type Logger } from 'pino';
 
 export type { Logger };
 
@@ -28,18 +29,90 @@ export function createLogger(level: string, name = 'gateway', destination?: Dest
 /**
  * stdout, written in blocks of 4 KB or every 250 ms, whichever comes first:
  * a write per log line (one per request) was a measurable part of a
- * request's cost. pino flushes what is left when the process exits.
+ * request's cost. What is left is written when the process exits.
  */
 function bufferedStdout(): DestinationStream {
-  const stream = pinoDestination({ dest: 1, sync: false, minLength: 4096 });
-  setInterval(() => {
-    try {
-      stream.flush();
-    } catch {
-      // not ready, or already closed: the next tick (or exit) writes it
+  return new BufferedFdStream(1);
+}
+
+/**
+ * A log destination on a file descriptor, written in blocks (the 250 ms
+ * timer does not keep the process alive), with what is left written
+ * synchronously at exit.
+ *
+ * Not pino.destination (sonic-boom): at exit it retries a failed write
+ * forever, so a process whose stdout had no reader any more (EPIPE: the
+ * pipe's other end gone, e.g. the process that started it) never exited.
+ * Found as MCP processes left running after the test suite. Here a write
+ * that fails for any reason but a full pipe (EAGAIN) ends the logging, and
+ * a full pipe at exit is waited on for at most a second.
+ */
+export class BufferedFdStream implements DestinationStream {
+  private pending = '';
+  /** The block being written (its write runs on libuv's threads and finishes even at exit). */
+  private inFlight: Buffer | null = null;
+  private broken = false;
+
+  constructor(
+    private readonly fd: number,
+    private readonly minLength = 4096,
+    intervalMs = 250,
+  ) {
+    setInterval(() => this.flush(), intervalMs).unref();
+    process.on('exit', () => this.flushSync());
+  }
+
+  write(line: string): boolean {
+    if (this.broken) return true;
+    this.pending += line;
+    if (this.pending.length >= this.minLength) this.flush();
+    return true;
+  }
+
+  /** Starts writing what is buffered (unless a block is being written: it follows that one). */
+  flush(): void {
+    if (this.broken || this.inFlight !== null || this.pending === '') return;
+    const block = Buffer.from(this.pending);
+    this.pending = '';
+    this.send(block);
+  }
+
+  private send(block: Buffer): void {
+    this.inFlight = block;
+    fs.write(this.fd, block, 0, block.length, null, (err, written) => {
+      if (err) {
+        if (err.code === 'EAGAIN') setTimeout(() => this.send(block), 10).unref();
+        else this.stop();
+        return;
+      }
+      if (written < block.length) return this.send(block.subarray(written));
+      this.inFlight = null;
+      if (this.pending.length >= this.minLength) this.flush();
+    });
+  }
+
+  /** Everything buffered, now (at exit). */
+  flushSync(): void {
+    if (this.broken) return;
+    const data = Buffer.from(this.pending);
+    this.pending = '';
+    const pause = new Int32Array(new SharedArrayBuffer(4));
+    for (let offset = 0, waits = 0; offset < data.length; ) {
+      try {
+        offset += fs.writeSync(this.fd, data, offset);
+      } catch (err) {
+        if ((err as NodeJS.ErrnoException).code !== 'EAGAIN' || ++waits > 100) return this.stop();
+        Atomics.wait(pause, 0, 0, 10);
+      }
     }
-  }, 250).unref();
-  return stream;
+  }
+
+  /** Nothing can be written any more (the reader is gone): drop what comes. */
+  private stop(): void {
+    this.broken = true;
+    this.pending = '';
+    this.inFlight = null;
+  }
 }
 
 /**
