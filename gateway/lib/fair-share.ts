@@ -77,8 +77,8 @@ export class FairShare {
     }
     // A free slot: no promise, no timer (the common case). Requests already
     // waiting go first.
-    if (state.queue.length === 0 && this.mayStart(key, state)) {
-      this.started(key, state);
+    if (state.queue.length === 0 && this.mayStart(state)) {
+      this.started(state);
       return this.runHolding(key, fn);
     }
     return this.wait(state).then(() => this.runHolding(key, fn));
@@ -88,20 +88,20 @@ export class FairShare {
    * Within its share; or past it when the client has had the pool to itself
    * for ALONE_MS, and perKey connections of the pool stay free.
    */
-  private mayStart(key: string, state: KeyState): boolean {
+  private mayStart(state: KeyState): boolean {
     const { perKey, capacity } = this.options;
     if (state.running < perKey) return true;
     if (capacity === undefined || this.running + 1 + perKey > capacity || this.running > state.running) return false;
-    const othersLastStarted = this.lastKey === key ? this.otherAt : this.lastAt;
+    const othersLastStarted = this.lastKey === state.key ? this.otherAt : this.lastAt;
     return performance.now() - othersLastStarted >= ALONE_MS;
   }
 
-  private started(key: string, state: KeyState): void {
+  private started(state: KeyState): void {
     state.running++;
     this.running++;
-    if (this.lastKey !== key) {
+    if (this.lastKey !== state.key) {
       this.otherAt = this.lastAt;
-      this.lastKey = key;
+      this.lastKey = state.key;
     }
     this.lastAt = performance.now();
   }
@@ -157,16 +157,16 @@ export class FairShare {
     this.running--;
     // Waiters that may start now: this client's next one, then other
     // clients' (those running the fewest first).
-    if (state.queue.length > 0) this.admit(key, state);
+    if (state.queue.length > 0) this.admit(state);
     if (this.queued.size > 0) {
-      for (const other of [...this.queued].sort((a, b) => a.running - b.running)) this.admit(other.key, other);
+      for (const other of [...this.queued].sort((a, b) => a.running - b.running)) this.admit(other);
     }
     if (state.running === 0 && state.queue.length === 0) this.keys.delete(key);
   }
 
-  private admit(key: string, state: KeyState): void {
-    while (state.queue.length > 0 && this.mayStart(key, state)) {
-      this.started(key, state);
+  private admit(state: KeyState): void {
+    while (state.queue.length > 0 && this.mayStart(state)) {
+      this.started(state);
       state.queue.shift()!.start();
     }
     if (state.queue.length === 0) this.queued.delete(state);
