@@ -79,9 +79,9 @@ export class FairShare {
     // waiting go first.
     if (state.queue.length === 0 && this.mayStart(state)) {
       this.started(state);
-      return this.runHolding(key, fn);
+      return this.runHolding(state, fn);
     }
-    return this.wait(state).then(() => this.runHolding(key, fn));
+    return this.wait(state).then(() => this.runHolding(state, fn));
   }
 
   /**
@@ -111,14 +111,14 @@ export class FairShare {
     return this.keys.size;
   }
 
-  private runHolding<T>(key: string, fn: () => Promise<T>): Promise<T> {
+  private runHolding<T>(state: KeyState, fn: () => Promise<T>): Promise<T> {
     let result: Promise<T>;
     try {
       result = fn();
     } catch (err) {
       result = Promise.reject(err);
     }
-    return result.finally(() => this.release(key));
+    return result.finally(() => this.release(state));
   }
 
   private wait(state: KeyState): Promise<void> {
@@ -150,9 +150,7 @@ export class FairShare {
     }
   }
 
-  private release(key: string): void {
-    const state = this.keys.get(key);
-    if (!state) return;
+  private release(state: KeyState): void {
     state.running--;
     this.running--;
     // Waiters that may start now: this client's next one, then other
@@ -161,7 +159,7 @@ export class FairShare {
     if (this.queued.size > 0) {
       for (const other of [...this.queued].sort((a, b) => a.running - b.running)) this.admit(other);
     }
-    if (state.running === 0 && state.queue.length === 0) this.keys.delete(key);
+    if (state.running === 0 && state.queue.length === 0) this.keys.delete(state.key);
   }
 
   private admit(state: KeyState): void {

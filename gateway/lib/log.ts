@@ -49,8 +49,8 @@ function bufferedStdout(): DestinationStream {
  */
 export class BufferedFdStream implements DestinationStream {
   private pending = '';
-  /** The block being written (its write runs on libuv's threads and finishes even at exit). */
-  private inFlight: Buffer | null = null;
+  /** A block is being written (on libuv's threads: it finishes even at exit). */
+  private writing = false;
   private broken = false;
 
   constructor(
@@ -71,14 +71,14 @@ export class BufferedFdStream implements DestinationStream {
 
   /** Starts writing what is buffered (unless a block is being written: it follows that one). */
   flush(): void {
-    if (this.broken || this.inFlight !== null || this.pending === '') return;
+    if (this.broken || this.writing || this.pending === '') return;
     const block = Buffer.from(this.pending);
     this.pending = '';
     this.send(block);
   }
 
   private send(block: Buffer): void {
-    this.inFlight = block;
+    this.writing = true;
     fs.write(this.fd, block, 0, block.length, null, (err, written) => {
       if (err) {
         if (err.code === 'EAGAIN') setTimeout(() => this.send(block), 10).unref();
@@ -86,7 +86,7 @@ export class BufferedFdStream implements DestinationStream {
         return;
       }
       if (written < block.length) return this.send(block.subarray(written));
-      this.inFlight = null;
+      this.writing = false;
       if (this.pending.length >= this.minLength) this.flush();
     });
   }
@@ -111,7 +111,6 @@ export class BufferedFdStream implements DestinationStream {
   private stop(): void {
     this.broken = true;
     this.pending = '';
-    this.inFlight = null;
   }
 }
 
