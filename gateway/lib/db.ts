@@ -22,6 +22,17 @@
 //
 // Behind a transaction-mode pooler (DATABASE_POOL_MODE=transaction) the pool
 // uses no prepared statements; nothing else here depends on the session.
+//
+// Outages: every wait is bounded. A request that has no connection, or no
+// answer on it, by its statement timeout + DEADLINE_MARGIN_MS is answered
+// with a DatabaseWaitError (503 with Retry-After); a connection that arrives
+// later is given back unused, and one that went silent is given back when
+// its queries settle. (Refused connections fail at once; an unreachable host
+// after connect_timeout.)
+// postgres.js 3.4.9 loses pool slots around reserve() when the server closes
+// connections (porsager/postgres#1195, #1199, #1186, #1208, #1219, #1223): the patch
+// in gateway/patches/, applied by `npm install`, fixes the driver, and
+// test/unit/postgres-driver.test.ts fails without it.
 import postgres from 'postgres';
 import { isRetryable } from './errors.ts';
 
@@ -48,10 +59,30 @@ export function createPool(url: string, options: PoolOptions): Sql {
     idle_timeout: 60,
     connect_timeout: 10,
     prepare: options.mode !== 'transaction',
+    backoff: reconnectDelaySeconds,
     // Notices (e.g. from migrations) are not errors; ignore them here.
     onnotice: () => {},
     connection: { application_name: options.applicationName },
   });
+}
+
+/**
+ * Seconds before a closed connection is opened again, after `retries`
+ * refused attempts in a row: 25 ms doubling up to 0.5 s, with jitter.
+ * postgres.js's default grows to 20 s after a few refusals (and its LISTEN
+ * connection shares the count), so a gateway took up to 20 s to notice that
+ * the database was back.
+ */
+export function reconnectDelaySeconds(retries: number): number {
+  return Math.min(0.025 * 2 ** retries, 0.5) * (0.5 + Math.random() / 2);
+}
+
+/** How long past its statement timeout a request waits for a connection, or for an answer on it. */
+export const DEADLINE_MARGIN_MS = 1_000;
+
+/** No connection, or no answer on it, within the bounds above: the database is not reachable now. */
+export class DatabaseWaitError extends Error {
+  readonly code = 'DATABASE_WAIT_TIMEOUT';
 }
 
 /** The claims a request runs with; `role` picks the Postgres role. */
@@ -108,51 +139,74 @@ function isPendingQuery(value: unknown): value is PendingQuery {
   return value instanceof Promise && typeof (value as { execute?: unknown }).execute === 'function';
 }
 
-const CONNECTION_ERRORS = new Set(['CONNECTION_CLOSED', 'CONNECTION_DESTROYED', 'CONNECTION_ENDED', 'ECONNRESET']);
-
 async function transaction<T>(sql: Sql, claims: RequestClaims, fn: (tx: Tx) => Promise<T>, options: TransactionOptions): Promise<T> {
-  const tx = await sql.reserve();
-  let healthy = true;
+  const timeoutMs = options.statementTimeoutMs ?? 15_000;
+  let late = false;
+  const work = (async () => {
+    const tx = await sql.reserve();
+    if (late) {
+      // The request was answered 503 while it waited: give the connection back unused.
+      tx.release();
+      throw new DatabaseWaitError('the connection came too late');
+    }
+    try {
+      return await run(tx, claims, fn, options, timeoutMs);
+    } finally {
+      tx.release();
+    }
+  })();
+  // One timer per request: no connection (postgres.js gives up connecting
+  // after connect_timeout), or no answer on it, by the deadline is a 503.
+  let timer: NodeJS.Timeout | undefined;
+  const deadline = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new DatabaseWaitError(`no answer from the database within ${timeoutMs + DEADLINE_MARGIN_MS} ms`)), timeoutMs + DEADLINE_MARGIN_MS);
+  });
+  try {
+    return await Promise.race([work, deadline]);
+  } catch (err) {
+    late = true;
+    work.catch(() => {}); // it settles in the background
+    throw err;
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+/** BEGIN, the settings, fn's queries and COMMIT on the reserved connection; the first error is thrown. */
+async function run<T>(tx: postgres.ReservedSql, claims: RequestClaims, fn: (tx: Tx) => Promise<T>, options: TransactionOptions, timeoutMs: number): Promise<T> {
   const settle = async (pending: Promise<unknown>[]): Promise<unknown[]> => {
     const outcomes = await Promise.allSettled(pending);
     const failed = outcomes.find((o): o is PromiseRejectedResult => o.status === 'rejected');
-    if (failed) {
-      if (CONNECTION_ERRORS.has((failed.reason as { code?: string } | null)?.code ?? '')) healthy = false;
-      throw failed.reason;
-    }
+    if (failed) throw failed.reason;
     return outcomes.map((o) => (o as PromiseFulfilledResult<unknown>).value);
   };
+  const begin = tx.unsafe(options.readOnly ? 'begin read only' : 'begin').execute();
+  const settings = tx`
+    select set_config('role', ${claims.role}, true),
+           set_config('request.jwt.claims', ${options.claimsJson ?? JSON.stringify(claims)}, true),
+           set_config('statement_timeout', ${String(timeoutMs)}, true),
+           private.check_session(${sessionOf(claims)}::uuid)`.execute();
+  let body: Promise<T>;
   try {
-    const begin = tx.unsafe(options.readOnly ? 'begin read only' : 'begin').execute();
-    const settings = tx`
-      select set_config('role', ${claims.role}, true),
-             set_config('request.jwt.claims', ${options.claimsJson ?? JSON.stringify(claims)}, true),
-             set_config('statement_timeout', ${String(options.statementTimeoutMs ?? 15_000)}, true),
-             private.check_session(${sessionOf(claims)}::uuid)`.execute();
-    let body: Promise<T>;
-    try {
-      body = fn(tx as unknown as Tx);
-    } catch (err) {
-      body = Promise.reject(err);
-    }
-    if (isPendingQuery(body)) {
-      // One statement: COMMIT goes out right behind it.
-      body.execute();
-      const commit = tx`commit`.execute();
-      const [, , result] = await settle([begin, settings, body, commit]);
-      return result as T;
-    }
-    let result: T;
-    try {
-      [, , result] = (await settle([begin, settings, body])) as [unknown, unknown, T];
-    } catch (err) {
-      if (healthy) await settle([tx`rollback`.execute()]).catch(() => {});
-      throw err;
-    }
-    await settle([tx`commit`.execute()]);
-    return result;
-  } finally {
-    // A connection that broke is already back in the pool's closed queue.
-    if (healthy) tx.release();
+    body = fn(tx as unknown as Tx);
+  } catch (err) {
+    body = Promise.reject(err);
   }
+  if (isPendingQuery(body)) {
+    // One statement: COMMIT goes out right behind it.
+    body.execute();
+    const commit = tx`commit`.execute();
+    const [, , result] = await settle([begin, settings, body, commit]);
+    return result as T;
+  }
+  let result: T;
+  try {
+    [, , result] = (await settle([begin, settings, body])) as [unknown, unknown, T];
+  } catch (err) {
+    // On a closed connection the rollback fails at once (the server rolled back already).
+    await settle([tx`rollback`.execute()]).catch(() => {});
+    throw err;
+  }
+  await settle([tx`commit`.execute()]);
+  return result;
 }
