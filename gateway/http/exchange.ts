@@ -13,6 +13,7 @@ import { errorBody, type ErrorShape, type HttpError } from '../lib/errors.ts';
 import type { Logger } from '../lib/log.ts';
 import { repairPath } from './input.ts';
 import { startRequestLog, type RequestLog } from './request-log.ts';
+import { retryAfterOf } from '../lib/throttle.ts';
 
 export class Exchange {
   /** The URL as the client sent it (the MCP process gets it unchanged). */
@@ -98,6 +99,8 @@ export function sendError(res: ServerResponse, err: HttpError, shape: ErrorShape
     res.destroy();
     return;
   }
+  const retryAfter = retryAfterOf(err);
+  if (retryAfter) res.setHeader('Retry-After', retryAfter);
   sendJson(res, err.status, JSON.stringify(errorBody(shape, err)));
 }
 

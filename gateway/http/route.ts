@@ -34,6 +34,7 @@ import { fairShareKey, type FairShare } from '../lib/fair-share.ts';
 import { InvalidTokenError, type AccessClaims, type TokenService } from '../lib/jwt.ts';
 import type { Logger } from '../lib/log.ts';
 import { retryAfterOf } from '../lib/throttle.ts';
+import { noteUnavailable } from '../lib/unavailable-log.ts';
 import { locationHeader, sendError, sendHtml, sendJson, type Exchange } from './exchange.ts';
 import { plainSecurityHeaders, type Page } from './html.ts';
 import { assertStorable } from './input.ts';
@@ -236,7 +237,9 @@ export function defineRoute<
         if (override !== undefined) {
           httpError = new HttpError(override, httpError.code, httpError.message, httpError.details);
         }
-        if (httpError.status >= 500) exchange.log.error({ err }, 'request failed');
+        if (httpError.status === 503) noteUnavailable(exchange.log, err);
+        else if (httpError.status === 504) exchange.log.warn({ code: (err as { code?: unknown }).code }, 'statement timeout');
+        else if (httpError.status >= 500) exchange.log.error({ err }, 'request failed');
         else exchange.log.debug({ status: httpError.status, error: httpError.message }, 'request refused');
         if (res.headersSent) {
           res.destroy();

@@ -31,6 +31,7 @@ const DEFAULT_CODES: Record<number, string> = {
   429: 'rate_limited',
   500: 'internal_error',
   503: 'service_unavailable',
+  504: 'statement_timeout',
 };
 
 export function defaultCode(status: number): string {
@@ -58,7 +59,7 @@ const SQLSTATE_STATUS: Record<string, number> = {
   '40001': 503, // serialization_failure (after retries)
   '40P01': 503, // deadlock_detected (after retries)
   '55P03': 503, // lock_not_available
-  '57014': 503, // query_canceled (statement timeout)
+  '57014': 504, // query_canceled (statement timeout)
   '53300': 503, // too_many_connections
 };
 
@@ -68,8 +69,12 @@ const SAFE_MESSAGES: Record<number, string> = {
   404: 'not found',
   409: 'the request conflicts with existing data',
   422: 'the request is not valid',
-  503: 'the service is busy, try again',
+  503: 'the database is busy, try again',
+  504: 'the request took longer than the statement timeout and was cancelled; nothing was changed',
 };
+
+/** Seconds a client should wait before retrying a 503 (the database restarting, busy or out of connections). */
+const RETRY_UNAVAILABLE_SECONDS = 1;
 
 function isPgError(err: unknown): err is postgres.PostgresError {
   return err instanceof postgres.PostgresError;
@@ -79,7 +84,18 @@ function isConnectionError(err: unknown): boolean {
   const code = (err as { code?: unknown } | null)?.code;
   return (
     typeof code === 'string' &&
-    ['ECONNREFUSED', 'ECONNRESET', 'EPIPE', 'EHOSTUNREACH', 'ETIMEDOUT', 'CONNECT_TIMEOUT', 'CONNECTION_CLOSED', 'CONNECTION_ENDED', 'CONNECTION_DESTROYED'].includes(code)
+    [
+      'ECONNREFUSED',
+      'ECONNRESET',
+      'EPIPE',
+      'EHOSTUNREACH',
+      'ETIMEDOUT',
+      'CONNECT_TIMEOUT',
+      'CONNECTION_CLOSED',
+      'CONNECTION_ENDED',
+      'CONNECTION_DESTROYED',
+      'DATABASE_WAIT_TIMEOUT', // lib/db.ts: no connection, or no answer, in bounded time
+    ].includes(code)
   );
 }
 
@@ -99,15 +115,19 @@ export function toHttpError(err: unknown): HttpError {
     const status =
       SQLSTATE_STATUS[err.code] ??
       (err.code.startsWith('22') ? 400 : /^(08|57P|53)/.test(err.code) ? 503 : undefined);
+    if (status === 503) return unavailable(SAFE_MESSAGES[503]!);
     if (status !== undefined) {
       // Built-in messages can quote SQL or constraint names: say it plainly.
       return new HttpError(status, defaultCode(status), SAFE_MESSAGES[status] ?? 'request failed');
     }
   }
-  if (isConnectionError(err)) {
-    return new HttpError(503, 'service_unavailable', 'the database is not reachable');
-  }
+  if (isConnectionError(err)) return unavailable('the database is not reachable');
   return new HttpError(500, 'internal_error', 'internal server error');
+}
+
+/** 503 service_unavailable with a Retry-After (details.retry_after, as the 429 answers carry it). */
+export function unavailable(message: string): HttpError {
+  return new HttpError(503, 'service_unavailable', message, { retry_after: RETRY_UNAVAILABLE_SECONDS });
 }
 
 /** The three error bodies of spec section 7. */

@@ -169,6 +169,7 @@ const STATUS_TEXT: Record<number, string> = {
   422: 'Validation error',
   429: 'Too many requests',
   503: 'Service unavailable',
+  504: 'Statement timeout',
 };
 
 interface ErrorEntry {
@@ -198,9 +199,11 @@ function errorEntries(route: Route): Map<number, ErrorEntry[]> {
     add(403, shapeFor(403), ['forbidden']);
   }
   // Every route: a client past its fair share of the pool waits, then 429
-  // (lib/fair-share.ts); the database unreachable or restarting is 503.
+  // (lib/fair-share.ts); the database unreachable or restarting is 503 (with
+  // Retry-After); a request cancelled at the statement timeout is 504.
   add(429, shapeFor(429), ['rate_limited']);
   add(503, shapeFor(503), ['service_unavailable']);
+  add(504, shapeFor(504), ['statement_timeout']);
   const invalid = docs.invalidStatus ?? 400;
   if (schemas.query || schemas.body || schemas.headers) add(invalid, shapeFor(invalid), [defaultCode(invalid)]);
   if (schemas.params) {

@@ -57,12 +57,13 @@ describe('GET /health', () => {
     expect(await res.json()).toMatchObject({ status: 'unavailable' });
   });
 
-  it('a request while the database is down is a 503 Error body, not a 500', async () => {
+  it('a request while the database is down is a 503 Error body with Retry-After, not a 500', async () => {
     const base = await serve('postgres://nobody:pw@127.0.0.1:1/none', true);
     const tokens = await createTokenService(loadConfig({ JWT_SECRET: 'y'.repeat(40) }));
     const { accessToken } = await tokens.issue({ id: crypto.randomUUID(), email: 'a@example.com', sessionId: crypto.randomUUID() });
     const res = await fetch(`${base}/api/mobile/profile`, { headers: { authorization: `Bearer ${accessToken}` } });
     expect(res.status).toBe(503);
-    expect(await res.json()).toEqual({ error: 'service_unavailable', message: expect.any(String), details: null });
+    expect(res.headers.get('retry-after')).toBe('1');
+    expect(await res.json()).toEqual({ error: 'service_unavailable', message: 'the database is not reachable', details: { retry_after: 1 } });
   });
 });
