@@ -48,6 +48,7 @@ const EnvSchema = z.object({
   REALTIME_MAX_CONNECTIONS: z.coerce.number().int().min(1).optional().default(2000),
   REALTIME_MAX_CONNECTIONS_PER_IP: z.coerce.number().int().min(1).optional().default(50),
   REALTIME_AUTH_GRACE_SECONDS: z.coerce.number().min(0.05).max(600).optional().default(10),
+  REALTIME_POLL_SECONDS: z.coerce.number().min(0.1).max(3600).optional().default(5),
   // The MCP server (agent interface): see mcp-server/README.md.
   MCP_PORT: z.coerce.number().int().min(0).max(65535).optional(),
   MCP_HOST: optionalString,
@@ -196,7 +197,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       pruneIntervalMs: 5 * 60_000,
       expiryIntervalMs: 5_000,
       registrationTtlSeconds: 60,
-      pollIntervalMs: 5_000,
+      pollIntervalMs: Math.round(e.REALTIME_POLL_SECONDS * 1000),
       queryConcurrency: Math.max(1, Math.floor(e.DB_POOL_MAX / 2)),
       batchSize: 500,
       usersPerTransaction: 32,

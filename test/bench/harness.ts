@@ -41,6 +41,8 @@ export interface Bench {
   run?(ctx: BenchContext): Promise<Stats[]>;
   /** Throughput benches print their own tables; what they return goes into the JSON summary. */
   throughput?(ctx: BenchContext): Promise<Record<string, unknown>>;
+  /** Benches that start their own database and processes (no shared environment); like throughput otherwise. */
+  standalone?(): Promise<Record<string, unknown>>;
 }
 
 export function percentile(sorted: number[], p: number): number {

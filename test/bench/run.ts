@@ -17,6 +17,10 @@ for (const file of files) {
   const bench = (await import(path.join(import.meta.dirname, file))).default as Bench;
   if (wanted.length > 0 && !wanted.includes(bench.name)) continue;
   console.log(`\n== ${bench.name}: ${bench.description}`);
+  if (bench.standalone) {
+    results[bench.name] = await bench.standalone();
+    continue;
+  }
   const env = await startTestEnvironment({ serverUrl: process.env.BENCH_DATABASE_URL, settings: { shared_buffers: '256MB' } });
   const ctx = makeContext(env);
   try {

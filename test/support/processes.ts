@@ -5,15 +5,19 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import crypto from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
-import { afterAll } from 'vitest';
 import { PORT_RANGE } from '../../gateway/lib/free-port.ts';
 
 export const projectRoot = path.resolve(import.meta.dirname, '..', '..');
 
+// Children still running after the test file (a test that failed half way)
+// or when this process exits (a bench interrupted) are killed. Benches import
+// this module outside Vitest, hence the condition.
 const children: ChildProcess[] = [];
-afterAll(() => {
+const killChildren = () => {
   for (const c of children) if (c.exitCode === null && c.signalCode === null) c.kill('SIGKILL');
-});
+};
+process.once('exit', killChildren);
+if (process.env.VITEST) (await import('vitest')).afterAll(killChildren);
 
 export interface GatewayProcess {
   child: ChildProcess;
