@@ -1,7 +1,7 @@
 // `npm start`: the database (embedded unless DATABASE_URL is set), migrations,
 // and the gateway on PORT. SIGINT/SIGTERM stop everything, Postgres included.
 import cluster from 'node:cluster';
-import { startWorkers } from './lib/cluster.ts';
+import { startWorkers, type WorkerMessage } from './lib/cluster.ts';
 import { ConfigError, loadConfig } from './lib/config.ts';
 import { openDatabase, type Database } from './lib/database.ts';
 import { createLogger } from './lib/log.ts';
@@ -34,8 +34,7 @@ async function main(): Promise<void> {
     stopping = true;
     log.info({ signal }, 'shutting down');
     try {
-      await mcp?.stop();
-      await gateway?.close();
+      await Promise.all([mcp?.stop(), gateway?.close()]);
       await database?.stop();
     } catch (err) {
       log.error({ err }, 'error while shutting down');
@@ -44,6 +43,10 @@ async function main(): Promise<void> {
   };
   process.on('SIGINT', () => void shutdown('SIGINT'));
   process.on('SIGTERM', () => void shutdown('SIGTERM'));
+  // Under `npm start` (its script execs this process, so npm passes SIGTERM and
+  // SIGINT on): if npm itself is killed outright, leave too rather than run on
+  // orphaned, serving requests, with Postgres.
+  if (process.env.npm_lifecycle_event === 'start') onParentGone(() => void shutdown('parent exited'));
 
   try {
     database = await openDatabase(config, log);
@@ -54,14 +57,32 @@ async function main(): Promise<void> {
   } catch (err) {
     // One line for the user; the details only at debug level.
     log.debug({ err }, 'could not start');
-    console.error(`could not start: ${startupMessage(err)}`);
     await database?.stop().catch(() => {});
+    // A worker of WEB_CONCURRENCY tells the primary, which says it once for all and stops.
+    if (cluster.isWorker) return tellPrimary({ type: 'gateway-failed', message: startupMessage(err) }, () => process.exit(1));
+    console.error(`could not start: ${startupMessage(err)}`);
     process.exit(1);
   }
+  if (cluster.isWorker) tellPrimary({ type: 'gateway-ready' });
   log.info(
     { database: database.embedded ? 'embedded' : 'DATABASE_URL', ms: Date.now() - started },
     `gateway listening on ${gateway.url} (public URL ${config.publicUrl})`,
   );
+}
+
+function tellPrimary(message: WorkerMessage, then?: () => void): void {
+  process.send!(message, undefined, {}, () => then?.());
+}
+
+/** Calls `fn` once this process has been orphaned (re-parented, e.g. to init). */
+function onParentGone(fn: () => void): void {
+  const parent = process.ppid;
+  const timer = setInterval(() => {
+    if (process.ppid === parent) return;
+    clearInterval(timer);
+    fn();
+  }, 1_000);
+  timer.unref();
 }
 
 void main();

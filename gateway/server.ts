@@ -1,5 +1,6 @@
 // Starts the gateway on a database: listen first (so /health can say 503
 // while migrating), migrate, then serve. Used by `npm start` and the tests.
+import crypto from 'node:crypto';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { createApp, routes } from './http/app.ts';
@@ -7,7 +8,7 @@ import { trackConnections } from './http/drain.ts';
 import { answerClientErrors } from './http/input.ts';
 import type { Services } from './http/route.ts';
 import type { Config } from './lib/config.ts';
-import { createPool } from './lib/db.ts';
+import { createPool, type Sql } from './lib/db.ts';
 import { discoverEndpoints, syncEndpoints } from './lib/endpoints.ts';
 import { FairShare } from './lib/fair-share.ts';
 import { createTokenService } from './lib/jwt.ts';
@@ -36,7 +37,7 @@ export async function startGateway(
   { includeCurrentMigration }: { includeCurrentMigration: boolean },
 ): Promise<RunningGateway> {
   let ready = false;
-  const sql = createPool(databaseUrl, { max: config.dbPoolMax, applicationName: 'gateway', mode: config.databasePoolMode });
+  const sql = createPool(databaseUrl, { max: config.dbPoolMax, applicationName: gatewayApplicationName(config.publicUrl), mode: config.databasePoolMode });
   // LISTEN needs a session: behind a transaction-mode pooler it uses DATABASE_DIRECT_URL.
   const listenSql = config.databaseDirectUrl
     ? createPool(config.databaseDirectUrl, { max: 1, applicationName: 'gateway-listen' })
@@ -97,17 +98,20 @@ export async function startGateway(
   const { port } = server.address() as AddressInfo;
   services.selfUrl = selfUrl(config.host, port);
 
-  // Streams and websockets first (they would keep the server open), then the
-  // LISTEN connection, then the HTTP server, then the pool.
+  // First stop accepting connections (requests already on their way are
+  // still served, and answered with Connection: close); then end streams and
+  // websockets (they would keep the server open) and the LISTEN connection;
+  // then wait for the requests in flight; then the pool.
   let mailer: OutboxWorker | undefined;
   const close = async () => {
-    ready = false;
+    // In-flight requests may run until their statement timeout; then whatever is left is cut.
+    const drained = drain.close(config.statementTimeoutMs + 1_000);
     await mailer?.close();
     await websocket.close();
     await realtime.close();
     await sessions.close();
-    // In-flight requests may run until their statement timeout; then whatever is left is cut.
-    await drain.close(config.statementTimeoutMs + 1_000);
+    await drained;
+    ready = false;
     await sql.end({ timeout: 5 });
     await listenSql?.end({ timeout: 5 });
   };
@@ -115,6 +119,7 @@ export async function startGateway(
   try {
     // Behind a pooler, migrations (advisory locks, DDL) go to the database directly.
     await runMigrations(config.databaseDirectUrl ?? databaseUrl, log, { includeCurrent: includeCurrentMigration });
+    await warnAboutOtherIssuers(sql, config.publicUrl, log);
     await realtime.start();
     await sessions.start();
     if (config.smtpUrl) mailer = await startOutboxWorker(sql, { smtpUrl: config.smtpUrl, from: config.mailFrom, listenSql }, log);
@@ -125,6 +130,28 @@ export async function startGateway(
   }
   ready = true;
   return { url: `http://localhost:${port}`, server, realtime, close };
+}
+
+/**
+ * The gateway's connections carry a digest of PUBLIC_URL in their
+ * application_name: PUBLIC_URL is the issuer of the access tokens, and a
+ * replica with another one refuses the tokens the others issue (401).
+ */
+function gatewayApplicationName(publicUrl: string): string {
+  return `gateway iss:${crypto.createHash('sha256').update(publicUrl).digest('hex').slice(0, 12)}`;
+}
+
+/** One error line when another gateway connected to this database has another PUBLIC_URL. */
+async function warnAboutOtherIssuers(sql: Sql, publicUrl: string, log: Logger): Promise<void> {
+  const others = await sql<{ application_name: string }[]>`
+    select distinct application_name from pg_stat_activity
+     where datname = current_database() and application_name like 'gateway iss:%'
+       and application_name <> ${gatewayApplicationName(publicUrl)}`;
+  if (others.length === 0) return;
+  log.error(
+    { publicUrl, others: others.map((o) => o.application_name) },
+    'another gateway on this database has a different PUBLIC_URL (the token issuer): each refuses the tokens the other issues; give every replica the same PUBLIC_URL and JWT_SECRET',
+  );
 }
 
 /** A loopback URL of this server (the bound address when it is a specific one). */

@@ -13,6 +13,7 @@ import type { Config } from './config.ts';
 import { openDatabase, type Database } from './database.ts';
 import type { Logger } from './log.ts';
 import { runMigrations } from './migrate.ts';
+import { startupMessage } from './startup-error.ts';
 
 /** WEB_CONCURRENCY, or the core count in production (NODE_ENV=production), else 1. */
 export function webConcurrency(env: NodeJS.ProcessEnv = process.env): number {
@@ -25,16 +26,30 @@ export function webConcurrency(env: NodeJS.ProcessEnv = process.env): number {
   return env.NODE_ENV === 'production' ? os.availableParallelism() : 1;
 }
 
-/**
- * In the primary of a multi-process gateway: starts the database and the
- * workers and returns true (the caller does nothing else). In a worker, or
- * with one process: returns false (the caller starts the gateway itself).
- */
 /** A process the primary runs beside the workers (the MCP server), stopped before the database. */
 export interface Sidecar {
   stop(): Promise<void>;
 }
 
+/** What a worker tells the primary about its start (main.ts sends these). */
+export type WorkerMessage = { type: 'gateway-ready' } | { type: 'gateway-failed'; message: string };
+
+/** A worker that dies this many times within CRASH_WINDOW_MS after starting stops the service. */
+const MAX_CRASHES = 5;
+const CRASH_WINDOW_MS = 60_000;
+
+/**
+ * In the primary of a multi-process gateway: starts the database and the
+ * workers and returns true (the caller does nothing else). In a worker, or
+ * with one process: returns false (the caller starts the gateway itself).
+ *
+ * Failures end the service the way a single process ends: one line on
+ * stderr (`could not start: ...`) and exit code 1. That is the case when the
+ * database cannot be opened or migrated, when a worker fails to start (the
+ * port is taken: every worker would fail the same way, so they are not
+ * re-forked), and when workers keep dying (MAX_CRASHES within a minute). A
+ * worker that dies now and then after it started is replaced.
+ */
 export async function startWorkers(
   config: Config,
   log: Logger,
@@ -45,7 +60,7 @@ export async function startWorkers(
   try {
     workers = webConcurrency();
   } catch (err) {
-    log.fatal((err as Error).message);
+    console.error(`could not start: ${(err as Error).message}`);
     process.exit(1);
   }
   if (workers <= 1) return false;
@@ -55,25 +70,53 @@ export async function startWorkers(
     database = await openDatabase(config, log);
     await runMigrations(database.url, log, { includeCurrent: database.embedded });
   } catch (err) {
-    log.fatal({ err }, 'could not start');
+    log.debug({ err }, 'could not start');
+    console.error(`could not start: ${startupMessage(err)}`);
     await database?.stop().catch(() => {});
     process.exit(1);
   }
   const db = database;
   const sidecar = startSidecar?.(db.url);
   let stopping = false;
-  const fork = () => cluster.fork({ DATABASE_URL: db.url });
+  let exitCode = 0;
+  const ready = new Set<number>();
+  const crashes: number[] = [];
+  const fork = () => {
+    const worker = cluster.fork({ DATABASE_URL: db.url });
+    worker.on('message', (message: WorkerMessage) => {
+      if (message?.type === 'gateway-ready') ready.add(worker.id);
+      if (message?.type === 'gateway-failed') fail(message.message);
+    });
+  };
+  const fail = (message: string) => {
+    if (stopping) return;
+    console.error(`could not start: ${message}`);
+    exitCode = 1;
+    stop('SIGTERM');
+  };
   cluster.on('exit', (worker, code, signal) => {
+    const started = ready.delete(worker.id);
     if (stopping) {
       if (Object.keys(cluster.workers ?? {}).length === 0) void stopAll();
       return;
     }
+    if (!started) return fail(`a gateway process exited while starting (${signal ?? `code ${code}`})`);
+    const now = Date.now();
+    crashes.push(now);
+    while (crashes.length > 0 && crashes[0]! < now - CRASH_WINDOW_MS) crashes.shift();
+    if (crashes.length >= MAX_CRASHES) {
+      console.error(`gateway processes keep dying (${crashes.length} within ${CRASH_WINDOW_MS / 1000} s): stopping`);
+      exitCode = 1;
+      return stop('SIGTERM');
+    }
     log.error({ pid: worker.process.pid, code, signal }, 'gateway worker died; starting another');
-    setTimeout(fork, 1000).unref();
+    setTimeout(() => {
+      if (!stopping) fork();
+    }, 1000).unref();
   });
   const stopAll = async () => {
     await sidecar?.stop().catch(() => {});
-    await db.stop().finally(() => process.exit(0));
+    await db.stop().finally(() => process.exit(exitCode));
   };
   const stop = (signal: NodeJS.Signals) => {
     if (stopping) return;

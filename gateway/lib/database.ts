@@ -2,6 +2,7 @@
 // DATA_DIR/postgres (started here, database `app`).
 import path from 'node:path';
 import type { Config } from './config.ts';
+import { makeDataFolder } from './data-folder.ts';
 import { ensureDatabase, startEmbeddedPostgres } from './embedded-postgres.ts';
 import type { Logger } from './log.ts';
 
@@ -22,6 +23,7 @@ export async function openDatabase(config: Config, log: Logger, { reuseRunning =
   if (config.databaseUrl) {
     return { url: config.databaseUrl, embedded: false, stop: async () => {} };
   }
+  makeDataFolder(config.dataDir);
   const cluster = await startEmbeddedPostgres({
     dir: path.join(config.dataDir, 'postgres'),
     port: config.embeddedPgPort,

@@ -21,6 +21,7 @@ import path from 'node:path';
 import postgres from 'postgres';
 import type { Logger } from './log.ts';
 import { EmbeddedPostgresError, postgresBinaries, postgresUser, reachableByOthers, type PostgresBinaries, type RunAs } from './postgres-binaries.ts';
+import { makeDataFolder } from './data-folder.ts';
 
 export { EmbeddedPostgresError };
 
@@ -321,17 +322,20 @@ function parentPid(pid: number): number | undefined {
  * to reach the data folder. Returns `dir` if every parent is traversable by
  * others, else a folder under the system temp directory.
  */
+/** Where the data of `dir` goes when user postgres cannot reach `dir` (a private folder, as root). */
+export function relocatedDataDir(dir: string): string {
+  return path.join(os.tmpdir(), 'community-backend-' + crypto.createHash('sha256').update(dir).digest('hex').slice(0, 12));
+}
+
 function reachableDir(dir: string, runAs: RunAs | undefined, log: Logger): string {
   if (!runAs) {
-    fs.mkdirSync(dir, { recursive: true });
+    makeDataFolder(dir);
     return dir;
   }
   const blocked = !reachableByOthers(dir);
-  const chosen = blocked
-    ? path.join(os.tmpdir(), 'community-backend-' + crypto.createHash('sha256').update(dir).digest('hex').slice(0, 12))
-    : dir;
+  const chosen = blocked ? relocatedDataDir(dir) : dir;
   if (blocked) log.warn({ requested: dir, using: chosen }, 'data folder not reachable by user postgres; using a temp folder');
-  fs.mkdirSync(chosen, { recursive: true, mode: 0o755 });
+  makeDataFolder(chosen, 0o755);
   fs.chmodSync(chosen, 0o755);
   return chosen;
 }

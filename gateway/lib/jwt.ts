@@ -21,6 +21,7 @@ import { z } from 'zod';
 import type { Config } from './config.ts';
 import { HmacTokenError, isHmacAlgorithm, protectedHeader, verifyHmacToken, type HmacKey } from './jwt-hmac.ts';
 import { VerifiedTokenCache } from './verified-tokens.ts';
+import { makeDataFolder } from './data-folder.ts';
 
 export const AUDIENCE = 'authenticated';
 
@@ -103,13 +104,27 @@ async function keysFromJwks(json: string): Promise<KeyEntry[]> {
   );
 }
 
+/**
+ * The generated development secret, made once per DATA_DIR. Processes
+ * starting together (WEB_CONCURRENCY workers) agree on one: the file appears
+ * whole or not at all (written aside, then hard-linked into place, which
+ * fails if another process got there first), and everyone reads it back.
+ */
 function devSecret(dataDir: string): string {
   const file = path.join(dataDir, 'jwt-secret');
-  if (fs.existsSync(file)) return fs.readFileSync(file, 'utf8').trim();
-  fs.mkdirSync(dataDir, { recursive: true });
-  const secret = crypto.randomBytes(48).toString('base64url');
-  fs.writeFileSync(file, secret + '\n', { mode: 0o600 });
-  return secret;
+  if (!fs.existsSync(file)) {
+    makeDataFolder(dataDir);
+    const aside = `${file}.${process.pid}`;
+    fs.writeFileSync(aside, crypto.randomBytes(48).toString('base64url') + '\n', { mode: 0o600 });
+    try {
+      fs.linkSync(aside, file);
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
+    } finally {
+      fs.rmSync(aside, { force: true });
+    }
+  }
+  return fs.readFileSync(file, 'utf8').trim();
 }
 
 export async function createTokenService(config: Config): Promise<TokenService> {

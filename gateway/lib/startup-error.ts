@@ -23,10 +23,11 @@ export function startupMessage(err: unknown): string {
     if (code === '3D000') return `${err.message}: create it, or fix the database name in DATABASE_URL`;
     return `database error while starting (${code}: ${err.message}): check DATABASE_URL and the migrations`;
   }
-  if (code === 'EADDRINUSE' && e?.syscall === 'listen') {
+  // 'bind': in a WEB_CONCURRENCY worker the primary binds the shared port and reports the error.
+  if (code === 'EADDRINUSE' && (e?.syscall === 'listen' || e?.syscall === 'bind')) {
     return `port ${String(e.port)} is already in use: set PORT to a free port, or stop what uses it`;
   }
-  if (code === 'EACCES' && e?.syscall === 'listen') {
+  if (code === 'EACCES' && (e?.syscall === 'listen' || e?.syscall === 'bind')) {
     return `no permission to listen on port ${String(e.port)}: set PORT to a port above 1023`;
   }
   if (CONNECTION_CODES[code]) {

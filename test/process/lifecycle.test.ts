@@ -6,7 +6,7 @@ import crypto from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import { describe, expect, inject, it } from 'vitest';
-import { isAlive } from '../../gateway/lib/embedded-postgres.ts';
+import { isAlive, relocatedDataDir } from '../../gateway/lib/embedded-postgres.ts';
 import { databaseUrl, uniqueEmail } from '../helpers.ts';
 import { exited, freePort, projectRoot, startGatewayProcess } from '../support/processes.ts';
 
@@ -176,6 +176,8 @@ describe('a fresh copy in a private folder (mode 700, as `mktemp -d` or /root ma
       await waitUntil(() => postgresOnPort(pgPort).length === 0, 10_000, 'Postgres to stop');
     } finally {
       fs.rmSync(temp, { recursive: true, force: true });
+      // As root, the data of a private folder lives in the temp folder: remove it too.
+      fs.rmSync(relocatedDataDir(path.join(project, '.data', 'postgres')), { recursive: true, force: true });
     }
   });
 
