@@ -25,6 +25,7 @@ import express, { type Response, type Router } from 'express';
 import { z } from 'zod';
 import { toHttpError } from '../gateway/lib/errors.ts';
 import { html, page, type SafeHtml } from '../gateway/http/html.ts';
+import { mcpClientIp } from './client-address.ts';
 import { authenticateAgent, SCOPES } from './credentials.ts';
 import type { McpDeps } from './server.ts';
 
@@ -231,6 +232,14 @@ function expiredPage(res: Response): void {
   res.status(400).type('html').send(rendered.html);
 }
 
+interface ApprovalRow {
+  status: 'ok' | 'invalid' | 'throttled';
+  retry_after: number;
+  redirect_uri: string | null;
+  code: string | null;
+  state: string | null;
+}
+
 /** The consent form's answer: sign in, then a code to the client (or access_denied). */
 function consentHandler(deps: McpDeps): express.RequestHandler {
   return async (req, res, next) => {
@@ -252,21 +261,32 @@ function consentHandler(deps: McpDeps): express.RequestHandler {
       const [pending] = await deps.sql<{ client_id: string; client_name: string | null; client_uri: string | null; redirect_uri: string; scopes: string[] }[]>`
         select * from private.oauth_request_get(${request})`;
       if (!pending) return expiredPage(res);
-      let approved: { redirect_uri: string | null; code: string | null; state: string | null } | undefined;
+      // The password is checked with the login's throttling (counted per
+      // e-mail and client, per e-mail, per client address).
+      const limits = deps.config.authLimits;
+      let approved: ApprovalRow | undefined;
       try {
-        [approved] = await deps.sql`select * from private.oauth_request_approve(${request}, ${email}, ${password})`;
+        [approved] = await deps.sql<ApprovalRow[]>`
+          select * from private.oauth_request_approve(${request}, ${email}, ${password}, ${mcpClientIp(req, deps.config.mcp.proxySecret)},
+                                                      ${limits.maxFailuresPerEmailAndClient}, ${limits.maxFailuresPerEmail},
+                                                      ${limits.maxFailuresPerIp}, ${limits.windowSeconds})`;
       } catch (err) {
         if (toHttpError(err).status === 404) return expiredPage(res);
         throw err;
       }
-      if (!approved?.code || !approved.redirect_uri) {
-        return sendConsentPage(res, 401, {
+      if (approved?.status !== 'ok' || !approved.code || !approved.redirect_uri) {
+        const throttled = approved?.status === 'throttled';
+        const wait = Math.max(1, approved?.retry_after ?? 1);
+        if (throttled) res.setHeader('Retry-After', String(wait));
+        return sendConsentPage(res, throttled ? 429 : 401, {
           requestToken: request,
           clientName: pending.client_name ?? pending.client_id,
           clientUri: pending.client_uri,
           redirectUri: pending.redirect_uri,
           scopes: pending.scopes,
-          error: 'Wrong e-mail or password.',
+          error: throttled
+            ? `Too many failed sign-ins. Try again in ${Math.ceil(wait / 60)} minute${wait > 60 ? 's' : ''}.`
+            : 'Wrong e-mail or password.',
         });
       }
       redirectWith(res, approved.redirect_uri, { code: approved.code, state: approved.state });

@@ -19,11 +19,11 @@ import type { AddressInfo } from 'node:net';
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
 import express, { type ErrorRequestHandler, type NextFunction, type Request, type RequestHandler, type Response } from 'express';
 import type { Config } from '../gateway/lib/config.ts';
-import { clientIp } from '../gateway/lib/client-ip.ts';
 import { createPool, type Sql } from '../gateway/lib/db.ts';
 import { requestLogger } from '../gateway/http/request-log.ts';
-import { errorBody, HttpError, toHttpError } from '../gateway/lib/errors.ts';
+import { defaultCode, errorBody, HttpError, toHttpError } from '../gateway/lib/errors.ts';
 import type { Logger } from '../gateway/lib/log.ts';
+import { mcpClientIp } from './client-address.ts';
 import { authenticateAgent, bearerToken, type Agent } from './credentials.ts';
 import { oauthRouter, OAUTH_PATHS } from './oauth.ts';
 import { createProtocolServer, PROTOCOL_VERSION } from './protocol.ts';
@@ -57,7 +57,7 @@ interface Admission {
 
 /** Counts the request against its client IP; sets the x-ratelimit-* headers; 429 past the limit. */
 export async function admit(deps: McpDeps, req: Request, res: Response, sessionId: string | null): Promise<Admission> {
-  const ip = clientIp(req.socket.remoteAddress, req.headers['x-forwarded-for'], deps.config.trustProxy);
+  const ip = mcpClientIp(req, deps.config.mcp.proxySecret);
   const [row] = await deps.sql<Admission[]>`
     select * from private.mcp_admit(${ip}, ${deps.config.mcp.requestsPerMinute}, ${sessionId})`;
   const admission = row!;

@@ -56,7 +56,7 @@ export interface AppOptions {
   /** CORS_ORIGINS (gateway/http/cors.ts); empty or absent: no CORS. */
   corsOrigins?: string[];
   /** Where /mcp and the OAuth paths go (the MCP process); unset: not served. */
-  mcp?: { upstreamUrl: string; trustProxy: TrustProxy };
+  mcp?: { upstreamUrl: string; trustProxy: TrustProxy; proxySecret?: string };
 }
 
 /** The request listener (http.createServer(app)), with the method and path of every route it serves (lib/endpoints.ts records them). */
