@@ -11,6 +11,7 @@ import type { OAuthRegisteredClientsStore } from '@modelcontextprotocol/sdk/serv
 import {
   AccessDeniedError,
   InvalidClientError,
+  InvalidClientMetadataError,
   InvalidGrantError,
   InvalidScopeError,
   InvalidTargetError,
@@ -85,6 +86,12 @@ class PostgresOAuthProvider implements OAuthServerProvider {
       },
       async registerClient(client: Omit<OAuthClientInformationFull, 'client_id' | 'client_id_issued_at'>) {
         const full = client as OAuthClientInformationFull;
+        const unusable = full.redirect_uris.find((uri) => formActionSource(uri) === null);
+        if (unusable !== undefined) {
+          throw new InvalidClientMetadataError(
+            `redirect_uri ${JSON.stringify(unusable)} is not usable: an http(s) URL needs a host name or IP address (letters, digits, '.', '-'), another scheme a plain scheme name`,
+          );
+        }
         await sql`
           select private.oauth_client_register(${full.client_id}, ${full.client_secret ?? null},
                    ${full.client_secret_expires_at ?? 0}, ${full.client_id_issued_at ?? Math.floor(Date.now() / 1000)},
@@ -175,6 +182,26 @@ interface ConsentView {
   error: string | null;
 }
 
+/**
+ * What the consent page's Content-Security-Policy allows as a form target for
+ * a redirect URI: its origin (http/https; the host only letters, digits, '.'
+ * and '-', or an IP address) or its scheme (a native app's own scheme). Null
+ * for anything else, so that no character of a registered URI can end the
+ * directive and add another (`https://evil.example;script-src-elem ...`).
+ */
+export function formActionSource(redirectUri: string): string | null {
+  let url: URL;
+  try {
+    url = new URL(redirectUri);
+  } catch {
+    return null;
+  }
+  if (url.protocol === 'http:' || url.protocol === 'https:') {
+    return /^https?:\/\/(?:[a-z0-9.-]+|\[[0-9a-f:.]+\])(?::\d{1,5})?$/.test(url.origin) ? url.origin : null;
+  }
+  return /^[a-z][a-z0-9+.-]*:$/.test(url.protocol) ? url.protocol : null;
+}
+
 function sendConsentPage(res: Response, status: number, view: ConsentView): void {
   const body: SafeHtml = html`
 <h1>Connect ${view.clientName} to your account</h1>
@@ -193,14 +220,8 @@ ${view.error ? html`<p id="status" class="error" role="alert">${view.error}</p>`
 </form>`;
   const rendered = page({ title: `Connect ${view.clientName}`, body });
   // The form's answer redirects to the client: allow that origin (or scheme) as a form target.
-  let target = '';
-  try {
-    const url = new URL(view.redirectUri);
-    target = url.protocol === 'http:' || url.protocol === 'https:' ? url.origin : url.protocol;
-  } catch {
-    target = '';
-  }
-  const csp = rendered.headers['Content-Security-Policy']!.replace("form-action 'self'", `form-action 'self' ${target}`.trim());
+  const target = formActionSource(view.redirectUri);
+  const csp = rendered.headers['Content-Security-Policy']!.replace("form-action 'self'", target ? `form-action 'self' ${target}` : "form-action 'self'");
   res.status(status);
   for (const [name, value] of Object.entries(rendered.headers)) res.setHeader(name, value);
   res.setHeader('Content-Security-Policy', csp);

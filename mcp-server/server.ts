@@ -213,13 +213,25 @@ function mcpHandler(deps: McpDeps, open: Set<{ close(): Promise<void> }>, pendin
   };
 }
 
+/**
+ * A request body the parsers refused (express.json / express.urlencoded, as
+ * body-parser's errors: too large, malformed, an unsupported charset or
+ * encoding) is the client's fault: its own 4xx status, never a 500.
+ */
+function bodyParserError(err: unknown): HttpError | null {
+  const e = err as { type?: unknown; status?: unknown; expose?: unknown; message?: unknown } | null;
+  if (typeof e?.type !== 'string' || typeof e.status !== 'number' || e.status < 400 || e.status >= 500 || e.expose !== true) return null;
+  const message = typeof e.message === 'string' ? e.message : 'the request body could not be read';
+  return new HttpError(e.status, defaultCode(e.status), message);
+}
+
 const errorHandler: ErrorRequestHandler = (err, req, res, _next) => {
   if (res.headersSent) return;
   const type = (err as { type?: unknown } | null)?.type;
   if (req.path === '/mcp' && (type === 'entity.parse.failed' || type === 'entity.too.large')) {
     return jsonRpcError(res, type === 'entity.too.large' ? 413 : 400, -32700, 'Parse error: invalid JSON');
   }
-  const httpError = toHttpError(err);
+  const httpError = bodyParserError(err) ?? toHttpError(err);
   if (httpError.status >= 500) (res.locals.log as Logger | undefined)?.error({ err }, 'mcp request failed');
   res.status(httpError.status).json(errorBody('error', httpError));
 };
