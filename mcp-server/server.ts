@@ -133,7 +133,8 @@ function mcpHandler(deps: McpDeps, open: Set<{ close(): Promise<void> }>, pendin
       if (!token) return unauthorized(deps, res, new HttpError(401, 'unauthorized', 'missing bearer credential'), false);
       let agent: Agent;
       try {
-        agent = await authenticateAgent(deps.sql, token, req.path, [deps.resourceUrl, deps.config.publicUrl]);
+        // The resource is /mcp (also when asked as /mcp/): the path its permissions must name.
+        agent = await authenticateAgent(deps.sql, token, '/mcp', [deps.resourceUrl, deps.config.publicUrl]);
       } catch (err) {
         const httpError = toHttpError(err);
         if (httpError.status === 401) return unauthorized(deps, res, httpError, true);

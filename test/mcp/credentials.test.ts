@@ -66,11 +66,45 @@ describe('credentials', () => {
     expect(res.json).toMatchObject({ error: 'community_scope_violation' });
   });
 
-  it('a personal API token works whatever its REST permissions', async () => {
-    const created = await api('POST', '/api/docs/tokens', { token: agent.accessToken, body: { name: 'narrow', permissions: ['/api/mobile/profile'] } });
-    const client = await connect(created.body.token_value);
-    const answer = await callTool(client, 'community_profile', { community_id: community });
-    expect(answer.isError).toBe(false);
+  it("a token's permissions govern /mcp too (issue 27, finding 3): no pattern matching /mcp is 403, create_member included", async () => {
+    for (const permissions of [['/api/mobile/profile'], ['/nothing'], ['/api/*'], ['/mcp/x'], ['/mc']]) {
+      const created = await api('POST', '/api/docs/tokens', { token: agent.accessToken, body: { name: 'narrow', permissions } });
+      const secret = created.body.token_value as string;
+      const init = await rawMcp(INIT, { authorization: `Bearer ${secret}` });
+      expect(init.status, JSON.stringify(permissions)).toBe(403);
+      expect(init.json).toMatchObject({ error: 'forbidden' });
+      const call = await rawMcp(
+        { jsonrpc: '2.0', id: 2, method: 'tools/call', params: { name: 'create_member', arguments: { email: uniqueEmail('narrow') } } },
+        { authorization: `Bearer ${secret}`, 'mcp-protocol-version': '2025-03-26' },
+      );
+      expect(call.status).toBe(403);
+      // Its REST paths still work as before.
+      if (permissions[0] === '/api/mobile/profile') {
+        expect((await api('GET', '/api/mobile/profile', { token: secret })).status).toBe(200);
+      }
+    }
+    const [made] = await db()`select count(*)::int as n from app.agent_members where agent_id = ${agent.userId}`;
+    expect(made!.n).toBe(0);
+    // A pattern that matches /mcp: the exact path, a prefix, or *.
+    for (const permissions of [['/mcp'], ['/m*'], ['*'], ['/api/mobile/profile', '/mcp']]) {
+      const created = await api('POST', '/api/docs/tokens', { token: agent.accessToken, body: { name: 'mcp', permissions } });
+      const client = await connect(created.body.token_value);
+      expect((await callTool(client, 'community_profile', { community_id: community })).isError, JSON.stringify(permissions)).toBe(false);
+      // /mcp/ is the same resource, governed by the same pattern.
+      expect((await rawMcp(INIT, { authorization: `Bearer ${created.body.token_value}` }, `${baseUrl}/mcp/`)).status).toBe(200);
+    }
+  });
+
+  it('the tools check it in SQL too: claims of a token that does not match /mcp, or has ended, are refused by every tool', async () => {
+    const narrow = await api('POST', '/api/docs/tokens', { token: agent.accessToken, body: { name: 'sql', permissions: ['/api/*'] } });
+    const wide = await api('POST', '/api/docs/tokens', { token: agent.accessToken, body: { name: 'sql', permissions: ['/mcp'] } });
+    const claims = (tokenId: string) => ({ role: 'authenticated' as const, sub: agent.userId, aud: 'authenticated', token_id: tokenId, token_community_id: null });
+    const { withClaims } = await import('../../gateway/lib/db.ts');
+    const call = (tokenId: string) => withClaims(db(), claims(tokenId), (tx) => tx`select api.mcp_community_profile(${community}) as p`);
+    await expect(call(narrow.body.token.id)).rejects.toMatchObject({ code: 'PT403', hint: 'forbidden' });
+    await expect(call(wide.body.token.id)).resolves.toHaveLength(1);
+    await api('DELETE', `/api/docs/tokens/${wide.body.token.id}`, { token: agent.accessToken });
+    await expect(call(wide.body.token.id)).rejects.toMatchObject({ code: 'PT403', hint: 'forbidden' });
   });
 
   it('an OAuth access token works; a read-only one cannot write', async () => {
