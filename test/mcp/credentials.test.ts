@@ -6,7 +6,7 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { api, baseUrl, db, uniqueEmail } from '../helpers.ts';
-import { callTool, connect, createAgent, createManagedCommunity, mintOAuthToken, rawMcp, type Agent } from './support.ts';
+import { callTool, connect, createAgent, createManagedCommunity, mintOAuthToken, parseRpc, rawMcp, type Agent } from './support.ts';
 
 const INIT = {
   jsonrpc: '2.0',
@@ -233,5 +233,67 @@ describe('audit', () => {
     // The operator view.
     const rows = await db()`select tool, outcome from admin.mcp_tool_calls(${auditor.email}, 10)`;
     expect(rows.map((r) => r.tool)).toEqual(['create_member', 'community_profile', 'community_profile']);
+  });
+
+  /** A session of the agent, for raw JSON-RPC posts (what the SDK client cannot send). */
+  async function rawSession(token: string): Promise<Record<string, string>> {
+    const init = await rawMcp(INIT, { authorization: `Bearer ${token}` });
+    expect(init.status).toBe(200);
+    return { authorization: `Bearer ${token}`, 'mcp-session-id': init.headers.get('mcp-session-id')!, 'mcp-protocol-version': '2025-03-26' };
+  }
+
+  async function recordedCalls(userId: string, n: number): Promise<any[]> {
+    for (let i = 0; i < 50; i++) {
+      const rows = await db()`select tool, outcome, arguments, error_message, octet_length(arguments::text) as bytes
+                                from app.mcp_tool_calls where user_id = ${userId} order by id`;
+      if (rows.length >= n) return rows;
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    throw new Error(`fewer than ${n} recorded calls`);
+  }
+
+  it('arguments nested 20,000 levels deep are refused before any SQL (issue 27, finding 10): a tool error, recorded, every time; no transaction left open', async () => {
+    const deep = await createAgent('deep');
+    const headers = await rawSession(deep.apiToken);
+    const nested = `${'['.repeat(20_000)}${']'.repeat(20_000)}`;
+    for (let i = 0; i < 3; i++) {
+      const body = `{"jsonrpc":"2.0","id":${10 + i},"method":"tools/call","params":{"name":"create_member","arguments":{"email":"${uniqueEmail('deep')}","data":{"d":${nested}}}}}`;
+      const res = await fetch(`${baseUrl}/mcp`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', ...headers },
+        body,
+        signal: AbortSignal.timeout(10_000),
+      });
+      expect(res.status).toBe(200);
+      const answer = parseRpc(await res.text());
+      expect(answer.result.isError).toBe(true);
+      const error = JSON.parse(answer.result.content[0].text);
+      expect(error.error).toBe('invalid_arguments');
+      expect(error.message).toContain('nested deeper than 64 levels');
+    }
+    // Each call is recorded, with why its arguments are not.
+    const rows = await recordedCalls(deep.userId, 3);
+    expect(rows.map((r) => [r.tool, r.outcome])).toEqual(Array(3).fill(['create_member', 'invalid_arguments']));
+    expect(rows[0].arguments.not_recorded).toContain('nested deeper than 64 levels');
+    // The process still answers, and none of its connections was left in a transaction.
+    const client = await connect(deep.apiToken);
+    expect((await callTool(client, 'search_onboarding_communities', {})).isError).toBe(false);
+    const stuck = await db()`select count(*)::int as n from pg_stat_activity
+                              where application_name = 'mcp-server' and state like 'idle in transaction%'
+                                and state_change < now() - interval '1 second'`;
+    expect(stuck[0]!.n).toBe(0);
+  });
+
+  it('900 KB of refused arguments are recorded as at most about 16 KB, marked as truncated (issue 27, finding 7)', async () => {
+    const big = await createAgent('bigargs');
+    const client = await connect(big.apiToken);
+    const junk = crypto.randomUUID().repeat(25_000);
+    const answer = await callTool(client, 'community_profile', { community_id: 'not-a-uuid', junk });
+    expect(answer.body.error).toBe('invalid_arguments');
+    const [row] = await recordedCalls(big.userId, 1);
+    expect(row.bytes).toBeLessThanOrEqual(17_000);
+    expect(row.arguments).toMatchObject({ truncated: true, bytes: expect.any(Number) });
+    expect(row.arguments.bytes).toBeGreaterThan(900_000);
+    expect(typeof row.arguments.preview).toBe('string');
   });
 });
