@@ -74,4 +74,42 @@ describe('request bodies', () => {
     expect(res.status).toBe(400);
     expectErrorShape(res.body);
   });
+
+  it('413 before reading: the rest of the body is read and thrown away, so a Node fetch client gets the answer, not EPIPE (issue 27, finding 10)', async () => {
+    // Declared over the limit: refused before a byte is parsed. Without the draining, the socket closed
+    // under the client while it was still sending.
+    const body = Buffer.alloc(6 * 1024 * 1024, 0x61);
+    for (let i = 0; i < 5; i++) {
+      const res = await post('/api/auth/register', body, { 'content-type': 'application/json' });
+      expect(res.status).toBe(413);
+      expect(res.body.error).toBe('payload_too_large');
+      expect(res.connection).toBe('close');
+    }
+    // Without a Content-Length (chunked): refused once past 1 MB while reading.
+    const chunks = Array.from({ length: 24 }, () => new Uint8Array(256 * 1024).fill(0x61));
+    const stream = new ReadableStream<Uint8Array>({
+      pull(controller) {
+        const next = chunks.shift();
+        if (next) controller.enqueue(next);
+        else controller.close();
+      },
+    });
+    const chunked = await fetch(baseUrl + '/api/auth/register', {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: stream,
+      duplex: 'half',
+    } as RequestInit);
+    expect(chunked.status).toBe(413);
+    expect((await chunked.json()).error).toBe('payload_too_large');
+  });
+
+  it('a 415 (unsupported charset) is answered the same way, after the rest of the body', async () => {
+    for (let i = 0; i < 3; i++) {
+      const res = await post('/api/auth/register', Buffer.alloc(6 * 1024 * 1024, 0x61), { 'content-type': 'application/json; charset=utf-16' });
+      expect(res.status).toBe(415);
+      expect(res.body.error).toBe('unsupported_media_type');
+      expect(res.connection).toBe('close');
+    }
+  });
 });
