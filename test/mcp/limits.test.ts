@@ -121,7 +121,9 @@ describe('X-Forwarded-For is believed only from the gateway (issue 27, finding 9
     const second = new Date().getUTCSeconds();
     if (second >= 50) await new Promise((r) => setTimeout(r, (61 - second) * 1000));
   }
-  const forgedAddresses = (n: number) => Array.from({ length: n }, () => `203.0.113.${Math.floor(Math.random() * 254) + 1}`);
+  // Random addresses of a large private range: no other test counts under them.
+  const octet = () => Math.floor(Math.random() * 254) + 1;
+  const forgedAddresses = (n: number) => Array.from({ length: n }, () => `10.${octet()}.${octet()}.${octet()}`);
   const tokenRequest = (url: string, headers: Record<string, string>) =>
     fetch(`${url}/token`, {
       method: 'POST',
@@ -161,7 +163,7 @@ describe('X-Forwarded-For is believed only from the gateway (issue 27, finding 9
     expect(await countedUnder(forged)).toBe(0);
 
     // The gateway's requests (with the secret) are counted under the address it forwards.
-    const vouched = forgedAddresses(3);
+    const vouched = Array.from({ length: 3 }, () => `172.20.${octet()}.${octet()}`);
     for (const address of vouched) {
       expect((await tokenRequest(replica.url, { 'x-forwarded-for': address, 'x-mcp-proxy-secret': secret })).status).not.toBe(429);
     }
