@@ -15,6 +15,7 @@ import http from 'node:http';
 import { HttpError } from '../lib/errors.ts';
 import { clientIp, type TrustProxy } from '../lib/client-ip.ts';
 import type { Logger } from '../lib/log.ts';
+import { discardRest, hasBody } from './body.ts';
 import { sendError, type Exchange } from './exchange.ts';
 
 /** Path prefixes served by the MCP process. */
@@ -93,9 +94,24 @@ export function mcpProxy({ upstreamUrl, trustProxy, proxySecret, log }: McpProxy
         res.socket?.setNoDelay(true);
         incoming.pipe(res);
         incoming.on('error', () => res.destroy());
+        if (hasBody(req) && !req.complete) answeredEarly();
       },
     );
+    // The MCP process answered before it had the whole body (a refusal:
+    // 401, 413, ...), so it will not read the rest: passing it on would stall
+    // (and the client, still sending, would wait for ever). The rest is read
+    // here and thrown away (as for the gateway's own refusals, at most 8 MB
+    // and 5 s; past that the connection is closed), and the upstream request
+    // is dropped once the answer is out.
+    const answeredEarly = () => {
+      req.unpipe(outgoing);
+      res.once('finish', () => outgoing.destroy());
+      void discardRest(req).then(() => {
+        if (!req.complete) req.socket.destroy();
+      });
+    };
     outgoing.on('error', (err) => {
+      if (res.writableFinished) return;
       if (res.headersSent) {
         res.destroy();
         return;

@@ -112,4 +112,25 @@ describe('request bodies', () => {
       expect(res.connection).toBe('close');
     }
   });
+
+  it('/mcp through the gateway: an answer the MCP process gives before reading the body (401, 413) reaches the client, which can go on (issue 27, finding 10)', async () => {
+    const { createAgent } = await import('../mcp/support.ts');
+    const agent = await createAgent('bigbody');
+    const send = (token: string, size: number) =>
+      fetch(`${baseUrl}/mcp`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', authorization: `Bearer ${token}` },
+        body: Buffer.alloc(size, 0x61),
+        // Without the gateway reading the rest, the client waited for ever.
+        signal: AbortSignal.timeout(10_000),
+      });
+    for (const size of [5, 6, 8, 12].map((mb) => mb * 1024 * 1024)) {
+      const refused = await send(`cbk_${'a'.repeat(40)}`, size);
+      expect(refused.status).toBe(401);
+      expect((await refused.json()).error).toBe('invalid_token');
+      const tooLarge = await send(agent.apiToken, size);
+      expect(tooLarge.status).toBe(413);
+      expect((await tooLarge.json()).error.code).toBe(-32700);
+    }
+  });
 });
