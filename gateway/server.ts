@@ -69,7 +69,7 @@ export async function startGateway(
     log,
     isReady: () => ready,
     corsOrigins: config.corsOrigins,
-    mcp: { upstreamUrl: config.mcp.upstreamUrl, trustProxy: config.trustProxy },
+    mcp: { upstreamUrl: config.mcp.upstreamUrl, trustProxy: config.trustProxy, proxySecret: config.mcp.proxySecret },
   });
 
   const server = http.createServer(app);

@@ -28,8 +28,8 @@ export function startMcpChild(config: Config, databaseUrl: string, log: Logger):
         PUBLIC_URL: config.publicUrl,
         MCP_PORT: String(config.mcp.port),
         MCP_HOST: config.mcp.host,
-        // Its one proxy is this gateway, on loopback.
-        TRUST_PROXY: '1',
+        // It believes X-Forwarded-For only from this gateway (loopback, or
+        // MCP_PROXY_SECRET when set), whatever TRUST_PROXY says for the gateway.
       },
     });
     const current = child;

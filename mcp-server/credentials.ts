@@ -37,12 +37,14 @@ export function bearerToken(header: string | undefined): string | null {
 
 /**
  * The agent behind a bearer secret. Throws HttpError 401 (invalid_token) for
- * an unknown, expired or revoked credential, 403 community_scope_violation
- * for a community-scoped API token.
+ * an unknown, expired or revoked credential; 403 for an API token whose
+ * permissions do not match the path (forbidden) or that is community-scoped
+ * (community_scope_violation).
  */
 export async function authenticateAgent(sql: Sql, token: string, path: string, resourceUrls: string[]): Promise<Agent> {
   if (isApiTokenSecret(token)) {
-    // Any active personal token: its permissions govern REST paths, not /mcp.
+    // A token's permissions govern every path it is presented on, /mcp included
+    // (the match is SQL's: api.api_token_authenticate; the tools check it again, private.mcp_agent).
     const owner = await authenticateApiToken(sql, token, path);
     if (owner.communityId) {
       throw new HttpError(
@@ -50,6 +52,9 @@ export async function authenticateAgent(sql: Sql, token: string, path: string, r
         'community_scope_violation',
         'community-scoped tokens cannot use the agent interface; use a personal token',
       );
+    }
+    if (!owner.pathAllowed) {
+      throw new HttpError(403, 'forbidden', `this API token's permissions do not include ${path}`);
     }
     return {
       userId: owner.userId,

@@ -11,6 +11,7 @@ import type { OAuthRegisteredClientsStore } from '@modelcontextprotocol/sdk/serv
 import {
   AccessDeniedError,
   InvalidClientError,
+  InvalidClientMetadataError,
   InvalidGrantError,
   InvalidScopeError,
   InvalidTargetError,
@@ -25,6 +26,7 @@ import express, { type Response, type Router } from 'express';
 import { z } from 'zod';
 import { toHttpError } from '../gateway/lib/errors.ts';
 import { html, page, type SafeHtml } from '../gateway/http/html.ts';
+import { mcpClientIp } from './client-address.ts';
 import { authenticateAgent, SCOPES } from './credentials.ts';
 import type { McpDeps } from './server.ts';
 
@@ -84,6 +86,12 @@ class PostgresOAuthProvider implements OAuthServerProvider {
       },
       async registerClient(client: Omit<OAuthClientInformationFull, 'client_id' | 'client_id_issued_at'>) {
         const full = client as OAuthClientInformationFull;
+        const unusable = full.redirect_uris.find((uri) => formActionSource(uri) === null);
+        if (unusable !== undefined) {
+          throw new InvalidClientMetadataError(
+            `redirect_uri ${JSON.stringify(unusable)} is not usable: an http(s) URL needs a host name or IP address (letters, digits, '.', '-'), another scheme a plain scheme name`,
+          );
+        }
         await sql`
           select private.oauth_client_register(${full.client_id}, ${full.client_secret ?? null},
                    ${full.client_secret_expires_at ?? 0}, ${full.client_id_issued_at ?? Math.floor(Date.now() / 1000)},
@@ -174,6 +182,26 @@ interface ConsentView {
   error: string | null;
 }
 
+/**
+ * What the consent page's Content-Security-Policy allows as a form target for
+ * a redirect URI: its origin (http/https; the host only letters, digits, '.'
+ * and '-', or an IP address) or its scheme (a native app's own scheme). Null
+ * for anything else, so that no character of a registered URI can end the
+ * directive and add another (`https://evil.example;script-src-elem ...`).
+ */
+export function formActionSource(redirectUri: string): string | null {
+  let url: URL;
+  try {
+    url = new URL(redirectUri);
+  } catch {
+    return null;
+  }
+  if (url.protocol === 'http:' || url.protocol === 'https:') {
+    return /^https?:\/\/(?:[a-z0-9.-]+|\[[0-9a-f:.]+\])(?::\d{1,5})?$/.test(url.origin) ? url.origin : null;
+  }
+  return /^[a-z][a-z0-9+.-]*:$/.test(url.protocol) ? url.protocol : null;
+}
+
 function sendConsentPage(res: Response, status: number, view: ConsentView): void {
   const body: SafeHtml = html`
 <h1>Connect ${view.clientName} to your account</h1>
@@ -192,14 +220,8 @@ ${view.error ? html`<p id="status" class="error" role="alert">${view.error}</p>`
 </form>`;
   const rendered = page({ title: `Connect ${view.clientName}`, body });
   // The form's answer redirects to the client: allow that origin (or scheme) as a form target.
-  let target = '';
-  try {
-    const url = new URL(view.redirectUri);
-    target = url.protocol === 'http:' || url.protocol === 'https:' ? url.origin : url.protocol;
-  } catch {
-    target = '';
-  }
-  const csp = rendered.headers['Content-Security-Policy']!.replace("form-action 'self'", `form-action 'self' ${target}`.trim());
+  const target = formActionSource(view.redirectUri);
+  const csp = rendered.headers['Content-Security-Policy']!.replace("form-action 'self'", target ? `form-action 'self' ${target}` : "form-action 'self'");
   res.status(status);
   for (const [name, value] of Object.entries(rendered.headers)) res.setHeader(name, value);
   res.setHeader('Content-Security-Policy', csp);
@@ -231,6 +253,14 @@ function expiredPage(res: Response): void {
   res.status(400).type('html').send(rendered.html);
 }
 
+interface ApprovalRow {
+  status: 'ok' | 'invalid' | 'throttled';
+  retry_after: number;
+  redirect_uri: string | null;
+  code: string | null;
+  state: string | null;
+}
+
 /** The consent form's answer: sign in, then a code to the client (or access_denied). */
 function consentHandler(deps: McpDeps): express.RequestHandler {
   return async (req, res, next) => {
@@ -252,21 +282,32 @@ function consentHandler(deps: McpDeps): express.RequestHandler {
       const [pending] = await deps.sql<{ client_id: string; client_name: string | null; client_uri: string | null; redirect_uri: string; scopes: string[] }[]>`
         select * from private.oauth_request_get(${request})`;
       if (!pending) return expiredPage(res);
-      let approved: { redirect_uri: string | null; code: string | null; state: string | null } | undefined;
+      // The password is checked with the login's throttling (counted per
+      // e-mail and client, per e-mail, per client address).
+      const limits = deps.config.authLimits;
+      let approved: ApprovalRow | undefined;
       try {
-        [approved] = await deps.sql`select * from private.oauth_request_approve(${request}, ${email}, ${password})`;
+        [approved] = await deps.sql<ApprovalRow[]>`
+          select * from private.oauth_request_approve(${request}, ${email}, ${password}, ${mcpClientIp(req, deps.config.mcp.proxySecret)},
+                                                      ${limits.maxFailuresPerEmailAndClient}, ${limits.maxFailuresPerEmail},
+                                                      ${limits.maxFailuresPerIp}, ${limits.windowSeconds})`;
       } catch (err) {
         if (toHttpError(err).status === 404) return expiredPage(res);
         throw err;
       }
-      if (!approved?.code || !approved.redirect_uri) {
-        return sendConsentPage(res, 401, {
+      if (approved?.status !== 'ok' || !approved.code || !approved.redirect_uri) {
+        const throttled = approved?.status === 'throttled';
+        const wait = Math.max(1, approved?.retry_after ?? 1);
+        if (throttled) res.setHeader('Retry-After', String(wait));
+        return sendConsentPage(res, throttled ? 429 : 401, {
           requestToken: request,
           clientName: pending.client_name ?? pending.client_id,
           clientUri: pending.client_uri,
           redirectUri: pending.redirect_uri,
           scopes: pending.scopes,
-          error: 'Wrong e-mail or password.',
+          error: throttled
+            ? `Too many failed sign-ins. Try again in ${Math.ceil(wait / 60)} minute${wait > 60 ? 's' : ''}.`
+            : 'Wrong e-mail or password.',
         });
       }
       redirectWith(res, approved.redirect_uri, { code: approved.code, state: approved.state });

@@ -10,6 +10,7 @@ import { Server } from '@modelcontextprotocol/sdk/server/index.js';
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { InitializeRequestSchema, type CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { z } from 'zod';
+import { assertStorable } from '../gateway/http/input.ts';
 import { withClaims, type RequestClaims, type Sql } from '../gateway/lib/db.ts';
 import { toHttpError } from '../gateway/lib/errors.ts';
 import type { Logger } from '../gateway/lib/log.ts';
@@ -90,11 +91,27 @@ interface Outcome {
   message: string | null;
 }
 
-async function runTool(ctx: CallContext, tool: ToolDefinition, rawArgs: unknown): Promise<Outcome> {
+/**
+ * Why arguments cannot be stored or sent to SQL (REST refuses the same in a
+ * body: NUL or a lone surrogate in a string or key, a number JSON cannot
+ * hold, nesting deeper than 64 levels); null when they can.
+ */
+function unstorable(args: unknown): string | null {
+  try {
+    assertStorable(args, 'arguments', 400);
+    return null;
+  } catch (err) {
+    return toHttpError(err).message;
+  }
+}
+
+async function runTool(ctx: CallContext, tool: ToolDefinition, rawArgs: unknown, problem: string | null): Promise<Outcome> {
   if (rawArgs !== undefined && !isPlainObject(rawArgs)) {
     const message = 'arguments must be an object';
     return { result: toolError('invalid_arguments', message), code: 'invalid_arguments', message };
   }
+  // Before any SQL (a deeply nested value would not even serialise).
+  if (problem) return { result: toolError('invalid_arguments', problem), code: 'invalid_arguments', message: problem };
   const parsed = tool.input.safeParse(rawArgs ?? {});
   if (!parsed.success) {
     const issues = parsed.error.issues.map((i) => ({ path: i.path.map(String).join('.'), message: i.message }));
@@ -129,26 +146,34 @@ async function runTool(ctx: CallContext, tool: ToolDefinition, rawArgs: unknown)
   }
 }
 
+/** Text Postgres can store: a NUL (e.g. in an unknown tool's name, echoed in the message) becomes U+FFFD. */
+const storableText = (text: string): string => text.replace(/\u0000/g, '\uFFFD');
+
 async function callTool(ctx: CallContext, params: unknown): Promise<CallToolResult> {
   const started = performance.now();
   const name = isPlainObject(params) && typeof params.name === 'string' ? params.name : null;
   const rawArgs = isPlainObject(params) ? params.arguments : undefined;
   const tool = name ? toolsByName.get(name) : undefined;
+  const problem = isPlainObject(rawArgs) ? unstorable(rawArgs) : null;
   let outcome: Outcome;
   if (!tool) {
     const message = name ? `unknown tool ${name}` : 'params.name must name a tool';
     outcome = { result: toolError('unknown_tool', message), code: 'unknown_tool', message };
   } else {
-    outcome = await runTool(ctx, tool, rawArgs);
+    outcome = await runTool(ctx, tool, rawArgs, problem);
   }
+  // Arguments that cannot be stored are recorded as why not (the call is still recorded).
+  const recordedArgs = isPlainObject(rawArgs) ? (problem ? { not_recorded: problem.slice(0, 200) } : rawArgs) : null;
   const durationMs = performance.now() - started;
   // Recorded off the answer's path (one round trip less per call); the
-  // server waits for pending records when it closes.
+  // server waits for pending records when it closes. SQL caps what is kept
+  // (private.mcp_record_call: 16 KB of arguments).
   const record = ctx.sql`
       select private.mcp_record_call(${ctx.agent.userId}, ${ctx.agent.kind}, ${ctx.agent.credentialId}, ${ctx.agent.clientId},
-                                     ${ctx.sessionId}, ${(name ?? '(none)').slice(0, 100)},
-                                     ${isPlainObject(rawArgs) ? ctx.sql.json(rawArgs as never) : null},
-                                     ${outcome.code}, ${outcome.message}, ${durationMs.toFixed(3)})`
+                                     ${ctx.sessionId}, ${storableText((name ?? '(none)').slice(0, 100))},
+                                     ${recordedArgs ? ctx.sql.json(recordedArgs as never) : null},
+                                     ${outcome.code}, ${outcome.message === null ? null : storableText(outcome.message)},
+                                     ${durationMs.toFixed(3)})`
     .then(() => undefined)
     .catch((err: unknown) => ctx.log.error({ err }, 'could not record the tool call'));
   ctx.pendingRecords.add(record);

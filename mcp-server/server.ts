@@ -19,11 +19,11 @@ import type { AddressInfo } from 'node:net';
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
 import express, { type ErrorRequestHandler, type NextFunction, type Request, type RequestHandler, type Response } from 'express';
 import type { Config } from '../gateway/lib/config.ts';
-import { clientIp } from '../gateway/lib/client-ip.ts';
 import { createPool, type Sql } from '../gateway/lib/db.ts';
 import { requestLogger } from '../gateway/http/request-log.ts';
-import { errorBody, HttpError, toHttpError } from '../gateway/lib/errors.ts';
+import { defaultCode, errorBody, HttpError, toHttpError } from '../gateway/lib/errors.ts';
 import type { Logger } from '../gateway/lib/log.ts';
+import { mcpClientIp } from './client-address.ts';
 import { authenticateAgent, bearerToken, type Agent } from './credentials.ts';
 import { oauthRouter, OAUTH_PATHS } from './oauth.ts';
 import { createProtocolServer, PROTOCOL_VERSION } from './protocol.ts';
@@ -57,7 +57,7 @@ interface Admission {
 
 /** Counts the request against its client IP; sets the x-ratelimit-* headers; 429 past the limit. */
 export async function admit(deps: McpDeps, req: Request, res: Response, sessionId: string | null): Promise<Admission> {
-  const ip = clientIp(req.socket.remoteAddress, req.headers['x-forwarded-for'], deps.config.trustProxy);
+  const ip = mcpClientIp(req, deps.config.mcp.proxySecret);
   const [row] = await deps.sql<Admission[]>`
     select * from private.mcp_admit(${ip}, ${deps.config.mcp.requestsPerMinute}, ${sessionId})`;
   const admission = row!;
@@ -133,7 +133,8 @@ function mcpHandler(deps: McpDeps, open: Set<{ close(): Promise<void> }>, pendin
       if (!token) return unauthorized(deps, res, new HttpError(401, 'unauthorized', 'missing bearer credential'), false);
       let agent: Agent;
       try {
-        agent = await authenticateAgent(deps.sql, token, req.path, [deps.resourceUrl, deps.config.publicUrl]);
+        // The resource is /mcp (also when asked as /mcp/): the path its permissions must name.
+        agent = await authenticateAgent(deps.sql, token, '/mcp', [deps.resourceUrl, deps.config.publicUrl]);
       } catch (err) {
         const httpError = toHttpError(err);
         if (httpError.status === 401) return unauthorized(deps, res, httpError, true);
@@ -213,13 +214,25 @@ function mcpHandler(deps: McpDeps, open: Set<{ close(): Promise<void> }>, pendin
   };
 }
 
+/**
+ * A request body the parsers refused (express.json / express.urlencoded, as
+ * body-parser's errors: too large, malformed, an unsupported charset or
+ * encoding) is the client's fault: its own 4xx status, never a 500.
+ */
+function bodyParserError(err: unknown): HttpError | null {
+  const e = err as { type?: unknown; status?: unknown; expose?: unknown; message?: unknown } | null;
+  if (typeof e?.type !== 'string' || typeof e.status !== 'number' || e.status < 400 || e.status >= 500 || e.expose !== true) return null;
+  const message = typeof e.message === 'string' ? e.message : 'the request body could not be read';
+  return new HttpError(e.status, defaultCode(e.status), message);
+}
+
 const errorHandler: ErrorRequestHandler = (err, req, res, _next) => {
   if (res.headersSent) return;
   const type = (err as { type?: unknown } | null)?.type;
   if (req.path === '/mcp' && (type === 'entity.parse.failed' || type === 'entity.too.large')) {
     return jsonRpcError(res, type === 'entity.too.large' ? 413 : 400, -32700, 'Parse error: invalid JSON');
   }
-  const httpError = toHttpError(err);
+  const httpError = bodyParserError(err) ?? toHttpError(err);
   if (httpError.status >= 500) (res.locals.log as Logger | undefined)?.error({ err }, 'mcp request failed');
   res.status(httpError.status).json(errorBody('error', httpError));
 };
@@ -284,8 +297,12 @@ export async function startMcpServer(config: Config, databaseUrl: string, log: L
   });
   app.use(errorHandler);
 
+  // Expired counts, sessions and OAuth state; and stored request records
+  // (tool calls, live test results) past their retention, a batch at a time.
   const prune = setInterval(() => {
-    sql`select private.mcp_prune(), private.oauth_prune()`.catch((err: unknown) => log.warn({ err }, 'mcp prune failed'));
+    sql`select private.mcp_prune(), private.oauth_prune(), private.stored_records_prune()`.catch((err: unknown) =>
+      log.warn({ err }, 'mcp prune failed'),
+    );
   }, 60_000);
   prune.unref();
 

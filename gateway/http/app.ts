@@ -22,7 +22,7 @@ import { profileRoutes } from '../routes/profile.ts';
 import { streamRoutes } from '../routes/stream.ts';
 import { dealRoutes, taskRoutes } from '../routes/tasks.ts';
 import { tokenRoutes } from '../routes/tokens.ts';
-import { hasBody, readJsonBody } from './body.ts';
+import { discardRest, hasBody, readJsonBody } from './body.ts';
 import { cors } from './cors.ts';
 import { RouteTable } from './dispatch.ts';
 import { beginExchange, sendError, type Exchange } from './exchange.ts';
@@ -56,7 +56,7 @@ export interface AppOptions {
   /** CORS_ORIGINS (gateway/http/cors.ts); empty or absent: no CORS. */
   corsOrigins?: string[];
   /** Where /mcp and the OAuth paths go (the MCP process); unset: not served. */
-  mcp?: { upstreamUrl: string; trustProxy: TrustProxy };
+  mcp?: { upstreamUrl: string; trustProxy: TrustProxy; proxySecret?: string };
 }
 
 /** The request listener (http.createServer(app)), with the method and path of every route it serves (lib/endpoints.ts records them). */
@@ -84,8 +84,11 @@ export function createApp({ services, log, isReady, corsOrigins, mcp }: AppOptio
       try {
         exchange.body = await readJsonBody(req);
       } catch (err) {
-        // The rest of a refused body is not read: the connection closes after the answer.
+        // The connection closes after the answer; the rest of the body is
+        // read first (a bounded amount, thrown away), so that a client still
+        // sending it reads the answer instead of a broken pipe.
         res.setHeader('Connection', 'close');
+        await discardRest(req);
         throw err;
       }
     }

@@ -8,6 +8,10 @@
 //   before reading when there is one.
 // - Strict: the document must be an object or an array (400 invalid_json, as
 //   for text that is not JSON). An empty body is `{}`.
+// - A refused body (413, 415, 400) is answered once the rest of it has been
+//   read and thrown away (discardRest: at most 8 MB, for at most 5 s), with
+//   Connection: close: a client still sending when the server closes gets a
+//   broken pipe instead of the answer.
 // The same answers Express's body parser gave, without its per-request cost.
 import type { IncomingMessage } from 'node:http';
 import type { Readable } from 'node:stream';
@@ -96,6 +100,43 @@ function readAll(req: IncomingMessage, stream: Readable): Promise<Buffer> {
     req.on('close', () => {
       if (!req.complete) fail(new HttpError(400, 'bad_request', 'the request was aborted'));
     });
+  });
+}
+
+/** How much of a refused body is read (and thrown away) so that its client can read the answer. */
+export const DISCARD_MAX_BYTES = 8 * 1024 * 1024;
+export const DISCARD_MAX_MS = 5_000;
+
+/**
+ * Reads and throws away what is left of a refused request body, up to
+ * DISCARD_MAX_BYTES or DISCARD_MAX_MS, whichever comes first; resolves then
+ * (or when the body ends, or the request goes away). The connection is
+ * closed after the answer either way.
+ */
+export function discardRest(req: IncomingMessage): Promise<void> {
+  if (req.complete || req.destroyed) return Promise.resolve();
+  return new Promise((resolve) => {
+    let read = 0;
+    const done = () => {
+      clearTimeout(timer);
+      req.off('data', onData);
+      req.off('end', done);
+      req.off('close', done);
+      req.off('error', done);
+      req.pause();
+      resolve();
+    };
+    const onData = (chunk: Buffer) => {
+      read += chunk.length;
+      if (read > DISCARD_MAX_BYTES) done();
+    };
+    const timer = setTimeout(done, DISCARD_MAX_MS);
+    timer.unref();
+    req.on('data', onData);
+    req.once('end', done);
+    req.once('close', done);
+    req.once('error', done);
+    req.resume();
   });
 }
 

@@ -5,13 +5,17 @@
 // goes away closes the upstream request.
 //
 // The MCP process counts requests per client IP, so the gateway tells it the
-// client's address in X-Forwarded-For (replacing whatever the client sent,
-// unless TRUST_PROXY says the gateway itself is behind trusted proxies; the
-// MCP process it starts trusts exactly one hop: the gateway on loopback).
+// client's address in X-Forwarded-For: one address, the client as this
+// gateway sees it (TRUST_PROXY says whether the gateway itself is behind
+// trusted proxies), replacing whatever the client sent. The MCP process
+// believes that header only from the gateway: from a loopback peer, or, with
+// MCP_PROXY_SECRET set, from a request carrying the secret, which the
+// gateway adds here (any copy sent by the client is dropped).
 import http from 'node:http';
 import { HttpError } from '../lib/errors.ts';
 import { clientIp, type TrustProxy } from '../lib/client-ip.ts';
 import type { Logger } from '../lib/log.ts';
+import { discardRest, hasBody } from './body.ts';
 import { sendError, type Exchange } from './exchange.ts';
 
 /** Path prefixes served by the MCP process. */
@@ -38,9 +42,14 @@ const HOP_BY_HOP = new Set([
   'upgrade',
 ]);
 
+/** The header that carries MCP_PROXY_SECRET from the gateway to the MCP process. */
+export const PROXY_SECRET_HEADER = 'x-mcp-proxy-secret';
+
 export interface McpProxyOptions {
   upstreamUrl: string;
   trustProxy: TrustProxy;
+  /** MCP_PROXY_SECRET, sent with every request passed on. */
+  proxySecret?: string;
   log: Logger;
 }
 
@@ -51,16 +60,17 @@ export function isMcpPath(path: string): boolean {
 }
 
 /** Passes the exchange's request to the MCP process, and its answer back. */
-export function mcpProxy({ upstreamUrl, trustProxy, log }: McpProxyOptions): (exchange: Exchange) => void {
+export function mcpProxy({ upstreamUrl, trustProxy, proxySecret, log }: McpProxyOptions): (exchange: Exchange) => void {
   const upstream = new URL(upstreamUrl);
   const agent = new http.Agent({ keepAlive: true, maxSockets: 256 });
   return ({ req, res, originalUrl, requestLog }) => {
     const headers: http.OutgoingHttpHeaders = {};
     for (const [name, value] of Object.entries(req.headers)) {
-      if (value !== undefined && !HOP_BY_HOP.has(name)) headers[name] = value;
+      if (value !== undefined && !HOP_BY_HOP.has(name) && name !== PROXY_SECRET_HEADER) headers[name] = value;
     }
-    // The client as this gateway sees it (TRUST_PROXY: lib/client-ip.ts); the MCP process trusts this one hop.
+    // The client as this gateway sees it (TRUST_PROXY: lib/client-ip.ts); the MCP process believes this one address.
     headers['x-forwarded-for'] = clientIp(req.socket.remoteAddress, req.headers['x-forwarded-for'], trustProxy);
+    if (proxySecret) headers[PROXY_SECRET_HEADER] = proxySecret;
     headers['x-forwarded-proto'] = 'encrypted' in req.socket && req.socket.encrypted ? 'https' : 'http';
     headers['x-request-id'] = requestLog.id;
     const outgoing = http.request(
@@ -84,9 +94,24 @@ export function mcpProxy({ upstreamUrl, trustProxy, log }: McpProxyOptions): (ex
         res.socket?.setNoDelay(true);
         incoming.pipe(res);
         incoming.on('error', () => res.destroy());
+        if (hasBody(req) && !req.complete) answeredEarly();
       },
     );
+    // The MCP process answered before it had the whole body (a refusal:
+    // 401, 413, ...), so it will not read the rest: passing it on would stall
+    // (and the client, still sending, would wait for ever). The rest is read
+    // here and thrown away (as for the gateway's own refusals, at most 8 MB
+    // and 5 s; past that the connection is closed), and the upstream request
+    // is dropped once the answer is out.
+    const answeredEarly = () => {
+      req.unpipe(outgoing);
+      res.once('finish', () => outgoing.destroy());
+      void discardRest(req).then(() => {
+        if (!req.complete) req.socket.destroy();
+      });
+    };
     outgoing.on('error', (err) => {
+      if (res.writableFinished) return;
       if (res.headersSent) {
         res.destroy();
         return;

@@ -26,6 +26,8 @@ export interface ApiTokenAuthentication {
   userId: string;
   communityId: string | null;
   pathAllowed: boolean;
+  /** When the token expires; null: never. */
+  expiresAt: Date | null;
 }
 
 /** What a route handler sees of the token that authenticated the request. */
@@ -39,6 +41,7 @@ interface IdentityRow {
   user_id: string;
   community_id: string | null;
   path_allowed: boolean;
+  expires_at: Date | null;
 }
 
 const invalidToken = () => new HttpError(401, 'invalid_token', 'invalid, inactive or expired API token');
@@ -60,7 +63,13 @@ export async function authenticateApiToken(sql: Sql, secret: string, path: strin
   }
   const row = rows[0];
   if (!row) throw invalidToken();
-  return { tokenId: row.token_id, userId: row.user_id, communityId: row.community_id, pathAllowed: row.path_allowed };
+  return {
+    tokenId: row.token_id,
+    userId: row.user_id,
+    communityId: row.community_id,
+    pathAllowed: row.path_allowed,
+    expiresAt: row.expires_at,
+  };
 }
 
 /** The caller a request runs as: the verified user claims and, for an API token, the token. */
@@ -72,7 +81,9 @@ export interface Caller {
 
 /**
  * The caller of a token-authenticated request (claims: role, sub, token_id,
- * token_community_id); 403 when the path matches none of the token's patterns.
+ * token_community_id, and exp when the token expires, so that what outlives
+ * the request, such as a stream, ends with the token); 403 when the path
+ * matches none of the token's patterns.
  */
 export function apiTokenCaller(auth: ApiTokenAuthentication): Caller {
   if (!auth.pathAllowed) throw new HttpError(403, 'forbidden', "this API token's permissions do not include this path");
@@ -81,6 +92,7 @@ export function apiTokenCaller(auth: ApiTokenAuthentication): Caller {
     sub: auth.userId,
     token_id: auth.tokenId,
     token_community_id: auth.communityId,
+    ...(auth.expiresAt ? { exp: Math.floor(auth.expiresAt.getTime() / 1000) } : {}),
   };
   return { user, claims: { ...user }, apiToken: { id: auth.tokenId, communityId: auth.communityId } };
 }

@@ -38,6 +38,7 @@ const EnvSchema = z.object({
   SMTP_URL: optionalString,
   MAIL_FROM: optionalString,
   LOGIN_MAX_FAILURES_PER_EMAIL: z.coerce.number().int().min(1).optional().default(10),
+  LOGIN_MAX_FAILURES_PER_EMAIL_ALL_CLIENTS: z.coerce.number().int().min(1).optional().default(100),
   LOGIN_MAX_FAILURES_PER_IP: z.coerce.number().int().min(1).optional().default(100),
   LOGIN_FAILURE_WINDOW_SECONDS: z.coerce.number().int().min(1).max(86_400).optional().default(900),
   TRUST_PROXY: optionalString,
@@ -55,6 +56,7 @@ const EnvSchema = z.object({
   MCP_UPSTREAM_URL: optionalString,
   MCP_REQUESTS_PER_MINUTE: z.coerce.number().int().min(1).optional().default(120),
   MCP_ALLOWED_HOSTS: optionalString,
+  MCP_PROXY_SECRET: optionalString,
 });
 
 export interface Config {
@@ -97,8 +99,16 @@ export interface Config {
   mcp: McpConfig;
 }
 
+/**
+ * Failed sign-ins (every door that checks a password) and failed
+ * refresh/verify attempts, counted in Postgres (private.password_check_throttled).
+ */
 export interface AuthLimits {
+  /** LOGIN_MAX_FAILURES_PER_EMAIL: failures of one e-mail from one client address. */
+  maxFailuresPerEmailAndClient: number;
+  /** LOGIN_MAX_FAILURES_PER_EMAIL_ALL_CLIENTS: failures of one e-mail from all clients together. */
   maxFailuresPerEmail: number;
+  /** LOGIN_MAX_FAILURES_PER_IP: failures from one client address (and separately refreshes, verifies). */
   maxFailuresPerIp: number;
   windowSeconds: number;
 }
@@ -114,6 +124,13 @@ export interface McpConfig {
   requestsPerMinute: number;
   /** Extra Host header values accepted besides PUBLIC_URL's host and localhost (DNS-rebinding protection). */
   allowedHosts: string[];
+  /**
+   * MCP_PROXY_SECRET: shared by the gateway and the MCP process. The gateway
+   * sends it with every request it passes on; the MCP process then believes
+   * X-Forwarded-For only from requests that carry it. Unset: only from a
+   * loopback peer (the gateway on the same machine).
+   */
+  proxySecret: string | undefined;
 }
 
 /** The realtime feed (SSE stream and websocket); see gateway/realtime/hub.ts. */
@@ -177,7 +194,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     dbPoolMax: e.DB_POOL_MAX,
     statementTimeoutMs: e.STATEMENT_TIMEOUT_MS,
     authLimits: {
-      maxFailuresPerEmail: e.LOGIN_MAX_FAILURES_PER_EMAIL,
+      maxFailuresPerEmailAndClient: e.LOGIN_MAX_FAILURES_PER_EMAIL,
+      maxFailuresPerEmail: e.LOGIN_MAX_FAILURES_PER_EMAIL_ALL_CLIENTS,
       maxFailuresPerIp: e.LOGIN_MAX_FAILURES_PER_IP,
       windowSeconds: e.LOGIN_FAILURE_WINDOW_SECONDS,
     },
@@ -220,6 +238,7 @@ function mcpConfig(e: z.infer<typeof EnvSchema>): McpConfig {
     upstreamUrl: (e.MCP_UPSTREAM_URL ?? `http://${reachable}:${port}`).replace(/\/+$/, ''),
     requestsPerMinute: e.MCP_REQUESTS_PER_MINUTE,
     allowedHosts: (e.MCP_ALLOWED_HOSTS ?? '').split(',').map((h) => h.trim()).filter(Boolean),
+    proxySecret: e.MCP_PROXY_SECRET,
   };
 }
 

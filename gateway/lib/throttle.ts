@@ -1,9 +1,15 @@
 // 429 answers: the error to throw, and the Retry-After header the pipeline sets
-// from it. The counting itself is SQL (sql/migrations/current/500-auth-throttle.sql).
+// from it. The counting itself is SQL (private.password_check_throttled for sign-ins,
+// private.auth_throttle_* for refresh and verify).
 import type { AuthLimits } from './config.ts';
 import { HttpError } from './errors.ts';
 
-export const DEFAULT_AUTH_LIMITS: AuthLimits = { maxFailuresPerEmail: 10, maxFailuresPerIp: 100, windowSeconds: 900 };
+export const DEFAULT_AUTH_LIMITS: AuthLimits = {
+  maxFailuresPerEmailAndClient: 10,
+  maxFailuresPerEmail: 100,
+  maxFailuresPerIp: 100,
+  windowSeconds: 900,
+};
 
 /** A 429 whose details carry `retry_after` (seconds); the pipeline turns it into Retry-After. */
 export function tooManyRequests(retryAfterSeconds: number, message = 'too many attempts, try again later'): HttpError {

@@ -1,12 +1,15 @@
 // Ends the long-lived connections (SSE streams, websocket channels) of a
-// session as soon as it is ended by logout or refresh-token reuse. Postgres
-// notifies channel `session_ended` with the session id (a trigger on
-// identity.refresh_tokens, 710-sessions.sql); every gateway process LISTENs
-// and calls the callbacks registered for that session. After the LISTEN
-// connection is (re)established, the watched sessions are re-checked in one
-// query, so a notification missed during a reconnect still ends them.
-// (REST requests need none of this: withClaims checks the session in the
-// request's own transaction.)
+// credential as soon as it ends: a session, by logout, refresh-token reuse or
+// a password reset; an API token (watched under its id), by deactivation,
+// deletion or a password reset (its expiry ends the stream by a timer).
+// Postgres notifies channel `session_ended` with the session's or the
+// token's id (triggers on identity.refresh_tokens and app.api_tokens); every
+// gateway process LISTENs and calls the callbacks registered for that id.
+// After the LISTEN connection is (re)established, the watched ids are
+// re-checked in one query (private.sessions_ended), so a notification missed
+// during a reconnect still ends them. (REST requests need none of this:
+// withClaims checks the session, and an API token is authenticated, in the
+// request's own statements.)
 import type { Sql } from '../lib/db.ts';
 import type { Logger } from '../lib/log.ts';
 
@@ -36,7 +39,7 @@ export class SessionWatch {
     await listener?.unlisten().catch((err: unknown) => this.log.warn({ err }, 'session watch: unlisten failed'));
   }
 
-  /** Calls onEnd (once) when the session ends; returns the function that stops watching. */
+  /** Calls onEnd (once) when the session (or API token, by its id) ends; returns the function that stops watching. */
   watch(sessionId: unknown, onEnd: () => void): () => void {
     if (typeof sessionId !== 'string' || !UUID.test(sessionId)) return () => {};
     const key = sessionId.toLowerCase();

@@ -97,7 +97,8 @@ export const authRoutes = [
       const [result] = await db(
         (tx) => tx<(AuthSession & { status: string; retry_after: number; user_email: string })[]>`
           select * from api.auth_login_throttled(${body.email}, ${body.password}, ${clientIp},
-                                                 ${limits.maxFailuresPerEmail}, ${limits.maxFailuresPerIp}, ${limits.windowSeconds})`,
+                                                 ${limits.maxFailuresPerEmailAndClient}, ${limits.maxFailuresPerEmail},
+                                                 ${limits.maxFailuresPerIp}, ${limits.windowSeconds})`,
       );
       // The same answers whether or not the e-mail exists.
       if (result?.status === 'throttled') throw tooManyRequests(result.retry_after, 'too many failed logins, try again later');

@@ -3,7 +3,10 @@
 // Who may call the platform endpoints (a manager of the community, with an
 // access token or a personal API token, or a community-scoped API token of
 // that community), idempotency, venue reuse, attendee creation and check-ins
-// are SQL (api.platform_*); 403, 404 and 422 use the Error body. The forms
+// are SQL (api.platform_*); 403, 404 and 422 use the Error body. A platform
+// reaches only what it is given: an existing account is registered for the
+// event only (not joined, not named), and only attendees and members are
+// checked in (anyone else is answered as an unknown e-mail). The forms
 // endpoint needs no credential; its size limit and shape rule are SQL
 // (api.form_submit).
 import { z } from 'zod';
@@ -58,7 +61,12 @@ const PlatformEventData = z.object({
 });
 const PlatformEventReply = succeeded({ data: PlatformEventData });
 const AttendeeReply = succeeded({
-  data: z.object({ user_id: Id, email: z.string(), user_created: z.boolean(), community_joined: z.boolean() }),
+  data: z.object({
+    user_id: Id.nullable().meta({ description: 'The account this registration created; null for an account that already existed.' }),
+    email: z.string(),
+    user_created: z.boolean(),
+    community_joined: z.boolean().meta({ description: "True when the account made here joined the event's community; an existing account is never joined." }),
+  }),
 });
 const PlatformCheckinReply = succeeded({
   data: z.object({ checkin_id: Id, checked_in_at: DateTime, already_checked_in: z.boolean() }),
@@ -99,7 +107,7 @@ export const platformRoutes = [
     method: 'post',
     path: '/api/v1/platform/events/:event_node_id/attendees',
     summary:
-      "Register an attendee: creates the user if needed (no password; they set one later) and joins them to the event's community. 201, or 200 when already registered.",
+      "Register an attendee for the event: an unknown e-mail gets an account (no password; they set one later), joined to the event's community and named by user_id; an existing account is registered for the event only (user_id null). 201, or 200 when already registered.",
     auth: 'user',
     params: EventNodeParam,
     body: PlatformAttendeeBody,
@@ -119,7 +127,8 @@ export const platformRoutes = [
   defineRoute({
     method: 'post',
     path: '/api/v1/platform/events/:event_node_id/checkins',
-    summary: 'Check an existing user in to the event: 201, or 200 with already_checked_in when they are checked in.',
+    summary:
+      "Check in a user registered for the event or a member of its community: 201, or 200 with already_checked_in when they are checked in. Anyone else is 404 user_not_found, as an unknown e-mail.",
     auth: 'user',
     params: EventNodeParam,
     body: PlatformCheckinBody,

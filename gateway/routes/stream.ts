@@ -30,21 +30,25 @@ export const streamRoutes = [
     }),
     headers: z.object({ 'last-event-id': ChangeId.optional() }),
     responses: { 200: content('text/event-stream', 'Server-sent events: a snapshot, then `insert`/`update`/`delete` messages whose data is the Event with __sync_meta; `id:` is the change id.'), 410: errors('last_event_id_expired'), 429: errors('too_many_streams'), 503: errors('service_unavailable') },
-    async handler({ query, headers, user, services, log }) {
+    async handler({ query, headers, user, apiToken, services, log }) {
       const hub = services.realtime;
       if (!hub.accepting) throw new HttpError(503, 'service_unavailable', 'the stream is not available now, try again');
       const lastEventId = headers['last-event-id'] || query.last_event_id || query.lastEventId || null;
+      // The credential the stream lives by: the access token's session, or
+      // the API token itself (private.session_ended answers for both).
+      const credential = user!.session_id ?? apiToken?.id ?? null;
       // Batched with the opens arriving at the same time (realtime/opener.ts):
       // private.event_streams_open, what api.event_stream_open does per caller.
-      const start = await hub.opener.open({ userId: user!.sub, sessionId: user!.session_id ?? null, lastEventId });
+      const start = await hub.opener.open({ userId: user!.sub, sessionId: credential, lastEventId });
       const claims = { ...user!, role: 'authenticated' as const };
+      // An access token's expiry, or an API token's expires_at.
       const expiresAt = typeof user!.exp === 'number' ? user!.exp * 1000 : undefined;
       return {
         status: 200,
         stream: (res) => {
           new SseStream(hub, res, user!.sub, claims, start, log, expiresAt).open();
-          // Logout or refresh-token reuse ends the stream at once.
-          const unwatch = services.sessions?.watch(user!.session_id, () => {
+          // Logout, refresh-token reuse, or the API token's deactivation ends the stream at once.
+          const unwatch = services.sessions?.watch(credential, () => {
             if (!res.writableEnded) res.end(': session ended\n\n');
           });
           if (unwatch) res.on('close', unwatch);

@@ -1,6 +1,9 @@
-// Login throttling (DESIGN.md): failed logins per e-mail and per client IP,
-// and failed refresh/verify attempts per client IP, counted in Postgres; past
-// a limit, 429 with Retry-After, the same whether or not the e-mail exists.
+// Login throttling (DESIGN.md): failed sign-ins counted in Postgres per
+// e-mail and client address, per e-mail across all clients and per client IP,
+// and failed refresh/verify attempts per client IP; past a limit, 429 with
+// Retry-After, the same whether or not the e-mail exists. A stranger who
+// knows an e-mail address cannot lock its owner out (issue 27, finding 8):
+// the owner's client, which has not failed, still signs in.
 // A dedicated gateway on the test database with low limits and TRUST_PROXY=1,
 // so each test is its own client IP (X-Forwarded-For) and nothing here
 // touches the shared gateway's counts.
@@ -19,6 +22,7 @@ beforeAll(async () => {
     JWT_SECRET: jwtSecret,
     DB_POOL_MAX: '4',
     LOGIN_MAX_FAILURES_PER_EMAIL: '3',
+    LOGIN_MAX_FAILURES_PER_EMAIL_ALL_CLIENTS: '6',
     LOGIN_MAX_FAILURES_PER_IP: '5',
     LOGIN_FAILURE_WINDOW_SECONDS: '4',
     TRUST_PROXY: '1',
@@ -40,32 +44,64 @@ async function post(path: string, body: unknown, ip: string) {
   return { status: res.status, retryAfter: res.headers.get('retry-after'), body: (await res.json()) as Record<string, unknown> };
 }
 
+const failuresOf = async (scope: string, key: string) => {
+  const [row] = await db()`select count(*)::int as n from private.auth_failures where scope = ${scope} and key = ${key}`;
+  return row!.n as number;
+};
+
 describe('failed logins are throttled', () => {
-  it('per e-mail: after the limit, 429 with Retry-After, even with the right password, the same for an unknown e-mail', async () => {
+  it('per e-mail and client: after the limit, 429 with Retry-After, even with the right password, the same for an unknown e-mail', async () => {
     const user = await registerUser('throttle');
     const unknown = uniqueEmail('nobody');
-    for (const email of [user.email, unknown]) {
+    const ip = randomIp();
+    for (const [email, from] of [[user.email, ip], [unknown, randomIp()]] as const) {
       for (let i = 0; i < 3; i++) {
-        const r = await post('/api/auth/login', { email, password: 'wrong-password' }, randomIp());
+        const r = await post('/api/auth/login', { email, password: 'wrong-password' }, from);
         expect(r.status).toBe(401);
       }
-      const blocked = await post('/api/auth/login', { email, password: 'wrong-password' }, randomIp());
+      const blocked = await post('/api/auth/login', { email, password: 'wrong-password' }, from);
       expect(blocked.status).toBe(429);
       expect(Number(blocked.retryAfter)).toBeGreaterThanOrEqual(1);
       expect(Number(blocked.retryAfter)).toBeLessThanOrEqual(4);
       expect(blocked.body.error).toBe('rate_limited');
     }
-    // The right password does not get through while throttled (it is not even checked).
-    expect((await post('/api/auth/login', { email: user.email, password: user.password }, randomIp())).status).toBe(429);
+    // The right password does not get through from that client (it is not even checked).
+    expect((await post('/api/auth/login', { email: user.email, password: user.password }, ip)).status).toBe(429);
     // Counted in Postgres: the rows are there for every replica to see.
-    const [row] = await db()`select count(*)::int as n from private.auth_failures where scope = 'email' and key = ${user.email}`;
-    expect(row!.n).toBe(3);
+    expect(await failuresOf('email_client', `${user.email} ${ip}`)).toBe(3);
+    expect(await failuresOf('email', user.email)).toBe(3);
 
-    // After the window, the user logs in again, and success clears the e-mail's count.
+    // After the window, the user logs in again, and success clears that client's count (not the all-clients one).
     await new Promise((r) => setTimeout(r, 4200));
-    expect((await post('/api/auth/login', { email: user.email, password: user.password }, randomIp())).status).toBe(200);
-    const [after] = await db()`select count(*)::int as n from private.auth_failures where scope = 'email' and key = ${user.email}`;
-    expect(after!.n).toBe(0);
+    expect((await post('/api/auth/login', { email: user.email, password: user.password }, ip)).status).toBe(200);
+    expect(await failuresOf('email_client', `${user.email} ${ip}`)).toBe(0);
+    expect(await failuresOf('email', user.email)).toBe(3);
+  });
+
+  it('a stranger who knows the e-mail cannot lock the owner out: another client still signs in with the right password', async () => {
+    const owner = await registerUser('victim');
+    const attacker = randomIp();
+    for (let i = 0; i < 3; i++) {
+      expect((await post('/api/auth/login', { email: owner.email, password: `guess-${i}` }, attacker)).status).toBe(401);
+    }
+    expect((await post('/api/auth/login', { email: owner.email, password: 'guess-x' }, attacker)).status).toBe(429);
+    // The owner, from their own address: signed in.
+    const own = await post('/api/auth/login', { email: owner.email, password: owner.password }, randomIp());
+    expect(own.status).toBe(200);
+    expect(own.body.access_token).toEqual(expect.any(String));
+    // The attacker is still held (the owner's success clears only the owner's client).
+    expect((await post('/api/auth/login', { email: owner.email, password: owner.password }, attacker)).status).toBe(429);
+  });
+
+  it('per e-mail across all clients: guessing spread over many addresses stops at the higher ceiling, for everyone', async () => {
+    const user = await registerUser('spread');
+    for (let i = 0; i < 6; i++) {
+      expect((await post('/api/auth/login', { email: user.email, password: `guess-${i}` }, randomIp())).status).toBe(401);
+    }
+    // A fresh address with the right password: the ceiling is spent (the trade-off the README states).
+    const blocked = await post('/api/auth/login', { email: user.email, password: user.password }, randomIp());
+    expect(blocked.status).toBe(429);
+    expect(Number(blocked.retryAfter)).toBeGreaterThanOrEqual(1);
   });
 
   it('per client IP: many e-mails from one address', async () => {
@@ -82,8 +118,9 @@ describe('failed logins are throttled', () => {
 
   it('a burst of parallel failures for one e-mail cannot slip past the count', async () => {
     const email = uniqueEmail('burst');
+    const ip = randomIp();
     const results = await Promise.all(
-      Array.from({ length: 12 }, () => post('/api/auth/login', { email, password: 'wrong-password' }, randomIp())),
+      Array.from({ length: 12 }, () => post('/api/auth/login', { email, password: 'wrong-password' }, ip)),
     );
     expect(results.filter((r) => r.status === 401)).toHaveLength(3);
     expect(results.filter((r) => r.status === 429)).toHaveLength(9);

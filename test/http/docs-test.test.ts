@@ -26,6 +26,34 @@ beforeAll(async () => {
 
 const run = (body: unknown, secret = token.secret) => api('POST', '/api/docs/test', { token: secret, body });
 
+describe('what a live test stores (issue 27, finding 7)', () => {
+  it('keeps at most about 16 KB of each body, marked as truncated; the caller still gets the whole answer', async () => {
+    // 700 KB (random: not compressible) sent to an endpoint (the replay is refused, 413), and a response of well over 16 KB.
+    const sent = await run({ endpoint_id: endpointId('POST', '/api/v1/forms'), method: 'POST', path: '/api/v1/forms', body: { note: crypto.randomBytes(525_000).toString('base64') } });
+    expect(sent.status, sent.text).toBe(200);
+    expect(sent.body.status).toBe(413);
+    const doc = await run({ endpoint_id: endpointId('GET', '/api/docs/openapi.json'), method: 'GET', path: '/api/docs/openapi.json' });
+    expect(doc.status).toBe(200);
+    expect(JSON.stringify(doc.body.body).length).toBeGreaterThan(32_768);
+    expect(doc.body.body.openapi).toBe('3.0.3');
+
+    const rows = await db()<{ payload: number; response: number; payload_marker: any; response_marker: any }[]>`
+      select octet_length(request_payload::text) as payload, octet_length(response_body::text) as response,
+             request_payload - 'preview' as payload_marker, response_body - 'preview' as response_marker
+        from app.api_test_results where id in (${sent.body.test_result_id}, ${doc.body.test_result_id})
+       order by executed_at`;
+    expect(rows[0]!.payload).toBeLessThanOrEqual(17_000);
+    expect(rows[0]!.payload_marker).toEqual({ truncated: true, bytes: expect.any(Number) });
+    expect(rows[0]!.payload_marker.bytes).toBeGreaterThan(700_000);
+    expect(rows[1]!.response).toBeLessThanOrEqual(17_000);
+    expect(rows[1]!.response_marker).toMatchObject({ truncated: true });
+    // Fifteen such calls store about 15 × 16 KB, not 15 × 700 KB.
+    const [total] = await db()<{ bytes: number }[]>`
+      select sum(pg_column_size(r.*))::int as bytes from app.api_test_results r where id in (${sent.body.test_result_id}, ${doc.body.test_result_id})`;
+    expect(total!.bytes).toBeLessThan(40_000);
+  });
+});
+
 describe('POST /api/docs/test', () => {
   it('replays a GET with the same token and records the ApiTestResult (no secret stored)', async () => {
     const [before] = await db()`select usage_count from app.api_tokens where id = ${token.id}`;

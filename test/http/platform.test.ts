@@ -328,16 +328,27 @@ describe('POST /api/v1/platform/events/{event_node_id}/attendees', () => {
     const login = await api('POST', '/api/auth/login', { body: { email, password: 'anything-at-all' } });
     expect(login.status).toBe(401);
 
+    // Again: the account exists now, so it is not named.
     const again = await postAttendee(manager.accessToken, eventNodeId, { email, name: 'Ignored' });
     expect(again.status).toBe(200);
-    expect(again.body.data).toEqual({ ...first.body.data, user_created: false, community_joined: false });
+    expect(again.body.data).toEqual({ user_id: null, email: email.toLowerCase(), user_created: false, community_joined: false });
   });
 
-  it('registers an existing user (not created) and joins them; a given name names a new user', async () => {
+  it('registers an existing account for the event only: not joined to the community, its user_id not returned (issue 27, finding 6)', async () => {
     const existing = await registerUser('pexisting');
     const res = await postAttendee(manager.accessToken, eventNodeId, { email: existing.email });
     expect(res.status).toBe(201);
-    expect(res.body.data).toEqual({ user_id: existing.userId, email: existing.email, user_created: false, community_joined: true });
+    expect(res.body.data).toEqual({ user_id: null, email: existing.email, user_created: false, community_joined: false });
+    expect(res.text).not.toContain(existing.userId);
+    const [state] = await db()`
+      select (select count(*)::int from app.community_members m join app.profiles p on p.node_id = m.member_node_id
+               where p.id = ${existing.userId}) as memberships,
+             (select count(*)::int from app.event_attendees a join app.events e on e.id = a.event_id
+               where a.user_id = ${existing.userId} and e.node_id = ${eventNodeId}) as registrations`;
+    expect(state).toEqual({ memberships: 0, registrations: 1 });
+    // Their own communities list is unchanged.
+    const mine = await api('GET', '/api/mobile/communities', { token: existing.accessToken });
+    expect(mine.body.data).toEqual([]);
 
     // A member already in the community: registered for the event, not joined again.
     const res2 = await postAttendee(manager.accessToken, eventNodeId, { email: member.email });
@@ -357,7 +368,8 @@ describe('POST /api/v1/platform/events/{event_node_id}/attendees', () => {
     expect(results.map((r) => r.status).sort((a, b) => a - b)).toEqual([...Array(29).fill(200), 201]);
     expect(results.filter((r) => r.body.data.user_created)).toHaveLength(1);
     expect(results.filter((r) => r.body.data.community_joined)).toHaveLength(1);
-    expect(new Set(results.map((r) => r.body.data.user_id)).size).toBe(1);
+    // The one answer that created the account names it; the others do not.
+    expect(results.filter((r) => r.body.data.user_id !== null)).toHaveLength(1);
     const [counts] = await db()`
       select (select count(*)::int from identity.users where email = ${email}) as users,
              (select count(*)::int from app.community_members m join app.profiles p on p.node_id = m.member_node_id
@@ -392,8 +404,9 @@ describe('POST /api/v1/platform/events/{event_node_id}/attendees', () => {
 });
 
 describe('POST /api/v1/platform/events/{event_node_id}/checkins', () => {
-  it('checks an existing user in (201), then answers 200 already_checked_in with the same check-in', async () => {
+  it('checks a registered attendee in (201), then answers 200 already_checked_in with the same check-in', async () => {
     const attendee = await registerUser('pcheck');
+    expect((await postAttendee(manager.accessToken, eventNodeId, { email: attendee.email })).status).toBe(201);
     const first = await postCheckin(manager.accessToken, eventNodeId, { email: attendee.email.toUpperCase() });
     expect(first.status).toBe(201);
     expect(first.body).toEqual({
@@ -411,8 +424,26 @@ describe('POST /api/v1/platform/events/{event_node_id}/checkins', () => {
     );
   });
 
+  it('checks a member of the community in (not registered for the event)', async () => {
+    const res = await postCheckin(manager.accessToken, eventNodeId, { email: member.email });
+    expect([200, 201]).toContain(res.status);
+    expect(res.body.data.checkin_id).toMatch(UUID);
+  });
+
+  it('a user who is neither registered nor a member is answered exactly as an unknown e-mail (issue 27, finding 6)', async () => {
+    const outsider = await registerUser('poutsider');
+    const unknown = await postCheckin(manager.accessToken, eventNodeId, { email: uniqueEmail('nobody') });
+    const refused = await postCheckin(manager.accessToken, eventNodeId, { email: outsider.email });
+    expect(refused.status).toBe(404);
+    expect(refused.status).toBe(unknown.status);
+    expect(refused.body).toEqual(unknown.body);
+    const [row] = await db()`select count(*)::int as n from app.checkins where user_id = ${outsider.userId}`;
+    expect(row!.n).toBe(0);
+  });
+
   it('racing check-ins of one user make one row', async () => {
     const attendee = await registerUser('pcheckrace');
+    expect((await postAttendee(manager.accessToken, eventNodeId, { email: attendee.email })).status).toBe(201);
     const results = await Promise.all(
       Array.from({ length: 20 }, () => postCheckin(manager.accessToken, eventNodeId, { email: attendee.email })),
     );

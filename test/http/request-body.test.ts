@@ -74,4 +74,63 @@ describe('request bodies', () => {
     expect(res.status).toBe(400);
     expectErrorShape(res.body);
   });
+
+  it('413 before reading: the rest of the body is read and thrown away, so a Node fetch client gets the answer, not EPIPE (issue 27, finding 10)', async () => {
+    // Declared over the limit: refused before a byte is parsed. Without the draining, the socket closed
+    // under the client while it was still sending.
+    const body = Buffer.alloc(6 * 1024 * 1024, 0x61);
+    for (let i = 0; i < 5; i++) {
+      const res = await post('/api/auth/register', body, { 'content-type': 'application/json' });
+      expect(res.status).toBe(413);
+      expect(res.body.error).toBe('payload_too_large');
+      expect(res.connection).toBe('close');
+    }
+    // Without a Content-Length (chunked): refused once past 1 MB while reading.
+    const chunks = Array.from({ length: 24 }, () => new Uint8Array(256 * 1024).fill(0x61));
+    const stream = new ReadableStream<Uint8Array>({
+      pull(controller) {
+        const next = chunks.shift();
+        if (next) controller.enqueue(next);
+        else controller.close();
+      },
+    });
+    const chunked = await fetch(baseUrl + '/api/auth/register', {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: stream,
+      duplex: 'half',
+    } as RequestInit);
+    expect(chunked.status).toBe(413);
+    expect((await chunked.json()).error).toBe('payload_too_large');
+  });
+
+  it('a 415 (unsupported charset) is answered the same way, after the rest of the body', async () => {
+    for (let i = 0; i < 3; i++) {
+      const res = await post('/api/auth/register', Buffer.alloc(6 * 1024 * 1024, 0x61), { 'content-type': 'application/json; charset=utf-16' });
+      expect(res.status).toBe(415);
+      expect(res.body.error).toBe('unsupported_media_type');
+      expect(res.connection).toBe('close');
+    }
+  });
+
+  it('/mcp through the gateway: an answer the MCP process gives before reading the body (401, 413) reaches the client, which can go on (issue 27, finding 10)', async () => {
+    const { createAgent } = await import('../mcp/support.ts');
+    const agent = await createAgent('bigbody');
+    const send = (token: string, size: number) =>
+      fetch(`${baseUrl}/mcp`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', authorization: `Bearer ${token}` },
+        body: Buffer.alloc(size, 0x61),
+        // Without the gateway reading the rest, the client waited for ever.
+        signal: AbortSignal.timeout(10_000),
+      });
+    for (const size of [5, 6, 8, 12].map((mb) => mb * 1024 * 1024)) {
+      const refused = await send(`cbk_${'a'.repeat(40)}`, size);
+      expect(refused.status).toBe(401);
+      expect((await refused.json()).error).toBe('invalid_token');
+      const tooLarge = await send(agent.apiToken, size);
+      expect(tooLarge.status).toBe(413);
+      expect((await tooLarge.json()).error.code).toBe(-32700);
+    }
+  });
 });

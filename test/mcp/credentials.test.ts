@@ -6,7 +6,7 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { api, baseUrl, db, uniqueEmail } from '../helpers.ts';
-import { callTool, connect, createAgent, createManagedCommunity, mintOAuthToken, rawMcp, type Agent } from './support.ts';
+import { callTool, connect, createAgent, createManagedCommunity, mintOAuthToken, parseRpc, rawMcp, type Agent } from './support.ts';
 
 const INIT = {
   jsonrpc: '2.0',
@@ -66,11 +66,45 @@ describe('credentials', () => {
     expect(res.json).toMatchObject({ error: 'community_scope_violation' });
   });
 
-  it('a personal API token works whatever its REST permissions', async () => {
-    const created = await api('POST', '/api/docs/tokens', { token: agent.accessToken, body: { name: 'narrow', permissions: ['/api/mobile/profile'] } });
-    const client = await connect(created.body.token_value);
-    const answer = await callTool(client, 'community_profile', { community_id: community });
-    expect(answer.isError).toBe(false);
+  it("a token's permissions govern /mcp too (issue 27, finding 3): no pattern matching /mcp is 403, create_member included", async () => {
+    for (const permissions of [['/api/mobile/profile'], ['/nothing'], ['/api/*'], ['/mcp/x'], ['/mc']]) {
+      const created = await api('POST', '/api/docs/tokens', { token: agent.accessToken, body: { name: 'narrow', permissions } });
+      const secret = created.body.token_value as string;
+      const init = await rawMcp(INIT, { authorization: `Bearer ${secret}` });
+      expect(init.status, JSON.stringify(permissions)).toBe(403);
+      expect(init.json).toMatchObject({ error: 'forbidden' });
+      const call = await rawMcp(
+        { jsonrpc: '2.0', id: 2, method: 'tools/call', params: { name: 'create_member', arguments: { email: uniqueEmail('narrow') } } },
+        { authorization: `Bearer ${secret}`, 'mcp-protocol-version': '2025-03-26' },
+      );
+      expect(call.status).toBe(403);
+      // Its REST paths still work as before.
+      if (permissions[0] === '/api/mobile/profile') {
+        expect((await api('GET', '/api/mobile/profile', { token: secret })).status).toBe(200);
+      }
+    }
+    const [made] = await db()`select count(*)::int as n from app.agent_members where agent_id = ${agent.userId}`;
+    expect(made!.n).toBe(0);
+    // A pattern that matches /mcp: the exact path, a prefix, or *.
+    for (const permissions of [['/mcp'], ['/m*'], ['*'], ['/api/mobile/profile', '/mcp']]) {
+      const created = await api('POST', '/api/docs/tokens', { token: agent.accessToken, body: { name: 'mcp', permissions } });
+      const client = await connect(created.body.token_value);
+      expect((await callTool(client, 'community_profile', { community_id: community })).isError, JSON.stringify(permissions)).toBe(false);
+      // /mcp/ is the same resource, governed by the same pattern.
+      expect((await rawMcp(INIT, { authorization: `Bearer ${created.body.token_value}` }, `${baseUrl}/mcp/`)).status).toBe(200);
+    }
+  });
+
+  it('the tools check it in SQL too: claims of a token that does not match /mcp, or has ended, are refused by every tool', async () => {
+    const narrow = await api('POST', '/api/docs/tokens', { token: agent.accessToken, body: { name: 'sql', permissions: ['/api/*'] } });
+    const wide = await api('POST', '/api/docs/tokens', { token: agent.accessToken, body: { name: 'sql', permissions: ['/mcp'] } });
+    const claims = (tokenId: string) => ({ role: 'authenticated' as const, sub: agent.userId, aud: 'authenticated', token_id: tokenId, token_community_id: null });
+    const { withClaims } = await import('../../gateway/lib/db.ts');
+    const call = (tokenId: string) => withClaims(db(), claims(tokenId), (tx) => tx`select api.mcp_community_profile(${community}) as p`);
+    await expect(call(narrow.body.token.id)).rejects.toMatchObject({ code: 'PT403', hint: 'forbidden' });
+    await expect(call(wide.body.token.id)).resolves.toHaveLength(1);
+    await api('DELETE', `/api/docs/tokens/${wide.body.token.id}`, { token: agent.accessToken });
+    await expect(call(wide.body.token.id)).rejects.toMatchObject({ code: 'PT403', hint: 'forbidden' });
   });
 
   it('an OAuth access token works; a read-only one cannot write', async () => {
@@ -199,5 +233,67 @@ describe('audit', () => {
     // The operator view.
     const rows = await db()`select tool, outcome from admin.mcp_tool_calls(${auditor.email}, 10)`;
     expect(rows.map((r) => r.tool)).toEqual(['create_member', 'community_profile', 'community_profile']);
+  });
+
+  /** A session of the agent, for raw JSON-RPC posts (what the SDK client cannot send). */
+  async function rawSession(token: string): Promise<Record<string, string>> {
+    const init = await rawMcp(INIT, { authorization: `Bearer ${token}` });
+    expect(init.status).toBe(200);
+    return { authorization: `Bearer ${token}`, 'mcp-session-id': init.headers.get('mcp-session-id')!, 'mcp-protocol-version': '2025-03-26' };
+  }
+
+  async function recordedCalls(userId: string, n: number): Promise<any[]> {
+    for (let i = 0; i < 50; i++) {
+      const rows = await db()`select tool, outcome, arguments, error_message, octet_length(arguments::text) as bytes
+                                from app.mcp_tool_calls where user_id = ${userId} order by id`;
+      if (rows.length >= n) return rows;
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    throw new Error(`fewer than ${n} recorded calls`);
+  }
+
+  it('arguments nested 20,000 levels deep are refused before any SQL (issue 27, finding 10): a tool error, recorded, every time; no transaction left open', async () => {
+    const deep = await createAgent('deep');
+    const headers = await rawSession(deep.apiToken);
+    const nested = `${'['.repeat(20_000)}${']'.repeat(20_000)}`;
+    for (let i = 0; i < 3; i++) {
+      const body = `{"jsonrpc":"2.0","id":${10 + i},"method":"tools/call","params":{"name":"create_member","arguments":{"email":"${uniqueEmail('deep')}","data":{"d":${nested}}}}}`;
+      const res = await fetch(`${baseUrl}/mcp`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', ...headers },
+        body,
+        signal: AbortSignal.timeout(10_000),
+      });
+      expect(res.status).toBe(200);
+      const answer = parseRpc(await res.text());
+      expect(answer.result.isError).toBe(true);
+      const error = JSON.parse(answer.result.content[0].text);
+      expect(error.error).toBe('invalid_arguments');
+      expect(error.message).toContain('nested deeper than 64 levels');
+    }
+    // Each call is recorded, with why its arguments are not.
+    const rows = await recordedCalls(deep.userId, 3);
+    expect(rows.map((r) => [r.tool, r.outcome])).toEqual(Array(3).fill(['create_member', 'invalid_arguments']));
+    expect(rows[0].arguments.not_recorded).toContain('nested deeper than 64 levels');
+    // The process still answers, and none of its connections was left in a transaction.
+    const client = await connect(deep.apiToken);
+    expect((await callTool(client, 'search_onboarding_communities', {})).isError).toBe(false);
+    const stuck = await db()`select count(*)::int as n from pg_stat_activity
+                              where application_name = 'mcp-server' and state like 'idle in transaction%'
+                                and state_change < now() - interval '1 second'`;
+    expect(stuck[0]!.n).toBe(0);
+  });
+
+  it('900 KB of refused arguments are recorded as at most about 16 KB, marked as truncated (issue 27, finding 7)', async () => {
+    const big = await createAgent('bigargs');
+    const client = await connect(big.apiToken);
+    const junk = crypto.randomUUID().repeat(25_000);
+    const answer = await callTool(client, 'community_profile', { community_id: 'not-a-uuid', junk });
+    expect(answer.body.error).toBe('invalid_arguments');
+    const [row] = await recordedCalls(big.userId, 1);
+    expect(row.bytes).toBeLessThanOrEqual(17_000);
+    expect(row.arguments).toMatchObject({ truncated: true, bytes: expect.any(Number) });
+    expect(row.arguments.bytes).toBeGreaterThan(900_000);
+    expect(typeof row.arguments.preview).toBe('string');
   });
 });

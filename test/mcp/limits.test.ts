@@ -2,6 +2,7 @@
 // (initialized through one, used through the other); the per-IP request
 // limit (counted in Postgres, so it holds across them) and the per-agent
 // hourly limits of the write tools, under parallel calls.
+import os from 'node:os';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { beforeAll, describe, expect, it } from 'vitest';
@@ -111,6 +112,69 @@ describe('per-IP limit (120 per minute on /mcp)', () => {
     await fetch(`${baseUrl}/mcp`, { method: 'POST', headers: { 'x-forwarded-for': forged, 'content-type': 'application/json' }, body: '{}' });
     const rows = await db()`select 1 from private.mcp_request_counts where client_ip = ${forged}`;
     expect(rows).toHaveLength(0);
+  });
+});
+
+describe('X-Forwarded-For is believed only from the gateway (issue 27, finding 9)', () => {
+  /** Counts are per calendar minute: do not start a burst just before one ends. */
+  async function sameMinute(): Promise<void> {
+    const second = new Date().getUTCSeconds();
+    if (second >= 50) await new Promise((r) => setTimeout(r, (61 - second) * 1000));
+  }
+  // Random addresses of a large private range: no other test counts under them.
+  const octet = () => Math.floor(Math.random() * 254) + 1;
+  const forgedAddresses = (n: number) => Array.from({ length: n }, () => `10.${octet()}.${octet()}.${octet()}`);
+  const tokenRequest = (url: string, headers: Record<string, string>) =>
+    fetch(`${url}/token`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/x-www-form-urlencoded', ...headers },
+      body: 'grant_type=refresh_token&refresh_token=x&client_id=nobody',
+    });
+  async function countedUnder(addresses: string[]): Promise<number> {
+    const [row] = await db()`select count(*)::int as n from private.mcp_request_counts where client_ip in ${db()(addresses)}`;
+    return row!.n as number;
+  }
+
+  // A non-loopback address of this machine: a peer that is not the gateway.
+  const external = Object.values(os.networkInterfaces())
+    .flat()
+    .find((i) => i && i.family === 'IPv4' && !i.internal)?.address;
+  if (!external) console.warn('limits.test: no non-loopback IPv4 address on this machine; the MCP_HOST=0.0.0.0 case is skipped');
+
+  it.skipIf(!external)('MCP_HOST=0.0.0.0 with TRUST_PROXY=1 (as `npm start` passes it): rotating addresses straight to the port meet the limit', async () => {
+    const open = await startReplica({ MCP_HOST: '0.0.0.0', TRUST_PROXY: '1', MCP_REQUESTS_PER_MINUTE: '5' });
+    await sameMinute();
+    const forged = forgedAddresses(8);
+    const statuses: number[] = [];
+    for (const address of forged) statuses.push((await tokenRequest(`http://${external}:${open.port}`, { 'x-forwarded-for': address })).status);
+    expect(statuses.filter((s) => s === 429).length).toBeGreaterThanOrEqual(3);
+    // Counted under the socket's address, never under the forged ones.
+    expect(await countedUnder(forged)).toBe(0);
+  });
+
+  it('with MCP_PROXY_SECRET, only requests carrying the secret are believed (a loopback peer without it is not)', async () => {
+    const secret = 'a-shared-secret-for-this-test';
+    const replica = await startReplica({ MCP_PROXY_SECRET: secret, TRUST_PROXY: '1', MCP_REQUESTS_PER_MINUTE: '5' });
+    await sameMinute();
+    const forged = forgedAddresses(8);
+    const statuses: number[] = [];
+    for (const address of forged) statuses.push((await tokenRequest(replica.url, { 'x-forwarded-for': address, 'x-mcp-proxy-secret': 'a-guess' })).status);
+    expect(statuses.filter((s) => s === 429).length).toBeGreaterThanOrEqual(3);
+    expect(await countedUnder(forged)).toBe(0);
+
+    // The gateway's requests (with the secret) are counted under the address it forwards.
+    const vouched = Array.from({ length: 3 }, () => `172.20.${octet()}.${octet()}`);
+    for (const address of vouched) {
+      expect((await tokenRequest(replica.url, { 'x-forwarded-for': address, 'x-mcp-proxy-secret': secret })).status).not.toBe(429);
+    }
+    expect(await countedUnder(vouched)).toBe(new Set(vouched).size);
+  });
+
+  it('through the gateway, the client address is the one the gateway saw, whatever the client claims', async () => {
+    const { baseUrl } = await import('../helpers.ts');
+    const forged = forgedAddresses(3);
+    for (const address of forged) await tokenRequest(baseUrl, { 'x-forwarded-for': address, 'x-mcp-proxy-secret': 'a-guess' });
+    expect(await countedUnder(forged)).toBe(0);
   });
 });
 

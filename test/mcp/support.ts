@@ -17,12 +17,12 @@ export interface Agent extends TestUser {
   apiToken: string;
 }
 
-/** A registered user with a personal API token. */
+/** A registered user with a personal API token (its permissions name /mcp: they govern /mcp too). */
 export async function createAgent(prefix = 'agent'): Promise<Agent> {
   const user = await registerUser(prefix);
   const created = await api('POST', '/api/docs/tokens', {
     token: user.accessToken,
-    body: { name: 'mcp test', permissions: ['/api/*'] },
+    body: { name: 'mcp test', permissions: ['/api/*', '/mcp'] },
   });
   if (created.status !== 201) throw new Error(`token creation failed: ${created.status} ${created.text}`);
   return { ...user, apiToken: created.body.token_value };

@@ -2,7 +2,7 @@
 // SDK client: protocol version, tool listing, every tool, the scoping rules
 // with two agents, and bad arguments answered as tool errors.
 import { beforeAll, describe, expect, it } from 'vitest';
-import { db, uniqueEmail } from '../helpers.ts';
+import { api, db, registerUser, uniqueEmail } from '../helpers.ts';
 import { callTool, connect, createAgent, createManagedCommunity, rawMcp, type Agent } from './support.ts';
 
 let alice: Agent;
@@ -180,8 +180,10 @@ describe('member tools', () => {
     expect(plain.body.data).toEqual({});
     expect(typeof plain.body.name).toBe('string');
 
+    // Creating it again answers with the same member (the agent's own, unclaimed).
     const duplicate = await callTool(client, 'create_member', { email });
-    expect(duplicate).toMatchObject({ isError: true, body: { error: 'email_taken' } });
+    expect(duplicate.isError).toBe(false);
+    expect(duplicate.body.id).toBe(memberId);
   });
 
   it('a member created by another agent is invisible, and the same as an unknown one', async () => {
@@ -206,6 +208,82 @@ describe('member tools', () => {
     const [count] = await db()`select count(*)::int as n from app.community_members m join app.profiles p on p.node_id = m.member_node_id
                                where p.id = ${memberId}`;
     expect(count!.n).toBe(0);
+  });
+});
+
+describe('accounts that exist, and members who claim theirs (issue 27, findings 8 and 4)', () => {
+  /** The answer's keys and their JSON types: what tells one answer from another besides the values. */
+  const shapeOf = (body: Record<string, unknown>) =>
+    Object.fromEntries(Object.entries(body).map(([k, v]) => [k, Array.isArray(v) ? 'array' : v === null ? 'null' : typeof v]));
+
+  it('create_member for an e-mail that has an account answers as for a new one; the person gets a link; the agent gains nothing', async () => {
+    const client = await connect(alice.apiToken);
+    const person = await registerUser('existing');
+    const fresh = await callTool(client, 'create_member', { email: uniqueEmail('fresh'), name: 'Someone', data: { from: 'chat' } });
+    const existing = await callTool(client, 'create_member', { email: person.email, name: 'Someone', data: { from: 'chat' } });
+    expect(existing.isError).toBe(false);
+    expect(shapeOf(existing.body)).toEqual(shapeOf(fresh.body));
+    expect(existing.body).toMatchObject({
+      email: person.email,
+      name: 'Someone',
+      data: { from: 'chat' },
+      attributes: {},
+      password_set: false,
+      communities: [],
+      set_password_email: 'queued',
+    });
+    expect(existing.body.id).not.toBe(person.userId);
+    // The ids name nothing: the account stays out of the agent's reach.
+    for (const ref of [existing.body.id, existing.body.node_id, person.userId]) {
+      expect(await callTool(client, 'get_member', { member_id: ref })).toMatchObject({ isError: true, body: { error: 'not_found' } });
+      const add = await callTool(client, 'add_member_to_community', { member_id: ref, community_id: aliceCommunity });
+      expect(add).toMatchObject({ isError: true, body: { error: 'not_found' } });
+    }
+    const [owned] = await db()`select count(*)::int as n from app.agent_members where member_id = ${person.userId}`;
+    expect(owned!.n).toBe(0);
+    const [node] = await db()`select n.data from app.nodes n join app.profiles p on p.node_id = n.id where p.id = ${person.userId}`;
+    expect(node!.data).toBeNull();
+    // The person gets a link (a reset link: the account has a password), and can still sign in as before.
+    const mail = await db()`select purpose, link from app.email_outbox where user_id = ${person.userId}`;
+    expect(mail.map((m) => m.purpose)).toEqual(['recover']);
+    expect(mail[0]!.link).toContain('/auth/set-password?token=');
+    expect((await api('POST', '/api/auth/login', { body: { email: person.email, password: person.password } })).status).toBe(200);
+    // At most 5 links an hour to one account, whoever asks.
+    for (let i = 0; i < 6; i++) expect((await callTool(client, 'create_member', { email: person.email })).isError).toBe(false);
+    const [links] = await db()`select count(*)::int as n from app.email_outbox where user_id = ${person.userId}`;
+    expect(links!.n).toBe(5);
+  });
+
+  it("once the person claims the account (recovers it and sets a password), it is no longer the agent's", async () => {
+    const client = await connect(alice.apiToken);
+    const email = uniqueEmail('claimed');
+    const created = await callTool(client, 'create_member', { email, name: 'Agent name' });
+    const memberId = created.body.id as string;
+    expect((await callTool(client, 'get_member', { member_id: memberId })).isError).toBe(false);
+
+    // The real person: recovery link, new password, sign in, rename.
+    expect((await api('POST', '/api/auth/recover', { body: { email } })).status).toBe(200);
+    const [row] = await db()<{ link: string }[]>`
+      select link from app.email_outbox where to_email = ${email} order by created_at desc limit 1`;
+    const token = new URL(row!.link).searchParams.get('token')!;
+    expect((await api('POST', '/api/auth/set-password', { body: { token, password: 'my-own-password' } })).status).toBe(200);
+    const login = await api('POST', '/api/auth/login', { body: { email, password: 'my-own-password' } });
+    expect(login.status).toBe(200);
+    expect((await api('PATCH', '/api/mobile/profile', { token: login.body.access_token, body: { name: 'Real name' } })).status).toBe(200);
+
+    const unknown = await callTool(client, 'get_member', { member_id: crypto.randomUUID() });
+    expect(await callTool(client, 'get_member', { member_id: memberId })).toEqual(unknown);
+    const add = await callTool(client, 'add_member_to_community', { member_id: memberId, community_id: aliceCommunity });
+    expect(add).toMatchObject({ isError: true, body: { error: 'not_found' } });
+    const attrs = await callTool(client, 'set_member_attributes', { member_id: memberId, attributes: { x: 1 } });
+    expect(attrs).toMatchObject({ isError: true, body: { error: 'not_found' } });
+    const [joined] = await db()`select count(*)::int as n from app.community_members m join app.profiles p on p.node_id = m.member_node_id
+                                where p.id = ${memberId}`;
+    expect(joined!.n).toBe(0);
+    // And create_member for that e-mail now answers as for any other account.
+    const again = await callTool(client, 'create_member', { email });
+    expect(again.isError).toBe(false);
+    expect(again.body.id).not.toBe(memberId);
   });
 });
 

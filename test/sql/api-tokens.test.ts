@@ -112,7 +112,7 @@ describe('api.api_token_authenticate', () => {
     const user = await newUser();
     const created = await create(user.id, ['/api/mobile/*']);
     const allowed = await authenticate(created.token_value, '/api/mobile/profile');
-    expect(allowed).toEqual({ token_id: created.token.id, user_id: user.id, community_id: null, path_allowed: true });
+    expect(allowed).toEqual({ token_id: created.token.id, user_id: user.id, community_id: null, path_allowed: true, expires_at: null });
     const refused = await authenticate(created.token_value, '/api/docs/tokens');
     expect(refused.path_allowed).toBe(false);
     const [row] = await db()`select usage_count, last_used_at from app.api_tokens where id = ${created.token.id}`;

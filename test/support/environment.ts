@@ -90,6 +90,8 @@ export async function startTestEnvironment(options: EnvironmentOptions = {}): Pr
     // Every test client is 127.0.0.1: per-IP limits (logins, /mcp) would couple test files; they have their own tests.
     LOGIN_MAX_FAILURES_PER_IP: '1000000',
     MCP_REQUESTS_PER_MINUTE: '1000000',
+    // The gateway vouches for the client address it forwards to the MCP process with this secret.
+    MCP_PROXY_SECRET: crypto.randomBytes(24).toString('base64url'),
     ...options.env,
   });
   const log = options.gatewayLog?.(dir) ?? createLogger('silent');
@@ -98,8 +100,8 @@ export async function startTestEnvironment(options: EnvironmentOptions = {}): Pr
   let config: Config = baseConfig;
   try {
     pooler = options.pgbouncer ? await startPgBouncer(databaseUrl) : undefined;
-    // The MCP process trusts its one proxy (the gateway) for the client address.
-    mcp = await startMcpServer({ ...baseConfig, trustProxy: 1 }, databaseUrl, log);
+    // The MCP process believes the client address its one proxy (the gateway) forwards with the shared secret.
+    mcp = await startMcpServer(baseConfig, databaseUrl, log);
     config = {
       ...baseConfig,
       ...(pooler ? { databasePoolMode: 'transaction' as const, databaseDirectUrl: databaseUrl } : {}),
