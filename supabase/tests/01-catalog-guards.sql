@@ -7,7 +7,7 @@
 -- fails when the migrations create another one: add it to the lists).
 -- Not checked: auth and extensions (the Supabase compatibility layer; on a
 -- Supabase project they belong to Supabase), graphile_migrate, and the test
--- schemas (tests, tap).
+-- schemas (tests, tap, and the scratch schema of test/sql/plpgsql-check.test.ts).
 begin;
 select plan(17);
 
@@ -19,6 +19,7 @@ select set_eq(
      where n.nspowner = (select nspowner from pg_catalog.pg_namespace where nspname = 'app')
        and n.nspname not in ('public', 'information_schema', 'auth', 'extensions', 'graphile_migrate', 'supabase_migrations', 'tests', 'tap')
        and n.nspname !~ '^pg_'
+       and n.nspname !~ '^plpgsql_check_' -- a scratch schema of test/sql/plpgsql-check.test.ts, there for milliseconds
        and not exists (select from pg_catalog.pg_extension e where e.extnamespace = n.oid)$$,
   array['admin', 'api', 'app', 'identity', 'private'],
   'the application schemas are api, app, identity, private and admin');
