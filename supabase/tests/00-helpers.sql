@@ -5,7 +5,12 @@
 --
 --   tests.create_user('alice')      a user with profile and node; returns its id
 --   tests.user_id('alice')          that id again (in the same transaction)
+--   tests.node_id('alice')          her node id (the id member lists and connections show)
+--   tests.email('alice')            her e-mail address
 --   tests.authenticate_as('alice')  act as alice: role authenticated + her JWT claims
+--   tests.authenticate_with_api_token(secret)
+--                                   act as the owner of an API token, with the claims the
+--                                   gateway sets for it (token_id, token_community_id)
 --   tests.authenticate_as_anon()    act as an anonymous request
 --   tests.clear_authentication()    forget the claims (role anon); `reset role` to be the superuser again
 --
@@ -29,6 +34,8 @@ begin
     identifier || '-' || replace(gen_random_uuid()::text, '-', '') || '@example.test',
     'password-' || identifier, identifier);
   perform set_config('tests.user_' || identifier, new_id::text, true);
+  perform set_config('tests.node_' || identifier, (select p.node_id::text from app.profiles p where p.id = new_id), true);
+  perform set_config('tests.email_' || identifier, (select u.email from identity.users u where u.id = new_id), true);
   return new_id;
 end;
 $$;
@@ -49,6 +56,36 @@ end;
 $$;
 comment on function tests.user_id(text) is 'Test helper: the id of the test user made by tests.create_user(identifier).';
 
+create or replace function tests.node_id(identifier text) returns uuid
+  language plpgsql stable
+  set search_path = pg_catalog
+  as $$
+declare
+  id text := current_setting('tests.node_' || identifier, true);
+begin
+  if coalesce(id, '') = '' then
+    raise exception 'no test user %: call tests.create_user(%) first', identifier, quote_literal(identifier);
+  end if;
+  return id::uuid;
+end;
+$$;
+comment on function tests.node_id(text) is 'Test helper: the node id of the test user made by tests.create_user(identifier).';
+
+create or replace function tests.email(identifier text) returns text
+  language plpgsql stable
+  set search_path = pg_catalog
+  as $$
+declare
+  address text := current_setting('tests.email_' || identifier, true);
+begin
+  if coalesce(address, '') = '' then
+    raise exception 'no test user %: call tests.create_user(%) first', identifier, quote_literal(identifier);
+  end if;
+  return address;
+end;
+$$;
+comment on function tests.email(text) is 'Test helper: the e-mail address of the test user made by tests.create_user(identifier).';
+
 create or replace function tests.authenticate_as(identifier text) returns void
   language plpgsql volatile
   set search_path = pg_catalog
@@ -60,6 +97,26 @@ begin
 end;
 $$;
 comment on function tests.authenticate_as(text) is 'Test helper: act as the test user, as the gateway does for a request (role authenticated, request.jwt.claims).';
+
+create or replace function tests.authenticate_with_api_token(secret text, request_path text default '/')
+  returns void
+  language plpgsql volatile
+  set search_path = pg_catalog
+  as $$
+declare
+  token api.api_token_identity;
+begin
+  -- As the gateway does: authenticate the secret (PT401 when it is not a live
+  -- token), then run as its owner with the token's id and community scope.
+  select * into strict token from api.api_token_authenticate(secret, request_path);
+  perform set_config('request.jwt.claims', jsonb_build_object(
+    'role', 'authenticated', 'sub', token.user_id, 'token_id', token.token_id,
+    'token_community_id', token.community_id)::text, true);
+  perform set_config('role', 'authenticated', true);
+end;
+$$;
+comment on function tests.authenticate_with_api_token(text, text) is
+  'Test helper: act as the owner of an API token, with the claims the gateway sets for a token-authenticated request.';
 
 create or replace function tests.authenticate_as_anon() returns void
   language plpgsql volatile
@@ -85,6 +142,31 @@ comment on function tests.clear_authentication() is 'Test helper: forget the cla
 
 grant execute on all functions in schema tests to anon, authenticated, service_role;
 
+-- The tests call pgTAP while acting as a request role. The migrations revoke
+-- EXECUTE from PUBLIC on functions created later (alter default privileges),
+-- which takes pgTAP's functions too when the extension is created after them
+-- (as `supabase test db` does): grant pgTAP's own functions back.
+do $$
+declare
+  pgtap_schema name := (select n.nspname from pg_catalog.pg_extension e
+                          join pg_catalog.pg_namespace n on n.oid = e.extnamespace where e.extname = 'pgtap');
+  f regprocedure;
+begin
+  if pgtap_schema is null then
+    return; -- pgTAP loaded as a plain script (test/support/pgtap.ts grants it itself)
+  end if;
+  execute format('grant usage on schema %I to anon, authenticated, service_role', pgtap_schema);
+  for f in
+    select d.objid::regprocedure
+      from pg_catalog.pg_depend d
+      join pg_catalog.pg_extension e on e.oid = d.refobjid
+     where e.extname = 'pgtap' and d.classid = 'pg_catalog.pg_proc'::regclass and d.deptype = 'e'
+  loop
+    execute format('grant execute on function %s to anon, authenticated, service_role', f);
+  end loop;
+end;
+$$;
+
 select plan(1);
-select has_function('tests', 'authenticate_as', array['text'], 'the test helpers are installed');
+select has_function('tests', 'authenticate_with_api_token', array['text', 'text'], 'the test helpers are installed');
 select * from finish();

@@ -1,0 +1,141 @@
+-- Accounts, profiles and hats: registration and sign-in refusals, the
+-- caller's profile and its name rules (a name derived from the e-mail stays
+-- private), and the hats: types, the first one primary, and the hat limit of
+-- the user's plan, which holds for any insert path.
+begin;
+select plan(35);
+
+select set_config('tests.new_email', 'Reg-' || replace(gen_random_uuid()::text, '-', '') || '@Example.TEST', true);
+
+-- Registration and sign-in (anonymous callers) ------------------------------
+
+select tests.authenticate_as_anon();
+select is(
+  (select email from api.auth_register('  ' || current_setting('tests.new_email') || ' ', 'correct horse', null)),
+  lower(current_setting('tests.new_email')),
+  'auth_register: the e-mail is stored trimmed and lower-case');
+select throws_ok(
+  format('select api.auth_register(%L, %L)', upper(current_setting('tests.new_email')), 'correct horse'),
+  'PT409', 'an account with this email already exists', 'auth_register: the same e-mail in other case is taken (PT409)');
+select throws_ok(
+  $$select api.auth_register('short-' || gen_random_uuid() || '@example.test', 'seven c')$$,
+  'PT400', 'password must be at least 8 characters', 'auth_register: a password under 8 characters is refused (PT400)');
+select throws_ok(
+  $$select api.auth_register('nopassword-' || gen_random_uuid() || '@example.test', null)$$,
+  'PT400', 'password must be at least 8 characters', 'auth_register: no password is refused (PT400)');
+select throws_ok(
+  $$select api.auth_register('not an address', 'correct horse')$$,
+  'PT400', 'invalid email address', 'auth_register: an invalid e-mail is refused (PT400)');
+select throws_ok(
+  $$select api.auth_register('longname-' || gen_random_uuid() || '@example.test', 'correct horse', repeat('n', 201))$$,
+  'PT400', 'name must be at most 200 characters', 'auth_register: a name over 200 characters is refused (PT400)');
+
+select is(
+  (select email from api.auth_login(upper(current_setting('tests.new_email')), 'correct horse')),
+  lower(current_setting('tests.new_email')),
+  'auth_login: the right password opens a session (the e-mail in any case)');
+select throws_ok(
+  format('select api.auth_login(%L, %L)', current_setting('tests.new_email'), 'wrong horse'),
+  'PT401', 'invalid email or password', 'auth_login: a wrong password is PT401');
+select throws_ok(
+  $$select api.auth_login('nobody-' || gen_random_uuid() || '@example.test', 'correct horse')$$,
+  'PT401', 'invalid email or password', 'auth_login: an unknown e-mail is the same PT401');
+select throws_ok(
+  $$select api.profile_get()$$,
+  '42501', 'permission denied for function profile_get', 'anonymous callers cannot read a profile');
+
+-- Refresh tokens rotate; presenting a rotated one again revokes the session.
+select set_config('tests.refresh', (select refresh_token from api.auth_login(current_setting('tests.new_email'), 'correct horse')), true);
+select set_config('tests.rotated', (select refresh_token from api.auth_refresh(current_setting('tests.refresh'))), true);
+select is(
+  (select status from api.auth_refresh(current_setting('tests.refresh'))),
+  'reused', 'auth_refresh: a rotated token again is reuse');
+select is(
+  (select status from api.auth_refresh(current_setting('tests.rotated'))),
+  'revoked', 'auth_refresh: after a reuse the whole session is revoked');
+reset role;
+
+-- The caller's profile -----------------------------------------------------
+
+select tests.create_user('alice');
+select tests.create_user('bob');
+-- carol signs up without a name: hers is derived from her e-mail, and private.
+select set_config('tests.carol', private.create_account('carol-' || gen_random_uuid() || '@example.test', 'password-carol', null)::text, true);
+select set_config('tests.carol_node', (select node_id::text from app.profiles where id = current_setting('tests.carol')::uuid), true);
+
+select tests.authenticate_as('alice');
+select results_eq(
+  $$select email, subscription_type, max_hats, is_premium from api.profile_get()$$,
+  $$values (tests.email('alice'), 'basic', 3, false)$$,
+  'profile_get: the caller''s own profile, with the limits of the basic plan');
+select is(
+  (select name from api.profile_update('  Alice A.  ')), 'Alice A.', 'profile_update: the name is trimmed');
+select throws_ok(
+  $$select api.profile_update('   ')$$, 'PT422', 'name must be 1 to 200 characters', 'profile_update: a blank name is PT422');
+select throws_ok(
+  format('select api.profile_update(%L)', repeat('x', 201)), 'PT422', 'name must be 1 to 200 characters',
+  'profile_update: a name over 200 characters is PT422');
+select is(
+  (select count(*)::int from app.profiles), 1, 'row-level security: a user reads one profile, their own');
+
+select tests.authenticate_as('bob');
+select is(app.node_display_name(tests.node_id('alice')), 'Alice A.', 'a chosen name is visible to other users');
+select is(app.node_display_name(current_setting('tests.carol_node')::uuid), null, 'a name derived from the e-mail is not');
+select tests.clear_authentication();
+select set_config('request.jwt.claims', jsonb_build_object('role', 'authenticated', 'sub', current_setting('tests.carol'))::text, true);
+select set_config('role', 'authenticated', true);
+select is(app.node_display_name(current_setting('tests.carol_node')::uuid), split_part((select email from identity.users), '@', 1),
+  'but its owner sees it');
+select api.profile_update('Carol C.');
+select tests.authenticate_as('bob');
+select is(app.node_display_name(current_setting('tests.carol_node')::uuid), 'Carol C.', 'once chosen, it is visible to others');
+reset role;
+
+-- Hats ------------------------------------------------------------------------
+
+select tests.create_user('hatter');
+select tests.authenticate_as('hatter');
+select results_eq(
+  $$select id from api.hat_types_list()$$,
+  array['professional', 'social', 'founder', 'investor', 'mentor', 'volunteer'],
+  'hat_types_list: the six hat types in display order');
+select throws_ok($$select api.hat_create('x', 'wizard')$$, 'PT422', 'unknown hat_type "wizard"', 'an unknown hat type is PT422');
+select throws_ok($$select api.hat_create('   ', 'social')$$, '23514', null, 'a blank hat name is a check violation');
+select lives_ok($$select api.hat_create('one', 'social', 'first')$$, 'first hat');
+select lives_ok($$select api.hat_create('two', 'professional')$$, 'second hat');
+select lives_ok($$select api.hat_create('three', 'founder')$$, 'third hat');
+select set_eq(
+  $$select name, is_primary from api.hats_list()$$,
+  $$values ('one', true), ('two', false), ('three', false)$$,
+  'the first hat is primary, the others are not');
+select is((select name from api.hats_list() limit 1), 'one', 'hats_list puts the primary hat first');
+select throws_ok($$select api.hat_create('four', 'social')$$, 'PT422', 'hat limit reached: the basic plan allows 3 hats',
+  'a basic user cannot wear a fourth hat');
+
+reset role;
+select throws_ok(
+  $$insert into app.hats (user_id, name, hat_type) values (tests.user_id('hatter'), 'owner', 'social')$$,
+  'PT422', null, 'the limit holds for the table owner too (trigger, not API)');
+insert into app.hats (user_id, name, hat_type, is_primary) values (tests.user_id('alice'), 'first', 'social', false);
+insert into app.hats (user_id, name, hat_type, is_primary) values (tests.user_id('alice'), 'second', 'social', true);
+select results_eq(
+  $$select name, is_primary from app.hats where user_id = tests.user_id('alice') order by name$$,
+  $$values ('first', true), ('second', false)$$,
+  'the first hat is primary and only it, whatever the insert says (trigger)');
+
+select admin.set_subscription(tests.email('hatter'), 'premium');
+select tests.authenticate_as('hatter');
+select results_eq(
+  $$select subscription_type, max_hats, is_premium from api.profile_get()$$,
+  $$values ('premium', 10, true)$$, 'premium: the plan''s limits show in the profile');
+select lives_ok($$select api.hat_create('four', 'social')$$, 'premium: a fourth hat');
+reset role;
+
+update app.subscription_plans set max_hats = 4 where id = 'basic';
+select lives_ok(
+  $$insert into app.hats (user_id, name, hat_type) values (tests.user_id('bob'), 'b1', 'social'), (tests.user_id('bob'), 'b2', 'social'),
+                                                        (tests.user_id('bob'), 'b3', 'social'), (tests.user_id('bob'), 'b4', 'social')$$,
+  'raising the plan''s max_hats raises the limit of its users');
+
+select * from finish();
+rollback;
