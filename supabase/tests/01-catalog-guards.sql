@@ -146,8 +146,8 @@ select set_eq(
     'authenticated app.hats INSERT (user_id, name, hat_type, description)',
     'authenticated app.hats SELECT',
     'authenticated app.mcp_tool_calls SELECT',
-    -- includes app.nodes.data, the signup data agents collect: see 80-agents.sql (a todo)
-    'authenticated app.nodes SELECT',
+    -- not data: the signup data agents collect is theirs alone (80-agents.sql)
+    'authenticated app.nodes SELECT (id, kind, created_at)',
     'authenticated app.profiles SELECT',
     'authenticated app.subscription_plans SELECT',
     'authenticated app.task_transitions INSERT (origin_id, destination_id, created_by, meta)',

@@ -91,12 +91,10 @@ select throws_ok(
   'PT404', 'member not found', 'set_member_attributes: nor can it be changed');
 select is((select count(*)::int from app.agent_members), 0, 'row-level security: another agent''s members are not readable');
 
--- Defects found here, not yet fixed (see the todo): the signup data an agent
--- collected for its member is readable by every signed-in user, directly from
--- app.nodes (granted whole to authenticated; policy: every row) and through
--- private.mcp_member_json (security definer, executable by authenticated, with
--- no check that the caller created the member). Each probe below passes for
--- any fix: rows hidden, the column or the function no longer granted.
+-- The signup data an agent collected for its member is the agent's alone: not
+-- readable from app.nodes (its data column is not granted), nor through
+-- private.mcp_member_json (not executable by request roles; the api.mcp_member_*
+-- functions check the caller). Each probe returns null however it is refused.
 reset role;
 create function pg_temp.node_data_seen(node uuid) returns jsonb language plpgsql as $$
 begin
@@ -114,7 +112,6 @@ end;
 $$;
 grant execute on function pg_temp.node_data_seen(uuid), pg_temp.member_json_seen(uuid) to public;
 select tests.authenticate_as('rival');
-select todo('agent-collected member data leaks to any signed-in user (app.nodes.data, private.mcp_member_json): fix pending', 2);
 select is(pg_temp.node_data_seen(current_setting('tests.member_node')::uuid), null,
   'app.nodes.data: another user reads none of the signup data an agent collected');
 select is(pg_temp.member_json_seen(current_setting('tests.member')::uuid), null,
