@@ -77,17 +77,6 @@ CREATE TYPE api.api_token_created AS (
 );
 
 --
--- Name: api_token_identity; Type: TYPE; Schema: api
---
-
-CREATE TYPE api.api_token_identity AS (
-	token_id uuid,
-	user_id uuid,
-	community_id uuid,
-	path_allowed boolean
-);
-
---
 -- Name: auth_refresh_result; Type: TYPE; Schema: api
 --
 
@@ -715,8 +704,10 @@ CREATE FUNCTION api.api_test_record(endpoint_id uuid, method text, path text, re
       api_endpoint_id, api_token_id, user_id, request_method, request_path, request_headers, request_params,
       request_payload, response_status, response_time_ms, response_headers, response_body, error_message, success)
     values (
-      endpoint_id, nullif(auth.jwt() ->> 'token_id', '')::uuid, auth.uid(), method, path, request_headers, request_params,
-      request_payload, response_status, response_time_ms, response_headers, response_body, error_message,
+      endpoint_id, nullif(auth.jwt() ->> 'token_id', '')::uuid, auth.uid(), method, path,
+      private.json_capped(request_headers), private.json_capped(request_params), private.json_capped(request_payload),
+      response_status, response_time_ms, private.json_capped(response_headers), private.json_capped(response_body),
+      left(error_message, 2000),
       response_status between 200 and 399 and error_message is null)
     returning jsonb_build_object('id', r.id, 'success', r.success, 'executed_at', app.iso(r.executed_at))
   $$;
@@ -725,13 +716,13 @@ CREATE FUNCTION api.api_test_record(endpoint_id uuid, method text, path text, re
 -- Name: FUNCTION api_test_record(endpoint_id uuid, method text, path text, request_headers jsonb, request_params jsonb, request_payload jsonb, response_status integer, response_time_ms integer, response_headers jsonb, response_body jsonb, error_message text); Type: COMMENT; Schema: api
 --
 
-COMMENT ON FUNCTION api.api_test_record(endpoint_id uuid, method text, path text, request_headers jsonb, request_params jsonb, request_payload jsonb, response_status integer, response_time_ms integer, response_headers jsonb, response_body jsonb, error_message text) IS 'POST /api/docs/test, after the replay: records the ApiTestResult for the caller''s token; success = status < 400 and no error.';
+COMMENT ON FUNCTION api.api_test_record(endpoint_id uuid, method text, path text, request_headers jsonb, request_params jsonb, request_payload jsonb, response_status integer, response_time_ms integer, response_headers jsonb, response_body jsonb, error_message text) IS 'POST /api/docs/test, after the replay: records the ApiTestResult for the caller''s token (each body capped at 16 KB, private.json_capped); success = status < 400 and no error.';
 
 --
 -- Name: api_token_authenticate(text, text); Type: FUNCTION; Schema: api
 --
 
-CREATE FUNCTION api.api_token_authenticate(secret text, request_path text) RETURNS SETOF api.api_token_identity
+CREATE FUNCTION api.api_token_authenticate(secret text, request_path text) RETURNS TABLE(token_id uuid, user_id uuid, community_id uuid, path_allowed boolean, expires_at timestamp with time zone)
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog'
     AS $$
@@ -749,7 +740,7 @@ begin
     raise exception 'invalid, inactive or expired API token' using errcode = 'PT401', hint = 'invalid_token';
   end if;
   return query select used.id, used.user_id, used.community_id,
-                      private.api_token_path_allowed(used.permissions, request_path);
+                      private.api_token_path_allowed(used.permissions, request_path), used.expires_at;
 end;
 $$;
 
@@ -757,7 +748,7 @@ $$;
 -- Name: FUNCTION api_token_authenticate(secret text, request_path text); Type: COMMENT; Schema: api
 --
 
-COMMENT ON FUNCTION api.api_token_authenticate(secret text, request_path text) IS 'Authenticates an API token secret for a request path: PT401 (invalid_token) when unknown, inactive or expired; otherwise counts the use (usage_count, last_used_at) and returns the owner, the community scope and whether a permission pattern matches the path.';
+COMMENT ON FUNCTION api.api_token_authenticate(secret text, request_path text) IS 'Authenticates an API token secret for a request path (every path, /mcp included): PT401 (invalid_token) when unknown, inactive or expired; otherwise counts the use (usage_count, last_used_at) and returns the owner, the community scope, whether a permission pattern matches the path, and the expiry.';
 
 --
 -- Name: api_token_create(text, text[], timestamp with time zone, uuid); Type: FUNCTION; Schema: api
@@ -885,51 +876,38 @@ $$;
 COMMENT ON FUNCTION api.auth_login(email text, password text) IS 'POST /api/auth/login: checks the password and opens a session (first refresh token). PT401 otherwise.';
 
 --
--- Name: auth_login_throttled(text, text, text, integer, integer, integer); Type: FUNCTION; Schema: api
+-- Name: auth_login_throttled(text, text, text, integer, integer, integer, integer); Type: FUNCTION; Schema: api
 --
 
-CREATE FUNCTION api.auth_login_throttled(email text, password text, client_ip text, max_failures_per_email integer, max_failures_per_ip integer, window_seconds integer) RETURNS TABLE(status text, retry_after integer, user_id uuid, user_email text, refresh_token text, session_id uuid)
+CREATE FUNCTION api.auth_login_throttled(email text, password text, client_ip text, max_failures_per_email_client integer, max_failures_per_email integer, max_failures_per_ip integer, window_seconds integer) RETURNS TABLE(status text, retry_after integer, user_id uuid, user_email text, refresh_token text, session_id uuid)
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog'
     AS $$
 declare
-  email_key text := lower(btrim(auth_login_throttled.email));
-  wait integer;
-  session api.auth_session;
+  checked record;
 begin
-  -- Attempts for one e-mail take turns, so a burst cannot slip past the count.
-  perform pg_advisory_xact_lock(hashtextextended('auth_failures:email:' || email_key, 0));
-  wait := greatest(
-    private.auth_throttle_wait('email', email_key, max_failures_per_email, window_seconds),
-    case when client_ip is null then 0
-         else private.auth_throttle_wait('ip', client_ip, max_failures_per_ip, window_seconds) end);
-  if wait > 0 then
-    return query select 'throttled'::text, wait, null::uuid, null::text, null::text, null::uuid;
+  select * into strict checked
+    from private.password_check_throttled(auth_login_throttled.email, auth_login_throttled.password, client_ip,
+                                          max_failures_per_email_client, max_failures_per_email, max_failures_per_ip,
+                                          window_seconds);
+  if checked.status <> 'ok' then
+    -- Not raised: a failure must be counted, so this transaction commits.
+    return query select checked.status, checked.retry_after, null::uuid, null::text, null::text, null::uuid;
     return;
   end if;
-
-  begin
-    select * into strict session from api.auth_login(auth_login_throttled.email, auth_login_throttled.password);
-  exception when sqlstate 'PT401' then
-    -- Not re-raised: the failure must be counted, so this transaction commits.
-    perform private.auth_throttle_record('email', email_key);
-    if client_ip is not null then
-      perform private.auth_throttle_record('ip', client_ip);
-    end if;
-    return query select 'invalid'::text, 0, null::uuid, null::text, null::text, null::uuid;
-    return;
-  end;
-
-  delete from private.auth_failures f where f.scope = 'email' and f.key = email_key;
-  return query select 'ok'::text, 0, session.user_id, session.email, session.refresh_token, session.session_id;
+  return query
+    select 'ok'::text, 0, u.id, u.email, s.refresh_token, s.session_id
+      from identity.users u
+     cross join lateral private.start_session(u.id) s
+     where u.id = checked.user_id;
 end;
 $$;
 
 --
--- Name: FUNCTION auth_login_throttled(email text, password text, client_ip text, max_failures_per_email integer, max_failures_per_ip integer, window_seconds integer); Type: COMMENT; Schema: api
+-- Name: FUNCTION auth_login_throttled(email text, password text, client_ip text, max_failures_per_email_client integer, max_failures_per_email integer, max_failures_per_ip integer, window_seconds integer); Type: COMMENT; Schema: api
 --
 
-COMMENT ON FUNCTION api.auth_login_throttled(email text, password text, client_ip text, max_failures_per_email integer, max_failures_per_ip integer, window_seconds integer) IS 'POST /api/auth/login with throttling: status ok (a session), invalid (counted against the e-mail and the client IP) or throttled (retry_after seconds; the password is not checked).';
+COMMENT ON FUNCTION api.auth_login_throttled(email text, password text, client_ip text, max_failures_per_email_client integer, max_failures_per_email integer, max_failures_per_ip integer, window_seconds integer) IS 'POST /api/auth/login: private.password_check_throttled, then a session: status ok (a session), invalid (counted) or throttled (retry_after seconds).';
 
 --
 -- Name: auth_logout(text); Type: FUNCTION; Schema: api
@@ -1149,9 +1127,10 @@ begin
    where t.user_id = link.user_id and t.used_at is null;
   update identity.users u set password_hash = identity.hash_password(auth_set_password.password)
    where u.id = link.user_id;
-  -- A new password ends every session of the account.
-  update identity.refresh_tokens r set revoked_at = now(), revoked_reason = 'logout'
-   where r.user_id = link.user_id and r.revoked_at is null;
+  -- Whoever held the account before holds nothing of it now.
+  perform private.end_credentials(link.user_id);
+  -- The person has claimed the account: the agent that created it no longer owns it.
+  delete from app.agent_members a where a.member_id = link.user_id;
   return query select u.id, u.email from identity.users u where u.id = link.user_id;
 end;
 $$;
@@ -1160,7 +1139,7 @@ $$;
 -- Name: FUNCTION auth_set_password(token text, password text); Type: COMMENT; Schema: api
 --
 
-COMMENT ON FUNCTION api.auth_set_password(token text, password text) IS 'Sets the password of a set-password link''s account, uses the link up and ends the account''s sessions. PT400 invalid_link / weak_password.';
+COMMENT ON FUNCTION api.auth_set_password(token text, password text) IS 'Sets the password of a set-password link''s account, uses the link up, ends every credential of the account (sessions, API tokens, OAuth grants, MCP sessions) and ends an agent''s ownership of it. PT400 invalid_link / weak_password.';
 
 --
 -- Name: auth_verify(); Type: FUNCTION; Schema: api
@@ -2481,19 +2460,57 @@ CREATE FUNCTION api.mcp_member_create(email text, name text, data jsonb, public_
     AS $$
 declare
   agent uuid := private.mcp_agent();
+  normalised_email text := lower(btrim(mcp_member_create.email));
+  chosen_name text := nullif(btrim(mcp_member_create.name), '');
+  existing identity.users;
   new_member uuid;
+  recent_links integer;
 begin
   if data is not null and jsonb_typeof(data) <> 'object' then
     raise exception 'data must be an object' using errcode = 'PT400', hint = 'invalid_arguments';
   end if;
   perform private.agent_quota_take('create_member');
-  new_member := private.create_account(email, null, name);
-  update app.nodes n set data = coalesce(mcp_member_create.data, '{}')
-    from app.profiles p
-   where p.id = new_member and n.id = p.node_id;
-  insert into app.agent_members (member_id, agent_id) values (new_member, agent);
-  perform private.queue_password_email(new_member, 'invite', public_url);
-  return private.mcp_member_json(new_member) || jsonb_build_object('set_password_email', 'queued');
+  -- Creators of one e-mail (agents, platform registrations) take turns.
+  perform pg_advisory_xact_lock(hashtextextended('identity.users:' || coalesce(normalised_email, ''), 0));
+  select u.* into existing from identity.users u where u.email = normalised_email;
+  if existing.id is null then
+    new_member := private.create_account(mcp_member_create.email, null, mcp_member_create.name);
+    update app.nodes n set data = coalesce(mcp_member_create.data, '{}')
+      from app.profiles p
+     where p.id = new_member and n.id = p.node_id;
+    insert into app.agent_members (member_id, agent_id) values (new_member, agent);
+    perform private.queue_password_email(new_member, 'invite', public_url);
+    return private.mcp_member_json(new_member) || jsonb_build_object('set_password_email', 'queued');
+  end if;
+
+  -- The account exists. The same checks a new account would get.
+  if chosen_name is not null and length(chosen_name) > 200 then
+    raise exception 'name must be at most 200 characters' using errcode = 'PT400', hint = 'invalid_name';
+  end if;
+  select count(*) into recent_links
+    from app.email_outbox o
+   where o.user_id = existing.id and o.purpose in ('invite', 'recover')
+     and o.created_at > now() - interval '1 hour';
+  if recent_links < 5 then
+    perform private.queue_password_email(existing.id,
+                                         case when existing.password_hash is null then 'invite' else 'recover' end,
+                                         public_url);
+  end if;
+  if exists (select from app.agent_members a where a.member_id = existing.id and a.agent_id = agent) then
+    return private.mcp_member_json(existing.id) || jsonb_build_object('set_password_email', 'queued');
+  end if;
+  return jsonb_build_object(
+    'id', gen_random_uuid(),
+    'node_id', gen_random_uuid(),
+    'email', normalised_email,
+    'name', coalesce(chosen_name, split_part(normalised_email, '@', 1)),
+    'data', coalesce(mcp_member_create.data, '{}'),
+    'attributes', '{}'::jsonb,
+    'password_set', false,
+    'communities', '[]'::jsonb,
+    'created_at', app.iso(now()),
+    'updated_at', app.iso(now()),
+    'set_password_email', 'queued');
 end;
 $$;
 
@@ -2501,7 +2518,7 @@ $$;
 -- Name: FUNCTION mcp_member_create(email text, name text, data jsonb, public_url text); Type: COMMENT; Schema: api
 --
 
-COMMENT ON FUNCTION api.mcp_member_create(email text, name text, data jsonb, public_url text) IS 'MCP create_member: a password-less account (user, profile, node with data), owned by the calling agent; queues the set-password e-mail. PT409 email_taken; PT429 rate_limited.';
+COMMENT ON FUNCTION api.mcp_member_create(email text, name text, data jsonb, public_url text) IS 'MCP create_member: a password-less account (user, profile, node with data), owned by the calling agent; queues the set-password e-mail. An e-mail that has an account is answered the same way (fresh ids, nothing of the account) and its owner gets a link. PT429 rate_limited.';
 
 --
 -- Name: mcp_member_get(uuid); Type: FUNCTION; Schema: api
@@ -2630,7 +2647,7 @@ declare
   attendee uuid;
   attendee_node uuid;
   user_created boolean := false;
-  community_joined boolean;
+  community_joined boolean := false;
   registered boolean;
 begin
   perform private.platform_authorize(found_event.community_id);
@@ -2651,16 +2668,20 @@ begin
     end;
   end if;
 
-  select p.node_id into attendee_node from app.profiles p where p.id = attendee;
-  if attendee_node is null then
-    raise exception 'this user has no node and cannot join a community' using errcode = 'PT422', hint = 'user_has_no_node';
+  if user_created then
+    -- An account made here joins the event's community (spec); an existing
+    -- one is left where its owner put it.
+    select p.node_id into attendee_node from app.profiles p where p.id = attendee;
+    if attendee_node is null then
+      raise exception 'this user has no node and cannot join a community' using errcode = 'PT422', hint = 'user_has_no_node';
+    end if;
+    with joined as (
+      insert into app.community_members as m (community_id, member_node_id)
+        values (found_event.community_id, attendee_node)
+        on conflict on constraint community_members_pkey do nothing
+        returning 1)
+    select exists (select from joined) into community_joined;
   end if;
-  with joined as (
-    insert into app.community_members as m (community_id, member_node_id)
-      values (found_event.community_id, attendee_node)
-      on conflict on constraint community_members_pkey do nothing
-      returning 1)
-  select exists (select from joined) into community_joined;
   with added as (
     insert into app.event_attendees as a (event_id, user_id, external_platform)
       values (found_event.id, attendee, found_event.external_platform)
@@ -2670,7 +2691,7 @@ begin
 
   return jsonb_build_object(
     'created', registered,
-    'data', jsonb_build_object('user_id', attendee, 'email', normalised_email,
+    'data', jsonb_build_object('user_id', case when user_created then attendee end, 'email', normalised_email,
                                'user_created', user_created, 'community_joined', community_joined));
 end;
 $_$;
@@ -2679,7 +2700,7 @@ $_$;
 -- Name: FUNCTION platform_attendee_register(event_node_id uuid, email text, name text); Type: COMMENT; Schema: api
 --
 
-COMMENT ON FUNCTION api.platform_attendee_register(event_node_id uuid, email text, name text) IS 'POST /api/v1/platform/events/{event_node_id}/attendees: creates the user if needed (no password; name defaults to the part of the e-mail before @), joins them to the event''s community and registers them for the event (created false when already registered). PT404 unknown event; PT403; PT422.';
+COMMENT ON FUNCTION api.platform_attendee_register(event_node_id uuid, email text, name text) IS 'POST /api/v1/platform/events/{event_node_id}/attendees: registers the e-mail for the event (created false when already registered). An unknown e-mail gets an account (no password; name defaults to the part of the e-mail before @), joined to the event''s community, and its user_id is returned; an existing account is registered for the event only and its user_id is null. PT404 unknown event; PT403; PT422.';
 
 --
 -- Name: platform_checkin(uuid, text); Type: FUNCTION; Schema: api
@@ -2695,8 +2716,16 @@ declare
   outcome api.checkin_outcome;
 begin
   perform private.platform_authorize(found_event.community_id);
-  select u.id into attendee from identity.users u where u.email = lower(btrim(platform_checkin.email));
-  if attendee is null or not exists (select from app.profiles p where p.id = attendee) then
+  -- Registered for the event, or a member of its community; anyone else is
+  -- the same 404 as an unknown e-mail.
+  select u.id into attendee
+    from identity.users u
+    join app.profiles p on p.id = u.id
+   where u.email = lower(btrim(platform_checkin.email))
+     and (exists (select from app.event_attendees a where a.event_id = found_event.id and a.user_id = u.id)
+          or exists (select from app.community_members m
+                      where m.community_id = found_event.community_id and m.member_node_id = p.node_id));
+  if attendee is null then
     raise exception 'user not found' using errcode = 'PT404', hint = 'user_not_found';
   end if;
   select * into outcome from private.check_in_user(attendee, found_event.id, null, null, null, null);
@@ -2712,7 +2741,7 @@ $$;
 -- Name: FUNCTION platform_checkin(event_node_id uuid, email text); Type: COMMENT; Schema: api
 --
 
-COMMENT ON FUNCTION api.platform_checkin(event_node_id uuid, email text) IS 'POST /api/v1/platform/events/{event_node_id}/checkins: checks an existing user in (created) or returns the current check-in (already_checked_in). PT404 unknown event or user; PT403.';
+COMMENT ON FUNCTION api.platform_checkin(event_node_id uuid, email text) IS 'POST /api/v1/platform/events/{event_node_id}/checkins: checks in a user registered for the event or a member of its community (created), or returns the current check-in (already_checked_in). PT404 unknown event; PT404 user_not_found for an unknown e-mail and for anyone neither registered nor a member (the same answer); PT403.';
 
 --
 -- Name: platform_event_create(uuid, text, text, text, text, timestamp with time zone, timestamp with time zone, text, text, text, text, double precision, double precision); Type: FUNCTION; Schema: api
@@ -4405,6 +4434,38 @@ CREATE FUNCTION private.email_outbox_sent(id uuid) RETURNS void
 COMMENT ON FUNCTION private.email_outbox_sent(id uuid) IS 'Marks a message sent and removes its link from the stored copy.';
 
 --
+-- Name: end_credentials(uuid); Type: FUNCTION; Schema: private
+--
+
+CREATE FUNCTION private.end_credentials(user_id uuid) RETURNS void
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog'
+    AS $$
+begin
+  -- Sessions (refresh tokens; their access tokens fail with session_ended, their streams close).
+  update identity.refresh_tokens r set revoked_at = now(), revoked_reason = 'logout'
+   where r.user_id = end_credentials.user_id and r.revoked_at is null;
+  -- API tokens (deactivated: listed with active false; their streams close).
+  update app.api_tokens t set active = false
+   where t.user_id = end_credentials.user_id and t.active;
+  -- OAuth grants: access and refresh tokens, and codes not exchanged yet.
+  update identity.oauth_tokens o set revoked_at = now()
+   where o.user_id = end_credentials.user_id and o.revoked_at is null;
+  delete from identity.oauth_codes c
+   where c.user_id = end_credentials.user_id and c.used_at is null;
+  -- MCP sessions.
+  update private.mcp_sessions s set ended_at = now()
+   where s.user_id = end_credentials.user_id and s.ended_at is null;
+end;
+$$;
+
+--
+-- Name: FUNCTION end_credentials(user_id uuid); Type: COMMENT; Schema: private
+--
+
+COMMENT ON FUNCTION private.end_credentials(user_id uuid) IS 'Ends every credential of a user: sessions, API tokens, OAuth tokens and pending codes, MCP sessions (a password reset calls it).';
+
+--
 -- Name: endpoint_path_pattern(text); Type: FUNCTION; Schema: private
 --
 
@@ -5168,6 +5229,45 @@ CREATE FUNCTION private.is_community_manager(community_id uuid, user_id uuid) RE
 COMMENT ON FUNCTION private.is_community_manager(community_id uuid, user_id uuid) IS 'Whether the user is a manager of the community.';
 
 --
+-- Name: json_capped(jsonb, integer); Type: FUNCTION; Schema: private
+--
+
+CREATE FUNCTION private.json_capped(value jsonb, max_bytes integer DEFAULT 16384) RETURNS jsonb
+    LANGUAGE plpgsql IMMUTABLE
+    SET search_path TO 'pg_catalog'
+    AS $$
+declare
+  json_text text;
+  size integer;
+  preview text;
+  preview_bytes integer := greatest(json_capped.max_bytes / 2, 0);
+begin
+  if value is null then
+    return null;
+  end if;
+  json_text := value::text;
+  size := octet_length(json_text);
+  if size <= json_capped.max_bytes then
+    return value;
+  end if;
+  preview := left(json_text, preview_bytes);
+  -- Characters of several bytes: drop whole characters from the end (a
+  -- character is at most 4 bytes, so a quarter of the excess at least, per
+  -- step) until the bytes fit.
+  while octet_length(preview) > preview_bytes loop
+    preview := left(preview, length(preview) - ceil((octet_length(preview) - preview_bytes) / 4.0)::integer);
+  end loop;
+  return jsonb_build_object('truncated', true, 'bytes', size, 'preview', preview);
+end;
+$$;
+
+--
+-- Name: FUNCTION json_capped(value jsonb, max_bytes integer); Type: COMMENT; Schema: private
+--
+
+COMMENT ON FUNCTION private.json_capped(value jsonb, max_bytes integer) IS 'The value when its JSON text is at most max_bytes (default 16 KB); otherwise the marker {truncated: true, bytes, preview: the first max_bytes/2 bytes of its JSON text}.';
+
+--
 -- Name: lock_change_log(); Type: FUNCTION; Schema: private
 --
 
@@ -5303,22 +5403,37 @@ COMMENT ON FUNCTION private.mcp_admit(client_ip text, per_minute integer, sessio
 --
 
 CREATE FUNCTION private.mcp_agent() RETURNS uuid
-    LANGUAGE plpgsql STABLE
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
     SET search_path TO 'pg_catalog'
     AS $$
 declare
   agent uuid := auth.uid();
+  token uuid := nullif(auth.jwt() ->> 'token_id', '')::uuid;
 begin
   if agent is null then
     raise exception 'a personal credential is required' using errcode = 'PT401', hint = 'unauthorized';
   end if;
-  if nullif(auth.jwt()->>'token_community_id', '') is not null then
+  if nullif(auth.jwt() ->> 'token_community_id', '') is not null then
     raise exception 'community-scoped tokens cannot use the agent interface; use a personal token'
       using errcode = 'PT403', hint = 'community_scope_violation';
+  end if;
+  if token is not null and not exists (
+    select from app.api_tokens t
+     where t.id = token and t.user_id = agent and t.active
+       and (t.expires_at is null or t.expires_at > now())
+       and private.api_token_path_allowed(t.permissions, '/mcp')
+  ) then
+    raise exception 'this API token''s permissions do not include /mcp' using errcode = 'PT403', hint = 'forbidden';
   end if;
   return agent;
 end;
 $$;
+
+--
+-- Name: FUNCTION mcp_agent(); Type: COMMENT; Schema: private
+--
+
+COMMENT ON FUNCTION private.mcp_agent() IS 'The calling agent (auth.uid()); PT401 when signed out, PT403 for a community-scoped token or an API token whose permissions do not match /mcp (or that has ended).';
 
 --
 -- Name: mcp_tool_calls; Type: TABLE; Schema: app
@@ -5545,14 +5660,15 @@ CREATE FUNCTION private.mcp_record_call(user_id uuid, credential_kind text, cred
     insert into app.mcp_tool_calls (user_id, credential_kind, credential_id, client_id, session_id, tool, arguments,
                                     outcome, error_message, duration_ms)
       values (user_id, credential_kind, credential_id, left(client_id, 200), session_id, left(tool, 100),
-              private.redact_secrets(arguments), left(outcome, 100), left(error_message, 1000), greatest(duration_ms, 0))
+              private.json_capped(private.redact_secrets(arguments)), left(outcome, 100), left(error_message, 1000),
+              greatest(duration_ms, 0))
   $$;
 
 --
 -- Name: FUNCTION mcp_record_call(user_id uuid, credential_kind text, credential_id uuid, client_id text, session_id uuid, tool text, arguments jsonb, outcome text, error_message text, duration_ms numeric); Type: COMMENT; Schema: private
 --
 
-COMMENT ON FUNCTION private.mcp_record_call(user_id uuid, credential_kind text, credential_id uuid, client_id text, session_id uuid, tool text, arguments jsonb, outcome text, error_message text, duration_ms numeric) IS 'Records one MCP tool call in the audit log (arguments redacted).';
+COMMENT ON FUNCTION private.mcp_record_call(user_id uuid, credential_kind text, credential_id uuid, client_id text, session_id uuid, tool text, arguments jsonb, outcome text, error_message text, duration_ms numeric) IS 'Records one MCP tool call in the audit log (arguments redacted, then capped at 16 KB by private.json_capped).';
 
 --
 -- Name: mcp_session_end(uuid, uuid); Type: FUNCTION; Schema: private
@@ -5854,16 +5970,16 @@ CREATE FUNCTION private.oauth_prune() RETURNS void
 COMMENT ON FUNCTION private.oauth_prune() IS 'Deletes expired pending requests, codes and tokens.';
 
 --
--- Name: oauth_request_approve(text, text, text); Type: FUNCTION; Schema: private
+-- Name: oauth_request_approve(text, text, text, text, integer, integer, integer, integer); Type: FUNCTION; Schema: private
 --
 
-CREATE FUNCTION private.oauth_request_approve(request_token text, email text, password text) RETURNS TABLE(redirect_uri text, code text, state text)
+CREATE FUNCTION private.oauth_request_approve(request_token text, email text, password text, client_ip text, max_failures_per_email_client integer, max_failures_per_email integer, max_failures_per_ip integer, window_seconds integer) RETURNS TABLE(status text, retry_after integer, redirect_uri text, code text, state text)
     LANGUAGE plpgsql
     SET search_path TO 'pg_catalog'
     AS $$
 declare
   request identity.oauth_requests;
-  account identity.users;
+  checked record;
   new_code text := identity.new_token();
 begin
   select r.* into request from identity.oauth_requests r
@@ -5873,30 +5989,37 @@ begin
     raise exception 'this authorization request has expired; start again from your application'
       using errcode = 'PT404', hint = 'request_expired';
   end if;
-  select u.* into account from identity.users u where u.email = lower(btrim(oauth_request_approve.email));
-  if not identity.password_matches(password, account.password_hash) then
+  select * into strict checked
+    from private.password_check_throttled(oauth_request_approve.email, oauth_request_approve.password, client_ip,
+                                          max_failures_per_email_client, max_failures_per_email, max_failures_per_ip,
+                                          window_seconds);
+  if checked.status = 'throttled' then
+    return query select 'throttled'::text, checked.retry_after, null::text, null::text, null::text;
+    return;
+  end if;
+  if checked.status <> 'ok' then
     if request.failures >= 4 then
       delete from identity.oauth_requests r where r.request_hash = request.request_hash;
     else
       update identity.oauth_requests r set failures = r.failures + 1 where r.request_hash = request.request_hash;
     end if;
-    -- Commit the failure count, then refuse: the caller raises after commit.
-    return query select null::text, null::text, null::text;
+    -- Commit the failure counts, then refuse: the caller answers after commit.
+    return query select 'invalid'::text, 0, null::text, null::text, null::text;
     return;
   end if;
   delete from identity.oauth_requests r where r.request_hash = request.request_hash;
   insert into identity.oauth_codes (code_hash, client_id, user_id, redirect_uri, code_challenge, scopes, resource, expires_at)
-    values (identity.token_hash(new_code), request.client_id, account.id, request.redirect_uri, request.code_challenge,
+    values (identity.token_hash(new_code), request.client_id, checked.user_id, request.redirect_uri, request.code_challenge,
             request.scopes, request.resource, now() + interval '1 minute');
-  return query select request.redirect_uri, new_code, request.state;
+  return query select 'ok'::text, 0, request.redirect_uri, new_code, request.state;
 end;
 $$;
 
 --
--- Name: FUNCTION oauth_request_approve(request_token text, email text, password text); Type: COMMENT; Schema: private
+-- Name: FUNCTION oauth_request_approve(request_token text, email text, password text, client_ip text, max_failures_per_email_client integer, max_failures_per_email integer, max_failures_per_ip integer, window_seconds integer); Type: COMMENT; Schema: private
 --
 
-COMMENT ON FUNCTION private.oauth_request_approve(request_token text, email text, password text) IS 'Signs the user in (e-mail and password) and turns the pending request into a single-use code. A row of nulls means wrong credentials (counted); PT404 request_expired.';
+COMMENT ON FUNCTION private.oauth_request_approve(request_token text, email text, password text, client_ip text, max_failures_per_email_client integer, max_failures_per_email integer, max_failures_per_ip integer, window_seconds integer) IS 'The consent form: signs the user in through private.password_check_throttled (the login''s throttling) and turns the pending request into a single-use code. status ok (redirect_uri, code, state), invalid (counted; the request allows 5) or throttled (retry_after seconds); PT404 request_expired.';
 
 --
 -- Name: oauth_request_begin(text, text, text, text, text[], text); Type: FUNCTION; Schema: private
@@ -6048,6 +6171,56 @@ CREATE FUNCTION private.oauth_token_revoke(client_id text, token text) RETURNS v
 --
 
 COMMENT ON FUNCTION private.oauth_token_revoke(client_id text, token text) IS 'Revokes the token''s whole family (RFC 7009); unknown tokens are ignored.';
+
+--
+-- Name: password_check_throttled(text, text, text, integer, integer, integer, integer); Type: FUNCTION; Schema: private
+--
+
+CREATE FUNCTION private.password_check_throttled(email text, password text, client_ip text, max_failures_per_email_client integer, max_failures_per_email integer, max_failures_per_ip integer, window_seconds integer) RETURNS TABLE(status text, retry_after integer, user_id uuid)
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog'
+    AS $$
+declare
+  email_key text := lower(btrim(coalesce(password_check_throttled.email, '')));
+  client_key text := email_key || ' ' || coalesce(password_check_throttled.client_ip, 'unknown');
+  wait integer;
+  account identity.users;
+begin
+  -- Attempts for one e-mail take turns, so a burst cannot slip past the count.
+  perform pg_advisory_xact_lock(hashtextextended('auth_failures:email:' || email_key, 0));
+  wait := greatest(
+    private.auth_throttle_wait('email_client', client_key, max_failures_per_email_client, window_seconds),
+    private.auth_throttle_wait('email', email_key, max_failures_per_email, window_seconds),
+    case when client_ip is null then 0
+         else private.auth_throttle_wait('ip', client_ip, max_failures_per_ip, window_seconds) end);
+  if wait > 0 then
+    return query select 'throttled'::text, wait, null::uuid;
+    return;
+  end if;
+
+  select u.* into account from identity.users u where u.email = email_key;
+  -- Always compare (against a dummy hash when there is no account), so an
+  -- unknown e-mail and a wrong password take the same path and time.
+  if not identity.password_matches(password_check_throttled.password, account.password_hash) or account.id is null then
+    perform private.auth_throttle_record('email_client', client_key);
+    perform private.auth_throttle_record('email', email_key);
+    if client_ip is not null then
+      perform private.auth_throttle_record('ip', client_ip);
+    end if;
+    return query select 'invalid'::text, 0, null::uuid;
+    return;
+  end if;
+
+  delete from private.auth_failures f where f.scope = 'email_client' and f.key = client_key;
+  return query select 'ok'::text, 0, account.id;
+end;
+$$;
+
+--
+-- Name: FUNCTION password_check_throttled(email text, password text, client_ip text, max_failures_per_email_client integer, max_failures_per_email integer, max_failures_per_ip integer, window_seconds integer); Type: COMMENT; Schema: private
+--
+
+COMMENT ON FUNCTION private.password_check_throttled(email text, password text, client_ip text, max_failures_per_email_client integer, max_failures_per_email integer, max_failures_per_ip integer, window_seconds integer) IS 'Checks an e-mail and password for signing in, throttled: status ok (user_id), invalid (counted per e-mail and client, per e-mail and per client IP; the caller must commit) or throttled (retry_after seconds; the password is not checked). Every door that checks a password calls it.';
 
 --
 -- Name: platform_authorize(uuid); Type: FUNCTION; Schema: private
@@ -6315,17 +6488,22 @@ CREATE FUNCTION private.session_ended(session_id uuid) RETURNS boolean
     LANGUAGE sql STABLE SECURITY DEFINER
     SET search_path TO 'pg_catalog'
     AS $$
-    select session_ended.session_id is not null and exists (
-      select from identity.refresh_tokens t
-       where t.session_id = session_ended.session_id
-         and t.revoked_reason in ('logout', 'reused'))
+    select session_ended.session_id is not null and (
+      exists (
+        select from identity.refresh_tokens t
+         where t.session_id = session_ended.session_id
+           and t.revoked_reason in ('logout', 'reused'))
+      or exists (
+        select from app.api_tokens k
+         where k.id = session_ended.session_id
+           and (not k.active or k.expires_at <= now())))
   $$;
 
 --
 -- Name: FUNCTION session_ended(session_id uuid); Type: COMMENT; Schema: private
 --
 
-COMMENT ON FUNCTION private.session_ended(session_id uuid) IS 'Whether the session (an access token''s session_id claim) was ended by logout or refresh-token reuse. Null (no session): false.';
+COMMENT ON FUNCTION private.session_ended(session_id uuid) IS 'Whether a credential has ended: a session (an access token''s session_id claim) ended by logout or refresh-token reuse, or an API token (its id) deactivated or expired. Null: false.';
 
 --
 -- Name: sessions_ended(uuid[]); Type: FUNCTION; Schema: private
@@ -6339,13 +6517,18 @@ CREATE FUNCTION private.sessions_ended(session_ids uuid[]) RETURNS SETOF uuid
       from identity.refresh_tokens t
      where t.session_id = any (sessions_ended.session_ids)
        and t.revoked_reason in ('logout', 'reused')
+    union
+    select k.id
+      from app.api_tokens k
+     where k.id = any (sessions_ended.session_ids)
+       and (not k.active or k.expires_at <= now())
   $$;
 
 --
 -- Name: FUNCTION sessions_ended(session_ids uuid[]); Type: COMMENT; Schema: private
 --
 
-COMMENT ON FUNCTION private.sessions_ended(session_ids uuid[]) IS 'The sessions among session_ids that logout or refresh-token reuse has ended.';
+COMMENT ON FUNCTION private.sessions_ended(session_ids uuid[]) IS 'The credentials among session_ids that have ended: sessions ended by logout or refresh-token reuse, API tokens deactivated or expired.';
 
 --
 -- Name: start_session(uuid); Type: FUNCTION; Schema: private
@@ -6364,6 +6547,38 @@ begin
   return query select token, new_session;
 end;
 $$;
+
+--
+-- Name: stored_records_prune(interval, integer); Type: FUNCTION; Schema: private
+--
+
+CREATE FUNCTION private.stored_records_prune(keep interval DEFAULT '30 days'::interval, batch integer DEFAULT 10000) RETURNS integer
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog'
+    AS $$
+declare
+  tests integer;
+  calls integer;
+begin
+  delete from app.api_test_results r
+   where r.id in (select o.id from app.api_test_results o
+                   where o.executed_at < now() - stored_records_prune.keep
+                   limit stored_records_prune.batch);
+  get diagnostics tests = row_count;
+  delete from app.mcp_tool_calls c
+   where c.id in (select o.id from app.mcp_tool_calls o
+                   where o.called_at < now() - stored_records_prune.keep
+                   limit stored_records_prune.batch);
+  get diagnostics calls = row_count;
+  return tests + calls;
+end;
+$$;
+
+--
+-- Name: FUNCTION stored_records_prune(keep interval, batch integer); Type: COMMENT; Schema: private
+--
+
+COMMENT ON FUNCTION private.stored_records_prune(keep interval, batch integer) IS 'Deletes live test results and MCP tool-call records older than `keep` (30 days), at most `batch` rows of each table per call; returns how many. The MCP process calls it every minute.';
 
 --
 -- Name: sync_api_endpoints(jsonb); Type: FUNCTION; Schema: private
@@ -6724,6 +6939,26 @@ $$;
 --
 
 COMMENT ON FUNCTION private.tg_api_tokens__check_permissions() IS 'Trigger: every permission pattern of a token is well formed (PT422).';
+
+--
+-- Name: tg_api_tokens__notify_ended(); Type: FUNCTION; Schema: private
+--
+
+CREATE FUNCTION private.tg_api_tokens__notify_ended() RETURNS trigger
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog'
+    AS $$
+begin
+  perform pg_notify('session_ended', old.id::text);
+  return null;
+end;
+$$;
+
+--
+-- Name: FUNCTION tg_api_tokens__notify_ended(); Type: COMMENT; Schema: private
+--
+
+COMMENT ON FUNCTION private.tg_api_tokens__notify_ended() IS 'Trigger: NOTIFY session_ended with the id of an API token that was deactivated or deleted (its streams end).';
 
 --
 -- Name: tg_checkins__check_hat(); Type: FUNCTION; Schema: private
@@ -7749,14 +7984,14 @@ CREATE TABLE private.auth_failures (
     scope text NOT NULL,
     key text NOT NULL,
     failed_at timestamp with time zone DEFAULT now() NOT NULL,
-    CONSTRAINT auth_failures_scope_check CHECK ((scope = ANY (ARRAY['email'::text, 'ip'::text, 'refresh'::text, 'verify'::text])))
+    CONSTRAINT auth_failures_scope_check CHECK ((scope = ANY (ARRAY['email'::text, 'email_client'::text, 'ip'::text, 'refresh'::text, 'verify'::text])))
 );
 
 --
 -- Name: TABLE auth_failures; Type: COMMENT; Schema: private
 --
 
-COMMENT ON TABLE private.auth_failures IS 'Failed logins (per e-mail and per client IP) and failed refresh/verify attempts (per client IP), for throttling.';
+COMMENT ON TABLE private.auth_failures IS 'Failed sign-ins (per e-mail and client address, per e-mail, per client IP) and failed refresh/verify attempts (per client IP), for throttling.';
 
 --
 -- Name: mcp_request_counts; Type: TABLE; Schema: private
@@ -8144,6 +8379,12 @@ CREATE INDEX agent_members_agent_idx ON app.agent_members USING btree (agent_id,
 CREATE INDEX api_test_results_endpoint_idx ON app.api_test_results USING btree (api_endpoint_id);
 
 --
+-- Name: api_test_results_executed_idx; Type: INDEX; Schema: app
+--
+
+CREATE INDEX api_test_results_executed_idx ON app.api_test_results USING btree (executed_at);
+
+--
 -- Name: api_test_results_token_idx; Type: INDEX; Schema: app
 --
 
@@ -8370,6 +8611,12 @@ CREATE UNIQUE INDEX hats_one_primary_per_user ON app.hats USING btree (user_id) 
 --
 
 CREATE INDEX hats_user_idx ON app.hats USING btree (user_id, created_at);
+
+--
+-- Name: mcp_tool_calls_called_idx; Type: INDEX; Schema: app
+--
+
+CREATE INDEX mcp_tool_calls_called_idx ON app.mcp_tool_calls USING btree (called_at);
 
 --
 -- Name: mcp_tool_calls_user_idx; Type: INDEX; Schema: app
@@ -8622,6 +8869,18 @@ CREATE TRIGGER _900_log_change AFTER INSERT OR DELETE OR UPDATE ON app.community
 --
 
 CREATE TRIGGER _900_log_change AFTER INSERT OR DELETE OR UPDATE ON app.events FOR EACH ROW EXECUTE FUNCTION private.tg_events__log_change();
+
+--
+-- Name: api_tokens _900_notify_token_deleted; Type: TRIGGER; Schema: app
+--
+
+CREATE TRIGGER _900_notify_token_deleted AFTER DELETE ON app.api_tokens FOR EACH ROW WHEN (old.active) EXECUTE FUNCTION private.tg_api_tokens__notify_ended();
+
+--
+-- Name: api_tokens _900_notify_token_ended; Type: TRIGGER; Schema: app
+--
+
+CREATE TRIGGER _900_notify_token_ended AFTER UPDATE OF active ON app.api_tokens FOR EACH ROW WHEN ((old.active AND (NOT new.active))) EXECUTE FUNCTION private.tg_api_tokens__notify_ended();
 
 --
 -- Name: users _100_set_updated_at; Type: TRIGGER; Schema: identity
@@ -9583,12 +9842,12 @@ GRANT ALL ON FUNCTION api.auth_login(email text, password text) TO anon;
 GRANT ALL ON FUNCTION api.auth_login(email text, password text) TO authenticated;
 
 --
--- Name: FUNCTION auth_login_throttled(email text, password text, client_ip text, max_failures_per_email integer, max_failures_per_ip integer, window_seconds integer); Type: ACL; Schema: api
+-- Name: FUNCTION auth_login_throttled(email text, password text, client_ip text, max_failures_per_email_client integer, max_failures_per_email integer, max_failures_per_ip integer, window_seconds integer); Type: ACL; Schema: api
 --
 
-REVOKE ALL ON FUNCTION api.auth_login_throttled(email text, password text, client_ip text, max_failures_per_email integer, max_failures_per_ip integer, window_seconds integer) FROM PUBLIC;
-GRANT ALL ON FUNCTION api.auth_login_throttled(email text, password text, client_ip text, max_failures_per_email integer, max_failures_per_ip integer, window_seconds integer) TO anon;
-GRANT ALL ON FUNCTION api.auth_login_throttled(email text, password text, client_ip text, max_failures_per_email integer, max_failures_per_ip integer, window_seconds integer) TO authenticated;
+REVOKE ALL ON FUNCTION api.auth_login_throttled(email text, password text, client_ip text, max_failures_per_email_client integer, max_failures_per_email integer, max_failures_per_ip integer, window_seconds integer) FROM PUBLIC;
+GRANT ALL ON FUNCTION api.auth_login_throttled(email text, password text, client_ip text, max_failures_per_email_client integer, max_failures_per_email integer, max_failures_per_ip integer, window_seconds integer) TO anon;
+GRANT ALL ON FUNCTION api.auth_login_throttled(email text, password text, client_ip text, max_failures_per_email_client integer, max_failures_per_email integer, max_failures_per_ip integer, window_seconds integer) TO authenticated;
 
 --
 -- Name: FUNCTION auth_logout(refresh_token text); Type: ACL; Schema: api
@@ -10810,6 +11069,12 @@ REVOKE ALL ON FUNCTION private.email_outbox_failed(id uuid, error text) FROM PUB
 REVOKE ALL ON FUNCTION private.email_outbox_sent(id uuid) FROM PUBLIC;
 
 --
+-- Name: FUNCTION end_credentials(user_id uuid); Type: ACL; Schema: private
+--
+
+REVOKE ALL ON FUNCTION private.end_credentials(user_id uuid) FROM PUBLIC;
+
+--
 -- Name: FUNCTION endpoint_path_pattern(template text); Type: ACL; Schema: private
 --
 
@@ -10949,6 +11214,13 @@ REVOKE ALL ON FUNCTION private.is_community_manager(community_id uuid, user_id u
 GRANT ALL ON FUNCTION private.is_community_manager(community_id uuid, user_id uuid) TO authenticated;
 
 --
+-- Name: FUNCTION json_capped(value jsonb, max_bytes integer); Type: ACL; Schema: private
+--
+
+REVOKE ALL ON FUNCTION private.json_capped(value jsonb, max_bytes integer) FROM PUBLIC;
+GRANT ALL ON FUNCTION private.json_capped(value jsonb, max_bytes integer) TO authenticated;
+
+--
 -- Name: FUNCTION lock_change_log(); Type: ACL; Schema: private
 --
 
@@ -11019,7 +11291,6 @@ GRANT ALL ON FUNCTION private.mcp_managed_community(community_id uuid) TO authen
 --
 
 REVOKE ALL ON FUNCTION private.mcp_member_json(member_id uuid) FROM PUBLIC;
-GRANT ALL ON FUNCTION private.mcp_member_json(member_id uuid) TO authenticated;
 
 --
 -- Name: TABLE agent_members; Type: ACL; Schema: app
@@ -11132,10 +11403,10 @@ REVOKE ALL ON FUNCTION private.oauth_issue_tokens(client_id text, user_id uuid, 
 REVOKE ALL ON FUNCTION private.oauth_prune() FROM PUBLIC;
 
 --
--- Name: FUNCTION oauth_request_approve(request_token text, email text, password text); Type: ACL; Schema: private
+-- Name: FUNCTION oauth_request_approve(request_token text, email text, password text, client_ip text, max_failures_per_email_client integer, max_failures_per_email integer, max_failures_per_ip integer, window_seconds integer); Type: ACL; Schema: private
 --
 
-REVOKE ALL ON FUNCTION private.oauth_request_approve(request_token text, email text, password text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION private.oauth_request_approve(request_token text, email text, password text, client_ip text, max_failures_per_email_client integer, max_failures_per_email integer, max_failures_per_ip integer, window_seconds integer) FROM PUBLIC;
 
 --
 -- Name: FUNCTION oauth_request_begin(client_id text, redirect_uri text, code_challenge text, state text, scopes text[], resource text); Type: ACL; Schema: private
@@ -11172,6 +11443,12 @@ REVOKE ALL ON FUNCTION private.oauth_token_refresh(client_id text, presented_tok
 --
 
 REVOKE ALL ON FUNCTION private.oauth_token_revoke(client_id text, token text) FROM PUBLIC;
+
+--
+-- Name: FUNCTION password_check_throttled(email text, password text, client_ip text, max_failures_per_email_client integer, max_failures_per_email integer, max_failures_per_ip integer, window_seconds integer); Type: ACL; Schema: private
+--
+
+REVOKE ALL ON FUNCTION private.password_check_throttled(email text, password text, client_ip text, max_failures_per_email_client integer, max_failures_per_email integer, max_failures_per_ip integer, window_seconds integer) FROM PUBLIC;
 
 --
 -- Name: FUNCTION platform_authorize(community_id uuid); Type: ACL; Schema: private
@@ -11233,6 +11510,12 @@ REVOKE ALL ON FUNCTION private.sessions_ended(session_ids uuid[]) FROM PUBLIC;
 --
 
 REVOKE ALL ON FUNCTION private.start_session(user_id uuid) FROM PUBLIC;
+
+--
+-- Name: FUNCTION stored_records_prune(keep interval, batch integer); Type: ACL; Schema: private
+--
+
+REVOKE ALL ON FUNCTION private.stored_records_prune(keep interval, batch integer) FROM PUBLIC;
 
 --
 -- Name: FUNCTION sync_api_endpoints(endpoints jsonb); Type: ACL; Schema: private
@@ -11348,6 +11631,12 @@ REVOKE ALL ON FUNCTION private.tg__set_updated_at() FROM PUBLIC;
 --
 
 REVOKE ALL ON FUNCTION private.tg_api_tokens__check_permissions() FROM PUBLIC;
+
+--
+-- Name: FUNCTION tg_api_tokens__notify_ended(); Type: ACL; Schema: private
+--
+
+REVOKE ALL ON FUNCTION private.tg_api_tokens__notify_ended() FROM PUBLIC;
 
 --
 -- Name: FUNCTION tg_checkins__check_hat(); Type: ACL; Schema: private
@@ -11683,10 +11972,22 @@ GRANT INSERT(hat_type) ON TABLE app.hats TO authenticated;
 GRANT INSERT(description) ON TABLE app.hats TO authenticated;
 
 --
--- Name: TABLE nodes; Type: ACL; Schema: app
+-- Name: COLUMN nodes.id; Type: ACL; Schema: app
 --
 
-GRANT SELECT ON TABLE app.nodes TO authenticated;
+GRANT SELECT(id) ON TABLE app.nodes TO authenticated;
+
+--
+-- Name: COLUMN nodes.kind; Type: ACL; Schema: app
+--
+
+GRANT SELECT(kind) ON TABLE app.nodes TO authenticated;
+
+--
+-- Name: COLUMN nodes.created_at; Type: ACL; Schema: app
+--
+
+GRANT SELECT(created_at) ON TABLE app.nodes TO authenticated;
 
 --
 -- Name: TABLE profiles; Type: ACL; Schema: app

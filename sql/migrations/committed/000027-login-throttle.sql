@@ -1,3 +1,8 @@
+--! Previous: sha1:d22f26899191ebeb26e2ccc13397987f89fbc39d
+--! Hash: sha1:57c917f24ff5fab5029a56739ce0dcb8891ba0d4
+--! Message: login-throttle
+
+--! split: 027-login-throttle.sql
 --------------------------------------------------------------------------------
 -- Failed sign-ins are throttled on every door that checks a password
 -- (issue 27, findings 1 and 8)

@@ -1,3 +1,11 @@
+--! Previous: sha1:8da541995b5177801df5c6958ad125fbb039bd90
+--! Hash: sha1:f0b1b4e9be518c984c3524c5282aaa37571380ce
+--! Message: node-data-private
+
+--! split: 1-current.sql
+-- Enter migration here
+
+--! split: 031-node-data-private.sql
 --------------------------------------------------------------------------------
 -- The signup data an agent collected for a member (app.nodes.data) is read by
 -- the agent that created the member only, through the api.mcp_member_*

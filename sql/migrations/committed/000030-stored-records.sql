@@ -1,3 +1,11 @@
+--! Previous: sha1:5e77352a23bd3decf2e293123efbabe4f64677cd
+--! Hash: sha1:8da541995b5177801df5c6958ad125fbb039bd90
+--! Message: stored-records
+
+--! split: 1-current.sql
+-- Enter migration here
+
+--! split: 030-stored-records.sql
 --------------------------------------------------------------------------------
 -- What one caller can make the database keep is bounded (issue 27, finding 7)
 --

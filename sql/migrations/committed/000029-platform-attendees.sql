@@ -1,3 +1,11 @@
+--! Previous: sha1:5ee05148fecf60a3ae488d4e3615d1d7404cf2a0
+--! Hash: sha1:5e77352a23bd3decf2e293123efbabe4f64677cd
+--! Message: platform-attendees
+
+--! split: 1-current.sql
+-- Enter migration here
+
+--! split: 029-platform-attendees.sql
 --------------------------------------------------------------------------------
 -- Platform endpoints reach only what the platform is given (issue 27,
 -- finding 6)

@@ -1,3 +1,11 @@
+--! Previous: sha1:57c917f24ff5fab5029a56739ce0dcb8891ba0d4
+--! Hash: sha1:5ee05148fecf60a3ae488d4e3615d1d7404cf2a0
+--! Message: credentials-end
+
+--! split: 1-current.sql
+-- Enter migration here
+
+--! split: 028-credentials-end.sql
 --------------------------------------------------------------------------------
 -- Credentials end everywhere at once (issue 27, findings 2, 3, 4, 5 and 8)
 --

@@ -1,0 +1,1 @@
+../../sql/migrations/committed/000027-login-throttle.sql

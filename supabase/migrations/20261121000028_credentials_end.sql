@@ -1,0 +1,1 @@
+../../sql/migrations/committed/000028-credentials-end.sql

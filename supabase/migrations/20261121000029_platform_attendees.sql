@@ -1,0 +1,1 @@
+../../sql/migrations/committed/000029-platform-attendees.sql

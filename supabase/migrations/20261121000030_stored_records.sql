@@ -1,0 +1,1 @@
+../../sql/migrations/committed/000030-stored-records.sql

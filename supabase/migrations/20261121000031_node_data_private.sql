@@ -1,0 +1,1 @@
+../../sql/migrations/committed/000031-node-data-private.sql
