@@ -104,7 +104,7 @@ create or replace function tests.authenticate_with_api_token(secret text, reques
   set search_path = pg_catalog
   as $$
 declare
-  token api.api_token_identity;
+  token record;
 begin
   -- As the gateway does: authenticate the secret (PT401 when it is not a live
   -- token), then run as its owner with the token's id and community scope.

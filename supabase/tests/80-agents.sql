@@ -4,7 +4,7 @@
 -- tokens are refused, the hourly limits per tool, and the audit of tool
 -- calls (secrets redacted, each user reads their own).
 begin;
-select plan(30);
+select plan(31);
 
 select tests.create_user('agent');
 select tests.create_user('rival');
@@ -51,9 +51,14 @@ select set_config('tests.member_node', api.mcp_member_get(current_setting('tests
 select is(
   api.mcp_member_get(current_setting('tests.member_node')::uuid) ->> 'id', current_setting('tests.member'),
   'get_member: by node id as by user id');
-select throws_ok(
-  format('select api.mcp_member_create(%L, null, null, %L)', upper(current_setting('tests.member_email')), 'https://x.test'),
-  'PT409', 'an account with this email already exists', 'create_member: a taken e-mail is PT409');
+select is(
+  api.mcp_member_create(upper(current_setting('tests.member_email')), null, null, 'https://x.test') ->> 'id',
+  current_setting('tests.member'),
+  'create_member: the e-mail of a member the agent created gives that member again (and a new link)');
+select isnt(
+  api.mcp_member_create(upper(tests.email('rival')), null, null, 'https://x.test') ->> 'id',
+  tests.user_id('rival')::text,
+  'create_member: the e-mail of someone else''s account answers as a new member would, naming no account (the person gets a link)');
 select throws_ok(
   format('select api.mcp_member_create(%L, null, %L, %L)', 'x-' || current_setting('tests.tag') || '@example.test', '[1]', 'https://x.test'),
   'PT400', 'data must be an object', 'create_member: data must be an object');
@@ -78,7 +83,7 @@ select throws_ok(
 reset role;
 select is(
   (select count(*)::int from app.email_outbox o where o.user_id = current_setting('tests.member')::uuid),
-  1, 'create_member queued the set-password e-mail');
+  2, 'create_member queued the set-password e-mail, and a link again when the e-mail was given a second time');
 
 -- Another agent ---------------------------------------------------------------
 
