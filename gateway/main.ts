@@ -1,13 +1,13 @@
 // `npm start`: the database (embedded unless DATABASE_URL is set), migrations,
 // and the gateway on PORT. SIGINT/SIGTERM stop everything, Postgres included.
 import cluster from 'node:cluster';
-import { startWorkers, type WorkerMessage } from './lib/cluster.ts';
-import { ConfigError, loadConfig } from './lib/config.ts';
-import { openDatabase, type Database } from './lib/database.ts';
-import { createLogger } from './lib/log.ts';
-import { startupMessage } from './lib/startup-error.ts';
+import { startWorkers, type WorkerMessage } from './cluster.ts';
+import { ConfigError, loadConfig } from './core/config.ts';
+import { openDatabase, type Database } from './core/database.ts';
+import { createLogger } from './core/log.ts';
+import { startupMessage } from './core/startup-error.ts';
 import { startGateway, type RunningGateway } from './server.ts';
-import { startMcpChild, type McpChild } from '../mcp-server/child.ts';
+import { startMcpChild, type McpChild } from './mcp-child.ts';
 
 async function main(): Promise<void> {
   let config;

@@ -13,8 +13,7 @@
 import crypto from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
 import net from 'node:net';
-import { PROXY_SECRET_HEADER } from '../gateway/http/mcp-proxy.ts';
-import { clientIp } from '../gateway/lib/client-ip.ts';
+import { clientIp, PROXY_SECRET_HEADER } from '../gateway/core/client-ip.ts';
 
 function isLoopback(address: string | undefined): boolean {
   if (!address) return false;

@@ -5,9 +5,9 @@
 //
 // `npm start` runs this file as a child process (with an IPC channel): the
 // child exits when its parent goes away, so it is never orphaned.
-import { ConfigError, loadConfig } from '../gateway/lib/config.ts';
-import { openDatabase, type Database } from '../gateway/lib/database.ts';
-import { createLogger } from '../gateway/lib/log.ts';
+import { ConfigError, loadConfig } from '../gateway/core/config.ts';
+import { openDatabase, type Database } from '../gateway/core/database.ts';
+import { createLogger } from '../gateway/core/log.ts';
 import { startMcpServer, type RunningMcpServer } from './server.ts';
 
 async function main(): Promise<void> {

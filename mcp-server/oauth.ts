@@ -24,11 +24,11 @@ import type { AuthInfo } from '@modelcontextprotocol/sdk/server/auth/types.js';
 import type { OAuthClientInformationFull, OAuthTokenRevocationRequest, OAuthTokens } from '@modelcontextprotocol/sdk/shared/auth.js';
 import express, { type Response, type Router } from 'express';
 import { z } from 'zod';
-import { toHttpError } from '../gateway/lib/errors.ts';
-import { html, page, type SafeHtml } from '../gateway/http/html.ts';
+import { toHttpError } from '../gateway/core/errors.ts';
+import { html, page, type SafeHtml } from '../gateway/core/html.ts';
 import { mcpClientIp } from './client-address.ts';
 import { authenticateAgent, SCOPES } from './credentials.ts';
-import type { McpDeps } from './server.ts';
+import type { McpDeps } from './deps.ts';
 
 /** Paths this module serves (the gateway proxies them; server.ts rate-limits them). */
 export const OAUTH_PATHS = ['/authorize', '/token', '/register', '/revoke', '/oauth'];

@@ -10,10 +10,10 @@ import { Server } from '@modelcontextprotocol/sdk/server/index.js';
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { InitializeRequestSchema, type CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { z } from 'zod';
-import { assertStorable } from '../gateway/http/input.ts';
-import { withClaims, type RequestClaims, type Sql } from '../gateway/lib/db.ts';
-import { toHttpError } from '../gateway/lib/errors.ts';
-import type { Logger } from '../gateway/lib/log.ts';
+import { assertStorable } from '../gateway/core/input.ts';
+import { withClaims, type RequestClaims, type Sql } from '../gateway/core/db.ts';
+import { toHttpError } from '../gateway/core/errors.ts';
+import type { Logger } from '../gateway/core/log.ts';
 import type { Agent } from './credentials.ts';
 import { tools, toolsByName, type ToolDefinition } from './tools.ts';
 

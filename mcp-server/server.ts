@@ -18,12 +18,13 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
 import express, { type ErrorRequestHandler, type NextFunction, type Request, type RequestHandler, type Response } from 'express';
-import type { Config } from '../gateway/lib/config.ts';
-import { createPool, type Sql } from '../gateway/lib/db.ts';
-import { requestLogger } from '../gateway/http/request-log.ts';
-import { defaultCode, errorBody, HttpError, toHttpError } from '../gateway/lib/errors.ts';
-import type { Logger } from '../gateway/lib/log.ts';
+import type { Config } from '../gateway/core/config.ts';
+import { createPool, type Sql } from '../gateway/core/db.ts';
+import { requestLogger } from '../gateway/core/request-log.ts';
+import { defaultCode, errorBody, HttpError, toHttpError } from '../gateway/core/errors.ts';
+import type { Logger } from '../gateway/core/log.ts';
 import { mcpClientIp } from './client-address.ts';
+import type { McpDeps } from './deps.ts';
 import { authenticateAgent, bearerToken, type Agent } from './credentials.ts';
 import { oauthRouter, OAUTH_PATHS } from './oauth.ts';
 import { createProtocolServer, PROTOCOL_VERSION } from './protocol.ts';
@@ -35,15 +36,6 @@ export interface RunningMcpServer {
   close(): Promise<void>;
 }
 
-export interface McpDeps {
-  sql: Sql;
-  config: Config;
-  log: Logger;
-  /** The public URL of /mcp (PUBLIC_URL + /mcp): OAuth resource and discovery. */
-  resourceUrl: string;
-  allowedHosts: string[];
-  allowedOrigins: string[];
-}
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 

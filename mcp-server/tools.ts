@@ -3,8 +3,8 @@
 // scoping (managed communities only, own members only) and the per-agent
 // limits are in SQL (sql/migrations/current/300-mcp-tools.sql).
 import { z } from 'zod';
-import type { Tx } from '../gateway/lib/db.ts';
-import { Email, Uuid } from '../gateway/lib/schemas.ts';
+import type { Tx } from '../gateway/core/db.ts';
+import { Email, Uuid } from '../gateway/core/schemas.ts';
 
 export type ToolKind = 'read' | 'write';
 

@@ -5,7 +5,7 @@ import crypto from 'node:crypto';
 import { SignJWT } from 'jose';
 import postgres from 'postgres';
 import { afterAll, inject } from 'vitest';
-import { withClaims, type RequestClaims, type Sql, type Tx } from '../gateway/lib/db.ts';
+import { withClaims, type RequestClaims, type Sql, type Tx } from '../gateway/core/db.ts';
 import { checkContract } from './support/contract.ts';
 
 export const baseUrl = inject('baseUrl');

@@ -9,11 +9,11 @@
 // answer (JSON, HTML, an error body).
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import querystring, { type ParsedUrlQuery } from 'node:querystring';
-import { errorBody, type ErrorShape, type HttpError } from '../lib/errors.ts';
-import type { Logger } from '../lib/log.ts';
-import { repairPath } from './input.ts';
-import { startRequestLog, type RequestLog } from './request-log.ts';
-import { retryAfterOf } from '../lib/throttle.ts';
+import { errorBody, type ErrorShape, type HttpError } from '../core/errors.ts';
+import type { Logger } from '../core/log.ts';
+import { repairPath } from '../core/input.ts';
+import { startRequestLog, type RequestLog } from '../core/request-log.ts';
+import { retryAfterOf } from '../core/throttle.ts';
 
 export class Exchange {
   /** The URL as the client sent it (the MCP process gets it unchanged). */

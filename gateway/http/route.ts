@@ -3,17 +3,17 @@
 // see http/exchange.ts):
 //
 //   authenticate (bearer JWT, when the route needs a user; verified tokens are
-//     cached until they expire, see lib/verified-tokens.ts)
+//     cached until they expire, see core/verified-tokens.ts)
 //   → validate params, query and body with zod
 //   → run the handler, which calls one SQL function inside ctx.db(...): one
 //     transaction as `anon` or `authenticated` with request.jwt.claims set,
 //     sent as one pipelined round trip (BEGIN, settings, call, COMMIT; see
-//     lib/db.ts withClaims); errors roll it back
+//     core/db.ts withClaims); errors roll it back
 //   → send the reply (JSON by default, or JSON text from SQL passed through
 //     as is; HTML or a redirect for the web pages), or map the error to a
 //     status and one of the three error bodies of spec section 7 (chosen per
 //     route and status), or to the route's HTML error page. SQL text never
-//     reaches the client (lib/errors.ts).
+//     reaches the client (core/errors.ts).
 //
 // Before it (app.ts): the request id and the request log line (one per
 // request, written when the response finishes), CORS, the readiness gate,
@@ -23,41 +23,42 @@
 // by user or re-check a rule the database enforces.
 import type { ServerResponse } from 'node:http';
 import { z } from 'zod';
-import type { ChangeHub } from '../realtime/hub.ts';
-import type { SessionWatch } from '../realtime/session-watch.ts';
-import { apiTokenCaller, authenticateApiToken, isApiTokenSecret, type ApiTokenInfo, type Caller } from '../lib/api-tokens.ts';
-import { clientIp, type TrustProxy } from '../lib/client-ip.ts';
-import type { AuthLimits } from '../lib/config.ts';
-import { ANON_CLAIMS, withClaims, type RequestClaims, type Sql, type Tx } from '../lib/db.ts';
-import { defaultCode, errorBody, HttpError, toHttpError, type ErrorShape } from '../lib/errors.ts';
-import { fairShareKey, type FairShare } from '../lib/fair-share.ts';
-import { InvalidTokenError, type AccessClaims, type TokenService } from '../lib/jwt.ts';
-import type { Logger } from '../lib/log.ts';
-import { retryAfterOf } from '../lib/throttle.ts';
-import { noteUnavailable } from '../lib/unavailable-log.ts';
+import { apiTokenCaller, authenticateApiToken, isApiTokenSecret, type ApiTokenInfo, type Caller } from '../core/api-tokens.ts';
+import { clientIp, type TrustProxy } from '../core/client-ip.ts';
+import type { AuthLimits } from '../core/config.ts';
+import { ANON_CLAIMS, withClaims, type RequestClaims, type Sql, type Tx } from '../core/db.ts';
+import { defaultCode, errorBody, HttpError, toHttpError, type ErrorShape } from '../core/errors.ts';
+import { fairShareKey, type FairShare } from './fair-share.ts';
+import { InvalidTokenError, type AccessClaims, type TokenService } from '../core/jwt.ts';
+import type { Logger } from '../core/log.ts';
+import { retryAfterOf } from '../core/throttle.ts';
+import { noteUnavailable } from '../core/unavailable-log.ts';
 import { locationHeader, sendError, sendHtml, sendJson, type Exchange } from './exchange.ts';
-import { plainSecurityHeaders, type Page } from './html.ts';
-import { assertStorable } from './input.ts';
-import type { Responses, SecurityScheme } from '../lib/openapi.ts';
+import { plainSecurityHeaders, type Page } from '../core/html.ts';
+import { assertStorable } from '../core/input.ts';
+import type { Responses, SecurityScheme } from './responses.ts';
 
 export type Method = 'get' | 'post' | 'put' | 'patch' | 'delete';
 
+/**
+ * What every route is built with (the composition root, gateway/server.ts,
+ * makes it once per process). A front door that needs more declares it
+ * where it is defined, by adding fields to this interface (`declare module`,
+ * as routes/stream.ts adds the realtime hub), so that this layer depends on
+ * none of them.
+ */
 export interface Services {
   sql: Sql;
   tokens: TokenService;
   statementTimeoutMs: number;
   publicUrl: string;
   appScheme: string;
-  /** The realtime feed (LISTEN hub shared by the SSE stream and the websocket). */
-  realtime: ChangeHub;
   /** Failed-login and refresh/verify throttling (defaults when absent). */
   authLimits?: AuthLimits;
   /** How to read the client IP (TRUST_PROXY); absent: the socket address. */
   trustProxy?: TrustProxy;
-  /** Per-client share of the pool (gateway/lib/fair-share.ts); none: unlimited. */
+  /** Per-client share of the pool (gateway/http/fair-share.ts); none: unlimited. */
   fairShare?: FairShare;
-  /** Ends SSE streams and websockets of ended sessions (realtime/session-watch.ts). */
-  sessions?: SessionWatch;
   /** This gateway's own address (loopback), known once it listens: the live test executor replays requests here. */
   selfUrl?: string;
 }
@@ -90,7 +91,7 @@ export interface Context<P, Q, B, H = undefined> {
   user: AccessClaims | null;
   /** The API token the request was authenticated with; null for an access token or a public route. */
   apiToken: ApiTokenInfo | null;
-  /** The client's IP address (gateway/lib/client-ip.ts), for limits per client. */
+  /** The client's IP address (gateway/core/client-ip.ts), for limits per client. */
   clientIp: string;
   services: Services;
   log: Logger;
@@ -145,7 +146,7 @@ export interface RouteDefinition<
   statusOverrides?: Partial<Record<number, number>>;
   /** Web pages: errors are answered with this HTML page (a Page brings its own security headers). */
   renderError?: (err: HttpError) => string | Page;
-  /** The documented responses, status → body (see lib/openapi.ts); the OpenAPI document is built from them. */
+  /** The documented responses, status → body (see http/openapi.ts); the OpenAPI document is built from them. */
   responses?: Responses;
   /** Security schemes for the docs when not both (e.g. API token only). */
   security?: SecurityScheme[];

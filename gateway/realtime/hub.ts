@@ -47,11 +47,11 @@
 //     Postgres).
 import crypto from 'node:crypto';
 import postgres from 'postgres';
-import type { RealtimeConfig } from '../lib/config.ts';
-import type { RequestClaims, Sql } from '../lib/db.ts';
-import type { Logger } from '../lib/log.ts';
+import type { RealtimeConfig } from '../core/config.ts';
+import type { RequestClaims, Sql } from '../core/db.ts';
+import type { Logger } from '../core/log.ts';
 import { StreamOpener } from './opener.ts';
-import { SsePayload } from './sse.ts';
+import { SsePayload } from './sse-messages.ts';
 
 export type SubscriberKind = 'sse' | 'websocket';
 

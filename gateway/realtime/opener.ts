@@ -12,9 +12,9 @@
 // Who may see what stays in SQL: the function applies the same rules as
 // api.event_stream_open (private.upcoming_events_of, the per-user cap, the
 // session check), for users whose access tokens the route verified.
-import type { Sql } from '../lib/db.ts';
-import { HttpError } from '../lib/errors.ts';
-import { snapshotText, type StreamStart } from './sse.ts';
+import type { Sql } from '../core/db.ts';
+import { HttpError } from '../core/errors.ts';
+import { snapshotText, type StreamStart } from './sse-messages.ts';
 
 export interface OpenRequest {
   userId: string;

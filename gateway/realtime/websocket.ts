@@ -49,11 +49,11 @@ import type http from 'node:http';
 import type { Duplex } from 'node:stream';
 import { WebSocket, WebSocketServer, type RawData } from 'ws';
 import { z } from 'zod';
-import { clientIp, type TrustProxy } from '../lib/client-ip.ts';
-import { withClaims, type RequestClaims, type Sql } from '../lib/db.ts';
-import { toHttpError } from '../lib/errors.ts';
-import { InvalidTokenError, type TokenService } from '../lib/jwt.ts';
-import type { Logger } from '../lib/log.ts';
+import { clientIp, type TrustProxy } from '../core/client-ip.ts';
+import { withClaims, type RequestClaims, type Sql } from '../core/db.ts';
+import { toHttpError } from '../core/errors.ts';
+import { InvalidTokenError, type TokenService } from '../core/jwt.ts';
+import type { Logger } from '../core/log.ts';
 import type { ChangeHub, CloseReason, RealtimeRow, WebSocketSubscriber } from './hub.ts';
 import type { SessionWatch } from './session-watch.ts';
 

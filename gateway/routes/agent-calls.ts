@@ -3,7 +3,7 @@
 // duration); the owner of the credential reads their own here, newest first.
 // Operators read everyone's with admin.mcp_tool_calls / `npm run admin -- agent-calls`.
 import { z } from 'zod';
-import { DateTime, errors } from '../lib/openapi.ts';
+import { DateTime, errors } from '../http/responses.ts';
 import { defineRoute } from '../http/route.ts';
 
 const queryInt = (min: number, max: number) =>

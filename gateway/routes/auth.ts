@@ -4,12 +4,12 @@
 // access token.
 import { z } from 'zod';
 import { defineRoute, type Services } from '../http/route.ts';
-import type { Tx } from '../lib/db.ts';
-import { HttpError } from '../lib/errors.ts';
-import { InvalidTokenError } from '../lib/jwt.ts';
-import { DateTime, errors, Id, succeeded } from '../lib/openapi.ts';
-import { Email, Password, ProfileName } from '../lib/schemas.ts';
-import { DEFAULT_AUTH_LIMITS, tooManyRequests } from '../lib/throttle.ts';
+import type { Tx } from '../core/db.ts';
+import { HttpError } from '../core/errors.ts';
+import { InvalidTokenError } from '../core/jwt.ts';
+import { DateTime, errors, Id, succeeded } from '../http/responses.ts';
+import { Email, Password, ProfileName } from '../core/schemas.ts';
+import { DEFAULT_AUTH_LIMITS, tooManyRequests } from '../core/throttle.ts';
 
 /** `name` is optional: without one the profile's name is derived from the e-mail and shown only to the user and their communities' managers. */
 const Credentials = z.object({ email: Email, password: Password, name: ProfileName.nullish() });

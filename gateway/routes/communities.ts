@@ -3,10 +3,10 @@
 // (api.communit*); 400 and 404 use the Flagged body {success:false, error}.
 import { z } from 'zod';
 import { defineRoute } from '../http/route.ts';
-import type { ErrorShape } from '../lib/errors.ts';
-import { jsonObjectWith } from '../lib/json.ts';
-import { DateTime, errors, Id, Pagination, succeeded } from '../lib/openapi.ts';
-import { Uuid } from '../lib/schemas.ts';
+import type { ErrorShape } from '../core/errors.ts';
+import { jsonObjectWith } from '../core/json.ts';
+import { DateTime, errors, Id, Pagination, succeeded } from '../http/responses.ts';
+import { Uuid } from '../core/schemas.ts';
 
 const flagged: Partial<Record<number, ErrorShape>> = { 400: 'flagged', 404: 'flagged' };
 

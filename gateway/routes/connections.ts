@@ -3,7 +3,8 @@
 // hat, event and target-node rules are SQL (api.connection_*).
 import { z } from 'zod';
 import { defineRoute } from '../http/route.ts';
-import { DateTime, errors, Id as IdOut, succeeded } from '../lib/openapi.ts';
+import { Id as IdOut } from '../http/responses.ts';
+import { DateTime, errors, succeeded } from '../http/responses.ts';
 
 const Id = z.guid({ message: 'must be a uuid' });
 const Strength = z.enum(['weak', 'medium', 'strong']);

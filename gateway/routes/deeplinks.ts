@@ -10,9 +10,9 @@
 // this module renders the pages. Unknown or malformed ids answer a 404 page.
 import { z } from 'zod';
 import { defineRoute, type Reply } from '../http/route.ts';
-import { formatTime, html, page, safeUrl, type Page, type SafeHtml } from '../http/html.ts';
-import type { HttpError } from '../lib/errors.ts';
-import { content, errors } from '../lib/openapi.ts';
+import { formatTime, html, page, safeUrl, type Page, type SafeHtml } from '../core/html.ts';
+import type { HttpError } from '../core/errors.ts';
+import { content, errors } from '../http/responses.ts';
 
 /** The Event object (spec section 2) as the SQL function builds it; the fields the pages use. */
 interface EventJson {

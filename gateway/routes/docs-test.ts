@@ -12,8 +12,8 @@
 // base can only ever name this server.
 import { z } from 'zod';
 import { defineRoute, type Route } from '../http/route.ts';
-import { HttpError } from '../lib/errors.ts';
-import { DateTime, errors, Id } from '../lib/openapi.ts';
+import { HttpError } from '../core/errors.ts';
+import { DateTime, errors, Id } from '../http/responses.ts';
 
 const METHODS = ['GET', 'POST', 'PUT', 'DELETE', 'PATCH'] as const;
 

@@ -8,18 +8,8 @@ import path from 'node:path';
 import { z } from 'zod';
 import { defineRoute, type Reply, type Route } from '../http/route.ts';
 import { liveTestRoute } from './docs-test.ts';
-import {
-  API_SUMMARY,
-  API_TITLE,
-  DateTime,
-  Id,
-  actionOf,
-  buildOpenApiDocument,
-  content,
-  openApiPath,
-  sectionOf,
-  type OpenApiDocument,
-} from '../lib/openapi.ts';
+import { API_SUMMARY, API_TITLE, actionOf, buildOpenApiDocument, openApiPath, sectionOf, type OpenApiDocument } from '../http/openapi.ts';
+import { DateTime, Id, content } from '../http/responses.ts';
 
 /** ApiEndpoint (spec section 2). */
 export const ApiEndpoint = z

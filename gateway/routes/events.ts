@@ -5,7 +5,8 @@
 // nothing and answers 404.
 import { z } from 'zod';
 import { defineRoute } from '../http/route.ts';
-import { DateTime, errors, Id as IdOut, succeeded } from '../lib/openapi.ts';
+import { Id as IdOut } from '../http/responses.ts';
+import { DateTime, errors, succeeded } from '../http/responses.ts';
 import { Connection } from './connections.ts';
 
 const Visibility = z.enum(['anonymous', 'public']);

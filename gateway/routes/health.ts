@@ -1,7 +1,7 @@
 // GET /health: 200 once migrations have run and the database answers; 503 otherwise.
 import type { ServerResponse } from 'node:http';
 import { sendJson } from '../http/exchange.ts';
-import type { Sql } from '../lib/db.ts';
+import type { Sql } from '../core/db.ts';
 
 export function healthHandler(sql: Sql, isReady: () => boolean): (res: ServerResponse) => Promise<void> {
   const answer = (res: ServerResponse, status: number, body: Record<string, string>) => sendJson(res, status, JSON.stringify(body));

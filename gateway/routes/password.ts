@@ -7,13 +7,13 @@
 //   GET  /auth/set-password       the page the e-mailed link opens (it posts to the route above)
 //
 // Links, their expiry and single use are SQL (api.auth_recover,
-// api.auth_set_password); the outbox worker (lib/mailer.ts) sends the e-mail.
+// api.auth_set_password); the outbox worker (jobs/mailer.ts) sends the e-mail.
 import { z } from 'zod';
-import { html, page } from '../http/html.ts';
+import { html, page } from '../core/html.ts';
 import { defineRoute } from '../http/route.ts';
-import { HttpError } from '../lib/errors.ts';
-import { content, errors, Id, succeeded } from '../lib/openapi.ts';
-import { Email, Password } from '../lib/schemas.ts';
+import { HttpError } from '../core/errors.ts';
+import { content, errors, Id, succeeded } from '../http/responses.ts';
+import { Email, Password } from '../core/schemas.ts';
 
 const LinkToken = z.string().regex(/^[A-Za-z0-9_-]{20,100}$/, { message: 'not a set-password link token' });
 

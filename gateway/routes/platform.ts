@@ -11,8 +11,8 @@
 // (api.form_submit).
 import { z } from 'zod';
 import { defineRoute } from '../http/route.ts';
-import { errors, Id, succeeded } from '../lib/openapi.ts';
-import { Email, Text, Uuid } from '../lib/schemas.ts';
+import { errors, Id, succeeded } from '../http/responses.ts';
+import { Email, Text, Uuid } from '../core/schemas.ts';
 
 export const EXTERNAL_PLATFORMS = ['platform_a', 'platform_b', 'platform_c', 'platform_d'] as const;
 

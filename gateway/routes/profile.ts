@@ -2,8 +2,8 @@
 // rows; the hat limit and the primary hat are enforced in SQL.
 import { z } from 'zod';
 import { defineRoute } from '../http/route.ts';
-import { ProfileName, Text } from '../lib/schemas.ts';
-import { DateTime, errors, Id, succeeded } from '../lib/openapi.ts';
+import { ProfileName, Text } from '../core/schemas.ts';
+import { DateTime, errors, Id, succeeded } from '../http/responses.ts';
 
 const HatInput = z.object({
   name: Text(100),

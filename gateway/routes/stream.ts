@@ -6,9 +6,23 @@
 // fan-out is the process's realtime hub (realtime/hub.ts).
 import { z } from 'zod';
 import { defineRoute } from '../http/route.ts';
-import { HttpError } from '../lib/errors.ts';
-import { content, errors } from '../lib/openapi.ts';
+import { HttpError } from '../core/errors.ts';
+import { content, errors } from '../http/responses.ts';
 import { SseStream } from '../realtime/sse.ts';
+import type { ChangeHub } from '../realtime/hub.ts';
+import type { SessionWatch } from '../realtime/session-watch.ts';
+
+// The stream needs the process's realtime hub, and the session watch that
+// ends streams of ended sessions and revoked tokens: both join the services
+// every route is built with (gateway/server.ts provides them).
+declare module '../http/route.ts' {
+  interface Services {
+    /** The realtime feed (LISTEN hub shared by the SSE stream and the websocket). */
+    realtime: ChangeHub;
+    /** Ends SSE streams and websockets of ended sessions and tokens (realtime/session-watch.ts). */
+    sessions?: SessionWatch;
+  }
+}
 
 /** A change id as sent in `id:` lines; empty means none. */
 const ChangeId = z.string().regex(/^\d{0,18}$/, { message: 'must be a change id (digits)' });

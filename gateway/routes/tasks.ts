@@ -9,10 +9,10 @@
 import type postgres from 'postgres';
 import { z } from 'zod';
 import { defineRoute } from '../http/route.ts';
-import type { Tx } from '../lib/db.ts';
-import type { ErrorShape } from '../lib/errors.ts';
-import { BoundedJsonObject, Uuid } from '../lib/schemas.ts';
-import { DateTime, errors, Id, noContent, succeeded } from '../lib/openapi.ts';
+import type { Tx } from '../core/db.ts';
+import type { ErrorShape } from '../core/errors.ts';
+import { BoundedJsonObject, Uuid } from '../core/schemas.ts';
+import { DateTime, errors, Id, noContent, succeeded } from '../http/responses.ts';
 
 // ---------------------------------------------------------------------------
 // Shapes

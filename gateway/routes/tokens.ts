@@ -5,9 +5,9 @@
 // response, and never logged (the request log holds paths and statuses only).
 import { z } from 'zod';
 import { defineRoute } from '../http/route.ts';
-import { ApiToken, PermissionPattern } from '../lib/api-tokens.ts';
-import { errors, succeeded } from '../lib/openapi.ts';
-import { Text, Uuid } from '../lib/schemas.ts';
+import { ApiToken, PermissionPattern } from '../core/api-tokens.ts';
+import { errors, succeeded } from '../http/responses.ts';
+import { Text, Uuid } from '../core/schemas.ts';
 
 export const CreateApiTokenBody = z.object({
   name: Text(200),

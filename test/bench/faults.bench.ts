@@ -10,7 +10,7 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { pg15Program } from '../../gateway/lib/pg15.ts';
+import { pg15Program } from '../../gateway/tooling/pg15.ts';
 import { runOutage, type OutageReport } from '../support/outage.ts';
 import type { Bench } from './harness.ts';
 

@@ -32,7 +32,7 @@ import autocannon from 'autocannon';
 import postgres from 'postgres';
 import type { Bench, BenchContext } from './harness.ts';
 import { directTransaction, settings, routeCases, type DirectClaims, type RouteCase } from './gateway-sql.ts';
-import { freePort } from '../../gateway/lib/free-port.ts';
+import { freePort } from '../../gateway/tooling/free-port.ts';
 
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 5);
 const REPEAT = Number(process.env.BENCH_REPEAT ?? 3);

@@ -10,7 +10,7 @@ import path from 'node:path';
 import type { BrowserContext } from 'playwright-core';
 import { chromiumAvailable, launchChromium, type Browser } from '../support/browser.ts';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { routes } from '../../gateway/http/app.ts';
+import { routes } from '../../gateway/app.ts';
 import { baseUrl } from '../helpers.ts';
 
 const available = chromiumAvailable('docs-page');

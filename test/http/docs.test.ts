@@ -5,8 +5,8 @@
 // list discovered from the router, llms.txt, and bad input on each.
 import SwaggerParser from '@apidevtools/swagger-parser';
 import { describe, expect, it } from 'vitest';
-import { routes } from '../../gateway/http/app.ts';
-import { actionOf, openApiPath, sectionOf, undocumentedRoutes } from '../../gateway/lib/openapi.ts';
+import { routes } from '../../gateway/app.ts';
+import { actionOf, openApiPath, sectionOf, undocumentedRoutes } from '../../gateway/http/openapi.ts';
 import { api, baseUrl, publicUrl, registerUser } from '../helpers.ts';
 import { checkContract } from '../support/contract.ts';
 import { ISO, UUID } from '../support/event-fixtures.ts';

@@ -1,4 +1,4 @@
-// Property-based fuzzing of every route in the route table (gateway/http/app.ts
+// Property-based fuzzing of every route in the route table (gateway/app.ts
 // `routes`, so routes added later are covered without touching this file):
 // with a valid access token, random bad path parameters, query strings,
 // bodies and headers must never get a 5xx, and every error is a JSON body
@@ -8,7 +8,7 @@
 // sets the cases per route (default 200).
 import fc from 'fast-check';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { routes } from '../../gateway/http/app.ts';
+import { routes } from '../../gateway/app.ts';
 import type { Route } from '../../gateway/http/route.ts';
 import { baseUrl, registerUser, type TestUser } from '../helpers.ts';
 

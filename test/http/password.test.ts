@@ -4,9 +4,9 @@
 import net from 'node:net';
 import { SMTPServer } from 'smtp-server';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createPool, type Sql } from '../../gateway/lib/db.ts';
-import { createLogger } from '../../gateway/lib/log.ts';
-import { startOutboxWorker } from '../../gateway/lib/mailer.ts';
+import { createPool, type Sql } from '../../gateway/core/db.ts';
+import { createLogger } from '../../gateway/core/log.ts';
+import { startOutboxWorker } from '../../gateway/jobs/mailer.ts';
 import { api, baseUrl, databaseUrl, db, expectErrorShape, publicUrl, registerUser, uniqueEmail } from '../helpers.ts';
 
 interface OutboxRow {

@@ -470,7 +470,7 @@ describe('POST /api/v1/platform/events/{event_node_id}/checkins', () => {
 
 describe('POST /api/v1/forms', () => {
   const admin = (...args: string[]) =>
-    spawnSync(process.execPath, ['--import', 'tsx', 'gateway/admin.ts', ...args], {
+    spawnSync(process.execPath, ['--import', 'tsx', 'gateway/tooling/admin.ts', ...args], {
       cwd: root,
       env: { ...process.env, DATABASE_URL: databaseUrl },
       encoding: 'utf8',

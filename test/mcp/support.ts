@@ -5,8 +5,8 @@ import crypto from 'node:crypto';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { afterAll, inject } from 'vitest';
-import { loadConfig } from '../../gateway/lib/config.ts';
-import { createLogger } from '../../gateway/lib/log.ts';
+import { loadConfig } from '../../gateway/core/config.ts';
+import { createLogger } from '../../gateway/core/log.ts';
 import { startMcpServer, type RunningMcpServer } from '../../mcp-server/server.ts';
 import { api, baseUrl, databaseUrl, db, publicUrl, registerUser, type TestUser } from '../helpers.ts';
 

@@ -5,15 +5,15 @@ import { execFile, spawnSync } from 'node:child_process';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { describe, expect, it } from 'vitest';
-import { findPsql } from '../../gateway/lib/psql.ts';
+import { findPsql } from '../../gateway/tooling/psql.ts';
 import { databaseUrl, db } from '../helpers.ts';
 
 const root = path.resolve(import.meta.dirname, '..', '..');
 const env = { ...process.env, DATABASE_URL: databaseUrl };
 const admin = (...args: string[]) =>
-  spawnSync(process.execPath, ['--import', 'tsx', 'gateway/admin.ts', ...args], { cwd: root, env, encoding: 'utf8' });
+  spawnSync(process.execPath, ['--import', 'tsx', 'gateway/tooling/admin.ts', ...args], { cwd: root, env, encoding: 'utf8' });
 const adminAsync = (...args: string[]) =>
-  promisify(execFile)(process.execPath, ['--import', 'tsx', 'gateway/admin.ts', ...args], { cwd: root, env, encoding: 'utf8' });
+  promisify(execFile)(process.execPath, ['--import', 'tsx', 'gateway/tooling/admin.ts', ...args], { cwd: root, env, encoding: 'utf8' });
 
 /** The command names `--help` lists (lines "  name options"). */
 const listedCommands = (help: string) => [...help.matchAll(/^ {2}([a-z][a-z0-9-]*)/gm)].map((m) => m[1]!);

@@ -6,9 +6,9 @@ import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { describe, expect, inject, it } from 'vitest';
-import { createLogger } from '../../gateway/lib/log.ts';
-import { runMigrations } from '../../gateway/lib/migrate.ts';
-import { pg15Program, startThrowawayPg15 } from '../../gateway/lib/pg15.ts';
+import { createLogger } from '../../gateway/core/log.ts';
+import { runMigrations } from '../../gateway/core/migrate.ts';
+import { pg15Program, startThrowawayPg15 } from '../../gateway/tooling/pg15.ts';
 import { baseUrl } from '../helpers.ts';
 import { exited, freePort, projectRoot, startGatewayProcess } from '../support/processes.ts';
 

@@ -6,7 +6,7 @@ import crypto from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import { describe, expect, inject, it } from 'vitest';
-import { isAlive, relocatedDataDir } from '../../gateway/lib/embedded-postgres.ts';
+import { isAlive, relocatedDataDir } from '../../gateway/tooling/embedded-postgres.ts';
 import { databaseUrl, uniqueEmail } from '../helpers.ts';
 import { exited, freePort, projectRoot, startGatewayProcess } from '../support/processes.ts';
 
@@ -70,7 +70,7 @@ describe('npm start (gateway/main.ts)', () => {
 
 describe('npm run admin', () => {
   const admin = (...args: string[]) =>
-    spawnSync(process.execPath, ['--import', 'tsx', 'gateway/admin.ts', ...args], {
+    spawnSync(process.execPath, ['--import', 'tsx', 'gateway/tooling/admin.ts', ...args], {
       cwd: root,
       env: { ...process.env, DATABASE_URL: databaseUrl },
       encoding: 'utf8',

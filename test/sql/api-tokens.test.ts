@@ -4,7 +4,7 @@
 // community-scoped creation, and that a token cannot mint tokens.
 import crypto from 'node:crypto';
 import { describe, expect, it } from 'vitest';
-import { withClaims } from '../../gateway/lib/db.ts';
+import { withClaims } from '../../gateway/core/db.ts';
 import { asAnon, asUser, db, uniqueEmail } from '../helpers.ts';
 import { sqlState } from '../support/sql-state.ts';
 

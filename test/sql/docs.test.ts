@@ -3,7 +3,7 @@
 // rolled back, so the gateway's own rows are untouched; timestamps are moved
 // back by hand between two syncs (now() is fixed inside one transaction).
 import { describe, expect, it } from 'vitest';
-import type { Tx } from '../../gateway/lib/db.ts';
+import type { Tx } from '../../gateway/core/db.ts';
 import { db } from '../helpers.ts';
 
 class Rollback extends Error {}

@@ -5,7 +5,7 @@
 // the raw rows for postgres_changes, and the supabase_realtime publication.
 import postgres from 'postgres';
 import { afterAll, describe, expect, it } from 'vitest';
-import type { Tx } from '../../gateway/lib/db.ts';
+import type { Tx } from '../../gateway/core/db.ts';
 import { asUser, databaseUrl, db } from '../helpers.ts';
 import { PUBLIC, head, join, newCommunity, newEvent, newUser } from '../support/feed-sql.ts';
 

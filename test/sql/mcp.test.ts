@@ -4,7 +4,7 @@
 // audited arguments, and the community-scoped-token guard.
 import crypto from 'node:crypto';
 import { describe, expect, it } from 'vitest';
-import { withClaims } from '../../gateway/lib/db.ts';
+import { withClaims } from '../../gateway/core/db.ts';
 import { asUser, db, uniqueEmail } from '../helpers.ts';
 
 const newUser = async () => {

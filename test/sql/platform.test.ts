@@ -4,7 +4,7 @@
 // (and that request roles still check in only themselves), and forms.
 import crypto from 'node:crypto';
 import { describe, expect, it } from 'vitest';
-import { withClaims, type RequestClaims } from '../../gateway/lib/db.ts';
+import { withClaims, type RequestClaims } from '../../gateway/core/db.ts';
 import { asAnon, asUser, db, uniqueEmail } from '../helpers.ts';
 import { sqlState } from '../support/sql-state.ts';
 

@@ -5,7 +5,7 @@ import crypto from 'node:crypto';
 import postgres from 'postgres';
 import { afterAll, describe, expect, it } from 'vitest';
 import { StreamOpener } from '../../gateway/realtime/opener.ts';
-import { HttpError } from '../../gateway/lib/errors.ts';
+import { HttpError } from '../../gateway/core/errors.ts';
 import { db } from '../helpers.ts';
 import { PUBLIC, join, newCommunity, newEvent, newUser } from '../support/feed-sql.ts';
 

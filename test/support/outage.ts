@@ -18,10 +18,10 @@ import crypto from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import postgres from 'postgres';
-import { ensureDatabase, startEmbeddedPostgres, type RunningPostgres } from '../../gateway/lib/embedded-postgres.ts';
-import { createLogger } from '../../gateway/lib/log.ts';
-import { runMigrations } from '../../gateway/lib/migrate.ts';
-import { pg15Program } from '../../gateway/lib/pg15.ts';
+import { ensureDatabase, startEmbeddedPostgres, type RunningPostgres } from '../../gateway/tooling/embedded-postgres.ts';
+import { createLogger } from '../../gateway/core/log.ts';
+import { runMigrations } from '../../gateway/core/migrate.ts';
+import { pg15Program } from '../../gateway/tooling/pg15.ts';
 import { exited, freePort, startGatewayProcess, waitUntil } from './processes.ts';
 
 /** The gateway's statement timeout during the outage runs: every answer is due within it + 2 s. */

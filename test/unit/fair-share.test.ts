@@ -1,11 +1,11 @@
-// The per-client limiter of the pool (gateway/lib/fair-share.ts): perKey
+// The per-client limiter of the pool (gateway/http/fair-share.ts): perKey
 // transactions of one client at once (more while the rest of the pool is
 // idle, keeping perKey connections free), the rest wait in FIFO order, other
 // clients are not held up, and past the queue's bound (length or wait) the
 // answer is 429 with a retry hint.
 import { describe, expect, it } from 'vitest';
-import { HttpError } from '../../gateway/lib/errors.ts';
-import { FairShare, fairShareKey } from '../../gateway/lib/fair-share.ts';
+import { HttpError } from '../../gateway/core/errors.ts';
+import { FairShare, fairShareKey } from '../../gateway/http/fair-share.ts';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 

@@ -3,11 +3,11 @@
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, describe, expect, it } from 'vitest';
-import { createApp } from '../../gateway/http/app.ts';
-import { loadConfig } from '../../gateway/lib/config.ts';
-import { createPool } from '../../gateway/lib/db.ts';
-import { createTokenService } from '../../gateway/lib/jwt.ts';
-import { createLogger } from '../../gateway/lib/log.ts';
+import { createApp } from '../../gateway/app.ts';
+import { loadConfig } from '../../gateway/core/config.ts';
+import { createPool } from '../../gateway/core/db.ts';
+import { createTokenService } from '../../gateway/core/jwt.ts';
+import { createLogger } from '../../gateway/core/log.ts';
 import { ChangeHub } from '../../gateway/realtime/hub.ts';
 import { databaseUrl } from '../helpers.ts';
 

@@ -1,4 +1,4 @@
-// The node:crypto verifier of HMAC-signed tokens (gateway/lib/jwt-hmac.ts)
+// The node:crypto verifier of HMAC-signed tokens (gateway/core/jwt-hmac.ts)
 // against jose's jwtVerify with the same key and options: every token gets
 // the same verdict from both (accepted, expired, or refused), crafted edge
 // cases and random claim sets alike. Where it is stricter (a `crit` header,
@@ -7,7 +7,7 @@ import crypto from 'node:crypto';
 import fc from 'fast-check';
 import { errors as joseErrors, jwtVerify } from 'jose';
 import { describe, expect, it } from 'vitest';
-import { HmacTokenError, verifyHmacToken, type HmacKey } from '../../gateway/lib/jwt-hmac.ts';
+import { HmacTokenError, verifyHmacToken, type HmacKey } from '../../gateway/core/jwt-hmac.ts';
 
 const SECRET = new TextEncoder().encode('a-shared-secret-of-at-least-32-characters');
 const KEY: HmacKey = { alg: 'HS256', kid: undefined, secret: SECRET };

@@ -5,9 +5,9 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { createLogger } from '../../gateway/lib/log.ts';
-import { pg15Program } from '../../gateway/lib/pg15.ts';
-import { diffDump, dumpSchema, normalizeDump, SCHEMA_FILE } from '../../gateway/lib/schema-dump.ts';
+import { createLogger } from '../../gateway/core/log.ts';
+import { pg15Program } from '../../gateway/tooling/pg15.ts';
+import { diffDump, dumpSchema, normalizeDump, SCHEMA_FILE } from '../../gateway/tooling/schema-dump.ts';
 
 const available = pg15Program('pg_dump') !== null && pg15Program('initdb') !== null;
 if (!available) console.warn('[schema-dump] skipped: no PostgreSQL 15 binaries (apt-get install postgresql-15)');

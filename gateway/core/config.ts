@@ -3,7 +3,7 @@
 import path from 'node:path';
 import { z } from 'zod';
 import { parseTrustProxy, type TrustProxy } from './client-ip.ts';
-import type { FairShareOptions } from './fair-share.ts';
+import { StartupProblem } from './startup-error.ts';
 
 const optionalString = z
   .string()
@@ -87,12 +87,12 @@ export interface Config {
   mailFrom: string;
   dbPoolMax: number;
   statementTimeoutMs: number;
-  /** Per-client share of the pool (gateway/lib/fair-share.ts). */
+  /** Per-client share of the pool (gateway/http/fair-share.ts). */
   fairShare: FairShareOptions;
   realtime: RealtimeConfig;
   /** Failed-login and refresh/verify throttling (counted in Postgres). */
   authLimits: AuthLimits;
-  /** TRUST_PROXY: how to read the client IP (see gateway/lib/client-ip.ts). */
+  /** TRUST_PROXY: how to read the client IP (see gateway/core/client-ip.ts). */
   trustProxy: TrustProxy;
   /** CORS_ORIGINS: browser origins allowed to call the API (see gateway/http/cors.ts); empty: CORS off. */
   corsOrigins: string[];
@@ -103,6 +103,21 @@ export interface Config {
  * Failed sign-ins (every door that checks a password) and failed
  * refresh/verify attempts, counted in Postgres (private.password_check_throttled).
  */
+/** The per-client share of the pool (gateway/http/fair-share.ts). */
+export interface FairShareOptions {
+  /** Transactions one client may always run at once. */
+  perKey: number;
+  /**
+   * The pool's size: past perKey, a client alone on the pool may start more
+   * while perKey connections stay free. Absent: never more than perKey.
+   */
+  capacity?: number;
+  /** Requests one client may have waiting; more are refused with 429. */
+  maxQueued: number;
+  /** A request that waited this long is refused with 429. */
+  maxWaitMs: number;
+}
+
 export interface AuthLimits {
   /** LOGIN_MAX_FAILURES_PER_EMAIL: failures of one e-mail from one client address. */
   maxFailuresPerEmailAndClient: number;
@@ -166,7 +181,7 @@ export interface RealtimeConfig {
   socketAuthGraceMs: number;
 }
 
-export class ConfigError extends Error {}
+export class ConfigError extends StartupProblem {}
 
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   const parsed = EnvSchema.safeParse(env);
@@ -252,7 +267,7 @@ function detectPoolMode(url: string | undefined): 'session' | 'transaction' {
   }
 }
 
-/** The repository root (this file lives in gateway/lib/). */
+/** The repository root (this file lives in gateway/core/). */
 export function projectRoot(): string {
   return path.resolve(import.meta.dirname, '..', '..');
 }

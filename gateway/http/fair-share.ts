@@ -21,24 +21,14 @@
 //
 // Per process: with several replicas each has its own limiter, which still
 // bounds every client's share of each replica's pool.
-import { HttpError } from './errors.ts';
+import { HttpError } from '../core/errors.ts';
+import type { FairShareOptions } from '../core/config.ts';
+
+export type { FairShareOptions };
 
 /** How long a client must have had the pool to itself to go past its share. */
 const ALONE_MS = 1000;
 
-export interface FairShareOptions {
-  /** Transactions one client may always run at once. */
-  perKey: number;
-  /**
-   * The pool's size: past perKey, a client alone on the pool may start more
-   * while perKey connections stay free. Absent: never more than perKey.
-   */
-  capacity?: number;
-  /** Requests one client may have waiting; more are refused with 429. */
-  maxQueued: number;
-  /** A request that waited this long is refused with 429. */
-  maxWaitMs: number;
-}
 
 interface Waiter {
   start: () => void;

@@ -94,7 +94,7 @@ function isConnectionError(err: unknown): boolean {
       'CONNECTION_CLOSED',
       'CONNECTION_ENDED',
       'CONNECTION_DESTROYED',
-      'DATABASE_WAIT_TIMEOUT', // lib/db.ts: no connection, or no answer, in bounded time
+      'DATABASE_WAIT_TIMEOUT', // core/db.ts: no connection, or no answer, in bounded time
     ].includes(code)
   );
 }

@@ -47,3 +47,6 @@ export function clientIp(
   const index = trust === 'all' ? 0 : Math.max(0, entries.length - trust);
   return normalise(entries[index]) ?? peer;
 }
+
+/** The header that carries MCP_PROXY_SECRET from the gateway to the MCP process. */
+export const PROXY_SECRET_HEADER = 'x-mcp-proxy-secret';

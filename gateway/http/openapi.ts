@@ -16,76 +16,9 @@
 // here from the route's configuration, so modules declare only their own.
 import { OpenAPIRegistry, OpenApiGeneratorV3, type ResponseConfig, type RouteConfig } from '@asteasolutions/zod-to-openapi';
 import { z } from 'zod';
-import type { Route } from '../http/route.ts';
-import { defaultCode, type ErrorShape } from './errors.ts';
-
-// ---------------------------------------------------------------------------
-// The three error bodies of spec section 7
-// ---------------------------------------------------------------------------
-
-const Details = z.record(z.string(), z.unknown()).nullable();
-
-/** Error: `error` (a machine-readable code), `message`, `details` (object or null). */
-export const ErrorBody = z
-  .object({ error: z.string(), message: z.string(), details: Details })
-  .meta({ id: 'Error', description: 'Error body: a machine-readable code, a message, details or null.' });
-
-/** Simple: `error` (a message). */
-export const SimpleErrorBody = z
-  .object({ error: z.string() })
-  .meta({ id: 'SimpleError', description: 'Simple error body: a message in `error`.' });
-
-/** Flagged: `success` false and `error` (a message). */
-export const FlaggedErrorBody = z
-  .object({ success: z.literal(false), error: z.string() })
-  .meta({ id: 'FlaggedError', description: 'Flagged error body: `success` false and a message in `error`.' });
-
-const SHAPE_SCHEMAS: Record<ErrorShape, z.ZodType> = { error: ErrorBody, simple: SimpleErrorBody, flagged: FlaggedErrorBody };
-
-// ---------------------------------------------------------------------------
-// What a route declares
-// ---------------------------------------------------------------------------
-
-export class ErrorResponse {
-  constructor(readonly codes: readonly string[]) {}
-}
-
-export class ContentResponse {
-  constructor(
-    readonly contentType: string | null,
-    readonly description: string,
-    readonly schema?: z.ZodType,
-  ) {}
-}
-
-export type ResponseSpec = z.ZodType | ErrorResponse | ContentResponse;
-export type Responses = Partial<Record<number, ResponseSpec>>;
-
-/** An error status; `codes` are the Error shape's `error` values the route can give. */
-export const errors = (...codes: string[]): ErrorResponse => new ErrorResponse(codes);
-
-/** A reply that is not JSON (HTML page, redirect, text, stream). */
-export const content = (contentType: string, description: string, schema?: z.ZodType): ContentResponse =>
-  new ContentResponse(contentType, description, schema);
-
-/** A reply without a body. */
-export const noContent = (description: string): ContentResponse => new ContentResponse(null, description);
-
-/** Security schemes a route accepts (default: both for signed-in routes, none for public ones). */
-export type SecurityScheme = 'bearerAuth' | 'apiToken';
-
-// ---------------------------------------------------------------------------
-// Shared response pieces
-// ---------------------------------------------------------------------------
-
-export const Id = z.guid();
-export const DateTime = z.iso.datetime({ offset: true });
-export const Pagination = z
-  .object({ total_count: z.number().int(), page: z.number().int(), page_size: z.number().int(), total_pages: z.number().int() })
-  .meta({ id: 'Pagination' });
-
-/** `{ success: true, ...fields }`. */
-export const succeeded = <T extends z.ZodRawShape>(shape: T) => z.object({ success: z.literal(true), ...shape });
+import type { Route } from './route.ts';
+import { defaultCode, type ErrorShape } from '../core/errors.ts';
+import { ErrorBody, SimpleErrorBody, FlaggedErrorBody, SHAPE_SCHEMAS, ErrorResponse, ContentResponse, errors, content, noContent, type SecurityScheme } from './responses.ts';
 
 // ---------------------------------------------------------------------------
 // Sections (tags, and ApiEndpoint.controller)
@@ -199,7 +132,7 @@ function errorEntries(route: Route): Map<number, ErrorEntry[]> {
     add(403, shapeFor(403), ['forbidden']);
   }
   // Every route: a client past its fair share of the pool waits, then 429
-  // (lib/fair-share.ts); the database unreachable or restarting is 503 (with
+  // (http/fair-share.ts); the database unreachable or restarting is 503 (with
   // Retry-After); a request cancelled at the statement timeout is 504.
   add(429, shapeFor(429), ['rate_limited']);
   add(503, shapeFor(503), ['service_unavailable']);

@@ -1,6 +1,6 @@
 // What hostile or malformed input gets, decided once for every route (the
 // pipeline in route.ts and app.ts call these; SQLSTATE backstops are in
-// gateway/lib/errors.ts):
+// gateway/core/errors.ts):
 //
 // - A path segment whose percent-encoding is not valid UTF-8 (e.g. the bytes
 //   of a lone surrogate, `%ED%A0%80`, or a stray `%`) is decoded leniently,
@@ -18,7 +18,7 @@
 // numbers out of range are each route's zod schema's business (400/422).
 import type { Server } from 'node:http';
 import type { Duplex } from 'node:stream';
-import { defaultCode, HttpError } from '../lib/errors.ts';
+import { defaultCode, HttpError } from './errors.ts';
 
 export const MAX_JSON_DEPTH = 64;
 

@@ -5,8 +5,8 @@
 // SIGTERM (SIGKILL after 10 s).
 import { fork, type ChildProcess } from 'node:child_process';
 import path from 'node:path';
-import type { Config } from '../gateway/lib/config.ts';
-import type { Logger } from '../gateway/lib/log.ts';
+import { projectRoot, type Config } from './core/config.ts';
+import type { Logger } from './core/log.ts';
 
 export interface McpChild {
   stop(): Promise<void>;
@@ -18,7 +18,7 @@ export function startMcpChild(config: Config, databaseUrl: string, log: Logger):
   let restart: NodeJS.Timeout | undefined;
 
   const spawn = () => {
-    child = fork(path.join(import.meta.dirname, 'main.ts'), [], {
+    child = fork(path.join(projectRoot(), 'mcp-server', 'main.ts'), [], {
       execArgv: process.execArgv,
       stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
       env: {

@@ -9,11 +9,11 @@
 // replaced; SIGINT/SIGTERM stop the workers, then the database.
 import cluster from 'node:cluster';
 import os from 'node:os';
-import type { Config } from './config.ts';
-import { openDatabase, type Database } from './database.ts';
-import type { Logger } from './log.ts';
-import { runMigrations } from './migrate.ts';
-import { startupMessage } from './startup-error.ts';
+import type { Config } from './core/config.ts';
+import { openDatabase, type Database } from './core/database.ts';
+import type { Logger } from './core/log.ts';
+import { runMigrations } from './core/migrate.ts';
+import { startupMessage } from './core/startup-error.ts';
 
 /** WEB_CONCURRENCY, or the core count in production (NODE_ENV=production), else 1. */
 export function webConcurrency(env: NodeJS.ProcessEnv = process.env): number {

@@ -12,9 +12,10 @@ import fs from 'node:fs';
 import { createRequire } from 'node:module';
 import os from 'node:os';
 import path from 'node:path';
+import { StartupProblem } from '../core/startup-error.ts';
 
 /** A failure to start the embedded Postgres: one line saying what is wrong and what to do. */
-export class EmbeddedPostgresError extends Error {}
+export class EmbeddedPostgresError extends StartupProblem {}
 
 export interface PostgresBinaries {
   postgres: string;

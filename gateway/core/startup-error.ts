@@ -1,8 +1,6 @@
 // One clear line for a process that cannot start (npm start, npm run admin,
 // npm run db): what is wrong and what to do, never a stack trace.
 import postgres from 'postgres';
-import { ConfigError } from './config.ts';
-import { EmbeddedPostgresError } from './postgres-binaries.ts';
 
 const CONNECTION_CODES: Record<string, string> = {
   ECONNREFUSED: 'connection refused',
@@ -14,8 +12,11 @@ const CONNECTION_CODES: Record<string, string> = {
   EHOSTUNREACH: 'host unreachable',
 };
 
+/** A problem the operator must fix, whose message says what is wrong and what to do (configuration, the embedded Postgres). */
+export class StartupProblem extends Error {}
+
 export function startupMessage(err: unknown): string {
-  if (err instanceof EmbeddedPostgresError || err instanceof ConfigError) return err.message;
+  if (err instanceof StartupProblem) return err.message;
   const e = err as { code?: unknown; message?: unknown; port?: unknown; address?: unknown; syscall?: unknown } | null;
   const code = typeof e?.code === 'string' ? e.code : '';
   if (err instanceof postgres.PostgresError) {

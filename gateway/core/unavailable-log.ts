@@ -10,7 +10,7 @@ const SUMMARY_EVERY_MS = 10_000;
 let refused = 0;
 let summary: NodeJS.Timeout | undefined;
 
-/** Notes a request answered 503 because of the database (lib/errors.ts unavailable). */
+/** Notes a request answered 503 because of the database (core/errors.ts unavailable). */
 export function noteUnavailable(log: Logger, err: unknown): void {
   refused++;
   if (summary) return;

@@ -3,7 +3,6 @@
 import path from 'node:path';
 import type { Config } from './config.ts';
 import { makeDataFolder } from './data-folder.ts';
-import { ensureDatabase, startEmbeddedPostgres } from './embedded-postgres.ts';
 import type { Logger } from './log.ts';
 
 export interface Database {
@@ -24,6 +23,8 @@ export async function openDatabase(config: Config, log: Logger, { reuseRunning =
     return { url: config.databaseUrl, embedded: false, stop: async () => {} };
   }
   makeDataFolder(config.dataDir);
+  // Development tooling, loaded only when it is used: a deployment (DATABASE_URL) never loads it.
+  const { ensureDatabase, startEmbeddedPostgres } = await import('../tooling/embedded-postgres.ts');
   const cluster = await startEmbeddedPostgres({
     dir: path.join(config.dataDir, 'postgres'),
     port: config.embeddedPgPort,

@@ -9,8 +9,8 @@
 // Without SMTP_URL no worker runs; operators read the outbox with
 // `npm run admin -- outbox`.
 import nodemailer, { type Transporter } from 'nodemailer';
-import type { Sql } from './db.ts';
-import type { Logger } from './log.ts';
+import type { Sql } from '../core/db.ts';
+import type { Logger } from '../core/log.ts';
 
 export interface MailerOptions {
   smtpUrl: string;

@@ -10,10 +10,10 @@ import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { projectRoot } from './config.ts';
+import { projectRoot } from '../core/config.ts';
 import { ensureDatabase } from './embedded-postgres.ts';
-import type { Logger } from './log.ts';
-import { runMigrations } from './migrate.ts';
+import type { Logger } from '../core/log.ts';
+import { runMigrations } from '../core/migrate.ts';
 import { pg15Program, startThrowawayPg15 } from './pg15.ts';
 
 export const SCHEMA_FILE = path.join(projectRoot(), 'sql', 'schema.sql');

@@ -5,9 +5,9 @@
 // route is one) and hands the set to private.sync_api_endpoints, which keeps
 // discovered_at, moves last_updated on a change and flags routes no longer
 // served as deprecated.
-import type { Route } from '../http/route.ts';
-import type { Sql } from './db.ts';
-import type { Logger } from './log.ts';
+import type { Route } from './route.ts';
+import type { Sql } from '../core/db.ts';
+import type { Logger } from '../core/log.ts';
 import { actionOf, openApiPath, sectionOf } from './openapi.ts';
 
 export interface DiscoveredEndpoint {

@@ -8,15 +8,15 @@
 //                                  commit and uncommit refresh it too
 import { spawnSync } from 'node:child_process';
 import { createRequire } from 'node:module';
-import { loadConfig } from './lib/config.ts';
-import { openDatabase } from './lib/database.ts';
-import { ensureDatabase } from './lib/embedded-postgres.ts';
+import { loadConfig } from '../core/config.ts';
+import { openDatabase } from '../core/database.ts';
+import { ensureDatabase } from './embedded-postgres.ts';
 import { destination } from 'pino';
-import { createLogger } from './lib/log.ts';
-import { pg15Program } from './lib/pg15.ts';
-import { runDumpCommand } from './lib/schema-dump.ts';
+import { createLogger } from '../core/log.ts';
+import { pg15Program } from './pg15.ts';
+import { runDumpCommand } from './schema-dump.ts';
 // Logs go to stderr: stdout carries only the command's output.
-import { startupMessage } from './lib/startup-error.ts';
+import { startupMessage } from '../core/startup-error.ts';
 
 const config = loadConfig();
 const log = createLogger(process.env.LOG_LEVEL ?? 'warn', 'db', destination(2));

@@ -6,29 +6,29 @@
 // route's handler (the pipeline of http/route.ts). No route logic lives here;
 // anything unforeseen becomes a JSON 500 without details.
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { HttpError } from '../lib/errors.ts';
-import type { Logger } from '../lib/log.ts';
-import { agentCallRoutes } from '../routes/agent-calls.ts';
-import { authRoutes } from '../routes/auth.ts';
-import { communityRoutes } from '../routes/communities.ts';
-import { connectionRoutes } from '../routes/connections.ts';
-import { deeplinkRoutes } from '../routes/deeplinks.ts';
-import { docsRoutes } from '../routes/docs.ts';
-import { eventRoutes } from '../routes/events.ts';
-import { healthHandler } from '../routes/health.ts';
-import { passwordRoutes } from '../routes/password.ts';
-import { platformRoutes } from '../routes/platform.ts';
-import { profileRoutes } from '../routes/profile.ts';
-import { streamRoutes } from '../routes/stream.ts';
-import { dealRoutes, taskRoutes } from '../routes/tasks.ts';
-import { tokenRoutes } from '../routes/tokens.ts';
-import { discardRest, hasBody, readJsonBody } from './body.ts';
-import { cors } from './cors.ts';
-import { RouteTable } from './dispatch.ts';
-import { beginExchange, sendError, type Exchange } from './exchange.ts';
-import { isMcpPath, mcpProxy } from './mcp-proxy.ts';
-import type { TrustProxy } from '../lib/client-ip.ts';
-import type { Route, RouteHandler, Services } from './route.ts';
+import { HttpError } from './core/errors.ts';
+import type { Logger } from './core/log.ts';
+import { agentCallRoutes } from './routes/agent-calls.ts';
+import { authRoutes } from './routes/auth.ts';
+import { communityRoutes } from './routes/communities.ts';
+import { connectionRoutes } from './routes/connections.ts';
+import { deeplinkRoutes } from './routes/deeplinks.ts';
+import { docsRoutes } from './routes/docs.ts';
+import { eventRoutes } from './routes/events.ts';
+import { healthHandler } from './routes/health.ts';
+import { passwordRoutes } from './routes/password.ts';
+import { platformRoutes } from './routes/platform.ts';
+import { profileRoutes } from './routes/profile.ts';
+import { streamRoutes } from './routes/stream.ts';
+import { dealRoutes, taskRoutes } from './routes/tasks.ts';
+import { tokenRoutes } from './routes/tokens.ts';
+import { discardRest, hasBody, readJsonBody } from './http/body.ts';
+import { cors } from './http/cors.ts';
+import { RouteTable } from './http/dispatch.ts';
+import { beginExchange, sendError, type Exchange } from './http/exchange.ts';
+import { isMcpPath, mcpProxy } from './http/mcp-proxy.ts';
+import type { TrustProxy } from './core/client-ip.ts';
+import type { Route, RouteHandler, Services } from './http/route.ts';
 
 /** Every REST route the gateway serves, in one list (the docs read it too). */
 export const routes: Route[] = [
@@ -59,7 +59,7 @@ export interface AppOptions {
   mcp?: { upstreamUrl: string; trustProxy: TrustProxy; proxySecret?: string };
 }
 
-/** The request listener (http.createServer(app)), with the method and path of every route it serves (lib/endpoints.ts records them). */
+/** The request listener (http.createServer(app)), with the method and path of every route it serves (http/endpoints.ts records them). */
 export type App = ((req: IncomingMessage, res: ServerResponse) => void) & { served: readonly { method: string; path: string }[] };
 
 export function createApp({ services, log, isReady, corsOrigins, mcp }: AppOptions): App {

@@ -4,16 +4,16 @@
 // command if no `npm start` is running).
 import { parseArgs } from 'node:util';
 import { z } from 'zod';
-import { loadConfig } from './lib/config.ts';
-import { openDatabase } from './lib/database.ts';
-import { createPool, type Sql } from './lib/db.ts';
+import { loadConfig } from '../core/config.ts';
+import { openDatabase } from '../core/database.ts';
+import { createPool, type Sql } from '../core/db.ts';
 import { destination } from 'pino';
-import { createLogger } from './lib/log.ts';
+import { createLogger } from '../core/log.ts';
 // Logs go to stderr: stdout carries only the command's output.
-import { runMigrations } from './lib/migrate.ts';
-import { runPsql } from './lib/psql.ts';
-import { Email, Password, Uuid } from './lib/schemas.ts';
-import { startupMessage } from './lib/startup-error.ts';
+import { runMigrations } from '../core/migrate.ts';
+import { runPsql } from './psql.ts';
+import { Email, Password, Uuid } from '../core/schemas.ts';
+import { startupMessage } from '../core/startup-error.ts';
 
 interface Command {
   usage: string;

@@ -1,0 +1,75 @@
+// What a route declares about its answers (http/route.ts), and the shared
+// pieces of response shapes: the three error bodies, errors()/content()/
+// noContent(), and ids, timestamps, pagination. The OpenAPI document is built
+// from these declarations (http/openapi.ts).
+import { z } from 'zod';
+import type { ErrorShape } from '../core/errors.ts';
+
+// ---------------------------------------------------------------------------
+// The three error bodies of spec section 7
+// ---------------------------------------------------------------------------
+
+const Details = z.record(z.string(), z.unknown()).nullable();
+
+/** Error: `error` (a machine-readable code), `message`, `details` (object or null). */
+export const ErrorBody = z
+  .object({ error: z.string(), message: z.string(), details: Details })
+  .meta({ id: 'Error', description: 'Error body: a machine-readable code, a message, details or null.' });
+
+/** Simple: `error` (a message). */
+export const SimpleErrorBody = z
+  .object({ error: z.string() })
+  .meta({ id: 'SimpleError', description: 'Simple error body: a message in `error`.' });
+
+/** Flagged: `success` false and `error` (a message). */
+export const FlaggedErrorBody = z
+  .object({ success: z.literal(false), error: z.string() })
+  .meta({ id: 'FlaggedError', description: 'Flagged error body: `success` false and a message in `error`.' });
+
+export const SHAPE_SCHEMAS: Record<ErrorShape, z.ZodType> = { error: ErrorBody, simple: SimpleErrorBody, flagged: FlaggedErrorBody };
+
+// ---------------------------------------------------------------------------
+// What a route declares
+// ---------------------------------------------------------------------------
+
+export class ErrorResponse {
+  constructor(readonly codes: readonly string[]) {}
+}
+
+export class ContentResponse {
+  constructor(
+    readonly contentType: string | null,
+    readonly description: string,
+    readonly schema?: z.ZodType,
+  ) {}
+}
+
+export type ResponseSpec = z.ZodType | ErrorResponse | ContentResponse;
+export type Responses = Partial<Record<number, ResponseSpec>>;
+
+/** An error status; `codes` are the Error shape's `error` values the route can give. */
+export const errors = (...codes: string[]): ErrorResponse => new ErrorResponse(codes);
+
+/** A reply that is not JSON (HTML page, redirect, text, stream). */
+export const content = (contentType: string, description: string, schema?: z.ZodType): ContentResponse =>
+  new ContentResponse(contentType, description, schema);
+
+/** A reply without a body. */
+export const noContent = (description: string): ContentResponse => new ContentResponse(null, description);
+
+/** Security schemes a route accepts (default: both for signed-in routes, none for public ones). */
+export type SecurityScheme = 'bearerAuth' | 'apiToken';
+
+// ---------------------------------------------------------------------------
+// Shared response pieces
+// ---------------------------------------------------------------------------
+
+export const Id = z.guid();
+export const DateTime = z.iso.datetime({ offset: true });
+export const Pagination = z
+  .object({ total_count: z.number().int(), page: z.number().int(), page_size: z.number().int(), total_pages: z.number().int() })
+  .meta({ id: 'Pagination' });
+
+/** `{ success: true, ...fields }`. */
+export const succeeded = <T extends z.ZodRawShape>(shape: T) => z.object({ success: z.literal(true), ...shape });
+

@@ -1,0 +1,15 @@
+// What the MCP server's parts (server.ts, oauth.ts) are given: the pool, the
+// configuration, the log, and the addresses it answers for.
+import type { Config } from '../gateway/core/config.ts';
+import type { Sql } from '../gateway/core/db.ts';
+import type { Logger } from '../gateway/core/log.ts';
+
+export interface McpDeps {
+  sql: Sql;
+  config: Config;
+  log: Logger;
+  /** The public URL of /mcp (PUBLIC_URL + /mcp): OAuth resource and discovery. */
+  resourceUrl: string;
+  allowedHosts: string[];
+  allowedOrigins: string[];
+}

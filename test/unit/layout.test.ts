@@ -1,0 +1,49 @@
+// The architecture, checked on the import graph (madge): the code both
+// processes share (gateway/core) imports no front door; the MCP server
+// imports only gateway/core; the gateway never imports the MCP server (it
+// starts it by its file path); the HTTP layer imports no route, realtime
+// module or composition root; and there is no import cycle anywhere.
+import path from 'node:path';
+import madge from 'madge';
+import { describe, expect, it } from 'vitest';
+import { projectRoot } from '../support/processes.ts';
+
+const graph = await madge(['gateway', 'mcp-server', 'test'].map((dir) => path.join(projectRoot, dir)), {
+  baseDir: projectRoot,
+  fileExtensions: ['ts'],
+  tsConfig: path.join(projectRoot, 'tsconfig.json'),
+});
+const imports = Object.entries(graph.obj());
+
+/** Every import from a file under `from` to a file matching `to`. */
+function edges(from: string, to: (target: string) => boolean): string[] {
+  return imports.flatMap(([file, targets]) => (file.startsWith(from) ? targets.filter(to).map((t) => `${file} -> ${t}`) : []));
+}
+
+describe('the layout', () => {
+  it('has no import cycle', () => {
+    expect(graph.circular()).toEqual([]);
+  });
+
+  it('gateway/core imports no front door (HTTP layer, routes, realtime, jobs, MCP server, composition roots)', () => {
+    expect(edges('gateway/core/', (t) => !t.startsWith('gateway/core/') && !t.startsWith('gateway/tooling/'))).toEqual([]);
+  });
+
+  it('the MCP server imports only gateway/core of the gateway', () => {
+    expect(edges('mcp-server/', (t) => t.startsWith('gateway/') && !t.startsWith('gateway/core/'))).toEqual([]);
+  });
+
+  it('nothing under gateway/ imports the MCP server', () => {
+    expect(edges('gateway/', (t) => t.startsWith('mcp-server/'))).toEqual([]);
+  });
+
+  it('the HTTP layer imports no route, realtime module or composition root', () => {
+    const above = (t: string) => /^gateway\/(routes|realtime|jobs)\//.test(t) || /^gateway\/[^/]+\.ts$/.test(t);
+    expect(edges('gateway/http/', above)).toEqual([]);
+  });
+
+  it('the request path does not load the development tooling', () => {
+    const requestPath = (f: string) => /^gateway\/(http|routes|realtime)\//.test(f);
+    expect(imports.filter(([file]) => requestPath(file)).flatMap(([file, targets]) => targets.filter((t) => t.startsWith('gateway/tooling/')).map((t) => `${file} -> ${t}`))).toEqual([]);
+  });
+});
