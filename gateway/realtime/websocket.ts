@@ -229,8 +229,10 @@ export function attachRealtimeWebSocket(server: http.Server, deps: WebSocketDeps
 
   const refuse = (socket: Duplex, status: number, code: string, message: string) => {
     const body = JSON.stringify({ error: code, message, details: null });
+    // As every 429 and 503 of the gateway: when to try again.
+    const retryAfter = status === 429 || status === 503 ? 'Retry-After: 1\r\n' : '';
     socket.end(
-      `HTTP/1.1 ${status} ${httpStatusText(status)}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
+      `HTTP/1.1 ${status} ${httpStatusText(status)}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n${retryAfter}Connection: close\r\n\r\n${body}`,
     );
   };
 
