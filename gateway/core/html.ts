@@ -60,6 +60,11 @@ export function formatTime(startIso: string, endIso?: string | null): string {
   return `${DATE_TIME.formatRange(start, end)} UTC`;
 }
 
+/**
+ * A page and the headers it needs: its Content-Security-Policy names the
+ * nonce of its own <style> and <script>, so the two are only ever sent
+ * together (a page sent with other headers, or none, renders unstyled).
+ */
 export interface Page {
   html: string;
   /** Headers the page needs (Content-Security-Policy with the page's nonce). */
@@ -135,9 +140,4 @@ export function securityHeaders(nonce: string): Record<string, string> {
     'X-Content-Type-Options': 'nosniff',
     'Referrer-Policy': 'no-referrer',
   };
-}
-
-/** Headers for HTML that carries no nonce of its own (nothing inline may run or style). */
-export function plainSecurityHeaders(): Record<string, string> {
-  return securityHeaders(crypto.randomBytes(16).toString('base64'));
 }
