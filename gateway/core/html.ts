@@ -83,10 +83,13 @@ const STYLE = `
   ul.events li { margin: .5rem 0; }
   a.button, button { display: inline-block; font: inherit; padding: .65rem 1rem; border-radius: .5rem; border: 0;
     background: #2563eb; color: #fff; text-decoration: none; cursor: pointer; }
+  a.button.secondary, button.secondary { background: transparent; color: inherit; border: 1px solid GrayText; }
   button[disabled] { opacity: .6; }
   label { display: block; margin: .75rem 0 .25rem; }
   input, select { font: inherit; width: 100%; box-sizing: border-box; padding: .55rem; border-radius: .4rem; border: 1px solid GrayText; }
   form button { margin-top: 1rem; width: 100%; }
+  form button.secondary { margin-top: .5rem; }
+  .service { font-weight: 600; margin: 0; }
   #status { margin-top: 1rem; min-height: 1.5rem; }
   #status.ok { color: #15803d; font-weight: 600; }
   #status.error { color: #b91c1c; }
