@@ -26,6 +26,7 @@ import express, { type Response, type Router } from 'express';
 import { z } from 'zod';
 import { toHttpError } from '../gateway/core/errors.ts';
 import { html, page, type SafeHtml } from '../gateway/core/html.ts';
+import { SERVICE_NAME } from '../gateway/core/service.ts';
 import { mcpClientIp } from './client-address.ts';
 import { authenticateAgent, SCOPES } from './credentials.ts';
 import type { McpDeps } from './deps.ts';
@@ -113,6 +114,7 @@ class PostgresOAuthProvider implements OAuthServerProvider {
       select private.oauth_request_begin(${client.client_id}, ${params.redirectUri}, ${params.codeChallenge},
                                          ${params.state ?? null}, ${scopes}, ${resource ?? null}) as token`;
     sendConsentPage(res, 200, {
+      serviceHost: new URL(this.deps.config.publicUrl).host,
       requestToken: row!.token,
       clientName: client.client_name ?? client.client_id,
       clientUri: client.client_uri ?? null,
@@ -174,6 +176,8 @@ class PostgresOAuthProvider implements OAuthServerProvider {
 }
 
 interface ConsentView {
+  /** Where the user is signing in (PUBLIC_URL's host), named beside the service's name. */
+  serviceHost: string;
   requestToken: string;
   clientName: string;
   clientUri: string | null;
@@ -204,8 +208,9 @@ export function formActionSource(redirectUri: string): string | null {
 
 function sendConsentPage(res: Response, status: number, view: ConsentView): void {
   const body: SafeHtml = html`
+<p class="service" id="service">${SERVICE_NAME} · ${view.serviceHost}</p>
 <h1>Connect ${view.clientName} to your account</h1>
-<p class="meta">${view.clientName} wants to act as you through the agent interface. It will be able to:</p>
+<p class="meta"><strong id="client">${view.clientName}</strong> asks to act as you on ${SERVICE_NAME} (${view.serviceHost}), through its agent interface. It will be able to:</p>
 <ul>${view.scopes.map((s) => html`<li>${SCOPE_DESCRIPTIONS[s] ?? s}</li>`)}</ul>
 <p class="meta">After you allow it, you return to <code>${view.redirectUri}</code>.</p>
 ${view.error ? html`<p id="status" class="error" role="alert">${view.error}</p>` : ''}
@@ -216,9 +221,9 @@ ${view.error ? html`<p id="status" class="error" role="alert">${view.error}</p>`
   <label for="password">Password</label>
   <input id="password" name="password" type="password" autocomplete="current-password" required>
   <button type="submit" name="decision" value="allow">Sign in and allow</button>
-  <button type="submit" name="decision" value="deny" formnovalidate>Deny</button>
+  <button type="submit" name="decision" value="deny" class="secondary" formnovalidate>Deny</button>
 </form>`;
-  const rendered = page({ title: `Connect ${view.clientName}`, body });
+  const rendered = page({ title: `Connect ${view.clientName} to ${SERVICE_NAME}`, body });
   // The form's answer redirects to the client: allow that origin (or scheme) as a form target.
   const target = formActionSource(view.redirectUri);
   const csp = rendered.headers['Content-Security-Policy']!.replace("form-action 'self'", target ? `form-action 'self' ${target}` : "form-action 'self'");
@@ -300,6 +305,7 @@ function consentHandler(deps: McpDeps): express.RequestHandler {
         const wait = Math.max(1, approved?.retry_after ?? 1);
         if (throttled) res.setHeader('Retry-After', String(wait));
         return sendConsentPage(res, throttled ? 429 : 401, {
+          serviceHost: new URL(deps.config.publicUrl).host,
           requestToken: request,
           clientName: pending.client_name ?? pending.client_id,
           clientUri: pending.client_uri,

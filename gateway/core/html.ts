@@ -60,6 +60,11 @@ export function formatTime(startIso: string, endIso?: string | null): string {
   return `${DATE_TIME.formatRange(start, end)} UTC`;
 }
 
+/**
+ * A page and the headers it needs: its Content-Security-Policy names the
+ * nonce of its own <style> and <script>, so the two are only ever sent
+ * together (a page sent with other headers, or none, renders unstyled).
+ */
 export interface Page {
   html: string;
   /** Headers the page needs (Content-Security-Policy with the page's nonce). */
@@ -78,10 +83,13 @@ const STYLE = `
   ul.events li { margin: .5rem 0; }
   a.button, button { display: inline-block; font: inherit; padding: .65rem 1rem; border-radius: .5rem; border: 0;
     background: #2563eb; color: #fff; text-decoration: none; cursor: pointer; }
+  a.button.secondary, button.secondary { background: transparent; color: inherit; border: 1px solid GrayText; }
   button[disabled] { opacity: .6; }
   label { display: block; margin: .75rem 0 .25rem; }
   input, select { font: inherit; width: 100%; box-sizing: border-box; padding: .55rem; border-radius: .4rem; border: 1px solid GrayText; }
   form button { margin-top: 1rem; width: 100%; }
+  form button.secondary { margin-top: .5rem; }
+  .service { font-weight: 600; margin: 0; }
   #status { margin-top: 1rem; min-height: 1.5rem; }
   #status.ok { color: #15803d; font-weight: 600; }
   #status.error { color: #b91c1c; }
@@ -135,9 +143,4 @@ export function securityHeaders(nonce: string): Record<string, string> {
     'X-Content-Type-Options': 'nosniff',
     'Referrer-Policy': 'no-referrer',
   };
-}
-
-/** Headers for HTML that carries no nonce of its own (nothing inline may run or style). */
-export function plainSecurityHeaders(): Record<string, string> {
-  return securityHeaders(crypto.randomBytes(16).toString('base64'));
 }

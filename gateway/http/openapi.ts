@@ -19,6 +19,7 @@ import { z } from 'zod';
 import type { Route } from './route.ts';
 import { defaultCode, type ErrorShape } from '../core/errors.ts';
 import { ErrorBody, SimpleErrorBody, FlaggedErrorBody, SHAPE_SCHEMAS, ErrorResponse, ContentResponse, errors, content, noContent, type SecurityScheme } from './responses.ts';
+import { SERVICE_NAME } from '../core/service.ts';
 
 // ---------------------------------------------------------------------------
 // Sections (tags, and ApiEndpoint.controller)
@@ -70,7 +71,7 @@ export function actionOf(method: string, expressPath: string): string {
 // The document
 // ---------------------------------------------------------------------------
 
-export const API_TITLE = 'Community, Events, Networking and Task Platform';
+export const API_TITLE = SERVICE_NAME;
 export const API_VERSION = '1.0.0';
 export const API_SUMMARY =
   'A Supabase-style backend for local communities and events: a mobile REST interface (auth, profile and hats, ' +

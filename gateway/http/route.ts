@@ -34,7 +34,7 @@ import type { Logger } from '../core/log.ts';
 import { retryAfterOf } from '../core/throttle.ts';
 import { noteUnavailable } from '../core/unavailable-log.ts';
 import { locationHeader, sendError, sendHtml, sendJson, type Exchange } from './exchange.ts';
-import { plainSecurityHeaders, type Page } from '../core/html.ts';
+import type { Page } from '../core/html.ts';
 import { assertStorable } from '../core/input.ts';
 import type { Responses, SecurityScheme } from './responses.ts';
 
@@ -64,18 +64,24 @@ export interface Services {
 }
 
 /**
- * What a handler answers: `body` is sent as JSON; `html` as
- * text/html; charset=utf-8; `redirect` sets Location (with `html`, if given,
- * as the body). `headers` are set as given. `stream` takes over the response
- * (after status and headers are set) for long-lived replies such as
- * server-sent events; it writes and ends the response itself.
+ * What a handler answers: `body` is sent as JSON; `page` as text/html;
+ * charset=utf-8 with the security headers it carries; `redirect` sets
+ * Location (with `page`, if given, as the body). `headers` are set as given
+ * (after the page's). `stream` takes over the response (after status and
+ * headers are set) for long-lived replies such as server-sent events; it
+ * writes and ends the response itself.
  */
 export interface Reply {
   status: number;
   body?: unknown;
   /** A JSON document as text (e.g. jsonb::text from SQL), sent as is with the JSON content type. */
   json?: string;
-  html?: string;
+  /**
+   * An HTML page and the headers it needs (core/html.ts page()): they travel
+   * together, so a page never goes out with another page's nonce (its style
+   * and script would be blocked).
+   */
+  page?: Page;
   redirect?: string;
   headers?: Record<string, string>;
   stream?: (res: ServerResponse) => void;
@@ -144,8 +150,8 @@ export interface RouteDefinition<
   errorShapes?: Partial<Record<number, ErrorShape>>;
   /** Per-route status changes for errors raised by SQL (e.g. duplicate e-mail: 409 → 400). */
   statusOverrides?: Partial<Record<number, number>>;
-  /** Web pages: errors are answered with this HTML page (a Page brings its own security headers). */
-  renderError?: (err: HttpError) => string | Page;
+  /** Web pages: errors are answered with this HTML page, sent with the security headers it brings. */
+  renderError?: (err: HttpError) => Page;
   /** The documented responses, status → body (see http/openapi.ts); the OpenAPI document is built from them. */
   responses?: Responses;
   /** Security schemes for the docs when not both (e.g. API token only). */
@@ -250,8 +256,7 @@ export function defineRoute<
         const retryAfter = retryAfterOf(httpError);
         if (retryAfter) res.setHeader('Retry-After', retryAfter);
         if (def.renderError) {
-          const rendered = def.renderError(httpError);
-          const errorPage = typeof rendered === 'string' ? { html: rendered, headers: plainSecurityHeaders() } : rendered;
+          const errorPage = def.renderError(httpError);
           sendHtml(res, httpError.status, errorPage.html, errorPage.headers);
           return;
         }
@@ -262,11 +267,11 @@ export function defineRoute<
 }
 
 function send(res: ServerResponse, reply: Reply): void {
-  for (const [name, value] of Object.entries(reply.headers ?? {})) res.setHeader(name, value);
+  for (const [name, value] of Object.entries({ ...reply.page?.headers, ...reply.headers })) res.setHeader(name, value);
   res.statusCode = reply.status;
   if (reply.stream) return reply.stream(res);
   if (reply.redirect !== undefined) res.setHeader('Location', locationHeader(reply.redirect));
-  if (reply.html !== undefined) sendHtml(res, reply.status, reply.html);
+  if (reply.page !== undefined) sendHtml(res, reply.status, reply.page.html);
   else if (reply.json !== undefined) sendJson(res, reply.status, reply.json);
   else if (reply.body !== undefined) sendJson(res, reply.status, JSON.stringify(reply.body));
   else res.end();

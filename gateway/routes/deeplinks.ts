@@ -52,17 +52,16 @@ function errorPage(err: HttpError): Page {
 }
 
 function pageReply(status: number, content: { title: string; body: SafeHtml; script?: string }): Reply {
-  const { html: document, headers } = page(content);
-  return { status, html: document, headers: { ...headers, 'Cache-Control': 'no-store' } };
+  return { status, page: page(content), headers: { 'Cache-Control': 'no-store' } };
 }
 
 /** A 302 with a short HTML body; the target may depend on the user agent, so it is not cached. */
 function redirectReply(location: string): Reply {
-  const { html: document, headers } = page({
+  const body = page({
     title: 'Redirecting',
     body: html`<p>Continue to <a href="${location}">${location}</a>.</p>`,
   });
-  return { status: 302, redirect: location, html: document, headers: { ...headers, 'Cache-Control': 'no-store', Vary: 'User-Agent' } };
+  return { status: 302, redirect: location, page: body, headers: { 'Cache-Control': 'no-store', Vary: 'User-Agent' } };
 }
 
 function when(event: { date: string; end_time: string | null }): SafeHtml {

@@ -7,6 +7,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { z } from 'zod';
 import { defineRoute, type Reply, type Route } from '../http/route.ts';
+import type { Page } from '../core/html.ts';
 import { liveTestRoute } from './docs-test.ts';
 import { API_SUMMARY, API_TITLE, actionOf, buildOpenApiDocument, openApiPath, sectionOf, type OpenApiDocument } from '../http/openapi.ts';
 import { DateTime, Id, content } from '../http/responses.ts';
@@ -158,7 +159,9 @@ const SECURITY_HEADERS = {
   'Cross-Origin-Resource-Policy': 'same-origin',
 };
 
-const DOCS_PAGE = `<!doctype html>
+/** The reference page: static (scripts and styles are same-origin files, no inline code), with the docs' own CSP. */
+const DOCS_PAGE: Page = {
+  html: `<!doctype html>
 <html lang="en">
 <head>
 <meta charset="utf-8">
@@ -177,7 +180,9 @@ const DOCS_PAGE = `<!doctype html>
 <script src="/api/docs/assets/docs.js"></script>
 </body>
 </html>
-`;
+`,
+  headers: SECURITY_HEADERS,
+};
 
 /** A non-JSON body with its content type. */
 function raw(status: number, type: string, data: Buffer | string, headers: Record<string, string> = {}): Reply {
@@ -192,7 +197,7 @@ export const docsRoutes = (table: () => readonly Route[]): Route[] => [
     auth: 'public',
     responses: { 200: content('text/html', 'The HTML reference page.') },
     async handler() {
-      return { status: 200, html: DOCS_PAGE, headers: { ...SECURITY_HEADERS, 'Cache-Control': 'no-cache' } };
+      return { status: 200, page: DOCS_PAGE, headers: { 'Cache-Control': 'no-cache' } };
     },
   }),
 

@@ -9,7 +9,7 @@
 // Links, their expiry and single use are SQL (api.auth_recover,
 // api.auth_set_password); the outbox worker (jobs/mailer.ts) sends the e-mail.
 import { z } from 'zod';
-import { html, page } from '../core/html.ts';
+import { html, page, type Page } from '../core/html.ts';
 import { defineRoute } from '../http/route.ts';
 import { HttpError } from '../core/errors.ts';
 import { content, errors, Id, succeeded } from '../http/responses.ts';
@@ -55,7 +55,7 @@ const SET_PASSWORD_SCRIPT = `
 })();
 `;
 
-function setPasswordPage(): { html: string; headers: Record<string, string> } {
+function setPasswordPage(): Page {
   return page({
     title: 'Choose your password',
     body: html`<h1>Choose your password</h1>
@@ -72,11 +72,11 @@ function setPasswordPage(): { html: string; headers: Record<string, string> } {
   });
 }
 
-function invalidLinkPage(_err: HttpError): string {
+function invalidLinkPage(_err: HttpError): Page {
   return page({
     title: 'Link not valid',
     body: html`<h1>This link is not valid</h1><p>Ask for a new one from the app ("Forgot password").</p>`,
-  }).html;
+  });
 }
 
 export const passwordRoutes = [
@@ -129,8 +129,7 @@ export const passwordRoutes = [
     async handler({ query, db }) {
       const [link] = await db((tx) => tx<{ valid: boolean }[]>`select api.auth_password_link_valid(${query.token}) as valid`);
       if (!link?.valid) throw new HttpError(404, 'invalid_link', 'this link is not valid or has expired');
-      const { html: document, headers } = setPasswordPage();
-      return { status: 200, html: document, headers: { ...headers, 'Cache-Control': 'no-store' } };
+      return { status: 200, page: setPasswordPage(), headers: { 'Cache-Control': 'no-store' } };
     },
   }),
 ];

@@ -2,9 +2,10 @@
 -- path) and the transition functions, what PATCH may change, paging limits,
 -- links that would make a cycle, chains, one transaction for complete-and-link,
 -- who may delete, and deals: one per user and company, kept by a trigger,
--- moved on by starting and completing their current task.
+-- moved on by starting and completing their current task, and continued by
+-- complete_and_link.
 begin;
-select plan(45);
+select plan(55);
 
 select tests.create_user('alice');
 select tests.create_user('bob');
@@ -158,6 +159,46 @@ select is(
   (select array_agg(meta->>'title' order by meta->>'title') from api.tasks_search('acm')),
   array['call Acme', 'follow up', 'send offer'], 'tasks_search: by company, case-insensitive');
 select throws_ok($$select api.tasks_search('  ')$$, 'PT422', 'company is required', 'tasks_search: a company is required');
+
+-- complete_and_link continues the deal: the next task carries the company and
+-- the deal's present value, and takes over when the completed task was current.
+-- alice's Acme deal: current task 'send offer' (its deal_value 5); a patch of
+-- 'follow up' (same company, not current) makes the deal's value 13.
+select api.task_update((select id from app.tasks where meta->>'title' = 'follow up'), '{"deal_context": {"deal_value": 13}}');
+select set_config('tests.negotiate',
+  (select id::text from api.task_complete_and_link((select id from app.tasks where meta->>'title' = 'send offer'), 'negotiate')
+    where meta->>'title' = 'negotiate'), true);
+select is(
+  (select meta from app.tasks where id = current_setting('tests.negotiate')::uuid),
+  '{"title": "negotiate", "status": "pending", "deal_context": {"company": "Acme", "deal_value": 13}}'::jsonb,
+  'complete_and_link: the next task carries the company, with the deal''s present deal_value');
+select is(
+  (select meta from api.deal_get(current_setting('tests.deal')::uuid)),
+  jsonb_build_object('company', 'Acme', 'deal_value', 13, 'current_task_id', current_setting('tests.negotiate')::uuid, 'next_action', 'negotiate'),
+  'complete_and_link on the deal''s current task: the next task is current, its title the next action');
+select lives_ok(format('select api.deal_start_task(%L)', current_setting('tests.deal')), 'deal_start_task then starts the new current task');
+select is(
+  (select meta->>'status' from app.tasks where id = current_setting('tests.negotiate')::uuid), 'in_progress', 'and it is in progress');
+select lives_ok(
+  format('select api.deal_complete_task(%L, %L)', current_setting('tests.deal'), 'close'),
+  'deal_complete_task then completes it and moves on');
+select is(
+  (select meta->>'next_action' from api.deal_get(current_setting('tests.deal')::uuid)), 'close', 'to the next action given');
+select is(
+  (select meta->>'status' from app.tasks where id = current_setting('tests.negotiate')::uuid), 'completed', 'the continued task is completed');
+select api.task_complete_and_link((select id from app.tasks where meta->>'title' = 'follow up'), 'follow up again');
+select is(
+  (select meta -> 'deal_context' from app.tasks where meta->>'title' = 'follow up again'),
+  '{"company": " ACME ", "deal_value": 13}'::jsonb,
+  'complete_and_link on another task of the company: the next task carries the company too');
+select is(
+  (select meta - 'deal_value' from api.deal_get(current_setting('tests.deal')::uuid)),
+  jsonb_build_object('company', 'Acme', 'current_task_id', (select id from app.tasks where meta->>'title' = 'close'), 'next_action', 'close'),
+  'but the deal''s open current task stays current');
+select is(
+  (select meta from api.task_complete_and_link(pg_temp.task('x'), 'after x') where meta->>'title' = 'after x'),
+  '{"title": "after x", "status": "pending"}'::jsonb,
+  'complete_and_link on a task without a company: no deal_context');
 
 select tests.authenticate_as('bob');
 select throws_ok(

@@ -137,6 +137,53 @@ describe('deals', () => {
     expect(again.body).toEqual({ error: 'invalid status transition' });
   });
 
+  it('complete_and_link on the deal\'s current task moves the deal to the new task; start_task and complete_task then work on it', async () => {
+    const user = await registerUser('deal-link');
+    const call = await createTask(user, { title: 'Call', deal_context: { company: 'Acme', deal_value: 10 } });
+    // A later task of the company gives a newer value (and is not current: Call is open).
+    const budget = await createTask(user, { title: 'Budget', deal_context: { company: 'ACME', deal_value: 25 } });
+    const [deal] = await deals(user);
+    expect(deal!.meta).toEqual({ company: 'Acme', deal_value: 25, current_task_id: call.id, next_action: 'Call' });
+    expect((await post(user, `/api/mobile/deals/${deal!.id}/start_task`)).status).toBe(200);
+
+    const linked = await post(user, `/api/mobile/tasks/${call.id}/complete_and_link`, { next_task: { title: 'Send proposal', description: 'the PDF' } });
+    expect(linked.status).toBe(200);
+    const next: Task = linked.body.next_task;
+    // The next task carries the company, with the deal's present value (not the older one of Call).
+    expect(next.meta).toEqual({ title: 'Send proposal', description: 'the PDF', status: 'pending', deal_context: { company: 'Acme', deal_value: 25 } });
+    const moved = (await get(user, `/api/mobile/deals/${deal!.id}`)).body.deal;
+    expect(moved.meta).toEqual({ company: 'Acme', deal_value: 25, current_task_id: next.id, next_action: 'Send proposal' });
+
+    // The deal's own transitions now work on the new task.
+    const started = await post(user, `/api/mobile/deals/${deal!.id}/start_task`);
+    expect(started.status).toBe(200);
+    expect((await get(user, `/api/mobile/tasks/${next.id}`)).body.task.meta.status).toBe('in_progress');
+    const completed = await post(user, `/api/mobile/deals/${deal!.id}/complete_task`, { new_next_action: 'Sign' });
+    expect(completed.status).toBe(200);
+    expect(completed.body.deal.meta).toMatchObject({ company: 'Acme', deal_value: 25, next_action: 'Sign' });
+    const signId = completed.body.deal.meta.current_task_id;
+    expect((await get(user, `/api/mobile/tasks/${next.id}`)).body.task.meta.status).toBe('completed');
+    const chain = await get(user, `/api/mobile/tasks/${call.id}/chain`);
+    expect(chain.body.chain.map((t: Task) => [t.meta.title, t.meta.status])).toEqual([
+      ['Call', 'completed'],
+      ['Send proposal', 'completed'],
+      ['Sign', 'pending'],
+    ]);
+
+    // Continuing a task of the company that is not the current one (the
+    // current one is open): the next task carries the company, the deal stays.
+    const side = await post(user, `/api/mobile/tasks/${budget.id}/complete_and_link`, { next_task: { title: 'Budget review' } });
+    expect(side.status).toBe(200);
+    expect(side.body.next_task.meta.deal_context).toEqual({ company: 'ACME', deal_value: 25 });
+    expect((await get(user, `/api/mobile/deals/${deal!.id}`)).body.deal.meta).toEqual({
+      company: 'Acme',
+      deal_value: 25,
+      current_task_id: signId,
+      next_action: 'Sign',
+    });
+    expect(await deals(user)).toHaveLength(1);
+  });
+
   it('complete_task with an invalid body is 422', async () => {
     const user = await registerUser('deal-bad');
     await createTask(user, { title: 'Call', deal_context: { company: 'Acme' } });
