@@ -3001,18 +3001,34 @@ CREATE FUNCTION api.task_complete_and_link(task_id uuid, title text DEFAULT NULL
     SET search_path TO 'pg_catalog'
     AS $$
 declare
+  deal_company text := (select nullif(btrim(t.meta -> 'deal_context' ->> 'company'), '')
+                          from app.tasks t where t.id = task_complete_and_link.task_id);
+  deal app.deals;
   completed app.tasks;
+  context jsonb;
   next_task app.tasks;
 begin
   if coalesce(task_complete_and_link.status, 'pending') not in ('pending', 'in_progress') then
     raise exception 'next_task.status must be pending or in_progress' using errcode = 'PT422', hint = 'validation_error';
   end if;
+  if deal_company is not null then
+    select * into deal from app.deals d
+     where d.created_by = auth.uid() and lower(d.company) = lower(deal_company)
+       for update;
+  end if;
   completed := private.task_complete(task_complete_and_link.task_id);
+  context := completed.meta -> 'deal_context';
+  if nullif(btrim(context ->> 'company'), '') is null then
+    context := null;
+  elsif deal.id is not null and lower(deal.company) = lower(btrim(context ->> 'company')) and deal.deal_value is not null then
+    context := context || jsonb_build_object('deal_value', deal.deal_value);
+  end if;
   insert into app.tasks as t (created_by, meta)
     values (completed.created_by, jsonb_strip_nulls(jsonb_build_object(
       'title', task_complete_and_link.title,
       'description', task_complete_and_link.description,
-      'status', coalesce(task_complete_and_link.status, 'pending'))))
+      'status', coalesce(task_complete_and_link.status, 'pending'),
+      'deal_context', context)))
     returning * into next_task;
   -- A brand-new task has no outgoing link, so this link cannot close a cycle.
   insert into app.task_transitions (created_by, origin_id, destination_id)
@@ -3027,7 +3043,7 @@ $$;
 -- Name: FUNCTION task_complete_and_link(task_id uuid, title text, description text, status text); Type: COMMENT; Schema: api
 --
 
-COMMENT ON FUNCTION api.task_complete_and_link(task_id uuid, title text, description text, status text) IS 'POST /api/mobile/tasks/{id}/complete_and_link: completes the task, creates the next one and links them, in one transaction. Rows: completed task, next task.';
+COMMENT ON FUNCTION api.task_complete_and_link(task_id uuid, title text, description text, status text) IS 'POST /api/mobile/tasks/{id}/complete_and_link: completes the task, creates the next one and links them, in one transaction; the next task carries the completed one''s company (with the deal''s deal_value) and becomes the deal''s current task and next action when the deal has no other open current task (as when the completed task was it). Rows: completed task, next task.';
 
 --
 -- Name: task_create(text, text, text, jsonb); Type: FUNCTION; Schema: api

@@ -1,3 +1,8 @@
+--! Previous: sha1:f0b1b4e9be518c984c3524c5282aaa37571380ce
+--! Hash: sha1:cf4a9a37aa372a1583bf0d2e7984a6f1e6233b8f
+--! Message: deal-continuation
+
+--! split: 400-deal-continuation.sql
 --------------------------------------------------------------------------------
 -- A task that continues a deal's task continues the deal.
 --

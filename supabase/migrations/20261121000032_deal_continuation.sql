@@ -1,0 +1,1 @@
+../../sql/migrations/committed/000032-deal-continuation.sql
