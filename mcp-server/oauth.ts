@@ -1,7 +1,7 @@
 // OAuth 2.0 for the agent interface: authorization code + PKCE (S256) with
 // dynamic client registration, served by the MCP SDK's auth router with a
 // provider whose clients, pending requests, codes and tokens live in Postgres
-// (hashed; sql/migrations/current/320-oauth.sql). Endpoints, at the root of
+// (hashed; sql/migrations/committed/000016-agents.sql). Endpoints, at the root of
 // PUBLIC_URL (the gateway proxies them here):
 //   /.well-known/oauth-authorization-server, /.well-known/openid-configuration,
 //   /.well-known/oauth-protected-resource[/mcp], /register, /authorize,

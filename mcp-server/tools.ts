@@ -1,7 +1,7 @@
-// The nine tools of spec section 4 ("Agent interface"). Each one validates
+// The nine tools of the agent interface (docs/agents.md#tools). Each one validates
 // its arguments with zod and calls ONE api.mcp_* SQL function as the caller;
 // scoping (managed communities only, own members only) and the per-agent
-// limits are in SQL (sql/migrations/current/300-mcp-tools.sql).
+// limits are in SQL (sql/migrations/committed/000016-agents.sql and later).
 import { z } from 'zod';
 import type { Tx } from '../gateway/core/db.ts';
 import { Email, Uuid } from '../gateway/core/schemas.ts';

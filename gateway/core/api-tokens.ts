@@ -103,7 +103,7 @@ export const PermissionPattern = z
   .max(500)
   .regex(/^(\*|\/[^*\s]*\*?)$/, { message: 'must be `*`, a path starting with / or a prefix ending in *' });
 
-/** The ApiToken object of spec section 2 (plus community_id), as api.api_token_json builds it. */
+/** The ApiToken object (docs/api.md#api-tokens), with community_id, as api.api_token_json builds it. */
 export const ApiToken = z.object({
   id: z.uuid(),
   name: z.string(),

@@ -1,5 +1,5 @@
 // Configuration, read once from the environment. Both processes (gateway and
-// MCP server) use this; see README.md "Configuration" for what each variable does.
+// MCP server) use this; docs/operations.md#configuration says what each variable does.
 import path from 'node:path';
 import { z } from 'zod';
 import { parseTrustProxy, type TrustProxy } from './client-ip.ts';
@@ -50,7 +50,7 @@ const EnvSchema = z.object({
   REALTIME_MAX_CONNECTIONS_PER_IP: z.coerce.number().int().min(1).optional().default(50),
   REALTIME_AUTH_GRACE_SECONDS: z.coerce.number().min(0.05).max(600).optional().default(10),
   REALTIME_POLL_SECONDS: z.coerce.number().min(0.1).max(3600).optional().default(5),
-  // The MCP server (agent interface): see mcp-server/README.md.
+  // The MCP server (agent interface): see docs/agents.md.
   MCP_PORT: z.coerce.number().int().min(0).max(65535).optional(),
   MCP_HOST: optionalString,
   MCP_UPSTREAM_URL: optionalString,
@@ -135,7 +135,7 @@ export interface McpConfig {
   host: string;
   /** Where the gateway sends /mcp and the OAuth paths. */
   upstreamUrl: string;
-  /** Requests per minute per client IP on /mcp and the OAuth endpoints (spec: 120). */
+  /** Requests per minute per client IP on /mcp and the OAuth endpoints (default 120). */
   requestsPerMinute: number;
   /** Extra Host header values accepted besides PUBLIC_URL's host and localhost (DNS-rebinding protection). */
   allowedHosts: string[];

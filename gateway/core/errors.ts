@@ -130,7 +130,7 @@ export function unavailable(message: string): HttpError {
   return new HttpError(503, 'service_unavailable', message, { retry_after: RETRY_UNAVAILABLE_SECONDS });
 }
 
-/** The three error bodies of spec section 7. */
+/** The three error bodies (docs/api.md#errors): Error, Simple, Flagged. */
 export function errorBody(shape: ErrorShape, err: HttpError): Record<string, unknown> {
   switch (shape) {
     case 'simple':

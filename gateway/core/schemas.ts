@@ -4,7 +4,7 @@ import { z } from 'zod';
 
 export const Email = z.string().trim().max(320).pipe(z.email({ message: 'must be an email address' }));
 
-/** Spec: min length 8. Passwords are SHA-256-reduced before bcrypt, so length is capped only to bound work. */
+/** At least 8 characters (docs/api.md#authentication). Passwords are SHA-256-reduced before bcrypt, so length is capped only to bound work. */
 export const Password = z.string().min(8, { message: 'must be at least 8 characters' }).max(1024);
 
 export const Uuid = z.uuid({ message: 'must be a uuid' });

@@ -6,7 +6,7 @@
 // A route declares its responses as status → one of:
 //   - a zod schema: a JSON body;
 //   - errors('code', ...): an error, in the body shape the route's
-//     errorShapes choose for that status (spec section 7); for the Error shape
+//     errorShapes choose for that status (docs/api.md#errors); for the Error shape
 //     `error` is one of the codes given;
 //   - content(type, description, schema?): a non-JSON reply (HTML page,
 //     redirect, text, event stream);
@@ -42,7 +42,7 @@ const SECTIONS: [RegExp, string][] = [
   [/^\/health$/, 'Health'],
 ];
 
-/** The spec section a path belongs to (the OpenAPI tag and the endpoint's controller). */
+/** The area a path belongs to (the OpenAPI tag and the endpoint's controller). */
 export function sectionOf(path: string): string {
   return SECTIONS.find(([pattern]) => pattern.test(path))?.[1] ?? 'Other';
 }

@@ -6,7 +6,7 @@ import { z } from 'zod';
 import type { ErrorShape } from '../core/errors.ts';
 
 // ---------------------------------------------------------------------------
-// The three error bodies of spec section 7
+// The three error bodies of docs/api.md#errors
 // ---------------------------------------------------------------------------
 
 const Details = z.record(z.string(), z.unknown()).nullable();

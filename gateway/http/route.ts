@@ -11,7 +11,7 @@
 //     core/db.ts withClaims); errors roll it back
 //   → send the reply (JSON by default, or JSON text from SQL passed through
 //     as is; HTML or a redirect for the web pages), or map the error to a
-//     status and one of the three error bodies of spec section 7 (chosen per
+//     status and one of the three error bodies of docs/api.md#errors (chosen per
 //     route and status), or to the route's HTML error page. SQL text never
 //     reaches the client (core/errors.ts).
 //
@@ -139,7 +139,7 @@ export interface RouteDefinition<
   body?: B;
   /** Request headers the handler reads (names in lower case). */
   headers?: H;
-  /** Status for a request that fails validation (spec: 400 or 422 per endpoint). */
+  /** Status for a request that fails validation: 400 or 422, per route (docs/api.md#errors). */
   invalidStatus?: 400 | 422;
   /**
    * Status for path parameters that fail validation, when it differs from

@@ -1,4 +1,4 @@
-// Beyond the spec: what an agent did. Every MCP tool call is recorded
+// An addition to the interface: what an agent did. Every MCP tool call is recorded
 // (app.mcp_tool_calls: tool, arguments with secrets redacted, outcome,
 // duration); the owner of the credential reads their own here, newest first.
 // Operators read everyone's with admin.mcp_tool_calls / `npm run admin -- agent-calls`.

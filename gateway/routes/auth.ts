@@ -1,5 +1,5 @@
-// Spec section 4, "Authentication" (and section 5): register, signup, login,
-// verify, plus refresh and logout (DESIGN.md). Passwords and refresh tokens are
+// Authentication (docs/api.md#authentication): register, signup, login,
+// verify, refresh and logout. Passwords and refresh tokens are
 // only ever handled by the api.auth_* SQL functions; this module signs the
 // access token.
 import { z } from 'zod';

@@ -1,4 +1,4 @@
-// Spec section 4, "Communities (mobile)", and the public GET /api/community/{id}.
+// Communities (docs/api.md#communities), and the public GET /api/community/{id}.
 // Membership rules, counts, ordering and pagination are in SQL
 // (api.communit*); 400 and 404 use the Flagged body {success:false, error}.
 import { z } from 'zod';
@@ -39,7 +39,7 @@ const CommunityBase = z.object({
   tags: z.array(z.string()).optional(),
 });
 
-/** CommunityListItem (spec section 2). */
+/** CommunityListItem: an element of the list and search results. */
 const CommunityListItem = CommunityBase.extend({
   is_member: z.boolean().optional(),
   is_manager: z.boolean().optional(),
@@ -47,7 +47,7 @@ const CommunityListItem = CommunityBase.extend({
   role: Role.nullable().optional(),
 }).meta({ id: 'CommunityListItem' });
 
-/** CommunityDetail (spec section 2). */
+/** CommunityDetail: one community, with its managers and the caller's membership. */
 const CommunityDetail = CommunityBase.extend({
   managers: z.array(z.object({ id: Id, name: z.string().nullable() })),
   is_member: z.boolean(),
@@ -56,7 +56,7 @@ const CommunityDetail = CommunityBase.extend({
   user_role: Role.nullable().optional(),
 }).meta({ id: 'CommunityDetail' });
 
-/** CommunityMember (spec section 2). */
+/** CommunityMember: an element of the members page (a node id, never an e-mail). */
 const CommunityMember = z
   .object({ id: Id, role: Role, joined_at: DateTime, name: z.string().nullable().optional() })
   .meta({ id: 'CommunityMember' });

@@ -1,4 +1,4 @@
-// Spec section 4, "Connections"; record fields as DESIGN.md lists them.
+// Connections (docs/api.md#connections): the stored record, as listed there.
 // Row-level security makes another user's connection invisible (404); the
 // hat, event and target-node rules are SQL (api.connection_*).
 import { z } from 'zod';
@@ -46,7 +46,7 @@ const UpdateBody = z.preprocess(
 
 const IdParam = z.object({ id: Id });
 
-/** The stored connection record (DESIGN.md). */
+/** The stored connection record (docs/api.md#connections). */
 export const Connection = z
   .object({
     id: IdOut,

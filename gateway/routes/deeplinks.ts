@@ -1,4 +1,4 @@
-// Spec section 4, "Deep links (web)", and DESIGN.md: public HTML routes.
+// Deep links and web pages (docs/api.md#deep-links-and-web-pages): public HTML routes.
 //
 //   /l/checkin/event/{event_node_id}  302 to the app (iOS/Android) or to the web form
 //   /l/event/{shortlink}              the same, by shortlink
@@ -14,7 +14,7 @@ import { formatTime, html, page, safeUrl, type Page, type SafeHtml } from '../co
 import type { HttpError } from '../core/errors.ts';
 import { content, errors } from '../http/responses.ts';
 
-/** The Event object (spec section 2) as the SQL function builds it; the fields the pages use. */
+/** The Event object as the SQL function builds it; the fields the pages use. */
 interface EventJson {
   id: string;
   node_id: string;

@@ -1,5 +1,5 @@
-// POST /api/docs/test, the live test executor (spec: LiveTestRequest →
-// LiveTestResponse, an ApiTestResult recorded). Called with an API token; the
+// POST /api/docs/test, the live test executor (docs/api.md#developer-docs:
+// LiveTestRequest → LiveTestResponse, an ApiTestResult recorded). Called with an API token; the
 // described request is replayed against THIS gateway (its loopback address,
 // never a host taken from the request) with that same token, timed, and
 // recorded. What may be replayed is SQL (api.api_test_prepare: token
@@ -39,7 +39,7 @@ const RelativePath = z
     message: 'must be a relative path starting with a single / (no host, no backslash, no whitespace)',
   });
 
-/** LiveTestRequest (spec section 4). */
+/** LiveTestRequest: the request to replay. */
 export const LiveTestRequest = z
   .object({
     endpoint_id: z.guid({ message: 'must be a uuid' }),
@@ -52,7 +52,7 @@ export const LiveTestRequest = z
   .refine((r) => !(r.method === 'GET' && r.body != null), { message: 'a GET request has no body', path: ['body'] })
   .meta({ id: 'LiveTestRequest' });
 
-/** LiveTestResponse (spec section 4). */
+/** LiveTestResponse: what the replay answered. */
 export const LiveTestResponse = z
   .object({
     test_result_id: Id,

@@ -1,7 +1,7 @@
-// Spec section 4, "Documentation and tokens" (the docs part) and section 5's
-// llms.txt: the OpenAPI document generated from the route table, a Swagger UI
-// page served from this server (no CDN), the endpoint list discovered from the
-// router, and the llms.txt index; and the live test executor (docs-test.ts).
+// The developer docs (docs/api.md#developer-docs): the OpenAPI document
+// generated from the route table, a Swagger UI page served from this server
+// (no CDN), the endpoint list discovered from the router, and the llms.txt
+// index; and the live test executor (docs-test.ts).
 import { createRequire } from 'node:module';
 import fs from 'node:fs';
 import path from 'node:path';
@@ -12,7 +12,7 @@ import { liveTestRoute } from './docs-test.ts';
 import { API_SUMMARY, API_TITLE, actionOf, buildOpenApiDocument, openApiPath, sectionOf, type OpenApiDocument } from '../http/openapi.ts';
 import { DateTime, Id, content } from '../http/responses.ts';
 
-/** ApiEndpoint (spec section 2). */
+/** ApiEndpoint: a route the gateway serves (or served: deprecated). */
 export const ApiEndpoint = z
   .object({
     id: Id,

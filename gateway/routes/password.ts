@@ -1,6 +1,6 @@
-// Setting a password from an e-mailed link (DESIGN.md, "Tokens, docs and
-// platform integration"): accounts made without a password (platform
-// attendees, agent-created members) and password recovery for everyone.
+// Setting a password from an e-mailed link (docs/api.md#passwords-from-a-link):
+// accounts made without a password (platform attendees, agent-created
+// members) and password recovery for everyone.
 //
 //   POST /api/auth/recover        {email} → 200 whether or not the account exists
 //   POST /api/auth/set-password   {token, password} → 200; 400 invalid_link / weak_password

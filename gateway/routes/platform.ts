@@ -1,4 +1,4 @@
-// Spec section 4, "Platform integration", and POST /api/v1/forms.
+// Platform integration (docs/api.md#platform-integration), and POST /api/v1/forms.
 //
 // Who may call the platform endpoints (a manager of the community, with an
 // access token or a personal API token, or a community-scoped API token of

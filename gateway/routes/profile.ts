@@ -1,4 +1,4 @@
-// Spec section 4, "Profile and hats". Row-level security picks the caller's
+// Profile and hats (docs/api.md#profile-and-hats). Row-level security picks the caller's
 // rows; the hat limit and the primary hat are enforced in SQL.
 import { z } from 'zod';
 import { defineRoute } from '../http/route.ts';
@@ -11,7 +11,7 @@ const HatInput = z.object({
   description: z.string().max(2000).nullish(),
 });
 
-/** UserProfile (spec section 2). */
+/** UserProfile: the caller's profile. */
 const UserProfile = z
   .object({
     id: Id,
@@ -26,7 +26,7 @@ const UserProfile = z
   })
   .meta({ id: 'UserProfile' });
 
-/** Hat (spec section 2). */
+/** Hat: one of the caller's personas. */
 const Hat = z
   .object({
     id: Id,

@@ -1,6 +1,6 @@
-// Spec sections 4 and 6: GET /api/mobile/events/upcoming/stream, the
+// GET /api/mobile/events/upcoming/stream (docs/realtime.md#the-sse-stream), the
 // server-sent-events feed of the caller's upcoming events. The message format
-// is described in realtime/sse.ts (and the README); what a caller sees is
+// is described in realtime/sse.ts (and docs/realtime.md); what a caller sees is
 // decided in SQL (private.event_streams_open, which opens a batch of streams
 // as api.event_stream_open would one; api.event_stream_changes), and the
 // fan-out is the process's realtime hub (realtime/hub.ts).

@@ -1,4 +1,4 @@
-// Spec section 4, "Documentation and tokens": the caller's API tokens.
+// The caller's API tokens (docs/api.md#api-tokens).
 // Creating, listing and deactivating are SQL (api.api_token_create,
 // api.api_tokens_list, api.api_token_deactivate); the secret is generated
 // there and only its hash is stored. It is answered once, in the creation

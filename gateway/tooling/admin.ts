@@ -1,5 +1,5 @@
 // `npm run admin -- <command> [--option value ...]`: the operator functions of
-// schema `admin` (DESIGN.md, "Operator surface") from the command line. Uses
+// schema `admin` (docs/dba.md#operator-functions) from the command line. Uses
 // DATABASE_URL, or the embedded database (started and migrated for the
 // command if no `npm start` is running).
 import { parseArgs } from 'node:util';

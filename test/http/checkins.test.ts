@@ -1,7 +1,7 @@
-// Check-ins over HTTP: every row of the spec's check-in table (section 3),
+// Check-ins over HTTP: every case of docs/api.md#events-and-check-ins,
 // the venue concurrency window around its edges, idempotent repeats (also
 // under parallel requests: one row), check-out, the current check-in list
-// and the error statuses and bodies of sections 4 and 7.
+// and the error statuses and bodies (docs/api.md#errors).
 import { describe, expect, it } from 'vitest';
 import { api, db, expectErrorShape, registerUser, type TestUser } from '../helpers.ts';
 import { createCommunity, createEvent, createHat, createVenue, ISO, unknownId, UUID } from '../support/event-fixtures.ts';
@@ -308,7 +308,7 @@ describe('POST /api/mobile/venues/{venue_id}/checkin', () => {
 });
 
 describe('GET /api/mobile/checkins', () => {
-  it('lists current event and venue check-ins with the spec fields, newest first', async () => {
+  it('lists current event and venue check-ins with their fields, newest first', async () => {
     const user = await registerUser('list');
     const hat = await createHat(user);
     const community = await createCommunity();

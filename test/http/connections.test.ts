@@ -1,6 +1,6 @@
-// Connections over HTTP: the record of DESIGN.md, create/get/patch/list/recent
-// and the event's connections, the 422 and 404 cases of the spec, and
-// isolation between users (row-level security: someone else's is a 404).
+// Connections over HTTP: the record of docs/api.md#connections,
+// create/get/patch/list/recent and the event's connections, the 422 and 404
+// cases, and isolation between users (row-level security: someone else's is a 404).
 import { describe, expect, it } from 'vitest';
 import { api, db, expectErrorShape, registerUser, type TestUser } from '../helpers.ts';
 import { createCommunity, createEvent, createHat, ISO, nodeOf, unknownId, UUID } from '../support/event-fixtures.ts';
@@ -19,7 +19,7 @@ async function pair(prefix: string) {
 }
 
 describe('POST /api/mobile/connections', () => {
-  it('creates a connection: 201 with the record of DESIGN.md', async () => {
+  it('creates a connection: 201 with the whole record', async () => {
     const { me, them, meNode, themNode } = await pair('conn-create');
     const myHat = await createHat(me, 'Founder me');
     const theirHat = await createHat(them, 'Investor them');

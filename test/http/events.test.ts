@@ -1,4 +1,4 @@
-// Events over HTTP: the Event object of spec section 2 (every field, links
+// Events over HTTP: the Event object (every field, links
 // built from PUBLIC_URL, manager-only fields absent for others), the upcoming
 // list (caller's communities, effective end, order, 100 at most) and reading
 // one event (404 for unknown and malformed ids).
@@ -13,7 +13,7 @@ const BASE_FIELDS = [
 ];
 
 describe('the Event object', () => {
-  it('has every field of spec section 2, with links built from PUBLIC_URL', async () => {
+  it('has every field of the Event object, with links built from PUBLIC_URL', async () => {
     const user = await registerUser('ev-shape');
     const community = await createCommunity();
     await addMember(community.id, user.userId);

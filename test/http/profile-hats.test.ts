@@ -1,4 +1,4 @@
-// Profile and hats over HTTP: shapes of spec section 2, the hat limit (also
+// Profile and hats over HTTP: the profile and hat shapes, the hat limit (also
 // under 10 parallel creates), the primary hat, row-level security between two
 // users, and bad input answered with 422, never 500.
 import { describe, expect, it } from 'vitest';

@@ -1,5 +1,5 @@
-// Tasks over HTTP: every endpoint of spec section 4 "Tasks", every row of the
-// task status table (section 3), the error statuses and bodies of section 7
+// Tasks over HTTP: every task endpoint (docs/api.md#tasks-and-links), every row of the
+// task status table, the error statuses and bodies (docs/api.md#errors)
 // (422/403 Simple, 404/401 Error), row-level security between two users, and
 // races: parallel opposite links never both succeed.
 import { describe, expect, it } from 'vitest';
@@ -29,7 +29,7 @@ const link = (user: TestUser, from: string, to: string, transition_meta?: unknow
 const post = (user: TestUser, path: string, body?: unknown) => api('POST', path, { token: user.accessToken, body });
 const get = (user: TestUser, path: string) => api('GET', path, { token: user.accessToken });
 
-/** The Simple body of spec section 7: exactly {error: string}. */
+/** The Simple body (docs/api.md#errors): exactly {error: string}. */
 function expectSimple(body: unknown, message?: RegExp): void {
   expect(Object.keys(body as object)).toEqual(['error']);
   expect(typeof (body as { error: unknown }).error).toBe('string');
@@ -322,7 +322,7 @@ describe('DELETE /api/mobile/tasks/{id}', () => {
   });
 });
 
-describe('task status table (spec section 3)', () => {
+describe('task status table', () => {
   it('pending → start → in_progress (200 with the task)', async () => {
     const user = await registerUser('st-start');
     const task = await createTask(user, { title: 't' });

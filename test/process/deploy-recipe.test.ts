@@ -1,7 +1,8 @@
-// The README's recipes, run as written: the deployment on a PostgreSQL 15
-// server with no superuser at run time (a superuser runs the SQL block once,
-// then the gateway migrates and serves as the owner), and the curl examples
-// of "Run it". A recipe that no longer works fails here.
+// The documented recipes, run as written: the deployment on a PostgreSQL 15
+// server with no superuser at run time (docs/operations.md#on-any-postgres-15:
+// a superuser runs the SQL block once, then the gateway migrates and serves as
+// the owner), and the curl examples of the README's "Run it". A recipe that no
+// longer works fails here.
 import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
@@ -13,18 +14,19 @@ import { baseUrl } from '../helpers.ts';
 import { exited, freePort, projectRoot, startGatewayProcess } from '../support/processes.ts';
 
 const readme = fs.readFileSync(path.join(projectRoot, 'README.md'), 'utf8');
+const operations = fs.readFileSync(path.join(projectRoot, 'docs', 'operations.md'), 'utf8');
 
-/** The first fenced block of `language` after `marker` in the README. */
+/** The first fenced block of `language` after `marker` in docs/operations.md. */
 function blockAfter(marker: string, language: string): string {
-  const from = readme.indexOf(marker);
-  expect(from, `README.md has ${marker}`).toBeGreaterThan(-1);
-  const match = new RegExp('```' + language + '\\n([\\s\\S]*?)```').exec(readme.slice(from));
+  const from = operations.indexOf(marker);
+  expect(from, `docs/operations.md has ${marker}`).toBeGreaterThan(-1);
+  const match = new RegExp('```' + language + '\\n([\\s\\S]*?)```').exec(operations.slice(from));
   expect(match, `a ${language} block after ${marker}`).not.toBeNull();
   return match![1]!;
 }
 
 describe.skipIf(!pg15Program('psql'))('deploying on PostgreSQL 15 without a superuser at run time', () => {
-  it('the README recipe: a superuser creates the roles once, the owner migrates and serves', { timeout: 180_000 }, async () => {
+  it('the documented recipe: a superuser creates the roles once, the owner migrates and serves', { timeout: 180_000 }, async () => {
     const recipe = blockAfter('<!-- recipe: owner-without-superuser', 'sql');
     const cluster = await startThrowawayPg15();
     try {
@@ -58,6 +60,7 @@ describe.skipIf(!pg15Program('psql'))('deploying on PostgreSQL 15 without a supe
 describe("the README's curl examples", () => {
   it('run as written (against this test gateway)', () => {
     const from = readme.indexOf('curl -s localhost:3000/health');
+    expect(from, 'README.md has the curl examples').toBeGreaterThan(-1);
     const block = readme.slice(from, readme.indexOf('```', from)).replaceAll('localhost:3000', new URL(baseUrl).host);
     const result = spawnSync('bash', ['-euo', 'pipefail', '-c', block], { encoding: 'utf8' });
     expect(result.status, result.stderr).toBe(0);

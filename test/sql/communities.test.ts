@@ -170,7 +170,7 @@ describe('search and pagination helpers', () => {
     expect(row).toEqual({ a: true, b: false, c: true, d: false, e: true });
   });
 
-  it('app.pagination follows DESIGN.md', async () => {
+  it('app.pagination follows docs/api.md#pagination', async () => {
     const [row] = await db()`select app.pagination(7, 3, 0) as a, app.pagination(7, 3, 6) as b, app.pagination(0, 50, 0) as c, app.pagination(7, 3, 4) as d`;
     expect(row).toEqual({
       a: { total_count: 7, page: 1, page_size: 3, total_pages: 3 },

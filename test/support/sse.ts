@@ -1,7 +1,7 @@
 // A small server-sent-events client for the tests: fetch + the body's
-// ReadableStream reader, parsed as the SSE spec says (fields, comments, blank
-// line dispatch). Every wait has a timeout, so a missing message fails the
-// test instead of hanging it.
+// ReadableStream reader, parsed as the HTML standard defines event streams
+// (fields, comments, blank line dispatch). Every wait has a timeout, so a
+// missing message fails the test instead of hanging it.
 import { baseUrl } from '../helpers.ts';
 
 export const STREAM_PATH = '/api/mobile/events/upcoming/stream';
