@@ -3,6 +3,7 @@
 // noContent(), and ids, timestamps, pagination. The OpenAPI document is built
 // from these declarations (http/openapi.ts).
 import { z } from 'zod';
+import type { ErrorCode } from '../core/error-codes.ts';
 import type { ErrorShape } from '../core/errors.ts';
 
 // ---------------------------------------------------------------------------
@@ -33,7 +34,7 @@ export const SHAPE_SCHEMAS: Record<ErrorShape, z.ZodType> = { error: ErrorBody, 
 // ---------------------------------------------------------------------------
 
 export class ErrorResponse {
-  constructor(readonly codes: readonly string[]) {}
+  constructor(readonly codes: readonly ErrorCode[]) {}
 }
 
 export class ContentResponse {
@@ -47,8 +48,12 @@ export class ContentResponse {
 export type ResponseSpec = z.ZodType | ErrorResponse | ContentResponse;
 export type Responses = Partial<Record<number, ResponseSpec>>;
 
-/** An error status; `codes` are the Error shape's `error` values the route can give. */
-export const errors = (...codes: string[]): ErrorResponse => new ErrorResponse(codes);
+/**
+ * An error status; `codes` are the Error shape's `error` values the route can
+ * give, from the register (core/error-codes.ts), which also lists the statuses
+ * each code comes with (a test checks they agree).
+ */
+export const errors = (...codes: ErrorCode[]): ErrorResponse => new ErrorResponse(codes);
 
 /** A reply that is not JSON (HTML page, redirect, text, stream). */
 export const content = (contentType: string, description: string, schema?: z.ZodType): ContentResponse =>
