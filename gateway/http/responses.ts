@@ -75,6 +75,14 @@ export const Pagination = z
   .object({ total_count: z.number().int(), page: z.number().int(), page_size: z.number().int(), total_pages: z.number().int() })
   .meta({ id: 'Pagination' });
 
+/**
+ * A row as a SQL function returns it (postgres.js), for a response shape T
+ * described by zod: its timestamptz columns K arrive as Date, which the
+ * reply's JSON.stringify writes as the ISO strings T describes. So a row type
+ * is the response schema's type, not a second declaration.
+ */
+export type Row<T, K extends keyof T = never> = Omit<T, K> & { [P in K]: Date };
+
 /** `{ success: true, ...fields }`. */
 export const succeeded = <T extends z.ZodRawShape>(shape: T) => z.object({ success: z.literal(true), ...shape });
 

@@ -12,7 +12,7 @@ import { defineRoute } from '../http/route.ts';
 import type { Tx } from '../core/db.ts';
 import type { ErrorShape } from '../core/errors.ts';
 import { BoundedJsonObject, Uuid } from '../core/schemas.ts';
-import { DateTime, errors, Id, noContent, succeeded } from '../http/responses.ts';
+import { DateTime, errors, Id, noContent, succeeded, type Row } from '../http/responses.ts';
 
 // ---------------------------------------------------------------------------
 // Shapes
@@ -151,32 +151,12 @@ const TASK_NOT_FOUND = errors('task_not_found');
 const TRANSITION = errors('invalid_status_transition');
 
 // ---------------------------------------------------------------------------
-// Rows returned by the SQL functions
+// Rows returned by the SQL functions: the response shapes above
 // ---------------------------------------------------------------------------
 
-interface Task {
-  id: string;
-  created_by: string;
-  inserted_at: Date;
-  updated_at: Date;
-  meta: Record<string, unknown>;
-}
-
-interface TaskTransition {
-  id: string;
-  type: string;
-  origin_id: string;
-  destination_id: string;
-  created_by: string;
-  inserted_at: Date;
-  meta: Record<string, unknown>;
-}
-
-interface Deal {
-  id: string;
-  created_by: string;
-  meta: Record<string, unknown>;
-}
+type Task = Row<z.infer<typeof TaskFields>, 'inserted_at' | 'updated_at'>;
+type TaskTransition = Row<z.infer<typeof TaskLinkOut>, 'inserted_at'>;
+type Deal = z.infer<typeof DealOut>;
 
 /** A jsonb parameter (postgres.js serialises it), or SQL null. */
 const jsonb = (tx: Tx, value: Record<string, unknown> | null | undefined) =>
