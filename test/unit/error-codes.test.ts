@@ -20,9 +20,9 @@ const root = projectRoot();
 function files(dir: string, extension: string): string[] {
   const full = path.join(root, dir);
   if (!fs.existsSync(full)) return [];
-  return fs.readdirSync(full, { recursive: true, withFileTypes: true })
-    .filter((entry) => entry.isFile() && entry.name.endsWith(extension))
-    .map((entry) => path.join(entry.parentPath, entry.name));
+  return (fs.readdirSync(full, { recursive: true }) as string[])
+    .filter((name) => name.endsWith(extension))
+    .map((name) => path.join(full, name));
 }
 
 interface Raised {
