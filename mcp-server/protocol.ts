@@ -12,6 +12,7 @@ import { InitializeRequestSchema, type CallToolResult } from '@modelcontextproto
 import { z } from 'zod';
 import { assertStorable } from '../gateway/core/input.ts';
 import { withClaims, type RequestClaims, type Sql } from '../gateway/core/db.ts';
+import type { ErrorCode } from '../gateway/core/error-codes.ts';
 import { toHttpError } from '../gateway/core/errors.ts';
 import type { Logger } from '../gateway/core/log.ts';
 import type { Agent } from './credentials.ts';
@@ -77,7 +78,7 @@ export function createProtocolServer(ctx: CallContext): McpServer {
   return mcp;
 }
 
-function toolError(error: string, message: string, details?: Record<string, unknown>): CallToolResult {
+function toolError(error: ErrorCode, message: string, details?: Record<string, unknown>): CallToolResult {
   return { content: [{ type: 'text', text: JSON.stringify({ error, message, ...(details ? { details } : {}) }) }], isError: true };
 }
 
@@ -87,7 +88,8 @@ function isPlainObject(value: unknown): value is Record<string, unknown> {
 
 interface Outcome {
   result: CallToolResult;
-  code: string;
+  /** The tool error's code, or 'ok' (recorded with the call). */
+  code: ErrorCode | 'ok';
   message: string | null;
 }
 
@@ -140,7 +142,7 @@ async function runTool(ctx: CallContext, tool: ToolDefinition, rawArgs: unknown,
   } catch (err) {
     const httpError = toHttpError(err);
     if (httpError.status >= 500) ctx.log.error({ err, tool: tool.name }, 'tool failed');
-    const code =
+    const code: ErrorCode =
       httpError.code === 'bad_request' || httpError.code === 'validation_error' ? 'invalid_arguments' : httpError.code;
     return { result: toolError(code, httpError.message), code, message: httpError.message };
   }

@@ -4,6 +4,7 @@
 // limits are in SQL (sql/migrations/committed/000016-agents.sql and later).
 import { z } from 'zod';
 import type { Tx } from '../gateway/core/db.ts';
+import { LIMITS } from '../gateway/core/limits.ts';
 import { Email, Uuid } from '../gateway/core/schemas.ts';
 
 export type ToolKind = 'read' | 'write';
@@ -99,7 +100,7 @@ export const tools: ToolDefinition[] = [
     annotations: { readOnlyHint: false, destructiveHint: false, idempotentHint: false, openWorldHint: true },
     input: z.strictObject({
       email: Email.describe("The member's e-mail address"),
-      name: z.string().trim().min(1).max(200).optional().describe('Display name (default: derived from the e-mail)'),
+      name: z.string().trim().min(1).max(LIMITS.profileNameMaxLength).optional().describe('Display name (default: derived from the e-mail)'),
       data: JsonObject.optional().describe('Signup data collected from the member (free-form object)'),
     }),
     run: (tx, a, ctx) =>

@@ -11,6 +11,7 @@
 import { z } from 'zod';
 import type { RequestClaims, Sql } from './db.ts';
 import { HttpError, toHttpError } from './errors.ts';
+import { LIMITS } from './limits.ts';
 import type { AccessClaims } from './jwt.ts';
 
 export const API_TOKEN_PREFIX = 'cbk_';
@@ -100,7 +101,7 @@ export function apiTokenCaller(auth: ApiTokenAuthentication): Caller {
 /** A permission pattern: `*`, an exact path, or a prefix ending in `*` (SQL checks the same). */
 export const PermissionPattern = z
   .string()
-  .max(500)
+  .max(LIMITS.apiTokenPatternMaxLength)
   .regex(/^(\*|\/[^*\s]*\*?)$/, { message: 'must be `*`, a path starting with / or a prefix ending in *' });
 
 /** The ApiToken object (docs/api.md#api-tokens), with community_id, as api.api_token_json builds it. */

@@ -18,6 +18,7 @@
 // numbers out of range are each route's zod schema's business (400/422).
 import type { Server } from 'node:http';
 import type { Duplex } from 'node:stream';
+import type { ErrorCode } from './error-codes.ts';
 import { defaultCode, HttpError } from './errors.ts';
 
 export const MAX_JSON_DEPTH = 64;
@@ -101,8 +102,9 @@ export function answerClientErrors(server: Server): void {
     }
     const status = err.code === 'HPE_HEADER_OVERFLOW' ? 431 : err.code === 'HPE_CHUNK_EXTENSIONS_OVERFLOW' ? 413 : 400;
     const reason = status === 431 ? 'Request Header Fields Too Large' : status === 413 ? 'Payload Too Large' : 'Bad Request';
+    const code: ErrorCode = status === 431 ? 'headers_too_large' : defaultCode(status);
     const body = JSON.stringify({
-      error: status === 431 ? 'headers_too_large' : defaultCode(status),
+      error: code,
       message: status === 431 ? 'the request line and headers are larger than 16 KB' : 'the request is malformed',
       details: null,
     });

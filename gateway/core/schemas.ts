@@ -1,11 +1,15 @@
 // Request schemas shared by route modules (and, later, MCP tools). zod is the
 // single description of each shape; the OpenAPI document is generated from it.
 import { z } from 'zod';
+import { LIMITS } from './limits.ts';
 
-export const Email = z.string().trim().max(320).pipe(z.email({ message: 'must be an email address' }));
+export const Email = z.string().trim().max(LIMITS.emailMaxLength).pipe(z.email({ message: 'must be an email address' }));
 
-/** At least 8 characters (docs/api.md#authentication). Passwords are SHA-256-reduced before bcrypt, so length is capped only to bound work. */
-export const Password = z.string().min(8, { message: 'must be at least 8 characters' }).max(1024);
+/** At least LIMITS.passwordMinLength characters (docs/api.md#authentication). Passwords are SHA-256-reduced before bcrypt, so length is capped only to bound work. */
+export const Password = z
+  .string()
+  .min(LIMITS.passwordMinLength, { message: `must be at least ${LIMITS.passwordMinLength} characters` })
+  .max(1024);
 
 export const Uuid = z.uuid({ message: 'must be a uuid' });
 
@@ -13,7 +17,7 @@ export const Uuid = z.uuid({ message: 'must be a uuid' });
 export const Text = (max: number) => z.string().trim().min(1, { message: 'must not be empty' }).max(max);
 
 /** A profile's display name. */
-export const ProfileName = Text(200);
+export const ProfileName = Text(LIMITS.profileNameMaxLength);
 
 /** A JSON object whose serialised form is at most maxBytes (UTF-8). */
 export const BoundedJsonObject = (maxBytes: number) =>

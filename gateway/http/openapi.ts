@@ -7,7 +7,8 @@
 //   - a zod schema: a JSON body;
 //   - errors('code', ...): an error, in the body shape the route's
 //     errorShapes choose for that status (docs/api.md#errors); for the Error shape
-//     `error` is one of the codes given;
+//     `error` is one of the codes given (registered codes only:
+//     core/error-codes.ts);
 //   - content(type, description, schema?): a non-JSON reply (HTML page,
 //     redirect, text, event stream);
 //   - noContent(description): no body (204).
@@ -17,6 +18,7 @@
 import { OpenAPIRegistry, OpenApiGeneratorV3, type ResponseConfig, type RouteConfig } from '@asteasolutions/zod-to-openapi';
 import { z } from 'zod';
 import type { Route } from './route.ts';
+import type { ErrorCode } from '../core/error-codes.ts';
 import { defaultCode, type ErrorShape } from '../core/errors.ts';
 import { ErrorBody, SimpleErrorBody, FlaggedErrorBody, SHAPE_SCHEMAS, ErrorResponse, ContentResponse, errors, content, noContent, type SecurityScheme } from './responses.ts';
 import { SERVICE_NAME } from '../core/service.ts';
@@ -79,7 +81,7 @@ export const API_SUMMARY =
   'developer docs with API tokens and a live test executor, deep links, and an MCP tool server for AI agents.';
 
 /** Codes the pipeline gives for a missing or refused credential (access token, API token). */
-export const AUTH_ERROR_CODES = ['unauthorized', 'invalid_token', 'session_ended'];
+export const AUTH_ERROR_CODES: readonly ErrorCode[] = ['unauthorized', 'invalid_token', 'session_ended'];
 
 const AUTH_DESCRIPTION: Record<SecurityScheme, string> = {
   bearerAuth: 'An access token (JWT) from POST /api/auth/login, sent as `Authorization: Bearer <access_token>`.',
@@ -106,51 +108,112 @@ const STATUS_TEXT: Record<number, string> = {
   504: 'Statement timeout',
 };
 
-interface ErrorEntry {
+export interface ErrorEntry {
+  /** The body shape the route answers this status with (only the Error shape carries the code). */
   shape: ErrorShape;
-  codes: Set<string>;
+  codes: Set<ErrorCode>;
 }
 
-/** The error statuses of a route: its declared ones plus those of the pipeline. */
-function errorEntries(route: Route): Map<number, ErrorEntry[]> {
+/** One error status a pipeline rule adds: `shape` 'route' is the route's errorShapes choice for the status. */
+export interface PipelineStatus {
+  status: number;
+  shape: ErrorShape | 'route';
+  codes: readonly ErrorCode[];
+}
+
+/**
+ * An error the pipeline gives on every route of a kind, whatever the route
+ * declares (http/route.ts, http/body.ts, http/fair-share.ts): added to each
+ * such route's responses here, so that modules declare only their own.
+ */
+export interface PipelineError {
+  /** Which routes and why (docs/errors.md). */
+  when: string;
+  statuses(route: Route): PipelineStatus[];
+}
+
+export const PIPELINE_ERRORS: readonly PipelineError[] = [
+  {
+    when: 'every signed-in route: a missing or refused credential (401); an API token whose permissions do not include the path (403)',
+    statuses: (route) =>
+      route.auth === 'public'
+        ? []
+        : [
+            { status: 401, shape: 'route', codes: AUTH_ERROR_CODES },
+            { status: 403, shape: 'route', codes: ['forbidden'] },
+          ],
+  },
+  {
+    // A client past its fair share of the pool waits, then 429
+    // (http/fair-share.ts); the database unreachable or restarting is 503
+    // (with Retry-After); a request cancelled at the statement timeout is 504.
+    when: 'every route: a client past its fair share of the database (429); the database unreachable, restarting or busy (503); the statement timeout (504)',
+    statuses: () => [
+      { status: 429, shape: 'route', codes: ['rate_limited'] },
+      { status: 503, shape: 'route', codes: ['service_unavailable'] },
+      { status: 504, shape: 'route', codes: ['statement_timeout'] },
+    ],
+  },
+  {
+    when: "every route with a query, body or headers to validate: a value that fails validation, with the route's invalid status (400 or 422)",
+    statuses: (route) => {
+      const { docs, schemas } = route;
+      if (!(schemas.query || schemas.body || schemas.headers)) return [];
+      const invalid = docs.invalidStatus ?? 400;
+      return [{ status: invalid, shape: 'route', codes: [defaultCode(invalid)] }];
+    },
+  },
+  {
+    when:
+      'every route with path parameters: a parameter that fails validation (404 where an id that is not a uuid names nothing), or a path that is not valid percent-encoding (400)',
+    statuses: (route) => {
+      const { docs, schemas } = route;
+      if (!schemas.params) return [];
+      const status = docs.invalidParamsStatus ?? docs.invalidStatus ?? 400;
+      return [
+        { status, shape: 'route', codes: [defaultCode(status)] },
+        // A path that is not valid percent-encoding fails before the route.
+        { status: 400, shape: 'error', codes: ['bad_request'] },
+      ];
+    },
+  },
+  {
+    // Body parsing happens before the route: always the Error shape.
+    when: 'every route with a JSON body: not JSON (400 invalid_json), unreadable (400), over 1 MB (413), not UTF-8 or in an unknown Content-Encoding (415)',
+    statuses: (route) =>
+      route.schemas.body
+        ? [
+            { status: 400, shape: 'error', codes: ['invalid_json', 'bad_request'] },
+            { status: 413, shape: 'error', codes: ['payload_too_large'] },
+            { status: 415, shape: 'error', codes: ['unsupported_media_type'] },
+          ]
+        : [],
+  },
+];
+
+/** The body shape a route answers an error status with. */
+export const shapeOf = (route: Route, status: number): ErrorShape => route.docs.errorShapes?.[status] ?? 'error';
+
+/**
+ * The error statuses of a route and the codes each can carry: its declared
+ * ones plus those of the pipeline (the document's `error` enums, and the
+ * routes of docs/errors.md, come from here).
+ */
+export function routeErrors(route: Route): Map<number, ErrorEntry[]> {
   const entries = new Map<number, ErrorEntry[]>();
-  const add = (status: number, shape: ErrorShape, codes: readonly string[]) => {
+  const add = (status: number, shape: ErrorShape, codes: readonly ErrorCode[]) => {
     const list = entries.get(status) ?? [];
     const same = list.find((entry) => entry.shape === shape);
     if (same) codes.forEach((code) => same.codes.add(code));
     else list.push({ shape, codes: new Set(codes) });
     entries.set(status, list);
   };
-  const { docs, schemas } = route;
-  const shapeFor = (status: number): ErrorShape => docs.errorShapes?.[status] ?? 'error';
-  for (const [key, spec] of Object.entries(docs.responses ?? {})) {
+  for (const [key, spec] of Object.entries(route.docs.responses ?? {})) {
     const status = Number(key);
-    if (spec instanceof ErrorResponse) add(status, shapeFor(status), spec.codes);
+    if (spec instanceof ErrorResponse) add(status, shapeOf(route, status), spec.codes);
   }
-  if (route.auth !== 'public') {
-    add(401, shapeFor(401), AUTH_ERROR_CODES);
-    // An API token whose permissions do not match the path.
-    add(403, shapeFor(403), ['forbidden']);
-  }
-  // Every route: a client past its fair share of the pool waits, then 429
-  // (http/fair-share.ts); the database unreachable or restarting is 503 (with
-  // Retry-After); a request cancelled at the statement timeout is 504.
-  add(429, shapeFor(429), ['rate_limited']);
-  add(503, shapeFor(503), ['service_unavailable']);
-  add(504, shapeFor(504), ['statement_timeout']);
-  const invalid = docs.invalidStatus ?? 400;
-  if (schemas.query || schemas.body || schemas.headers) add(invalid, shapeFor(invalid), [defaultCode(invalid)]);
-  if (schemas.params) {
-    const status = docs.invalidParamsStatus ?? invalid;
-    add(status, shapeFor(status), [defaultCode(status)]);
-    // A path that is not valid percent-encoding fails before the route.
-    add(400, 'error', ['bad_request']);
-  }
-  if (schemas.body) {
-    // Body parsing happens before the route: always the Error shape.
-    add(400, 'error', ['invalid_json', 'bad_request']);
-    add(413, 'error', ['payload_too_large']);
-    add(415, 'error', ['unsupported_media_type']);
+  for (const rule of PIPELINE_ERRORS) {
+    for (const { status, shape, codes } of rule.statuses(route)) add(status, shape === 'route' ? shapeOf(route, status) : shape, codes);
   }
   return entries;
 }
@@ -174,7 +237,7 @@ function responsesOf(route: Route): Record<string, ResponseConfig> {
       out[key] = { description: STATUS_TEXT[status] ?? `Status ${status}`, content: { 'application/json': { schema: spec! } } };
     }
   }
-  for (const [status, list] of errorEntries(route)) {
+  for (const [status, list] of routeErrors(route)) {
     const description = STATUS_TEXT[status] ?? `Status ${status}`;
     if (route.docs.htmlErrors) {
       out[status] = { description: `${description} (an HTML page)`, content: { 'text/html': { schema: z.string() } } };

@@ -3,6 +3,7 @@
 // noContent(), and ids, timestamps, pagination. The OpenAPI document is built
 // from these declarations (http/openapi.ts).
 import { z } from 'zod';
+import type { ErrorCode } from '../core/error-codes.ts';
 import type { ErrorShape } from '../core/errors.ts';
 
 // ---------------------------------------------------------------------------
@@ -33,7 +34,7 @@ export const SHAPE_SCHEMAS: Record<ErrorShape, z.ZodType> = { error: ErrorBody, 
 // ---------------------------------------------------------------------------
 
 export class ErrorResponse {
-  constructor(readonly codes: readonly string[]) {}
+  constructor(readonly codes: readonly ErrorCode[]) {}
 }
 
 export class ContentResponse {
@@ -47,8 +48,12 @@ export class ContentResponse {
 export type ResponseSpec = z.ZodType | ErrorResponse | ContentResponse;
 export type Responses = Partial<Record<number, ResponseSpec>>;
 
-/** An error status; `codes` are the Error shape's `error` values the route can give. */
-export const errors = (...codes: string[]): ErrorResponse => new ErrorResponse(codes);
+/**
+ * An error status; `codes` are the Error shape's `error` values the route can
+ * give, from the register (core/error-codes.ts), which also lists the statuses
+ * each code comes with (a test checks they agree).
+ */
+export const errors = (...codes: ErrorCode[]): ErrorResponse => new ErrorResponse(codes);
 
 /** A reply that is not JSON (HTML page, redirect, text, stream). */
 export const content = (contentType: string, description: string, schema?: z.ZodType): ContentResponse =>
@@ -69,6 +74,14 @@ export const DateTime = z.iso.datetime({ offset: true });
 export const Pagination = z
   .object({ total_count: z.number().int(), page: z.number().int(), page_size: z.number().int(), total_pages: z.number().int() })
   .meta({ id: 'Pagination' });
+
+/**
+ * A row as a SQL function returns it (postgres.js), for a response shape T
+ * described by zod: its timestamptz columns K arrive as Date, which the
+ * reply's JSON.stringify writes as the ISO strings T describes. So a row type
+ * is the response schema's type, not a second declaration.
+ */
+export type Row<T, K extends keyof T = never> = Omit<T, K> & { [P in K]: Date };
 
 /** `{ success: true, ...fields }`. */
 export const succeeded = <T extends z.ZodRawShape>(shape: T) => z.object({ success: z.literal(true), ...shape });

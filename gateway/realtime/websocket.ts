@@ -51,6 +51,7 @@ import { WebSocket, WebSocketServer, type RawData } from 'ws';
 import { z } from 'zod';
 import { clientIp, type TrustProxy } from '../core/client-ip.ts';
 import { withClaims, type RequestClaims, type Sql } from '../core/db.ts';
+import type { ErrorCode } from '../core/error-codes.ts';
 import { toHttpError } from '../core/errors.ts';
 import { InvalidTokenError, type TokenService } from '../core/jwt.ts';
 import type { Logger } from '../core/log.ts';
@@ -227,7 +228,7 @@ export function attachRealtimeWebSocket(server: http.Server, deps: WebSocketDeps
     return columns;
   };
 
-  const refuse = (socket: Duplex, status: number, code: string, message: string) => {
+  const refuse = (socket: Duplex, status: number, code: ErrorCode, message: string) => {
     const body = JSON.stringify({ error: code, message, details: null });
     // As every 429 and 503 of the gateway: when to try again.
     const retryAfter = status === 429 || status === 503 ? 'Retry-After: 1\r\n' : '';

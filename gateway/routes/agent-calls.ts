@@ -3,6 +3,7 @@
 // duration); the owner of the credential reads their own here, newest first.
 // Operators read everyone's with admin.mcp_tool_calls / `npm run admin -- agent-calls`.
 import { z } from 'zod';
+import { LIMITS } from '../core/limits.ts';
 import { DateTime, errors } from '../http/responses.ts';
 import { defineRoute } from '../http/route.ts';
 
@@ -20,7 +21,7 @@ export const agentCallRoutes = [
     summary: "Tool calls made through the agent interface (/mcp) with the caller's credentials, newest first.",
     auth: 'user',
     query: z.object({
-      limit: queryInt(1, 100).optional(),
+      limit: queryInt(1, LIMITS.pageLimitMax).optional(),
       before_id: queryInt(1, Number.MAX_SAFE_INTEGER).optional(),
     }),
     responses: {

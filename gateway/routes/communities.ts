@@ -5,6 +5,7 @@ import { z } from 'zod';
 import { defineRoute } from '../http/route.ts';
 import type { ErrorShape } from '../core/errors.ts';
 import { jsonObjectWith } from '../core/json.ts';
+import { LIMITS } from '../core/limits.ts';
 import { DateTime, errors, Id, Pagination, succeeded } from '../http/responses.ts';
 import { Uuid } from '../core/schemas.ts';
 
@@ -20,7 +21,7 @@ const queryInt = (fallback: number, min: number, max: number) =>
     .pipe(z.number().int().min(min).max(max));
 
 const Page = z.object({
-  limit: queryInt(50, 1, 100),
+  limit: queryInt(50, 1, LIMITS.pageLimitMax),
   offset: queryInt(0, 0, 1_000_000_000),
 });
 const Search = Page.extend({ q: z.string().min(1, { message: 'q is required' }).max(200) });

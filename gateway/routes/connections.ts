@@ -2,14 +2,15 @@
 // Row-level security makes another user's connection invisible (404); the
 // hat, event and target-node rules are SQL (api.connection_*).
 import { z } from 'zod';
+import { LIMITS } from '../core/limits.ts';
 import { defineRoute } from '../http/route.ts';
 import { Id as IdOut } from '../http/responses.ts';
 import { DateTime, errors, succeeded } from '../http/responses.ts';
 
 const Id = z.guid({ message: 'must be a uuid' });
 const Strength = z.enum(['weak', 'medium', 'strong']);
-const Tags = z.array(z.string().trim().min(1, { message: 'must not be empty' }).max(50)).max(50);
-const Notes = z.string().max(5000);
+const Tags = z.array(z.string().trim().min(1, { message: 'must not be empty' }).max(50)).max(LIMITS.connectionTagsMaxCount);
+const Notes = z.string().max(LIMITS.connectionNotesMaxLength);
 
 /** The fields may also come wrapped as {connection: {...}}. */
 const unwrap = (value: unknown): unknown => {

@@ -13,28 +13,13 @@ import { defineRoute, type Reply } from '../http/route.ts';
 import { formatTime, html, page, safeUrl, type Page, type SafeHtml } from '../core/html.ts';
 import type { HttpError } from '../core/errors.ts';
 import { content, errors } from '../http/responses.ts';
+import type { Event as EventShape } from './events.ts';
 
-/** The Event object as the SQL function builds it; the fields the pages use. */
-interface EventJson {
-  id: string;
-  node_id: string;
-  title: string;
-  date: string;
-  end_time: string | null;
-  description: string | null;
-  location: string | null;
-  event_url: string | null;
-  image_path: string | null;
-  deeplink_path: string;
-}
+/** The Event object  as the SQL functions build it (api.event_public*: JSON, so dates are strings). */
+type EventJson = z.infer<typeof EventShape>;
 
-interface VenueChoice {
-  node_id: string;
-  title: string;
-  date: string;
-  end_time: string | null;
-  location: string | null;
-}
+/** A concurrent event on the venue selection page (api.link_venue_checkin): fields of the Event. */
+type VenueChoice = Pick<EventJson, 'title' | 'date' | 'end_time' | 'location'> & { node_id: string };
 
 const EventNode = z.object({ event_node_id: z.guid() });
 const VenueNode = z.object({ venue_node_id: z.guid() });
@@ -64,7 +49,7 @@ function redirectReply(location: string): Reply {
   return { status: 302, redirect: location, page: body, headers: { 'Cache-Control': 'no-store', Vary: 'User-Agent' } };
 }
 
-function when(event: { date: string; end_time: string | null }): SafeHtml {
+function when(event: Pick<EventJson, 'date' | 'end_time'>): SafeHtml {
   return html`<time datetime="${event.date}">${formatTime(event.date, event.end_time)}</time>`;
 }
 

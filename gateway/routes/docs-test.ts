@@ -13,6 +13,7 @@
 import { z } from 'zod';
 import { defineRoute, type Route } from '../http/route.ts';
 import { HttpError } from '../core/errors.ts';
+import { LIMITS } from '../core/limits.ts';
 import { DateTime, errors, Id } from '../http/responses.ts';
 
 const METHODS = ['GET', 'POST', 'PUT', 'DELETE', 'PATCH'] as const;
@@ -34,7 +35,7 @@ const ParamValue = z.union([z.string().max(2000), z.number(), z.boolean()]);
 const RelativePath = z
   .string()
   .min(1)
-  .max(2048)
+  .max(LIMITS.liveTestPathMaxLength)
   .regex(/^\/(?![/\\])[^\\\s\u0000-\u001f\u007f]*$/, {
     message: 'must be a relative path starting with a single / (no host, no backslash, no whitespace)',
   });

@@ -10,6 +10,7 @@
 // api.auth_set_password); the outbox worker (jobs/mailer.ts) sends the e-mail.
 import { z } from 'zod';
 import { html, page, type Page } from '../core/html.ts';
+import { LIMITS } from '../core/limits.ts';
 import { defineRoute } from '../http/route.ts';
 import { HttpError } from '../core/errors.ts';
 import { content, errors, Id, succeeded } from '../http/responses.ts';
@@ -59,12 +60,12 @@ function setPasswordPage(): Page {
   return page({
     title: 'Choose your password',
     body: html`<h1>Choose your password</h1>
-<p class="meta">At least 8 characters. The link works once.</p>
+<p class="meta">At least ${LIMITS.passwordMinLength} characters. The link works once.</p>
 <form id="password-form" novalidate>
 <label for="password">New password</label>
-<input id="password" name="password" type="password" autocomplete="new-password" minlength="8" required>
+<input id="password" name="password" type="password" autocomplete="new-password" minlength="${LIMITS.passwordMinLength}" required>
 <label for="confirm">Repeat it</label>
-<input id="confirm" name="confirm" type="password" autocomplete="new-password" minlength="8" required>
+<input id="confirm" name="confirm" type="password" autocomplete="new-password" minlength="${LIMITS.passwordMinLength}" required>
 <button type="submit">Set password</button>
 </form>
 <p id="status" role="status"></p>`,

@@ -12,6 +12,7 @@
 import { z } from 'zod';
 import { defineRoute } from '../http/route.ts';
 import { errors, Id, succeeded } from '../http/responses.ts';
+import { LIMITS } from '../core/limits.ts';
 import { Email, Text, Uuid } from '../core/schemas.ts';
 
 export const EXTERNAL_PLATFORMS = ['platform_a', 'platform_b', 'platform_c', 'platform_d'] as const;
@@ -20,7 +21,7 @@ const DateTime = z.iso.datetime({ offset: true, message: 'must be an ISO 8601 da
 const WebUrl = z.url({ protocol: /^https?$/, message: 'must be an http(s) URL' }).max(2000);
 
 export const PlatformVenue = z.object({
-  name: Text(200),
+  name: Text(LIMITS.venueNameMaxLength),
   address: z.string().trim().max(500).nullish(),
   latitude: z.number().min(-90).max(90).nullish(),
   longitude: z.number().min(-180).max(180).nullish(),
@@ -29,8 +30,8 @@ export const PlatformVenue = z.object({
 export const PlatformEventBody = z.object({
   community_id: Uuid,
   external_platform: z.enum(EXTERNAL_PLATFORMS),
-  external_id: z.string().min(1).max(200),
-  title: Text(300),
+  external_id: z.string().min(1).max(LIMITS.externalIdMaxLength),
+  title: Text(LIMITS.eventTitleMaxLength),
   description: z.string().max(50_000),
   date: DateTime,
   end_time: DateTime.nullish(),

@@ -2,13 +2,14 @@
 // rows; the hat limit and the primary hat are enforced in SQL.
 import { z } from 'zod';
 import { defineRoute } from '../http/route.ts';
+import { LIMITS } from '../core/limits.ts';
 import { ProfileName, Text } from '../core/schemas.ts';
 import { DateTime, errors, Id, succeeded } from '../http/responses.ts';
 
 const HatInput = z.object({
-  name: Text(100),
+  name: Text(LIMITS.hatNameMaxLength),
   hat_type: z.string().trim().min(1).max(50),
-  description: z.string().max(2000).nullish(),
+  description: z.string().max(LIMITS.hatDescriptionMaxLength).nullish(),
 });
 
 /** UserProfile: the caller's profile. */

@@ -11,8 +11,9 @@ import { z } from 'zod';
 import { defineRoute } from '../http/route.ts';
 import type { Tx } from '../core/db.ts';
 import type { ErrorShape } from '../core/errors.ts';
+import { LIMITS } from '../core/limits.ts';
 import { BoundedJsonObject, Uuid } from '../core/schemas.ts';
-import { DateTime, errors, Id, noContent, succeeded } from '../http/responses.ts';
+import { DateTime, errors, Id, noContent, succeeded, type Row } from '../http/responses.ts';
 
 // ---------------------------------------------------------------------------
 // Shapes
@@ -33,16 +34,11 @@ const QueryInt = (min: number, max: number) =>
 
 const MAX_INT = 2_147_483_647;
 
-/** The largest chain depth (private.task_chain_max_depth() in SQL); more is 422. */
-export const CHAIN_MAX_DEPTH = 1000;
-/** transition_meta as JSON text, at most (app.task_transitions_meta_size in SQL). */
-const TRANSITION_META_MAX_BYTES = 16_384;
-
 const Title = z.string().max(500);
 const Description = z.string().max(10_000);
 
 const DealContext = z.object({
-  company: z.string().trim().min(1, { message: 'must not be empty' }).max(200).nullish(),
+  company: z.string().trim().min(1, { message: 'must not be empty' }).max(LIMITS.companyMaxLength).nullish(),
   deal_value: z.number().nullish(),
 });
 
@@ -50,7 +46,7 @@ const ListQuery = z.object({
   status: z.enum(TASK_STATUSES).optional(),
   page: QueryInt(1, MAX_INT).default(1),
   /** Default page size: 20. */
-  limit: QueryInt(1, 100).default(20),
+  limit: QueryInt(1, LIMITS.pageLimitMax).default(20),
 });
 
 const CreateBody = z.object({
@@ -79,16 +75,16 @@ const CompleteAndLinkBody = z.object({
 
 const LinkBody = z.object({
   destination_task_id: z.guid({ message: 'must be a uuid' }),
-  transition_meta: BoundedJsonObject(TRANSITION_META_MAX_BYTES).nullish(),
+  transition_meta: BoundedJsonObject(LIMITS.transitionMetaMaxBytes).nullish(),
 });
 
 const ChainQuery = z.object({
   direction: z.enum(['forward', 'backward']).default('forward'),
-  depth: QueryInt(1, CHAIN_MAX_DEPTH).default(50),
+  depth: QueryInt(1, LIMITS.taskChainMaxDepth).default(50),
 });
 
 const SearchQuery = z.object({
-  company: z.string().trim().min(1, { message: 'company is required' }).max(200),
+  company: z.string().trim().min(1, { message: 'company is required' }).max(LIMITS.companyMaxLength),
 });
 
 const CompleteTaskBody = z
@@ -151,32 +147,12 @@ const TASK_NOT_FOUND = errors('task_not_found');
 const TRANSITION = errors('invalid_status_transition');
 
 // ---------------------------------------------------------------------------
-// Rows returned by the SQL functions
+// Rows returned by the SQL functions: the response shapes above
 // ---------------------------------------------------------------------------
 
-interface Task {
-  id: string;
-  created_by: string;
-  inserted_at: Date;
-  updated_at: Date;
-  meta: Record<string, unknown>;
-}
-
-interface TaskTransition {
-  id: string;
-  type: string;
-  origin_id: string;
-  destination_id: string;
-  created_by: string;
-  inserted_at: Date;
-  meta: Record<string, unknown>;
-}
-
-interface Deal {
-  id: string;
-  created_by: string;
-  meta: Record<string, unknown>;
-}
+type Task = Row<z.infer<typeof TaskFields>, 'inserted_at' | 'updated_at'>;
+type TaskTransition = Row<z.infer<typeof TaskLinkOut>, 'inserted_at'>;
+type Deal = z.infer<typeof DealOut>;
 
 /** A jsonb parameter (postgres.js serialises it), or SQL null. */
 const jsonb = (tx: Tx, value: Record<string, unknown> | null | undefined) =>

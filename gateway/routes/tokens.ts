@@ -6,12 +6,13 @@
 import { z } from 'zod';
 import { defineRoute } from '../http/route.ts';
 import { ApiToken, PermissionPattern } from '../core/api-tokens.ts';
+import { LIMITS } from '../core/limits.ts';
 import { errors, succeeded } from '../http/responses.ts';
 import { Text, Uuid } from '../core/schemas.ts';
 
 export const CreateApiTokenBody = z.object({
-  name: Text(200),
-  permissions: z.array(PermissionPattern).min(1, { message: 'must list at least one path pattern' }).max(50),
+  name: Text(LIMITS.apiTokenNameMaxLength),
+  permissions: z.array(PermissionPattern).min(1, { message: 'must list at least one path pattern' }).max(LIMITS.apiTokenPermissionsMaxCount),
   expires_at: z.iso.datetime({ offset: true, message: 'must be an ISO 8601 date-time' }).nullish(),
   /** A community-scoped token (managers of the community only). */
   community_id: Uuid.nullish(),

@@ -1,0 +1,320 @@
+// The register of error codes: every value the `error` field of an answer can
+// take, with the HTTP statuses it comes with and what it means. It is the one
+// list; everything else reads it:
+//   - HttpError (core/errors.ts) and a route's errors('code', ...) (http/
+//     responses.ts) accept only these codes (the type ErrorCode);
+//   - the OpenAPI document's `error` enums are the codes each route declares
+//     plus those of the pipeline (http/openapi.ts routeErrors);
+//   - docs/errors.md is generated from it and the route table
+//     (`npm run docs:errors`; `--check` fails when the file is stale);
+//   - test/unit/error-codes.test.ts checks that every snake_case `hint` the SQL
+//     migrations raise with a PTxxx SQLSTATE (which core/errors.ts turns into
+//     the `error` code) is registered with that status, that every route's
+//     declared codes are registered with the status they are declared at,
+//     and that every entry is used somewhere (or says in `note` why not).
+//
+// Besides the REST routes (their codes and routes come from the route table),
+// an entry names the other places that answer it in `also`.
+
+/** Places besides the REST routes' declared responses that answer a code. */
+export type ErrorSurface =
+  /** The gateway itself, before or around any route: unknown path, start-up, malformed request, unexpected failure. */
+  | 'gateway'
+  /** The realtime websocket (/realtime/v1/websocket), refusing an upgrade. */
+  | 'realtime'
+  /** The agent interface's HTTP answers at /mcp (the Error body). */
+  | 'mcp'
+  /** A tool error: the JSON text of a tools/call result with `isError: true`. */
+  | 'mcp-tool'
+  /** The OAuth endpoints of the agent interface (/authorize, /token, /register, /revoke): OAuth's own `error` field. */
+  | 'oauth';
+
+export interface ErrorCodeEntry {
+  /** The HTTP statuses it is answered with (302: in a redirect's query string; none: only inside a 200 answer). */
+  readonly status: readonly number[];
+  /** What it means for the client, and what to do. */
+  readonly meaning: string;
+  /** Where it is answered besides the routes that declare it. */
+  readonly also?: readonly ErrorSurface[];
+  /** Why no route declares it, or why it is kept although no answer gives it (the register's exceptions). */
+  readonly note?: string;
+}
+
+export const ERROR_CODES = {
+  // -------------------------------------------------------------------------
+  // The pipeline's own codes (core/errors.ts DEFAULT_CODES, http/*)
+  // -------------------------------------------------------------------------
+  bad_request: {
+    status: [400],
+    meaning:
+      'The request is malformed: a field fails validation on a route whose invalid status is 400, a path that is not valid percent-encoding, a body that could not be read, or a value the database cannot read (a malformed uuid or date, a number out of range).',
+    also: ['gateway', 'realtime', 'mcp'],
+  },
+  invalid_json: { status: [400], meaning: 'The request body is not valid JSON.' },
+  headers_too_large: {
+    status: [431],
+    meaning: 'The request line and headers are larger than 16 KB (answered before any route).',
+    also: ['gateway'],
+  },
+  unauthorized: {
+    status: [401],
+    meaning:
+      'No credential, or an access token that is not valid (signature, expiry, audience). Sign in again or refresh the access token.',
+    also: ['mcp', 'mcp-tool'],
+  },
+  invalid_token: {
+    status: [401],
+    meaning:
+      'A credential that was understood but is not valid: an unknown, deactivated or expired API token; a token whose user no longer exists; an agent credential issued for another resource; the token given to /api/auth/verify.',
+    also: ['mcp'],
+  },
+  session_ended: {
+    status: [401],
+    meaning: "The access token's session was ended (logout, or a refresh token used twice). Sign in again.",
+  },
+  forbidden: {
+    status: [403],
+    meaning:
+      "Signed in but not allowed: an API token whose permissions do not include the path, or that is scoped to another community; an API token creating tokens; a database privilege the caller's role lacks.",
+    also: ['mcp', 'mcp-tool'],
+  },
+  not_found: {
+    status: [404],
+    meaning:
+      'No route for this method and path, a path id that cannot name anything (not a uuid), or an object outside the caller\'s reach (agent interface).',
+    also: ['gateway', 'realtime', 'mcp', 'mcp-tool'],
+  },
+  conflict: {
+    status: [409],
+    meaning: 'The request conflicts with stored data (a unique or reference rule), or a stream opened by a user without a profile.',
+    note:
+      "No route declares it: the SQL functions check their rules first and answer their own codes. It is the backstop of the database's unique and reference constraints, and the event stream's answer (GET /api/mobile/events/upcoming/stream, the websocket) to a user without a profile.",
+  },
+  payload_too_large: { status: [413], meaning: 'The request body is larger than 1 MB (a form: 64 KB).', also: ['gateway', 'mcp'] },
+  unsupported_media_type: {
+    status: [415],
+    meaning: 'A request body in a charset other than UTF-8, or with a Content-Encoding the gateway does not decode.',
+  },
+  validation_error: {
+    status: [400, 422],
+    meaning:
+      'A field fails validation, at the edge (details.issues names each field) or by a rule in the database. The status is the route\'s: 422 on most routes.',
+  },
+  rate_limited: {
+    status: [429],
+    meaning:
+      'Too many requests: failed sign-ins, refreshes or verifications of this e-mail or address; a client past its fair share of the database; the agent interface per address or per tool and hour; realtime connections per address. Retry-After (and details.retry_after) say when to try again.',
+    also: ['realtime', 'mcp', 'mcp-tool'],
+  },
+  internal_error: {
+    status: [500],
+    meaning: 'An unexpected failure. Nothing about it is answered; the server log has the details.',
+    also: ['gateway', 'mcp', 'mcp-tool'],
+  },
+  service_unavailable: {
+    status: [503],
+    meaning:
+      'The service is starting or stopping, or the database is unreachable, restarting or busy. Retry after the Retry-After seconds.',
+    also: ['gateway', 'realtime', 'mcp', 'mcp-tool'],
+  },
+  statement_timeout: {
+    status: [504],
+    meaning: 'The request ran longer than the statement timeout and was cancelled; nothing was changed.',
+    also: ['mcp-tool'],
+  },
+  error: {
+    status: [],
+    meaning: 'The fallback code of a status that has no code of its own.',
+    note:
+      'Every status answered today has its own code (core/errors.ts defaultCode); kept so that an unforeseen status still carries a code.',
+  },
+
+  // -------------------------------------------------------------------------
+  // Accounts and sessions
+  // -------------------------------------------------------------------------
+  email_taken: {
+    status: [400, 409, 422],
+    meaning: 'An account with this e-mail address exists (register: 400, signup: 422, agent create_member: a tool error).',
+    also: ['mcp-tool'],
+  },
+  invalid_email: { status: [400, 422], meaning: 'The e-mail address is not valid.', also: ['mcp-tool'] },
+  weak_password: { status: [400], meaning: 'The password is shorter than 8 characters.' },
+  invalid_name: {
+    status: [400],
+    meaning: 'The display name is longer than 200 characters.',
+    also: ['mcp-tool'],
+    note: 'A backstop in SQL (private.create_account): the edge refuses such a name first, as validation_error or invalid_arguments.',
+  },
+  invalid_credentials: { status: [401], meaning: 'Wrong e-mail or password.' },
+  invalid_refresh_token: {
+    status: [401],
+    meaning: 'The refresh token is unknown, expired, used up or revoked. Sign in again.',
+  },
+  invalid_link: {
+    status: [400, 404],
+    meaning: 'The set-password link is malformed, used up, replaced by a newer one or expired. Ask for a new one.',
+  },
+  user_not_found: {
+    status: [404],
+    meaning: 'No user with this e-mail who may be checked in to the event (platform check-in: an unknown e-mail and a stranger look the same).',
+  },
+
+  // -------------------------------------------------------------------------
+  // Profile and hats
+  // -------------------------------------------------------------------------
+  profile_not_found: { status: [404], meaning: 'The caller has no profile.' },
+  hat_limit_reached: { status: [422], meaning: "The caller's subscription plan allows no more hats." },
+  unknown_hat_type: { status: [422], meaning: 'hat_type names no known hat type.' },
+  invalid_hat: { status: [422], meaning: "hat_id (or my_hat_id) is not one of the caller's hats." },
+  invalid_their_hat: { status: [422], meaning: 'their_hat_id is not a hat of the other user.' },
+
+  // -------------------------------------------------------------------------
+  // Communities
+  // -------------------------------------------------------------------------
+  community_not_found: { status: [404], meaning: 'No community with this id.' },
+  already_member: { status: [400], meaning: 'The caller is already a member of the community.' },
+  not_a_member: { status: [400], meaning: 'The caller is not a member of the community.' },
+  last_manager: { status: [400], meaning: 'The last manager of a community cannot leave it.' },
+  user_has_no_node: {
+    status: [400, 409, 422],
+    meaning: 'The user has no node, so cannot join or leave a community (agent add_member_to_community: a tool error).',
+    also: ['mcp-tool'],
+  },
+  invalid_limit: { status: [400], meaning: '`limit` is not between 1 and 100.' },
+  invalid_offset: { status: [400], meaning: '`offset` is below 0.' },
+  invalid_query: { status: [400], meaning: 'The search needs a non-empty `q`.' },
+  not_community_manager: { status: [403], meaning: 'The caller does not manage the community.' },
+
+  // -------------------------------------------------------------------------
+  // Events, venues, check-ins and connections
+  // -------------------------------------------------------------------------
+  event_not_found: {
+    status: [404, 422],
+    meaning: 'No event with this id, node id or shortlink that the caller may see (422 where the event is a field of the body).',
+  },
+  venue_not_found: { status: [404], meaning: 'No venue with this id or node id.' },
+  not_checked_in: { status: [404], meaning: 'The caller has no open check-in at this event or venue.' },
+  no_concurrent_event: { status: [404], meaning: 'No event is taking place at this venue now (2 hours before its start to 2 hours after its end).' },
+  user_node_not_found: { status: [422], meaning: "The caller's node is missing." },
+  target_node_not_found: { status: [422], meaning: 'The user to connect with does not exist.' },
+  connection_not_found: { status: [404], meaning: "No connection with this id among the caller's." },
+  last_event_id_expired: {
+    status: [410],
+    meaning: 'Last-Event-ID names a change older than the change log keeps: open the stream without it and start from its snapshot.',
+  },
+  too_many_streams: { status: [429], meaning: 'The user has the most open event streams allowed; close one.' },
+
+  // -------------------------------------------------------------------------
+  // Tasks and deals
+  // -------------------------------------------------------------------------
+  task_not_found: { status: [404], meaning: "No task with this id among the caller's." },
+  destination_task_not_found: { status: [404], meaning: "destination_task_id names none of the caller's tasks." },
+  not_task_creator: { status: [403], meaning: 'Only the creator of a task may delete it.' },
+  invalid_status_transition: {
+    status: [422],
+    meaning: 'The task is not in a state that allows this: start needs pending; complete and complete_and_link need a task that is not completed.',
+  },
+  circular_dependency: { status: [422], meaning: 'The link would join a task to itself or close a cycle.' },
+  deal_not_found: { status: [404], meaning: "No deal with this id among the caller's." },
+  no_current_task: { status: [422], meaning: 'The deal has no current task.' },
+
+  // -------------------------------------------------------------------------
+  // API tokens, docs and the live test executor
+  // -------------------------------------------------------------------------
+  token_not_found: { status: [404], meaning: "No API token with this id among the caller's." },
+  invalid_permissions: {
+    status: [422],
+    meaning: 'permissions must list 1 to 50 patterns, each `*`, a path starting with / or a prefix ending in *.',
+  },
+  api_token_required: { status: [401], meaning: 'POST /api/docs/test must be called with an API token.' },
+  unknown_endpoint: { status: [400], meaning: 'endpoint_id names no endpoint.' },
+  endpoint_deprecated: { status: [400], meaning: 'The endpoint is no longer served.' },
+  method_mismatch: { status: [400], meaning: "The method is not the endpoint's." },
+  path_mismatch: { status: [400], meaning: "The path is not one of the endpoint's (a value in place of each {parameter})." },
+  recursive_test: { status: [400], meaning: 'The live test executor cannot test itself.' },
+  invalid_endpoints: {
+    status: [400],
+    meaning: 'The list of discovered endpoints is not a JSON array.',
+    note: 'Raised by api.api_endpoints_sync, which the gateway calls with its own route list at start; never answered to a client.',
+  },
+
+  // -------------------------------------------------------------------------
+  // Platform integration
+  // -------------------------------------------------------------------------
+  external_event_in_other_community: {
+    status: [422],
+    meaning: 'This external_platform and external_id already name an event of another community.',
+  },
+
+  // -------------------------------------------------------------------------
+  // Agent interface (MCP)
+  // -------------------------------------------------------------------------
+  community_scope_violation: {
+    status: [403],
+    meaning: 'A community-scoped API token cannot use the agent interface; use a personal token.',
+    also: ['mcp', 'mcp-tool'],
+  },
+  invalid_arguments: {
+    status: [400],
+    meaning:
+      'The tool arguments are not an object, do not match the tool\'s schema, cannot be stored (NUL, lone surrogate, nesting deeper than 64), or fail a rule of the tool\'s SQL function.',
+    also: ['mcp-tool'],
+  },
+  insufficient_scope: {
+    status: [],
+    meaning: 'The agent credential lacks the scope the tool needs (mcp:read for reads, mcp:write for writes).',
+    also: ['mcp-tool'],
+  },
+  unknown_tool: { status: [], meaning: 'params.name names no tool.', also: ['mcp-tool'] },
+
+  // -------------------------------------------------------------------------
+  // OAuth for agents (RFC 6749, 7591, 8707): the `error` of the OAuth
+  // endpoints' JSON answers and error redirects, most given by the MCP SDK's
+  // router.
+  // -------------------------------------------------------------------------
+  invalid_request: { status: [400], meaning: 'A parameter is missing, repeated or malformed.', also: ['oauth'] },
+  invalid_client: {
+    status: [400, 401],
+    meaning: 'Unknown client_id, or a missing, wrong or expired client secret.',
+    also: ['oauth'],
+  },
+  invalid_client_metadata: {
+    status: [400],
+    meaning: 'Client registration metadata that is not valid (e.g. a redirect_uri without a usable host).',
+    also: ['oauth'],
+  },
+  invalid_grant: {
+    status: [400],
+    meaning: 'The authorization code or refresh token is not valid, expired, used twice, or was issued to another client; or code_verifier does not match.',
+    also: ['oauth'],
+  },
+  invalid_scope: {
+    status: [302, 400],
+    meaning: 'An unknown scope, or more than the original grant on refresh.',
+    also: ['oauth'],
+  },
+  invalid_target: { status: [302], meaning: '`resource` names another resource than this agent interface.', also: ['oauth'] },
+  unsupported_grant_type: {
+    status: [400],
+    meaning: 'grant_type is neither authorization_code nor refresh_token.',
+    also: ['oauth'],
+  },
+  access_denied: { status: [302], meaning: 'The user denied the request on the consent page.', also: ['oauth'] },
+  method_not_allowed: { status: [405], meaning: 'The OAuth endpoint does not take this method.', also: ['oauth'] },
+  server_error: { status: [302, 500], meaning: 'An unexpected failure in the OAuth endpoints.', also: ['oauth'] },
+  request_expired: {
+    status: [404],
+    meaning: 'The sign-in and consent request has expired.',
+    note: 'Raised by private.oauth_request_approve; the consent form answers it as its "request expired" HTML page (400), never as a code.',
+  },
+} satisfies Record<string, ErrorCodeEntry>;
+
+/** A registered error code. */
+export type ErrorCode = keyof typeof ERROR_CODES;
+
+/** The register as a map of entries (for iteration). */
+export const errorCodeEntries = (): [ErrorCode, ErrorCodeEntry][] => Object.entries(ERROR_CODES) as [ErrorCode, ErrorCodeEntry][];
+
+export function isErrorCode(value: string): value is ErrorCode {
+  return Object.hasOwn(ERROR_CODES, value);
+}
