@@ -16,6 +16,7 @@
 // here from the route's configuration, so modules declare only their own.
 import { OpenAPIRegistry, OpenApiGeneratorV3, type ResponseConfig, type RouteConfig } from '@asteasolutions/zod-to-openapi';
 import { z } from 'zod';
+import { DocumentedIdempotencyKeyHeaders, REPLAYED_HEADER } from '../http/idempotency.ts';
 import type { Route } from '../http/route.ts';
 import { defaultCode, type ErrorShape } from './errors.ts';
 
@@ -103,6 +104,7 @@ const SECTIONS: [RegExp, string][] = [
   [/^\/api\/mobile\/communities|^\/api\/community\//, 'Communities'],
   [/^\/api\/v1\/platform\//, 'Platform integration'],
   [/^\/api\/v1\/forms/, 'Forms'],
+  [/^\/api\/mobile\/calendar\/|^\/(c|cal)\/|^\/e\/[^/]+\.ics$/, 'Calendars'],
   [/^\/(l|e|checkin)\//, 'Deep links'],
   [/^\/mcp/, 'Agent interface'],
   [/^\/health$/, 'Health'],
@@ -159,6 +161,7 @@ const STATUS_TEXT: Record<number, string> = {
   201: 'Created',
   204: 'No content',
   302: 'Found (redirect)',
+  304: 'Not modified',
   400: 'Bad request',
   401: 'Missing or invalid credential',
   403: 'Forbidden',
@@ -212,6 +215,13 @@ function errorEntries(route: Route): Map<number, ErrorEntry[]> {
     // A path that is not valid percent-encoding fails before the route.
     add(400, 'error', ['bad_request']);
   }
+  if (docs.idempotencyKey) {
+    // An Idempotency-Key that is not 1-255 printable ASCII characters; a key
+    // still in use by another request, or used before for another one.
+    add(invalid, shapeFor(invalid), [defaultCode(invalid)]);
+    add(409, 'error', ['idempotency_key_in_progress']);
+    add(422, 'error', ['idempotency_key_reused']);
+  }
   if (schemas.body) {
     // Body parsing happens before the route: always the Error shape.
     add(400, 'error', ['invalid_json', 'bad_request']);
@@ -239,6 +249,7 @@ function responsesOf(route: Route): Record<string, ResponseConfig> {
     } else {
       out[key] = { description: STATUS_TEXT[status] ?? `Status ${status}`, content: { 'application/json': { schema: spec! } } };
     }
+    if (route.docs.idempotencyKey && status < 400) out[key]!.headers = REPLAYED_RESPONSE_HEADER;
   }
   for (const [status, list] of errorEntries(route)) {
     const description = STATUS_TEXT[status] ?? `Status ${status}`;
@@ -263,12 +274,24 @@ function securityOf(route: Route): Record<string, string[]>[] {
   return schemes.map((scheme) => ({ [scheme]: [] }));
 }
 
-/** The header parameters a route documents (never the credential). */
-function documentedHeaders(schema: z.ZodType | undefined): z.ZodObject | undefined {
-  if (!(schema instanceof z.ZodObject)) return undefined;
-  const keys = Object.keys(schema.shape).filter((name) => name !== 'authorization');
-  if (keys.length === 0) return undefined;
-  return schema.pick(Object.fromEntries(keys.map((name) => [name, true])) as Record<string, true>);
+/** A replayed answer says so (documented on the success responses of routes that take an Idempotency-Key). */
+const REPLAYED_RESPONSE_HEADER = {
+  [REPLAYED_HEADER]: {
+    description: '`true` when this is the stored answer of an earlier request with the same Idempotency-Key.',
+    schema: { type: 'string' as const, enum: ['true'] },
+  },
+};
+
+/** The header parameters a route documents (never the credential); the Idempotency-Key where the route takes one. */
+function documentedHeaders(route: Route): z.ZodObject | undefined {
+  const schema = route.schemas.headers;
+  let own: z.ZodObject | undefined;
+  if (schema instanceof z.ZodObject) {
+    const keys = Object.keys(schema.shape).filter((name) => name !== 'authorization');
+    if (keys.length > 0) own = schema.pick(Object.fromEntries(keys.map((name) => [name, true])) as Record<string, true>);
+  }
+  if (!route.docs.idempotencyKey) return own;
+  return own ? own.extend(DocumentedIdempotencyKeyHeaders.shape) : DocumentedIdempotencyKeyHeaders;
 }
 
 export type OpenApiDocument = ReturnType<OpenApiGeneratorV3['generateDocument']>;
@@ -290,12 +313,12 @@ export function buildOpenApiDocument(routes: readonly Route[]): OpenApiDocument 
   });
 
   for (const route of routes) {
-    const { params, query, body, headers } = route.schemas;
+    const { params, query, body } = route.schemas;
     const bodyOptional = body?.safeParse(undefined).success ?? false;
     const request: RouteConfig['request'] = {
       params: params as never,
       query: query as never,
-      headers: documentedHeaders(headers) as never,
+      headers: documentedHeaders(route) as never,
       body: body
         ? { required: !bodyOptional, content: { 'application/json': { schema: body instanceof z.ZodOptional ? body.unwrap() : body } } }
         : undefined,
