@@ -57,8 +57,10 @@ create or replace function private.idempotency_answer_key(user_id uuid, key text
 comment on function private.idempotency_answer_key(uuid, text) is
   'The AES-256 key of a stored answer: derived from the caller and the idempotency key, never stored.';
 
+-- Security definer: a deferred trigger runs at COMMIT as the role current
+-- then (the request's role, on PostgreSQL before 18), not as the claim did.
 create or replace function private.tg_idempotency_keys__answered() returns trigger
-  language plpgsql
+  language plpgsql security definer
   set search_path = pg_catalog
   as $$
 begin
