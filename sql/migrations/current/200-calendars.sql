@@ -156,30 +156,28 @@ create or replace function private.calendar_max_entries() returns integer
   as $$ select 5000 $$;
 comment on function private.calendar_max_entries() is 'At most this many events per calendar feed (soonest first).';
 
+-- Unordered and unbounded, so that the validators are one scan and an
+-- aggregate; the document sorts and caps (private.calendar_feed_answer).
 create or replace function private.calendar_rows(community_ids uuid[], ends_after timestamptz)
   returns setof private.calendar_row
   language sql stable
   as $$
-    select r.*
-      from (select e.id, e.shortlink, e.title, e.description, e.starts_at, e.ends_at,
-                   private.event_location_text(v.name, v.address, e.location), e.sequence, e.created_at,
-                   greatest(e.updated_at, v.updated_at), false
-              from app.events e
-              left join app.venues v on v.node_id operator(pg_catalog.=) e.venue_node_id
-             where e.community_id operator(pg_catalog.=) any (community_ids)
-               and private.event_effective_end(e.starts_at, e.ends_at) operator(pg_catalog.>=) ends_after
-            union all
-            select t.event_id, t.shortlink, t.title, t.description, t.starts_at, t.ends_at, t.location, t.sequence,
-                   t.created_at, t.deleted_at, true
-              from app.event_tombstones t
-             where t.community_id operator(pg_catalog.=) any (community_ids)
-               and private.event_effective_end(t.starts_at, t.ends_at) operator(pg_catalog.>=) ends_after
-           ) r (event_id, shortlink, title, description, starts_at, ends_at, location, sequence, created_at, stamp, cancelled)
-     order by r.starts_at, r.event_id
-     limit private.calendar_max_entries()
+    select e.id, e.shortlink, e.title, e.description, e.starts_at, e.ends_at,
+           private.event_location_text(v.name, v.address, e.location), e.sequence, e.created_at,
+           greatest(e.updated_at, v.updated_at), false
+      from app.events e
+      left join app.venues v on v.node_id operator(pg_catalog.=) e.venue_node_id
+     where e.community_id operator(pg_catalog.=) any (community_ids)
+       and private.event_effective_end(e.starts_at, e.ends_at) operator(pg_catalog.>=) ends_after
+    union all
+    select t.event_id, t.shortlink, t.title, t.description, t.starts_at, t.ends_at, t.location, t.sequence,
+           t.created_at, t.deleted_at, true
+      from app.event_tombstones t
+     where t.community_id operator(pg_catalog.=) any (community_ids)
+       and private.event_effective_end(t.starts_at, t.ends_at) operator(pg_catalog.>=) ends_after
   $$;
 comment on function private.calendar_rows(uuid[], timestamptz) is
-  'The entries of a calendar of these communities: their events whose effective end is at or after ends_after, and the deleted ones (cancelled) as long as that holds; soonest first, at most private.calendar_max_entries().';
+  'The entries of a calendar of these communities, in no order: their events whose effective end is at or after ends_after, and the deleted ones (cancelled) as long as that holds.';
 
 create or replace function private.calendar_event_rows(shortlink text) returns setof private.calendar_row
   language sql stable
@@ -225,13 +223,13 @@ comment on function private.calendar_entry(private.calendar_row, text) is
   'A calendar entry as the gateway renders it (VEVENT): uid <event id>@<PUBLIC_URL host>, sequence, start and effective end (UTC), stamp, created, summary, description, location, url (the public page), status CONFIRMED or CANCELLED.';
 
 create or replace function private.calendar_row_hash(event_id uuid, sequence integer, stamp timestamptz, cancelled boolean)
-  returns numeric
+  returns bigint
   language sql immutable
   as $$
-    select pg_catalog.hashtextextended(
-             event_id::text operator(pg_catalog.||) ':' operator(pg_catalog.||) sequence::text
-             operator(pg_catalog.||) ':' operator(pg_catalog.||) pg_catalog.to_char(stamp at time zone 'UTC', 'YYYYMMDDHH24MISSUS')
-             operator(pg_catalog.||) ':' operator(pg_catalog.||) cancelled::text, 0)::numeric
+    -- The hash functions of the hash operator classes: stable across versions (hash partitioning relies on it), and cheap.
+    select pg_catalog.uuid_hash_extended(event_id,
+             pg_catalog.timestamptz_hash_extended(stamp, sequence::bigint operator(pg_catalog.*) 2
+                                                        operator(pg_catalog.+) cancelled::integer))
   $$;
 comment on function private.calendar_row_hash(uuid, integer, timestamptz, boolean) is
   'A 64-bit hash of what identifies an entry''s version (id, sequence, stamp, cancelled); summed over a calendar''s entries, part of its ETag.';
@@ -285,13 +283,15 @@ begin
   else
     calendar := (heading - 'updated_at') || jsonb_build_object('events', (
       select coalesce(jsonb_agg(private.calendar_entry(r, public_url) order by r.starts_at, r.event_id), '[]'::jsonb)
-        from private.calendar_rows(community_ids, ends_after) r));
+        from (select * from private.calendar_rows(community_ids, ends_after) c
+               order by c.starts_at, c.event_id
+               limit private.calendar_max_entries()) r));
   end if;
   return next;
 end;
 $$;
 comment on function private.calendar_feed_answer(uuid[], timestamptz, jsonb, text, text, text[], timestamptz) is
-  'The answer to a feed request over private.calendar_rows(community_ids, ends_after): ETag (private.calendar_etag), Last-Modified (the newest entry stamp, or the heading''s updated_at), and the calendar (the heading without updated_at, and its events) unless the request''s validators match (then null: 304).';
+  'The answer to a feed request over private.calendar_rows(community_ids, ends_after): ETag (private.calendar_etag, over every row), Last-Modified (the newest entry stamp, or the heading''s updated_at), and the calendar (the heading without updated_at, and its events: soonest first, at most private.calendar_max_entries()) unless the request''s validators match (then null: 304).';
 
 -- One event ----------------------------------------------------------------------
 
