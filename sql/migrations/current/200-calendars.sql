@@ -227,9 +227,10 @@ create or replace function private.calendar_row_hash(event_id uuid, sequence int
   language sql immutable
   as $$
     -- The hash functions of the hash operator classes: stable across versions (hash partitioning relies on it), and cheap.
+    -- (PostgreSQL 15 has no timestamptz_hash_extended: the instant as a UTC timestamp.)
     select pg_catalog.uuid_hash_extended(event_id,
-             pg_catalog.timestamptz_hash_extended(stamp, sequence::bigint operator(pg_catalog.*) 2
-                                                        operator(pg_catalog.+) cancelled::integer))
+             pg_catalog.timestamp_hash_extended(pg_catalog.timezone('UTC', stamp), sequence::bigint operator(pg_catalog.*) 2
+                                                operator(pg_catalog.+) cancelled::integer))
   $$;
 comment on function private.calendar_row_hash(uuid, integer, timestamptz, boolean) is
   'A 64-bit hash of what identifies an entry''s version (id, sequence, stamp, cancelled); summed over a calendar''s entries, part of its ETag.';
