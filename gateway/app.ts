@@ -10,6 +10,7 @@ import { HttpError } from './core/errors.ts';
 import type { Logger } from './core/log.ts';
 import { agentCallRoutes } from './routes/agent-calls.ts';
 import { authRoutes } from './routes/auth.ts';
+import { calendarRoutes } from './routes/calendars.ts';
 import { communityRoutes } from './routes/communities.ts';
 import { connectionRoutes } from './routes/connections.ts';
 import { deeplinkRoutes } from './routes/deeplinks.ts';
@@ -42,6 +43,7 @@ export const routes: Route[] = [
   ...eventRoutes,
   ...connectionRoutes,
   ...deeplinkRoutes,
+  ...calendarRoutes,
   ...tokenRoutes,
   ...platformRoutes,
   ...docsRoutes(() => routes),

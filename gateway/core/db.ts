@@ -11,6 +11,9 @@
 //       the handler's one call
 //       COMMIT
 //   → wait for the four replies: ONE network round trip per request.
+//   (A request with an Idempotency-Key adds its claim before the call and
+//   sends the storing of its answer with the COMMIT, in a second round trip
+//   once the answer is known: options.finish, and http/idempotency.ts.)
 //   → any error: Postgres skips to the COMMIT, which in a failed transaction
 //     is a ROLLBACK, so nothing of a failing request is kept; the first error
 //     is thrown (the route maps it; SQL text never reaches the client).
@@ -94,11 +97,18 @@ export interface RequestClaims {
 
 export const ANON_CLAIMS: RequestClaims = { role: 'anon' };
 
-export interface TransactionOptions {
+export interface TransactionOptions<T = unknown> {
   readOnly?: boolean;
   statementTimeoutMs?: number;
   /** The claims already serialised (the pipeline caches them per token). */
   claimsJson?: string;
+  /**
+   * Statements to send right before COMMIT, in the same round trip, once fn
+   * has settled (e.g. storing an idempotent request's answer): they get fn's
+   * result and return their queries, already executing. An error in any of
+   * them rolls the whole transaction back and is thrown.
+   */
+  finish?: (tx: Tx, result: T) => Promise<unknown>[];
 }
 
 const MAX_ATTEMPTS = 3;
@@ -121,7 +131,7 @@ export async function withClaims<T>(
   sql: Sql,
   claims: RequestClaims,
   fn: (tx: Tx) => Promise<T>,
-  options: TransactionOptions = {},
+  options: TransactionOptions<T> = {},
 ): Promise<T> {
   for (let attempt = 1; ; attempt++) {
     try {
@@ -139,7 +149,7 @@ function isPendingQuery(value: unknown): value is PendingQuery {
   return value instanceof Promise && typeof (value as { execute?: unknown }).execute === 'function';
 }
 
-async function transaction<T>(sql: Sql, claims: RequestClaims, fn: (tx: Tx) => Promise<T>, options: TransactionOptions): Promise<T> {
+async function transaction<T>(sql: Sql, claims: RequestClaims, fn: (tx: Tx) => Promise<T>, options: TransactionOptions<T>): Promise<T> {
   const timeoutMs = options.statementTimeoutMs ?? 15_000;
   let late = false;
   const work = (async () => {
@@ -172,8 +182,8 @@ async function transaction<T>(sql: Sql, claims: RequestClaims, fn: (tx: Tx) => P
   }
 }
 
-/** BEGIN, the settings, fn's queries and COMMIT on the reserved connection; the first error is thrown. */
-async function run<T>(tx: postgres.ReservedSql, claims: RequestClaims, fn: (tx: Tx) => Promise<T>, options: TransactionOptions, timeoutMs: number): Promise<T> {
+/** BEGIN, the settings, fn's queries, the finishing statements and COMMIT on the reserved connection; the first error is thrown. */
+async function run<T>(tx: postgres.ReservedSql, claims: RequestClaims, fn: (tx: Tx) => Promise<T>, options: TransactionOptions<T>, timeoutMs: number): Promise<T> {
   const settle = async (pending: Promise<unknown>[]): Promise<unknown[]> => {
     const outcomes = await Promise.allSettled(pending);
     const failed = outcomes.find((o): o is PromiseRejectedResult => o.status === 'rejected');
@@ -192,7 +202,7 @@ async function run<T>(tx: postgres.ReservedSql, claims: RequestClaims, fn: (tx: 
   } catch (err) {
     body = Promise.reject(err);
   }
-  if (isPendingQuery(body)) {
+  if (isPendingQuery(body) && !options.finish) {
     // One statement: COMMIT goes out right behind it.
     body.execute();
     const commit = tx`commit`.execute();
@@ -207,6 +217,15 @@ async function run<T>(tx: postgres.ReservedSql, claims: RequestClaims, fn: (tx: 
     await settle([tx`rollback`.execute()]).catch(() => {});
     throw err;
   }
-  await settle([tx`commit`.execute()]);
+  let finals: Promise<unknown>[] = [];
+  if (options.finish) {
+    try {
+      finals = options.finish(tx as unknown as Tx, result);
+    } catch (err) {
+      finals = [Promise.reject(err)];
+    }
+  }
+  // In a transaction a finishing statement failed in, COMMIT rolls back.
+  await settle([...finals, tx`commit`.execute()]);
   return result;
 }

@@ -203,6 +203,22 @@ export const ERROR_CODES = {
     meaning: 'Last-Event-ID names a change older than the change log keeps: open the stream without it and start from its snapshot.',
   },
   too_many_streams: { status: [429], meaning: 'The user has the most open event streams allowed; close one.' },
+  calendar_not_found: {
+    status: [404],
+    meaning: 'No calendar at this address: the personal feed URL was rotated or revoked, the community does not exist or is a draft.',
+  },
+
+  // -------------------------------------------------------------------------
+  // Idempotency keys (http/idempotency.ts)
+  // -------------------------------------------------------------------------
+  idempotency_key_in_progress: {
+    status: [409],
+    meaning: 'Another request with this Idempotency-Key is still running (on any replica): wait and send it again to get its answer.',
+  },
+  idempotency_key_reused: {
+    status: [422],
+    meaning: 'This Idempotency-Key was used in the last 24 hours for another request (method, path or body): use a new key.',
+  },
 
   // -------------------------------------------------------------------------
   // Tasks and deals

@@ -84,6 +84,7 @@ const STYLE = `
   a.button, button { display: inline-block; font: inherit; padding: .65rem 1rem; border-radius: .5rem; border: 0;
     background: #2563eb; color: #fff; text-decoration: none; cursor: pointer; }
   a.button.secondary, button.secondary { background: transparent; color: inherit; border: 1px solid GrayText; }
+  a.button.secondary { margin-left: .5rem; }
   button[disabled] { opacity: .6; }
   label { display: block; margin: .75rem 0 .25rem; }
   input, select { font: inherit; width: 100%; box-sizing: border-box; padding: .55rem; border-radius: .4rem; border: 1px solid GrayText; }
@@ -95,17 +96,40 @@ const STYLE = `
   #status.error { color: #b91c1c; }
 `;
 
+/**
+ * JSON for a `<script type="application/ld+json">` data block: `<`, `>`, `&`
+ * and U+2028/U+2029 written as \u escapes, so no value can close the element
+ * or start markup (the JSON parses to the same value).
+ */
+export function jsonScriptData(value: unknown): SafeHtml {
+  return new SafeHtml(
+    JSON.stringify(value).replace(/[<>&\u2028\u2029]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`),
+  );
+}
+
+export interface PageOptions {
+  title: string;
+  body: SafeHtml;
+  /** Trusted code only; runs under the page's nonce. */
+  script?: string;
+  /** More elements of <head> (meta tags, data blocks), already escaped. */
+  head?: SafeHtml;
+  /** Pages are `noindex` unless they say they may be indexed (the public event page). */
+  indexable?: boolean;
+}
+
 /** A complete, small, mobile-friendly document. `script` (trusted code only) runs under a per-page nonce. */
-export function page(options: { title: string; body: SafeHtml; script?: string }): Page {
+export function page(options: PageOptions): Page {
   const nonce = crypto.randomBytes(16).toString('base64');
   const document = html`<!doctype html>
 <html lang="en">
 <head>
 <meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
-<meta name="robots" content="noindex">
-<link rel="icon" href="data:,">
+${options.indexable ? '' : html`<meta name="robots" content="noindex">
+`}<link rel="icon" href="data:,">
 <title>${options.title}</title>
+${options.head ?? ''}
 <style nonce="${nonce}">${new SafeHtml(STYLE)}</style>
 </head>
 <body>

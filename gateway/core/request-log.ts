@@ -20,6 +20,8 @@ export interface RequestLog {
   readonly log: Logger;
   /** The signed-in user, shown on the line. */
   userId: string | undefined;
+  /** Shown instead of the path when the path holds a secret (a route's template, e.g. `/cal/:token.ics`). */
+  path: string | undefined;
 }
 
 export function startRequestLog(req: IncomingMessage, res: ServerResponse, log: Logger): RequestLog {
@@ -33,6 +35,7 @@ export function startRequestLog(req: IncomingMessage, res: ServerResponse, log: 
       return (child ??= log.child({ reqId: id }));
     },
     userId: undefined,
+    path: undefined,
   };
   res.setHeader('X-Request-Id', id);
   const access = accessLogOf(log);
@@ -42,7 +45,7 @@ export function startRequestLog(req: IncomingMessage, res: ServerResponse, log: 
       const url = req.url ?? '/';
       const q = url.indexOf('?');
       access.info(
-        { reqId: id, method: req.method, path: q === -1 ? url : url.slice(0, q), status: res.statusCode, ms: Math.round(ms * 10) / 10, user: state.userId },
+        { reqId: id, method: req.method, path: state.path ?? (q === -1 ? url : url.slice(0, q)), status: res.statusCode, ms: Math.round(ms * 10) / 10, user: state.userId },
         'request',
       );
     });

@@ -1,7 +1,9 @@
 // Finds a request's route: each method's routes are compiled to segment
 // lists once and compared segment by segment, in declaration order
 // (case-insensitive, one trailing slash allowed, HEAD served by GET, path
-// parameters URI-decoded). A path that names no route is the caller's 404.
+// parameters URI-decoded). A parameter may end with a literal suffix
+// (`/e/:shortlink.ics`: the segment must end with `.ics`, which is not part
+// of the value). A path that names no route is the caller's 404.
 
 export interface Dispatchable<H> {
   method: string;
@@ -13,14 +15,20 @@ interface Compiled<H> {
   /** Lower-cased literal segments; null where the segment is a parameter. */
   literals: (string | null)[];
   names: (string | null)[];
+  /** Lower-cased literal suffix of a parameter segment ('' when none). */
+  suffixes: string[];
   handler: H;
 }
 
+const PARAMETER = /^:([A-Za-z0-9_]+)(.*)$/;
+
 function compile<H>(route: Dispatchable<H>): Compiled<H> {
   const segments = route.path.split('/').slice(1);
+  const parameters = segments.map((s) => PARAMETER.exec(s));
   return {
-    literals: segments.map((s) => (s.startsWith(':') ? null : s.toLowerCase())),
-    names: segments.map((s) => (s.startsWith(':') ? s.slice(1) : null)),
+    literals: segments.map((s, i) => (parameters[i] ? null : s.toLowerCase())),
+    names: parameters.map((p) => (p ? p[1]! : null)),
+    suffixes: parameters.map((p) => (p ? p[2]!.toLowerCase() : '')),
     handler: route.handler,
   };
 }
@@ -29,15 +37,21 @@ function match<H>(route: Compiled<H>, segments: string[]): Record<string, string
   if (route.literals.length !== segments.length) return undefined;
   for (let i = 0; i < segments.length; i++) {
     const literal = route.literals[i];
-    if (literal !== null && literal !== segments[i]!.toLowerCase()) return undefined;
-    if (literal === null && segments[i] === '') return undefined;
+    const segment = segments[i]!;
+    if (literal !== null && literal !== segment.toLowerCase()) return undefined;
+    if (literal === null) {
+      const suffix = route.suffixes[i]!;
+      if (segment.length <= suffix.length) return undefined;
+      if (suffix !== '' && !segment.toLowerCase().endsWith(suffix)) return undefined;
+    }
   }
   const params: Record<string, string> = {};
   for (let i = 0; i < segments.length; i++) {
     const name = route.names[i];
     if (name === null || name === undefined) continue;
+    const segment = segments[i]!;
     try {
-      params[name] = decodeURIComponent(segments[i]!);
+      params[name] = decodeURIComponent(segment.slice(0, segment.length - route.suffixes[i]!.length));
     } catch {
       return null; // malformed percent-encoding names nothing
     }
@@ -61,6 +75,10 @@ export class RouteTable<H> {
       if (!this.byMethod.has(method)) this.byMethod.set(method, []);
       this.byMethod.get(method)!.push(compile(route));
     }
+    // A parameter with a suffix is more specific than one without: tried first
+    // (`/e/:shortlink.ics` before `/e/:shortlink`), otherwise in declaration order.
+    const suffixed = (route: Compiled<H>) => route.suffixes.filter((suffix) => suffix !== '').length;
+    for (const list of this.byMethod.values()) list.sort((a, b) => suffixed(b) - suffixed(a));
     this.served = routes.map((r) => ({ method: r.method.toLowerCase(), path: r.path }));
   }
 

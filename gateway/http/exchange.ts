@@ -59,6 +59,11 @@ export class Exchange {
   set userId(id: string | undefined) {
     this.requestLog.userId = id;
   }
+
+  /** What the request log line shows instead of a path that holds a secret. */
+  set logPath(path: string) {
+    this.requestLog.path = path;
+  }
 }
 
 /** The path of an origin-form request target; of an absolute-form one (`GET http://host/x`), its pathname. */
@@ -76,7 +81,7 @@ export function beginExchange(req: IncomingMessage, res: ServerResponse, log: Lo
 }
 
 /** Sends `text` with `status` and its content type; HEAD gets the headers only. */
-function sendText(res: ServerResponse, status: number, contentType: string, text: string): void {
+export function sendText(res: ServerResponse, status: number, contentType: string, text: string): void {
   res.statusCode = status;
   res.setHeader('Content-Type', contentType);
   res.setHeader('Content-Length', Buffer.byteLength(text));

@@ -22,6 +22,7 @@ import type { ErrorCode } from '../core/error-codes.ts';
 import { defaultCode, type ErrorShape } from '../core/errors.ts';
 import { ErrorBody, SimpleErrorBody, FlaggedErrorBody, SHAPE_SCHEMAS, ErrorResponse, ContentResponse, errors, content, noContent, type SecurityScheme } from './responses.ts';
 import { SERVICE_NAME } from '../core/service.ts';
+import { DocumentedIdempotencyKeyHeaders, REPLAYED_HEADER } from './idempotency.ts';
 
 // ---------------------------------------------------------------------------
 // Sections (tags, and ApiEndpoint.controller)
@@ -39,6 +40,7 @@ const SECTIONS: [RegExp, string][] = [
   [/^\/api\/mobile\/communities|^\/api\/community\//, 'Communities'],
   [/^\/api\/v1\/platform\//, 'Platform integration'],
   [/^\/api\/v1\/forms/, 'Forms'],
+  [/^\/api\/mobile\/calendar\/|^\/(c|cal)\/|^\/e\/[^/]+\.ics$/, 'Calendars'],
   [/^\/(l|e|checkin)\//, 'Deep links'],
   [/^\/mcp/, 'Agent interface'],
   [/^\/health$/, 'Health'],
@@ -95,6 +97,7 @@ const STATUS_TEXT: Record<number, string> = {
   201: 'Created',
   204: 'No content',
   302: 'Found (redirect)',
+  304: 'Not modified',
   400: 'Bad request',
   401: 'Missing or invalid credential',
   403: 'Forbidden',
@@ -178,6 +181,19 @@ export const PIPELINE_ERRORS: readonly PipelineError[] = [
     },
   },
   {
+    when:
+      'every POST, PATCH and DELETE of the mobile, platform and token interfaces with an Idempotency-Key: a key that is not 1-255 printable ASCII characters (the route\'s invalid status), a key still in use by another request (409), a key used before for another request (422)',
+    statuses: (route) => {
+      if (!route.docs.idempotencyKey) return [];
+      const invalid = route.docs.invalidStatus ?? 400;
+      return [
+        { status: invalid, shape: 'route', codes: [defaultCode(invalid)] },
+        { status: 409, shape: 'error', codes: ['idempotency_key_in_progress'] },
+        { status: 422, shape: 'error', codes: ['idempotency_key_reused'] },
+      ];
+    },
+  },
+  {
     // Body parsing happens before the route: always the Error shape.
     when: 'every route with a JSON body: not JSON (400 invalid_json), unreadable (400), over 1 MB (413), not UTF-8 or in an unknown Content-Encoding (415)',
     statuses: (route) =>
@@ -236,6 +252,7 @@ function responsesOf(route: Route): Record<string, ResponseConfig> {
     } else {
       out[key] = { description: STATUS_TEXT[status] ?? `Status ${status}`, content: { 'application/json': { schema: spec! } } };
     }
+    if (route.docs.idempotencyKey && status < 400) out[key]!.headers = REPLAYED_RESPONSE_HEADER;
   }
   for (const [status, list] of routeErrors(route)) {
     const description = STATUS_TEXT[status] ?? `Status ${status}`;
@@ -260,12 +277,24 @@ function securityOf(route: Route): Record<string, string[]>[] {
   return schemes.map((scheme) => ({ [scheme]: [] }));
 }
 
-/** The header parameters a route documents (never the credential). */
-function documentedHeaders(schema: z.ZodType | undefined): z.ZodObject | undefined {
-  if (!(schema instanceof z.ZodObject)) return undefined;
-  const keys = Object.keys(schema.shape).filter((name) => name !== 'authorization');
-  if (keys.length === 0) return undefined;
-  return schema.pick(Object.fromEntries(keys.map((name) => [name, true])) as Record<string, true>);
+/** A replayed answer says so (documented on the success responses of routes that take an Idempotency-Key). */
+const REPLAYED_RESPONSE_HEADER = {
+  [REPLAYED_HEADER]: {
+    description: '`true` when this is the stored answer of an earlier request with the same Idempotency-Key.',
+    schema: { type: 'string' as const, enum: ['true'] },
+  },
+};
+
+/** The header parameters a route documents (never the credential); the Idempotency-Key where the route takes one. */
+function documentedHeaders(route: Route): z.ZodObject | undefined {
+  const schema = route.schemas.headers;
+  let own: z.ZodObject | undefined;
+  if (schema instanceof z.ZodObject) {
+    const keys = Object.keys(schema.shape).filter((name) => name !== 'authorization');
+    if (keys.length > 0) own = schema.pick(Object.fromEntries(keys.map((name) => [name, true])) as Record<string, true>);
+  }
+  if (!route.docs.idempotencyKey) return own;
+  return own ? own.extend(DocumentedIdempotencyKeyHeaders.shape) : DocumentedIdempotencyKeyHeaders;
 }
 
 export type OpenApiDocument = ReturnType<OpenApiGeneratorV3['generateDocument']>;
@@ -287,12 +316,12 @@ export function buildOpenApiDocument(routes: readonly Route[]): OpenApiDocument 
   });
 
   for (const route of routes) {
-    const { params, query, body, headers } = route.schemas;
+    const { params, query, body } = route.schemas;
     const bodyOptional = body?.safeParse(undefined).success ?? false;
     const request: RouteConfig['request'] = {
       params: params as never,
       query: query as never,
-      headers: documentedHeaders(headers) as never,
+      headers: documentedHeaders(route) as never,
       body: body
         ? { required: !bodyOptional, content: { 'application/json': { schema: body instanceof z.ZodOptional ? body.unwrap() : body } } }
         : undefined,

@@ -3,17 +3,21 @@
 // see http/exchange.ts):
 //
 //   authenticate (bearer JWT, when the route needs a user; verified tokens are
-//     cached until they expire, see core/verified-tokens.ts)
+//     cached until they expire, see lib/verified-tokens.ts)
 //   → validate params, query and body with zod
 //   → run the handler, which calls one SQL function inside ctx.db(...): one
 //     transaction as `anon` or `authenticated` with request.jwt.claims set,
 //     sent as one pipelined round trip (BEGIN, settings, call, COMMIT; see
 //     core/db.ts withClaims); errors roll it back
+//   → with an Idempotency-Key (POST, PATCH, DELETE of the mobile, platform
+//     and token interfaces): the same, in one transaction with the key's
+//     claim and the storing of the answer, or the stored answer replayed
+//     (http/idempotency.ts)
 //   → send the reply (JSON by default, or JSON text from SQL passed through
 //     as is; HTML or a redirect for the web pages), or map the error to a
 //     status and one of the three error bodies of docs/api.md#errors (chosen per
 //     route and status), or to the route's HTML error page. SQL text never
-//     reaches the client (core/errors.ts).
+//     reaches the client (lib/errors.ts).
 //
 // Before it (app.ts): the request id and the request log line (one per
 // request, written when the response finishes), CORS, the readiness gate,
@@ -26,14 +30,29 @@ import { z } from 'zod';
 import { apiTokenCaller, authenticateApiToken, isApiTokenSecret, type ApiTokenInfo, type Caller } from '../core/api-tokens.ts';
 import { clientIp, type TrustProxy } from '../core/client-ip.ts';
 import type { AuthLimits } from '../core/config.ts';
-import { ANON_CLAIMS, withClaims, type RequestClaims, type Sql, type Tx } from '../core/db.ts';
-import { defaultCode, errorBody, HttpError, toHttpError, type ErrorShape } from '../core/errors.ts';
+import { ANON_CLAIMS, withClaims, type RequestClaims, type Sql, type TransactionOptions, type Tx } from '../core/db.ts';
+import { defaultCode, errorBody, HttpError, isRetryable, toHttpError, type ErrorShape } from '../core/errors.ts';
 import { fairShareKey, type FairShare } from './fair-share.ts';
 import { InvalidTokenError, type AccessClaims, type TokenService } from '../core/jwt.ts';
 import type { Logger } from '../core/log.ts';
 import { retryAfterOf } from '../core/throttle.ts';
 import { noteUnavailable } from '../core/unavailable-log.ts';
-import { locationHeader, sendError, sendHtml, sendJson, type Exchange } from './exchange.ts';
+import { locationHeader, sendHtml, sendJson, sendText, type Exchange } from './exchange.ts';
+import {
+  answerOf,
+  claim,
+  IDEMPOTENCY_HEADER,
+  IdempotencyKeyHeaders,
+  isReplay,
+  keepsRefusal,
+  requestHash,
+  sendAnswer,
+  store,
+  storedAnswer,
+  takesIdempotencyKey,
+  type Answer,
+  type KeyedRequest,
+} from './idempotency.ts';
 import type { Page } from '../core/html.ts';
 import { assertStorable } from '../core/input.ts';
 import type { Responses, SecurityScheme } from './responses.ts';
@@ -82,6 +101,9 @@ export interface Reply {
    * and script would be blocked).
    */
   page?: Page;
+  /** Other text (e.g. an iCalendar file), sent as is with `contentType`. */
+  text?: string;
+  contentType?: string;
   redirect?: string;
   headers?: Record<string, string>;
   stream?: (res: ServerResponse) => void;
@@ -97,7 +119,7 @@ export interface Context<P, Q, B, H = undefined> {
   user: AccessClaims | null;
   /** The API token the request was authenticated with; null for an access token or a public route. */
   apiToken: ApiTokenInfo | null;
-  /** The client's IP address (gateway/core/client-ip.ts), for limits per client. */
+  /** The client's IP address (gateway/lib/client-ip.ts), for limits per client. */
   clientIp: string;
   services: Services;
   log: Logger;
@@ -152,10 +174,12 @@ export interface RouteDefinition<
   statusOverrides?: Partial<Record<number, number>>;
   /** Web pages: errors are answered with this HTML page, sent with the security headers it brings. */
   renderError?: (err: HttpError) => Page;
-  /** The documented responses, status → body (see http/openapi.ts); the OpenAPI document is built from them. */
+  /** The documented responses, status → body (see lib/openapi.ts); the OpenAPI document is built from them. */
   responses?: Responses;
   /** Security schemes for the docs when not both (e.g. API token only). */
   security?: SecurityScheme[];
+  /** The path holds a secret (a token): the request log line shows the route's template instead. */
+  secretPath?: boolean;
   handler(ctx: Context<Out<P>, Out<Q>, Out<B>, Out<H>>): Promise<Reply>;
 }
 
@@ -173,6 +197,8 @@ export interface Route {
     invalidStatus?: 400 | 422;
     invalidParamsStatus?: 400 | 404 | 422;
     htmlErrors: boolean;
+    /** POST, PATCH and DELETE of the mobile, platform and token interfaces take an Idempotency-Key (http/idempotency.ts). */
+    idempotencyKey: boolean;
   };
   build(services: Services): RouteHandler;
 }
@@ -199,71 +225,160 @@ export function defineRoute<
       invalidStatus: def.invalidStatus,
       invalidParamsStatus: def.invalidParamsStatus,
       htmlErrors: def.renderError !== undefined,
+      idempotencyKey: takesIdempotencyKey(def),
     },
-    build: (services) => async (exchange: Exchange) => {
-      const { req, res } = exchange;
-      try {
-        const caller = def.auth === 'user' ? await authenticate(exchange, services, def.tokenInQuery ?? false) : null;
-        const user = caller?.user ?? null;
-        const invalid = def.invalidStatus ?? 400;
-        const params = validate(def.params, exchange.params, 'path', def.invalidParamsStatus ?? invalid);
-        const query = validate(def.query, def.query ? exchange.query : undefined, 'query', invalid);
-        const body = validate(def.body, exchange.body, 'body', invalid);
-        const headers = validate(def.headers, req.headers, 'header', invalid);
-        const requestClaims: RequestClaims = caller?.claims ?? ANON_CLAIMS;
-        const ip = clientIp(req.socket.remoteAddress, req.headers['x-forwarded-for'], services.trustProxy);
-        if (user) exchange.userId = user.sub;
-        const ctx: Context<Out<P>, Out<Q>, Out<B>, Out<H>> = {
-          params: params as Out<P>,
-          query: query as Out<Q>,
-          body: body as Out<B>,
-          headers: headers as Out<H>,
-          user,
-          apiToken: caller?.apiToken ?? null,
-          clientIp: ip,
-          services,
-          get log() {
-            return exchange.log;
-          },
-          db: (fn, claims) => {
-            const transaction = () =>
+    build: (services) => {
+      const keyed = takesIdempotencyKey(def);
+      return async (exchange: Exchange) => {
+        const { req, res } = exchange;
+        if (def.secretPath) exchange.logPath = def.path;
+        try {
+          const caller = def.auth === 'user' ? await authenticate(exchange, services, def.tokenInQuery ?? false) : null;
+          const user = caller?.user ?? null;
+          const requestClaims: RequestClaims = caller?.claims ?? ANON_CLAIMS;
+          const ip = clientIp(req.socket.remoteAddress, req.headers['x-forwarded-for'], services.trustProxy);
+          if (user) exchange.userId = user.sub;
+          const transaction = <T>(fn: (tx: Tx) => Promise<T>, claims?: RequestClaims, extra: TransactionOptions<T> = {}): Promise<T> => {
+            const run = () =>
               withClaims(services.sql, claims ?? requestClaims, fn, {
                 readOnly: def.method === 'get' && !def.readWrite,
                 statementTimeoutMs: services.statementTimeoutMs,
                 // API-token callers carry extra claims (token_id, ...); theirs are serialised per request.
                 claimsJson: claims === undefined && user && !caller?.apiToken ? claimsJson(user) : undefined,
+                ...extra,
               });
             const share = services.fairShare;
-            return share ? share.run(fairShareKey(user?.sub, ip), transaction) : transaction();
-          },
-        };
-        send(res, await def.handler(ctx));
-      } catch (err) {
-        let httpError = toHttpError(err);
-        const override = def.statusOverrides?.[httpError.status];
-        if (override !== undefined) {
-          httpError = new HttpError(override, httpError.code, httpError.message, httpError.details);
+            return share ? share.run(fairShareKey(user?.sub, ip), run) : run();
+          };
+          const context = (db: Context<Out<P>, Out<Q>, Out<B>, Out<H>>['db']): Context<Out<P>, Out<Q>, Out<B>, Out<H>> => {
+            const invalid = def.invalidStatus ?? 400;
+            const params = validate(def.params, exchange.params, 'path', def.invalidParamsStatus ?? invalid);
+            const query = validate(def.query, def.query ? exchange.query : undefined, 'query', invalid);
+            const body = validate(def.body, exchange.body, 'body', invalid);
+            const headers = validate(def.headers, req.headers, 'header', invalid);
+            return {
+              params: params as Out<P>,
+              query: query as Out<Q>,
+              body: body as Out<B>,
+              headers: headers as Out<H>,
+              user,
+              apiToken: caller?.apiToken ?? null,
+              clientIp: ip,
+              services,
+              get log() {
+                return exchange.log;
+              },
+              db,
+            };
+          };
+          if (keyed && req.headers[IDEMPOTENCY_HEADER] !== undefined) {
+            const { [IDEMPOTENCY_HEADER]: key } = validate(IdempotencyKeyHeaders, req.headers, 'header', def.invalidStatus ?? 400) as { [IDEMPOTENCY_HEADER]: string };
+            const request: KeyedRequest = { key, hash: requestHash(exchange.method, exchange.path, exchange.search, exchange.body) };
+            await serveKeyed(exchange, request, transaction, context);
+            return;
+          }
+          send(res, await def.handler(context((fn, claims) => transaction(fn, claims))));
+        } catch (err) {
+          const httpError = httpErrorOf(err);
+          logFailure(exchange, httpError, err);
+          if (res.headersSent) {
+            res.destroy();
+            return;
+          }
+          sendAnswer(res, failure(httpError));
         }
-        if (httpError.status === 503) noteUnavailable(exchange.log, err);
-        else if (httpError.status === 504) exchange.log.warn({ code: (err as { code?: unknown }).code }, 'statement timeout');
-        else if (httpError.status >= 500) exchange.log.error({ err }, 'request failed');
-        else exchange.log.debug({ status: httpError.status, error: httpError.message }, 'request refused');
-        if (res.headersSent) {
-          res.destroy();
-          return;
-        }
-        if (httpError.status === 401) res.setHeader('WWW-Authenticate', 'Bearer');
-        const retryAfter = retryAfterOf(httpError);
-        if (retryAfter) res.setHeader('Retry-After', retryAfter);
-        if (def.renderError) {
-          const errorPage = def.renderError(httpError);
-          sendHtml(res, httpError.status, errorPage.html, errorPage.headers);
-          return;
-        }
-        sendError(res, httpError, def.errorShapes?.[httpError.status] ?? 'error');
-      }
+      };
     },
   };
+
+  /** An error as this route answers it (the SQLSTATE table, then the route's status overrides). */
+  function httpErrorOf(err: unknown): HttpError {
+    const httpError = toHttpError(err);
+    const override = IDEMPOTENCY_CODES.has(httpError.code) ? undefined : def.statusOverrides?.[httpError.status];
+    return override === undefined ? httpError : new HttpError(override, httpError.code, httpError.message, httpError.details);
+  }
+
+  /** The answer to an error: the route's HTML page, or the route's error body for the status. */
+  function failure(httpError: HttpError): Answer {
+    const headers: Record<string, string> = {};
+    if (httpError.status === 401) headers['www-authenticate'] = 'Bearer';
+    const retryAfter = retryAfterOf(httpError);
+    if (retryAfter) headers['retry-after'] = retryAfter;
+    if (def.renderError) {
+      const page = def.renderError(httpError);
+      for (const [name, value] of Object.entries(page.headers)) headers[name.toLowerCase()] = value;
+      return { status: httpError.status, headers: { ...headers, 'content-type': 'text/html; charset=utf-8' }, body: page.html };
+    }
+    // The idempotency refusals are the same Error body on every route.
+    const shape = IDEMPOTENCY_CODES.has(httpError.code) ? 'error' : (def.errorShapes?.[httpError.status] ?? 'error');
+    return {
+      status: httpError.status,
+      headers: { ...headers, 'content-type': 'application/json; charset=utf-8' },
+      body: JSON.stringify(errorBody(shape, httpError)),
+    };
+  }
+
+  /**
+   * A request with an Idempotency-Key (http/idempotency.ts): validation, the
+   * handler and the storing of its answer in one transaction with the claim
+   * of the key; a replay answers the stored answer.
+   */
+  async function serveKeyed(
+    exchange: Exchange,
+    request: KeyedRequest,
+    transaction: <T>(fn: (tx: Tx) => Promise<T>, claims?: RequestClaims, extra?: TransactionOptions<T>) => Promise<T>,
+    context: (db: Context<Out<P>, Out<Q>, Out<B>, Out<H>>['db']) => Context<Out<P>, Out<Q>, Out<B>, Out<H>>,
+  ): Promise<void> {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        const outcome = await transaction(
+          async (tx) => {
+            const { claimed, savepoint } = claim(tx, request);
+            try {
+              // Every call the handler makes runs in this transaction, behind the claim.
+              const ctx = context((fn, claims) => (claims ? transaction(fn, claims) : fn(tx)));
+              const answer = answerOf(await def.handler(ctx));
+              await claimed;
+              await savepoint;
+              return { answer, refused: false };
+            } catch (err) {
+              // The claim's refusal (or the failure before it) is the answer, not what it caused.
+              await claimed;
+              await savepoint;
+              if (isRetryable(err)) throw err;
+              const httpError = httpErrorOf(err);
+              if (!keepsRefusal(httpError.status)) throw err;
+              logFailure(exchange, httpError, err);
+              return { answer: failure(httpError), refused: true };
+            }
+          },
+          undefined,
+          { finish: (tx, outcome) => store(tx, request, outcome.answer, outcome.refused) },
+        );
+        sendAnswer(exchange.res, outcome.answer);
+        return;
+      } catch (err) {
+        if (!isReplay(err)) throw err;
+        const stored = await transaction((tx) => storedAnswer(tx, request), undefined, { readOnly: true });
+        if (stored) {
+          sendAnswer(exchange.res, stored, true);
+          return;
+        }
+        // Expired between the claim and the read: claim it again.
+        if (attempt >= 3) throw err;
+      }
+    }
+  }
+}
+
+/** Codes of the idempotency refusals (api.idempotency_claim). */
+const IDEMPOTENCY_CODES = new Set(['idempotency_key_in_progress', 'idempotency_key_reused']);
+
+function logFailure(exchange: Exchange, httpError: HttpError, err: unknown): void {
+  if (httpError.status === 503) noteUnavailable(exchange.log, err);
+  else if (httpError.status === 504) exchange.log.warn({ code: (err as { code?: unknown }).code }, 'statement timeout');
+  else if (httpError.status >= 500) exchange.log.error({ err }, 'request failed');
+  else exchange.log.debug({ status: httpError.status, error: httpError.message }, 'request refused');
 }
 
 function send(res: ServerResponse, reply: Reply): void {
@@ -272,6 +387,7 @@ function send(res: ServerResponse, reply: Reply): void {
   if (reply.stream) return reply.stream(res);
   if (reply.redirect !== undefined) res.setHeader('Location', locationHeader(reply.redirect));
   if (reply.page !== undefined) sendHtml(res, reply.status, reply.page.html);
+  else if (reply.text !== undefined) sendText(res, reply.status, reply.contentType ?? 'text/plain; charset=utf-8', reply.text);
   else if (reply.json !== undefined) sendJson(res, reply.status, reply.json);
   else if (reply.body !== undefined) sendJson(res, reply.status, JSON.stringify(reply.body));
   else res.end();

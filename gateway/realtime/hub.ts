@@ -44,7 +44,10 @@
 //     expiries of ended events (private.log_event_expiries), pruning of the
 //     log by age (admin.prune_change_log), and the heartbeat of this
 //     process's stream registrations (the per-user cap counts them in
-//     Postgres).
+//     Postgres). On the prune timer too, until a background worker takes
+//     them over: idempotency keys past 24 hours
+//     (private.idempotency_keys_prune) and tombstones of deleted events no
+//     calendar lists any more (private.event_tombstones_prune).
 import crypto from 'node:crypto';
 import postgres from 'postgres';
 import type { RealtimeConfig } from '../core/config.ts';
@@ -235,6 +238,7 @@ export class ChangeHub {
     every(this.config.pollIntervalMs, () => this.refreshHead());
     every(this.config.expiryIntervalMs, () => this.sql`select private.log_event_expiries()`);
     every(this.config.pruneIntervalMs, () => this.prune());
+    every(this.config.pruneIntervalMs, () => this.sql`select private.idempotency_keys_prune(), private.event_tombstones_prune()`);
     every(Math.max(1000, (this.config.registrationTtlSeconds * 1000) / 3), () => this.renewRegistrations());
     every(this.config.keepAliveMs, async () => {
       for (const s of this.streams) s.keepAlive();

@@ -10,13 +10,75 @@
 // this module renders the pages. Unknown or malformed ids answer a 404 page.
 import { z } from 'zod';
 import { defineRoute, type Reply } from '../http/route.ts';
-import { formatTime, html, page, safeUrl, type Page, type SafeHtml } from '../core/html.ts';
+import { formatTime, html, jsonScriptData, page, safeUrl, type Page, type PageOptions, type SafeHtml } from '../core/html.ts';
 import type { HttpError } from '../core/errors.ts';
 import { content, errors } from '../http/responses.ts';
 import type { Event as EventShape } from './events.ts';
 
 /** The Event object  as the SQL functions build it (api.event_public*: JSON, so dates are strings). */
 type EventJson = z.infer<typeof EventShape>;
+
+/** What the public event page shows (api.event_page). */
+interface EventPage {
+  event: EventJson & { shortlink: string; public_full_url: string };
+  /** The effective end (ISO). */
+  end: string;
+  /** "venue, address", or the event's location text. */
+  location: string | null;
+  place: { name: string; address?: string };
+  organizer: { name: string };
+  /** schema.org EventStatusType and EventAttendanceModeEnumeration members. */
+  event_status: string;
+  attendance_mode: string;
+}
+
+/** At most `max` characters (code points), whitespace collapsed, an ellipsis when cut. */
+function excerpt(text: string, max: number): string {
+  const chars = Array.from(text.replace(/\s+/g, ' ').trim());
+  return chars.length <= max ? chars.join('') : `${chars.slice(0, max - 1).join('').trimEnd()}…`;
+}
+
+/**
+ * The share preview of an event page: Open Graph and Twitter card tags, a
+ * canonical link, and the schema.org Event as JSON-LD (a data block: the
+ * CSP's script-src does not apply to it, nothing runs). Every value is
+ * escaped for where it goes: attributes by html``, the JSON by jsonScriptData.
+ */
+function sharePreview(data: EventPage, publicUrl: string): SafeHtml {
+  const { event } = data;
+  const url = event.public_full_url;
+  const path = safeUrl(event.image_path);
+  const image = path?.startsWith('/') ? `${publicUrl.replace(/\/+$/, '')}${path}` : path;
+  const summary = [formatTime(event.date, data.end), data.location].filter(Boolean).join(' · ');
+  const description = excerpt(event.description ? `${summary}. ${event.description}` : summary, 300);
+  const place: Record<string, string> = { '@type': 'Place', name: data.place.name };
+  if (data.place.address) place.address = data.place.address;
+  const jsonLd = {
+    '@context': 'https://schema.org',
+    '@type': 'Event',
+    name: event.title,
+    startDate: event.date,
+    endDate: data.end,
+    eventStatus: `https://schema.org/${data.event_status}`,
+    eventAttendanceMode: `https://schema.org/${data.attendance_mode}`,
+    location: place,
+    url,
+    organizer: { '@type': 'Organization', name: data.organizer.name },
+    ...(event.description ? { description: event.description } : {}),
+    ...(image ? { image: [image] } : {}),
+  };
+  return html`<link rel="canonical" href="${url}">
+<meta name="description" content="${description}">
+<meta property="og:type" content="website">
+<meta property="og:title" content="${event.title}">
+<meta property="og:description" content="${description}">
+<meta property="og:url" content="${url}">
+${image ? html`<meta property="og:image" content="${image}">
+` : ''}<meta name="twitter:card" content="${image ? 'summary_large_image' : 'summary'}">
+<meta name="twitter:title" content="${event.title}">
+<meta name="twitter:description" content="${description}">
+<script type="application/ld+json">${jsonScriptData(jsonLd)}</script>`;
+}
 
 /** A concurrent event on the venue selection page (api.link_venue_checkin): fields of the Event. */
 type VenueChoice = Pick<EventJson, 'title' | 'date' | 'end_time' | 'location'> & { node_id: string };
@@ -36,7 +98,7 @@ function errorPage(err: HttpError): Page {
   return page({ title, body: html`<h1>${title}</h1><p>${message}</p>` });
 }
 
-function pageReply(status: number, content: { title: string; body: SafeHtml; script?: string }): Reply {
+function pageReply(status: number, content: PageOptions): Reply {
   return { status, page: page(content), headers: { 'Cache-Control': 'no-store' } };
 }
 
@@ -163,7 +225,7 @@ export const deeplinkRoutes = [
   defineRoute({
     method: 'get',
     path: '/e/:shortlink',
-    summary: 'Public page of an event.',
+    summary: 'Public page of an event, with share previews (Open Graph, Twitter card, schema.org Event) and an "Add to calendar" link.',
     auth: 'public',
     params: Shortlink,
     invalidParamsStatus: 404,
@@ -171,19 +233,21 @@ export const deeplinkRoutes = [
     responses: { 200: PAGE, 404: errors('event_not_found') },
     async handler({ params, db, services }) {
       const [row] = await db(
-        (tx) => tx<{ event: EventJson }[]>`select api.event_public(${params.shortlink}, ${services.publicUrl}) as event`,
+        (tx) => tx<{ page: EventPage }[]>`select api.event_page(${params.shortlink}, ${services.publicUrl}) as page`,
       );
-      const event = row!.event;
+      const { event } = row!.page;
       const image = safeUrl(event.image_path);
       const link = safeUrl(event.event_url);
       return pageReply(200, {
         title: event.title,
+        indexable: true,
+        head: sharePreview(row!.page, services.publicUrl),
         body: html`${image ? html`<img src="${image}" alt="">` : ''}
 <h1>${event.title}</h1>
-<p class="meta">${when(event)}${event.location ? html`<br>${event.location}` : ''}</p>
+<p class="meta">${when(event)}${row!.page.location ? html`<br>${row!.page.location}` : ''}</p>
 ${event.description ? html`<p>${event.description}</p>` : ''}
 ${link ? html`<p><a href="${link}" rel="noopener noreferrer">Event website</a></p>` : ''}
-<p><a class="button" href="${event.deeplink_path}">Check in</a></p>`,
+<p><a class="button" href="${event.deeplink_path}">Check in</a><a class="button secondary" href="${`/e/${event.shortlink}.ics`}" type="text/calendar">Add to calendar</a></p>`,
       });
     },
   }),

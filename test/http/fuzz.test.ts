@@ -172,6 +172,10 @@ const headersArbitrary = fc.record(
     'x-request-id': printable,
     'last-event-id': printable,
     'user-agent': printable,
+    // Routes that take an Idempotency-Key run keyed (the key's claim, the stored answer) when it is valid.
+    'idempotency-key': fc.oneof(printable, fc.uuid().map(String)),
+    'if-none-match': fc.oneof(printable, fc.constantFrom('*', '"x"', 'W/"x", "y"')),
+    'if-modified-since': fc.oneof(printable, fc.constant(new Date(0).toUTCString())),
     accept: fc.constantFrom('*/*', 'text/html', 'application/json', 'text/event-stream', 'nonsense'),
   },
   { requiredKeys: ['content-type'] },

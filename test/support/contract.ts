@@ -67,8 +67,11 @@ function load(baseUrl: string): Promise<Contract> {
     const operations: Operation[] = [];
     for (const [template, item] of Object.entries(document.paths as JsonObject)) {
       const segments = template.split('/');
+      // A parameter may take part of a segment (`/e/{shortlink}.ics`).
       const pattern = new RegExp(
-        `^${segments.map((s) => (/^\{.+\}$/.test(s) ? '[^/]+' : s.replace(/[.*+?^$()|[\]\\]/g, '\\$&'))).join('/')}$`,
+        `^${segments
+          .map((s) => s.replace(/\{[^}]+\}|[^{]+/g, (part) => (part.startsWith('{') ? '[^/]+' : part.replace(/[.*+?^$()|[\]\\]/g, '\\$&'))))
+          .join('/')}$`,
       );
       for (const method of METHODS) {
         const operation = (item as JsonObject)[method] as JsonObject | undefined;
