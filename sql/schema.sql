@@ -297,6 +297,30 @@ CREATE TYPE api.venue_link AS (
 );
 
 --
+-- Name: calendar_row; Type: TYPE; Schema: private
+--
+
+CREATE TYPE private.calendar_row AS (
+	event_id uuid,
+	shortlink text,
+	title text,
+	description text,
+	starts_at timestamp with time zone,
+	ends_at timestamp with time zone,
+	location text,
+	sequence integer,
+	created_at timestamp with time zone,
+	stamp timestamp with time zone,
+	cancelled boolean
+);
+
+--
+-- Name: TYPE calendar_row; Type: COMMENT; Schema: private
+--
+
+COMMENT ON TYPE private.calendar_row IS 'One entry of a calendar: a live event (stamp: when it or its venue last changed) or a deleted one (cancelled; stamp: when it was deleted).';
+
+--
 -- Name: event_stream_delivery; Type: TYPE; Schema: private
 --
 
@@ -1198,6 +1222,151 @@ $$;
 COMMENT ON FUNCTION api.auth_verify_wait(client_ip text, max_failures_per_ip integer, window_seconds integer) IS 'POST /api/auth/verify: seconds the client IP must wait after too many invalid tokens (0: go ahead).';
 
 --
+-- Name: calendar_community(uuid, text, text, text[], timestamp with time zone); Type: FUNCTION; Schema: api
+--
+
+CREATE FUNCTION api.calendar_community(community_id uuid, public_url text, format text, if_none_match text[], if_modified_since timestamp with time zone) RETURNS TABLE(etag text, last_modified timestamp with time zone, calendar jsonb)
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog'
+    AS $$
+declare
+  community app.communities;
+begin
+  select c.* into community from app.communities c where c.id = calendar_community.community_id and not c.is_draft;
+  if community.id is null then
+    raise exception 'community not found' using errcode = 'PT404', hint = 'community_not_found';
+  end if;
+  return query
+    select a.etag, a.last_modified, a.calendar
+      from private.calendar_feed_answer(
+             array[community.id], now() - interval '30 days',
+             jsonb_build_object('name', community.name, 'description', community.description,
+                                'updated_at', community.updated_at),
+             public_url, format, if_none_match, if_modified_since) a;
+end;
+$$;
+
+--
+-- Name: FUNCTION calendar_community(community_id uuid, public_url text, format text, if_none_match text[], if_modified_since timestamp with time zone); Type: COMMENT; Schema: api
+--
+
+COMMENT ON FUNCTION api.calendar_community(community_id uuid, public_url text, format text, if_none_match text[], if_modified_since timestamp with time zone) IS 'GET /c/{community_id}/calendar.ics (no credential): the community''s events whose effective end is at most 30 days past (and deleted ones, cancelled), soonest first, with ETag and Last-Modified; calendar null when the request''s validators match (304). PT404 community_not_found for an unknown or draft community.';
+
+--
+-- Name: calendar_event(text, text, text, text[], timestamp with time zone); Type: FUNCTION; Schema: api
+--
+
+CREATE FUNCTION api.calendar_event(shortlink text, public_url text, format text, if_none_match text[], if_modified_since timestamp with time zone) RETURNS TABLE(etag text, last_modified timestamp with time zone, calendar jsonb)
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog'
+    AS $$
+declare
+  found private.calendar_row;
+  heading jsonb;
+begin
+  select r.* into found from private.calendar_event_rows(calendar_event.shortlink) r;
+  if found.event_id is null then
+    raise exception 'event not found' using errcode = 'PT404', hint = 'event_not_found';
+  end if;
+  heading := jsonb_build_object('name', found.title);
+  etag := private.calendar_etag(format, public_url, heading, 1,
+                                private.calendar_row_hash(found.event_id, found.sequence, found.stamp, found.cancelled));
+  last_modified := found.stamp;
+  if not private.calendar_not_modified(etag, last_modified, if_none_match, if_modified_since) then
+    calendar := heading || jsonb_build_object('events', jsonb_build_array(private.calendar_entry(found, public_url)));
+  end if;
+  return next;
+end;
+$$;
+
+--
+-- Name: FUNCTION calendar_event(shortlink text, public_url text, format text, if_none_match text[], if_modified_since timestamp with time zone); Type: COMMENT; Schema: api
+--
+
+COMMENT ON FUNCTION api.calendar_event(shortlink text, public_url text, format text, if_none_match text[], if_modified_since timestamp with time zone) IS 'GET /e/{shortlink}.ics (no credential): the event as a calendar of one entry (cancelled when it was deleted and its tombstone is kept), with ETag and Last-Modified; calendar null when If-None-Match / If-Modified-Since match (304). format names the renderer''s output (part of the ETag). PT404 event_not_found.';
+
+--
+-- Name: calendar_feed_create(text); Type: FUNCTION; Schema: api
+--
+
+CREATE FUNCTION api.calendar_feed_create(public_url text) RETURNS jsonb
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog'
+    AS $$
+declare
+  me uuid := auth.uid();
+  token text := translate(rtrim(encode(extensions.gen_random_bytes(32), 'base64'), '='), '+/', '-_');
+  url text;
+begin
+  if me is null then
+    raise exception 'sign in first' using errcode = 'PT401', hint = 'unauthorized';
+  end if;
+  insert into app.calendar_feeds as f (user_id, token_hash)
+  values (me, extensions.digest(token, 'sha256'))
+  on conflict (user_id) do update set token_hash = excluded.token_hash, created_at = now();
+  url := rtrim(public_url, '/') || '/cal/' || token || '.ics';
+  return jsonb_build_object('url', url, 'webcal_url', regexp_replace(url, '^https?://', 'webcal://', 'i'));
+end;
+$$;
+
+--
+-- Name: FUNCTION calendar_feed_create(public_url text); Type: COMMENT; Schema: api
+--
+
+COMMENT ON FUNCTION api.calendar_feed_create(public_url text) IS 'POST /api/mobile/calendar/feed: a new secret feed URL for the caller ({url, webcal_url}); the previous one, if any, stops working. Only the token''s SHA-256 is stored.';
+
+--
+-- Name: calendar_feed_revoke(); Type: FUNCTION; Schema: api
+--
+
+CREATE FUNCTION api.calendar_feed_revoke() RETURNS void
+    LANGUAGE sql SECURITY DEFINER
+    SET search_path TO 'pg_catalog'
+    AS $$
+    delete from app.calendar_feeds f where f.user_id = auth.uid()
+  $$;
+
+--
+-- Name: FUNCTION calendar_feed_revoke(); Type: COMMENT; Schema: api
+--
+
+COMMENT ON FUNCTION api.calendar_feed_revoke() IS 'DELETE /api/mobile/calendar/feed: the caller''s feed URL stops working (nothing to do when there is none).';
+
+--
+-- Name: calendar_personal(text, text, text, text[], timestamp with time zone); Type: FUNCTION; Schema: api
+--
+
+CREATE FUNCTION api.calendar_personal(token text, public_url text, format text, if_none_match text[], if_modified_since timestamp with time zone) RETURNS TABLE(etag text, last_modified timestamp with time zone, calendar jsonb)
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog'
+    AS $$
+declare
+  owner uuid;
+begin
+  select f.user_id into owner from app.calendar_feeds f where f.token_hash = extensions.digest(calendar_personal.token, 'sha256');
+  if owner is null then
+    raise exception 'calendar not found' using errcode = 'PT404', hint = 'calendar_not_found';
+  end if;
+  return query
+    select a.etag, a.last_modified, a.calendar
+      from private.calendar_feed_answer(
+             array(select m.community_id
+                     from app.profiles p
+                     join app.community_members m on m.member_node_id = p.node_id
+                    where p.id = owner),
+             now(),
+             jsonb_build_object('name', 'My events'),
+             public_url, format, if_none_match, if_modified_since) a;
+end;
+$$;
+
+--
+-- Name: FUNCTION calendar_personal(token text, public_url text, format text, if_none_match text[], if_modified_since timestamp with time zone); Type: COMMENT; Schema: api
+--
+
+COMMENT ON FUNCTION api.calendar_personal(token text, public_url text, format text, if_none_match text[], if_modified_since timestamp with time zone) IS 'GET /cal/{token}.ics (the token is the credential): the upcoming events (effective end not past) of every community of the feed''s owner, and deleted ones (cancelled), with ETag and Last-Modified; calendar null when the request''s validators match (304). PT404 calendar_not_found for an unknown or replaced token.';
+
+--
 -- Name: checkins_current(); Type: FUNCTION; Schema: api
 --
 
@@ -1867,6 +2036,44 @@ $$;
 COMMENT ON FUNCTION api.event_get(id uuid, public_url text) IS 'GET /api/mobile/events/{id}: one event (by id or node id) for any signed-in user. PT404 when unknown.';
 
 --
+-- Name: event_page(text, text); Type: FUNCTION; Schema: api
+--
+
+CREATE FUNCTION api.event_page(shortlink text, public_url text) RETURNS jsonb
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog'
+    AS $$
+declare
+  found app.events;
+  community app.communities;
+  venue app.venues;
+begin
+  select e.* into found from app.events e where e.shortlink = event_page.shortlink;
+  if found.id is null then
+    raise exception 'event not found' using errcode = 'PT404', hint = 'event_not_found';
+  end if;
+  select c.* into community from app.communities c where c.id = found.community_id;
+  select v.* into venue from app.venues v where v.node_id = found.venue_node_id;
+  return jsonb_build_object(
+    'event', private.event_json(found, public_url),
+    'end', app.iso(private.event_effective_end(found.starts_at, found.ends_at)),
+    'location', private.event_location_text(venue.name, venue.address, found.location),
+    'place', jsonb_strip_nulls(jsonb_build_object(
+               'name', coalesce(venue.name, found.location, community.name),
+               'address', coalesce(nullif(btrim(venue.address), ''), found.location))),
+    'organizer', jsonb_build_object('name', community.name),
+    'event_status', 'EventScheduled',
+    'attendance_mode', 'OfflineEventAttendanceMode');
+end;
+$$;
+
+--
+-- Name: FUNCTION event_page(shortlink text, public_url text); Type: COMMENT; Schema: api
+--
+
+COMMENT ON FUNCTION api.event_page(shortlink text, public_url text) IS 'GET /e/{shortlink} (no credential): {event: the Event, end: its effective end, location: "venue, address" or its location text, place: {name, address} for schema.org (the venue, else the location text, else the community''s name without address), organizer: {name: the community}, event_status, attendance_mode (schema.org values)}. PT404 event_not_found.';
+
+--
 -- Name: event_public(text, text); Type: FUNCTION; Schema: api
 --
 
@@ -2184,6 +2391,113 @@ CREATE FUNCTION api.hats_list() RETURNS SETOF api.hat
 --
 
 COMMENT ON FUNCTION api.hats_list() IS 'GET /api/mobile/hats: the caller''s hats (row-level security), primary first, then oldest first.';
+
+--
+-- Name: idempotency_claim(text, text); Type: FUNCTION; Schema: api
+--
+
+CREATE FUNCTION api.idempotency_claim(key text, request_hash text) RETURNS void
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog'
+    AS $_$
+declare
+  me uuid := auth.uid();
+  key_digest bytea;
+  request_digest bytea;
+  existing app.idempotency_keys;
+begin
+  if me is null then
+    raise exception 'sign in first' using errcode = 'PT401', hint = 'unauthorized';
+  end if;
+  if key is null or key !~ '^[ -~]{1,255}$' then
+    raise exception 'Idempotency-Key must be 1 to 255 printable ASCII characters' using errcode = 'PT400', hint = 'bad_request';
+  end if;
+  if request_hash is null or request_hash !~ '^[0-9a-f]{64}$' then
+    raise exception 'request_hash must be a SHA-256 in hex' using errcode = 'PT400', hint = 'bad_request';
+  end if;
+  key_digest := extensions.digest(key, 'sha256');
+  request_digest := decode(request_hash, 'hex');
+  -- Held until this transaction ends; another request with the key, on any
+  -- replica, is answered 409 at once instead of waiting.
+  if not pg_try_advisory_xact_lock(hashtextextended('idempotency ' || me::text || ' ' || encode(key_digest, 'hex'), 0)) then
+    raise exception 'a request with this Idempotency-Key is still being processed'
+      using errcode = 'PT409', hint = 'idempotency_key_in_progress';
+  end if;
+  -- A new statement, a new snapshot: whoever held the lock before has committed or rolled back.
+  select k.* into existing from app.idempotency_keys k where k.user_id = me and k.key_hash = key_digest;
+  if existing.user_id is not null then
+    if existing.created_at > now() - private.idempotency_key_lifetime() then
+      if existing.request_hash = request_digest then
+        raise exception 'this request was answered before' using errcode = 'PTRPL', hint = 'idempotent_replay';
+      end if;
+      raise exception 'this Idempotency-Key was used for another request (method, path or body)'
+        using errcode = 'PT422', hint = 'idempotency_key_reused';
+    end if;
+    delete from app.idempotency_keys k where k.user_id = me and k.key_hash = key_digest;
+  end if;
+  insert into app.idempotency_keys (user_id, key_hash, request_hash) values (me, key_digest, request_digest);
+end;
+$_$;
+
+--
+-- Name: FUNCTION idempotency_claim(key text, request_hash text); Type: COMMENT; Schema: api
+--
+
+COMMENT ON FUNCTION api.idempotency_claim(key text, request_hash text) IS 'Claims an Idempotency-Key for the caller in the request''s transaction, before the route''s call: PT409 idempotency_key_in_progress while another transaction holds it; PTRPL idempotent_replay when the same request (request_hash: SHA-256 of method, path and body, hex) was answered in the last 24 hours; PT422 idempotency_key_reused for another request.';
+
+--
+-- Name: idempotency_replay(text, text); Type: FUNCTION; Schema: api
+--
+
+CREATE FUNCTION api.idempotency_replay(key text, request_hash text) RETURNS TABLE(status integer, answer jsonb)
+    LANGUAGE sql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog'
+    AS $$
+    select k.status,
+           convert_from(extensions.decrypt_iv(substring(k.answer from 17), private.idempotency_answer_key(k.user_id, idempotency_replay.key),
+                                              substring(k.answer for 16), 'aes-cbc/pad:pkcs'), 'UTF8')::jsonb
+      from app.idempotency_keys k
+     where k.user_id = auth.uid()
+       and k.key_hash = extensions.digest(idempotency_replay.key, 'sha256')
+       and k.request_hash = decode(idempotency_replay.request_hash, 'hex')
+       and k.status is not null
+       and k.created_at > now() - private.idempotency_key_lifetime()
+  $$;
+
+--
+-- Name: FUNCTION idempotency_replay(key text, request_hash text); Type: COMMENT; Schema: api
+--
+
+COMMENT ON FUNCTION api.idempotency_replay(key text, request_hash text) IS 'The stored answer (status, {headers, body}) of the caller''s Idempotency-Key for this request (request_hash), when the claim said idempotent_replay; no row when it is gone.';
+
+--
+-- Name: idempotency_store(text, integer, jsonb); Type: FUNCTION; Schema: api
+--
+
+CREATE FUNCTION api.idempotency_store(key text, status integer, answer jsonb) RETURNS void
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog'
+    AS $$
+declare
+  me uuid := auth.uid();
+  iv bytea := extensions.gen_random_bytes(16);
+begin
+  update app.idempotency_keys k
+     set status = idempotency_store.status,
+         answer = iv || extensions.encrypt_iv(convert_to(idempotency_store.answer::text, 'UTF8'),
+                                              private.idempotency_answer_key(me, idempotency_store.key), iv, 'aes-cbc/pad:pkcs')
+   where k.user_id = me and k.key_hash = extensions.digest(idempotency_store.key, 'sha256') and k.status is null;
+  if not found then
+    raise exception 'no idempotency key was claimed for this answer';
+  end if;
+end;
+$$;
+
+--
+-- Name: FUNCTION idempotency_store(key text, status integer, answer jsonb); Type: COMMENT; Schema: api
+--
+
+COMMENT ON FUNCTION api.idempotency_store(key text, status integer, answer jsonb) IS 'Stores the answer (status and {headers, body}) of the request that claimed the Idempotency-Key in this transaction, right before COMMIT; the answer is encrypted with a key derived from the caller and the idempotency key.';
 
 --
 -- Name: link_event_checkin(uuid, text, text); Type: FUNCTION; Schema: api
@@ -4054,6 +4368,203 @@ $$;
 COMMENT ON FUNCTION private.auth_throttle_wait(scope text, key text, max_failures integer, window_seconds integer) IS 'Seconds until `key` may try again (0: now): it has max_failures failures of `scope` within the window.';
 
 --
+-- Name: calendar_entry(private.calendar_row, text); Type: FUNCTION; Schema: private
+--
+
+CREATE FUNCTION private.calendar_entry(r private.calendar_row, public_url text) RETURNS jsonb
+    LANGUAGE sql STABLE
+    AS $$
+    select pg_catalog.jsonb_build_object(
+      'uid', r.event_id::text operator(pg_catalog.||) '@' operator(pg_catalog.||) private.url_host(public_url),
+      'sequence', r.sequence,
+      'start', app.iso(r.starts_at),
+      'end', app.iso(private.event_effective_end(r.starts_at, r.ends_at)),
+      'stamp', app.iso(r.stamp),
+      'created', app.iso(r.created_at),
+      'summary', r.title,
+      'description', r.description,
+      'location', r.location,
+      'url', pg_catalog.rtrim(public_url, '/') operator(pg_catalog.||) '/e/' operator(pg_catalog.||) r.shortlink,
+      'status', case when r.cancelled then 'CANCELLED' else 'CONFIRMED' end)
+  $$;
+
+--
+-- Name: FUNCTION calendar_entry(r private.calendar_row, public_url text); Type: COMMENT; Schema: private
+--
+
+COMMENT ON FUNCTION private.calendar_entry(r private.calendar_row, public_url text) IS 'A calendar entry as the gateway renders it (VEVENT): uid <event id>@<PUBLIC_URL host>, sequence, start and effective end (UTC), stamp, created, summary, description, location, url (the public page), status CONFIRMED or CANCELLED.';
+
+--
+-- Name: calendar_etag(text, text, jsonb, bigint, numeric); Type: FUNCTION; Schema: private
+--
+
+CREATE FUNCTION private.calendar_etag(format text, public_url text, heading jsonb, entry_count bigint, version numeric) RETURNS text
+    LANGUAGE sql IMMUTABLE
+    AS $$
+    select '"' operator(pg_catalog.||)
+           pg_catalog.md5(pg_catalog.concat_ws(' ', format, public_url, heading::text, entry_count, version))
+           operator(pg_catalog.||) '"'
+  $$;
+
+--
+-- Name: FUNCTION calendar_etag(format text, public_url text, heading jsonb, entry_count bigint, version numeric); Type: COMMENT; Schema: private
+--
+
+COMMENT ON FUNCTION private.calendar_etag(format text, public_url text, heading jsonb, entry_count bigint, version numeric) IS 'A calendar''s ETag: the renderer''s format, PUBLIC_URL, the calendar''s heading, the entry count and the sum of private.calendar_row_hash over the entries.';
+
+--
+-- Name: calendar_event_rows(text); Type: FUNCTION; Schema: private
+--
+
+CREATE FUNCTION private.calendar_event_rows(shortlink text) RETURNS SETOF private.calendar_row
+    LANGUAGE sql STABLE
+    AS $$
+    -- The live event; a deleted one (its tombstone) only when no event has the shortlink now.
+    select r.event_id, r.shortlink, r.title, r.description, r.starts_at, r.ends_at, r.location, r.sequence,
+           r.created_at, r.stamp, r.cancelled
+      from (select e.id, e.shortlink, e.title, e.description, e.starts_at, e.ends_at,
+                   private.event_location_text(v.name, v.address, e.location), e.sequence, e.created_at,
+                   greatest(e.updated_at, v.updated_at), false, 0
+              from app.events e
+              left join app.venues v on v.node_id operator(pg_catalog.=) e.venue_node_id
+             where e.shortlink operator(pg_catalog.=) calendar_event_rows.shortlink
+            union all
+            select t.event_id, t.shortlink, t.title, t.description, t.starts_at, t.ends_at, t.location, t.sequence,
+                   t.created_at, t.deleted_at, true, 1
+              from app.event_tombstones t
+             where t.shortlink operator(pg_catalog.=) calendar_event_rows.shortlink
+           ) r (event_id, shortlink, title, description, starts_at, ends_at, location, sequence, created_at, stamp, cancelled, rank)
+     order by r.rank, r.stamp desc
+     limit 1
+  $$;
+
+--
+-- Name: FUNCTION calendar_event_rows(shortlink text); Type: COMMENT; Schema: private
+--
+
+COMMENT ON FUNCTION private.calendar_event_rows(shortlink text) IS 'The calendar entry of the event with this shortlink; when none has it now, the most recently deleted one that had it (cancelled).';
+
+--
+-- Name: calendar_feed_answer(uuid[], timestamp with time zone, jsonb, text, text, text[], timestamp with time zone); Type: FUNCTION; Schema: private
+--
+
+CREATE FUNCTION private.calendar_feed_answer(community_ids uuid[], ends_after timestamp with time zone, heading jsonb, public_url text, format text, if_none_match text[], if_modified_since timestamp with time zone) RETURNS TABLE(etag text, last_modified timestamp with time zone, calendar jsonb)
+    LANGUAGE plpgsql STABLE
+    SET search_path TO 'pg_catalog'
+    AS $$
+declare
+  entry_count bigint;
+  version numeric;
+  newest timestamptz;
+begin
+  select count(*), coalesce(sum(private.calendar_row_hash(r.event_id, r.sequence, r.stamp, r.cancelled)), 0), max(r.stamp)
+    into entry_count, version, newest
+    from private.calendar_rows(community_ids, ends_after) r;
+  etag := private.calendar_etag(format, public_url, heading, entry_count, version);
+  last_modified := greatest(newest, (heading ->> 'updated_at')::timestamptz, timestamptz '2000-01-01 00:00:00+00');
+  if private.calendar_not_modified(etag, last_modified, if_none_match, if_modified_since) then
+    calendar := null;
+  else
+    calendar := (heading - 'updated_at') || jsonb_build_object('events', (
+      select coalesce(jsonb_agg(private.calendar_entry(r, public_url) order by r.starts_at, r.event_id), '[]'::jsonb)
+        from (select * from private.calendar_rows(community_ids, ends_after) c
+               order by c.starts_at, c.event_id
+               limit private.calendar_max_entries()) r));
+  end if;
+  return next;
+end;
+$$;
+
+--
+-- Name: FUNCTION calendar_feed_answer(community_ids uuid[], ends_after timestamp with time zone, heading jsonb, public_url text, format text, if_none_match text[], if_modified_since timestamp with time zone); Type: COMMENT; Schema: private
+--
+
+COMMENT ON FUNCTION private.calendar_feed_answer(community_ids uuid[], ends_after timestamp with time zone, heading jsonb, public_url text, format text, if_none_match text[], if_modified_since timestamp with time zone) IS 'The answer to a feed request over private.calendar_rows(community_ids, ends_after): ETag (private.calendar_etag, over every row), Last-Modified (the newest entry stamp, or the heading''s updated_at), and the calendar (the heading without updated_at, and its events: soonest first, at most private.calendar_max_entries()) unless the request''s validators match (then null: 304).';
+
+--
+-- Name: calendar_max_entries(); Type: FUNCTION; Schema: private
+--
+
+CREATE FUNCTION private.calendar_max_entries() RETURNS integer
+    LANGUAGE sql IMMUTABLE
+    AS $$ select 5000 $$;
+
+--
+-- Name: FUNCTION calendar_max_entries(); Type: COMMENT; Schema: private
+--
+
+COMMENT ON FUNCTION private.calendar_max_entries() IS 'At most this many events per calendar feed (soonest first).';
+
+--
+-- Name: calendar_not_modified(text, timestamp with time zone, text[], timestamp with time zone); Type: FUNCTION; Schema: private
+--
+
+CREATE FUNCTION private.calendar_not_modified(etag text, last_modified timestamp with time zone, if_none_match text[], if_modified_since timestamp with time zone) RETURNS boolean
+    LANGUAGE sql IMMUTABLE
+    AS $$
+    -- RFC 9110 13.1.2/13.1.3: If-None-Match, when sent, decides alone (weak comparison; * matches any).
+    select case when if_none_match is not null
+                then etag operator(pg_catalog.=) any (if_none_match) or '*' operator(pg_catalog.=) any (if_none_match)
+                else if_modified_since is not null
+                     and pg_catalog.date_trunc('second', last_modified) operator(pg_catalog.<=) if_modified_since
+           end
+  $$;
+
+--
+-- Name: FUNCTION calendar_not_modified(etag text, last_modified timestamp with time zone, if_none_match text[], if_modified_since timestamp with time zone); Type: COMMENT; Schema: private
+--
+
+COMMENT ON FUNCTION private.calendar_not_modified(etag text, last_modified timestamp with time zone, if_none_match text[], if_modified_since timestamp with time zone) IS 'Whether a conditional GET is answered 304: If-None-Match (entity tags, W/ removed) holds the ETag or *; or, without If-None-Match, If-Modified-Since is at or after Last-Modified (whole seconds).';
+
+--
+-- Name: calendar_row_hash(uuid, integer, timestamp with time zone, boolean); Type: FUNCTION; Schema: private
+--
+
+CREATE FUNCTION private.calendar_row_hash(event_id uuid, sequence integer, stamp timestamp with time zone, cancelled boolean) RETURNS bigint
+    LANGUAGE sql IMMUTABLE
+    AS $$
+    -- The hash functions of the hash operator classes: stable across versions (hash partitioning relies on it), and cheap.
+    -- (PostgreSQL 15 has no timestamptz_hash_extended: the instant as a UTC timestamp.)
+    select pg_catalog.uuid_hash_extended(event_id,
+             pg_catalog.timestamp_hash_extended(pg_catalog.timezone('UTC', stamp), sequence::bigint operator(pg_catalog.*) 2
+                                                operator(pg_catalog.+) cancelled::integer))
+  $$;
+
+--
+-- Name: FUNCTION calendar_row_hash(event_id uuid, sequence integer, stamp timestamp with time zone, cancelled boolean); Type: COMMENT; Schema: private
+--
+
+COMMENT ON FUNCTION private.calendar_row_hash(event_id uuid, sequence integer, stamp timestamp with time zone, cancelled boolean) IS 'A 64-bit hash of what identifies an entry''s version (id, sequence, stamp, cancelled); summed over a calendar''s entries, part of its ETag.';
+
+--
+-- Name: calendar_rows(uuid[], timestamp with time zone); Type: FUNCTION; Schema: private
+--
+
+CREATE FUNCTION private.calendar_rows(community_ids uuid[], ends_after timestamp with time zone) RETURNS SETOF private.calendar_row
+    LANGUAGE sql STABLE
+    AS $$
+    select e.id, e.shortlink, e.title, e.description, e.starts_at, e.ends_at,
+           private.event_location_text(v.name, v.address, e.location), e.sequence, e.created_at,
+           greatest(e.updated_at, v.updated_at), false
+      from app.events e
+      left join app.venues v on v.node_id operator(pg_catalog.=) e.venue_node_id
+     where e.community_id operator(pg_catalog.=) any (community_ids)
+       and private.event_effective_end(e.starts_at, e.ends_at) operator(pg_catalog.>=) ends_after
+    union all
+    select t.event_id, t.shortlink, t.title, t.description, t.starts_at, t.ends_at, t.location, t.sequence,
+           t.created_at, t.deleted_at, true
+      from app.event_tombstones t
+     where t.community_id operator(pg_catalog.=) any (community_ids)
+       and private.event_effective_end(t.starts_at, t.ends_at) operator(pg_catalog.>=) ends_after
+  $$;
+
+--
+-- Name: FUNCTION calendar_rows(community_ids uuid[], ends_after timestamp with time zone); Type: COMMENT; Schema: private
+--
+
+COMMENT ON FUNCTION private.calendar_rows(community_ids uuid[], ends_after timestamp with time zone) IS 'The entries of a calendar of these communities, in no order: their events whose effective end is at or after ends_after, and the deleted ones (cancelled) as long as that holds.';
+
+--
 -- Name: caller_community_ids(); Type: FUNCTION; Schema: private
 --
 
@@ -4593,6 +5104,7 @@ CREATE TABLE app.events (
     platform_c_url text,
     external_platform text,
     external_id text,
+    sequence integer DEFAULT 0 NOT NULL,
     CONSTRAINT events_check CHECK (((ends_at IS NULL) OR (ends_at >= starts_at))),
     CONSTRAINT events_external_platform_check CHECK ((((external_platform IS NULL) = (external_id IS NULL)) AND ((external_platform IS NULL) OR (external_platform = ANY (ARRAY['platform_a'::text, 'platform_b'::text, 'platform_c'::text, 'platform_d'::text]))) AND ((external_id IS NULL) OR ((length(external_id) >= 1) AND (length(external_id) <= 200))))),
     CONSTRAINT events_shortlink_check CHECK ((shortlink ~ '^[A-Za-z0-9]{8}$'::text)),
@@ -4648,6 +5160,12 @@ COMMENT ON COLUMN app.events.external_platform IS 'The platform that pushed the 
 COMMENT ON COLUMN app.events.external_id IS 'The event''s id on external_platform; unique per platform.';
 
 --
+-- Name: COLUMN events.sequence; Type: COMMENT; Schema: app
+--
+
+COMMENT ON COLUMN app.events.sequence IS 'The iCalendar SEQUENCE: 0 when created, one more on every update that changes the event (trigger _150_sequence).';
+
+--
 -- Name: event_json(app.events, text); Type: FUNCTION; Schema: private
 --
 
@@ -4672,6 +5190,23 @@ $$;
 --
 
 COMMENT ON FUNCTION private.event_json(e app.events, public_url text) IS 'The Event object (spec section 2) as the signed-in caller may see it; public_url is PUBLIC_URL.';
+
+--
+-- Name: event_location_text(text, text, text); Type: FUNCTION; Schema: private
+--
+
+CREATE FUNCTION private.event_location_text(venue_name text, venue_address text, event_location text) RETURNS text
+    LANGUAGE sql IMMUTABLE
+    AS $$
+    select coalesce(venue_name operator(pg_catalog.||) coalesce(', ' operator(pg_catalog.||) nullif(pg_catalog.btrim(venue_address), ''), ''),
+                    event_location)
+  $$;
+
+--
+-- Name: FUNCTION event_location_text(venue_name text, venue_address text, event_location text); Type: COMMENT; Schema: private
+--
+
+COMMENT ON FUNCTION private.event_location_text(venue_name text, venue_address text, event_location text) IS 'Where an event takes place, as calendars and previews show it: "venue name, address" when it has a venue, else its location text.';
 
 --
 -- Name: event_log_range(bigint, bigint); Type: FUNCTION; Schema: private
@@ -5189,6 +5724,29 @@ $$;
 COMMENT ON FUNCTION private.event_streams_touch(ids uuid[], ttl_seconds integer) IS 'Heartbeat: extends the registrations a gateway still holds; drops registrations expired for an hour.';
 
 --
+-- Name: event_tombstones_prune(integer); Type: FUNCTION; Schema: private
+--
+
+CREATE FUNCTION private.event_tombstones_prune(max_rows integer DEFAULT 10000) RETURNS integer
+    LANGUAGE sql SECURITY DEFINER
+    SET search_path TO 'pg_catalog'
+    AS $$
+    with gone as (
+      delete from app.event_tombstones t
+       where t.event_id in (select o.event_id from app.event_tombstones o
+                             where private.event_effective_end(o.starts_at, o.ends_at) < now() - interval '30 days'
+                             limit max_rows)
+      returning 1)
+    select count(*)::integer from gone
+  $$;
+
+--
+-- Name: FUNCTION event_tombstones_prune(max_rows integer); Type: COMMENT; Schema: private
+--
+
+COMMENT ON FUNCTION private.event_tombstones_prune(max_rows integer) IS 'Deletes tombstones no calendar lists any more (effective end more than 30 days ago), at most max_rows; returns how many. The gateway runs it with the change-log prune.';
+
+--
 -- Name: find_event(uuid); Type: FUNCTION; Schema: private
 --
 
@@ -5221,6 +5779,60 @@ CREATE FUNCTION private.hat_belongs_to(hat_id uuid, user_id uuid) RETURNS boolea
 --
 
 COMMENT ON FUNCTION private.hat_belongs_to(hat_id uuid, user_id uuid) IS 'Whether the hat is one of the user''s hats.';
+
+--
+-- Name: idempotency_answer_key(uuid, text); Type: FUNCTION; Schema: private
+--
+
+CREATE FUNCTION private.idempotency_answer_key(user_id uuid, key text) RETURNS bytea
+    LANGUAGE sql IMMUTABLE
+    SET search_path TO 'pg_catalog'
+    AS $$ select extensions.digest('idempotency answer ' || user_id::text || ' ' || key, 'sha256') $$;
+
+--
+-- Name: FUNCTION idempotency_answer_key(user_id uuid, key text); Type: COMMENT; Schema: private
+--
+
+COMMENT ON FUNCTION private.idempotency_answer_key(user_id uuid, key text) IS 'The AES-256 key of a stored answer: derived from the caller and the idempotency key, never stored.';
+
+--
+-- Name: idempotency_key_lifetime(); Type: FUNCTION; Schema: private
+--
+
+CREATE FUNCTION private.idempotency_key_lifetime() RETURNS interval
+    LANGUAGE sql IMMUTABLE
+    AS $$ select interval '24 hours' $$;
+
+--
+-- Name: FUNCTION idempotency_key_lifetime(); Type: COMMENT; Schema: private
+--
+
+COMMENT ON FUNCTION private.idempotency_key_lifetime() IS 'How long an idempotency key and its answer are kept: 24 hours.';
+
+--
+-- Name: idempotency_keys_prune(integer); Type: FUNCTION; Schema: private
+--
+
+CREATE FUNCTION private.idempotency_keys_prune(max_rows integer DEFAULT 10000) RETURNS integer
+    LANGUAGE sql SECURITY DEFINER
+    SET search_path TO 'pg_catalog'
+    AS $$
+    with gone as (
+      delete from app.idempotency_keys k
+       where (k.user_id, k.key_hash) in (
+               select o.user_id, o.key_hash from app.idempotency_keys o
+                where o.created_at < now() - private.idempotency_key_lifetime()
+                order by o.created_at
+                limit max_rows)
+      returning 1)
+    select count(*)::integer from gone
+  $$;
+
+--
+-- Name: FUNCTION idempotency_keys_prune(max_rows integer); Type: COMMENT; Schema: private
+--
+
+COMMENT ON FUNCTION private.idempotency_keys_prune(max_rows integer) IS 'Deletes idempotency keys older than 24 hours, at most max_rows (oldest first); returns how many. The gateway runs it with the change-log prune; a background worker may call it instead.';
 
 --
 -- Name: is_community_manager(uuid, uuid); Type: FUNCTION; Schema: private
@@ -7165,6 +7777,56 @@ $$;
 COMMENT ON FUNCTION private.tg_events__log_change() IS 'Trigger: logs an event change (with the old row of an update) to app.change_log in commit order and NOTIFYs event_changes with {id, event_id}.';
 
 --
+-- Name: tg_events__sequence(); Type: FUNCTION; Schema: private
+--
+
+CREATE FUNCTION private.tg_events__sequence() RETURNS trigger
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog'
+    AS $$
+begin
+  if (to_jsonb(new) - 'updated_at' - 'sequence') is distinct from (to_jsonb(old) - 'updated_at' - 'sequence') then
+    new.sequence := old.sequence + 1;
+  else
+    new.sequence := old.sequence;
+  end if;
+  return new;
+end;
+$$;
+
+--
+-- Name: FUNCTION tg_events__sequence(); Type: COMMENT; Schema: private
+--
+
+COMMENT ON FUNCTION private.tg_events__sequence() IS 'Trigger: an update that changes an event (anything but updated_at) raises its sequence by one; sequence itself cannot be written.';
+
+--
+-- Name: tg_events__tombstone(); Type: FUNCTION; Schema: private
+--
+
+CREATE FUNCTION private.tg_events__tombstone() RETURNS trigger
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog'
+    AS $$
+begin
+  insert into app.event_tombstones as t (event_id, community_id, shortlink, title, description, starts_at, ends_at,
+                                         location, sequence, created_at)
+  select old.id, old.community_id, old.shortlink, old.title, old.description, old.starts_at, old.ends_at,
+         private.event_location_text(v.name, v.address, old.location), old.sequence + 1, old.created_at
+    from (select) one
+    left join app.venues v on v.node_id = old.venue_node_id
+  on conflict (event_id) do nothing;
+  return null;
+end;
+$$;
+
+--
+-- Name: FUNCTION tg_events__tombstone(); Type: COMMENT; Schema: private
+--
+
+COMMENT ON FUNCTION private.tg_events__tombstone() IS 'Trigger: a deleted event leaves a tombstone (app.event_tombstones), its sequence one higher, which the calendar feeds list as cancelled.';
+
+--
 -- Name: tg_hats__enforce_limit(); Type: FUNCTION; Schema: private
 --
 
@@ -7203,6 +7865,29 @@ $$;
 --
 
 COMMENT ON FUNCTION private.tg_hats__enforce_limit() IS 'Trigger: enforces max_hats of the owner''s plan (PT422) and makes the first hat primary.';
+
+--
+-- Name: tg_idempotency_keys__answered(); Type: FUNCTION; Schema: private
+--
+
+CREATE FUNCTION private.tg_idempotency_keys__answered() RETURNS trigger
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog'
+    AS $$
+begin
+  if exists (select from app.idempotency_keys k
+              where k.user_id = new.user_id and k.key_hash = new.key_hash and k.status is null) then
+    raise exception 'an idempotency key would be kept without its answer';
+  end if;
+  return null;
+end;
+$$;
+
+--
+-- Name: FUNCTION tg_idempotency_keys__answered(); Type: COMMENT; Schema: private
+--
+
+COMMENT ON FUNCTION private.tg_idempotency_keys__answered() IS 'Deferred constraint trigger: a transaction that claimed an idempotency key cannot commit without storing its answer.';
 
 --
 -- Name: tg_refresh_tokens__notify_session_ended(); Type: FUNCTION; Schema: private
@@ -7314,6 +7999,26 @@ $$;
 COMMENT ON FUNCTION private.tg_tasks__sync_deal() IS 'Trigger: creates or updates the deal of the task''s deal_context.company (latest deal_value, current task when open).';
 
 --
+-- Name: tg_users__end_calendar_feed(); Type: FUNCTION; Schema: private
+--
+
+CREATE FUNCTION private.tg_users__end_calendar_feed() RETURNS trigger
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog'
+    AS $$
+begin
+  delete from app.calendar_feeds f where f.user_id = new.id;
+  return null;
+end;
+$$;
+
+--
+-- Name: FUNCTION tg_users__end_calendar_feed(); Type: COMMENT; Schema: private
+--
+
+COMMENT ON FUNCTION private.tg_users__end_calendar_feed() IS 'Trigger: a password change (a reset ends every credential of the account) deletes the account''s calendar feed URL too.';
+
+--
 -- Name: upcoming_events_of(uuid); Type: FUNCTION; Schema: private
 --
 
@@ -7335,6 +8040,22 @@ CREATE FUNCTION private.upcoming_events_of(member_node uuid) RETURNS TABLE(event
 --
 
 COMMENT ON FUNCTION private.upcoming_events_of(member_node uuid) IS 'The upcoming list of the member with this node id: their communities'' events whose effective end is not past, soonest first, at most 100, with the community''s node id and whether they manage it. The one definition of the upcoming list (my_upcoming_events reads it for the caller; event_streams_open for each view).';
+
+--
+-- Name: url_host(text); Type: FUNCTION; Schema: private
+--
+
+CREATE FUNCTION private.url_host(url text) RETURNS text
+    LANGUAGE sql IMMUTABLE
+    AS $$
+    select pg_catalog.lower(pg_catalog.substring(url, '^[A-Za-z][A-Za-z0-9+.-]*://(?:[^/?#@]*@)?(\[[^]/]*\]|[^/?#:]*)'))
+  $$;
+
+--
+-- Name: FUNCTION url_host(url text); Type: COMMENT; Schema: private
+--
+
+COMMENT ON FUNCTION private.url_host(url text) IS 'The host of an absolute URL (lower case; an IPv6 address in brackets), e.g. of PUBLIC_URL.';
 
 --
 -- Name: user_node_by_email(text); Type: FUNCTION; Schema: private
@@ -7449,6 +8170,22 @@ CREATE TABLE app.api_test_results (
 --
 
 COMMENT ON TABLE app.api_test_results IS 'ApiTestResult: one row per live test (POST /api/docs/test); the secret of the token is never stored, only its id.';
+
+--
+-- Name: calendar_feeds; Type: TABLE; Schema: app
+--
+
+CREATE TABLE app.calendar_feeds (
+    user_id uuid NOT NULL,
+    token_hash bytea NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL
+);
+
+--
+-- Name: TABLE calendar_feeds; Type: COMMENT; Schema: app
+--
+
+COMMENT ON TABLE app.calendar_feeds IS 'A user''s personal calendar feed (/cal/{token}.ics): only the SHA-256 of the token is stored; one per user. Not granted to request roles.';
 
 --
 -- Name: change_log; Type: TABLE; Schema: app
@@ -7605,6 +8342,30 @@ CREATE TABLE app.event_streams (
 COMMENT ON TABLE app.event_streams IS 'Open realtime connections (SSE streams, websockets), one row each; counted for the per-user cap while expires_at is in the future.';
 
 --
+-- Name: event_tombstones; Type: TABLE; Schema: app
+--
+
+CREATE TABLE app.event_tombstones (
+    event_id uuid NOT NULL,
+    community_id uuid NOT NULL,
+    shortlink text NOT NULL,
+    title text NOT NULL,
+    description text,
+    starts_at timestamp with time zone NOT NULL,
+    ends_at timestamp with time zone,
+    location text,
+    sequence integer NOT NULL,
+    created_at timestamp with time zone NOT NULL,
+    deleted_at timestamp with time zone DEFAULT now() NOT NULL
+);
+
+--
+-- Name: TABLE event_tombstones; Type: COMMENT; Schema: app
+--
+
+COMMENT ON TABLE app.event_tombstones IS 'Deleted events, as they were (location as the calendar showed it), listed by the calendar feeds as cancelled until their effective end is 30 days past (private.event_tombstones_prune). No community foreign key: a deleted community takes its events with it. Not granted to request roles.';
+
+--
 -- Name: form_submissions; Type: TABLE; Schema: app
 --
 
@@ -7676,6 +8437,26 @@ CREATE TABLE app.hats (
 --
 
 COMMENT ON TABLE app.hats IS 'A user''s personas. At most one primary hat per user; the count is limited by the plan.';
+
+--
+-- Name: idempotency_keys; Type: TABLE; Schema: app
+--
+
+CREATE TABLE app.idempotency_keys (
+    user_id uuid NOT NULL,
+    key_hash bytea NOT NULL,
+    request_hash bytea NOT NULL,
+    status integer,
+    answer bytea,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT idempotency_keys_status_check CHECK (((status IS NULL) OR ((status >= 200) AND (status <= 499))))
+);
+
+--
+-- Name: TABLE idempotency_keys; Type: COMMENT; Schema: app
+--
+
+COMMENT ON TABLE app.idempotency_keys IS 'Idempotency keys of the last 24 hours, per caller: the key''s SHA-256, the request''s SHA-256 (method, path, body), the status and the answer (encrypted with a key derived from the caller and the idempotency key). Written only in the transaction of the request they answer. Not granted to request roles.';
 
 --
 -- Name: mcp_tool_calls_id_seq; Type: SEQUENCE; Schema: app
@@ -8089,6 +8870,20 @@ ALTER TABLE ONLY app.api_tokens
     ADD CONSTRAINT api_tokens_token_hash_key UNIQUE (token_hash);
 
 --
+-- Name: calendar_feeds calendar_feeds_pkey; Type: CONSTRAINT; Schema: app
+--
+
+ALTER TABLE ONLY app.calendar_feeds
+    ADD CONSTRAINT calendar_feeds_pkey PRIMARY KEY (user_id);
+
+--
+-- Name: calendar_feeds calendar_feeds_token_hash_key; Type: CONSTRAINT; Schema: app
+--
+
+ALTER TABLE ONLY app.calendar_feeds
+    ADD CONSTRAINT calendar_feeds_token_hash_key UNIQUE (token_hash);
+
+--
 -- Name: change_log change_log_pkey; Type: CONSTRAINT; Schema: app
 --
 
@@ -8173,6 +8968,13 @@ ALTER TABLE ONLY app.event_streams
     ADD CONSTRAINT event_streams_pkey PRIMARY KEY (id);
 
 --
+-- Name: event_tombstones event_tombstones_pkey; Type: CONSTRAINT; Schema: app
+--
+
+ALTER TABLE ONLY app.event_tombstones
+    ADD CONSTRAINT event_tombstones_pkey PRIMARY KEY (event_id);
+
+--
 -- Name: events events_external_key; Type: CONSTRAINT; Schema: app
 --
 
@@ -8220,6 +9022,13 @@ ALTER TABLE ONLY app.hat_types
 
 ALTER TABLE ONLY app.hats
     ADD CONSTRAINT hats_pkey PRIMARY KEY (id);
+
+--
+-- Name: idempotency_keys idempotency_keys_pkey; Type: CONSTRAINT; Schema: app
+--
+
+ALTER TABLE ONLY app.idempotency_keys
+    ADD CONSTRAINT idempotency_keys_pkey PRIMARY KEY (user_id, key_hash);
 
 --
 -- Name: mcp_tool_calls mcp_tool_calls_pkey; Type: CONSTRAINT; Schema: app
@@ -8581,6 +9390,18 @@ CREATE INDEX event_streams_expires_idx ON app.event_streams USING btree (expires
 CREATE INDEX event_streams_user_idx ON app.event_streams USING btree (user_id, expires_at);
 
 --
+-- Name: event_tombstones_community_end_idx; Type: INDEX; Schema: app
+--
+
+CREATE INDEX event_tombstones_community_end_idx ON app.event_tombstones USING btree (community_id, private.event_effective_end(starts_at, ends_at));
+
+--
+-- Name: event_tombstones_shortlink_idx; Type: INDEX; Schema: app
+--
+
+CREATE INDEX event_tombstones_shortlink_idx ON app.event_tombstones USING btree (shortlink);
+
+--
 -- Name: events_community_end_idx; Type: INDEX; Schema: app
 --
 
@@ -8627,6 +9448,12 @@ CREATE UNIQUE INDEX hats_one_primary_per_user ON app.hats USING btree (user_id) 
 --
 
 CREATE INDEX hats_user_idx ON app.hats USING btree (user_id, created_at);
+
+--
+-- Name: idempotency_keys_created_idx; Type: INDEX; Schema: app
+--
+
+CREATE INDEX idempotency_keys_created_idx ON app.idempotency_keys USING btree (created_at);
 
 --
 -- Name: mcp_tool_calls_called_idx; Type: INDEX; Schema: app
@@ -8821,6 +9648,12 @@ CREATE TRIGGER _100_set_updated_at BEFORE UPDATE ON app.tasks FOR EACH ROW EXECU
 CREATE TRIGGER _100_set_updated_at BEFORE UPDATE ON app.venues FOR EACH ROW EXECUTE FUNCTION private.tg__set_updated_at();
 
 --
+-- Name: events _150_sequence; Type: TRIGGER; Schema: app
+--
+
+CREATE TRIGGER _150_sequence BEFORE UPDATE ON app.events FOR EACH ROW EXECUTE FUNCTION private.tg_events__sequence();
+
+--
 -- Name: checkins _200_check_hat; Type: TRIGGER; Schema: app
 --
 
@@ -8875,6 +9708,18 @@ CREATE TRIGGER _500_sync_deal AFTER INSERT ON app.tasks FOR EACH ROW WHEN ((((ne
 CREATE TRIGGER _500_sync_deal_on_update AFTER UPDATE ON app.tasks FOR EACH ROW WHEN (((((new.meta -> 'deal_context'::text) ->> 'company'::text) IS NOT NULL) AND ((old.meta -> 'deal_context'::text) IS DISTINCT FROM (new.meta -> 'deal_context'::text)))) EXECUTE FUNCTION private.tg_tasks__sync_deal();
 
 --
+-- Name: events _800_tombstone; Type: TRIGGER; Schema: app
+--
+
+CREATE TRIGGER _800_tombstone AFTER DELETE ON app.events FOR EACH ROW EXECUTE FUNCTION private.tg_events__tombstone();
+
+--
+-- Name: idempotency_keys _900_answered; Type: TRIGGER; Schema: app
+--
+
+CREATE CONSTRAINT TRIGGER _900_answered AFTER INSERT ON app.idempotency_keys DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION private.tg_idempotency_keys__answered();
+
+--
 -- Name: community_members _900_log_change; Type: TRIGGER; Schema: app
 --
 
@@ -8903,6 +9748,12 @@ CREATE TRIGGER _900_notify_token_ended AFTER UPDATE OF active ON app.api_tokens 
 --
 
 CREATE TRIGGER _100_set_updated_at BEFORE UPDATE ON identity.users FOR EACH ROW EXECUTE FUNCTION private.tg__set_updated_at();
+
+--
+-- Name: users _500_end_calendar_feed; Type: TRIGGER; Schema: identity
+--
+
+CREATE TRIGGER _500_end_calendar_feed AFTER UPDATE OF password_hash ON identity.users FOR EACH ROW WHEN ((old.password_hash IS DISTINCT FROM new.password_hash)) EXECUTE FUNCTION private.tg_users__end_calendar_feed();
 
 --
 -- Name: refresh_tokens _900_notify_session_ended; Type: TRIGGER; Schema: identity
@@ -8958,6 +9809,13 @@ ALTER TABLE ONLY app.api_tokens
 
 ALTER TABLE ONLY app.api_tokens
     ADD CONSTRAINT api_tokens_user_id_fkey FOREIGN KEY (user_id) REFERENCES identity.users(id) ON DELETE CASCADE;
+
+--
+-- Name: calendar_feeds calendar_feeds_user_id_fkey; Type: FK CONSTRAINT; Schema: app
+--
+
+ALTER TABLE ONLY app.calendar_feeds
+    ADD CONSTRAINT calendar_feeds_user_id_fkey FOREIGN KEY (user_id) REFERENCES identity.users(id) ON DELETE CASCADE;
 
 --
 -- Name: checkins checkins_event_id_fkey; Type: FK CONSTRAINT; Schema: app
@@ -9119,6 +9977,13 @@ ALTER TABLE ONLY app.hats
 
 ALTER TABLE ONLY app.hats
     ADD CONSTRAINT hats_user_id_fkey FOREIGN KEY (user_id) REFERENCES app.profiles(id) ON DELETE CASCADE;
+
+--
+-- Name: idempotency_keys idempotency_keys_user_id_fkey; Type: FK CONSTRAINT; Schema: app
+--
+
+ALTER TABLE ONLY app.idempotency_keys
+    ADD CONSTRAINT idempotency_keys_user_id_fkey FOREIGN KEY (user_id) REFERENCES identity.users(id) ON DELETE CASCADE;
 
 --
 -- Name: mcp_tool_calls mcp_tool_calls_user_id_fkey; Type: FK CONSTRAINT; Schema: app
@@ -9497,6 +10362,12 @@ ALTER TABLE app.api_test_results ENABLE ROW LEVEL SECURITY;
 ALTER TABLE app.api_tokens ENABLE ROW LEVEL SECURITY;
 
 --
+-- Name: calendar_feeds; Type: ROW SECURITY; Schema: app
+--
+
+ALTER TABLE app.calendar_feeds ENABLE ROW LEVEL SECURITY;
+
+--
 -- Name: change_log; Type: ROW SECURITY; Schema: app
 --
 
@@ -9557,6 +10428,12 @@ ALTER TABLE app.event_attendees ENABLE ROW LEVEL SECURITY;
 ALTER TABLE app.event_streams ENABLE ROW LEVEL SECURITY;
 
 --
+-- Name: event_tombstones; Type: ROW SECURITY; Schema: app
+--
+
+ALTER TABLE app.event_tombstones ENABLE ROW LEVEL SECURITY;
+
+--
 -- Name: events; Type: ROW SECURITY; Schema: app
 --
 
@@ -9579,6 +10456,12 @@ ALTER TABLE app.hat_types ENABLE ROW LEVEL SECURITY;
 --
 
 ALTER TABLE app.hats ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: idempotency_keys; Type: ROW SECURITY; Schema: app
+--
+
+ALTER TABLE app.idempotency_keys ENABLE ROW LEVEL SECURITY;
 
 --
 -- Name: mcp_tool_calls; Type: ROW SECURITY; Schema: app
@@ -9945,6 +10828,44 @@ GRANT ALL ON FUNCTION api.auth_verify_wait(client_ip text, max_failures_per_ip i
 GRANT ALL ON FUNCTION api.auth_verify_wait(client_ip text, max_failures_per_ip integer, window_seconds integer) TO authenticated;
 
 --
+-- Name: FUNCTION calendar_community(community_id uuid, public_url text, format text, if_none_match text[], if_modified_since timestamp with time zone); Type: ACL; Schema: api
+--
+
+REVOKE ALL ON FUNCTION api.calendar_community(community_id uuid, public_url text, format text, if_none_match text[], if_modified_since timestamp with time zone) FROM PUBLIC;
+GRANT ALL ON FUNCTION api.calendar_community(community_id uuid, public_url text, format text, if_none_match text[], if_modified_since timestamp with time zone) TO anon;
+GRANT ALL ON FUNCTION api.calendar_community(community_id uuid, public_url text, format text, if_none_match text[], if_modified_since timestamp with time zone) TO authenticated;
+
+--
+-- Name: FUNCTION calendar_event(shortlink text, public_url text, format text, if_none_match text[], if_modified_since timestamp with time zone); Type: ACL; Schema: api
+--
+
+REVOKE ALL ON FUNCTION api.calendar_event(shortlink text, public_url text, format text, if_none_match text[], if_modified_since timestamp with time zone) FROM PUBLIC;
+GRANT ALL ON FUNCTION api.calendar_event(shortlink text, public_url text, format text, if_none_match text[], if_modified_since timestamp with time zone) TO anon;
+GRANT ALL ON FUNCTION api.calendar_event(shortlink text, public_url text, format text, if_none_match text[], if_modified_since timestamp with time zone) TO authenticated;
+
+--
+-- Name: FUNCTION calendar_feed_create(public_url text); Type: ACL; Schema: api
+--
+
+REVOKE ALL ON FUNCTION api.calendar_feed_create(public_url text) FROM PUBLIC;
+GRANT ALL ON FUNCTION api.calendar_feed_create(public_url text) TO authenticated;
+
+--
+-- Name: FUNCTION calendar_feed_revoke(); Type: ACL; Schema: api
+--
+
+REVOKE ALL ON FUNCTION api.calendar_feed_revoke() FROM PUBLIC;
+GRANT ALL ON FUNCTION api.calendar_feed_revoke() TO authenticated;
+
+--
+-- Name: FUNCTION calendar_personal(token text, public_url text, format text, if_none_match text[], if_modified_since timestamp with time zone); Type: ACL; Schema: api
+--
+
+REVOKE ALL ON FUNCTION api.calendar_personal(token text, public_url text, format text, if_none_match text[], if_modified_since timestamp with time zone) FROM PUBLIC;
+GRANT ALL ON FUNCTION api.calendar_personal(token text, public_url text, format text, if_none_match text[], if_modified_since timestamp with time zone) TO anon;
+GRANT ALL ON FUNCTION api.calendar_personal(token text, public_url text, format text, if_none_match text[], if_modified_since timestamp with time zone) TO authenticated;
+
+--
 -- Name: FUNCTION checkins_current(); Type: ACL; Schema: api
 --
 
@@ -10093,6 +11014,14 @@ REVOKE ALL ON FUNCTION api.event_get(id uuid, public_url text) FROM PUBLIC;
 GRANT ALL ON FUNCTION api.event_get(id uuid, public_url text) TO authenticated;
 
 --
+-- Name: FUNCTION event_page(shortlink text, public_url text); Type: ACL; Schema: api
+--
+
+REVOKE ALL ON FUNCTION api.event_page(shortlink text, public_url text) FROM PUBLIC;
+GRANT ALL ON FUNCTION api.event_page(shortlink text, public_url text) TO anon;
+GRANT ALL ON FUNCTION api.event_page(shortlink text, public_url text) TO authenticated;
+
+--
 -- Name: FUNCTION event_public(shortlink text, public_url text); Type: ACL; Schema: api
 --
 
@@ -10164,6 +11093,27 @@ GRANT ALL ON FUNCTION api.hat_types_list() TO authenticated;
 
 REVOKE ALL ON FUNCTION api.hats_list() FROM PUBLIC;
 GRANT ALL ON FUNCTION api.hats_list() TO authenticated;
+
+--
+-- Name: FUNCTION idempotency_claim(key text, request_hash text); Type: ACL; Schema: api
+--
+
+REVOKE ALL ON FUNCTION api.idempotency_claim(key text, request_hash text) FROM PUBLIC;
+GRANT ALL ON FUNCTION api.idempotency_claim(key text, request_hash text) TO authenticated;
+
+--
+-- Name: FUNCTION idempotency_replay(key text, request_hash text); Type: ACL; Schema: api
+--
+
+REVOKE ALL ON FUNCTION api.idempotency_replay(key text, request_hash text) FROM PUBLIC;
+GRANT ALL ON FUNCTION api.idempotency_replay(key text, request_hash text) TO authenticated;
+
+--
+-- Name: FUNCTION idempotency_store(key text, status integer, answer jsonb); Type: ACL; Schema: api
+--
+
+REVOKE ALL ON FUNCTION api.idempotency_store(key text, status integer, answer jsonb) FROM PUBLIC;
+GRANT ALL ON FUNCTION api.idempotency_store(key text, status integer, answer jsonb) TO authenticated;
 
 --
 -- Name: FUNCTION link_event_checkin(event_node_id uuid, user_agent text, app_scheme text); Type: ACL; Schema: api
@@ -10919,6 +11869,54 @@ REVOKE ALL ON FUNCTION private.auth_throttle_record(scope text, key text) FROM P
 REVOKE ALL ON FUNCTION private.auth_throttle_wait(scope text, key text, max_failures integer, window_seconds integer) FROM PUBLIC;
 
 --
+-- Name: FUNCTION calendar_entry(r private.calendar_row, public_url text); Type: ACL; Schema: private
+--
+
+REVOKE ALL ON FUNCTION private.calendar_entry(r private.calendar_row, public_url text) FROM PUBLIC;
+
+--
+-- Name: FUNCTION calendar_etag(format text, public_url text, heading jsonb, entry_count bigint, version numeric); Type: ACL; Schema: private
+--
+
+REVOKE ALL ON FUNCTION private.calendar_etag(format text, public_url text, heading jsonb, entry_count bigint, version numeric) FROM PUBLIC;
+
+--
+-- Name: FUNCTION calendar_event_rows(shortlink text); Type: ACL; Schema: private
+--
+
+REVOKE ALL ON FUNCTION private.calendar_event_rows(shortlink text) FROM PUBLIC;
+
+--
+-- Name: FUNCTION calendar_feed_answer(community_ids uuid[], ends_after timestamp with time zone, heading jsonb, public_url text, format text, if_none_match text[], if_modified_since timestamp with time zone); Type: ACL; Schema: private
+--
+
+REVOKE ALL ON FUNCTION private.calendar_feed_answer(community_ids uuid[], ends_after timestamp with time zone, heading jsonb, public_url text, format text, if_none_match text[], if_modified_since timestamp with time zone) FROM PUBLIC;
+
+--
+-- Name: FUNCTION calendar_max_entries(); Type: ACL; Schema: private
+--
+
+REVOKE ALL ON FUNCTION private.calendar_max_entries() FROM PUBLIC;
+
+--
+-- Name: FUNCTION calendar_not_modified(etag text, last_modified timestamp with time zone, if_none_match text[], if_modified_since timestamp with time zone); Type: ACL; Schema: private
+--
+
+REVOKE ALL ON FUNCTION private.calendar_not_modified(etag text, last_modified timestamp with time zone, if_none_match text[], if_modified_since timestamp with time zone) FROM PUBLIC;
+
+--
+-- Name: FUNCTION calendar_row_hash(event_id uuid, sequence integer, stamp timestamp with time zone, cancelled boolean); Type: ACL; Schema: private
+--
+
+REVOKE ALL ON FUNCTION private.calendar_row_hash(event_id uuid, sequence integer, stamp timestamp with time zone, cancelled boolean) FROM PUBLIC;
+
+--
+-- Name: FUNCTION calendar_rows(community_ids uuid[], ends_after timestamp with time zone); Type: ACL; Schema: private
+--
+
+REVOKE ALL ON FUNCTION private.calendar_rows(community_ids uuid[], ends_after timestamp with time zone) FROM PUBLIC;
+
+--
 -- Name: FUNCTION caller_community_ids(); Type: ACL; Schema: private
 --
 
@@ -11130,6 +12128,12 @@ REVOKE ALL ON FUNCTION private.event_json(e app.events, public_url text) FROM PU
 GRANT ALL ON FUNCTION private.event_json(e app.events, public_url text) TO authenticated;
 
 --
+-- Name: FUNCTION event_location_text(venue_name text, venue_address text, event_location text); Type: ACL; Schema: private
+--
+
+REVOKE ALL ON FUNCTION private.event_location_text(venue_name text, venue_address text, event_location text) FROM PUBLIC;
+
+--
 -- Name: FUNCTION event_log_range(after_id bigint, upto_id bigint); Type: ACL; Schema: private
 --
 
@@ -11209,6 +12213,12 @@ GRANT ALL ON FUNCTION private.event_streams_register(gateway text, kind text, tt
 REVOKE ALL ON FUNCTION private.event_streams_touch(ids uuid[], ttl_seconds integer) FROM PUBLIC;
 
 --
+-- Name: FUNCTION event_tombstones_prune(max_rows integer); Type: ACL; Schema: private
+--
+
+REVOKE ALL ON FUNCTION private.event_tombstones_prune(max_rows integer) FROM PUBLIC;
+
+--
 -- Name: FUNCTION find_event(event_ref uuid); Type: ACL; Schema: private
 --
 
@@ -11221,6 +12231,24 @@ GRANT ALL ON FUNCTION private.find_event(event_ref uuid) TO authenticated;
 
 REVOKE ALL ON FUNCTION private.hat_belongs_to(hat_id uuid, user_id uuid) FROM PUBLIC;
 GRANT ALL ON FUNCTION private.hat_belongs_to(hat_id uuid, user_id uuid) TO authenticated;
+
+--
+-- Name: FUNCTION idempotency_answer_key(user_id uuid, key text); Type: ACL; Schema: private
+--
+
+REVOKE ALL ON FUNCTION private.idempotency_answer_key(user_id uuid, key text) FROM PUBLIC;
+
+--
+-- Name: FUNCTION idempotency_key_lifetime(); Type: ACL; Schema: private
+--
+
+REVOKE ALL ON FUNCTION private.idempotency_key_lifetime() FROM PUBLIC;
+
+--
+-- Name: FUNCTION idempotency_keys_prune(max_rows integer); Type: ACL; Schema: private
+--
+
+REVOKE ALL ON FUNCTION private.idempotency_keys_prune(max_rows integer) FROM PUBLIC;
 
 --
 -- Name: FUNCTION is_community_manager(community_id uuid, user_id uuid); Type: ACL; Schema: private
@@ -11697,10 +12725,28 @@ REVOKE ALL ON FUNCTION private.tg_connections__check_hats() FROM PUBLIC;
 REVOKE ALL ON FUNCTION private.tg_events__log_change() FROM PUBLIC;
 
 --
+-- Name: FUNCTION tg_events__sequence(); Type: ACL; Schema: private
+--
+
+REVOKE ALL ON FUNCTION private.tg_events__sequence() FROM PUBLIC;
+
+--
+-- Name: FUNCTION tg_events__tombstone(); Type: ACL; Schema: private
+--
+
+REVOKE ALL ON FUNCTION private.tg_events__tombstone() FROM PUBLIC;
+
+--
 -- Name: FUNCTION tg_hats__enforce_limit(); Type: ACL; Schema: private
 --
 
 REVOKE ALL ON FUNCTION private.tg_hats__enforce_limit() FROM PUBLIC;
+
+--
+-- Name: FUNCTION tg_idempotency_keys__answered(); Type: ACL; Schema: private
+--
+
+REVOKE ALL ON FUNCTION private.tg_idempotency_keys__answered() FROM PUBLIC;
 
 --
 -- Name: FUNCTION tg_refresh_tokens__notify_session_ended(); Type: ACL; Schema: private
@@ -11721,11 +12767,23 @@ REVOKE ALL ON FUNCTION private.tg_tasks__guard_status() FROM PUBLIC;
 REVOKE ALL ON FUNCTION private.tg_tasks__sync_deal() FROM PUBLIC;
 
 --
+-- Name: FUNCTION tg_users__end_calendar_feed(); Type: ACL; Schema: private
+--
+
+REVOKE ALL ON FUNCTION private.tg_users__end_calendar_feed() FROM PUBLIC;
+
+--
 -- Name: FUNCTION upcoming_events_of(member_node uuid); Type: ACL; Schema: private
 --
 
 REVOKE ALL ON FUNCTION private.upcoming_events_of(member_node uuid) FROM PUBLIC;
 GRANT ALL ON FUNCTION private.upcoming_events_of(member_node uuid) TO authenticated;
+
+--
+-- Name: FUNCTION url_host(url text); Type: ACL; Schema: private
+--
+
+REVOKE ALL ON FUNCTION private.url_host(url text) FROM PUBLIC;
 
 --
 -- Name: FUNCTION user_node_by_email(email text); Type: ACL; Schema: private

@@ -1,3 +1,8 @@
+--! Previous: sha1:8bfeba411ff0648157a75895bcd482d0079ef389
+--! Hash: sha1:90e1f4e5aa3d23e39a836f44512d2d90ae2d9dbc
+--! Message: share-previews
+
+--! split: 220-share-previews.sql
 --------------------------------------------------------------------------------
 -- Share previews of the public event page (issue 24): GET /e/{shortlink}
 -- reads everything its Open Graph tags and its schema.org Event (JSON-LD)

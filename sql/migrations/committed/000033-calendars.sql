@@ -1,3 +1,8 @@
+--! Previous: sha1:cf4a9a37aa372a1583bf0d2e7984a6f1e6233b8f
+--! Hash: sha1:338a9f5e124ab7c8798335b0a0ef0d5cace33406
+--! Message: calendars
+
+--! split: 200-calendars.sql
 --------------------------------------------------------------------------------
 -- Calendars (issue 24): iCalendar files of one event (GET /e/{shortlink}.ics),
 -- of a community (GET /c/{community_id}/calendar.ics) and a personal feed

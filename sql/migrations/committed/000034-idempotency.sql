@@ -1,3 +1,8 @@
+--! Previous: sha1:338a9f5e124ab7c8798335b0a0ef0d5cace33406
+--! Hash: sha1:8bfeba411ff0648157a75895bcd482d0079ef389
+--! Message: idempotency
+
+--! split: 210-idempotency.sql
 --------------------------------------------------------------------------------
 -- Idempotency keys (issue 24): an `Idempotency-Key` on a POST, PATCH or DELETE
 -- of the mobile, platform and token interfaces makes a retry safe.

@@ -1,0 +1,1 @@
+../../sql/migrations/committed/000035-share-previews.sql
