@@ -13,12 +13,12 @@
 // and issuer, and requires a uuid `sub` and the role `authenticated`.
 // fast-jwt verifies with node:crypto on the calling thread (jose's WebCrypto
 // sent each HMAC through the thread pool: ~0.4 ms of the gateway's thread
-// per new token while 10k event streams opened) and keeps the tokens it
-// verified, each until its `exp` at the latest, so a client sending the same
-// token on every request pays for its signature once. That is safe because
-// an entry stands only for "this exact string verified"; whether the session
-// behind it has ended is checked in SQL in each request's own transaction.
-// test/unit/jwt-parity.test.ts holds fast-jwt to jose's verdicts.
+// per new token while 10k event streams opened). Verified tokens are kept
+// until they expire (verified-tokens.ts: a Map by the token string; fast-jwt's
+// own cache hashes every token with SHA-256 for its key, a few µs on every
+// request), so a client sending the same token on every request pays for its
+// signature once. test/unit/jwt-parity.test.ts holds fast-jwt to jose's
+// verdicts.
 import crypto from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
@@ -27,6 +27,7 @@ import { importJWK, SignJWT, type JWK, type JWTPayload } from 'jose';
 import { z } from 'zod';
 import type { Config } from './config.ts';
 import { makeDataFolder } from './data-folder.ts';
+import { VerifiedTokenCache } from './verified-tokens.ts';
 
 export const AUDIENCE = 'authenticated';
 
@@ -116,10 +117,8 @@ async function keysFromJwks(json: string): Promise<KeyEntry[]> {
 
 export interface VerifierOptions {
   issuer: string;
-  /** How many verified tokens each key's verifier keeps (fast-jwt's LRU cache); 0: none. */
+  /** How many verified tokens are kept, each until it expires (verified-tokens.ts); 0: none. */
   cacheSize?: number;
-  /** How long (ms) a verified token is kept at most; never past its `exp`. */
-  cacheTtlMs?: number;
   /** A fixed "now" in ms since the epoch (tests). */
   clockTimestamp?: number;
 }
@@ -148,8 +147,7 @@ export function createAccessTokenVerifier(keys: VerifierKey[], options: Verifier
       allowedAud: AUDIENCE,
       allowedIss: options.issuer,
       requiredClaims: ['sub', 'exp', 'aud', 'iss'],
-      cache: options.cacheSize ?? 10_000,
-      ...(options.cacheTtlMs !== undefined ? { cacheTTL: options.cacheTtlMs } : {}),
+      cache: false,
       ...(options.clockTimestamp !== undefined ? { clockTimestamp: options.clockTimestamp } : {}),
     }) as (token: string) => Record<string, unknown>,
   }));
@@ -161,7 +159,12 @@ export function createAccessTokenVerifier(keys: VerifierKey[], options: Verifier
     return match.verify;
   };
 
+  const cacheSize = options.cacheSize ?? 10_000;
+  const verified = cacheSize > 0 ? new VerifiedTokenCache<AccessClaims>(cacheSize) : undefined;
+
   return (token) => {
+    const cached = verified?.get(token, options.clockTimestamp);
+    if (cached) return cached;
     let claims: Record<string, unknown>;
     try {
       claims = (only ?? verifierFor(token))(token);
@@ -172,7 +175,7 @@ export function createAccessTokenVerifier(keys: VerifierKey[], options: Verifier
       throw new InvalidTokenError('invalid token');
     }
     if (!UserClaims.safeParse(claims).success) throw new InvalidTokenError('token is not a user access token');
-    return Object.freeze(claims) as AccessClaims;
+    return verified ? verified.set(token, claims as AccessClaims) : (Object.freeze(claims) as AccessClaims);
   };
 }
 
@@ -216,7 +219,7 @@ export async function createTokenService(config: Config): Promise<TokenService> 
   const signKey = signer.signKey;
   const issuer = `${config.publicUrl}/api/auth`;
   const ttl = config.accessTokenTtlSeconds;
-  const verify = createAccessTokenVerifier(keys, { issuer, cacheTtlMs: ttl * 1000 });
+  const verify = createAccessTokenVerifier(keys, { issuer });
 
   return {
     async issue(user) {

@@ -274,7 +274,7 @@ describe('several keys', () => {
 
 describe('the cache of verified tokens', () => {
   it('answers a token it verified with the same frozen claims, and never past exp', async () => {
-    const verify = createAccessTokenVerifier([hs256.verifier], { issuer: ISSUER, cacheTtlMs: 600_000 });
+    const verify = createAccessTokenVerifier([hs256.verifier], { issuer: ISSUER });
     const now = Math.floor(Date.now() / 1000);
     // Expires at the next whole second but one: verified now, cached, then refused once exp has passed.
     const t = token(hs256, HS256, { ...good(), iat: now, exp: now + 2 });
