@@ -62,10 +62,13 @@ export interface TestUser {
   refreshToken: string;
 }
 
-/** Registers and logs in a new user through the HTTP API. */
-export async function registerUser(prefix = 'user'): Promise<TestUser> {
-  const email = uniqueEmail(prefix);
-  const password = `pw-${crypto.randomBytes(8).toString('hex')}`;
+/**
+ * Registers and logs in a new user through the HTTP API: a unique e-mail
+ * starting with `prefix` and a random password, or the given ones.
+ */
+export async function registerUser(prefix = 'user', credentials?: { email: string; password: string }): Promise<TestUser> {
+  const email = credentials?.email ?? uniqueEmail(prefix);
+  const password = credentials?.password ?? `pw-${crypto.randomBytes(8).toString('hex')}`;
   const reg = await api('POST', '/api/auth/register', { body: { email, password } });
   if (reg.status !== 201) throw new Error(`register failed: ${reg.status} ${reg.text}`);
   const login = await api('POST', '/api/auth/login', { body: { email, password } });

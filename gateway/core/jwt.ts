@@ -1,4 +1,4 @@
-// Access tokens: JWTs signed and verified with jose.
+// Access tokens: JWTs signed with jose and verified with fast-jwt.
 //
 // Keys, in order of preference:
 //   JWT_SIGNING_KEYS  one JWK or an array of JWKs with their private parts
@@ -8,20 +8,26 @@
 //                     Supabase project's legacy JWT secret
 //   neither           a random HS256 secret generated once and kept in
 //                     DATA_DIR/jwt-secret (development)
-// Verification accepts only the algorithms of the configured keys (never
-// `none`), checks the signature, expiry, audience and issuer, and requires a
-// uuid `sub`. Tokens signed with a shared secret (HS256/384/512) are
-// verified with node:crypto (jwt-hmac.ts: WebCrypto made each new token cost
-// a stream opening ~0.4 ms of the gateway's thread); the others by jose.
+// Verification (createAccessTokenVerifier) accepts only the algorithm of the
+// key the token names (never `none`), checks the signature, expiry, audience
+// and issuer, and requires a uuid `sub` and the role `authenticated`.
+// fast-jwt verifies with node:crypto on the calling thread (jose's WebCrypto
+// sent each HMAC through the thread pool: ~0.4 ms of the gateway's thread
+// per new token while 10k event streams opened). Verified tokens are kept
+// until they expire (verified-tokens.ts: a Map by the token string; fast-jwt's
+// own cache hashes every token with SHA-256 for its key, a few µs on every
+// request), so a client sending the same token on every request pays for its
+// signature once. test/unit/jwt-parity.test.ts holds fast-jwt to jose's
+// verdicts.
 import crypto from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
-import { errors as joseErrors, importJWK, jwtVerify, SignJWT, type JWK, type JWTHeaderParameters, type JWTPayload } from 'jose';
+import { createVerifier, TokenError, type Algorithm } from 'fast-jwt';
+import { importJWK, SignJWT, type JWK, type JWTPayload } from 'jose';
 import { z } from 'zod';
 import type { Config } from './config.ts';
-import { HmacTokenError, isHmacAlgorithm, protectedHeader, verifyHmacToken, type HmacKey } from './jwt-hmac.ts';
-import { VerifiedTokenCache } from './verified-tokens.ts';
 import { makeDataFolder } from './data-folder.ts';
+import { VerifiedTokenCache } from './verified-tokens.ts';
 
 export const AUDIENCE = 'authenticated';
 
@@ -45,33 +51,39 @@ export interface TokenService {
 
 export class InvalidTokenError extends Error {}
 
-const Uuid = z.uuid();
-
-type VerifyKey = Awaited<ReturnType<typeof importJWK>> | CryptoKey;
+/**
+ * The claims an access token must carry beyond what fast-jwt checks (`exp`,
+ * `aud`, `iss`, `nbf`): a user, the role, and a numeric `iat` if any (jose
+ * refuses any other `iat` too).
+ */
+const UserClaims = z.looseObject({ sub: z.uuid(), role: z.literal('authenticated'), iat: z.number().optional() });
 
 /**
- * A shared secret as a WebCrypto HMAC key, imported once: given the raw
- * bytes, jose imports them again on every verification (a measurable part
- * of opening a stream).
+ * A shared secret as a WebCrypto HMAC key for jose's signing, imported once
+ * (given the raw bytes, jose imports them again on every signature).
  */
 function hmacKey(secret: Uint8Array, alg: string): Promise<CryptoKey> {
   const hash = { HS256: 'SHA-256', HS384: 'SHA-384', HS512: 'SHA-512' }[alg];
   if (!hash) throw new Error(`unsupported algorithm ${alg} for a shared secret`);
-  return crypto.webcrypto.subtle.importKey('raw', secret, { name: 'HMAC', hash }, false, ['sign', 'verify']);
+  return crypto.webcrypto.subtle.importKey('raw', secret, { name: 'HMAC', hash }, false, ['sign']);
 }
 
-interface KeyEntry {
-  kid: string | undefined;
+/** One key that verifies tokens: its algorithm, its id if it has one, and what fast-jwt verifies with. */
+export interface VerifierKey {
   alg: string;
-  signKey?: VerifyKey;
-  verifyKey: VerifyKey;
-  /** A shared secret's bytes (HS* keys), for jwt-hmac.ts. */
-  secret?: Uint8Array;
+  kid: string | undefined;
+  /** A shared secret's bytes (HS*), or a public key as SPKI PEM. */
+  material: Buffer | string;
+}
+
+interface KeyEntry extends VerifierKey {
+  /** jose's signing key, when this key can sign. */
+  signKey?: Awaited<ReturnType<typeof importJWK>>;
 }
 
 const PRIVATE_JWK_FIELDS = ['d', 'p', 'q', 'dp', 'dq', 'qi', 'k'] as const;
 const JwkSchema = z
-  .object({ kty: z.string(), alg: z.string().optional(), kid: z.string().optional() })
+  .object({ kty: z.string(), alg: z.string().optional(), kid: z.string().optional(), k: z.string().optional() })
   .passthrough();
 
 async function keysFromJwks(json: string): Promise<KeyEntry[]> {
@@ -85,23 +97,86 @@ async function keysFromJwks(json: string): Promise<KeyEntry[]> {
   return Promise.all(
     list.map(async (jwk): Promise<KeyEntry> => {
       const alg = jwk.alg ?? (jwk.kty === 'EC' ? 'ES256' : jwk.kty === 'RSA' ? 'RS256' : 'HS256');
-      const full = jwk as JWK;
       if (jwk.kty === 'oct') {
-        const imported = await importJWK(full, alg);
-        if (!(imported instanceof Uint8Array)) return { kid: jwk.kid, alg, signKey: imported, verifyKey: imported };
-        const key = await hmacKey(imported, alg);
-        return { kid: jwk.kid, alg, signKey: key, verifyKey: key, secret: imported };
+        const secret = Buffer.from(jwk.k ?? '', 'base64url');
+        if (secret.length === 0) throw new Error('JWT_SIGNING_KEYS: an "oct" key needs "k"');
+        return { kid: jwk.kid, alg, signKey: await hmacKey(secret, alg), material: secret };
       }
-      const publicJwk: JWK = { ...full };
+      const publicJwk: JWK = { ...(jwk as JWK) };
       for (const field of PRIVATE_JWK_FIELDS) delete publicJwk[field];
+      await importJWK(publicJwk, alg); // refuses a key that does not fit its alg, at start
       return {
         kid: jwk.kid,
         alg,
-        signKey: 'd' in jwk ? await importJWK(full, alg) : undefined,
-        verifyKey: await importJWK(publicJwk, alg),
+        signKey: 'd' in jwk ? await importJWK(jwk as JWK, alg) : undefined,
+        material: crypto.createPublicKey({ key: publicJwk as crypto.JsonWebKey, format: 'jwk' }).export({ type: 'spki', format: 'pem' }) as string,
       };
     }),
   );
+}
+
+export interface VerifierOptions {
+  issuer: string;
+  /** How many verified tokens are kept, each until it expires (verified-tokens.ts); 0: none. */
+  cacheSize?: number;
+  /** A fixed "now" in ms since the epoch (tests). */
+  clockTimestamp?: number;
+}
+
+/** The protected header of a compact JWS, for choosing the key; fast-jwt then verifies the whole token. */
+function protectedHeader(token: string): { alg?: unknown; kid?: unknown } {
+  const header: unknown = JSON.parse(Buffer.from(token.slice(0, token.indexOf('.')), 'base64url').toString());
+  if (typeof header !== 'object' || header === null) throw new InvalidTokenError('invalid token');
+  return header;
+}
+
+/**
+ * Verifies access tokens with fast-jwt: the claims of a valid token (frozen:
+ * cached claims are shared by every request that sends the token), or
+ * throws InvalidTokenError ('token has expired' for an expired one). With
+ * one key and no key ids, every token goes to that key's verifier; otherwise
+ * to the key whose `alg` (and `kid`, when both have one) the header names.
+ */
+export function createAccessTokenVerifier(keys: VerifierKey[], options: VerifierOptions): (token: string) => AccessClaims {
+  const verifiers = keys.map((key) => ({
+    alg: key.alg,
+    kid: key.kid,
+    verify: createVerifier({
+      key: key.material,
+      algorithms: [key.alg as Algorithm],
+      allowedAud: AUDIENCE,
+      allowedIss: options.issuer,
+      requiredClaims: ['sub', 'exp', 'aud', 'iss'],
+      cache: false,
+      ...(options.clockTimestamp !== undefined ? { clockTimestamp: options.clockTimestamp } : {}),
+    }) as (token: string) => Record<string, unknown>,
+  }));
+  const only = verifiers.length === 1 && !verifiers[0]!.kid ? verifiers[0]!.verify : undefined;
+  const verifierFor = (token: string) => {
+    const header = protectedHeader(token);
+    const match = verifiers.find((v) => v.alg === header.alg && (!header.kid || !v.kid || v.kid === header.kid));
+    if (!match) throw new InvalidTokenError('no key for this token');
+    return match.verify;
+  };
+
+  const cacheSize = options.cacheSize ?? 10_000;
+  const verified = cacheSize > 0 ? new VerifiedTokenCache<AccessClaims>(cacheSize) : undefined;
+
+  return (token) => {
+    const cached = verified?.get(token, options.clockTimestamp);
+    if (cached) return cached;
+    let claims: Record<string, unknown>;
+    try {
+      claims = (only ?? verifierFor(token))(token);
+    } catch (err) {
+      if (err instanceof InvalidTokenError) throw err;
+      if (err instanceof TokenError && err.code === TokenError.codes.expired) throw new InvalidTokenError('token has expired');
+      // Whatever else a malformed token makes the decoder throw, it is not valid.
+      throw new InvalidTokenError('invalid token');
+    }
+    if (!UserClaims.safeParse(claims).success) throw new InvalidTokenError('token is not a user access token');
+    return verified ? verified.set(token, claims as AccessClaims) : (Object.freeze(claims) as AccessClaims);
+  };
 }
 
 /**
@@ -130,32 +205,21 @@ function devSecret(dataDir: string): string {
 export async function createTokenService(config: Config): Promise<TokenService> {
   const keys: KeyEntry[] = [];
   if (config.jwtSigningKeys) keys.push(...(await keysFromJwks(config.jwtSigningKeys)));
+  const sharedSecret = async (text: string): Promise<KeyEntry> => {
+    const secret = Buffer.from(text, 'utf8');
+    return { kid: undefined, alg: 'HS256', signKey: await hmacKey(secret, 'HS256'), material: secret };
+  };
   if (config.jwtSecret) {
     if (config.jwtSecret.length < 32) throw new Error('JWT_SECRET must be at least 32 characters');
-    const secret = new TextEncoder().encode(config.jwtSecret);
-    const key = await hmacKey(secret, 'HS256');
-    keys.push({ kid: undefined, alg: 'HS256', signKey: key, verifyKey: key, secret });
+    keys.push(await sharedSecret(config.jwtSecret));
   }
-  if (keys.length === 0) {
-    const secret = new TextEncoder().encode(devSecret(config.dataDir));
-    const key = await hmacKey(secret, 'HS256');
-    keys.push({ kid: undefined, alg: 'HS256', signKey: key, verifyKey: key, secret });
-  }
+  if (keys.length === 0) keys.push(await sharedSecret(devSecret(config.dataDir)));
   const signer = keys.find((k) => k.signKey);
   if (!signer?.signKey) throw new Error('no JWT key can sign: give a private JWK or JWT_SECRET');
   const signKey = signer.signKey;
-  const algorithms = [...new Set(keys.map((k) => k.alg))];
   const issuer = `${config.publicUrl}/api/auth`;
   const ttl = config.accessTokenTtlSeconds;
-  const verified = new VerifiedTokenCache<AccessClaims>();
-  const claimsOptions = { algorithms, audience: AUDIENCE, issuer, requiredClaims: ['sub', 'exp'] };
-  const hmacKeys: HmacKey[] = keys.flatMap((k) => (k.secret && isHmacAlgorithm(k.alg) ? [{ alg: k.alg, kid: k.kid, secret: k.secret }] : []));
-
-  const keyFor = (header: JWTHeaderParameters): VerifyKey => {
-    const match = keys.find((k) => k.alg === header.alg && (!header.kid || !k.kid || k.kid === header.kid));
-    if (!match) throw new InvalidTokenError('no key for this token');
-    return match.verifyKey;
-  };
+  const verify = createAccessTokenVerifier(keys, { issuer });
 
   return {
     async issue(user) {
@@ -171,24 +235,7 @@ export async function createTokenService(config: Config): Promise<TokenService> 
     },
 
     async verify(token) {
-      const cached = verified.get(token);
-      if (cached) return cached;
-      try {
-        const payload = isHmacAlgorithm(protectedHeader(token).alg)
-          ? verifyHmacToken(token, hmacKeys, claimsOptions)
-          : (await jwtVerify(token, keyFor, claimsOptions)).payload;
-        if (payload.role !== 'authenticated' || !Uuid.safeParse(payload.sub).success) {
-          throw new InvalidTokenError('token is not a user access token');
-        }
-        return verified.set(token, payload as AccessClaims);
-      } catch (err) {
-        if (err instanceof InvalidTokenError) throw err;
-        if (err instanceof joseErrors.JWTExpired || (err instanceof HmacTokenError && err.expired)) {
-          throw new InvalidTokenError('token has expired');
-        }
-        // Whatever else a malformed token makes jose throw, it is not valid.
-        throw new InvalidTokenError('invalid token');
-      }
+      return verify(token);
     },
   };
 }

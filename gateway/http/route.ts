@@ -3,7 +3,7 @@
 // see http/exchange.ts):
 //
 //   authenticate (bearer JWT, when the route needs a user; verified tokens are
-//     cached until they expire, see lib/verified-tokens.ts)
+//     cached until they expire, see core/jwt.ts)
 //   → validate params, query and body with zod
 //   → run the handler, which calls one SQL function inside ctx.db(...): one
 //     transaction as `anon` or `authenticated` with request.jwt.claims set,

@@ -3,8 +3,7 @@
 import fs from 'node:fs';
 import { describe, expect, inject, it } from 'vitest';
 import { api, expectErrorShape, forgeToken, registerUser, uniqueEmail, unsignedToken } from '../helpers.ts';
-
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
+import { UUID } from '../support/formats.ts';
 
 describe('POST /api/auth/register', () => {
   it('creates an account: 201 with user_id, email and message', async () => {

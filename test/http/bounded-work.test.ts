@@ -11,30 +11,14 @@ import crypto from 'node:crypto';
 import http from 'node:http';
 import { describe, expect, it } from 'vitest';
 import { api, baseUrl, db, registerUser, type TestUser } from '../helpers.ts';
-
-/** n tasks of the user and the ladder links i -> i+1, i -> i+2, inserted as the table owner. */
-async function ladder(user: TestUser, n: number): Promise<string[]> {
-  const rows = await db()`
-    insert into app.tasks (created_by, meta, inserted_at)
-    select ${user.userId}, jsonb_build_object('title', 't' || i, 'status', 'pending'), now() + make_interval(secs => i)
-      from generate_series(0, ${n - 1}) i
-    returning id, (meta->>'title') as title`;
-  const byTitle = new Map(rows.map((r) => [r.title as string, r.id as string]));
-  const ids = Array.from({ length: n }, (_, i) => byTitle.get(`t${i}`)!);
-  await db()`
-    insert into app.task_transitions (created_by, origin_id, destination_id, inserted_at)
-    select ${user.userId}, (${ids}::uuid[])[i], (${ids}::uuid[])[i + s], now() + make_interval(secs => 2 * i + s)
-      from generate_series(1, ${n}) i, (values (1), (2)) step(s)
-     where i + s <= ${n}`;
-  return ids;
-}
+import { ladder } from '../support/sql-fixtures.ts';
 
 const LADDER = 3000;
 
 describe('chain walk', () => {
   it(`a ladder of ${LADDER} tasks (${2 * LADDER - 3} links) is walked once per task, nearest first, quickly`, async () => {
     const user = await registerUser('ladder');
-    const ids = await ladder(user, LADDER);
+    const ids = await ladder(user.userId, LADDER);
     const started = Date.now();
     const res = await api('GET', `/api/mobile/tasks/${ids[0]}/chain?depth=1000`, { token: user.accessToken });
     const ms = Date.now() - started;
@@ -146,7 +130,7 @@ describe('fair share of the pool', () => {
   it('a user flooding chain walks and a client address flooding logins leave another user under 3 s (p95; 15 s before the limits)', async () => {
     const attacker = await registerUser('flood');
     const victimUser = await registerUser('calm');
-    const ids = await ladder(attacker, LADDER);
+    const ids = await ladder(attacker.userId, LADDER);
     const baseline = await probe(victimUser, 10);
 
     // Logins for unknown e-mails (bcrypt each) from another client address.

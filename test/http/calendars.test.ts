@@ -10,7 +10,9 @@ import fs from 'node:fs';
 import ICAL from 'ical.js';
 import { describe, expect, inject, it } from 'vitest';
 import { api, baseUrl, db, publicUrl, registerUser } from '../helpers.ts';
-import { addMember, createCommunity, createEvent, createVenue, UUID } from '../support/event-fixtures.ts';
+import { createCommunity, createEvent, createVenue } from '../support/event-fixtures.ts';
+import { UUID } from '../support/formats.ts';
+import { addMember } from '../support/sql-fixtures.ts';
 
 const HOST = new URL(publicUrl).hostname;
 

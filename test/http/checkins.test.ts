@@ -4,7 +4,8 @@
 // and the error statuses and bodies (docs/api.md#errors).
 import { describe, expect, it } from 'vitest';
 import { api, db, expectErrorShape, registerUser, type TestUser } from '../helpers.ts';
-import { createCommunity, createEvent, createHat, createVenue, ISO, unknownId, UUID } from '../support/event-fixtures.ts';
+import { createCommunity, createEvent, createHat, createVenue, unknownId } from '../support/event-fixtures.ts';
+import { ISO, UUID } from '../support/formats.ts';
 
 const checkin = (user: TestUser, eventId: string, body?: unknown) =>
   api('POST', `/api/mobile/events/${eventId}/checkin`, { token: user.accessToken, body });

@@ -4,21 +4,10 @@
 import crypto from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { api, db, expectErrorShape, registerUser, type TestUser } from '../helpers.ts';
+import { ISO } from '../support/formats.ts';
+import { newCommunity, nodeOf } from '../support/sql-fixtures.ts';
 
-const ISO = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/;
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 const token = () => crypto.randomBytes(4).toString('hex');
-
-async function community(name: string, options: { description?: string; tags?: string[]; manager?: TestUser } = {}) {
-  const [row] = await db()`select admin.create_community(${name}, ${options.description ?? null},
-    ${options.tags ?? []}, ${options.manager?.email ?? null}) as id`;
-  return row!.id as string;
-}
-
-async function nodeOf(user: TestUser): Promise<string> {
-  const [row] = await db()`select node_id from app.profiles where id = ${user.userId}`;
-  return row!.node_id;
-}
 
 const join = (user: TestUser, id: string) => api('POST', `/api/mobile/communities/${id}/join`, { token: user.accessToken });
 const leave = (user: TestUser, id: string) => api('POST', `/api/mobile/communities/${id}/leave`, { token: user.accessToken });
@@ -32,7 +21,7 @@ describe('join and leave', () => {
   it('join: 200 with member_count, role member and joined_at; leave: 200 with member_count', async () => {
     const manager = await registerUser('mgr');
     const user = await registerUser('joiner');
-    const id = await community(`Join ${token()}`, { manager });
+    const id = await newCommunity({ name: `Join ${token()}`, manager });
     const joined = await join(user, id);
     expect(joined.status).toBe(200);
     expect(joined.body).toEqual({ success: true, data: { member_count: 2, role: 'member', joined_at: expect.stringMatching(ISO) } });
@@ -43,7 +32,7 @@ describe('join and leave', () => {
 
   it('join when already a member, leave when not a member: 400 flagged', async () => {
     const user = await registerUser();
-    const id = await community(`Twice ${token()}`);
+    const id = await newCommunity({ name: `Twice ${token()}` });
     expect((await join(user, id)).status).toBe(200);
     expectFlagged(await join(user, id), 400);
     expect((await leave(user, id)).status).toBe(200);
@@ -53,7 +42,7 @@ describe('join and leave', () => {
   it('the last manager cannot leave (400); with a second manager, one may', async () => {
     const a = await registerUser('mgr-a');
     const b = await registerUser('mgr-b');
-    const id = await community(`Managers ${token()}`, { manager: a });
+    const id = await newCommunity({ name: `Managers ${token()}`, manager: a });
     expectFlagged(await leave(a, id), 400);
     await db()`select admin.add_manager(${id}, ${b.email})`;
     expect((await leave(a, id)).status).toBe(200);
@@ -62,7 +51,7 @@ describe('join and leave', () => {
 
   it('a user without a node gets 400 on join and leave', async () => {
     const user = await registerUser('nonode');
-    const id = await community(`No node ${token()}`);
+    const id = await newCommunity({ name: `No node ${token()}` });
     await db()`update app.profiles set node_id = null where id = ${user.userId}`;
     expectFlagged(await join(user, id), 400);
     expectFlagged(await leave(user, id), 400);
@@ -86,7 +75,7 @@ describe('GET /api/mobile/communities/{id}', () => {
     const manager = await registerUser('detail-mgr');
     const member = await registerUser('detail-member');
     const stranger = await registerUser('detail-stranger');
-    const id = await community(`Detail ${token()}`, { description: 'About', tags: ['x', 'y'], manager });
+    const id = await newCommunity({ name: `Detail ${token()}`, description: 'About', tags: ['x', 'y'], manager });
     await join(member, id);
 
     const asMember = await api('GET', `/api/mobile/communities/${id}`, { token: member.accessToken });
@@ -100,7 +89,7 @@ describe('GET /api/mobile/communities/{id}', () => {
         tags: ['x', 'y'],
         member_count: 2,
         // The manager's name was derived from their e-mail: private (issue 14).
-        managers: [{ id: await nodeOf(manager), name: null }],
+        managers: [{ id: await nodeOf(manager.userId), name: null }],
         is_member: true,
         is_manager: false,
         joined_at: expect.stringMatching(ISO),
@@ -127,16 +116,16 @@ describe('GET /api/mobile/communities/{id}/members', () => {
   it('lists members (node id, role, joined_at, name), managers first, paginated', async () => {
     const manager = await registerUser('roster-mgr');
     const members = [await registerUser('roster-1'), await registerUser('roster-2'), await registerUser('roster-3')];
-    const id = await community(`Roster ${token()}`, { manager });
+    const id = await newCommunity({ name: `Roster ${token()}`, manager });
     for (const m of members) await join(m, id);
     const page1 = await api('GET', `/api/mobile/communities/${id}/members?limit=2`, { token: members[0]!.accessToken });
     expect(page1.status).toBe(200);
     expect(page1.body.pagination).toEqual({ total_count: 4, page: 1, page_size: 2, total_pages: 2 });
-    expect(page1.body.data[0]).toEqual({ id: await nodeOf(manager), role: 'manager', joined_at: expect.stringMatching(ISO), name: null });
+    expect(page1.body.data[0]).toEqual({ id: await nodeOf(manager.userId), role: 'manager', joined_at: expect.stringMatching(ISO), name: null });
     const page2 = await api('GET', `/api/mobile/communities/${id}/members?limit=2&offset=2`, { token: members[0]!.accessToken });
     const all = [...page1.body.data, ...page2.body.data].map((m: { id: string }) => m.id);
     expect(new Set(all).size).toBe(4);
-    expect(all.slice(1)).toEqual(await Promise.all(members.map(nodeOf)));
+    expect(all.slice(1)).toEqual(await Promise.all(members.map((m) => nodeOf(m.userId))));
     for (const m of [...page1.body.data, ...page2.body.data]) expect(JSON.stringify(m)).not.toContain('@');
   });
 
@@ -144,7 +133,7 @@ describe('GET /api/mobile/communities/{id}/members', () => {
     const user = await registerUser();
     expectFlagged(await api('GET', `/api/mobile/communities/${crypto.randomUUID()}/members`, { token: user.accessToken }), 404);
     expectFlagged(await api('GET', '/api/mobile/communities/x/members', { token: user.accessToken }), 400);
-    const id = await community(`Paging ${token()}`);
+    const id = await newCommunity({ name: `Paging ${token()}` });
     expectFlagged(await api('GET', `/api/mobile/communities/${id}/members?limit=0`, { token: user.accessToken }), 400);
   });
 });
@@ -152,9 +141,9 @@ describe('GET /api/mobile/communities/{id}/members', () => {
 describe('GET /api/mobile/communities (my communities)', () => {
   it('lists the caller\'s communities with joined_at and role, newest membership first', async () => {
     const user = await registerUser('mine');
-    const managed = await community(`Mine managed ${token()}`, { manager: user });
-    const joined = await community(`Mine joined ${token()}`);
-    await community(`Not mine ${token()}`);
+    const managed = await newCommunity({ name: `Mine managed ${token()}`, manager: user });
+    const joined = await newCommunity({ name: `Mine joined ${token()}` });
+    await newCommunity({ name: `Not mine ${token()}` });
     await join(user, joined);
     const res = await api('GET', '/api/mobile/communities', { token: user.accessToken });
     expect(res.status).toBe(200);
@@ -185,7 +174,7 @@ describe('GET /api/mobile/communities (my communities)', () => {
     const user = await registerUser('pages');
     const ids: string[] = [];
     for (let i = 0; i < 7; i++) {
-      const id = await community(`Page ${i} ${token()}`);
+      const id = await newCommunity({ name: `Page ${i} ${token()}` });
       await join(user, id);
       ids.push(id);
     }
@@ -219,10 +208,10 @@ describe('GET /api/mobile/communities/search', () => {
   it('matches name, description and tags, case-insensitively, with is_member and is_manager', async () => {
     const t = token();
     const user = await registerUser('searcher');
-    const byName = await community(`Alpha ${t} Club`, { manager: user });
-    const byDescription = await community(`Beta club`, { description: `all about ${t.toUpperCase()}` });
-    const byTag = await community(`Gamma club`, { tags: ['other', `TAG${t}`] });
-    await community(`Delta club`, { description: 'nothing to see' });
+    const byName = await newCommunity({ name: `Alpha ${t} Club`, manager: user });
+    const byDescription = await newCommunity({ name: `Beta club`, description: `all about ${t.toUpperCase()}` });
+    const byTag = await newCommunity({ name: `Gamma club`, tags: ['other', `TAG${t}`] });
+    await newCommunity({ name: `Delta club`, description: 'nothing to see' });
     const res = await api('GET', `/api/mobile/communities/search?q=${t.toUpperCase()}`, { token: user.accessToken });
     expect(res.status).toBe(200);
     expect(res.body.pagination.total_count).toBe(3);
@@ -235,11 +224,11 @@ describe('GET /api/mobile/communities/search', () => {
   it('treats %, _ and quotes literally', async () => {
     const t = token();
     const user = await registerUser();
-    const percent = await community(`${t}% off`);
-    await community(`${t}AB off`);
-    const underscore = await community(`${t}_x`);
-    await community(`${t}Zx`);
-    const quote = await community(`${t}O'Reilly "club"`);
+    const percent = await newCommunity({ name: `${t}% off` });
+    await newCommunity({ name: `${t}AB off` });
+    const underscore = await newCommunity({ name: `${t}_x` });
+    await newCommunity({ name: `${t}Zx` });
+    const quote = await newCommunity({ name: `${t}O'Reilly "club"` });
     const search = async (q: string) =>
       (await api('GET', `/api/mobile/communities/search?q=${encodeURIComponent(q)}`, { token: user.accessToken })).body.data.map(
         (c: { id: string }) => c.id,
@@ -262,7 +251,7 @@ describe('GET /api/mobile/communities/search', () => {
 describe('GET /api/community/{community_id} (public)', () => {
   it('answers without a credential with public fields only', async () => {
     const manager = await registerUser('public-mgr');
-    const id = await community(`Public ${token()}`, { description: 'Open to all', tags: ['a'], manager });
+    const id = await newCommunity({ name: `Public ${token()}`, description: 'Open to all', tags: ['a'], manager });
     const res = await api('GET', `/api/community/${id}`);
     expect(res.status).toBe(200);
     expect(res.body).toEqual({
@@ -278,7 +267,7 @@ describe('GET /api/community/{community_id} (public)', () => {
       },
     });
     expect(res.text).not.toContain(manager.email);
-    expect(res.text).not.toContain(await nodeOf(manager));
+    expect(res.text).not.toContain(await nodeOf(manager.userId));
   });
 
   it('404 unknown, 400 malformed id', async () => {
@@ -289,7 +278,7 @@ describe('GET /api/community/{community_id} (public)', () => {
 
 describe('races', () => {
   it('50 users joining and leaving in parallel leave member_count equal to the memberships', async () => {
-    const id = await community(`Race ${token()}`);
+    const id = await newCommunity({ name: `Race ${token()}` });
     const users = await Promise.all(Array.from({ length: 50 }, (_, i) => registerUser(`race${i}`)));
     const firstHalf = users.slice(0, 25);
     for (const u of firstHalf) await join(u, id);
@@ -303,7 +292,7 @@ describe('races', () => {
   });
 
   it('the same user joining twice at once: one 200, one 400', async () => {
-    const id = await community(`Double ${token()}`);
+    const id = await newCommunity({ name: `Double ${token()}` });
     const user = await registerUser();
     const results = await Promise.all([join(user, id), join(user, id), join(user, id)]);
     expect(results.map((r) => r.status).sort()).toEqual([200, 400, 400]);
@@ -315,7 +304,7 @@ describe('races', () => {
     for (let round = 0; round < 5; round++) {
       const a = await registerUser('duo-a');
       const b = await registerUser('duo-b');
-      const id = await community(`Duo ${token()}`, { manager: a });
+      const id = await newCommunity({ name: `Duo ${token()}`, manager: a });
       await db()`select admin.add_manager(${id}, ${b.email})`;
       const results = await Promise.all([leave(a, id), leave(b, id)]);
       expect(results.map((r) => r.status).sort()).toEqual([200, 400]);

@@ -3,7 +3,9 @@
 // cases, and isolation between users (row-level security: someone else's is a 404).
 import { describe, expect, it } from 'vitest';
 import { api, db, expectErrorShape, registerUser, type TestUser } from '../helpers.ts';
-import { createCommunity, createEvent, createHat, ISO, nodeOf, unknownId, UUID } from '../support/event-fixtures.ts';
+import { createCommunity, createEvent, createHat, unknownId } from '../support/event-fixtures.ts';
+import { ISO, UUID } from '../support/formats.ts';
+import { nodeOf } from '../support/sql-fixtures.ts';
 
 const FIELDS = [
   'id', 'owner_node_id', 'target_node_id', 'connection_type', 'event_id', 'my_hat_id', 'their_hat_id',

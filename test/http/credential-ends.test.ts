@@ -7,7 +7,8 @@
 //     token and OAuth grant (access and refresh) of the account.
 import { afterAll, describe, expect, it } from 'vitest';
 import { api, baseUrl, db, registerUser, type TestUser } from '../helpers.ts';
-import { addMember, createCommunity, createEvent } from '../support/event-fixtures.ts';
+import { createCommunity, createEvent } from '../support/event-fixtures.ts';
+import { addMember } from '../support/sql-fixtures.ts';
 import { openStream, type SseStream } from '../support/sse.ts';
 import { callTool, connect, mintOAuthToken, rawMcp } from '../mcp/support.ts';
 

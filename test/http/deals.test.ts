@@ -3,27 +3,15 @@
 // company); start_task and complete_task drive its current task.
 import { describe, expect, it } from 'vitest';
 import { api, db, expectErrorShape, registerUser, type TestUser } from '../helpers.ts';
+import { UNKNOWN, UUID } from '../support/formats.ts';
+import { createTask, get, post, type Task } from '../support/tasks.ts';
 
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
-const UNKNOWN = '00000000-0000-4000-8000-000000000000';
-
-interface Task {
-  id: string;
-  meta: Record<string, any>;
-}
 interface Deal {
   id: string;
   created_by: string;
   meta: { company: string; deal_value: number | null; current_task_id: string | null; next_action: string | null };
 }
 
-async function createTask(user: TestUser, body: Record<string, unknown>): Promise<Task> {
-  const res = await api('POST', '/api/mobile/tasks', { token: user.accessToken, body });
-  if (res.status !== 201) throw new Error(`create failed: ${res.status} ${res.text}`);
-  return res.body.task;
-}
-const get = (user: TestUser, path: string) => api('GET', path, { token: user.accessToken });
-const post = (user: TestUser, path: string, body?: unknown) => api('POST', path, { token: user.accessToken, body });
 const deals = async (user: TestUser): Promise<Deal[]> => (await get(user, '/api/mobile/deals')).body.deals;
 
 describe('deals', () => {

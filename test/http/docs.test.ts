@@ -9,7 +9,7 @@ import { routes } from '../../gateway/app.ts';
 import { actionOf, openApiPath, sectionOf, undocumentedRoutes } from '../../gateway/http/openapi.ts';
 import { api, baseUrl, publicUrl, registerUser } from '../helpers.ts';
 import { checkContract } from '../support/contract.ts';
-import { ISO, UUID } from '../support/event-fixtures.ts';
+import { ISO, UUID } from '../support/formats.ts';
 
 type Operation = { responses: Record<string, { content?: Record<string, { schema?: Record<string, unknown> }> }>; security?: unknown[]; parameters?: { name: string; in: string }[]; requestBody?: unknown };
 

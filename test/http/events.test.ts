@@ -4,7 +4,9 @@
 // one event (404 for unknown and malformed ids).
 import { describe, expect, it } from 'vitest';
 import { api, db, expectErrorShape, publicUrl, registerUser } from '../helpers.ts';
-import { addMember, createCommunity, createEvent, createVenue, ISO, unknownId, UUID } from '../support/event-fixtures.ts';
+import { createCommunity, createEvent, createVenue, unknownId } from '../support/event-fixtures.ts';
+import { ISO, UUID } from '../support/formats.ts';
+import { addMember } from '../support/sql-fixtures.ts';
 
 const BASE_FIELDS = [
   'id', 'title', 'date', 'community_node_id', 'shortlink', 'deeplink_path', 'deeplink_url', 'public_url',

@@ -10,7 +10,8 @@
 import crypto from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { api, db, registerUser, type TestUser } from '../helpers.ts';
-import { createToken, newCommunity } from '../support/api-tokens.ts';
+import { createToken } from '../support/api-tokens.ts';
+import { newCommunity } from '../support/sql-fixtures.ts';
 
 const newKey = () => crypto.randomUUID();
 
@@ -120,7 +121,7 @@ describe('replay', () => {
 
   it('a platform POST replays; a GET ignores the header', async () => {
     const manager = await registerUser('idem-manager');
-    const community = await newCommunity(manager);
+    const community = await newCommunity({ manager });
     const key = newKey();
     const body = {
       community_id: community,

@@ -7,24 +7,18 @@
 import crypto from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { api, db, registerUser, type ApiResponse, type TestUser } from '../helpers.ts';
-import { addMember, createCommunity, createEvent, nodeOf } from '../support/event-fixtures.ts';
+import { createCommunity, createEvent } from '../support/event-fixtures.ts';
+import { addMember, nodeOf } from '../support/sql-fixtures.ts';
 import { openStream } from '../support/sse.ts';
 
 /** A user whose e-mail is as distinctive as a real one (each part searchable). */
 async function victim(): Promise<TestUser & { parts: string[] }> {
   const tag = crypto.randomBytes(4).toString('hex');
   const email = `jane.doe${tag}.1987@mailhost${tag}.example`;
-  const password = 'correct horse battery';
-  const reg = await api('POST', '/api/auth/register', { body: { email, password } });
-  expect(reg.status).toBe(201);
-  const login = await api('POST', '/api/auth/login', { body: { email, password } });
+  const user = await registerUser('victim', { email, password: 'correct horse battery' });
   const local = email.split('@')[0]!;
   return {
-    email,
-    password,
-    userId: reg.body.user_id,
-    accessToken: login.body.access_token,
-    refreshToken: login.body.refresh_token,
+    ...user,
     // The e-mail, its local part, and every distinctive piece of it.
     parts: [email, local, `doe${tag}`, `mailhost${tag}`],
   };

@@ -10,9 +10,10 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { api, databaseUrl, db, expectErrorShape, registerUser, uniqueEmail, type TestUser } from '../helpers.ts';
-import { createToken, joinCommunity, newCommunity } from '../support/api-tokens.ts';
+import { createToken, joinCommunity } from '../support/api-tokens.ts';
+import { UUID } from '../support/formats.ts';
+import { newCommunity } from '../support/sql-fixtures.ts';
 
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 
 const externalId = () => `ext-${crypto.randomBytes(6).toString('hex')}`;
@@ -49,8 +50,8 @@ beforeAll(async () => {
     registerUser('pstranger'),
     registerUser('pother'),
   ]);
-  community = await newCommunity(manager);
-  otherCommunity = await newCommunity(otherManager);
+  community = await newCommunity({ manager: manager });
+  otherCommunity = await newCommunity({ manager: otherManager });
   await joinCommunity(member, community);
   const res = await postEvent(manager.accessToken, eventBody(community));
   expect(res.status, res.text).toBe(201);
@@ -114,8 +115,8 @@ describe('credentials', () => {
   it('a community-scoped token works for its community only', async () => {
     // The manager manages both communities; the token is scoped to one.
     const both = await registerUser('pboth');
-    const first = await newCommunity(both);
-    const second = await newCommunity(both);
+    const first = await newCommunity({ manager: both });
+    const second = await newCommunity({ manager: both });
     const scoped = await createToken(both, { community_id: first, permissions: ['/api/v1/platform/*'] });
 
     const ok = await postEvent(scoped.secret, eventBody(first));
@@ -140,7 +141,7 @@ describe('credentials', () => {
   it('a community-scoped token stops working for the community when its owner no longer manages it', async () => {
     const owner = await registerUser('pdemoted');
     const successor = await registerUser('psuccessor');
-    const scopedCommunity = await newCommunity(owner);
+    const scopedCommunity = await newCommunity({ manager: owner });
     await db()`select admin.add_manager(${scopedCommunity}, ${successor.email})`;
     const scoped = await createToken(owner, { community_id: scopedCommunity });
     expect((await postEvent(scoped.secret, eventBody(scopedCommunity))).status).toBe(201);

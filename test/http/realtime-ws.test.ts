@@ -5,8 +5,10 @@ import { createClient, type RealtimeChannel, type SupabaseClient } from '@supaba
 import { afterAll, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
 import { baseUrl, db, forgeToken, registerUser } from '../helpers.ts';
-import { addMember, createCommunity, createEvent } from '../support/event-fixtures.ts';
+import { createCommunity, createEvent } from '../support/event-fixtures.ts';
+import { addMember } from '../support/sql-fixtures.ts';
 import { openStream } from '../support/sse.ts';
+import { waitFor } from '../support/wait.ts';
 
 const clients: SupabaseClient[] = [];
 afterAll(async () => {
@@ -49,16 +51,6 @@ function subscribe(channel: RealtimeChannel): Promise<{ status: string; error?: 
       }
     });
   });
-}
-
-async function waitFor<T>(fn: () => T | undefined, what: string, timeoutMs = 5000): Promise<T> {
-  const started = Date.now();
-  for (;;) {
-    const value = fn();
-    if (value !== undefined) return value;
-    if (Date.now() - started > timeoutMs) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 20));
-  }
 }
 
 describe('supabase-js postgres_changes through /realtime/v1/websocket', () => {

@@ -8,16 +8,7 @@ import WebSocket from 'ws';
 import { withClaims } from '../../gateway/core/db.ts';
 import { api, asUser, baseUrl, db, registerUser } from '../helpers.ts';
 import { openStream } from '../support/sse.ts';
-
-async function waitFor<T>(fn: () => T | undefined, what: string, timeoutMs = 5000): Promise<T> {
-  const started = Date.now();
-  for (;;) {
-    const value = fn();
-    if (value !== undefined) return value;
-    if (Date.now() - started > timeoutMs) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 20));
-  }
-}
+import { waitFor } from '../support/wait.ts';
 
 /** A raw websocket with one channel joined with the token. */
 async function joinedSocket(token: string) {

@@ -10,7 +10,9 @@ import { loadConfig, type Config } from '../../gateway/core/config.ts';
 import { createLogger } from '../../gateway/core/log.ts';
 import { startGateway, type RunningGateway } from '../../gateway/server.ts';
 import { databaseUrl, db, expectErrorShape, forgeToken, jwtSecret, publicUrl, registerUser, type TestUser } from '../helpers.ts';
-import { addMember, createCommunity, createEvent, ISO, type Community } from '../support/event-fixtures.ts';
+import { createCommunity, createEvent, type Community } from '../support/event-fixtures.ts';
+import { ISO } from '../support/formats.ts';
+import { addMember } from '../support/sql-fixtures.ts';
 import { openStream, STREAM_PATH, type SseMessage, type SseStream } from '../support/sse.ts';
 
 const open: SseStream[] = [];

@@ -4,30 +4,11 @@
 // races: parallel opposite links never both succeed.
 import { describe, expect, it } from 'vitest';
 import { api, db, expectErrorShape, registerUser, type TestUser } from '../helpers.ts';
-
-const ISO = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/;
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
-const UNKNOWN = '00000000-0000-4000-8000-000000000000';
-
-interface Task {
-  id: string;
-  created_by: string;
-  inserted_at: string;
-  updated_at: string;
-  meta: Record<string, any>;
-}
-
-async function createTask(user: TestUser, body: Record<string, unknown> = {}): Promise<Task> {
-  const res = await api('POST', '/api/mobile/tasks', { token: user.accessToken, body });
-  if (res.status !== 201) throw new Error(`create failed: ${res.status} ${res.text}`);
-  return res.body.task;
-}
+import { ISO, UNKNOWN, UUID } from '../support/formats.ts';
+import { createTask, get, post, type Task } from '../support/tasks.ts';
 
 const link = (user: TestUser, from: string, to: string, transition_meta?: unknown) =>
   api('POST', `/api/mobile/tasks/${from}/link`, { token: user.accessToken, body: { destination_task_id: to, transition_meta } });
-
-const post = (user: TestUser, path: string, body?: unknown) => api('POST', path, { token: user.accessToken, body });
-const get = (user: TestUser, path: string) => api('GET', path, { token: user.accessToken });
 
 /** The Simple body (docs/api.md#errors): exactly {error: string}. */
 function expectSimple(body: unknown, message?: RegExp): void {

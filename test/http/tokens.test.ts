@@ -7,10 +7,10 @@ import crypto from 'node:crypto';
 import fs from 'node:fs';
 import { describe, expect, inject, it } from 'vitest';
 import { api, db, expectErrorShape, registerUser } from '../helpers.ts';
-import { createToken, joinCommunity, newCommunity, SECRET } from '../support/api-tokens.ts';
+import { createToken, joinCommunity, SECRET } from '../support/api-tokens.ts';
+import { ISO, UUID } from '../support/formats.ts';
+import { newCommunity } from '../support/sql-fixtures.ts';
 
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
-const ISO = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/;
 const randomSecret = () => {
   const alphabet = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789';
   return 'cbk_' + Array.from(crypto.randomBytes(40), (b) => alphabet[b % 62]).join('');
@@ -116,7 +116,7 @@ describe('community-scoped tokens', () => {
     const manager = await registerUser('mgr');
     const member = await registerUser('member');
     const stranger = await registerUser('stranger');
-    const community = await newCommunity(manager);
+    const community = await newCommunity({ manager: manager });
     await joinCommunity(member, community);
 
     const created = await createToken(manager, { community_id: community });

@@ -7,7 +7,7 @@ import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { isAlive } from '../../gateway/tooling/embedded-postgres.ts';
 import { databaseUrl } from '../helpers.ts';
-import { freePort } from '../support/processes.ts';
+import { exited, freePort } from '../support/processes.ts';
 
 const root = path.resolve(import.meta.dirname, '..', '..');
 const started: ChildProcess[] = [];
@@ -53,10 +53,6 @@ function mcpChildOf(pid: number): number {
   const line = out.split('\n').find((l) => l.includes('mcp-server/main.ts'));
   if (!line) throw new Error(`no MCP child of ${pid}: ${out}`);
   return Number(line.trim().split(/\s+/)[0]);
-}
-
-function exited(child: ChildProcess): Promise<number | null> {
-  return new Promise((resolve) => (child.exitCode !== null ? resolve(child.exitCode) : child.on('exit', (code) => resolve(code))));
 }
 
 async function gone(pid: number, ms = 15_000): Promise<boolean> {

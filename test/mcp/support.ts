@@ -9,6 +9,7 @@ import { loadConfig } from '../../gateway/core/config.ts';
 import { createLogger } from '../../gateway/core/log.ts';
 import { startMcpServer, type RunningMcpServer } from '../../mcp-server/server.ts';
 import { api, baseUrl, databaseUrl, db, publicUrl, registerUser, type TestUser } from '../helpers.ts';
+import { newCommunity } from '../support/sql-fixtures.ts';
 
 export const mcpUrl = inject('mcpUrl');
 
@@ -38,10 +39,8 @@ export async function mintOAuthToken(userId: string, scopes = ['mcp:read', 'mcp:
 }
 
 /** A community managed by the user (through the operator function). */
-export async function createManagedCommunity(managerEmail: string, name = 'Community'): Promise<string> {
-  const [row] = await db()`select admin.create_community(${`${name} ${crypto.randomBytes(3).toString('hex')}`},
-                                                          'A place', ${['mcp', 'test']}, ${managerEmail}) as id`;
-  return row!.id as string;
+export function createManagedCommunity(managerEmail: string, name = 'Community'): Promise<string> {
+  return newCommunity({ name: `${name} ${crypto.randomBytes(3).toString('hex')}`, description: 'A place', tags: ['mcp', 'test'], manager: managerEmail });
 }
 
 const clients: Client[] = [];

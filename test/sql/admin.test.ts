@@ -1,23 +1,18 @@
 // SQL-level tests of the operator functions (schema admin) and of the
 // member_count trigger they rely on.
 import { describe, expect, it } from 'vitest';
-import { db, uniqueEmail } from '../helpers.ts';
-
-const newUser = async () => {
-  const email = uniqueEmail('admin');
-  const [row] = await db()`select admin.create_user(${email}, 'password123', 'Ada Admin') as id`;
-  return { email, id: row!.id as string };
-};
+import { db } from '../helpers.ts';
+import { newUser } from '../support/sql-fixtures.ts';
 
 describe('admin functions', () => {
   it('create_user makes the same user, profile and node that register makes', async () => {
-    const user = await newUser();
+    const user = await newUser({ prefix: 'admin', name: 'Ada Admin' });
     const [row] = await db()`select p.name, n.kind from app.profiles p join app.nodes n on n.id = p.node_id where p.id = ${user.id}`;
     expect(row).toEqual({ name: 'Ada Admin', kind: 'user' });
   });
 
   it('create_community with a manager: node, membership as manager, member_count 1', async () => {
-    const user = await newUser();
+    const user = await newUser({ prefix: 'admin', name: 'Ada Admin' });
     const [c] = await db()`select admin.create_community('Runners', 'We run', array['sport','outdoor'], ${user.email}) as id`;
     const [row] = await db()`
       select c.name, c.description, c.tags, c.member_count, n.kind, m.role
@@ -39,8 +34,8 @@ describe('admin functions', () => {
   });
 
   it('add_manager joins a non-member as manager, or promotes a member', async () => {
-    const owner = await newUser();
-    const other = await newUser();
+    const owner = await newUser({ prefix: 'admin', name: 'Ada Admin' });
+    const other = await newUser({ prefix: 'admin', name: 'Ada Admin' });
     const [c] = await db()`select admin.create_community('Chess', null, '{}', ${owner.email}) as id`;
     await db()`select admin.add_manager(${c!.id}, ${other.email})`;
     await db()`select admin.add_manager(${c!.id}, ${other.email})`; // idempotent
@@ -52,7 +47,7 @@ describe('admin functions', () => {
   });
 
   it('set_subscription changes max_hats; unknown plan PT400, unknown user P0002', async () => {
-    const user = await newUser();
+    const user = await newUser({ prefix: 'admin', name: 'Ada Admin' });
     await db()`select admin.set_subscription(${user.email}, 'premium')`;
     const [row] = await db()`select s.max_hats, s.is_premium from app.profiles p join app.subscription_plans s on s.id = p.subscription_type where p.id = ${user.id}`;
     expect(row).toEqual({ max_hats: 10, is_premium: true });
@@ -95,7 +90,7 @@ describe('admin functions', () => {
 describe('member_count trigger', () => {
   it('stays equal to the number of memberships under parallel joins and leaves', async () => {
     const [c] = await db()`select admin.create_community('Busy') as id`;
-    const users = await Promise.all(Array.from({ length: 30 }, () => newUser()));
+    const users = await Promise.all(Array.from({ length: 30 }, () => newUser({ prefix: 'admin', name: 'Ada Admin' })));
     const nodes = await db()`select node_id from app.profiles where id in ${db()(users.map((u) => u.id))}`;
     await Promise.all(nodes.map((n) => db()`insert into app.community_members (community_id, member_node_id) values (${c!.id}, ${n.node_id})`));
     await Promise.all(

@@ -5,14 +5,9 @@
 import crypto from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { withClaims } from '../../gateway/core/db.ts';
-import { asAnon, asUser, db, uniqueEmail } from '../helpers.ts';
+import { asAnon, asUser, db } from '../helpers.ts';
+import { newUser } from '../support/sql-fixtures.ts';
 import { sqlState } from '../support/sql-state.ts';
-
-const newUser = async () => {
-  const email = uniqueEmail('toksql');
-  const [row] = await db()`select admin.create_user(${email}, 'password123') as id`;
-  return { email, id: row!.id as string };
-};
 
 const create = (userId: string, permissions: string[] = ['/*'], communityId: string | null = null, expiresAt: string | null = null) =>
   asUser(userId, (tx) => tx<{ token: Record<string, any>; token_value: string }[]>`
@@ -20,7 +15,6 @@ const create = (userId: string, permissions: string[] = ['/*'], communityId: str
 
 const authenticate = (secret: string, path: string) =>
   asAnon((tx) => tx`select * from api.api_token_authenticate(${secret}, ${path})`).then((rows) => rows[0]!);
-
 
 describe('permission patterns', () => {
   it.each([
@@ -67,7 +61,7 @@ describe('permission patterns', () => {
 
 describe('api.api_token_create', () => {
   it('returns the secret once (cbk_ + 40 base62) and stores only its SHA-256', async () => {
-    const user = await newUser();
+    const user = await newUser({ prefix: 'toksql' });
     const created = await create(user.id);
     expect(created.token_value).toMatch(/^cbk_[A-Za-z0-9]{40}$/);
     const [row] = await db()`select token_hash, to_jsonb(t)::text as everything from app.api_tokens t where id = ${created.token.id}`;
@@ -83,7 +77,7 @@ describe('api.api_token_create', () => {
   });
 
   it('rejects invalid input with PT422, a non-manager community scope with PT403, and an API token caller with PT403', async () => {
-    const user = await newUser();
+    const user = await newUser({ prefix: 'toksql' });
     expect(await sqlState(create(user.id, []))).toBe('PT422');
     expect(await sqlState(create(user.id, ['no-slash']))).toBe('PT422');
     expect(await sqlState(create(user.id, ['/*'], null, '2000-01-01T00:00:00Z'))).toBe('PT422');
@@ -100,7 +94,7 @@ describe('api.api_token_create', () => {
   });
 
   it('rejects a malformed pattern written directly to the table (trigger)', async () => {
-    const user = await newUser();
+    const user = await newUser({ prefix: 'toksql' });
     const direct = db()`insert into app.api_tokens (user_id, name, permissions, token_hash)
                         values (${user.id}, 'x', array['nope'], extensions.digest('x', 'sha256'))`;
     expect(await sqlState(direct)).toBe('PT422');
@@ -109,7 +103,7 @@ describe('api.api_token_create', () => {
 
 describe('api.api_token_authenticate', () => {
   it('returns the owner, scope and path verdict, and counts the use', async () => {
-    const user = await newUser();
+    const user = await newUser({ prefix: 'toksql' });
     const created = await create(user.id, ['/api/mobile/*']);
     const allowed = await authenticate(created.token_value, '/api/mobile/profile');
     expect(allowed).toEqual({ token_id: created.token.id, user_id: user.id, community_id: null, path_allowed: true, expires_at: null });
@@ -121,7 +115,7 @@ describe('api.api_token_authenticate', () => {
   });
 
   it('unknown, inactive and expired tokens raise PT401 and count nothing', async () => {
-    const user = await newUser();
+    const user = await newUser({ prefix: 'toksql' });
     const inactive = await create(user.id);
     const expired = await create(user.id);
     await db()`update app.api_tokens set active = false where id = ${inactive.token.id}`;
@@ -134,7 +128,7 @@ describe('api.api_token_authenticate', () => {
   });
 
   it('50 concurrent authentications add exactly 50', async () => {
-    const user = await newUser();
+    const user = await newUser({ prefix: 'toksql' });
     const created = await create(user.id);
     await Promise.all(Array.from({ length: 50 }, () => authenticate(created.token_value, '/x')));
     const [row] = await db()`select usage_count from app.api_tokens where id = ${created.token.id}`;
@@ -144,8 +138,8 @@ describe('api.api_token_authenticate', () => {
 
 describe('row-level security and deactivation', () => {
   it("a user reads and deactivates only their own tokens; nobody reads a hash", async () => {
-    const alice = await newUser();
-    const bob = await newUser();
+    const alice = await newUser({ prefix: 'toksql' });
+    const bob = await newUser({ prefix: 'toksql' });
     const aliceToken = await create(alice.id);
     await create(bob.id);
 

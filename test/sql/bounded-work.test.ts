@@ -3,32 +3,12 @@
 // 2^n paths, is walked in one pass), its depth is capped, and free-form
 // values have size limits in the tables themselves.
 import { describe, expect, it } from 'vitest';
-import { asUser, db, uniqueEmail } from '../helpers.ts';
-
-const newUser = async () => {
-  const [row] = await db()`select admin.create_user(${uniqueEmail('boundsql')}, 'password123') as id`;
-  return row!.id as string;
-};
-
-/** n tasks and the links i -> i+1, i -> i+2 (link times increasing), as the table owner. */
-async function ladder(user: string, n: number): Promise<string[]> {
-  const rows = await db()`
-    insert into app.tasks (created_by, meta)
-    select ${user}, jsonb_build_object('title', 't' || i, 'status', 'pending') from generate_series(0, ${n - 1}) i
-    returning id, (meta->>'title') as title`;
-  const byTitle = new Map(rows.map((r) => [r.title as string, r.id as string]));
-  const ids = Array.from({ length: n }, (_, i) => byTitle.get(`t${i}`)!);
-  await db()`
-    insert into app.task_transitions (created_by, origin_id, destination_id, inserted_at)
-    select ${user}, (${ids}::uuid[])[i], (${ids}::uuid[])[i + s], now() + make_interval(secs => 2 * i + s)
-      from generate_series(1, ${n}) i, (values (1), (2)) step(s)
-     where i + s <= ${n}`;
-  return ids;
-}
+import { asUser, db } from '../helpers.ts';
+import { ladder, newUser } from '../support/sql-fixtures.ts';
 
 describe('private.task_chain_walk / api.task_chain', () => {
   it('walks a ladder of 4000 tasks (7997 links) once per task, with breadth-first distances', async () => {
-    const user = await newUser();
+    const user = (await newUser({ prefix: 'boundsql' })).id;
     const ids = await ladder(user, 4000);
     const started = Date.now();
     const walk = await asUser(user, (tx) => tx`select id, steps from private.task_chain_walk(${ids[0]!}, true, 1000)`);
@@ -46,8 +26,8 @@ describe('private.task_chain_walk / api.task_chain', () => {
   });
 
   it('walks only from the caller\'s own task, along their own links', async () => {
-    const owner = await newUser();
-    const other = await newUser();
+    const owner = (await newUser({ prefix: 'boundsql' })).id;
+    const other = (await newUser({ prefix: 'boundsql' })).id;
     const ids = await ladder(owner, 5);
     expect(await asUser(other, (tx) => tx`select id from private.task_chain_walk(${ids[0]!}, true, 10)`)).toEqual([]);
     // A link someone else made (only an operator could) is not followed.
@@ -58,7 +38,7 @@ describe('private.task_chain_walk / api.task_chain', () => {
   });
 
   it('depth is 1..1000: PT422 outside', async () => {
-    const user = await newUser();
+    const user = (await newUser({ prefix: 'boundsql' })).id;
     const [a] = await ladder(user, 2);
     for (const depth of [0, 1001, 2147483647]) {
       await expect(asUser(user, (tx) => tx`select * from api.task_chain(${a!}, 'forward', ${depth})`)).rejects.toMatchObject({ code: 'PT422' });
@@ -69,14 +49,14 @@ describe('private.task_chain_walk / api.task_chain', () => {
 
 describe('size limits in the tables', () => {
   it('task meta, link meta and connection tags are bounded whatever writes them', async () => {
-    const user = await newUser();
+    const user = (await newUser({ prefix: 'boundsql' })).id;
     const [a, b] = await ladder(user, 2);
     await expect(db()`update app.tasks set meta = meta || jsonb_build_object('x', repeat('x', 140000)) where id = ${a!}`).rejects.toMatchObject({ code: '23514' });
     await expect(
       db()`insert into app.task_transitions (created_by, origin_id, destination_id, meta) values (${user}, ${b!}, ${a!}, jsonb_build_object('x', repeat('x', 33000)))`,
     ).rejects.toMatchObject({ code: '23514' });
     const [node] = await db()`select node_id from app.profiles where id = ${user}`;
-    const other = await newUser();
+    const other = (await newUser({ prefix: 'boundsql' })).id;
     const [target] = await db()`select node_id from app.profiles where id = ${other}`;
     await expect(
       db()`insert into app.connections (owner_node_id, target_node_id, connection_type, tags)

@@ -7,19 +7,8 @@
 // to milliseconds, and the edges are tested to the microsecond.
 import postgres from 'postgres';
 import { afterAll, describe, expect, it } from 'vitest';
-import { asUser, databaseUrl, db, uniqueEmail } from '../helpers.ts';
-
-const newUser = async () => {
-  const email = uniqueEmail('cisql');
-  const [row] = await db()`select admin.create_user(${email}, 'password123') as id`;
-  const [profile] = await db()`select node_id from app.profiles where id = ${row!.id}`;
-  return { email, id: row!.id as string, nodeId: profile!.node_id as string };
-};
-
-const newCommunity = async () => {
-  const [row] = await db()`select admin.create_community(${'c ' + Math.random()}) as id`;
-  return row!.id as string;
-};
+import { asUser, databaseUrl, db } from '../helpers.ts';
+import { newCommunity, newUser } from '../support/sql-fixtures.ts';
 
 const newVenue = async () => {
   const [row] = await db()`select admin.create_venue('Edge Hall') as id`;
@@ -146,7 +135,7 @@ describe('venue concurrency window: date - 2h <= now <= effective end + 2h', () 
 
 describe('check-in rows', () => {
   it('at most one current check-in per user and event, and per user and venue', async () => {
-    const user = await newUser();
+    const user = await newUser({ prefix: 'cisql' });
     const event = await newEvent(await newCommunity(), '2030-03-01T18:00:00Z');
     const venue = await newVenue();
     await db()`insert into app.checkins (user_id, event_id) values (${user.id}, ${event})`;
@@ -160,7 +149,7 @@ describe('check-in rows', () => {
   });
 
   it('a check-in is to an event or a venue, never both or neither', async () => {
-    const user = await newUser();
+    const user = await newUser({ prefix: 'cisql' });
     const event = await newEvent(await newCommunity(), '2030-03-02T18:00:00Z');
     const venue = await newVenue();
     await expect(db()`insert into app.checkins (user_id) values (${user.id})`).rejects.toMatchObject({ code: '23514' });
@@ -170,8 +159,8 @@ describe('check-in rows', () => {
   });
 
   it("the hat must be the user's own, whatever inserts the row", async () => {
-    const user = await newUser();
-    const other = await newUser();
+    const user = await newUser({ prefix: 'cisql' });
+    const other = await newUser({ prefix: 'cisql' });
     const event = await newEvent(await newCommunity(), '2030-03-03T18:00:00Z');
     const [hat] = await db()`insert into app.hats (user_id, name, hat_type) values (${other.id}, 'theirs', 'social') returning id`;
     await expect(
@@ -180,7 +169,7 @@ describe('check-in rows', () => {
   });
 
   it('api.event_checkin is idempotent and api.event_checkout keeps the row', async () => {
-    const user = await newUser();
+    const user = await newUser({ prefix: 'cisql' });
     const event = await newEvent(await newCommunity(), '2030-03-04T18:00:00Z');
     const [first] = await asUser(user.id, (tx) => tx`select * from api.event_checkin(${event})`);
     const [second] = await asUser(user.id, (tx) => tx`select * from api.event_checkin(${event})`);
@@ -199,8 +188,8 @@ describe('check-in rows', () => {
 
 describe('row-level security', () => {
   it("check-ins: a user reads only their own and cannot check someone else in or out", async () => {
-    const alice = await newUser();
-    const bob = await newUser();
+    const alice = await newUser({ prefix: 'cisql' });
+    const bob = await newUser({ prefix: 'cisql' });
     const event = await newEvent(await newCommunity(), '2030-04-01T18:00:00Z');
     await asUser(alice.id, (tx) => tx`select * from api.event_checkin(${event})`);
     await asUser(bob.id, (tx) => tx`select * from api.event_checkin(${event})`);
@@ -214,8 +203,8 @@ describe('row-level security', () => {
   });
 
   it('connections: a user reads and changes only their own', async () => {
-    const alice = await newUser();
-    const bob = await newUser();
+    const alice = await newUser({ prefix: 'cisql' });
+    const bob = await newUser({ prefix: 'cisql' });
     const [mine] = await asUser(alice.id, (tx) => tx`select * from api.connection_create(${bob.nodeId})`);
     await asUser(bob.id, (tx) => tx`select * from api.connection_create(${alice.nodeId})`);
     const aliceSees = await asUser(alice.id, (tx) => tx`select id, owner_node_id from app.connections`);
@@ -233,7 +222,7 @@ describe('row-level security', () => {
   });
 
   it('request roles cannot read the change log directly', async () => {
-    const user = await newUser();
+    const user = await newUser({ prefix: 'cisql' });
     await expect(asUser(user.id, (tx) => tx`select * from app.change_log limit 1`)).rejects.toMatchObject({ code: '42501' });
   });
 });

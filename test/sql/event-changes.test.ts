@@ -7,7 +7,9 @@ import postgres from 'postgres';
 import { afterAll, describe, expect, it } from 'vitest';
 import type { Tx } from '../../gateway/core/db.ts';
 import { asUser, databaseUrl, db } from '../helpers.ts';
-import { PUBLIC, head, join, newCommunity, newEvent, newUser } from '../support/feed-sql.ts';
+import { createEvent } from '../support/event-fixtures.ts';
+import { PUBLIC, head } from '../support/feed-sql.ts';
+import { addMember, newCommunity, newUser } from '../support/sql-fixtures.ts';
 
 interface Message {
   change_id: string;
@@ -41,10 +43,10 @@ describe('api.event_stream_changes: a change as one user sees it', () => {
     const user = await newUser();
     const community = await newCommunity();
     const other = await newCommunity();
-    await join(community, user.nodeId);
+    await addMember(community, user.id);
     const start = await head();
-    const event = await newEvent(community, '1 day', null, 'A');
-    await newEvent(other, '1 day', null, 'Not mine');
+    const event = (await createEvent({ communityId: community, starts: '1 day', title: 'A' })).id;
+    await createEvent({ communityId: other, starts: '1 day', title: 'Not mine' });
     await db()`update app.events set title = 'A2' where id = ${event}`;
     await db()`delete from app.events where id = ${event}`;
     const messages = await changesFor(user.id, start);
@@ -59,8 +61,8 @@ describe('api.event_stream_changes: a change as one user sees it', () => {
     const user = await newUser();
     const community = await newCommunity();
     const other = await newCommunity();
-    await join(community, user.nodeId);
-    const event = await newEvent(community, '1 day', null, 'M');
+    await addMember(community, user.id);
+    const event = (await createEvent({ communityId: community, starts: '1 day', title: 'M' })).id;
     const start = await head();
     await db()`update app.events set community_id = ${other} where id = ${event}`;
     await db()`update app.events set title = 'M elsewhere' where id = ${event}`;
@@ -74,9 +76,9 @@ describe('api.event_stream_changes: a change as one user sees it', () => {
   it('an ongoing event is still in the feed; an expiry entry is a delete', async () => {
     const user = await newUser();
     const community = await newCommunity();
-    await join(community, user.nodeId);
+    await addMember(community, user.id);
     const start = await head();
-    const event = await newEvent(community, '-1 hour', '1 second', 'Ongoing');
+    const event = (await createEvent({ communityId: community, starts: '-1 hour', ends: '1 second', title: 'Ongoing' })).id;
     await new Promise((r) => setTimeout(r, 1100));
     await db()`select private.log_event_expiries()`;
     const messages = await changesFor(user.id, start);
@@ -90,12 +92,12 @@ describe('api.event_stream_changes: a change as one user sees it', () => {
     const user = await newUser();
     const stranger = await newUser();
     const community = await newCommunity();
-    await newEvent(community, '2 days', null, 'Second');
-    await newEvent(community, '1 day', null, 'First');
-    await newEvent(community, '-1 day', null, 'Past');
+    await createEvent({ communityId: community, starts: '2 days', title: 'Second' });
+    await createEvent({ communityId: community, starts: '1 day', title: 'First' });
+    await createEvent({ communityId: community, starts: '-1 day', title: 'Past' });
     const start = await head();
-    await join(community, stranger.nodeId);
-    await join(community, user.nodeId);
+    await addMember(community, stranger.id);
+    await addMember(community, user.id);
     await db()`update app.community_members set role = 'manager' where community_id = ${community} and member_node_id = ${user.nodeId}`;
     let messages = await changesFor(user.id, start);
     expect(summary(messages)).toEqual(['insert:First', 'insert:Second', 'update:First', 'update:Second']);
@@ -114,7 +116,7 @@ describe('api.event_stream_changes: a change as one user sees it', () => {
   it('a membership update that changes nothing is not logged', async () => {
     const user = await newUser();
     const community = await newCommunity();
-    await join(community, user.nodeId);
+    await addMember(community, user.id);
     const before = await head();
     await db()`update app.community_members set role = role where community_id = ${community}`;
     expect(await head()).toBe(before);
@@ -125,13 +127,13 @@ describe('private.event_stream_audience: who is read for a range', () => {
   it('the members of every community an event change touches, and users whose membership changed; no one else', async () => {
     const [a, b, c] = [await newCommunity(), await newCommunity(), await newCommunity()];
     const [inA, inB, inC, joiner] = [await newUser(), await newUser(), await newUser(), await newUser()];
-    await join(a, inA.nodeId);
-    await join(b, inB.nodeId);
-    await join(c, inC.nodeId);
-    const event = await newEvent(a, '1 day');
+    await addMember(a, inA.id);
+    await addMember(b, inB.id);
+    await addMember(c, inC.id);
+    const event = (await createEvent({ communityId: a, starts: '1 day', title: 'Event' })).id;
     const start = await head();
     await db()`update app.events set community_id = ${b} where id = ${event}`;
-    await join(c, joiner.nodeId);
+    await addMember(c, joiner.id);
     const rows = await db()`select id from private.event_stream_audience(${start}, ${await head()}) as id`;
     const audience = rows.map((r) => r.id);
     expect(audience).toEqual(expect.arrayContaining([inA.id, inB.id, joiner.id]));
@@ -148,8 +150,8 @@ describe('api.event_stream_open: snapshot, resume, reset', () => {
   it('a snapshot is GET /upcoming with __sync_meta, and the change id it is consistent with', async () => {
     const user = await newUser();
     const community = await newCommunity();
-    await join(community, user.nodeId);
-    await newEvent(community, '1 day', null, 'Snap');
+    await addMember(community, user.id);
+    await createEvent({ communityId: community, starts: '1 day', title: 'Snap' });
     const [open] = await asUser(user.id, (tx) => tx`select * from api.event_stream_open('test', null, ${PUBLIC}, 60)`);
     expect(open!.mode).toBe('snapshot');
     expect(Number(open!.last_event_id)).toBeGreaterThanOrEqual(await head() - 1000);
@@ -170,7 +172,7 @@ describe('api.event_stream_open: snapshot, resume, reset', () => {
       expect(future!.mode).toBe('reset');
     });
     await rolledBack(async (tx, as) => {
-      await newEvent(await newCommunity(), '1 day');
+      await createEvent({ communityId: await newCommunity(), starts: '1 day', title: 'Event' });
       const [mine] = await tx`select max(id) as id from app.change_log`;
       // Make the newest entry old, and prune: everything up to it goes, and
       // the watermark says so.
@@ -201,7 +203,7 @@ describe('api.event_stream_open: snapshot, resume, reset', () => {
 describe('expiries and pruning across replicas', () => {
   it('two gateways logging expiries at once log each ended event once', async () => {
     const community = await newCommunity();
-    const events = await Promise.all([1, 2, 3].map(() => newEvent(community, '-1 hour', '500 milliseconds')));
+    const events = await Promise.all([1, 2, 3].map(async () => (await createEvent({ communityId: community, starts: '-1 hour', ends: '500 milliseconds', title: 'Event' })).id));
     await new Promise((r) => setTimeout(r, 700));
     const a = postgres(databaseUrl, { max: 1, onnotice: () => {} });
     const b = postgres(databaseUrl, { max: 1, onnotice: () => {} });
@@ -245,7 +247,7 @@ describe('postgres_changes rows and the supabase_realtime publication', () => {
     const user = await newUser();
     const community = await newCommunity();
     const start = await head();
-    const event = await newEvent(community, '1 day', null, 'Raw');
+    const event = (await createEvent({ communityId: community, starts: '1 day', title: 'Raw' })).id;
     await db()`update app.events set title = 'Raw 2' where id = ${event}`;
     await db()`delete from app.events where id = ${event}`;
     const rows = await asUser(user.id, (tx) => tx`select * from api.realtime_event_changes(${start}, ${9e15})`);

@@ -4,7 +4,9 @@
 // every user must get from the fan-out exactly what that path gives them.
 import { describe, expect, it } from 'vitest';
 import { asUser, db } from '../helpers.ts';
-import { PUBLIC, head, join, newCommunity, newEvent, newUser, type FeedUser as User } from '../support/feed-sql.ts';
+import { createEvent } from '../support/event-fixtures.ts';
+import { PUBLIC, head } from '../support/feed-sql.ts';
+import { addMember, newCommunity, newUser, type SqlUser as User } from '../support/sql-fixtures.ts';
 
 interface Delivery {
   change_id: string;
@@ -31,21 +33,21 @@ describe('private.event_stream_fanout: one read for everyone', () => {
     const [a, b, quiet] = [await newCommunity(), await newCommunity(), await newCommunity()];
     const users = await Promise.all(Array.from({ length: 7 }, () => newUser()));
     const [memberA, managerA, memberB, both, joiner, leaver, outsider] = users as [User, User, User, User, User, User, User];
-    await join(a, memberA.nodeId);
-    await join(a, managerA.nodeId, 'manager');
-    await join(b, memberB.nodeId);
-    await join(a, both.nodeId);
-    await join(b, both.nodeId, 'manager');
-    await join(a, leaver.nodeId);
-    await join(quiet, outsider.nodeId);
-    const staying = await newEvent(a, '2 days', null, 'Staying');
-    await newEvent(a, '-1 hour', '1 second', 'Ending');
+    await addMember(a, memberA.id);
+    await addMember(a, managerA.id, 'manager');
+    await addMember(b, memberB.id);
+    await addMember(a, both.id);
+    await addMember(b, both.id, 'manager');
+    await addMember(a, leaver.id);
+    await addMember(quiet, outsider.id);
+    const staying = (await createEvent({ communityId: a, starts: '2 days', title: 'Staying' })).id;
+    await createEvent({ communityId: a, starts: '-1 hour', ends: '1 second', title: 'Ending' });
     const start = await head();
 
-    const moved = await newEvent(a, '1 day', null, 'Moved');
+    const moved = (await createEvent({ communityId: a, starts: '1 day', title: 'Moved' })).id;
     await db()`update app.events set title = 'Staying 2' where id = ${staying}`;
     await db()`update app.events set community_id = ${b} where id = ${moved}`;
-    await join(a, joiner.nodeId);
+    await addMember(a, joiner.id);
     await db()`delete from app.community_members where community_id = ${a} and member_node_id = ${leaver.nodeId}`;
     await db()`update app.events set starts_at = now() - interval '3 hours' where id = ${staying}`; // ended: a delete
     await new Promise((r) => setTimeout(r, 1100));
@@ -68,9 +70,9 @@ describe('private.event_stream_fanout: one read for everyone', () => {
     const community = await newCommunity();
     const members = await Promise.all(Array.from({ length: 4 }, () => newUser()));
     const manager = await newUser();
-    for (const m of members) await join(community, m.nodeId);
-    await join(community, manager.nodeId, 'manager');
-    const event = await newEvent(community, '1 day', null, 'Viewed');
+    for (const m of members) await addMember(community, m.id);
+    await addMember(community, manager.id, 'manager');
+    const event = (await createEvent({ communityId: community, starts: '1 day', title: 'Viewed' })).id;
     const start = await head();
     await db()`update app.events set title = 'Viewed 2', platform_a_url = 'https://a.example.com/e' where id = ${event}`;
     const rows = await fanout(start, await head());
@@ -87,10 +89,10 @@ describe('private.event_stream_fanout: one read for everyone', () => {
   it('only_users restricts the answer; the caller\'s claims are left as they were', async () => {
     const community = await newCommunity();
     const [one, two] = [await newUser(), await newUser()];
-    await join(community, one.nodeId);
-    await join(community, two.nodeId);
+    await addMember(community, one.id);
+    await addMember(community, two.id);
     const start = await head();
-    await newEvent(community, '1 day', null, 'Only');
+    await createEvent({ communityId: community, starts: '1 day', title: 'Only' });
     const rows = await fanout(start, await head(), [two.id]);
     expect(rows.map((r) => r.user_ids)).toEqual([[two.id]]);
     const [claims] = await db().begin(async (tx) => {

@@ -7,7 +7,9 @@
 import crypto from 'node:crypto';
 import { afterAll, describe, expect, it } from 'vitest';
 import { asUser, db } from '../helpers.ts';
-import { PUBLIC, head, join, newCommunity, newEvent, newUser } from '../support/feed-sql.ts';
+import { createEvent } from '../support/event-fixtures.ts';
+import { PUBLIC, head } from '../support/feed-sql.ts';
+import { addMember, newCommunity, newUser } from '../support/sql-fixtures.ts';
 
 const GATEWAY = 'sql-batch-test';
 
@@ -39,13 +41,13 @@ describe('private.event_streams_open', () => {
   it('gives each user the snapshot api.event_stream_open gives them, one per distinct view, manager fields to managers', async () => {
     const community = await newCommunity();
     const other = await newCommunity();
-    await newEvent(community, '1 day', null, 'Shared');
-    await newEvent(community, '2 days', '2 days 3 hours', 'Later');
-    await newEvent(other, '1 day', null, 'Elsewhere');
+    await createEvent({ communityId: community, starts: '1 day', title: 'Shared' });
+    await createEvent({ communityId: community, starts: '2 days', ends: '2 days 3 hours', title: 'Later' });
+    await createEvent({ communityId: other, starts: '1 day', title: 'Elsewhere' });
     const [a, b, manager, outsider] = await Promise.all([newUser(), newUser(), newUser(), newUser()]);
-    await join(community, a.nodeId);
-    await join(community, b.nodeId);
-    await join(community, manager.nodeId, 'manager');
+    await addMember(community, a.id);
+    await addMember(community, b.id);
+    await addMember(community, manager.id, 'manager');
 
     const opened = await openBatch([a, b, manager, outsider].map((u) => ({ user_id: u.id })));
     expect(opened.streams).toHaveLength(4);

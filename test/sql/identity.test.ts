@@ -2,12 +2,7 @@
 // what a DBA runs after changing them.
 import { describe, expect, it } from 'vitest';
 import { asAnon, asUser, db, uniqueEmail } from '../helpers.ts';
-
-const newUser = async (password = 'password123') => {
-  const email = uniqueEmail('sql');
-  const [row] = await db()`select admin.create_user(${email}, ${password}) as id`;
-  return { email, password, id: row!.id as string };
-};
+import { newUser } from '../support/sql-fixtures.ts';
 
 describe('compatibility layer', () => {
   it('has the Supabase roles', async () => {

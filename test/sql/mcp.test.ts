@@ -6,19 +6,12 @@ import crypto from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { withClaims } from '../../gateway/core/db.ts';
 import { asUser, db, uniqueEmail } from '../helpers.ts';
-
-const newUser = async () => {
-  const email = uniqueEmail('mcpsql');
-  const [row] = await db()`select admin.create_user(${email}, 'password123') as id`;
-  return { email, id: row!.id as string };
-};
-const newCommunity = async (manager: string) =>
-  (await db()`select admin.create_community(${`M ${crypto.randomBytes(3).toString('hex')}`}, null, '{}', ${manager}) as id`)[0]!.id as string;
+import { newCommunity, newUser } from '../support/sql-fixtures.ts';
 
 describe('scoping', () => {
   it('only managed communities; only own members; both as PT404 not_found', async () => {
-    const [a, b] = [await newUser(), await newUser()];
-    const community = await newCommunity(a.email);
+    const [a, b] = [await newUser({ prefix: 'mcpsql' }), await newUser({ prefix: 'mcpsql' })];
+    const community = await newCommunity({ manager: a });
     const profile = (await asUser(a.id, (tx) => tx`select api.mcp_community_profile(${community}) as r`))[0]!.r;
     expect(profile).toMatchObject({ id: community, accepts_handoffs: false });
     await expect(asUser(b.id, (tx) => tx`select api.mcp_community_profile(${community})`)).rejects.toMatchObject({ code: 'PT404', hint: 'not_found' });
@@ -30,8 +23,8 @@ describe('scoping', () => {
   });
 
   it('refuses a community-scoped token (claims) with PT403 community_scope_violation', async () => {
-    const a = await newUser();
-    const community = await newCommunity(a.email);
+    const a = await newUser({ prefix: 'mcpsql' });
+    const community = await newCommunity({ manager: a });
     const claims = { role: 'authenticated' as const, sub: a.id, token_id: crypto.randomUUID(), token_community_id: community };
     await expect(withClaims(db(), claims, (tx) => tx`select api.mcp_community_profile(${community})`)).rejects.toMatchObject({
       code: 'PT403',
@@ -42,7 +35,7 @@ describe('scoping', () => {
 
 describe('private.agent_quota_take', () => {
   it('allows exactly the hourly allowance under parallel transactions, then PT429 rate_limited', async () => {
-    const a = await newUser();
+    const a = await newUser({ prefix: 'mcpsql' });
     await db()`insert into private.agent_tool_limits (tool, per_hour) values ('sql_test_tool', 5) on conflict (tool) do update set per_hour = 5`;
     const results = await Promise.allSettled(
       Array.from({ length: 9 }, () => asUser(a.id, (tx) => tx`select private.agent_quota_take('sql_test_tool')`)),
@@ -60,7 +53,7 @@ describe('private.agent_quota_take', () => {
 describe('private.mcp_admit', () => {
   it('counts per IP per minute and reports the session owner', async () => {
     const ip = `192.0.2.${crypto.randomInt(1, 250)}`;
-    const a = await newUser();
+    const a = await newUser({ prefix: 'mcpsql' });
     const [{ id: session }] = (await db()`select private.mcp_session_open(${a.id}, 'c', '1', '2025-03-26') as id`) as unknown as [{ id: string }];
     const answers = [];
     for (let i = 0; i < 4; i++) answers.push((await db()`select * from private.mcp_admit(${ip}, 3, ${session})`)[0]!);

@@ -6,17 +6,9 @@ import crypto from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { withClaims, type RequestClaims } from '../../gateway/core/db.ts';
 import { asAnon, asUser, db, uniqueEmail } from '../helpers.ts';
+import { newCommunity, newUser } from '../support/sql-fixtures.ts';
 import { sqlState } from '../support/sql-state.ts';
 
-const newUser = async () => {
-  const email = uniqueEmail('platsql');
-  const [row] = await db()`select admin.create_user(${email}, 'password123') as id`;
-  return { email, id: row!.id as string };
-};
-const newCommunity = async (managerEmail: string | null) => {
-  const [row] = await db()`select admin.create_community(${'plat ' + Math.random()}, null, '{}', ${managerEmail}) as id`;
-  return row!.id as string;
-};
 const claimsFor = (userId: string, tokenCommunity: string | null = null, tokenId: string | null = null): RequestClaims => ({
   role: 'authenticated',
   sub: userId,
@@ -27,10 +19,10 @@ const authorize = (claims: RequestClaims, community: string) =>
 
 describe('private.platform_authorize', () => {
   it('admits a manager (access token or personal token) and a community token of that community only', async () => {
-    const manager = await newUser();
-    const other = await newUser();
-    const community = await newCommunity(manager.email);
-    const second = await newCommunity(manager.email);
+    const manager = await newUser({ prefix: 'platsql' });
+    const other = await newUser({ prefix: 'platsql' });
+    const community = await newCommunity({ manager: manager });
+    const second = await newCommunity({ manager: manager });
     const tokenId = crypto.randomUUID();
 
     expect(await sqlState(authorize(claimsFor(manager.id), community))).toBe('ok');
@@ -66,8 +58,8 @@ describe('private.platform_venue', () => {
 
 describe('api.platform_event_create', () => {
   it('20 concurrent identical calls make one event; one reports created', async () => {
-    const manager = await newUser();
-    const community = await newCommunity(manager.email);
+    const manager = await newUser({ prefix: 'platsql' });
+    const community = await newCommunity({ manager: manager });
     const externalId = `sql-${crypto.randomUUID()}`;
     const results = await Promise.all(
       Array.from({ length: 20 }, () =>
@@ -83,7 +75,7 @@ describe('api.platform_event_create', () => {
   });
 
   it('the unique constraint holds even without the function', async () => {
-    const community = await newCommunity(null);
+    const community = await newCommunity();
     const insert = () => db()`
       with n as (insert into app.nodes (kind) values ('event') returning id)
       insert into app.events (node_id, community_id, title, starts_at, external_platform, external_id)
@@ -116,9 +108,9 @@ describe('accounts without a password', () => {
 
 describe('check-ins for a given user', () => {
   it('private.check_in_user is idempotent; a request role can still only check itself in', async () => {
-    const alice = await newUser();
-    const bob = await newUser();
-    const community = await newCommunity(null);
+    const alice = await newUser({ prefix: 'platsql' });
+    const bob = await newUser({ prefix: 'platsql' });
+    const community = await newCommunity();
     const [event] = await db()`select admin.create_event(${community}, 'ci', now() + interval '1 hour') as id`;
     const checkIn = () => db()`select * from private.check_in_user(${alice.id}, ${event!.id}, null, null, null, null)`.then((r) => r[0]!);
     const first = await checkIn();

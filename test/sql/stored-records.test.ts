@@ -4,7 +4,8 @@
 // days go, a batch at a time), which the MCP process runs every minute.
 import crypto from 'node:crypto';
 import { describe, expect, it } from 'vitest';
-import { db, uniqueEmail } from '../helpers.ts';
+import { db } from '../helpers.ts';
+import { newUser } from '../support/sql-fixtures.ts';
 
 const capped = async (value: unknown, max?: number) => {
   const [row] = max === undefined
@@ -43,9 +44,7 @@ describe('private.json_capped', () => {
 
 describe('private.stored_records_prune', () => {
   it('deletes live test results and tool-call records older than 30 days, at most a batch of each per call', async () => {
-    const email = uniqueEmail('prune');
-    const [user] = await db()`select admin.create_user(${email}, 'password123') as id`;
-    const userId = user!.id as string;
+    const { id: userId } = await newUser({ prefix: 'prune' });
     const [endpoint] = await db()`select id from app.api_endpoints limit 1`;
     const [token] = await db()`insert into app.api_tokens (user_id, name, permissions, token_hash)
                                values (${userId}, 'prune', array['*'], extensions.digest(${crypto.randomUUID()}, 'sha256')) returning id`;

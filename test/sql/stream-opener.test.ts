@@ -7,7 +7,9 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { StreamOpener } from '../../gateway/realtime/opener.ts';
 import { HttpError } from '../../gateway/core/errors.ts';
 import { db } from '../helpers.ts';
-import { PUBLIC, join, newCommunity, newEvent, newUser } from '../support/feed-sql.ts';
+import { createEvent } from '../support/event-fixtures.ts';
+import { PUBLIC } from '../support/feed-sql.ts';
+import { addMember, newCommunity, newUser } from '../support/sql-fixtures.ts';
 
 const GATEWAY = `opener-test-${crypto.randomUUID()}`;
 const options = { gatewayId: GATEWAY, publicUrl: PUBLIC, registrationTtlSeconds: 60, statementTimeoutMs: 5000 };
@@ -19,9 +21,9 @@ afterAll(async () => {
 describe('StreamOpener', () => {
   it('opens 30 streams arriving at once in a few batches, each with its own answer', async () => {
     const community = await newCommunity();
-    await newEvent(community, '1 day', null, 'Batched');
+    await createEvent({ communityId: community, starts: '1 day', title: 'Batched' });
     const users = await Promise.all(Array.from({ length: 29 }, () => newUser()));
-    for (const u of users) await join(community, u.nodeId);
+    for (const u of users) await addMember(community, u.id);
     const opener = new StreamOpener(db(), options);
     const outcomes = await Promise.allSettled([
       ...users.map((u) => opener.open({ userId: u.id, sessionId: null, lastEventId: null })),

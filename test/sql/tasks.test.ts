@@ -4,12 +4,8 @@
 // over branching graphs without path explosion, row-level security on tasks,
 // links and deals, and the deal trigger.
 import { describe, expect, it } from 'vitest';
-import { asUser, db, uniqueEmail } from '../helpers.ts';
-
-const newUser = async () => {
-  const [row] = await db()`select admin.create_user(${uniqueEmail('tasksql')}, 'password123') as id`;
-  return row!.id as string;
-};
+import { asUser, db } from '../helpers.ts';
+import { newUser } from '../support/sql-fixtures.ts';
 
 /** Tasks inserted as the table owner, returned in order. */
 async function insertTasks(userId: string, titles: string[], status = 'pending'): Promise<string[]> {
@@ -27,7 +23,7 @@ const insertLink = (userId: string, from: string, to: string) =>
 
 describe('status guard trigger', () => {
   it('refuses every status change the status table does not allow, whoever updates', async () => {
-    const user = await newUser();
+    const user = (await newUser({ prefix: 'tasksql' })).id;
     const refused: [string, string][] = [
       ['in_progress', 'pending'],
       ['completed', 'pending'],
@@ -52,7 +48,7 @@ describe('status guard trigger', () => {
   });
 
   it('a status outside the enum, or a meta that is not an object, is a check violation', async () => {
-    const user = await newUser();
+    const user = (await newUser({ prefix: 'tasksql' })).id;
     await expect(db()`insert into app.tasks (created_by, meta) values (${user}, '{"status": "done"}')`).rejects.toMatchObject({ code: '23514' });
     await expect(db()`insert into app.tasks (created_by, meta) values (${user}, '{}')`).rejects.toMatchObject({ code: '23514' });
     await expect(db()`insert into app.tasks (created_by, meta) values (${user}, '[]')`).rejects.toMatchObject({ code: '23514' });
@@ -61,7 +57,7 @@ describe('status guard trigger', () => {
 
 describe('transition functions', () => {
   it('start and complete raise PT404 for an unknown task and PT422 for a wrong state', async () => {
-    const user = await newUser();
+    const user = (await newUser({ prefix: 'tasksql' })).id;
     const [pending, completed] = [(await insertTasks(user, ['p']))[0]!, (await insertTasks(user, ['c'], 'completed'))[0]!];
     const unknown = '00000000-0000-4000-8000-000000000000';
     await expect(asUser(user, (tx) => tx`select * from api.task_start(${unknown})`)).rejects.toMatchObject({ code: 'PT404', hint: 'task_not_found' });
@@ -79,7 +75,7 @@ describe('transition functions', () => {
   });
 
   it('complete_and_link is one transaction: a failure leaves no new task and no link', async () => {
-    const user = await newUser();
+    const user = (await newUser({ prefix: 'tasksql' })).id;
     const [done] = await insertTasks(user, ['done'], 'completed');
     await expect(asUser(user, (tx) => tx`select * from api.task_complete_and_link(${done!}, 'next')`)).rejects.toMatchObject({ code: 'PT422' });
     const [row] = await db()`select count(*)::int as tasks, (select count(*)::int from app.task_transitions where created_by = ${user}) as links
@@ -88,8 +84,8 @@ describe('transition functions', () => {
   });
 
   it('api.task_delete: PT403 for another user\'s task, PT404 for none', async () => {
-    const alice = await newUser();
-    const bob = await newUser();
+    const alice = (await newUser({ prefix: 'tasksql' })).id;
+    const bob = (await newUser({ prefix: 'tasksql' })).id;
     const [task] = await insertTasks(alice, ['alice']);
     await expect(asUser(bob, (tx) => tx`select api.task_delete(${task!})`)).rejects.toMatchObject({ code: 'PT403' });
     await expect(asUser(bob, (tx) => tx`select api.task_delete(${'00000000-0000-4000-8000-000000000000'})`)).rejects.toMatchObject({ code: 'PT404' });
@@ -101,7 +97,7 @@ describe('transition functions', () => {
 
 describe('cycle detection', () => {
   it('task_link_would_cycle: true exactly when the origin is reachable from the destination', async () => {
-    const user = await newUser();
+    const user = (await newUser({ prefix: 'tasksql' })).id;
     const t = await insertTasks(user, ['a', 'b', 'c', 'd', 'x']);
     const [a, b, c, d, x] = t as [string, string, string, string, string];
     await insertLink(user, a, b);
@@ -120,7 +116,7 @@ describe('cycle detection', () => {
   });
 
   it('api.task_link raises PT422 circular_dependency, and PT404 for an unknown destination', async () => {
-    const user = await newUser();
+    const user = (await newUser({ prefix: 'tasksql' })).id;
     const [a, b] = (await insertTasks(user, ['a', 'b'])) as [string, string];
     await asUser(user, (tx) => tx`select * from api.task_link(${a}, ${b})`);
     await expect(asUser(user, (tx) => tx`select * from api.task_link(${b}, ${a})`)).rejects.toMatchObject({
@@ -135,7 +131,7 @@ describe('cycle detection', () => {
   });
 
   it('a link waits for a concurrent uncommitted link of the same user, then sees it and refuses the cycle', async () => {
-    const user = await newUser();
+    const user = (await newUser({ prefix: 'tasksql' })).id;
     const [a, b] = (await insertTasks(user, ['a', 'b'])) as [string, string];
     const claims = JSON.stringify({ role: 'authenticated', sub: user });
     let second: Promise<unknown> | undefined;
@@ -157,8 +153,8 @@ describe('cycle detection', () => {
   });
 
   it('the lock is per user: another user\'s links do not wait', async () => {
-    const alice = await newUser();
-    const bob = await newUser();
+    const alice = (await newUser({ prefix: 'tasksql' })).id;
+    const bob = (await newUser({ prefix: 'tasksql' })).id;
     const [a1, a2] = (await insertTasks(alice, ['a1', 'a2'])) as [string, string];
     const [b1, b2] = (await insertTasks(bob, ['b1', 'b2'])) as [string, string];
     const claims = JSON.stringify({ role: 'authenticated', sub: alice });
@@ -174,7 +170,7 @@ describe('cycle detection', () => {
 
 describe('chains', () => {
   it('a ladder of 40 diamonds (2^40 paths) is walked once per task, nearest first', async () => {
-    const user = await newUser();
+    const user = (await newUser({ prefix: 'tasksql' })).id;
     // a0 → b0, a0 → c0, b0 → a1, c0 → a1, ... a40
     const names: string[] = [];
     for (let i = 0; i <= 40; i++) names.push(`a${i}`, ...(i < 40 ? [`b${i}`, `c${i}`] : []));
@@ -199,7 +195,7 @@ describe('chains', () => {
   });
 
   it('api.task_chain rejects a bad direction or depth with PT422', async () => {
-    const user = await newUser();
+    const user = (await newUser({ prefix: 'tasksql' })).id;
     const [a] = await insertTasks(user, ['a']);
     await expect(asUser(user, (tx) => tx`select * from api.task_chain(${a!}, 'up', 5)`)).rejects.toMatchObject({ code: 'PT422' });
     await expect(asUser(user, (tx) => tx`select * from api.task_chain(${a!}, 'forward', 0)`)).rejects.toMatchObject({ code: 'PT422' });
@@ -208,8 +204,8 @@ describe('chains', () => {
 
 describe('row-level security', () => {
   it('a user reads only their own tasks, links and deals', async () => {
-    const alice = await newUser();
-    const bob = await newUser();
+    const alice = (await newUser({ prefix: 'tasksql' })).id;
+    const bob = (await newUser({ prefix: 'tasksql' })).id;
     const [a1, a2] = (await insertTasks(alice, ['a1', 'a2'])) as [string, string];
     await insertLink(alice, a1, a2);
     await db()`insert into app.tasks (created_by, meta) values (${alice}, '{"status":"pending","deal_context":{"company":"Acme"}}')`;
@@ -224,8 +220,8 @@ describe('row-level security', () => {
   });
 
   it('a user cannot link to, change or delete another user\'s task, nor create a task for them', async () => {
-    const alice = await newUser();
-    const bob = await newUser();
+    const alice = (await newUser({ prefix: 'tasksql' })).id;
+    const bob = (await newUser({ prefix: 'tasksql' })).id;
     const [a1] = await insertTasks(alice, ['a1']);
     const [b1] = await insertTasks(bob, ['b1']);
     await expect(
@@ -244,7 +240,7 @@ describe('row-level security', () => {
 
 describe('deal trigger', () => {
   it('makes one deal per user and company (case-insensitive), keeping the latest deal_value', async () => {
-    const user = await newUser();
+    const user = (await newUser({ prefix: 'tasksql' })).id;
     await db()`insert into app.tasks (created_by, meta) values (${user}, '{"status":"pending","title":"one","deal_context":{"company":"Acme","deal_value":5}}')`;
     await db()`insert into app.tasks (created_by, meta) values (${user}, '{"status":"pending","title":"two","deal_context":{"company":" ACME "}}')`;
     await db()`insert into app.tasks (created_by, meta) values (${user}, '{"status":"pending","title":"three","deal_context":{"company":"acme","deal_value":8}}')`;

@@ -1,7 +1,7 @@
 // Fixtures shared by the token and platform tests: API tokens made through
-// the real endpoint, and communities made by the operator function.
+// the real endpoint, and joining a community through it.
 import { expect } from 'vitest';
-import { api, db, type TestUser } from '../helpers.ts';
+import { api, type TestUser } from '../helpers.ts';
 
 export const SECRET = /^cbk_[A-Za-z0-9]{40}$/;
 
@@ -22,13 +22,6 @@ export async function createToken(
   });
   expect(res.status, res.text).toBe(201);
   return { id: res.body.token.id, secret: res.body.token_value, token: res.body.token };
-}
-
-/** A community made by the operator function; `manager`, if given, manages it. */
-export async function newCommunity(manager?: TestUser): Promise<string> {
-  const [row] = await db()`
-    select admin.create_community(${'club ' + Math.random().toString(36).slice(2)}, null, '{}', ${manager?.email ?? null}) as id`;
-  return row!.id as string;
 }
 
 /** Makes the user a plain member of the community (not a manager). */

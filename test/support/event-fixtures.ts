@@ -1,37 +1,25 @@
 // Fixtures for the events, check-in, connection and deep-link tests:
-// communities, memberships, venues and events made directly in SQL (as an
-// operator would), with times relative to the database's now().
+// communities with their node, venues and events made directly in SQL (as an
+// operator would), with times relative to the database's now(), and hats
+// made through the API. Users, plain communities and memberships:
+// sql-fixtures.ts.
 import crypto from 'node:crypto';
 import { api, db, type TestUser } from '../helpers.ts';
-
-export const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
-export const ISO = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/;
+import { newCommunity } from './sql-fixtures.ts';
 
 /** A uuid that names nothing (and is a valid RFC 4122 v4 uuid). */
 export const unknownId = () => crypto.randomUUID();
-
-export async function nodeOf(userId: string): Promise<string> {
-  const [row] = await db()`select node_id from app.profiles where id = ${userId}`;
-  return row!.node_id as string;
-}
 
 export interface Community {
   id: string;
   nodeId: string;
 }
 
-/** A community; `manager` (a user's e-mail) becomes its manager. */
+/** A community and its node; `manager` (a user's e-mail) becomes its manager. */
 export async function createCommunity(manager?: string): Promise<Community> {
-  const name = `Community ${crypto.randomBytes(3).toString('hex')}`;
-  const [made] = await db()`select admin.create_community(${name}, null, '{}', ${manager ?? null}) as id`;
-  const [row] = await db()`select c.id, c.node_id from app.communities c where c.id = ${made!.id}`;
-  return { id: row!.id as string, nodeId: row!.node_id as string };
-}
-
-export async function addMember(communityId: string, userId: string, role: 'member' | 'manager' = 'member'): Promise<void> {
-  await db()`
-    insert into app.community_members (community_id, member_node_id, role)
-    values (${communityId}, (select node_id from app.profiles where id = ${userId}), ${role})`;
+  const id = await newCommunity({ manager });
+  const [row] = await db()`select c.node_id from app.communities c where c.id = ${id}`;
+  return { id, nodeId: row!.node_id as string };
 }
 
 export async function createVenue(name = 'The Hall'): Promise<string> {
