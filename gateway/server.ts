@@ -11,6 +11,7 @@ import type { Config } from './lib/config.ts';
 import { createPool, type Sql } from './lib/db.ts';
 import { discoverEndpoints, syncEndpoints } from './lib/endpoints.ts';
 import { FairShare } from './lib/fair-share.ts';
+import { Passwords } from './lib/passwords.ts';
 import { createTokenService } from './lib/jwt.ts';
 import type { Logger } from './lib/log.ts';
 import { startOutboxWorker, type OutboxWorker } from './lib/mailer.ts';
@@ -63,6 +64,7 @@ export async function startGateway(
     trustProxy: config.trustProxy,
     fairShare: new FairShare(config.fairShare),
     sessions,
+    passwords: new Passwords(config.passwords),
   };
   const app = createApp({
     services,

@@ -23,6 +23,7 @@ import { createPool, type Sql } from '../gateway/lib/db.ts';
 import { requestLogger } from '../gateway/http/request-log.ts';
 import { defaultCode, errorBody, HttpError, toHttpError } from '../gateway/lib/errors.ts';
 import type { Logger } from '../gateway/lib/log.ts';
+import { Passwords } from '../gateway/lib/passwords.ts';
 import { mcpClientIp } from './client-address.ts';
 import { authenticateAgent, bearerToken, type Agent } from './credentials.ts';
 import { oauthRouter, OAUTH_PATHS } from './oauth.ts';
@@ -43,6 +44,8 @@ export interface McpDeps {
   resourceUrl: string;
   allowedHosts: string[];
   allowedOrigins: string[];
+  /** Password hashing in this process, bounded (the consent form's sign-in). */
+  passwords: Passwords;
 }
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
@@ -281,6 +284,7 @@ export async function startMcpServer(config: Config, databaseUrl: string, log: L
     resourceUrl: `${config.publicUrl}/mcp`,
     allowedHosts: hosts,
     allowedOrigins: origins,
+    passwords: new Passwords(config.passwords),
   };
   const open = new Set<{ close(): Promise<void> }>();
   const pendingRecords = new Set<Promise<void>>();

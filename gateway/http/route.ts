@@ -33,6 +33,7 @@ import { defaultCode, errorBody, HttpError, toHttpError, type ErrorShape } from 
 import { fairShareKey, type FairShare } from '../lib/fair-share.ts';
 import { InvalidTokenError, type AccessClaims, type TokenService } from '../lib/jwt.ts';
 import type { Logger } from '../lib/log.ts';
+import type { Passwords } from '../lib/passwords.ts';
 import { retryAfterOf } from '../lib/throttle.ts';
 import { noteUnavailable } from '../lib/unavailable-log.ts';
 import { locationHeader, sendError, sendHtml, sendJson, type Exchange } from './exchange.ts';
@@ -60,6 +61,8 @@ export interface Services {
   sessions?: SessionWatch;
   /** This gateway's own address (loopback), known once it listens: the live test executor replays requests here. */
   selfUrl?: string;
+  /** Password hashing in this process, bounded (lib/passwords.ts). */
+  passwords: Passwords;
 }
 
 /**
@@ -96,9 +99,12 @@ export interface Context<P, Q, B, H = undefined> {
   log: Logger;
   /**
    * Runs `fn` in the request's transaction, as the request's role and claims
-   * (or the claims given). GET routes run read-only.
+   * (or the claims given). GET routes run read-only. `null` claims: as the
+   * gateway's own database role, for the private functions only the
+   * processes may run (the sign-in's password attempts: a request role never
+   * reaches a password hash).
    */
-  db<T>(fn: (tx: Tx) => Promise<T>, claims?: RequestClaims): Promise<T>;
+  db<T>(fn: (tx: Tx) => Promise<T>, claims?: RequestClaims | null): Promise<T>;
 }
 
 type AnySchema = z.ZodType;
@@ -220,7 +226,7 @@ export function defineRoute<
           },
           db: (fn, claims) => {
             const transaction = () =>
-              withClaims(services.sql, claims ?? requestClaims, fn, {
+              withClaims(services.sql, claims === undefined ? requestClaims : claims, fn, {
                 readOnly: def.method === 'get' && !def.readWrite,
                 statementTimeoutMs: services.statementTimeoutMs,
                 // API-token callers carry extra claims (token_id, ...); theirs are serialised per request.

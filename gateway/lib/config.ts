@@ -1,9 +1,11 @@
 // Configuration, read once from the environment. Both processes (gateway and
 // MCP server) use this; see README.md "Configuration" for what each variable does.
+import os from 'node:os';
 import path from 'node:path';
 import { z } from 'zod';
 import { parseTrustProxy, type TrustProxy } from './client-ip.ts';
 import type { FairShareOptions } from './fair-share.ts';
+import type { PasswordOptions } from './passwords.ts';
 
 const optionalString = z
   .string()
@@ -41,6 +43,9 @@ const EnvSchema = z.object({
   LOGIN_MAX_FAILURES_PER_EMAIL_ALL_CLIENTS: z.coerce.number().int().min(1).optional().default(100),
   LOGIN_MAX_FAILURES_PER_IP: z.coerce.number().int().min(1).optional().default(100),
   LOGIN_FAILURE_WINDOW_SECONDS: z.coerce.number().int().min(1).max(86_400).optional().default(900),
+  BCRYPT_COST: z.coerce.number().int().min(10).max(20).optional().default(10),
+  PASSWORD_HASH_CONCURRENCY: z.coerce.number().int().min(1).max(64).optional(),
+  PASSWORD_HASH_MAX_QUEUED: z.coerce.number().int().min(0).optional().default(64),
   TRUST_PROXY: optionalString,
   CORS_ORIGINS: optionalString,
   FAIR_SHARE_PER_CLIENT: z.coerce.number().int().min(1).optional(),
@@ -92,6 +97,8 @@ export interface Config {
   realtime: RealtimeConfig;
   /** Failed-login and refresh/verify throttling (counted in Postgres). */
   authLimits: AuthLimits;
+  /** Password hashing in this process (gateway/lib/passwords.ts). */
+  passwords: PasswordOptions;
   /** TRUST_PROXY: how to read the client IP (see gateway/lib/client-ip.ts). */
   trustProxy: TrustProxy;
   /** CORS_ORIGINS: browser origins allowed to call the API (see gateway/http/cors.ts); empty: CORS off. */
@@ -198,6 +205,12 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       maxFailuresPerEmail: e.LOGIN_MAX_FAILURES_PER_EMAIL_ALL_CLIENTS,
       maxFailuresPerIp: e.LOGIN_MAX_FAILURES_PER_IP,
       windowSeconds: e.LOGIN_FAILURE_WINDOW_SECONDS,
+    },
+    passwords: {
+      cost: e.BCRYPT_COST,
+      // About the core count, and never all of libuv's 4 threads (file and DNS work share them).
+      concurrency: e.PASSWORD_HASH_CONCURRENCY ?? Math.max(1, Math.min(os.availableParallelism(), 3)),
+      maxQueued: e.PASSWORD_HASH_MAX_QUEUED,
     },
     trustProxy: trustProxyFrom(e.TRUST_PROXY),
     corsOrigins: (e.CORS_ORIGINS ?? '').split(',').map((o) => o.trim().replace(/\/+$/, '')).filter(Boolean),
