@@ -7,7 +7,10 @@
 // The format is the one pgcrypto's crypt(…, gen_salt('bf')) stores and
 // admin.create_user still makes in psql (identity.hash_password): bcrypt of
 // the base64 SHA-256 of the password (so bcrypt's 72-byte limit never
-// truncates a password); $2a$ and $2b$ both verify.
+// truncates a password); $2a$ and $2b$ both verify. New hashes are $2a$
+// (for a 44-character input the two are the same computation), which
+// pgcrypto verifies too ($2b$ it does not): an operator can still check a
+// password in psql, and a gateway that checked in Postgres still works.
 //
 // What is checked when, and what is counted, is SQL
 // (private.password_attempt_start / _finish): this module only does the
@@ -62,7 +65,7 @@ export class Passwords {
 
   /** A new hash at the configured cost. Call in a place's turn. */
   hashNow(password: string): Promise<string> {
-    return bcryptHash(reduced(password), { cost: this.options.cost });
+    return bcryptHash(reduced(password), { cost: this.options.cost, version: '2a' });
   }
 }
 

@@ -256,7 +256,7 @@ create or replace function private.password_dummy_hash(bcrypt_cost integer) retu
   language sql immutable
   set search_path = pg_catalog
   as $$
-    select '$2b$' || lpad(greatest(10, least(31, bcrypt_cost))::text, 2, '0') || '$' || 'CwTycUXWue0Thq9StjUM0uJ8.ly9B7Ys2t6MfmbsV8RnQEh8EPLAa'
+    select '$2a$' || lpad(greatest(10, least(31, bcrypt_cost))::text, 2, '0') || '$' || 'CwTycUXWue0Thq9StjUM0uJ8.ly9B7Ys2t6MfmbsV8RnQEh8EPLAa'
   $$;
 comment on function private.password_dummy_hash(integer) is
   'The fixed bcrypt hash an unknown e-mail (or an account without a password) is compared against, at the given cost (10 to 31).';
