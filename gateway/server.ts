@@ -116,6 +116,7 @@ export async function startGateway(
     ready = false;
     await sql.end({ timeout: 5 });
     await listenSql?.end({ timeout: 5 });
+    await services.passwords.close();
   };
 
   try {

@@ -320,6 +320,7 @@ export async function startMcpServer(config: Config, databaseUrl: string, log: L
       setTimeout(() => server.closeAllConnections(), 2_000).unref();
     });
     await sql.end({ timeout: 5 });
+    await deps.passwords.close();
   };
   return { url: `http://127.0.0.1:${port}`, port, server, close };
 }

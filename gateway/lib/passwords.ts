@@ -1,8 +1,9 @@
 // Password hashing, in the process (gateway and MCP process), never in
 // Postgres: the database's CPU is the one resource every process shares, and
 // bcrypt at cost 10 is about 50 ms of CPU. @node-rs/bcrypt hashes and
-// verifies on libuv's thread pool, never on the event loop, and this
-// process's WorkLimiter bounds how many run at once and wait.
+// verifies on a few low-priority threads (hash-threads.ts), never on the
+// event loop, and this process's WorkLimiter bounds how many run at once and
+// how many wait.
 //
 // The format is the one pgcrypto's crypt(…, gen_salt('bf')) stores and
 // admin.create_user still makes in psql (identity.hash_password): bcrypt of
@@ -16,7 +17,7 @@
 // (private.password_attempt_start / _finish): this module only does the
 // arithmetic. Neither a password nor a hash is ever logged or answered.
 import crypto from 'node:crypto';
-import { hash as bcryptHash, verify as bcryptVerify } from '@node-rs/bcrypt';
+import { HashThreads } from './hash-threads.ts';
 import { WorkLimiter, type Place } from './work-limiter.ts';
 
 export interface PasswordOptions {
@@ -35,9 +36,16 @@ function reduced(password: string): string {
 
 export class Passwords {
   readonly limiter: WorkLimiter;
+  private readonly threads: HashThreads;
 
   constructor(readonly options: PasswordOptions) {
     this.limiter = new WorkLimiter({ concurrency: options.concurrency, maxQueued: options.maxQueued, what: 'sign-ins' });
+    this.threads = new HashThreads(options.concurrency);
+  }
+
+  /** Ends the hashing threads (when the process's server closes). */
+  close(): Promise<void> {
+    return this.threads.close();
   }
 
   get cost(): number {
@@ -57,7 +65,7 @@ export class Passwords {
   /** Whether the password matches the hash (false for anything that is not a bcrypt hash). Call in a place's turn. */
   async verifyNow(password: string, hash: string): Promise<boolean> {
     try {
-      return await bcryptVerify(reduced(password), hash);
+      return await this.threads.verify(reduced(password), hash);
     } catch {
       return false;
     }
@@ -65,7 +73,7 @@ export class Passwords {
 
   /** A new hash at the configured cost. Call in a place's turn. */
   hashNow(password: string): Promise<string> {
-    return bcryptHash(reduced(password), { cost: this.options.cost, version: '2a' });
+    return this.threads.hash(reduced(password), this.options.cost);
   }
 }
 
