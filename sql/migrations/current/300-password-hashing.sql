@@ -208,7 +208,6 @@ comment on table private.password_attempts is
 alter table private.password_attempts enable row level security;
 create index if not exists password_attempts_email on private.password_attempts (email_key);
 create index if not exists password_attempts_client on private.password_attempts (client_ip);
-create index if not exists password_attempts_expiry on private.password_attempts (expires_at);
 
 -- Seconds until `key` may try again counting `in_flight` attempts as
 -- failures: private.auth_throttle_wait with that many fewer allowed.
