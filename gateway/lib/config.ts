@@ -108,7 +108,7 @@ export interface Config {
 
 /**
  * Failed sign-ins (every door that checks a password) and failed
- * refresh/verify attempts, counted in Postgres (private.password_check_throttled).
+ * refresh/verify attempts, counted in Postgres (private.password_attempt_start / _finish).
  */
 export interface AuthLimits {
   /** LOGIN_MAX_FAILURES_PER_EMAIL: failures of one e-mail from one client address. */
