@@ -41,7 +41,14 @@ export async function startGatewayProcess(ctx: BenchContext, workers: number, en
       ...env,
     },
     stdio: ['ignore', 'ignore', 'inherit'],
+    // Its own session, as a service under a process manager runs: with the
+    // kernel's autogroup scheduling, it then shares the CPU with Postgres and
+    // the load generator as a peer, not inside the load generator's share.
+    detached: true,
   });
+  const orphan = () => child.kill('SIGKILL');
+  process.once('exit', orphan);
+  child.once('exit', () => process.off('exit', orphan));
   const url = `http://127.0.0.1:${port}`;
   const deadline = Date.now() + 60_000;
   // Every process must be ready (each migrates at start): 20 healthy answers

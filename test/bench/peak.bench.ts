@@ -16,7 +16,8 @@
 //
 // Run it on PostgreSQL 15 with BENCH_DATABASE_URL (the server must be on this
 // machine for its CPU). Knobs: BENCH_SECONDS (per measurement, default 10),
-// BENCH_USERS (default 1000), BENCH_POOL (default 10).
+// BENCH_USERS (default 1000), BENCH_POOL (default 10), BENCH_PARTS (e.g.
+// 1,3: only those parts; part 3 then runs without the streams of part 2).
 import crypto from 'node:crypto';
 import http from 'node:http';
 import autocannon from 'autocannon';
@@ -30,6 +31,7 @@ const USERS = Number(process.env.BENCH_USERS ?? 1000);
 const CONNECTIONS = 10;
 const LOGIN_CLIENTS = 20;
 const PASSWORD = 'bench-password';
+const PARTS = new Set((process.env.BENCH_PARTS ?? '1,2,3,4').split(',').map(Number));
 
 interface Row {
   label: string;
@@ -281,6 +283,7 @@ const bench: Bench = {
       const reader = await login(base, singles[0]!);
       const managerToken = (await login(base, manager)).access_token;
       const singleRows: Row[] = [];
+      if (PARTS.has(1)) {
       await meter.cannon('warm-up', `${base}/api/mobile/profile`, { token: reader.access_token, seconds: 3 });
       singleRows.push(await meter.cannon('GET /api/mobile/profile', `${base}/api/mobile/profile`, { token: reader.access_token, seconds: SECONDS }));
       const tenUsers = singles.slice(0, CONNECTIONS);
@@ -334,8 +337,10 @@ const bench: Bench = {
       console.log(`\n1. The requests of the moment alone (1 gateway process, ${CONNECTIONS} connections)`);
       console.log(table(ROW_HEADER, singleRows.map(rowCells)));
       results.single = singleRows;
+      }
 
       // 2. 1,000 users arrive ---------------------------------------------------
+      if (PARTS.has(2)) {
       const fresh = Array.from({ length: USERS / 2 }, (_, i) => `new-${i}-${crypto.randomBytes(4).toString('hex')}@example.com`);
       const arrivals = [...fresh, ...existing];
       const tokens: string[] = new Array(arrivals.length);
@@ -371,8 +376,10 @@ const bench: Bench = {
       console.log(`\n2. ${arrivals.length} users arrive (${fresh.length} register; each logs in, joins, checks in, opens the stream; ${CONNECTIONS} connections): ${arrivalSeconds.toFixed(1)} s in all`);
       console.log(table(ROW_HEADER, steps.map(rowCells)));
       results.arrival = { seconds: arrivalSeconds, steps };
+      }
 
       // 3. Profile reads against a login flood (the streams stay open) ---------
+      if (PARTS.has(3)) {
       const profileUrl = `${base}/api/mobile/profile`;
       const idle = await meter.cannon('GET profile, alone', profileUrl, { token: reader.access_token, seconds: SECONDS });
       const stop = loginFlood(base, flooders);
@@ -389,11 +396,13 @@ const bench: Bench = {
         ),
       );
       results.flood = { idle, during, ratio: during.rps / idle.rps, logins: flood };
+      }
 
       for (const s of streams) s.destroy();
       streams.length = 0;
 
       // 4. Login rate with 1 and 2 gateway processes ----------------------------
+      if (PARTS.has(4)) {
       const loginRows: Row[] = [];
       loginRows.push(await meter.run(`POST /api/auth/login, ${LOGIN_CLIENTS} clients, 1 process`, LOGIN_CLIENTS, async (i) => void (await login(base, flooders[i % LOGIN_CLIENTS]!)), { seconds: SECONDS }));
       await gw.stop();
@@ -409,6 +418,7 @@ const bench: Bench = {
       console.log(`\n4. Logins with 1 and 2 gateway processes (gateway CPU: all its processes)`);
       console.log(table(ROW_HEADER, loginRows.map(rowCells)));
       results.logins = loginRows;
+      }
     } finally {
       for (const s of streams) s.destroy();
       agent.destroy();

@@ -37,11 +37,12 @@
 --------------------------------------------------------------------------------
 
 -- A bcrypt hash as the processes store it: $2a$, $2b$ or $2y$, cost 10 to 31.
+-- (These small helpers have no search_path of their own and qualify every
+-- name, so that they are inlined: see "The sign-in's own SQL" below.)
 create or replace function private.password_hash_valid(password_hash text) returns boolean
   language sql immutable
-  set search_path = pg_catalog
   as $$
-    select coalesce(password_hash ~ '^\$2[aby]\$(1[0-9]|2[0-9]|3[01])\$[./A-Za-z0-9]{53}$', false)
+    select coalesce(password_hash OPERATOR(pg_catalog.~) '^\$2[aby]\$(1[0-9]|2[0-9]|3[01])\$[./A-Za-z0-9]{53}$', false)
   $$;
 comment on function private.password_hash_valid(text) is
   'True for a bcrypt hash ($2a$/$2b$/$2y$) of cost 10 to 31: what account creation and set-password accept.';
@@ -50,9 +51,8 @@ revoke all on function private.password_hash_valid(text) from public;
 -- The cost of a bcrypt hash (null when it is not one).
 create or replace function private.password_hash_cost(password_hash text) returns integer
   language sql immutable
-  set search_path = pg_catalog
   as $$
-    select (regexp_match(password_hash, '^\$2[abxy]\$(\d\d)\$'))[1]::integer
+    select (pg_catalog.regexp_match(password_hash, '^\$2[abxy]\$(\d\d)\$'))[1]::pg_catalog.int4
   $$;
 comment on function private.password_hash_cost(text) is 'The cost of a bcrypt hash; null when it is not one.';
 revoke all on function private.password_hash_cost(text) from public;
@@ -253,9 +253,9 @@ revoke all on function private.sign_in_wait(text, text, integer, integer, intege
 -- anyone knows, at the configured cost, so the comparison costs the same.
 create or replace function private.password_dummy_hash(bcrypt_cost integer) returns text
   language sql immutable
-  set search_path = pg_catalog
   as $$
-    select '$2a$' || lpad(greatest(10, least(31, bcrypt_cost))::text, 2, '0') || '$' || 'CwTycUXWue0Thq9StjUM0uJ8.ly9B7Ys2t6MfmbsV8RnQEh8EPLAa'
+    select '$2a$' OPERATOR(pg_catalog.||) pg_catalog.lpad(greatest(10, least(31, bcrypt_cost))::pg_catalog.text, 2, '0')
+           OPERATOR(pg_catalog.||) '$' OPERATOR(pg_catalog.||) 'CwTycUXWue0Thq9StjUM0uJ8.ly9B7Ys2t6MfmbsV8RnQEh8EPLAa'
   $$;
 comment on function private.password_dummy_hash(integer) is
   'The fixed bcrypt hash an unknown e-mail (or an account without a password) is compared against, at the given cost (10 to 31).';
@@ -512,3 +512,51 @@ create or replace function api.profile_get() returns setof api.user_profile
 comment on function api.profile_get() is
   'GET /api/mobile/profile: the caller''s UserProfile (row-level security picks the row); no row when it is missing (the route''s 404). '
   'Inlined into the calling statement (plain SQL, no search_path of its own: every name is qualified).';
+
+-- ---------------------------------------------------------------------------
+-- The sign-in's own SQL, measured (npm run bench -- peak)
+-- ---------------------------------------------------------------------------
+--
+-- Before PostgreSQL 18 a SQL function that cannot be inlined (one with its
+-- own search_path, or security definer) is parsed and planned again on
+-- every call. The helpers a sign-in calls a dozen times were such
+-- functions: now the small ones have no search_path of their own (every
+-- name in them is schema-qualified, and they are not security definer), so
+-- they are inlined into the statements that call them and planned once with
+-- them; the throttle count is PL/pgSQL (its query's plan is kept).
+
+create or replace function identity.new_token() returns text
+  language sql volatile
+  as $$
+    select pg_catalog.rtrim(pg_catalog.translate(pg_catalog.encode(extensions.gen_random_bytes(32), 'base64'), '+/', '-_'), '=')
+  $$;
+
+create or replace function identity.token_hash(token text) returns bytea
+  language sql immutable strict
+  as $$
+    select extensions.digest(token, 'sha256')
+  $$;
+
+create or replace function private.auth_throttle_wait(scope text, key text, max_failures integer, window_seconds integer)
+  returns integer
+  language plpgsql stable
+  security definer
+  set search_path = pg_catalog
+  as $$
+declare
+  failures bigint;
+  oldest timestamptz;
+begin
+  select count(*), min(f.failed_at) into failures, oldest
+    from private.auth_failures f
+   where f.scope = auth_throttle_wait.scope
+     and f.key = auth_throttle_wait.key
+     and f.failed_at > now() - make_interval(secs => window_seconds);
+  if failures < max_failures then
+    return 0;
+  end if;
+  return greatest(1, ceil(extract(epoch from oldest + make_interval(secs => window_seconds) - now())))::integer;
+end;
+$$;
+comment on function private.auth_throttle_wait(text, text, integer, integer) is
+  'Seconds until `key` may try again (0: now): it has max_failures failures of `scope` within the window (1 when max_failures is 0 or less and there are none).';
