@@ -284,118 +284,118 @@ const bench: Bench = {
       const managerToken = (await login(base, manager)).access_token;
       const singleRows: Row[] = [];
       if (PARTS.has(1)) {
-      await meter.cannon('warm-up', `${base}/api/mobile/profile`, { token: reader.access_token, seconds: 3 });
-      singleRows.push(await meter.cannon('GET /api/mobile/profile', `${base}/api/mobile/profile`, { token: reader.access_token, seconds: SECONDS }));
-      const tenUsers = singles.slice(0, CONNECTIONS);
-      singleRows.push(
-        await meter.run('POST /api/auth/login', CONNECTIONS, async (i) => void (await login(base, tenUsers[i % CONNECTIONS]!)), { seconds: SECONDS }),
-      );
-      const checkers = await inTurn(singles.slice(CONNECTIONS, CONNECTIONS + 300), (e) => login(base, e));
-      await inTurn(checkers, async (c) =>
-        expectStatus('join', await request(base, 'POST', `/api/mobile/communities/${communityId}/join`, { token: c.access_token }), 200),
-      );
-      singleRows.push(
-        await meter.run(
-          'POST event check-in (300 users)',
-          CONNECTIONS,
-          async (i) => expectStatus('check-in', await request(base, 'POST', `/api/mobile/events/${eventB!.id}/checkin`, { token: checkers[i]!.access_token, body: {} }), 201),
-          { total: 300 },
-        ),
-      );
-      singleRows.push(
-        await meter.run(
-          'POST /api/v1/platform/events',
-          CONNECTIONS,
-          async () =>
-            expectStatus(
-              'platform event',
-              await request(base, 'POST', '/api/v1/platform/events', {
-                token: managerToken,
-                body: {
-                  community_id: communityId,
-                  external_platform: 'platform_a',
-                  external_id: crypto.randomUUID(),
-                  title: 'Pushed',
-                  description: 'pushed by the peak bench',
-                  date: new Date(Date.now() + 86_400_000).toISOString(),
-                  venue: { name: `Hall ${crypto.randomInt(20)}`, address: 'Bench St' },
-                },
-              }),
-              201,
-            ),
-          { seconds: SECONDS },
-        ),
-      );
-      singleRows.push(
-        await meter.cannon('POST /api/mobile/tasks', `${base}/api/mobile/tasks`, {
-          token: reader.access_token,
-          method: 'POST',
-          body: { title: 'bench task', description: 'peak' },
-          seconds: SECONDS,
-        }),
-      );
-      console.log(`\n1. The requests of the moment alone (1 gateway process, ${CONNECTIONS} connections)`);
-      console.log(table(ROW_HEADER, singleRows.map(rowCells)));
-      results.single = singleRows;
+        await meter.cannon('warm-up', `${base}/api/mobile/profile`, { token: reader.access_token, seconds: 3 });
+        singleRows.push(await meter.cannon('GET /api/mobile/profile', `${base}/api/mobile/profile`, { token: reader.access_token, seconds: SECONDS }));
+        const tenUsers = singles.slice(0, CONNECTIONS);
+        singleRows.push(
+          await meter.run('POST /api/auth/login', CONNECTIONS, async (i) => void (await login(base, tenUsers[i % CONNECTIONS]!)), { seconds: SECONDS }),
+        );
+        const checkers = await inTurn(singles.slice(CONNECTIONS, CONNECTIONS + 300), (e) => login(base, e));
+        await inTurn(checkers, async (c) =>
+          expectStatus('join', await request(base, 'POST', `/api/mobile/communities/${communityId}/join`, { token: c.access_token }), 200),
+        );
+        singleRows.push(
+          await meter.run(
+            'POST event check-in (300 users)',
+            CONNECTIONS,
+            async (i) => expectStatus('check-in', await request(base, 'POST', `/api/mobile/events/${eventB!.id}/checkin`, { token: checkers[i]!.access_token, body: {} }), 201),
+            { total: 300 },
+          ),
+        );
+        singleRows.push(
+          await meter.run(
+            'POST /api/v1/platform/events',
+            CONNECTIONS,
+            async () =>
+              expectStatus(
+                'platform event',
+                await request(base, 'POST', '/api/v1/platform/events', {
+                  token: managerToken,
+                  body: {
+                    community_id: communityId,
+                    external_platform: 'platform_a',
+                    external_id: crypto.randomUUID(),
+                    title: 'Pushed',
+                    description: 'pushed by the peak bench',
+                    date: new Date(Date.now() + 86_400_000).toISOString(),
+                    venue: { name: `Hall ${crypto.randomInt(20)}`, address: 'Bench St' },
+                  },
+                }),
+                201,
+              ),
+            { seconds: SECONDS },
+          ),
+        );
+        singleRows.push(
+          await meter.cannon('POST /api/mobile/tasks', `${base}/api/mobile/tasks`, {
+            token: reader.access_token,
+            method: 'POST',
+            body: { title: 'bench task', description: 'peak' },
+            seconds: SECONDS,
+          }),
+        );
+        console.log(`\n1. The requests of the moment alone (1 gateway process, ${CONNECTIONS} connections)`);
+        console.log(table(ROW_HEADER, singleRows.map(rowCells)));
+        results.single = singleRows;
       }
 
       // 2. 1,000 users arrive ---------------------------------------------------
       if (PARTS.has(2)) {
-      const fresh = Array.from({ length: USERS / 2 }, (_, i) => `new-${i}-${crypto.randomBytes(4).toString('hex')}@example.com`);
-      const arrivals = [...fresh, ...existing];
-      const tokens: string[] = new Array(arrivals.length);
-      const started = performance.now();
-      const steps: Row[] = [];
-      steps.push(
-        await meter.run(
-          'register (new users)',
-          CONNECTIONS,
-          async (i) => expectStatus('register', await request(base, 'POST', '/api/auth/register', { body: { email: fresh[i]!, password: PASSWORD } }), 201),
-          { total: fresh.length },
-        ),
-      );
-      steps.push(await meter.run('log in', CONNECTIONS, async (i) => void (tokens[i] = (await login(base, arrivals[i]!)).access_token), { total: arrivals.length }));
-      steps.push(
-        await meter.run(
-          'join the community',
-          CONNECTIONS,
-          async (i) => expectStatus('join', await request(base, 'POST', `/api/mobile/communities/${communityId}/join`, { token: tokens[i]! }), 200),
-          { total: arrivals.length },
-        ),
-      );
-      steps.push(
-        await meter.run(
-          'check in',
-          CONNECTIONS,
-          async (i) => expectStatus('check-in', await request(base, 'POST', `/api/mobile/events/${eventA!.id}/checkin`, { token: tokens[i]!, body: {} }), 201),
-          { total: arrivals.length },
-        ),
-      );
-      steps.push(await meter.run('open the SSE stream (to its snapshot)', CONNECTIONS, (i) => openStream(base, tokens[i]!, streams), { total: arrivals.length }));
-      const arrivalSeconds = (performance.now() - started) / 1000;
-      console.log(`\n2. ${arrivals.length} users arrive (${fresh.length} register; each logs in, joins, checks in, opens the stream; ${CONNECTIONS} connections): ${arrivalSeconds.toFixed(1)} s in all`);
-      console.log(table(ROW_HEADER, steps.map(rowCells)));
-      results.arrival = { seconds: arrivalSeconds, steps };
+        const fresh = Array.from({ length: USERS / 2 }, (_, i) => `new-${i}-${crypto.randomBytes(4).toString('hex')}@example.com`);
+        const arrivals = [...fresh, ...existing];
+        const tokens: string[] = new Array(arrivals.length);
+        const started = performance.now();
+        const steps: Row[] = [];
+        steps.push(
+          await meter.run(
+            'register (new users)',
+            CONNECTIONS,
+            async (i) => expectStatus('register', await request(base, 'POST', '/api/auth/register', { body: { email: fresh[i]!, password: PASSWORD } }), 201),
+            { total: fresh.length },
+          ),
+        );
+        steps.push(await meter.run('log in', CONNECTIONS, async (i) => void (tokens[i] = (await login(base, arrivals[i]!)).access_token), { total: arrivals.length }));
+        steps.push(
+          await meter.run(
+            'join the community',
+            CONNECTIONS,
+            async (i) => expectStatus('join', await request(base, 'POST', `/api/mobile/communities/${communityId}/join`, { token: tokens[i]! }), 200),
+            { total: arrivals.length },
+          ),
+        );
+        steps.push(
+          await meter.run(
+            'check in',
+            CONNECTIONS,
+            async (i) => expectStatus('check-in', await request(base, 'POST', `/api/mobile/events/${eventA!.id}/checkin`, { token: tokens[i]!, body: {} }), 201),
+            { total: arrivals.length },
+          ),
+        );
+        steps.push(await meter.run('open the SSE stream (to its snapshot)', CONNECTIONS, (i) => openStream(base, tokens[i]!, streams), { total: arrivals.length }));
+        const arrivalSeconds = (performance.now() - started) / 1000;
+        console.log(`\n2. ${arrivals.length} users arrive (${fresh.length} register; each logs in, joins, checks in, opens the stream; ${CONNECTIONS} connections): ${arrivalSeconds.toFixed(1)} s in all`);
+        console.log(table(ROW_HEADER, steps.map(rowCells)));
+        results.arrival = { seconds: arrivalSeconds, steps };
       }
 
       // 3. Profile reads against a login flood (the streams stay open) ---------
       if (PARTS.has(3)) {
-      const profileUrl = `${base}/api/mobile/profile`;
-      const idle = await meter.cannon('GET profile, alone', profileUrl, { token: reader.access_token, seconds: SECONDS });
-      const stop = loginFlood(base, flooders);
-      const during = await meter.cannon(`GET profile, with ${LOGIN_CLIENTS} clients logging in`, profileUrl, { token: reader.access_token, seconds: SECONDS });
-      const flood = await stop();
-      console.log(`\n3. Other users' profile reads (${CONNECTIONS} connections) against ${LOGIN_CLIENTS} clients logging in continuously (1 gateway process)`);
-      console.log(
-        table(
-          ['profile reads', 'req/s', 'p50 ms', 'p99 ms', '% of idle rate', 'logins/s', 'login p50 ms', 'login p99 ms'],
-          [
-            [idle.label, fmt(idle.rps), fmt(idle.p50, 1), fmt(idle.p99, 1), '100', '-', '-', '-'],
-            [during.label, fmt(during.rps), fmt(during.p50, 1), fmt(during.p99, 1), fmt((100 * during.rps) / idle.rps), fmt(flood.rps, 1), fmt(flood.p50), fmt(flood.p99)],
-          ],
-        ),
-      );
-      results.flood = { idle, during, ratio: during.rps / idle.rps, logins: flood };
+        const profileUrl = `${base}/api/mobile/profile`;
+        const idle = await meter.cannon('GET profile, alone', profileUrl, { token: reader.access_token, seconds: SECONDS });
+        const stop = loginFlood(base, flooders);
+        const during = await meter.cannon(`GET profile, with ${LOGIN_CLIENTS} clients logging in`, profileUrl, { token: reader.access_token, seconds: SECONDS });
+        const flood = await stop();
+        console.log(`\n3. Other users' profile reads (${CONNECTIONS} connections) against ${LOGIN_CLIENTS} clients logging in continuously (1 gateway process)`);
+        console.log(
+          table(
+            ['profile reads', 'req/s', 'p50 ms', 'p99 ms', '% of idle rate', 'logins/s', 'login p50 ms', 'login p99 ms'],
+            [
+              [idle.label, fmt(idle.rps), fmt(idle.p50, 1), fmt(idle.p99, 1), '100', '-', '-', '-'],
+              [during.label, fmt(during.rps), fmt(during.p50, 1), fmt(during.p99, 1), fmt((100 * during.rps) / idle.rps), fmt(flood.rps, 1), fmt(flood.p50), fmt(flood.p99)],
+            ],
+          ),
+        );
+        results.flood = { idle, during, ratio: during.rps / idle.rps, logins: flood };
       }
 
       for (const s of streams) s.destroy();
@@ -403,21 +403,21 @@ const bench: Bench = {
 
       // 4. Login rate with 1 and 2 gateway processes ----------------------------
       if (PARTS.has(4)) {
-      const loginRows: Row[] = [];
-      loginRows.push(await meter.run(`POST /api/auth/login, ${LOGIN_CLIENTS} clients, 1 process`, LOGIN_CLIENTS, async (i) => void (await login(base, flooders[i % LOGIN_CLIENTS]!)), { seconds: SECONDS }));
-      await gw.stop();
-      gw = await startGatewayProcess(ctx, 2, gatewayEnv);
-      const meter2 = new Meter(gw, pg);
-      await meter2.calibrate();
-      await meter2.run('warm-up', LOGIN_CLIENTS, async (i) => void (await login(gw.url, flooders[i % LOGIN_CLIENTS]!)), { seconds: 2 });
-      loginRows.push(
-        await meter2.run(`POST /api/auth/login, ${LOGIN_CLIENTS} clients, 2 processes`, LOGIN_CLIENTS, async (i) => void (await login(gw.url, flooders[i % LOGIN_CLIENTS]!)), {
-          seconds: SECONDS,
-        }),
-      );
-      console.log(`\n4. Logins with 1 and 2 gateway processes (gateway CPU: all its processes)`);
-      console.log(table(ROW_HEADER, loginRows.map(rowCells)));
-      results.logins = loginRows;
+        const loginRows: Row[] = [];
+        loginRows.push(await meter.run(`POST /api/auth/login, ${LOGIN_CLIENTS} clients, 1 process`, LOGIN_CLIENTS, async (i) => void (await login(base, flooders[i % LOGIN_CLIENTS]!)), { seconds: SECONDS }));
+        await gw.stop();
+        gw = await startGatewayProcess(ctx, 2, gatewayEnv);
+        const meter2 = new Meter(gw, pg);
+        await meter2.calibrate();
+        await meter2.run('warm-up', LOGIN_CLIENTS, async (i) => void (await login(gw.url, flooders[i % LOGIN_CLIENTS]!)), { seconds: 2 });
+        loginRows.push(
+          await meter2.run(`POST /api/auth/login, ${LOGIN_CLIENTS} clients, 2 processes`, LOGIN_CLIENTS, async (i) => void (await login(gw.url, flooders[i % LOGIN_CLIENTS]!)), {
+            seconds: SECONDS,
+          }),
+        );
+        console.log(`\n4. Logins with 1 and 2 gateway processes (gateway CPU: all its processes)`);
+        console.log(table(ROW_HEADER, loginRows.map(rowCells)));
+        results.logins = loginRows;
       }
     } finally {
       for (const s of streams) s.destroy();
