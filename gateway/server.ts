@@ -12,6 +12,7 @@ import { createPool, type Sql } from './core/db.ts';
 import { discoverEndpoints, syncEndpoints } from './http/endpoints.ts';
 import { FairShare } from './http/fair-share.ts';
 import { createTokenService } from './core/jwt.ts';
+import { Passwords } from './core/passwords.ts';
 import type { Logger } from './core/log.ts';
 import { startOutboxWorker, type OutboxWorker } from './jobs/mailer.ts';
 import { runMigrations } from './core/migrate.ts';
@@ -63,6 +64,7 @@ export async function startGateway(
     trustProxy: config.trustProxy,
     fairShare: new FairShare(config.fairShare),
     sessions,
+    passwords: new Passwords(config.passwords),
   };
   const app = createApp({
     services,
@@ -114,6 +116,7 @@ export async function startGateway(
     ready = false;
     await sql.end({ timeout: 5 });
     await listenSql?.end({ timeout: 5 });
+    await services.passwords.close();
   };
 
   try {

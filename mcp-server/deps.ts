@@ -3,6 +3,7 @@
 import type { Config } from '../gateway/core/config.ts';
 import type { Sql } from '../gateway/core/db.ts';
 import type { Logger } from '../gateway/core/log.ts';
+import type { Passwords } from '../gateway/core/passwords.ts';
 
 export interface McpDeps {
   sql: Sql;
@@ -12,4 +13,6 @@ export interface McpDeps {
   resourceUrl: string;
   allowedHosts: string[];
   allowedOrigins: string[];
+  /** Password hashing in this process, bounded (the consent form's sign-in). */
+  passwords: Passwords;
 }

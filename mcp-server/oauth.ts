@@ -27,6 +27,7 @@ import { z } from 'zod';
 import { toHttpError } from '../gateway/core/errors.ts';
 import { html, page, type SafeHtml } from '../gateway/core/html.ts';
 import { SERVICE_NAME } from '../gateway/core/service.ts';
+import { checkPassword } from '../gateway/core/passwords.ts';
 import { mcpClientIp } from './client-address.ts';
 import { authenticateAgent, SCOPES } from './credentials.ts';
 import type { McpDeps } from './deps.ts';
@@ -259,14 +260,27 @@ function expiredPage(res: Response): void {
 }
 
 interface ApprovalRow {
-  status: 'ok' | 'invalid' | 'throttled';
-  retry_after: number;
+  status: 'ok' | 'invalid' | 'expired' | 'request_expired';
   redirect_uri: string | null;
   code: string | null;
   state: string | null;
 }
 
-/** The consent form's answer: sign in, then a code to the client (or access_denied). */
+interface AttemptRow {
+  status: 'throttled' | 'check';
+  retry_after: number;
+  attempt: string;
+  password_hash: string;
+  rehash: boolean;
+}
+
+/**
+ * The consent form's answer: sign in, then a code to the client (or
+ * access_denied). The password is checked as POST /api/auth/login checks it
+ * (gateway/routes/auth.ts): the login's throttling and attempt in SQL
+ * (private.password_attempt_start), bcrypt here in this process's bounded
+ * hashing, then private.oauth_request_approve records the outcome.
+ */
 function consentHandler(deps: McpDeps): express.RequestHandler {
   return async (req, res, next) => {
     try {
@@ -287,35 +301,50 @@ function consentHandler(deps: McpDeps): express.RequestHandler {
       const [pending] = await deps.sql<{ client_id: string; client_name: string | null; client_uri: string | null; redirect_uri: string; scopes: string[] }[]>`
         select * from private.oauth_request_get(${request})`;
       if (!pending) return expiredPage(res);
-      // The password is checked with the login's throttling (counted per
-      // e-mail and client, per e-mail, per client address).
-      const limits = deps.config.authLimits;
-      let approved: ApprovalRow | undefined;
-      try {
-        [approved] = await deps.sql<ApprovalRow[]>`
-          select * from private.oauth_request_approve(${request}, ${email}, ${password}, ${mcpClientIp(req, deps.config.mcp.proxySecret)},
-                                                      ${limits.maxFailuresPerEmailAndClient}, ${limits.maxFailuresPerEmail},
-                                                      ${limits.maxFailuresPerIp}, ${limits.windowSeconds})`;
-      } catch (err) {
-        if (toHttpError(err).status === 404) return expiredPage(res);
-        throw err;
-      }
-      if (approved?.status !== 'ok' || !approved.code || !approved.redirect_uri) {
-        const throttled = approved?.status === 'throttled';
-        const wait = Math.max(1, approved?.retry_after ?? 1);
-        if (throttled) res.setHeader('Retry-After', String(wait));
-        return sendConsentPage(res, throttled ? 429 : 401, {
+      const again = (status: number, error: string) =>
+        sendConsentPage(res, status, {
           serviceHost: new URL(deps.config.publicUrl).host,
           requestToken: request,
           clientName: pending.client_name ?? pending.client_id,
           clientUri: pending.client_uri,
           redirectUri: pending.redirect_uri,
           scopes: pending.scopes,
-          error: throttled
-            ? `Too many failed sign-ins. Try again in ${Math.ceil(wait / 60)} minute${wait > 60 ? 's' : ''}.`
-            : 'Wrong e-mail or password.',
+          error,
         });
+      const { passwords } = deps;
+      let place;
+      try {
+        place = passwords.enter();
+      } catch {
+        res.setHeader('Retry-After', '1');
+        return again(503, 'Too many sign-ins at once. Try again in a moment.');
       }
+      // The login's throttling (counted per e-mail and client, per e-mail, per client address).
+      const limits = deps.config.authLimits;
+      let attempt: AttemptRow | undefined;
+      let checked;
+      try {
+        [attempt] = await deps.sql<AttemptRow[]>`
+          select * from private.password_attempt_start('oauth_consent', ${email}, ${mcpClientIp(req, deps.config.mcp.proxySecret)},
+                                                       ${passwords.cost}, ${limits.maxFailuresPerEmailAndClient},
+                                                       ${limits.maxFailuresPerEmail}, ${limits.maxFailuresPerIp}, ${limits.windowSeconds})`;
+        if (attempt!.status === 'throttled') {
+          const wait = Math.max(1, attempt!.retry_after);
+          res.setHeader('Retry-After', String(wait));
+          return again(429, `Too many failed sign-ins. Try again in ${Math.ceil(wait / 60)} minute${wait > 60 ? 's' : ''}.`);
+        }
+        checked = await checkPassword(passwords, place, password, attempt!);
+      } finally {
+        place.leave();
+      }
+      const [approved] = await deps.sql<ApprovalRow[]>`
+        select * from private.oauth_request_approve(${request}, ${attempt!.attempt}, ${checked.matched}, ${checked.newHash})`;
+      if (approved?.status === 'request_expired') return expiredPage(res);
+      if (approved?.status === 'expired') {
+        res.setHeader('Retry-After', '1');
+        return again(503, 'The sign-in took too long. Try again.');
+      }
+      if (approved?.status !== 'ok' || !approved.code || !approved.redirect_uri) return again(401, 'Wrong e-mail or password.');
       redirectWith(res, approved.redirect_uri, { code: approved.code, state: approved.state });
     } catch (err) {
       next(err);

@@ -23,6 +23,7 @@ import { createPool, type Sql } from '../gateway/core/db.ts';
 import { requestLogger } from '../gateway/core/request-log.ts';
 import { defaultCode, errorBody, HttpError, toHttpError } from '../gateway/core/errors.ts';
 import type { Logger } from '../gateway/core/log.ts';
+import { Passwords } from '../gateway/core/passwords.ts';
 import { mcpClientIp } from './client-address.ts';
 import type { McpDeps } from './deps.ts';
 import { authenticateAgent, bearerToken, type Agent } from './credentials.ts';
@@ -273,6 +274,7 @@ export async function startMcpServer(config: Config, databaseUrl: string, log: L
     resourceUrl: `${config.publicUrl}/mcp`,
     allowedHosts: hosts,
     allowedOrigins: origins,
+    passwords: new Passwords(config.passwords),
   };
   const open = new Set<{ close(): Promise<void> }>();
   const pendingRecords = new Set<Promise<void>>();
@@ -308,6 +310,7 @@ export async function startMcpServer(config: Config, databaseUrl: string, log: L
       setTimeout(() => server.closeAllConnections(), 2_000).unref();
     });
     await sql.end({ timeout: 5 });
+    await deps.passwords.close();
   };
   return { url: `http://127.0.0.1:${port}`, port, server, close };
 }

@@ -871,69 +871,6 @@ CREATE FUNCTION api.api_tokens_list() RETURNS SETOF jsonb
 COMMENT ON FUNCTION api.api_tokens_list() IS 'GET /api/docs/tokens: the caller''s tokens (row-level security), newest first, as ApiToken objects; never a secret.';
 
 --
--- Name: auth_login(text, text); Type: FUNCTION; Schema: api
---
-
-CREATE FUNCTION api.auth_login(email text, password text) RETURNS SETOF api.auth_session
-    LANGUAGE plpgsql SECURITY DEFINER
-    SET search_path TO 'pg_catalog'
-    AS $$
-declare
-  account identity.users;
-begin
-  select * into account from identity.users u where u.email = lower(btrim(auth_login.email));
-  -- Always compare (against a dummy hash when there is no account), so an
-  -- unknown e-mail and a wrong password take the same path and time.
-  if not identity.password_matches(password, account.password_hash) or account.id is null then
-    raise exception 'invalid email or password' using errcode = 'PT401', hint = 'invalid_credentials';
-  end if;
-  return query
-    select account.id, account.email, s.refresh_token, s.session_id
-      from private.start_session(account.id) s;
-end;
-$$;
-
---
--- Name: FUNCTION auth_login(email text, password text); Type: COMMENT; Schema: api
---
-
-COMMENT ON FUNCTION api.auth_login(email text, password text) IS 'POST /api/auth/login: checks the password and opens a session (first refresh token). PT401 otherwise.';
-
---
--- Name: auth_login_throttled(text, text, text, integer, integer, integer, integer); Type: FUNCTION; Schema: api
---
-
-CREATE FUNCTION api.auth_login_throttled(email text, password text, client_ip text, max_failures_per_email_client integer, max_failures_per_email integer, max_failures_per_ip integer, window_seconds integer) RETURNS TABLE(status text, retry_after integer, user_id uuid, user_email text, refresh_token text, session_id uuid)
-    LANGUAGE plpgsql SECURITY DEFINER
-    SET search_path TO 'pg_catalog'
-    AS $$
-declare
-  checked record;
-begin
-  select * into strict checked
-    from private.password_check_throttled(auth_login_throttled.email, auth_login_throttled.password, client_ip,
-                                          max_failures_per_email_client, max_failures_per_email, max_failures_per_ip,
-                                          window_seconds);
-  if checked.status <> 'ok' then
-    -- Not raised: a failure must be counted, so this transaction commits.
-    return query select checked.status, checked.retry_after, null::uuid, null::text, null::text, null::uuid;
-    return;
-  end if;
-  return query
-    select 'ok'::text, 0, u.id, u.email, s.refresh_token, s.session_id
-      from identity.users u
-     cross join lateral private.start_session(u.id) s
-     where u.id = checked.user_id;
-end;
-$$;
-
---
--- Name: FUNCTION auth_login_throttled(email text, password text, client_ip text, max_failures_per_email_client integer, max_failures_per_email integer, max_failures_per_ip integer, window_seconds integer); Type: COMMENT; Schema: api
---
-
-COMMENT ON FUNCTION api.auth_login_throttled(email text, password text, client_ip text, max_failures_per_email_client integer, max_failures_per_email integer, max_failures_per_ip integer, window_seconds integer) IS 'POST /api/auth/login: private.password_check_throttled, then a session: status ok (a session), invalid (counted) or throttled (retry_after seconds).';
-
---
 -- Name: auth_logout(text); Type: FUNCTION; Schema: api
 --
 
@@ -1105,32 +1042,32 @@ COMMENT ON FUNCTION api.auth_refresh_throttled(refresh_token text, client_ip tex
 -- Name: auth_register(text, text, text); Type: FUNCTION; Schema: api
 --
 
-CREATE FUNCTION api.auth_register(email text, password text, name text DEFAULT NULL::text) RETURNS SETOF api.auth_user
+CREATE FUNCTION api.auth_register(email text, password_hash text, name text DEFAULT NULL::text) RETURNS SETOF api.auth_user
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog'
     AS $$
 declare
   new_user uuid;
 begin
-  if auth_register.password is null then
-    raise exception 'password must be at least 8 characters' using errcode = 'PT400', hint = 'weak_password';
+  if auth_register.password_hash is null then
+    raise exception 'password_hash must be a bcrypt hash of cost 10 or more' using errcode = 'PT400', hint = 'invalid_password_hash';
   end if;
-  new_user := private.create_account(auth_register.email, auth_register.password, auth_register.name);
+  new_user := private.create_account_with_hash(auth_register.email, auth_register.password_hash, auth_register.name);
   return query select u.id, u.email from identity.users u where u.id = new_user;
 end;
 $$;
 
 --
--- Name: FUNCTION auth_register(email text, password text, name text); Type: COMMENT; Schema: api
+-- Name: FUNCTION auth_register(email text, password_hash text, name text); Type: COMMENT; Schema: api
 --
 
-COMMENT ON FUNCTION api.auth_register(email text, password text, name text) IS 'POST /api/auth/register and /signup: creates user, profile and node (name optional; without one it is derived and private). PT409 (hint email_taken) for a duplicate e-mail.';
+COMMENT ON FUNCTION api.auth_register(email text, password_hash text, name text) IS 'POST /api/auth/register and /signup: creates user, profile and node with the bcrypt hash the gateway made of the password (name optional; without one it is derived and private). PT409 (hint email_taken) for a duplicate e-mail; PT400 invalid_password_hash.';
 
 --
 -- Name: auth_set_password(text, text); Type: FUNCTION; Schema: api
 --
 
-CREATE FUNCTION api.auth_set_password(token text, password text) RETURNS TABLE(user_id uuid, email text)
+CREATE FUNCTION api.auth_set_password(token text, password_hash text) RETURNS TABLE(user_id uuid, email text)
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog'
     AS $$
@@ -1143,13 +1080,13 @@ begin
   if link.id is null or link.used_at is not null or link.expires_at <= now() then
     raise exception 'this link is not valid or has expired' using errcode = 'PT400', hint = 'invalid_link';
   end if;
-  if auth_set_password.password is null or length(auth_set_password.password) < 8 then
-    raise exception 'password must be at least 8 characters' using errcode = 'PT400', hint = 'weak_password';
+  if not private.password_hash_valid(auth_set_password.password_hash) then
+    raise exception 'password_hash must be a bcrypt hash of cost 10 or more' using errcode = 'PT400', hint = 'invalid_password_hash';
   end if;
 
   update identity.password_tokens t set used_at = now()
    where t.user_id = link.user_id and t.used_at is null;
-  update identity.users u set password_hash = identity.hash_password(auth_set_password.password)
+  update identity.users u set password_hash = auth_set_password.password_hash
    where u.id = link.user_id;
   -- Whoever held the account before holds nothing of it now.
   perform private.end_credentials(link.user_id);
@@ -1160,10 +1097,10 @@ end;
 $$;
 
 --
--- Name: FUNCTION auth_set_password(token text, password text); Type: COMMENT; Schema: api
+-- Name: FUNCTION auth_set_password(token text, password_hash text); Type: COMMENT; Schema: api
 --
 
-COMMENT ON FUNCTION api.auth_set_password(token text, password text) IS 'Sets the password of a set-password link''s account, uses the link up, ends every credential of the account (sessions, API tokens, OAuth grants, MCP sessions) and ends an agent''s ownership of it. PT400 invalid_link / weak_password.';
+COMMENT ON FUNCTION api.auth_set_password(token text, password_hash text) IS 'Sets the password (a bcrypt hash the gateway made) of a set-password link''s account, uses the link up, ends every credential of the account (sessions, API tokens, OAuth grants, MCP sessions) and ends an agent''s ownership of it. PT400 invalid_link / invalid_password_hash.';
 
 --
 -- Name: auth_verify(); Type: FUNCTION; Schema: api
@@ -3133,27 +3070,20 @@ COMMENT ON FUNCTION api.platform_event_create(community_id uuid, external_platfo
 --
 
 CREATE FUNCTION api.profile_get() RETURNS SETOF api.user_profile
-    LANGUAGE plpgsql STABLE
-    SET search_path TO 'pg_catalog'
+    LANGUAGE sql STABLE
     AS $$
-begin
-  return query
     select p.id, u.email, p.name, s.is_premium, p.subscription_type,
            s.max_hats, p.node_id, p.created_at, p.updated_at
       from app.profiles p
       join identity.users u on u.id = p.id
-      join app.subscription_plans s on s.id = p.subscription_type;
-  if not found then
-    raise exception 'profile not found' using errcode = 'PT404', hint = 'profile_not_found';
-  end if;
-end;
-$$;
+      join app.subscription_plans s on s.id = p.subscription_type
+  $$;
 
 --
 -- Name: FUNCTION profile_get(); Type: COMMENT; Schema: api
 --
 
-COMMENT ON FUNCTION api.profile_get() IS 'GET /api/mobile/profile: the caller''s UserProfile (row-level security picks the row). PT404 when missing.';
+COMMENT ON FUNCTION api.profile_get() IS 'GET /api/mobile/profile: the caller''s UserProfile (row-level security picks the row); no row when it is missing (the route''s 404). Inlined into the calling statement (plain SQL, no search_path of its own: every name is qualified).';
 
 --
 -- Name: profile_update(text); Type: FUNCTION; Schema: api
@@ -4088,33 +4018,9 @@ COMMENT ON FUNCTION identity.hash_password(password text) IS 'bcrypt (cost 10) o
 
 CREATE FUNCTION identity.new_token() RETURNS text
     LANGUAGE sql
-    SET search_path TO 'pg_catalog'
     AS $$
-    select rtrim(translate(encode(extensions.gen_random_bytes(32), 'base64'), '+/', '-_'), '=')
+    select pg_catalog.rtrim(pg_catalog.translate(pg_catalog.encode(extensions.gen_random_bytes(32), 'base64'), '+/', '-_'), '=')
   $$;
-
---
--- Name: password_matches(text, text); Type: FUNCTION; Schema: identity
---
-
-CREATE FUNCTION identity.password_matches(password text, password_hash text) RETURNS boolean
-    LANGUAGE sql
-    SET search_path TO 'pg_catalog'
-    AS $_$
-    select coalesce(
-      extensions.crypt(
-        encode(extensions.digest(coalesce(password, ''), 'sha256'), 'base64'),
-        coalesce(password_hash, '$2a$10$CwTycUXWue0Thq9StjUM0u')
-      ) = password_hash,
-      false
-    )
-  $_$;
-
---
--- Name: FUNCTION password_matches(password text, password_hash text); Type: COMMENT; Schema: identity
---
-
-COMMENT ON FUNCTION identity.password_matches(password text, password_hash text) IS 'True when the password matches the bcrypt hash; always does the bcrypt work, even for a null hash.';
 
 --
 -- Name: token_hash(text); Type: FUNCTION; Schema: identity
@@ -4122,7 +4028,6 @@ COMMENT ON FUNCTION identity.password_matches(password text, password_hash text)
 
 CREATE FUNCTION identity.token_hash(token text) RETURNS bytea
     LANGUAGE sql IMMUTABLE STRICT
-    SET search_path TO 'pg_catalog'
     AS $$
     select extensions.digest(token, 'sha256')
   $$;
@@ -4320,6 +4225,37 @@ $$;
 COMMENT ON FUNCTION private.append_change(operation text, table_name text, record_id uuid, row_data jsonb, old_data jsonb) IS 'Appends a change-log entry under private.lock_change_log(); returns its id.';
 
 --
+-- Name: auth_login_finish(text, boolean, text); Type: FUNCTION; Schema: private
+--
+
+CREATE FUNCTION private.auth_login_finish(attempt text, matched boolean, new_hash text) RETURNS TABLE(status text, user_id uuid, user_email text, refresh_token text, session_id uuid)
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog'
+    AS $$
+declare
+  checked record;
+begin
+  select * into strict checked from private.password_attempt_finish('login', attempt, matched, new_hash);
+  if checked.status <> 'ok' then
+    -- Not raised: a failure must be counted, so this transaction commits.
+    return query select checked.status, null::uuid, null::text, null::text, null::uuid;
+    return;
+  end if;
+  return query
+    select 'ok'::text, u.id, u.email, s.refresh_token, s.session_id
+      from identity.users u
+     cross join lateral private.start_session(u.id) s
+     where u.id = checked.user_id;
+end;
+$$;
+
+--
+-- Name: FUNCTION auth_login_finish(attempt text, matched boolean, new_hash text); Type: COMMENT; Schema: private
+--
+
+COMMENT ON FUNCTION private.auth_login_finish(attempt text, matched boolean, new_hash text) IS 'POST /api/auth/login, after the gateway compared the password with the hash of private.password_attempt_start: status ok (a session: refresh_token, session_id), invalid (counted) or expired.';
+
+--
 -- Name: auth_throttle_record(text, text); Type: FUNCTION; Schema: private
 --
 
@@ -4347,25 +4283,30 @@ COMMENT ON FUNCTION private.auth_throttle_record(scope text, key text) IS 'Count
 --
 
 CREATE FUNCTION private.auth_throttle_wait(scope text, key text, max_failures integer, window_seconds integer) RETURNS integer
-    LANGUAGE sql STABLE SECURITY DEFINER
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
     SET search_path TO 'pg_catalog'
     AS $$
-  select case
-           when count(*) >= max_failures
-             then greatest(1, ceil(extract(epoch from min(f.failed_at) + make_interval(secs => window_seconds) - now())))::integer
-           else 0
-         end
+declare
+  failures bigint;
+  oldest timestamptz;
+begin
+  select count(*), min(f.failed_at) into failures, oldest
     from private.auth_failures f
    where f.scope = auth_throttle_wait.scope
      and f.key = auth_throttle_wait.key
      and f.failed_at > now() - make_interval(secs => window_seconds);
+  if failures < max_failures then
+    return 0;
+  end if;
+  return greatest(1, ceil(extract(epoch from oldest + make_interval(secs => window_seconds) - now())))::integer;
+end;
 $$;
 
 --
 -- Name: FUNCTION auth_throttle_wait(scope text, key text, max_failures integer, window_seconds integer); Type: COMMENT; Schema: private
 --
 
-COMMENT ON FUNCTION private.auth_throttle_wait(scope text, key text, max_failures integer, window_seconds integer) IS 'Seconds until `key` may try again (0: now): it has max_failures failures of `scope` within the window.';
+COMMENT ON FUNCTION private.auth_throttle_wait(scope text, key text, max_failures integer, window_seconds integer) IS 'Seconds until `key` may try again (0: now): it has max_failures failures of `scope` within the window (1 when max_failures is 0 or less and there are none).';
 
 --
 -- Name: calendar_entry(private.calendar_row, text); Type: FUNCTION; Schema: private
@@ -4755,27 +4696,52 @@ COMMENT ON FUNCTION private.checkin_json(c app.checkins) IS 'The check-in object
 CREATE FUNCTION private.create_account(email text, password text, name text DEFAULT NULL::text) RETURNS uuid
     LANGUAGE plpgsql
     SET search_path TO 'pg_catalog'
+    AS $$
+begin
+  if create_account.password is not null and length(create_account.password) < 8 then
+    raise exception 'password must be at least 8 characters' using errcode = 'PT400', hint = 'weak_password';
+  end if;
+  return private.create_account_with_hash(
+    create_account.email,
+    case when create_account.password is not null then identity.hash_password(create_account.password) end,
+    create_account.name);
+end;
+$$;
+
+--
+-- Name: FUNCTION create_account(email text, password text, name text); Type: COMMENT; Schema: private
+--
+
+COMMENT ON FUNCTION private.create_account(email text, password text, name text) IS 'Creates a user with a clear password hashed here with pgcrypto (operators: admin.create_user), or none when null; otherwise as private.create_account_with_hash. PT400 weak_password under 8 characters.';
+
+--
+-- Name: create_account_with_hash(text, text, text); Type: FUNCTION; Schema: private
+--
+
+CREATE FUNCTION private.create_account_with_hash(email text, password_hash text, name text DEFAULT NULL::text) RETURNS uuid
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog'
     AS $_$
 #variable_conflict use_column
 declare
-  normalised_email text := lower(btrim(create_account.email));
-  chosen_name text := nullif(btrim(create_account.name), '');
+  normalised_email text := lower(btrim(create_account_with_hash.email));
+  chosen_name text := nullif(btrim(create_account_with_hash.name), '');
   new_user_id uuid;
   new_node_id uuid;
 begin
   if normalised_email is null or normalised_email !~ '^[^@\s]+@[^@\s]+$' then
     raise exception 'invalid email address' using errcode = 'PT400', hint = 'invalid_email';
   end if;
-  if create_account.password is not null and length(create_account.password) < 8 then
-    raise exception 'password must be at least 8 characters' using errcode = 'PT400', hint = 'weak_password';
+  if create_account_with_hash.password_hash is not null
+     and not private.password_hash_valid(create_account_with_hash.password_hash) then
+    raise exception 'password_hash must be a bcrypt hash of cost 10 or more' using errcode = 'PT400', hint = 'invalid_password_hash';
   end if;
   if chosen_name is not null and length(chosen_name) > 200 then
     raise exception 'name must be at most 200 characters' using errcode = 'PT400', hint = 'invalid_name';
   end if;
 
   insert into identity.users (email, password_hash)
-    values (normalised_email,
-            case when create_account.password is not null then identity.hash_password(create_account.password) end)
+    values (normalised_email, create_account_with_hash.password_hash)
     on conflict (email) do nothing
     returning id into new_user_id;
   if new_user_id is null then
@@ -4793,10 +4759,10 @@ end;
 $_$;
 
 --
--- Name: FUNCTION create_account(email text, password text, name text); Type: COMMENT; Schema: private
+-- Name: FUNCTION create_account_with_hash(email text, password_hash text, name text); Type: COMMENT; Schema: private
 --
 
-COMMENT ON FUNCTION private.create_account(email text, password text, name text) IS 'Creates a user (hashed password, or none when password is null), their node and profile. Without a name the name is derived from the e-mail (name_source email, private). PT409 when the e-mail is taken.';
+COMMENT ON FUNCTION private.create_account_with_hash(email text, password_hash text, name text) IS 'Creates a user (a bcrypt hash made by the process, or no password when null), their node and profile. Without a name the name is derived from the e-mail (name_source email, private). PT400 invalid_email / invalid_password_hash / invalid_name; PT409 when the e-mail is taken.';
 
 --
 -- Name: deals; Type: TABLE; Schema: app
@@ -6598,10 +6564,10 @@ CREATE FUNCTION private.oauth_prune() RETURNS void
 COMMENT ON FUNCTION private.oauth_prune() IS 'Deletes expired pending requests, codes and tokens.';
 
 --
--- Name: oauth_request_approve(text, text, text, text, integer, integer, integer, integer); Type: FUNCTION; Schema: private
+-- Name: oauth_request_approve(text, text, boolean, text); Type: FUNCTION; Schema: private
 --
 
-CREATE FUNCTION private.oauth_request_approve(request_token text, email text, password text, client_ip text, max_failures_per_email_client integer, max_failures_per_email integer, max_failures_per_ip integer, window_seconds integer) RETURNS TABLE(status text, retry_after integer, redirect_uri text, code text, state text)
+CREATE FUNCTION private.oauth_request_approve(request_token text, attempt text, matched boolean, new_hash text) RETURNS TABLE(status text, redirect_uri text, code text, state text)
     LANGUAGE plpgsql
     SET search_path TO 'pg_catalog'
     AS $$
@@ -6610,44 +6576,39 @@ declare
   checked record;
   new_code text := identity.new_token();
 begin
+  select * into strict checked from private.password_attempt_finish('oauth_consent', attempt, matched, new_hash);
   select r.* into request from identity.oauth_requests r
    where r.request_hash = identity.token_hash(request_token) and r.expires_at > now()
    for update;
   if request.request_hash is null then
-    raise exception 'this authorization request has expired; start again from your application'
-      using errcode = 'PT404', hint = 'request_expired';
-  end if;
-  select * into strict checked
-    from private.password_check_throttled(oauth_request_approve.email, oauth_request_approve.password, client_ip,
-                                          max_failures_per_email_client, max_failures_per_email, max_failures_per_ip,
-                                          window_seconds);
-  if checked.status = 'throttled' then
-    return query select 'throttled'::text, checked.retry_after, null::text, null::text, null::text;
+    -- Not raised: the attempt's outcome (a failure is counted) is kept.
+    return query select 'request_expired'::text, null::text, null::text, null::text;
     return;
   end if;
   if checked.status <> 'ok' then
-    if request.failures >= 4 then
-      delete from identity.oauth_requests r where r.request_hash = request.request_hash;
-    else
-      update identity.oauth_requests r set failures = r.failures + 1 where r.request_hash = request.request_hash;
+    if checked.status = 'invalid' then
+      if request.failures >= 4 then
+        delete from identity.oauth_requests r where r.request_hash = request.request_hash;
+      else
+        update identity.oauth_requests r set failures = r.failures + 1 where r.request_hash = request.request_hash;
+      end if;
     end if;
-    -- Commit the failure counts, then refuse: the caller answers after commit.
-    return query select 'invalid'::text, 0, null::text, null::text, null::text;
+    return query select checked.status, null::text, null::text, null::text;
     return;
   end if;
   delete from identity.oauth_requests r where r.request_hash = request.request_hash;
   insert into identity.oauth_codes (code_hash, client_id, user_id, redirect_uri, code_challenge, scopes, resource, expires_at)
     values (identity.token_hash(new_code), request.client_id, checked.user_id, request.redirect_uri, request.code_challenge,
             request.scopes, request.resource, now() + interval '1 minute');
-  return query select 'ok'::text, 0, request.redirect_uri, new_code, request.state;
+  return query select 'ok'::text, request.redirect_uri, new_code, request.state;
 end;
 $$;
 
 --
--- Name: FUNCTION oauth_request_approve(request_token text, email text, password text, client_ip text, max_failures_per_email_client integer, max_failures_per_email integer, max_failures_per_ip integer, window_seconds integer); Type: COMMENT; Schema: private
+-- Name: FUNCTION oauth_request_approve(request_token text, attempt text, matched boolean, new_hash text); Type: COMMENT; Schema: private
 --
 
-COMMENT ON FUNCTION private.oauth_request_approve(request_token text, email text, password text, client_ip text, max_failures_per_email_client integer, max_failures_per_email integer, max_failures_per_ip integer, window_seconds integer) IS 'The consent form: signs the user in through private.password_check_throttled (the login''s throttling) and turns the pending request into a single-use code. status ok (redirect_uri, code, state), invalid (counted; the request allows 5) or throttled (retry_after seconds); PT404 request_expired.';
+COMMENT ON FUNCTION private.oauth_request_approve(request_token text, attempt text, matched boolean, new_hash text) IS 'The consent form, after the MCP process compared the password with the hash of private.password_attempt_start (door oauth_consent): finishes the attempt (the login''s throttling) and turns the pending request into a single-use code. status ok (redirect_uri, code, state), invalid (counted; the request allows 5), expired (the attempt) or request_expired.';
 
 --
 -- Name: oauth_request_begin(text, text, text, text, text[], text); Type: FUNCTION; Schema: private
@@ -6801,54 +6762,159 @@ CREATE FUNCTION private.oauth_token_revoke(client_id text, token text) RETURNS v
 COMMENT ON FUNCTION private.oauth_token_revoke(client_id text, token text) IS 'Revokes the token''s whole family (RFC 7009); unknown tokens are ignored.';
 
 --
--- Name: password_check_throttled(text, text, text, integer, integer, integer, integer); Type: FUNCTION; Schema: private
+-- Name: password_attempt_finish(text, text, boolean, text); Type: FUNCTION; Schema: private
 --
 
-CREATE FUNCTION private.password_check_throttled(email text, password text, client_ip text, max_failures_per_email_client integer, max_failures_per_email integer, max_failures_per_ip integer, window_seconds integer) RETURNS TABLE(status text, retry_after integer, user_id uuid)
+CREATE FUNCTION private.password_attempt_finish(door text, attempt text, matched boolean, new_hash text) RETURNS TABLE(status text, user_id uuid)
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog'
     AS $$
 declare
-  email_key text := lower(btrim(coalesce(password_check_throttled.email, '')));
-  client_key text := email_key || ' ' || coalesce(password_check_throttled.client_ip, 'unknown');
-  wait integer;
+  a private.password_attempts;
+  client_key text;
   account identity.users;
 begin
-  -- Attempts for one e-mail take turns, so a burst cannot slip past the count.
-  perform pg_advisory_xact_lock(hashtextextended('auth_failures:email:' || email_key, 0));
-  wait := greatest(
-    private.auth_throttle_wait('email_client', client_key, max_failures_per_email_client, window_seconds),
-    private.auth_throttle_wait('email', email_key, max_failures_per_email, window_seconds),
-    case when client_ip is null then 0
-         else private.auth_throttle_wait('ip', client_ip, max_failures_per_ip, window_seconds) end);
-  if wait > 0 then
-    return query select 'throttled'::text, wait, null::uuid;
+  delete from private.password_attempts p
+   where p.attempt_hash = identity.token_hash(password_attempt_finish.attempt) and p.door = password_attempt_finish.door
+  returning p.* into a;
+  if a.attempt_hash is null then
+    return query select 'expired'::text, null::uuid;
     return;
   end if;
-
-  select u.* into account from identity.users u where u.email = email_key;
-  -- Always compare (against a dummy hash when there is no account), so an
-  -- unknown e-mail and a wrong password take the same path and time.
-  if not identity.password_matches(password_check_throttled.password, account.password_hash) or account.id is null then
+  client_key := a.email_key || ' ' || coalesce(a.client_ip, 'unknown');
+  if matched then
+    -- The account still has the hash that was checked (a password set in
+    -- between makes this attempt fail).
+    select u.* into account from identity.users u
+     where u.id = a.user_id and extensions.digest(u.password_hash, 'sha256') = a.hash_digest
+     for update;
+  end if;
+  if account.id is null then
     perform private.auth_throttle_record('email_client', client_key);
-    perform private.auth_throttle_record('email', email_key);
-    if client_ip is not null then
-      perform private.auth_throttle_record('ip', client_ip);
+    perform private.auth_throttle_record('email', a.email_key);
+    if a.client_ip is not null then
+      perform private.auth_throttle_record('ip', a.client_ip);
     end if;
-    return query select 'invalid'::text, 0, null::uuid;
+    return query select 'invalid'::text, null::uuid;
+    return;
+  end if;
+  if a.expires_at <= now() then
+    return query select 'expired'::text, null::uuid;
     return;
   end if;
 
   delete from private.auth_failures f where f.scope = 'email_client' and f.key = client_key;
-  return query select 'ok'::text, 0, account.id;
+  if new_hash is not null and private.password_hash_valid(new_hash)
+     and private.password_hash_cost(new_hash) > private.password_hash_cost(account.password_hash) then
+    update identity.users u set password_hash = new_hash where u.id = account.id;
+  end if;
+  return query select 'ok'::text, account.id;
 end;
 $$;
 
 --
--- Name: FUNCTION password_check_throttled(email text, password text, client_ip text, max_failures_per_email_client integer, max_failures_per_email integer, max_failures_per_ip integer, window_seconds integer); Type: COMMENT; Schema: private
+-- Name: FUNCTION password_attempt_finish(door text, attempt text, matched boolean, new_hash text); Type: COMMENT; Schema: private
 --
 
-COMMENT ON FUNCTION private.password_check_throttled(email text, password text, client_ip text, max_failures_per_email_client integer, max_failures_per_email integer, max_failures_per_ip integer, window_seconds integer) IS 'Checks an e-mail and password for signing in, throttled: status ok (user_id), invalid (counted per e-mail and client, per e-mail and per client IP; the caller must commit) or throttled (retry_after seconds; the password is not checked). Every door that checks a password calls it.';
+COMMENT ON FUNCTION private.password_attempt_finish(door text, attempt text, matched boolean, new_hash text) IS 'Second half of a sign-in: consumes the attempt and records whether the process found the password right. status ok (user_id; the failures of that e-mail from that client are cleared; new_hash, a bcrypt hash of a higher cost, replaces the stored one), invalid (counted per e-mail and client, per e-mail and per client address; also when the account''s password changed since the start) or expired (the attempt is unknown, used, or older than 60 seconds).';
+
+--
+-- Name: password_attempt_start(text, text, text, integer, integer, integer, integer, integer); Type: FUNCTION; Schema: private
+--
+
+CREATE FUNCTION private.password_attempt_start(door text, email text, client_ip text, bcrypt_cost integer, max_failures_per_email_client integer, max_failures_per_email integer, max_failures_per_ip integer, window_seconds integer) RETURNS TABLE(status text, retry_after integer, attempt text, password_hash text, rehash boolean)
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog'
+    AS $$
+declare
+  email_key text := lower(btrim(coalesce(password_attempt_start.email, '')));
+  wait integer;
+  account_id uuid;
+  account_hash text;
+  new_attempt text := identity.new_token();
+begin
+  if door not in ('login', 'oauth_consent') then
+    raise exception 'unknown door %', door using errcode = 'PT400', hint = 'invalid_door';
+  end if;
+  -- Attempts for one e-mail take turns, so a burst cannot slip past the count.
+  perform pg_advisory_xact_lock(hashtextextended('auth_failures:email:' || email_key, 0));
+  wait := private.sign_in_wait(email_key, client_ip, max_failures_per_email_client, max_failures_per_email,
+                               max_failures_per_ip, window_seconds);
+  if wait > 0 then
+    return query select 'throttled'::text, wait, null::text, null::text, false;
+    return;
+  end if;
+
+  select u.id, u.password_hash into account_id, account_hash
+    from identity.users u where u.email = email_key and u.password_hash is not null;
+  insert into private.password_attempts (attempt_hash, door, email_key, client_ip, user_id, hash_digest, expires_at)
+    values (identity.token_hash(new_attempt), door, email_key, client_ip, account_id,
+            extensions.digest(account_hash, 'sha256'), now() + interval '60 seconds');
+  -- Now and then, forget attempts no process finished (a process that stopped).
+  if random() < 0.01 then
+    delete from private.password_attempts a where a.expires_at < now() - interval '1 hour';
+  end if;
+  return query
+    select 'check'::text, 0, new_attempt,
+           coalesce(account_hash, private.password_dummy_hash(bcrypt_cost)),
+           coalesce(private.password_hash_cost(account_hash) < bcrypt_cost, false);
+end;
+$$;
+
+--
+-- Name: FUNCTION password_attempt_start(door text, email text, client_ip text, bcrypt_cost integer, max_failures_per_email_client integer, max_failures_per_email integer, max_failures_per_ip integer, window_seconds integer); Type: COMMENT; Schema: private
+--
+
+COMMENT ON FUNCTION private.password_attempt_start(door text, email text, client_ip text, bcrypt_cost integer, max_failures_per_email_client integer, max_failures_per_email integer, max_failures_per_ip integer, window_seconds integer) IS 'First half of a sign-in (door login or oauth_consent), run by the processes'' own role: status throttled (retry_after seconds; nothing to check) or check: the hash to compare the password with (the account''s, or a dummy at bcrypt_cost for an unknown e-mail), whether to re-hash it (its cost is below bcrypt_cost), and the single-use attempt to finish with.';
+
+--
+-- Name: password_dummy_hash(integer); Type: FUNCTION; Schema: private
+--
+
+CREATE FUNCTION private.password_dummy_hash(bcrypt_cost integer) RETURNS text
+    LANGUAGE sql IMMUTABLE
+    AS $_$
+    select '$2a$' OPERATOR(pg_catalog.||) pg_catalog.lpad(greatest(10, least(31, bcrypt_cost))::pg_catalog.text, 2, '0')
+           OPERATOR(pg_catalog.||) '$' OPERATOR(pg_catalog.||) 'CwTycUXWue0Thq9StjUM0uJ8.ly9B7Ys2t6MfmbsV8RnQEh8EPLAa'
+  $_$;
+
+--
+-- Name: FUNCTION password_dummy_hash(bcrypt_cost integer); Type: COMMENT; Schema: private
+--
+
+COMMENT ON FUNCTION private.password_dummy_hash(bcrypt_cost integer) IS 'The fixed bcrypt hash an unknown e-mail (or an account without a password) is compared against, at the given cost (10 to 31).';
+
+--
+-- Name: password_hash_cost(text); Type: FUNCTION; Schema: private
+--
+
+CREATE FUNCTION private.password_hash_cost(password_hash text) RETURNS integer
+    LANGUAGE sql IMMUTABLE
+    AS $_$
+    select (pg_catalog.regexp_match(password_hash, '^\$2[abxy]\$(\d\d)\$'))[1]::pg_catalog.int4
+  $_$;
+
+--
+-- Name: FUNCTION password_hash_cost(password_hash text); Type: COMMENT; Schema: private
+--
+
+COMMENT ON FUNCTION private.password_hash_cost(password_hash text) IS 'The cost of a bcrypt hash; null when it is not one.';
+
+--
+-- Name: password_hash_valid(text); Type: FUNCTION; Schema: private
+--
+
+CREATE FUNCTION private.password_hash_valid(password_hash text) RETURNS boolean
+    LANGUAGE sql IMMUTABLE
+    AS $_$
+    select coalesce(password_hash OPERATOR(pg_catalog.~) '^\$2[aby]\$(1[0-9]|2[0-9]|3[01])\$[./A-Za-z0-9]{53}$', false)
+  $_$;
+
+--
+-- Name: FUNCTION password_hash_valid(password_hash text); Type: COMMENT; Schema: private
+--
+
+COMMENT ON FUNCTION private.password_hash_valid(password_hash text) IS 'True for a bcrypt hash ($2a$/$2b$/$2y$) of cost 10 to 31: what account creation and set-password accept.';
 
 --
 -- Name: platform_authorize(uuid); Type: FUNCTION; Schema: private
@@ -7113,25 +7179,27 @@ COMMENT ON FUNCTION private.redact_secrets(value jsonb) IS 'The JSON value with 
 --
 
 CREATE FUNCTION private.session_ended(session_id uuid) RETURNS boolean
-    LANGUAGE sql STABLE SECURITY DEFINER
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
     SET search_path TO 'pg_catalog'
     AS $$
-    select session_ended.session_id is not null and (
-      exists (
-        select from identity.refresh_tokens t
-         where t.session_id = session_ended.session_id
-           and t.revoked_reason in ('logout', 'reused'))
-      or exists (
-        select from app.api_tokens k
-         where k.id = session_ended.session_id
-           and (not k.active or k.expires_at <= now())))
-  $$;
+begin
+  return session_ended.session_id is not null and (
+    exists (
+      select from identity.refresh_tokens t
+       where t.session_id = session_ended.session_id
+         and t.revoked_reason in ('logout', 'reused'))
+    or exists (
+      select from app.api_tokens k
+       where k.id = session_ended.session_id
+         and (not k.active or k.expires_at <= now())));
+end;
+$$;
 
 --
 -- Name: FUNCTION session_ended(session_id uuid); Type: COMMENT; Schema: private
 --
 
-COMMENT ON FUNCTION private.session_ended(session_id uuid) IS 'Whether a credential has ended: a session (an access token''s session_id claim) ended by logout or refresh-token reuse, or an API token (its id) deactivated or expired. Null: false.';
+COMMENT ON FUNCTION private.session_ended(session_id uuid) IS 'Whether a credential has ended: a session (an access token''s session_id claim) ended by logout or refresh-token reuse, or an API token (its id) deactivated or expired. Null: false. PL/pgSQL so that its plans are kept (a SQL function is planned on every call before PostgreSQL 18).';
 
 --
 -- Name: sessions_ended(uuid[]); Type: FUNCTION; Schema: private
@@ -7157,6 +7225,42 @@ CREATE FUNCTION private.sessions_ended(session_ids uuid[]) RETURNS SETOF uuid
 --
 
 COMMENT ON FUNCTION private.sessions_ended(session_ids uuid[]) IS 'The credentials among session_ids that have ended: sessions ended by logout or refresh-token reuse, API tokens deactivated or expired.';
+
+--
+-- Name: sign_in_wait(text, text, integer, integer, integer, integer); Type: FUNCTION; Schema: private
+--
+
+CREATE FUNCTION private.sign_in_wait(email_key text, client_ip text, max_failures_per_email_client integer, max_failures_per_email integer, max_failures_per_ip integer, window_seconds integer) RETURNS integer
+    LANGUAGE plpgsql STABLE
+    SET search_path TO 'pg_catalog'
+    AS $$
+declare
+  open_email integer;
+  open_email_client integer;
+  open_ip integer := 0;
+begin
+  select count(*), count(*) filter (where a.client_ip is not distinct from sign_in_wait.client_ip)
+    into open_email, open_email_client
+    from private.password_attempts a
+   where a.email_key = sign_in_wait.email_key and a.expires_at > now();
+  if client_ip is not null then
+    select count(*) into open_ip from private.password_attempts a
+     where a.client_ip = sign_in_wait.client_ip and a.expires_at > now();
+  end if;
+  return greatest(
+    private.auth_throttle_wait('email_client', email_key || ' ' || coalesce(client_ip, 'unknown'),
+                               max_failures_per_email_client - open_email_client, window_seconds),
+    private.auth_throttle_wait('email', email_key, max_failures_per_email - open_email, window_seconds),
+    case when client_ip is null then 0
+         else private.auth_throttle_wait('ip', client_ip, max_failures_per_ip - open_ip, window_seconds) end);
+end;
+$$;
+
+--
+-- Name: FUNCTION sign_in_wait(email_key text, client_ip text, max_failures_per_email_client integer, max_failures_per_email integer, max_failures_per_ip integer, window_seconds integer); Type: COMMENT; Schema: private
+--
+
+COMMENT ON FUNCTION private.sign_in_wait(email_key text, client_ip text, max_failures_per_email_client integer, max_failures_per_email integer, max_failures_per_ip integer, window_seconds integer) IS 'Seconds until a sign-in for this e-mail from this client may be checked (0: now): failed sign-ins within the window and attempts still being checked, per e-mail and client, per e-mail and per client address, against their limits.';
 
 --
 -- Name: start_session(uuid); Type: FUNCTION; Schema: private
@@ -8828,6 +8932,28 @@ CREATE TABLE private.mcp_sessions (
 COMMENT ON TABLE private.mcp_sessions IS 'MCP sessions (Mcp-Session-Id), shared by every MCP process.';
 
 --
+-- Name: password_attempts; Type: TABLE; Schema: private
+--
+
+CREATE TABLE private.password_attempts (
+    attempt_hash bytea NOT NULL,
+    door text NOT NULL,
+    email_key text NOT NULL,
+    client_ip text,
+    user_id uuid,
+    hash_digest bytea,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    expires_at timestamp with time zone NOT NULL,
+    CONSTRAINT password_attempts_door_check CHECK ((door = ANY (ARRAY['login'::text, 'oauth_consent'::text])))
+);
+
+--
+-- Name: TABLE password_attempts; Type: COMMENT; Schema: private
+--
+
+COMMENT ON TABLE private.password_attempts IS 'Sign-ins whose password is being checked by a process (private.password_attempt_start): single-use, 60 seconds; they count as failures in the throttling until their outcome is recorded.';
+
+--
 -- Name: agent_members agent_members_pkey; Type: CONSTRAINT; Schema: app
 --
 
@@ -9190,6 +9316,13 @@ ALTER TABLE ONLY private.mcp_request_counts
 
 ALTER TABLE ONLY private.mcp_sessions
     ADD CONSTRAINT mcp_sessions_pkey PRIMARY KEY (id);
+
+--
+-- Name: password_attempts password_attempts_pkey; Type: CONSTRAINT; Schema: private
+--
+
+ALTER TABLE ONLY private.password_attempts
+    ADD CONSTRAINT password_attempts_pkey PRIMARY KEY (attempt_hash);
 
 --
 -- Name: agent_members_agent_idx; Type: INDEX; Schema: app
@@ -9586,6 +9719,18 @@ CREATE INDEX auth_failures_key ON private.auth_failures USING btree (scope, key,
 --
 
 CREATE INDEX mcp_sessions_user_idx ON private.mcp_sessions USING btree (user_id);
+
+--
+-- Name: password_attempts_client; Type: INDEX; Schema: private
+--
+
+CREATE INDEX password_attempts_client ON private.password_attempts USING btree (client_ip);
+
+--
+-- Name: password_attempts_email; Type: INDEX; Schema: private
+--
+
+CREATE INDEX password_attempts_email ON private.password_attempts USING btree (email_key);
 
 --
 -- Name: community_members _100_keep_a_manager; Type: TRIGGER; Schema: app
@@ -10112,6 +10257,13 @@ ALTER TABLE ONLY private.mcp_sessions
     ADD CONSTRAINT mcp_sessions_user_id_fkey FOREIGN KEY (user_id) REFERENCES identity.users(id) ON DELETE CASCADE;
 
 --
+-- Name: password_attempts password_attempts_user_id_fkey; Type: FK CONSTRAINT; Schema: private
+--
+
+ALTER TABLE ONLY private.password_attempts
+    ADD CONSTRAINT password_attempts_user_id_fkey FOREIGN KEY (user_id) REFERENCES identity.users(id) ON DELETE CASCADE;
+
+--
 -- Name: agent_members Agents see the members they created; Type: POLICY; Schema: app
 --
 
@@ -10554,6 +10706,12 @@ ALTER TABLE identity.refresh_tokens ENABLE ROW LEVEL SECURITY;
 ALTER TABLE identity.users ENABLE ROW LEVEL SECURITY;
 
 --
+-- Name: password_attempts; Type: ROW SECURITY; Schema: private
+--
+
+ALTER TABLE private.password_attempts ENABLE ROW LEVEL SECURITY;
+
+--
 -- Name: SCHEMA api; Type: ACL; Schema: -
 --
 
@@ -10733,22 +10891,6 @@ REVOKE ALL ON FUNCTION api.api_tokens_list() FROM PUBLIC;
 GRANT ALL ON FUNCTION api.api_tokens_list() TO authenticated;
 
 --
--- Name: FUNCTION auth_login(email text, password text); Type: ACL; Schema: api
---
-
-REVOKE ALL ON FUNCTION api.auth_login(email text, password text) FROM PUBLIC;
-GRANT ALL ON FUNCTION api.auth_login(email text, password text) TO anon;
-GRANT ALL ON FUNCTION api.auth_login(email text, password text) TO authenticated;
-
---
--- Name: FUNCTION auth_login_throttled(email text, password text, client_ip text, max_failures_per_email_client integer, max_failures_per_email integer, max_failures_per_ip integer, window_seconds integer); Type: ACL; Schema: api
---
-
-REVOKE ALL ON FUNCTION api.auth_login_throttled(email text, password text, client_ip text, max_failures_per_email_client integer, max_failures_per_email integer, max_failures_per_ip integer, window_seconds integer) FROM PUBLIC;
-GRANT ALL ON FUNCTION api.auth_login_throttled(email text, password text, client_ip text, max_failures_per_email_client integer, max_failures_per_email integer, max_failures_per_ip integer, window_seconds integer) TO anon;
-GRANT ALL ON FUNCTION api.auth_login_throttled(email text, password text, client_ip text, max_failures_per_email_client integer, max_failures_per_email integer, max_failures_per_ip integer, window_seconds integer) TO authenticated;
-
---
 -- Name: FUNCTION auth_logout(refresh_token text); Type: ACL; Schema: api
 --
 
@@ -10789,20 +10931,20 @@ GRANT ALL ON FUNCTION api.auth_refresh_throttled(refresh_token text, client_ip t
 GRANT ALL ON FUNCTION api.auth_refresh_throttled(refresh_token text, client_ip text, max_failures_per_ip integer, window_seconds integer) TO authenticated;
 
 --
--- Name: FUNCTION auth_register(email text, password text, name text); Type: ACL; Schema: api
+-- Name: FUNCTION auth_register(email text, password_hash text, name text); Type: ACL; Schema: api
 --
 
-REVOKE ALL ON FUNCTION api.auth_register(email text, password text, name text) FROM PUBLIC;
-GRANT ALL ON FUNCTION api.auth_register(email text, password text, name text) TO anon;
-GRANT ALL ON FUNCTION api.auth_register(email text, password text, name text) TO authenticated;
+REVOKE ALL ON FUNCTION api.auth_register(email text, password_hash text, name text) FROM PUBLIC;
+GRANT ALL ON FUNCTION api.auth_register(email text, password_hash text, name text) TO anon;
+GRANT ALL ON FUNCTION api.auth_register(email text, password_hash text, name text) TO authenticated;
 
 --
--- Name: FUNCTION auth_set_password(token text, password text); Type: ACL; Schema: api
+-- Name: FUNCTION auth_set_password(token text, password_hash text); Type: ACL; Schema: api
 --
 
-REVOKE ALL ON FUNCTION api.auth_set_password(token text, password text) FROM PUBLIC;
-GRANT ALL ON FUNCTION api.auth_set_password(token text, password text) TO anon;
-GRANT ALL ON FUNCTION api.auth_set_password(token text, password text) TO authenticated;
+REVOKE ALL ON FUNCTION api.auth_set_password(token text, password_hash text) FROM PUBLIC;
+GRANT ALL ON FUNCTION api.auth_set_password(token text, password_hash text) TO anon;
+GRANT ALL ON FUNCTION api.auth_set_password(token text, password_hash text) TO authenticated;
 
 --
 -- Name: FUNCTION auth_verify(); Type: ACL; Schema: api
@@ -11747,12 +11889,6 @@ REVOKE ALL ON FUNCTION identity.hash_password(password text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION identity.new_token() FROM PUBLIC;
 
 --
--- Name: FUNCTION password_matches(password text, password_hash text); Type: ACL; Schema: identity
---
-
-REVOKE ALL ON FUNCTION identity.password_matches(password text, password_hash text) FROM PUBLIC;
-
---
 -- Name: FUNCTION token_hash(token text); Type: ACL; Schema: identity
 --
 
@@ -11855,6 +11991,12 @@ REVOKE ALL ON FUNCTION private.api_token_pattern_valid(pattern text) FROM PUBLIC
 --
 
 REVOKE ALL ON FUNCTION private.append_change(operation text, table_name text, record_id uuid, row_data jsonb, old_data jsonb) FROM PUBLIC;
+
+--
+-- Name: FUNCTION auth_login_finish(attempt text, matched boolean, new_hash text); Type: ACL; Schema: private
+--
+
+REVOKE ALL ON FUNCTION private.auth_login_finish(attempt text, matched boolean, new_hash text) FROM PUBLIC;
 
 --
 -- Name: FUNCTION auth_throttle_record(scope text, key text); Type: ACL; Schema: private
@@ -12013,6 +12155,12 @@ GRANT ALL ON FUNCTION private.checkin_json(c app.checkins) TO authenticated;
 --
 
 REVOKE ALL ON FUNCTION private.create_account(email text, password text, name text) FROM PUBLIC;
+
+--
+-- Name: FUNCTION create_account_with_hash(email text, password_hash text, name text); Type: ACL; Schema: private
+--
+
+REVOKE ALL ON FUNCTION private.create_account_with_hash(email text, password_hash text, name text) FROM PUBLIC;
 
 --
 -- Name: TABLE deals; Type: ACL; Schema: app
@@ -12447,10 +12595,10 @@ REVOKE ALL ON FUNCTION private.oauth_issue_tokens(client_id text, user_id uuid, 
 REVOKE ALL ON FUNCTION private.oauth_prune() FROM PUBLIC;
 
 --
--- Name: FUNCTION oauth_request_approve(request_token text, email text, password text, client_ip text, max_failures_per_email_client integer, max_failures_per_email integer, max_failures_per_ip integer, window_seconds integer); Type: ACL; Schema: private
+-- Name: FUNCTION oauth_request_approve(request_token text, attempt text, matched boolean, new_hash text); Type: ACL; Schema: private
 --
 
-REVOKE ALL ON FUNCTION private.oauth_request_approve(request_token text, email text, password text, client_ip text, max_failures_per_email_client integer, max_failures_per_email integer, max_failures_per_ip integer, window_seconds integer) FROM PUBLIC;
+REVOKE ALL ON FUNCTION private.oauth_request_approve(request_token text, attempt text, matched boolean, new_hash text) FROM PUBLIC;
 
 --
 -- Name: FUNCTION oauth_request_begin(client_id text, redirect_uri text, code_challenge text, state text, scopes text[], resource text); Type: ACL; Schema: private
@@ -12489,10 +12637,34 @@ REVOKE ALL ON FUNCTION private.oauth_token_refresh(client_id text, presented_tok
 REVOKE ALL ON FUNCTION private.oauth_token_revoke(client_id text, token text) FROM PUBLIC;
 
 --
--- Name: FUNCTION password_check_throttled(email text, password text, client_ip text, max_failures_per_email_client integer, max_failures_per_email integer, max_failures_per_ip integer, window_seconds integer); Type: ACL; Schema: private
+-- Name: FUNCTION password_attempt_finish(door text, attempt text, matched boolean, new_hash text); Type: ACL; Schema: private
 --
 
-REVOKE ALL ON FUNCTION private.password_check_throttled(email text, password text, client_ip text, max_failures_per_email_client integer, max_failures_per_email integer, max_failures_per_ip integer, window_seconds integer) FROM PUBLIC;
+REVOKE ALL ON FUNCTION private.password_attempt_finish(door text, attempt text, matched boolean, new_hash text) FROM PUBLIC;
+
+--
+-- Name: FUNCTION password_attempt_start(door text, email text, client_ip text, bcrypt_cost integer, max_failures_per_email_client integer, max_failures_per_email integer, max_failures_per_ip integer, window_seconds integer); Type: ACL; Schema: private
+--
+
+REVOKE ALL ON FUNCTION private.password_attempt_start(door text, email text, client_ip text, bcrypt_cost integer, max_failures_per_email_client integer, max_failures_per_email integer, max_failures_per_ip integer, window_seconds integer) FROM PUBLIC;
+
+--
+-- Name: FUNCTION password_dummy_hash(bcrypt_cost integer); Type: ACL; Schema: private
+--
+
+REVOKE ALL ON FUNCTION private.password_dummy_hash(bcrypt_cost integer) FROM PUBLIC;
+
+--
+-- Name: FUNCTION password_hash_cost(password_hash text); Type: ACL; Schema: private
+--
+
+REVOKE ALL ON FUNCTION private.password_hash_cost(password_hash text) FROM PUBLIC;
+
+--
+-- Name: FUNCTION password_hash_valid(password_hash text); Type: ACL; Schema: private
+--
+
+REVOKE ALL ON FUNCTION private.password_hash_valid(password_hash text) FROM PUBLIC;
 
 --
 -- Name: FUNCTION platform_authorize(community_id uuid); Type: ACL; Schema: private
@@ -12548,6 +12720,12 @@ REVOKE ALL ON FUNCTION private.session_ended(session_id uuid) FROM PUBLIC;
 --
 
 REVOKE ALL ON FUNCTION private.sessions_ended(session_ids uuid[]) FROM PUBLIC;
+
+--
+-- Name: FUNCTION sign_in_wait(email_key text, client_ip text, max_failures_per_email_client integer, max_failures_per_email integer, max_failures_per_ip integer, window_seconds integer); Type: ACL; Schema: private
+--
+
+REVOKE ALL ON FUNCTION private.sign_in_wait(email_key text, client_ip text, max_failures_per_email_client integer, max_failures_per_email integer, max_failures_per_ip integer, window_seconds integer) FROM PUBLIC;
 
 --
 -- Name: FUNCTION start_session(user_id uuid); Type: ACL; Schema: private

@@ -6,6 +6,7 @@ import { SignJWT } from 'jose';
 import postgres from 'postgres';
 import { afterAll, inject } from 'vitest';
 import { withClaims, type RequestClaims, type Sql, type Tx } from '../gateway/core/db.ts';
+import { Passwords } from '../gateway/core/passwords.ts';
 import { checkContract } from './support/contract.ts';
 
 export const baseUrl = inject('baseUrl');
@@ -106,6 +107,31 @@ export function asUser<T>(userId: string, fn: (tx: Tx) => Promise<T>): Promise<T
 /** Runs fn as an anonymous request. */
 export function asAnon<T>(fn: (tx: Tx) => Promise<T>): Promise<T> {
   return withClaims(db(), { role: 'anon' }, fn);
+}
+
+/** The process-side password work of the tests (as the gateway's, cost 10). */
+export const passwords = new Passwords({ cost: 10, concurrency: 2, maxQueued: 100 });
+
+export interface SqlSignIn {
+  status: string;
+  user_id: string | null;
+  refresh_token: string | null;
+  session_id: string | null;
+}
+
+/**
+ * A login exactly as POST /api/auth/login does it, on the SQL level:
+ * private.password_attempt_start, bcrypt in this process, private.auth_login_finish
+ * (both as the connection's own role, as the gateway runs them).
+ */
+export async function sqlSignIn(email: string, password: string, clientIp = '198.51.100.1', cost = passwords.cost): Promise<SqlSignIn> {
+  const [attempt] = await db()`
+    select * from private.password_attempt_start('login', ${email}, ${clientIp}, ${cost}, 10, 100, 1000000, 900)`;
+  if (attempt!.status !== 'check') return { status: attempt!.status, user_id: null, refresh_token: null, session_id: null };
+  const matched = await passwords.verifyNow(password, attempt!.password_hash);
+  const newHash = matched && attempt!.rehash ? await new Passwords({ cost, concurrency: 1, maxQueued: 1 }).hashNow(password) : null;
+  const [result] = await db()`select * from private.auth_login_finish(${attempt!.attempt}, ${matched}, ${newHash})`;
+  return result as unknown as SqlSignIn;
 }
 
 /** A JWT signed with the test secret (or another key), for tampering tests. */

@@ -1,8 +1,10 @@
 // Configuration, read once from the environment. Both processes (gateway and
 // MCP server) use this; docs/operations.md#configuration says what each variable does.
+import os from 'node:os';
 import path from 'node:path';
 import { z } from 'zod';
 import { parseTrustProxy, type TrustProxy } from './client-ip.ts';
+import type { PasswordOptions } from './passwords.ts';
 import { StartupProblem } from './startup-error.ts';
 
 const optionalString = z
@@ -41,6 +43,9 @@ const EnvSchema = z.object({
   LOGIN_MAX_FAILURES_PER_EMAIL_ALL_CLIENTS: z.coerce.number().int().min(1).optional().default(100),
   LOGIN_MAX_FAILURES_PER_IP: z.coerce.number().int().min(1).optional().default(100),
   LOGIN_FAILURE_WINDOW_SECONDS: z.coerce.number().int().min(1).max(86_400).optional().default(900),
+  BCRYPT_COST: z.coerce.number().int().min(10).max(20).optional().default(10),
+  PASSWORD_HASH_CONCURRENCY: z.coerce.number().int().min(1).max(64).optional(),
+  PASSWORD_HASH_MAX_QUEUED: z.coerce.number().int().min(0).optional().default(64),
   TRUST_PROXY: optionalString,
   CORS_ORIGINS: optionalString,
   FAIR_SHARE_PER_CLIENT: z.coerce.number().int().min(1).optional(),
@@ -92,6 +97,8 @@ export interface Config {
   realtime: RealtimeConfig;
   /** Failed-login and refresh/verify throttling (counted in Postgres). */
   authLimits: AuthLimits;
+  /** Password hashing in this process (gateway/core/passwords.ts). */
+  passwords: PasswordOptions;
   /** TRUST_PROXY: how to read the client IP (see gateway/core/client-ip.ts). */
   trustProxy: TrustProxy;
   /** CORS_ORIGINS: browser origins allowed to call the API (see gateway/http/cors.ts); empty: CORS off. */
@@ -101,7 +108,7 @@ export interface Config {
 
 /**
  * Failed sign-ins (every door that checks a password) and failed
- * refresh/verify attempts, counted in Postgres (private.password_check_throttled).
+ * refresh/verify attempts, counted in Postgres (private.password_attempt_start / _finish).
  */
 /** The per-client share of the pool (gateway/http/fair-share.ts). */
 export interface FairShareOptions {
@@ -213,6 +220,12 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       maxFailuresPerEmail: e.LOGIN_MAX_FAILURES_PER_EMAIL_ALL_CLIENTS,
       maxFailuresPerIp: e.LOGIN_MAX_FAILURES_PER_IP,
       windowSeconds: e.LOGIN_FAILURE_WINDOW_SECONDS,
+    },
+    passwords: {
+      cost: e.BCRYPT_COST,
+      // About the core count, and never all of libuv's 4 threads (file and DNS work share them).
+      concurrency: e.PASSWORD_HASH_CONCURRENCY ?? Math.max(1, Math.min(os.availableParallelism(), 3)),
+      maxQueued: e.PASSWORD_HASH_MAX_QUEUED,
     },
     trustProxy: trustProxyFrom(e.TRUST_PROXY),
     corsOrigins: (e.CORS_ORIGINS ?? '').split(',').map((o) => o.trim().replace(/\/+$/, '')).filter(Boolean),

@@ -126,10 +126,14 @@ function sessionOf(claims: RequestClaims): string | null {
  * statement refuses (PT401 session_ended) claims whose session was ended by
  * logout or refresh-token reuse (private.check_session). Retries the
  * whole transaction on serialization failures and deadlocks.
+ *
+ * `null` claims: the transaction runs as the connection's own role (no role,
+ * no claims, no session), for the private functions only the processes call
+ * (the password attempts of a sign-in).
  */
 export async function withClaims<T>(
   sql: Sql,
-  claims: RequestClaims,
+  claims: RequestClaims | null,
   fn: (tx: Tx) => Promise<T>,
   options: TransactionOptions<T> = {},
 ): Promise<T> {
@@ -149,7 +153,7 @@ function isPendingQuery(value: unknown): value is PendingQuery {
   return value instanceof Promise && typeof (value as { execute?: unknown }).execute === 'function';
 }
 
-async function transaction<T>(sql: Sql, claims: RequestClaims, fn: (tx: Tx) => Promise<T>, options: TransactionOptions<T>): Promise<T> {
+async function transaction<T>(sql: Sql, claims: RequestClaims | null, fn: (tx: Tx) => Promise<T>, options: TransactionOptions<T>): Promise<T> {
   const timeoutMs = options.statementTimeoutMs ?? 15_000;
   let late = false;
   const work = (async () => {
@@ -183,7 +187,7 @@ async function transaction<T>(sql: Sql, claims: RequestClaims, fn: (tx: Tx) => P
 }
 
 /** BEGIN, the settings, fn's queries, the finishing statements and COMMIT on the reserved connection; the first error is thrown. */
-async function run<T>(tx: postgres.ReservedSql, claims: RequestClaims, fn: (tx: Tx) => Promise<T>, options: TransactionOptions<T>, timeoutMs: number): Promise<T> {
+async function run<T>(tx: postgres.ReservedSql, claims: RequestClaims | null, fn: (tx: Tx) => Promise<T>, options: TransactionOptions<T>, timeoutMs: number): Promise<T> {
   const settle = async (pending: Promise<unknown>[]): Promise<unknown[]> => {
     const outcomes = await Promise.allSettled(pending);
     const failed = outcomes.find((o): o is PromiseRejectedResult => o.status === 'rejected');
@@ -191,11 +195,15 @@ async function run<T>(tx: postgres.ReservedSql, claims: RequestClaims, fn: (tx: 
     return outcomes.map((o) => (o as PromiseFulfilledResult<unknown>).value);
   };
   const begin = tx.unsafe(options.readOnly ? 'begin read only' : 'begin').execute();
-  const settings = tx`
+  const settings = (
+    claims
+      ? tx`
     select set_config('role', ${claims.role}, true),
            set_config('request.jwt.claims', ${options.claimsJson ?? JSON.stringify(claims)}, true),
            set_config('statement_timeout', ${String(timeoutMs)}, true),
-           private.check_session(${sessionOf(claims)}::uuid)`.execute();
+           private.check_session(${sessionOf(claims)}::uuid)`
+      : tx`select set_config('statement_timeout', ${String(timeoutMs)}, true)`
+  ).execute();
   let body: Promise<T>;
   try {
     body = fn(tx as unknown as Tx);

@@ -139,6 +139,16 @@ export const ERROR_CODES = {
   },
   invalid_email: { status: [400, 422], meaning: 'The e-mail address is not valid.', also: ['mcp-tool'] },
   weak_password: { status: [400], meaning: 'The password is shorter than 8 characters.' },
+  invalid_password_hash: {
+    status: [400],
+    meaning: 'What the process handed SQL as a password hash is not a bcrypt hash (register, signup, set-password).',
+    note: 'A backstop in SQL (api.auth_register, api.auth_set_password): the processes always hash first, so no client request gives it; it stops a process that would send a clear password.',
+  },
+  invalid_door: {
+    status: [400],
+    meaning: 'A sign-in attempt was started for a door that does not check passwords.',
+    note: 'A backstop in SQL (private.password_attempt_start): only the processes call it, with a fixed door (the login, the OAuth consent form).',
+  },
   invalid_name: {
     status: [400],
     meaning: 'The display name is longer than 200 characters.',

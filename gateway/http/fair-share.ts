@@ -11,9 +11,9 @@
 // excess requests wait their turn in a bounded FIFO queue (so a burst of 50 parallel
 // requests all complete with their normal answers); past the queue's bound
 // (`maxQueued` waiting, or a wait longer than `maxWaitMs`) the request is
-// refused with 429 and a Retry-After. Expensive unauthenticated work (bcrypt
-// at register, signup and login) counts against the client IP's share like
-// everything else.
+// refused with 429 and a Retry-After. Unauthenticated work (register,
+// signup, login) counts against the client IP's share like everything else;
+// its bcrypt work is done in the process, bounded by passwords.ts.
 //
 // (Before, a client never ran more than its share, even alone on an idle
 // pool: one user's parallel requests, as an integration or a load test sends

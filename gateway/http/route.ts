@@ -35,6 +35,7 @@ import { defaultCode, errorBody, HttpError, isRetryable, toHttpError, type Error
 import { fairShareKey, type FairShare } from './fair-share.ts';
 import { InvalidTokenError, type AccessClaims, type TokenService } from '../core/jwt.ts';
 import type { Logger } from '../core/log.ts';
+import type { Passwords } from '../core/passwords.ts';
 import { retryAfterOf } from '../core/throttle.ts';
 import { noteUnavailable } from '../core/unavailable-log.ts';
 import { locationHeader, sendHtml, sendJson, sendText, type Exchange } from './exchange.ts';
@@ -80,6 +81,8 @@ export interface Services {
   fairShare?: FairShare;
   /** This gateway's own address (loopback), known once it listens: the live test executor replays requests here. */
   selfUrl?: string;
+  /** Password hashing in this process, bounded (core/passwords.ts). */
+  passwords: Passwords;
 }
 
 /**
@@ -125,9 +128,12 @@ export interface Context<P, Q, B, H = undefined> {
   log: Logger;
   /**
    * Runs `fn` in the request's transaction, as the request's role and claims
-   * (or the claims given). GET routes run read-only.
+   * (or the claims given). GET routes run read-only. `null` claims: as the
+   * gateway's own database role, for the private functions only the
+   * processes may run (the sign-in's password attempts: a request role never
+   * reaches a password hash).
    */
-  db<T>(fn: (tx: Tx) => Promise<T>, claims?: RequestClaims): Promise<T>;
+  db<T>(fn: (tx: Tx) => Promise<T>, claims?: RequestClaims | null): Promise<T>;
 }
 
 type AnySchema = z.ZodType;
@@ -238,9 +244,9 @@ export function defineRoute<
           const requestClaims: RequestClaims = caller?.claims ?? ANON_CLAIMS;
           const ip = clientIp(req.socket.remoteAddress, req.headers['x-forwarded-for'], services.trustProxy);
           if (user) exchange.userId = user.sub;
-          const transaction = <T>(fn: (tx: Tx) => Promise<T>, claims?: RequestClaims, extra: TransactionOptions<T> = {}): Promise<T> => {
+          const transaction = <T>(fn: (tx: Tx) => Promise<T>, claims?: RequestClaims | null, extra: TransactionOptions<T> = {}): Promise<T> => {
             const run = () =>
-              withClaims(services.sql, claims ?? requestClaims, fn, {
+              withClaims(services.sql, claims === undefined ? requestClaims : claims, fn, {
                 readOnly: def.method === 'get' && !def.readWrite,
                 statementTimeoutMs: services.statementTimeoutMs,
                 // API-token callers carry extra claims (token_id, ...); theirs are serialised per request.
@@ -326,7 +332,7 @@ export function defineRoute<
   async function serveKeyed(
     exchange: Exchange,
     request: KeyedRequest,
-    transaction: <T>(fn: (tx: Tx) => Promise<T>, claims?: RequestClaims, extra?: TransactionOptions<T>) => Promise<T>,
+    transaction: <T>(fn: (tx: Tx) => Promise<T>, claims?: RequestClaims | null, extra?: TransactionOptions<T>) => Promise<T>,
     context: (db: Context<Out<P>, Out<Q>, Out<B>, Out<H>>['db']) => Context<Out<P>, Out<Q>, Out<B>, Out<H>>,
   ): Promise<void> {
     for (let attempt = 1; ; attempt++) {
@@ -336,7 +342,7 @@ export function defineRoute<
             const { claimed, savepoint } = claim(tx, request);
             try {
               // Every call the handler makes runs in this transaction, behind the claim.
-              const ctx = context((fn, claims) => (claims ? transaction(fn, claims) : fn(tx)));
+              const ctx = context((fn, claims) => (claims !== undefined ? transaction(fn, claims) : fn(tx)));
               const answer = answerOf(await def.handler(ctx));
               await claimed;
               await savepoint;

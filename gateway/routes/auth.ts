@@ -1,14 +1,24 @@
 // Authentication (docs/api.md#authentication): register, signup, login,
-// verify, refresh and logout. Passwords and refresh tokens are
-// only ever handled by the api.auth_* SQL functions; this module signs the
-// access token.
+// verify, refresh and logout. Refresh tokens are only ever
+// handled by the api.auth_* SQL functions; this module signs the access
+// token. Passwords are hashed and verified here (core/passwords.ts, bounded
+// per process; the database's CPU is shared by every process), and every
+// rule around them is SQL: a login is
+//   private.password_attempt_start   throttling checked; the hash to compare
+//                                    (a dummy for an unknown e-mail) and an attempt
+//   the comparison (bcrypt, on the thread pool)
+//   private.auth_login_finish        the attempt consumed: a failure counted,
+//                                    or a session (and a re-hash stored)
+// Both run as the gateway's own role (private functions: no request role can
+// read a hash); neither a password nor a hash is logged or answered.
 import { z } from 'zod';
 import { defineRoute, type Services } from '../http/route.ts';
 import type { Tx } from '../core/db.ts';
-import { HttpError } from '../core/errors.ts';
+import { HttpError, unavailable } from '../core/errors.ts';
 import { InvalidTokenError } from '../core/jwt.ts';
 import { DateTime, errors, Id, succeeded } from '../http/responses.ts';
 import { Email, Password, ProfileName } from '../core/schemas.ts';
+import { checkPassword } from '../core/passwords.ts';
 import { DEFAULT_AUTH_LIMITS, tooManyRequests } from '../core/throttle.ts';
 
 /** `name` is optional: without one the profile's name is derived from the e-mail and shown only to the user and their communities' managers. */
@@ -35,8 +45,16 @@ interface AuthSession extends AuthUser {
   session_id: string;
 }
 
-const register = (tx: Tx, body: z.infer<typeof Credentials>) =>
-  tx<AuthUser[]>`select * from api.auth_register(${body.email}, ${body.password}, ${body.name ?? null})`;
+const register = (tx: Tx, body: z.infer<typeof Credentials>, passwordHash: string) =>
+  tx<AuthUser[]>`select * from api.auth_register(${body.email}, ${passwordHash}, ${body.name ?? null})`;
+
+interface AttemptRow {
+  status: 'throttled' | 'check';
+  retry_after: number;
+  attempt: string;
+  password_hash: string;
+  rehash: boolean;
+}
 
 async function tokenPair(services: Services, session: AuthSession) {
   const { accessToken, expiresIn } = await services.tokens.issue({
@@ -62,9 +80,10 @@ export const authRoutes = [
     body: Credentials,
     invalidStatus: 400,
     statusOverrides: { 409: 400 },
-    responses: { 201: z.object({ user_id: Id, email: z.string(), message: z.string() }), 400: errors('email_taken', 'invalid_email', 'weak_password') },
-    async handler({ body, db }) {
-      const [user] = await db((tx) => register(tx, body));
+    responses: { 201: z.object({ user_id: Id, email: z.string(), message: z.string() }), 400: errors('email_taken', 'invalid_email', 'weak_password'), 503: errors('service_unavailable') },
+    async handler({ body, db, services }) {
+      const passwordHash = await services.passwords.hash(body.password);
+      const [user] = await db((tx) => register(tx, body, passwordHash));
       return { status: 201, body: { user_id: user!.user_id, email: user!.email, message: 'account created' } };
     },
   }),
@@ -77,9 +96,10 @@ export const authRoutes = [
     body: Credentials,
     invalidStatus: 400,
     statusOverrides: { 409: 422 },
-    responses: { 201: z.object({ user_id: Id, email: z.string() }), 400: errors('invalid_email', 'weak_password'), 422: errors('email_taken') },
-    async handler({ body, db }) {
-      const [user] = await db((tx) => register(tx, body));
+    responses: { 201: z.object({ user_id: Id, email: z.string() }), 400: errors('invalid_email', 'weak_password'), 422: errors('email_taken'), 503: errors('service_unavailable') },
+    async handler({ body, db, services }) {
+      const passwordHash = await services.passwords.hash(body.password);
+      const [user] = await db((tx) => register(tx, body, passwordHash));
       return { status: 201, body: { user_id: user!.user_id, email: user!.email } };
     },
   }),
@@ -91,17 +111,34 @@ export const authRoutes = [
     auth: 'public',
     body: LoginBody,
     invalidStatus: 400,
-    responses: { 200: TokenPair, 401: errors('invalid_credentials'), 429: errors('rate_limited') },
+    responses: { 200: TokenPair, 401: errors('invalid_credentials'), 429: errors('rate_limited'), 503: errors('service_unavailable') },
     async handler({ body, db, services, clientIp }) {
       const limits = services.authLimits ?? DEFAULT_AUTH_LIMITS;
+      const { passwords } = services;
+      // A place for the password work first: refused (503) before any SQL.
+      const place = passwords.enter();
+      let checked;
+      let attempt: AttemptRow | undefined;
+      try {
+        [attempt] = await db(
+          (tx) => tx<AttemptRow[]>`
+            select * from private.password_attempt_start('login', ${body.email}, ${clientIp}, ${passwords.cost},
+                                                         ${limits.maxFailuresPerEmailAndClient}, ${limits.maxFailuresPerEmail},
+                                                         ${limits.maxFailuresPerIp}, ${limits.windowSeconds})`,
+          null,
+        );
+        if (attempt?.status === 'throttled') throw tooManyRequests(attempt.retry_after, 'too many failed logins, try again later');
+        checked = await checkPassword(passwords, place, body.password, attempt!);
+      } finally {
+        place.leave();
+      }
       const [result] = await db(
-        (tx) => tx<(AuthSession & { status: string; retry_after: number; user_email: string })[]>`
-          select * from api.auth_login_throttled(${body.email}, ${body.password}, ${clientIp},
-                                                 ${limits.maxFailuresPerEmailAndClient}, ${limits.maxFailuresPerEmail},
-                                                 ${limits.maxFailuresPerIp}, ${limits.windowSeconds})`,
+        (tx) => tx<(AuthSession & { status: string; user_email: string })[]>`
+          select * from private.auth_login_finish(${attempt!.attempt}, ${checked.matched}, ${checked.newHash})`,
+        null,
       );
       // The same answers whether or not the e-mail exists.
-      if (result?.status === 'throttled') throw tooManyRequests(result.retry_after, 'too many failed logins, try again later');
+      if (result?.status === 'expired') throw unavailable('the sign-in took too long, try again');
       if (result?.status !== 'ok') throw new HttpError(401, 'invalid_credentials', 'invalid email or password');
       return { status: 200, body: await tokenPair(services, { ...result, email: result.user_email }) };
     },

@@ -105,10 +105,16 @@ export const passwordRoutes = [
     auth: 'public',
     body: z.object({ token: LinkToken, password: Password }),
     invalidStatus: 400,
-    responses: { 200: succeeded({ user_id: Id, email: z.string() }), 400: errors('invalid_link', 'weak_password', 'validation_error') },
-    async handler({ body, db }) {
+    responses: {
+      200: succeeded({ user_id: Id, email: z.string() }),
+      400: errors('invalid_link', 'weak_password', 'validation_error'),
+      503: errors('service_unavailable'),
+    },
+    async handler({ body, db, services }) {
+      // Hashed here (bounded per process), never in Postgres; the link's rules are SQL.
+      const passwordHash = await services.passwords.hash(body.password);
       const [account] = await db(
-        (tx) => tx<{ user_id: string; email: string }[]>`select * from api.auth_set_password(${body.token}, ${body.password})`,
+        (tx) => tx<{ user_id: string; email: string }[]>`select * from api.auth_set_password(${body.token}, ${passwordHash})`,
       );
       return { status: 200, body: { success: true, user_id: account!.user_id, email: account!.email } };
     },

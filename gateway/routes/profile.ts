@@ -2,6 +2,7 @@
 // rows; the hat limit and the primary hat are enforced in SQL.
 import { z } from 'zod';
 import { defineRoute } from '../http/route.ts';
+import { HttpError } from '../core/errors.ts';
 import { LIMITS } from '../core/limits.ts';
 import { ProfileName, Text } from '../core/schemas.ts';
 import { DateTime, errors, Id, succeeded } from '../http/responses.ts';
@@ -51,6 +52,7 @@ export const profileRoutes = [
     responses: { 200: succeeded({ data: UserProfile }), 404: errors('profile_not_found') },
     async handler({ db }) {
       const [profile] = await db((tx) => tx`select * from api.profile_get()`);
+      if (!profile) throw new HttpError(404, 'profile_not_found', 'profile not found');
       return { status: 200, body: { success: true, data: profile } };
     },
   }),

@@ -204,8 +204,6 @@ select set_eq(
   array[
     'api.api_endpoints_list()',
     'api.api_token_authenticate(text,text)',
-    'api.auth_login(text,text)',
-    'api.auth_login_throttled(text,text,text,integer,integer,integer,integer)',
     'api.auth_logout(text)',
     'api.auth_password_link_valid(text)',
     'api.auth_recover(text,text)',

@@ -33,6 +33,9 @@ import postgres from 'postgres';
 import type { Bench, BenchContext } from './harness.ts';
 import { directTransaction, settings, routeCases, type DirectClaims, type RouteCase } from './gateway-sql.ts';
 import { freePort } from '../../gateway/tooling/free-port.ts';
+import { startGatewayProcess, type GatewayProcess } from './gateway-process.ts';
+import { measurePipelinePieces } from './pipeline-pieces.ts';
+import { postgresCpu, processCpuUs, type PostgresCpu } from './postgres-cpu.ts';
 
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 5);
 const REPEAT = Number(process.env.BENCH_REPEAT ?? 3);
@@ -41,93 +44,24 @@ const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 32);
 const POOL = Number(process.env.BENCH_POOL ?? 10);
 const CORES = os.availableParallelism();
 
+const median = (xs: number[]) => {
+  const s = [...xs].sort((a, b) => a - b);
+  return s.length % 2 ? s[(s.length - 1) / 2]! : (s[s.length / 2 - 1]! + s[s.length / 2]!) / 2;
+};
+
 interface Measured {
   rps: number;
   p50: number;
   p99: number;
   /** CPU time per request (µs) of the serving process: the gateway's, or this process's on the direct side. */
   cpuUs: number;
+  /** Postgres's CPU time per request (µs), all its processes (NaN when the server is not on this machine). */
+  pgCpuUs: number;
 }
 
-/** CPU time (µs) a process has used so far (Linux /proc). */
-function processCpuUs(pid: number): number {
-  const fields = fs.readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
-  return ((Number(fields[11]) + Number(fields[12])) * 1e6) / CLOCK_TICKS;
-}
-const CLOCK_TICKS = 100;
-
-const median = (xs: number[]) => {
-  const s = [...xs].sort((a, b) => a - b);
-  return s.length % 2 ? s[(s.length - 1) / 2]! : (s[s.length / 2 - 1]! + s[s.length / 2]!) / 2;
-};
-
-
-/** `npm start` as production would run it, on the bench database. */
-interface GatewayProcess {
-  url: string;
-  /** CPU µs used so far by the gateway and its workers. */
-  cpuUs(): number;
-  stop(): Promise<void>;
-}
-
-async function startGatewayProcess(ctx: BenchContext, workers: number): Promise<GatewayProcess> {
-  const port = await freePort();
-  // BENCH_CPU_PROF=dir: the gateway writes a V8 CPU profile there when it stops.
-  const profile = process.env.BENCH_CPU_PROF ? ['--cpu-prof', `--cpu-prof-dir=${path.resolve(process.env.BENCH_CPU_PROF)}`] : [];
-  const child: ChildProcess = spawn(process.execPath, [...profile, '--import', 'tsx', path.join('gateway', 'main.ts')], {
-    cwd: path.resolve(import.meta.dirname, '..', '..'),
-    env: {
-      ...process.env,
-      NODE_ENV: 'production',
-      WEB_CONCURRENCY: String(workers),
-      DATABASE_URL: ctx.env.databaseUrl,
-      PORT: String(port),
-      HOST: '127.0.0.1',
-      PUBLIC_URL: ctx.env.config.publicUrl,
-      JWT_SECRET: ctx.env.jwtSecret,
-      DATA_DIR: ctx.env.dir,
-      DB_POOL_MAX: String(POOL),
-      LOG_LEVEL: process.env.BENCH_LOG_LEVEL ?? 'info',
-    },
-    stdio: ['ignore', 'ignore', 'inherit'],
-  });
-  const url = `http://127.0.0.1:${port}`;
-  const deadline = Date.now() + 60_000;
-  // Every process must be ready (each migrates at start): 20 healthy answers
-  // in a row, each on a new connection (connections are spread over the processes).
-  const health = () =>
-    new Promise<number>((resolve, reject) =>
-      http.get(`${url}/health`, { agent: false }, (res) => (res.resume(), resolve(res.statusCode ?? 0))).on('error', reject),
-    );
-  for (let healthy = 0; healthy < 20; ) {
-    if (child.exitCode !== null) throw new Error(`gateway exited with ${child.exitCode}`);
-    try {
-      const ok = (await health()) === 200;
-      healthy = ok ? healthy + 1 : 0;
-      if (ok) continue;
-    } catch {
-      healthy = 0; // not listening yet
-    }
-    if (Date.now() > deadline) throw new Error('gateway did not become healthy');
-    await new Promise((r) => setTimeout(r, 200));
-  }
-  const pids = () => {
-    const children = fs.existsSync(`/proc/${child.pid}/task/${child.pid}/children`)
-      ? fs.readFileSync(`/proc/${child.pid}/task/${child.pid}/children`, 'utf8').trim().split(/\s+/).filter(Boolean).map(Number)
-      : [];
-    return [child.pid!, ...children];
-  };
-  return {
-    url,
-    cpuUs: () => pids().reduce((sum, pid) => sum + processCpuUs(pid), 0),
-    stop: () =>
-      new Promise<void>((resolve) => {
-        if (child.exitCode !== null) return resolve();
-        child.once('exit', () => resolve());
-        child.kill('SIGTERM');
-      }),
-  };
-}
+/** The bench database's server, for its CPU (set once the bench starts). */
+let pg: PostgresCpu | null = null;
+const pgCpu = () => pg?.cpuUs() ?? NaN;
 
 /**
  * The bench's ceiling (bare-server.ts): node:http running the direct side's
@@ -167,6 +101,7 @@ async function startBareServer(ctx: BenchContext, claims: DirectClaims): Promise
 
 async function loadGateway(gateway: GatewayProcess, route: RouteCase, token: string, seconds: number): Promise<Measured> {
   const cpu0 = gateway.cpuUs();
+  const pg0 = pgCpu();
   const result = await autocannon({
     url: gateway.url + route.path,
     method: route.method,
@@ -182,13 +117,15 @@ async function loadGateway(gateway: GatewayProcess, route: RouteCase, token: str
     throw new Error(`${route.label}: ${result.non2xx} non-2xx and ${result.errors} errors of ${result.requests.total}`);
   }
   const cpuUs = (gateway.cpuUs() - cpu0) / result.requests.total;
-  return { rps: result.requests.total / seconds, p50: result.latency.p50, p99: result.latency.p99, cpuUs };
+  const pgCpuUs = (pgCpu() - pg0) / result.requests.total;
+  return { rps: result.requests.total / seconds, p50: result.latency.p50, p99: result.latency.p99, cpuUs, pgCpuUs };
 }
 
 /** CONNECTIONS workers calling `fn` in a loop for `seconds`. */
 async function loadDirect(fn: () => Promise<unknown>, seconds: number): Promise<Measured> {
   const latencies: number[] = [];
   const cpu0 = process.cpuUsage();
+  const pg0 = pgCpu();
   const end = Date.now() + seconds * 1000;
   await Promise.all(
     Array.from({ length: CONNECTIONS }, async () => {
@@ -202,7 +139,13 @@ async function loadDirect(fn: () => Promise<unknown>, seconds: number): Promise<
   const cpu = process.cpuUsage(cpu0);
   latencies.sort((a, b) => a - b);
   const at = (p: number) => latencies[Math.min(latencies.length - 1, Math.floor((p / 100) * latencies.length))]!;
-  return { rps: latencies.length / seconds, p50: at(50), p99: at(99), cpuUs: (cpu.user + cpu.system) / latencies.length };
+  return {
+    rps: latencies.length / seconds,
+    p50: at(50),
+    p99: at(99),
+    cpuUs: (cpu.user + cpu.system) / latencies.length,
+    pgCpuUs: (pgCpu() - pg0) / latencies.length,
+  };
 }
 
 /**
@@ -230,6 +173,7 @@ const summary = (xs: Measured[]): Measured => ({
   p50: median(xs.map((x) => x.p50)),
   p99: median(xs.map((x) => x.p99)),
   cpuUs: median(xs.map((x) => x.cpuUs)),
+  pgCpuUs: median(xs.map((x) => x.pgCpuUs)),
 });
 
 const fmt = (n: number, digits = 0) => n.toFixed(digits);
@@ -316,15 +260,17 @@ const bench: Bench = {
     const routes = routeCases(ctx.env.config.publicUrl);
 
     if (process.env.BENCH_ONLY === 'sql') return { listSql: await measureListSql(ctx, me.userId) };
+    if (process.env.BENCH_ONLY === 'pieces') return { pipelinePieces: await pieces(ctx, claims) };
     const picked = process.env.BENCH_ROUTES?.split(',').filter(Boolean);
     if (picked) routes.splice(0, routes.length, ...routes.filter((r) => picked.some((word) => r.label.includes(word))));
     let bare: GatewayProcess | undefined;
     const direct = postgres(ctx.env.databaseUrl, { max: POOL, onnotice: () => {} });
+    pg = await postgresCpu(direct);
     const results: Record<string, unknown>[] = [];
     const lines: string[][] = [];
     try {
       const floor = await loadDirect(() => direct`select 1`, SECONDS);
-      lines.push(['floor: select 1 (direct)', '-', '-', '-', fmt(floor.rps), fmt(floor.p50, 1), fmt(floor.p99, 1), '-', fmt(floor.cpuUs), '-', '-', '-', '-', '-']);
+      lines.push(['floor: select 1 (direct)', '-', '-', '-', fmt(floor.rps), fmt(floor.p50, 1), fmt(floor.p99, 1), '-', fmt(floor.cpuUs), '-', fmt(floor.pgCpuUs), '-', '-', '-', '-', '-']);
       results.push({ route: 'select 1', direct: floor });
 
       bare = await startBareServer(ctx, claims);
@@ -369,6 +315,8 @@ const bench: Bench = {
               fmt(row.direct.p99, 1),
               fmt(row.gateway.cpuUs),
               fmt(row.direct.cpuUs),
+              fmt(row.gateway.pgCpuUs),
+              fmt(row.direct.pgCpuUs),
               `${row.ratio.toFixed(2)} (${ratios.map((r) => r.toFixed(2)).join(' ')})`,
               row.directOneByOne ? fmt(row.directOneByOne.rps) : '-',
               row.ratioOneByOne !== undefined ? row.ratioOneByOne.toFixed(2) : '-',
@@ -388,15 +336,34 @@ const bench: Bench = {
     console.log(`\n${CORES} cores; ${CONNECTIONS} connections; pool ${POOL} on both sides; medians of ${REPEAT} × ${SECONDS}s`);
     console.log(
       table(
-        ['route', 'gw rps', 'gw p50', 'gw p99', 'direct rps', 'd p50', 'd p99', 'gw cpu µs/req', 'd cpu µs/req', 'gw ÷ direct (runs)', '1-by-1 rps', 'gw ÷ 1-by-1', 'bare rps', 'bare ÷ direct'],
+        ['route', 'gw rps', 'gw p50', 'gw p99', 'direct rps', 'd p50', 'd p99', 'gw cpu µs/req', 'd cpu µs/req', 'pg cpu µs/req (gw)', 'pg cpu µs/req (d)', 'gw ÷ direct (runs)', '1-by-1 rps', 'gw ÷ 1-by-1', 'bare rps', 'bare ÷ direct'],
         lines,
       ),
     );
 
     const listRatios = await measureListSql(ctx, me.userId);
-    return { cores: CORES, connections: CONNECTIONS, pool: POOL, routes: results, listSql: listRatios };
+    const pipelinePieces = await pieces(ctx, claims);
+    return { cores: CORES, connections: CONNECTIONS, pool: POOL, routes: results, listSql: listRatios, pipelinePieces };
   },
 };
+
+/** The request's transaction in pieces (pipeline-pieces.ts), as Postgres CPU per transaction. */
+async function pieces(ctx: BenchContext, claims: DirectClaims) {
+  const sql = postgres(ctx.env.databaseUrl, { max: POOL, onnotice: () => {} });
+  try {
+    const server = await postgresCpu(sql);
+    if (!server) {
+      console.log('\nPipeline pieces: skipped (the database server is not on this machine: no /proc to read)');
+      return [];
+    }
+    const results = await measurePipelinePieces(sql, server, claims, SECONDS, REPEAT);
+    console.log(`\nThe request's transaction in pieces (pipelined, 10 connections, medians of ${REPEAT} × ${SECONDS}s): Postgres CPU per transaction`);
+    console.log(table(['pieces', 'tx/s', 'pg cpu µs/tx', '÷ skeleton'], results.map((r) => [r.label, fmt(r.txPerSecond), fmt(r.pgCpuUs), r.ratio.toFixed(2)])));
+    return results;
+  } finally {
+    await sql.end({ timeout: 5 });
+  }
+}
 
 /**
  * Each list function against a plain select of the rows it returns (no

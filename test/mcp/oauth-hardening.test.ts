@@ -9,55 +9,7 @@
 import crypto from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { api, baseUrl, db, registerUser, type TestUser } from '../helpers.ts';
-
-const REDIRECT = 'http://127.0.0.1:9/callback';
-
-async function registerClient(redirectUris = [REDIRECT]): Promise<{ status: number; body: any }> {
-  const res = await fetch(`${baseUrl}/register`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json' },
-    body: JSON.stringify({
-      client_name: 'script',
-      redirect_uris: redirectUris,
-      grant_types: ['authorization_code', 'refresh_token'],
-      response_types: ['code'],
-      token_endpoint_auth_method: 'none',
-    }),
-  });
-  return { status: res.status, body: await res.json() };
-}
-
-/** GET /authorize for a fresh PKCE pair: the consent page's hidden request token. */
-async function authorize(clientId: string, redirectUri = REDIRECT): Promise<{ request: string; verifier: string; page: Response }> {
-  const verifier = crypto.randomBytes(32).toString('base64url');
-  const challenge = crypto.createHash('sha256').update(verifier).digest('base64url');
-  const url = new URL(`${baseUrl}/authorize`);
-  for (const [k, v] of Object.entries({
-    response_type: 'code',
-    client_id: clientId,
-    redirect_uri: redirectUri,
-    code_challenge: challenge,
-    code_challenge_method: 'S256',
-    state: 'st',
-    scope: 'mcp:read mcp:write',
-  })) url.searchParams.set(k, v);
-  const page = await fetch(url, { redirect: 'manual' });
-  expect(page.status).toBe(200);
-  const html = await page.clone().text();
-  const request = /name="request" value="([^"]+)"/.exec(html)?.[1];
-  expect(request).toBeTruthy();
-  return { request: request!, verifier, page };
-}
-
-async function consent(request: string, email: string, password: string) {
-  const res = await fetch(`${baseUrl}/oauth/consent`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/x-www-form-urlencoded' },
-    body: new URLSearchParams({ request, email, password, decision: 'allow' }),
-    redirect: 'manual',
-  });
-  return { status: res.status, location: res.headers.get('location'), retryAfter: res.headers.get('retry-after'), html: await res.text() };
-}
+import { authorize, consent, REDIRECT, registerClient } from './support.ts';
 
 async function lockOutOfLogin(user: TestUser): Promise<void> {
   // The shared gateway: 10 failures per e-mail and client (every test client is 127.0.0.1).

@@ -4,7 +4,7 @@
 import crypto from 'node:crypto';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
-import { afterAll, inject } from 'vitest';
+import { afterAll, expect, inject } from 'vitest';
 import { loadConfig } from '../../gateway/core/config.ts';
 import { createLogger } from '../../gateway/core/log.ts';
 import { startMcpServer, type RunningMcpServer } from '../../mcp-server/server.ts';
@@ -119,4 +119,56 @@ export async function startReplica(env: Record<string, string> = {}): Promise<Ru
   const server = await startMcpServer(config, databaseUrl, createLogger('silent'));
   afterAll(() => server.close());
   return server;
+}
+
+/** The redirect URI of the OAuth clients the tests register (nothing listens there). */
+export const REDIRECT = 'http://127.0.0.1:9/callback';
+
+/** Dynamic client registration (a public client), as a script would do it. */
+export async function registerClient(redirectUris = [REDIRECT]): Promise<{ status: number; body: any }> {
+  const res = await fetch(`${baseUrl}/register`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({
+      client_name: 'script',
+      redirect_uris: redirectUris,
+      grant_types: ['authorization_code', 'refresh_token'],
+      response_types: ['code'],
+      token_endpoint_auth_method: 'none',
+    }),
+  });
+  return { status: res.status, body: await res.json() };
+}
+
+/** GET /authorize for a fresh PKCE pair: the consent page's hidden request token. */
+export async function authorize(clientId: string, redirectUri = REDIRECT): Promise<{ request: string; verifier: string; page: Response }> {
+  const verifier = crypto.randomBytes(32).toString('base64url');
+  const challenge = crypto.createHash('sha256').update(verifier).digest('base64url');
+  const url = new URL(`${baseUrl}/authorize`);
+  for (const [k, v] of Object.entries({
+    response_type: 'code',
+    client_id: clientId,
+    redirect_uri: redirectUri,
+    code_challenge: challenge,
+    code_challenge_method: 'S256',
+    state: 'st',
+    scope: 'mcp:read mcp:write',
+  })) url.searchParams.set(k, v);
+  const page = await fetch(url, { redirect: 'manual' });
+  expect(page.status).toBe(200);
+  const html = await page.clone().text();
+  const request = /name="request" value="([^"]+)"/.exec(html)?.[1];
+  expect(request).toBeTruthy();
+  return { request: request!, verifier, page };
+}
+
+/** The consent form, posted as the page would post it (allow). */
+export async function consent(request: string, email: string, password: string) {
+  const res = await fetch(`${baseUrl}/oauth/consent`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/x-www-form-urlencoded' },
+    body: new URLSearchParams({ request, email, password, decision: 'allow' }),
+    redirect: 'manual',
+  });
+  return { status: res.status, location: res.headers.get('location'), retryAfter: res.headers.get('retry-after'), html: await res.text() };
 }

@@ -1,7 +1,7 @@
 // SQL-level tests of the Supabase compatibility layer and identity functions:
 // what a DBA runs after changing them.
 import { describe, expect, it } from 'vitest';
-import { asAnon, asUser, db, uniqueEmail } from '../helpers.ts';
+import { asAnon, asUser, db, passwords, sqlSignIn, uniqueEmail } from '../helpers.ts';
 import { newUser } from '../support/sql-fixtures.ts';
 
 describe('compatibility layer', () => {
@@ -37,10 +37,26 @@ describe('accounts and passwords', () => {
     expect(row!.password_hash).not.toContain(user.password);
   });
 
-  it('passwords longer than 72 bytes are not truncated', async () => {
+  it('passwords longer than 72 bytes are not truncated (in the process, and in pgcrypto for operators)', async () => {
     const long = 'x'.repeat(80);
-    const [row] = await db()`select identity.password_matches(${long + 'a'}, identity.hash_password(${long + 'b'})) as same`;
-    expect(row!.same).toBe(false);
+    expect(await passwords.verifyNow(long + 'a', await passwords.hashNow(long + 'b'))).toBe(false);
+    const [row] = await db()`select identity.hash_password(${long + 'b'}) as h`;
+    expect(await passwords.verifyNow(long + 'a', row!.h)).toBe(false);
+    expect(await passwords.verifyNow(long + 'b', row!.h)).toBe(true);
+  });
+
+  it('hashes made by pgcrypto (admin.create_user) and by the process verify in both; $2b$ verifies in the process', async () => {
+    const [row] = await db()`select identity.hash_password('correct horse') as h`;
+    expect(row!.h).toMatch(/^\$2a\$10\$/);
+    expect(await passwords.verifyNow('correct horse', row!.h)).toBe(true);
+    const made = await passwords.hashNow('correct horse');
+    expect(made).toMatch(/^\$2a\$10\$/);
+    expect(await passwords.verifyNow('correct horse', made)).toBe(true);
+    expect(await passwords.verifyNow('correct horse', made.replace(/^\$2a\$/, '$2b$'))).toBe(true);
+    // pgcrypto verifies the process's hashes too (an operator comparing by hand).
+    const [same] = await db()`select extensions.crypt(encode(extensions.digest('correct horse', 'sha256'), 'base64'), ${made}) = ${made} as same`;
+    expect(same!.same).toBe(true);
+    expect(await passwords.verifyNow('correct horse', 'not a hash')).toBe(false);
   });
 
   it('rejects a duplicate e-mail (PT409), a short password and a bad e-mail (PT400)', async () => {
@@ -50,15 +66,12 @@ describe('accounts and passwords', () => {
     await expect(db()`select admin.create_user('nobody', 'password123')`).rejects.toMatchObject({ code: 'PT400' });
   });
 
-  it('auth_login: PT401 for a wrong password and for an unknown e-mail alike', async () => {
+  it('sign-in: invalid for a wrong password and for an unknown e-mail alike', async () => {
     const user = await newUser();
-    const [ok] = await asAnon((tx) => tx`select * from api.auth_login(${user.email}, ${user.password})`);
-    expect(ok).toMatchObject({ user_id: user.id, email: user.email, refresh_token: expect.any(String) });
+    const ok = await sqlSignIn(user.email, user.password);
+    expect(ok).toMatchObject({ status: 'ok', user_id: user.id, refresh_token: expect.any(String) });
     for (const [email, password] of [[user.email, 'wrong-password'], [uniqueEmail(), 'password123']]) {
-      await expect(asAnon((tx) => tx`select * from api.auth_login(${email!}, ${password!})`)).rejects.toMatchObject({
-        code: 'PT401',
-        message: 'invalid email or password',
-      });
+      expect(await sqlSignIn(email!, password!)).toMatchObject({ status: 'invalid', user_id: null, refresh_token: null });
     }
   });
 });
@@ -66,8 +79,8 @@ describe('accounts and passwords', () => {
 describe('refresh tokens', () => {
   const login = async () => {
     const user = await newUser();
-    const [s] = await asAnon((tx) => tx`select * from api.auth_login(${user.email}, ${user.password})`);
-    return { user, token: s!.refresh_token as string, session: s!.session_id as string };
+    const s = await sqlSignIn(user.email, user.password);
+    return { user, token: s.refresh_token!, session: s.session_id! };
   };
   const refresh = async (token: string) => (await asAnon((tx) => tx`select * from api.auth_refresh(${token})`))[0]!;
 

@@ -25,12 +25,12 @@ const WITNESSES: Record<keyof typeof LIMITS, Witness[]> = {
     body('api.platform_attendee_register', `length(normalised_email) > ${LIMITS.emailMaxLength}`),
   ],
   passwordMinLength: [
+    // SQL sees a password only from psql (admin.create_user); the processes hash it after the edge checked it.
     body('private.create_account', `length(create_account.password) < ${LIMITS.passwordMinLength}`),
-    body('api.auth_set_password', `length(auth_set_password.password) < ${LIMITS.passwordMinLength}`),
   ],
   profileNameMaxLength: [
     check('app.profiles', 'profiles_name_check', `(length(btrim(name)) <= ${LIMITS.profileNameMaxLength})`),
-    body('private.create_account', `length(chosen_name) > ${LIMITS.profileNameMaxLength}`),
+    body('private.create_account_with_hash', `length(chosen_name) > ${LIMITS.profileNameMaxLength}`),
     body('api.mcp_member_create', `length(chosen_name) > ${LIMITS.profileNameMaxLength}`),
     body('api.profile_update', `length(new_name) not between 1 and ${LIMITS.profileNameMaxLength}`),
   ],

@@ -5,7 +5,7 @@
 import crypto from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { withClaims, type RequestClaims } from '../../gateway/core/db.ts';
-import { asAnon, asUser, db, uniqueEmail } from '../helpers.ts';
+import { asAnon, asUser, db, sqlSignIn, uniqueEmail } from '../helpers.ts';
 import { newCommunity, newUser } from '../support/sql-fixtures.ts';
 import { sqlState } from '../support/sql-state.ts';
 
@@ -101,7 +101,7 @@ describe('accounts without a password', () => {
     expect(user!.node_id).toBeTruthy();
     const [login] = await db()`select count(*)::int as n from identity.users where email = ${email} and password_hash is not null`;
     expect(login!.n).toBe(0);
-    expect(await sqlState(db()`select api.auth_login(${email}, '')`)).toBe('PT401');
+    expect((await sqlSignIn(email, '')).status).toBe('invalid');
     expect(await sqlState(db()`select private.create_account(${uniqueEmail()}, 'short', null)`)).toBe('PT400');
   });
 });

@@ -8,6 +8,7 @@ import { loadConfig } from '../../gateway/core/config.ts';
 import { createPool } from '../../gateway/core/db.ts';
 import { createTokenService } from '../../gateway/core/jwt.ts';
 import { createLogger } from '../../gateway/core/log.ts';
+import { Passwords } from '../../gateway/core/passwords.ts';
 import { ChangeHub } from '../../gateway/realtime/hub.ts';
 import { databaseUrl } from '../helpers.ts';
 
@@ -26,6 +27,7 @@ async function serve(url: string, ready: boolean): Promise<string> {
       appScheme: 'x',
       // Not started: these servers serve no streams.
       realtime: new ChangeHub(sql, config.realtime, createLogger('silent'), { publicUrl: config.publicUrl, statementTimeoutMs: 1000 }),
+      passwords: new Passwords(config.passwords),
     },
     log: createLogger('silent'),
     isReady: () => ready,

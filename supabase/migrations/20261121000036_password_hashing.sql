@@ -1,0 +1,1 @@
+../../sql/migrations/committed/000036-password-hashing.sql

@@ -1,0 +1,203 @@
+// Passwords are hashed in the processes, not in Postgres (issue 25), through
+// the real gateway and MCP process:
+//   * hashes made in psql by pgcrypto (admin.create_user, or crypt(…,
+//     gen_salt('bf')) at its default cost 6) sign in, at the login and the
+//     OAuth consent form, and a hash below BCRYPT_COST is re-hashed then;
+//   * a hash is never in a response or in the log;
+//   * hashing is bounded per process: a login flood past the queue is 503
+//     with Retry-After, and the same process keeps answering other routes.
+import { spawn } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { afterAll, describe, expect, inject, it } from 'vitest';
+import { api, databaseUrl, db, jwtSecret, publicUrl, registerUser, uniqueEmail } from '../helpers.ts';
+import { authorize, consent, registerClient } from '../mcp/support.ts';
+import { freePort, startGatewayProcess } from '../support/processes.ts';
+
+/** The flood: CLIENTS loops posting logins until stdin ends; prints the statuses, the Retry-After values and a few 503 bodies. */
+const FLOOD = `
+const statuses = {}, retryAfter = new Set(), bodies = [];
+let on = true;
+process.stdin.resume();
+process.stdin.on('end', () => (on = false));
+Promise.all(Array.from({ length: Number(process.env.CLIENTS) }, async (_, c) => {
+  while (on) {
+    const res = await fetch(process.env.URL, { method: 'POST', headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ email: process.env.EMAIL, password: c % 2 ? process.env.PASSWORD : 'wrong-' + Math.random() }) });
+    const body = await res.json();
+    statuses[res.status] = (statuses[res.status] || 0) + 1;
+    if (res.status === 503) { retryAfter.add(res.headers.get('retry-after')); if (bodies.length < 5) bodies.push(body); }
+  }
+})).then(() => process.stdout.write(JSON.stringify({ statuses, retryAfter: [...retryAfter], bodies })));
+`;
+
+const hashOf = async (userId: string) => (await db()`select password_hash from identity.users where id = ${userId}`)[0]!.password_hash as string;
+
+/** An account made in psql: admin.create_user (pgcrypto, $2a$10$), optionally then given pgcrypto's default-cost hash. */
+async function psqlUser(password: string, pgcryptoDefaultCost = false): Promise<{ id: string; email: string }> {
+  const email = uniqueEmail('psql');
+  const [row] = await db()`select admin.create_user(${email}, ${password}) as id`;
+  if (pgcryptoDefaultCost) {
+    await db()`update identity.users set password_hash = extensions.crypt(encode(extensions.digest(${password}, 'sha256'), 'base64'), extensions.gen_salt('bf'))
+                where id = ${row!.id}`;
+  }
+  return { id: row!.id, email };
+}
+
+describe('hashes made in psql', () => {
+  it('admin.create_user\'s pgcrypto hash signs in; one below BCRYPT_COST (pgcrypto\'s default, cost 6) is re-hashed at the login', async () => {
+    const made = await psqlUser('correct horse');
+    const before = await hashOf(made.id);
+    expect(before).toMatch(/^\$2a\$10\$/);
+    expect((await api('POST', '/api/auth/login', { body: { email: made.email, password: 'correct horse' } })).status).toBe(200);
+    expect(await hashOf(made.id)).toBe(before); // already at BCRYPT_COST (10)
+
+    const cheap = await psqlUser('battery staple', true);
+    expect(await hashOf(cheap.id)).toMatch(/^\$2a\$06\$/);
+    expect((await api('POST', '/api/auth/login', { body: { email: cheap.email, password: 'wrong password' } })).status).toBe(401);
+    expect(await hashOf(cheap.id)).toMatch(/^\$2a\$06\$/); // a failure re-hashes nothing
+    expect((await api('POST', '/api/auth/login', { body: { email: cheap.email, password: 'battery staple' } })).status).toBe(200);
+    const rehashed = await hashOf(cheap.id);
+    expect(rehashed).toMatch(/^\$2a\$10\$/);
+    expect((await api('POST', '/api/auth/login', { body: { email: cheap.email, password: 'battery staple' } })).status).toBe(200);
+    expect(await hashOf(cheap.id)).toBe(rehashed);
+  });
+
+  it('the OAuth consent form (MCP process) signs in with it and re-hashes it too', async () => {
+    const cheap = await psqlUser('battery staple', true);
+    const client = await registerClient();
+    const { request } = await authorize(client.body.client_id);
+    expect((await consent(request, cheap.email, 'wrong password')).status).toBe(401);
+    expect(await hashOf(cheap.id)).toMatch(/^\$2a\$06\$/);
+    const ok = await consent(request, cheap.email, 'battery staple');
+    expect(ok.status).toBe(302);
+    expect(new URL(ok.location!).searchParams.get('code')).toBeTruthy();
+    expect(await hashOf(cheap.id)).toMatch(/^\$2a\$10\$/);
+  });
+});
+
+describe('a hash never leaves the server', () => {
+  it('no response and no log line holds a password hash (register, signup, login, consent, set-password, refresh)', async () => {
+    const texts: string[] = [];
+    const call = async (method: string, p: string, body?: unknown, token?: string) => {
+      const res = await api(method, p, { body, token });
+      texts.push(res.text, JSON.stringify([...res.headers]));
+      return res;
+    };
+    const email = uniqueEmail('nohash');
+    const reg = await call('POST', '/api/auth/register', { email, password: 'first password' });
+    await call('POST', '/api/auth/register', { email, password: 'first password' }); // taken
+    await call('POST', '/api/auth/signup', { email: uniqueEmail('nohash'), password: 'first password' });
+    await call('POST', '/api/auth/login', { email, password: 'wrong password' });
+    await call('POST', '/api/auth/login', { email: uniqueEmail('nobody'), password: 'wrong password' });
+    const login = await call('POST', '/api/auth/login', { email, password: 'first password' });
+    await call('POST', '/api/auth/refresh', { refresh_token: login.body.refresh_token });
+    await call('GET', '/api/mobile/profile', undefined, login.body.access_token);
+    const first = await hashOf(reg.body.user_id);
+
+    await call('POST', '/api/auth/recover', { email });
+    const [link] = await db()`select link from app.email_outbox where to_email = ${email} order by created_at desc limit 1`;
+    const token = new URL(link!.link).searchParams.get('token')!;
+    await call('POST', '/api/auth/set-password', { token, password: 'second password' });
+    const second = await hashOf(reg.body.user_id);
+    expect(second).not.toBe(first);
+    expect(second).toMatch(/^\$2a\$10\$/);
+
+    const client = await registerClient();
+    const { request } = await authorize(client.body.client_id);
+    const consented = await consent(request, email, 'second password');
+    texts.push(consented.html, consented.location ?? '');
+
+    const responses = texts.join('\n');
+    const log = fs.readFileSync(inject('logFile'), 'utf8');
+    expect(log).toContain(reg.body.user_id); // the requests were logged...
+    for (const hash of [first, second]) {
+      // ...neither the hash nor its salt is in any answer or log line
+      for (const part of [hash, hash.slice(7, 29), hash.slice(29)]) {
+        expect(responses).not.toContain(part);
+        expect(log).not.toContain(part);
+      }
+    }
+    expect(log).not.toMatch(/\$2[abxy]\$\d\d\$/);
+    for (const password of ['first password', 'second password', 'wrong password']) expect(log).not.toContain(password);
+  });
+});
+
+describe('bounded hashing per process', () => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'hash-flood-'));
+  afterAll(() => fs.rmSync(dir, { recursive: true, force: true }));
+
+  it('a login flood past the queue is 503 with Retry-After, while the same process keeps answering profile reads', async () => {
+    // A gateway process of its own on the test database: one hash at a time,
+    // two waiting, cost 11 (about 2× a cost-10 hash).
+    const gw = await startGatewayProcess({
+      DATABASE_URL: databaseUrl,
+      PORT: String(freePort()),
+      DATA_DIR: dir,
+      JWT_SECRET: jwtSecret,
+      BCRYPT_COST: '11',
+      PASSWORD_HASH_CONCURRENCY: '1',
+      PASSWORD_HASH_MAX_QUEUED: '2',
+      LOGIN_MAX_FAILURES_PER_IP: '1000000',
+      LOGIN_MAX_FAILURES_PER_EMAIL: '1000000',
+      LOGIN_MAX_FAILURES_PER_EMAIL_ALL_CLIENTS: '1000000',
+      // The tokens of the shared gateway are valid here: the same issuer.
+      PUBLIC_URL: publicUrl,
+    });
+    try {
+      const reader = await registerUser('reader');
+      const flooder = await registerUser('flooder');
+      /** Sequential profile reads for `ms`: how many, and their latencies. */
+      const readProfiles = async (ms: number) => {
+        const times: number[] = [];
+        const until = Date.now() + ms;
+        while (Date.now() < until) {
+          const t0 = performance.now();
+          const res = await fetch(`${gw.url}/api/mobile/profile`, { headers: { authorization: `Bearer ${reader.accessToken}` } });
+          await res.text();
+          expect(res.status).toBe(200);
+          times.push(performance.now() - t0);
+        }
+        return times.sort((a, b) => a - b);
+      };
+      await readProfiles(500);
+      const idle = await readProfiles(2000);
+
+      // 20 clients logging in as fast as they can (alternating right and wrong
+      // passwords), from a process of their own (this one only reads profiles).
+      const flood = spawn(process.execPath, ['-e', FLOOD], {
+        env: { ...process.env, URL: `${gw.url}/api/auth/login`, EMAIL: flooder.email, PASSWORD: flooder.password, CLIENTS: '20' },
+        stdio: ['pipe', 'pipe', 'inherit'],
+      });
+      let report = '';
+      flood.stdout!.on('data', (chunk) => (report += chunk));
+      const floodDone = new Promise((resolve) => flood.once('exit', resolve));
+      await new Promise((r) => setTimeout(r, 1000));
+      const during = await readProfiles(3000);
+      flood.stdin!.end(); // stop
+      await floodDone;
+      const { statuses, retryAfter, bodies } = JSON.parse(report) as { statuses: Record<string, number>; retryAfter: string[]; bodies: unknown[] };
+      for (const body of bodies) expect(body).toMatchObject({ error: 'service_unavailable', details: { retry_after: 1 } });
+
+      const p50 = (xs: number[]) => xs[Math.floor(xs.length / 2)]!;
+      console.log(
+        `login flood: ${JSON.stringify(statuses)}; profile reads: idle ${idle.length} in 2 s (p50 ${p50(idle).toFixed(1)} ms), ` +
+          `during the flood ${during.length} in 3 s (p50 ${p50(during).toFixed(1)} ms, max ${during.at(-1)!.toFixed(1)} ms)`,
+      );
+      expect(statuses['503'] ?? 0).toBeGreaterThan(0);
+      expect(statuses['200'] ?? 0).toBeGreaterThan(0);
+      expect(statuses['401'] ?? 0).toBeGreaterThan(0);
+      expect(Object.keys(statuses).every((s) => ['200', '401', '503'].includes(s))).toBe(true);
+      expect(retryAfter).toEqual(['1']);
+      // The other route kept answering, promptly: the hashing never held the
+      // event loop (hashing on it, every login holds every other request for
+      // a hash's time, about 100 ms at cost 11). The rate falls for the
+      // refused flood's share of this 2-core machine.
+      expect(during.length / 3).toBeGreaterThan((idle.length / 2) * 0.1);
+      expect(p50(during)).toBeLessThan(50);
+    } finally {
+      gw.child.kill('SIGTERM');
+    }
+  });
+});
