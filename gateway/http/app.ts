@@ -22,6 +22,7 @@ import { profileRoutes } from '../routes/profile.ts';
 import { streamRoutes } from '../routes/stream.ts';
 import { dealRoutes, taskRoutes } from '../routes/tasks.ts';
 import { tokenRoutes } from '../routes/tokens.ts';
+import { webhookRoutes } from '../routes/webhooks.ts';
 import { discardRest, hasBody, readJsonBody } from './body.ts';
 import { cors } from './cors.ts';
 import { RouteTable } from './dispatch.ts';
@@ -44,6 +45,7 @@ export const routes: Route[] = [
   ...deeplinkRoutes,
   ...tokenRoutes,
   ...platformRoutes,
+  ...webhookRoutes,
   ...docsRoutes(() => routes),
   ...agentCallRoutes,
 ];

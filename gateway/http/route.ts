@@ -60,6 +60,8 @@ export interface Services {
   sessions?: SessionWatch;
   /** This gateway's own address (loopback), known once it listens: the live test executor replays requests here. */
   selfUrl?: string;
+  /** Webhook registration: WEBHOOK_ALLOW_PRIVATE_TARGETS (gateway/jobs/webhook-targets.ts); absent: not allowed. */
+  webhooks?: { allowPrivateTargets: boolean };
 }
 
 /**
