@@ -813,8 +813,8 @@ begin
   -- running: locked by a worker; failed: out of attempts; due: waiting for a
   -- free worker; scheduled: a retry or a job for later.
   return query
-    select j.id, j.task_identifier, j.queue_name, s.state, j.attempts, j.max_attempts, j.run_at, j.locked_by,
-           j.locked_at, left(j.last_error, 500)
+    select j.id::bigint, j.task_identifier::text, j.queue_name::text, s.state, j.attempts::integer, j.max_attempts::integer, j.run_at, j.locked_by::text,
+           j.locked_at, left(j.last_error, 500)::text
       from graphile_worker.jobs j,
            lateral (select case when j.locked_at is not null then 'running'
                                 when j.attempts >= j.max_attempts then 'failed'
