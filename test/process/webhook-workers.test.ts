@@ -34,6 +34,7 @@ beforeAll(async () => {
     { includeCurrentMigration: true },
   );
   sql = postgres(env.databaseUrl, { max: 4, onnotice: () => {} });
+  await setUpManager();
 }, 180_000);
 
 afterAll(async () => {
@@ -122,8 +123,6 @@ async function deliveriesOf(hookId: string) {
 }
 
 describe('no server-side request forgery (no WEBHOOK_ALLOW_PRIVATE_TARGETS)', () => {
-  beforeAll(setUpManager);
-
   it('refuses http and literal loopback, private, link-local, multicast and metadata addresses at registration', async () => {
     for (const url of [
       'http://example.com/hook',
