@@ -1,8 +1,16 @@
-// The `webhook_deliver` task: sends one delivery (app.webhook_deliveries),
-// signed per Standard Webhooks (standardwebhooks.com), and records the
-// outcome. What to send, to which secrets, and what follows an attempt
-// (retry with back-off and jitter, giving up, turning a failing endpoint
-// off) are SQL: private.webhook_delivery_begin / _finish.
+// The `webhook_deliver` task: sends the due deliveries of one endpoint
+// (app.webhook_deliveries), oldest first, signed per Standard Webhooks
+// (standardwebhooks.com), and records each outcome. What to send, to which
+// secrets, and what follows an attempt (retry with back-off and jitter,
+// giving up, turning a failing endpoint off) are SQL:
+// private.webhook_delivery_next / _finish.
+//
+// One endpoint, one sender at a time: the task holds the endpoint's advisory
+// lock (session-level, on one connection; Postgres drops it with a dead
+// worker's connection) while it sends. A task that finds the lock taken
+// ends at once: the holder looks for due deliveries again after letting go,
+// so one committed meanwhile is never left behind. Endpoints are sent to in
+// parallel (WORKER_CONCURRENCY, and every worker).
 //
 //   headers  webhook-id         msg_<delivery id>: the same for every attempt
 //                                and replay of the delivery (receivers dedupe on it)
@@ -52,7 +60,14 @@ interface Attempt {
   body: string | null;
 }
 
-interface BeginRow {
+/** Deliveries one job sends at most (then the endpoint gets a new job). */
+const BATCH = 500;
+
+/** The connection graphile-worker lends a task (a pg client). */
+type Queryable = Parameters<Parameters<JobHelpers['withPgClient']>[0]>[0];
+
+interface NextRow {
+  delivery_id: string;
   url: string;
   secrets: string[];
   webhook_id: string;
@@ -71,11 +86,40 @@ export function webhookDeliverTask(options: WebhookSenderOptions): { task: Task;
   const timeoutMs = options.timeoutMs ?? WEBHOOK_TIMEOUT_MS;
 
   const task: Task = async (payload, helpers) => {
-    const deliveryId = (payload as { delivery_id?: unknown } | null)?.delivery_id;
-    if (typeof deliveryId !== 'string') return;
-    const { rows } = await helpers.query<BeginRow>('select * from private.webhook_delivery_begin($1::uuid)', [deliveryId]);
-    const row = rows[0];
-    if (!row) return;
+    const endpointId = (payload as { endpoint_id?: unknown } | null)?.endpoint_id;
+    if (typeof endpointId !== 'string') return;
+    await helpers.withPgClient(async (client) => {
+      let sent = 0;
+      for (;;) {
+        const { rows: lock } = await client.query<{ locked: boolean }>('select private.webhook_endpoint_try_lock($1::uuid) as locked', [endpointId]);
+        // Another worker is sending to this endpoint; it will see what is due.
+        if (!lock[0]?.locked) return;
+        try {
+          for (;;) {
+            if (sent >= BATCH) {
+              // Enough for one job: the rest in the next one (other endpoints get their turn).
+              await client.query('select private.webhook_schedule($1::uuid)', [endpointId]);
+              return;
+            }
+            const { rows } = await client.query<NextRow>('select * from private.webhook_delivery_next($1::uuid)', [endpointId]);
+            const row = rows[0];
+            if (!row) break;
+            await deliver(row, client, helpers);
+            sent++;
+          }
+        } finally {
+          await client.query('select private.webhook_endpoint_unlock($1::uuid)', [endpointId]);
+        }
+        // A delivery committed after our last look, whose own job found the lock taken.
+        const { rows: due } = await client.query<{ due: boolean }>('select private.webhook_due($1::uuid) as due', [endpointId]);
+        if (!due[0]?.due) break;
+      }
+      // The next retry of this endpoint, if one waits.
+      await client.query('select private.webhook_endpoint_reschedule($1::uuid)', [endpointId]);
+    });
+  };
+
+  const deliver = async (row: NextRow, client: Queryable, helpers: JobHelpers) => {
     const timestamp = Math.floor(Date.now() / 1000);
     const headers = {
       'content-type': 'application/json',
@@ -85,9 +129,9 @@ export function webhookDeliverTask(options: WebhookSenderOptions): { task: Task;
       'webhook-signature': signatures(row.secrets, row.webhook_id, timestamp, row.body),
     };
     const outcome = await post(row.url, headers, row.body, { allowPrivate: options.allowPrivateTargets, timeoutMs, agents, helpers });
-    await helpers.query(
+    await client.query(
       'select private.webhook_delivery_finish($1::uuid, $2::int, $3::int, $4::text, $5::text, $6::float8[])',
-      [deliveryId, row.attempt, outcome.statusCode, outcome.error, outcome.body, options.retrySchedule],
+      [row.delivery_id, row.attempt, outcome.statusCode, outcome.error, outcome.body, options.retrySchedule],
     );
   };
   return {

@@ -4,7 +4,7 @@
 -- what the payloads carry, the retry schedule, the endpoint turned off after
 -- 20 failed deliveries, rotation and replay.
 begin;
-select plan(39);
+select plan(40);
 
 select tests.create_user('hooks_owner');
 select tests.create_user('hooks_other');
@@ -14,7 +14,7 @@ select set_config('tests.elsewhere', admin.create_community('Other hook club', n
 create function pg_temp.deliveries(endpoint text) returns setof app.webhook_deliveries
   language sql as $$ select * from app.webhook_deliveries where endpoint_id = endpoint::uuid order by created_at, id $$;
 create function pg_temp.jobs_of(endpoint text) returns bigint
-  language sql as $$ select count(*) from graphile_worker.jobs where queue_name = 'webhook:' || endpoint $$;
+  language sql as $$ select count(*) from graphile_worker.jobs where key = 'webhook:' || endpoint $$;
 
 -- Who may manage endpoints ----------------------------------------------------
 
@@ -74,7 +74,7 @@ reset role;
 select set_config('tests.event', admin.create_event(current_setting('tests.community')::uuid, 'Hook night', now() + interval '2 days')::text, true);
 select is((select count(*)::int from pg_temp.deliveries(current_setting('tests.hook')) where event_type = 'event.created'), 1,
   'creating an event queues one event.created delivery');
-select is(pg_temp.jobs_of(current_setting('tests.hook')), 1::bigint, 'and its job, in the endpoint''s queue');
+select is(pg_temp.jobs_of(current_setting('tests.hook')), 1::bigint, 'and the endpoint''s job');
 select is((select payload -> 'data' ->> 'id' from pg_temp.deliveries(current_setting('tests.hook')) where event_type = 'event.created'),
   current_setting('tests.event'), 'whose data is the Event object');
 select is((select payload -> 'data' ->> 'can_sync' from pg_temp.deliveries(current_setting('tests.hook')) where event_type = 'event.created'),
@@ -110,27 +110,33 @@ select ok((select payload::text not like '%@%' from pg_temp.deliveries(current_s
 -- After an attempt (the worker's side) ---------------------------------------
 
 select set_config('tests.delivery', (select id::text from pg_temp.deliveries(current_setting('tests.hook')) where event_type = 'event.created'), true);
-select is((select attempt from private.webhook_delivery_begin(current_setting('tests.delivery')::uuid)), 1, 'begin counts the first attempt');
+update app.webhook_deliveries set status = 'succeeded'
+ where endpoint_id = current_setting('tests.hook')::uuid and id <> current_setting('tests.delivery')::uuid;
+select is((select delivery_id::text || ' ' || attempt from private.webhook_delivery_next(current_setting('tests.hook')::uuid)),
+  current_setting('tests.delivery') || ' 1', 'the sender takes the oldest due delivery and counts its first attempt');
 select is(private.webhook_delivery_finish(current_setting('tests.delivery')::uuid, 1, 500, 'HTTP 500', 'oops', array[60, 120]::float8[]),
   'retrying', 'a 500 is retried');
 select ok((select next_attempt_at between now() + interval '47 seconds' and clock_timestamp() + interval '73 seconds'
              from app.webhook_deliveries where id = current_setting('tests.delivery')::uuid),
   'after the first delay of the schedule, ±20 %');
-select is((select count(*)::int from private.webhook_delivery_begin(current_setting('tests.delivery')::uuid)), 0,
-  'a job for a delivery not due yet sends nothing');
+select is((select count(*)::int from private.webhook_delivery_next(current_setting('tests.hook')::uuid)), 0,
+  'a delivery waiting for its retry is not sent before');
+select is(private.webhook_endpoint_reschedule(current_setting('tests.hook')::uuid),
+  (select next_attempt_at from app.webhook_deliveries where id = current_setting('tests.delivery')::uuid),
+  'the endpoint gets a job for that retry');
 update app.webhook_deliveries set next_attempt_at = now() where id = current_setting('tests.delivery')::uuid;
-select private.webhook_delivery_begin(current_setting('tests.delivery')::uuid);
+select private.webhook_delivery_next(current_setting('tests.hook')::uuid);
 select is(private.webhook_delivery_finish(current_setting('tests.delivery')::uuid, 2, 200, null, 'ok', array[60, 120]::float8[]),
   'succeeded', 'a 2xx succeeds');
-select is((select count(*)::int from private.webhook_delivery_begin(current_setting('tests.delivery')::uuid)), 0,
-  'a delivered delivery is not sent again by a leftover job');
+select is((select count(*)::int from private.webhook_delivery_next(current_setting('tests.hook')::uuid)), 0,
+  'a delivered delivery is not sent again');
 
 -- Rotation: the previous secret signs too, for 24 hours
 select tests.authenticate_as('hooks_owner');
 select set_config('tests.rotated', api.webhook_rotate_secret(current_setting('tests.hook')::uuid)::text, true);
 select api.webhook_delivery_replay(current_setting('tests.hook')::uuid, current_setting('tests.delivery')::uuid);
 reset role;
-select is((select secrets from private.webhook_delivery_begin(current_setting('tests.delivery')::uuid)),
+select is((select secrets from private.webhook_delivery_next(current_setting('tests.hook')::uuid)),
   array[current_setting('tests.rotated')::jsonb ->> 'secret', current_setting('tests.created')::jsonb ->> 'secret'],
   'after a rotation (and a replay) a delivery is signed with the new and the previous secret');
 
@@ -143,7 +149,7 @@ insert into app.webhook_deliveries (endpoint_id, event_type, payload, status, cr
 with d as (insert into app.webhook_deliveries (endpoint_id, event_type, payload)
              values (current_setting('tests.hook')::uuid, 'event.updated', '{}') returning id)
 select set_config('tests.last', d.id::text, true) from d;
-select private.webhook_delivery_begin(current_setting('tests.last')::uuid);
+select private.webhook_delivery_next(current_setting('tests.hook')::uuid);
 select is(private.webhook_delivery_finish(current_setting('tests.last')::uuid, 1, null, 'ECONNREFUSED', null, '{}'), 'failed',
   'a 20th delivery fails');
 select is((select active from app.webhook_endpoints where id = current_setting('tests.hook')::uuid), false,

@@ -22,7 +22,8 @@ create or replace function private.enqueue_job(
   queue_name text default null,
   run_at timestamptz default null,
   max_attempts integer default null,
-  job_key text default null
+  job_key text default null,
+  job_key_mode text default 'replace'
 ) returns bigint
   language plpgsql volatile
   set search_path = pg_catalog
@@ -38,11 +39,12 @@ begin
     queue_name => enqueue_job.queue_name,
     run_at => enqueue_job.run_at,
     max_attempts => enqueue_job.max_attempts,
-    job_key => enqueue_job.job_key)).id;
+    job_key => enqueue_job.job_key,
+    job_key_mode => enqueue_job.job_key_mode)).id;
 end;
 $$;
-comment on function private.enqueue_job(text, jsonb, text, timestamptz, integer, text) is
-  'Adds a graphile-worker job in the current transaction (it exists only if the transaction commits). queue_name: jobs of one queue run one at a time, in order; job_key: a later job with the same key replaces a pending one. Returns the job id.';
+comment on function private.enqueue_job(text, jsonb, text, timestamptz, integer, text, text) is
+  'Adds a graphile-worker job in the current transaction (it exists only if the transaction commits). queue_name: jobs of one queue run one at a time; job_key: a later job with the same key replaces a pending one (job_key_mode replace, or preserve_run_at to keep its time). Returns the job id.';
 
 --------------------------------------------------------------------------------
 -- Crashed workers
