@@ -66,9 +66,9 @@ declare
   dead text[];
 begin
   if to_regnamespace('graphile_worker') is null then
-    return '{}';
+    return array[]::text[];
   end if;
-  select coalesce(array_agg(distinct l.locked_by), '{}') into dead
+  select coalesce(array_agg(distinct l.locked_by), array[]::text[]) into dead
     from (select j.locked_by from graphile_worker._private_jobs j where j.locked_by is not null
           union
           select q.locked_by from graphile_worker._private_job_queues q where q.locked_by is not null) l
