@@ -3,14 +3,42 @@
 import { Logger as WorkerLogger, runMigrations } from 'graphile-worker';
 import type { Logger } from '../lib/log.ts';
 
-/** graphile-worker's log lines through pino (its per-job info lines at debug). */
+/**
+ * graphile-worker's log lines through pino: its per-job info lines at
+ * debug; while the database is unreachable (a restart, an outage) its
+ * connection errors are one warning line every 10 s, not one per connection.
+ */
 export function workerLogger(log: Logger): WorkerLogger {
+  let quietUntil = 0;
+  let quieted = 0;
   return new WorkerLogger((scope) => (level, message, meta) => {
-    const fields = { job: scope.jobId, task: scope.taskIdentifier, worker: scope.workerId, ...(meta?.error ? { err: meta.error } : {}) };
+    const error = meta?.error;
+    const fields = { job: scope.jobId, task: scope.taskIdentifier, worker: scope.workerId, ...(error ? { err: error } : {}) };
+    if ((level === 'error' || level === 'warning') && isConnectionError(error, message)) {
+      const now = Date.now();
+      if (now < quietUntil) {
+        quieted++;
+        return log.debug(fields, message);
+      }
+      log.warn({ cause: { message: (error as Error | undefined)?.message ?? message }, quieted }, 'job worker: database unavailable; retrying');
+      quietUntil = now + 10_000;
+      quieted = 0;
+      return;
+    }
     if (level === 'error') log.error(fields, message);
     else if (level === 'warning') log.warn(fields, message);
     else log.debug(fields, message);
   });
+}
+
+const CONNECTION_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'ENOTFOUND', 'EAI_AGAIN']);
+
+function isConnectionError(error: unknown, message: string): boolean {
+  const code = String((error as { code?: unknown } | null)?.code ?? '');
+  if (CONNECTION_CODES.has(code) || code.startsWith('08') || code.startsWith('57P') || code === '53300') return true;
+  return /connection (terminated|error)|not queryable|terminating connection|shutting down|starting up|ECONNREFUSED/i.test(
+    `${message} ${(error as Error | undefined)?.message ?? ''}`,
+  );
 }
 
 /**
