@@ -240,6 +240,31 @@ describe('worker processes (WEBHOOK_ALLOW_PRIVATE_TARGETS=1)', () => {
     }
   });
 
+  it('runs the periodic prunes: its crontab knows each, and a prune job does its work', async () => {
+    const worker = await startWorker();
+    try {
+      const known = await sql<{ identifier: string }[]>`select identifier from graphile_worker._private_known_crontabs order by 1`;
+      expect(known.map((k) => k.identifier)).toEqual(
+        expect.arrayContaining([
+          'prune_change_log',
+          'prune_sessions',
+          'prune_auth_failures',
+          'prune_mcp',
+          'prune_stored_records',
+          'prune_webhook_deliveries',
+          'remove_unused_job_queues',
+          'recover_jobs',
+        ]),
+      );
+      await sql`insert into private.auth_failures (scope, key, failed_at) values ('ip', 'cron-test', now() - interval '2 days')`;
+      // The tick of */10 * * * *, now.
+      await sql`select graphile_worker.add_job('prune_auth_failures', job_key => 'cron_prune_auth_failures')`;
+      await eventually('the prune job', async () => (await sql`select 1 from private.auth_failures where key = 'cron-test'`).length === 0);
+    } finally {
+      await stopWorker(worker);
+    }
+  });
+
   it('npm run admin -- jobs and webhooks show the queue and the failures', async () => {
     const run = (...args: string[]) =>
       new Promise<{ code: number | null; stdout: string }>((resolve) => {
