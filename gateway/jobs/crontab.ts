@@ -20,8 +20,6 @@ export interface PeriodicJob {
 export interface PeriodicSettings {
   /** CHANGE_LOG_RETENTION_HOURS, in seconds. */
   changeLogRetentionSeconds: number;
-  /** graphile-worker's own clean-up of job queues no job uses any more (one per webhook endpoint). */
-  removeUnusedQueues(): Promise<void>;
 }
 
 const sql = (text: string) => (helpers: JobHelpers) => helpers.query(text);
@@ -44,7 +42,6 @@ export const PERIODIC_JOBS: PeriodicJob[] = [
   { task: 'prune_webhook_deliveries', schedule: '23 3 * * *', run: sql('select private.webhook_deliveries_prune()') },
   // Idempotency records, when they exist: { task: 'prune_idempotency', schedule: '*/15 * * * *',
   //   run: sql('select private.idempotency_prune()') },
-  { task: 'remove_unused_job_queues', schedule: '41 4 * * *', run: (_helpers, settings) => settings.removeUnusedQueues() },
   // Jobs held by workers that died (see private.jobs_recover).
   { task: 'recover_jobs', schedule: '* * * * *', run: sql('select private.jobs_recover()') },
 ];

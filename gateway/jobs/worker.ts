@@ -2,16 +2,15 @@
 // queue made for Postgres, runs every background job of the service:
 //
 //   send_email        one message of the e-mail outbox (mail.ts; only with SMTP_URL)
-//   webhook_deliver   one webhook delivery (webhooks.ts)
-//   prune_*, recover_jobs, remove_unused_job_queues
+//   webhook_deliver   the due deliveries of one webhook endpoint (webhooks.ts)
+//   prune_*, recover_jobs
 //                     periodic jobs of its crontab (crontab.ts)
 //
 // Jobs are added by SQL (private.enqueue_job → graphile_worker.add_job) in
 // the transaction of the change that causes them; graphile-worker's NOTIFY
 // wakes a worker at commit, and jobs are locked with `skip locked`, so any
 // number of workers (each gateway process, `npm run worker` processes) share
-// the queue safely. Jobs of one queue (the deliveries of one webhook
-// endpoint) run one at a time, in order.
+// the queue safely.
 //
 // Crashes: every worker holds a connection named `job-worker <pool id>`
 // while it runs; private.jobs_recover (at every worker's start and each
@@ -70,7 +69,6 @@ export async function startJobWorker(options: JobWorkerOptions): Promise<JobWork
   const utils = await makeWorkerUtils({ connectionString: options.connectionString, noPreparedStatements: options.throughTransactionPooler, logger: workerLogger(log) });
   const settings: PeriodicSettings = {
     changeLogRetentionSeconds: options.changeLogRetentionSeconds,
-    removeUnusedQueues: () => utils.cleanup({ tasks: ['GC_JOB_QUEUES'] }),
   };
   for (const job of PERIODIC_JOBS) {
     taskList[job.task] = async (_payload, helpers) => {
@@ -106,7 +104,8 @@ export async function startJobWorker(options: JobWorkerOptions): Promise<JobWork
     runner = await run({
       connectionString: options.connectionString,
       concurrency: options.concurrency,
-      maxPoolSize: options.concurrency + 2,
+      // A running webhook job holds one connection (its endpoint lock); fetching and completing jobs and LISTEN need more.
+      maxPoolSize: options.concurrency * 2 + 2,
       noPreparedStatements: options.throughTransactionPooler,
       noHandleSignals: true,
       pollInterval: options.pollIntervalMs ?? 1000,

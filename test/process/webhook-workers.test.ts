@@ -252,7 +252,6 @@ describe('worker processes (WEBHOOK_ALLOW_PRIVATE_TARGETS=1)', () => {
           'prune_mcp',
           'prune_stored_records',
           'prune_webhook_deliveries',
-          'remove_unused_job_queues',
           'recover_jobs',
         ]),
       );
