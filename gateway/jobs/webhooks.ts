@@ -41,6 +41,8 @@ export interface WebhookSenderOptions {
   /** Seconds before each retry (WEBHOOK_RETRY_SCHEDULE). */
   retrySchedule: number[];
   timeoutMs?: number;
+  /** Deliveries one job sends to its endpoint before leaving the rest to a new job (default 500). */
+  batchSize?: number;
 }
 
 /** The webhook-signature header: one `v1,<signature>` per secret. */
@@ -61,7 +63,7 @@ interface Attempt {
 }
 
 /** Deliveries one job sends at most (then the endpoint gets a new job). */
-const BATCH = 500;
+const DEFAULT_BATCH = 500;
 
 /** The connection graphile-worker lends a task (a pg client). */
 type Queryable = Parameters<Parameters<JobHelpers['withPgClient']>[0]>[0];
@@ -84,6 +86,7 @@ export function webhookDeliverTask(options: WebhookSenderOptions): { task: Task;
     'https:': new https.Agent({ keepAlive: true, maxSockets: 8, timeout: 4_000, lookup } as https.AgentOptions),
   };
   const timeoutMs = options.timeoutMs ?? WEBHOOK_TIMEOUT_MS;
+  const batch = options.batchSize ?? DEFAULT_BATCH;
 
   const task: Task = async (payload, helpers) => {
     const endpointId = (payload as { endpoint_id?: unknown } | null)?.endpoint_id;
@@ -92,15 +95,10 @@ export function webhookDeliverTask(options: WebhookSenderOptions): { task: Task;
       let sent = 0;
       for (;;) {
         const { rows: lock } = await client.query<{ locked: boolean }>('select private.webhook_endpoint_try_lock($1::uuid) as locked', [endpointId]);
-        // Another worker is sending to this endpoint; it will see what is due.
+        // Another worker is sending to this endpoint; it looks again after letting go.
         if (!lock[0]?.locked) return;
         try {
-          for (;;) {
-            if (sent >= BATCH) {
-              // Enough for one job: the rest in the next one (other endpoints get their turn).
-              await client.query('select private.webhook_schedule($1::uuid)', [endpointId]);
-              return;
-            }
+          while (sent < batch) {
             const { rows } = await client.query<NextRow>('select * from private.webhook_delivery_next($1::uuid)', [endpointId]);
             const row = rows[0];
             if (!row) break;
@@ -109,6 +107,12 @@ export function webhookDeliverTask(options: WebhookSenderOptions): { task: Task;
           }
         } finally {
           await client.query('select private.webhook_endpoint_unlock($1::uuid)', [endpointId]);
+        }
+        if (sent >= batch) {
+          // Enough for one job (other endpoints get their turn): the rest in a
+          // new one, added after letting go of the lock (so it can take it).
+          await client.query('select private.webhook_schedule($1::uuid)', [endpointId]);
+          return;
         }
         // A delivery committed after our last look, whose own job found the lock taken.
         const { rows: due } = await client.query<{ due: boolean }>('select private.webhook_due($1::uuid) as due', [endpointId]);

@@ -42,6 +42,8 @@ export interface JobWorkerOptions {
   changeLogRetentionSeconds: number;
   /** How often to look for jobs that came due (retries); new jobs arrive by NOTIFY at once. */
   pollIntervalMs?: number;
+  /** Deliveries one webhook job sends before a new job takes over (default 500; tests make it small). */
+  webhookBatchSize?: number;
   log: Logger;
 }
 
@@ -57,7 +59,11 @@ export async function startJobWorker(options: JobWorkerOptions): Promise<JobWork
   const closers: (() => void)[] = [];
   const taskList: TaskList = {};
 
-  const webhooks = webhookDeliverTask({ allowPrivateTargets: options.webhooks.allowPrivateTargets, retrySchedule: options.webhooks.retrySchedule });
+  const webhooks = webhookDeliverTask({
+    allowPrivateTargets: options.webhooks.allowPrivateTargets,
+    retrySchedule: options.webhooks.retrySchedule,
+    batchSize: options.webhookBatchSize,
+  });
   taskList.webhook_deliver = webhooks.task;
   closers.push(webhooks.close);
   if (options.smtp) {

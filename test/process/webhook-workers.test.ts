@@ -9,6 +9,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import crypto from 'node:crypto';
 import postgres from 'postgres';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startJobWorker } from '../../gateway/jobs/worker.ts';
 import { createLogger } from '../../gateway/lib/log.ts';
 import { startGateway, type RunningGateway } from '../../gateway/server.ts';
 import { databaseUrl } from '../helpers.ts';
@@ -237,6 +238,32 @@ describe('worker processes (WEBHOOK_ALLOW_PRIVATE_TARGETS=1)', () => {
       }
     } finally {
       await stopWorker(second);
+    }
+  });
+
+  it('hands an endpoint from job to job without losing a delivery (one job sends a share, then a new job goes on)', async () => {
+    // In this process, with a share of 2 deliveries a job and 8 jobs at once:
+    // each hand-over races the new job against the old one letting go of the
+    // endpoint's lock. (A job that added its successor while still holding
+    // the lock lost deliveries here: the successor found the lock taken.)
+    const worker = await startJobWorker({
+      connectionString: env.databaseUrl,
+      concurrency: 8,
+      webhooks: { allowPrivateTargets: true, retrySchedule: [1] },
+      changeLogRetentionSeconds: 86_400,
+      webhookBatchSize: 2,
+      log: createLogger('silent'),
+    });
+    try {
+      const path = '/hand-over';
+      const hook = (await register(env.baseUrl, receiver.url(path))).body.data;
+      const n = 200;
+      await sql`select admin.create_event(${manager.communityId}, 'Hand-over ' || i, now() + interval '1 day') from generate_series(1, ${n}) i`;
+      const got = await receiver.waitFor(path, (rs) => rs.length >= n, { timeoutMs: 30_000 });
+      expect(got.map((r) => r.payload.data.title)).toEqual(Array.from({ length: n }, (_, i) => `Hand-over ${i + 1}`));
+      for (const r of got.slice(0, 3)) expect(verifyWebhook(hook.secret, r)).toEqual(r.payload);
+    } finally {
+      await worker.stop();
     }
   });
 
