@@ -39,6 +39,8 @@ export const PERIODIC_JOBS: PeriodicJob[] = [
   { task: 'prune_mcp', schedule: '* * * * *', run: sql('select private.mcp_prune()') },
   // Live test results and MCP tool-call records past 30 days, a batch a minute.
   { task: 'prune_stored_records', schedule: '* * * * *', run: sql('select private.stored_records_prune()') },
+  // Webhook deliveries overdue by a minute get a job (a safety net; see private.webhook_sweep).
+  { task: 'webhook_sweep', schedule: '* * * * *', run: sql('select private.webhook_sweep()') },
   { task: 'prune_webhook_deliveries', schedule: '23 3 * * *', run: sql('select private.webhook_deliveries_prune()') },
   // Idempotency records, when they exist: { task: 'prune_idempotency', schedule: '*/15 * * * *',
   //   run: sql('select private.idempotency_prune()') },

@@ -3,7 +3,7 @@
 -- the prunes delete only what no rule needs any more, and the jobs of a
 -- worker that died are freed.
 begin;
-select plan(12);
+select plan(14);
 
 select tests.create_user('jobs_user');
 
@@ -62,6 +62,19 @@ select is((select count(*)::int from graphile_worker.jobs where id = current_set
 select ok(not exists (select from pg_stat_activity a, unnest(private.jobs_recover()) d
                        where a.application_name = 'job-worker ' || d),
   'a worker that holds its connection is never named');
+
+-- Webhook deliveries left without a job -----------------------------------------
+
+select set_config('tests.community', admin.create_community('Sweep club')::text, true);
+with e as (insert into app.webhook_endpoints (community_id, url, events, secret)
+             values (current_setting('tests.community')::uuid, 'https://sweep.example.test', '{event.created}', 'whsec_AAAA')
+           returning id)
+select set_config('tests.endpoint', e.id::text, true) from e;
+insert into app.webhook_deliveries (endpoint_id, event_type, payload, next_attempt_at)
+  values (current_setting('tests.endpoint')::uuid, 'event.created', '{}', now() - interval '5 minutes');
+select is(private.webhook_sweep(), 1, 'webhook_sweep finds an endpoint with a delivery overdue and no job');
+select is((select count(*)::int from graphile_worker.jobs where key = 'webhook:' || current_setting('tests.endpoint') and run_at <= clock_timestamp()), 1,
+  'and gives it a job, due now');
 
 select * from finish();
 rollback;

@@ -279,6 +279,7 @@ describe('worker processes (WEBHOOK_ALLOW_PRIVATE_TARGETS=1)', () => {
           'prune_mcp',
           'prune_stored_records',
           'prune_webhook_deliveries',
+          'webhook_sweep',
           'recover_jobs',
         ]),
       );

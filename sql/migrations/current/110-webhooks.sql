@@ -799,6 +799,26 @@ $$;
 comment on function private.webhook_endpoint_check_failing(uuid) is
   'Turns an endpoint off when its last 20 deliveries all failed, and e-mails the community''s managers (through the outbox). Returns whether it did.';
 
+create or replace function private.webhook_sweep() returns integer
+  language plpgsql volatile
+  set search_path = pg_catalog
+  as $$
+declare
+  scheduled integer;
+begin
+  -- A safety net (the worker's crontab, every minute): an endpoint with a
+  -- delivery due for a minute gets a job if it has none waiting (its job
+  -- failed while another, which found the lock taken, had already ended).
+  select count(private.webhook_schedule(e.endpoint_id, null, keep_earlier => true)) into scheduled
+    from (select distinct d.endpoint_id
+            from app.webhook_deliveries d
+           where d.status in ('pending', 'retrying') and d.next_attempt_at <= now() - interval '1 minute') e;
+  return scheduled;
+end;
+$$;
+comment on function private.webhook_sweep() is
+  'Gives every endpoint with a delivery overdue by a minute a webhook_deliver job (one already waiting keeps its time); returns how many endpoints. The worker runs it every minute.';
+
 create or replace function private.webhook_deliveries_prune(keep interval default '30 days', batch integer default 10000)
   returns integer
   language plpgsql volatile
