@@ -23,6 +23,7 @@ import { profileRoutes } from './routes/profile.ts';
 import { streamRoutes } from './routes/stream.ts';
 import { dealRoutes, taskRoutes } from './routes/tasks.ts';
 import { tokenRoutes } from './routes/tokens.ts';
+import { webhookRoutes } from './routes/webhooks.ts';
 import { discardRest, hasBody, readJsonBody } from './http/body.ts';
 import { cors } from './http/cors.ts';
 import { RouteTable } from './http/dispatch.ts';
@@ -46,6 +47,7 @@ export const routes: Route[] = [
   ...calendarRoutes,
   ...tokenRoutes,
   ...platformRoutes,
+  ...webhookRoutes,
   ...docsRoutes(() => routes),
   ...agentCallRoutes,
 ];

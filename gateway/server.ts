@@ -14,8 +14,8 @@ import { FairShare } from './http/fair-share.ts';
 import { createTokenService } from './core/jwt.ts';
 import { Passwords } from './core/passwords.ts';
 import type { Logger } from './core/log.ts';
-import { startOutboxWorker, type OutboxWorker } from './jobs/mailer.ts';
 import { runMigrations } from './core/migrate.ts';
+import { jobWorkerOptions, startJobWorker, type JobWorker } from './jobs/worker.ts';
 import { ChangeHub } from './realtime/hub.ts';
 import { SessionWatch } from './realtime/session-watch.ts';
 import { attachRealtimeWebSocket } from './realtime/websocket.ts';
@@ -65,6 +65,7 @@ export async function startGateway(
     fairShare: new FairShare(config.fairShare),
     sessions,
     passwords: new Passwords(config.passwords),
+    webhooks: { allowPrivateTargets: config.webhooks.allowPrivateTargets },
   };
   const app = createApp({
     services,
@@ -104,11 +105,12 @@ export async function startGateway(
   // still served, and answered with Connection: close); then end streams and
   // websockets (they would keep the server open) and the LISTEN connection;
   // then wait for the requests in flight; then the pool.
-  let mailer: OutboxWorker | undefined;
+  let worker: JobWorker | undefined;
   const close = async () => {
     // In-flight requests may run until their statement timeout; then whatever is left is cut.
     const drained = drain.close(config.statementTimeoutMs + 1_000);
-    await mailer?.close();
+    // Jobs running finish (a webhook is given up to 5 s, then retried by the next worker).
+    await worker?.stop(config.statementTimeoutMs);
     await websocket.close();
     await realtime.close();
     await sessions.close();
@@ -123,9 +125,12 @@ export async function startGateway(
     // Behind a pooler, migrations (advisory locks, DDL) go to the database directly.
     await runMigrations(config.databaseDirectUrl ?? databaseUrl, log, { includeCurrent: includeCurrentMigration });
     await warnAboutOtherIssuers(sql, config.publicUrl, log);
+    // SQL outside requests (webhook payloads) builds links with PUBLIC_URL.
+    await sql`select private.service_setting_set('public_url', ${config.publicUrl})`;
     await realtime.start();
     await sessions.start();
-    if (config.smtpUrl) mailer = await startOutboxWorker(sql, { smtpUrl: config.smtpUrl, from: config.mailFrom, listenSql }, log);
+    // The job worker (WORKER=off: none in this process).
+    if (config.worker.enabled) worker = await startJobWorker(jobWorkerOptions(config, config.databaseDirectUrl ?? databaseUrl, log));
     await syncEndpoints(sql, discoverEndpoints(app.served, routes), log);
   } catch (err) {
     await close();

@@ -291,17 +291,11 @@ export async function startMcpServer(config: Config, databaseUrl: string, log: L
   });
   app.use(errorHandler);
 
-  // Expired counts, sessions and OAuth state; and stored request records
-  // (tool calls, live test results) past their retention, a batch at a time.
-  const prune = setInterval(() => {
-    sql`select private.mcp_prune(), private.oauth_prune(), private.stored_records_prune()`.catch((err: unknown) =>
-      log.warn({ err }, 'mcp prune failed'),
-    );
-  }, 60_000);
-  prune.unref();
+  // Expired counts, sessions and OAuth state, and stored request records
+  // past their retention, are pruned by the job worker's crontab
+  // (gateway/jobs/crontab.ts).
 
   const close = async () => {
-    clearInterval(prune);
     await Promise.all([...open].map((h) => h.close()));
     await Promise.all([...pendingRecords]);
     await new Promise<void>((resolve) => {

@@ -497,6 +497,61 @@ CREATE FUNCTION admin.forms_list(max_rows integer DEFAULT 50, since timestamp wi
 COMMENT ON FUNCTION admin.forms_list(max_rows integer, since timestamp with time zone) IS 'The forms posted to POST /api/v1/forms, newest first: at most max_rows (default 50), received at or after since (if given).';
 
 --
+-- Name: job_workers(); Type: FUNCTION; Schema: admin
+--
+
+CREATE FUNCTION admin.job_workers() RETURNS TABLE(worker text, connected_since timestamp with time zone, client_addr text)
+    LANGUAGE sql STABLE
+    SET search_path TO 'pg_catalog'
+    AS $$
+    -- Every worker holds a connection named after its graphile-worker pool id.
+    select substr(a.application_name, length('job-worker ') + 1), a.backend_start, host(a.client_addr)
+      from pg_stat_activity a
+     where a.datname = current_database() and a.application_name like 'job-worker %'
+     order by a.backend_start
+  $$;
+
+--
+-- Name: FUNCTION job_workers(); Type: COMMENT; Schema: admin
+--
+
+COMMENT ON FUNCTION admin.job_workers() IS 'The job workers connected now (their graphile-worker pool ids).';
+
+--
+-- Name: jobs(integer); Type: FUNCTION; Schema: admin
+--
+
+CREATE FUNCTION admin.jobs(max_rows integer DEFAULT 50) RETURNS TABLE(id bigint, task text, queue text, state text, attempts integer, max_attempts integer, run_at timestamp with time zone, locked_by text, locked_at timestamp with time zone, last_error text)
+    LANGUAGE plpgsql STABLE
+    SET search_path TO 'pg_catalog'
+    AS $$
+begin
+  if to_regnamespace('graphile_worker') is null then
+    raise exception 'the job queue is not installed (schema graphile_worker): start the gateway or `npm run worker` once'
+      using errcode = '55000';
+  end if;
+  -- running: locked by a worker; failed: out of attempts; due: waiting for a
+  -- free worker; scheduled: a retry or a job for later.
+  return query
+    select j.id::bigint, j.task_identifier::text, j.queue_name::text, s.state, j.attempts::integer, j.max_attempts::integer, j.run_at, j.locked_by::text,
+           j.locked_at, left(j.last_error, 500)::text
+      from graphile_worker.jobs j,
+           lateral (select case when j.locked_at is not null then 'running'
+                                when j.attempts >= j.max_attempts then 'failed'
+                                when j.run_at <= now() then 'due'
+                                else 'scheduled' end as state) s
+     order by array_position(array['running', 'due', 'failed', 'scheduled'], s.state), j.run_at, j.id
+     limit greatest(jobs.max_rows, 0);
+end;
+$$;
+
+--
+-- Name: FUNCTION jobs(max_rows integer); Type: COMMENT; Schema: admin
+--
+
+COMMENT ON FUNCTION admin.jobs(max_rows integer) IS 'The worker''s queue (graphile_worker.jobs): running, due, failed and scheduled jobs, in that order, with attempts and last errors.';
+
+--
 -- Name: mcp_tool_calls(text, integer); Type: FUNCTION; Schema: admin
 --
 
@@ -652,6 +707,55 @@ $$;
 --
 
 COMMENT ON FUNCTION admin.set_subscription(email text, subscription_type text) IS 'Sets a user''s subscription type (basic or premium), which sets their max_hats.';
+
+--
+-- Name: webhook_failures(integer); Type: FUNCTION; Schema: admin
+--
+
+CREATE FUNCTION admin.webhook_failures(max_rows integer DEFAULT 20) RETURNS TABLE(delivery_id uuid, endpoint_id uuid, url text, event_type text, status text, attempts integer, last_status_code integer, last_error text, next_attempt_at timestamp with time zone, created_at timestamp with time zone)
+    LANGUAGE sql STABLE
+    SET search_path TO 'pg_catalog'
+    AS $$
+    select d.id, d.endpoint_id, e.url, d.event_type, d.status, d.attempts, d.last_status_code, d.last_error,
+           d.next_attempt_at, d.created_at
+      from app.webhook_deliveries d
+      join app.webhook_endpoints e on e.id = d.endpoint_id
+     where d.status in ('retrying', 'failed')
+     order by d.created_at desc
+     limit greatest(webhook_failures.max_rows, 0)
+  $$;
+
+--
+-- Name: FUNCTION webhook_failures(max_rows integer); Type: COMMENT; Schema: admin
+--
+
+COMMENT ON FUNCTION admin.webhook_failures(max_rows integer) IS 'The most recent webhook deliveries that failed or are waiting for a retry, newest first.';
+
+--
+-- Name: webhooks(); Type: FUNCTION; Schema: admin
+--
+
+CREATE FUNCTION admin.webhooks() RETURNS TABLE(id uuid, community_id uuid, community text, url text, events text[], active boolean, disabled_reason text, created_at timestamp with time zone, deliveries_24h bigint, failed_24h bigint, pending bigint, last_failure_at timestamp with time zone)
+    LANGUAGE sql STABLE
+    SET search_path TO 'pg_catalog'
+    AS $$
+    select e.id, e.community_id, c.name, e.url, e.events, e.active, e.disabled_reason, e.created_at,
+           (select count(*) from app.webhook_deliveries d where d.endpoint_id = e.id and d.created_at > now() - interval '24 hours'),
+           (select count(*) from app.webhook_deliveries d
+             where d.endpoint_id = e.id and d.created_at > now() - interval '24 hours' and d.status = 'failed'),
+           (select count(*) from app.webhook_deliveries d where d.endpoint_id = e.id and d.status in ('pending', 'retrying')),
+           (select max(d.created_at) from app.webhook_deliveries d
+             where d.endpoint_id = e.id and d.status in ('retrying', 'failed'))
+      from app.webhook_endpoints e
+      join app.communities c on c.id = e.community_id
+     order by c.name, e.created_at
+  $$;
+
+--
+-- Name: FUNCTION webhooks(); Type: COMMENT; Schema: admin
+--
+
+COMMENT ON FUNCTION admin.webhooks() IS 'Every webhook endpoint with its community, state and delivery counts (last 24 hours; pending now).';
 
 --
 -- Name: api_endpoints_list(); Type: FUNCTION; Schema: api
@@ -3713,6 +3817,274 @@ $$;
 COMMENT ON FUNCTION api.venue_checkout(venue_id uuid) IS 'DELETE /api/mobile/venues/{venue_id}/checkin: ends the caller''s venue check-in. PT404 unknown venue or not checked in.';
 
 --
+-- Name: webhook_create(uuid, text, text[], text); Type: FUNCTION; Schema: api
+--
+
+CREATE FUNCTION api.webhook_create(community_id uuid, url text, events text[], description text DEFAULT NULL::text) RETURNS jsonb
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog'
+    AS $$
+declare
+  created app.webhook_endpoints;
+begin
+  perform private.platform_authorize(webhook_create.community_id);
+  perform private.webhook_check(url, events, description);
+  if url is null or events is null then
+    raise exception 'url and events are required' using errcode = 'PT422', hint = 'validation_error';
+  end if;
+  -- At most 20 endpoints a community (serialised per community).
+  perform pg_advisory_xact_lock(hashtextextended('app.webhook_endpoints:' || webhook_create.community_id::text, 0));
+  if (select count(*) from app.webhook_endpoints e where e.community_id = webhook_create.community_id) >= 20 then
+    raise exception 'a community has at most 20 webhook endpoints' using errcode = 'PT422', hint = 'too_many_webhooks';
+  end if;
+  insert into app.webhook_endpoints (community_id, url, events, description, secret, created_by)
+    values (webhook_create.community_id, url,
+            array(select distinct t from unnest(events) t order by t),
+            nullif(btrim(description), ''), private.webhook_new_secret(), auth.uid())
+    returning * into created;
+  return private.webhook_endpoint_json(created) || jsonb_build_object('secret', created.secret);
+end;
+$$;
+
+--
+-- Name: FUNCTION webhook_create(community_id uuid, url text, events text[], description text); Type: COMMENT; Schema: api
+--
+
+COMMENT ON FUNCTION api.webhook_create(community_id uuid, url text, events text[], description text) IS 'POST /api/v1/platform/webhooks: registers an endpoint of the community (at most 20) and returns it with its secret (shown only here and on rotation). PT403 as the platform endpoints; PT422 invalid_url, unknown_event_type, too_many_webhooks.';
+
+--
+-- Name: webhook_delete(uuid); Type: FUNCTION; Schema: api
+--
+
+CREATE FUNCTION api.webhook_delete(id uuid) RETURNS void
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog'
+    AS $$
+declare
+  target app.webhook_endpoints := private.webhook_endpoint_of_caller(webhook_delete.id, true);
+begin
+  -- Its deliveries go with it; their jobs then find nothing to send.
+  delete from app.webhook_endpoints e where e.id = target.id;
+end;
+$$;
+
+--
+-- Name: FUNCTION webhook_delete(id uuid); Type: COMMENT; Schema: api
+--
+
+COMMENT ON FUNCTION api.webhook_delete(id uuid) IS 'DELETE /api/v1/platform/webhooks/{id}: removes the endpoint and its deliveries. PT404 webhook_not_found; PT403.';
+
+--
+-- Name: webhook_deliveries(uuid, integer, integer); Type: FUNCTION; Schema: api
+--
+
+CREATE FUNCTION api.webhook_deliveries(id uuid, page_limit integer DEFAULT 20, page_offset integer DEFAULT 0) RETURNS jsonb
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog'
+    AS $$
+declare
+  target app.webhook_endpoints := private.webhook_endpoint_of_caller(webhook_deliveries.id, false);
+begin
+  perform app.check_page(page_limit, page_offset);
+  return jsonb_build_object(
+    'data', (select coalesce(jsonb_agg(private.webhook_delivery_json(d) order by d.created_at desc, d.id desc), '[]')
+               from (select * from app.webhook_deliveries d
+                      where d.endpoint_id = target.id
+                      order by d.created_at desc, d.id desc
+                      limit page_limit offset page_offset) d),
+    'pagination', app.pagination((select count(*) from app.webhook_deliveries d where d.endpoint_id = target.id),
+                                 page_limit, page_offset));
+end;
+$$;
+
+--
+-- Name: FUNCTION webhook_deliveries(id uuid, page_limit integer, page_offset integer); Type: COMMENT; Schema: api
+--
+
+COMMENT ON FUNCTION api.webhook_deliveries(id uuid, page_limit integer, page_offset integer) IS 'GET /api/v1/platform/webhooks/{id}/deliveries: the endpoint''s deliveries, newest first, with payloads and pagination. PT404; PT403; PT400 invalid_limit / invalid_offset.';
+
+--
+-- Name: webhook_delivery_replay(uuid, uuid); Type: FUNCTION; Schema: api
+--
+
+CREATE FUNCTION api.webhook_delivery_replay(id uuid, delivery_id uuid) RETURNS jsonb
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog'
+    AS $$
+declare
+  target app.webhook_endpoints := private.webhook_endpoint_of_caller(webhook_delivery_replay.id, false);
+  replayed app.webhook_deliveries;
+begin
+  if not target.active then
+    raise exception 'the webhook is not active' using errcode = 'PT409', hint = 'webhook_inactive';
+  end if;
+  -- A new round of attempts now (retries counted afresh), same webhook-id.
+  update app.webhook_deliveries d
+     set status = 'pending', next_attempt_at = now(), round_base = d.attempts
+   where d.id = webhook_delivery_replay.delivery_id and d.endpoint_id = target.id
+  returning * into replayed;
+  if replayed.id is null then
+    raise exception 'delivery not found' using errcode = 'PT404', hint = 'delivery_not_found';
+  end if;
+  perform private.webhook_schedule(target.id);
+  return private.webhook_delivery_json(replayed);
+end;
+$$;
+
+--
+-- Name: FUNCTION webhook_delivery_replay(id uuid, delivery_id uuid); Type: COMMENT; Schema: api
+--
+
+COMMENT ON FUNCTION api.webhook_delivery_replay(id uuid, delivery_id uuid) IS 'POST /api/v1/platform/webhooks/{id}/deliveries/{delivery_id}/replay: sends the delivery again now, with the same webhook-id and body. PT404 webhook_not_found / delivery_not_found; PT403; PT409 webhook_inactive.';
+
+--
+-- Name: webhook_ping(uuid); Type: FUNCTION; Schema: api
+--
+
+CREATE FUNCTION api.webhook_ping(id uuid) RETURNS jsonb
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog'
+    AS $$
+declare
+  target app.webhook_endpoints := private.webhook_endpoint_of_caller(webhook_ping.id, false);
+  queued app.webhook_deliveries;
+begin
+  if not target.active then
+    raise exception 'the webhook is not active' using errcode = 'PT409', hint = 'webhook_inactive';
+  end if;
+  insert into app.webhook_deliveries (endpoint_id, event_type, payload)
+    values (target.id, 'webhook.ping', jsonb_build_object(
+      'type', 'webhook.ping', 'timestamp', app.iso(clock_timestamp()),
+      'data', jsonb_build_object('endpoint_id', target.id, 'community_id', target.community_id)))
+    returning * into queued;
+  perform private.webhook_schedule(target.id);
+  return private.webhook_delivery_json(queued);
+end;
+$$;
+
+--
+-- Name: FUNCTION webhook_ping(id uuid); Type: COMMENT; Schema: api
+--
+
+COMMENT ON FUNCTION api.webhook_ping(id uuid) IS 'POST /api/v1/platform/webhooks/{id}/ping: queues a webhook.ping delivery and returns it. PT404; PT403; PT409 webhook_inactive.';
+
+--
+-- Name: webhook_rotate_secret(uuid); Type: FUNCTION; Schema: api
+--
+
+CREATE FUNCTION api.webhook_rotate_secret(id uuid) RETURNS jsonb
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog'
+    AS $$
+declare
+  target app.webhook_endpoints := private.webhook_endpoint_of_caller(webhook_rotate_secret.id, true);
+begin
+  update app.webhook_endpoints e
+     set previous_secret = e.secret,
+         previous_secret_expires_at = now() + interval '24 hours',
+         secret = private.webhook_new_secret(),
+         updated_at = now()
+   where e.id = target.id
+  returning * into target;
+  return private.webhook_endpoint_json(target) || jsonb_build_object('secret', target.secret);
+end;
+$$;
+
+--
+-- Name: FUNCTION webhook_rotate_secret(id uuid); Type: COMMENT; Schema: api
+--
+
+COMMENT ON FUNCTION api.webhook_rotate_secret(id uuid) IS 'POST /api/v1/platform/webhooks/{id}/rotate_secret: a new secret (returned); the previous one keeps signing too (a second signature) for 24 hours. PT404; PT403.';
+
+--
+-- Name: webhook_update(uuid, jsonb); Type: FUNCTION; Schema: api
+--
+
+CREATE FUNCTION api.webhook_update(id uuid, patch jsonb) RETURNS jsonb
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog'
+    AS $$
+declare
+  target app.webhook_endpoints := private.webhook_endpoint_of_caller(webhook_update.id, true);
+  new_url text;
+  new_events text[];
+  new_description text;
+  new_active boolean;
+  extra text;
+begin
+  if jsonb_typeof(patch) is distinct from 'object' then
+    raise exception 'the body must be an object' using errcode = 'PT422', hint = 'validation_error';
+  end if;
+  select k into extra from jsonb_object_keys(patch) k where k not in ('url', 'events', 'active', 'description') limit 1;
+  if extra is not null then
+    raise exception 'unknown field %', extra using errcode = 'PT422', hint = 'validation_error';
+  end if;
+  if patch ? 'url' then
+    if jsonb_typeof(patch -> 'url') is distinct from 'string' then
+      raise exception 'url must be a string' using errcode = 'PT422', hint = 'validation_error';
+    end if;
+    new_url := patch ->> 'url';
+  end if;
+  if patch ? 'events' then
+    if jsonb_typeof(patch -> 'events') is distinct from 'array'
+       or exists (select from jsonb_array_elements(patch -> 'events') v where jsonb_typeof(v) <> 'string') then
+      raise exception 'events must be an array of event types' using errcode = 'PT422', hint = 'validation_error';
+    end if;
+    new_events := array(select distinct v from jsonb_array_elements_text(patch -> 'events') v order by v);
+  end if;
+  if patch ? 'active' then
+    if jsonb_typeof(patch -> 'active') is distinct from 'boolean' then
+      raise exception 'active must be true or false' using errcode = 'PT422', hint = 'validation_error';
+    end if;
+    new_active := (patch ->> 'active')::boolean;
+  end if;
+  if patch ? 'description' and jsonb_typeof(patch -> 'description') not in ('string', 'null') then
+    raise exception 'description must be a string or null' using errcode = 'PT422', hint = 'validation_error';
+  end if;
+  new_description := nullif(btrim(patch ->> 'description'), '');
+  perform private.webhook_check(new_url, new_events, new_description);
+
+  update app.webhook_endpoints e
+     set url = coalesce(new_url, e.url),
+         events = coalesce(new_events, e.events),
+         active = coalesce(new_active, e.active),
+         description = case when patch ? 'description' then new_description else e.description end,
+         disabled_reason = case when coalesce(new_active, e.active) then null else e.disabled_reason end,
+         updated_at = now()
+   where e.id = target.id
+  returning * into target;
+  return private.webhook_endpoint_json(target);
+end;
+$$;
+
+--
+-- Name: FUNCTION webhook_update(id uuid, patch jsonb); Type: COMMENT; Schema: api
+--
+
+COMMENT ON FUNCTION api.webhook_update(id uuid, patch jsonb) IS 'PATCH /api/v1/platform/webhooks/{id}: changes url, events, active and description (the keys given). PT404 webhook_not_found; PT403; PT422.';
+
+--
+-- Name: webhooks_list(uuid); Type: FUNCTION; Schema: api
+--
+
+CREATE FUNCTION api.webhooks_list(community_id uuid) RETURNS jsonb
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog'
+    AS $$
+begin
+  perform private.platform_authorize(webhooks_list.community_id);
+  return (select coalesce(jsonb_agg(private.webhook_endpoint_json(e) order by e.created_at, e.id), '[]')
+            from app.webhook_endpoints e where e.community_id = webhooks_list.community_id);
+end;
+$$;
+
+--
+-- Name: FUNCTION webhooks_list(community_id uuid); Type: COMMENT; Schema: api
+--
+
+COMMENT ON FUNCTION api.webhooks_list(community_id uuid) IS 'GET /api/v1/platform/webhooks?community_id=: the community''s endpoints, oldest first, without secrets. PT403 as the platform endpoints.';
+
+--
 -- Name: check_page(integer, integer); Type: FUNCTION; Schema: app
 --
 
@@ -4225,6 +4597,33 @@ $$;
 COMMENT ON FUNCTION private.append_change(operation text, table_name text, record_id uuid, row_data jsonb, old_data jsonb) IS 'Appends a change-log entry under private.lock_change_log(); returns its id.';
 
 --
+-- Name: auth_failures_prune(integer); Type: FUNCTION; Schema: private
+--
+
+CREATE FUNCTION private.auth_failures_prune(batch integer DEFAULT 10000) RETURNS integer
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog'
+    AS $$
+declare
+  gone integer;
+begin
+  -- LOGIN_FAILURE_WINDOW_SECONDS is at most a day: older failures count nowhere.
+  delete from private.auth_failures f
+   where f.ctid = any (array(select a.ctid from private.auth_failures a
+                              where a.failed_at < now() - interval '1 day'
+                              limit auth_failures_prune.batch));
+  get diagnostics gone = row_count;
+  return gone;
+end;
+$$;
+
+--
+-- Name: FUNCTION auth_failures_prune(batch integer); Type: COMMENT; Schema: private
+--
+
+COMMENT ON FUNCTION private.auth_failures_prune(batch integer) IS 'Deletes failed sign-in counts older than any throttling window (a day), at most `batch` a call; returns how many. The worker runs it every 10 minutes.';
+
+--
 -- Name: auth_login_finish(text, boolean, text); Type: FUNCTION; Schema: private
 --
 
@@ -4264,11 +4663,8 @@ CREATE FUNCTION private.auth_throttle_record(scope text, key text) RETURNS void
     SET search_path TO 'pg_catalog'
     AS $$
 begin
+  -- Old failures are deleted by private.auth_failures_prune (the worker's crontab).
   insert into private.auth_failures (scope, key) values (auth_throttle_record.scope, auth_throttle_record.key);
-  -- Now and then, forget failures older than any window.
-  if random() < 0.01 then
-    delete from private.auth_failures f where f.failed_at < now() - interval '1 day';
-  end if;
 end;
 $$;
 
@@ -4836,54 +5232,23 @@ $$;
 COMMENT ON FUNCTION private.deal_lock(deal_id uuid) IS 'Locks one of the caller''s deals: PT404 when there is none, PT422 when it has no current task.';
 
 --
--- Name: email_outbox; Type: TABLE; Schema: app
+-- Name: email_outbox_begin(uuid); Type: FUNCTION; Schema: private
 --
 
-CREATE TABLE app.email_outbox (
-    id uuid DEFAULT gen_random_uuid() NOT NULL,
-    user_id uuid,
-    to_email text NOT NULL,
-    purpose text NOT NULL,
-    subject text NOT NULL,
-    body_text text NOT NULL,
-    link text,
-    created_at timestamp with time zone DEFAULT now() NOT NULL,
-    send_after timestamp with time zone DEFAULT now() NOT NULL,
-    sent_at timestamp with time zone,
-    attempts integer DEFAULT 0 NOT NULL,
-    last_error text
-);
-
---
--- Name: TABLE email_outbox; Type: COMMENT; Schema: app
---
-
-COMMENT ON TABLE app.email_outbox IS 'E-mails waiting to be sent (sent_at null) and sent. Read by operators with admin.outbox().';
-
---
--- Name: email_outbox_claim(integer, interval); Type: FUNCTION; Schema: private
---
-
-CREATE FUNCTION private.email_outbox_claim(batch_size integer, lease interval DEFAULT '00:01:00'::interval) RETURNS SETOF app.email_outbox
+CREATE FUNCTION private.email_outbox_begin(id uuid) RETURNS TABLE(id uuid, to_email text, subject text, body_text text)
     LANGUAGE sql
     SET search_path TO 'pg_catalog'
     AS $$
-    update app.email_outbox o
-       set attempts = o.attempts + 1, send_after = now() + email_outbox_claim.lease
-     where o.id in (
-       select id from app.email_outbox
-        where sent_at is null and send_after <= now() and attempts < 10
-        order by send_after
-        limit email_outbox_claim.batch_size
-        for update skip locked)
-    returning o.*
+    update app.email_outbox o set attempts = o.attempts + 1
+     where o.id = email_outbox_begin.id and o.sent_at is null
+    returning o.id, o.to_email, o.subject, o.body_text
   $$;
 
 --
--- Name: FUNCTION email_outbox_claim(batch_size integer, lease interval); Type: COMMENT; Schema: private
+-- Name: FUNCTION email_outbox_begin(id uuid); Type: COMMENT; Schema: private
 --
 
-COMMENT ON FUNCTION private.email_outbox_claim(batch_size integer, lease interval) IS 'Leases up to batch_size due messages to one sender (others skip them); an unconfirmed lease expires and the message is retried.';
+COMMENT ON FUNCTION private.email_outbox_begin(id uuid) IS 'The send_email task: the message to send and one more attempt counted; nothing when it was sent already.';
 
 --
 -- Name: email_outbox_failed(uuid, text); Type: FUNCTION; Schema: private
@@ -4893,10 +5258,7 @@ CREATE FUNCTION private.email_outbox_failed(id uuid, error text) RETURNS void
     LANGUAGE sql
     SET search_path TO 'pg_catalog'
     AS $$
-    -- Exponential back-off: 30 s, 1 min, 2 min, ... (at most 10 attempts).
-    update app.email_outbox o
-       set last_error = left(email_outbox_failed.error, 1000),
-           send_after = now() + interval '30 seconds' * power(2, greatest(o.attempts - 1, 0))
+    update app.email_outbox o set last_error = left(email_outbox_failed.error, 1000)
      where o.id = email_outbox_failed.id
   $$;
 
@@ -4904,7 +5266,7 @@ CREATE FUNCTION private.email_outbox_failed(id uuid, error text) RETURNS void
 -- Name: FUNCTION email_outbox_failed(id uuid, error text); Type: COMMENT; Schema: private
 --
 
-COMMENT ON FUNCTION private.email_outbox_failed(id uuid, error text) IS 'Records a failed send and schedules a retry with back-off.';
+COMMENT ON FUNCTION private.email_outbox_failed(id uuid, error text) IS 'Records why a send failed (the send_email job is then retried by the worker, with back-off, 10 attempts in all).';
 
 --
 -- Name: email_outbox_sent(uuid); Type: FUNCTION; Schema: private
@@ -4925,6 +5287,33 @@ CREATE FUNCTION private.email_outbox_sent(id uuid) RETURNS void
 --
 
 COMMENT ON FUNCTION private.email_outbox_sent(id uuid) IS 'Marks a message sent and removes its link from the stored copy.';
+
+--
+-- Name: email_queue(uuid, text, text, text, text, text); Type: FUNCTION; Schema: private
+--
+
+CREATE FUNCTION private.email_queue(user_id uuid, to_email text, purpose text, subject text, body_text text, link text DEFAULT NULL::text) RETURNS uuid
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog'
+    AS $$
+declare
+  message_id uuid;
+begin
+  insert into app.email_outbox (user_id, to_email, purpose, subject, body_text, link)
+    values (email_queue.user_id, email_queue.to_email, email_queue.purpose, email_queue.subject, email_queue.body_text,
+            email_queue.link)
+    returning id into message_id;
+  perform private.enqueue_job('send_email', jsonb_build_object('id', message_id),
+                              max_attempts => 10, job_key => 'email:' || message_id::text);
+  return message_id;
+end;
+$$;
+
+--
+-- Name: FUNCTION email_queue(user_id uuid, to_email text, purpose text, subject text, body_text text, link text); Type: COMMENT; Schema: private
+--
+
+COMMENT ON FUNCTION private.email_queue(user_id uuid, to_email text, purpose text, subject text, body_text text, link text) IS 'Puts an e-mail in the outbox and adds its send_email job (sent over SMTP_URL by a worker; without SMTP it waits, readable with admin.outbox()). Returns the outbox id.';
 
 --
 -- Name: end_credentials(uuid); Type: FUNCTION; Schema: private
@@ -4976,6 +5365,36 @@ CREATE FUNCTION private.endpoint_path_pattern(template text) RETURNS text
 --
 
 COMMENT ON FUNCTION private.endpoint_path_pattern(template text) IS 'A regular expression for the concrete paths of an endpoint path template ({name} is one path segment).';
+
+--
+-- Name: enqueue_job(text, jsonb, text, timestamp with time zone, integer, text, text); Type: FUNCTION; Schema: private
+--
+
+CREATE FUNCTION private.enqueue_job(task text, payload jsonb, queue_name text DEFAULT NULL::text, run_at timestamp with time zone DEFAULT NULL::timestamp with time zone, max_attempts integer DEFAULT NULL::integer, job_key text DEFAULT NULL::text, job_key_mode text DEFAULT 'replace'::text) RETURNS bigint
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog'
+    AS $$
+begin
+  if to_regnamespace('graphile_worker') is null then
+    raise exception 'the job queue is not installed (schema graphile_worker): start the gateway or `npm run worker` once'
+      using errcode = '55000';
+  end if;
+  return (graphile_worker.add_job(
+    identifier => enqueue_job.task,
+    payload => enqueue_job.payload::json,
+    queue_name => enqueue_job.queue_name,
+    run_at => enqueue_job.run_at,
+    max_attempts => enqueue_job.max_attempts,
+    job_key => enqueue_job.job_key,
+    job_key_mode => enqueue_job.job_key_mode)).id;
+end;
+$$;
+
+--
+-- Name: FUNCTION enqueue_job(task text, payload jsonb, queue_name text, run_at timestamp with time zone, max_attempts integer, job_key text, job_key_mode text); Type: COMMENT; Schema: private
+--
+
+COMMENT ON FUNCTION private.enqueue_job(task text, payload jsonb, queue_name text, run_at timestamp with time zone, max_attempts integer, job_key text, job_key_mode text) IS 'Adds a graphile-worker job in the current transaction (it exists only if the transaction commits). queue_name: jobs of one queue run one at a time; job_key: a later job with the same key replaces a pending one (job_key_mode replace, or preserve_run_at to keep its time). Returns the job id.';
 
 --
 -- Name: event_checkin_location(uuid, text, text); Type: FUNCTION; Schema: private
@@ -5821,6 +6240,39 @@ CREATE FUNCTION private.is_community_manager(community_id uuid, user_id uuid) RE
 --
 
 COMMENT ON FUNCTION private.is_community_manager(community_id uuid, user_id uuid) IS 'Whether the user is a manager of the community.';
+
+--
+-- Name: jobs_recover(); Type: FUNCTION; Schema: private
+--
+
+CREATE FUNCTION private.jobs_recover() RETURNS text[]
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog'
+    AS $$
+declare
+  dead text[];
+begin
+  if to_regnamespace('graphile_worker') is null then
+    return array[]::text[];
+  end if;
+  select coalesce(array_agg(distinct l.locked_by), array[]::text[]) into dead
+    from (select j.locked_by from graphile_worker._private_jobs j where j.locked_by is not null
+          union
+          select q.locked_by from graphile_worker._private_job_queues q where q.locked_by is not null) l
+   where not exists (select from pg_stat_activity a
+                      where a.datname = current_database() and a.application_name = 'job-worker ' || l.locked_by);
+  if cardinality(dead) > 0 then
+    perform graphile_worker.force_unlock_workers(dead);
+  end if;
+  return dead;
+end;
+$$;
+
+--
+-- Name: FUNCTION jobs_recover(); Type: COMMENT; Schema: private
+--
+
+COMMENT ON FUNCTION private.jobs_recover() IS 'Unlocks the jobs and queues of workers that are gone (no connection named job-worker <pool id> any more), so they run again; returns those pool ids.';
 
 --
 -- Name: json_capped(jsonb, integer); Type: FUNCTION; Schema: private
@@ -7076,6 +7528,23 @@ $$;
 COMMENT ON FUNCTION private.platform_venue(name text, address text, latitude double precision, longitude double precision) IS 'Reuses the venue with the same name and address (case-insensitive), else the same coordinates, else creates one.';
 
 --
+-- Name: public_url(); Type: FUNCTION; Schema: private
+--
+
+CREATE FUNCTION private.public_url() RETURNS text
+    LANGUAGE sql STABLE
+    SET search_path TO 'pg_catalog'
+    AS $$
+    select coalesce((select s.value from private.service_settings s where s.name = 'public_url'), 'http://localhost:3000')
+  $$;
+
+--
+-- Name: FUNCTION public_url(); Type: COMMENT; Schema: private
+--
+
+COMMENT ON FUNCTION private.public_url() IS 'PUBLIC_URL as the gateway last recorded it (http://localhost:3000 before any gateway started).';
+
+--
 -- Name: queue_password_email(uuid, text, text); Type: FUNCTION; Schema: private
 --
 
@@ -7088,7 +7557,6 @@ declare
   token text := identity.new_token();
   link text;
   lifetime interval;
-  message_id uuid;
 begin
   select * into account from identity.users u where u.id = queue_password_email.user_id;
   if account.id is null then
@@ -7109,27 +7577,23 @@ begin
     values (identity.token_hash(token), account.id, queue_password_email.purpose, now() + lifetime);
 
   link := rtrim(queue_password_email.public_url, '/') || '/auth/set-password?token=' || token;
-  insert into app.email_outbox (user_id, to_email, purpose, subject, body_text, link)
-    values (
-      account.id, account.email, queue_password_email.purpose,
-      case queue_password_email.purpose
-        when 'invite' then 'Set your password'
-        else 'Reset your password'
-      end,
-      case queue_password_email.purpose
-        when 'invite' then
-          'An account was created for ' || account.email || E'.\n\n'
-          || E'Choose your password here (the link works once, for 7 days):\n' || link || E'\n\n'
-          || E'Then sign in with the app.\n'
-        else
-          'Someone asked to reset the password of ' || account.email || E'.\n\n'
-          || E'Choose a new password here (the link works once, for 1 hour):\n' || link || E'\n\n'
-          || E'If it was not you, ignore this message; your password stays as it is.\n'
-      end,
-      link)
-    returning id into message_id;
-  perform pg_notify('email_outbox', message_id::text);
-  return message_id;
+  return private.email_queue(
+    account.id, account.email, queue_password_email.purpose,
+    case queue_password_email.purpose
+      when 'invite' then 'Set your password'
+      else 'Reset your password'
+    end,
+    case queue_password_email.purpose
+      when 'invite' then
+        'An account was created for ' || account.email || E'.\n\n'
+        || E'Choose your password here (the link works once, for 7 days):\n' || link || E'\n\n'
+        || E'Then sign in with the app.\n'
+      else
+        'Someone asked to reset the password of ' || account.email || E'.\n\n'
+        || E'Choose a new password here (the link works once, for 1 hour):\n' || link || E'\n\n'
+        || E'If it was not you, ignore this message; your password stays as it is.\n'
+    end,
+    link);
 end;
 $$;
 
@@ -7173,6 +7637,25 @@ $$;
 --
 
 COMMENT ON FUNCTION private.redact_secrets(value jsonb) IS 'The JSON value with every value under a secret-looking key (password, token, secret, ...) replaced by "[redacted]".';
+
+--
+-- Name: service_setting_set(text, text); Type: FUNCTION; Schema: private
+--
+
+CREATE FUNCTION private.service_setting_set(name text, value text) RETURNS void
+    LANGUAGE sql
+    SET search_path TO 'pg_catalog'
+    AS $$
+    insert into private.service_settings as s (name, value) values (service_setting_set.name, service_setting_set.value)
+      on conflict (name) do update set value = excluded.value, updated_at = now()
+      where s.value is distinct from excluded.value
+  $$;
+
+--
+-- Name: FUNCTION service_setting_set(name text, value text); Type: COMMENT; Schema: private
+--
+
+COMMENT ON FUNCTION private.service_setting_set(name text, value text) IS 'Records a setting of the running service (the gateway records public_url at start).';
 
 --
 -- Name: session_ended(uuid); Type: FUNCTION; Schema: private
@@ -7225,6 +7708,41 @@ CREATE FUNCTION private.sessions_ended(session_ids uuid[]) RETURNS SETOF uuid
 --
 
 COMMENT ON FUNCTION private.sessions_ended(session_ids uuid[]) IS 'The credentials among session_ids that have ended: sessions ended by logout or refresh-token reuse, API tokens deactivated or expired.';
+
+--
+-- Name: sessions_prune(integer); Type: FUNCTION; Schema: private
+--
+
+CREATE FUNCTION private.sessions_prune(batch integer DEFAULT 1000) RETURNS integer
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog'
+    AS $$
+declare
+  gone integer;
+begin
+  -- A session (a refresh-token family) with no usable token left (every token
+  -- rotated, revoked or expired) whose newest token is more than two days old:
+  -- its access tokens (at most ACCESS_TOKEN_TTL, a day at most, after the
+  -- newest refresh) have all expired, so nothing asks private.session_ended
+  -- about it any more.
+  with ended as (
+    select t.session_id
+      from identity.refresh_tokens t
+     group by t.session_id
+    having bool_and(t.revoked_at is not null or t.expires_at <= now())
+       and max(t.created_at) < now() - interval '2 days'
+     limit sessions_prune.batch)
+  delete from identity.refresh_tokens t using ended e where t.session_id = e.session_id;
+  get diagnostics gone = row_count;
+  return gone;
+end;
+$$;
+
+--
+-- Name: FUNCTION sessions_prune(batch integer); Type: COMMENT; Schema: private
+--
+
+COMMENT ON FUNCTION private.sessions_prune(batch integer) IS 'Deletes the refresh tokens of ended sessions (no usable token, newest older than two days), at most `batch` sessions a call; returns how many tokens. The worker runs it hourly.';
 
 --
 -- Name: sign_in_wait(text, text, integer, integer, integer, integer); Type: FUNCTION; Schema: private
@@ -8210,6 +8728,778 @@ CREATE FUNCTION private.venue_concurrent_events(venue_node_id uuid, as_of timest
 COMMENT ON FUNCTION private.venue_concurrent_events(venue_node_id uuid, as_of timestamp with time zone) IS 'Events concurrent at a venue at a moment: date - 2h <= moment <= effective end + 2h. Used by venue check-in and the venue deep link.';
 
 --
+-- Name: webhook_capture_attendees(); Type: FUNCTION; Schema: private
+--
+
+CREATE FUNCTION private.webhook_capture_attendees() RETURNS trigger
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog'
+    AS $$
+declare
+  found_event app.events;
+begin
+  select * into found_event from app.events e where e.id = new.event_id;
+  if found_event.id is null or not private.webhook_listening(found_event.community_id, 'attendee.registered') then
+    return null;
+  end if;
+  -- The e-mail the registering platform gave (it came in through the
+  -- community's own platform credential); whether the account existed
+  -- before is not told, as the platform endpoint does not tell it.
+  perform private.webhook_emit(found_event.community_id, 'attendee.registered', jsonb_build_object(
+    'event_id', found_event.id,
+    'event_node_id', found_event.node_id,
+    'email', (select u.email from identity.users u where u.id = new.user_id),
+    'external_platform', new.external_platform,
+    'registered_at', app.iso(new.registered_at)));
+  return null;
+end;
+$$;
+
+--
+-- Name: FUNCTION webhook_capture_attendees(); Type: COMMENT; Schema: private
+--
+
+COMMENT ON FUNCTION private.webhook_capture_attendees() IS 'Trigger of app.event_attendees: attendee.registered.';
+
+--
+-- Name: webhook_capture_checkins(); Type: FUNCTION; Schema: private
+--
+
+CREATE FUNCTION private.webhook_capture_checkins() RETURNS trigger
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog'
+    AS $$
+declare
+  found_event app.events;
+  person app.profiles;
+  shown boolean;
+begin
+  select * into found_event from app.events e where e.id = new.event_id;
+  if found_event.id is null or not private.webhook_listening(found_event.community_id, 'checkin.created') then
+    return null;
+  end if;
+  select * into person from app.profiles p where p.id = new.user_id;
+  -- Who checked in only for a public check-in; the name only where the
+  -- community's managers see it (a chosen name, or one of their members).
+  shown := new.visibility = 'public' and person.node_id is not null;
+  perform private.webhook_emit(found_event.community_id, 'checkin.created', jsonb_build_object(
+    'id', new.id,
+    'type', 'event',
+    'event_id', found_event.id,
+    'event_node_id', found_event.node_id,
+    'visibility', new.visibility,
+    'checked_in_at', app.iso(new.checked_in_at),
+    'member', case when shown then jsonb_build_object(
+      'id', person.node_id,
+      'name', case when person.name_source = 'chosen'
+                     or exists (select from app.community_members m
+                                 where m.community_id = found_event.community_id and m.member_node_id = person.node_id)
+                   then person.name end) end));
+  return null;
+end;
+$$;
+
+--
+-- Name: FUNCTION webhook_capture_checkins(); Type: COMMENT; Schema: private
+--
+
+COMMENT ON FUNCTION private.webhook_capture_checkins() IS 'Trigger of app.checkins (event check-ins): checkin.created; the person only for a public check-in.';
+
+--
+-- Name: webhook_capture_events(); Type: FUNCTION; Schema: private
+--
+
+CREATE FUNCTION private.webhook_capture_events() RETURNS trigger
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog'
+    AS $$
+declare
+  after_data jsonb;
+begin
+  if tg_op = 'INSERT' then
+    if private.webhook_listening(new.community_id, 'event.created') then
+      perform private.webhook_emit(new.community_id, 'event.created', private.webhook_event_data(new));
+    end if;
+  elsif tg_op = 'UPDATE' then
+    if private.webhook_listening(new.community_id, 'event.updated') then
+      after_data := private.webhook_event_data(new);
+      -- Only a change an integrator can see.
+      if after_data is distinct from private.webhook_event_data(old) then
+        perform private.webhook_emit(new.community_id, 'event.updated', after_data);
+      end if;
+    end if;
+  else
+    if private.webhook_listening(old.community_id, 'event.deleted') then
+      perform private.webhook_emit(old.community_id, 'event.deleted', private.webhook_event_data(old));
+    end if;
+  end if;
+  return null;
+end;
+$$;
+
+--
+-- Name: FUNCTION webhook_capture_events(); Type: COMMENT; Schema: private
+--
+
+COMMENT ON FUNCTION private.webhook_capture_events() IS 'Trigger of app.events: event.created, event.updated (when the Event object changed), event.deleted.';
+
+--
+-- Name: webhook_capture_members(); Type: FUNCTION; Schema: private
+--
+
+CREATE FUNCTION private.webhook_capture_members() RETURNS trigger
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog'
+    AS $$
+begin
+  if tg_op = 'INSERT' then
+    if private.webhook_listening(new.community_id, 'member.joined') then
+      perform private.webhook_emit(new.community_id, 'member.joined', jsonb_build_object(
+        'community_id', new.community_id,
+        'member', private.webhook_member_json(new.community_id, new.member_node_id, new.role, new.joined_at)));
+    end if;
+  elsif private.webhook_listening(old.community_id, 'member.left') then
+    perform private.webhook_emit(old.community_id, 'member.left', jsonb_build_object(
+      'community_id', old.community_id,
+      'member', private.webhook_member_json(old.community_id, old.member_node_id, old.role, old.joined_at),
+      'left_at', app.iso(clock_timestamp())));
+  end if;
+  return null;
+end;
+$$;
+
+--
+-- Name: FUNCTION webhook_capture_members(); Type: COMMENT; Schema: private
+--
+
+COMMENT ON FUNCTION private.webhook_capture_members() IS 'Trigger of app.community_members: member.joined, member.left.';
+
+--
+-- Name: webhook_check(text, text[], text); Type: FUNCTION; Schema: private
+--
+
+CREATE FUNCTION private.webhook_check(url text, events text[], description text) RETURNS void
+    LANGUAGE plpgsql IMMUTABLE
+    SET search_path TO 'pg_catalog'
+    AS $$
+begin
+  if url is not null and (length(url) > 2000 or url !~* '^https?://[^/?#]') then
+    raise exception 'url must be an http(s) URL of at most 2000 characters' using errcode = 'PT422', hint = 'invalid_url';
+  end if;
+  if events is not null then
+    if cardinality(events) = 0 then
+      raise exception 'events must name at least one event type' using errcode = 'PT422', hint = 'validation_error';
+    end if;
+    if not events <@ private.webhook_event_types() then
+      raise exception 'unknown event type; known: %', array_to_string(private.webhook_event_types(), ', ')
+        using errcode = 'PT422', hint = 'unknown_event_type';
+    end if;
+  end if;
+  if length(description) > 500 then
+    raise exception 'description must be at most 500 characters' using errcode = 'PT422', hint = 'validation_error';
+  end if;
+end;
+$$;
+
+--
+-- Name: FUNCTION webhook_check(url text, events text[], description text); Type: COMMENT; Schema: private
+--
+
+COMMENT ON FUNCTION private.webhook_check(url text, events text[], description text) IS 'PT422 for a URL, event list or description an endpoint cannot have (the address rules are the gateway''s, at registration and at every send).';
+
+--
+-- Name: webhook_deliveries_prune(interval, integer); Type: FUNCTION; Schema: private
+--
+
+CREATE FUNCTION private.webhook_deliveries_prune(keep interval DEFAULT '30 days'::interval, batch integer DEFAULT 10000) RETURNS integer
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog'
+    AS $$
+declare
+  gone integer;
+begin
+  delete from app.webhook_deliveries d
+   where d.id = any (array(select w.id from app.webhook_deliveries w
+                            where w.created_at < now() - webhook_deliveries_prune.keep
+                              and w.status in ('succeeded', 'failed')
+                            limit webhook_deliveries_prune.batch));
+  get diagnostics gone = row_count;
+  return gone;
+end;
+$$;
+
+--
+-- Name: FUNCTION webhook_deliveries_prune(keep interval, batch integer); Type: COMMENT; Schema: private
+--
+
+COMMENT ON FUNCTION private.webhook_deliveries_prune(keep interval, batch integer) IS 'Deletes finished webhook deliveries older than `keep` (30 days), at most `batch` a call; returns how many. The worker runs it daily.';
+
+--
+-- Name: webhook_delivery_finish(uuid, integer, integer, text, text, double precision[]); Type: FUNCTION; Schema: private
+--
+
+CREATE FUNCTION private.webhook_delivery_finish(delivery_id uuid, attempt integer, status_code integer, error text, response_body text, retry_delays double precision[]) RETURNS text
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog'
+    AS $$
+declare
+  d app.webhook_deliveries;
+  retry integer;
+  delay double precision;
+begin
+  select * into d from app.webhook_deliveries w where w.id = webhook_delivery_finish.delivery_id for update;
+  -- Gone, or another attempt began since (this outcome is stale).
+  if d.id is null or d.attempts <> webhook_delivery_finish.attempt then
+    return coalesce(d.status, 'gone');
+  end if;
+  if status_code between 200 and 299 then
+    update app.webhook_deliveries w
+       set status = 'succeeded', delivered_at = now(), next_attempt_at = null, last_status_code = status_code,
+           last_error = null, last_response_body = left(response_body, 1024)
+     where w.id = d.id;
+    return 'succeeded';
+  end if;
+  -- The n-th failure of this round waits retry_delays[n] seconds, ±20 %;
+  -- past the schedule the delivery has failed.
+  retry := d.attempts - d.round_base;
+  if retry <= coalesce(cardinality(retry_delays), 0) then
+    delay := greatest(retry_delays[retry], 0) * (0.8 + random() * 0.4);
+    -- (The task schedules the endpoint's next job when it is done: private.webhook_endpoint_reschedule.)
+    update app.webhook_deliveries w
+       set status = 'retrying', next_attempt_at = clock_timestamp() + make_interval(secs => delay),
+           last_status_code = status_code, last_error = left(error, 1000), last_response_body = left(response_body, 1024)
+     where w.id = d.id;
+    return 'retrying';
+  end if;
+  update app.webhook_deliveries w
+     set status = 'failed', next_attempt_at = null,
+         last_status_code = status_code, last_error = left(error, 1000), last_response_body = left(response_body, 1024)
+   where w.id = d.id;
+  perform private.webhook_endpoint_check_failing(d.endpoint_id);
+  return 'failed';
+end;
+$$;
+
+--
+-- Name: FUNCTION webhook_delivery_finish(delivery_id uuid, attempt integer, status_code integer, error text, response_body text, retry_delays double precision[]); Type: COMMENT; Schema: private
+--
+
+COMMENT ON FUNCTION private.webhook_delivery_finish(delivery_id uuid, attempt integer, status_code integer, error text, response_body text, retry_delays double precision[]) IS 'Records an attempt''s outcome (status_code null: no answer, see error): 2xx succeeded; otherwise a retry after retry_delays[n] seconds ±20 % (WEBHOOK_RETRY_SCHEDULE) for the n-th failure of the round, or failed past the schedule. Returns the new status.';
+
+--
+-- Name: webhook_deliveries; Type: TABLE; Schema: app
+--
+
+CREATE TABLE app.webhook_deliveries (
+    id uuid DEFAULT gen_random_uuid() NOT NULL,
+    endpoint_id uuid NOT NULL,
+    event_type text NOT NULL,
+    payload jsonb NOT NULL,
+    status text DEFAULT 'pending'::text NOT NULL,
+    attempts integer DEFAULT 0 NOT NULL,
+    round_base integer DEFAULT 0 NOT NULL,
+    last_status_code integer,
+    last_error text,
+    last_response_body text,
+    next_attempt_at timestamp with time zone DEFAULT now(),
+    created_at timestamp with time zone DEFAULT clock_timestamp() NOT NULL,
+    delivered_at timestamp with time zone,
+    CONSTRAINT webhook_deliveries_status_check CHECK ((status = ANY (ARRAY['pending'::text, 'succeeded'::text, 'retrying'::text, 'failed'::text])))
+);
+
+--
+-- Name: TABLE webhook_deliveries; Type: COMMENT; Schema: app
+--
+
+COMMENT ON TABLE app.webhook_deliveries IS 'One message to one endpoint (its webhook-id is msg_ + the id without dashes, the same for every attempt and replay), with the outcome of its last attempt.';
+
+--
+-- Name: webhook_delivery_json(app.webhook_deliveries); Type: FUNCTION; Schema: private
+--
+
+CREATE FUNCTION private.webhook_delivery_json(d app.webhook_deliveries) RETURNS jsonb
+    LANGUAGE sql STABLE
+    SET search_path TO 'pg_catalog'
+    AS $$
+    select jsonb_build_object(
+      'id', d.id,
+      'webhook_id', private.webhook_message_id(d.id),
+      'event_type', d.event_type,
+      'status', d.status,
+      'attempts', d.attempts,
+      'last_status_code', d.last_status_code,
+      'last_error', d.last_error,
+      'last_response_body', d.last_response_body,
+      'next_attempt_at', app.iso(d.next_attempt_at),
+      'created_at', app.iso(d.created_at),
+      'delivered_at', app.iso(d.delivered_at),
+      'payload', d.payload)
+  $$;
+
+--
+-- Name: FUNCTION webhook_delivery_json(d app.webhook_deliveries); Type: COMMENT; Schema: private
+--
+
+COMMENT ON FUNCTION private.webhook_delivery_json(d app.webhook_deliveries) IS 'The delivery object of GET .../deliveries.';
+
+--
+-- Name: webhook_delivery_next(uuid); Type: FUNCTION; Schema: private
+--
+
+CREATE FUNCTION private.webhook_delivery_next(endpoint_id uuid) RETURNS TABLE(delivery_id uuid, url text, secrets text[], webhook_id text, body text, attempt integer)
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog'
+    AS $$
+declare
+  e app.webhook_endpoints;
+  d app.webhook_deliveries;
+begin
+  select * into e from app.webhook_endpoints w where w.id = webhook_delivery_next.endpoint_id;
+  if e.id is null then
+    return;
+  end if;
+  if not e.active then
+    -- A paused or turned-off endpoint: what was waiting fails (replay it once it is on again).
+    update app.webhook_deliveries w
+       set status = 'failed', next_attempt_at = null, last_error = 'endpoint inactive'
+     where w.endpoint_id = e.id and w.status in ('pending', 'retrying');
+    return;
+  end if;
+  -- The oldest due delivery: in the order of the changes.
+  select * into d from app.webhook_deliveries w
+   where w.endpoint_id = e.id and w.status in ('pending', 'retrying') and w.next_attempt_at <= clock_timestamp()
+   order by w.created_at, w.id
+   limit 1
+   for update;
+  if d.id is null then
+    return;
+  end if;
+  update app.webhook_deliveries w set attempts = w.attempts + 1 where w.id = d.id returning * into d;
+  return query select d.id, e.url,
+                      array_remove(array[e.secret, case when e.previous_secret_expires_at > now() then e.previous_secret end], null),
+                      private.webhook_message_id(d.id), d.payload::text, d.attempts;
+end;
+$$;
+
+--
+-- Name: FUNCTION webhook_delivery_next(endpoint_id uuid); Type: COMMENT; Schema: private
+--
+
+COMMENT ON FUNCTION private.webhook_delivery_next(endpoint_id uuid) IS 'The webhook_deliver task, holding the endpoint''s lock: its oldest due delivery (URL, the secrets that sign it, webhook-id, body) with one more attempt counted; nothing when none is due or the endpoint is gone (inactive: its waiting deliveries fail).';
+
+--
+-- Name: webhook_due(uuid); Type: FUNCTION; Schema: private
+--
+
+CREATE FUNCTION private.webhook_due(endpoint_id uuid) RETURNS boolean
+    LANGUAGE sql STABLE
+    SET search_path TO 'pg_catalog'
+    AS $$
+    select exists (select from app.webhook_deliveries d
+                    where d.endpoint_id = webhook_due.endpoint_id and d.status in ('pending', 'retrying')
+                      and d.next_attempt_at <= clock_timestamp())
+  $$;
+
+--
+-- Name: FUNCTION webhook_due(endpoint_id uuid); Type: COMMENT; Schema: private
+--
+
+COMMENT ON FUNCTION private.webhook_due(endpoint_id uuid) IS 'Whether a delivery of the endpoint is due (checked again after letting go of its lock).';
+
+--
+-- Name: webhook_emit(uuid, text, jsonb); Type: FUNCTION; Schema: private
+--
+
+CREATE FUNCTION private.webhook_emit(community_id uuid, event_type text, data jsonb) RETURNS integer
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog'
+    AS $$
+declare
+  queued integer;
+begin
+  with added as (
+    insert into app.webhook_deliveries (endpoint_id, event_type, payload)
+      select e.id, webhook_emit.event_type,
+             jsonb_build_object('type', webhook_emit.event_type, 'timestamp', app.iso(clock_timestamp()), 'data', webhook_emit.data)
+        from app.webhook_endpoints e
+       where e.community_id = webhook_emit.community_id and e.active
+         and webhook_emit.event_type = any (e.events)
+       order by e.id
+    returning id, endpoint_id)
+  -- One delivery per endpoint, so one schedule each.
+  select count(private.webhook_schedule(a.endpoint_id)) into queued from added a;
+  return queued;
+end;
+$$;
+
+--
+-- Name: FUNCTION webhook_emit(community_id uuid, event_type text, data jsonb); Type: COMMENT; Schema: private
+--
+
+COMMENT ON FUNCTION private.webhook_emit(community_id uuid, event_type text, data jsonb) IS 'Queues a delivery of {type, timestamp, data} to every active endpoint of the community subscribed to the type; returns how many.';
+
+--
+-- Name: webhook_endpoint_check_failing(uuid); Type: FUNCTION; Schema: private
+--
+
+CREATE FUNCTION private.webhook_endpoint_check_failing(endpoint_id uuid) RETURNS boolean
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog'
+    AS $$
+declare
+  e app.webhook_endpoints;
+  community_name text;
+  manager record;
+begin
+  if (select count(*) < 20 or not bool_and(r.status = 'failed')
+        from (select d.status from app.webhook_deliveries d
+               where d.endpoint_id = webhook_endpoint_check_failing.endpoint_id
+               order by d.created_at desc, d.id desc limit 20) r) then
+    return false;
+  end if;
+  update app.webhook_endpoints w set active = false, disabled_reason = 'failing', updated_at = now()
+   where w.id = webhook_endpoint_check_failing.endpoint_id and w.active
+  returning * into e;
+  if e.id is null then
+    return false;
+  end if;
+  select c.name into community_name from app.communities c where c.id = e.community_id;
+  for manager in
+    select u.id, u.email
+      from app.community_members m
+      join app.profiles p on p.node_id = m.member_node_id
+      join identity.users u on u.id = p.id
+     where m.community_id = e.community_id and m.role = 'manager'
+     order by u.email
+  loop
+    perform private.email_queue(manager.id, manager.email, 'webhook_disabled',
+      'Webhook turned off: ' || e.url,
+      'The webhook endpoint ' || e.url || ' of ' || coalesce(community_name, 'your community')
+      || E' failed its last 20 deliveries and has been turned off.\n\n'
+      || 'Endpoint id: ' || e.id::text || E'\n\n'
+      || E'Fix the receiver, then turn it on again (PATCH /api/v1/platform/webhooks/' || e.id::text
+      || E' {"active": true}) and replay the deliveries it missed.\n');
+  end loop;
+  return true;
+end;
+$$;
+
+--
+-- Name: FUNCTION webhook_endpoint_check_failing(endpoint_id uuid); Type: COMMENT; Schema: private
+--
+
+COMMENT ON FUNCTION private.webhook_endpoint_check_failing(endpoint_id uuid) IS 'Turns an endpoint off when its last 20 deliveries all failed, and e-mails the community''s managers (through the outbox). Returns whether it did.';
+
+--
+-- Name: webhook_endpoints; Type: TABLE; Schema: app
+--
+
+CREATE TABLE app.webhook_endpoints (
+    id uuid DEFAULT gen_random_uuid() NOT NULL,
+    community_id uuid NOT NULL,
+    url text NOT NULL,
+    events text[] NOT NULL,
+    description text,
+    active boolean DEFAULT true NOT NULL,
+    secret text NOT NULL,
+    previous_secret text,
+    previous_secret_expires_at timestamp with time zone,
+    disabled_reason text,
+    created_by uuid,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT webhook_endpoints_description_check CHECK ((length(description) <= 500)),
+    CONSTRAINT webhook_endpoints_events_check CHECK ((((cardinality(events) >= 1) AND (cardinality(events) <= 7)) AND (events <@ ARRAY['event.created'::text, 'event.updated'::text, 'event.deleted'::text, 'attendee.registered'::text, 'checkin.created'::text, 'member.joined'::text, 'member.left'::text]))),
+    CONSTRAINT webhook_endpoints_url_check CHECK (((length(url) <= 2000) AND (url ~* '^https?://[^/?#]'::text)))
+);
+
+--
+-- Name: TABLE webhook_endpoints; Type: COMMENT; Schema: app
+--
+
+COMMENT ON TABLE app.webhook_endpoints IS 'Webhook endpoints of a community (managed by its managers through api.webhook_*). Secrets are readable only by the owner.';
+
+--
+-- Name: webhook_endpoint_json(app.webhook_endpoints); Type: FUNCTION; Schema: private
+--
+
+CREATE FUNCTION private.webhook_endpoint_json(e app.webhook_endpoints) RETURNS jsonb
+    LANGUAGE sql STABLE
+    SET search_path TO 'pg_catalog'
+    AS $$
+    select jsonb_build_object(
+      'id', e.id,
+      'community_id', e.community_id,
+      'url', e.url,
+      'events', to_jsonb(e.events),
+      'active', e.active,
+      'description', e.description,
+      'created_at', app.iso(e.created_at))
+  $$;
+
+--
+-- Name: FUNCTION webhook_endpoint_json(e app.webhook_endpoints); Type: COMMENT; Schema: private
+--
+
+COMMENT ON FUNCTION private.webhook_endpoint_json(e app.webhook_endpoints) IS 'The webhook endpoint object (never its secret).';
+
+--
+-- Name: webhook_endpoint_of_caller(uuid, boolean); Type: FUNCTION; Schema: private
+--
+
+CREATE FUNCTION private.webhook_endpoint_of_caller(id uuid, for_update boolean DEFAULT false) RETURNS app.webhook_endpoints
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog'
+    AS $$
+declare
+  target app.webhook_endpoints;
+begin
+  if for_update then
+    select * into target from app.webhook_endpoints e where e.id = webhook_endpoint_of_caller.id for update;
+  else
+    select * into target from app.webhook_endpoints e where e.id = webhook_endpoint_of_caller.id;
+  end if;
+  if target.id is null then
+    raise exception 'webhook not found' using errcode = 'PT404', hint = 'webhook_not_found';
+  end if;
+  perform private.platform_authorize(target.community_id);
+  return target;
+end;
+$$;
+
+--
+-- Name: FUNCTION webhook_endpoint_of_caller(id uuid, for_update boolean); Type: COMMENT; Schema: private
+--
+
+COMMENT ON FUNCTION private.webhook_endpoint_of_caller(id uuid, for_update boolean) IS 'The endpoint, when the caller may manage its community (as for the platform endpoints): PT404 webhook_not_found, PT403 otherwise.';
+
+--
+-- Name: webhook_endpoint_reschedule(uuid); Type: FUNCTION; Schema: private
+--
+
+CREATE FUNCTION private.webhook_endpoint_reschedule(endpoint_id uuid) RETURNS timestamp with time zone
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog'
+    AS $$
+declare
+  next_at timestamptz;
+begin
+  select min(d.next_attempt_at) into next_at
+    from app.webhook_deliveries d
+   where d.endpoint_id = webhook_endpoint_reschedule.endpoint_id and d.status in ('pending', 'retrying');
+  if next_at is not null then
+    perform private.webhook_schedule(webhook_endpoint_reschedule.endpoint_id, next_at, keep_earlier => true);
+  end if;
+  return next_at;
+end;
+$$;
+
+--
+-- Name: FUNCTION webhook_endpoint_reschedule(endpoint_id uuid); Type: COMMENT; Schema: private
+--
+
+COMMENT ON FUNCTION private.webhook_endpoint_reschedule(endpoint_id uuid) IS 'After sending: a job for the endpoint''s next retry (if a delivery waits for one); returns when.';
+
+--
+-- Name: webhook_endpoint_try_lock(uuid); Type: FUNCTION; Schema: private
+--
+
+CREATE FUNCTION private.webhook_endpoint_try_lock(endpoint_id uuid) RETURNS boolean
+    LANGUAGE sql
+    SET search_path TO 'pg_catalog'
+    AS $$
+    select pg_try_advisory_lock(hashtextextended('app.webhook_endpoints:send:' || webhook_endpoint_try_lock.endpoint_id::text, 0))
+  $$;
+
+--
+-- Name: FUNCTION webhook_endpoint_try_lock(endpoint_id uuid); Type: COMMENT; Schema: private
+--
+
+COMMENT ON FUNCTION private.webhook_endpoint_try_lock(endpoint_id uuid) IS 'The webhook_deliver task: takes the endpoint''s sending lock (session-level, so it lasts across the attempts; gone with the session) unless another worker holds it.';
+
+--
+-- Name: webhook_endpoint_unlock(uuid); Type: FUNCTION; Schema: private
+--
+
+CREATE FUNCTION private.webhook_endpoint_unlock(endpoint_id uuid) RETURNS boolean
+    LANGUAGE sql
+    SET search_path TO 'pg_catalog'
+    AS $$
+    select pg_advisory_unlock(hashtextextended('app.webhook_endpoints:send:' || webhook_endpoint_unlock.endpoint_id::text, 0))
+  $$;
+
+--
+-- Name: FUNCTION webhook_endpoint_unlock(endpoint_id uuid); Type: COMMENT; Schema: private
+--
+
+COMMENT ON FUNCTION private.webhook_endpoint_unlock(endpoint_id uuid) IS 'Lets go of the endpoint''s sending lock.';
+
+--
+-- Name: webhook_event_data(app.events); Type: FUNCTION; Schema: private
+--
+
+CREATE FUNCTION private.webhook_event_data(e app.events) RETURNS jsonb
+    LANGUAGE sql STABLE
+    SET search_path TO 'pg_catalog'
+    AS $$
+    -- The Event object as a manager of its community sees it.
+    select private.event_object(e, (select c.node_id from app.communities c where c.id = e.community_id), true, private.public_url())
+  $$;
+
+--
+-- Name: FUNCTION webhook_event_data(e app.events); Type: COMMENT; Schema: private
+--
+
+COMMENT ON FUNCTION private.webhook_event_data(e app.events) IS 'The data of event.* webhooks: the Event object as the community''s managers see it.';
+
+--
+-- Name: webhook_event_types(); Type: FUNCTION; Schema: private
+--
+
+CREATE FUNCTION private.webhook_event_types() RETURNS text[]
+    LANGUAGE sql IMMUTABLE
+    SET search_path TO 'pg_catalog'
+    AS $$
+    select array['event.created', 'event.updated', 'event.deleted', 'attendee.registered',
+                 'checkin.created', 'member.joined', 'member.left']
+  $$;
+
+--
+-- Name: FUNCTION webhook_event_types(); Type: COMMENT; Schema: private
+--
+
+COMMENT ON FUNCTION private.webhook_event_types() IS 'The event types an endpoint may subscribe to (webhook.ping is sent on request only).';
+
+--
+-- Name: webhook_listening(uuid, text); Type: FUNCTION; Schema: private
+--
+
+CREATE FUNCTION private.webhook_listening(community_id uuid, event_type text) RETURNS boolean
+    LANGUAGE sql STABLE
+    SET search_path TO 'pg_catalog'
+    AS $$
+    select exists (select from app.webhook_endpoints e
+                    where e.community_id = webhook_listening.community_id and e.active
+                      and webhook_listening.event_type = any (e.events))
+  $$;
+
+--
+-- Name: FUNCTION webhook_listening(community_id uuid, event_type text); Type: COMMENT; Schema: private
+--
+
+COMMENT ON FUNCTION private.webhook_listening(community_id uuid, event_type text) IS 'Whether an active endpoint of the community wants this event type (triggers check it before building a payload).';
+
+--
+-- Name: webhook_member_json(uuid, uuid, text, timestamp with time zone); Type: FUNCTION; Schema: private
+--
+
+CREATE FUNCTION private.webhook_member_json(community_id uuid, member_node_id uuid, role text, joined_at timestamp with time zone) RETURNS jsonb
+    LANGUAGE sql STABLE
+    SET search_path TO 'pg_catalog'
+    AS $$
+    -- The CommunityMember object of the member list: node id, role, joining
+    -- time and name (the community's managers see their members' names); no e-mail.
+    select jsonb_build_object('id', webhook_member_json.member_node_id, 'role', webhook_member_json.role,
+                              'joined_at', app.iso(webhook_member_json.joined_at),
+                              'name', (select p.name from app.profiles p where p.node_id = webhook_member_json.member_node_id))
+  $$;
+
+--
+-- Name: FUNCTION webhook_member_json(community_id uuid, member_node_id uuid, role text, joined_at timestamp with time zone); Type: COMMENT; Schema: private
+--
+
+COMMENT ON FUNCTION private.webhook_member_json(community_id uuid, member_node_id uuid, role text, joined_at timestamp with time zone) IS 'The member of member.* webhooks (the CommunityMember object, no e-mail).';
+
+--
+-- Name: webhook_message_id(uuid); Type: FUNCTION; Schema: private
+--
+
+CREATE FUNCTION private.webhook_message_id(delivery_id uuid) RETURNS text
+    LANGUAGE sql IMMUTABLE
+    SET search_path TO 'pg_catalog'
+    AS $$
+    select 'msg_' || replace(delivery_id::text, '-', '')
+  $$;
+
+--
+-- Name: FUNCTION webhook_message_id(delivery_id uuid); Type: COMMENT; Schema: private
+--
+
+COMMENT ON FUNCTION private.webhook_message_id(delivery_id uuid) IS 'The webhook-id header of a delivery: the same for every attempt and replay.';
+
+--
+-- Name: webhook_new_secret(); Type: FUNCTION; Schema: private
+--
+
+CREATE FUNCTION private.webhook_new_secret() RETURNS text
+    LANGUAGE sql
+    SET search_path TO 'pg_catalog'
+    AS $$
+    select 'whsec_' || encode(extensions.gen_random_bytes(32), 'base64')
+  $$;
+
+--
+-- Name: FUNCTION webhook_new_secret(); Type: COMMENT; Schema: private
+--
+
+COMMENT ON FUNCTION private.webhook_new_secret() IS 'A Standard Webhooks secret: whsec_ and the base64 of 32 random bytes.';
+
+--
+-- Name: webhook_schedule(uuid, timestamp with time zone, boolean); Type: FUNCTION; Schema: private
+--
+
+CREATE FUNCTION private.webhook_schedule(endpoint_id uuid, run_at timestamp with time zone DEFAULT NULL::timestamp with time zone, keep_earlier boolean DEFAULT false) RETURNS bigint
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog'
+    AS $$
+begin
+  -- The endpoint's one pending job (job_key): `replace` moves it to run_at
+  -- (now, for a new delivery); keep_earlier (a retry later on) leaves a
+  -- pending job's earlier time alone. The task itself never fails for an
+  -- HTTP outcome; its attempts only cover the worker losing the database.
+  return private.enqueue_job('webhook_deliver', jsonb_build_object('endpoint_id', webhook_schedule.endpoint_id),
+                             run_at => coalesce(webhook_schedule.run_at, clock_timestamp()),
+                             max_attempts => 25,
+                             job_key => 'webhook:' || webhook_schedule.endpoint_id::text,
+                             job_key_mode => case when keep_earlier then 'preserve_run_at' else 'replace' end);
+end;
+$$;
+
+--
+-- Name: FUNCTION webhook_schedule(endpoint_id uuid, run_at timestamp with time zone, keep_earlier boolean); Type: COMMENT; Schema: private
+--
+
+COMMENT ON FUNCTION private.webhook_schedule(endpoint_id uuid, run_at timestamp with time zone, keep_earlier boolean) IS 'Adds (or moves) the webhook_deliver job of an endpoint: now for new deliveries, at run_at for a retry.';
+
+--
+-- Name: webhook_sweep(); Type: FUNCTION; Schema: private
+--
+
+CREATE FUNCTION private.webhook_sweep() RETURNS integer
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog'
+    AS $$
+declare
+  scheduled integer;
+begin
+  -- A safety net (the worker's crontab, every minute): an endpoint with a
+  -- delivery due for a minute gets a job if it has none waiting (its job
+  -- failed while another, which found the lock taken, had already ended).
+  select count(private.webhook_schedule(e.endpoint_id, null, keep_earlier => true)) into scheduled
+    from (select distinct d.endpoint_id
+            from app.webhook_deliveries d
+           where d.status in ('pending', 'retrying') and d.next_attempt_at <= now() - interval '1 minute') e;
+  return scheduled;
+end;
+$$;
+
+--
+-- Name: FUNCTION webhook_sweep(); Type: COMMENT; Schema: private
+--
+
+COMMENT ON FUNCTION private.webhook_sweep() IS 'Gives every endpoint with a delivery overdue by a minute a webhook_deliver job (one already waiting keeps its time); returns how many endpoints. The worker runs it every minute.';
+
+--
 -- Name: api_endpoints; Type: TABLE; Schema: app
 --
 
@@ -8406,6 +9696,31 @@ CREATE TABLE app.connections (
 --
 
 COMMENT ON TABLE app.connections IS 'Connections a user (owner node) made with another node, optionally at an event and wearing hats.';
+
+--
+-- Name: email_outbox; Type: TABLE; Schema: app
+--
+
+CREATE TABLE app.email_outbox (
+    id uuid DEFAULT gen_random_uuid() NOT NULL,
+    user_id uuid,
+    to_email text NOT NULL,
+    purpose text NOT NULL,
+    subject text NOT NULL,
+    body_text text NOT NULL,
+    link text,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    send_after timestamp with time zone DEFAULT now() NOT NULL,
+    sent_at timestamp with time zone,
+    attempts integer DEFAULT 0 NOT NULL,
+    last_error text
+);
+
+--
+-- Name: TABLE email_outbox; Type: COMMENT; Schema: app
+--
+
+COMMENT ON TABLE app.email_outbox IS 'E-mails waiting to be sent (sent_at null) and sent. Read by operators with admin.outbox().';
 
 --
 -- Name: event_attendees; Type: TABLE; Schema: app
@@ -8954,6 +10269,22 @@ CREATE TABLE private.password_attempts (
 COMMENT ON TABLE private.password_attempts IS 'Sign-ins whose password is being checked by a process (private.password_attempt_start): single-use, 60 seconds; they count as failures in the throttling until their outcome is recorded.';
 
 --
+-- Name: service_settings; Type: TABLE; Schema: private
+--
+
+CREATE TABLE private.service_settings (
+    name text NOT NULL,
+    value text NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL
+);
+
+--
+-- Name: TABLE service_settings; Type: COMMENT; Schema: private
+--
+
+COMMENT ON TABLE private.service_settings IS 'Settings of the running service that SQL outside a request needs (public_url: PUBLIC_URL, for the Event objects of webhook payloads). Written by the gateway at start.';
+
+--
 -- Name: agent_members agent_members_pkey; Type: CONSTRAINT; Schema: app
 --
 
@@ -9227,6 +10558,20 @@ ALTER TABLE ONLY app.venues
     ADD CONSTRAINT venues_pkey PRIMARY KEY (node_id);
 
 --
+-- Name: webhook_deliveries webhook_deliveries_pkey; Type: CONSTRAINT; Schema: app
+--
+
+ALTER TABLE ONLY app.webhook_deliveries
+    ADD CONSTRAINT webhook_deliveries_pkey PRIMARY KEY (id);
+
+--
+-- Name: webhook_endpoints webhook_endpoints_pkey; Type: CONSTRAINT; Schema: app
+--
+
+ALTER TABLE ONLY app.webhook_endpoints
+    ADD CONSTRAINT webhook_endpoints_pkey PRIMARY KEY (id);
+
+--
 -- Name: oauth_clients oauth_clients_pkey; Type: CONSTRAINT; Schema: identity
 --
 
@@ -9323,6 +10668,13 @@ ALTER TABLE ONLY private.mcp_sessions
 
 ALTER TABLE ONLY private.password_attempts
     ADD CONSTRAINT password_attempts_pkey PRIMARY KEY (attempt_hash);
+
+--
+-- Name: service_settings service_settings_pkey; Type: CONSTRAINT; Schema: private
+--
+
+ALTER TABLE ONLY private.service_settings
+    ADD CONSTRAINT service_settings_pkey PRIMARY KEY (name);
 
 --
 -- Name: agent_members_agent_idx; Type: INDEX; Schema: app
@@ -9655,6 +11007,36 @@ CREATE UNIQUE INDEX venues_location_id_key ON app.venues USING btree (location_i
 CREATE INDEX venues_name_address_idx ON app.venues USING btree (lower(btrim(name)), lower(btrim(COALESCE(address, ''::text))));
 
 --
+-- Name: webhook_deliveries_age_idx; Type: INDEX; Schema: app
+--
+
+CREATE INDEX webhook_deliveries_age_idx ON app.webhook_deliveries USING btree (created_at);
+
+--
+-- Name: webhook_deliveries_due_idx; Type: INDEX; Schema: app
+--
+
+CREATE INDEX webhook_deliveries_due_idx ON app.webhook_deliveries USING btree (endpoint_id, created_at, id) WHERE (status = ANY (ARRAY['pending'::text, 'retrying'::text]));
+
+--
+-- Name: webhook_deliveries_endpoint_idx; Type: INDEX; Schema: app
+--
+
+CREATE INDEX webhook_deliveries_endpoint_idx ON app.webhook_deliveries USING btree (endpoint_id, created_at DESC, id DESC);
+
+--
+-- Name: webhook_deliveries_unsuccessful_idx; Type: INDEX; Schema: app
+--
+
+CREATE INDEX webhook_deliveries_unsuccessful_idx ON app.webhook_deliveries USING btree (created_at) WHERE (status = ANY (ARRAY['retrying'::text, 'failed'::text]));
+
+--
+-- Name: webhook_endpoints_community_idx; Type: INDEX; Schema: app
+--
+
+CREATE INDEX webhook_endpoints_community_idx ON app.webhook_endpoints USING btree (community_id);
+
+--
 -- Name: oauth_tokens_family_idx; Type: INDEX; Schema: identity
 --
 
@@ -9887,6 +11269,30 @@ CREATE TRIGGER _900_notify_token_deleted AFTER DELETE ON app.api_tokens FOR EACH
 --
 
 CREATE TRIGGER _900_notify_token_ended AFTER UPDATE OF active ON app.api_tokens FOR EACH ROW WHEN ((old.active AND (NOT new.active))) EXECUTE FUNCTION private.tg_api_tokens__notify_ended();
+
+--
+-- Name: checkins webhook_capture; Type: TRIGGER; Schema: app
+--
+
+CREATE TRIGGER webhook_capture AFTER INSERT ON app.checkins FOR EACH ROW WHEN ((new.event_id IS NOT NULL)) EXECUTE FUNCTION private.webhook_capture_checkins();
+
+--
+-- Name: community_members webhook_capture; Type: TRIGGER; Schema: app
+--
+
+CREATE TRIGGER webhook_capture AFTER INSERT OR DELETE ON app.community_members FOR EACH ROW EXECUTE FUNCTION private.webhook_capture_members();
+
+--
+-- Name: event_attendees webhook_capture; Type: TRIGGER; Schema: app
+--
+
+CREATE TRIGGER webhook_capture AFTER INSERT ON app.event_attendees FOR EACH ROW EXECUTE FUNCTION private.webhook_capture_attendees();
+
+--
+-- Name: events webhook_capture; Type: TRIGGER; Schema: app
+--
+
+CREATE TRIGGER webhook_capture AFTER INSERT OR DELETE OR UPDATE ON app.events FOR EACH ROW EXECUTE FUNCTION private.webhook_capture_events();
 
 --
 -- Name: users _100_set_updated_at; Type: TRIGGER; Schema: identity
@@ -10192,6 +11598,27 @@ ALTER TABLE ONLY app.tasks
 
 ALTER TABLE ONLY app.venues
     ADD CONSTRAINT venues_node_id_fkey FOREIGN KEY (node_id) REFERENCES app.nodes(id) ON DELETE CASCADE;
+
+--
+-- Name: webhook_deliveries webhook_deliveries_endpoint_id_fkey; Type: FK CONSTRAINT; Schema: app
+--
+
+ALTER TABLE ONLY app.webhook_deliveries
+    ADD CONSTRAINT webhook_deliveries_endpoint_id_fkey FOREIGN KEY (endpoint_id) REFERENCES app.webhook_endpoints(id) ON DELETE CASCADE;
+
+--
+-- Name: webhook_endpoints webhook_endpoints_community_id_fkey; Type: FK CONSTRAINT; Schema: app
+--
+
+ALTER TABLE ONLY app.webhook_endpoints
+    ADD CONSTRAINT webhook_endpoints_community_id_fkey FOREIGN KEY (community_id) REFERENCES app.communities(id) ON DELETE CASCADE;
+
+--
+-- Name: webhook_endpoints webhook_endpoints_created_by_fkey; Type: FK CONSTRAINT; Schema: app
+--
+
+ALTER TABLE ONLY app.webhook_endpoints
+    ADD CONSTRAINT webhook_endpoints_created_by_fkey FOREIGN KEY (created_by) REFERENCES identity.users(id) ON DELETE SET NULL;
 
 --
 -- Name: oauth_codes oauth_codes_client_id_fkey; Type: FK CONSTRAINT; Schema: identity
@@ -10658,6 +12085,18 @@ ALTER TABLE app.tasks ENABLE ROW LEVEL SECURITY;
 ALTER TABLE app.venues ENABLE ROW LEVEL SECURITY;
 
 --
+-- Name: webhook_deliveries; Type: ROW SECURITY; Schema: app
+--
+
+ALTER TABLE app.webhook_deliveries ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: webhook_endpoints; Type: ROW SECURITY; Schema: app
+--
+
+ALTER TABLE app.webhook_endpoints ENABLE ROW LEVEL SECURITY;
+
+--
 -- Name: users Users can read their own identity; Type: POLICY; Schema: identity
 --
 
@@ -10804,6 +12243,18 @@ REVOKE ALL ON FUNCTION admin.create_venue(name text, address text, latitude doub
 REVOKE ALL ON FUNCTION admin.forms_list(max_rows integer, since timestamp with time zone) FROM PUBLIC;
 
 --
+-- Name: FUNCTION job_workers(); Type: ACL; Schema: admin
+--
+
+REVOKE ALL ON FUNCTION admin.job_workers() FROM PUBLIC;
+
+--
+-- Name: FUNCTION jobs(max_rows integer); Type: ACL; Schema: admin
+--
+
+REVOKE ALL ON FUNCTION admin.jobs(max_rows integer) FROM PUBLIC;
+
+--
 -- Name: FUNCTION mcp_tool_calls(email text, max_rows integer); Type: ACL; Schema: admin
 --
 
@@ -10838,6 +12289,18 @@ REVOKE ALL ON FUNCTION admin.set_community_flags(community_id uuid, is_sandbox b
 --
 
 REVOKE ALL ON FUNCTION admin.set_subscription(email text, subscription_type text) FROM PUBLIC;
+
+--
+-- Name: FUNCTION webhook_failures(max_rows integer); Type: ACL; Schema: admin
+--
+
+REVOKE ALL ON FUNCTION admin.webhook_failures(max_rows integer) FROM PUBLIC;
+
+--
+-- Name: FUNCTION webhooks(); Type: ACL; Schema: admin
+--
+
+REVOKE ALL ON FUNCTION admin.webhooks() FROM PUBLIC;
 
 --
 -- Name: FUNCTION api_endpoints_list(); Type: ACL; Schema: api
@@ -11520,6 +12983,62 @@ REVOKE ALL ON FUNCTION api.venue_checkout(venue_id uuid) FROM PUBLIC;
 GRANT ALL ON FUNCTION api.venue_checkout(venue_id uuid) TO authenticated;
 
 --
+-- Name: FUNCTION webhook_create(community_id uuid, url text, events text[], description text); Type: ACL; Schema: api
+--
+
+REVOKE ALL ON FUNCTION api.webhook_create(community_id uuid, url text, events text[], description text) FROM PUBLIC;
+GRANT ALL ON FUNCTION api.webhook_create(community_id uuid, url text, events text[], description text) TO authenticated;
+
+--
+-- Name: FUNCTION webhook_delete(id uuid); Type: ACL; Schema: api
+--
+
+REVOKE ALL ON FUNCTION api.webhook_delete(id uuid) FROM PUBLIC;
+GRANT ALL ON FUNCTION api.webhook_delete(id uuid) TO authenticated;
+
+--
+-- Name: FUNCTION webhook_deliveries(id uuid, page_limit integer, page_offset integer); Type: ACL; Schema: api
+--
+
+REVOKE ALL ON FUNCTION api.webhook_deliveries(id uuid, page_limit integer, page_offset integer) FROM PUBLIC;
+GRANT ALL ON FUNCTION api.webhook_deliveries(id uuid, page_limit integer, page_offset integer) TO authenticated;
+
+--
+-- Name: FUNCTION webhook_delivery_replay(id uuid, delivery_id uuid); Type: ACL; Schema: api
+--
+
+REVOKE ALL ON FUNCTION api.webhook_delivery_replay(id uuid, delivery_id uuid) FROM PUBLIC;
+GRANT ALL ON FUNCTION api.webhook_delivery_replay(id uuid, delivery_id uuid) TO authenticated;
+
+--
+-- Name: FUNCTION webhook_ping(id uuid); Type: ACL; Schema: api
+--
+
+REVOKE ALL ON FUNCTION api.webhook_ping(id uuid) FROM PUBLIC;
+GRANT ALL ON FUNCTION api.webhook_ping(id uuid) TO authenticated;
+
+--
+-- Name: FUNCTION webhook_rotate_secret(id uuid); Type: ACL; Schema: api
+--
+
+REVOKE ALL ON FUNCTION api.webhook_rotate_secret(id uuid) FROM PUBLIC;
+GRANT ALL ON FUNCTION api.webhook_rotate_secret(id uuid) TO authenticated;
+
+--
+-- Name: FUNCTION webhook_update(id uuid, patch jsonb); Type: ACL; Schema: api
+--
+
+REVOKE ALL ON FUNCTION api.webhook_update(id uuid, patch jsonb) FROM PUBLIC;
+GRANT ALL ON FUNCTION api.webhook_update(id uuid, patch jsonb) TO authenticated;
+
+--
+-- Name: FUNCTION webhooks_list(community_id uuid); Type: ACL; Schema: api
+--
+
+REVOKE ALL ON FUNCTION api.webhooks_list(community_id uuid) FROM PUBLIC;
+GRANT ALL ON FUNCTION api.webhooks_list(community_id uuid) TO authenticated;
+
+--
 -- Name: FUNCTION check_page(page_limit integer, page_offset integer); Type: ACL; Schema: app
 --
 
@@ -11993,6 +13512,12 @@ REVOKE ALL ON FUNCTION private.api_token_pattern_valid(pattern text) FROM PUBLIC
 REVOKE ALL ON FUNCTION private.append_change(operation text, table_name text, record_id uuid, row_data jsonb, old_data jsonb) FROM PUBLIC;
 
 --
+-- Name: FUNCTION auth_failures_prune(batch integer); Type: ACL; Schema: private
+--
+
+REVOKE ALL ON FUNCTION private.auth_failures_prune(batch integer) FROM PUBLIC;
+
+--
 -- Name: FUNCTION auth_login_finish(attempt text, matched boolean, new_hash text); Type: ACL; Schema: private
 --
 
@@ -12213,10 +13738,10 @@ REVOKE ALL ON FUNCTION private.deal_lock(deal_id uuid) FROM PUBLIC;
 GRANT ALL ON FUNCTION private.deal_lock(deal_id uuid) TO authenticated;
 
 --
--- Name: FUNCTION email_outbox_claim(batch_size integer, lease interval); Type: ACL; Schema: private
+-- Name: FUNCTION email_outbox_begin(id uuid); Type: ACL; Schema: private
 --
 
-REVOKE ALL ON FUNCTION private.email_outbox_claim(batch_size integer, lease interval) FROM PUBLIC;
+REVOKE ALL ON FUNCTION private.email_outbox_begin(id uuid) FROM PUBLIC;
 
 --
 -- Name: FUNCTION email_outbox_failed(id uuid, error text); Type: ACL; Schema: private
@@ -12231,6 +13756,12 @@ REVOKE ALL ON FUNCTION private.email_outbox_failed(id uuid, error text) FROM PUB
 REVOKE ALL ON FUNCTION private.email_outbox_sent(id uuid) FROM PUBLIC;
 
 --
+-- Name: FUNCTION email_queue(user_id uuid, to_email text, purpose text, subject text, body_text text, link text); Type: ACL; Schema: private
+--
+
+REVOKE ALL ON FUNCTION private.email_queue(user_id uuid, to_email text, purpose text, subject text, body_text text, link text) FROM PUBLIC;
+
+--
 -- Name: FUNCTION end_credentials(user_id uuid); Type: ACL; Schema: private
 --
 
@@ -12242,6 +13773,12 @@ REVOKE ALL ON FUNCTION private.end_credentials(user_id uuid) FROM PUBLIC;
 
 REVOKE ALL ON FUNCTION private.endpoint_path_pattern(template text) FROM PUBLIC;
 GRANT ALL ON FUNCTION private.endpoint_path_pattern(template text) TO authenticated;
+
+--
+-- Name: FUNCTION enqueue_job(task text, payload jsonb, queue_name text, run_at timestamp with time zone, max_attempts integer, job_key text, job_key_mode text); Type: ACL; Schema: private
+--
+
+REVOKE ALL ON FUNCTION private.enqueue_job(task text, payload jsonb, queue_name text, run_at timestamp with time zone, max_attempts integer, job_key text, job_key_mode text) FROM PUBLIC;
 
 --
 -- Name: FUNCTION event_checkin_location(event_node_id uuid, user_agent text, app_scheme text); Type: ACL; Schema: private
@@ -12404,6 +13941,12 @@ REVOKE ALL ON FUNCTION private.idempotency_keys_prune(max_rows integer) FROM PUB
 
 REVOKE ALL ON FUNCTION private.is_community_manager(community_id uuid, user_id uuid) FROM PUBLIC;
 GRANT ALL ON FUNCTION private.is_community_manager(community_id uuid, user_id uuid) TO authenticated;
+
+--
+-- Name: FUNCTION jobs_recover(); Type: ACL; Schema: private
+--
+
+REVOKE ALL ON FUNCTION private.jobs_recover() FROM PUBLIC;
 
 --
 -- Name: FUNCTION json_capped(value jsonb, max_bytes integer); Type: ACL; Schema: private
@@ -12698,6 +14241,12 @@ GRANT SELECT ON TABLE app.venues TO authenticated;
 REVOKE ALL ON FUNCTION private.platform_venue(name text, address text, latitude double precision, longitude double precision) FROM PUBLIC;
 
 --
+-- Name: FUNCTION public_url(); Type: ACL; Schema: private
+--
+
+REVOKE ALL ON FUNCTION private.public_url() FROM PUBLIC;
+
+--
 -- Name: FUNCTION queue_password_email(user_id uuid, purpose text, public_url text); Type: ACL; Schema: private
 --
 
@@ -12710,6 +14259,12 @@ REVOKE ALL ON FUNCTION private.queue_password_email(user_id uuid, purpose text, 
 REVOKE ALL ON FUNCTION private.redact_secrets(value jsonb) FROM PUBLIC;
 
 --
+-- Name: FUNCTION service_setting_set(name text, value text); Type: ACL; Schema: private
+--
+
+REVOKE ALL ON FUNCTION private.service_setting_set(name text, value text) FROM PUBLIC;
+
+--
 -- Name: FUNCTION session_ended(session_id uuid); Type: ACL; Schema: private
 --
 
@@ -12720,6 +14275,12 @@ REVOKE ALL ON FUNCTION private.session_ended(session_id uuid) FROM PUBLIC;
 --
 
 REVOKE ALL ON FUNCTION private.sessions_ended(session_ids uuid[]) FROM PUBLIC;
+
+--
+-- Name: FUNCTION sessions_prune(batch integer); Type: ACL; Schema: private
+--
+
+REVOKE ALL ON FUNCTION private.sessions_prune(batch integer) FROM PUBLIC;
 
 --
 -- Name: FUNCTION sign_in_wait(email_key text, client_ip text, max_failures_per_email_client integer, max_failures_per_email integer, max_failures_per_ip integer, window_seconds integer); Type: ACL; Schema: private
@@ -12975,6 +14536,156 @@ REVOKE ALL ON FUNCTION private.user_node_by_email(email text) FROM PUBLIC;
 
 REVOKE ALL ON FUNCTION private.venue_concurrent_events(venue_node_id uuid, as_of timestamp with time zone) FROM PUBLIC;
 GRANT ALL ON FUNCTION private.venue_concurrent_events(venue_node_id uuid, as_of timestamp with time zone) TO authenticated;
+
+--
+-- Name: FUNCTION webhook_capture_attendees(); Type: ACL; Schema: private
+--
+
+REVOKE ALL ON FUNCTION private.webhook_capture_attendees() FROM PUBLIC;
+
+--
+-- Name: FUNCTION webhook_capture_checkins(); Type: ACL; Schema: private
+--
+
+REVOKE ALL ON FUNCTION private.webhook_capture_checkins() FROM PUBLIC;
+
+--
+-- Name: FUNCTION webhook_capture_events(); Type: ACL; Schema: private
+--
+
+REVOKE ALL ON FUNCTION private.webhook_capture_events() FROM PUBLIC;
+
+--
+-- Name: FUNCTION webhook_capture_members(); Type: ACL; Schema: private
+--
+
+REVOKE ALL ON FUNCTION private.webhook_capture_members() FROM PUBLIC;
+
+--
+-- Name: FUNCTION webhook_check(url text, events text[], description text); Type: ACL; Schema: private
+--
+
+REVOKE ALL ON FUNCTION private.webhook_check(url text, events text[], description text) FROM PUBLIC;
+
+--
+-- Name: FUNCTION webhook_deliveries_prune(keep interval, batch integer); Type: ACL; Schema: private
+--
+
+REVOKE ALL ON FUNCTION private.webhook_deliveries_prune(keep interval, batch integer) FROM PUBLIC;
+
+--
+-- Name: FUNCTION webhook_delivery_finish(delivery_id uuid, attempt integer, status_code integer, error text, response_body text, retry_delays double precision[]); Type: ACL; Schema: private
+--
+
+REVOKE ALL ON FUNCTION private.webhook_delivery_finish(delivery_id uuid, attempt integer, status_code integer, error text, response_body text, retry_delays double precision[]) FROM PUBLIC;
+
+--
+-- Name: FUNCTION webhook_delivery_json(d app.webhook_deliveries); Type: ACL; Schema: private
+--
+
+REVOKE ALL ON FUNCTION private.webhook_delivery_json(d app.webhook_deliveries) FROM PUBLIC;
+
+--
+-- Name: FUNCTION webhook_delivery_next(endpoint_id uuid); Type: ACL; Schema: private
+--
+
+REVOKE ALL ON FUNCTION private.webhook_delivery_next(endpoint_id uuid) FROM PUBLIC;
+
+--
+-- Name: FUNCTION webhook_due(endpoint_id uuid); Type: ACL; Schema: private
+--
+
+REVOKE ALL ON FUNCTION private.webhook_due(endpoint_id uuid) FROM PUBLIC;
+
+--
+-- Name: FUNCTION webhook_emit(community_id uuid, event_type text, data jsonb); Type: ACL; Schema: private
+--
+
+REVOKE ALL ON FUNCTION private.webhook_emit(community_id uuid, event_type text, data jsonb) FROM PUBLIC;
+
+--
+-- Name: FUNCTION webhook_endpoint_check_failing(endpoint_id uuid); Type: ACL; Schema: private
+--
+
+REVOKE ALL ON FUNCTION private.webhook_endpoint_check_failing(endpoint_id uuid) FROM PUBLIC;
+
+--
+-- Name: FUNCTION webhook_endpoint_json(e app.webhook_endpoints); Type: ACL; Schema: private
+--
+
+REVOKE ALL ON FUNCTION private.webhook_endpoint_json(e app.webhook_endpoints) FROM PUBLIC;
+
+--
+-- Name: FUNCTION webhook_endpoint_of_caller(id uuid, for_update boolean); Type: ACL; Schema: private
+--
+
+REVOKE ALL ON FUNCTION private.webhook_endpoint_of_caller(id uuid, for_update boolean) FROM PUBLIC;
+
+--
+-- Name: FUNCTION webhook_endpoint_reschedule(endpoint_id uuid); Type: ACL; Schema: private
+--
+
+REVOKE ALL ON FUNCTION private.webhook_endpoint_reschedule(endpoint_id uuid) FROM PUBLIC;
+
+--
+-- Name: FUNCTION webhook_endpoint_try_lock(endpoint_id uuid); Type: ACL; Schema: private
+--
+
+REVOKE ALL ON FUNCTION private.webhook_endpoint_try_lock(endpoint_id uuid) FROM PUBLIC;
+
+--
+-- Name: FUNCTION webhook_endpoint_unlock(endpoint_id uuid); Type: ACL; Schema: private
+--
+
+REVOKE ALL ON FUNCTION private.webhook_endpoint_unlock(endpoint_id uuid) FROM PUBLIC;
+
+--
+-- Name: FUNCTION webhook_event_data(e app.events); Type: ACL; Schema: private
+--
+
+REVOKE ALL ON FUNCTION private.webhook_event_data(e app.events) FROM PUBLIC;
+
+--
+-- Name: FUNCTION webhook_event_types(); Type: ACL; Schema: private
+--
+
+REVOKE ALL ON FUNCTION private.webhook_event_types() FROM PUBLIC;
+
+--
+-- Name: FUNCTION webhook_listening(community_id uuid, event_type text); Type: ACL; Schema: private
+--
+
+REVOKE ALL ON FUNCTION private.webhook_listening(community_id uuid, event_type text) FROM PUBLIC;
+
+--
+-- Name: FUNCTION webhook_member_json(community_id uuid, member_node_id uuid, role text, joined_at timestamp with time zone); Type: ACL; Schema: private
+--
+
+REVOKE ALL ON FUNCTION private.webhook_member_json(community_id uuid, member_node_id uuid, role text, joined_at timestamp with time zone) FROM PUBLIC;
+
+--
+-- Name: FUNCTION webhook_message_id(delivery_id uuid); Type: ACL; Schema: private
+--
+
+REVOKE ALL ON FUNCTION private.webhook_message_id(delivery_id uuid) FROM PUBLIC;
+
+--
+-- Name: FUNCTION webhook_new_secret(); Type: ACL; Schema: private
+--
+
+REVOKE ALL ON FUNCTION private.webhook_new_secret() FROM PUBLIC;
+
+--
+-- Name: FUNCTION webhook_schedule(endpoint_id uuid, run_at timestamp with time zone, keep_earlier boolean); Type: ACL; Schema: private
+--
+
+REVOKE ALL ON FUNCTION private.webhook_schedule(endpoint_id uuid, run_at timestamp with time zone, keep_earlier boolean) FROM PUBLIC;
+
+--
+-- Name: FUNCTION webhook_sweep(); Type: ACL; Schema: private
+--
+
+REVOKE ALL ON FUNCTION private.webhook_sweep() FROM PUBLIC;
 
 --
 -- Name: TABLE api_endpoints; Type: ACL; Schema: app

@@ -62,6 +62,14 @@ const EnvSchema = z.object({
   MCP_REQUESTS_PER_MINUTE: z.coerce.number().int().min(1).optional().default(120),
   MCP_ALLOWED_HOSTS: optionalString,
   MCP_PROXY_SECRET: optionalString,
+  // Background jobs (graphile-worker) and webhooks: see gateway/jobs/.
+  WORKER: z.enum(['on', 'off', '1', '0', 'true', 'false']).optional().default('on'),
+  WORKER_CONCURRENCY: z.coerce.number().int().min(1).max(100).optional().default(4),
+  WEBHOOK_ALLOW_PRIVATE_TARGETS: z.enum(['0', '1', 'true', 'false']).optional(),
+  WEBHOOK_RETRY_SCHEDULE: z
+    .string()
+    .regex(/^\s*\d+(\.\d+)?(\s*,\s*\d+(\.\d+)?)*\s*$/, { message: 'comma-separated seconds, such as 1,2,4' })
+    .optional(),
 });
 
 export interface Config {
@@ -104,7 +112,28 @@ export interface Config {
   /** CORS_ORIGINS: browser origins allowed to call the API (see gateway/http/cors.ts); empty: CORS off. */
   corsOrigins: string[];
   mcp: McpConfig;
+  worker: WorkerConfig;
+  webhooks: WebhookConfig;
 }
+
+/** The job worker (graphile-worker) a process runs: gateway/jobs/worker.ts. */
+export interface WorkerConfig {
+  /** WORKER=off: this process runs no worker (a replica that only serves HTTP). */
+  enabled: boolean;
+  /** WORKER_CONCURRENCY: jobs one worker runs at once. */
+  concurrency: number;
+}
+
+/** Outbound webhooks: gateway/jobs/webhooks.ts. */
+export interface WebhookConfig {
+  /** WEBHOOK_ALLOW_PRIVATE_TARGETS=1: http and private, loopback or link-local targets allowed (tests, development). */
+  allowPrivateTargets: boolean;
+  /** WEBHOOK_RETRY_SCHEDULE: seconds before each retry (jittered ±20 % in SQL); its length is the number of retries. */
+  retrySchedule: number[];
+}
+
+/** About 5 s, 5 min, 30 min, 2 h, 5 h, 10 h, 10 h: eight attempts over about 28 hours. */
+export const DEFAULT_WEBHOOK_RETRY_SCHEDULE = [5, 300, 1800, 7200, 18000, 36000, 36000];
 
 /**
  * Failed sign-ins (every door that checks a password) and failed
@@ -163,10 +192,8 @@ export interface RealtimeConfig {
   maxBufferBytes: number;
   /** A stream that cannot write (client not reading) for this long is dropped. */
   drainTimeoutMs: number;
-  /** Change-log entries older than this are pruned. */
+  /** Change-log entries older than this are pruned (by the worker's crontab, every 5 minutes). */
   retentionSeconds: number;
-  /** How often the change log is pruned. */
-  pruneIntervalMs: number;
   /** How often ended events are logged as expired (their delete messages are this late at most). */
   expiryIntervalMs: number;
   /** Stream registrations (per-user cap) live this long unless renewed; renewed every third of it. */
@@ -240,7 +267,6 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       maxBufferBytes: e.STREAM_MAX_BUFFER_BYTES,
       drainTimeoutMs: 30_000,
       retentionSeconds: Math.round(e.CHANGE_LOG_RETENTION_HOURS * 3600),
-      pruneIntervalMs: 5 * 60_000,
       expiryIntervalMs: 5_000,
       registrationTtlSeconds: 60,
       pollIntervalMs: Math.round(e.REALTIME_POLL_SECONDS * 1000),
@@ -253,6 +279,13 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       socketAuthGraceMs: Math.round(e.REALTIME_AUTH_GRACE_SECONDS * 1000),
     },
     mcp: mcpConfig(e),
+    worker: { enabled: ['on', '1', 'true'].includes(e.WORKER), concurrency: e.WORKER_CONCURRENCY },
+    webhooks: {
+      allowPrivateTargets: e.WEBHOOK_ALLOW_PRIVATE_TARGETS === '1' || e.WEBHOOK_ALLOW_PRIVATE_TARGETS === 'true',
+      retrySchedule: e.WEBHOOK_RETRY_SCHEDULE
+        ? e.WEBHOOK_RETRY_SCHEDULE.split(',').map((v) => Number(v.trim()))
+        : DEFAULT_WEBHOOK_RETRY_SCHEDULE,
+    },
   };
 }
 

@@ -219,6 +219,19 @@ export const ERROR_CODES = {
   },
 
   // -------------------------------------------------------------------------
+  // Webhooks (routes/webhooks.ts, gateway/jobs/webhooks.ts)
+  // -------------------------------------------------------------------------
+  webhook_not_found: { status: [404], meaning: 'No webhook endpoint with this id in a community the caller may manage.' },
+  delivery_not_found: { status: [404], meaning: 'No delivery with this id for this webhook endpoint.' },
+  webhook_inactive: { status: [409], meaning: 'The webhook endpoint is not active (paused, or turned off after 20 failed deliveries): activate it with PATCH first.' },
+  invalid_url: {
+    status: [422],
+    meaning: 'The webhook URL is not an https URL of at most 2,000 characters, or names a private, loopback, link-local, multicast or metadata address.',
+  },
+  unknown_event_type: { status: [422], meaning: 'An event type the webhooks do not send (see the list in the request schema).' },
+  too_many_webhooks: { status: [422], meaning: 'The community has the most webhook endpoints allowed (20).' },
+
+  // -------------------------------------------------------------------------
   // Idempotency keys (http/idempotency.ts)
   // -------------------------------------------------------------------------
   idempotency_key_in_progress: {

@@ -3,11 +3,16 @@
 // sql/migrations/current/ (empty on main), so a DBA's uncommitted change is
 // what the embedded `npm start` and `npm test` run against. A database named
 // by DATABASE_URL only ever gets committed migrations.
+//
+// First of all, graphile-worker's own schema (graphile_worker, installed and
+// migrated by graphile-worker's runMigrations): application functions add
+// jobs to it (private.enqueue_job), so it exists before any of them can run.
 import { createRequire } from 'node:module';
 import path from 'node:path';
 import { Logger, migrate, watch, type Settings } from 'graphile-migrate';
 import { projectRoot } from './config.ts';
 import type { Logger as PinoLogger } from './log.ts';
+import { installJobQueue } from './job-queue.ts';
 
 export const MIGRATIONS_FOLDER = path.join(projectRoot(), 'sql', 'migrations');
 
@@ -35,6 +40,7 @@ export async function runMigrations(
   log: PinoLogger,
   { includeCurrent }: { includeCurrent: boolean },
 ): Promise<void> {
+  await installJobQueue(connectionString, log);
   const settings = settingsFor(connectionString, log);
   const started = Date.now();
   for (let attempt = 1; ; attempt++) {

@@ -79,7 +79,8 @@ export const API_TITLE = SERVICE_NAME;
 export const API_VERSION = '1.0.0';
 export const API_SUMMARY =
   'A Supabase-style backend for local communities and events: a mobile REST interface (auth, profile and hats, ' +
-  'communities, events and check-ins, connections, a task/deal CRM), platform integration for event platforms, ' +
+  'communities, events and check-ins, connections, a task/deal CRM), platform integration for event platforms ' +
+  '(with outbound webhooks signed per Standard Webhooks), ' +
   'developer docs with API tokens and a live test executor, deep links, and an MCP tool server for AI agents.';
 
 /** Codes the pipeline gives for a missing or refused credential (access token, API token). */

@@ -17,7 +17,7 @@
 //     as is; HTML or a redirect for the web pages), or map the error to a
 //     status and one of the three error bodies of docs/api.md#errors (chosen per
 //     route and status), or to the route's HTML error page. SQL text never
-//     reaches the client (lib/errors.ts).
+//     reaches the client (core/errors.ts).
 //
 // Before it (app.ts): the request id and the request log line (one per
 // request, written when the response finishes), CORS, the readiness gate,
@@ -83,6 +83,8 @@ export interface Services {
   selfUrl?: string;
   /** Password hashing in this process, bounded (core/passwords.ts). */
   passwords: Passwords;
+  /** Webhook registration: WEBHOOK_ALLOW_PRIVATE_TARGETS (gateway/jobs/webhook-targets.ts); absent: not allowed. */
+  webhooks?: { allowPrivateTargets: boolean };
 }
 
 /**
@@ -122,7 +124,7 @@ export interface Context<P, Q, B, H = undefined> {
   user: AccessClaims | null;
   /** The API token the request was authenticated with; null for an access token or a public route. */
   apiToken: ApiTokenInfo | null;
-  /** The client's IP address (gateway/lib/client-ip.ts), for limits per client. */
+  /** The client's IP address (gateway/core/client-ip.ts), for limits per client. */
   clientIp: string;
   services: Services;
   log: Logger;
@@ -180,7 +182,7 @@ export interface RouteDefinition<
   statusOverrides?: Partial<Record<number, number>>;
   /** Web pages: errors are answered with this HTML page, sent with the security headers it brings. */
   renderError?: (err: HttpError) => Page;
-  /** The documented responses, status → body (see lib/openapi.ts); the OpenAPI document is built from them. */
+  /** The documented responses, status → body (see http/openapi.ts); the OpenAPI document is built from them. */
   responses?: Responses;
   /** Security schemes for the docs when not both (e.g. API token only). */
   security?: SecurityScheme[];

@@ -41,13 +41,10 @@
 //   * Ended sessions (logout, refresh-token reuse) close their streams and
 //     channels through realtime/session-watch.ts, not here.
 //   * Maintenance, from every replica (each statement is safe to repeat):
-//     expiries of ended events (private.log_event_expiries), pruning of the
-//     log by age (admin.prune_change_log), and the heartbeat of this
-//     process's stream registrations (the per-user cap counts them in
-//     Postgres). On the prune timer too, until a background worker takes
-//     them over: idempotency keys past 24 hours
-//     (private.idempotency_keys_prune) and tombstones of deleted events no
-//     calendar lists any more (private.event_tombstones_prune).
+//     expiries of ended events (private.log_event_expiries) and the heartbeat
+//     of this process's stream registrations (the per-user cap counts them in
+//     Postgres). Pruning the log by age (admin.prune_change_log) is a job of
+//     the worker's crontab (gateway/jobs/crontab.ts).
 import crypto from 'node:crypto';
 import postgres from 'postgres';
 import type { RealtimeConfig } from '../core/config.ts';
@@ -237,21 +234,12 @@ export class ChangeHub {
     };
     every(this.config.pollIntervalMs, () => this.refreshHead());
     every(this.config.expiryIntervalMs, () => this.sql`select private.log_event_expiries()`);
-    every(this.config.pruneIntervalMs, () => this.prune());
-    every(this.config.pruneIntervalMs, () => this.sql`select private.idempotency_keys_prune(), private.event_tombstones_prune()`);
     every(Math.max(1000, (this.config.registrationTtlSeconds * 1000) / 3), () => this.renewRegistrations());
     every(this.config.keepAliveMs, async () => {
       for (const s of this.streams) s.keepAlive();
     });
     this.started = true;
     this.log.debug({ gateway: this.gatewayId, head: this.head }, 'realtime hub listening');
-  }
-
-  /** Prunes the change log (also run on a timer). Returns how many entries went. */
-  async prune(): Promise<number> {
-    const [row] = await this.sql<{ gone: string }[]>`
-      select admin.prune_change_log(make_interval(secs => ${this.config.retentionSeconds})) as gone`;
-    return Number(row?.gone ?? 0);
   }
 
   /** Logs expiries of ended events now (also run on a timer). */

@@ -9,6 +9,7 @@ import { z } from 'zod';
 import { defineRoute, type Reply, type Route } from '../http/route.ts';
 import type { Page } from '../core/html.ts';
 import { liveTestRoute } from './docs-test.ts';
+import { WEBHOOK_EVENT_TYPES } from './webhooks.ts';
 import { API_SUMMARY, API_TITLE, actionOf, buildOpenApiDocument, openApiPath, sectionOf, type OpenApiDocument } from '../http/openapi.ts';
 import { DateTime, Id, content } from '../http/responses.ts';
 
@@ -67,6 +68,11 @@ export function llmsTxt(routes: readonly Route[], publicUrl: string): string {
     '',
     `- [Log in](${link('/api/auth/login')}): POST e-mail and password for an access token (JWT); send it as \`Authorization: Bearer <token>\``,
     `- [API tokens](${link('/api/docs/tokens')}): create a token (shown once, prefix \`cbk_\`) limited to path patterns; send it as a bearer credential`,
+    '',
+    '## Webhooks',
+    '',
+    `- [Webhook endpoints](${link('/api/docs')}#/${encodeURIComponent('Platform integration')}): a community's managers register https endpoints (POST /api/v1/platform/webhooks, the events listed below); every delivery is signed per Standard Webhooks (headers webhook-id, webhook-timestamp, webhook-signature: v1,<base64 HMAC-SHA256 of "id.timestamp.body"> keyed by the whsec_ secret), sent at least once, retried with back-off, and can be replayed`,
+    `- Event types: ${WEBHOOK_EVENT_TYPES.join(', ')} (and webhook.ping on request); body {"type", "timestamp", "data"}`,
     '',
     '## Agent interface',
     '',

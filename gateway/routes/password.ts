@@ -7,7 +7,7 @@
 //   GET  /auth/set-password       the page the e-mailed link opens (it posts to the route above)
 //
 // Links, their expiry and single use are SQL (api.auth_recover,
-// api.auth_set_password); the outbox worker (jobs/mailer.ts) sends the e-mail.
+// api.auth_set_password); a job worker (jobs/mail.ts) sends the e-mail.
 import { z } from 'zod';
 import { html, page, type Page } from '../core/html.ts';
 import { LIMITS } from '../core/limits.ts';

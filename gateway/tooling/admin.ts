@@ -114,6 +114,55 @@ const commands: Record<string, Command> = {
       return rows.length === 0 ? 'the outbox is empty' : rows.map((row) => JSON.stringify(row)).join('\n');
     },
   },
+  webhooks: {
+    usage: '[--failures N]',
+    description:
+      'Webhook endpoints (community, URL, events, active, deliveries and failures of the last 24 hours, pending now), then the most recent failed or retrying deliveries (default 20) with their errors. One JSON object a line.',
+    options: { failures: z.coerce.number().int().min(0).max(1000).optional() },
+    run: async (sql, o) => {
+      const endpoints = await sql`select * from admin.webhooks()`;
+      const failures = await sql`select * from admin.webhook_failures(${(o.failures as number | undefined) ?? 20})`;
+      return [
+        `# endpoints (${endpoints.length})`,
+        ...endpoints.map((row) => JSON.stringify(row)),
+        `# recent failures (${failures.length})`,
+        ...failures.map((row) => JSON.stringify(row)),
+      ].join('\n');
+    },
+  },
+  'webhook-failures': {
+    usage: '[--limit N]',
+    description: 'The most recent failed or retrying webhook deliveries (default 20), newest first, one JSON object a line.',
+    options: { limit: z.coerce.number().int().min(1).max(10_000).optional() },
+    run: async (sql, o) =>
+      (await sql`select * from admin.webhook_failures(${(o.limit as number | undefined) ?? 20})`).map((row) => JSON.stringify(row)).join('\n'),
+  },
+  'job-workers': {
+    usage: '',
+    description: 'The job workers connected now (graphile-worker pool ids), one JSON object a line.',
+    options: {},
+    run: async (sql) => (await sql`select * from admin.job_workers()`).map((row) => JSON.stringify(row)).join('\n'),
+  },
+  jobs: {
+    usage: '[--limit N]',
+    description:
+      "The job worker's queue: a count per state (running, due, failed, scheduled) and task, the workers connected, then the jobs (default 50: running first, then due, failed, scheduled) with attempts and last errors. One JSON object a line.",
+    options: { limit: z.coerce.number().int().min(1).max(10_000).optional() },
+    run: async (sql, o) => {
+      const jobs = await sql`select * from admin.jobs(${(o.limit as number | undefined) ?? 50})`;
+      const counts = await sql`
+        select state, task, count(*)::int as jobs from admin.jobs(1000000) group by state, task order by state, task`;
+      const workers = await sql`select * from admin.job_workers()`;
+      return [
+        `# jobs by state and task`,
+        ...counts.map((row) => JSON.stringify(row)),
+        `# workers (${workers.length})`,
+        ...workers.map((row) => JSON.stringify(row)),
+        `# jobs (${jobs.length} shown)`,
+        ...jobs.map((row) => JSON.stringify(row)),
+      ].join('\n');
+    },
+  },
   'publish-events-to-supabase-realtime': {
     usage: '',
     description:

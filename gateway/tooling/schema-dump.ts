@@ -5,7 +5,9 @@
 // The committed migrations (not current/) are applied to a throwaway
 // PostgreSQL 15 cluster and dumped with PG15's pg_dump (schema only, no
 // owners, grants kept: they are part of the security model), without the
-// graphile_migrate schema, and without the lines that vary from run to run.
+// schemas of graphile-migrate and graphile-worker (graphile_migrate,
+// graphile_worker: theirs, not the application's), and without the lines that
+// vary from run to run.
 import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
@@ -58,7 +60,7 @@ export async function dumpSchema(log: Logger): Promise<string> {
     await runMigrations(url, log, { includeCurrent: false });
     const result = spawnSync(
       pgDump,
-      ['--schema-only', '--no-owner', '--exclude-schema=graphile_migrate', url],
+      ['--schema-only', '--no-owner', '--exclude-schema=graphile_migrate', '--exclude-schema=graphile_worker', url],
       { encoding: 'utf8', maxBuffer: 64 * 1024 * 1024 },
     );
     if (result.status !== 0) throw new Error(`pg_dump failed: ${result.stderr}`);

@@ -6,10 +6,12 @@
 -- Application schemas: api, app, identity, private, admin (the first test
 -- fails when the migrations create another one: add it to the lists).
 -- Not checked: auth and extensions (the Supabase compatibility layer; on a
--- Supabase project they belong to Supabase), graphile_migrate, and the test
+-- Supabase project they belong to Supabase), graphile_migrate and
+-- graphile_worker (the migration tool's and the job queue's own schemas; no
+-- request role may use the job queue's: see below), and the test
 -- schemas (tests, tap, and the scratch schema of test/sql/plpgsql-check.test.ts).
 begin;
-select plan(17);
+select plan(18);
 
 -- 1. The schemas ------------------------------------------------------------
 
@@ -17,7 +19,7 @@ select set_eq(
   $$select n.nspname::text
       from pg_catalog.pg_namespace n
      where n.nspowner = (select nspowner from pg_catalog.pg_namespace where nspname = 'app')
-       and n.nspname not in ('public', 'information_schema', 'auth', 'extensions', 'graphile_migrate', 'supabase_migrations', 'tests', 'tap')
+       and n.nspname not in ('public', 'information_schema', 'auth', 'extensions', 'graphile_migrate', 'graphile_worker', 'supabase_migrations', 'tests', 'tap')
        and n.nspname !~ '^pg_'
        and n.nspname !~ '^plpgsql_check_' -- a scratch schema of test/sql/plpgsql-check.test.ts, there for milliseconds
        and not exists (select from pg_catalog.pg_extension e where e.extnamespace = n.oid)$$,
@@ -39,6 +41,16 @@ select is_empty(
      where n.nspname = 'admin' and pg_catalog.has_schema_privilege(r.rolname, n.oid, 'USAGE')$$,
   'the admin schema (operator functions) is not usable by any request role');
 
+-- The job queue: jobs are added only through private.enqueue_job, by SQL
+-- running as the owner; a request role reaching graphile_worker could add,
+-- read or remove any job (webhook payloads, e-mails).
+select is_empty(
+  $$select n.nspname || ': ' || r.rolname
+      from pg_catalog.pg_namespace n, (values ('anon'), ('authenticated'), ('service_role')) r(rolname)
+     where n.nspname = 'graphile_worker'
+       and (pg_catalog.has_schema_privilege(r.rolname, n.oid, 'USAGE') or pg_catalog.has_schema_privilege(r.rolname, n.oid, 'CREATE'))$$,
+  'the job queue''s schema (graphile_worker) is not usable by any request role');
+
 -- 2. Tables: row-level security ---------------------------------------------
 --
 -- Rule: every table of an application schema has row-level security enabled,
@@ -51,6 +63,7 @@ select is_empty(
 --   private.auth_failures       failed sign-ins per e-mail / IP for throttling
 --   private.mcp_request_counts  per-IP admission counts of the MCP endpoint
 --   private.mcp_sessions        MCP transport sessions (written by the MCP server as owner)
+--   private.service_settings    settings the service records for SQL outside requests (PUBLIC_URL)
 
 select is_empty(
   $$select c.oid::regclass::text
@@ -60,7 +73,7 @@ select is_empty(
        and not c.relrowsecurity
        and c.oid::regclass::text <> all (array[
          'private.agent_tool_limits', 'private.agent_tool_usage', 'private.auth_failures',
-         'private.mcp_request_counts', 'private.mcp_sessions'])$$,
+         'private.mcp_request_counts', 'private.mcp_sessions', 'private.service_settings'])$$,
   'every table of the application schemas has row-level security enabled (but the listed private ones)');
 
 select is_empty(
@@ -320,6 +333,14 @@ select set_eq(
     'api.tasks_search(text)',
     'api.venue_checkin(uuid,uuid,text)',
     'api.venue_checkout(uuid)',
+    'api.webhook_create(uuid,text,text[],text)',
+    'api.webhook_deliveries(uuid,integer,integer)',
+    'api.webhook_delete(uuid)',
+    'api.webhook_delivery_replay(uuid,uuid)',
+    'api.webhook_ping(uuid)',
+    'api.webhook_rotate_secret(uuid)',
+    'api.webhook_update(uuid,jsonb)',
+    'api.webhooks_list(uuid)',
     'app.check_page(integer,integer)',
     'app.node_display_name(uuid)',
     'app.node_display_names(uuid[])',

@@ -1,12 +1,11 @@
 // Set-password links and password recovery through the real gateway, and the
-// outbox worker sending them to a real SMTP server (the smtp-server package,
-// on a random local port).
+// job worker's send_email task sending them to a real SMTP server (the
+// smtp-server package, on a random local port).
 import net from 'node:net';
 import { SMTPServer } from 'smtp-server';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createPool, type Sql } from '../../gateway/core/db.ts';
+import { startJobWorker, type JobWorker } from '../../gateway/jobs/worker.ts';
 import { createLogger } from '../../gateway/core/log.ts';
-import { startOutboxWorker } from '../../gateway/jobs/mailer.ts';
 import { api, baseUrl, databaseUrl, db, expectErrorShape, publicUrl, registerUser, uniqueEmail } from '../helpers.ts';
 
 interface OutboxRow {
@@ -179,7 +178,7 @@ describe('set-password link', () => {
   });
 });
 
-describe('outbox worker (real SMTP server)', () => {
+describe('send_email jobs (graphile-worker, real SMTP server)', () => {
   interface Received {
     to: string[];
     data: string;
@@ -188,7 +187,6 @@ describe('outbox worker (real SMTP server)', () => {
   let smtpPort: number;
   const received: Received[] = [];
   let rejectAll = false;
-  let pool: Sql;
 
   beforeAll(async () => {
     smtp = new SMTPServer({
@@ -209,25 +207,44 @@ describe('outbox worker (real SMTP server)', () => {
     });
     await new Promise<void>((resolve) => smtp.listen(0, '127.0.0.1', () => resolve()));
     smtpPort = (smtp.server.address() as net.AddressInfo).port;
-    pool = createPool(databaseUrl, { max: 4, applicationName: 'outbox-test' });
   });
 
   afterAll(async () => {
-    await pool?.end({ timeout: 5 });
     await new Promise<void>((resolve) => smtp.close(() => resolve()));
   });
 
-  const options = () => ({ smtpUrl: `smtp://127.0.0.1:${smtpPort}`, from: 'Community <no-reply@example.com>', pollIntervalMs: 60_000 });
+  /** A job worker with SMTP (the test gateway's own worker has none, so e-mail jobs wait for this one). */
+  const mailWorker = (): Promise<JobWorker> =>
+    startJobWorker({
+      connectionString: databaseUrl,
+      concurrency: 4,
+      smtp: { url: `smtp://127.0.0.1:${smtpPort}`, from: 'Community <no-reply@example.com>' },
+      webhooks: { allowPrivateTargets: true, retrySchedule: [1, 1] },
+      changeLogRetentionSeconds: 86_400,
+      log: createLogger('silent'),
+    });
+
+  async function until<T>(what: string, probe: () => Promise<T | undefined | false>, timeoutMs = 15_000): Promise<T> {
+    const deadline = Date.now() + timeoutMs;
+    for (;;) {
+      const value = await probe();
+      if (value) return value;
+      if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    }
+  }
 
   it('sends a queued recovery e-mail with its link, then forgets the link', async () => {
     const user = await registerUser('smtp');
     await api('POST', '/api/auth/recover', { body: { email: user.email } });
     const [queued] = await outboxFor(user.email);
-    const worker = await startOutboxWorker(pool, options(), createLogger('silent'));
+    const [job] = await db()`select task_identifier, max_attempts from graphile_worker.jobs where key = ${`email:${queued!.id}`}`;
+    expect(job).toEqual({ task_identifier: 'send_email', max_attempts: 10 });
+    const worker = await mailWorker();
     try {
-      await worker.drain();
+      await until('the e-mail to be sent', async () => (await outboxFor(user.email))[0]?.sent_at);
     } finally {
-      await worker.close();
+      await worker.stop();
     }
     const mail = received.find((m) => m.to.includes(user.email));
     expect(mail).toBeDefined();
@@ -235,37 +252,42 @@ describe('outbox worker (real SMTP server)', () => {
     expect(mail!.data.replace(/=\r?\n/g, '')).toContain(tokenOf(queued!.link!));
     const [sent] = await outboxFor(user.email);
     expect(sent!.sent_at).not.toBeNull();
+    expect(sent!.attempts).toBe(1);
     expect(sent!.link).toBeNull();
     expect(sent!.body_text).not.toContain(tokenOf(queued!.link!));
+    // The job is done (graphile-worker deletes completed jobs).
+    expect(await db()`select id from graphile_worker.jobs where key = ${`email:${queued!.id}`}`).toHaveLength(0);
     // The link still works after sending: only the stored copy forgot it.
     const set = await api('POST', '/api/auth/set-password', { body: { token: tokenOf(queued!.link!), password: 'mailed-password' } });
     expect(set.status).toBe(200);
   });
 
-  it('two workers draining at once send every message exactly once', async () => {
+  it('two workers at once send every message exactly once', async () => {
     const users = await Promise.all(Array.from({ length: 12 }, () => registerUser('pair')));
     await Promise.all(users.map((u) => api('POST', '/api/auth/recover', { body: { email: u.email } })));
-    const a = await startOutboxWorker(pool, options(), createLogger('silent'));
-    const b = await startOutboxWorker(pool, options(), createLogger('silent'));
+    const [a, b] = await Promise.all([mailWorker(), mailWorker()]);
     try {
-      await Promise.all([a.drain(), b.drain(), a.drain(), b.drain()]);
+      await until('every e-mail to be sent', async () => {
+        const rows = await db()`select count(*)::int as n from app.email_outbox where to_email in ${db()(users.map((u) => u.email))} and sent_at is not null`;
+        return rows[0]!.n === users.length;
+      });
     } finally {
-      await Promise.all([a.close(), b.close()]);
+      await Promise.all([a.stop(), b.stop()]);
     }
     for (const u of users) {
       expect(received.filter((m) => m.to.includes(u.email))).toHaveLength(1);
     }
   });
 
-  it('a refused message is kept with its error and retried later', async () => {
+  it('a refused message is kept with its error and its job retried later', async () => {
     const user = await registerUser('refused');
     await api('POST', '/api/auth/recover', { body: { email: user.email } });
     rejectAll = true;
-    const worker = await startOutboxWorker(pool, options(), createLogger('silent'));
+    const worker = await mailWorker();
     try {
-      await worker.drain();
+      await until('the failed attempt', async () => (await outboxFor(user.email))[0]?.last_error);
     } finally {
-      await worker.close();
+      await worker.stop();
       rejectAll = false;
     }
     const [row] = await outboxFor(user.email);
@@ -273,8 +295,9 @@ describe('outbox worker (real SMTP server)', () => {
     expect(row!.attempts).toBe(1);
     expect(row!.last_error).toMatch(/mailbox unavailable/);
     expect(row!.link).not.toBeNull();
-    const [due] = await db()<{ later: boolean }[]>`
-      select send_after > now() as later from app.email_outbox where id = ${(row as OutboxRow).id}`;
-    expect(due!.later).toBe(true);
+    const [job] = await db()<{ attempts: number; later: boolean; last_error: string }[]>`
+      select attempts, run_at > now() as later, last_error from graphile_worker.jobs where key = ${`email:${row!.id}`}`;
+    expect(job).toMatchObject({ attempts: 1, later: true });
+    expect(job!.last_error).toMatch(/mailbox unavailable/);
   });
 });

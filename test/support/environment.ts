@@ -92,6 +92,9 @@ export async function startTestEnvironment(options: EnvironmentOptions = {}): Pr
     MCP_REQUESTS_PER_MINUTE: '1000000',
     // The gateway vouches for the client address it forwards to the MCP process with this secret.
     MCP_PROXY_SECRET: crypto.randomBytes(24).toString('base64url'),
+    // Webhook tests use receivers on loopback, and retries about a second apart.
+    WEBHOOK_ALLOW_PRIVATE_TARGETS: '1',
+    WEBHOOK_RETRY_SCHEDULE: '1,1',
     ...options.env,
   });
   const log = options.gatewayLog?.(dir) ?? createLogger('silent');

@@ -1,0 +1,62 @@
+// `npm run worker`: a job worker alone (graphile-worker: e-mails, webhook
+// deliveries, the periodic prunes; see gateway/jobs/worker.ts), for running
+// background work apart from the gateways (which run one each by default;
+// WORKER=off turns theirs off). It uses DATABASE_URL (DATABASE_DIRECT_URL
+// when set: the worker needs a session, not a transaction-mode pooler), or
+// joins the embedded database of a running `npm start`. It installs the job
+// queue's schema if missing but does not migrate the application: the
+// gateway does. SIGINT/SIGTERM: running jobs finish (10 s at most), then it exits.
+import { ConfigError, loadConfig } from './core/config.ts';
+import { openDatabase, type Database } from './core/database.ts';
+import { createLogger } from './core/log.ts';
+import { jobWorkerOptions, startJobWorker, type JobWorker } from './jobs/worker.ts';
+
+async function main(): Promise<void> {
+  let config;
+  try {
+    config = loadConfig();
+  } catch (err) {
+    if (err instanceof ConfigError) {
+      console.error(err.message);
+      process.exit(1);
+    }
+    throw err;
+  }
+  const log = createLogger(config.logLevel, 'worker');
+  let database: Database | undefined;
+  let worker: JobWorker | undefined;
+  let stopping = false;
+
+  const shutdown = async (reason: string) => {
+    if (stopping) return;
+    stopping = true;
+    log.info({ reason }, 'shutting down');
+    setTimeout(() => {
+      log.error('shutdown did not finish within 15 s; exiting');
+      process.exit(1);
+    }, 15_000).unref();
+    try {
+      await worker?.stop(10_000);
+      await database?.stop();
+    } catch (err) {
+      log.error({ err }, 'error while shutting down');
+    }
+    process.exit(0);
+  };
+  process.on('SIGINT', () => void shutdown('SIGINT'));
+  process.on('SIGTERM', () => void shutdown('SIGTERM'));
+
+  try {
+    database = await openDatabase(config, log, { reuseRunning: true });
+    worker = await startJobWorker(jobWorkerOptions(config, config.databaseDirectUrl ?? database.url, log));
+  } catch (err) {
+    log.fatal({ err }, 'could not start');
+    console.error(`could not start: ${err instanceof Error ? err.message : String(err)}`);
+    await database?.stop().catch(() => {});
+    process.exit(1);
+  }
+  if (stopping) return void worker.stop();
+  log.info({ worker: worker.id, concurrency: config.worker.concurrency, smtp: Boolean(config.smtpUrl) }, 'job worker running');
+}
+
+void main();

@@ -1,0 +1,1 @@
+../../sql/migrations/committed/000038-webhooks.sql

@@ -1,0 +1,164 @@
+-- Webhooks: who may manage a community's endpoints (as for the platform
+-- endpoints), what an endpoint may hold, the outbox (a delivery and its job
+-- written in the transaction of the change, nothing for a rolled-back one),
+-- what the payloads carry, the retry schedule, the endpoint turned off after
+-- 20 failed deliveries, rotation and replay.
+begin;
+select plan(40);
+
+select tests.create_user('hooks_owner');
+select tests.create_user('hooks_other');
+select tests.create_user('hooks_joiner');
+select set_config('tests.community', admin.create_community('Hook club', null, '{}', tests.email('hooks_owner'))::text, true);
+select set_config('tests.elsewhere', admin.create_community('Other hook club', null, '{}', tests.email('hooks_other'))::text, true);
+create function pg_temp.deliveries(endpoint text) returns setof app.webhook_deliveries
+  language sql as $$ select * from app.webhook_deliveries where endpoint_id = endpoint::uuid order by created_at, id $$;
+create function pg_temp.jobs_of(endpoint text) returns bigint
+  language sql as $$ select count(*) from graphile_worker.jobs where key = 'webhook:' || endpoint $$;
+
+-- Who may manage endpoints ----------------------------------------------------
+
+select tests.authenticate_as('hooks_owner');
+select set_config('tests.created', api.webhook_create(current_setting('tests.community')::uuid, 'https://hooks.example.test/in',
+  array['event.created', 'event.updated', 'event.deleted', 'member.joined', 'member.left'], 'CRM')::text, true);
+select set_config('tests.hook', current_setting('tests.created')::jsonb ->> 'id', true);
+select ok(current_setting('tests.created')::jsonb ->> 'secret' ~ '^whsec_[A-Za-z0-9+/]+=*$'
+          and length(decode(substr(current_setting('tests.created')::jsonb ->> 'secret', 7), 'base64')) >= 24,
+  'webhook_create: a manager registers an endpoint; its secret is whsec_ + base64 of at least 24 bytes');
+select is(current_setting('tests.created')::jsonb ->> 'active', 'true', 'the endpoint is active');
+select ok(not (api.webhooks_list(current_setting('tests.community')::uuid) -> 0 ? 'secret'), 'webhooks_list shows no secret');
+select throws_ok(
+  format($$select api.webhook_create(%L, 'https://x.example.test', array['event.exploded'])$$, current_setting('tests.community')),
+  'PT422', null, 'an unknown event type is PT422');
+select throws_ok(
+  format($$select api.webhook_create(%L, 'ftp://x.example.test', array['event.created'])$$, current_setting('tests.community')),
+  'PT422', 'url must be an http(s) URL of at most 2000 characters', 'a URL that is not http(s) is PT422');
+select set_config('tests.scoped_elsewhere', (select token_value from api.api_token_create('elsewhere', array['/api/v1/*'], null,
+                                     current_setting('tests.community')::uuid)), true);
+
+select tests.authenticate_as('hooks_other');
+select throws_ok(
+  format($$select api.webhook_create(%L, 'https://x.example.test', array['event.created'])$$, current_setting('tests.community')),
+  'PT403', 'not authorized to manage this community', 'a manager of another community may not register one (PT403)');
+select throws_ok(format('select api.webhooks_list(%L)', current_setting('tests.community')),
+  'PT403', 'not authorized to manage this community', 'nor list them');
+select throws_ok(format($$select api.webhook_update(%L, '{"active": false}')$$, current_setting('tests.hook')),
+  'PT403', 'not authorized to manage this community', 'nor change one');
+select throws_ok(format('select api.webhook_deliveries(%L)', current_setting('tests.hook')),
+  'PT403', 'not authorized to manage this community', 'nor read its deliveries');
+select throws_ok(format('select api.webhook_rotate_secret(%L)', gen_random_uuid()),
+  'PT404', 'webhook not found', 'an unknown id is PT404');
+reset role;
+select admin.add_manager(current_setting('tests.elsewhere')::uuid, tests.email('hooks_owner'));
+select tests.authenticate_as('hooks_owner');
+select set_config('tests.elsewhere_token', (select token_value from api.api_token_create('other', array['/api/v1/*'], null,
+                                     current_setting('tests.elsewhere')::uuid)), true);
+select tests.authenticate_with_api_token(current_setting('tests.elsewhere_token'), '/api/v1/platform/webhooks');
+select throws_ok(format('select api.webhooks_list(%L)', current_setting('tests.community')),
+  'PT403', 'this API token is scoped to another community', 'a token scoped to another community may not (PT403)');
+select tests.authenticate_with_api_token(current_setting('tests.scoped_elsewhere'), '/api/v1/platform/webhooks');
+select lives_ok(format('select api.webhooks_list(%L)', current_setting('tests.community')),
+  'a token scoped to the community may list its endpoints');
+select tests.authenticate_as_anon();
+select throws_ok(format('select api.webhooks_list(%L)', current_setting('tests.community')),
+  '42501', 'permission denied for function webhooks_list', 'anonymous callers cannot use the webhook functions');
+select tests.authenticate_as('hooks_owner');
+select throws_ok('select count(*) from app.webhook_endpoints', '42501', 'permission denied for table webhook_endpoints',
+  'a signed-in user cannot read endpoints (their secrets) directly');
+select throws_ok('select count(*) from app.webhook_deliveries', '42501', 'permission denied for table webhook_deliveries',
+  'nor deliveries');
+
+-- The outbox: a delivery and its job, in the transaction of the change -------
+
+reset role;
+select set_config('tests.event', admin.create_event(current_setting('tests.community')::uuid, 'Hook night', now() + interval '2 days')::text, true);
+select is((select count(*)::int from pg_temp.deliveries(current_setting('tests.hook')) where event_type = 'event.created'), 1,
+  'creating an event queues one event.created delivery');
+select is(pg_temp.jobs_of(current_setting('tests.hook')), 1::bigint, 'and the endpoint''s job');
+select is((select payload -> 'data' ->> 'id' from pg_temp.deliveries(current_setting('tests.hook')) where event_type = 'event.created'),
+  current_setting('tests.event'), 'whose data is the Event object');
+select is((select payload -> 'data' ->> 'can_sync' from pg_temp.deliveries(current_setting('tests.hook')) where event_type = 'event.created'),
+  'true', 'as the community''s managers see it');
+select is((select payload ->> 'type' from pg_temp.deliveries(current_setting('tests.hook')) where event_type = 'event.created'),
+  'event.created', 'the payload names its type');
+
+savepoint before_change;
+update app.events set title = 'Changed in a rolled-back transaction' where id = current_setting('tests.event')::uuid;
+rollback to savepoint before_change;
+select is((select count(*)::int from pg_temp.deliveries(current_setting('tests.hook')) where event_type = 'event.updated'), 0,
+  'a change rolled back leaves no delivery');
+select is(pg_temp.jobs_of(current_setting('tests.hook')), 1::bigint, 'and no job');
+
+update app.events set title = title where id = current_setting('tests.event')::uuid;
+select is((select count(*)::int from pg_temp.deliveries(current_setting('tests.hook')) where event_type = 'event.updated'), 0,
+  'an update that changes nothing an integrator sees sends nothing');
+update app.events set title = 'Hook night, moved' where id = current_setting('tests.event')::uuid;
+select is((select payload -> 'data' ->> 'title' from pg_temp.deliveries(current_setting('tests.hook')) where event_type = 'event.updated'),
+  'Hook night, moved', 'a visible change sends event.updated with the new Event');
+select is((select count(*)::int from app.webhook_deliveries d join app.webhook_endpoints e on e.id = d.endpoint_id
+            where e.community_id = current_setting('tests.elsewhere')::uuid), 0,
+  'nothing goes to endpoints of other communities');
+
+select tests.authenticate_as('hooks_joiner');
+select api.community_join(current_setting('tests.community')::uuid);
+reset role;
+select is((select payload -> 'data' -> 'member' ->> 'id' from pg_temp.deliveries(current_setting('tests.hook')) where event_type = 'member.joined'),
+  tests.node_id('hooks_joiner')::text, 'joining sends member.joined with the member''s node id');
+select ok((select payload::text not like '%@%' from pg_temp.deliveries(current_setting('tests.hook')) where event_type = 'member.joined'),
+  'and no e-mail address');
+
+-- After an attempt (the worker's side) ---------------------------------------
+
+select set_config('tests.delivery', (select id::text from pg_temp.deliveries(current_setting('tests.hook')) where event_type = 'event.created'), true);
+update app.webhook_deliveries set status = 'succeeded'
+ where endpoint_id = current_setting('tests.hook')::uuid and id <> current_setting('tests.delivery')::uuid;
+select is((select delivery_id::text || ' ' || attempt from private.webhook_delivery_next(current_setting('tests.hook')::uuid)),
+  current_setting('tests.delivery') || ' 1', 'the sender takes the oldest due delivery and counts its first attempt');
+select is(private.webhook_delivery_finish(current_setting('tests.delivery')::uuid, 1, 500, 'HTTP 500', 'oops', array[60, 120]::float8[]),
+  'retrying', 'a 500 is retried');
+select ok((select next_attempt_at between now() + interval '47 seconds' and clock_timestamp() + interval '73 seconds'
+             from app.webhook_deliveries where id = current_setting('tests.delivery')::uuid),
+  'after the first delay of the schedule, ±20 %');
+select is((select count(*)::int from private.webhook_delivery_next(current_setting('tests.hook')::uuid)), 0,
+  'a delivery waiting for its retry is not sent before');
+select is(private.webhook_endpoint_reschedule(current_setting('tests.hook')::uuid),
+  (select next_attempt_at from app.webhook_deliveries where id = current_setting('tests.delivery')::uuid),
+  'the endpoint gets a job for that retry');
+update app.webhook_deliveries set next_attempt_at = now() where id = current_setting('tests.delivery')::uuid;
+select private.webhook_delivery_next(current_setting('tests.hook')::uuid);
+select is(private.webhook_delivery_finish(current_setting('tests.delivery')::uuid, 2, 200, null, 'ok', array[60, 120]::float8[]),
+  'succeeded', 'a 2xx succeeds');
+select is((select count(*)::int from private.webhook_delivery_next(current_setting('tests.hook')::uuid)), 0,
+  'a delivered delivery is not sent again');
+
+-- Rotation: the previous secret signs too, for 24 hours
+select tests.authenticate_as('hooks_owner');
+select set_config('tests.rotated', api.webhook_rotate_secret(current_setting('tests.hook')::uuid)::text, true);
+select api.webhook_delivery_replay(current_setting('tests.hook')::uuid, current_setting('tests.delivery')::uuid);
+reset role;
+select is((select secrets from private.webhook_delivery_next(current_setting('tests.hook')::uuid)),
+  array[current_setting('tests.rotated')::jsonb ->> 'secret', current_setting('tests.created')::jsonb ->> 'secret'],
+  'after a rotation (and a replay) a delivery is signed with the new and the previous secret');
+
+select is(private.webhook_delivery_finish(current_setting('tests.delivery')::uuid, 3, 503, 'HTTP 503', null, '{}'),
+  'failed', 'past the schedule a delivery has failed');
+
+-- 20 failed deliveries turn the endpoint off and tell the managers
+insert into app.webhook_deliveries (endpoint_id, event_type, payload, status, created_at)
+  select current_setting('tests.hook')::uuid, 'event.updated', '{}', 'failed', clock_timestamp() from generate_series(1, 19);
+with d as (insert into app.webhook_deliveries (endpoint_id, event_type, payload)
+             values (current_setting('tests.hook')::uuid, 'event.updated', '{}') returning id)
+select set_config('tests.last', d.id::text, true) from d;
+select private.webhook_delivery_next(current_setting('tests.hook')::uuid);
+select is(private.webhook_delivery_finish(current_setting('tests.last')::uuid, 1, null, 'ECONNREFUSED', null, '{}'), 'failed',
+  'a 20th delivery fails');
+select is((select active from app.webhook_endpoints where id = current_setting('tests.hook')::uuid), false,
+  'an endpoint whose last 20 deliveries failed is turned off');
+select is((select count(*)::int from app.email_outbox where purpose = 'webhook_disabled' and to_email = tests.email('hooks_owner')), 1,
+  'and its community''s managers are e-mailed');
+select tests.authenticate_as('hooks_owner');
+select throws_ok(format('select api.webhook_ping(%L)', current_setting('tests.hook')),
+  'PT409', 'the webhook is not active', 'an inactive endpoint is not pinged (PT409)');
+
+select * from finish();
+rollback;

@@ -1,0 +1,80 @@
+-- Background jobs: a job is added in the transaction of its change (and is
+-- gone with it), the e-mail outbox queues one send_email job per message,
+-- the prunes delete only what no rule needs any more, and the jobs of a
+-- worker that died are freed.
+begin;
+select plan(14);
+
+select tests.create_user('jobs_user');
+
+-- Jobs live and die with their transaction ------------------------------------
+
+select set_config('tests.jobs_before', (select count(*)::text from graphile_worker.jobs), true);
+savepoint before_job;
+select private.enqueue_job('prune_mcp', '{}');
+select is((select count(*)::int from graphile_worker.jobs), current_setting('tests.jobs_before')::int + 1,
+  'enqueue_job adds a job in the current transaction');
+rollback to savepoint before_job;
+select is((select count(*)::int from graphile_worker.jobs), current_setting('tests.jobs_before')::int,
+  'and a rolled-back transaction leaves none');
+
+select set_config('tests.mail', private.email_queue(tests.user_id('jobs_user'), tests.email('jobs_user'), 'test', 'Hello', 'Body')::text, true);
+select is((select task_identifier || ' ' || max_attempts from graphile_worker.jobs where key = 'email:' || current_setting('tests.mail')),
+  'send_email 10', 'email_queue adds the message''s send_email job (10 attempts)');
+select is((select count(*)::int from private.email_outbox_begin(current_setting('tests.mail')::uuid)), 1,
+  'the task finds the unsent message');
+select private.email_outbox_sent(current_setting('tests.mail')::uuid);
+select is((select count(*)::int from private.email_outbox_begin(current_setting('tests.mail')::uuid)), 0,
+  'and nothing once it was sent (a job run twice sends once)');
+
+-- Prunes ---------------------------------------------------------------------
+
+insert into private.auth_failures (scope, key, failed_at)
+  values ('ip', 'jobs-test-old', now() - interval '25 hours'), ('ip', 'jobs-test-new', now() - interval '23 hours');
+select private.auth_failures_prune();
+select is((select array_agg(key order by key) from private.auth_failures where key like 'jobs-test-%'), array['jobs-test-new'],
+  'auth_failures_prune deletes failed sign-ins older than any window (a day), only those');
+
+-- Sessions: one ended and old, one ended recently, one still usable.
+insert into identity.refresh_tokens (token_hash, user_id, session_id, expires_at, created_at, revoked_at, revoked_reason)
+  values (sha256('jobs-a'), tests.user_id('jobs_user'), '00000000-0000-4000-8000-00000000000a', now() + interval '20 days',
+          now() - interval '10 days', now() - interval '9 days', 'logout'),
+         (sha256('jobs-b'), tests.user_id('jobs_user'), '00000000-0000-4000-8000-00000000000b', now() + interval '29 days',
+          now() - interval '1 hour', now() - interval '30 minutes', 'logout'),
+         (sha256('jobs-c'), tests.user_id('jobs_user'), '00000000-0000-4000-8000-00000000000c', now() + interval '20 days',
+          now() - interval '10 days', null, null);
+select private.sessions_prune();
+select is((select array_agg(right(session_id::text, 1) order by session_id) from identity.refresh_tokens
+            where user_id = tests.user_id('jobs_user')),
+  array['b', 'c'], 'sessions_prune deletes a session ended days ago, not one ended within the access tokens'' lifetime, nor a live one');
+select ok(private.session_ended('00000000-0000-4000-8000-00000000000b'), 'the recently ended session still ends its access tokens');
+
+-- Crashed workers --------------------------------------------------------------
+
+select set_config('tests.job', private.enqueue_job('prune_mcp', '{}')::text, true);
+update graphile_worker._private_jobs set locked_at = now(), locked_by = 'pool-gone-for-good', attempts = 1
+ where id = current_setting('tests.job')::bigint;
+select ok('pool-gone-for-good' = any (private.jobs_recover()), 'jobs_recover names a worker without its connection');
+select is((select locked_by from graphile_worker.jobs where id = current_setting('tests.job')::bigint), null,
+  'and frees its job to run again');
+select is((select count(*)::int from graphile_worker.jobs where id = current_setting('tests.job')::bigint and locked_by is null
+            and run_at <= now()), 1, 'which is due');
+select ok(not exists (select from pg_stat_activity a, unnest(private.jobs_recover()) d
+                       where a.application_name = 'job-worker ' || d),
+  'a worker that holds its connection is never named');
+
+-- Webhook deliveries left without a job -----------------------------------------
+
+select set_config('tests.community', admin.create_community('Sweep club')::text, true);
+with e as (insert into app.webhook_endpoints (community_id, url, events, secret)
+             values (current_setting('tests.community')::uuid, 'https://sweep.example.test', '{event.created}', 'whsec_AAAA')
+           returning id)
+select set_config('tests.endpoint', e.id::text, true) from e;
+insert into app.webhook_deliveries (endpoint_id, event_type, payload, next_attempt_at)
+  values (current_setting('tests.endpoint')::uuid, 'event.created', '{}', now() - interval '5 minutes');
+select is(private.webhook_sweep(), 1, 'webhook_sweep finds an endpoint with a delivery overdue and no job');
+select is((select count(*)::int from graphile_worker.jobs where key = 'webhook:' || current_setting('tests.endpoint') and run_at <= clock_timestamp()), 1,
+  'and gives it a job, due now');
+
+select * from finish();
+rollback;

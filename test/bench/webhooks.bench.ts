@@ -1,0 +1,121 @@
+// `npm run bench -- webhooks`: what one job worker (graphile-worker,
+// WORKER_CONCURRENCY, default 4) sustains delivering webhooks to a fast
+// receiver on loopback, and how long a change waits between its COMMIT and
+// its delivery on an idle system.
+//
+//   throughput  BENCH_WEBHOOK_DELIVERIES (default 3000) deliveries queued
+//               while no worker runs, over BENCH_WEBHOOK_ENDPOINTS endpoints
+//               (default 8: one queue each), then one worker started: the
+//               deliveries per second until the receiver has them all. Also
+//               with one endpoint (its deliveries go one at a time, in order).
+//   latency     BENCH_WEBHOOK_CHANGES (default 300) changes committed one at
+//               a time (admin.create_event, autocommit, in a community with
+//               one endpoint), each waited for: the receiver's arrival time
+//               minus the time the statement was sent (p50/p95/p99; ms clock).
+//
+// The gateway of the environment runs no worker (WORKER=off); the one
+// measured runs in this process (startJobWorker, as `npm run worker` does).
+import postgres from 'postgres';
+import { startJobWorker } from '../../gateway/jobs/worker.ts';
+import { createLogger } from '../../gateway/core/log.ts';
+import { startTestEnvironment } from '../support/environment.ts';
+import { WebhookReceiver } from '../support/webhook-receiver.ts';
+import { formatTable, summarize, type Bench } from './harness.ts';
+
+const DELIVERIES = Number(process.env.BENCH_WEBHOOK_DELIVERIES ?? 3000);
+const ENDPOINTS = Number(process.env.BENCH_WEBHOOK_ENDPOINTS ?? 8);
+const CHANGES = Number(process.env.BENCH_WEBHOOK_CHANGES ?? 300);
+const CONCURRENCY = Number(process.env.WORKER_CONCURRENCY ?? 4);
+
+const bench: Bench = {
+  name: 'webhooks',
+  description: 'deliveries per second of one job worker, and commit-to-delivery latency on an idle system',
+  async standalone() {
+    const env = await startTestEnvironment({
+      serverUrl: process.env.BENCH_DATABASE_URL,
+      settings: { shared_buffers: '256MB' },
+      env: { WORKER: 'off' },
+    });
+    const sql = postgres(env.databaseUrl, { max: 4, onnotice: () => {} });
+    const receiver = await new WebhookReceiver().start();
+    const log = createLogger(process.env.BENCH_WORKER_LOG ?? 'warn', 'bench-worker');
+    const worker = () =>
+      startJobWorker({
+        connectionString: env.databaseUrl,
+        concurrency: CONCURRENCY,
+        webhooks: { allowPrivateTargets: true, retrySchedule: [1] },
+        changeLogRetentionSeconds: 86_400,
+        log,
+      });
+    const community = async (name: string, endpoints: number) => {
+      const [row] = await sql<{ id: string }[]>`select admin.create_community(${name}) as id`;
+      const paths: string[] = [];
+      for (let i = 0; i < endpoints; i++) {
+        const path = `/${name}-${i}`;
+        paths.push(path);
+        await sql`insert into app.webhook_endpoints (community_id, url, events, secret)
+                  values (${row!.id}, ${receiver.url(path)}, '{event.created}', private.webhook_new_secret())`;
+      }
+      return { id: row!.id, paths };
+    };
+    const results: Record<string, unknown> = {};
+    try {
+      // Throughput: queue everything first, then let one worker drain it.
+      const rows = [];
+      for (const [label, endpoints] of [[`${ENDPOINTS} endpoints`, ENDPOINTS], ['1 endpoint (in order)', 1]] as const) {
+        const c = await community(`tp${endpoints}`, endpoints);
+        const perEndpoint = Math.ceil(DELIVERIES / endpoints);
+        // One emit per change, as the triggers do (each queues one delivery per endpoint).
+        await sql`select private.webhook_emit(${c.id}, 'event.created', jsonb_build_object('n', n)) from generate_series(1, ${perEndpoint}) n`;
+        const total = perEndpoint * endpoints;
+        const before = receiver.received.length;
+        const started = Date.now();
+        const w = await worker();
+        await waitUntil(() => receiver.received.length - before >= total, 600_000);
+        const seconds = (Date.now() - started) / 1000;
+        await w.stop();
+        const perSecond = total / seconds;
+        rows.push({ label, total, seconds, perSecond });
+        console.log(`  ${label}: ${total} deliveries in ${seconds.toFixed(1)} s = ${perSecond.toFixed(0)}/s (concurrency ${CONCURRENCY})`);
+      }
+      results.throughput = rows;
+
+      // Latency: one change at a time on an otherwise idle system.
+      const c = await community('latency', 1);
+      const w = await worker();
+      const samples: number[] = [];
+      try {
+        for (let i = 0; i < CHANGES + 20; i++) {
+          const before = receiver.received.length;
+          // From sending the statement (it commits at once): the delivery can
+          // arrive before this process has read the COMMIT's answer.
+          const sent = Date.now();
+          await sql`select admin.create_event(${c.id}, ${`Latency ${i}`}, now() + interval '1 day')`;
+          await waitUntil(() => receiver.received.length > before, 30_000);
+          const arrived = receiver.received[receiver.received.length - 1]!.at;
+          if (i >= 20) samples.push(arrived - sent);
+        }
+      } finally {
+        await w.stop();
+      }
+      const stats = summarize('change sent → delivery received (idle, one endpoint)', samples);
+      console.log(formatTable([stats]));
+      results.latency = stats;
+    } finally {
+      await receiver.stop();
+      await sql.end({ timeout: 5 });
+      await env.stop();
+    }
+    return results;
+  },
+};
+
+async function waitUntil(done: () => boolean, timeoutMs: number): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!done()) {
+    if (Date.now() > deadline) throw new Error('timed out');
+    await new Promise((resolve) => setTimeout(resolve, 1));
+  }
+}
+
+export default bench;

@@ -1,0 +1,481 @@
+// Outbound webhooks through the real gateway and its job worker (the test
+// environment runs it with WEBHOOK_ALLOW_PRIVATE_TARGETS=1 and
+// WEBHOOK_RETRY_SCHEDULE=1,1), delivered to a real HTTP receiver in this
+// process that verifies every signature with the `standardwebhooks` package.
+// Crashed workers, two workers at once and the address rule (SSRF) without
+// the allow flag: test/process/webhook-workers.test.ts.
+import crypto from 'node:crypto';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { api, db, registerUser, type TestUser } from '../helpers.ts';
+import { eventually, verifyWebhook, WebhookReceiver, type ReceivedWebhook } from '../support/webhook-receiver.ts';
+
+const ALL_TYPES = ['event.created', 'event.updated', 'event.deleted', 'attendee.registered', 'checkin.created', 'member.joined', 'member.left'];
+
+const receiver = new WebhookReceiver();
+beforeAll(async () => {
+  await receiver.start();
+});
+afterAll(async () => {
+  await receiver.stop();
+});
+
+const tag = () => crypto.randomBytes(5).toString('hex');
+
+interface Community {
+  manager: TestUser;
+  communityId: string;
+}
+
+async function managedCommunity(): Promise<Community> {
+  const manager = await registerUser('hookmgr');
+  const [row] = await db()<{ id: string }[]>`select admin.create_community(${`Hooks ${tag()}`}, null, '{}', ${manager.email}) as id`;
+  return { manager, communityId: row!.id };
+}
+
+interface Hook {
+  id: string;
+  secret: string;
+  path: string;
+}
+
+async function createWebhook(c: Community, events = ALL_TYPES, token = c.manager.accessToken): Promise<Hook> {
+  const path = `/hook-${tag()}`;
+  const res = await api('POST', '/api/v1/platform/webhooks', {
+    token,
+    body: { community_id: c.communityId, url: receiver.url(path), events, description: 'test receiver' },
+  });
+  expect(res.status, res.text).toBe(201);
+  return { id: res.body.data.id, secret: res.body.data.secret, path };
+}
+
+async function platformEvent(c: Community, title = `Event ${tag()}`) {
+  const res = await api('POST', '/api/v1/platform/events', {
+    token: c.manager.accessToken,
+    body: {
+      community_id: c.communityId,
+      external_platform: 'platform_a',
+      external_id: `ext-${tag()}`,
+      title,
+      description: 'Doors at six',
+      date: new Date(Date.now() + 86_400_000).toISOString(),
+    },
+  });
+  expect(res.status, res.text).toBe(201);
+  return res.body.data as { event_id: string; event_node_id: string; title: string };
+}
+
+async function deliveries(c: Community, hook: Hook) {
+  const res = await api('GET', `/api/v1/platform/webhooks/${hook.id}/deliveries?limit=100`, { token: c.manager.accessToken });
+  expect(res.status, res.text).toBe(200);
+  return res.body.data as any[];
+}
+
+/** The next webhook of `type` at the hook's path (verified with its secret). */
+async function received(hook: Hook, type: string, match: (r: ReceivedWebhook) => boolean = () => true): Promise<ReceivedWebhook> {
+  const [request] = (
+    await receiver.waitFor(hook.path, (rs) => rs.some((r) => r.payload.type === type && match(r)), { what: `${type} at ${hook.path}` })
+  ).filter((r) => r.payload.type === type && match(r));
+  expect(verifyWebhook(hook.secret, request!)).toEqual(request!.payload);
+  return request!;
+}
+
+describe('managing webhook endpoints', () => {
+  it('creates (secret shown once), lists, changes and deletes an endpoint', async () => {
+    const c = await managedCommunity();
+    const created = await api('POST', '/api/v1/platform/webhooks', {
+      token: c.manager.accessToken,
+      body: { community_id: c.communityId, url: receiver.url('/crud'), events: ['event.created', 'member.joined'] },
+    });
+    expect(created.status).toBe(201);
+    expect(created.body.success).toBe(true);
+    const hook = created.body.data;
+    expect(hook).toMatchObject({ community_id: c.communityId, url: receiver.url('/crud'), active: true, description: null });
+    expect(hook.events.sort()).toEqual(['event.created', 'member.joined']);
+    expect(hook.secret).toMatch(/^whsec_[A-Za-z0-9+/]+=*$/);
+    expect(Buffer.from(hook.secret.slice('whsec_'.length), 'base64').length).toBeGreaterThanOrEqual(24);
+
+    const list = await api('GET', `/api/v1/platform/webhooks?community_id=${c.communityId}`, { token: c.manager.accessToken });
+    expect(list.status).toBe(200);
+    expect(list.body.data).toHaveLength(1);
+    expect(list.body.data[0].id).toBe(hook.id);
+    expect(list.body.data[0]).not.toHaveProperty('secret');
+    expect(list.text).not.toContain(hook.secret);
+
+    const patched = await api('PATCH', `/api/v1/platform/webhooks/${hook.id}`, {
+      token: c.manager.accessToken,
+      body: { events: ['member.left'], description: 'CRM sync', active: false },
+    });
+    expect(patched.status).toBe(200);
+    expect(patched.body.data).toMatchObject({ events: ['member.left'], description: 'CRM sync', active: false, url: hook.url });
+    const cleared = await api('PATCH', `/api/v1/platform/webhooks/${hook.id}`, { token: c.manager.accessToken, body: { description: null } });
+    expect(cleared.body.data.description).toBeNull();
+
+    const deleted = await api('DELETE', `/api/v1/platform/webhooks/${hook.id}`, { token: c.manager.accessToken });
+    expect(deleted.status).toBe(204);
+    expect(deleted.text).toBe('');
+    const again = await api('PATCH', `/api/v1/platform/webhooks/${hook.id}`, { token: c.manager.accessToken, body: { active: true } });
+    expect(again.status).toBe(404);
+    expect(again.body.error).toBe('webhook_not_found');
+  });
+
+  it('refuses unknown event types and malformed input with 422, never 500', async () => {
+    const c = await managedCommunity();
+    const bad = [
+      { community_id: c.communityId, url: receiver.url('/x'), events: ['event.exploded'] },
+      { community_id: c.communityId, url: receiver.url('/x'), events: [] },
+      { community_id: c.communityId, url: 'not a url', events: ['event.created'] },
+      { community_id: c.communityId, url: 'ftp://example.com/x', events: ['event.created'] },
+      { community_id: c.communityId, url: receiver.url('/x'), events: 'event.created' },
+      { community_id: 'nope', url: receiver.url('/x'), events: ['event.created'] },
+      { community_id: c.communityId, url: receiver.url('/x'), events: ['event.created'], description: 'x'.repeat(501) },
+    ];
+    for (const body of bad) {
+      const res = await api('POST', '/api/v1/platform/webhooks', { token: c.manager.accessToken, body });
+      expect(res.status, JSON.stringify(body)).toBe(422);
+      expect(typeof res.body.error).toBe('string');
+    }
+    const hook = await createWebhook(c, ['event.created']);
+    const patch = await api('PATCH', `/api/v1/platform/webhooks/${hook.id}`, { token: c.manager.accessToken, body: { events: ['nope'] } });
+    expect(patch.status).toBe(422);
+    const list = await api('GET', '/api/v1/platform/webhooks', { token: c.manager.accessToken });
+    expect(list.status).toBe(422);
+    const page = await api('GET', `/api/v1/platform/webhooks/${hook.id}/deliveries?limit=0`, { token: c.manager.accessToken });
+    expect(page.status).toBe(422);
+  });
+
+  it('takes the platform credentials: a manager, or an API token of that community; anyone else 403, unknown ids 404', async () => {
+    const c = await managedCommunity();
+    const other = await managedCommunity();
+    const hook = await createWebhook(c, ['event.created']);
+    const ping = await api('POST', `/api/v1/platform/webhooks/${hook.id}/ping`, { token: c.manager.accessToken });
+    const delivery = ping.body.data;
+
+    // Another community's manager: 403 on everything of this community.
+    const o = other.manager.accessToken;
+    const forbidden: [string, string, unknown?][] = [
+      ['POST', '/api/v1/platform/webhooks', { community_id: c.communityId, url: receiver.url('/x'), events: ['event.created'] }],
+      ['GET', `/api/v1/platform/webhooks?community_id=${c.communityId}`],
+      ['PATCH', `/api/v1/platform/webhooks/${hook.id}`, { active: false }],
+      ['DELETE', `/api/v1/platform/webhooks/${hook.id}`],
+      ['POST', `/api/v1/platform/webhooks/${hook.id}/rotate_secret`],
+      ['POST', `/api/v1/platform/webhooks/${hook.id}/ping`],
+      ['GET', `/api/v1/platform/webhooks/${hook.id}/deliveries`],
+      ['POST', `/api/v1/platform/webhooks/${hook.id}/deliveries/${delivery.id}/replay`],
+    ];
+    for (const [method, path, body] of forbidden) {
+      const res = await api(method, path, { token: o, body });
+      expect(res.status, `${method} ${path}`).toBe(403);
+      expect(res.text).not.toContain(hook.secret);
+    }
+    // Unknown ids: 404.
+    const unknown = crypto.randomUUID();
+    for (const [method, path] of [
+      ['PATCH', `/api/v1/platform/webhooks/${unknown}`],
+      ['DELETE', `/api/v1/platform/webhooks/${unknown}`],
+      ['POST', `/api/v1/platform/webhooks/${unknown}/ping`],
+      ['GET', `/api/v1/platform/webhooks/${unknown}/deliveries`],
+      ['POST', `/api/v1/platform/webhooks/${hook.id}/deliveries/${unknown}/replay`],
+      ['POST', `/api/v1/platform/webhooks/not-a-uuid/rotate_secret`],
+    ] as const) {
+      const res = await api(method, path, { token: c.manager.accessToken, body: method === 'PATCH' ? { active: true } : undefined });
+      expect(res.status, `${method} ${path}`).toBe(404);
+    }
+    // A plain member is 403; no credential 401.
+    const member = await registerUser('hookmember');
+    await api('POST', `/api/mobile/communities/${c.communityId}/join`, { token: member.accessToken });
+    expect((await api('GET', `/api/v1/platform/webhooks?community_id=${c.communityId}`, { token: member.accessToken })).status).toBe(403);
+    expect((await api('GET', `/api/v1/platform/webhooks?community_id=${c.communityId}`)).status).toBe(401);
+
+    // API tokens: one scoped to this community works; one scoped to another community does not.
+    const scoped = await api('POST', '/api/docs/tokens', {
+      token: c.manager.accessToken,
+      body: { name: 'hooks', permissions: ['/api/v1/platform/*'], community_id: c.communityId },
+    });
+    expect(scoped.status, scoped.text).toBe(201);
+    const viaToken = await createWebhook(c, ['member.joined'], scoped.body.token_value);
+    expect(viaToken.secret).toMatch(/^whsec_/);
+    const elsewhere = await api('POST', '/api/docs/tokens', {
+      token: other.manager.accessToken,
+      body: { name: 'hooks', permissions: ['/api/v1/platform/*'], community_id: other.communityId },
+    });
+    const elsewhereToken = elsewhere.body.token_value;
+    const refused = await api('GET', `/api/v1/platform/webhooks?community_id=${c.communityId}`, { token: elsewhereToken });
+    expect(refused.status).toBe(403);
+  });
+});
+
+describe('deliveries', () => {
+  it('delivers every event type, signed, after the REST call (or the operator SQL) that causes it', async () => {
+    const c = await managedCommunity();
+    const hook = await createWebhook(c);
+
+    // event.created: the Event object, as GET /api/mobile/events/{id} gives it to a manager.
+    const created = await platformEvent(c);
+    const eventCreated = await received(hook, 'event.created', (r) => r.payload.data.id === created.event_id);
+    const rest = await api('GET', `/api/mobile/events/${created.event_id}`, { token: c.manager.accessToken });
+    expect(eventCreated.payload.data).toEqual(rest.body);
+    expect(eventCreated.headers['webhook-id']).toMatch(/^msg_[0-9a-f]{32}$/);
+    expect(Math.abs(Number(eventCreated.headers['webhook-timestamp']) - Date.now() / 1000)).toBeLessThan(30);
+    expect(eventCreated.headers['content-type']).toBe('application/json');
+    expect(new Date(eventCreated.payload.timestamp).getTime()).toBeGreaterThan(Date.now() - 60_000);
+
+    // attendee.registered (a new account: it joins the community, member.joined too).
+    const email = `attendee-${tag()}@example.com`;
+    const attendee = await api('POST', `/api/v1/platform/events/${created.event_node_id}/attendees`, {
+      token: c.manager.accessToken,
+      body: { email, name: 'Ada Attendee' },
+    });
+    expect(attendee.status).toBe(201);
+    const registered = await received(hook, 'attendee.registered');
+    expect(registered.payload.data).toMatchObject({ event_id: created.event_id, event_node_id: created.event_node_id, email, external_platform: 'platform_a' });
+    const attendeeJoined = await received(hook, 'member.joined');
+    expect(attendeeJoined.payload.data.member).toMatchObject({ role: 'member', name: 'Ada Attendee' });
+
+    // member.joined and checkin.created through the mobile API.
+    const member = await registerUser('hookjoin');
+    const join = await api('POST', `/api/mobile/communities/${c.communityId}/join`, { token: member.accessToken });
+    expect(join.status).toBe(200);
+    const [profile] = await db()<{ node_id: string }[]>`select node_id from app.profiles where id = ${member.userId}`;
+    const memberNode = profile!.node_id;
+    const joined = await received(hook, 'member.joined', (r) => r.payload.data.member.id === memberNode);
+    expect(joined.payload.data).toEqual({
+      community_id: c.communityId,
+      member: { id: memberNode, role: 'member', joined_at: join.body.data.joined_at, name: expect.any(String) },
+    });
+    expect(joined.body).not.toContain('@');
+    const checkin = await api('POST', `/api/mobile/events/${created.event_id}/checkin`, { token: member.accessToken, body: { visibility: 'public' } });
+    expect(checkin.status).toBe(201);
+    const checkedIn = await received(hook, 'checkin.created');
+    expect(checkedIn.payload.data).toMatchObject({
+      id: checkin.body.checkin.id,
+      event_id: created.event_id,
+      event_node_id: created.event_node_id,
+      visibility: 'public',
+      member: { id: memberNode },
+    });
+    expect(checkedIn.body).not.toContain(member.email);
+
+    // member.left
+    const leave = await api('POST', `/api/mobile/communities/${c.communityId}/leave`, { token: member.accessToken });
+    expect(leave.status).toBe(200);
+    const left = await received(hook, 'member.left');
+    expect(left.payload.data).toMatchObject({ community_id: c.communityId, member: { id: memberNode, role: 'member' } });
+
+    // No REST route changes or deletes an event: an operator's SQL does, and is delivered the same way.
+    await db()`update app.events set title = 'Renamed by an operator' where id = ${created.event_id}`;
+    const updated = await received(hook, 'event.updated');
+    expect(updated.payload.data).toMatchObject({ id: created.event_id, title: 'Renamed by an operator' });
+    await db()`delete from app.checkins where event_id = ${created.event_id}`;
+    await db()`delete from app.event_attendees where event_id = ${created.event_id}`;
+    await db()`delete from app.events where id = ${created.event_id}`;
+    const deleted = await received(hook, 'event.deleted');
+    expect(deleted.payload.data.id).toBe(created.event_id);
+
+    // In the order of the changes, each once, and each recorded as succeeded.
+    const types = receiver.at(hook.path).map((r) => r.payload.type);
+    expect(types).toEqual([
+      'event.created',
+      'member.joined', // the attendee's new account joins the community, in the same transaction as ...
+      'attendee.registered',
+      'member.joined',
+      'checkin.created',
+      'member.left',
+      'event.updated',
+      'event.deleted',
+    ]);
+    expect(new Set(types)).toEqual(new Set(ALL_TYPES));
+    const rows = await eventually('every delivery recorded', async () => {
+      const all = await deliveries(c, hook);
+      return all.every((d) => d.status === 'succeeded') && all;
+    });
+    expect(rows).toHaveLength(types.length);
+    expect(rows[0]).toMatchObject({ attempts: 1, last_status_code: 200, last_error: null, next_attempt_at: null });
+    expect(rows.map((d) => d.webhook_id).sort()).toEqual(receiver.at(hook.path).map((r) => r.headers['webhook-id']).sort());
+  });
+
+  it('sends the deliveries of one endpoint in the order of their changes', async () => {
+    const c = await managedCommunity();
+    const hook = await createWebhook(c, ['event.created']);
+    const titles = Array.from({ length: 8 }, (_, i) => `Ordered ${i} ${tag()}`);
+    for (const title of titles) await platformEvent(c, title);
+    const got = await receiver.waitFor(hook.path, (rs) => rs.length >= titles.length);
+    expect(got.map((r) => r.payload.data.title)).toEqual(titles);
+  });
+
+  it('sends nothing for a change that was rolled back', async () => {
+    const c = await managedCommunity();
+    const hook = await createWebhook(c, ['event.created']);
+    await db()
+      .begin(async (tx) => {
+        await tx`select admin.create_event(${c.communityId}, 'Rolled back', now() + interval '1 day')`;
+        throw new Error('roll back');
+      })
+      .catch(() => {});
+    // A later change in the same queue: once it has arrived, anything before it would have too.
+    await db()`select admin.create_event(${c.communityId}, 'Committed', now() + interval '1 day')`;
+    await received(hook, 'event.created', (r) => r.payload.data.title === 'Committed');
+    expect(receiver.at(hook.path).map((r) => r.payload.data.title)).toEqual(['Committed']);
+    expect((await deliveries(c, hook)).map((d) => d.payload.data.title)).toEqual(['Committed']);
+  });
+
+  it('retries a failed attempt with the same webhook-id and body, keeping 1 KB of the answer', async () => {
+    const c = await managedCommunity();
+    const hook = await createWebhook(c, ['member.joined']);
+    receiver.answer(hook.path, [{ status: 500, body: 'x'.repeat(5000) }]);
+    const member = await registerUser('hookretry');
+    await api('POST', `/api/mobile/communities/${c.communityId}/join`, { token: member.accessToken });
+    await receiver.waitFor(hook.path, (rs) => rs.length >= 1);
+    const retrying = await eventually('the failed attempt recorded', async () => {
+      const [d] = await deliveries(c, hook);
+      return d?.status === 'retrying' && d;
+    });
+    expect(retrying).toMatchObject({ attempts: 1, last_status_code: 500, last_error: 'HTTP 500' });
+    expect(retrying.last_response_body).toBe('x'.repeat(1024));
+    expect(new Date(retrying.next_attempt_at).getTime()).toBeGreaterThan(new Date(retrying.created_at).getTime());
+
+    const [first, second] = await receiver.waitFor(hook.path, (rs) => rs.length >= 2);
+    expect(second!.headers['webhook-id']).toBe(first!.headers['webhook-id']);
+    expect(second!.body).toBe(first!.body);
+    expect(verifyWebhook(hook.secret, second!)).toEqual(second!.payload);
+    // About a second apart (WEBHOOK_RETRY_SCHEDULE=1,1: 1 s ± 20 %, found by a poll of 1 s at most).
+    expect(second!.at - first!.at).toBeGreaterThanOrEqual(700);
+    const done = await eventually('the delivery succeeded', async () => {
+      const [d] = await deliveries(c, hook);
+      return d?.status === 'succeeded' && d;
+    });
+    expect(done).toMatchObject({ attempts: 2, last_status_code: 200, last_error: null, last_response_body: 'ok' });
+    expect(done.delivered_at).not.toBeNull();
+  });
+
+  it('gives up after the retry schedule; a redirect is a failure and is not followed', async () => {
+    const c = await managedCommunity();
+    const hook = await createWebhook(c, ['member.joined']);
+    receiver.answer(hook.path, [], { status: 302, headers: { location: receiver.url(`${hook.path}/elsewhere`) } });
+    await api('POST', `/api/mobile/communities/${c.communityId}/join`, { token: (await registerUser('hookredir')).accessToken });
+    const failed = await eventually('the delivery failed', async () => {
+      const [d] = await deliveries(c, hook);
+      return d?.status === 'failed' && d;
+    });
+    expect(failed).toMatchObject({ attempts: 3, last_status_code: 302, next_attempt_at: null });
+    expect(failed.last_error).toMatch(/redirects are not followed/);
+    expect(receiver.at(hook.path)).toHaveLength(3);
+    expect(receiver.at(`${hook.path}/elsewhere`)).toHaveLength(0);
+  });
+
+  it('replays a delivery: the same webhook-id and body, as a new attempt', async () => {
+    const c = await managedCommunity();
+    const hook = await createWebhook(c, ['event.created']);
+    await platformEvent(c);
+    const original = await received(hook, 'event.created');
+    const [delivery] = await eventually('the delivery succeeded', async () => {
+      const all = await deliveries(c, hook);
+      return all[0]?.status === 'succeeded' && all;
+    });
+    const replay = await api('POST', `/api/v1/platform/webhooks/${hook.id}/deliveries/${delivery.id}/replay`, { token: c.manager.accessToken });
+    expect(replay.status).toBe(202);
+    expect(replay.body.data).toMatchObject({ id: delivery.id, status: 'pending', webhook_id: delivery.webhook_id });
+    const [, again] = await receiver.waitFor(hook.path, (rs) => rs.length >= 2);
+    expect(again!.headers['webhook-id']).toBe(original.headers['webhook-id']);
+    expect(again!.body).toBe(original.body);
+    expect(verifyWebhook(hook.secret, again!)).toEqual(original.payload);
+    await eventually('the replay recorded', async () => {
+      const [d] = await deliveries(c, hook);
+      return d?.status === 'succeeded' && d.attempts === 2;
+    });
+    // A delivery of another endpoint is not this endpoint's: 404.
+    const otherHook = await createWebhook(c, ['event.created']);
+    const crossed = await api('POST', `/api/v1/platform/webhooks/${otherHook.id}/deliveries/${delivery.id}/replay`, { token: c.manager.accessToken });
+    expect(crossed.status).toBe(404);
+    expect(crossed.body.error).toBe('delivery_not_found');
+  });
+
+  it('pings; a paused endpoint gets nothing and cannot be pinged (409)', async () => {
+    const c = await managedCommunity();
+    const hook = await createWebhook(c, ['event.created']);
+    const ping = await api('POST', `/api/v1/platform/webhooks/${hook.id}/ping`, { token: c.manager.accessToken });
+    expect(ping.status).toBe(202);
+    expect(ping.body.data).toMatchObject({ event_type: 'webhook.ping', status: 'pending', attempts: 0 });
+    const pinged = await received(hook, 'webhook.ping');
+    expect(pinged.payload.data).toEqual({ endpoint_id: hook.id, community_id: c.communityId });
+    expect(pinged.headers['webhook-id']).toBe(ping.body.data.webhook_id);
+
+    await api('PATCH', `/api/v1/platform/webhooks/${hook.id}`, { token: c.manager.accessToken, body: { active: false } });
+    const refused = await api('POST', `/api/v1/platform/webhooks/${hook.id}/ping`, { token: c.manager.accessToken });
+    expect(refused.status).toBe(409);
+    expect(refused.body.error).toBe('webhook_inactive');
+    await platformEvent(c, 'While paused');
+    await api('PATCH', `/api/v1/platform/webhooks/${hook.id}`, { token: c.manager.accessToken, body: { active: true } });
+    await platformEvent(c, 'After resuming');
+    await received(hook, 'event.created', (r) => r.payload.data.title === 'After resuming');
+    expect(receiver.at(hook.path).map((r) => r.payload.data.title ?? r.payload.type)).toEqual(['webhook.ping', 'After resuming']);
+  });
+
+  it('rotates the secret: both secrets sign for 24 hours, then only the new one', async () => {
+    const c = await managedCommunity();
+    const hook = await createWebhook(c, ['event.created']);
+    const rotated = await api('POST', `/api/v1/platform/webhooks/${hook.id}/rotate_secret`, { token: c.manager.accessToken });
+    expect(rotated.status).toBe(200);
+    const newSecret: string = rotated.body.data.secret;
+    expect(newSecret).toMatch(/^whsec_/);
+    expect(newSecret).not.toBe(hook.secret);
+
+    await api('POST', `/api/v1/platform/webhooks/${hook.id}/ping`, { token: c.manager.accessToken });
+    const [during] = await receiver.waitFor(hook.path, (rs) => rs.length >= 1);
+    expect(during!.headers['webhook-signature']!.split(' ')).toHaveLength(2);
+    expect(verifyWebhook(newSecret, during!)).toEqual(during!.payload);
+    expect(verifyWebhook(hook.secret, during!)).toEqual(during!.payload);
+
+    // 24 hours later (the rotation's age set back in the database):
+    await db()`update app.webhook_endpoints set previous_secret_expires_at = now() - interval '1 second' where id = ${hook.id}`;
+    await api('POST', `/api/v1/platform/webhooks/${hook.id}/ping`, { token: c.manager.accessToken });
+    const [, after] = await receiver.waitFor(hook.path, (rs) => rs.length >= 2);
+    expect(after!.headers['webhook-signature']!.split(' ')).toHaveLength(1);
+    expect(verifyWebhook(newSecret, after!)).toEqual(after!.payload);
+    expect(() => verifyWebhook(hook.secret, after!)).toThrow(/signature/i);
+  });
+
+  it('turns off an endpoint whose last 20 deliveries failed, and e-mails the managers', async () => {
+    const c = await managedCommunity();
+    const hook = await createWebhook(c, ['event.created']);
+    receiver.answer(hook.path, [], { status: 500 });
+    for (let i = 0; i < 20; i++) await db()`select admin.create_event(${c.communityId}, ${`Failing ${i}`}, now() + interval '1 day')`;
+    const off = await eventually(
+      'the endpoint turned off',
+      async () => {
+        const list = await api('GET', `/api/v1/platform/webhooks?community_id=${c.communityId}`, { token: c.manager.accessToken });
+        return list.body.data[0].active === false && list.body.data[0];
+      },
+      30_000,
+    );
+    expect(off.active).toBe(false);
+    const all = await deliveries(c, hook);
+    expect(all.filter((d) => d.status === 'failed')).toHaveLength(20);
+    const mail = await db()`select subject, body_text from app.email_outbox where to_email = ${c.manager.email} and purpose = 'webhook_disabled'`;
+    expect(mail).toHaveLength(1);
+    expect(mail[0]!.body_text).toContain(receiver.url(hook.path));
+    // Nothing more goes out until a manager turns it on again.
+    await db()`select admin.create_event(${c.communityId}, 'After turning off', now() + interval '1 day')`;
+    const ping = await api('POST', `/api/v1/platform/webhooks/${hook.id}/ping`, { token: c.manager.accessToken });
+    expect(ping.status).toBe(409);
+  });
+
+  it('gives a receiver 10 seconds to answer', { timeout: 30_000 }, async () => {
+    const c = await managedCommunity();
+    const hook = await createWebhook(c, ['event.created']);
+    receiver.answer(hook.path, [{ hang: true }]);
+    await api('POST', `/api/v1/platform/webhooks/${hook.id}/ping`, { token: c.manager.accessToken });
+    const [first] = await receiver.waitFor(hook.path, (rs) => rs.length >= 1);
+    const timedOut = await eventually(
+      'the timeout recorded',
+      async () => {
+        const [d] = await deliveries(c, hook);
+        return d?.status === 'retrying' && d;
+      },
+      20_000,
+    );
+    expect(timedOut.last_error).toMatch(/timeout/);
+    expect(timedOut.last_status_code).toBeNull();
+    expect(Date.now() - first!.at).toBeGreaterThanOrEqual(9_500);
+    await api('DELETE', `/api/v1/platform/webhooks/${hook.id}`, { token: c.manager.accessToken });
+  });
+});
