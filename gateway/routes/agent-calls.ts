@@ -6,13 +6,7 @@ import { z } from 'zod';
 import { LIMITS } from '../core/limits.ts';
 import { DateTime, errors } from '../http/responses.ts';
 import { defineRoute } from '../http/route.ts';
-
-const queryInt = (min: number, max: number) =>
-  z
-    .string()
-    .regex(/^\d+$/, { message: 'must be a whole number' })
-    .transform(Number)
-    .pipe(z.number().int().min(min).max(max));
+import { QueryInteger } from '../core/schemas.ts';
 
 export const agentCallRoutes = [
   defineRoute({
@@ -21,8 +15,11 @@ export const agentCallRoutes = [
     summary: "Tool calls made through the agent interface (/mcp) with the caller's credentials, newest first.",
     auth: 'user',
     query: z.object({
-      limit: queryInt(1, LIMITS.pageLimitMax).optional(),
-      before_id: queryInt(1, Number.MAX_SAFE_INTEGER).optional(),
+      limit: QueryInteger(1, LIMITS.pageLimitMax).optional().describe('How many calls to answer (default 50).').meta({ example: 20 }),
+      before_id: QueryInteger(1, Number.MAX_SAFE_INTEGER)
+        .optional()
+        .describe("Only calls older than this one: the last `id` of the previous page (absent: the newest).")
+        .meta({ example: 1234 }),
     }),
     responses: {
       200: z.object({

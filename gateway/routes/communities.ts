@@ -7,24 +7,22 @@ import type { ErrorShape } from '../core/errors.ts';
 import { jsonObjectWith } from '../core/json.ts';
 import { LIMITS } from '../core/limits.ts';
 import { DateTime, errors, Id, Pagination, succeeded } from '../http/responses.ts';
-import { Uuid } from '../core/schemas.ts';
+import { QueryInteger, Uuid } from '../core/schemas.ts';
 
 const flagged: Partial<Record<number, ErrorShape>> = { 400: 'flagged', 404: 'flagged' };
 
-/** A query-string integer: digits only, with a default and bounds. */
-const queryInt = (fallback: number, min: number, max: number) =>
-  z
-    .string()
-    .regex(/^\d+$/, { message: 'must be a whole number' })
-    .optional()
-    .transform((v) => (v === undefined ? fallback : Number(v)))
-    .pipe(z.number().int().min(min).max(max));
-
 const Page = z.object({
-  limit: queryInt(50, 1, LIMITS.pageLimitMax),
-  offset: queryInt(0, 0, 1_000_000_000),
+  limit: QueryInteger(1, LIMITS.pageLimitMax).default(50).describe('How many items a page holds.').meta({ example: 20 }),
+  offset: QueryInteger(0, 1_000_000_000).default(0).describe('How many items to skip (0 for the first page).').meta({ example: 0 }),
 });
-const Search = Page.extend({ q: z.string().min(1, { message: 'q is required' }).max(200) });
+const Search = Page.extend({
+  q: z
+    .string()
+    .min(1, { message: 'q is required' })
+    .max(200)
+    .describe('Text to look for in the name, description and tags (case-insensitive).')
+    .meta({ example: 'climbing' }),
+});
 const CommunityPath = z.object({ id: Uuid });
 
 const Role = z.enum(['member', 'manager']);

@@ -12,7 +12,7 @@ import { defineRoute } from '../http/route.ts';
 import type { Tx } from '../core/db.ts';
 import type { ErrorShape } from '../core/errors.ts';
 import { LIMITS } from '../core/limits.ts';
-import { BoundedJsonObject, Uuid } from '../core/schemas.ts';
+import { BoundedJsonObject, QueryInteger, Uuid } from '../core/schemas.ts';
 import { DateTime, errors, Id, noContent, succeeded, type Row } from '../http/responses.ts';
 
 // ---------------------------------------------------------------------------
@@ -23,14 +23,6 @@ export const TASK_STATUSES = ['pending', 'in_progress', 'completed'] as const;
 
 /** A path id; one that is not a uuid names nothing: 404 (invalidParamsStatus). */
 const IdParams = z.object({ id: Uuid });
-
-/** A query-string integer (digits only) within [min, max]. */
-const QueryInt = (min: number, max: number) =>
-  z
-    .string()
-    .regex(/^[0-9]+$/, { message: 'must be an integer' })
-    .transform(Number)
-    .pipe(z.number().int().min(min).max(max));
 
 const MAX_INT = 2_147_483_647;
 
@@ -44,9 +36,9 @@ const DealContext = z.object({
 
 const ListQuery = z.object({
   status: z.enum(TASK_STATUSES).optional(),
-  page: QueryInt(1, MAX_INT).default(1),
+  page: QueryInteger(1, MAX_INT).default(1),
   /** Default page size: 20. */
-  limit: QueryInt(1, LIMITS.pageLimitMax).default(20),
+  limit: QueryInteger(1, LIMITS.pageLimitMax).default(20),
 });
 
 const CreateBody = z.object({
@@ -80,7 +72,7 @@ const LinkBody = z.object({
 
 const ChainQuery = z.object({
   direction: z.enum(['forward', 'backward']).default('forward'),
-  depth: QueryInt(1, LIMITS.taskChainMaxDepth).default(50),
+  depth: QueryInteger(1, LIMITS.taskChainMaxDepth).default(50),
 });
 
 const SearchQuery = z.object({
