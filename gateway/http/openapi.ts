@@ -290,7 +290,7 @@ function responsesOf(route: Route): Record<string, ResponseConfig> {
     if (spec instanceof ErrorResponse) continue;
     if (spec instanceof ContentResponse) {
       out[key] = spec.contentType
-        ? { description: spec.description, content: { [spec.contentType]: { schema: spec.schema ?? z.string() } } }
+        ? { description: spec.description, content: { [spec.contentType]: spec.schema ? jsonMedia(spec.schema) : { schema: z.string() } } }
         : { description: spec.description };
     } else {
       out[key] = { description: STATUS_TEXT[status] ?? `Status ${status}`, content: { 'application/json': jsonMedia(spec!) } };
