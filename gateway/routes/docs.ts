@@ -111,6 +111,9 @@ const INIT_SCRIPT = `window.addEventListener('load', function () {
     persistAuthorization: false,
     displayRequestDuration: true,
     filter: true,
+    // Parameters show their limits (minimum, maximum, maxLength, pattern).
+    showCommonExtensions: true,
+    defaultModelsExpandDepth: 0,
     validatorUrl: null
   });
 });
