@@ -277,6 +277,37 @@ function errorDescription(route: Route, status: number, list: ErrorEntry[]): str
   return lines.join('\n');
 }
 
+/**
+ * An example of an error answer: the first code the route gives with the
+ * status, its meaning's first sentence as the message, and the details the
+ * status carries (a validation issue, or retry_after).
+ */
+function errorExample(route: Route, status: number, entry: ErrorEntry): unknown {
+  const code = [...entry.codes][0] ?? defaultCode(status);
+  const message = ERROR_CODES[code].meaning.split(/(?<=\.) /)[0]!;
+  if (entry.shape === 'simple') return { error: message };
+  if (entry.shape === 'flagged') return { success: false, error: message };
+  const field = validatedField(route);
+  const details =
+    field && status === (route.docs.invalidStatus ?? 400) && code === defaultCode(status)
+      ? { issues: [{ path: field, message: 'Invalid input' }] }
+      : status === 429 || status === 503
+        ? { retry_after: 1 }
+        : null;
+  return { error: code, message, details };
+}
+
+/** The first field a route validates in its body or query (`body.title`), for an example of a validation issue. */
+function validatedField(route: Route): string | undefined {
+  for (const [where, schema] of [['body', route.schemas.body], ['query', route.schemas.query]] as const) {
+    let inner = schema;
+    while (inner instanceof z.ZodOptional || inner instanceof z.ZodPipe) inner = inner instanceof z.ZodOptional ? (inner.unwrap() as z.ZodType) : (inner.out as z.ZodType);
+    const first = inner instanceof z.ZodObject ? Object.keys(inner.shape)[0] : undefined;
+    if (first) return `${where}.${first}`;
+  }
+  return undefined;
+}
+
 /** A JSON media object with the schema's example (http/examples.ts), when it has a complete one. */
 function jsonMedia(schema: z.ZodType): { schema: z.ZodType; example?: unknown } {
   const { value } = exampleOf(schema);
@@ -304,7 +335,7 @@ function responsesOf(route: Route): Record<string, ResponseConfig> {
     }
     const schemas = list.map(errorSchema);
     const schema = schemas.length === 1 ? schemas[0]! : z.union(schemas as [z.ZodType, z.ZodType, ...z.ZodType[]]);
-    out[status] = { description, content: { 'application/json': { schema } } };
+    out[status] = { description, content: { 'application/json': { schema, example: errorExample(route, status, list[0]!) } } };
   }
   return out;
 }
