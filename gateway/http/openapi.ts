@@ -473,8 +473,8 @@ const isNullMarker = (value: unknown) => isNode(value) && Object.keys(value).len
  * it alone for a value that can be anything (z.unknown(): any JSON value,
  * which needs no `nullable`) and as `allOf: [$ref, {nullable: true}]` for a
  * nullable reference (here: the referenced component's type beside
- * `nullable`, the reference in `allOf`). A nullable value whose type cannot
- * be told is a mistake in a schema, and fails the build.
+ * `nullable`, the reference in `allOf`); a nullable union of members of
+ * different types gets a member that is only null.
  */
 function typedNullables<T>(document: T): T {
   const schemas = ((document as Node).components as Node | undefined)?.schemas as Record<string, Node> | undefined;
@@ -496,12 +496,18 @@ function typedNullables<T>(document: T): T {
       node.nullable = true;
     }
     if (node.nullable === true && node.type === undefined) {
-      if (node.$ref === undefined && node.allOf === undefined && node.anyOf === undefined && node.oneOf === undefined) {
+      const type = typeOf(node);
+      const union = (node.anyOf ?? node.oneOf) as unknown[] | undefined;
+      if (node.$ref === undefined && node.allOf === undefined && union === undefined) {
+        delete node.nullable;
+      } else if (type !== undefined) {
+        node.type = type;
+      } else if (union) {
+        // Members of different types: null is one more member.
+        union.push({ type: 'string', nullable: true, enum: [null], description: 'null' });
         delete node.nullable;
       } else {
-        const type = typeOf(node);
-        if (type === undefined) throw new Error(`OpenAPI document: a nullable value of no single type at ${where}`);
-        node.type = type;
+        throw new Error(`OpenAPI document: a nullable value of no single type at ${where}`);
       }
     }
     for (const [key, value] of Object.entries(node)) visit(value, `${where}/${key}`);
