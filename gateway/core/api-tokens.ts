@@ -117,7 +117,7 @@ export const ApiToken = z.object({
     .describe('For a community-scoped token: the community it may act on (platform integration); else null.')
     .meta({ example: null }),
   created_at: z.iso.datetime().describe('When it was created.').meta({ example: '2026-05-14T18:30:00.000Z' }),
-  expires_at: z.iso.datetime().nullable().describe('When it stops working; null: never.').meta({ example: '2026-12-31T23:59:59.000Z' }),
+  expires_at: z.iso.datetime().nullable().describe('When it stops working; null: never.').meta({ example: '2030-12-31T23:59:59.000Z' }),
   active: z.boolean().describe('False once deactivated.').meta({ example: true }),
   last_used_at: z.iso.datetime().nullable().describe('When it was last used; null: never.').meta({ example: '2026-05-15T08:12:45.120Z' }),
   usage_count: z.number().int().min(0).describe('How many requests it has authenticated.').meta({ example: 42 }),

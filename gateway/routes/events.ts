@@ -22,8 +22,8 @@ const EventCheckinBody = z
     location_id: Id.nullish().describe('Where in the event, if it has several places.'),
     visibility: Visibility.nullish().describe('Whether other attendees see who checked in (`public`) or not (`anonymous`, the default).'),
   })
-  .optional()
-  .meta({ example: { hat_id: '5f0c8a9e-3b1d-4c62-9a7e-2d4b6f8a1c03', visibility: 'public' } });
+  .meta({ example: { hat_id: '5f0c8a9e-3b1d-4c62-9a7e-2d4b6f8a1c03', visibility: 'public' } })
+  .optional();
 
 const VenueCheckinBody = z.object({
   hat_id: Id.describe('The hat the caller wears there (one of theirs).'),
@@ -61,7 +61,30 @@ export const Event = z
       .describe("For managers of the event's community: the external platforms that list it.")
       .meta({ example: ['platform_a'] }),
   })
-  .meta({ id: 'Event', description: "An event of one of the caller's communities." });
+  .meta({
+    id: 'Event',
+    description: "An event of one of the caller's communities.",
+    example: {
+      id: '0b7e5d1c-8f2a-4c3e-9d6b-1a2f3e4d5c6b',
+      title: 'Bouldering night',
+      date: '2026-06-05T16:00:00.000Z',
+      community_node_id: '9c1d2e3f-4a5b-4c6d-8e7f-0a1b2c3d4e5f',
+      shortlink: 'k3Xb9QzA',
+      deeplink_path: '/l/event/k3Xb9QzA',
+      deeplink_url: 'https://community.example.com/l/event/k3Xb9QzA',
+      public_url: '/e/k3Xb9QzA',
+      public_full_url: 'https://community.example.com/e/k3Xb9QzA',
+      description: 'Open session for all levels; shoes can be rented.',
+      end_time: '2026-06-05T20:00:00.000Z',
+      event_url: 'https://climbers.example.org/nights/42',
+      image_path: null,
+      location: 'Boulderhalle Nord, Berlin',
+      node_id: '4e5f6a7b-8c9d-4e0f-a1b2-c3d4e5f6a7b8',
+      platform_a_url: 'https://platform-a.example.com/events/evt-4711',
+      platform_b_url: null,
+      platform_c_url: null,
+    },
+  });
 
 /** A check-in as the check-in endpoints answer it. */
 const Checkin = z
@@ -76,7 +99,21 @@ const Checkin = z
     checked_in_at: DateTime.describe('When the caller checked in.'),
     checked_out_at: DateTime.nullable().describe('When they checked out; null while checked in.'),
   })
-  .meta({ id: 'Checkin', description: 'A check-in at an event or a venue.' });
+  .meta({
+    id: 'Checkin',
+    description: 'A check-in at an event or a venue.',
+    example: {
+      id: '7a8b9c0d-1e2f-4a3b-8c4d-5e6f7a8b9c0d',
+      type: 'event',
+      event_id: '0b7e5d1c-8f2a-4c3e-9d6b-1a2f3e4d5c6b',
+      venue_id: null,
+      hat_id: '5f0c8a9e-3b1d-4c62-9a7e-2d4b6f8a1c03',
+      location_id: null,
+      visibility: 'public',
+      checked_in_at: '2026-06-05T16:12:40.000Z',
+      checked_out_at: null,
+    },
+  });
 
 const CheckinReply = succeeded({ checkin: Checkin });
 const VenueCheckinReply = succeeded({ type: z.enum(['venue', 'event']).describe('What the caller is checked in to: the venue, or the one event taking place there.'), checkin: Checkin });
@@ -87,7 +124,7 @@ const EventChoice = z
     title: z.string().describe('Its title.').meta({ example: 'Bouldering night' }),
     description: z.string().nullable().describe('What it is, or null.').meta({ example: 'Open session for all levels.' }),
     date: DateTime.describe('When it starts.'),
-    end_time: DateTime.nullable().describe('When it ends, or null.'),
+    end_time: DateTime.nullable().describe('When it ends, or null.').meta({ example: '2026-06-05T20:00:00.000Z' }),
     image_path: z.string().nullable().describe('Its image, or null.').meta({ example: 'https://images.example.com/bouldering-night.jpg' }),
   })
   .describe('An event concurrent at the venue now.');
@@ -107,7 +144,7 @@ const EventCheckinItem = z
     event_status: Status.describe('Whether the event is ongoing, past or upcoming now.'),
     checked_in_at: DateTime.describe('When the caller checked in.'),
     event_date: DateTime.describe('When the event starts.'),
-    event_end_time: DateTime.nullable().describe('When it ends, or null.'),
+    event_end_time: DateTime.nullable().describe('When it ends, or null.').meta({ example: '2026-06-05T20:00:00.000Z' }),
     hat_id: IdOut.nullable().describe('The hat worn, or null.'),
     visibility: Visibility.describe('Whether others see who checked in.'),
   })

@@ -22,13 +22,13 @@ export const CreateApiTokenBody = z
       .datetime({ offset: true, message: 'must be an ISO 8601 date-time' })
       .nullish()
       .describe('When it stops working; absent or null: never.')
-      .meta({ example: '2026-12-31T23:59:59Z' }),
+      .meta({ example: '2030-12-31T23:59:59Z' }),
     /** A community-scoped token (managers of the community only). */
     community_id: Uuid.nullish().describe(
       "Makes a community-scoped token: it acts on that community's platform integration only (managers of the community only).",
     ),
   })
-  .meta({ example: { name: 'Calendar sync script', permissions: ['/api/mobile/*'], expires_at: '2026-12-31T23:59:59Z' } });
+  .meta({ example: { name: 'Calendar sync script', permissions: ['/api/mobile/*'] } });
 
 const ApiTokenOut = ApiToken.meta({ id: 'ApiToken', description: "One of the caller's API tokens (never its secret)." });
 
