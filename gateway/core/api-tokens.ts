@@ -102,18 +102,24 @@ export function apiTokenCaller(auth: ApiTokenAuthentication): Caller {
 export const PermissionPattern = z
   .string()
   .max(LIMITS.apiTokenPatternMaxLength)
-  .regex(/^(\*|\/[^*\s]*\*?)$/, { message: 'must be `*`, a path starting with / or a prefix ending in *' });
+  .regex(/^(\*|\/[^*\s]*\*?)$/, { message: 'must be `*`, a path starting with / or a prefix ending in *' })
+  .describe('`*` (every path), an exact path, or a path prefix ending in `*`.')
+  .meta({ example: '/api/mobile/*' });
 
-/** The ApiToken object (docs/api.md#api-tokens), with community_id, as api.api_token_json builds it. */
+/** The ApiToken object (docs/api.md#api-tokens), with community_id, as private.api_token_json builds it. */
 export const ApiToken = z.object({
-  id: z.uuid(),
-  name: z.string(),
-  permissions: z.array(z.string()),
-  community_id: z.uuid().nullable().optional(),
-  created_at: z.iso.datetime(),
-  expires_at: z.iso.datetime().nullable().optional(),
-  active: z.boolean(),
-  last_used_at: z.iso.datetime().nullable().optional(),
-  usage_count: z.number().int().min(0).optional(),
+  id: z.uuid().describe("The token's id (not its secret).").meta({ example: '5f0c8a9e-3b1d-4c62-9a7e-2d4b6f8a1c03' }),
+  name: z.string().describe('What it is for.').meta({ example: 'Calendar sync script' }),
+  permissions: z.array(z.string()).describe('The path patterns it may call.').meta({ example: ['/api/mobile/*'] }),
+  community_id: z
+    .uuid()
+    .nullable()
+    .describe('For a community-scoped token: the community it may act on (platform integration); else null.')
+    .meta({ example: null }),
+  created_at: z.iso.datetime().describe('When it was created.').meta({ example: '2026-05-14T18:30:00.000Z' }),
+  expires_at: z.iso.datetime().nullable().describe('When it stops working; null: never.').meta({ example: '2030-12-31T23:59:59.000Z' }),
+  active: z.boolean().describe('False once deactivated.').meta({ example: true }),
+  last_used_at: z.iso.datetime().nullable().describe('When it was last used; null: never.').meta({ example: '2026-05-15T08:12:45.120Z' }),
+  usage_count: z.number().int().min(0).describe('How many requests it has authenticated.').meta({ example: 42 }),
 });
 export type ApiToken = z.infer<typeof ApiToken>;

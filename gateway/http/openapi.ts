@@ -18,37 +18,47 @@
 import { OpenAPIRegistry, OpenApiGeneratorV3, type ResponseConfig, type RouteConfig } from '@asteasolutions/zod-to-openapi';
 import { z } from 'zod';
 import type { Route } from './route.ts';
-import type { ErrorCode } from '../core/error-codes.ts';
+import { ERROR_CODES, type ErrorCode } from '../core/error-codes.ts';
 import { defaultCode, type ErrorShape } from '../core/errors.ts';
-import { ErrorBody, SimpleErrorBody, FlaggedErrorBody, SHAPE_SCHEMAS, ErrorResponse, ContentResponse, errors, content, noContent, type SecurityScheme } from './responses.ts';
+import { LIMITS } from '../core/limits.ts';
 import { SERVICE_NAME } from '../core/service.ts';
 import { DocumentedIdempotencyKeyHeaders, REPLAYED_HEADER } from './idempotency.ts';
+import { MAX_BODY_BYTES } from './body.ts';
+import { exampleOf } from './examples.ts';
+import { ErrorBody, SHAPE_SCHEMAS, ErrorResponse, ContentResponse, type SecurityScheme } from './responses.ts';
 
 // ---------------------------------------------------------------------------
 // Sections (tags, and ApiEndpoint.controller)
 // ---------------------------------------------------------------------------
 
-const SECTIONS: [RegExp, string][] = [
-  [/^\/api\/auth\//, 'Authentication'],
-  [/^\/api\/docs\/tokens/, 'API tokens'],
-  [/^\/api\/docs|^\/llms\.txt$/, 'Documentation'],
-  [/^\/api\/mobile\/(profile|hats|hat_types)/, 'Profile and hats'],
-  [/^\/api\/mobile\/(events|venues|checkins)/, 'Events and check-ins'],
-  [/^\/api\/mobile\/connections/, 'Connections'],
-  [/^\/api\/mobile\/tasks/, 'Tasks'],
-  [/^\/api\/mobile\/deals/, 'Deals'],
-  [/^\/api\/mobile\/communities|^\/api\/community\//, 'Communities'],
-  [/^\/api\/v1\/platform\//, 'Platform integration'],
-  [/^\/api\/v1\/forms/, 'Forms'],
-  [/^\/api\/mobile\/calendar\/|^\/(c|cal)\/|^\/e\/[^/]+\.ics$/, 'Calendars'],
-  [/^\/(l|e|checkin)\//, 'Deep links'],
-  [/^\/mcp/, 'Agent interface'],
-  [/^\/health$/, 'Health'],
+const SECTIONS: [RegExp, string, string][] = [
+  [/^\/api\/auth\//, 'Authentication', 'Accounts and sessions: register, sign in for an access token (JWT) and a refresh token, rotate and end sessions, set a password from an e-mailed link.'],
+  [/^\/api\/docs\/tokens/, 'API tokens', 'Personal API tokens (`cbk_…`), limited to path patterns: for scripts, the try-it flow of this page and AI agents.'],
+  [/^\/api\/docs|^\/llms\.txt$/, 'Documentation', 'This reference, the endpoint list, llms.txt, the live test executor and the log of what agents did with your credentials.'],
+  [/^\/api\/mobile\/(profile|hats|hat_types)/, 'Profile and hats', "The caller's profile, and their hats: the personas (professional, personal, ...) they wear at events."],
+  [/^\/api\/mobile\/(events|venues|checkins)/, 'Events and check-ins', "Events of the caller's communities (one by one, upcoming, as a live stream), check-ins at events and venues, and the connections made at an event."],
+  [/^\/api\/mobile\/connections/, 'Connections', 'People the caller met: connections to other members, with the event, the hats worn, notes, strength and tags.'],
+  [/^\/api\/mobile\/tasks/, 'Tasks', 'A small CRM: tasks with a status (pending → in_progress → completed), links from one task to the next, chains, and tasks grouped by company.'],
+  [/^\/api\/mobile\/deals/, 'Deals', "One deal per company the caller's tasks name: its value, its current task and the next action."],
+  [/^\/api\/mobile\/communities|^\/api\/community\//, 'Communities', 'Communities: the caller\'s, search, one community with its managers, its members, joining and leaving, and the public page data.'],
+  [/^\/api\/v1\/platform\//, 'Platform integration', "For external event platforms: push events, register attendees and check them in, with a community manager's credential or a community-scoped API token."],
+  [/^\/api\/v1\/forms/, 'Forms', 'Form submissions, stored for the operators (no credential).'],
+  [/^\/api\/mobile\/calendar\/|^\/(c|cal)\/|^\/e\/[^/]+\.ics$/, 'Calendars', 'Calendar files (iCalendar) of one event, of a community, and a personal feed of the caller\'s upcoming events, for calendar apps to subscribe to.'],
+  [/^\/(l|e|checkin)\//, 'Deep links', 'The links shared for events and venues: redirects to the app or to the web, the public event page and the web check-in form (HTML).'],
+  [/^\/mcp/, 'Agent interface', 'The MCP tool server for AI agents.'],
+  [/^\/health$/, 'Health', 'Whether the gateway is up and its database answers (for load balancers and orchestrators).'],
 ];
+const OTHER_SECTION = 'Other';
+const OTHER_DESCRIPTION = 'Web pages outside the sections above (the set-password page an e-mailed link opens).';
 
 /** The area a path belongs to (the OpenAPI tag and the endpoint's controller). */
 export function sectionOf(path: string): string {
-  return SECTIONS.find(([pattern]) => pattern.test(path))?.[1] ?? 'Other';
+  return SECTIONS.find(([pattern]) => pattern.test(path))?.[1] ?? OTHER_SECTION;
+}
+
+/** What a section is about (the OpenAPI tag's description). */
+export function sectionDescription(name: string): string {
+  return SECTIONS.find(([, section]) => section === name)?.[2] ?? OTHER_DESCRIPTION;
 }
 
 /** `/api/mobile/tasks/:id` → `/api/mobile/tasks/{id}`. */
@@ -82,6 +92,30 @@ export const API_SUMMARY =
   'communities, events and check-ins, connections, a task/deal CRM), platform integration for event platforms ' +
   '(with outbound webhooks signed per Standard Webhooks), ' +
   'developer docs with API tokens and a live test executor, deep links, and an MCP tool server for AI agents.';
+
+/** The document's introduction (Swagger UI shows it above the operations). */
+export const API_DESCRIPTION = [
+  API_SUMMARY,
+  '',
+  '**Credentials.** Sign in with `POST /api/auth/login` for an access token (JWT, `bearerAuth`), or create an API token ' +
+    'with `POST /api/docs/tokens` (`apiToken`, limited to path patterns); send either as `Authorization: Bearer <token>`. ' +
+    'To try a request on this page, create an API token, press **Authorize** and paste it under `apiToken`.',
+  '',
+  '**Errors.** Most errors answer the `Error` body: a machine-readable `error` code, a `message` for people and `details` ' +
+    '(`issues` naming each field that failed validation, `retry_after` on 429 and 503). A few routes answer the `SimpleError` ' +
+    'or `FlaggedError` body instead, as their responses say. Every operation lists the statuses and codes it can answer.',
+  '',
+  `**Limits on every route.** A JSON body is at most ${MAX_BODY_BYTES / (1024 * 1024)} MB. A page holds at most ` +
+    `${LIMITS.pageLimitMax} items. A client that takes more than its fair share of the database waits, then gets 429 ` +
+    'with Retry-After; a request that runs past the statement timeout is cancelled with 504 (nothing is changed). ' +
+    'Ids in paths are uuids; one that is not names nothing (404 on most routes).',
+].join('\n');
+
+/** Who answers for the interface: the operators of the server that serves the document. */
+export const API_CONTACT = { name: 'The operators of this server', url: '/api/docs' };
+
+/** The interface is not published under a licence. */
+export const API_LICENSE = { name: 'Proprietary' };
 
 /** Codes the pipeline gives for a missing or refused credential (access token, API token). */
 export const AUTH_ERROR_CODES: readonly ErrorCode[] = ['unauthorized', 'invalid_token', 'session_ended'];
@@ -235,10 +269,66 @@ export function routeErrors(route: Route): Map<number, ErrorEntry[]> {
   return entries;
 }
 
+/** The Error component narrowed to the codes a route gives with a status: `allOf` the shared component. */
 function errorSchema(entry: ErrorEntry): z.ZodType {
   if (entry.shape !== 'error' || entry.codes.size === 0) return SHAPE_SCHEMAS[entry.shape];
   const [first, ...rest] = [...entry.codes].sort();
-  return ErrorBody.extend({ error: z.enum([first!, ...rest]) });
+  return z.intersection(
+    ErrorBody,
+    z.object({ error: z.enum([first!, ...rest]).describe('The codes this operation answers with this status.') }),
+  );
+}
+
+const SHAPE_NAMES: Record<ErrorShape, string> = { error: 'Error', simple: 'SimpleError', flagged: 'FlaggedError' };
+
+/** An error status's description: what it is, then each code with its meaning (from the register). */
+function errorDescription(route: Route, status: number, list: ErrorEntry[]): string {
+  const title = STATUS_TEXT[status] ?? `Status ${status}`;
+  const lines = [route.docs.htmlErrors ? `${title} (an HTML page).` : `${title}.`];
+  for (const entry of list) {
+    if (!route.docs.htmlErrors && entry.shape !== 'error') {
+      lines.push('', `The body is the ${SHAPE_NAMES[entry.shape]} shape (a message only); the cause is one of:`);
+    }
+    lines.push('', ...[...entry.codes].sort().map((code) => `- \`${code}\`: ${ERROR_CODES[code].meaning}`));
+  }
+  return lines.join('\n');
+}
+
+/**
+ * An example of an error answer: the first code the route gives with the
+ * status, its meaning's first sentence as the message, and the details the
+ * status carries (a validation issue, or retry_after).
+ */
+function errorExample(route: Route, status: number, entry: ErrorEntry): unknown {
+  const code = [...entry.codes][0] ?? defaultCode(status);
+  const message = ERROR_CODES[code].meaning.split(/(?<=\.) /)[0]!;
+  if (entry.shape === 'simple') return { error: message };
+  if (entry.shape === 'flagged') return { success: false, error: message };
+  const field = validatedField(route);
+  const details =
+    field && status === (route.docs.invalidStatus ?? 400) && code === defaultCode(status)
+      ? { issues: [{ path: field, message: 'Invalid input' }] }
+      : status === 429 || status === 503
+        ? { retry_after: 1 }
+        : null;
+  return { error: code, message, details };
+}
+
+/** The first field a route validates in its body or query (`body.title`), for an example of a validation issue. */
+function validatedField(route: Route): string | undefined {
+  for (const [where, schema] of [['body', route.schemas.body], ['query', route.schemas.query]] as const) {
+    let inner = schema;
+    while (inner instanceof z.ZodOptional || inner instanceof z.ZodPipe) inner = inner instanceof z.ZodOptional ? (inner.unwrap() as z.ZodType) : (inner.out as z.ZodType);
+    const first = inner instanceof z.ZodObject ? Object.keys(inner.shape)[0] : undefined;
+    if (first) return `${where}.${first}`;
+  }
+  return undefined;
+}
+
+/** A JSON media object with the schema's example (http/examples.ts), when it has a complete one. */
+function jsonMedia(schema: z.ZodType): { schema: z.ZodType; example?: unknown } {
+  const { value } = exampleOf(schema);
+  return value === undefined ? { schema } : { schema, example: value };
 }
 
 function responsesOf(route: Route): Record<string, ResponseConfig> {
@@ -248,28 +338,44 @@ function responsesOf(route: Route): Record<string, ResponseConfig> {
     if (spec instanceof ErrorResponse) continue;
     if (spec instanceof ContentResponse) {
       out[key] = spec.contentType
-        ? { description: spec.description, content: { [spec.contentType]: { schema: spec.schema ?? z.string() } } }
+        ? { description: spec.description, content: { [spec.contentType]: spec.schema ? jsonMedia(spec.schema) : { schema: z.string() } } }
         : { description: spec.description };
     } else {
-      out[key] = { description: STATUS_TEXT[status] ?? `Status ${status}`, content: { 'application/json': { schema: spec! } } };
+      out[key] = { description: STATUS_TEXT[status] ?? `Status ${status}`, content: { 'application/json': jsonMedia(spec!) } };
     }
     if (route.docs.idempotencyKey && status < 400) out[key]!.headers = REPLAYED_RESPONSE_HEADER;
   }
   for (const [status, list] of routeErrors(route)) {
-    const description = STATUS_TEXT[status] ?? `Status ${status}`;
+    const description = errorDescription(route, status, list);
     if (route.docs.htmlErrors) {
-      out[status] = { description: `${description} (an HTML page)`, content: { 'text/html': { schema: z.string() } } };
+      out[status] = { description, content: { 'text/html': { schema: z.string() } } };
       continue;
     }
     const schemas = list.map(errorSchema);
     const schema = schemas.length === 1 ? schemas[0]! : z.union(schemas as [z.ZodType, z.ZodType, ...z.ZodType[]]);
-    const codes = list.flatMap((entry) => (entry.shape === 'error' ? [...entry.codes] : []));
-    out[status] = {
-      description: codes.length ? `${description}: ${[...new Set(codes)].sort().join(', ')}` : description,
-      content: { 'application/json': { schema } },
-    };
+    out[status] = { description, content: { 'application/json': { schema, example: errorExample(route, status, list[0]!) } } };
   }
   return out;
+}
+
+/** The statuses and codes of a route's errors, on one line each (the operation's description). */
+function errorSummary(route: Route): string[] {
+  return [...routeErrors(route)]
+    .sort(([a], [b]) => a - b)
+    .map(([status, list]) => {
+      const codes = [...new Set(list.flatMap((entry) => [...entry.codes]))].sort();
+      return `- ${status}: ${codes.map((code) => `\`${code}\``).join(', ')}`;
+    });
+}
+
+/** What a route documents in its operation: its description, then its limits and its errors. */
+export function operationDescription(route: Route): string {
+  const parts = [route.docs.description ?? route.summary];
+  const limits = [...(route.docs.limits ?? [])];
+  if (route.schemas.body) limits.push(`The JSON body is at most ${MAX_BODY_BYTES / (1024 * 1024)} MB.`);
+  if (limits.length) parts.push(`**Limits**\n\n${limits.map((line) => `- ${line}`).join('\n')}`);
+  parts.push(`**Errors** (each response below explains its codes)\n\n${errorSummary(route).join('\n')}`);
+  return parts.join('\n\n');
 }
 
 function securityOf(route: Route): Record<string, string[]>[] {
@@ -298,10 +404,23 @@ function documentedHeaders(route: Route): z.ZodObject | undefined {
   return own ? own.extend(DocumentedIdempotencyKeyHeaders.shape) : DocumentedIdempotencyKeyHeaders;
 }
 
+/**
+ * An operation served outside the route table (GET /health, answered by
+ * app.ts before the pipeline): documented as it is, with no pipeline errors.
+ */
+export interface PlainOperation {
+  method: 'get';
+  path: string;
+  summary: string;
+  description: string;
+  /** status → JSON body. */
+  responses: Record<number, z.ZodType>;
+}
+
 export type OpenApiDocument = ReturnType<OpenApiGeneratorV3['generateDocument']>;
 
-/** Generates the document of the route table (call once; it is a pure function of the routes). */
-export function buildOpenApiDocument(routes: readonly Route[]): OpenApiDocument {
+/** Generates the document of the route table and the plain operations (call once; it is a pure function of them). */
+export function buildOpenApiDocument(routes: readonly Route[], plain: readonly PlainOperation[] = []): OpenApiDocument {
   const registry = new OpenAPIRegistry();
   registry.registerComponent('securitySchemes', 'bearerAuth', {
     type: 'http',
@@ -319,34 +438,112 @@ export function buildOpenApiDocument(routes: readonly Route[]): OpenApiDocument 
   for (const route of routes) {
     const { params, query, body } = route.schemas;
     const bodyOptional = body?.safeParse(undefined).success ?? false;
+    const bodySchema = body instanceof z.ZodOptional ? (body.unwrap() as z.ZodType) : body;
     const request: RouteConfig['request'] = {
       params: params as never,
       query: query as never,
       headers: documentedHeaders(route) as never,
-      body: body
-        ? { required: !bodyOptional, content: { 'application/json': { schema: body instanceof z.ZodOptional ? body.unwrap() : body } } }
-        : undefined,
+      body: bodySchema ? { required: !bodyOptional, content: { 'application/json': jsonMedia(bodySchema) } } : undefined,
     };
     registry.registerPath({
       method: route.method,
       path: openApiPath(route.path),
       operationId: actionOf(route.method, route.path),
       summary: route.summary,
+      description: operationDescription(route),
       tags: [sectionOf(route.path)],
       security: securityOf(route),
       request,
       responses: responsesOf(route),
     });
   }
+  for (const operation of plain) {
+    registry.registerPath({
+      method: operation.method,
+      path: operation.path,
+      operationId: actionOf(operation.method, operation.path),
+      summary: operation.summary,
+      description: operation.description,
+      tags: [sectionOf(operation.path)],
+      security: [],
+      responses: Object.fromEntries(
+        Object.entries(operation.responses).map(([status, schema]) => [
+          status,
+          {
+            description: STATUS_TEXT[Number(status)] ?? `Status ${status}`,
+            content: { 'application/json': Number(status) < 400 ? jsonMedia(schema) : { schema } },
+          },
+        ]),
+      ),
+    });
+  }
 
-  // The three error bodies are components even where a route narrows `error` to its codes.
-  const shared = [ErrorBody, SimpleErrorBody, FlaggedErrorBody].map((schema) => ({ type: 'schema' as const, schema }));
-  return new OpenApiGeneratorV3([...registry.definitions, ...shared]).generateDocument({
+  const paths = [...routes.map((route) => route.path), ...plain.map((operation) => operation.path)];
+  const document = new OpenApiGeneratorV3(registry.definitions).generateDocument({
     openapi: '3.0.3',
-    info: { title: API_TITLE, version: API_VERSION, description: API_SUMMARY },
-    servers: [{ url: '/' }],
-    tags: [...new Set(routes.map((route) => sectionOf(route.path)))].map((name) => ({ name })),
+    info: {
+      title: API_TITLE,
+      version: API_VERSION,
+      description: API_DESCRIPTION,
+      contact: API_CONTACT,
+      license: API_LICENSE,
+    },
+    servers: [{ url: '/', description: 'This server.' }],
+    tags: [...new Set(paths.map(sectionOf))].map((name) => ({ name, description: sectionDescription(name) })),
   });
+  return typedNullables(document);
+}
+
+type Node = Record<string, unknown>;
+const isNode = (value: unknown): value is Node => typeof value === 'object' && value !== null && !Array.isArray(value);
+const isNullMarker = (value: unknown) => isNode(value) && Object.keys(value).length === 1 && value.nullable === true;
+
+/**
+ * OpenAPI 3.0 allows `nullable` only beside a `type`. zod-to-openapi writes
+ * it alone for a value that can be anything (z.unknown(): any JSON value,
+ * which needs no `nullable`) and as `allOf: [$ref, {nullable: true}]` for a
+ * nullable reference (here: the referenced component's type beside
+ * `nullable`, the reference in `allOf`); a nullable union of members of
+ * different types gets a member that is only null.
+ */
+function typedNullables<T>(document: T): T {
+  const schemas = ((document as Node).components as Node | undefined)?.schemas as Record<string, Node> | undefined;
+  const typeOf = (schema: unknown): unknown => {
+    if (!isNode(schema)) return undefined;
+    if (typeof schema.$ref === 'string') return schemas?.[schema.$ref.replace('#/components/schemas/', '')]?.type;
+    if (schema.type) return schema.type;
+    const members = (schema.allOf ?? schema.anyOf ?? schema.oneOf) as unknown[] | undefined;
+    const types = new Set(members?.map(typeOf));
+    return types.size === 1 ? [...types][0] : undefined;
+  };
+  const visit = (node: unknown, where: string): void => {
+    if (Array.isArray(node)) return node.forEach((item, i) => visit(item, `${where}/${i}`));
+    if (!isNode(node)) return;
+    for (const key of ['allOf', 'anyOf', 'oneOf'] as const) {
+      const members = node[key];
+      if (!Array.isArray(members) || !members.some(isNullMarker)) continue;
+      node[key] = members.filter((member) => !isNullMarker(member));
+      node.nullable = true;
+    }
+    if (node.nullable === true && node.type === undefined) {
+      const type = typeOf(node);
+      const union = (node.anyOf ?? node.oneOf) as unknown[] | undefined;
+      if (node.$ref === undefined && node.allOf === undefined && union === undefined) {
+        delete node.nullable;
+      } else if (type !== undefined) {
+        node.type = type;
+      } else if (union) {
+        // Members of different types: null is one more member.
+        union.push({ type: 'string', nullable: true, enum: [null], description: 'null' });
+        delete node.nullable;
+      } else {
+        throw new Error(`OpenAPI document: a nullable value of no single type at ${where}`);
+      }
+    }
+    for (const [key, value] of Object.entries(node)) visit(value, `${where}/${key}`);
+  };
+  visit(document, '#');
+  return document;
 }
 
 /** Routes whose responses are not declared, or declare no success (the coverage test names them). */

@@ -10,21 +10,66 @@ import type { ErrorShape } from '../core/errors.ts';
 // The three error bodies of docs/api.md#errors
 // ---------------------------------------------------------------------------
 
-const Details = z.record(z.string(), z.unknown()).nullable();
+/** One field that failed validation (core/input.ts, http/route.ts validate). */
+const ValidationIssue = z
+  .object({
+    path: z
+      .string()
+      .describe('Where: `body`, `query`, `path` or `header`, then the field names, dot-separated (e.g. `body.next_task.title`).')
+      .meta({ example: 'body.title' }),
+    message: z.string().describe('What is wrong with the value, for a person.').meta({ example: 'Too big: expected string to have <=500 characters' }),
+  })
+  .describe('One field that failed validation.');
+
+/**
+ * `details` of the Error body: null, or `issues` on a validation failure
+ * (http/route.ts, core/input.ts), or `retry_after` on 429 and 503
+ * (core/throttle.ts, http/fair-share.ts, core/errors.ts unavailable()).
+ */
+const ErrorDetails = z
+  .object({
+    issues: z
+      .array(ValidationIssue)
+      .optional()
+      .describe("On a validation failure (the route's 400 or 422): every field that failed, in order."),
+    retry_after: z
+      .number()
+      .int()
+      .min(0)
+      .optional()
+      .describe('On 429 and 503: seconds to wait before trying again (the `Retry-After` header says the same).')
+      .meta({ example: 30 }),
+  })
+  .nullable()
+  .describe('Null, or `issues` on a validation failure, or `retry_after` on 429 and 503.');
 
 /** Error: `error` (a machine-readable code), `message`, `details` (object or null). */
 export const ErrorBody = z
-  .object({ error: z.string(), message: z.string(), details: Details })
-  .meta({ id: 'Error', description: 'Error body: a machine-readable code, a message, details or null.' });
+  .object({
+    error: z
+      .string()
+      .describe('A machine-readable code: what the client matches on (docs/errors.md lists every code and its meaning).')
+      .meta({ example: 'task_not_found' }),
+    message: z.string().describe('What went wrong, for a person; its wording may change.').meta({ example: 'task not found' }),
+    details: ErrorDetails,
+  })
+  .meta({
+    id: 'Error',
+    description: 'Error body: a machine-readable code, a message, details or null.',
+    example: { error: 'validation_error', message: 'body.title: Too big: expected string to have <=500 characters', details: { issues: [{ path: 'body.title', message: 'Too big: expected string to have <=500 characters' }] } },
+  });
 
 /** Simple: `error` (a message). */
 export const SimpleErrorBody = z
-  .object({ error: z.string() })
+  .object({ error: z.string().describe('What went wrong, for a person.').meta({ example: 'task not found' }) })
   .meta({ id: 'SimpleError', description: 'Simple error body: a message in `error`.' });
 
 /** Flagged: `success` false and `error` (a message). */
 export const FlaggedErrorBody = z
-  .object({ success: z.literal(false), error: z.string() })
+  .object({
+    success: z.literal(false).describe('Always false.'),
+    error: z.string().describe('What went wrong, for a person.').meta({ example: 'community not found' }),
+  })
   .meta({ id: 'FlaggedError', description: 'Flagged error body: `success` false and a message in `error`.' });
 
 export const SHAPE_SCHEMAS: Record<ErrorShape, z.ZodType> = { error: ErrorBody, simple: SimpleErrorBody, flagged: FlaggedErrorBody };
@@ -69,11 +114,18 @@ export type SecurityScheme = 'bearerAuth' | 'apiToken';
 // Shared response pieces
 // ---------------------------------------------------------------------------
 
-export const Id = z.guid();
-export const DateTime = z.iso.datetime({ offset: true });
+/** A uuid in a response (each use describes what it names). */
+export const Id = z.guid().meta({ example: '5f0c8a9e-3b1d-4c62-9a7e-2d4b6f8a1c03' });
+/** A timestamp in a response: ISO 8601, UTC, milliseconds (app.iso). */
+export const DateTime = z.iso.datetime({ offset: true }).meta({ example: '2026-05-14T18:30:00.000Z' });
 export const Pagination = z
-  .object({ total_count: z.number().int(), page: z.number().int(), page_size: z.number().int(), total_pages: z.number().int() })
-  .meta({ id: 'Pagination' });
+  .object({
+    total_count: z.number().int().describe('How many items there are in all.').meta({ example: 42 }),
+    page: z.number().int().describe('This page\'s number, from 1.').meta({ example: 1 }),
+    page_size: z.number().int().describe('The page size asked for (`limit`).').meta({ example: 20 }),
+    total_pages: z.number().int().describe('How many pages of this size there are.').meta({ example: 3 }),
+  })
+  .meta({ id: 'Pagination', description: 'Where a page is in the whole list.' });
 
 /**
  * A row as a SQL function returns it (postgres.js), for a response shape T
@@ -84,5 +136,5 @@ export const Pagination = z
 export type Row<T, K extends keyof T = never> = Omit<T, K> & { [P in K]: Date };
 
 /** `{ success: true, ...fields }`. */
-export const succeeded = <T extends z.ZodRawShape>(shape: T) => z.object({ success: z.literal(true), ...shape });
+export const succeeded = <T extends z.ZodRawShape>(shape: T) => z.object({ success: z.literal(true).describe('Always true.'), ...shape });
 

@@ -152,6 +152,14 @@ export interface RouteDefinition<
   /** One line for the docs. */
   summary: string;
   /**
+   * What the operation does, for a client developer (the OpenAPI
+   * operation's description, before the limits and errors the document
+   * adds). A test lists the routes without one.
+   */
+  description?: string;
+  /** Limits a client meets on this route beyond its schemas (rates, counts), one line each; shown in the docs. */
+  limits?: string[];
+  /**
    * 'user': a valid bearer credential is required (401 otherwise): an access
    * token, or an API token whose permissions match the path (403 otherwise).
    */
@@ -199,6 +207,8 @@ export interface Route {
   schemas: { params?: AnySchema; query?: AnySchema; body?: AnySchema; headers?: AnySchema };
   /** What the OpenAPI document needs besides the schemas. */
   docs: {
+    description?: string;
+    limits?: string[];
     responses?: Responses;
     security?: SecurityScheme[];
     errorShapes?: Partial<Record<number, ErrorShape>>;
@@ -227,6 +237,8 @@ export function defineRoute<
     auth: def.auth,
     schemas: { params: def.params, query: def.query, body: def.body, headers: def.headers },
     docs: {
+      description: def.description,
+      limits: def.limits,
       responses: def.responses,
       security: def.security,
       errorShapes: def.errorShapes,

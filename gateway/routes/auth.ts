@@ -17,24 +17,50 @@ import type { Tx } from '../core/db.ts';
 import { HttpError, unavailable } from '../core/errors.ts';
 import { InvalidTokenError } from '../core/jwt.ts';
 import { DateTime, errors, Id, succeeded } from '../http/responses.ts';
+import { LIMITS } from '../core/limits.ts';
 import { Email, Password, ProfileName } from '../core/schemas.ts';
 import { checkPassword } from '../core/passwords.ts';
 import { DEFAULT_AUTH_LIMITS, tooManyRequests } from '../core/throttle.ts';
 
 /** `name` is optional: without one the profile's name is derived from the e-mail and shown only to the user and their communities' managers. */
-const Credentials = z.object({ email: Email, password: Password, name: ProfileName.nullish() });
-const LoginBody = z.object({ email: Email, password: z.string().min(1).max(1024) });
-const RefreshBody = z.object({ refresh_token: z.string().min(1).max(512) });
+const Credentials = z
+  .object({
+    email: Email.describe('The e-mail address to sign in with (trimmed; at most 320 characters).'),
+    password: Password.describe(`At least ${LIMITS.passwordMinLength} characters.`),
+    name: ProfileName.nullish()
+      .describe("The name other members see. Without one, a name is made from the e-mail address and shown only to you and your communities' managers.")
+      .meta({ example: 'Ada Lovelace' }),
+  })
+  .meta({ example: { email: 'ada@example.com', password: 'correct horse battery staple', name: 'Ada Lovelace' } });
+const LoginBody = z.object({
+  email: Email.describe('The e-mail address of the account.'),
+  password: z.string().min(1).max(1024).describe("The account's password.").meta({ example: 'correct horse battery staple' }),
+});
+const RefreshToken = z
+  .string()
+  .min(1)
+  .max(512)
+  .describe('The refresh token of the session, from login or the last refresh.')
+  .meta({ example: 'rt_3q2v9ZkHnA7wXy1bLm5sPd8cQe4uTf6g' });
+const RefreshBody = z.object({ refresh_token: RefreshToken });
+
+/** The failure window of the sign-in limits, in minutes (LOGIN_FAILURE_WINDOW_SECONDS by default). */
+const WINDOW_MINUTES = DEFAULT_AUTH_LIMITS.windowSeconds / 60;
+
+const UserId = Id.describe("The account's id (its profile's id too).");
 
 const TokenPair = z
   .object({
-    access_token: z.string(),
-    token_type: z.literal('bearer'),
-    expires_in: z.number().int().meta({ description: 'seconds' }),
-    refresh_token: z.string(),
-    user_id: Id,
+    access_token: z
+      .string()
+      .describe('The access token (JWT): send it as `Authorization: Bearer <access_token>`.')
+      .meta({ example: 'eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiI1ZjBjOGE5ZS0zYjFkLTRjNjItOWE3ZS0yZDRiNmY4YTFjMDMifQ.sig' }),
+    token_type: z.literal('bearer').describe('Always `bearer`.'),
+    expires_in: z.number().int().describe('Seconds until the access token expires; refresh it before then.').meta({ example: 3600 }),
+    refresh_token: RefreshToken.describe('The refresh token: exchange it once for a new pair (POST /api/auth/refresh).'),
+    user_id: UserId,
   })
-  .meta({ id: 'TokenPair' });
+  .meta({ id: 'TokenPair', description: 'An access token and the refresh token of its session.' });
 
 interface AuthUser {
   user_id: string;
@@ -76,11 +102,21 @@ export const authRoutes = [
     method: 'post',
     path: '/api/auth/register',
     summary: 'Create an account (user, profile and node).',
+    description:
+      'Creates an account: a user, its profile and its node (what other members connect to). Then sign in with POST /api/auth/login. A duplicate e-mail is 400 `email_taken` here (POST /api/auth/signup answers 422).',
     auth: 'public',
     body: Credentials,
     invalidStatus: 400,
     statusOverrides: { 409: 400 },
-    responses: { 201: z.object({ user_id: Id, email: z.string(), message: z.string() }), 400: errors('email_taken', 'invalid_email', 'weak_password'), 503: errors('service_unavailable') },
+    responses: {
+      201: z.object({
+        user_id: UserId,
+        email: z.string().describe('The e-mail address, as stored (trimmed).').meta({ example: 'ada@example.com' }),
+        message: z.string().describe('`account created`.').meta({ example: 'account created' }),
+      }),
+      400: errors('email_taken', 'invalid_email', 'weak_password'),
+      503: errors('service_unavailable'),
+    },
     async handler({ body, db, services }) {
       const passwordHash = await services.passwords.hash(body.password);
       const [user] = await db((tx) => register(tx, body, passwordHash));
@@ -92,11 +128,18 @@ export const authRoutes = [
     method: 'post',
     path: '/api/auth/signup',
     summary: 'Create an account; a duplicate e-mail is 422.',
+    description:
+      'Creates an account, as POST /api/auth/register does, but answers a duplicate e-mail with 422 `email_taken` and no `message`.',
     auth: 'public',
     body: Credentials,
     invalidStatus: 400,
     statusOverrides: { 409: 422 },
-    responses: { 201: z.object({ user_id: Id, email: z.string() }), 400: errors('invalid_email', 'weak_password'), 422: errors('email_taken'), 503: errors('service_unavailable') },
+    responses: {
+      201: z.object({ user_id: UserId, email: z.string().describe('The e-mail address, as stored (trimmed).').meta({ example: 'ada@example.com' }) }),
+      400: errors('invalid_email', 'weak_password'),
+      422: errors('email_taken'),
+      503: errors('service_unavailable'),
+    },
     async handler({ body, db, services }) {
       const passwordHash = await services.passwords.hash(body.password);
       const [user] = await db((tx) => register(tx, body, passwordHash));
@@ -108,6 +151,11 @@ export const authRoutes = [
     method: 'post',
     path: '/api/auth/login',
     summary: 'Exchange e-mail and password for an access token and a refresh token.',
+    description:
+      'Exchanges an e-mail and a password for an access token (JWT) and a refresh token, which starts a session. Wrong e-mail and wrong password get the same answer.',
+    limits: [
+      `Failed sign-ins are counted per e-mail and client, per e-mail and per address (by default ${DEFAULT_AUTH_LIMITS.maxFailuresPerEmailAndClient}, ${DEFAULT_AUTH_LIMITS.maxFailuresPerEmail} and ${DEFAULT_AUTH_LIMITS.maxFailuresPerIp} in ${WINDOW_MINUTES} minutes); past them: 429 with Retry-After.`,
+    ],
     auth: 'public',
     body: LoginBody,
     invalidStatus: 400,
@@ -148,6 +196,11 @@ export const authRoutes = [
     method: 'post',
     path: '/api/auth/refresh',
     summary: 'Rotate a refresh token for a new token pair; reusing a rotated token ends the session.',
+    description:
+      "Exchanges the session's refresh token for a new access token and a new refresh token. Each refresh token works once: using a rotated one again ends the session (a stolen token stops working for both).",
+    limits: [
+      `Failed refreshes are counted per address (by default ${DEFAULT_AUTH_LIMITS.maxFailuresPerIp} in ${WINDOW_MINUTES} minutes); past them: 429 with Retry-After.`,
+    ],
     auth: 'public',
     body: RefreshBody,
     invalidStatus: 400,
@@ -172,10 +225,12 @@ export const authRoutes = [
     method: 'post',
     path: '/api/auth/logout',
     summary: 'End the session of a refresh token.',
+    description:
+      'Ends the session of the refresh token: its refresh token stops working, and its access tokens stop working at once too (401 `session_ended`).',
     auth: 'public',
     body: RefreshBody,
     invalidStatus: 400,
-    responses: { 200: succeeded({ message: z.string() }), 401: errors('invalid_refresh_token') },
+    responses: { 200: succeeded({ message: z.string().describe('`logged out`.').meta({ example: 'logged out' }) }), 401: errors('invalid_refresh_token') },
     async handler({ body, db }) {
       await db((tx) => tx`select api.auth_logout(${body.refresh_token})`);
       return { status: 200, body: { success: true, message: 'logged out' } };
@@ -186,10 +241,30 @@ export const authRoutes = [
     method: 'post',
     path: '/api/auth/verify',
     summary: 'Check an access token.',
+    description:
+      'Checks an access token: its signature, expiry and session. Answers the user it names and when it expires.',
+    limits: [
+      `Invalid tokens are counted per address (by default ${DEFAULT_AUTH_LIMITS.maxFailuresPerIp} in ${WINDOW_MINUTES} minutes); past them: 429 with Retry-After.`,
+    ],
     auth: 'public',
-    body: z.object({ token: z.string().min(1).max(8192) }),
+    body: z.object({
+      token: z
+        .string()
+        .min(1)
+        .max(8192)
+        .describe('The access token to check.')
+        .meta({ example: 'eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiI1ZjBjOGE5ZS0zYjFkLTRjNjItOWE3ZS0yZDRiNmY4YTFjMDMifQ.sig' }),
+    }),
     invalidStatus: 400,
-    responses: { 200: z.object({ valid: z.literal(true), user_id: Id, expires_at: DateTime }), 401: errors('invalid_token', 'session_ended'), 429: errors('rate_limited') },
+    responses: {
+      200: z.object({
+        valid: z.literal(true).describe('Always true (an invalid token is 401).'),
+        user_id: Id.describe('The user the token names.'),
+        expires_at: DateTime.describe('When the token expires.'),
+      }),
+      401: errors('invalid_token', 'session_ended'),
+      429: errors('rate_limited'),
+    },
     async handler({ body, db, services, clientIp }) {
       const limits = services.authLimits ?? DEFAULT_AUTH_LIMITS;
       const [wait] = await db(

@@ -83,10 +83,18 @@ ${image ? html`<meta property="og:image" content="${image}">
 /** A concurrent event on the venue selection page (api.link_venue_checkin): fields of the Event. */
 type VenueChoice = Pick<EventJson, 'title' | 'date' | 'end_time' | 'location'> & { node_id: string };
 
-const EventNode = z.object({ event_node_id: z.guid() });
-const VenueNode = z.object({ venue_node_id: z.guid() });
-const Shortlink = z.object({ shortlink: z.string().regex(/^[A-Za-z0-9]{8}$/) });
-const UserAgent = z.object({ 'user-agent': z.string().optional() });
+const EventNode = z.object({ event_node_id: z.guid().describe("The event's node id.") });
+const VenueNode = z.object({ venue_node_id: z.guid().describe("The venue's node id.") });
+const Shortlink = z.object({
+  shortlink: z.string().regex(/^[A-Za-z0-9]{8}$/).describe("The event's short code (8 letters and digits).").meta({ example: 'k3Xb9QzA' }),
+});
+const UserAgent = z.object({
+  'user-agent': z
+    .string()
+    .optional()
+    .describe('Decides where the link leads: iOS and Android go to the app, anything else to the web check-in form.')
+    .meta({ example: 'Mozilla/5.0 (iPhone; CPU iPhone OS 17_4 like Mac OS X)' }),
+});
 
 const REDIRECT = content('text/html', 'A redirect: `Location` names the app link or the web check-in form.');
 const PAGE = content('text/html', 'An HTML page.');
@@ -160,6 +168,8 @@ export const deeplinkRoutes = [
     method: 'get',
     path: '/l/checkin/event/:event_node_id',
     summary: 'Event check-in deep link: 302 to the app on iOS/Android, else to the web check-in form.',
+    description:
+      "The link shared to check in to an event: 302 to the app's link (`<APP_SCHEME>://checkin/event/{event_node_id}`) on iOS and Android, else to the web check-in form. An unknown event is a 404 page.",
     auth: 'public',
     params: EventNode,
     headers: UserAgent,
@@ -179,6 +189,8 @@ export const deeplinkRoutes = [
     method: 'get',
     path: '/l/event/:shortlink',
     summary: "An event's deep link by shortlink: as the event check-in deep link.",
+    description:
+      "An event's short deep link: leads where the event check-in link does.",
     auth: 'public',
     params: Shortlink,
     headers: UserAgent,
@@ -198,6 +210,8 @@ export const deeplinkRoutes = [
     method: 'get',
     path: '/l/checkin/venue/:venue_node_id',
     summary: "Venue check-in deep link: one concurrent event: 302 to its link; several: a selection page; none: 404.",
+    description:
+      'The link shared to check in at a venue: with one event concurrent there, 302 to its check-in link; with several, a page to choose one; with none (or an unknown venue), a 404 page.',
     auth: 'public',
     params: VenueNode,
     invalidParamsStatus: 404,
@@ -226,6 +240,8 @@ export const deeplinkRoutes = [
     method: 'get',
     path: '/e/:shortlink',
     summary: 'Public page of an event, with share previews (Open Graph, Twitter card, schema.org Event) and an "Add to calendar" link.',
+    description:
+      "An event's public page: its title, time, place, description, a check-in link and an \"Add to calendar\" link (the event's .ics), with share previews for chat apps and search engines (Open Graph, Twitter card, a schema.org Event as JSON-LD).",
     auth: 'public',
     params: Shortlink,
     invalidParamsStatus: 404,
@@ -256,6 +272,8 @@ ${link ? html`<p><a href="${link}" rel="noopener noreferrer">Event website</a></
     method: 'get',
     path: '/checkin/event/:event_node_id',
     summary: 'Web check-in form: sign in, then check in to the event through the API.',
+    description:
+      'The web check-in form: the visitor signs in and is checked in to the event through the API, in the page.',
     auth: 'public',
     params: EventNode,
     invalidParamsStatus: 404,

@@ -43,29 +43,54 @@ const RelativePath = z
 /** LiveTestRequest: the request to replay. */
 export const LiveTestRequest = z
   .object({
-    endpoint_id: z.guid({ message: 'must be a uuid' }),
-    method: z.enum(METHODS),
-    path: RelativePath,
-    headers: z.record(HeaderName, HeaderValue).nullish(),
-    params: z.record(z.string().min(1).max(200), z.union([ParamValue, z.array(ParamValue).max(50)])).nullish(),
-    body: z.record(z.string(), z.unknown()).nullish(),
+    endpoint_id: z.guid({ message: 'must be a uuid' }).describe('The endpoint to call: an `id` from GET /api/docs/endpoints.'),
+    method: z.enum(METHODS).describe("The endpoint's method."),
+    path: RelativePath.describe("The path to call: the endpoint's path with its parameters filled in, optionally with a query string.").meta({
+      example: '/api/mobile/profile',
+    }),
+    headers: z
+      .record(HeaderName, HeaderValue)
+      .nullish()
+      .describe('Headers to send (not the credential: your API token is sent; nor transport headers).')
+      .meta({ example: { accept: 'application/json' } }),
+    params: z
+      .record(z.string().min(1).max(200), z.union([ParamValue, z.array(ParamValue).max(50)]))
+      .nullish()
+      .describe('Query parameters to add, by name (a list repeats the name).')
+      .meta({ example: { limit: 10 } }),
+    body: z
+      .record(z.string(), z.unknown())
+      .nullish()
+      .describe('The JSON body to send (not with GET).')
+      .meta({ example: { name: 'Ada Lovelace' } }),
   })
   .refine((r) => !(r.method === 'GET' && r.body != null), { message: 'a GET request has no body', path: ['body'] })
-  .meta({ id: 'LiveTestRequest' });
+  .meta({
+    id: 'LiveTestRequest',
+    description: 'A request to replay against this server with your API token.',
+    example: { endpoint_id: '5f0c8a9e-3b1d-4c62-9a7e-2d4b6f8a1c03', method: 'GET', path: '/api/mobile/profile', headers: { accept: 'application/json' } },
+  });
 
 /** LiveTestResponse: what the replay answered. */
 export const LiveTestResponse = z
   .object({
-    test_result_id: Id,
-    status: z.number().int().min(100).max(599),
-    response_time_ms: z.number().int().min(0),
-    success: z.boolean(),
-    executed_at: DateTime,
-    headers: z.record(z.string(), z.string()).nullable(),
-    body: z.unknown().meta({ description: 'The response body parsed as JSON (object or array); null when it is not JSON.' }),
-    error_message: z.string().nullable(),
+    test_result_id: Id.describe('The id of the recorded result (ApiTestResult).'),
+    status: z.number().int().min(100).max(599).describe('The status the request was answered with (504 when it was not answered in time).').meta({ example: 200 }),
+    response_time_ms: z.number().int().min(0).describe('How long the answer took, in milliseconds.').meta({ example: 12 }),
+    success: z.boolean().describe('Whether the request succeeded: answered with a status below 400.'),
+    executed_at: DateTime.describe('When the request was sent.'),
+    headers: z
+      .record(z.string(), z.string())
+      .nullable()
+      .describe('The response headers, or null when there was no answer.')
+      .meta({ example: { 'content-type': 'application/json; charset=utf-8' } }),
+    body: z
+      .unknown()
+      .describe('The response body parsed as JSON (object or array); null when it is not JSON.')
+      .meta({ example: { success: true, data: { id: '5f0c8a9e-3b1d-4c62-9a7e-2d4b6f8a1c03', name: 'Ada Lovelace' } } }),
+    error_message: z.string().nullable().describe('Why there is no answer or no recorded body, or null.').meta({ example: null }),
   })
-  .meta({ id: 'LiveTestResponse' });
+  .meta({ id: 'LiveTestResponse', description: 'What the replayed request was answered, as recorded.' });
 
 const TIMEOUT_MS = 15_000;
 const MAX_BODY_BYTES = 1024 * 1024;
@@ -140,6 +165,9 @@ export const liveTestRoute: Route = defineRoute({
   method: 'post',
   path: '/api/docs/test',
   summary: 'Replay a request against this server with your API token, timed, and record the result (ApiTestResult).',
+  description:
+    'Replays a request against this server with your API token (the request carries it), times it and records the result (ApiTestResult). Only endpoints of GET /api/docs/endpoints, with their own method and one of their paths, on this server; not this endpoint itself. Call it with an API token.',
+  limits: ['The answer is recorded up to 1 MB (a larger body is not kept); no answer within 15 s is 504 in `status`.'],
   auth: 'user',
   security: ['apiToken'],
   body: LiveTestRequest,

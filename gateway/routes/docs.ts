@@ -10,24 +10,25 @@ import { defineRoute, type Reply, type Route } from '../http/route.ts';
 import type { Page } from '../core/html.ts';
 import { liveTestRoute } from './docs-test.ts';
 import { WEBHOOK_EVENT_TYPES } from './webhooks.ts';
+import { healthOperation } from './health.ts';
 import { API_SUMMARY, API_TITLE, actionOf, buildOpenApiDocument, openApiPath, sectionOf, type OpenApiDocument } from '../http/openapi.ts';
 import { DateTime, Id, content } from '../http/responses.ts';
 
 /** ApiEndpoint: a route the gateway serves (or served: deprecated). */
 export const ApiEndpoint = z
   .object({
-    id: Id,
-    path: z.string(),
-    http_method: z.enum(['GET', 'POST', 'PUT', 'DELETE', 'PATCH']),
-    controller: z.string(),
-    action: z.string(),
-    discovered_at: DateTime,
-    last_updated: DateTime,
-    deprecated: z.boolean().optional(),
-    description: z.string().nullable().optional(),
-    tags: z.array(z.string()).optional(),
+    id: Id.describe("The endpoint's id (the live test executor's endpoint_id)."),
+    path: z.string().describe('Its path, with `{parameters}`.').meta({ example: '/api/mobile/tasks/{id}' }),
+    http_method: z.enum(['GET', 'POST', 'PUT', 'DELETE', 'PATCH']).describe('Its method.'),
+    controller: z.string().describe('The area it belongs to (the tag of this document).').meta({ example: 'Tasks' }),
+    action: z.string().describe('Its name (the operationId of this document).').meta({ example: 'get_tasks_by_id' }),
+    discovered_at: DateTime.describe('When the gateway first served it.'),
+    last_updated: DateTime.describe('When its entry last changed.'),
+    deprecated: z.boolean().describe('True for an endpoint the gateway no longer serves.').meta({ example: false }),
+    description: z.string().nullable().describe('What it does, in a line.').meta({ example: "One of the caller's tasks." }),
+    tags: z.array(z.string()).describe('Its tags.').meta({ example: ['Tasks'] }),
   })
-  .meta({ id: 'ApiEndpoint' });
+  .meta({ id: 'ApiEndpoint', description: 'An endpoint the gateway serves (or served: deprecated).' });
 
 // ---------------------------------------------------------------------------
 // The document and llms.txt, built once per route table
@@ -35,11 +36,15 @@ export const ApiEndpoint = z
 
 const documents = new WeakMap<readonly Route[], { json: string; document: OpenApiDocument }>();
 
-/** The OpenAPI document of a route table (generated on first use, then kept). */
+/**
+ * The OpenAPI document of a route table, as GET /api/docs/openapi.json serves
+ * it (and `npm run lint:openapi` lints it): the routes and GET /health.
+ * Generated on first use, then kept.
+ */
 export function openApiDocument(routes: readonly Route[]): { json: string; document: OpenApiDocument } {
   let entry = documents.get(routes);
   if (!entry) {
-    const document = buildOpenApiDocument(routes);
+    const document = buildOpenApiDocument(routes, [healthOperation]);
     entry = { document, json: JSON.stringify(document) };
     documents.set(routes, entry);
   }
@@ -112,6 +117,9 @@ const INIT_SCRIPT = `window.addEventListener('load', function () {
     persistAuthorization: false,
     displayRequestDuration: true,
     filter: true,
+    // Parameters show their limits (minimum, maximum, maxLength, pattern).
+    showCommonExtensions: true,
+    defaultModelsExpandDepth: 0,
     validatorUrl: null
   });
 });
@@ -200,6 +208,8 @@ export const docsRoutes = (table: () => readonly Route[]): Route[] => [
     method: 'get',
     path: '/api/docs',
     summary: 'The API reference (Swagger UI), served from this server, with a try-it flow that takes an API token.',
+    description:
+      'This page: the API reference (Swagger UI, served from this server), with a try-it flow that takes an API token.',
     auth: 'public',
     responses: { 200: content('text/html', 'The HTML reference page.') },
     async handler() {
@@ -211,8 +221,10 @@ export const docsRoutes = (table: () => readonly Route[]): Route[] => [
     method: 'get',
     path: '/api/docs/assets/:file',
     summary: "The reference page's scripts and styles (Swagger UI, from the swagger-ui-dist package).",
+    description:
+      "The reference page's scripts and styles (Swagger UI, from the swagger-ui-dist package, and this page's own).",
     auth: 'public',
-    params: z.object({ file: z.enum(Object.keys(ASSETS) as [string, ...string[]]) }),
+    params: z.object({ file: z.enum(Object.keys(ASSETS) as [string, ...string[]]).describe('The file.') }),
     invalidParamsStatus: 404,
     responses: {
       200: content('text/javascript', 'A script or a style sheet (text/css).'),
@@ -226,8 +238,15 @@ export const docsRoutes = (table: () => readonly Route[]): Route[] => [
     method: 'get',
     path: '/api/docs/openapi.json',
     summary: 'The OpenAPI 3.0.3 document of this interface (version 1.0.0), generated from the validation schemas.',
+    description:
+      'This document: OpenAPI 3.0.3, generated from the schemas the server validates requests with and the responses each route declares.',
     auth: 'public',
-    responses: { 200: content('application/json', 'The OpenAPI document.', z.record(z.string(), z.unknown())) },
+    responses: {
+      200: content('application/json', 'The OpenAPI document.', z
+          .record(z.string(), z.unknown())
+          .describe('An OpenAPI 3.0.3 document (this one).')
+          .meta({ example: { openapi: '3.0.3', info: { title: API_TITLE, version: '1.0.0' }, paths: {} } })),
+    },
     async handler() {
       return raw(200, 'application/json; charset=utf-8', openApiDocument(table()).json, { 'Cache-Control': 'no-cache' });
     },
@@ -237,8 +256,10 @@ export const docsRoutes = (table: () => readonly Route[]): Route[] => [
     method: 'get',
     path: '/api/docs/endpoints',
     summary: 'The endpoints this server serves, discovered from its router at start (deprecated ones flagged).',
+    description:
+      'The endpoints this server serves, as its router discovered them at start (endpoints it no longer serves are kept, flagged deprecated). Their ids are what the live test executor takes.',
     auth: 'public',
-    responses: { 200: z.array(ApiEndpoint) },
+    responses: { 200: z.array(ApiEndpoint).describe('The endpoints, by path, then method.') },
     async handler({ db }) {
       const [row] = await db((tx) => tx<{ endpoints: unknown[] }[]>`select api.api_endpoints_list() as endpoints`);
       return { status: 200, body: row!.endpoints };
@@ -249,6 +270,8 @@ export const docsRoutes = (table: () => readonly Route[]): Route[] => [
     method: 'get',
     path: '/llms.txt',
     summary: 'A machine-readable index of the platform (the llms.txt convention).',
+    description:
+      'An index of the platform for language models (the llms.txt convention): what it is, then links to the docs, the credentials and every endpoint.',
     auth: 'public',
     responses: { 200: content('text/plain', 'Markdown: title, summary, sections of links.') },
     async handler({ services }) {

@@ -12,110 +12,167 @@ import { Connection } from './connections.ts';
 const Visibility = z.enum(['anonymous', 'public']);
 const Id = z.guid({ message: 'must be a uuid' });
 
-const EventParam = z.object({ event_id: Id });
-const VenueParam = z.object({ venue_id: Id });
+const EventParam = z.object({ event_id: Id.describe("The event's id or its node id.") });
+const VenueParam = z.object({ venue_id: Id.describe("The venue's node id.") });
 
 /** Body optional (absent or {}). */
 const EventCheckinBody = z
   .object({
-    hat_id: Id.nullish(),
-    location_id: Id.nullish(),
-    visibility: Visibility.nullish(),
+    hat_id: Id.nullish().describe('The hat the caller wears there (one of theirs); absent: none.'),
+    location_id: Id.nullish().describe('Where in the event, if it has several places.'),
+    visibility: Visibility.nullish().describe('Whether other attendees see who checked in (`public`) or not (`anonymous`, the default).'),
   })
+  .meta({ example: { hat_id: '5f0c8a9e-3b1d-4c62-9a7e-2d4b6f8a1c03', visibility: 'public' } })
   .optional();
 
 const VenueCheckinBody = z.object({
-  hat_id: Id,
-  visibility: Visibility.nullish(),
+  hat_id: Id.describe('The hat the caller wears there (one of theirs).'),
+  visibility: Visibility.nullish().describe('Whether others see who checked in (`public`) or not (`anonymous`, the default).'),
 });
+
+const PlatformUrl = (name: string) =>
+  z.string().nullable().describe(`The event's page on ${name}, or null.`).meta({ example: `https://${name.replace(' ', '-')}.example.com/events/4711` });
 
 /** Event; can_sync and external_platforms for managers only. */
 export const Event = z
   .object({
-    id: IdOut,
-    title: z.string(),
-    date: DateTime,
-    community_node_id: IdOut,
-    shortlink: z.string().length(8),
-    deeplink_path: z.string(),
-    deeplink_url: z.url(),
-    public_url: z.string(),
-    public_full_url: z.url(),
-    description: z.string().nullable().optional(),
-    end_time: DateTime.nullable().optional(),
-    event_url: z.string().nullable().optional(),
-    image_path: z.string().nullable().optional(),
-    location: z.string().nullable().optional(),
-    node_id: IdOut.nullable().optional(),
-    platform_a_url: z.string().nullable().optional(),
-    platform_b_url: z.string().nullable().optional(),
-    platform_c_url: z.string().nullable().optional(),
-    can_sync: z.boolean().nullable().optional(),
-    external_platforms: z.array(z.string()).nullable().optional(),
+    id: IdOut.describe("The event's id."),
+    title: z.string().describe('Its title.').meta({ example: 'Bouldering night' }),
+    date: DateTime.describe('When it starts.'),
+    community_node_id: IdOut.describe("Its community's node id."),
+    shortlink: z.string().length(8).describe('Its short code, as in /e/{shortlink} and /l/event/{shortlink}.').meta({ example: 'k3Xb9QzA' }),
+    deeplink_path: z.string().describe('The path of its deep link (opens the app, else the web check-in).').meta({ example: '/l/event/k3Xb9QzA' }),
+    deeplink_url: z.url().describe('Its deep link, in full.').meta({ example: 'https://community.example.com/l/event/k3Xb9QzA' }),
+    public_url: z.string().describe('The path of its public page.').meta({ example: '/e/k3Xb9QzA' }),
+    public_full_url: z.url().describe('Its public page, in full.').meta({ example: 'https://community.example.com/e/k3Xb9QzA' }),
+    description: z.string().nullable().describe('What it is, or null.').meta({ example: 'Open session for all levels; shoes can be rented.' }),
+    end_time: DateTime.nullable().describe('When it ends, or null (then it ends 2 hours after `date`).'),
+    event_url: z.string().nullable().describe('Its website, or null.').meta({ example: 'https://climbers.example.org/nights/42' }),
+    image_path: z.string().nullable().describe('Its image, or null.').meta({ example: 'https://images.example.com/bouldering-night.jpg' }),
+    location: z.string().nullable().describe('Where it takes place, or null.').meta({ example: 'Boulderhalle Nord, Berlin' }),
+    node_id: IdOut.describe("The event's node id (check-in links name it)."),
+    platform_a_url: PlatformUrl('platform a'),
+    platform_b_url: PlatformUrl('platform b'),
+    platform_c_url: PlatformUrl('platform c'),
+    can_sync: z.literal(true).optional().describe("Present (true) when the caller manages the event's community: they may sync it with external platforms."),
+    external_platforms: z
+      .array(z.enum(['platform_a', 'platform_b', 'platform_c']))
+      .optional()
+      .describe("For managers of the event's community: the external platforms that list it.")
+      .meta({ example: ['platform_a'] }),
   })
-  .meta({ id: 'Event' });
+  .meta({
+    id: 'Event',
+    description: "An event of one of the caller's communities.",
+    example: {
+      id: '0b7e5d1c-8f2a-4c3e-9d6b-1a2f3e4d5c6b',
+      title: 'Bouldering night',
+      date: '2026-06-05T16:00:00.000Z',
+      community_node_id: '9c1d2e3f-4a5b-4c6d-8e7f-0a1b2c3d4e5f',
+      shortlink: 'k3Xb9QzA',
+      deeplink_path: '/l/event/k3Xb9QzA',
+      deeplink_url: 'https://community.example.com/l/event/k3Xb9QzA',
+      public_url: '/e/k3Xb9QzA',
+      public_full_url: 'https://community.example.com/e/k3Xb9QzA',
+      description: 'Open session for all levels; shoes can be rented.',
+      end_time: '2026-06-05T20:00:00.000Z',
+      event_url: 'https://climbers.example.org/nights/42',
+      image_path: null,
+      location: 'Boulderhalle Nord, Berlin',
+      node_id: '4e5f6a7b-8c9d-4e0f-a1b2-c3d4e5f6a7b8',
+      platform_a_url: 'https://platform-a.example.com/events/evt-4711',
+      platform_b_url: null,
+      platform_c_url: null,
+    },
+  });
 
 /** A check-in as the check-in endpoints answer it. */
 const Checkin = z
   .object({
-    id: IdOut,
-    type: z.enum(['event', 'venue']),
-    event_id: IdOut.nullable(),
-    venue_id: IdOut.nullable(),
-    hat_id: IdOut.nullable(),
-    location_id: IdOut.nullable(),
-    visibility: Visibility,
-    checked_in_at: DateTime,
-    checked_out_at: DateTime.nullable(),
+    id: IdOut.describe("The check-in's id."),
+    type: z.enum(['event', 'venue']).describe('At an event, or at a venue.'),
+    event_id: IdOut.nullable().describe('The event (for an event check-in), else null.'),
+    venue_id: IdOut.nullable().describe("The venue's node id (for a venue check-in), else null."),
+    hat_id: IdOut.nullable().describe('The hat worn, or null.'),
+    location_id: IdOut.nullable().describe('Where in the event, or null.'),
+    visibility: Visibility.describe('Whether others see who checked in.'),
+    checked_in_at: DateTime.describe('When the caller checked in.'),
+    checked_out_at: DateTime.nullable().describe('When they checked out; null while checked in.'),
   })
-  .meta({ id: 'Checkin' });
+  .meta({
+    id: 'Checkin',
+    description: 'A check-in at an event or a venue.',
+    example: {
+      id: '7a8b9c0d-1e2f-4a3b-8c4d-5e6f7a8b9c0d',
+      type: 'event',
+      event_id: '0b7e5d1c-8f2a-4c3e-9d6b-1a2f3e4d5c6b',
+      venue_id: null,
+      hat_id: '5f0c8a9e-3b1d-4c62-9a7e-2d4b6f8a1c03',
+      location_id: null,
+      visibility: 'public',
+      checked_in_at: '2026-06-05T16:12:40.000Z',
+      checked_out_at: null,
+    },
+  });
 
 const CheckinReply = succeeded({ checkin: Checkin });
-const VenueCheckinReply = succeeded({ type: z.enum(['venue', 'event']), checkin: Checkin });
-const EventChoice = z.object({
-  id: IdOut,
-  node_id: IdOut,
-  title: z.string(),
-  description: z.string().nullable(),
-  date: DateTime,
-  end_time: DateTime.nullable(),
-  image_path: z.string().nullable(),
-});
+const VenueCheckinReply = succeeded({ type: z.enum(['venue', 'event']).describe('What the caller is checked in to: the venue, or the one event taking place there.'), checkin: Checkin });
+const EventChoice = z
+  .object({
+    id: IdOut.describe("The event's id."),
+    node_id: IdOut.describe("The event's node id: check in with POST /api/mobile/events/{node_id}/checkin."),
+    title: z.string().describe('Its title.').meta({ example: 'Bouldering night' }),
+    description: z.string().nullable().describe('What it is, or null.').meta({ example: 'Open session for all levels.' }),
+    date: DateTime.describe('When it starts.'),
+    end_time: DateTime.nullable().describe('When it ends, or null.').meta({ example: '2026-06-05T20:00:00.000Z' }),
+    image_path: z.string().nullable().describe('Its image, or null.').meta({ example: 'https://images.example.com/bouldering-night.jpg' }),
+  })
+  .describe('An event concurrent at the venue now.');
 const EventSelection = succeeded({
-  type: z.literal('event_selection'),
-  message: z.string(),
-  event_count: z.number().int(),
-  events: z.array(EventChoice),
+  type: z.literal('event_selection').describe('Several events are concurrent at the venue: choose one.'),
+  message: z.string().describe('Says so, for a person.').meta({ example: '2 events are taking place at this venue; choose one to check in to' }),
+  event_count: z.number().int().describe('How many.').meta({ example: 2 }),
+  events: z.array(EventChoice).describe('The events concurrent at the venue now.'),
 });
 
 const Status = z.enum(['ongoing', 'past', 'upcoming']);
-const EventCheckinItem = z.object({
-  type: z.literal('event'),
-  event_id: IdOut,
-  event_title: z.string(),
-  event_status: Status,
-  checked_in_at: DateTime,
-  event_date: DateTime.optional(),
-  event_end_time: DateTime.nullable().optional(),
-  hat_id: IdOut.nullable().optional(),
-  visibility: Visibility.optional(),
-});
-const VenueCheckinItem = z.object({
-  type: z.literal('venue'),
-  venue_id: IdOut,
-  venue_name: z.string(),
-  checked_in_at: DateTime,
-  hat_id: IdOut.nullable().optional(),
-  visibility: Visibility.optional(),
-});
+const EventCheckinItem = z
+  .object({
+    type: z.literal('event').describe('An event check-in.'),
+    event_id: IdOut.describe('The event.'),
+    event_title: z.string().describe("The event's title.").meta({ example: 'Bouldering night' }),
+    event_status: Status.describe('Whether the event is ongoing, past or upcoming now.'),
+    checked_in_at: DateTime.describe('When the caller checked in.'),
+    event_date: DateTime.describe('When the event starts.'),
+    event_end_time: DateTime.nullable().describe('When it ends, or null.').meta({ example: '2026-06-05T20:00:00.000Z' }),
+    hat_id: IdOut.nullable().describe('The hat worn, or null.'),
+    visibility: Visibility.describe('Whether others see who checked in.'),
+  })
+  .describe('A current event check-in.');
+const VenueCheckinItem = z
+  .object({
+    type: z.literal('venue').describe('A venue check-in.'),
+    venue_id: IdOut.describe("The venue's node id."),
+    venue_name: z.string().describe("The venue's name.").meta({ example: 'Boulderhalle Nord' }),
+    checked_in_at: DateTime.describe('When the caller checked in.'),
+    hat_id: IdOut.nullable().describe('The hat worn, or null.'),
+    visibility: Visibility.describe('Whether others see who checked in.'),
+  })
+  .describe('A current venue check-in.');
 const CurrentCheckins = succeeded({
-  checkins: z.array(z.union([EventCheckinItem, VenueCheckinItem])),
+  checkins: z.array(z.union([EventCheckinItem, VenueCheckinItem])).describe("The caller's current check-ins (not checked out), newest first."),
   current_ongoing_checkin: z
-    .object({ type: z.literal('event'), event_id: IdOut, event_title: z.string(), event_status: z.literal('ongoing') })
-    .nullable(),
+    .object({
+      type: z.literal('event').describe('An event check-in.'),
+      event_id: IdOut.describe('The event.'),
+      event_title: z.string().describe("The event's title.").meta({ example: 'Bouldering night' }),
+      event_status: z.literal('ongoing').describe('Always `ongoing`.'),
+    })
+    .nullable()
+    .describe('The most recent check-in at an event taking place now, or null.'),
 });
 
-const Message = succeeded({ message: z.string() });
+const Message = succeeded({ message: z.string().describe('`checked out`.').meta({ example: 'checked out' }) });
 
 interface CheckinOutcome {
   created: boolean;
@@ -132,8 +189,11 @@ export const eventRoutes = [
     method: 'get',
     path: '/api/mobile/events/upcoming',
     summary: "Events of the caller's communities that have not ended, soonest first, at most 100.",
+    description:
+      "The events of the caller's communities that have not ended (an event without end_time ends 2 hours after its date), soonest first. GET /api/mobile/events/upcoming/stream sends the same list, then every change.",
+    limits: ['At most 100 events.'],
     auth: 'user',
-    responses: { 200: z.array(Event) },
+    responses: { 200: z.array(Event).describe('The events, soonest first.') },
     async handler({ db, services }) {
       // The array as Postgres writes it, passed through as text.
       const [row] = await db(
@@ -147,8 +207,10 @@ export const eventRoutes = [
     method: 'get',
     path: '/api/mobile/events/:id',
     summary: 'One event (by id or node id).',
+    description:
+      "One event of the caller's communities, by its id or its node id.",
     auth: 'user',
-    params: z.object({ id: Id }),
+    params: z.object({ id: Id.describe("The event's id or its node id.") }),
     invalidParamsStatus: 404,
     responses: { 200: Event, 404: errors('event_not_found') },
     async handler({ params, db, services }) {
@@ -161,6 +223,8 @@ export const eventRoutes = [
     method: 'post',
     path: '/api/mobile/events/:event_id/checkin',
     summary: 'Check in to an event: 201 the first time, 200 with the current check-in when already checked in.',
+    description:
+      'Checks the caller in to an event, optionally wearing one of their hats: 201 the first time; 200 with the current check-in when they are checked in already. The body may be absent.',
     auth: 'user',
     params: EventParam,
     body: EventCheckinBody,
@@ -181,6 +245,8 @@ export const eventRoutes = [
     method: 'delete',
     path: '/api/mobile/events/:event_id/checkin',
     summary: 'Check out of an event (the check-in is kept, with checked_out_at).',
+    description:
+      'Checks the caller out of an event. The check-in is kept, with its checked_out_at.',
     auth: 'user',
     params: EventParam,
     invalidParamsStatus: 404,
@@ -195,6 +261,8 @@ export const eventRoutes = [
     method: 'post',
     path: '/api/mobile/venues/:venue_id/checkin',
     summary: 'Check in at a venue: no concurrent event: venue check-in; one: that event; several: a list to choose from.',
+    description:
+      'Checks the caller in at a venue. An event is concurrent from 2 hours before its start to 2 hours after its end. With no concurrent event, a venue check-in (201, `type: venue`); with one, a check-in to that event (201, `type: event`); with several, the list to choose from (200, `event_selection`) and no check-in. Checked in already: 200 with the current check-in.',
     auth: 'user',
     params: VenueParam,
     body: VenueCheckinBody,
@@ -227,6 +295,8 @@ export const eventRoutes = [
     method: 'delete',
     path: '/api/mobile/venues/:venue_id/checkin',
     summary: 'End a venue check-in (the check-in is kept, with checked_out_at).',
+    description:
+      "Ends the caller's check-in at a venue. The check-in is kept, with its checked_out_at.",
     auth: 'user',
     params: VenueParam,
     invalidParamsStatus: 404,
@@ -241,6 +311,8 @@ export const eventRoutes = [
     method: 'get',
     path: '/api/mobile/checkins',
     summary: "The caller's current check-ins (events and venues) and the most recent ongoing event check-in.",
+    description:
+      "The caller's current check-ins at events and venues (not checked out), newest first, and the most recent one at an event taking place now.",
     auth: 'user',
     errorShapes: { 422: 'simple' },
     responses: { 200: CurrentCheckins, 422: errors('user_node_not_found') },
@@ -259,10 +331,12 @@ export const eventRoutes = [
     method: 'get',
     path: '/api/mobile/events/:event_id/connections',
     summary: "The caller's connections made at the event, newest first.",
+    description:
+      "The caller's connections made at the event, newest first.",
     auth: 'user',
     params: EventParam,
     invalidParamsStatus: 404,
-    responses: { 200: succeeded({ connections: z.array(Connection) }), 404: errors('event_not_found') },
+    responses: { 200: succeeded({ connections: z.array(Connection).describe('The connections, newest first.') }), 404: errors('event_not_found') },
     async handler({ params, db }) {
       const connections = await db((tx) => tx`select * from api.event_connections(${params.event_id})`);
       return { status: 200, body: { success: true, connections } };

@@ -1,7 +1,35 @@
 // GET /health: 200 once migrations have run and the database answers; 503 otherwise.
 import type { ServerResponse } from 'node:http';
+import { z } from 'zod';
 import { sendJson } from '../http/exchange.ts';
+import type { PlainOperation } from '../http/openapi.ts';
 import type { Sql } from '../core/db.ts';
+
+/** The body of both answers. */
+const HealthStatus = z
+  .object({
+    status: z
+      .enum(['ok', 'starting', 'unavailable'])
+      .describe('`ok`: serving; `starting`: migrations are running (503); `unavailable`: the database does not answer (503).'),
+    database: z
+      .enum(['ok', 'migrating', 'unreachable'])
+      .describe('`ok`: it answered a query within 2 s; `migrating`: the gateway is applying migrations; `unreachable`: no answer within 2 s.'),
+  })
+  .meta({ id: 'HealthStatus', description: 'Whether the gateway serves and its database answers.', example: { status: 'ok', database: 'ok' } });
+
+/** GET /health in the OpenAPI document (it is answered before the route table, so it is described here). */
+export const healthOperation: PlainOperation = {
+  method: 'get',
+  path: '/health',
+  summary: 'Whether the gateway serves requests and its database answers.',
+  description:
+    'For load balancers and orchestrators: 200 once the migrations have run and the database answers a query within ' +
+    '2 seconds; 503 while starting or when the database does not answer. No credential; HEAD is answered too.',
+  responses: {
+    200: HealthStatus,
+    503: HealthStatus,
+  },
+};
 
 export function healthHandler(sql: Sql, isReady: () => boolean): (res: ServerResponse) => Promise<void> {
   const answer = (res: ServerResponse, status: number, body: Record<string, string>) => sendJson(res, status, JSON.stringify(body));

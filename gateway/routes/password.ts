@@ -16,7 +16,11 @@ import { HttpError } from '../core/errors.ts';
 import { content, errors, Id, succeeded } from '../http/responses.ts';
 import { Email, Password } from '../core/schemas.ts';
 
-const LinkToken = z.string().regex(/^[A-Za-z0-9_-]{20,100}$/, { message: 'not a set-password link token' });
+const LinkToken = z
+  .string()
+  .regex(/^[A-Za-z0-9_-]{20,100}$/, { message: 'not a set-password link token' })
+  .describe('The token of the e-mailed link (its `token` query parameter).')
+  .meta({ example: 'Zq3m9VbX2kLp7RtY8wNc4HdF6sJg1AeU' });
 
 // Trusted code only: the token is read from the page's own URL and results
 // are written with textContent.
@@ -85,10 +89,20 @@ export const passwordRoutes = [
     method: 'post',
     path: '/api/auth/recover',
     summary: 'E-mail a set-password link to the account with this address (the same answer when there is none).',
+    description:
+      'E-mails a link to set a new password to the account with this address. The answer is the same whether or not there is such an account, so that nobody learns which addresses have one. The link works once, for a limited time.',
     auth: 'public',
-    body: z.object({ email: Email }),
+    body: z.object({ email: Email.describe('The e-mail address of the account.') }),
     invalidStatus: 400,
-    responses: { 200: succeeded({ message: z.string() }), 400: errors('validation_error') },
+    responses: {
+      200: succeeded({
+        message: z
+          .string()
+          .describe('The same text whether or not an account has this address.')
+          .meta({ example: 'if an account exists for this address, a link to set its password is on its way' }),
+      }),
+      400: errors('validation_error'),
+    },
     async handler({ body, db, services }) {
       await db((tx) => tx`select api.auth_recover(${body.email}, ${services.publicUrl})`);
       return {
@@ -102,11 +116,16 @@ export const passwordRoutes = [
     method: 'post',
     path: '/api/auth/set-password',
     summary: 'Set the password of the account an e-mailed link names; the link is then used up and sessions end.',
+    description:
+      "Sets the password of the account the e-mailed link names (the page the link opens calls this). The link is then used up, and the account's sessions end.",
     auth: 'public',
-    body: z.object({ token: LinkToken, password: Password }),
+    body: z.object({ token: LinkToken, password: Password.describe(`The new password: at least ${LIMITS.passwordMinLength} characters.`) }),
     invalidStatus: 400,
     responses: {
-      200: succeeded({ user_id: Id, email: z.string() }),
+      200: succeeded({
+        user_id: Id.describe('The account whose password was set.'),
+        email: z.string().describe('Its e-mail address: sign in with it.').meta({ example: 'ada@example.com' }),
+      }),
       400: errors('invalid_link', 'weak_password', 'validation_error'),
       503: errors('service_unavailable'),
     },
@@ -124,6 +143,8 @@ export const passwordRoutes = [
     method: 'get',
     path: '/auth/set-password',
     summary: 'The set-password page an e-mailed link opens.',
+    description:
+      'The page an e-mailed set-password link opens: a form that posts to POST /api/auth/set-password. A malformed link is 400, a used, replaced or expired one 404 (both HTML pages).',
     auth: 'public',
     query: z.object({ token: LinkToken }),
     invalidStatus: 400,

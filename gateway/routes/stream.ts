@@ -25,7 +25,10 @@ declare module '../http/route.ts' {
 }
 
 /** A change id as sent in `id:` lines; empty means none. */
-const ChangeId = z.string().regex(/^\d{0,18}$/, { message: 'must be a change id (digits)' });
+const ChangeId = z
+  .string()
+  .regex(/^\d{0,18}$/, { message: 'must be a change id (digits)' })
+  .meta({ example: '48213' });
 
 export const streamRoutes = [
   defineRoute({
@@ -33,16 +36,25 @@ export const streamRoutes = [
     path: '/api/mobile/events/upcoming/stream',
     summary:
       "Server-sent events: a snapshot of the caller's upcoming events, then one message per change (insert, update, delete); resumes after Last-Event-ID.",
+    description:
+      "Server-sent events: first a snapshot of the caller's upcoming events, then one message per change (`insert`, `update`, `delete`; the data is the Event with `__sync_meta`), each with its change id in `id:`. After a reconnect with Last-Event-ID it sends only what changed since (410 when that is too old: start again without it). Logging out, or deactivating the API token, ends the stream.",
+    limits: ['A user has a limited number of open streams (429 `too_many_streams` past it).'],
     auth: 'user',
     tokenInQuery: true,
     // Opening a stream registers it (the per-user cap is counted in Postgres).
     readWrite: true,
     query: z.object({
-      last_event_id: ChangeId.optional(),
-      lastEventId: ChangeId.optional(),
-      access_token: z.string().optional(),
+      last_event_id: ChangeId.optional().describe('Resume after this change id (the `id:` of the last message received), as the Last-Event-ID header does.'),
+      lastEventId: ChangeId.optional().describe('The same as `last_event_id`.'),
+      access_token: z
+        .string()
+        .optional()
+        .describe('The access token, for clients that cannot set the Authorization header (a browser EventSource).')
+        .meta({ example: 'eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiI1ZjBjOGE5ZS0zYjFkLTRjNjItOWE3ZS0yZDRiNmY4YTFjMDMifQ.sig' }),
     }),
-    headers: z.object({ 'last-event-id': ChangeId.optional() }),
+    headers: z.object({
+      'last-event-id': ChangeId.optional().describe('Resume after this change id: an EventSource sends it when it reconnects.'),
+    }),
     responses: { 200: content('text/event-stream', 'Server-sent events: a snapshot, then `insert`/`update`/`delete` messages whose data is the Event with __sync_meta; `id:` is the change id.'), 410: errors('last_event_id_expired'), 429: errors('too_many_streams'), 503: errors('service_unavailable') },
     async handler({ query, headers, user, apiToken, services, log }) {
       const hub = services.realtime;

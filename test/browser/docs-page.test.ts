@@ -11,7 +11,7 @@ import type { BrowserContext } from 'playwright-core';
 import { chromiumAvailable, launchChromium, type Browser } from '../support/browser.ts';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { routes } from '../../gateway/app.ts';
-import { baseUrl } from '../helpers.ts';
+import { api, baseUrl, registerUser } from '../helpers.ts';
 
 const available = chromiumAvailable('docs-page');
 
@@ -44,9 +44,9 @@ describe.skipIf(!available)('API reference page (headless Chromium)', () => {
     expect(response?.status()).toBe(200);
     await page.locator('.opblock').first().waitFor({ timeout: 30_000 });
 
-    // Every operation of the route table is listed.
+    // Every operation of the route table is listed, and GET /health.
     const count = await page.locator('.opblock').count();
-    expect(count).toBe(routes.length);
+    expect(count).toBe(routes.length + 1);
     const summaries = await page.locator('.opblock-summary-path').allTextContents();
     const clean = summaries.map((s) => s.replace(/\u200b/g, '').trim());
     expect(clean).toContain('/api/mobile/tasks/{id}/complete_and_link');
@@ -79,6 +79,48 @@ describe.skipIf(!available)('API reference page (headless Chromium)', () => {
 
     expect([...origins]).toEqual([new URL(baseUrl).origin]);
     expect(problems.filter((p) => !/Failed to load resource/.test(p))).toEqual([]);
+    await page.close();
+  });
+
+  it("shows a route's limits and errors, and try-it creates a task from the example as it stands", async () => {
+    const user = await registerUser('docs-try-it');
+    const created = await api('POST', '/api/docs/tokens', { token: user.accessToken, body: { name: 'Try it', permissions: ['*'] } });
+    expect(created.status).toBe(201);
+
+    const page = await context.newPage();
+    await page.goto(`${baseUrl}/api/docs#/Tasks/post_tasks`);
+    const operation = page.locator('#operations-Tasks-post_tasks');
+    await operation.locator('.opblock-body').waitFor({ timeout: 30_000 });
+
+    // The description names the limits and the errors; the 422 response explains its codes.
+    const description = await operation.locator('.opblock-description-wrapper').first().textContent();
+    expect(description).toContain('Limits');
+    expect(description).toContain('at most 500 characters');
+    expect(description).toContain('Errors');
+    expect(description).toMatch(/422: `?validation_error/);
+    const responses = await operation.locator('.responses-wrapper').textContent();
+    expect(responses).toContain('unauthorized');
+
+    // The body is the example: a meaningful title, a company and a value.
+    const body = operation.locator('textarea.body-param__text');
+    expect(await body.inputValue()).toContain('Call Acme about the renewal');
+
+    await page.locator('button.authorize').first().click();
+    const dialog = page.locator('.auth-container', { hasText: 'apiToken' });
+    await dialog.locator('input').fill(created.body.token_value);
+    await dialog.locator('button.authorize').click();
+    await page.locator('button.close-modal').click();
+
+    await operation.locator('button.execute').click();
+    const status = operation.locator('.live-responses-table tbody .response-col_status').first();
+    await status.waitFor({ timeout: 15_000 });
+    expect((await status.textContent())?.trim()).toBe('201');
+    const tasks = await api('GET', '/api/mobile/tasks', { token: user.accessToken });
+    expect(tasks.body.tasks.map((task: { meta: { title?: string } }) => task.meta.title)).toEqual(['Call Acme about the renewal']);
+
+    const shot = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'docs-page-')), 'try-it.png');
+    await operation.screenshot({ path: shot });
+    console.info(`[docs-page] try-it screenshot: ${shot}`);
     await page.close();
   });
 });

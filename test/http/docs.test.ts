@@ -4,12 +4,20 @@
 // Swagger UI page and its assets (served from here, strict CSP), the endpoint
 // list discovered from the router, llms.txt, and bad input on each.
 import SwaggerParser from '@apidevtools/swagger-parser';
+import { Ajv } from 'ajv';
+import addFormatsModule from 'ajv-formats';
 import { describe, expect, it } from 'vitest';
 import { routes } from '../../gateway/app.ts';
 import { actionOf, openApiPath, sectionOf, undocumentedRoutes } from '../../gateway/http/openapi.ts';
+import { openApiDocument } from '../../gateway/routes/docs.ts';
 import { api, baseUrl, publicUrl, registerUser } from '../helpers.ts';
-import { checkContract } from '../support/contract.ts';
+import { checkContract, toJsonSchema } from '../support/contract.ts';
+import { coverage } from '../support/openapi-coverage.ts';
 import { ISO, UUID } from '../support/formats.ts';
+
+// ajv-formats is CommonJS: its default export arrives as `.default` under ESM.
+type AddFormats = (ajv: Ajv) => Ajv;
+const addFormats = ((addFormatsModule as unknown as { default?: AddFormats }).default ?? addFormatsModule) as unknown as AddFormats;
 
 type Operation = { responses: Record<string, { content?: Record<string, { schema?: Record<string, unknown> }> }>; security?: unknown[]; parameters?: { name: string; in: string }[]; requestBody?: unknown };
 
@@ -84,19 +92,141 @@ describe('GET /api/docs/openapi.json', () => {
     }
   });
 
-  it('names the error codes a route can give (Error shape)', async () => {
+  it('names the error codes a route can give: the shared Error component narrowed to them, each explained', async () => {
     const doc = await openapi();
     const op = operationOf(doc, { method: 'get', path: '/api/mobile/tasks/:id' })!;
-    const schema = op.responses['404']!.content!['application/json']!.schema as { properties: { error: { enum: string[] } } };
-    expect(schema.properties.error.enum).toEqual(['not_found', 'task_not_found']);
+    const schema = op.responses['404']!.content!['application/json']!.schema as { allOf: [{ $ref: string }, { properties: { error: { enum: string[] } } }] };
+    expect(schema.allOf[0].$ref).toBe('#/components/schemas/Error');
+    expect(schema.allOf[1].properties.error.enum).toEqual(['not_found', 'task_not_found']);
+    expect((op.responses['404'] as { description: string }).description).toMatch(/`task_not_found`: No task with this id/);
     const login = operationOf(doc, { method: 'post', path: '/api/auth/login' })!;
     expect(JSON.stringify(login.responses['401'])).toContain('invalid_credentials');
+    // Error.details is described exactly: validation issues, or retry_after.
+    const details = (doc.components.schemas.Error as { properties: { details: { properties: Record<string, unknown> } } }).properties.details;
+    expect(Object.keys(details.properties).sort()).toEqual(['issues', 'retry_after']);
+  });
+
+  it('is exactly the document `npm run lint:openapi` lints (routes/docs.ts openApiDocument), with GET /health', async () => {
+    const res = await api('GET', '/api/docs/openapi.json');
+    expect(res.text).toBe(openApiDocument(routes).json);
+    const doc = res.body as Awaited<ReturnType<typeof openapi>>;
+    expect(Object.keys(doc.paths['/health']!)).toEqual(['get']);
+    const health = await api('GET', '/health');
+    expect(health.status).toBe(200);
+    expect(health.body).toEqual({ status: 'ok', database: 'ok' });
+  });
+
+  it('has no `nullable` without a `type` (OpenAPI 3.0), tag descriptions, contact and licence', async () => {
+    const doc = (await openapi()) as unknown as Record<string, unknown> & { info: Record<string, unknown>; tags: { name: string; description?: string }[] };
+    const untyped: string[] = [];
+    const walk = (node: unknown, where: string): void => {
+      if (Array.isArray(node)) return node.forEach((item, i) => walk(item, `${where}/${i}`));
+      if (!node || typeof node !== 'object') return;
+      const object = node as Record<string, unknown>;
+      if ('nullable' in object && object.type === undefined) untyped.push(where);
+      for (const [key, value] of Object.entries(object)) walk(value, `${where}/${key}`);
+    };
+    walk(doc, '#');
+    expect(untyped).toEqual([]);
+    expect(doc.info.contact).toBeDefined();
+    expect(doc.info.license).toBeDefined();
+    expect(doc.tags.filter((tag) => !tag.description).map((tag) => tag.name)).toEqual([]);
+  });
+
+  it('types query parameters as what they mean: integers with bounds, enums; still parsed strictly from the query string', async () => {
+    const doc = await openapi();
+    type Param = { name: string; in: string; schema: Record<string, unknown> };
+    const query = (method: string, path: string) =>
+      Object.fromEntries(((operationOf(doc, { method, path })!.parameters ?? []) as Param[]).filter((p) => p.in === 'query').map((p) => [p.name, p.schema]));
+    expect(query('get', '/api/mobile/communities').limit).toMatchObject({ type: 'integer', minimum: 1, maximum: 100, default: 50 });
+    expect(query('get', '/api/mobile/communities').offset).toMatchObject({ type: 'integer', minimum: 0, default: 0 });
+    expect(query('get', '/api/mobile/tasks').page).toMatchObject({ type: 'integer', minimum: 1, default: 1 });
+    expect(query('get', '/api/mobile/tasks').limit).toMatchObject({ type: 'integer', minimum: 1, maximum: 100, default: 20 });
+    expect(query('get', '/api/mobile/tasks').status).toMatchObject({ type: 'string', enum: ['pending', 'in_progress', 'completed'] });
+    expect(query('get', '/api/mobile/tasks/:id/chain').depth).toMatchObject({ type: 'integer', minimum: 1, maximum: 1000, default: 50 });
+    expect(query('get', '/api/docs/agent-calls').before_id).toMatchObject({ type: 'integer', minimum: 1 });
+    const user = await registerUser('query-ints');
+    for (const bad of ['abc', '1.5', '-1', '1e2', '0x10', '', '101']) {
+      const res = await api('GET', `/api/mobile/communities?limit=${encodeURIComponent(bad)}`, { token: user.accessToken });
+      expect(res.status, `limit=${bad}`).toBe(400);
+    }
+    expect((await api('GET', '/api/mobile/communities?limit=007&offset=0', { token: user.accessToken })).status).toBe(200);
+    for (const bad of ['x', '0', '2.0', ' 1']) {
+      const res = await api('GET', `/api/mobile/tasks?page=${encodeURIComponent(bad)}`, { token: user.accessToken });
+      expect(res.status, `page=${bad}`).toBe(422);
+    }
+    // The task routes answer 422 with the Simple body: the message names the field.
+    const simple = (await api('GET', '/api/mobile/tasks?limit=many', { token: user.accessToken })).body;
+    expect(simple).toEqual({ error: 'query.limit: must be a whole number' });
   });
 
   it('shared component schemas are never nullable themselves', async () => {
     const doc = await openapi();
     for (const [name, schema] of Object.entries(doc.components.schemas)) expect(schema.nullable, name).toBeUndefined();
     expect(Object.keys(doc.components.schemas)).toEqual(expect.arrayContaining(['Error', 'SimpleError', 'FlaggedError', 'Event', 'Task', 'ApiEndpoint']));
+  });
+});
+
+describe('what a client developer reads (descriptions and examples)', () => {
+  it('every route has a description (the `description` of its defineRoute)', () => {
+    const missing = routes.filter((route) => !route.docs.description?.trim()).map((route) => `${route.method.toUpperCase()} ${route.path}`);
+    expect(missing, `routes without a description (add \`description\` to their defineRoute):\n${missing.join('\n')}`).toEqual([]);
+  });
+
+  it('every parameter, property and component has a description (written in the zod schemas: .describe() or .meta())', async () => {
+    const doc = await openapi();
+    const { parameters, properties, components } = coverage(doc as never);
+    const missing = [
+      ...parameters.missing.map((m) => `parameter ${m}`),
+      ...properties.missing.map((m) => `property ${m}`),
+      ...components.missing.map((m) => `component ${m}`),
+    ];
+    expect(missing, `without a description:\n${missing.join('\n')}`).toEqual([]);
+  });
+
+  it('every request body and success response has an example, and each example validates against its schema', async () => {
+    const doc = await openapi();
+    const { examples } = coverage(doc as never);
+    expect(examples.missing, `without an example (a string or number field needs .meta({ example })):\n${examples.missing.join('\n')}`).toEqual([]);
+    const ajv = new Ajv({ strict: false, allErrors: true });
+    addFormats(ajv);
+    const definitions = toJsonSchema(doc.components.schemas as never);
+    const invalid: string[] = [];
+    let checked = 0;
+    const check = (where: string, media: { schema?: unknown; example?: unknown } | undefined) => {
+      if (!media || media.example === undefined) return;
+      checked++;
+      const validate = ajv.compile({ ...(toJsonSchema(media.schema as never) as object), definitions });
+      if (!validate(media.example)) invalid.push(`${where}: ${ajv.errorsText(validate.errors)}`);
+    };
+    for (const [path, item] of Object.entries(doc.paths)) {
+      for (const [method, op] of Object.entries(item)) {
+        const where = `${method.toUpperCase()} ${path}`;
+        const body = (op.requestBody as { content?: Record<string, { schema?: unknown; example?: unknown }> } | undefined)?.content?.['application/json'];
+        check(`${where} request body`, body);
+        for (const [status, response] of Object.entries(op.responses)) check(`${where} ${status}`, response.content?.['application/json'] as never);
+      }
+    }
+    expect(invalid, `examples that do not validate:\n${invalid.join('\n')}`).toEqual([]);
+    expect(checked).toBeGreaterThan(80);
+  });
+
+  it('try-it sends realistic values: a task created from the example has a meaningful title', async () => {
+    const doc = await openapi();
+    const op = operationOf(doc, { method: 'post', path: '/api/mobile/tasks' }) as Operation & { requestBody: { content: Record<string, { example: Record<string, unknown> }> } };
+    const example = op.requestBody.content['application/json']!.example;
+    const user = await registerUser('try-it');
+    const res = await api('POST', '/api/mobile/tasks', { token: user.accessToken, body: example });
+    expect(res.status).toBe(201);
+    expect(res.body.task.meta.title).toBe('Call Acme about the renewal');
+    // A hat from the example is of a real hat type; a token from the example is accepted.
+    const hat = operationOf(doc, { method: 'post', path: '/api/mobile/hats' }) as typeof op;
+    expect((await api('POST', '/api/mobile/hats', { token: user.accessToken, body: hat.requestBody.content['application/json']!.example })).status).toBe(201);
+    const token = operationOf(doc, { method: 'post', path: '/api/docs/tokens' }) as typeof op;
+    expect((await api('POST', '/api/docs/tokens', { token: user.accessToken, body: token.requestBody.content['application/json']!.example })).status).toBe(201);
+    // The live test executor's example answer is a real status.
+    const live = operationOf(doc, { method: 'post', path: '/api/docs/test' })!;
+    expect((live.responses['200']!.content!['application/json'] as { example: { status: number } }).example.status).toBe(200);
   });
 });
 

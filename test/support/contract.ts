@@ -29,22 +29,28 @@ interface Contract {
 
 const METHODS = ['get', 'post', 'put', 'patch', 'delete'];
 
-/** OpenAPI 3.0 schema → JSON Schema (draft 7) for ajv: nullable, and refs into `definitions`. */
-export function toJsonSchema(schema: Json): Json {
-  if (Array.isArray(schema)) return schema.map(toJsonSchema);
+/**
+ * OpenAPI 3.0 schema → JSON Schema (draft 7) for ajv: nullable, and refs into
+ * `definitions`. `open`: a member of an `allOf`, which narrows a schema
+ * another member closes (an Error whose `error` is one of a route's codes).
+ */
+export function toJsonSchema(schema: Json, open = false): Json {
+  if (Array.isArray(schema)) return schema.map((item) => toJsonSchema(item));
   if (schema === null || typeof schema !== 'object') return schema;
   const out: JsonObject = {};
   for (const [key, value] of Object.entries(schema)) {
     if (key === '$ref' && typeof value === 'string') out.$ref = value.replace('#/components/schemas/', '#/definitions/');
     else if (key === 'properties' || key === 'definitions') {
       out[key] = Object.fromEntries(Object.entries(value as JsonObject).map(([k, v]) => [k, toJsonSchema(v)]));
-    } else if (key !== 'nullable' && key !== 'example' && key !== 'discriminator') out[key] = toJsonSchema(value);
+    } else if (key === 'allOf' && Array.isArray(value)) out.allOf = value.map((member) => toJsonSchema(member, true));
+    else if (key !== 'nullable' && key !== 'example' && key !== 'discriminator') out[key] = toJsonSchema(value);
   }
   // Strict: an object names all its fields (zod-to-openapi leaves additionalProperties
   // open; the contract test closes it so that an undocumented field is found).
-  if (out.type === 'object' && out.properties && out.additionalProperties === undefined) out.additionalProperties = false;
+  if (!open && out.type === 'object' && out.properties && out.additionalProperties === undefined) out.additionalProperties = false;
   if (schema.nullable !== true) return out;
-  if (typeof out.type === 'string') {
+  const composed = out.allOf !== undefined || out.anyOf !== undefined || out.oneOf !== undefined;
+  if (typeof out.type === 'string' && !composed) {
     out.type = [out.type, 'null'];
     if (Array.isArray(out.enum) && !out.enum.includes(null)) out.enum = [...out.enum, null];
     return out;
