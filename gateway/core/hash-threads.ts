@@ -23,7 +23,7 @@ const bcrypt = require(workerData.bcrypt);
 parentPort.on('message', (job) => {
   let reply;
   try {
-    reply = { value: job.op === 'verify' ? bcrypt.verifySync(job.password, job.hash) : bcrypt.hashSync(job.password, { cost: job.cost, version: '2a' }) };
+    reply = { value: job.op === 'verify' ? bcrypt.verifySync(job.password, job.hash) : bcrypt.hashSync(job.password, job.cost).replace(/^\\$2[by]\\$/, '$2a$') };
   } catch (err) {
     reply = { error: String((err && err.message) || err) };
   }

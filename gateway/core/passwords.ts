@@ -8,10 +8,12 @@
 // The format is the one pgcrypto's crypt(…, gen_salt('bf')) stores and
 // admin.create_user still makes in psql (identity.hash_password): bcrypt of
 // the base64 SHA-256 of the password (so bcrypt's 72-byte limit never
-// truncates a password); $2a$ and $2b$ both verify. New hashes are $2a$
-// (for a 44-character input the two are the same computation), which
-// pgcrypto verifies too ($2b$ it does not): an operator can still check a
-// password in psql, and a gateway that checked in Postgres still works.
+// truncates a password); $2a$, $2b$ and $2y$ all verify. New hashes are
+// written $2a$: @node-rs/bcrypt names its hashes $2y$ (1.10.7, the release
+// whose platform packages the registry has for every platform), and for a
+// 44-character input $2a$, $2b$ and $2y$ are the same computation; pgcrypto
+// verifies only the $2a$ name, so an operator can still check a password in
+// psql (test/sql/password-attempts.test.ts checks that it does).
 //
 // What is checked when, and what is counted, is SQL
 // (private.password_attempt_start / _finish): this module only does the

@@ -156,3 +156,14 @@ describe('password_attempt_finish', () => {
     }
   });
 });
+
+describe('the format of a hash the processes make', () => {
+  it('is $2a$, and pgcrypto in psql verifies it (an operator can check a password with crypt())', async () => {
+    const hash = await passwords.hash('correct horse battery');
+    expect(hash).toMatch(/^\$2a\$10\$/);
+    const [row] = await db()`
+      select extensions.crypt(encode(extensions.digest(${'correct horse battery'}, 'sha256'), 'base64'), ${hash}) = ${hash} as ok,
+             extensions.crypt(encode(extensions.digest(${'wrong horse'}, 'sha256'), 'base64'), ${hash}) = ${hash} as wrong`;
+    expect(row).toEqual({ ok: true, wrong: false });
+  });
+});
