@@ -11,7 +11,8 @@ import { defineRoute, type Services } from '../http/route.ts';
 import { HttpError } from '../core/errors.ts';
 import { jsonObjectWith } from '../core/json.ts';
 import { DateTime, errors, Id, noContent, Pagination, succeeded } from '../http/responses.ts';
-import { Uuid } from '../core/schemas.ts';
+import { QueryInteger, Uuid } from '../core/schemas.ts';
+import { LIMITS } from '../core/limits.ts';
 import { webhookUrlProblem } from '../jobs/webhook-targets.ts';
 
 export const WEBHOOK_EVENT_TYPES = [
@@ -24,70 +25,182 @@ export const WEBHOOK_EVENT_TYPES = [
   'member.left',
 ] as const;
 
-const EventType = z.enum(WEBHOOK_EVENT_TYPES, { message: `must be one of ${WEBHOOK_EVENT_TYPES.join(', ')}` });
+/** What a delivery's type may be besides the subscribable ones: webhook.ping, sent on request only. */
+const DELIVERY_EVENT_TYPES = [...WEBHOOK_EVENT_TYPES, 'webhook.ping'] as const;
+export const DELIVERY_STATUSES = ['pending', 'succeeded', 'retrying', 'failed'] as const;
+
+const EventType = z
+  .enum(WEBHOOK_EVENT_TYPES, { message: `must be one of ${WEBHOOK_EVENT_TYPES.join(', ')}` })
+  .describe(
+    'An event type: `event.created`, `event.updated` (only when the Event object changed), `event.deleted`, ' +
+      '`attendee.registered`, `checkin.created` (event check-ins), `member.joined`, `member.left`.',
+  );
 const Events = z.array(EventType).min(1, { message: 'must name at least one event type' }).max(20);
 const WebhookUrl = z.string().trim().min(1).max(2000);
 const Description = z.string().trim().max(500);
 
-const CreateBody = z.object({
-  community_id: Uuid,
-  url: WebhookUrl.meta({ description: 'https URL of a public address (http and private addresses only with WEBHOOK_ALLOW_PRIVATE_TARGETS=1).' }),
-  events: Events,
-  description: Description.nullish(),
-});
-const UpdateBody = z.object({
-  url: WebhookUrl.optional(),
-  events: Events.optional(),
-  active: z.boolean().optional(),
-  description: Description.nullable().optional(),
-});
-const ListQuery = z.object({ community_id: Uuid });
-const WebhookPath = z.object({ id: Uuid });
-const DeliveryPath = z.object({ id: Uuid, delivery_id: Uuid });
+// Examples: one endpoint, its secret, and a delivery to it (a coherent set).
+const EXAMPLE_WEBHOOK_ID = '07207504-b13c-48d0-8de8-3cad6141f360';
+const EXAMPLE_COMMUNITY_ID = '5f0c8a9e-3b1d-4c62-9a7e-2d4b6f8a1c03';
+const EXAMPLE_URL = 'https://hooks.example.com/community';
+const EXAMPLE_SECRET = 'whsec_q9qyaTAmmG28oOE8/XP3ihwjrUIp5E7II6q2iKOEtKc=';
+const EXAMPLE_EVENTS = ['event.created', 'event.updated', 'member.joined'];
+const EXAMPLE_DESCRIPTION = 'Sync events and members to our CRM';
 
-/** A query-string integer: digits only, with a default and bounds. */
-const queryInt = (fallback: number, min: number, max: number) =>
-  z
-    .string()
-    .regex(/^\d+$/, { message: 'must be a whole number' })
-    .optional()
-    .transform((v) => (v === undefined ? fallback : Number(v)))
-    .pipe(z.number().int().min(min).max(max));
-const DeliveryPage = z.object({ limit: queryInt(20, 1, 100), offset: queryInt(0, 0, 1_000_000_000) });
+const UrlField = WebhookUrl.describe(
+  'Where deliveries are POSTed: an https URL without user info whose host is public (a literal private, loopback or ' +
+    'link-local address is 422 `invalid_url`; a name is resolved and checked again at every send). At most 2,000 characters.',
+).meta({ example: EXAMPLE_URL });
+const EventsField = Events.describe('The event types to deliver (at least one).').meta({ example: EXAMPLE_EVENTS });
+const DescriptionField = Description.describe('A note for the managers: what the endpoint is for (at most 500 characters).').meta({
+  example: EXAMPLE_DESCRIPTION,
+});
 
-const Webhook = z
+const CreateBody = z
   .object({
-    id: Id,
-    community_id: Id,
-    url: z.string(),
-    events: z.array(EventType),
-    active: z.boolean(),
-    description: z.string().nullable(),
-    created_at: DateTime,
+    community_id: Uuid.describe('The community whose changes are delivered (the caller manages it, or the token is scoped to it).'),
+    url: UrlField,
+    events: EventsField,
+    description: DescriptionField.nullish(),
   })
-  .meta({ id: 'Webhook' });
-const WebhookWithSecret = Webhook.extend({
-  secret: z.string().meta({ description: 'whsec_ + base64 of 32 random bytes: the Standard Webhooks signing secret. Shown only here.' }),
-}).meta({ id: 'WebhookWithSecret' });
+  .meta({ example: { community_id: EXAMPLE_COMMUNITY_ID, url: EXAMPLE_URL, events: EXAMPLE_EVENTS, description: EXAMPLE_DESCRIPTION } });
+const UpdateBody = z
+  .object({
+    url: UrlField.optional().describe('A new URL (the same rule as on registration).'),
+    events: EventsField.optional().describe('The event types to deliver from now on (replaces the list).'),
+    active: z
+      .boolean()
+      .optional()
+      .describe('false pauses the endpoint (nothing is sent; its pending deliveries fail); true turns it on again, also after the service turned it off.'),
+    description: DescriptionField.nullable().optional().describe('A new note; null or an empty string removes it.'),
+  })
+  .meta({ example: { events: ['event.created', 'event.updated', 'event.deleted'], active: true } });
+const ListQuery = z.object({ community_id: Uuid.describe('The community whose endpoints to list.') });
+const WebhookPath = z.object({ id: Uuid.describe("The webhook endpoint's id.") });
+const DeliveryPath = WebhookPath.extend({ delivery_id: Uuid.describe("The delivery's id (`id` of a delivery).") });
+
+const DeliveryPage = z.object({
+  limit: QueryInteger(1, LIMITS.pageLimitMax).default(20).describe('How many deliveries a page holds.').meta({ example: 20 }),
+  offset: QueryInteger(0, 1_000_000_000).default(0).describe('How many deliveries to skip (0 for the newest).').meta({ example: 0 }),
+});
+
+const WebhookFields = z.object({
+  id: Id.describe("The endpoint's id.").meta({ example: EXAMPLE_WEBHOOK_ID }),
+  community_id: Id.describe('The community whose changes it receives.'),
+  url: z.string().describe('Where deliveries are POSTed.').meta({ example: EXAMPLE_URL }),
+  events: z.array(EventType).describe('The event types it receives.').meta({ example: EXAMPLE_EVENTS }),
+  active: z
+    .boolean()
+    .describe('Whether deliveries are sent: false when a manager paused it, or when its last 20 deliveries all failed (the managers are e-mailed).'),
+  description: z.string().nullable().describe("The managers' note, or null.").meta({ example: EXAMPLE_DESCRIPTION }),
+  created_at: DateTime.describe('When it was registered.'),
+});
+const Webhook = WebhookFields.meta({ id: 'Webhook', description: "A community's webhook endpoint (without its secret)." });
+const WebhookWithSecret = WebhookFields.extend({
+  secret: z
+    .string()
+    .describe(
+      'The Standard Webhooks signing secret: whsec_ and the base64 of 32 random bytes. Deliveries carry `webhook-signature: v1,<base64 HMAC-SHA256>` ' +
+        'keyed by the decoded bytes; verify with any Standard Webhooks library. Shown only on registration and rotation: keep it.',
+    )
+    .meta({ example: EXAMPLE_SECRET }),
+}).meta({ id: 'WebhookWithSecret', description: 'A webhook endpoint with its signing secret (answered only on registration and rotation).' });
+
+/** An example delivery: a member.joined, delivered at the first attempt. */
+const EXAMPLE_DELIVERY = {
+  id: 'e7e700f6-244c-4e2c-862b-9af716453bbf',
+  webhook_id: 'msg_e7e700f6244c4e2c862b9af716453bbf',
+  event_type: 'member.joined',
+  status: 'succeeded',
+  attempts: 1,
+  last_status_code: 200,
+  last_error: null,
+  last_response_body: '{"received":true}',
+  next_attempt_at: null,
+  created_at: '2026-05-14T18:30:00.000Z',
+  delivered_at: '2026-05-14T18:30:00.412Z',
+  payload: {
+    type: 'member.joined',
+    timestamp: '2026-05-14T18:30:00.000Z',
+    data: {
+      community_id: EXAMPLE_COMMUNITY_ID,
+      member: { id: 'cc857732-834a-4dbf-a579-6e25bafc61ad', role: 'member', joined_at: '2026-05-14T18:30:00.000Z', name: 'Grace Hopper' },
+    },
+  },
+};
+
+/** A ping just queued (POST .../ping answers it). */
+const EXAMPLE_PING = {
+  id: '69beb977-086b-4221-b8f3-f519cf4438d2',
+  webhook_id: 'msg_69beb977086b4221b8f3f519cf4438d2',
+  event_type: 'webhook.ping',
+  status: 'pending',
+  attempts: 0,
+  last_status_code: null,
+  last_error: null,
+  last_response_body: null,
+  next_attempt_at: '2026-05-14T18:31:00.000Z',
+  created_at: '2026-05-14T18:31:00.000Z',
+  delivered_at: null,
+  payload: {
+    type: 'webhook.ping',
+    timestamp: '2026-05-14T18:31:00.000Z',
+    data: { endpoint_id: EXAMPLE_WEBHOOK_ID, community_id: EXAMPLE_COMMUNITY_ID },
+  },
+};
+
+const DeliveryEventType = z
+  .enum(DELIVERY_EVENT_TYPES)
+  .describe('The event type delivered: one the endpoint subscribes to, or `webhook.ping` (sent on request only).');
 
 const Delivery = z
   .object({
-    id: Id,
-    webhook_id: z.string().meta({ description: 'The webhook-id header: the same on every attempt and replay.' }),
-    event_type: z.string(),
-    status: z.enum(['pending', 'succeeded', 'retrying', 'failed']),
-    attempts: z.number().int(),
-    last_status_code: z.number().int().nullable(),
-    last_error: z.string().nullable(),
-    last_response_body: z.string().nullable().meta({ description: "The receiver's answer to the last attempt, its first 1 KB." }),
-    next_attempt_at: DateTime.nullable(),
-    created_at: DateTime,
-    delivered_at: DateTime.nullable(),
+    id: Id.describe("The delivery's id (replay takes it)."),
+    webhook_id: z
+      .string()
+      .describe('The webhook-id header: `msg_` and the id without dashes, the same on every attempt and replay (deduplicate on it).')
+      .meta({ example: 'msg_e7e700f6244c4e2c862b9af716453bbf' }),
+    event_type: DeliveryEventType,
+    status: z
+      .enum(DELIVERY_STATUSES)
+      .describe(
+        '`pending`: not tried yet (or replayed); `succeeded`: a 2xx answer; `retrying`: an attempt failed and another is due at next_attempt_at; ' +
+          '`failed`: every attempt failed (replay sends it again).',
+      ),
+    attempts: z.number().int().min(0).describe('How many attempts were made (replays included).').meta({ example: 1 }),
+    last_status_code: z.number().int().nullable().describe("The HTTP status of the last attempt's answer; null before any, or with no answer.").meta({ example: 200 }),
+    last_error: z
+      .string()
+      .nullable()
+      .describe('Why the last attempt failed (`HTTP 500`, `timeout: no answer within 10 s`, `refused: ...`, a connection error); null when it succeeded or before any.')
+      .meta({ example: 'HTTP 503' }),
+    last_response_body: z
+      .string()
+      .nullable()
+      .describe("The receiver's answer to the last attempt, its first 1 KB; null before any, or with no answer.")
+      .meta({ example: '{"received":true}' }),
+    next_attempt_at: DateTime.nullable().describe('When the next attempt is due; null once it succeeded or failed.'),
+    created_at: DateTime.describe('When the change happened (the delivery was queued).'),
+    delivered_at: DateTime.nullable().describe('When a receiver accepted it (2xx); null until then.'),
     payload: z
-      .object({ type: z.string(), timestamp: DateTime, data: z.record(z.string(), z.unknown()) })
-      .meta({ description: 'The body sent: {type, timestamp, data}.' }),
+      .object({
+        type: DeliveryEventType.describe('The event type (the same as event_type).'),
+        timestamp: DateTime.describe('When the change happened.'),
+        data: z
+          .record(z.string(), z.unknown())
+          .describe(
+            'What changed. `event.*`: the Event object as the community\'s managers see it; `member.*`: {community_id, member: {id, role, joined_at, name}} ' +
+              '(+ left_at); `attendee.registered`: {event_id, event_node_id, email, external_platform, registered_at}; `checkin.created`: ' +
+              '{id, type, event_id, event_node_id, visibility, checked_in_at, member} (member only for a public check-in); `webhook.ping`: {endpoint_id, community_id}.',
+          ),
+      })
+      .describe('The JSON body sent, exactly: {type, timestamp, data}.'),
   })
-  .meta({ id: 'WebhookDelivery' });
+  .meta({
+    id: 'WebhookDelivery',
+    description: 'One message to one endpoint, with the outcome of its last attempt.',
+    example: EXAMPLE_DELIVERY,
+  });
 
 const FORBIDDEN = errors('forbidden', 'not_community_manager');
 const NOT_FOUND = errors('webhook_not_found');
@@ -110,10 +223,19 @@ export const webhookRoutes = [
     path: '/api/v1/platform/webhooks',
     summary:
       "Register a webhook endpoint of a community (at most 20): the events given are POSTed to the URL, signed per Standard Webhooks with the returned secret (shown only here).",
+    description:
+      "Registers a webhook endpoint of a community: every change of the event types given is POSTed to the URL as {type, timestamp, data}, " +
+      'signed per Standard Webhooks (`webhook-id`, `webhook-timestamp`, `webhook-signature` headers) with the secret answered here, and only here: keep it. ' +
+      'A 2xx answer is success; anything else is retried 7 times over about 28 hours, then the delivery has failed. Called by a manager of the community, or with an API token scoped to it.',
+    limits: ['At most 20 webhook endpoints a community (422 `too_many_webhooks`).'],
     auth: 'user',
     body: CreateBody,
     invalidStatus: 422,
-    responses: { 201: succeeded({ data: WebhookWithSecret }), 403: FORBIDDEN, 422: errors('validation_error', 'invalid_url', 'unknown_event_type', 'too_many_webhooks') },
+    responses: {
+      201: succeeded({ data: WebhookWithSecret }),
+      403: FORBIDDEN,
+      422: errors('validation_error', 'invalid_url', 'unknown_event_type', 'too_many_webhooks'),
+    },
     async handler({ body, db, services }) {
       checkUrl(body.url, services);
       const [row] = await db(
@@ -128,10 +250,11 @@ export const webhookRoutes = [
     method: 'get',
     path: '/api/v1/platform/webhooks',
     summary: "A community's webhook endpoints (without secrets).",
+    description: "Lists a community's webhook endpoints, oldest first, without their secrets. Called by a manager of the community, or with an API token scoped to it.",
     auth: 'user',
     query: ListQuery,
     invalidStatus: 422,
-    responses: { 200: succeeded({ data: z.array(Webhook) }), 403: FORBIDDEN, 422: errors('validation_error') },
+    responses: { 200: succeeded({ data: z.array(Webhook).describe('The endpoints, oldest first.') }), 403: FORBIDDEN, 422: errors('validation_error') },
     async handler({ query, db }) {
       const [row] = await db((tx) => tx<Row[]>`select api.webhooks_list(${query.community_id}) as data`);
       return { status: 200, body: { success: true, data: row!.data } };
@@ -142,6 +265,9 @@ export const webhookRoutes = [
     method: 'patch',
     path: '/api/v1/platform/webhooks/:id',
     summary: 'Change a webhook endpoint: url, events, active (false pauses it; true turns it on again) and description (the keys given).',
+    description:
+      'Changes the keys given of a webhook endpoint: url, events, active and description. `active: false` pauses it; `active: true` turns it on again, ' +
+      'also after the service turned it off (its last 20 deliveries all failed); replay what it missed afterwards.',
     auth: 'user',
     params: WebhookPath,
     body: UpdateBody,
@@ -159,6 +285,7 @@ export const webhookRoutes = [
     method: 'delete',
     path: '/api/v1/platform/webhooks/:id',
     summary: 'Delete a webhook endpoint and its deliveries.',
+    description: 'Deletes a webhook endpoint with its deliveries: nothing more is sent to it, queued deliveries included.',
     auth: 'user',
     params: WebhookPath,
     invalidParamsStatus: 404,
@@ -173,6 +300,9 @@ export const webhookRoutes = [
     method: 'post',
     path: '/api/v1/platform/webhooks/:id/rotate_secret',
     summary: 'A new signing secret (returned); the previous one keeps signing too, as a second signature, for 24 hours.',
+    description:
+      'Makes a new signing secret and answers it (only here). For 24 hours every delivery carries two signatures, one per secret, ' +
+      'so the receiver can switch to the new secret without missing a delivery.',
     auth: 'user',
     params: WebhookPath,
     invalidParamsStatus: 404,
@@ -187,10 +317,18 @@ export const webhookRoutes = [
     method: 'post',
     path: '/api/v1/platform/webhooks/:id/ping',
     summary: 'Send a webhook.ping event to the endpoint (202: queued; see its deliveries).',
+    description:
+      'Queues a `webhook.ping` delivery to the endpoint, {endpoint_id, community_id} as its data, to check that the receiver answers and verifies signatures. ' +
+      '202 with the delivery; its outcome shows in the deliveries. 409 `webhook_inactive` when the endpoint is off.',
     auth: 'user',
     params: WebhookPath,
     invalidParamsStatus: 404,
-    responses: { 202: succeeded({ data: Delivery }), 403: FORBIDDEN, 404: NOT_FOUND, 409: errors('webhook_inactive') },
+    responses: {
+      202: succeeded({ data: Delivery }).meta({ example: { success: true, data: EXAMPLE_PING } }),
+      403: FORBIDDEN,
+      404: NOT_FOUND,
+      409: errors('webhook_inactive'),
+    },
     async handler({ params, db }) {
       const [row] = await db((tx) => tx<Row[]>`select api.webhook_ping(${params.id}) as data`);
       return { status: 202, body: { success: true, data: row!.data } };
@@ -201,13 +339,16 @@ export const webhookRoutes = [
     method: 'get',
     path: '/api/v1/platform/webhooks/:id/deliveries',
     summary: "The endpoint's deliveries, newest first: status (pending, succeeded, retrying, failed), attempts, last answer, payload.",
+    description:
+      "The endpoint's deliveries, newest first, a page at a time: each with its status, attempts, the last answer (status, error, the first 1 KB of the body), " +
+      'when the next attempt is due and the payload sent. Finished deliveries (succeeded, failed) are pruned 30 days after they were queued.',
     auth: 'user',
     params: WebhookPath,
     query: DeliveryPage,
     invalidStatus: 422,
     invalidParamsStatus: 404,
     responses: {
-      200: succeeded({ data: z.array(Delivery), pagination: Pagination }),
+      200: succeeded({ data: z.array(Delivery).describe('The deliveries, newest first.'), pagination: Pagination }),
       400: errors('invalid_limit', 'invalid_offset'),
       403: FORBIDDEN,
       404: NOT_FOUND,
@@ -225,6 +366,9 @@ export const webhookRoutes = [
     method: 'post',
     path: '/api/v1/platform/webhooks/:id/deliveries/:delivery_id/replay',
     summary: 'Send a delivery again now, as a new attempt with the same webhook-id and body (202: queued).',
+    description:
+      'Sends a delivery again now, with the same `webhook-id` and body and a fresh round of retries: e.g. what an endpoint missed while it was off. ' +
+      '202 with the delivery, `pending` again. 409 `webhook_inactive` when the endpoint is off (turn it on first).',
     auth: 'user',
     params: DeliveryPath,
     invalidParamsStatus: 404,
