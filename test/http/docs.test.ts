@@ -211,6 +211,35 @@ describe('what a client developer reads (descriptions and examples)', () => {
     expect(checked).toBeGreaterThan(80);
   });
 
+  it('documents the Idempotency-Key header, and Idempotent-Replayed on the success answers, exactly where a route takes a key', async () => {
+    const doc = await openapi();
+    type Header = { name: string; in: string; required?: boolean; description?: string; schema?: { example?: unknown } };
+    type Answer = { headers?: Record<string, { description?: string; schema?: unknown }> };
+    const keyed = routes.filter((route) => route.docs.idempotencyKey);
+    expect(keyed.map((route) => `${route.method} ${route.path}`)).toEqual(
+      expect.arrayContaining(['post /api/mobile/tasks', 'post /api/v1/platform/webhooks', 'post /api/mobile/calendar/feed', 'delete /api/docs/tokens/:id']),
+    );
+    for (const route of routes) {
+      const where = `${route.method.toUpperCase()} ${route.path}`;
+      const op = operationOf(doc, route)!;
+      const key = (op.parameters as Header[] | undefined)?.find((p) => p.in === 'header' && p.name === 'Idempotency-Key');
+      const answers = Object.entries(op.responses as Record<string, Answer>).filter(([status]) => Number(status) < 400);
+      if (!route.docs.idempotencyKey) {
+        expect(key, where).toBeUndefined();
+        for (const [status, answer] of answers) expect(answer.headers?.['Idempotent-Replayed'], `${where} ${status}`).toBeUndefined();
+        continue;
+      }
+      expect(key, where).toBeDefined();
+      expect(key!.required, where).toBe(false);
+      expect(key!.description, where).toMatch(/retry/);
+      expect(key!.schema?.example, where).toEqual(expect.any(String));
+      expect(answers.length, where).toBeGreaterThan(0);
+      for (const [status, answer] of answers) {
+        expect(answer.headers?.['Idempotent-Replayed'], `${where} ${status}`).toMatchObject({ description: expect.stringMatching(/Idempotency-Key/), schema: { type: 'string', enum: ['true'] } });
+      }
+    }
+  });
+
   it('try-it sends realistic values: a task created from the example has a meaningful title', async () => {
     const doc = await openapi();
     const op = operationOf(doc, { method: 'post', path: '/api/mobile/tasks' }) as Operation & { requestBody: { content: Record<string, { example: Record<string, unknown> }> } };
