@@ -51,7 +51,7 @@ const UrlField = WebhookUrl.describe(
   'Where deliveries are POSTed: an https URL without user info whose host is public (a literal private, loopback or ' +
     'link-local address is 422 `invalid_url`; a name is resolved and checked again at every send). At most 2,000 characters.',
 ).meta({ example: EXAMPLE_URL });
-const EventsField = Events.describe('The event types to deliver (at least one).').meta({ example: EXAMPLE_EVENTS });
+const EventsField = Events.describe('The event types to deliver (at least one; kept sorted, without duplicates).').meta({ example: EXAMPLE_EVENTS });
 const DescriptionField = Description.describe('A note for the managers: what the endpoint is for (at most 500 characters).').meta({
   example: EXAMPLE_DESCRIPTION,
 });
@@ -88,7 +88,7 @@ const WebhookFields = z.object({
   id: Id.describe("The endpoint's id.").meta({ example: EXAMPLE_WEBHOOK_ID }),
   community_id: Id.describe('The community whose changes it receives.'),
   url: z.string().describe('Where deliveries are POSTed.').meta({ example: EXAMPLE_URL }),
-  events: z.array(EventType).describe('The event types it receives.').meta({ example: EXAMPLE_EVENTS }),
+  events: z.array(EventType).describe('The event types it receives, sorted.').meta({ example: EXAMPLE_EVENTS }),
   active: z
     .boolean()
     .describe('Whether deliveries are sent: false when a manager paused it, or when its last 20 deliveries all failed (the managers are e-mailed).'),
