@@ -212,6 +212,57 @@ export async function clientFlow(options: FlowOptions): Promise<FlowReport> {
   }
 
   // -------------------------------------------------------------------------
+  area('webhooks');
+  {
+    const registered = await client.POST('/api/v1/platform/webhooks', {
+      body: {
+        community_id: communityId,
+        url: 'https://hooks.example.com/community',
+        events: ['member.left', 'event.updated'],
+        description: 'Sync to our CRM',
+      },
+    });
+    assert.equal(registered.response.status, 201);
+    assert.ok(registered.data);
+    const webhook = registered.data.data;
+    const secret: string = webhook.secret;
+    assert.match(secret, /^whsec_/);
+    assert.equal(webhook.active, true);
+
+    const { data: listed } = await client.GET('/api/v1/platform/webhooks', { params: { query: { community_id: communityId } } });
+    assert.ok(listed);
+    const mine = listed.data.find((hook) => hook.id === webhook.id);
+    assert.ok(mine);
+    assert.deepEqual(mine.events, ['event.updated', 'member.left']);
+    assert.equal(mine.description, 'Sync to our CRM');
+    assert.equal('secret' in mine, false);
+
+    const paused = await client.PATCH('/api/v1/platform/webhooks/{id}', { params: { path: { id: webhook.id } }, body: { active: false } });
+    assert.equal(paused.data?.data.active, false);
+    const ping = await client.POST('/api/v1/platform/webhooks/{id}/ping', { params: { path: { id: webhook.id } } });
+    assert.equal(ping.response.status, 409);
+    assert.equal(ping.error?.error, 'webhook_inactive');
+
+    const rotated = await client.POST('/api/v1/platform/webhooks/{id}/rotate_secret', { params: { path: { id: webhook.id } } });
+    assert.ok(rotated.data);
+    assert.notEqual(rotated.data.data.secret, secret);
+
+    const { data: deliveries } = await client.GET('/api/v1/platform/webhooks/{id}/deliveries', {
+      params: { path: { id: webhook.id }, query: { limit: 10, offset: 0 } },
+    });
+    assert.ok(deliveries);
+    // Nothing was sent: paused endpoints get no deliveries, and nothing changed meanwhile.
+    assert.equal(deliveries.pagination.total_count, 0);
+    assert.equal(deliveries.pagination.page_size, 10);
+    assert.deepEqual(deliveries.data, []);
+
+    const removed = await client.DELETE('/api/v1/platform/webhooks/{id}', { params: { path: { id: webhook.id } } });
+    assert.equal(removed.response.status, 204);
+    const gone = await client.GET('/api/v1/platform/webhooks/{id}/deliveries', { params: { path: { id: webhook.id } } });
+    assert.equal(gone.error?.error, 'webhook_not_found');
+  }
+
+  // -------------------------------------------------------------------------
   area('events and check-ins');
   {
     const { data: upcoming } = await client.GET('/api/mobile/events/upcoming');
@@ -249,6 +300,30 @@ export async function clientFlow(options: FlowOptions): Promise<FlowReport> {
     });
     assert.equal(back.response.status, 201);
     assert.equal(back.data?.checkin.hat_id, hatId);
+  }
+
+  // -------------------------------------------------------------------------
+  area('calendars');
+  {
+    const { data: feed, response } = await client.POST('/api/mobile/calendar/feed');
+    assert.equal(response.status, 201);
+    assert.ok(feed);
+    assert.equal(feed.data.webcal_url, feed.data.url.replace(/^https?:/, 'webcal:'));
+    // The URL is what a calendar app subscribes to; its last segment is the feed's secret.
+    const token = new URL(feed.data.url).pathname.replace(/^\/cal\/(.+)\.ics$/, '$1');
+    const calendar = await client.GET('/cal/{token}.ics', { params: { path: { token } }, parseAs: 'text' });
+    assert.equal(calendar.response.status, 200);
+    assert.match(calendar.response.headers.get('content-type') ?? '', /^text\/calendar/);
+    assert.ok(calendar.data?.includes('SUMMARY:Bouldering night'));
+    const etag = calendar.response.headers.get('etag');
+    assert.ok(etag);
+    const unchanged = await client.GET('/cal/{token}.ics', { params: { path: { token }, header: { 'if-none-match': etag } }, parseAs: 'text' });
+    assert.equal(unchanged.response.status, 304);
+
+    const revoked = await client.DELETE('/api/mobile/calendar/feed');
+    assert.equal(revoked.response.status, 204);
+    const ended = await client.GET('/cal/{token}.ics', { params: { path: { token } }, parseAs: 'text' });
+    assert.equal(ended.response.status, 404);
   }
 
   // -------------------------------------------------------------------------
