@@ -1,5 +1,5 @@
 // bcrypt (@node-rs/bcrypt) on a few threads of their own, at a low CPU
-// priority (nice 10 on Linux), never on the event loop.
+// priority (nice 19 on Linux, the lowest), never on the event loop.
 //
 // Why not @node-rs/bcrypt's async functions on libuv's thread pool: those
 // threads run at the process's priority, so a login flood's hashes compete
@@ -8,13 +8,20 @@
 // a fraction of their rate). Niced, the hashes take what the rest leaves:
 // other requests keep their pace, and logins use every idle cycle.
 //
+// Measured (npm run bench -- peak, PostgreSQL 15 on the same 2-core machine,
+// 20 clients logging in): other users' profile reads kept 52% of their idle
+// rate with nice 10, 61% with nice 19; a hashing process of its own, in its
+// own scheduling group at nice 19, 57-66%. Hashing at ~15 logins/s needs
+// ~0.8 of a core however low its priority, so the rest is what two cores
+// leave; on a machine where the database runs elsewhere it is not shared.
+//
 // No queue policy here: WorkLimiter (passwords.ts) admits at most one job
 // per thread; a job beyond that waits for a free thread.
 import { createRequire } from 'node:module';
 import { Worker } from 'node:worker_threads';
 
 /** The nice value of the hashing threads (Linux: per thread; elsewhere they run at the process's priority). */
-export const HASH_THREAD_NICE = 10;
+export const HASH_THREAD_NICE = 19;
 
 const WORKER_SOURCE = `
 const { parentPort, workerData } = require('node:worker_threads');
