@@ -4528,7 +4528,7 @@ CREATE FUNCTION private.api_token_json(t app.api_tokens) RETURNS jsonb
 -- Name: FUNCTION api_token_json(t app.api_tokens); Type: COMMENT; Schema: private
 --
 
-COMMENT ON FUNCTION private.api_token_json(t app.api_tokens) IS 'The ApiToken object (spec section 2), with community_id; never the secret or its hash.';
+COMMENT ON FUNCTION private.api_token_json(t app.api_tokens) IS 'The ApiToken object (docs/api.md, Resources; components.schemas.ApiToken of the OpenAPI document), with community_id; never the secret or its hash.';
 
 --
 -- Name: api_token_path_allowed(text[], text); Type: FUNCTION; Schema: private
@@ -5574,7 +5574,7 @@ $$;
 -- Name: FUNCTION event_json(e app.events, public_url text); Type: COMMENT; Schema: private
 --
 
-COMMENT ON FUNCTION private.event_json(e app.events, public_url text) IS 'The Event object (spec section 2) as the signed-in caller may see it; public_url is PUBLIC_URL.';
+COMMENT ON FUNCTION private.event_json(e app.events, public_url text) IS 'The Event object (docs/api.md, Resources; components.schemas.Event of the OpenAPI document) as the signed-in caller may see it; public_url is PUBLIC_URL.';
 
 --
 -- Name: event_location_text(text, text, text); Type: FUNCTION; Schema: private
@@ -5656,7 +5656,7 @@ CREATE FUNCTION private.event_object(e app.events, community_node_id uuid, calle
 -- Name: FUNCTION event_object(e app.events, community_node_id uuid, caller_manages boolean, public_url text); Type: COMMENT; Schema: private
 --
 
-COMMENT ON FUNCTION private.event_object(e app.events, community_node_id uuid, caller_manages boolean, public_url text) IS 'The Event object (spec section 2) from the event, its community''s node id, whether the caller manages that community, and PUBLIC_URL.';
+COMMENT ON FUNCTION private.event_object(e app.events, community_node_id uuid, caller_manages boolean, public_url text) IS 'The Event object (docs/api.md, Resources; components.schemas.Event of the OpenAPI document) from the event, its community''s node id, whether the caller manages that community, and PUBLIC_URL.';
 
 --
 -- Name: event_readable(uuid); Type: FUNCTION; Schema: private
@@ -10174,7 +10174,7 @@ CREATE TABLE private.agent_tool_limits (
 -- Name: TABLE agent_tool_limits; Type: COMMENT; Schema: private
 --
 
-COMMENT ON TABLE private.agent_tool_limits IS 'How many successful calls of a write tool one agent may make per hour (spec section 8). Tools not listed are unlimited.';
+COMMENT ON TABLE private.agent_tool_limits IS 'How many successful calls of a write tool one agent may make per hour (docs/agents.md). Tools not listed are unlimited.';
 
 --
 -- Name: agent_tool_usage; Type: TABLE; Schema: private

@@ -11,7 +11,7 @@
 -- request role may use the job queue's: see below), and the test
 -- schemas (tests, tap, and the scratch schema of test/sql/plpgsql-check.test.ts).
 begin;
-select plan(18);
+select plan(19);
 
 -- 1. The schemas ------------------------------------------------------------
 
@@ -413,6 +413,12 @@ select is_empty(
      where n.nspname = 'admin'
        and coalesce(btrim(obj_description(p.oid, 'pg_proc')), '') = ''$$,
   'every admin function has a comment');
+
+select is_empty(
+  $$select d.classoid::regclass::text || ' ' || d.objoid::text
+      from pg_catalog.pg_description d
+     where d.description ~* '(spec section|DESIGN\.md|\.\./shared)'$$,
+  'no comment in the database points at a document outside the repository');
 
 select * from finish();
 rollback;

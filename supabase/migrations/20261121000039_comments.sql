@@ -1,0 +1,1 @@
+../../sql/migrations/committed/000039-comments.sql
