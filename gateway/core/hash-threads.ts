@@ -11,9 +11,12 @@
 // Measured (npm run bench -- peak, PostgreSQL 15 on the same 2-core machine,
 // 20 clients logging in): other users' profile reads kept 52% of their idle
 // rate with nice 10, 61% with nice 19; a hashing process of its own, in its
-// own scheduling group at nice 19, 57-66%. Hashing at ~15 logins/s needs
-// ~0.8 of a core however low its priority, so the rest is what two cores
-// leave; on a machine where the database runs elsewhere it is not shared.
+// own scheduling group at nice 19, 57-66%; the threads in SCHED_IDLE
+// (chrt -i, tried later) 65% on average of 7 runs against 62% of 8 at nice 19,
+// with 9% fewer logins, within the runs' spread (51-73%): not adopted.
+// Hashing at ~15 logins/s needs ~0.8 of a core however low its priority, so
+// the rest is what two cores leave; on a machine where the database runs
+// elsewhere it is not shared.
 //
 // No queue policy here: WorkLimiter (passwords.ts) admits at most one job
 // per thread; a job beyond that waits for a free thread.
