@@ -2,7 +2,7 @@
 // and the gateway on PORT. SIGINT/SIGTERM stop everything, Postgres included.
 import cluster from 'node:cluster';
 import { startWorkers, type WorkerMessage } from './cluster.ts';
-import { ConfigError, loadConfig } from './core/config.ts';
+import { loadConfigOrExit } from './core/config.ts';
 import { openDatabase, type Database } from './core/database.ts';
 import { createLogger } from './core/log.ts';
 import { startupMessage } from './core/startup-error.ts';
@@ -10,16 +10,7 @@ import { startGateway, type RunningGateway } from './server.ts';
 import { startMcpChild, type McpChild } from './mcp-child.ts';
 
 async function main(): Promise<void> {
-  let config;
-  try {
-    config = loadConfig();
-  } catch (err) {
-    if (err instanceof ConfigError) {
-      console.error(err.message);
-      process.exit(1);
-    }
-    throw err;
-  }
+  const config = loadConfigOrExit();
   const log = createLogger(config.logLevel);
   // WEB_CONCURRENCY > 1: this process only supervises the gateway processes.
   if (await startWorkers(config, log, (databaseUrl) => startMcpChild(config, databaseUrl, log))) return;

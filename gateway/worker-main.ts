@@ -6,22 +6,13 @@
 // joins the embedded database of a running `npm start`. It installs the job
 // queue's schema if missing but does not migrate the application: the
 // gateway does. SIGINT/SIGTERM: running jobs finish (10 s at most), then it exits.
-import { ConfigError, loadConfig } from './core/config.ts';
+import { loadConfigOrExit } from './core/config.ts';
 import { openDatabase, type Database } from './core/database.ts';
 import { createLogger } from './core/log.ts';
 import { jobWorkerOptions, startJobWorker, type JobWorker } from './jobs/worker.ts';
 
 async function main(): Promise<void> {
-  let config;
-  try {
-    config = loadConfig();
-  } catch (err) {
-    if (err instanceof ConfigError) {
-      console.error(err.message);
-      process.exit(1);
-    }
-    throw err;
-  }
+  const config = loadConfigOrExit();
   const log = createLogger(config.logLevel, 'worker');
   let database: Database | undefined;
   let worker: JobWorker | undefined;

@@ -5,22 +5,13 @@
 //
 // `npm start` runs this file as a child process (with an IPC channel): the
 // child exits when its parent goes away, so it is never orphaned.
-import { ConfigError, loadConfig } from '../gateway/core/config.ts';
+import { loadConfigOrExit } from '../gateway/core/config.ts';
 import { openDatabase, type Database } from '../gateway/core/database.ts';
 import { createLogger } from '../gateway/core/log.ts';
 import { startMcpServer, type RunningMcpServer } from './server.ts';
 
 async function main(): Promise<void> {
-  let config;
-  try {
-    config = loadConfig();
-  } catch (err) {
-    if (err instanceof ConfigError) {
-      console.error(err.message);
-      process.exit(1);
-    }
-    throw err;
-  }
+  const config = loadConfigOrExit();
   const log = createLogger(config.logLevel, 'mcp-server');
   let database: Database | undefined;
   let server: RunningMcpServer | undefined;

@@ -217,6 +217,23 @@ export interface RealtimeConfig {
 
 export class ConfigError extends StartupProblem {}
 
+/**
+ * The configuration, or, when it is invalid, its problem as one line on
+ * stderr and exit code 1: the first step of every process (`npm start`,
+ * `npm run mcp`, `npm run worker`, the admin and db commands).
+ */
+export function loadConfigOrExit(env: NodeJS.ProcessEnv = process.env): Config {
+  try {
+    return loadConfig(env);
+  } catch (err) {
+    if (err instanceof ConfigError) {
+      console.error(err.message);
+      process.exit(1);
+    }
+    throw err;
+  }
+}
+
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   const parsed = EnvSchema.safeParse(env);
   if (!parsed.success) {

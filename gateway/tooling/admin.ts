@@ -4,7 +4,7 @@
 // command if no `npm start` is running).
 import { parseArgs } from 'node:util';
 import { z } from 'zod';
-import { loadConfig } from '../core/config.ts';
+import { loadConfigOrExit } from '../core/config.ts';
 import { openDatabase } from '../core/database.ts';
 import { createPool, type Sql } from '../core/db.ts';
 import { destination } from 'pino';
@@ -253,7 +253,7 @@ async function main(): Promise<number> {
     return 1;
   }
 
-  const config = loadConfig();
+  const config = loadConfigOrExit();
   const log = createLogger(process.env.LOG_LEVEL ?? 'warn', 'admin', destination(2));
   let database;
   try {
@@ -291,7 +291,7 @@ async function sqlShell(args: string[]): Promise<number> {
     return 0;
   }
   const log = createLogger(process.env.LOG_LEVEL ?? 'warn', 'admin');
-  const database = await openDatabase(loadConfig(), log, { reuseRunning: true });
+  const database = await openDatabase(loadConfigOrExit(), log, { reuseRunning: true });
   try {
     if (database.embedded) await runMigrations(database.url, log, { includeCurrent: true });
     return runPsql(database.url, args);

@@ -8,7 +8,7 @@
 //                                  commit and uncommit refresh it too
 import { spawnSync } from 'node:child_process';
 import { createRequire } from 'node:module';
-import { loadConfig } from '../core/config.ts';
+import { loadConfigOrExit } from '../core/config.ts';
 import { openDatabase } from '../core/database.ts';
 import { ensureDatabase } from './embedded-postgres.ts';
 import { destination } from 'pino';
@@ -18,7 +18,7 @@ import { runDumpCommand } from './schema-dump.ts';
 // Logs go to stderr: stdout carries only the command's output.
 import { startupMessage } from '../core/startup-error.ts';
 
-const config = loadConfig();
+const config = loadConfigOrExit();
 const log = createLogger(process.env.LOG_LEVEL ?? 'warn', 'db', destination(2));
 if (process.argv[2] === 'dump') {
   process.exit(await runDumpCommand(log, process.argv.slice(3)));

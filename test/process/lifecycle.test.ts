@@ -181,6 +181,25 @@ describe('a fresh copy in a private folder (mode 700, as `mktemp -d` or /root ma
     }
   });
 
+  it('an invalid configuration is one line and exit code 1 from every process: gateway, MCP server, worker, admin and db commands', () => {
+    const entries = [
+      ['gateway/main.ts'],
+      ['mcp-server/main.ts'],
+      ['gateway/worker-main.ts'],
+      ['gateway/tooling/admin.ts', 'jobs'],
+      ['gateway/tooling/db-cli.ts', 'migrate'],
+    ];
+    for (const entry of entries) {
+      const result = spawnSync(process.execPath, ['--import', 'tsx', ...entry], {
+        cwd: root,
+        env: { ...process.env, PORT: 'not-a-port', LOG_LEVEL: 'warn' },
+        encoding: 'utf8',
+      });
+      expect(result.status, `${entry[0]}: ${result.stderr}`).toBe(1);
+      expect(result.stderr.trim().split('\n'), entry[0]).toEqual([expect.stringMatching(/^invalid configuration: PORT: /)]);
+    }
+  });
+
   it('a failure to start Postgres is one line, exit code 1, no stack trace', () => {
     // The port is taken by a running Postgres? Simplest reliable failure: a data folder that is a file.
     const dataDir = path.join(inject('testDir'), `broken-${crypto.randomBytes(3).toString('hex')}`);
