@@ -27,7 +27,7 @@ import { z } from 'zod';
 import { toHttpError } from '../gateway/core/errors.ts';
 import { html, page, type SafeHtml } from '../gateway/core/html.ts';
 import { SERVICE_NAME } from '../gateway/core/service.ts';
-import { checkPassword } from '../gateway/core/passwords.ts';
+import { checkPassword, type PasswordAttempt } from '../gateway/core/passwords.ts';
 import { mcpClientIp } from './client-address.ts';
 import { authenticateAgent, SCOPES } from './credentials.ts';
 import type { McpDeps } from './deps.ts';
@@ -266,14 +266,6 @@ interface ApprovalRow {
   state: string | null;
 }
 
-interface AttemptRow {
-  status: 'throttled' | 'check';
-  retry_after: number;
-  attempt: string;
-  password_hash: string;
-  rehash: boolean;
-}
-
 /**
  * The consent form's answer: sign in, then a code to the client (or
  * access_denied). The password is checked as POST /api/auth/login checks it
@@ -321,10 +313,10 @@ function consentHandler(deps: McpDeps): express.RequestHandler {
       }
       // The login's throttling (counted per e-mail and client, per e-mail, per client address).
       const limits = deps.config.authLimits;
-      let attempt: AttemptRow | undefined;
+      let attempt: PasswordAttempt | undefined;
       let checked;
       try {
-        [attempt] = await deps.sql<AttemptRow[]>`
+        [attempt] = await deps.sql<PasswordAttempt[]>`
           select * from private.password_attempt_start('oauth_consent', ${email}, ${mcpClientIp(req, deps.config.mcp.proxySecret)},
                                                        ${passwords.cost}, ${limits.maxFailuresPerEmailAndClient},
                                                        ${limits.maxFailuresPerEmail}, ${limits.maxFailuresPerIp}, ${limits.windowSeconds})`;

@@ -79,6 +79,15 @@ export class Passwords {
   }
 }
 
+/** A row of `private.password_attempt_start` (login and the consent form): throttled, or the hash to check. */
+export interface PasswordAttempt {
+  status: 'throttled' | 'check';
+  retry_after: number;
+  attempt: string;
+  password_hash: string;
+  rehash: boolean;
+}
+
 /**
  * One sign-in's password work in its place (entered before the first SQL
  * call): compare the password with the hash SQL handed out, and when SQL

@@ -19,7 +19,7 @@ import { InvalidTokenError } from '../core/jwt.ts';
 import { DateTime, errors, Id, succeeded } from '../http/responses.ts';
 import { LIMITS } from '../core/limits.ts';
 import { Email, Password, ProfileName } from '../core/schemas.ts';
-import { checkPassword } from '../core/passwords.ts';
+import { checkPassword, type PasswordAttempt } from '../core/passwords.ts';
 import { DEFAULT_AUTH_LIMITS, tooManyRequests } from '../core/throttle.ts';
 
 /** `name` is optional: without one the profile's name is derived from the e-mail and shown only to the user and their communities' managers. */
@@ -73,14 +73,6 @@ interface AuthSession extends AuthUser {
 
 const register = (tx: Tx, body: z.infer<typeof Credentials>, passwordHash: string) =>
   tx<AuthUser[]>`select * from api.auth_register(${body.email}, ${passwordHash}, ${body.name ?? null})`;
-
-interface AttemptRow {
-  status: 'throttled' | 'check';
-  retry_after: number;
-  attempt: string;
-  password_hash: string;
-  rehash: boolean;
-}
 
 async function tokenPair(services: Services, session: AuthSession) {
   const { accessToken, expiresIn } = await services.tokens.issue({
@@ -166,10 +158,10 @@ export const authRoutes = [
       // A place for the password work first: refused (503) before any SQL.
       const place = passwords.enter();
       let checked;
-      let attempt: AttemptRow | undefined;
+      let attempt: PasswordAttempt | undefined;
       try {
         [attempt] = await db(
-          (tx) => tx<AttemptRow[]>`
+          (tx) => tx<PasswordAttempt[]>`
             select * from private.password_attempt_start('login', ${body.email}, ${clientIp}, ${passwords.cost},
                                                          ${limits.maxFailuresPerEmailAndClient}, ${limits.maxFailuresPerEmail},
                                                          ${limits.maxFailuresPerIp}, ${limits.windowSeconds})`,
