@@ -7,6 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startJobWorker, type JobWorker } from '../../gateway/jobs/worker.ts';
 import { createLogger } from '../../gateway/core/log.ts';
 import { api, baseUrl, databaseUrl, db, expectErrorShape, publicUrl, registerUser, uniqueEmail } from '../helpers.ts';
+import { eventually } from '../support/wait.ts';
 
 interface OutboxRow {
   id: string;
@@ -224,16 +225,6 @@ describe('send_email jobs (graphile-worker, real SMTP server)', () => {
       log: createLogger('silent'),
     });
 
-  async function until<T>(what: string, probe: () => Promise<T | undefined | false>, timeoutMs = 15_000): Promise<T> {
-    const deadline = Date.now() + timeoutMs;
-    for (;;) {
-      const value = await probe();
-      if (value) return value;
-      if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-      await new Promise((resolve) => setTimeout(resolve, 50));
-    }
-  }
-
   it('sends a queued recovery e-mail with its link, then forgets the link', async () => {
     const user = await registerUser('smtp');
     await api('POST', '/api/auth/recover', { body: { email: user.email } });
@@ -242,7 +233,7 @@ describe('send_email jobs (graphile-worker, real SMTP server)', () => {
     expect(job).toEqual({ task_identifier: 'send_email', max_attempts: 10 });
     const worker = await mailWorker();
     try {
-      await until('the e-mail to be sent', async () => (await outboxFor(user.email))[0]?.sent_at);
+      await eventually('the e-mail to be sent', async () => (await outboxFor(user.email))[0]?.sent_at);
     } finally {
       await worker.stop();
     }
@@ -267,7 +258,7 @@ describe('send_email jobs (graphile-worker, real SMTP server)', () => {
     await Promise.all(users.map((u) => api('POST', '/api/auth/recover', { body: { email: u.email } })));
     const [a, b] = await Promise.all([mailWorker(), mailWorker()]);
     try {
-      await until('every e-mail to be sent', async () => {
+      await eventually('every e-mail to be sent', async () => {
         const rows = await db()`select count(*)::int as n from app.email_outbox where to_email in ${db()(users.map((u) => u.email))} and sent_at is not null`;
         return rows[0]!.n === users.length;
       });
@@ -285,7 +276,7 @@ describe('send_email jobs (graphile-worker, real SMTP server)', () => {
     rejectAll = true;
     const worker = await mailWorker();
     try {
-      await until('the failed attempt', async () => (await outboxFor(user.email))[0]?.last_error);
+      await eventually('the failed attempt', async () => (await outboxFor(user.email))[0]?.last_error);
     } finally {
       await worker.stop();
       rejectAll = false;

@@ -7,7 +7,8 @@
 import crypto from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { api, db, registerUser, type TestUser } from '../helpers.ts';
-import { eventually, verifyWebhook, WebhookReceiver, type ReceivedWebhook } from '../support/webhook-receiver.ts';
+import { verifyWebhook, WebhookReceiver, type ReceivedWebhook } from '../support/webhook-receiver.ts';
+import { eventually } from '../support/wait.ts';
 
 const ALL_TYPES = ['event.created', 'event.updated', 'event.deleted', 'attendee.registered', 'checkin.created', 'member.joined', 'member.left'];
 

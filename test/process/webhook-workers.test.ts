@@ -15,7 +15,8 @@ import { startGateway, type RunningGateway } from '../../gateway/server.ts';
 import { databaseUrl } from '../helpers.ts';
 import { startTestEnvironment, type TestEnvironment } from '../support/environment.ts';
 import { exited, projectRoot } from '../support/processes.ts';
-import { eventually, verifyWebhook, WebhookReceiver } from '../support/webhook-receiver.ts';
+import { verifyWebhook, WebhookReceiver } from '../support/webhook-receiver.ts';
+import { eventually } from '../support/wait.ts';
 
 let env: TestEnvironment;
 let strict: RunningGateway;

@@ -124,14 +124,3 @@ export function verifyWebhook(secret: string, request: ReceivedWebhook): unknown
     'webhook-signature': request.headers['webhook-signature'] ?? '',
   });
 }
-
-/** Polls `probe` until it returns something truthy. */
-export async function eventually<T>(what: string, probe: () => Promise<T | undefined | null | false>, timeoutMs = 15_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await probe();
-    if (value) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
-}
