@@ -5,6 +5,7 @@ import { startWorkers, type WorkerMessage } from './cluster.ts';
 import { loadConfigOrExit } from './core/config.ts';
 import { openDatabase, type Database } from './core/database.ts';
 import { createLogger } from './core/log.ts';
+import { onShutdown } from './core/shutdown.ts';
 import { startupMessage } from './core/startup-error.ts';
 import { startGateway, type RunningGateway } from './server.ts';
 import { startMcpChild, type McpChild } from './mcp-child.ts';
@@ -18,22 +19,10 @@ async function main(): Promise<void> {
   let database: Database | undefined;
   let gateway: RunningGateway | undefined;
   let mcp: McpChild | undefined;
-  let stopping = false;
-
-  const shutdown = async (signal: string) => {
-    if (stopping) return;
-    stopping = true;
-    log.info({ signal }, 'shutting down');
-    try {
-      await Promise.all([mcp?.stop(), gateway?.close()]);
-      await database?.stop();
-    } catch (err) {
-      log.error({ err }, 'error while shutting down');
-    }
-    process.exit(0);
-  };
-  process.on('SIGINT', () => void shutdown('SIGINT'));
-  process.on('SIGTERM', () => void shutdown('SIGTERM'));
+  const shutdown = onShutdown(log, async () => {
+    await Promise.all([mcp?.stop(), gateway?.close()]);
+    await database?.stop();
+  });
   // Under `npm start` (its script execs this process, so npm passes SIGTERM and
   // SIGINT on): if npm itself is killed outright, leave too rather than run on
   // orphaned, serving requests, with Postgres.
@@ -44,7 +33,7 @@ async function main(): Promise<void> {
     gateway = await startGateway(config, database.url, log, { includeCurrentMigration: database.embedded });
     // In a WEB_CONCURRENCY worker the primary runs the one MCP process.
     // (Not once shutting down: a SIGTERM during startup must not leave a child behind.)
-    if (!cluster.isWorker && !stopping) mcp = startMcpChild(config, database.url, log);
+    if (!cluster.isWorker && !shutdown.stopping) mcp = startMcpChild(config, database.url, log);
   } catch (err) {
     // One line for the user; the details only at debug level.
     log.debug({ err }, 'could not start');

@@ -9,6 +9,7 @@
 import { loadConfigOrExit } from './core/config.ts';
 import { openDatabase, type Database } from './core/database.ts';
 import { createLogger } from './core/log.ts';
+import { onShutdown } from './core/shutdown.ts';
 import { jobWorkerOptions, startJobWorker, type JobWorker } from './jobs/worker.ts';
 
 async function main(): Promise<void> {
@@ -16,26 +17,14 @@ async function main(): Promise<void> {
   const log = createLogger(config.logLevel, 'worker');
   let database: Database | undefined;
   let worker: JobWorker | undefined;
-  let stopping = false;
-
-  const shutdown = async (reason: string) => {
-    if (stopping) return;
-    stopping = true;
-    log.info({ reason }, 'shutting down');
-    setTimeout(() => {
-      log.error('shutdown did not finish within 15 s; exiting');
-      process.exit(1);
-    }, 15_000).unref();
-    try {
+  const shutdown = onShutdown(
+    log,
+    async () => {
       await worker?.stop(10_000);
       await database?.stop();
-    } catch (err) {
-      log.error({ err }, 'error while shutting down');
-    }
-    process.exit(0);
-  };
-  process.on('SIGINT', () => void shutdown('SIGINT'));
-  process.on('SIGTERM', () => void shutdown('SIGTERM'));
+    },
+    { limitMs: 15_000 },
+  );
 
   try {
     database = await openDatabase(config, log, { reuseRunning: true });
@@ -46,7 +35,7 @@ async function main(): Promise<void> {
     await database?.stop().catch(() => {});
     process.exit(1);
   }
-  if (stopping) return void worker.stop();
+  if (shutdown.stopping) return void worker.stop();
   log.info({ worker: worker.id, concurrency: config.worker.concurrency, smtp: Boolean(config.smtpUrl) }, 'job worker running');
 }
 

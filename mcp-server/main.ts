@@ -8,6 +8,7 @@
 import { loadConfigOrExit } from '../gateway/core/config.ts';
 import { openDatabase, type Database } from '../gateway/core/database.ts';
 import { createLogger } from '../gateway/core/log.ts';
+import { onShutdown } from '../gateway/core/shutdown.ts';
 import { startMcpServer, type RunningMcpServer } from './server.ts';
 
 async function main(): Promise<void> {
@@ -15,27 +16,14 @@ async function main(): Promise<void> {
   const log = createLogger(config.logLevel, 'mcp-server');
   let database: Database | undefined;
   let server: RunningMcpServer | undefined;
-  let stopping = false;
-
-  const shutdown = async (reason: string) => {
-    if (stopping) return;
-    stopping = true;
-    log.info({ reason }, 'shutting down');
-    // Whatever the closing waits for, the process ends.
-    setTimeout(() => {
-      log.error('shutdown did not finish within 10 s; exiting');
-      process.exit(1);
-    }, 10_000);
-    try {
+  const shutdown = onShutdown(
+    log,
+    async () => {
       await server?.close();
       await database?.stop();
-    } catch (err) {
-      log.error({ err }, 'error while shutting down');
-    }
-    process.exit(0);
-  };
-  process.on('SIGINT', () => void shutdown('SIGINT'));
-  process.on('SIGTERM', () => void shutdown('SIGTERM'));
+    },
+    { limitMs: 10_000 },
+  );
   // Started by `npm start`: leave with the parent, also when it went away
   // while this process was still loading (the event is then already past).
   if (process.send) {
@@ -51,7 +39,7 @@ async function main(): Promise<void> {
     await database?.stop().catch(() => {});
     process.exit(1);
   }
-  if (stopping) return;
+  if (shutdown.stopping) return;
   log.info(`MCP server listening on ${config.mcp.host}:${server.port} (public ${config.publicUrl}/mcp)`);
   if (process.connected) process.send?.({ ready: true, port: server.port });
 }
