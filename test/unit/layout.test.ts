@@ -3,6 +3,7 @@
 // imports only gateway/core; the gateway never imports the MCP server (it
 // starts it by its file path); the HTTP layer imports no route, realtime
 // module or composition root; and there is no import cycle anywhere.
+import fs from 'node:fs';
 import path from 'node:path';
 import madge from 'madge';
 import { describe, expect, it } from 'vitest';
@@ -45,5 +46,16 @@ describe('the layout', () => {
   it('the request path does not load the development tooling', () => {
     const requestPath = (f: string) => /^gateway\/(http|routes|realtime)\//.test(f);
     expect(imports.filter(([file]) => requestPath(file)).flatMap(([file, targets]) => targets.filter((t) => t.startsWith('gateway/tooling/')).map((t) => `${file} -> ${t}`))).toEqual([]);
+  });
+
+  it('is described in docs/development.md: its Layout names every module of gateway/', () => {
+    const doc = fs.readFileSync(path.join(projectRoot, 'docs', 'development.md'), 'utf8');
+    const layout = doc.slice(doc.indexOf('## Layout'), doc.indexOf('\n## ', doc.indexOf('## Layout') + 1));
+    const words = new Set(layout.match(/[a-z][a-z0-9-]*(\.ts)?/g));
+    const modules = fs
+      .readdirSync(path.join(projectRoot, 'gateway'), { recursive: true, encoding: 'utf8' })
+      .filter((f) => f.endsWith('.ts'))
+      .map((f) => (f.includes('/') ? path.basename(f, '.ts') : f));
+    expect(modules.filter((m) => !words.has(m))).toEqual([]);
   });
 });
