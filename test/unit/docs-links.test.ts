@@ -137,6 +137,13 @@ describe('the documentation', () => {
     expect(found).toEqual([]);
   });
 
+  it('lists every committed migration in docs/dba.md', () => {
+    const dba = read('docs/dba.md');
+    const migrations = fs.readdirSync(path.join(projectRoot, 'sql', 'migrations', 'committed')).map((f) => f.replace(/\.sql$/, ''));
+    expect(migrations.length).toBeGreaterThan(30);
+    expect(migrations.filter((m) => !dba.includes(`| ${m} |`))).toEqual([]);
+  });
+
   it('lists as pending only documents that have not landed yet', () => {
     expect([...PENDING].filter(exists), 'these exist now: remove them from PENDING').toEqual([]);
   });
