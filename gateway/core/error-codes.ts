@@ -240,7 +240,7 @@ export const ERROR_CODES = {
   },
   idempotency_key_reused: {
     status: [422],
-    meaning: 'This Idempotency-Key was used in the last 24 hours for another request (method, path or body): use a new key.',
+    meaning: 'This Idempotency-Key was used in the last 24 hours, by the same credential, for another request (method, path or body): use a new key.',
   },
 
   // -------------------------------------------------------------------------
