@@ -9,11 +9,12 @@
 -- transaction, 409, needs two sessions; the route's authorization before a
 -- replay needs the gateway: the HTTP tests do both.)
 begin;
-select plan(31);
+select plan(34);
 
 select tests.create_user('keeper');
 select tests.create_user('other_keeper');
 select tests.create_user('capped');
+select tests.create_user('pruned');
 
 select tests.authenticate_as('keeper');
 select is(api.idempotency_claim('k1', repeat('a', 64)), null, 'a new key is claimed (null: nothing to replay)');
@@ -100,26 +101,35 @@ insert into app.idempotency_keys (user_id, key_hash, request_hash, status, answe
 select tests.user_id('capped'), extensions.digest('old ' || i, 'sha256'), extensions.digest('x', 'sha256'), 200, '\x00',
        extensions.digest('some credential', 'sha256'), now() - make_interval(mins => i)
   from generate_series(1, private.idempotency_keys_per_caller()) i;
+insert into app.idempotency_callers (user_id, records) values (tests.user_id('capped'), private.idempotency_keys_per_caller());
 select tests.authenticate_as('capped');
-select is(api.idempotency_claim('new', repeat('a', 64)), null, 'a caller at the cap still claims a new key');
+select is(api.idempotency_claim('new', repeat('a', 64)), null, 'a caller at the cap (1,000 answers) still claims a new key');
+select lives_ok($$select api.idempotency_store('new', 201, '{"headers": {}, "body": "{}"}')$$, '... and stores its answer');
 reset role;
-select is((select count(*)::int from app.idempotency_keys where user_id = tests.user_id('capped')),
-  private.idempotency_keys_per_caller(), 'and keeps no more than the cap: 1,000 records');
+select is((select count(*)::int from app.idempotency_keys where user_id = tests.user_id('capped')), 900,
+  'the answer past the cap deleted the caller''s oldest 100: 900 kept');
 select is(
   (select count(*)::int from app.idempotency_keys
     where user_id = tests.user_id('capped')
-      and key_hash = extensions.digest('old ' || private.idempotency_keys_per_caller(), 'sha256')),
+      and key_hash in (select extensions.digest('old ' || i, 'sha256') from generate_series(900, 1000) i)),
   0, 'the oldest went');
 select is(
   (select count(*)::int from app.idempotency_keys where user_id = tests.user_id('capped')
       and key_hash in (extensions.digest('old 1', 'sha256'), extensions.digest('new', 'sha256'))),
   2, 'the newest and the new one stay');
+select is((select records from app.idempotency_callers where user_id = tests.user_id('capped')), 900, 'and the count is right again');
 select is((select count(*)::int from app.idempotency_keys where user_id = tests.user_id('keeper')), 3,
   'another caller''s records are not touched');
 
 -- Expiry and pruning -----------------------------------------------------------
 
-update app.idempotency_keys set created_at = now() - interval '25 hours' where user_id = tests.user_id('keeper');
+select tests.authenticate_as('pruned');
+select api.idempotency_claim('p1', repeat('a', 64));
+select api.idempotency_store('p1', 200, '{"headers": {}, "body": "{}"}');
+select api.idempotency_claim('p2', repeat('a', 64));
+select api.idempotency_store('p2', 200, '{"headers": {}, "body": "{}"}');
+reset role;
+update app.idempotency_keys set created_at = now() - interval '25 hours' where user_id in (tests.user_id('keeper'), tests.user_id('pruned'));
 select tests.authenticate_as('keeper');
 select is(api.idempotency_claim('k1', repeat('b', 64)), null, 'after 24 hours a key is claimed anew, for any request');
 select tests.clear_authentication();
@@ -128,6 +138,8 @@ insert into app.idempotency_keys (user_id, credential, key_hash, request_hash, s
 values (tests.user_id('other_keeper'), extensions.digest('c', 'sha256'), extensions.digest('old', 'sha256'), extensions.digest('x', 'sha256'),
         200, '\x00', now() - interval '2 days');
 select cmp_ok(private.idempotency_keys_prune(), '>=', 1, 'pruning removes keys older than 24 hours');
+select is((select records from app.idempotency_callers where user_id = tests.user_id('pruned')), 0,
+  '... and counts them off their caller (2 answers, none left)');
 
 -- What request roles reach ------------------------------------------------------
 

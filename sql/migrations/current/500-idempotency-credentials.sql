@@ -29,8 +29,12 @@
 --     (its transaction, the claim included, is rolled back), so its retry
 --     simply runs again. api.idempotency_store refuses anything else.
 --   - A caller (a user, all credentials together) keeps at most
---     private.idempotency_keys_per_caller() = 1,000 answered keys: a new claim
---     deletes the caller's oldest beyond that.
+--     private.idempotency_keys_per_caller() = 1,000 answered keys. The store
+--     counts them (app.idempotency_callers, one row a user, locked only
+--     between the store and COMMIT); the store that would pass the cap first
+--     deletes the caller's oldest 100 and counts again. Scanning a caller's
+--     records on every claim cost up to 1 ms of Postgres CPU at the cap; the
+--     count costs one upsert, and the scan runs once every 100 answers.
 -- Records written before this migration cannot say which credential made
 -- them (credential '\x', empty): they are replayed to nobody, and the key
 -- answers 422 idempotency_key_reused to the user until they expire (24 h);
@@ -57,11 +61,22 @@ comment on table app.idempotency_keys is
 -- squawk-ignore require-concurrent-index-creation
 create index if not exists idempotency_keys_user_created_idx on app.idempotency_keys (user_id, created_at);
 
+create table if not exists app.idempotency_callers (
+  user_id uuid primary key references identity.users (id) on delete cascade,
+  records integer not null
+);
+comment on table app.idempotency_callers is
+  'How many answered idempotency keys each user has (app.idempotency_keys), kept by api.idempotency_store and the prune for the per-caller cap; counted again whenever the store trims. Not granted to request roles.';
+alter table app.idempotency_callers enable row level security;
+insert into app.idempotency_callers as c (user_id, records)
+  select k.user_id, count(*) from app.idempotency_keys k group by k.user_id
+  on conflict (user_id) do update set records = excluded.records;
+
 create or replace function private.idempotency_keys_per_caller() returns integer
   language sql immutable
   as $$ select 1000 $$;
 comment on function private.idempotency_keys_per_caller() is
-  'How many answered idempotency keys a caller (a user, all their credentials together) keeps: 1,000; a new claim deletes the oldest beyond that.';
+  'How many answered idempotency keys a caller (a user, all their credentials together) keeps: 1,000; the answer that would pass it first deletes the caller''s oldest 100.';
 
 create or replace function private.idempotency_credential() returns bytea
   language sql stable
@@ -160,25 +175,13 @@ begin
     delete from app.idempotency_keys k
      where k.user_id = me and k.credential = existing.credential and k.key_hash = key_digest;
   end if;
-  -- The cap: the caller's oldest records beyond the newest cap - 1 go, so
-  -- this one fits. One trimmer per caller at a time (the others skip it:
-  -- never a wait); concurrent claims may pass the cap by how many run at
-  -- once, and the next claim trims back.
-  if pg_try_advisory_xact_lock(hashtextextended('idempotency cap ' || me::text, 0)) then
-    delete from app.idempotency_keys k
-     where k.user_id = me
-       and (k.credential, k.key_hash) in (select o.credential, o.key_hash from app.idempotency_keys o
-                                           where o.user_id = me
-                                           order by o.created_at desc
-                                           offset private.idempotency_keys_per_caller() - 1);
-  end if;
   insert into app.idempotency_keys (user_id, credential, key_hash, request_hash)
     values (me, caller_credential, key_digest, request_digest);
   return null;
 end;
 $$;
 comment on function api.idempotency_claim(text, text) is
-  'Claims an Idempotency-Key for the caller''s credential (private.idempotency_credential) in the request''s transaction, before the route''s call, and returns null; or, when the credential sent the same request (request_hash: SHA-256 of method, path and body, hex) in the last 24 hours, returns its stored answer {status, answer: {headers, body}}, which the gateway sends only if the route does not refuse the caller now. PT409 idempotency_key_in_progress while another transaction holds the key; PT422 idempotency_key_reused for another request. Trims the caller''s records to private.idempotency_keys_per_caller().';
+  'Claims an Idempotency-Key for the caller''s credential (private.idempotency_credential) in the request''s transaction, before the route''s call, and returns null; or, when the credential sent the same request (request_hash: SHA-256 of method, path and body, hex) in the last 24 hours, returns its stored answer {status, answer: {headers, body}}, which the gateway sends only if the route does not refuse the caller now. PT409 idempotency_key_in_progress while another transaction holds the key; PT422 idempotency_key_reused for another request.';
 grant execute on function api.idempotency_claim(text, text) to authenticated;
 
 create or replace function api.idempotency_store(key text, status integer, answer jsonb) returns void
@@ -189,6 +192,7 @@ declare
   me uuid := auth.uid();
   caller_credential bytea := private.idempotency_credential();
   iv bytea := extensions.gen_random_bytes(16);
+  kept integer;
 begin
   if status is null or status not between 200 and 399 then
     raise exception 'only a success is stored for an idempotency key (a refusal changed nothing: its retry runs again)';
@@ -202,10 +206,26 @@ begin
   if not found then
     raise exception 'no idempotency key was claimed for this answer';
   end if;
+  -- The cap. The counter's row is locked from here to COMMIT, which goes out
+  -- with this statement: the caller's answers are counted one at a time.
+  insert into app.idempotency_callers as c (user_id, records) values (me, 1)
+    on conflict (user_id) do update set records = c.records + 1
+    returning c.records into kept;
+  if kept > private.idempotency_keys_per_caller() then
+    delete from app.idempotency_keys k
+     where k.user_id = me
+       and (k.credential, k.key_hash) in (select o.credential, o.key_hash from app.idempotency_keys o
+                                           where o.user_id = me
+                                           order by o.created_at desc
+                                           offset private.idempotency_keys_per_caller() - 100);
+    update app.idempotency_callers c
+       set records = (select count(*) from app.idempotency_keys k where k.user_id = me)
+     where c.user_id = me;
+  end if;
 end;
 $$;
 comment on function api.idempotency_store(text, integer, jsonb) is
-  'Stores the answer (a success: status 200-399, and {headers, body}) of the request that claimed the Idempotency-Key in this transaction, right before COMMIT; the answer is encrypted with a key derived from the user, the credential and the idempotency key. A refusal is not stored: the gateway rolls its transaction back, the claim with it.';
+  'Stores the answer (a success: status 200-399, and {headers, body}) of the request that claimed the Idempotency-Key in this transaction, right before COMMIT; the answer is encrypted with a key derived from the user, the credential and the idempotency key. A refusal is not stored: the gateway rolls its transaction back, the claim with it. Counts the caller''s answers; past private.idempotency_keys_per_caller() deletes the caller''s oldest 100.';
 
 create or replace function private.idempotency_keys_prune(max_rows integer default 10000) returns integer
   language sql volatile security definer
@@ -218,6 +238,13 @@ create or replace function private.idempotency_keys_prune(max_rows integer defau
                 where o.created_at < now() - private.idempotency_key_lifetime()
                 order by o.created_at
                 limit max_rows)
+      returning k.user_id),
+    per_user as (select g.user_id, count(*)::integer as n from gone g group by g.user_id),
+    counted as (
+      update app.idempotency_callers c set records = greatest(c.records - p.n, 0)
+        from per_user p where c.user_id = p.user_id
       returning 1)
-    select count(*)::integer from gone
+    select coalesce(sum(p.n), 0)::integer from per_user p
   $$;
+comment on function private.idempotency_keys_prune(integer) is
+  'Deletes idempotency keys older than 24 hours, at most max_rows (oldest first), and counts them off their callers; returns how many. The background worker''s crontab runs it.';
