@@ -43,19 +43,10 @@ export function bearerToken(header: string | undefined): string | null {
  */
 export async function authenticateAgent(sql: Sql, token: string, path: string, resourceUrls: string[]): Promise<Agent> {
   if (isApiTokenSecret(token)) {
-    // A token's permissions govern every path it is presented on, /mcp included
-    // (the match is SQL's: api.api_token_authenticate; the tools check it again, private.mcp_agent).
+    // A token's permissions and community scope govern every path it is presented
+    // on, /mcp included (SQL's: api.api_token_authenticate refuses, 403; the tools
+    // check it again, private.mcp_agent).
     const owner = await authenticateApiToken(sql, token, path);
-    if (owner.communityId) {
-      throw new HttpError(
-        403,
-        'community_scope_violation',
-        'community-scoped tokens cannot use the agent interface; use a personal token',
-      );
-    }
-    if (!owner.pathAllowed) {
-      throw new HttpError(403, 'forbidden', `this API token's permissions do not include ${path}`);
-    }
     return {
       userId: owner.userId,
       kind: 'api_token',

@@ -4,10 +4,13 @@
 // (JWTs start with `eyJ`). It is authenticated by api.api_token_authenticate
 // in its own short statement, before the request's transaction, so a use is
 // counted even when the request then fails. Unknown, inactive and expired
-// tokens, and malformed ones, are 401; the path check (permission patterns)
-// is SQL too, and a path that matches none is 403. The secret is never put in
-// an error, and a database error about it is reduced to its status (the
-// statement's parameters never reach a log).
+// tokens, and malformed ones, are 401. Whether the token may be used on the
+// path is SQL's too, and its refusal is thrown here, for every door that takes
+// API tokens (the REST pipeline, the stream, /mcp): 403 community_scope_violation
+// for a community-scoped token off its platform endpoints, 403 forbidden for a
+// path no permission pattern matches. The secret is never put in an error, and
+// a database error about it is reduced to its status (the statement's
+// parameters never reach a log).
 import { z } from 'zod';
 import type { RequestClaims, Sql } from './db.ts';
 import { HttpError, toHttpError } from './errors.ts';
@@ -26,7 +29,6 @@ export interface ApiTokenAuthentication {
   tokenId: string;
   userId: string;
   communityId: string | null;
-  pathAllowed: boolean;
   /** When the token expires; null: never. */
   expiresAt: Date | null;
 }
@@ -43,14 +45,22 @@ interface IdentityRow {
   community_id: string | null;
   path_allowed: boolean;
   expires_at: Date | null;
+  refusal: 'community_scope_violation' | 'forbidden' | null;
 }
 
 const invalidToken = () => new HttpError(401, 'invalid_token', 'invalid, inactive or expired API token');
 
+/** What a refusal of api.api_token_authenticate says. */
+const REFUSALS = {
+  community_scope_violation: "this API token is scoped to a community: it may call that community's platform endpoints (/api/v1/platform/...) only",
+  forbidden: "this API token's permissions do not include this path",
+} as const;
+
 /**
  * Authenticates an API token for a request path and counts the use. Throws
  * HttpError 401 (invalid_token) for an unknown, inactive, expired or
- * malformed token.
+ * malformed token, and 403 when the token may not be used on the path
+ * (community_scope_violation, forbidden: SQL's refusal).
  */
 export async function authenticateApiToken(sql: Sql, secret: string, path: string): Promise<ApiTokenAuthentication> {
   if (!SECRET_SHAPE.test(secret)) throw invalidToken();
@@ -64,11 +74,14 @@ export async function authenticateApiToken(sql: Sql, secret: string, path: strin
   }
   const row = rows[0];
   if (!row) throw invalidToken();
+  if (row.refusal || !row.path_allowed) {
+    const code = row.refusal ?? 'forbidden';
+    throw new HttpError(403, code, REFUSALS[code]);
+  }
   return {
     tokenId: row.token_id,
     userId: row.user_id,
     communityId: row.community_id,
-    pathAllowed: row.path_allowed,
     expiresAt: row.expires_at,
   };
 }
@@ -83,11 +96,9 @@ export interface Caller {
 /**
  * The caller of a token-authenticated request (claims: role, sub, token_id,
  * token_community_id, and exp when the token expires, so that what outlives
- * the request, such as a stream, ends with the token); 403 when the path
- * matches none of the token's patterns.
+ * the request, such as a stream, ends with the token).
  */
 export function apiTokenCaller(auth: ApiTokenAuthentication): Caller {
-  if (!auth.pathAllowed) throw new HttpError(403, 'forbidden', "this API token's permissions do not include this path");
   const user: AccessClaims = {
     role: 'authenticated',
     sub: auth.userId,

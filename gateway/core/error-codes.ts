@@ -75,7 +75,7 @@ export const ERROR_CODES = {
   forbidden: {
     status: [403],
     meaning:
-      "Signed in but not allowed: an API token whose permissions do not include the path, or that is scoped to another community; an API token creating tokens; a database privilege the caller's role lacks.",
+      "Signed in but not allowed: an API token whose permissions do not include the path; an API token creating tokens; a database privilege the caller's role lacks.",
     also: ['mcp', 'mcp-tool'],
   },
   not_found: {
@@ -240,7 +240,7 @@ export const ERROR_CODES = {
   },
   idempotency_key_reused: {
     status: [422],
-    meaning: 'This Idempotency-Key was used in the last 24 hours for another request (method, path or body): use a new key.',
+    meaning: 'This Idempotency-Key was used in the last 24 hours, by the same credential, for another request (method, path or body): use a new key.',
   },
 
   // -------------------------------------------------------------------------
@@ -260,6 +260,12 @@ export const ERROR_CODES = {
   // -------------------------------------------------------------------------
   // API tokens, docs and the live test executor
   // -------------------------------------------------------------------------
+  community_scope_violation: {
+    status: [403],
+    meaning:
+      "A community-scoped API token reaches only its community's platform endpoints (/api/v1/platform/...): any other path, the agent interface included, or another community's platform endpoints. Use a personal token.",
+    also: ['mcp', 'mcp-tool'],
+  },
   token_not_found: { status: [404], meaning: "No API token with this id among the caller's." },
   invalid_permissions: {
     status: [422],
@@ -288,11 +294,6 @@ export const ERROR_CODES = {
   // -------------------------------------------------------------------------
   // Agent interface (MCP)
   // -------------------------------------------------------------------------
-  community_scope_violation: {
-    status: [403],
-    meaning: 'A community-scoped API token cannot use the agent interface; use a personal token.',
-    also: ['mcp', 'mcp-tool'],
-  },
   invalid_arguments: {
     status: [400],
     meaning:

@@ -1,22 +1,25 @@
 // Idempotency keys (Stripe's `Idempotency-Key` convention), for every POST,
 // PATCH and DELETE of the mobile, platform and token interfaces. The rules are
-// SQL (api.idempotency_claim / _store / _replay); the request pipeline
-// (route.ts) wires them into the request's one transaction:
+// SQL (api.idempotency_claim / _store); the request pipeline (route.ts) wires
+// them into the request's one transaction:
 //
-//   BEGIN, settings, api.idempotency_claim(key, request hash), SAVEPOINT,
+//   BEGIN, settings, api.idempotency_claim(key, request hash),
 //   the route's call                                    ← one round trip
 //   the answer is made (TypeScript)
-//   [ROLLBACK TO SAVEPOINT, for a 4xx,] api.idempotency_store(key, answer),
-//   COMMIT                                              ← a second round trip
+//   api.idempotency_store(key, answer), COMMIT          ← a second round trip
 //
-// so the key's record commits with the request's effect or not at all.
-// A claim that finds the key answered raises PTRPL (idempotent_replay): the
-// transaction rolls back and the stored answer is read in a read-only one and
-// sent again with `Idempotent-Replayed: true`. Requests without the header
-// take the usual path (no extra statement, no extra round trip).
+// so the key's record commits with the request's effect or not at all. A
+// record belongs to the credential that made it (an API token and its scope,
+// or an access token's session), and only successes are stored: a refusal
+// rolls the transaction back, the claim with it, and its retry runs again.
+// A claim that finds the same request answered for the same credential
+// returns the stored answer; the route still runs in the transaction (so it
+// applies its authorization now), and the stored answer is sent with
+// `Idempotent-Replayed: true` unless the route refuses the caller (401, 403);
+// either way the transaction rolls back. Requests without the header take the
+// usual path (no extra statement, no extra round trip).
 import crypto from 'node:crypto';
 import type { ServerResponse } from 'node:http';
-import postgres from 'postgres';
 import { z } from 'zod';
 import type { Tx } from '../core/db.ts';
 import { locationHeader, sendText } from './exchange.ts';
@@ -37,10 +40,12 @@ export const IdempotencyKey = z
   .regex(/^[\x20-\x7e]{1,255}$/, { message: 'must be 1 to 255 printable ASCII characters' })
   .meta({
     description:
-      'Makes a retry safe: a second request with the same key, method, path and body within 24 hours is not run again; ' +
-      'it gets the first answer (the same status and body, refusals included) with `Idempotent-Replayed: true`. The same ' +
-      'key with another request is 422 `idempotency_key_reused`; while the first is still running, 409 ' +
-      '`idempotency_key_in_progress`. Keys are per caller (a user, or an API token\'s owner). Use a random value, e.g. a UUID.',
+      'Makes a retry safe: the same request again (the same key, method, path and body, from the same credential) within ' +
+      '24 hours takes no effect again and gets the first answer (status and body) with `Idempotent-Replayed: true`, unless the ' +
+      'route refuses the credential now (401, 403). A key belongs to the credential that sends it (an API token, or the session ' +
+      'of an access token): another credential using the same key runs its own request. The same key with another request is ' +
+      '422 `idempotency_key_reused`; while the first request is still running, 409 `idempotency_key_in_progress`. Only a ' +
+      'success is kept: a refused request keeps nothing and may be sent again with its key. Use a random value, e.g. a UUID.',
     example: '3f2a7c1e-8d4b-4e0a-9b6f-1c2d3e4f5a6b',
   });
 
@@ -91,9 +96,9 @@ export function answerOf(reply: { status: number; body?: unknown; json?: string;
   return { status: reply.status, headers };
 }
 
-/** Which refusals are kept and replayed: every 4xx but 401 (no caller) and 429 (try later). */
-export function keepsRefusal(status: number): boolean {
-  return status >= 400 && status < 500 && status !== 401 && status !== 408 && status !== 429;
+/** A refusal of the caller (no valid credential, not allowed): a replay never wins over it. */
+export function refusesCaller(status: number): boolean {
+  return status === 401 || status === 403;
 }
 
 export interface KeyedRequest {
@@ -101,36 +106,41 @@ export interface KeyedRequest {
   hash: string;
 }
 
-const SAVEPOINT = 'idempotent_request';
-
-/** The claim and a savepoint, written behind BEGIN and the settings (not awaited: pipelined with the call). */
-export function claim(tx: Tx, request: KeyedRequest): { claimed: Promise<unknown>; savepoint: Promise<unknown> } {
-  const claimed = tx`select api.idempotency_claim(${request.key}, ${request.hash})`.execute();
-  const savepoint = tx.unsafe(`savepoint ${SAVEPOINT}`).execute();
-  // Their failures are read by the pipeline; never unhandled.
-  claimed.catch(() => {});
-  savepoint.catch(() => {});
-  return { claimed, savepoint };
+/**
+ * An answer sent without keeping a record (the transaction rolled back): the
+ * stored answer of a replay, or a reply that is no success.
+ */
+export class AnswerWithoutRecord extends Error {
+  constructor(
+    readonly answer: Answer,
+    readonly replayed: boolean,
+  ) {
+    super('answered without a record of the idempotency key');
+  }
 }
 
-/** The statements sent with COMMIT: undo a refused request's work (its savepoint), then store the answer. */
-export function store(tx: Tx, request: KeyedRequest, answer: Answer, refused: boolean): Promise<unknown>[] {
+interface Stored {
+  status: number;
+  answer: { headers: Record<string, string>; body: string | null };
+}
+
+/**
+ * The claim, written behind BEGIN and the settings (not awaited: pipelined
+ * with the route's call). Null: the key is claimed; otherwise the stored
+ * answer of the same request by the same credential.
+ */
+export function claim(tx: Tx, request: KeyedRequest): Promise<Answer | null> {
+  const claimed = tx<{ stored: Stored | null }[]>`select api.idempotency_claim(${request.key}, ${request.hash}) as stored`.execute();
+  const answer = claimed.then(([row]) =>
+    row?.stored ? { status: row.stored.status, headers: row.stored.answer.headers, body: row.stored.answer.body ?? undefined } : null,
+  );
+  // Its failure is read by the pipeline; never unhandled.
+  answer.catch(() => {});
+  return answer;
+}
+
+/** The statement sent with COMMIT: store the answer (a success). */
+export function store(tx: Tx, request: KeyedRequest, answer: Answer): Promise<unknown> {
   const stored = tx.json({ headers: answer.headers, body: answer.body ?? null });
-  return [
-    ...(refused ? [tx.unsafe(`rollback to savepoint ${SAVEPOINT}`).execute()] : []),
-    tx`select api.idempotency_store(${request.key}, ${answer.status}, ${stored}::jsonb)`.execute(),
-  ];
-}
-
-/** The stored answer of a replayed request; undefined when it is gone (expired meanwhile). */
-export async function storedAnswer(tx: Tx, request: KeyedRequest): Promise<Answer | undefined> {
-  const [row] = await tx<{ status: number; answer: { headers: Record<string, string>; body: string | null } }[]>`
-    select status, answer from api.idempotency_replay(${request.key}, ${request.hash})`;
-  if (!row) return undefined;
-  return { status: row.status, headers: row.answer.headers, body: row.answer.body ?? undefined };
-}
-
-/** The claim found the same request answered before (api.idempotency_claim raises PTRPL). */
-export function isReplay(err: unknown): boolean {
-  return err instanceof postgres.PostgresError && err.code === 'PTRPL';
+  return tx`select api.idempotency_store(${request.key}, ${answer.status}, ${stored}::jsonb)`.execute();
 }

@@ -172,13 +172,14 @@ export interface PipelineError {
 
 export const PIPELINE_ERRORS: readonly PipelineError[] = [
   {
-    when: 'every signed-in route: a missing or refused credential (401); an API token whose permissions do not include the path (403)',
+    when:
+      "every signed-in route: a missing or refused credential (401); an API token whose permissions do not include the path, or a community-scoped API token anywhere but its community's platform endpoints (403)",
     statuses: (route) =>
       route.auth === 'public'
         ? []
         : [
             { status: 401, shape: 'route', codes: AUTH_ERROR_CODES },
-            { status: 403, shape: 'route', codes: ['forbidden'] },
+            { status: 403, shape: 'route', codes: ['forbidden', 'community_scope_violation'] },
           ],
   },
   {

@@ -31,7 +31,7 @@ import { apiTokenCaller, authenticateApiToken, isApiTokenSecret, type ApiTokenIn
 import { clientIp, type TrustProxy } from '../core/client-ip.ts';
 import type { AuthLimits } from '../core/config.ts';
 import { ANON_CLAIMS, withClaims, type RequestClaims, type Sql, type TransactionOptions, type Tx } from '../core/db.ts';
-import { defaultCode, errorBody, HttpError, isRetryable, toHttpError, type ErrorShape } from '../core/errors.ts';
+import { defaultCode, errorBody, HttpError, toHttpError, type ErrorShape } from '../core/errors.ts';
 import { fairShareKey, type FairShare } from './fair-share.ts';
 import { InvalidTokenError, type AccessClaims, type TokenService } from '../core/jwt.ts';
 import type { Logger } from '../core/log.ts';
@@ -41,15 +41,14 @@ import { noteUnavailable } from '../core/unavailable-log.ts';
 import { locationHeader, sendHtml, sendJson, sendText, type Exchange } from './exchange.ts';
 import {
   answerOf,
+  AnswerWithoutRecord,
   claim,
   IDEMPOTENCY_HEADER,
   IdempotencyKeyHeaders,
-  isReplay,
-  keepsRefusal,
+  refusesCaller,
   requestHash,
   sendAnswer,
   store,
-  storedAnswer,
   takesIdempotencyKey,
   type Answer,
   type KeyedRequest,
@@ -339,9 +338,13 @@ export function defineRoute<
   }
 
   /**
-   * A request with an Idempotency-Key (http/idempotency.ts): validation, the
-   * handler and the storing of its answer in one transaction with the claim
-   * of the key; a replay answers the stored answer.
+   * A request with an Idempotency-Key (http/idempotency.ts): the claim of the
+   * key, validation, the handler and the storing of its answer in one
+   * transaction. A refusal rolls it all back (nothing is kept). When the
+   * claim returns the stored answer of the same request by the same
+   * credential, the handler has run behind it all the same: a refusal of the
+   * caller (401, 403) is the answer, else the stored one; the handler's work
+   * is rolled back.
    */
   async function serveKeyed(
     exchange: Exchange,
@@ -349,45 +352,39 @@ export function defineRoute<
     transaction: <T>(fn: (tx: Tx) => Promise<T>, claims?: RequestClaims | null, extra?: TransactionOptions<T>) => Promise<T>,
     context: (db: Context<Out<P>, Out<Q>, Out<B>, Out<H>>['db']) => Context<Out<P>, Out<Q>, Out<B>, Out<H>>,
   ): Promise<void> {
-    for (let attempt = 1; ; attempt++) {
-      try {
-        const outcome = await transaction(
-          async (tx) => {
-            const { claimed, savepoint } = claim(tx, request);
-            try {
-              // Every call the handler makes runs in this transaction, behind the claim.
-              const ctx = context((fn, claims) => (claims !== undefined ? transaction(fn, claims) : fn(tx)));
-              const answer = answerOf(await def.handler(ctx));
-              await claimed;
-              await savepoint;
-              return { answer, refused: false };
-            } catch (err) {
-              // The claim's refusal (or the failure before it) is the answer, not what it caused.
-              await claimed;
-              await savepoint;
-              if (isRetryable(err)) throw err;
-              const httpError = httpErrorOf(err);
-              if (!keepsRefusal(httpError.status)) throw err;
-              logFailure(exchange, httpError, err);
-              return { answer: failure(httpError), refused: true };
-            }
-          },
-          undefined,
-          { finish: (tx, outcome) => store(tx, request, outcome.answer, outcome.refused) },
-        );
-        sendAnswer(exchange.res, outcome.answer);
-        return;
-      } catch (err) {
-        if (!isReplay(err)) throw err;
-        const stored = await transaction((tx) => storedAnswer(tx, request), undefined, { readOnly: true });
-        if (stored) {
-          sendAnswer(exchange.res, stored, true);
-          return;
-        }
-        // Expired between the claim and the read: claim it again.
-        if (attempt >= 3) throw err;
-      }
+    let answer: Answer;
+    try {
+      answer = await transaction(
+        async (tx) => {
+          const stored = claim(tx, request);
+          let outcome: { answer: Answer } | { error: unknown };
+          try {
+            // Every call the handler makes runs in this transaction, behind the claim.
+            const ctx = context((fn, claims) => (claims !== undefined ? transaction(fn, claims) : fn(tx)));
+            outcome = { answer: answerOf(await def.handler(ctx)) };
+          } catch (error) {
+            outcome = { error };
+          }
+          // The claim's refusal (or the failure before it) is the answer, not what it caused.
+          const replay = await stored;
+          if (replay) {
+            if ('error' in outcome && refusesCaller(httpErrorOf(outcome.error).status)) throw outcome.error;
+            throw new AnswerWithoutRecord(replay, true);
+          }
+          if ('error' in outcome) throw outcome.error;
+          // Only a success is kept (api.idempotency_store refuses anything else).
+          if (outcome.answer.status >= 400) throw new AnswerWithoutRecord(outcome.answer, false);
+          return outcome.answer;
+        },
+        undefined,
+        { finish: (tx, made) => [store(tx, request, made)] },
+      );
+    } catch (err) {
+      if (!(err instanceof AnswerWithoutRecord)) throw err;
+      sendAnswer(exchange.res, err.answer, err.replayed);
+      return;
     }
+    sendAnswer(exchange.res, answer);
   }
 }
 

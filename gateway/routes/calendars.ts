@@ -59,7 +59,7 @@ export const calendarRoutes = [
     path: '/e/:shortlink.ics',
     summary: "An event as an iCalendar file (no credential); a deleted event's file says STATUS:CANCELLED while it is kept.",
     description:
-      "The event as an iCalendar (RFC 5545) file with one VEVENT, for \"Add to calendar\": no credential, like the event's public page /e/{shortlink}. " +
+      "The event as an iCalendar (RFC 5545) file with one VEVENT, for \"Add to calendar\": no credential, like the event's public page /e/{shortlink} (an event of a draft community is 404, as there). " +
       'A deleted event answers STATUS:CANCELLED while it is kept, so a calendar that imported it removes it. ' +
       'Send the `ETag` back as If-None-Match (or `Last-Modified` as If-Modified-Since) for a 304 while it is unchanged.',
     auth: 'public',
@@ -107,7 +107,7 @@ export const calendarRoutes = [
     description:
       "Makes a secret URL of the caller's personal calendar feed (GET /cal/{token}.ics): the upcoming events of all their communities, for a calendar app to subscribe to. " +
       'Each call makes a new URL and the previous one stops working (404), so calling it again is how a leaked URL is replaced. ' +
-      'A password change ends it too. Treat the URL as a credential: anyone who has it reads the feed.',
+      'A password change (set through a set-password link) ends it too, a re-hash of the same password at sign-in does not. Treat the URL as a credential: anyone who has it reads the feed.',
     auth: 'user',
     responses: { 201: succeeded({ data: FeedUrls }) },
     async handler({ db, services }) {

@@ -7,7 +7,8 @@
 //   /checkin/event/{event_node_id}    web check-in form: sign in, then check in through the API
 //
 // Where a link leads (user agent rule, concurrency window) is decided in SQL;
-// this module renders the pages. Unknown or malformed ids answer a 404 page.
+// this module renders the pages. Unknown or malformed ids answer a 404 page,
+// and so do events of a draft community (SQL: private.community_events_public).
 import { z } from 'zod';
 import { defineRoute, type Reply } from '../http/route.ts';
 import { formatTime, html, jsonScriptData, page, safeUrl, type Page, type PageOptions, type SafeHtml } from '../core/html.ts';
@@ -169,7 +170,7 @@ export const deeplinkRoutes = [
     path: '/l/checkin/event/:event_node_id',
     summary: 'Event check-in deep link: 302 to the app on iOS/Android, else to the web check-in form.',
     description:
-      "The link shared to check in to an event: 302 to the app's link (`<APP_SCHEME>://checkin/event/{event_node_id}`) on iOS and Android, else to the web check-in form. An unknown event is a 404 page.",
+      "The link shared to check in to an event: 302 to the app's link (`<APP_SCHEME>://checkin/event/{event_node_id}`) on iOS and Android, else to the web check-in form. An unknown event, or one of a draft community, is a 404 page.",
     auth: 'public',
     params: EventNode,
     headers: UserAgent,
@@ -190,7 +191,7 @@ export const deeplinkRoutes = [
     path: '/l/event/:shortlink',
     summary: "An event's deep link by shortlink: as the event check-in deep link.",
     description:
-      "An event's short deep link: leads where the event check-in link does.",
+      "An event's short deep link: leads where the event check-in link does (a 404 page for an unknown event or one of a draft community).",
     auth: 'public',
     params: Shortlink,
     headers: UserAgent,
@@ -211,7 +212,7 @@ export const deeplinkRoutes = [
     path: '/l/checkin/venue/:venue_node_id',
     summary: "Venue check-in deep link: one concurrent event: 302 to its link; several: a selection page; none: 404.",
     description:
-      'The link shared to check in at a venue: with one event concurrent there, 302 to its check-in link; with several, a page to choose one; with none (or an unknown venue), a 404 page.',
+      'The link shared to check in at a venue: with one event concurrent there, 302 to its check-in link; with several, a page to choose one; with none (or an unknown venue), a 404 page. Events of draft communities are left out.',
     auth: 'public',
     params: VenueNode,
     invalidParamsStatus: 404,
@@ -241,7 +242,7 @@ export const deeplinkRoutes = [
     path: '/e/:shortlink',
     summary: 'Public page of an event, with share previews (Open Graph, Twitter card, schema.org Event) and an "Add to calendar" link.',
     description:
-      "An event's public page: its title, time, place, description, a check-in link and an \"Add to calendar\" link (the event's .ics), with share previews for chat apps and search engines (Open Graph, Twitter card, a schema.org Event as JSON-LD).",
+      "An event's public page: its title, time, place, description, a check-in link and an \"Add to calendar\" link (the event's .ics), with share previews for chat apps and search engines (Open Graph, Twitter card, a schema.org Event as JSON-LD). An unknown event, or one of a draft community, is a 404 page.",
     auth: 'public',
     params: Shortlink,
     invalidParamsStatus: 404,
@@ -273,7 +274,7 @@ ${link ? html`<p><a href="${link}" rel="noopener noreferrer">Event website</a></
     path: '/checkin/event/:event_node_id',
     summary: 'Web check-in form: sign in, then check in to the event through the API.',
     description:
-      'The web check-in form: the visitor signs in and is checked in to the event through the API, in the page.',
+      'The web check-in form: the visitor signs in and is checked in to the event through the API, in the page. An unknown event, or one of a draft community, is a 404 page.',
     auth: 'public',
     params: EventNode,
     invalidParamsStatus: 404,

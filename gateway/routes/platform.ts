@@ -119,7 +119,7 @@ const PlatformCheckinReply = succeeded({
     })
     .describe('The check-in.'),
 });
-const PLATFORM_403 = errors('forbidden', 'not_community_manager');
+const PLATFORM_403 = errors('community_scope_violation', 'not_community_manager');
 
 interface Outcome {
   created: boolean;

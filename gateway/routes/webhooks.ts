@@ -202,7 +202,7 @@ const Delivery = z
     example: EXAMPLE_DELIVERY,
   });
 
-const FORBIDDEN = errors('forbidden', 'not_community_manager');
+const FORBIDDEN = errors('community_scope_violation', 'not_community_manager');
 const NOT_FOUND = errors('webhook_not_found');
 const INVALID = errors('validation_error', 'invalid_url', 'unknown_event_type');
 

@@ -297,7 +297,6 @@ select set_eq(
     'api.hat_types_list()',
     'api.hats_list()',
     'api.idempotency_claim(text,text)',
-    'api.idempotency_replay(text,text)',
     'api.idempotency_store(text,integer,jsonb)',
     'api.mcp_community_events(uuid,text)',
     'api.mcp_community_profile(uuid)',

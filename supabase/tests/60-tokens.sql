@@ -1,10 +1,12 @@
 -- API tokens: permission patterns and how they match paths, creating a token
 -- (the secret shown once, only its SHA-256 stored; the refusals, community
 -- scope for managers only, no token minted with a token), authenticating a
--- secret (unknown, inactive and expired alike; the use counted), row-level
+-- secret (unknown, inactive and expired alike; the use counted; a path outside
+-- the permissions, or a community-scoped token anywhere but the platform
+-- endpoints, refused with its reason), row-level
 -- security between users, deactivation, and the docs' live test gate.
 begin;
-select plan(36);
+select plan(40);
 
 -- Patterns ------------------------------------------------------------------
 
@@ -50,6 +52,8 @@ select throws_ok(
 select is(
   (select token ->> 'community_id' from api.api_token_create('scoped', array['/*'], null, current_setting('tests.community')::uuid)),
   current_setting('tests.community'), 'a manager may scope a token to their community');
+select set_config('tests.scoped_secret',
+  (select token_value from api.api_token_create('scoped, everything', array['*'], null, current_setting('tests.community')::uuid)), true);
 
 select tests.authenticate_as('other');
 select throws_ok(
@@ -74,8 +78,22 @@ select is(
      from api.api_token_authenticate(current_setting('tests.secret'), '/api/mobile/profile')),
   'true true no community', 'api_token_authenticate: the owner, and the path is allowed');
 select is(
-  (select path_allowed from api.api_token_authenticate(current_setting('tests.secret'), '/api/docs/tokens')),
-  false, 'api_token_authenticate: a path outside the permissions is not');
+  (select path_allowed || ' ' || refusal from api.api_token_authenticate(current_setting('tests.secret'), '/api/docs/tokens')),
+  'false forbidden', 'api_token_authenticate: a path outside the permissions is not (refusal forbidden)');
+select is(
+  (select path_allowed || ' ' || refusal from api.api_token_authenticate(current_setting('tests.scoped_secret'), '/api/mobile/profile')),
+  'false community_scope_violation',
+  'a community-scoped token, even with permission *, is refused off the platform endpoints (community_scope_violation)');
+select is(
+  (select refusal from api.api_token_authenticate(current_setting('tests.scoped_secret'), '/mcp')),
+  'community_scope_violation', '... /mcp included');
+select is(
+  (select path_allowed::text || ' ' || coalesce(refusal, 'no refusal')
+     from api.api_token_authenticate(current_setting('tests.scoped_secret'), '/api/v1/platform/webhooks/x/rotate_secret')),
+  'true no refusal', 'it may call the platform endpoints (private.platform_authorize holds it to its community)');
+select is(
+  (select refusal from api.api_token_authenticate(current_setting('tests.scoped_secret'), '/API/V1/Platform/events')),
+  null, '... spelled in any case, as the gateway routes them');
 select throws_ok(
   $$select api.api_token_authenticate('cbk_' || repeat('A', 40), '/')$$,
   'PT401', 'invalid, inactive or expired API token', 'an unknown secret is PT401');

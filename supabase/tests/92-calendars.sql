@@ -2,11 +2,13 @@
 -- tombstone a delete leaves (listed as cancelled, one sequence higher, pruned
 -- once no calendar lists it), the entry a calendar shows (UID at the
 -- PUBLIC_URL host, the effective end, the public URL), the validators and the
--- 304 decision, the community feed's window and drafts, the personal feed's
--- token (hashed, rotated, revoked, ended by a password change), and what the
+-- 304 decision, the community feed's window, drafts (a draft community's
+-- events are public nowhere: calendar, event page, deep links, check-in form,
+-- venue link), the personal feed's token (hashed, rotated, revoked, ended by a
+-- password set through a link, not by the re-hash of a sign-in), and what the
 -- request roles can reach.
 begin;
-select plan(49);
+select plan(60);
 
 -- Hosts ------------------------------------------------------------------------
 
@@ -115,6 +117,41 @@ select throws_ok(
   $$select * from api.calendar_event('ZZZZZZZZ', 'https://cal.example.org', 'f', null, null)$$,
   'PT404', 'event not found', 'an unknown shortlink is PT404');
 
+-- A draft community's events are public nowhere ------------------------------------
+
+select tests.clear_authentication();
+reset role;
+select set_config('tests.draft', admin.create_community('Draft club')::text, true);
+select admin.set_community_flags(current_setting('tests.draft')::uuid, false, true);
+select set_config('tests.hidden', admin.create_event(current_setting('tests.draft')::uuid, 'Hidden', now() - interval '10 minutes',
+  null, current_setting('tests.venue')::uuid)::text, true);
+select set_config('tests.hidden_link', (select shortlink from app.events where id = current_setting('tests.hidden')::uuid), true);
+select set_config('tests.hidden_node', (select node_id::text from app.events where id = current_setting('tests.hidden')::uuid), true);
+select tests.authenticate_as_anon();
+select throws_ok(
+  $$select * from api.calendar_event(current_setting('tests.hidden_link'), 'https://cal.example.org', 'f', null, null)$$,
+  'PT404', 'event not found', 'a draft community''s event: no .ics');
+select throws_ok($$select api.event_page(current_setting('tests.hidden_link'), 'https://cal.example.org')$$,
+  'PT404', 'event not found', 'no public event page');
+select throws_ok($$select api.event_public(current_setting('tests.hidden_link'), 'https://cal.example.org')$$,
+  'PT404', 'event not found', 'no public Event by shortlink');
+select throws_ok($$select api.event_public_by_node(current_setting('tests.hidden_node')::uuid, 'https://cal.example.org')$$,
+  'PT404', 'event not found', 'no web check-in form');
+select throws_ok($$select api.link_event_shortlink(current_setting('tests.hidden_link'), null, 'app')$$,
+  'PT404', 'event not found', 'no /l/event link');
+select throws_ok($$select api.link_event_checkin(current_setting('tests.hidden_node')::uuid, null, 'app')$$,
+  'PT404', 'event not found', 'no check-in link');
+select throws_ok($$select * from api.link_venue_checkin(current_setting('tests.venue')::uuid)$$,
+  'PT404', 'no event is taking place at this venue now', 'the venue link leaves it out');
+select tests.clear_authentication();
+reset role;
+select admin.set_community_flags(current_setting('tests.draft')::uuid, false, false);
+select tests.authenticate_as_anon();
+select is(api.event_page(current_setting('tests.hidden_link'), 'https://cal.example.org') -> 'event' ->> 'title', 'Hidden',
+  'published (no longer a draft): the event page shows it');
+select is((select location from api.link_venue_checkin(current_setting('tests.venue')::uuid)),
+  '/l/checkin/event/' || current_setting('tests.hidden_node'), 'and the venue link leads to it');
+
 -- The personal feed ------------------------------------------------------------
 
 select tests.clear_authentication();
@@ -146,11 +183,28 @@ reset role;
 select is(
   (select array_agg(token_hash) from app.calendar_feeds where user_id = tests.user_id('subscriber')),
   array[extensions.digest(current_setting('tests.feed2'), 'sha256')], 'one feed per user, stored as the SHA-256 of its token');
-update identity.users set password_hash = 'changed' where id = tests.user_id('subscriber');
+-- A sign-in after BCRYPT_COST was raised re-hashes the password, as the processes do it:
+-- the same password, a new hash; the feed stays.
+select set_config('tests.attempt', (select attempt from private.password_attempt_start(
+  'login', tests.email('subscriber'), '192.0.2.1', 11, 10, 100, 100, 900)), true);
+select private.password_attempt_finish('login', current_setting('tests.attempt'), true,
+  extensions.crypt(encode(extensions.digest('password-subscriber', 'sha256'), 'base64'), extensions.gen_salt('bf', 11)));
+select matches((select password_hash from identity.users where id = tests.user_id('subscriber')), '^\$2a\$11\$',
+  'a sign-in re-hashes the password at the higher cost');
 select tests.authenticate_as_anon();
+select lives_ok(
+  $$select * from api.calendar_personal(current_setting('tests.feed2'), 'https://cal.example.org', 'f', null, null)$$,
+  'a re-hash is no password change: the feed URL still works');
+select tests.clear_authentication();
+reset role;
+insert into identity.password_tokens (token_hash, user_id, purpose, expires_at)
+  values (identity.token_hash('link-for-subscriber'), tests.user_id('subscriber'), 'recover', now() + interval '1 hour');
+select set_config('tests.new_hash', extensions.crypt('a new password', extensions.gen_salt('bf', 10)), true);
+select tests.authenticate_as_anon();
+select api.auth_set_password('link-for-subscriber', current_setting('tests.new_hash'));
 select throws_ok(
   $$select * from api.calendar_personal(current_setting('tests.feed2'), 'https://cal.example.org', 'f', null, null)$$,
-  'PT404', 'calendar not found', 'a password change ends the feed URL');
+  'PT404', 'calendar not found', 'a password set through a link ends the feed URL');
 select tests.authenticate_as('subscriber');
 select set_config('tests.feed3', regexp_replace(api.calendar_feed_create('https://cal.example.org') ->> 'url', '^.*/cal/(.*)\.ics$', '\1'), true);
 select lives_ok($$select api.calendar_feed_revoke()$$, 'revoking');

@@ -4,12 +4,17 @@
 // (SEQUENCE grows, STATUS:CANCELLED); the personal feed before and after
 // rotation and revocation; hostile text (commas, semicolons, newlines, emoji,
 // 200-character lines, control characters, a community name that tries to
-// inject properties); conditional GETs (If-None-Match, If-Modified-Since).
+// inject properties); conditional GETs (If-None-Match, If-Modified-Since);
+// the personal feed across a re-hash at sign-in (kept) and a password change
+// (ended).
 import crypto from 'node:crypto';
 import fs from 'node:fs';
 import ICAL from 'ical.js';
 import { describe, expect, inject, it } from 'vitest';
-import { api, baseUrl, db, publicUrl, registerUser } from '../helpers.ts';
+import { loadConfig } from '../../gateway/core/config.ts';
+import { createLogger } from '../../gateway/core/log.ts';
+import { startGateway } from '../../gateway/server.ts';
+import { api, baseUrl, databaseUrl, db, jwtSecret, publicUrl, registerUser } from '../helpers.ts';
 import { createCommunity, createEvent, createVenue } from '../support/event-fixtures.ts';
 import { UUID } from '../support/formats.ts';
 import { addMember } from '../support/sql-fixtures.ts';
@@ -333,6 +338,48 @@ describe('personal feed: POST/DELETE /api/mobile/calendar/feed, GET /cal/{token}
     const log = fs.readFileSync(inject('logFile'), 'utf8');
     expect(log).toContain('/cal/:token.ics');
     expect(log).not.toContain(token);
+  });
+});
+
+describe('the personal feed and passwords (security review round 4)', () => {
+  it('a sign-in after BCRYPT_COST was raised re-hashes the password and the feed keeps working; a password change ends it', async () => {
+    const user = await registerUser('calendar-rehash');
+    const community = await createCommunity();
+    await addMember(community.id, user.userId);
+    const event = await createEvent({ communityId: community.id, title: 'Still subscribed', starts: '1 day' });
+    const created = await api('POST', '/api/mobile/calendar/feed', { token: user.accessToken });
+    expect(created.status).toBe(201);
+    const feedPath = new URL(created.body.data.url).pathname;
+    const hash = async () => (await db()`select password_hash from identity.users where id = ${user.userId}`)[0]!.password_hash as string;
+    expect(await hash()).toMatch(/^\$2[aby]\$10\$/);
+
+    // The operator raises BCRYPT_COST: a gateway with cost 11 on the same database.
+    const config = loadConfig({ PORT: '0', HOST: '127.0.0.1', JWT_SECRET: jwtSecret, PUBLIC_URL: publicUrl, DB_POOL_MAX: '4', BCRYPT_COST: '11' });
+    const raised = await startGateway(config, databaseUrl, createLogger('silent'), { includeCurrentMigration: false });
+    try {
+      const login = await fetch(`${raised.url}/api/auth/login`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ email: user.email, password: user.password }),
+      });
+      expect(login.status).toBe(200);
+    } finally {
+      await raised.close();
+    }
+    expect(await hash()).toMatch(/^\$2[aby]\$11\$/); // re-hashed at the new cost
+    const after = await ics(feedPath);
+    expect(after.status).toBe(200);
+    expect(parse(after.text).entries.map((e) => e.uid)).toContain(`${event.id}@${HOST}`);
+
+    // A real password change (through a set-password link) ends the feed URL.
+    await api('POST', '/api/auth/recover', { body: { email: user.email } });
+    const [mail] = await db()`
+      select link from app.email_outbox where to_email = ${user.email} and purpose = 'recover' order by created_at desc limit 1`;
+    const token = new URL(mail!.link as string).searchParams.get('token')!;
+    expect((await api('POST', '/api/auth/set-password', { body: { token, password: 'a-brand-new-password' } })).status).toBe(200);
+    const ended = await ics(feedPath);
+    expect(ended.status).toBe(404);
+    expect(ended.body.error).toBe('calendar_not_found');
   });
 });
 

@@ -1,6 +1,7 @@
 // Deep links and public pages: redirects by user agent, the venue link's
 // concurrency rule, 404 pages, HTML escaping (an event titled <script> is
 // text), and that the pages are small, mobile-friendly text/html.
+import crypto from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { api, db } from '../helpers.ts';
 import { createCommunity, createEvent, createVenue, unknownId } from '../support/event-fixtures.ts';
@@ -202,5 +203,41 @@ describe('GET /checkin/event/{event_node_id} (web check-in form)', () => {
     const res = await get(`/checkin/event/${unknownId()}`);
     expect(res.status).toBe(404);
     expectHtml(res);
+  });
+});
+
+describe("a draft community's events are public nowhere (security review round 4)", () => {
+  it('its event page, .ics, deep links, web check-in form and venue link are 404 like an unknown event; published, they are served', async () => {
+    const community = await createCommunity();
+    await db()`select admin.set_community_flags(${community.id}, false, true)`;
+    const venue = await createVenue(`Draft hall ${crypto.randomUUID().slice(0, 6)}`);
+    const event = await createEvent({ communityId: community.id, title: 'Not yet announced', starts: '-30 minutes', ends: '2 hours', venueNodeId: venue });
+    const doors = [
+      `/e/${event.shortlink}`,
+      `/e/${event.shortlink}.ics`,
+      `/l/event/${event.shortlink}`,
+      `/l/checkin/event/${event.nodeId}`,
+      `/checkin/event/${event.nodeId}`,
+      `/l/checkin/venue/${venue}`,
+    ];
+    for (const path of doors) {
+      for (const ua of [DESKTOP, IPHONE]) {
+        const res = await get(path, ua);
+        expect(res.status, path).toBe(404);
+        expect(res.text, path).not.toContain('Not yet announced');
+        expect(res.headers.get('location'), path).toBeNull();
+      }
+    }
+    // The community calendar says the same (404 for a draft).
+    expect((await get(`/c/${community.id}/calendar.ics`)).status).toBe(404);
+
+    await db()`select admin.set_community_flags(${community.id}, false, false)`;
+    expect((await get(`/e/${event.shortlink}`)).text).toContain('Not yet announced');
+    expect((await get(`/e/${event.shortlink}.ics`)).status).toBe(200);
+    expect((await get(`/l/event/${event.shortlink}`, IPHONE)).status).toBe(302);
+    expect((await get(`/l/checkin/event/${event.nodeId}`, DESKTOP)).status).toBe(302);
+    expect((await get(`/checkin/event/${event.nodeId}`)).status).toBe(200);
+    expect((await get(`/l/checkin/venue/${venue}`)).headers.get('location')).toBe(`/l/checkin/event/${event.nodeId}`);
+    expect((await get(`/c/${community.id}/calendar.ics`)).status).toBe(200);
   });
 });

@@ -3,10 +3,12 @@
 // a replay (same status and body, Idempotent-Replayed: true, nothing new),
 // the key reused for another request (422), racing requests with one key
 // (exactly one effect, the others 409 or the replay), a request held in
-// flight (409 at once), a key on a request that fails validation (the
-// refusal is kept and replayed), a request that failed with a 5xx (nothing
-// kept: the retry runs), keys of two users, an API token and its owner, the
-// key's own validation, and the OpenAPI document.
+// flight (409 at once), refused requests (nothing kept: the retry runs), a
+// request that failed with a 5xx (nothing kept: the retry runs), keys of two
+// users and of two credentials of one user, the attacks of the fourth
+// security review (a stored answer replayed to another credential, to a
+// credential the route refuses now, a refusal replayed to the owner), the cap
+// per caller, the key's own validation, and the OpenAPI document.
 import crypto from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { api, db, registerUser, type TestUser } from '../helpers.ts';
@@ -53,7 +55,7 @@ describe('replay', () => {
     expect(await keyRows(user)).toBe(rows);
   });
 
-  it('PATCH and DELETE replay too; a refusal from SQL (404) is kept and replayed', async () => {
+  it('PATCH and DELETE replay too; a refusal from SQL (404) keeps nothing: the same key runs again', async () => {
     const user = await registerUser('idem');
     const created = await api('POST', '/api/mobile/tasks', { token: user.accessToken, body: { title: 'patch me' } });
     const id = created.body.task.id as string;
@@ -75,29 +77,45 @@ describe('replay', () => {
     expect(deletedAgain.status).toBe(204);
     expect(deletedAgain.headers.get('idempotent-replayed')).toBe('true');
     expect(deletedAgain.text).toBe('');
-    // A new key: the task is gone, 404 ...
+    // A new key: the task is gone, 404, and a refusal keeps nothing: the same key runs again.
+    const rows = await keyRows(user);
     const missingKey = newKey();
     const missing = await api('DELETE', `/api/mobile/tasks/${id}`, keyed(missingKey, user));
     expect(missing.status).toBe(404);
     expect(missing.body.error).toBe('task_not_found');
-    // ... and that refusal is what the key answers from now on.
     const missingAgain = await api('DELETE', `/api/mobile/tasks/${id}`, keyed(missingKey, user));
     expect(missingAgain.status).toBe(404);
-    expect(missingAgain.headers.get('idempotent-replayed')).toBe('true');
-    expect(missingAgain.text).toBe(missing.text);
+    expect(missingAgain.headers.get('idempotent-replayed')).toBeNull();
+    expect(await keyRows(user)).toBe(rows);
   });
 
-  it('an API token acts as its owner: the owner\'s key, whichever credential carries it', async () => {
+  it('a key belongs to its credential: an API token and its owner\'s session each run their own request with it', async () => {
     const user = await registerUser('idem');
     const token = await createToken(user, { permissions: ['/api/mobile/*'] });
     const key = newKey();
-    const viaToken = await api('POST', '/api/mobile/hats', { ...keyed(key, token.secret), body: { hat: { name: 'Token hat', hat_type: 'social' } } });
+    const hat = { hat: { name: 'Token hat', hat_type: 'social' } };
+    const viaToken = await api('POST', '/api/mobile/hats', { ...keyed(key, token.secret), body: hat });
     expect(viaToken.status).toBe(201);
-    const viaAccess = await api('POST', '/api/mobile/hats', { ...keyed(key, user), body: { hat: { name: 'Token hat', hat_type: 'social' } } });
-    expect(viaAccess.headers.get('idempotent-replayed')).toBe('true');
-    expect(viaAccess.text).toBe(viaToken.text);
+    const viaAccess = await api('POST', '/api/mobile/hats', { ...keyed(key, user), body: hat });
+    expect(viaAccess.status).toBe(201);
+    expect(viaAccess.headers.get('idempotent-replayed')).toBeNull();
+    expect(viaAccess.body.data.id).not.toBe(viaToken.body.data.id);
+    // Each replays its own answer; a refreshed access token is the same session.
+    const againToken = await api('POST', '/api/mobile/hats', { ...keyed(key, token.secret), body: hat });
+    expect(againToken.headers.get('idempotent-replayed')).toBe('true');
+    expect(againToken.text).toBe(viaToken.text);
+    const refreshed = await api('POST', '/api/auth/refresh', { body: { refresh_token: user.refreshToken } });
+    expect(refreshed.status).toBe(200);
+    const againAccess = await api('POST', '/api/mobile/hats', { ...keyed(key, refreshed.body.access_token as string), body: hat });
+    expect(againAccess.headers.get('idempotent-replayed')).toBe('true');
+    expect(againAccess.text).toBe(viaAccess.text);
+    // Another session of the same user (a second sign-in) is another credential.
+    const login = await api('POST', '/api/auth/login', { body: { email: user.email, password: user.password } });
+    const otherSession = await api('POST', '/api/mobile/hats', { ...keyed(key, login.body.access_token as string), body: hat });
+    expect(otherSession.status).toBe(201);
+    expect(otherSession.headers.get('idempotent-replayed')).toBeNull();
     const [row] = await db()`select count(*)::int as n from app.hats where user_id = ${user.userId} and name = 'Token hat'`;
-    expect(row!.n).toBe(1);
+    expect(row!.n).toBe(3);
   });
 
   it('a secret shown once (an API token) is replayed, but stored only encrypted', async () => {
@@ -241,7 +259,7 @@ describe('concurrency', () => {
 });
 
 describe('failures', () => {
-  it('a key on a request that fails validation: the refusal is kept and replayed; the key then belongs to it', async () => {
+  it('a key on a request that fails validation keeps nothing: the same key then runs the corrected request', async () => {
     const user = await registerUser('idem-invalid');
     const key = newKey();
     const refused = await api('POST', '/api/mobile/tasks', { ...keyed(key, user), body: { title: 'bad status', status: 'bogus' } });
@@ -249,14 +267,12 @@ describe('failures', () => {
     expect(refused.body).toEqual({ error: expect.stringMatching(/^body\.status/) }); // the route's Simple body
     const again = await api('POST', '/api/mobile/tasks', { ...keyed(key, user), body: { title: 'bad status', status: 'bogus' } });
     expect(again.status).toBe(422);
-    expect(again.headers.get('idempotent-replayed')).toBe('true');
-    expect(again.text).toBe(refused.text);
+    expect(again.headers.get('idempotent-replayed')).toBeNull();
+    expect(await keyRows(user)).toBe(0);
     const fixed = await api('POST', '/api/mobile/tasks', { ...keyed(key, user), body: { title: 'bad status' } });
-    expect(fixed.status).toBe(422);
-    expect(fixed.body.error).toBe('idempotency_key_reused');
-    expect(await taskCount(user, 'bad status')).toBe(0);
-    // A new key runs the corrected request.
-    expect((await api('POST', '/api/mobile/tasks', { ...keyed(newKey(), user), body: { title: 'bad status' } })).status).toBe(201);
+    expect(fixed.status).toBe(201);
+    expect(await taskCount(user, 'bad status')).toBe(1);
+    expect((await api('POST', '/api/mobile/tasks', { ...keyed(key, user), body: { title: 'bad status' } })).headers.get('idempotent-replayed')).toBe('true');
   });
 
   it('a request that fails with a 5xx (rolled back) keeps nothing: the retry with the key runs', async () => {
@@ -313,6 +329,171 @@ describe('failures', () => {
   it('without a credential the key changes nothing: 401', async () => {
     const res = await api('POST', '/api/mobile/tasks', { headers: { 'idempotency-key': newKey() }, body: { title: 'anon' } });
     expect(res.status).toBe(401);
+  });
+});
+
+describe('a stored answer goes to the credential that made it, after the route\'s authorization (security review round 4)', () => {
+  /** A user managing two communities, Zulu with a webhook endpoint, and Alpha. */
+  async function twoCommunities(prefix: string) {
+    const user = await registerUser(prefix);
+    const zulu = await newCommunity({ manager: user });
+    const alpha = await newCommunity({ manager: user });
+    const hook = await api('POST', '/api/v1/platform/webhooks', {
+      token: user.accessToken,
+      body: { community_id: zulu, url: 'https://hooks.example.com/zulu', events: ['member.left'] },
+    });
+    expect(hook.status, hook.text).toBe(201);
+    return { user, zulu, alpha, rotatePath: `/api/v1/platform/webhooks/${hook.body.data.id as string}/rotate_secret`, hookId: hook.body.data.id as string };
+  }
+  const storedSecret = async (hookId: string) => (await db()`select secret from app.webhook_endpoints where id = ${hookId}`)[0]!.secret as string;
+
+  it('a webhook secret rotated in Zulu with a key is not replayed to her API token scoped to Alpha: it gets its own 403', async () => {
+    const { user, alpha, rotatePath, hookId } = await twoCommunities('idem-rotate');
+    const key = newKey();
+    const rotated = await api('POST', rotatePath, keyed(key, user));
+    expect(rotated.status).toBe(200);
+    const secret = rotated.body.data.secret as string;
+    expect(secret).toMatch(/^whsec_/);
+
+    const alphaToken = await createToken(user, { community_id: alpha, permissions: ['*'] });
+    const withoutKey = await api('POST', rotatePath, { token: alphaToken.secret });
+    expect(withoutKey.status).toBe(403);
+    const withKey = await api('POST', rotatePath, keyed(key, alphaToken.secret));
+    expect(withKey.status).toBe(403);
+    expect(withKey.body.error).toBe('community_scope_violation');
+    expect(withKey.headers.get('idempotent-replayed')).toBeNull();
+    expect(withKey.text).not.toContain(secret);
+    expect(await storedSecret(hookId)).toBe(secret);
+  });
+
+  it('POST /api/docs/tokens with a key is not replayed to an API token (which may not create tokens): 403, no token_value', async () => {
+    const user = await registerUser('idem-mint');
+    const key = newKey();
+    const body = { name: 'minted', permissions: ['*'] };
+    const first = await api('POST', '/api/docs/tokens', { ...keyed(key, user), body });
+    expect(first.status).toBe(201);
+    const personal = await createToken(user, { permissions: ['*'] });
+    const replayed = await api('POST', '/api/docs/tokens', { ...keyed(key, personal.secret), body });
+    expect(replayed.status).toBe(403);
+    expect(replayed.body.error).toBe('forbidden');
+    expect(replayed.headers.get('idempotent-replayed')).toBeNull();
+    expect(replayed.text).not.toContain(first.body.token_value as string);
+    const [row] = await db()`select count(*)::int as n from app.api_tokens where user_id = ${user.userId}`;
+    expect(row!.n).toBe(2); // the minted one and the personal one
+  });
+
+  it('a refusal for a narrow token is not replayed to the owner: the owner\'s request runs', async () => {
+    const user = await registerUser('idem-narrow');
+    const narrow = await createToken(user, { permissions: ['/api/docs/tokens'] });
+    const key = newKey();
+    const body = { name: 'wanted', permissions: ['/api/mobile/*'] };
+    const refused = await api('POST', '/api/docs/tokens', { ...keyed(key, narrow.secret), body });
+    expect(refused.status).toBe(403);
+    const owner = await api('POST', '/api/docs/tokens', { ...keyed(key, user), body });
+    expect(owner.status).toBe(201);
+    expect(owner.headers.get('idempotent-replayed')).toBeNull();
+    expect(owner.body.token_value).toMatch(/^cbk_/);
+  });
+
+  it('the same credential gets the stored answer only while the route authorizes it: demoted, its 403; a manager again, the replay', async () => {
+    const { user, zulu, rotatePath, hookId } = await twoCommunities('idem-demoted');
+    const successor = await registerUser('idem-successor');
+    await db()`select admin.add_manager(${zulu}, ${successor.email})`;
+    const personal = await createToken(user, { permissions: ['/api/v1/platform/*'] });
+    const key = newKey();
+    const rotated = await api('POST', rotatePath, keyed(key, personal.secret));
+    expect(rotated.status).toBe(200);
+    const secret = rotated.body.data.secret as string;
+    const setRole = (role: string) => db()`
+      update app.community_members m set role = ${role}
+        from app.profiles p where p.node_id = m.member_node_id and p.id = ${user.userId} and m.community_id = ${zulu}`;
+
+    await setRole('member');
+    const demoted = await api('POST', rotatePath, keyed(key, personal.secret));
+    expect(demoted.status).toBe(403);
+    expect(demoted.body.error).toBe('not_community_manager');
+    expect(demoted.text).not.toContain(secret);
+
+    await setRole('manager');
+    const again = await api('POST', rotatePath, keyed(key, personal.secret));
+    expect(again.status).toBe(200);
+    expect(again.headers.get('idempotent-replayed')).toBe('true');
+    expect(again.text).toBe(rotated.text);
+    // The route ran behind the replay to authorize it; its rotation was rolled back.
+    expect(await storedSecret(hookId)).toBe(secret);
+  });
+
+  it('an ended credential gets its own 401: a deactivated API token, a logged-out session', async () => {
+    const { user, rotatePath } = await twoCommunities('idem-ended');
+    const personal = await createToken(user, { permissions: ['/api/v1/platform/*'] });
+    const tokenKey = newKey();
+    const sessionKey = newKey();
+    expect((await api('POST', rotatePath, keyed(tokenKey, personal.secret))).status).toBe(200);
+    expect((await api('POST', rotatePath, keyed(sessionKey, user))).status).toBe(200);
+    expect((await api('DELETE', `/api/docs/tokens/${personal.id}`, { token: user.accessToken })).status).toBe(200);
+    const viaToken = await api('POST', rotatePath, keyed(tokenKey, personal.secret));
+    expect(viaToken.status).toBe(401);
+    expect(viaToken.body.error).toBe('invalid_token');
+    expect((await api('POST', '/api/auth/logout', { body: { refresh_token: user.refreshToken } })).status).toBe(200);
+    const viaSession = await api('POST', rotatePath, keyed(sessionKey, user));
+    expect(viaSession.status).toBe(401);
+    expect(viaSession.body.error).toBe('session_ended');
+  });
+});
+
+describe('what is kept (security review round 4)', () => {
+  it('keyed refusals keep no record: 60 refused requests, no row', async () => {
+    const user = await registerUser('idem-refusals');
+    const missing = crypto.randomUUID();
+    const answers = await Promise.all(
+      Array.from({ length: 60 }, (_, i) =>
+        i % 2
+          ? api('PATCH', `/api/mobile/tasks/${missing}`, { ...keyed(newKey(), user), body: { title: 'x' } })
+          : api('POST', '/api/mobile/tasks', { ...keyed(newKey(), user), body: { title: 'x', status: 'bogus' } }),
+      ),
+    );
+    expect(new Set(answers.map((a) => a.status))).toEqual(new Set([404, 422]));
+    expect(await keyRows(user)).toBe(0);
+  });
+
+  it('a caller keeps at most 1,000 answers: the one past the cap deletes the oldest 100, also under parallel requests', async () => {
+    const user = await registerUser('idem-cap');
+    /** Keyed task creations, `clients` at a time; their keys. */
+    const create = async (n: number, title: string, clients = 10): Promise<string[]> => {
+      const keys = Array.from({ length: n }, newKey);
+      let next = 0;
+      await Promise.all(
+        Array.from({ length: clients }, async () => {
+          while (next < n) {
+            const key = keys[next++]!;
+            const res = await api('POST', '/api/mobile/tasks', { ...keyed(key, user), body: { title } });
+            expect(res.status).toBe(201);
+          }
+        }),
+      );
+      return keys;
+    };
+    await create(1000, 'filling');
+    expect(await keyRows(user)).toBe(1000);
+    const newest = await db()`
+      select encode(key_hash, 'hex') as k from app.idempotency_keys where user_id = ${user.userId} order by created_at desc limit 899`;
+
+    const [past] = await create(1, 'past the cap', 1);
+    expect(await keyRows(user)).toBe(900);
+    const kept = await db()`select encode(key_hash, 'hex') as k from app.idempotency_keys where user_id = ${user.userId}`;
+    const digest = (key: string) => crypto.createHash('sha256').update(key).digest('hex');
+    expect(new Set(kept.map((r) => r.k as string))).toEqual(new Set([...newest.map((r) => r.k as string), digest(past!)]));
+    const again = await api('POST', '/api/mobile/tasks', { ...keyed(past!, user), body: { title: 'past the cap' } });
+    expect(again.headers.get('idempotent-replayed')).toBe('true');
+
+    // 150 more, 10 at a time: the count never passes the cap.
+    await create(150, 'burst');
+    const rows = await keyRows(user);
+    expect(rows).toBeGreaterThanOrEqual(900);
+    expect(rows).toBeLessThanOrEqual(1000);
+    const [counted] = await db()`select records from app.idempotency_callers where user_id = ${user.userId}`;
+    expect(counted!.records).toBe(rows);
+    expect(await taskCount(user, 'burst')).toBe(150);
   });
 });
 

@@ -4,7 +4,7 @@
 import { createClient, type RealtimeChannel, type SupabaseClient } from '@supabase/supabase-js';
 import { afterAll, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
-import { baseUrl, db, forgeToken, registerUser } from '../helpers.ts';
+import { api, baseUrl, db, forgeToken, registerUser } from '../helpers.ts';
 import { createCommunity, createEvent } from '../support/event-fixtures.ts';
 import { addMember } from '../support/sql-fixtures.ts';
 import { openStream } from '../support/sse.ts';
@@ -101,6 +101,24 @@ describe('supabase-js postgres_changes through /realtime/v1/websocket', () => {
     expect(inserts.some((c) => c.new.id === a.id)).toBe(true);
     expect(inserts.every((c) => c.eventType === 'INSERT')).toBe(true);
     expect(filtered.map((c) => `${c.eventType}:${c.new.title}`)).toEqual(['INSERT:Mine', 'UPDATE:Mine v2']);
+  });
+
+  it('an API token is no access token here: a community-scoped one (or any) is refused the channel', async () => {
+    const user = await registerUser('ws-token');
+    const community = await createCommunity(user.email);
+    const created = await api('POST', '/api/docs/tokens', {
+      token: user.accessToken,
+      body: { name: 'scoped', permissions: ['*'], community_id: community.id },
+    });
+    expect(created.status).toBe(201);
+    const channel = (await client(created.body.token_value as string))
+      .channel('scoped')
+      .on('postgres_changes', { event: '*', schema: 'app', table: 'events' }, () => {});
+    const refused = await subscribe(channel);
+    expect(refused.status).toBe('CHANNEL_ERROR');
+    expect(String(refused.error?.message)).toContain('invalid access token');
+    const [streams] = await db()`select count(*)::int as n from app.event_streams where user_id = ${user.userId}`;
+    expect(streams!.n).toBe(0);
   });
 
   it('refuses a channel without a valid access token, for another table, or with presence', async () => {

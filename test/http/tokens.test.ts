@@ -2,13 +2,16 @@
 // stored only as a hash; tokens as bearer credentials (permission patterns,
 // 401 for unknown, inactive and expired, 403 for a path no pattern allows);
 // exact usage counting under concurrent use; isolation between users;
-// community-scoped tokens; bad input; and no secret in the gateway's log.
+// community-scoped tokens (their community's platform endpoints only: every
+// other door refused, as the fourth security review tried them); bad input;
+// and no secret in the gateway's log.
 import crypto from 'node:crypto';
 import fs from 'node:fs';
 import { describe, expect, inject, it } from 'vitest';
 import { api, db, expectErrorShape, registerUser } from '../helpers.ts';
 import { createToken, joinCommunity, SECRET } from '../support/api-tokens.ts';
 import { ISO, UUID } from '../support/formats.ts';
+import { openStream } from '../support/sse.ts';
 import { newCommunity } from '../support/sql-fixtures.ts';
 
 const randomSecret = () => {
@@ -138,6 +141,103 @@ describe('community-scoped tokens', () => {
     expect(unknown.status).toBe(403);
     const [count] = await db()`select count(*)::int as n from app.api_tokens where community_id = ${community}`;
     expect(count!.n).toBe(1);
+  });
+});
+
+describe("a community-scoped token reaches its community's platform endpoints only (security review round 4)", () => {
+  /** Bravo's manager, who is also a member of Alpha, with a token scoped to Bravo that has every permission. */
+  async function scopedToBravo() {
+    const owner = await registerUser('scope-owner');
+    const bravo = await newCommunity({ manager: owner });
+    const alpha = await newCommunity({ manager: owner });
+    const joinable = await newCommunity();
+    const scoped = await createToken(owner, { community_id: bravo, permissions: ['*'] });
+    return { owner, bravo, alpha, joinable, scoped };
+  }
+  const refusedAsOutOfScope = (res: { status: number; body: any; text: string }, what: string) => {
+    expect(res.status, what).toBe(403);
+    expect(res.text, what).toMatch(/community_scope_violation|scoped to a community/);
+  };
+
+  it("the owner's profile (with the e-mail), tasks, deals, connections, hats and tokens: 403 community_scope_violation", async () => {
+    const { owner, scoped } = await scopedToBravo();
+    for (const path of [
+      '/api/mobile/profile',
+      '/api/mobile/tasks',
+      '/api/mobile/deals',
+      '/api/mobile/connections',
+      '/api/mobile/hats',
+      '/api/mobile/checkins',
+      '/api/mobile/events/upcoming',
+      '/api/docs/tokens',
+    ]) {
+      const res = await api('GET', path, { token: scoped.secret });
+      refusedAsOutOfScope(res, path);
+      expect(res.text, path).not.toContain(owner.email);
+    }
+    // Also spelled in another case (the routing ignores case).
+    refusedAsOutOfScope(await api('GET', '/API/Mobile/PROFILE', { token: scoped.secret, noContract: true }), 'upper case');
+    // The Error body where the route has it.
+    const profile = await api('GET', '/api/mobile/profile', { token: scoped.secret });
+    expect(profile.body).toMatchObject({ error: 'community_scope_violation' });
+    // Writes: a task, a hat.
+    refusedAsOutOfScope(await api('POST', '/api/mobile/tasks', { token: scoped.secret, body: { title: 'as the owner' } }), 'task');
+    refusedAsOutOfScope(await api('POST', '/api/mobile/hats', { token: scoped.secret, body: { hat: { name: 'h', hat_type: 'social' } } }), 'hat');
+    const [made] = await db()`select (select count(*) from app.tasks where created_by = ${owner.userId})::int as tasks,
+                                     (select count(*) from app.hats where user_id = ${owner.userId})::int as hats`;
+    expect(made).toEqual({ tasks: 0, hats: 0 });
+  });
+
+  it('no calendar feed, no event stream (header or ?access_token=), no joining another community', async () => {
+    const { owner, alpha, joinable, scoped } = await scopedToBravo();
+    refusedAsOutOfScope(await api('POST', '/api/mobile/calendar/feed', { token: scoped.secret }), 'calendar feed');
+    const [feeds] = await db()`select count(*)::int as n from app.calendar_feeds where user_id = ${owner.userId}`;
+    expect(feeds!.n).toBe(0);
+
+    for (const s of [await openStream({ token: scoped.secret }), await openStream({ query: `?access_token=${scoped.secret}` })]) {
+      expect(s.status).toBe(403);
+      expect(s.body).toMatchObject({ error: 'community_scope_violation' });
+      s.close();
+    }
+    const [streams] = await db()`select count(*)::int as n from app.event_streams where user_id = ${owner.userId}`;
+    expect(streams!.n).toBe(0);
+
+    for (const community of [joinable, alpha]) {
+      const join = await api('POST', `/api/mobile/communities/${community}/join`, { token: scoped.secret });
+      refusedAsOutOfScope(join, 'join');
+    }
+    const [joined] = await db()`
+      select count(*)::int as n from app.community_members m join app.profiles p on p.node_id = m.member_node_id
+       where p.id = ${owner.userId} and m.community_id = ${joinable}`;
+    expect(joined!.n).toBe(0);
+    expect((await api('POST', `/api/mobile/communities/${alpha}/leave`, { token: scoped.secret })).status).toBe(403);
+  });
+
+  it("its own community's platform endpoints work; another community's are 403 community_scope_violation; every use is counted", async () => {
+    const { owner, bravo, alpha, scoped } = await scopedToBravo();
+    const event = (community: string) => ({
+      community_id: community,
+      external_platform: 'platform_a',
+      external_id: `scope-${crypto.randomBytes(6).toString('hex')}`,
+      title: 'Pushed',
+      description: '',
+      date: new Date(Date.now() + 86_400_000).toISOString(),
+    });
+    expect((await api('POST', '/api/v1/platform/events', { token: scoped.secret, body: event(bravo) })).status).toBe(201);
+    expect((await api('GET', `/api/v1/platform/webhooks?community_id=${bravo}`, { token: scoped.secret })).status).toBe(200);
+    const elsewhere = await api('POST', '/api/v1/platform/events', { token: scoped.secret, body: event(alpha) });
+    expect(elsewhere.status).toBe(403);
+    expect(elsewhere.body.error).toBe('community_scope_violation');
+    const hooks = await api('GET', `/api/v1/platform/webhooks?community_id=${alpha}`, { token: scoped.secret });
+    expect(hooks.body.error).toBe('community_scope_violation');
+    // The owner's own credentials are untouched.
+    expect((await api('GET', '/api/mobile/profile', { token: owner.accessToken })).body.data.email).toBe(owner.email);
+    const personal = await createToken(owner, { permissions: ['*'] });
+    expect((await api('GET', '/api/mobile/profile', { token: personal.secret })).status).toBe(200);
+    // Refused uses count, like every use.
+    const before = Number((await tokenRow(scoped.id)).usage_count);
+    await api('GET', '/api/mobile/profile', { token: scoped.secret });
+    expect(Number((await tokenRow(scoped.id)).usage_count)).toBe(before + 1);
   });
 });
 

@@ -106,9 +106,9 @@ describe('api.api_token_authenticate', () => {
     const user = await newUser({ prefix: 'toksql' });
     const created = await create(user.id, ['/api/mobile/*']);
     const allowed = await authenticate(created.token_value, '/api/mobile/profile');
-    expect(allowed).toEqual({ token_id: created.token.id, user_id: user.id, community_id: null, path_allowed: true, expires_at: null });
+    expect(allowed).toEqual({ token_id: created.token.id, user_id: user.id, community_id: null, path_allowed: true, expires_at: null, refusal: null });
     const refused = await authenticate(created.token_value, '/api/docs/tokens');
-    expect(refused.path_allowed).toBe(false);
+    expect(refused).toMatchObject({ path_allowed: false, refusal: 'forbidden' });
     const [row] = await db()`select usage_count, last_used_at from app.api_tokens where id = ${created.token.id}`;
     expect(Number(row!.usage_count)).toBe(2);
     expect(row!.last_used_at).toBeInstanceOf(Date);
