@@ -850,12 +850,14 @@ COMMENT ON FUNCTION api.api_test_record(endpoint_id uuid, method text, path text
 -- Name: api_token_authenticate(text, text); Type: FUNCTION; Schema: api
 --
 
-CREATE FUNCTION api.api_token_authenticate(secret text, request_path text) RETURNS TABLE(token_id uuid, user_id uuid, community_id uuid, path_allowed boolean, expires_at timestamp with time zone)
+CREATE FUNCTION api.api_token_authenticate(secret text, request_path text) RETURNS TABLE(token_id uuid, user_id uuid, community_id uuid, path_allowed boolean, expires_at timestamp with time zone, refusal text)
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog'
     AS $$
 declare
   used app.api_tokens;
+  in_scope boolean;
+  permitted boolean;
 begin
   update app.api_tokens t
      set usage_count = t.usage_count + 1,
@@ -867,8 +869,11 @@ begin
   if used.id is null then
     raise exception 'invalid, inactive or expired API token' using errcode = 'PT401', hint = 'invalid_token';
   end if;
-  return query select used.id, used.user_id, used.community_id,
-                      private.api_token_path_allowed(used.permissions, request_path), used.expires_at;
+  in_scope := private.api_token_scope_allows(used.community_id, request_path);
+  permitted := private.api_token_path_allowed(used.permissions, request_path);
+  return query select used.id, used.user_id, used.community_id, in_scope and permitted, used.expires_at,
+                      case when not in_scope then 'community_scope_violation'
+                           when not permitted then 'forbidden' end;
 end;
 $$;
 
@@ -876,7 +881,7 @@ $$;
 -- Name: FUNCTION api_token_authenticate(secret text, request_path text); Type: COMMENT; Schema: api
 --
 
-COMMENT ON FUNCTION api.api_token_authenticate(secret text, request_path text) IS 'Authenticates an API token secret for a request path (every path, /mcp included): PT401 (invalid_token) when unknown, inactive or expired; otherwise counts the use (usage_count, last_used_at) and returns the owner, the community scope, whether a permission pattern matches the path, and the expiry.';
+COMMENT ON FUNCTION api.api_token_authenticate(secret text, request_path text) IS 'Authenticates an API token secret for a request path (every path, /mcp included): PT401 (invalid_token) when unknown, inactive or expired; otherwise counts the use (usage_count, last_used_at) and returns the owner, the community scope, whether the token may be used on the path, the expiry, and why not (refusal, answered 403): community_scope_violation for a community-scoped token off the platform endpoints, forbidden for a path no permission pattern matches.';
 
 --
 -- Name: api_token_create(text, text[], timestamp with time zone, uuid); Type: FUNCTION; Schema: api
@@ -1273,7 +1278,8 @@ CREATE FUNCTION api.calendar_community(community_id uuid, public_url text, forma
 declare
   community app.communities;
 begin
-  select c.* into community from app.communities c where c.id = calendar_community.community_id and not c.is_draft;
+  select c.* into community from app.communities c
+   where c.id = calendar_community.community_id and private.community_events_public(c.id);
   if community.id is null then
     raise exception 'community not found' using errcode = 'PT404', hint = 'community_not_found';
   end if;
@@ -1324,7 +1330,7 @@ $$;
 -- Name: FUNCTION calendar_event(shortlink text, public_url text, format text, if_none_match text[], if_modified_since timestamp with time zone); Type: COMMENT; Schema: api
 --
 
-COMMENT ON FUNCTION api.calendar_event(shortlink text, public_url text, format text, if_none_match text[], if_modified_since timestamp with time zone) IS 'GET /e/{shortlink}.ics (no credential): the event as a calendar of one entry (cancelled when it was deleted and its tombstone is kept), with ETag and Last-Modified; calendar null when If-None-Match / If-Modified-Since match (304). format names the renderer''s output (part of the ETag). PT404 event_not_found.';
+COMMENT ON FUNCTION api.calendar_event(shortlink text, public_url text, format text, if_none_match text[], if_modified_since timestamp with time zone) IS 'GET /e/{shortlink}.ics (no credential): the event as a calendar of one entry (cancelled when it was deleted and its tombstone is kept), with ETag and Last-Modified; calendar null when If-None-Match / If-Modified-Since match (304). format names the renderer''s output (part of the ETag). PT404 event_not_found, also for an event of a draft community.';
 
 --
 -- Name: calendar_feed_create(text); Type: FUNCTION; Schema: api
@@ -2089,7 +2095,8 @@ declare
   community app.communities;
   venue app.venues;
 begin
-  select e.* into found from app.events e where e.shortlink = event_page.shortlink;
+  select e.* into found from app.events e
+   where e.shortlink = event_page.shortlink and private.community_events_public(e.community_id);
   if found.id is null then
     raise exception 'event not found' using errcode = 'PT404', hint = 'event_not_found';
   end if;
@@ -2112,7 +2119,7 @@ $$;
 -- Name: FUNCTION event_page(shortlink text, public_url text); Type: COMMENT; Schema: api
 --
 
-COMMENT ON FUNCTION api.event_page(shortlink text, public_url text) IS 'GET /e/{shortlink} (no credential): {event: the Event, end: its effective end, location: "venue, address" or its location text, place: {name, address} for schema.org (the venue, else the location text, else the community''s name without address), organizer: {name: the community}, event_status, attendance_mode (schema.org values)}. PT404 event_not_found.';
+COMMENT ON FUNCTION api.event_page(shortlink text, public_url text) IS 'GET /e/{shortlink} (no credential): {event: the Event, end: its effective end, location: "venue, address" or its location text, place: {name, address} for schema.org (the venue, else the location text, else the community''s name without address), organizer: {name: the community}, event_status, attendance_mode (schema.org values)}. PT404 event_not_found, also for an event of a draft community.';
 
 --
 -- Name: event_public(text, text); Type: FUNCTION; Schema: api
@@ -2125,7 +2132,8 @@ CREATE FUNCTION api.event_public(shortlink text, public_url text) RETURNS jsonb
 declare
   found_event app.events;
 begin
-  select e.* into found_event from app.events e where e.shortlink = event_public.shortlink;
+  select e.* into found_event from app.events e
+   where e.shortlink = event_public.shortlink and private.community_events_public(e.community_id);
   if found_event.id is null then
     raise exception 'event not found' using errcode = 'PT404', hint = 'event_not_found';
   end if;
@@ -2137,7 +2145,7 @@ $$;
 -- Name: FUNCTION event_public(shortlink text, public_url text); Type: COMMENT; Schema: api
 --
 
-COMMENT ON FUNCTION api.event_public(shortlink text, public_url text) IS 'GET /e/{shortlink}: the Event for the public page. PT404 when unknown.';
+COMMENT ON FUNCTION api.event_public(shortlink text, public_url text) IS 'The Event of a shortlink, without a credential. PT404 when unknown or of a draft community.';
 
 --
 -- Name: event_public_by_node(uuid, text); Type: FUNCTION; Schema: api
@@ -2150,7 +2158,8 @@ CREATE FUNCTION api.event_public_by_node(event_node_id uuid, public_url text) RE
 declare
   found_event app.events;
 begin
-  select e.* into found_event from app.events e where e.node_id = event_public_by_node.event_node_id;
+  select e.* into found_event from app.events e
+   where e.node_id = event_public_by_node.event_node_id and private.community_events_public(e.community_id);
   if found_event.id is null then
     raise exception 'event not found' using errcode = 'PT404', hint = 'event_not_found';
   end if;
@@ -2162,7 +2171,7 @@ $$;
 -- Name: FUNCTION event_public_by_node(event_node_id uuid, public_url text); Type: COMMENT; Schema: api
 --
 
-COMMENT ON FUNCTION api.event_public_by_node(event_node_id uuid, public_url text) IS 'GET /checkin/event/{event_node_id} (web check-in form): the Event. PT404 when unknown.';
+COMMENT ON FUNCTION api.event_public_by_node(event_node_id uuid, public_url text) IS 'GET /checkin/event/{event_node_id} (web check-in form): the Event. PT404 when unknown or of a draft community.';
 
 --
 -- Name: event_stream_changes(bigint, bigint, text); Type: FUNCTION; Schema: api
@@ -2437,12 +2446,13 @@ COMMENT ON FUNCTION api.hats_list() IS 'GET /api/mobile/hats: the caller''s hats
 -- Name: idempotency_claim(text, text); Type: FUNCTION; Schema: api
 --
 
-CREATE FUNCTION api.idempotency_claim(key text, request_hash text) RETURNS void
+CREATE FUNCTION api.idempotency_claim(key text, request_hash text) RETURNS jsonb
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog'
     AS $_$
 declare
   me uuid := auth.uid();
+  caller_credential bytea := private.idempotency_credential();
   key_digest bytea;
   request_digest bytea;
   existing app.idempotency_keys;
@@ -2458,25 +2468,41 @@ begin
   end if;
   key_digest := extensions.digest(key, 'sha256');
   request_digest := decode(request_hash, 'hex');
-  -- Held until this transaction ends; another request with the key, on any
-  -- replica, is answered 409 at once instead of waiting.
-  if not pg_try_advisory_xact_lock(hashtextextended('idempotency ' || me::text || ' ' || encode(key_digest, 'hex'), 0)) then
+  -- Held until this transaction ends; another request of the credential with
+  -- the key, on any replica, is answered 409 at once instead of waiting.
+  if not pg_try_advisory_xact_lock(hashtextextended(
+           'idempotency ' || me::text || ' ' || encode(caller_credential, 'hex') || ' ' || encode(key_digest, 'hex'), 0)) then
     raise exception 'a request with this Idempotency-Key is still being processed'
       using errcode = 'PT409', hint = 'idempotency_key_in_progress';
   end if;
   -- A new statement, a new snapshot: whoever held the lock before has committed or rolled back.
-  select k.* into existing from app.idempotency_keys k where k.user_id = me and k.key_hash = key_digest;
+  -- The credential's own record, or one made before credentials were recorded (empty).
+  select k.* into existing from app.idempotency_keys k
+   where k.user_id = me and k.credential in (caller_credential, '\x'::bytea) and k.key_hash = key_digest
+   order by k.credential desc
+   limit 1;
   if existing.user_id is not null then
     if existing.created_at > now() - private.idempotency_key_lifetime() then
-      if existing.request_hash = request_digest then
-        raise exception 'this request was answered before' using errcode = 'PTRPL', hint = 'idempotent_replay';
+      if existing.credential = '\x'::bytea then
+        raise exception 'this Idempotency-Key was used before keys were held per credential: use a new key'
+          using errcode = 'PT422', hint = 'idempotency_key_reused';
       end if;
-      raise exception 'this Idempotency-Key was used for another request (method, path or body)'
-        using errcode = 'PT422', hint = 'idempotency_key_reused';
+      if existing.request_hash <> request_digest then
+        raise exception 'this Idempotency-Key was used for another request (method, path or body)'
+          using errcode = 'PT422', hint = 'idempotency_key_reused';
+      end if;
+      return jsonb_build_object(
+        'status', existing.status,
+        'answer', convert_from(extensions.decrypt_iv(substring(existing.answer from 17),
+                                                     private.idempotency_answer_key(me, caller_credential, key),
+                                                     substring(existing.answer for 16), 'aes-cbc/pad:pkcs'), 'UTF8')::jsonb);
     end if;
-    delete from app.idempotency_keys k where k.user_id = me and k.key_hash = key_digest;
+    delete from app.idempotency_keys k
+     where k.user_id = me and k.credential = existing.credential and k.key_hash = key_digest;
   end if;
-  insert into app.idempotency_keys (user_id, key_hash, request_hash) values (me, key_digest, request_digest);
+  insert into app.idempotency_keys (user_id, credential, key_hash, request_hash)
+    values (me, caller_credential, key_digest, request_digest);
+  return null;
 end;
 $_$;
 
@@ -2484,32 +2510,7 @@ $_$;
 -- Name: FUNCTION idempotency_claim(key text, request_hash text); Type: COMMENT; Schema: api
 --
 
-COMMENT ON FUNCTION api.idempotency_claim(key text, request_hash text) IS 'Claims an Idempotency-Key for the caller in the request''s transaction, before the route''s call: PT409 idempotency_key_in_progress while another transaction holds it; PTRPL idempotent_replay when the same request (request_hash: SHA-256 of method, path and body, hex) was answered in the last 24 hours; PT422 idempotency_key_reused for another request.';
-
---
--- Name: idempotency_replay(text, text); Type: FUNCTION; Schema: api
---
-
-CREATE FUNCTION api.idempotency_replay(key text, request_hash text) RETURNS TABLE(status integer, answer jsonb)
-    LANGUAGE sql STABLE SECURITY DEFINER
-    SET search_path TO 'pg_catalog'
-    AS $$
-    select k.status,
-           convert_from(extensions.decrypt_iv(substring(k.answer from 17), private.idempotency_answer_key(k.user_id, idempotency_replay.key),
-                                              substring(k.answer for 16), 'aes-cbc/pad:pkcs'), 'UTF8')::jsonb
-      from app.idempotency_keys k
-     where k.user_id = auth.uid()
-       and k.key_hash = extensions.digest(idempotency_replay.key, 'sha256')
-       and k.request_hash = decode(idempotency_replay.request_hash, 'hex')
-       and k.status is not null
-       and k.created_at > now() - private.idempotency_key_lifetime()
-  $$;
-
---
--- Name: FUNCTION idempotency_replay(key text, request_hash text); Type: COMMENT; Schema: api
---
-
-COMMENT ON FUNCTION api.idempotency_replay(key text, request_hash text) IS 'The stored answer (status, {headers, body}) of the caller''s Idempotency-Key for this request (request_hash), when the claim said idempotent_replay; no row when it is gone.';
+COMMENT ON FUNCTION api.idempotency_claim(key text, request_hash text) IS 'Claims an Idempotency-Key for the caller''s credential (private.idempotency_credential) in the request''s transaction, before the route''s call, and returns null; or, when the credential sent the same request (request_hash: SHA-256 of method, path and body, hex) in the last 24 hours, returns its stored answer {status, answer: {headers, body}}, which the gateway sends only if the route does not refuse the caller now. PT409 idempotency_key_in_progress while another transaction holds the key; PT422 idempotency_key_reused for another request.';
 
 --
 -- Name: idempotency_store(text, integer, jsonb); Type: FUNCTION; Schema: api
@@ -2521,15 +2522,37 @@ CREATE FUNCTION api.idempotency_store(key text, status integer, answer jsonb) RE
     AS $$
 declare
   me uuid := auth.uid();
+  caller_credential bytea := private.idempotency_credential();
   iv bytea := extensions.gen_random_bytes(16);
+  kept integer;
 begin
+  if status is null or status not between 200 and 399 then
+    raise exception 'only a success is stored for an idempotency key (a refusal changed nothing: its retry runs again)';
+  end if;
   update app.idempotency_keys k
      set status = idempotency_store.status,
          answer = iv || extensions.encrypt_iv(convert_to(idempotency_store.answer::text, 'UTF8'),
-                                              private.idempotency_answer_key(me, idempotency_store.key), iv, 'aes-cbc/pad:pkcs')
-   where k.user_id = me and k.key_hash = extensions.digest(idempotency_store.key, 'sha256') and k.status is null;
+                                              private.idempotency_answer_key(me, caller_credential, idempotency_store.key), iv, 'aes-cbc/pad:pkcs')
+   where k.user_id = me and k.credential = caller_credential
+     and k.key_hash = extensions.digest(idempotency_store.key, 'sha256') and k.status is null;
   if not found then
     raise exception 'no idempotency key was claimed for this answer';
+  end if;
+  -- The cap. The counter's row is locked from here to COMMIT, which goes out
+  -- with this statement: the caller's answers are counted one at a time.
+  insert into app.idempotency_callers as c (user_id, records) values (me, 1)
+    on conflict (user_id) do update set records = c.records + 1
+    returning c.records into kept;
+  if kept > private.idempotency_keys_per_caller() then
+    delete from app.idempotency_keys k
+     where k.user_id = me
+       and (k.credential, k.key_hash) in (select o.credential, o.key_hash from app.idempotency_keys o
+                                           where o.user_id = me
+                                           order by o.created_at desc
+                                           offset private.idempotency_keys_per_caller() - 100);
+    update app.idempotency_callers c
+       set records = (select count(*) from app.idempotency_keys k where k.user_id = me)
+     where c.user_id = me;
   end if;
 end;
 $$;
@@ -2538,7 +2561,7 @@ $$;
 -- Name: FUNCTION idempotency_store(key text, status integer, answer jsonb); Type: COMMENT; Schema: api
 --
 
-COMMENT ON FUNCTION api.idempotency_store(key text, status integer, answer jsonb) IS 'Stores the answer (status and {headers, body}) of the request that claimed the Idempotency-Key in this transaction, right before COMMIT; the answer is encrypted with a key derived from the caller and the idempotency key.';
+COMMENT ON FUNCTION api.idempotency_store(key text, status integer, answer jsonb) IS 'Stores the answer (a success: status 200-399, and {headers, body}) of the request that claimed the Idempotency-Key in this transaction, right before COMMIT; the answer is encrypted with a key derived from the user, the credential and the idempotency key. A refusal is not stored: the gateway rolls its transaction back, the claim with it. Counts the caller''s answers; past private.idempotency_keys_per_caller() deletes the caller''s oldest 100.';
 
 --
 -- Name: link_event_checkin(uuid, text, text); Type: FUNCTION; Schema: api
@@ -2551,7 +2574,8 @@ CREATE FUNCTION api.link_event_checkin(event_node_id uuid, user_agent text, app_
 declare
   found_node uuid;
 begin
-  select e.node_id into found_node from app.events e where e.node_id = link_event_checkin.event_node_id;
+  select e.node_id into found_node from app.events e
+   where e.node_id = link_event_checkin.event_node_id and private.community_events_public(e.community_id);
   if found_node is null then
     raise exception 'event not found' using errcode = 'PT404', hint = 'event_not_found';
   end if;
@@ -2563,7 +2587,7 @@ $$;
 -- Name: FUNCTION link_event_checkin(event_node_id uuid, user_agent text, app_scheme text); Type: COMMENT; Schema: api
 --
 
-COMMENT ON FUNCTION api.link_event_checkin(event_node_id uuid, user_agent text, app_scheme text) IS 'GET /l/checkin/event/{event_node_id}: the redirect target for this user agent. PT404 when unknown.';
+COMMENT ON FUNCTION api.link_event_checkin(event_node_id uuid, user_agent text, app_scheme text) IS 'GET /l/checkin/event/{event_node_id}: the redirect target for this user agent. PT404 when unknown or of a draft community.';
 
 --
 -- Name: link_event_shortlink(text, text, text); Type: FUNCTION; Schema: api
@@ -2576,7 +2600,8 @@ CREATE FUNCTION api.link_event_shortlink(shortlink text, user_agent text, app_sc
 declare
   found_node uuid;
 begin
-  select e.node_id into found_node from app.events e where e.shortlink = link_event_shortlink.shortlink;
+  select e.node_id into found_node from app.events e
+   where e.shortlink = link_event_shortlink.shortlink and private.community_events_public(e.community_id);
   if found_node is null then
     raise exception 'event not found' using errcode = 'PT404', hint = 'event_not_found';
   end if;
@@ -2588,7 +2613,7 @@ $$;
 -- Name: FUNCTION link_event_shortlink(shortlink text, user_agent text, app_scheme text); Type: COMMENT; Schema: api
 --
 
-COMMENT ON FUNCTION api.link_event_shortlink(shortlink text, user_agent text, app_scheme text) IS 'GET /l/event/{shortlink}: as the event check-in link. PT404 when unknown.';
+COMMENT ON FUNCTION api.link_event_shortlink(shortlink text, user_agent text, app_scheme text) IS 'GET /l/event/{shortlink}: as the event check-in link. PT404 when unknown or of a draft community.';
 
 --
 -- Name: link_venue_checkin(uuid); Type: FUNCTION; Schema: api
@@ -2613,7 +2638,8 @@ begin
            'node_id', e.node_id, 'title', e.title, 'date', app.iso(e.starts_at),
            'end_time', app.iso(e.ends_at), 'location', e.location) order by e.starts_at, e.id)
     into event_count, first_node, choices
-    from private.venue_concurrent_events(link_venue_checkin.venue_node_id) e;
+    from private.venue_concurrent_events(link_venue_checkin.venue_node_id) e
+   where private.community_events_public(e.community_id);
   if event_count = 0 then
     raise exception 'no event is taking place at this venue now' using errcode = 'PT404', hint = 'no_concurrent_event';
   elsif event_count = 1 then
@@ -2628,7 +2654,7 @@ $$;
 -- Name: FUNCTION link_venue_checkin(venue_node_id uuid); Type: COMMENT; Schema: api
 --
 
-COMMENT ON FUNCTION api.link_venue_checkin(venue_node_id uuid) IS 'GET /l/checkin/venue/{venue_node_id}: one concurrent event: its check-in link (location); several: the choices. PT404 unknown venue or none.';
+COMMENT ON FUNCTION api.link_venue_checkin(venue_node_id uuid) IS 'GET /l/checkin/venue/{venue_node_id}: one concurrent event: its check-in link (location); several: the choices. Events of draft communities are left out. PT404 unknown venue or none.';
 
 --
 -- Name: mcp_community_events(uuid, text); Type: FUNCTION; Schema: api
@@ -4571,6 +4597,21 @@ CREATE FUNCTION private.api_token_pattern_valid(pattern text) RETURNS boolean
 COMMENT ON FUNCTION private.api_token_pattern_valid(pattern text) IS 'Whether a token permission pattern is well formed: `*`, or `/path` (exact) or `/prefix*`.';
 
 --
+-- Name: api_token_scope_allows(uuid, text); Type: FUNCTION; Schema: private
+--
+
+CREATE FUNCTION private.api_token_scope_allows(community_id uuid, request_path text) RETURNS boolean
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    SET search_path TO 'pg_catalog'
+    AS $$ select community_id is null or coalesce(request_path ~* '^/api/v1/platform/', false) $$;
+
+--
+-- Name: FUNCTION api_token_scope_allows(community_id uuid, request_path text); Type: COMMENT; Schema: private
+--
+
+COMMENT ON FUNCTION private.api_token_scope_allows(community_id uuid, request_path text) IS 'Whether a token of this community scope may be presented on the path: a personal token (no community) anywhere its permissions allow; a community-scoped one only on the platform endpoints (/api/v1/platform/..., case-insensitive), where private.platform_authorize holds it to its community.';
+
+--
 -- Name: append_change(text, text, uuid, jsonb, jsonb); Type: FUNCTION; Schema: private
 --
 
@@ -4757,6 +4798,7 @@ CREATE FUNCTION private.calendar_event_rows(shortlink text) RETURNS SETOF privat
     LANGUAGE sql STABLE
     AS $$
     -- The live event; a deleted one (its tombstone) only when no event has the shortlink now.
+    -- Neither when its community's events are not public (a draft).
     select r.event_id, r.shortlink, r.title, r.description, r.starts_at, r.ends_at, r.location, r.sequence,
            r.created_at, r.stamp, r.cancelled
       from (select e.id, e.shortlink, e.title, e.description, e.starts_at, e.ends_at,
@@ -4765,11 +4807,13 @@ CREATE FUNCTION private.calendar_event_rows(shortlink text) RETURNS SETOF privat
               from app.events e
               left join app.venues v on v.node_id operator(pg_catalog.=) e.venue_node_id
              where e.shortlink operator(pg_catalog.=) calendar_event_rows.shortlink
+               and private.community_events_public(e.community_id)
             union all
             select t.event_id, t.shortlink, t.title, t.description, t.starts_at, t.ends_at, t.location, t.sequence,
                    t.created_at, t.deleted_at, true, 1
               from app.event_tombstones t
              where t.shortlink operator(pg_catalog.=) calendar_event_rows.shortlink
+               and private.community_events_public(t.community_id)
            ) r (event_id, shortlink, title, description, starts_at, ends_at, location, sequence, created_at, stamp, cancelled, rank)
      order by r.rank, r.stamp desc
      limit 1
@@ -4779,7 +4823,7 @@ CREATE FUNCTION private.calendar_event_rows(shortlink text) RETURNS SETOF privat
 -- Name: FUNCTION calendar_event_rows(shortlink text); Type: COMMENT; Schema: private
 --
 
-COMMENT ON FUNCTION private.calendar_event_rows(shortlink text) IS 'The calendar entry of the event with this shortlink; when none has it now, the most recently deleted one that had it (cancelled).';
+COMMENT ON FUNCTION private.calendar_event_rows(shortlink text) IS 'The calendar entry of the event with this shortlink; when none has it now, the most recently deleted one that had it (cancelled). Nothing for an event of a community whose events are not public (private.community_events_public).';
 
 --
 -- Name: calendar_feed_answer(uuid[], timestamp with time zone, jsonb, text, text, text[], timestamp with time zone); Type: FUNCTION; Schema: private
@@ -5086,6 +5130,23 @@ CREATE FUNCTION private.checkin_json(c app.checkins) RETURNS jsonb
 COMMENT ON FUNCTION private.checkin_json(c app.checkins) IS 'The check-in object of the check-in endpoints.';
 
 --
+-- Name: community_events_public(uuid); Type: FUNCTION; Schema: private
+--
+
+CREATE FUNCTION private.community_events_public(community_id uuid) RETURNS boolean
+    LANGUAGE sql STABLE
+    AS $$
+    select exists (select from app.communities c
+                    where c.id operator(pg_catalog.=) community_events_public.community_id and not c.is_draft)
+  $$;
+
+--
+-- Name: FUNCTION community_events_public(community_id uuid); Type: COMMENT; Schema: private
+--
+
+COMMENT ON FUNCTION private.community_events_public(community_id uuid) IS 'Whether a community''s events may be served without a credential (event page, its .ics, deep links, web check-in form, venue link, community calendar): it exists and is not a draft.';
+
+--
 -- Name: create_account(text, text, text); Type: FUNCTION; Schema: private
 --
 
@@ -5338,6 +5399,8 @@ begin
   -- MCP sessions.
   update private.mcp_sessions s set ended_at = now()
    where s.user_id = end_credentials.user_id and s.ended_at is null;
+  -- The personal calendar feed URL.
+  delete from app.calendar_feeds f where f.user_id = end_credentials.user_id;
 end;
 $$;
 
@@ -5345,7 +5408,7 @@ $$;
 -- Name: FUNCTION end_credentials(user_id uuid); Type: COMMENT; Schema: private
 --
 
-COMMENT ON FUNCTION private.end_credentials(user_id uuid) IS 'Ends every credential of a user: sessions, API tokens, OAuth tokens and pending codes, MCP sessions (a password reset calls it).';
+COMMENT ON FUNCTION private.end_credentials(user_id uuid) IS 'Ends every credential of a user: sessions, API tokens, OAuth tokens and pending codes, MCP sessions, the calendar feed URL (a password set through a set-password link calls it; a re-hash at sign-in does not).';
 
 --
 -- Name: endpoint_path_pattern(text); Type: FUNCTION; Schema: private
@@ -6166,19 +6229,44 @@ CREATE FUNCTION private.hat_belongs_to(hat_id uuid, user_id uuid) RETURNS boolea
 COMMENT ON FUNCTION private.hat_belongs_to(hat_id uuid, user_id uuid) IS 'Whether the hat is one of the user''s hats.';
 
 --
--- Name: idempotency_answer_key(uuid, text); Type: FUNCTION; Schema: private
+-- Name: idempotency_answer_key(uuid, bytea, text); Type: FUNCTION; Schema: private
 --
 
-CREATE FUNCTION private.idempotency_answer_key(user_id uuid, key text) RETURNS bytea
+CREATE FUNCTION private.idempotency_answer_key(user_id uuid, credential bytea, key text) RETURNS bytea
     LANGUAGE sql IMMUTABLE
     SET search_path TO 'pg_catalog'
-    AS $$ select extensions.digest('idempotency answer ' || user_id::text || ' ' || key, 'sha256') $$;
+    AS $$ select extensions.digest('idempotency answer ' || user_id::text || ' ' || encode(credential, 'hex') || ' ' || key, 'sha256') $$;
 
 --
--- Name: FUNCTION idempotency_answer_key(user_id uuid, key text); Type: COMMENT; Schema: private
+-- Name: FUNCTION idempotency_answer_key(user_id uuid, credential bytea, key text); Type: COMMENT; Schema: private
 --
 
-COMMENT ON FUNCTION private.idempotency_answer_key(user_id uuid, key text) IS 'The AES-256 key of a stored answer: derived from the caller and the idempotency key, never stored.';
+COMMENT ON FUNCTION private.idempotency_answer_key(user_id uuid, credential bytea, key text) IS 'The AES-256 key of a stored answer: derived from the user, the credential and the idempotency key, never stored.';
+
+--
+-- Name: idempotency_credential(); Type: FUNCTION; Schema: private
+--
+
+CREATE FUNCTION private.idempotency_credential() RETURNS bytea
+    LANGUAGE sql STABLE
+    SET search_path TO 'pg_catalog'
+    AS $$
+    select extensions.digest(
+             case
+               when nullif(c ->> 'token_id', '') is not null
+                 then 'api token ' || (c ->> 'token_id') || ' community ' || coalesce(nullif(c ->> 'token_community_id', ''), 'none')
+               when nullif(c ->> 'session_id', '') is not null
+                 then 'session ' || (c ->> 'session_id')
+               else 'access token of ' || coalesce(c ->> 'sub', '')
+             end, 'sha256')
+      from (select auth.jwt() as c) claims
+  $$;
+
+--
+-- Name: FUNCTION idempotency_credential(); Type: COMMENT; Schema: private
+--
+
+COMMENT ON FUNCTION private.idempotency_credential() IS 'The credential of the request (request.jwt.claims), as an idempotency record holds it: an API token''s id and community scope, else an access token''s session, else (an access token without a session) its user; SHA-256.';
 
 --
 -- Name: idempotency_key_lifetime(); Type: FUNCTION; Schema: private
@@ -6195,6 +6283,20 @@ CREATE FUNCTION private.idempotency_key_lifetime() RETURNS interval
 COMMENT ON FUNCTION private.idempotency_key_lifetime() IS 'How long an idempotency key and its answer are kept: 24 hours.';
 
 --
+-- Name: idempotency_keys_per_caller(); Type: FUNCTION; Schema: private
+--
+
+CREATE FUNCTION private.idempotency_keys_per_caller() RETURNS integer
+    LANGUAGE sql IMMUTABLE
+    AS $$ select 1000 $$;
+
+--
+-- Name: FUNCTION idempotency_keys_per_caller(); Type: COMMENT; Schema: private
+--
+
+COMMENT ON FUNCTION private.idempotency_keys_per_caller() IS 'How many answered idempotency keys a caller (a user, all their credentials together) keeps: 1,000; the answer that would pass it first deletes the caller''s oldest 100.';
+
+--
 -- Name: idempotency_keys_prune(integer); Type: FUNCTION; Schema: private
 --
 
@@ -6204,20 +6306,25 @@ CREATE FUNCTION private.idempotency_keys_prune(max_rows integer DEFAULT 10000) R
     AS $$
     with gone as (
       delete from app.idempotency_keys k
-       where (k.user_id, k.key_hash) in (
-               select o.user_id, o.key_hash from app.idempotency_keys o
+       where (k.user_id, k.credential, k.key_hash) in (
+               select o.user_id, o.credential, o.key_hash from app.idempotency_keys o
                 where o.created_at < now() - private.idempotency_key_lifetime()
                 order by o.created_at
                 limit max_rows)
+      returning k.user_id),
+    per_user as (select g.user_id, count(*)::integer as n from gone g group by g.user_id),
+    counted as (
+      update app.idempotency_callers c set records = greatest(c.records - p.n, 0)
+        from per_user p where c.user_id = p.user_id
       returning 1)
-    select count(*)::integer from gone
+    select coalesce(sum(p.n), 0)::integer from per_user p
   $$;
 
 --
 -- Name: FUNCTION idempotency_keys_prune(max_rows integer); Type: COMMENT; Schema: private
 --
 
-COMMENT ON FUNCTION private.idempotency_keys_prune(max_rows integer) IS 'Deletes idempotency keys older than 24 hours, at most max_rows (oldest first); returns how many. The gateway runs it with the change-log prune; a background worker may call it instead.';
+COMMENT ON FUNCTION private.idempotency_keys_prune(max_rows integer) IS 'Deletes idempotency keys older than 24 hours, at most max_rows (oldest first), and counts them off their callers; returns how many. The background worker''s crontab runs it.';
 
 --
 -- Name: is_community_manager(uuid, uuid); Type: FUNCTION; Schema: private
@@ -7384,7 +7491,7 @@ begin
     raise exception 'not signed in' using errcode = 'PT401', hint = 'unauthorized';
   end if;
   if token_community is not null and token_community is distinct from platform_authorize.community_id then
-    raise exception 'this API token is scoped to another community' using errcode = 'PT403', hint = 'forbidden';
+    raise exception 'this API token is scoped to another community' using errcode = 'PT403', hint = 'community_scope_violation';
   end if;
   if platform_authorize.community_id is null or not private.is_community_manager(platform_authorize.community_id, caller) then
     raise exception 'not authorized to manage this community' using errcode = 'PT403', hint = 'not_community_manager';
@@ -7396,7 +7503,7 @@ $$;
 -- Name: FUNCTION platform_authorize(community_id uuid); Type: COMMENT; Schema: private
 --
 
-COMMENT ON FUNCTION private.platform_authorize(community_id uuid) IS 'PT403 unless the caller manages the community and, for a community-scoped API token, the token is of that community.';
+COMMENT ON FUNCTION private.platform_authorize(community_id uuid) IS 'PT403 unless the caller manages the community (not_community_manager) and, for a community-scoped API token, the token is of that community (community_scope_violation).';
 
 --
 -- Name: platform_event(uuid); Type: FUNCTION; Schema: private
@@ -8498,7 +8605,8 @@ CREATE FUNCTION private.tg_idempotency_keys__answered() RETURNS trigger
     AS $$
 begin
   if exists (select from app.idempotency_keys k
-              where k.user_id = new.user_id and k.key_hash = new.key_hash and k.status is null) then
+              where k.user_id = new.user_id and k.credential = new.credential and k.key_hash = new.key_hash
+                and k.status is null) then
     raise exception 'an idempotency key would be kept without its answer';
   end if;
   return null;
@@ -8619,26 +8727,6 @@ $$;
 --
 
 COMMENT ON FUNCTION private.tg_tasks__sync_deal() IS 'Trigger: creates or updates the deal of the task''s deal_context.company (latest deal_value, current task when open).';
-
---
--- Name: tg_users__end_calendar_feed(); Type: FUNCTION; Schema: private
---
-
-CREATE FUNCTION private.tg_users__end_calendar_feed() RETURNS trigger
-    LANGUAGE plpgsql SECURITY DEFINER
-    SET search_path TO 'pg_catalog'
-    AS $$
-begin
-  delete from app.calendar_feeds f where f.user_id = new.id;
-  return null;
-end;
-$$;
-
---
--- Name: FUNCTION tg_users__end_calendar_feed(); Type: COMMENT; Schema: private
---
-
-COMMENT ON FUNCTION private.tg_users__end_calendar_feed() IS 'Trigger: a password change (a reset ends every credential of the account) deletes the account''s calendar feed URL too.';
 
 --
 -- Name: upcoming_events_of(uuid); Type: FUNCTION; Schema: private
@@ -9858,6 +9946,21 @@ CREATE TABLE app.hats (
 COMMENT ON TABLE app.hats IS 'A user''s personas. At most one primary hat per user; the count is limited by the plan.';
 
 --
+-- Name: idempotency_callers; Type: TABLE; Schema: app
+--
+
+CREATE TABLE app.idempotency_callers (
+    user_id uuid NOT NULL,
+    records integer NOT NULL
+);
+
+--
+-- Name: TABLE idempotency_callers; Type: COMMENT; Schema: app
+--
+
+COMMENT ON TABLE app.idempotency_callers IS 'How many answered idempotency keys each user has (app.idempotency_keys), kept by api.idempotency_store and the prune for the per-caller cap; counted again whenever the store trims. Not granted to request roles.';
+
+--
 -- Name: idempotency_keys; Type: TABLE; Schema: app
 --
 
@@ -9868,6 +9971,7 @@ CREATE TABLE app.idempotency_keys (
     status integer,
     answer bytea,
     created_at timestamp with time zone DEFAULT now() NOT NULL,
+    credential bytea NOT NULL,
     CONSTRAINT idempotency_keys_status_check CHECK (((status IS NULL) OR ((status >= 200) AND (status <= 499))))
 );
 
@@ -9875,7 +9979,13 @@ CREATE TABLE app.idempotency_keys (
 -- Name: TABLE idempotency_keys; Type: COMMENT; Schema: app
 --
 
-COMMENT ON TABLE app.idempotency_keys IS 'Idempotency keys of the last 24 hours, per caller: the key''s SHA-256, the request''s SHA-256 (method, path, body), the status and the answer (encrypted with a key derived from the caller and the idempotency key). Written only in the transaction of the request they answer. Not granted to request roles.';
+COMMENT ON TABLE app.idempotency_keys IS 'Idempotency keys of the last 24 hours, per user and credential (at most 1,000 a user): the key''s SHA-256, the request''s SHA-256 (method, path, body), the status of a success and the answer (encrypted with a key derived from the user, the credential and the idempotency key). Written only in the transaction of the request they answer. Not granted to request roles.';
+
+--
+-- Name: COLUMN idempotency_keys.credential; Type: COMMENT; Schema: app
+--
+
+COMMENT ON COLUMN app.idempotency_keys.credential IS 'SHA-256 of the credential the key belongs to (private.idempotency_credential); empty for records made before credentials were recorded (replayed to nobody).';
 
 --
 -- Name: mcp_tool_calls_id_seq; Type: SEQUENCE; Schema: app
@@ -10481,11 +10591,18 @@ ALTER TABLE ONLY app.hats
     ADD CONSTRAINT hats_pkey PRIMARY KEY (id);
 
 --
+-- Name: idempotency_callers idempotency_callers_pkey; Type: CONSTRAINT; Schema: app
+--
+
+ALTER TABLE ONLY app.idempotency_callers
+    ADD CONSTRAINT idempotency_callers_pkey PRIMARY KEY (user_id);
+
+--
 -- Name: idempotency_keys idempotency_keys_pkey; Type: CONSTRAINT; Schema: app
 --
 
 ALTER TABLE ONLY app.idempotency_keys
-    ADD CONSTRAINT idempotency_keys_pkey PRIMARY KEY (user_id, key_hash);
+    ADD CONSTRAINT idempotency_keys_pkey PRIMARY KEY (user_id, credential, key_hash);
 
 --
 -- Name: mcp_tool_calls mcp_tool_calls_pkey; Type: CONSTRAINT; Schema: app
@@ -10941,6 +11058,12 @@ CREATE INDEX hats_user_idx ON app.hats USING btree (user_id, created_at);
 CREATE INDEX idempotency_keys_created_idx ON app.idempotency_keys USING btree (created_at);
 
 --
+-- Name: idempotency_keys_user_created_idx; Type: INDEX; Schema: app
+--
+
+CREATE INDEX idempotency_keys_user_created_idx ON app.idempotency_keys USING btree (user_id, created_at);
+
+--
 -- Name: mcp_tool_calls_called_idx; Type: INDEX; Schema: app
 --
 
@@ -11301,12 +11424,6 @@ CREATE TRIGGER webhook_capture AFTER INSERT OR DELETE OR UPDATE ON app.events FO
 CREATE TRIGGER _100_set_updated_at BEFORE UPDATE ON identity.users FOR EACH ROW EXECUTE FUNCTION private.tg__set_updated_at();
 
 --
--- Name: users _500_end_calendar_feed; Type: TRIGGER; Schema: identity
---
-
-CREATE TRIGGER _500_end_calendar_feed AFTER UPDATE OF password_hash ON identity.users FOR EACH ROW WHEN ((old.password_hash IS DISTINCT FROM new.password_hash)) EXECUTE FUNCTION private.tg_users__end_calendar_feed();
-
---
 -- Name: refresh_tokens _900_notify_session_ended; Type: TRIGGER; Schema: identity
 --
 
@@ -11528,6 +11645,13 @@ ALTER TABLE ONLY app.hats
 
 ALTER TABLE ONLY app.hats
     ADD CONSTRAINT hats_user_id_fkey FOREIGN KEY (user_id) REFERENCES app.profiles(id) ON DELETE CASCADE;
+
+--
+-- Name: idempotency_callers idempotency_callers_user_id_fkey; Type: FK CONSTRAINT; Schema: app
+--
+
+ALTER TABLE ONLY app.idempotency_callers
+    ADD CONSTRAINT idempotency_callers_user_id_fkey FOREIGN KEY (user_id) REFERENCES identity.users(id) ON DELETE CASCADE;
 
 --
 -- Name: idempotency_keys idempotency_keys_user_id_fkey; Type: FK CONSTRAINT; Schema: app
@@ -12035,6 +12159,12 @@ ALTER TABLE app.hat_types ENABLE ROW LEVEL SECURITY;
 --
 
 ALTER TABLE app.hats ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: idempotency_callers; Type: ROW SECURITY; Schema: app
+--
+
+ALTER TABLE app.idempotency_callers ENABLE ROW LEVEL SECURITY;
 
 --
 -- Name: idempotency_keys; Type: ROW SECURITY; Schema: app
@@ -12705,13 +12835,6 @@ GRANT ALL ON FUNCTION api.hats_list() TO authenticated;
 
 REVOKE ALL ON FUNCTION api.idempotency_claim(key text, request_hash text) FROM PUBLIC;
 GRANT ALL ON FUNCTION api.idempotency_claim(key text, request_hash text) TO authenticated;
-
---
--- Name: FUNCTION idempotency_replay(key text, request_hash text); Type: ACL; Schema: api
---
-
-REVOKE ALL ON FUNCTION api.idempotency_replay(key text, request_hash text) FROM PUBLIC;
-GRANT ALL ON FUNCTION api.idempotency_replay(key text, request_hash text) TO authenticated;
 
 --
 -- Name: FUNCTION idempotency_store(key text, status integer, answer jsonb); Type: ACL; Schema: api
@@ -13506,6 +13629,12 @@ REVOKE ALL ON FUNCTION private.api_token_path_allowed(permissions text[], reques
 REVOKE ALL ON FUNCTION private.api_token_pattern_valid(pattern text) FROM PUBLIC;
 
 --
+-- Name: FUNCTION api_token_scope_allows(community_id uuid, request_path text); Type: ACL; Schema: private
+--
+
+REVOKE ALL ON FUNCTION private.api_token_scope_allows(community_id uuid, request_path text) FROM PUBLIC;
+
+--
 -- Name: FUNCTION append_change(operation text, table_name text, record_id uuid, row_data jsonb, old_data jsonb); Type: ACL; Schema: private
 --
 
@@ -13674,6 +13803,12 @@ GRANT UPDATE(checked_out_at) ON TABLE app.checkins TO authenticated;
 
 REVOKE ALL ON FUNCTION private.checkin_json(c app.checkins) FROM PUBLIC;
 GRANT ALL ON FUNCTION private.checkin_json(c app.checkins) TO authenticated;
+
+--
+-- Name: FUNCTION community_events_public(community_id uuid); Type: ACL; Schema: private
+--
+
+REVOKE ALL ON FUNCTION private.community_events_public(community_id uuid) FROM PUBLIC;
 
 --
 -- Name: FUNCTION create_account(email text, password text, name text); Type: ACL; Schema: private
@@ -13918,16 +14053,28 @@ REVOKE ALL ON FUNCTION private.hat_belongs_to(hat_id uuid, user_id uuid) FROM PU
 GRANT ALL ON FUNCTION private.hat_belongs_to(hat_id uuid, user_id uuid) TO authenticated;
 
 --
--- Name: FUNCTION idempotency_answer_key(user_id uuid, key text); Type: ACL; Schema: private
+-- Name: FUNCTION idempotency_answer_key(user_id uuid, credential bytea, key text); Type: ACL; Schema: private
 --
 
-REVOKE ALL ON FUNCTION private.idempotency_answer_key(user_id uuid, key text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION private.idempotency_answer_key(user_id uuid, credential bytea, key text) FROM PUBLIC;
+
+--
+-- Name: FUNCTION idempotency_credential(); Type: ACL; Schema: private
+--
+
+REVOKE ALL ON FUNCTION private.idempotency_credential() FROM PUBLIC;
 
 --
 -- Name: FUNCTION idempotency_key_lifetime(); Type: ACL; Schema: private
 --
 
 REVOKE ALL ON FUNCTION private.idempotency_key_lifetime() FROM PUBLIC;
+
+--
+-- Name: FUNCTION idempotency_keys_per_caller(); Type: ACL; Schema: private
+--
+
+REVOKE ALL ON FUNCTION private.idempotency_keys_per_caller() FROM PUBLIC;
 
 --
 -- Name: FUNCTION idempotency_keys_prune(max_rows integer); Type: ACL; Schema: private
@@ -14504,12 +14651,6 @@ REVOKE ALL ON FUNCTION private.tg_tasks__guard_status() FROM PUBLIC;
 --
 
 REVOKE ALL ON FUNCTION private.tg_tasks__sync_deal() FROM PUBLIC;
-
---
--- Name: FUNCTION tg_users__end_calendar_feed(); Type: ACL; Schema: private
---
-
-REVOKE ALL ON FUNCTION private.tg_users__end_calendar_feed() FROM PUBLIC;
 
 --
 -- Name: FUNCTION upcoming_events_of(member_node uuid); Type: ACL; Schema: private

@@ -1,3 +1,8 @@
+--! Previous: sha1:b7fbd1a269b18523625ea9d947240a843fe9d73e
+--! Hash: sha1:4ccf917dc945c96d91dcd43e80a716481e37a1b3
+--! Message: idempotency-credentials
+
+--! split: 500-idempotency-credentials.sql
 --------------------------------------------------------------------------------
 -- Idempotency keys belong to the credential that used them, answer only after
 -- the route's authorization, keep successes only, and are capped per caller.

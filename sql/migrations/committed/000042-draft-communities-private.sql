@@ -1,3 +1,11 @@
+--! Previous: sha1:cf3080aa3f6736e507c6f10f51d44e25e2539f06
+--! Hash: sha1:3fb58b9f3c826c66daf1fbec54a11ca440c5af8f
+--! Message: draft-communities-private
+
+--! split: 1-current.sql
+-- Enter migration here
+
+--! split: 520-draft-communities-private.sql
 --------------------------------------------------------------------------------
 -- A draft community's events are public nowhere.
 --

@@ -1,3 +1,11 @@
+--! Previous: sha1:4ccf917dc945c96d91dcd43e80a716481e37a1b3
+--! Hash: sha1:cf3080aa3f6736e507c6f10f51d44e25e2539f06
+--! Message: token-community-scope
+
+--! split: 1-current.sql
+-- Enter migration here
+
+--! split: 510-token-community-scope.sql
 --------------------------------------------------------------------------------
 -- A community-scoped API token reaches its community's platform endpoints
 -- only.

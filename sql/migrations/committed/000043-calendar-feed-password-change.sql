@@ -1,3 +1,11 @@
+--! Previous: sha1:3fb58b9f3c826c66daf1fbec54a11ca440c5af8f
+--! Hash: sha1:a3c0496cdc1636f9e2ce3afbf52506968dc822c7
+--! Message: calendar-feed-password-change
+
+--! split: 1-current.sql
+-- Enter migration here
+
+--! split: 530-calendar-feed-password-change.sql
 --------------------------------------------------------------------------------
 -- The personal calendar feed ends on a real password change only.
 --

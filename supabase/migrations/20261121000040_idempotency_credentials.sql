@@ -1,0 +1,1 @@
+../../sql/migrations/committed/000040-idempotency-credentials.sql

@@ -1,0 +1,1 @@
+../../sql/migrations/committed/000041-token-community-scope.sql

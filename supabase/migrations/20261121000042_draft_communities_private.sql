@@ -1,0 +1,1 @@
+../../sql/migrations/committed/000042-draft-communities-private.sql

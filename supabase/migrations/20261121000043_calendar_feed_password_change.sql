@@ -1,0 +1,1 @@
+../../sql/migrations/committed/000043-calendar-feed-password-change.sql
