@@ -4,7 +4,7 @@
 -- secret (unknown, inactive and expired alike; the use counted), row-level
 -- security between users, deactivation, and the docs' live test gate.
 begin;
-select plan(36);
+select plan(80);
 
 -- Patterns ------------------------------------------------------------------
 
@@ -133,6 +133,107 @@ select tests.authenticate_with_api_token(current_setting('tests.live_secret'), '
 select throws_ok(
   format('select api.api_test_prepare(%L, %L, %L)', gen_random_uuid(), 'GET', '/api/mobile/profile'),
   'PT400', 'unknown endpoint_id', 'api_test_prepare: an unknown endpoint is PT400');
+
+-- Every pattern case ----------------------------------------------------------------
+
+reset role;
+select is(private.api_token_path_allowed(patterns, path), allowed,
+          format('%s allows %s: %s', patterns, path, allowed))
+  from (values
+    (array['/api/mobile/profile'], '/api/mobile/profile', true),
+    (array['/api/mobile/profile'], '/api/mobile/profile/', false),
+    (array['/api/mobile/profile'], '/api/mobile/profiles', false),
+    (array['/api/mobile/*'], '/api/mobile/profile', true),
+    (array['/api/mobile/*'], '/api/mobile/', true),
+    (array['/api/mobile/*'], '/api/mobile', false),
+    (array['/api/mobile*'], '/api/mobile', true),
+    (array['/api/mob*'], '/api/mobile/tasks/1', true),
+    (array['/api/docs/*', '/api/mobile/hats'], '/api/mobile/hats', true),
+    (array['/api/docs/*', '/api/mobile/hats'], '/api/mobile/hat_types', false),
+    (array['*'], '/anything', true),
+    (array['/*'], '/api/mobile/profile', true),
+    (array['/api/%'], '/api/mobile', false),
+    (array['/api/_obile'], '/api/mobile', false)) v(patterns, path, allowed);
+select is(private.api_token_pattern_valid(pattern), valid, format('pattern %L is valid: %s', left(pattern, 40), valid))
+  from (values ('*', true), ('/', true), ('/api/mobile/*', true), ('/api/mobile/profile', true), ('api/mobile', false),
+               ('/api/*/x', false), ('/api/**', false), ('/api mobile', false), ('', false), ('/' || repeat('a', 500), false)) v(pattern, valid);
+
+-- A new token: the secret once, its SHA-256 stored ----------------------------------------
+
+select tests.create_user('tok_alice');
+select tests.create_user('tok_bob');
+select tests.authenticate_as('tok_alice');
+create temporary table alice_token as select * from api.api_token_create('t', array['/api/mobile/*']);
+grant select on alice_token to public;
+reset role;
+select is((select token_hash from app.api_tokens where id = (select (token ->> 'id')::uuid from alice_token)),
+  extensions.digest((select token_value from alice_token), 'sha256'), 'api_token_create stores the SHA-256 of the secret it returns');
+select ok(
+  (select position(substr((select token_value from alice_token), 5) in to_jsonb(t)::text) = 0 from app.api_tokens t
+    where id = (select (token ->> 'id')::uuid from alice_token)),
+  'and nothing of the secret itself');
+select ok((select position(token_value in token::text) = 0 from alice_token), 'the token it returns does not carry the secret');
+select is(
+  (select count(distinct c)::int from regexp_split_to_table(
+     (select replace(string_agg(private.new_api_token_secret(), ''), 'cbk_', '') from generate_series(1, 200)), '') c),
+  62, 'secrets use the whole base62 alphabet');
+select is(
+  tests.error_of(format('insert into app.api_tokens (user_id, name, permissions, token_hash) values (%L, %L, %L, extensions.digest(%L, %L))',
+                        tests.user_id('tok_alice'), 'x', array['nope'], 'x', 'sha256')),
+  'PT422 invalid_permissions', 'a malformed pattern written directly to the table is refused (trigger)');
+select tests.authenticate_as('tok_alice');
+select throws_ok(
+  format('select api.api_token_create(%L, %L, null, %L)', 't', array['/*'], gen_random_uuid()),
+  'PT403', null, 'a token scoped to a community the caller does not manage (or that does not exist) is PT403');
+
+-- Authenticating counts each use; refusals count nothing --------------------------------------
+
+select tests.authenticate_as_anon();
+select is(
+  (select to_jsonb(a) from api.api_token_authenticate((select token_value from alice_token), '/api/mobile/profile') a),
+  jsonb_build_object('token_id', (select token ->> 'id' from alice_token)::uuid, 'user_id', tests.user_id('tok_alice'),
+                     'community_id', null, 'path_allowed', true, 'expires_at', null),
+  'api_token_authenticate: the token, its owner, its scope, the path verdict and its expiry');
+select is((select path_allowed from api.api_token_authenticate((select token_value from alice_token), '/api/docs/tokens')), false,
+  'a path outside its patterns is not allowed');
+reset role;
+select is(
+  (select jsonb_build_object('uses', usage_count, 'last_used', last_used_at is not null) from app.api_tokens
+    where id = (select (token ->> 'id')::uuid from alice_token)),
+  '{"uses": 2, "last_used": true}'::jsonb, 'and both uses are counted, with the time of the last');
+select tests.authenticate_as('tok_alice');
+create temporary table inactive_token as select * from api.api_token_create('inactive', array['/*']);
+create temporary table expired_token as select * from api.api_token_create('expired', array['/*']);
+grant select on inactive_token, expired_token to public;
+reset role;
+update app.api_tokens set active = false where id = (select (token ->> 'id')::uuid from inactive_token);
+update app.api_tokens set expires_at = now() - interval '1 ms' where id = (select (token ->> 'id')::uuid from expired_token);
+select tests.authenticate_as_anon();
+select is(split_part(tests.error_of(format('select api.api_token_authenticate(%L, %L)', secret, '/api/mobile/profile')), ' ', 1), 'PT401',
+          'PT401 for ' || what)
+  from (values ('cbk_' || repeat('A', 40), 'an unknown secret'), ((select token_value from inactive_token), 'an inactive token'),
+               ((select token_value from expired_token), 'an expired token'), ('', 'an empty secret')) v(secret, what);
+reset role;
+select is(
+  (select array_agg(usage_count) from app.api_tokens where id in ((select (token ->> 'id')::uuid from inactive_token), (select (token ->> 'id')::uuid from expired_token))),
+  array[0::bigint, 0::bigint], 'and counts nothing');
+
+-- Row-level security and deactivation, between two users ---------------------------------------
+
+select tests.authenticate_as('tok_bob');
+select api.api_token_create('bob''s', array['/*']);
+select is((select array_agg(user_id) from app.api_tokens), array[tests.user_id('tok_bob')], 'a user reads only their own tokens');
+select is((select count(*)::int from api.api_tokens_list()), 1, 'and lists only those');
+select is(split_part(tests.error_of(format('select api.api_token_deactivate(%L)', (select token ->> 'id' from alice_token))), ' ', 1), 'PT404',
+  'deactivating another user''s token is PT404');
+with sneaky as (update app.api_tokens set active = false where id = (select (token ->> 'id')::uuid from alice_token) returning id)
+select is((select count(*)::int from sneaky), 0, 'and a direct update changes nothing');
+select tests.authenticate_as('tok_alice');
+select throws_ok($$select token_hash from app.api_tokens$$, '42501', null, 'nobody reads a hash, not even of their own tokens');
+select is(
+  (select jsonb_build_object('id', t ->> 'id', 'active', t -> 'active') from api.api_token_deactivate((select (token ->> 'id')::uuid from alice_token)) t),
+  jsonb_build_object('id', (select token ->> 'id' from alice_token), 'active', false), 'the owner deactivates it');
+reset role;
 
 select * from finish();
 rollback;

@@ -1,9 +1,10 @@
 -- Accounts, profiles and hats: registration and sign-in refusals, the
 -- caller's profile and its name rules (a name derived from the e-mail stays
--- private), and the hats: types, the first one primary, and the hat limit of
--- the user's plan, which holds for any insert path.
+-- private), and the hats: types, the first one primary, row-level security
+-- between users, and the hat limit of the user's plan, which holds for any
+-- insert path and follows the plan.
 begin;
-select plan(38);
+select plan(43);
 
 select set_config('tests.new_email', 'Reg-' || replace(gen_random_uuid()::text, '-', '') || '@Example.TEST', true);
 -- The hash the gateway makes of 'correct horse' (bcrypt of its base64 SHA-256; pgcrypto here).
@@ -148,11 +149,37 @@ select results_eq(
 select lives_ok($$select api.hat_create('four', 'social')$$, 'premium: a fourth hat');
 reset role;
 
+-- Row-level security on hats and profiles, whatever the query asks for.
+select tests.create_user('hat_alice');
+select tests.create_user('hat_bob');
+select tests.authenticate_as('hat_alice');
+select api.hat_create('alice hat', 'social');
+select tests.authenticate_as('hat_bob');
+select api.hat_create('bob hat', 'social');
+select tests.authenticate_as('hat_alice');
+select is(
+  (select array_agg(name) from app.hats where user_id in (tests.user_id('hat_alice'), tests.user_id('hat_bob'))),
+  array['alice hat'], 'a user reads only their own hats');
+select is(
+  (select array_agg(id) from app.profiles where id in (tests.user_id('hat_alice'), tests.user_id('hat_bob'))),
+  array[tests.user_id('hat_alice')], 'and only their own profile');
+select throws_ok(
+  $$insert into app.hats (user_id, name, hat_type) values (tests.user_id('hat_bob'), 'sneaky', 'social')$$,
+  '42501', null, 'a user cannot create a hat for someone else');
+reset role;
+
+-- The limit follows the plan (in a savepoint: the plan is shared).
+savepoint raised_plan;
 update app.subscription_plans set max_hats = 4 where id = 'basic';
 select lives_ok(
   $$insert into app.hats (user_id, name, hat_type) values (tests.user_id('bob'), 'b1', 'social'), (tests.user_id('bob'), 'b2', 'social'),
                                                         (tests.user_id('bob'), 'b3', 'social'), (tests.user_id('bob'), 'b4', 'social')$$,
   'raising the plan''s max_hats raises the limit of its users');
+select throws_ok(
+  $$insert into app.hats (user_id, name, hat_type) values (tests.user_id('bob'), 'b5', 'social')$$,
+  'PT422', 'hat limit reached: the basic plan allows 4 hats', 'to the new number: a fifth hat is refused');
+rollback to savepoint raised_plan;
+select is((select max_hats from app.subscription_plans where id = 'basic'), 3, 'the basic plan is back at 3 hats');
 
 select * from finish();
 rollback;

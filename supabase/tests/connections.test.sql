@@ -4,7 +4,7 @@
 -- path), changing only notes, strength and tags, the limits, and row-level
 -- security: nobody reads or changes another user's connections.
 begin;
-select plan(22);
+select plan(28);
 
 select tests.create_user('ann');
 select tests.create_user('ben');
@@ -92,6 +92,37 @@ select tests.authenticate_as('ann');
 select throws_ok(
   format('update app.connections set owner_node_id = %L where id = %L', tests.node_id('ben'), current_setting('tests.at_event')),
   '42501', 'permission denied for table connections', 'the owner cannot hand a connection over (owner_node_id is not updatable)');
+
+-- Row-level security between two users, and tags bounded in the table -------------
+
+reset role;
+select tests.create_user('con_alice');
+select tests.create_user('con_bob');
+select tests.authenticate_as('con_alice');
+select set_config('tests.mine', (select id::text from api.connection_create(tests.node_id('con_bob'))), true);
+select tests.authenticate_as('con_bob');
+select api.connection_create(tests.node_id('con_alice'));
+select tests.authenticate_as('con_alice');
+select is(
+  (select jsonb_agg(jsonb_build_object('id', id, 'owner_node_id', owner_node_id)) from app.connections),
+  jsonb_build_array(jsonb_build_object('id', current_setting('tests.mine')::uuid, 'owner_node_id', tests.node_id('con_alice'))),
+  'a user reads only their own connections');
+select tests.authenticate_as('con_bob');
+select throws_ok(
+  format('insert into app.connections (owner_node_id, target_node_id) values (%L, %L)', tests.node_id('con_alice'), tests.node_id('con_bob')),
+  '42501', null, 'a user cannot create a connection owned by someone else');
+with touched as (update app.connections set notes = 'x' where id = current_setting('tests.mine')::uuid returning 1)
+select is((select count(*)::int from touched), 0, 'nor change someone else''s');
+select throws_ok(format('select api.connection_get(%L)', current_setting('tests.mine')), 'PT404', null, 'nor read it through connection_get (PT404)');
+select tests.authenticate_as('con_alice');
+select throws_ok(
+  format('update app.connections set owner_node_id = %L where id = %L', tests.node_id('con_bob'), current_setting('tests.mine')),
+  '42501', null, 'the owner column cannot be changed, even by the owner');
+reset role;
+select throws_ok(
+  format('insert into app.connections (owner_node_id, target_node_id, connection_type, tags) values (%L, %L, %L, array[repeat(%L, 5001)])',
+         tests.node_id('con_alice'), tests.node_id('con_bob'), 'async', 'x'),
+  '23514', null, 'a tag of 5001 characters is refused whatever writes it');
 
 select * from finish();
 rollback;

@@ -1,10 +1,11 @@
 -- The agent interface (the api.mcp_* functions the MCP tools call): an agent
 -- sees only the communities it manages and the members it created (anything
 -- else is PT404 not_found, never a hint that it exists), community-scoped
--- tokens are refused, the hourly limits per tool, and the audit of tool
--- calls (secrets redacted, each user reads their own).
+-- tokens are refused, the hourly limits per tool, admission per client
+-- address and minute, the audit of tool calls (secrets redacted, each user
+-- reads their own), and stored records pruned after 30 days.
 begin;
-select plan(31);
+select plan(44);
 
 select tests.create_user('agent');
 select tests.create_user('rival');
@@ -163,6 +164,78 @@ select is(
   'tool calls are recorded with secrets redacted, and read by their user');
 select tests.authenticate_as('rival');
 select is(api.mcp_tool_calls_mine(10, null) -> 'data', '[]'::jsonb, 'another user reads none of them');
+
+-- Scoping, with the hints ---------------------------------------------------------------
+
+reset role;
+select tests.create_user('sc_a');
+select tests.create_user('sc_b');
+select set_config('tests.sc_c', admin.create_community('Scoped', null, '{}', tests.email('sc_a'))::text, true);
+select tests.authenticate_as('sc_a');
+select is(
+  (select jsonb_build_object('id', r -> 'id', 'accepts_handoffs', r -> 'accepts_handoffs') from api.mcp_community_profile(current_setting('tests.sc_c')::uuid) r),
+  jsonb_build_object('id', current_setting('tests.sc_c'), 'accepts_handoffs', false), 'mcp_community_profile of a community the agent manages');
+select set_config('tests.sc_member',
+  api.mcp_member_create('m-' || replace(gen_random_uuid()::text, '-', '') || '@example.test', null, null, 'http://x') ->> 'id', true);
+select tests.authenticate_as('sc_b');
+select is(tests.error_of(format('select api.mcp_community_profile(%L)', current_setting('tests.sc_c'))), 'PT404 not_found',
+  'another agent: PT404 not_found for the community');
+select is(tests.error_of(format('select api.mcp_member_get(%L)', current_setting('tests.sc_member'))), 'PT404 not_found',
+  'and for the member the first agent created');
+select is((select count(*)::int from app.agent_members where member_id = current_setting('tests.sc_member')::uuid), 0,
+  'whose row is not even readable (row-level security)');
+select set_config('request.jwt.claims', jsonb_build_object('role', 'authenticated', 'sub', tests.user_id('sc_a'),
+  'token_id', gen_random_uuid(), 'token_community_id', current_setting('tests.sc_c'))::text, true);
+select is(tests.error_of(format('select api.mcp_community_profile(%L)', current_setting('tests.sc_c'))), 'PT403 community_scope_violation',
+  'a community-scoped API token is refused: PT403 community_scope_violation');
+reset role;
+select set_config('request.jwt.claims', '', true);
+
+-- Admission per client address and minute; the session's owner ------------------------------
+
+select set_config('tests.ip', '192.0.2.' || (1 + floor(random() * 249))::int, true);
+select set_config('tests.session', private.mcp_session_open(tests.user_id('sc_a'), 'c', '1', '2025-03-26')::text, true);
+create temporary table admitted (n int, allowed boolean, remaining int, session_user_id uuid);
+insert into admitted select 1, allowed, remaining, session_user_id from private.mcp_admit(current_setting('tests.ip'), 3, current_setting('tests.session')::uuid);
+insert into admitted select 2, allowed, remaining, session_user_id from private.mcp_admit(current_setting('tests.ip'), 3, current_setting('tests.session')::uuid);
+insert into admitted select 3, allowed, remaining, session_user_id from private.mcp_admit(current_setting('tests.ip'), 3, current_setting('tests.session')::uuid);
+insert into admitted select 4, allowed, remaining, session_user_id from private.mcp_admit(current_setting('tests.ip'), 3, current_setting('tests.session')::uuid);
+select is((select array_agg(allowed order by n) from admitted), array[true, true, true, false], 'mcp_admit: 3 a minute per address, then refused');
+select is((select array_agg(remaining order by n) from admitted), array[2, 1, 0, 0], 'counting down what remains');
+select is((select session_user_id from admitted where n = 1), tests.user_id('sc_a'), 'and naming the owner of the session');
+select private.mcp_session_end(current_setting('tests.session')::uuid, tests.user_id('sc_a'));
+select is((select session_user_id from private.mcp_admit(current_setting('tests.ip') || '-x', 3, current_setting('tests.session')::uuid)), null,
+  'an ended session has no owner');
+
+-- Secrets are redacted from what is audited -----------------------------------------------------
+
+select is(
+  private.redact_secrets('{"a": 1, "Password": "x", "list": [{"api_key": "k", "keep": true}], "deep": {"refresh_token": "t", "client_secret": "s", "note": "n"}}'),
+  '{"a": 1, "Password": "[redacted]", "list": [{"api_key": "[redacted]", "keep": true}], "deep": {"refresh_token": "[redacted]", "client_secret": "[redacted]", "note": "n"}}'::jsonb,
+  'redact_secrets replaces the values under secret-looking keys, at any depth');
+
+-- Stored records are pruned after 30 days, a batch at a time -----------------------------------
+
+select tests.create_user('pruned');
+insert into app.api_endpoints (http_method, path, controller, action) values ('GET', '/pgtap/prune/' || gen_random_uuid(), 'Test', 'prune');
+insert into app.api_tokens (user_id, name, permissions, token_hash)
+values (tests.user_id('pruned'), 'prune', array['*'], extensions.digest(gen_random_uuid()::text, 'sha256'));
+insert into app.api_test_results (api_endpoint_id, api_token_id, user_id, request_method, request_path, response_status, response_time_ms, success, executed_at)
+select (select id from app.api_endpoints where path like '/pgtap/prune/%'), (select id from app.api_tokens where user_id = tests.user_id('pruned')), tests.user_id('pruned'),
+       'GET', '/x', 200, 1, true, now() - age::interval
+  from unnest(array['31 days', '31 days', '31 days', '29 days', '1 minute']) age;
+insert into app.mcp_tool_calls (user_id, credential_kind, tool, outcome, duration_ms, called_at)
+select tests.user_id('pruned'), 'api_token', 'get_member', 'ok', 1, now() - age::interval
+  from unnest(array['31 days', '31 days', '31 days', '29 days', '1 minute']) age;
+create function pg_temp.left_of_pruned() returns jsonb language sql as $$
+  select jsonb_build_object(
+    'tests', (select count(*) from app.api_test_results where user_id = tests.user_id('pruned')),
+    'calls', (select count(*) from app.mcp_tool_calls where user_id = tests.user_id('pruned')))
+$$;
+select private.stored_records_prune(interval '30 days', 2);
+select is(pg_temp.left_of_pruned(), '{"tests": 3, "calls": 3}'::jsonb, 'stored_records_prune: a batch of 2 of the old rows of each table at a time');
+select cmp_ok(private.stored_records_prune(), '>=', 2, 'the default batch takes the rest');
+select is(pg_temp.left_of_pruned(), '{"tests": 2, "calls": 2}'::jsonb, 'and leaves what is younger than 30 days');
 
 select * from finish();
 rollback;

@@ -1,9 +1,13 @@
-// Sign-in attempts (issue 25): the password is compared in the process
-// (gateway/core/passwords.ts), every rule around it is SQL. What a DBA runs
-// after changing private.password_attempt_start / _finish.
+// Signing in where the process takes part (the rest are pgTAP:
+// supabase/tests/auth.test.sql): the password is compared in the gateway's
+// and the MCP process's code (gateway/core/passwords.ts), so what depends on
+// that comparison, on its timing or on its hash format is tested here with
+// the same code; and two refreshes of one token at once, which needs two
+// connections.
 import { describe, expect, it } from 'vitest';
 import { Passwords } from '../../gateway/core/passwords.ts';
-import { asAnon, asUser, db, passwords, sqlSignIn, uniqueEmail } from '../helpers.ts';
+import { asAnon, db, passwords, sqlSignIn, uniqueEmail } from '../helpers.ts';
+import { newUser as newSqlUser } from '../support/sql-fixtures.ts';
 
 const newUser = async (password = 'password123') => {
   const email = uniqueEmail('attempt');
@@ -23,8 +27,6 @@ const start = async (email: string, ip: string, cost = 10, door = 'login', perEm
   (await db()`select * from private.password_attempt_start(${door}, ${email}, ${ip}, ${cost}, ${perEmailClient}, 100, 1000000, 900)`)[0] as unknown as Attempt;
 const finish = async (attempt: string, matched: boolean, newHash: string | null = null) =>
   (await db()`select * from private.auth_login_finish(${attempt}, ${matched}, ${newHash})`)[0]!;
-const failures = async (key: string) =>
-  (await db()`select count(*)::int as n from private.auth_failures where scope = 'email_client' and key = ${key}`)[0]!.n as number;
 const ip = () => `198.51.100.${Math.floor(Math.random() * 250) + 1}`;
 
 /** The fastest of n runs of each of a and b, alternated (the least disturbed by other work on the machine), in ms. */
@@ -40,7 +42,38 @@ async function fastestMs(n: number, a: () => Promise<unknown>, b: () => Promise<
   return best as [number, number];
 }
 
-describe('password_attempt_start', () => {
+describe('passwords compared in the process', () => {
+  it('passwords longer than 72 bytes are not truncated (in the process, and in pgcrypto for operators)', async () => {
+    const long = 'x'.repeat(80);
+    expect(await passwords.verifyNow(long + 'a', await passwords.hashNow(long + 'b'))).toBe(false);
+    const [row] = await db()`select identity.hash_password(${long + 'b'}) as h`;
+    expect(await passwords.verifyNow(long + 'a', row!.h)).toBe(false);
+    expect(await passwords.verifyNow(long + 'b', row!.h)).toBe(true);
+  });
+
+  it('hashes made by pgcrypto (admin.create_user) and by the process verify in both; $2b$ verifies in the process', async () => {
+    const [row] = await db()`select identity.hash_password('correct horse') as h`;
+    expect(row!.h).toMatch(/^\$2a\$10\$/);
+    expect(await passwords.verifyNow('correct horse', row!.h)).toBe(true);
+    const made = await passwords.hashNow('correct horse');
+    expect(made).toMatch(/^\$2a\$10\$/);
+    expect(await passwords.verifyNow('correct horse', made)).toBe(true);
+    expect(await passwords.verifyNow('correct horse', made.replace(/^\$2a\$/, '$2b$'))).toBe(true);
+    // pgcrypto verifies the process's hashes too (an operator comparing by hand).
+    const [same] = await db()`select extensions.crypt(encode(extensions.digest('correct horse', 'sha256'), 'base64'), ${made}) = ${made} as same`;
+    expect(same!.same).toBe(true);
+    expect(await passwords.verifyNow('correct horse', 'not a hash')).toBe(false);
+  });
+
+  it('is $2a$, and pgcrypto in psql verifies it (an operator can check a password with crypt())', async () => {
+    const hash = await passwords.hash('correct horse battery');
+    expect(hash).toMatch(/^\$2a\$10\$/);
+    const [row] = await db()`
+      select extensions.crypt(encode(extensions.digest(${'correct horse battery'}, 'sha256'), 'base64'), ${hash}) = ${hash} as ok,
+             extensions.crypt(encode(extensions.digest(${'wrong horse'}, 'sha256'), 'base64'), ${hash}) = ${hash} as wrong`;
+    expect(row).toEqual({ ok: true, wrong: false });
+  });
+
   it('an unknown e-mail, an account without a password and a wrong password take the same path: a hash at the configured cost to compare, whose comparison costs the same', async () => {
     const user = await newUser();
     const [none] = await db()`select private.create_account(${uniqueEmail('nopw')}, null, null) as id`;
@@ -77,63 +110,6 @@ describe('password_attempt_start', () => {
     expect((await finish((await start(noneEmail!.email, ip())).attempt!, true)).status).toBe('invalid');
   });
 
-  it('throttling is checked before (no hash is handed out) and counted after the comparison; attempts being checked count', async () => {
-    const user = await newUser();
-    const from = ip();
-    const key = `${user.email} ${from}`;
-    const first = await start(user.email, from, 10, 'login', 3);
-    expect(await failures(key)).toBe(0); // not counted when handed out...
-    expect((await finish(first.attempt!, false)).status).toBe('invalid');
-    expect(await failures(key)).toBe(1); // ...but when the outcome is recorded.
-
-    // Two attempts in flight and one failure: the limit (3) is reached until they finish.
-    const a = await start(user.email, from, 10, 'login', 3);
-    const b = await start(user.email, from, 10, 'login', 3);
-    const blocked = await start(user.email, from, 10, 'login', 3);
-    expect(blocked).toMatchObject({ status: 'throttled', attempt: null, password_hash: null });
-    expect(blocked.retry_after).toBeGreaterThan(0);
-    expect((await finish(a.attempt!, true)).status).toBe('ok'); // a success clears this client's failures
-    expect(await failures(key)).toBe(0);
-    expect((await start(user.email, from, 10, 'login', 3)).status).toBe('check');
-    await finish(b.attempt!, false);
-  });
-
-  it('request roles cannot start or finish an attempt (a hash never reaches them)', async () => {
-    const user = await newUser();
-    await expect(asAnon((tx) => tx`select * from private.password_attempt_start('login', ${user.email}, null, 10, 10, 100, 100, 900)`)).rejects.toMatchObject({
-      code: '42501',
-    });
-    await expect(asUser(user.id, (tx) => tx`select * from private.auth_login_finish('x', true, null)`)).rejects.toMatchObject({ code: '42501' });
-    await expect(asUser(user.id, (tx) => tx`select * from private.password_attempts`)).rejects.toMatchObject({ code: '42501' });
-  });
-});
-
-describe('password_attempt_finish', () => {
-  it('an attempt is single-use and belongs to its door', async () => {
-    const user = await newUser();
-    const a = await start(user.email, ip());
-    expect((await db()`select * from private.oauth_request_approve('no-such-request', ${a.attempt}, true, null)`)[0]!.status).toBe('request_expired');
-    // The OAuth door consumed nothing of a login attempt...
-    const ok = await finish(a.attempt!, true);
-    expect(ok).toMatchObject({ status: 'ok', user_id: user.id, refresh_token: expect.any(String), session_id: expect.any(String) });
-    // ...and a login attempt is used once.
-    expect((await finish(a.attempt!, true)).status).toBe('expired');
-    expect((await finish('never-handed-out', true)).status).toBe('expired');
-  });
-
-  it('a password set between the two halves makes the attempt fail (and it is counted); an attempt older than 60 s does not sign in', async () => {
-    const user = await newUser();
-    const from = ip();
-    const a = await start(user.email, from);
-    await db()`update identity.users set password_hash = identity.hash_password('another password') where id = ${user.id}`;
-    expect((await finish(a.attempt!, true)).status).toBe('invalid');
-    expect(await failures(`${user.email} ${from}`)).toBe(1);
-
-    const old = await start(user.email, from);
-    await db()`update private.password_attempts set expires_at = now() - interval '1 second' where attempt_hash = identity.token_hash(${old.attempt})`;
-    expect((await finish(old.attempt!, true)).status).toBe('expired');
-  });
-
   it('a pgcrypto hash (admin.create_user) verifies and is re-hashed at the configured cost; a malformed or cheaper new hash is not stored', async () => {
     const user = await newUser('correct horse');
     const hashOf = async () => (await db()`select password_hash from identity.users where id = ${user.id}`)[0]!.password_hash as string;
@@ -157,13 +133,22 @@ describe('password_attempt_finish', () => {
   });
 });
 
-describe('the format of a hash the processes make', () => {
-  it('is $2a$, and pgcrypto in psql verifies it (an operator can check a password with crypt())', async () => {
-    const hash = await passwords.hash('correct horse battery');
-    expect(hash).toMatch(/^\$2a\$10\$/);
-    const [row] = await db()`
-      select extensions.crypt(encode(extensions.digest(${'correct horse battery'}, 'sha256'), 'base64'), ${hash}) = ${hash} as ok,
-             extensions.crypt(encode(extensions.digest(${'wrong horse'}, 'sha256'), 'base64'), ${hash}) = ${hash} as wrong`;
-    expect(row).toEqual({ ok: true, wrong: false });
+describe('signing in and refreshing', () => {
+  const refresh = async (token: string) => (await asAnon((tx) => tx`select * from api.auth_refresh(${token})`))[0]!;
+
+  it('sign-in: invalid for a wrong password and for an unknown e-mail alike', async () => {
+    const user = await newSqlUser();
+    const ok = await sqlSignIn(user.email, user.password);
+    expect(ok).toMatchObject({ status: 'ok', user_id: user.id, refresh_token: expect.any(String) });
+    for (const [email, password] of [[user.email, 'wrong-password'], [uniqueEmail(), 'password123']]) {
+      expect(await sqlSignIn(email!, password!)).toMatchObject({ status: 'invalid', user_id: null, refresh_token: null });
+    }
+  });
+
+  it('two parallel refreshes of one token: one rotation wins, the other is treated as reuse', async () => {
+    const user = await newSqlUser();
+    const { refresh_token: token } = await sqlSignIn(user.email, user.password);
+    const results = await Promise.all([refresh(token!), refresh(token!)]);
+    expect(results.map((r) => r.status).sort()).toEqual(['ok', 'reused']);
   });
 });

@@ -1,10 +1,12 @@
 -- Events and check-ins: event status and the venue concurrency window at
 -- their edges (date - 2h <= moment <= effective end + 2h, where an event
--- without end_time ends 2 hours after its date), reading events, checking in
--- and out of events and venues through the api functions with their
--- refusals, and row-level security on check-ins.
+-- without end_time ends 2 hours after its date), whatever the session's time
+-- zone; reading events; checking in and out of events and venues through the
+-- api functions with their refusals; the check-in rows whatever inserts them
+-- (one current per user and place, to an event or a venue, the user's own
+-- hat); and row-level security on check-ins.
 begin;
-select plan(40);
+select plan(64);
 
 -- Status and window, at the edges -------------------------------------------
 
@@ -146,6 +148,105 @@ reset role;
 select is(
   (select count(*)::int from app.checkins where user_id = tests.user_id('guest') and checked_out_at is null), 1,
   'nor check someone else out (the update matched no row)');
+
+-- More edges: the middle, the end without end_time, the session time zone -----------
+
+select is(private.event_status('2030-01-01T18:00:00Z', '2030-01-01T20:30:00Z', '2030-01-01T19:00:00Z'), 'ongoing', 'status: ongoing in between');
+select is(private.event_status('2030-01-01T18:00:00Z', null, '2030-01-01T20:00:00Z'), 'ongoing', 'status: without end_time, ongoing until 2 hours after the date');
+select is(private.event_effective_end('2030-01-01T18:00:00Z', null), '2030-01-01T20:00:00Z'::timestamptz, 'effective end without end_time: date + 2 hours');
+set local timezone = 'America/New_York';
+select is(private.event_effective_end('2030-03-10T01:30:00Z', null), '2030-03-10T03:30:00Z'::timestamptz,
+  'effective end: 2 hours later in absolute time, across the New York DST change (the session time zone does not matter)');
+reset timezone;
+select is(pg_temp.at_venue('2030-02-01T19:00:00Z'), array[current_setting('tests.event')::uuid], 'window: during the event: concurrent');
+select is(pg_temp.at_venue('2030-02-01T21:59:00Z'), array[current_setting('tests.event')::uuid], 'window: ended 1h59m ago: concurrent');
+select is(pg_temp.at_venue('2030-02-01T22:01:00Z'), '{}'::uuid[], 'window: ended 2h01m ago: not concurrent');
+select is(pg_temp.at_venue('2030-03-01T21:59:00Z'), array[current_setting('tests.open_ended')::uuid], 'window: no end_time: concurrent 3h59m after the date');
+
+select set_config('tests.busy_venue', admin.create_venue('Busy Hall')::text, true);
+select set_config('tests.other_venue', admin.create_venue('Other Hall')::text, true);
+select set_config('tests.later', admin.create_event(current_setting('tests.community')::uuid, 'later', '2030-02-03T19:00:00Z', null, current_setting('tests.busy_venue')::uuid)::text, true);
+select set_config('tests.sooner', admin.create_event(current_setting('tests.community')::uuid, 'sooner', '2030-02-03T18:00:00Z', null, current_setting('tests.busy_venue')::uuid)::text, true);
+select admin.create_event(current_setting('tests.community')::uuid, 'elsewhere', '2030-02-03T18:00:00Z', null, current_setting('tests.other_venue')::uuid);
+select admin.create_event(current_setting('tests.community')::uuid, 'nowhere', '2030-02-03T18:00:00Z');
+select is(
+  (select array_agg(id) from private.venue_concurrent_events(current_setting('tests.busy_venue')::uuid, '2030-02-03T18:30:00Z')),
+  array[current_setting('tests.sooner')::uuid, current_setting('tests.later')::uuid],
+  'window: only the events at that venue, soonest first');
+
+-- Check-in rows, whatever inserts them ----------------------------------------------
+
+select tests.create_user('ci_user');
+select tests.create_user('ci_other');
+select set_config('tests.ci_event', admin.create_event(current_setting('tests.community')::uuid, 'rows', '2030-03-01T18:00:00Z')::text, true);
+select set_config('tests.ci_venue', admin.create_venue('Row Hall')::text, true);
+insert into app.checkins (user_id, event_id) values (tests.user_id('ci_user'), current_setting('tests.ci_event')::uuid);
+select throws_ok(
+  $$insert into app.checkins (user_id, event_id) values (tests.user_id('ci_user'), current_setting('tests.ci_event')::uuid)$$,
+  '23505', null, 'at most one current check-in per user and event');
+insert into app.checkins (user_id, venue_node_id) values (tests.user_id('ci_user'), current_setting('tests.ci_venue')::uuid);
+select throws_ok(
+  $$insert into app.checkins (user_id, venue_node_id) values (tests.user_id('ci_user'), current_setting('tests.ci_venue')::uuid)$$,
+  '23505', null, 'and per user and venue');
+update app.checkins set checked_out_at = now() where user_id = tests.user_id('ci_user');
+select lives_ok(
+  $$insert into app.checkins (user_id, event_id) values (tests.user_id('ci_user'), current_setting('tests.ci_event')::uuid)$$,
+  'checked-out rows do not count: the user checks in to the event again');
+select lives_ok(
+  $$insert into app.checkins (user_id, venue_node_id) values (tests.user_id('ci_user'), current_setting('tests.ci_venue')::uuid)$$,
+  'and to the venue again');
+select throws_ok(
+  $$insert into app.checkins (user_id) values (tests.user_id('ci_other'))$$,
+  '23514', null, 'a check-in is to an event or a venue: not neither');
+select throws_ok(
+  $$insert into app.checkins (user_id, event_id, venue_node_id) values (tests.user_id('ci_other'), current_setting('tests.ci_event')::uuid, current_setting('tests.ci_venue')::uuid)$$,
+  '23514', null, 'nor both');
+insert into app.hats (user_id, name, hat_type) values (tests.user_id('ci_other'), 'theirs', 'social');
+select is(
+  tests.error_of(format('insert into app.checkins (user_id, event_id, hat_id) values (%L, %L, %L)', tests.user_id('ci_user'),
+    admin.create_event(current_setting('tests.community')::uuid, 'hats', '2030-03-03T18:00:00Z'),
+    (select id from app.hats where user_id = tests.user_id('ci_other') and name = 'theirs'))),
+  'PT422 invalid_hat', 'the hat must be the user''s own, whatever inserts the row (PT422 invalid_hat)');
+
+-- event_checkin is idempotent; event_checkout keeps the row ----------------------------
+
+select tests.create_user('ci_twice');
+select set_config('tests.twice', admin.create_event(current_setting('tests.community')::uuid, 'twice', '2030-03-04T18:00:00Z')::text, true);
+select tests.authenticate_as('ci_twice');
+select set_config('tests.first', (select jsonb_build_object('created', created, 'id', checkin ->> 'id')::text from api.event_checkin(current_setting('tests.twice')::uuid)), true);
+select set_config('tests.second', (select jsonb_build_object('created', created, 'id', checkin ->> 'id')::text from api.event_checkin(current_setting('tests.twice')::uuid)), true);
+select is(current_setting('tests.first')::jsonb -> 'created', 'true'::jsonb, 'event_checkin: the first check-in is created');
+select is(current_setting('tests.second')::jsonb -> 'created', 'false'::jsonb, 'the second is not');
+select is(current_setting('tests.second')::jsonb -> 'id', current_setting('tests.first')::jsonb -> 'id', 'and is the same check-in');
+select api.event_checkout(current_setting('tests.twice')::uuid);
+reset role;
+select is(
+  (select jsonb_agg(checked_out_at is not null) from app.checkins where user_id = tests.user_id('ci_twice')),
+  '[true]'::jsonb, 'event_checkout keeps the row, checked out');
+select tests.authenticate_as('ci_twice');
+select is(tests.error_of(format('select api.event_checkout(%L)', current_setting('tests.twice'))), 'PT404 not_checked_in',
+  'checking out again: PT404 not_checked_in');
+
+-- Row-level security between two users ------------------------------------------------
+
+reset role;
+select tests.create_user('ci_alice');
+select tests.create_user('ci_bob');
+select set_config('tests.shared', admin.create_event(current_setting('tests.community')::uuid, 'shared', '2030-04-01T18:00:00Z')::text, true);
+select tests.authenticate_as('ci_alice');
+select api.event_checkin(current_setting('tests.shared')::uuid);
+select tests.authenticate_as('ci_bob');
+select api.event_checkin(current_setting('tests.shared')::uuid);
+select tests.authenticate_as('ci_alice');
+select is(
+  (select array_agg(user_id) from app.checkins where event_id = current_setting('tests.shared')::uuid),
+  array[tests.user_id('ci_alice')], 'a user reads only their own check-ins of an event');
+select throws_ok(
+  format('insert into app.checkins (user_id, event_id) values (%L, %L)', tests.user_id('ci_bob'), current_setting('tests.shared')),
+  '42501', null, 'and cannot check someone else in');
+with changed as (update app.checkins set checked_out_at = now() where user_id = tests.user_id('ci_bob') returning 1)
+select is((select count(*)::int from changed), 0, 'nor out');
+reset role;
 
 select * from finish();
 rollback;

@@ -1,9 +1,11 @@
 -- Platform integration: who may act for a community (a manager, with an
--- access token, a personal API token, or a token scoped to that community),
--- creating events idempotently by external id, venue matching, registering
--- attendees and checking them in by e-mail, and the anonymous forms endpoint.
+-- access token, a personal API token, or a token scoped to that community;
+-- private.platform_authorize claim by claim), creating events idempotently by
+-- external id (and the unique constraint behind it), venue matching,
+-- registering attendees and checking them in by e-mail, check-ins for a given
+-- user, and the anonymous forms endpoint with the operators' list.
 begin;
-select plan(31);
+select plan(58);
 
 -- Creating a platform event takes the venue lock, then (inserting the event)
 -- the change-log lock; so does this test, first, so that it cannot deadlock
@@ -151,6 +153,101 @@ select throws_ok($$select api.form_submit('{"a":')$$, 'PT400', 'the form must be
 select throws_ok(
   format('select api.form_submit(%L)', jsonb_build_object('v', repeat('x', 65536))::text),
   'PT413', 'a form may be at most 64 KB', 'form_submit: more than 64 KB is PT413');
+
+-- private.platform_authorize, claim by claim ------------------------------------------------
+
+reset role;
+select tests.create_user('pa_manager');
+select tests.create_user('pa_other');
+select set_config('tests.pa_c', admin.create_community('Authorize', null, '{}', tests.email('pa_manager'))::text, true);
+select set_config('tests.pa_second', admin.create_community('Authorize too', null, '{}', tests.email('pa_manager'))::text, true);
+select set_config('tests.pa_token', gen_random_uuid()::text, true);
+-- As the gateway sets the claims: the user, and for an API token its id and community scope.
+create function pg_temp.authorize_as(who text, token_community text, with_token boolean, community uuid) returns text
+  language plpgsql as $$
+begin
+  perform set_config('request.jwt.claims', (jsonb_build_object('role', 'authenticated', 'sub', tests.user_id(who))
+    || case when with_token then jsonb_build_object('token_id', current_setting('tests.pa_token'), 'token_community_id', token_community) else '{}' end)::text, true);
+  perform set_config('role', 'authenticated', true);
+  return replace(split_part(tests.error_of(format('select private.platform_authorize(%L)', community)), ' ', 1), 'no', 'ok');
+end $$;
+select is(pg_temp.authorize_as(who, token_community, with_token, community), expected, description)
+  from (values
+    ('pa_manager', null, false, current_setting('tests.pa_c')::uuid, 'ok', 'a manager with an access token may act for the community'),
+    ('pa_manager', null, true, current_setting('tests.pa_c')::uuid, 'ok', 'so may a manager''s personal API token'),
+    ('pa_manager', current_setting('tests.pa_c'), true, current_setting('tests.pa_c')::uuid, 'ok', 'and a token scoped to that community'),
+    ('pa_manager', current_setting('tests.pa_second'), true, current_setting('tests.pa_c')::uuid, 'PT403', 'not a token scoped to another one'),
+    ('pa_other', null, false, current_setting('tests.pa_c')::uuid, 'PT403', 'nor someone who does not manage it'),
+    ('pa_other', current_setting('tests.pa_c'), true, current_setting('tests.pa_c')::uuid, 'PT403', 'even with a token scoped to it'),
+    ('pa_manager', null, false, gen_random_uuid(), 'PT403', 'an unknown community is PT403 too')) v(who, token_community, with_token, community, expected, description);
+reset role;
+select set_config('request.jwt.claims', '', true);
+select tests.authenticate_as_anon();
+select throws_ok(format('select api.platform_checkin(%L, %L)', gen_random_uuid(), 'a@b.c'), '42501', null, 'anonymous callers cannot check anyone in');
+reset role;
+
+-- private.platform_venue ------------------------------------------------------------------
+
+create function pg_temp.venue(name text, address text, lat numeric default null, lng numeric default null) returns jsonb
+  language sql as $$ select jsonb_build_object('node_id', v.node_id, 'location_id', v.location_id) from private.platform_venue(name, address, lat, lng) v $$;
+select set_config('tests.hall', pg_temp.venue('Venue hall ' || current_setting('tests.tag'), ' 5 High St ', 10.123456, 20.654321)::text, true);
+select is(jsonb_typeof(current_setting('tests.hall')::jsonb -> 'location_id'), 'number', 'platform_venue makes a venue with a location id');
+select is(pg_temp.venue('VENUE HALL ' || current_setting('tests.tag'), '5 high st'), current_setting('tests.hall')::jsonb,
+  'the same name and address, in another case and spacing, is the same venue');
+select is(pg_temp.venue('Else ' || current_setting('tests.tag'), 'x', 10.1234565, 20.6543215), current_setting('tests.hall')::jsonb,
+  'so are the same coordinates (to 1e-6) under another name');
+select isnt(pg_temp.venue('Else ' || current_setting('tests.tag'), 'x', 10.12348, 20.654321) -> 'node_id', current_setting('tests.hall')::jsonb -> 'node_id',
+  'coordinates further apart are another venue');
+select set_config('tests.bare', pg_temp.venue('Bare ' || current_setting('tests.tag'), null)::text, true);
+select is(pg_temp.venue('bare ' || current_setting('tests.tag'), ''), current_setting('tests.bare')::jsonb, 'a missing address matches a missing address');
+select isnt(pg_temp.venue('Bare ' || current_setting('tests.tag'), 'Somewhere') -> 'node_id', current_setting('tests.bare')::jsonb -> 'node_id',
+  'and only that');
+select throws_ok(format('select private.platform_venue(%L, null, 1, null)', 'x ' || current_setting('tests.tag')), 'PT422', null,
+  'a latitude without a longitude is PT422');
+select throws_ok($$select private.platform_venue('  ', null, null, null)$$, 'PT422', null, 'a blank name is PT422');
+
+-- The unique external id holds even without the function -------------------------------------
+
+create function pg_temp.insert_external(with_id boolean) returns void language sql as $$
+  with n as (insert into app.nodes (kind) values ('event') returning id)
+  insert into app.events (node_id, community_id, title, starts_at, external_platform, external_id)
+  select n.id, current_setting('tests.pa_c')::uuid, 'x', now(), 'platform_a', case when with_id then 'dup-' || current_setting('tests.pa_c') end from n
+$$;
+select pg_temp.insert_external(true);
+select throws_ok($$select pg_temp.insert_external(true)$$, '23505', null, 'a second event with the same platform and external id is a unique violation');
+select throws_ok($$select pg_temp.insert_external(false)$$, '23514', null, 'a platform without an external id is a check violation');
+
+-- Check-ins for a given user ----------------------------------------------------------------------
+
+select set_config('tests.ci_event', admin.create_event(current_setting('tests.pa_c')::uuid, 'ci', now() + interval '1 hour')::text, true);
+create temporary table first_ci as select * from private.check_in_user(tests.user_id('pa_other'), current_setting('tests.ci_event')::uuid, null, null, null, null);
+select is((select created from first_ci), true, 'check_in_user checks the user in');
+select is(
+  (select to_jsonb(c) from private.check_in_user(tests.user_id('pa_other'), current_setting('tests.ci_event')::uuid, null, null, null, null) c),
+  (select jsonb_build_object('created', false, 'checkin', checkin) from first_ci), 'again: the same check-in, not created (idempotent)');
+select tests.authenticate_as('pa_manager');
+select throws_ok(
+  format('select * from private.check_in_user(%L, %L, null, null, null, %L)', tests.user_id('pa_other'), current_setting('tests.ci_event'), 'public'),
+  '42501', null, 'a request role cannot check someone else in');
+select is((select created from private.check_in(current_setting('tests.ci_event')::uuid, null, null, null, null)), true,
+  'but checks itself in');
+reset role;
+
+-- Forms --------------------------------------------------------------------------------------------
+
+select tests.authenticate_as_anon();
+select set_config('tests.form1', api.form_submit('{"n":1}')::text, true);
+select set_config('tests.form2', api.form_submit('{"n":2}')::text, true);
+select throws_ok($$select api.form_submit('"x"')$$, 'PT400', null, 'form_submit: a string is PT400');
+select throws_ok($$select * from admin.forms_list()$$, '42501', null, 'anonymous callers cannot list the forms');
+reset role;
+select is(
+  (select array_agg(id order by ordinality) from admin.forms_list(10000, null) with ordinality where id in (current_setting('tests.form1')::bigint, current_setting('tests.form2')::bigint)),
+  array[current_setting('tests.form2')::bigint, current_setting('tests.form1')::bigint], 'forms_list: newest first');
+select is(
+  (select jsonb_build_object('payload', payload, 'size_bytes', size_bytes) from admin.forms_list(10000, null) where id = current_setting('tests.form2')::bigint),
+  '{"payload": {"n": 2}, "size_bytes": 7}'::jsonb, 'each with its payload and its size in bytes');
+select is((select count(*)::int from admin.forms_list(10, now() + interval '1 hour')), 0, 'none since a moment to come');
 
 select * from finish();
 rollback;
