@@ -13,21 +13,16 @@ import postgres from 'postgres';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createLogger } from '../../gateway/core/log.ts';
 import { readCatalog } from '../../gateway/tooling/areas-catalog.ts';
+import { migrationStatements, renderMigration } from '../../gateway/tooling/areas.ts';
 import {
-  AREAS_DIR,
   compareAreas,
   createMigratedDatabase,
   describe as describeDifference,
-  loadAreaMap,
-  migrationStatements,
-  readAreaFiles,
-  renderMigration,
-  writeAreas,
-  type AreaFile,
-  type AreaMap,
   type Comparison,
   type MigratedDatabase,
-} from '../../gateway/tooling/areas.ts';
+} from '../../gateway/tooling/areas-check.ts';
+import { AREAS_DIR, loadAreaMap, readAreaFiles, type AreaFile, type AreaMap } from '../../gateway/tooling/areas-map.ts';
+import { writeAreas } from '../../gateway/tooling/areas-render.ts';
 import { databaseUrl } from '../helpers.ts';
 import { projectRoot } from '../support/processes.ts';
 
@@ -250,6 +245,26 @@ describe('npm run db -- areas --diff and --write', () => {
       expect([...after.problems, ...after.differences.map(describeDifference)]).toEqual([]);
       // ...and the files as they were no longer match it.
       expect(keys(await compareAreas(target.url, map, files))).toHaveLength(3);
+    } finally {
+      await target.drop();
+    }
+  });
+
+  it('--diff: a function whose arguments change is a new function; the old one is dropped with its grant and comment', async () => {
+    const changed = edited('tasks', (text) =>
+      replaceOnce(text, 'CREATE OR REPLACE FUNCTION api.task_next(task_id uuid)', 'CREATE OR REPLACE FUNCTION api.task_next(task_id uuid, skip integer DEFAULT 0)').replaceAll(
+        'api.task_next(uuid)',
+        'api.task_next(uuid,integer)',
+      ),
+    );
+    const migration = renderMigration('tasks', migrationStatements((await compareAreas(fresh.url, map, changed)).differences));
+    expect(migration).toContain('drop function if exists api.task_next(uuid);');
+    expect(migration).not.toContain('on function api.task_next(uuid) ');
+    const target = await createMigratedDatabase(databaseUrl, log);
+    try {
+      await run(target.url, `begin;\n${migration}\ncommit;`);
+      const after = await compareAreas(target.url, map, changed);
+      expect([...after.problems, ...after.differences.map(describeDifference)]).toEqual([]);
     } finally {
       await target.drop();
     }
