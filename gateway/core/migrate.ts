@@ -16,10 +16,10 @@ import { installJobQueue } from './job-queue.ts';
 
 export const MIGRATIONS_FOLDER = path.join(projectRoot(), 'sql', 'migrations');
 
-function settingsFor(connectionString: string, log: PinoLogger): Settings {
+function settingsFor(connectionString: string, log: PinoLogger, migrationsFolder: string): Settings {
   return {
     connectionString,
-    migrationsFolder: MIGRATIONS_FOLDER,
+    migrationsFolder,
     manageGraphileMigrateSchema: true,
     logger: new Logger(() => (level, message) => {
       if (level === 'error') log.error({ migrate: message }, 'migration error');
@@ -30,7 +30,8 @@ function settingsFor(connectionString: string, log: PinoLogger): Settings {
 }
 
 /**
- * Brings the database up to date. Several gateway replicas starting together
+ * Brings the database up to date (`migrationsFolder`: another copy of
+ * sql/migrations, as `npm run db -- areas --diff` makes one). Several gateway replicas starting together
  * take turns: graphile-migrate holds an advisory lock while it migrates and
  * refuses a second migrator, so we wait and try again. A database that is not
  * reachable yet (still starting) is retried for 30 seconds.
@@ -38,10 +39,10 @@ function settingsFor(connectionString: string, log: PinoLogger): Settings {
 export async function runMigrations(
   connectionString: string,
   log: PinoLogger,
-  { includeCurrent }: { includeCurrent: boolean },
+  { includeCurrent, migrationsFolder = MIGRATIONS_FOLDER }: { includeCurrent: boolean; migrationsFolder?: string },
 ): Promise<void> {
   await installJobQueue(connectionString, log);
-  const settings = settingsFor(connectionString, log);
+  const settings = settingsFor(connectionString, log, migrationsFolder);
   const started = Date.now();
   for (let attempt = 1; ; attempt++) {
     try {

@@ -13,7 +13,7 @@
 // whose platform packages the registry has for every platform), and for a
 // 44-character input $2a$, $2b$ and $2y$ are the same computation; pgcrypto
 // verifies only the $2a$ name, so an operator can still check a password in
-// psql (test/sql/password-attempts.test.ts checks that it does).
+// psql (test/sql/auth.test.ts checks that it does).
 //
 // What is checked when, and what is counted, is SQL
 // (private.password_attempt_start / _finish): this module only does the

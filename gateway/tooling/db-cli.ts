@@ -6,6 +6,8 @@
 //   npm run db -- status
 //   npm run db -- dump [--check]   write sql/schema.sql (or diff against it);
 //                                  commit and uncommit refresh it too
+//   npm run db -- areas --check | --write | --diff
+//                                  the rules by area, sql/areas (areas.ts)
 import { spawnSync } from 'node:child_process';
 import { createRequire } from 'node:module';
 import { loadConfigOrExit } from '../core/config.ts';
@@ -15,6 +17,7 @@ import { destination } from 'pino';
 import { createLogger } from '../core/log.ts';
 import { pg15Program } from './pg15.ts';
 import { runDumpCommand } from './schema-dump.ts';
+import { runAreasCommand } from './areas.ts';
 // Logs go to stderr: stdout carries only the command's output.
 import { startupMessage } from '../core/startup-error.ts';
 
@@ -27,6 +30,14 @@ const database = await openDatabase(config, log, { reuseRunning: true }).catch((
   console.error(`error: ${startupMessage(err)}`);
   process.exit(1);
 });
+if (process.argv[2] === 'areas') {
+  const code = await runAreasCommand(log, database.url, process.argv.slice(3)).catch((err: unknown) => {
+    console.error(`error: ${(err as Error).message}`);
+    return 1;
+  });
+  await database.stop();
+  process.exit(code);
+}
 const url = new URL(database.url);
 const withDb = (name: string) => Object.assign(new URL(url), { pathname: `/${name}` }).toString();
 const shadow = process.env.SHADOW_DATABASE_URL ?? withDb(`${url.pathname.slice(1)}_shadow`);

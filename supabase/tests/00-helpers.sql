@@ -4,6 +4,10 @@
 -- files can use it. Runs with `npm run test:sql`, or `supabase test db`.
 --
 --   tests.create_user('alice')      a user with profile and node; returns its id
+--   tests.create_user_named_by_email('alice')
+--                                   the same, without a password, its name derived from the
+--                                   e-mail address (private: shown to the user and to managers
+--                                   of their communities only)
 --   tests.user_id('alice')          that id again (in the same transaction)
 --   tests.node_id('alice')          her node id (the id member lists and connections show)
 --   tests.email('alice')            her e-mail address
@@ -13,6 +17,8 @@
 --                                   gateway sets for it (token_id, token_community_id)
 --   tests.authenticate_as_anon()    act as an anonymous request
 --   tests.clear_authentication()    forget the claims (role anon); `reset role` to be the superuser again
+--   tests.error_of(query)           runs the query: 'PT422 circular_dependency' (its SQLSTATE and
+--                                   hint) when it fails, 'no error' when it does not
 --
 -- Identifiers are lower-case words ([a-z0-9_]); each run makes unique e-mails,
 -- so tests can run on a database other tests use at the same time.
@@ -40,6 +46,26 @@ begin
 end;
 $$;
 comment on function tests.create_user(text) is 'Test helper: creates a user (account, profile, node) known as identifier for this transaction.';
+
+create or replace function tests.create_user_named_by_email(identifier text) returns uuid
+  language plpgsql volatile
+  set search_path = pg_catalog
+  as $$
+declare
+  new_id uuid;
+begin
+  if identifier !~ '^[a-z0-9_]+$' then
+    raise exception 'test user identifiers are [a-z0-9_]+, not %', identifier;
+  end if;
+  new_id := private.create_account(identifier || '-' || replace(gen_random_uuid()::text, '-', '') || '@example.test', null, null);
+  perform set_config('tests.user_' || identifier, new_id::text, true);
+  perform set_config('tests.node_' || identifier, (select p.node_id::text from app.profiles p where p.id = new_id), true);
+  perform set_config('tests.email_' || identifier, (select u.email from identity.users u where u.id = new_id), true);
+  return new_id;
+end;
+$$;
+comment on function tests.create_user_named_by_email(text) is
+  'Test helper: creates a user (account without a password, profile, node) known as identifier, named after the e-mail address.';
 
 create or replace function tests.user_id(identifier text) returns uuid
   language plpgsql stable
@@ -140,6 +166,23 @@ end;
 $$;
 comment on function tests.clear_authentication() is 'Test helper: forget the claims and become anon (use `reset role` to be the superuser again).';
 
+create or replace function tests.error_of(query text) returns text
+  language plpgsql volatile
+  as $$
+declare
+  state text;
+  hint text;
+begin
+  execute query;
+  return 'no error';
+exception when others then
+  get stacked diagnostics state = returned_sqlstate, hint = pg_exception_hint;
+  return state || coalesce(' ' || nullif(hint, ''), '');
+end;
+$$;
+comment on function tests.error_of(text) is
+  'Test helper: the SQLSTATE and hint of the error the query raises (''PT422 circular_dependency''), or ''no error''; pgTAP''s throws_ok checks no hint.';
+
 grant execute on all functions in schema tests to anon, authenticated, service_role;
 
 -- The tests call pgTAP while acting as a request role. The migrations revoke
@@ -168,5 +211,5 @@ end;
 $$;
 
 select plan(1);
-select has_function('tests', 'authenticate_with_api_token', array['text', 'text'], 'the test helpers are installed');
+select has_function('tests', 'create_user_named_by_email', array['text'], 'the test helpers are installed');
 select * from finish();

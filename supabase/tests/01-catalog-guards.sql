@@ -159,7 +159,7 @@ select set_eq(
     'authenticated app.hats INSERT (user_id, name, hat_type, description)',
     'authenticated app.hats SELECT',
     'authenticated app.mcp_tool_calls SELECT',
-    -- not data: the signup data agents collect is theirs alone (80-agents.sql)
+    -- not data: the signup data agents collect is theirs alone (agents.test.sql)
     'authenticated app.nodes SELECT (id, kind, created_at)',
     'authenticated app.profiles SELECT',
     'authenticated app.subscription_plans SELECT',

@@ -1,6 +1,7 @@
 // The pgTAP tests of supabase/tests/*.sql (`npm run test:sql`, part of
-// `npm test`): each file runs as pg_prove would run it, and each TAP assertion
-// is reported as a test here, with pgTAP's diagnostics when it fails. An
+// `npm test`; PGTAP_FILES=tasks runs one area's): each file runs as pg_prove
+// would run it, and each TAP assertion is reported as a test here, with
+// pgTAP's diagnostics when it fails. An
 // assertion marked with pgTAP's todo() (a known defect) passes while it fails,
 // and fails once it passes, so that its todo() is removed with the fix.
 import path from 'node:path';

@@ -1,4 +1,4 @@
-// What the realtime feed's SQL tests (test/sql/event-*.test.ts) share besides
+// What the realtime feed's SQL tests (test/sql/realtime.test.ts) share besides
 // the fixtures of sql-fixtures.ts and event-fixtures.ts: the public URL the
 // feed's links are built from, and the change log's head.
 import { db } from '../helpers.ts';

@@ -1,6 +1,9 @@
 // Runs the pgTAP tests in supabase/tests/*.sql (plain SQL files, in the
 // layout `supabase test db` expects) against a database, the way pg_prove
-// would: each file on its own connection, its output read as TAP.
+// would: each file on its own connection, its output read as TAP. The files
+// run in name order: the helpers (00-helpers.sql) and the checks of every
+// area (01-catalog-guards.sql, 05-rls-isolation.sql) first, then one file per
+// area of sql/areas, named after it (tasks.test.sql for sql/areas/tasks.sql).
 //
 // pgTAP itself: the `pgtap` extension where the server has it (Debian's
 // postgresql-15-pgtap), else Debian's extension script pgtap--1.2.0.sql run
@@ -74,10 +77,17 @@ export async function ensurePgTap(url: string): Promise<{ schema: string } | { m
   }
 }
 
-export function testFiles(dir = TESTS_DIR): string[] {
+/**
+ * The test files, in name order. `only` (PGTAP_FILES, e.g. `tasks` or
+ * `tasks,auth`) keeps the files of those areas, or of those file names, and
+ * the helpers they need.
+ */
+export function testFiles(dir = TESTS_DIR, only = process.env.PGTAP_FILES): string[] {
+  const wanted = only ? new Set(only.split(',').map((name) => name.trim()).filter((name) => name !== '')) : null;
   return fs
     .readdirSync(dir)
     .filter((f) => f.endsWith('.sql'))
+    .filter((f) => !wanted || f.startsWith('00-') || wanted.has(f) || wanted.has(f.replace(/\.test\.sql$|\.sql$/, '')))
     .sort()
     .map((f) => path.join(dir, f));
 }

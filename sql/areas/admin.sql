@@ -1,0 +1,320 @@
+-- =============================================================================
+-- Operator functions
+-- =============================================================================
+-- What the REST interface has no endpoint for: functions for a database
+-- owner in psql, wrapped by `npm run admin` (docs/dba.md, "Operator
+-- functions"). No request role may use the schema.
+--
+-- Code: gateway/tooling/admin.ts
+-- pgTAP: supabase/tests/admin.test.sql
+--
+-- The current definition of every function, view, policy, trigger, grant and
+-- comment of this area. To change a rule: edit it here, then
+-- `npm run db -- areas --diff` writes its migration (docs/dba.md, "Changing a
+-- rule"). CI (`npm run db -- areas --check`) fails while this file and the
+-- migrated database disagree. `npm run db -- areas --write` renders all below
+-- `-- Code:` again from a freshly migrated database.
+-- =============================================================================
+
+-- -----------------------------------------------------------------------------
+-- Functions of admin: operator functions (psql, `npm run admin`)
+-- -----------------------------------------------------------------------------
+
+CREATE OR REPLACE FUNCTION admin.add_manager(community_id uuid, email text)
+ RETURNS void
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog'
+AS $function$
+declare
+  member_node uuid := private.user_node_by_email(email);
+begin
+  if not exists (select from app.communities c where c.id = add_manager.community_id) then
+    raise exception 'no community with id %', community_id using errcode = 'P0002';
+  end if;
+  insert into app.community_members as m (community_id, member_node_id, role)
+    values (add_manager.community_id, member_node, 'manager')
+    on conflict on constraint community_members_pkey do update set role = 'manager';
+end;
+$function$;
+comment on function admin.add_manager(uuid,text) is 'Makes the user a manager of the community, joining them first if they are not a member.';
+
+CREATE OR REPLACE FUNCTION admin.create_community(name text, description text DEFAULT NULL::text, tags text[] DEFAULT '{}'::text[], manager_email text DEFAULT NULL::text)
+ RETURNS uuid
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog'
+AS $function$
+declare
+  manager_node uuid;
+  new_node uuid;
+  new_community uuid;
+begin
+  if manager_email is not null then
+    manager_node := private.user_node_by_email(manager_email);
+  end if;
+  insert into app.nodes (kind) values ('community') returning id into new_node;
+  insert into app.communities (node_id, name, description, tags)
+    values (new_node, btrim(name), description, coalesce(tags, '{}'))
+    returning id into new_community;
+  if manager_node is not null then
+    insert into app.community_members (community_id, member_node_id, role)
+      values (new_community, manager_node, 'manager');
+  end if;
+  return new_community;
+end;
+$function$;
+comment on function admin.create_community(text,text,text[],text) is 'Creates a community (and its node); the user with manager_email, if given, becomes its manager. Returns the community id.';
+
+CREATE OR REPLACE FUNCTION admin.create_event(community_id uuid, title text, starts_at timestamp with time zone, ends_at timestamp with time zone DEFAULT NULL::timestamp with time zone, venue_node_id uuid DEFAULT NULL::uuid, description text DEFAULT NULL::text)
+ RETURNS uuid
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog'
+AS $function$
+declare
+  new_node uuid;
+  new_event uuid;
+begin
+  if not exists (select from app.communities c where c.id = create_event.community_id) then
+    raise exception 'no community with id %', community_id using errcode = 'P0002';
+  end if;
+  if venue_node_id is not null
+     and not exists (select from app.venues v where v.node_id = create_event.venue_node_id) then
+    raise exception 'no venue with node id %', venue_node_id using errcode = 'P0002';
+  end if;
+  if ends_at is not null and ends_at < starts_at then
+    raise exception 'ends_at (%) is before starts_at (%)', ends_at, starts_at using errcode = 'PT400';
+  end if;
+  insert into app.nodes (kind) values ('event') returning id into new_node;
+  insert into app.events (node_id, community_id, title, description, starts_at, ends_at, venue_node_id, location)
+    values (new_node, create_event.community_id, btrim(title), description, starts_at, ends_at, venue_node_id,
+            (select v.name from app.venues v where v.node_id = create_event.venue_node_id))
+    returning id into new_event;
+  return new_event;
+end;
+$function$;
+comment on function admin.create_event(uuid,text,timestamp with time zone,timestamp with time zone,uuid,text) is 'Creates an event of a community (and its node), optionally at a venue. Returns the event id.';
+
+CREATE OR REPLACE FUNCTION admin.create_user(email text, password text, name text DEFAULT NULL::text)
+ RETURNS uuid
+ LANGUAGE sql
+ SET search_path TO 'pg_catalog'
+AS $function$
+    select private.create_account(email, password, name)
+  $function$;
+comment on function admin.create_user(text,text,text) is 'Creates a user with profile and node, exactly as POST /api/auth/register does. Returns the user id.';
+
+CREATE OR REPLACE FUNCTION admin.create_venue(name text, address text DEFAULT NULL::text, latitude double precision DEFAULT NULL::double precision, longitude double precision DEFAULT NULL::double precision)
+ RETURNS uuid
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog'
+AS $function$
+declare
+  new_node uuid;
+begin
+  insert into app.nodes (kind) values ('venue') returning id into new_node;
+  insert into app.venues (node_id, name, address, latitude, longitude)
+    values (new_node, btrim(name), address, latitude, longitude);
+  return new_node;
+end;
+$function$;
+comment on function admin.create_venue(text,text,double precision,double precision) is 'Creates a venue. Returns its node id (the id venue paths take).';
+
+CREATE OR REPLACE FUNCTION admin.forms_list(max_rows integer DEFAULT 50, since timestamp with time zone DEFAULT NULL::timestamp with time zone)
+ RETURNS TABLE(id bigint, received_at timestamp with time zone, size_bytes integer, payload jsonb)
+ LANGUAGE sql
+ STABLE
+ SET search_path TO 'pg_catalog'
+AS $function$
+    select f.id, f.received_at, f.size_bytes, f.payload
+      from app.form_submissions f
+     where since is null or f.received_at >= since
+     order by f.received_at desc, f.id desc
+     limit greatest(coalesce(max_rows, 50), 0)
+  $function$;
+comment on function admin.forms_list(integer,timestamp with time zone) is 'The forms posted to POST /api/v1/forms, newest first: at most max_rows (default 50), received at or after since (if given).';
+
+CREATE OR REPLACE FUNCTION admin.job_workers()
+ RETURNS TABLE(worker text, connected_since timestamp with time zone, client_addr text)
+ LANGUAGE sql
+ STABLE
+ SET search_path TO 'pg_catalog'
+AS $function$
+    -- Every worker holds a connection named after its graphile-worker pool id.
+    select substr(a.application_name, length('job-worker ') + 1), a.backend_start, host(a.client_addr)
+      from pg_stat_activity a
+     where a.datname = current_database() and a.application_name like 'job-worker %'
+     order by a.backend_start
+  $function$;
+comment on function admin.job_workers() is 'The job workers connected now (their graphile-worker pool ids).';
+
+CREATE OR REPLACE FUNCTION admin.jobs(max_rows integer DEFAULT 50)
+ RETURNS TABLE(id bigint, task text, queue text, state text, attempts integer, max_attempts integer, run_at timestamp with time zone, locked_by text, locked_at timestamp with time zone, last_error text)
+ LANGUAGE plpgsql
+ STABLE
+ SET search_path TO 'pg_catalog'
+AS $function$
+begin
+  if to_regnamespace('graphile_worker') is null then
+    raise exception 'the job queue is not installed (schema graphile_worker): start the gateway or `npm run worker` once'
+      using errcode = '55000';
+  end if;
+  -- running: locked by a worker; failed: out of attempts; due: waiting for a
+  -- free worker; scheduled: a retry or a job for later.
+  return query
+    select j.id::bigint, j.task_identifier::text, j.queue_name::text, s.state, j.attempts::integer, j.max_attempts::integer, j.run_at, j.locked_by::text,
+           j.locked_at, left(j.last_error, 500)::text
+      from graphile_worker.jobs j,
+           lateral (select case when j.locked_at is not null then 'running'
+                                when j.attempts >= j.max_attempts then 'failed'
+                                when j.run_at <= now() then 'due'
+                                else 'scheduled' end as state) s
+     order by array_position(array['running', 'due', 'failed', 'scheduled'], s.state), j.run_at, j.id
+     limit greatest(jobs.max_rows, 0);
+end;
+$function$;
+comment on function admin.jobs(integer) is 'The worker''s queue (graphile_worker.jobs): running, due, failed and scheduled jobs, in that order, with attempts and last errors.';
+
+CREATE OR REPLACE FUNCTION admin.mcp_tool_calls(email text DEFAULT NULL::text, max_rows integer DEFAULT 100)
+ RETURNS TABLE(id bigint, called_at timestamp with time zone, user_email text, tool text, outcome text, duration_ms numeric, credential_kind text, arguments jsonb, error_message text)
+ LANGUAGE sql
+ STABLE
+ SET search_path TO 'pg_catalog'
+AS $function$
+    select c.id, c.called_at, u.email, c.tool, c.outcome, c.duration_ms, c.credential_kind, c.arguments, c.error_message
+      from app.mcp_tool_calls c
+      join identity.users u on u.id = c.user_id
+     where mcp_tool_calls.email is null or u.email = lower(btrim(mcp_tool_calls.email))
+     order by c.id desc
+     limit max_rows
+  $function$;
+comment on function admin.mcp_tool_calls(text,integer) is 'The latest MCP tool calls (of one user when email is given): who, which tool, outcome, duration, arguments.';
+
+CREATE OR REPLACE FUNCTION admin.outbox(max_rows integer DEFAULT 50, unsent_only boolean DEFAULT false)
+ RETURNS TABLE(id uuid, to_email text, purpose text, subject text, link text, created_at timestamp with time zone, sent_at timestamp with time zone, attempts integer, last_error text)
+ LANGUAGE sql
+ STABLE
+ SET search_path TO 'pg_catalog'
+AS $function$
+    select o.id, o.to_email, o.purpose, o.subject, o.link, o.created_at, o.sent_at, o.attempts, o.last_error
+      from app.email_outbox o
+     where not outbox.unsent_only or o.sent_at is null
+     order by o.created_at desc
+     limit greatest(outbox.max_rows, 0)
+  $function$;
+comment on function admin.outbox(integer,boolean) is 'The newest e-mails (links of unsent ones included), for operators without SMTP or checking delivery.';
+
+CREATE OR REPLACE FUNCTION admin.prune_change_log(older_than interval DEFAULT '30 days'::interval)
+ RETURNS bigint
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog'
+AS $function$
+declare
+  cutoff bigint;
+  gone bigint;
+begin
+  select max(c.id) into cutoff from app.change_log c where c.changed_at < now() - older_than;
+  if cutoff is null then
+    return 0;
+  end if;
+  update app.change_log_state set pruned_through = greatest(pruned_through, cutoff);
+  delete from app.change_log c where c.id <= cutoff;
+  get diagnostics gone = row_count;
+  return gone;
+end;
+$function$;
+comment on function admin.prune_change_log(interval) is 'Deletes change-log entries up to the newest one older than the interval (default 30 days) and records the watermark; returns how many. The gateway calls it periodically (CHANGE_LOG_RETENTION_HOURS).';
+
+CREATE OR REPLACE FUNCTION admin.publish_events_to_supabase_realtime()
+ RETURNS boolean
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog'
+AS $function$
+begin
+  if not exists (select from pg_catalog.pg_publication p where p.pubname = 'supabase_realtime' and not p.puballtables) then
+    return false;
+  end if;
+  if not exists (
+    select from pg_catalog.pg_publication_tables t
+     where t.pubname = 'supabase_realtime' and t.schemaname = 'app' and t.tablename = 'events'
+  ) then
+    alter publication supabase_realtime add table app.events;
+  end if;
+  return true;
+end;
+$function$;
+comment on function admin.publish_events_to_supabase_realtime() is 'Adds app.events to the supabase_realtime publication where it exists (Supabase); returns whether it did or it was already there.';
+
+CREATE OR REPLACE FUNCTION admin.set_community_flags(community_id uuid, is_sandbox boolean, is_draft boolean)
+ RETURNS void
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog'
+AS $function$
+begin
+  update app.communities c
+    set is_sandbox = coalesce(set_community_flags.is_sandbox, c.is_sandbox),
+        is_draft = coalesce(set_community_flags.is_draft, c.is_draft)
+    where c.id = set_community_flags.community_id;
+  if not found then
+    raise exception 'no community with id %', community_id using errcode = 'P0002';
+  end if;
+end;
+$function$;
+comment on function admin.set_community_flags(uuid,boolean,boolean) is 'Sets the sandbox and draft flags of a community (null leaves a flag as it is).';
+
+CREATE OR REPLACE FUNCTION admin.set_subscription(email text, subscription_type text)
+ RETURNS void
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog'
+AS $function$
+declare
+  target uuid;
+begin
+  if not exists (select from app.subscription_plans s where s.id = set_subscription.subscription_type) then
+    raise exception 'unknown subscription type % (known: %)', subscription_type,
+      (select string_agg(s.id, ', ' order by s.id) from app.subscription_plans s)
+      using errcode = 'PT400';
+  end if;
+  update app.profiles p set subscription_type = set_subscription.subscription_type
+    from identity.users u
+    where u.id = p.id and u.email = lower(btrim(set_subscription.email))
+    returning p.id into target;
+  if target is null then
+    raise exception 'no user profile with email %', email using errcode = 'P0002';
+  end if;
+end;
+$function$;
+comment on function admin.set_subscription(text,text) is 'Sets a user''s subscription type (basic or premium), which sets their max_hats.';
+
+CREATE OR REPLACE FUNCTION admin.webhook_failures(max_rows integer DEFAULT 20)
+ RETURNS TABLE(delivery_id uuid, endpoint_id uuid, url text, event_type text, status text, attempts integer, last_status_code integer, last_error text, next_attempt_at timestamp with time zone, created_at timestamp with time zone)
+ LANGUAGE sql
+ STABLE
+ SET search_path TO 'pg_catalog'
+AS $function$
+    select d.id, d.endpoint_id, e.url, d.event_type, d.status, d.attempts, d.last_status_code, d.last_error,
+           d.next_attempt_at, d.created_at
+      from app.webhook_deliveries d
+      join app.webhook_endpoints e on e.id = d.endpoint_id
+     where d.status in ('retrying', 'failed')
+     order by d.created_at desc
+     limit greatest(webhook_failures.max_rows, 0)
+  $function$;
+comment on function admin.webhook_failures(integer) is 'The most recent webhook deliveries that failed or are waiting for a retry, newest first.';
+
+CREATE OR REPLACE FUNCTION admin.webhooks()
+ RETURNS TABLE(id uuid, community_id uuid, community text, url text, events text[], active boolean, disabled_reason text, created_at timestamp with time zone, deliveries_24h bigint, failed_24h bigint, pending bigint, last_failure_at timestamp with time zone)
+ LANGUAGE sql
+ STABLE
+ SET search_path TO 'pg_catalog'
+AS $function$
+    select e.id, e.community_id, c.name, e.url, e.events, e.active, e.disabled_reason, e.created_at,
+           (select count(*) from app.webhook_deliveries d where d.endpoint_id = e.id and d.created_at > now() - interval '24 hours'),
+           (select count(*) from app.webhook_deliveries d
+             where d.endpoint_id = e.id and d.created_at > now() - interval '24 hours' and d.status = 'failed'),
+           (select count(*) from app.webhook_deliveries d where d.endpoint_id = e.id and d.status in ('pending', 'retrying')),
+           (select max(d.created_at) from app.webhook_deliveries d
+             where d.endpoint_id = e.id and d.status in ('retrying', 'failed'))
+      from app.webhook_endpoints e
+      join app.communities c on c.id = e.community_id
+     order by c.name, e.created_at
+  $function$;
+comment on function admin.webhooks() is 'Every webhook endpoint with its community, state and delivery counts (last 24 hours; pending now).';

@@ -1,0 +1,999 @@
+-- =============================================================================
+-- The agent interface (MCP): tools, agent members, sessions, limits, audit, OAuth
+-- =============================================================================
+-- The MCP tool server's rules. The agent is the user who owns the credential
+-- (a personal API token, or an OAuth access token); every tool is one
+-- api.mcp_* function called as that user:
+--
+--   - a tool reaches only communities the caller manages; any other id, and
+--     an unknown one, is the same PT404 not_found;
+--   - a member another agent created is invisible (the same PT404);
+--   - a community-scoped API token is refused (PT403).
+--
+-- Members an agent creates are accounts without a password
+-- (app.agent_members records the agent; their signup data lives on their node,
+-- readable by that agent only). Write tools are limited per agent per hour
+-- (private.agent_tool_limits; a sliding window serialised per agent and tool),
+-- requests per client address per minute (private.mcp_admit), and every call is
+-- recorded with secrets redacted (app.mcp_tool_calls). The OAuth 2.0 storage
+-- (identity.oauth_*: clients, requests, codes, tokens; hashed) is here too.
+--
+-- Code: mcp-server/tools.ts, mcp-server/oauth.ts, gateway/routes/agent-calls.ts
+-- pgTAP: supabase/tests/agents.test.sql
+--
+-- Its tables (created and altered by the migrations; their comments, row-level
+-- security, policies, grants and triggers are below):
+--   app.agent_members, app.mcp_tool_calls, private.agent_tool_limits,
+--   private.agent_tool_usage, private.mcp_request_counts, private.mcp_sessions,
+--   identity.oauth_clients, identity.oauth_codes, identity.oauth_requests,
+--   identity.oauth_tokens
+--
+-- The current definition of every function, view, policy, trigger, grant and
+-- comment of this area. To change a rule: edit it here, then
+-- `npm run db -- areas --diff` writes its migration (docs/dba.md, "Changing a
+-- rule"). CI (`npm run db -- areas --check`) fails while this file and the
+-- migrated database disagree. `npm run db -- areas --write` renders all below
+-- `-- Code:` again from a freshly migrated database.
+-- =============================================================================
+
+-- -----------------------------------------------------------------------------
+-- Functions of api: what the gateway and the MCP server call, as the request's
+-- role
+-- -----------------------------------------------------------------------------
+
+CREATE OR REPLACE FUNCTION api.mcp_community_events(community_id uuid, public_url text)
+ RETURNS jsonb
+ LANGUAGE plpgsql
+ STABLE
+ SET search_path TO 'pg_catalog'
+AS $function$
+declare
+  community app.communities;
+begin
+  perform private.mcp_agent();
+  community := private.mcp_managed_community(community_id);
+  return jsonb_build_object(
+    'community_id', community.id,
+    'upcoming', (
+      select coalesce(jsonb_agg(item order by starts_at, id), '[]') from (
+        select e.starts_at, e.id,
+               private.event_json(e, public_url) || jsonb_build_object('status', private.event_status(e.starts_at, e.ends_at)) as item
+          from app.events e
+         where e.community_id = community.id
+           and private.event_effective_end(e.starts_at, e.ends_at) >= now()
+         order by e.starts_at, e.id
+         limit 100) upcoming),
+    'past', (
+      select coalesce(jsonb_agg(item order by starts_at desc, id), '[]') from (
+        select e.starts_at, e.id,
+               private.event_json(e, public_url) || jsonb_build_object('status', 'past') as item
+          from app.events e
+         where e.community_id = community.id
+           and private.event_effective_end(e.starts_at, e.ends_at) < now()
+         order by e.starts_at desc, e.id
+         limit 100) past));
+end;
+$function$;
+comment on function api.mcp_community_events(uuid,text) is 'MCP list_community_events: upcoming/ongoing (soonest first) and past (latest first) events of a managed community, 100 of each at most, with status.';
+grant execute on function api.mcp_community_events(uuid,text) to authenticated;
+
+CREATE OR REPLACE FUNCTION api.mcp_community_profile(community_id uuid)
+ RETURNS jsonb
+ LANGUAGE plpgsql
+ STABLE
+ SET search_path TO 'pg_catalog'
+AS $function$
+begin
+  perform private.mcp_agent();
+  return private.mcp_community_json(private.mcp_managed_community(community_id));
+end;
+$function$;
+comment on function api.mcp_community_profile(uuid) is 'MCP community_profile: profile, member count, managers, tags, sandbox/draft flags of a community the caller manages. PT404 not_found otherwise.';
+grant execute on function api.mcp_community_profile(uuid) to authenticated;
+
+CREATE OR REPLACE FUNCTION api.mcp_community_set_onboarding(community_id uuid, accepts_handoffs boolean)
+ RETURNS jsonb
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog'
+AS $function$
+declare
+  community app.communities;
+begin
+  perform private.mcp_agent();
+  if accepts_handoffs is null then
+    raise exception 'accepts_handoffs must be true or false' using errcode = 'PT400', hint = 'invalid_arguments';
+  end if;
+  community := private.mcp_managed_community(community_id);
+  update app.communities c set accepts_handoffs = mcp_community_set_onboarding.accepts_handoffs
+   where c.id = community.id
+   returning c.* into community;
+  return private.mcp_community_json(community);
+end;
+$function$;
+comment on function api.mcp_community_set_onboarding(uuid,boolean) is 'MCP set_onboarding_opt_in: opts a community the caller manages in or out of onboarding hand-offs. PT404 not_found otherwise.';
+grant execute on function api.mcp_community_set_onboarding(uuid,boolean) to authenticated;
+
+CREATE OR REPLACE FUNCTION api.mcp_event_get(event_id uuid, public_url text)
+ RETURNS jsonb
+ LANGUAGE plpgsql
+ STABLE
+ SET search_path TO 'pg_catalog'
+AS $function$
+declare
+  found_event app.events;
+begin
+  perform private.mcp_agent();
+  select e.* into found_event
+    from app.events e
+   where (e.id = event_id or e.node_id = event_id)
+     and exists (select from app.community_members m
+                  where m.community_id = e.community_id and m.role = 'manager'
+                    and m.member_node_id = app.my_node_id())
+   limit 1;
+  if found_event.id is null then
+    raise exception 'event not found' using errcode = 'PT404', hint = 'not_found';
+  end if;
+  return private.event_json(found_event, public_url)
+         || jsonb_build_object('status', private.event_status(found_event.starts_at, found_event.ends_at),
+                               'community_id', found_event.community_id);
+end;
+$function$;
+comment on function api.mcp_event_get(uuid,text) is 'MCP get_event: one event (id or node id) of a community the caller manages, with status. PT404 not_found otherwise.';
+grant execute on function api.mcp_event_get(uuid,text) to authenticated;
+
+CREATE OR REPLACE FUNCTION api.mcp_member_add_to_community(member_id uuid, community_id uuid)
+ RETURNS jsonb
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog'
+AS $function$
+declare
+  member app.agent_members;
+  community app.communities;
+  member_node uuid;
+  joined timestamptz;
+  added boolean := true;
+  member_role text := 'member';
+begin
+  perform private.mcp_agent();
+  member := private.mcp_own_member(member_id);
+  community := private.mcp_managed_community(community_id);
+  perform private.agent_quota_take('add_member_to_community');
+  select p.node_id into member_node from app.profiles p where p.id = member.member_id;
+  if member_node is null then
+    raise exception 'the member has no node' using errcode = 'PT409', hint = 'user_has_no_node';
+  end if;
+  insert into app.community_members as m (community_id, member_node_id, role)
+    values (community.id, member_node, 'member')
+    on conflict on constraint community_members_pkey do nothing
+    returning m.joined_at into joined;
+  if joined is null then
+    added := false;
+    select m.joined_at, m.role into joined, member_role
+      from app.community_members m
+     where m.community_id = community.id and m.member_node_id = member_node;
+  end if;
+  return jsonb_build_object(
+    'member_id', member.member_id,
+    'community_id', community.id,
+    'role', member_role,
+    'joined_at', app.iso(joined),
+    'added', added,
+    'member_count', (select c.member_count from app.communities c where c.id = community.id));
+end;
+$function$;
+comment on function api.mcp_member_add_to_community(uuid,uuid) is 'MCP add_member_to_community: joins a member the caller created to a community the caller manages. PT404 not_found for either; PT429 rate_limited.';
+grant execute on function api.mcp_member_add_to_community(uuid,uuid) to authenticated;
+
+CREATE OR REPLACE FUNCTION api.mcp_member_create(email text, name text, data jsonb, public_url text)
+ RETURNS jsonb
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog'
+AS $function$
+declare
+  agent uuid := private.mcp_agent();
+  normalised_email text := lower(btrim(mcp_member_create.email));
+  chosen_name text := nullif(btrim(mcp_member_create.name), '');
+  existing identity.users;
+  new_member uuid;
+  recent_links integer;
+begin
+  if data is not null and jsonb_typeof(data) <> 'object' then
+    raise exception 'data must be an object' using errcode = 'PT400', hint = 'invalid_arguments';
+  end if;
+  perform private.agent_quota_take('create_member');
+  -- Creators of one e-mail (agents, platform registrations) take turns.
+  perform pg_advisory_xact_lock(hashtextextended('identity.users:' || coalesce(normalised_email, ''), 0));
+  select u.* into existing from identity.users u where u.email = normalised_email;
+  if existing.id is null then
+    new_member := private.create_account(mcp_member_create.email, null, mcp_member_create.name);
+    update app.nodes n set data = coalesce(mcp_member_create.data, '{}')
+      from app.profiles p
+     where p.id = new_member and n.id = p.node_id;
+    insert into app.agent_members (member_id, agent_id) values (new_member, agent);
+    perform private.queue_password_email(new_member, 'invite', public_url);
+    return private.mcp_member_json(new_member) || jsonb_build_object('set_password_email', 'queued');
+  end if;
+
+  -- The account exists. The same checks a new account would get.
+  if chosen_name is not null and length(chosen_name) > 200 then
+    raise exception 'name must be at most 200 characters' using errcode = 'PT400', hint = 'invalid_name';
+  end if;
+  select count(*) into recent_links
+    from app.email_outbox o
+   where o.user_id = existing.id and o.purpose in ('invite', 'recover')
+     and o.created_at > now() - interval '1 hour';
+  if recent_links < 5 then
+    perform private.queue_password_email(existing.id,
+                                         case when existing.password_hash is null then 'invite' else 'recover' end,
+                                         public_url);
+  end if;
+  if exists (select from app.agent_members a where a.member_id = existing.id and a.agent_id = agent) then
+    return private.mcp_member_json(existing.id) || jsonb_build_object('set_password_email', 'queued');
+  end if;
+  return jsonb_build_object(
+    'id', gen_random_uuid(),
+    'node_id', gen_random_uuid(),
+    'email', normalised_email,
+    'name', coalesce(chosen_name, split_part(normalised_email, '@', 1)),
+    'data', coalesce(mcp_member_create.data, '{}'),
+    'attributes', '{}'::jsonb,
+    'password_set', false,
+    'communities', '[]'::jsonb,
+    'created_at', app.iso(now()),
+    'updated_at', app.iso(now()),
+    'set_password_email', 'queued');
+end;
+$function$;
+comment on function api.mcp_member_create(text,text,jsonb,text) is 'MCP create_member: a password-less account (user, profile, node with data), owned by the calling agent; queues the set-password e-mail. An e-mail that has an account is answered the same way (fresh ids, nothing of the account) and its owner gets a link. PT429 rate_limited.';
+grant execute on function api.mcp_member_create(text,text,jsonb,text) to authenticated;
+
+CREATE OR REPLACE FUNCTION api.mcp_member_get(member_id uuid)
+ RETURNS jsonb
+ LANGUAGE plpgsql
+ STABLE SECURITY DEFINER
+ SET search_path TO 'pg_catalog'
+AS $function$
+declare
+  agent uuid := private.mcp_agent();
+  found_member uuid;
+begin
+  select a.member_id into found_member
+    from app.agent_members a
+    join app.profiles p on p.id = a.member_id
+   where (a.member_id = mcp_member_get.member_id or p.node_id = mcp_member_get.member_id)
+     and a.agent_id = agent
+   limit 1;
+  if found_member is null then
+    raise exception 'member not found' using errcode = 'PT404', hint = 'not_found';
+  end if;
+  return private.mcp_member_json(found_member);
+end;
+$function$;
+comment on function api.mcp_member_get(uuid) is 'MCP get_member: a member the caller created (user id or node id): profile, signup data, attributes. PT404 not_found otherwise.';
+grant execute on function api.mcp_member_get(uuid) to authenticated;
+
+CREATE OR REPLACE FUNCTION api.mcp_member_set_attributes(member_id uuid, attributes jsonb)
+ RETURNS jsonb
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog'
+AS $function$
+declare
+  member app.agent_members;
+begin
+  perform private.mcp_agent();
+  if attributes is null or jsonb_typeof(attributes) <> 'object' then
+    raise exception 'attributes must be an object' using errcode = 'PT400', hint = 'invalid_arguments';
+  end if;
+  member := private.mcp_own_member(member_id);
+  perform private.agent_quota_take('set_member_attributes');
+  update app.agent_members a
+     set attributes = (a.attributes || mcp_member_set_attributes.attributes)
+                      - array(select k.key from jsonb_each(mcp_member_set_attributes.attributes) k where k.value = 'null'::jsonb)
+   where a.member_id = member.member_id;
+  return private.mcp_member_json(member.member_id);
+end;
+$function$;
+comment on function api.mcp_member_set_attributes(uuid,jsonb) is 'MCP set_member_attributes: merges attributes (top-level keys; null removes a key) onto a member the caller created. PT404 not_found; PT429 rate_limited.';
+grant execute on function api.mcp_member_set_attributes(uuid,jsonb) to authenticated;
+
+CREATE OR REPLACE FUNCTION api.mcp_onboarding_communities()
+ RETURNS jsonb
+ LANGUAGE plpgsql
+ STABLE SECURITY DEFINER
+ SET search_path TO 'pg_catalog'
+AS $function$
+begin
+  perform private.mcp_agent();
+  return jsonb_build_object('communities', (
+    select coalesce(jsonb_agg(private.mcp_community_json(c) order by lower(c.name), c.id), '[]')
+      from app.communities c
+      join app.community_members m on m.community_id = c.id
+     where m.member_node_id = app.my_node_id() and m.role = 'manager' and c.accepts_handoffs));
+end;
+$function$;
+comment on function api.mcp_onboarding_communities() is 'MCP search_onboarding_communities: the communities the caller manages that accept onboarding hand-offs, by name.';
+grant execute on function api.mcp_onboarding_communities() to authenticated;
+
+CREATE OR REPLACE FUNCTION api.mcp_tool_calls_mine(page_limit integer DEFAULT 50, before_id bigint DEFAULT NULL::bigint)
+ RETURNS jsonb
+ LANGUAGE plpgsql
+ STABLE
+ SET search_path TO 'pg_catalog'
+AS $function$
+begin
+  if page_limit is null or page_limit < 1 or page_limit > 100 then
+    raise exception 'limit must be between 1 and 100' using errcode = 'PT400', hint = 'invalid_limit';
+  end if;
+  return jsonb_build_object('data', (
+    select coalesce(jsonb_agg(private.mcp_call_json(c) order by c.id desc), '[]')
+      from (select * from app.mcp_tool_calls t
+             where t.user_id = auth.uid() and (before_id is null or t.id < before_id)
+             order by t.id desc
+             limit page_limit) c));
+end;
+$function$;
+comment on function api.mcp_tool_calls_mine(integer,bigint) is 'GET /api/docs/agent-calls: the tool calls made with the caller''s credentials through the agent interface, newest first.';
+grant execute on function api.mcp_tool_calls_mine(integer,bigint) to authenticated;
+
+-- -----------------------------------------------------------------------------
+-- Functions of private: internal helpers and trigger functions (request roles
+-- run only those granted here)
+-- -----------------------------------------------------------------------------
+
+CREATE OR REPLACE FUNCTION private.agent_quota_take(tool text)
+ RETURNS void
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog'
+AS $function$
+declare
+  agent uuid := auth.uid();
+  allowance integer;
+  used integer;
+  oldest timestamptz;
+begin
+  select l.per_hour into allowance from private.agent_tool_limits l where l.tool = agent_quota_take.tool;
+  if allowance is null then
+    return;
+  end if;
+  perform pg_advisory_xact_lock(hashtextextended('agent_quota:' || agent::text || ':' || agent_quota_take.tool, 0));
+  delete from private.agent_tool_usage u
+   where u.agent_id = agent and u.tool = agent_quota_take.tool and u.called_at <= now() - interval '1 hour';
+  select count(*), min(u.called_at) into used, oldest
+    from private.agent_tool_usage u
+   where u.agent_id = agent and u.tool = agent_quota_take.tool;
+  if used >= allowance then
+    raise exception '% is limited to % calls per hour; retry in % seconds', tool, allowance,
+      greatest(1, ceil(extract(epoch from (oldest + interval '1 hour' - now()))))::integer
+      using errcode = 'PT429', hint = 'rate_limited';
+  end if;
+  insert into private.agent_tool_usage (agent_id, tool) values (agent, agent_quota_take.tool);
+end;
+$function$;
+comment on function private.agent_quota_take(text) is 'Counts one call of a limited write tool for the signed-in agent; PT429 rate_limited past private.agent_tool_limits in the last hour.';
+grant execute on function private.agent_quota_take(text) to authenticated;
+
+CREATE OR REPLACE FUNCTION private.mcp_admit(client_ip text, per_minute integer, session_id uuid DEFAULT NULL::uuid)
+ RETURNS TABLE(allowed boolean, request_limit integer, remaining integer, reset_at timestamp with time zone, session_user_id uuid)
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog'
+AS $function$
+declare
+  this_window timestamptz := date_trunc('minute', now());
+  counted integer;
+  owner uuid;
+begin
+  insert into private.mcp_request_counts as r (client_ip, window_start, requests)
+    values (mcp_admit.client_ip, this_window, 1)
+    on conflict on constraint mcp_request_counts_pkey do update set requests = r.requests + 1
+    returning r.requests into counted;
+  if mcp_admit.session_id is not null then
+    update private.mcp_sessions s
+       set last_seen_at = case when s.last_seen_at < now() - interval '1 minute' then now() else s.last_seen_at end
+     where s.id = mcp_admit.session_id
+       and s.ended_at is null
+       and s.last_seen_at > now() - private.mcp_session_idle_limit()
+    returning s.user_id into owner;
+  end if;
+  return query select counted <= per_minute, per_minute, greatest(per_minute - counted, 0),
+                      this_window + interval '1 minute', owner;
+end;
+$function$;
+comment on function private.mcp_admit(text,integer,uuid) is 'Counts a request of a client IP (per-minute window) and returns whether it is within per_minute, plus the owner of the named live session.';
+
+CREATE OR REPLACE FUNCTION private.mcp_agent()
+ RETURNS uuid
+ LANGUAGE plpgsql
+ STABLE SECURITY DEFINER
+ SET search_path TO 'pg_catalog'
+AS $function$
+declare
+  agent uuid := auth.uid();
+  token uuid := nullif(auth.jwt() ->> 'token_id', '')::uuid;
+begin
+  if agent is null then
+    raise exception 'a personal credential is required' using errcode = 'PT401', hint = 'unauthorized';
+  end if;
+  if nullif(auth.jwt() ->> 'token_community_id', '') is not null then
+    raise exception 'community-scoped tokens cannot use the agent interface; use a personal token'
+      using errcode = 'PT403', hint = 'community_scope_violation';
+  end if;
+  if token is not null and not exists (
+    select from app.api_tokens t
+     where t.id = token and t.user_id = agent and t.active
+       and (t.expires_at is null or t.expires_at > now())
+       and private.api_token_path_allowed(t.permissions, '/mcp')
+  ) then
+    raise exception 'this API token''s permissions do not include /mcp' using errcode = 'PT403', hint = 'forbidden';
+  end if;
+  return agent;
+end;
+$function$;
+comment on function private.mcp_agent() is 'The calling agent (auth.uid()); PT401 when signed out, PT403 for a community-scoped token or an API token whose permissions do not match /mcp (or that has ended).';
+grant execute on function private.mcp_agent() to authenticated;
+
+CREATE OR REPLACE FUNCTION private.mcp_call_json(c app.mcp_tool_calls)
+ RETURNS jsonb
+ LANGUAGE sql
+ STABLE
+ SET search_path TO 'pg_catalog'
+AS $function$
+    select jsonb_build_object('id', c.id, 'tool', c.tool, 'arguments', c.arguments, 'outcome', c.outcome,
+                              'error_message', c.error_message, 'duration_ms', c.duration_ms,
+                              'credential_kind', c.credential_kind, 'credential_id', c.credential_id,
+                              'client_id', c.client_id, 'session_id', c.session_id, 'called_at', app.iso(c.called_at))
+  $function$;
+grant execute on function private.mcp_call_json(app.mcp_tool_calls) to authenticated;
+
+CREATE OR REPLACE FUNCTION private.mcp_community_json(c app.communities)
+ RETURNS jsonb
+ LANGUAGE sql
+ STABLE SECURITY DEFINER
+ SET search_path TO 'pg_catalog'
+AS $function$
+    select app.community_json(c) || jsonb_build_object(
+      'node_id', c.node_id,
+      'is_sandbox', c.is_sandbox,
+      'is_draft', c.is_draft,
+      'accepts_handoffs', c.accepts_handoffs,
+      'managers', (
+        select coalesce(jsonb_agg(jsonb_build_object('id', m.member_node_id, 'name', app.node_display_name(m.member_node_id))
+                                  order by m.joined_at, m.member_node_id), '[]')
+          from app.community_members m
+         where m.community_id = c.id and m.role = 'manager'))
+  $function$;
+comment on function private.mcp_community_json(app.communities) is 'A community as community_profile shows it: public fields, node_id, flags (sandbox, draft, accepts_handoffs) and managers.';
+grant execute on function private.mcp_community_json(app.communities) to authenticated;
+
+CREATE OR REPLACE FUNCTION private.mcp_managed_community(community_id uuid)
+ RETURNS app.communities
+ LANGUAGE plpgsql
+ STABLE SECURITY DEFINER
+ SET search_path TO 'pg_catalog'
+AS $function$
+declare
+  found_community app.communities;
+begin
+  select c.* into found_community
+    from app.communities c
+    join app.community_members m on m.community_id = c.id
+   where c.id = mcp_managed_community.community_id
+     and m.member_node_id = app.my_node_id()
+     and m.role = 'manager';
+  if found_community.id is null then
+    raise exception 'community not found' using errcode = 'PT404', hint = 'not_found';
+  end if;
+  return found_community;
+end;
+$function$;
+comment on function private.mcp_managed_community(uuid) is 'The community if the signed-in user manages it; PT404 not_found otherwise (unknown and unmanaged look the same).';
+grant execute on function private.mcp_managed_community(uuid) to authenticated;
+
+CREATE OR REPLACE FUNCTION private.mcp_member_json(member_id uuid)
+ RETURNS jsonb
+ LANGUAGE sql
+ STABLE SECURITY DEFINER
+ SET search_path TO 'pg_catalog'
+AS $function$
+    select jsonb_build_object(
+      'id', p.id,
+      'node_id', p.node_id,
+      'email', u.email,
+      'name', p.name,
+      'data', coalesce(n.data, '{}'),
+      'attributes', a.attributes,
+      'password_set', u.password_hash is not null,
+      'communities', (
+        select coalesce(jsonb_agg(jsonb_build_object('community_id', c.id, 'name', c.name, 'role', cm.role,
+                                                     'joined_at', app.iso(cm.joined_at))
+                                  order by cm.joined_at, c.id), '[]')
+          from app.community_members cm
+          join app.communities c on c.id = cm.community_id
+         where cm.member_node_id = p.node_id
+           and exists (select from app.community_members mine
+                        where mine.community_id = c.id and mine.role = 'manager'
+                          and mine.member_node_id = app.my_node_id())),
+      'created_at', app.iso(a.created_at),
+      'updated_at', app.iso(a.updated_at))
+    from app.agent_members a
+    join app.profiles p on p.id = a.member_id
+    join identity.users u on u.id = a.member_id
+    left join app.nodes n on n.id = p.node_id
+   where a.member_id = mcp_member_json.member_id
+  $function$;
+comment on function private.mcp_member_json(uuid) is 'The Agent-interface member object: id, node_id, email, name, data, attributes, password_set, communities (managed by the caller), timestamps.';
+
+CREATE OR REPLACE FUNCTION private.mcp_own_member(member_ref uuid)
+ RETURNS app.agent_members
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog'
+AS $function$
+declare
+  found_member app.agent_members;
+begin
+  select a.* into found_member
+    from app.agent_members a
+    join app.profiles p on p.id = a.member_id
+   where (a.member_id = member_ref or p.node_id = member_ref)
+     and a.agent_id = auth.uid()
+   limit 1
+   for update of a;
+  if found_member.member_id is null then
+    raise exception 'member not found' using errcode = 'PT404', hint = 'not_found';
+  end if;
+  return found_member;
+end;
+$function$;
+comment on function private.mcp_own_member(uuid) is 'The agent-created member (by user id or node id) if the signed-in agent created it; PT404 not_found otherwise.';
+grant execute on function private.mcp_own_member(uuid) to authenticated;
+
+CREATE OR REPLACE FUNCTION private.mcp_prune()
+ RETURNS void
+ LANGUAGE sql
+ SET search_path TO 'pg_catalog'
+AS $function$
+    delete from private.mcp_request_counts where window_start < now() - interval '5 minutes';
+    delete from private.mcp_sessions
+     where coalesce(ended_at, last_seen_at + private.mcp_session_idle_limit()) < now() - interval '7 days';
+    delete from private.agent_tool_usage where called_at < now() - interval '1 hour';
+  $function$;
+comment on function private.mcp_prune() is 'Deletes expired request counts, long-dead sessions and stale quota rows.';
+
+CREATE OR REPLACE FUNCTION private.mcp_record_call(user_id uuid, credential_kind text, credential_id uuid, client_id text, session_id uuid, tool text, arguments jsonb, outcome text, error_message text, duration_ms numeric)
+ RETURNS void
+ LANGUAGE sql
+ SET search_path TO 'pg_catalog'
+AS $function$
+    insert into app.mcp_tool_calls (user_id, credential_kind, credential_id, client_id, session_id, tool, arguments,
+                                    outcome, error_message, duration_ms)
+      values (user_id, credential_kind, credential_id, left(client_id, 200), session_id, left(tool, 100),
+              private.json_capped(private.redact_secrets(arguments)), left(outcome, 100), left(error_message, 1000),
+              greatest(duration_ms, 0))
+  $function$;
+comment on function private.mcp_record_call(uuid,text,uuid,text,uuid,text,jsonb,text,text,numeric) is 'Records one MCP tool call in the audit log (arguments redacted, then capped at 16 KB by private.json_capped).';
+
+CREATE OR REPLACE FUNCTION private.mcp_session_end(session_id uuid, user_id uuid)
+ RETURNS boolean
+ LANGUAGE sql
+ SET search_path TO 'pg_catalog'
+AS $function$
+    with ended as (
+      update private.mcp_sessions s set ended_at = now()
+       where s.id = mcp_session_end.session_id and s.user_id = mcp_session_end.user_id and s.ended_at is null
+      returning 1)
+    select exists (select from ended)
+  $function$;
+comment on function private.mcp_session_end(uuid,uuid) is 'Ends a live session of the user (DELETE /mcp); false when there is none.';
+
+CREATE OR REPLACE FUNCTION private.mcp_session_idle_limit()
+ RETURNS interval
+ LANGUAGE sql
+ IMMUTABLE
+ SET search_path TO 'pg_catalog'
+AS $function$
+    select interval '24 hours'
+  $function$;
+
+CREATE OR REPLACE FUNCTION private.mcp_session_open(user_id uuid, client_name text, client_version text, protocol_version text)
+ RETURNS uuid
+ LANGUAGE sql
+ SET search_path TO 'pg_catalog'
+AS $function$
+    insert into private.mcp_sessions (user_id, client_name, client_version, protocol_version)
+      values (user_id, left(client_name, 200), left(client_version, 100), left(protocol_version, 20))
+      returning id
+  $function$;
+comment on function private.mcp_session_open(uuid,text,text,text) is 'Starts an MCP session for a user (at initialize); returns its id.';
+
+CREATE OR REPLACE FUNCTION private.oauth_client_get(client_id text)
+ RETURNS TABLE(metadata jsonb, has_secret boolean, client_secret_expires_at bigint, client_id_issued_at bigint)
+ LANGUAGE sql
+ STABLE
+ SET search_path TO 'pg_catalog'
+AS $function$
+    select c.metadata, c.client_secret_hash is not null, c.client_secret_expires_at, c.client_id_issued_at
+      from identity.oauth_clients c
+     where c.client_id = oauth_client_get.client_id
+  $function$;
+comment on function private.oauth_client_get(text) is 'A registered client''s metadata and whether it has a secret.';
+
+CREATE OR REPLACE FUNCTION private.oauth_client_register(client_id text, client_secret text, client_secret_expires_at bigint, client_id_issued_at bigint, metadata jsonb)
+ RETURNS void
+ LANGUAGE sql
+ SET search_path TO 'pg_catalog'
+AS $function$
+    insert into identity.oauth_clients (client_id, client_secret_hash, client_secret_expires_at, client_id_issued_at, metadata)
+      values (client_id, identity.token_hash(client_secret), coalesce(client_secret_expires_at, 0), client_id_issued_at,
+              metadata - 'client_secret' - 'client_id' - 'client_id_issued_at' - 'client_secret_expires_at')
+  $function$;
+comment on function private.oauth_client_register(text,text,bigint,bigint,jsonb) is 'Stores a dynamically registered client (secret hashed; null for public clients).';
+
+CREATE OR REPLACE FUNCTION private.oauth_client_secret_matches(client_id text, client_secret text)
+ RETURNS boolean
+ LANGUAGE sql
+ STABLE
+ SET search_path TO 'pg_catalog'
+AS $function$
+    select coalesce((
+      select c.client_secret_hash is null
+             or (c.client_secret_hash = identity.token_hash(coalesce(client_secret, ''))
+                 and (c.client_secret_expires_at = 0 or c.client_secret_expires_at > extract(epoch from now())))
+        from identity.oauth_clients c
+       where c.client_id = oauth_client_secret_matches.client_id), false)
+  $function$;
+comment on function private.oauth_client_secret_matches(text,text) is 'True for a public client, or a confidential client presenting its (unexpired) secret.';
+
+CREATE OR REPLACE FUNCTION private.oauth_code_challenge(client_id text, code text)
+ RETURNS text
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog'
+AS $function$
+declare
+  challenge text;
+begin
+  select c.code_challenge into challenge from identity.oauth_codes c
+   where c.code_hash = identity.token_hash(code) and c.client_id = oauth_code_challenge.client_id
+     and c.used_at is null and c.expires_at > now();
+  if challenge is null then
+    perform private.oauth_code_reused(code);
+  end if;
+  return challenge;
+end;
+$function$;
+comment on function private.oauth_code_challenge(text,text) is 'The PKCE challenge of a live code of the client; null when unknown, expired or used (a used code''s tokens are revoked).';
+
+CREATE OR REPLACE FUNCTION private.oauth_code_exchange(client_id text, code text, redirect_uri text, resource text, access_ttl integer)
+ RETURNS TABLE(access_token text, refresh_token text, expires_in integer, scope text)
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog'
+AS $function$
+declare
+  grant_row identity.oauth_codes;
+begin
+  update identity.oauth_codes c set used_at = now()
+   where c.code_hash = identity.token_hash(code) and c.client_id = oauth_code_exchange.client_id
+     and c.used_at is null and c.expires_at > now()
+  returning c.* into grant_row;
+  if grant_row.code_hash is null then
+    -- No rows: invalid_grant (a reused code's tokens are revoked, and that commits).
+    perform private.oauth_code_reused(code);
+    return;
+  end if;
+  if redirect_uri is not null and redirect_uri <> grant_row.redirect_uri then
+    perform private.oauth_invalid_grant('redirect_uri does not match the authorization request');
+  end if;
+  if resource is not null and grant_row.resource is not null and resource <> grant_row.resource then
+    perform private.oauth_invalid_grant('resource does not match the authorization request');
+  end if;
+  return query select * from private.oauth_issue_tokens(grant_row.client_id, grant_row.user_id, grant_row.family_id,
+                                                        grant_row.scopes, coalesce(grant_row.resource, resource), access_ttl);
+end;
+$function$;
+comment on function private.oauth_code_exchange(text,text,text,text,integer) is 'Exchanges a code (single use; PKCE checked before) for tokens. No row when unknown, expired or reused; PT400 invalid_grant when mismatched.';
+
+CREATE OR REPLACE FUNCTION private.oauth_code_reused(code text)
+ RETURNS boolean
+ LANGUAGE sql
+ SET search_path TO 'pg_catalog'
+AS $function$
+    with revoked as (
+      update identity.oauth_tokens t set revoked_at = now()
+        from identity.oauth_codes c
+       where c.code_hash = identity.token_hash(code) and c.used_at is not null
+         and t.family_id = c.family_id and t.revoked_at is null
+      returning 1)
+    select exists (select from revoked)
+  $function$;
+
+CREATE OR REPLACE FUNCTION private.oauth_invalid_grant(message text)
+ RETURNS void
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog'
+AS $function$
+begin
+  raise exception '%', message using errcode = 'PT400', hint = 'invalid_grant';
+end;
+$function$;
+
+CREATE OR REPLACE FUNCTION private.oauth_issue_tokens(client_id text, user_id uuid, family_id uuid, scopes text[], resource text, access_ttl integer)
+ RETURNS TABLE(access_token text, refresh_token text, expires_in integer, scope text)
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog'
+AS $function$
+declare
+  access text := 'cboa_' || identity.new_token();
+  refresh text := 'cbor_' || identity.new_token();
+begin
+  insert into identity.oauth_tokens (token_hash, kind, client_id, user_id, family_id, scopes, resource, expires_at) values
+    (identity.token_hash(access), 'access', client_id, user_id, family_id, scopes, resource,
+     now() + make_interval(secs => access_ttl)),
+    (identity.token_hash(refresh), 'refresh', client_id, user_id, family_id, scopes, resource, now() + interval '30 days');
+  return query select access, refresh, access_ttl, array_to_string(scopes, ' ');
+end;
+$function$;
+comment on function private.oauth_issue_tokens(text,uuid,uuid,text[],text,integer) is 'Issues an access token and a refresh token of one family (tests use it to mint tokens directly).';
+
+CREATE OR REPLACE FUNCTION private.oauth_prune()
+ RETURNS void
+ LANGUAGE sql
+ SET search_path TO 'pg_catalog'
+AS $function$
+    delete from identity.oauth_requests where expires_at < now();
+    delete from identity.oauth_codes where expires_at < now() - interval '1 day';
+    delete from identity.oauth_tokens where expires_at < now() - interval '1 day';
+  $function$;
+comment on function private.oauth_prune() is 'Deletes expired pending requests, codes and tokens.';
+
+CREATE OR REPLACE FUNCTION private.oauth_request_approve(request_token text, attempt text, matched boolean, new_hash text)
+ RETURNS TABLE(status text, redirect_uri text, code text, state text)
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog'
+AS $function$
+declare
+  request identity.oauth_requests;
+  checked record;
+  new_code text := identity.new_token();
+begin
+  select * into strict checked from private.password_attempt_finish('oauth_consent', attempt, matched, new_hash);
+  select r.* into request from identity.oauth_requests r
+   where r.request_hash = identity.token_hash(request_token) and r.expires_at > now()
+   for update;
+  if request.request_hash is null then
+    -- Not raised: the attempt's outcome (a failure is counted) is kept.
+    return query select 'request_expired'::text, null::text, null::text, null::text;
+    return;
+  end if;
+  if checked.status <> 'ok' then
+    if checked.status = 'invalid' then
+      if request.failures >= 4 then
+        delete from identity.oauth_requests r where r.request_hash = request.request_hash;
+      else
+        update identity.oauth_requests r set failures = r.failures + 1 where r.request_hash = request.request_hash;
+      end if;
+    end if;
+    return query select checked.status, null::text, null::text, null::text;
+    return;
+  end if;
+  delete from identity.oauth_requests r where r.request_hash = request.request_hash;
+  insert into identity.oauth_codes (code_hash, client_id, user_id, redirect_uri, code_challenge, scopes, resource, expires_at)
+    values (identity.token_hash(new_code), request.client_id, checked.user_id, request.redirect_uri, request.code_challenge,
+            request.scopes, request.resource, now() + interval '1 minute');
+  return query select 'ok'::text, request.redirect_uri, new_code, request.state;
+end;
+$function$;
+comment on function private.oauth_request_approve(text,text,boolean,text) is 'The consent form, after the MCP process compared the password with the hash of private.password_attempt_start (door oauth_consent): finishes the attempt (the login''s throttling) and turns the pending request into a single-use code. status ok (redirect_uri, code, state), invalid (counted; the request allows 5), expired (the attempt) or request_expired.';
+
+CREATE OR REPLACE FUNCTION private.oauth_request_begin(client_id text, redirect_uri text, code_challenge text, state text, scopes text[], resource text)
+ RETURNS text
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog'
+AS $function$
+declare
+  token text := identity.new_token();
+begin
+  delete from identity.oauth_requests r where r.expires_at < now();
+  insert into identity.oauth_requests (request_hash, client_id, redirect_uri, code_challenge, state, scopes, resource, expires_at)
+    values (identity.token_hash(token), client_id, redirect_uri, code_challenge, state, scopes, resource,
+            now() + interval '10 minutes');
+  return token;
+end;
+$function$;
+comment on function private.oauth_request_begin(text,text,text,text,text[],text) is 'Keeps a validated authorization request until the user consents; returns the request''s secret id (for the consent form).';
+
+CREATE OR REPLACE FUNCTION private.oauth_request_deny(request_token text)
+ RETURNS TABLE(redirect_uri text, state text)
+ LANGUAGE sql
+ SET search_path TO 'pg_catalog'
+AS $function$
+    delete from identity.oauth_requests r
+     where r.request_hash = identity.token_hash(request_token) and r.expires_at > now()
+    returning r.redirect_uri, r.state
+  $function$;
+comment on function private.oauth_request_deny(text) is 'The user declined: forgets the request and returns where to send the error.';
+
+CREATE OR REPLACE FUNCTION private.oauth_request_get(request_token text)
+ RETURNS TABLE(client_id text, client_name text, client_uri text, redirect_uri text, scopes text[], state text)
+ LANGUAGE sql
+ STABLE
+ SET search_path TO 'pg_catalog'
+AS $function$
+    select r.client_id, c.metadata->>'client_name', c.metadata->>'client_uri', r.redirect_uri, r.scopes, r.state
+      from identity.oauth_requests r
+      join identity.oauth_clients c on c.client_id = r.client_id
+     where r.request_hash = identity.token_hash(request_token) and r.expires_at > now()
+  $function$;
+comment on function private.oauth_request_get(text) is 'A pending authorization request (for the consent page); no row when unknown or expired.';
+
+CREATE OR REPLACE FUNCTION private.oauth_token_authenticate(access_token text)
+ RETURNS TABLE(token_id uuid, user_id uuid, client_id text, scopes text[], resource text, expires_at timestamp with time zone)
+ LANGUAGE plpgsql
+ STABLE
+ SET search_path TO 'pg_catalog'
+AS $function$
+begin
+  return query
+    select t.id, t.user_id, t.client_id, t.scopes, t.resource, t.expires_at
+      from identity.oauth_tokens t
+     where t.token_hash = identity.token_hash(access_token) and t.kind = 'access'
+       and t.revoked_at is null and t.expires_at > now();
+  if not found then
+    raise exception 'invalid or expired access token' using errcode = 'PT401', hint = 'invalid_token';
+  end if;
+end;
+$function$;
+comment on function private.oauth_token_authenticate(text) is 'The owner, client and scopes of a live OAuth access token; PT401 invalid_token otherwise.';
+
+CREATE OR REPLACE FUNCTION private.oauth_token_refresh(client_id text, presented_token text, scopes text[], resource text, access_ttl integer)
+ RETURNS TABLE(access_token text, refresh_token text, expires_in integer, scope text)
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog'
+AS $function$
+-- `resource` is part of the OAuth provider's call; a refreshed token keeps the
+-- resource of its grant, so the argument is not used.
+-- @plpgsql_check_options: extra_warnings = false
+declare
+  old identity.oauth_tokens;
+begin
+  select t.* into old from identity.oauth_tokens t
+   where t.token_hash = identity.token_hash(presented_token) and t.kind = 'refresh'
+     and t.client_id = oauth_token_refresh.client_id
+   for update;
+  if old.id is null or old.expires_at <= now() then
+    perform private.oauth_invalid_grant('invalid refresh token');
+  end if;
+  if old.revoked_at is not null then
+    -- Reuse of a rotated token: revoke the family and answer no row (the revocation commits).
+    update identity.oauth_tokens t set revoked_at = now() where t.family_id = old.family_id and t.revoked_at is null;
+    return;
+  end if;
+  if scopes is not null and cardinality(scopes) > 0 and not scopes <@ old.scopes then
+    raise exception 'requested scopes exceed the original grant' using errcode = 'PT400', hint = 'invalid_scope';
+  end if;
+  update identity.oauth_tokens t set revoked_at = now() where t.id = old.id;
+  return query select * from private.oauth_issue_tokens(old.client_id, old.user_id, old.family_id,
+                                                        coalesce(nullif(scopes, '{}'), old.scopes), old.resource, access_ttl);
+end;
+$function$;
+comment on function private.oauth_token_refresh(text,text,text[],text,integer) is 'Rotates a refresh token. No row when a rotated one is presented again (the family is revoked); PT400 invalid_grant / invalid_scope.';
+
+CREATE OR REPLACE FUNCTION private.oauth_token_revoke(client_id text, token text)
+ RETURNS void
+ LANGUAGE sql
+ SET search_path TO 'pg_catalog'
+AS $function$
+    update identity.oauth_tokens t set revoked_at = now()
+     where t.revoked_at is null
+       and t.family_id in (select r.family_id from identity.oauth_tokens r
+                            where r.token_hash = identity.token_hash(token) and r.client_id = oauth_token_revoke.client_id)
+  $function$;
+comment on function private.oauth_token_revoke(text,text) is 'Revokes the token''s whole family (RFC 7009); unknown tokens are ignored.';
+
+CREATE OR REPLACE FUNCTION private.redact_secrets(value jsonb)
+ RETURNS jsonb
+ LANGUAGE plpgsql
+ IMMUTABLE
+ SET search_path TO 'pg_catalog'
+AS $function$
+begin
+  if value is null then
+    return null;
+  end if;
+  case jsonb_typeof(value)
+    when 'object' then
+      return coalesce((
+        select jsonb_object_agg(e.key,
+                 case when e.key ~* '(pass(word)?|secret|token|credential|api[_-]?key|authori[sz]ation|cookie)'
+                      then '"[redacted]"'::jsonb
+                      else private.redact_secrets(e.value) end)
+          from jsonb_each(value) e), '{}'::jsonb);
+    when 'array' then
+      return coalesce((select jsonb_agg(private.redact_secrets(e.value) order by e.ordinality)
+                         from jsonb_array_elements(value) with ordinality e), '[]'::jsonb);
+    else
+      return value;
+  end case;
+end;
+$function$;
+comment on function private.redact_secrets(jsonb) is 'The JSON value with every value under a secret-looking key (password, token, secret, ...) replaced by "[redacted]".';
+
+CREATE OR REPLACE FUNCTION private.stored_records_prune(keep interval DEFAULT '30 days'::interval, batch integer DEFAULT 10000)
+ RETURNS integer
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog'
+AS $function$
+declare
+  tests integer;
+  calls integer;
+begin
+  delete from app.api_test_results r
+   where r.id in (select o.id from app.api_test_results o
+                   where o.executed_at < now() - stored_records_prune.keep
+                   limit stored_records_prune.batch);
+  get diagnostics tests = row_count;
+  delete from app.mcp_tool_calls c
+   where c.id in (select o.id from app.mcp_tool_calls o
+                   where o.called_at < now() - stored_records_prune.keep
+                   limit stored_records_prune.batch);
+  get diagnostics calls = row_count;
+  return tests + calls;
+end;
+$function$;
+comment on function private.stored_records_prune(interval,integer) is 'Deletes live test results and MCP tool-call records older than `keep` (30 days), at most `batch` rows of each table per call; returns how many. The MCP process calls it every minute.';
+
+-- -----------------------------------------------------------------------------
+-- Tables: comments, row-level security, policies, grants, triggers
+-- -----------------------------------------------------------------------------
+
+-- app.agent_members
+comment on table app.agent_members is 'Members created through the agent interface: which agent (user) created them, and the attributes it merged.';
+alter table app.agent_members enable row level security;
+drop policy if exists "Agents see the members they created" on app.agent_members;
+create policy "Agents see the members they created" on app.agent_members
+  as permissive for select to authenticated
+  using ((agent_id = ( SELECT auth.uid() AS uid)));
+grant select on table app.agent_members to authenticated;
+drop trigger if exists _100_set_updated_at on app.agent_members;
+CREATE TRIGGER _100_set_updated_at BEFORE UPDATE ON app.agent_members FOR EACH ROW EXECUTE FUNCTION private.tg__set_updated_at();
+
+-- app.mcp_tool_calls
+comment on table app.mcp_tool_calls is 'Every MCP tool call: who (user and credential), which tool, arguments (secrets redacted), outcome (ok or the error code), duration.';
+comment on column app.mcp_tool_calls.client_id is 'The OAuth client (for OAuth access tokens).';
+alter table app.mcp_tool_calls enable row level security;
+drop policy if exists "Users read their own agent's tool calls" on app.mcp_tool_calls;
+create policy "Users read their own agent's tool calls" on app.mcp_tool_calls
+  as permissive for select to authenticated
+  using ((user_id = ( SELECT auth.uid() AS uid)));
+grant select on table app.mcp_tool_calls to authenticated;
+
+-- private.agent_tool_limits
+comment on table private.agent_tool_limits is 'How many successful calls of a write tool one agent may make per hour (docs/agents.md). Tools not listed are unlimited.';
+
+-- private.agent_tool_usage
+comment on table private.agent_tool_usage is 'One row per counted tool call of the last hour (older rows are pruned as calls arrive).';
+
+-- private.mcp_request_counts
+comment on table private.mcp_request_counts is 'Requests to /mcp (and the OAuth endpoints) per client IP per minute.';
+
+-- private.mcp_sessions
+comment on table private.mcp_sessions is 'MCP sessions (Mcp-Session-Id), shared by every MCP process.';
+
+-- identity.oauth_clients
+comment on table identity.oauth_clients is 'OAuth clients registered dynamically (RFC 7591). metadata holds what the client registered, never the secret.';
+alter table identity.oauth_clients enable row level security;
+
+-- identity.oauth_codes
+comment on table identity.oauth_codes is 'Authorization codes (hashed), single-use.';
+alter table identity.oauth_codes enable row level security;
+
+-- identity.oauth_requests
+comment on table identity.oauth_requests is 'Authorization requests waiting for the user to sign in and consent.';
+alter table identity.oauth_requests enable row level security;
+
+-- identity.oauth_tokens
+comment on table identity.oauth_tokens is 'OAuth access and refresh tokens (hashed). One family per authorization; rotation keeps the family.';
+alter table identity.oauth_tokens enable row level security;

@@ -1,0 +1,721 @@
+-- =============================================================================
+-- Accounts and sign-in: passwords, attempts, sessions, refresh tokens, throttling
+-- =============================================================================
+-- Accounts and signing in. Passwords are hashed and compared by the gateway
+-- and the MCP process (bcrypt, off the database's CPU); every rule around them
+-- is here:
+--
+--   sign in = private.password_attempt_start (one transaction): throttling
+--             is checked first; it hands out the account's hash, or a dummy
+--             hash at the same cost for an unknown e-mail or an account
+--             without a password, with a single-use attempt valid 60 s
+--           + the process compares the password
+--           + private.auth_login_finish (or private.oauth_request_approve),
+--             through private.password_attempt_finish: the outcome is counted
+--             and a success becomes a session (or an OAuth code)
+--
+-- Failures are counted per e-mail and client, per e-mail across clients and per
+-- client address (private.auth_failures); attempts still being checked count
+-- too. Refresh tokens are random, stored as SHA-256, rotated on every use; a
+-- rotated token presented again ends its whole session. Logout ends a session
+-- and with it every access token of it (private.check_session, checked in each
+-- request's transaction), streams included (NOTIFY session_ended).
+-- private.end_credentials ends everything of an account at once (a password
+-- reset). identity.hash_password (pgcrypto) stays for operators in psql; both
+-- hash formats verify.
+--
+-- Code: gateway/routes/auth.ts, gateway/core/passwords.ts
+-- pgTAP: supabase/tests/auth.test.sql
+--
+-- Its tables (created and altered by the migrations; their comments, row-level
+-- security, policies, grants and triggers are below):
+--   identity.users, identity.refresh_tokens, private.auth_failures,
+--   private.password_attempts
+--
+-- Its types (made by the migrations):
+--   api.auth_refresh_result, api.auth_session, api.auth_user
+--
+-- The current definition of every function, view, policy, trigger, grant and
+-- comment of this area. To change a rule: edit it here, then
+-- `npm run db -- areas --diff` writes its migration (docs/dba.md, "Changing a
+-- rule"). CI (`npm run db -- areas --check`) fails while this file and the
+-- migrated database disagree. `npm run db -- areas --write` renders all below
+-- `-- Code:` again from a freshly migrated database.
+-- =============================================================================
+
+-- -----------------------------------------------------------------------------
+-- Functions of api: what the gateway and the MCP server call, as the request's
+-- role
+-- -----------------------------------------------------------------------------
+
+CREATE OR REPLACE FUNCTION api.auth_logout(refresh_token text)
+ RETURNS boolean
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog'
+AS $function$
+declare
+  family uuid;
+begin
+  select t.session_id into family
+    from identity.refresh_tokens t
+    where t.token_hash = identity.token_hash(auth_logout.refresh_token);
+  if family is null then
+    raise exception 'invalid refresh token' using errcode = 'PT401', hint = 'invalid_refresh_token';
+  end if;
+  update identity.refresh_tokens t
+    set revoked_at = now(), revoked_reason = 'logout'
+    where t.session_id = family and t.revoked_at is null;
+  return true;
+end;
+$function$;
+comment on function api.auth_logout(text) is 'POST /api/auth/logout: ends the session of the refresh token (revokes its family). PT401 for an unknown token.';
+grant execute on function api.auth_logout(text) to anon, authenticated;
+
+CREATE OR REPLACE FUNCTION api.auth_refresh(refresh_token text)
+ RETURNS SETOF api.auth_refresh_result
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog'
+AS $function$
+declare
+  presented identity.refresh_tokens;
+  next_token text := identity.new_token();
+begin
+  select * into presented
+    from identity.refresh_tokens t
+    where t.token_hash = identity.token_hash(auth_refresh.refresh_token)
+    for update;
+
+  if presented.id is null then
+    return query select 'invalid'::text, null::uuid, null::text, null::text, null::uuid;
+    return;
+  end if;
+
+  if presented.revoked_at is not null then
+    if presented.revoked_reason = 'rotated' then
+      update identity.refresh_tokens t
+        set revoked_at = now(), revoked_reason = 'reused'
+        where t.session_id = presented.session_id and t.revoked_at is null;
+      return query select 'reused'::text, null::uuid, null::text, null::text, null::uuid;
+    else
+      return query select 'revoked'::text, null::uuid, null::text, null::text, null::uuid;
+    end if;
+    return;
+  end if;
+
+  if presented.expires_at <= now() then
+    return query select 'expired'::text, null::uuid, null::text, null::text, null::uuid;
+    return;
+  end if;
+
+  update identity.refresh_tokens t
+    set revoked_at = now(), revoked_reason = 'rotated'
+    where t.id = presented.id;
+  insert into identity.refresh_tokens (token_hash, user_id, session_id, parent_id, expires_at)
+    values (identity.token_hash(next_token), presented.user_id, presented.session_id, presented.id,
+            now() + interval '30 days');
+
+  return query
+    select 'ok'::text, u.id, u.email, next_token, presented.session_id
+      from identity.users u where u.id = presented.user_id;
+end;
+$function$;
+comment on function api.auth_refresh(text) is 'POST /api/auth/refresh: rotates a refresh token. Status ok, invalid, expired, revoked, or reused (the family is then revoked).';
+grant execute on function api.auth_refresh(text) to anon, authenticated;
+
+CREATE OR REPLACE FUNCTION api.auth_refresh_throttled(refresh_token text, client_ip text, max_failures_per_ip integer, window_seconds integer)
+ RETURNS TABLE(status text, retry_after integer, user_id uuid, email text, new_refresh_token text, session_id uuid)
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog'
+AS $function$
+declare
+  wait integer := case when client_ip is null then 0
+                       else private.auth_throttle_wait('refresh', client_ip, max_failures_per_ip, window_seconds) end;
+  result api.auth_refresh_result;
+begin
+  if wait > 0 then
+    return query select 'throttled'::text, wait, null::uuid, null::text, null::text, null::uuid;
+    return;
+  end if;
+  select * into strict result from api.auth_refresh(auth_refresh_throttled.refresh_token);
+  if result.status <> 'ok' and client_ip is not null then
+    perform private.auth_throttle_record('refresh', client_ip);
+  end if;
+  return query select result.status, 0, result.user_id, result.email, result.refresh_token, result.session_id;
+end;
+$function$;
+comment on function api.auth_refresh_throttled(text,text,integer,integer) is 'POST /api/auth/refresh with throttling: api.auth_refresh, but a client IP with too many failed refreshes gets status throttled (retry_after seconds).';
+grant execute on function api.auth_refresh_throttled(text,text,integer,integer) to anon, authenticated;
+
+CREATE OR REPLACE FUNCTION api.auth_register(email text, password_hash text, name text DEFAULT NULL::text)
+ RETURNS SETOF api.auth_user
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog'
+AS $function$
+declare
+  new_user uuid;
+begin
+  if auth_register.password_hash is null then
+    raise exception 'password_hash must be a bcrypt hash of cost 10 or more' using errcode = 'PT400', hint = 'invalid_password_hash';
+  end if;
+  new_user := private.create_account_with_hash(auth_register.email, auth_register.password_hash, auth_register.name);
+  return query select u.id, u.email from identity.users u where u.id = new_user;
+end;
+$function$;
+comment on function api.auth_register(text,text,text) is 'POST /api/auth/register and /signup: creates user, profile and node with the bcrypt hash the gateway made of the password (name optional; without one it is derived and private). PT409 (hint email_taken) for a duplicate e-mail; PT400 invalid_password_hash.';
+grant execute on function api.auth_register(text,text,text) to anon, authenticated;
+
+CREATE OR REPLACE FUNCTION api.auth_verify()
+ RETURNS SETOF api.auth_user
+ LANGUAGE plpgsql
+ STABLE
+ SET search_path TO 'pg_catalog'
+AS $function$
+begin
+  return query select u.id, u.email from identity.users u where u.id = auth.uid();
+  if not found then
+    raise exception 'token does not belong to an existing user' using errcode = 'PT401', hint = 'invalid_token';
+  end if;
+end;
+$function$;
+comment on function api.auth_verify() is 'POST /api/auth/verify: the user of the current (already signature-checked) token, PT401 if it no longer exists.';
+grant execute on function api.auth_verify() to authenticated;
+
+CREATE OR REPLACE FUNCTION api.auth_verify_failed(client_ip text)
+ RETURNS void
+ LANGUAGE sql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog'
+AS $function$
+  select private.auth_throttle_record('verify', client_ip);
+$function$;
+comment on function api.auth_verify_failed(text) is 'POST /api/auth/verify: counts an invalid token against the client IP.';
+grant execute on function api.auth_verify_failed(text) to anon, authenticated;
+
+CREATE OR REPLACE FUNCTION api.auth_verify_wait(client_ip text, max_failures_per_ip integer, window_seconds integer)
+ RETURNS integer
+ LANGUAGE sql
+ STABLE SECURITY DEFINER
+ SET search_path TO 'pg_catalog'
+AS $function$
+  select private.auth_throttle_wait('verify', client_ip, max_failures_per_ip, window_seconds);
+$function$;
+comment on function api.auth_verify_wait(text,integer,integer) is 'POST /api/auth/verify: seconds the client IP must wait after too many invalid tokens (0: go ahead).';
+grant execute on function api.auth_verify_wait(text,integer,integer) to anon, authenticated;
+
+-- -----------------------------------------------------------------------------
+-- Functions of identity: credential helpers
+-- -----------------------------------------------------------------------------
+
+CREATE OR REPLACE FUNCTION identity.hash_password(password text)
+ RETURNS text
+ LANGUAGE sql
+ STRICT
+ SET search_path TO 'pg_catalog'
+AS $function$
+    select extensions.crypt(
+      encode(extensions.digest(password, 'sha256'), 'base64'),
+      extensions.gen_salt('bf', 10)
+    )
+  $function$;
+comment on function identity.hash_password(text) is 'bcrypt (cost 10) of the SHA-256 of the password.';
+
+CREATE OR REPLACE FUNCTION identity.new_token()
+ RETURNS text
+ LANGUAGE sql
+AS $function$
+    select pg_catalog.rtrim(pg_catalog.translate(pg_catalog.encode(extensions.gen_random_bytes(32), 'base64'), '+/', '-_'), '=')
+  $function$;
+
+CREATE OR REPLACE FUNCTION identity.token_hash(token text)
+ RETURNS bytea
+ LANGUAGE sql
+ IMMUTABLE STRICT
+AS $function$
+    select extensions.digest(token, 'sha256')
+  $function$;
+
+-- -----------------------------------------------------------------------------
+-- Functions of private: internal helpers and trigger functions (request roles
+-- run only those granted here)
+-- -----------------------------------------------------------------------------
+
+CREATE OR REPLACE FUNCTION private.auth_failures_prune(batch integer DEFAULT 10000)
+ RETURNS integer
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog'
+AS $function$
+declare
+  gone integer;
+begin
+  -- LOGIN_FAILURE_WINDOW_SECONDS is at most a day: older failures count nowhere.
+  delete from private.auth_failures f
+   where f.ctid = any (array(select a.ctid from private.auth_failures a
+                              where a.failed_at < now() - interval '1 day'
+                              limit auth_failures_prune.batch));
+  get diagnostics gone = row_count;
+  return gone;
+end;
+$function$;
+comment on function private.auth_failures_prune(integer) is 'Deletes failed sign-in counts older than any throttling window (a day), at most `batch` a call; returns how many. The worker runs it every 10 minutes.';
+
+CREATE OR REPLACE FUNCTION private.auth_login_finish(attempt text, matched boolean, new_hash text)
+ RETURNS TABLE(status text, user_id uuid, user_email text, refresh_token text, session_id uuid)
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog'
+AS $function$
+declare
+  checked record;
+begin
+  select * into strict checked from private.password_attempt_finish('login', attempt, matched, new_hash);
+  if checked.status <> 'ok' then
+    -- Not raised: a failure must be counted, so this transaction commits.
+    return query select checked.status, null::uuid, null::text, null::text, null::uuid;
+    return;
+  end if;
+  return query
+    select 'ok'::text, u.id, u.email, s.refresh_token, s.session_id
+      from identity.users u
+     cross join lateral private.start_session(u.id) s
+     where u.id = checked.user_id;
+end;
+$function$;
+comment on function private.auth_login_finish(text,boolean,text) is 'POST /api/auth/login, after the gateway compared the password with the hash of private.password_attempt_start: status ok (a session: refresh_token, session_id), invalid (counted) or expired.';
+
+CREATE OR REPLACE FUNCTION private.auth_throttle_record(scope text, key text)
+ RETURNS void
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog'
+AS $function$
+begin
+  -- Old failures are deleted by private.auth_failures_prune (the worker's crontab).
+  insert into private.auth_failures (scope, key) values (auth_throttle_record.scope, auth_throttle_record.key);
+end;
+$function$;
+comment on function private.auth_throttle_record(text,text) is 'Counts one failure of `scope` for `key`.';
+
+CREATE OR REPLACE FUNCTION private.auth_throttle_wait(scope text, key text, max_failures integer, window_seconds integer)
+ RETURNS integer
+ LANGUAGE plpgsql
+ STABLE SECURITY DEFINER
+ SET search_path TO 'pg_catalog'
+AS $function$
+declare
+  failures bigint;
+  oldest timestamptz;
+begin
+  select count(*), min(f.failed_at) into failures, oldest
+    from private.auth_failures f
+   where f.scope = auth_throttle_wait.scope
+     and f.key = auth_throttle_wait.key
+     and f.failed_at > now() - make_interval(secs => window_seconds);
+  if failures < max_failures then
+    return 0;
+  end if;
+  return greatest(1, ceil(extract(epoch from oldest + make_interval(secs => window_seconds) - now())))::integer;
+end;
+$function$;
+comment on function private.auth_throttle_wait(text,text,integer,integer) is 'Seconds until `key` may try again (0: now): it has max_failures failures of `scope` within the window (1 when max_failures is 0 or less and there are none).';
+
+CREATE OR REPLACE FUNCTION private.check_session(session_id uuid)
+ RETURNS boolean
+ LANGUAGE plpgsql
+ STABLE SECURITY DEFINER
+ SET search_path TO 'pg_catalog'
+AS $function$
+begin
+  if private.session_ended(check_session.session_id) then
+    raise exception 'the session of this access token has ended' using errcode = 'PT401', hint = 'session_ended';
+  end if;
+  return true;
+end;
+$function$;
+comment on function private.check_session(uuid) is 'True unless the session (an access token''s session_id claim) was ended by logout or refresh-token reuse: then PT401 (hint session_ended). Null (no session): true.';
+grant execute on function private.check_session(uuid) to anon, authenticated, service_role;
+
+CREATE OR REPLACE FUNCTION private.create_account(email text, password text, name text DEFAULT NULL::text)
+ RETURNS uuid
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog'
+AS $function$
+begin
+  if create_account.password is not null and length(create_account.password) < 8 then
+    raise exception 'password must be at least 8 characters' using errcode = 'PT400', hint = 'weak_password';
+  end if;
+  return private.create_account_with_hash(
+    create_account.email,
+    case when create_account.password is not null then identity.hash_password(create_account.password) end,
+    create_account.name);
+end;
+$function$;
+comment on function private.create_account(text,text,text) is 'Creates a user with a clear password hashed here with pgcrypto (operators: admin.create_user), or none when null; otherwise as private.create_account_with_hash. PT400 weak_password under 8 characters.';
+
+CREATE OR REPLACE FUNCTION private.create_account_with_hash(email text, password_hash text, name text DEFAULT NULL::text)
+ RETURNS uuid
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog'
+AS $function$
+#variable_conflict use_column
+declare
+  normalised_email text := lower(btrim(create_account_with_hash.email));
+  chosen_name text := nullif(btrim(create_account_with_hash.name), '');
+  new_user_id uuid;
+  new_node_id uuid;
+begin
+  if normalised_email is null or normalised_email !~ '^[^@\s]+@[^@\s]+$' then
+    raise exception 'invalid email address' using errcode = 'PT400', hint = 'invalid_email';
+  end if;
+  if create_account_with_hash.password_hash is not null
+     and not private.password_hash_valid(create_account_with_hash.password_hash) then
+    raise exception 'password_hash must be a bcrypt hash of cost 10 or more' using errcode = 'PT400', hint = 'invalid_password_hash';
+  end if;
+  if chosen_name is not null and length(chosen_name) > 200 then
+    raise exception 'name must be at most 200 characters' using errcode = 'PT400', hint = 'invalid_name';
+  end if;
+
+  insert into identity.users (email, password_hash)
+    values (normalised_email, create_account_with_hash.password_hash)
+    on conflict (email) do nothing
+    returning id into new_user_id;
+  if new_user_id is null then
+    raise exception 'an account with this email already exists' using errcode = 'PT409', hint = 'email_taken';
+  end if;
+
+  insert into app.nodes (kind) values ('user') returning id into new_node_id;
+  insert into app.profiles (id, name, name_source, node_id)
+    values (new_user_id,
+            coalesce(chosen_name, split_part(normalised_email, '@', 1)),
+            case when chosen_name is null then 'email' else 'chosen' end,
+            new_node_id);
+  return new_user_id;
+end;
+$function$;
+comment on function private.create_account_with_hash(text,text,text) is 'Creates a user (a bcrypt hash made by the process, or no password when null), their node and profile. Without a name the name is derived from the e-mail (name_source email, private). PT400 invalid_email / invalid_password_hash / invalid_name; PT409 when the e-mail is taken.';
+
+CREATE OR REPLACE FUNCTION private.end_credentials(user_id uuid)
+ RETURNS void
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog'
+AS $function$
+begin
+  -- Sessions (refresh tokens; their access tokens fail with session_ended, their streams close).
+  update identity.refresh_tokens r set revoked_at = now(), revoked_reason = 'logout'
+   where r.user_id = end_credentials.user_id and r.revoked_at is null;
+  -- API tokens (deactivated: listed with active false; their streams close).
+  update app.api_tokens t set active = false
+   where t.user_id = end_credentials.user_id and t.active;
+  -- OAuth grants: access and refresh tokens, and codes not exchanged yet.
+  update identity.oauth_tokens o set revoked_at = now()
+   where o.user_id = end_credentials.user_id and o.revoked_at is null;
+  delete from identity.oauth_codes c
+   where c.user_id = end_credentials.user_id and c.used_at is null;
+  -- MCP sessions.
+  update private.mcp_sessions s set ended_at = now()
+   where s.user_id = end_credentials.user_id and s.ended_at is null;
+  -- The personal calendar feed URL.
+  delete from app.calendar_feeds f where f.user_id = end_credentials.user_id;
+end;
+$function$;
+comment on function private.end_credentials(uuid) is 'Ends every credential of a user: sessions, API tokens, OAuth tokens and pending codes, MCP sessions, the calendar feed URL (a password set through a set-password link calls it; a re-hash at sign-in does not).';
+
+CREATE OR REPLACE FUNCTION private.password_attempt_finish(door text, attempt text, matched boolean, new_hash text)
+ RETURNS TABLE(status text, user_id uuid)
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog'
+AS $function$
+declare
+  a private.password_attempts;
+  client_key text;
+  account identity.users;
+begin
+  delete from private.password_attempts p
+   where p.attempt_hash = identity.token_hash(password_attempt_finish.attempt) and p.door = password_attempt_finish.door
+  returning p.* into a;
+  if a.attempt_hash is null then
+    return query select 'expired'::text, null::uuid;
+    return;
+  end if;
+  client_key := a.email_key || ' ' || coalesce(a.client_ip, 'unknown');
+  if matched then
+    -- The account still has the hash that was checked (a password set in
+    -- between makes this attempt fail).
+    select u.* into account from identity.users u
+     where u.id = a.user_id and extensions.digest(u.password_hash, 'sha256') = a.hash_digest
+     for update;
+  end if;
+  if account.id is null then
+    perform private.auth_throttle_record('email_client', client_key);
+    perform private.auth_throttle_record('email', a.email_key);
+    if a.client_ip is not null then
+      perform private.auth_throttle_record('ip', a.client_ip);
+    end if;
+    return query select 'invalid'::text, null::uuid;
+    return;
+  end if;
+  if a.expires_at <= now() then
+    return query select 'expired'::text, null::uuid;
+    return;
+  end if;
+
+  delete from private.auth_failures f where f.scope = 'email_client' and f.key = client_key;
+  if new_hash is not null and private.password_hash_valid(new_hash)
+     and private.password_hash_cost(new_hash) > private.password_hash_cost(account.password_hash) then
+    update identity.users u set password_hash = new_hash where u.id = account.id;
+  end if;
+  return query select 'ok'::text, account.id;
+end;
+$function$;
+comment on function private.password_attempt_finish(text,text,boolean,text) is 'Second half of a sign-in: consumes the attempt and records whether the process found the password right. status ok (user_id; the failures of that e-mail from that client are cleared; new_hash, a bcrypt hash of a higher cost, replaces the stored one), invalid (counted per e-mail and client, per e-mail and per client address; also when the account''s password changed since the start) or expired (the attempt is unknown, used, or older than 60 seconds).';
+
+CREATE OR REPLACE FUNCTION private.password_attempt_start(door text, email text, client_ip text, bcrypt_cost integer, max_failures_per_email_client integer, max_failures_per_email integer, max_failures_per_ip integer, window_seconds integer)
+ RETURNS TABLE(status text, retry_after integer, attempt text, password_hash text, rehash boolean)
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog'
+AS $function$
+declare
+  email_key text := lower(btrim(coalesce(password_attempt_start.email, '')));
+  wait integer;
+  account_id uuid;
+  account_hash text;
+  new_attempt text := identity.new_token();
+begin
+  if door not in ('login', 'oauth_consent') then
+    raise exception 'unknown door %', door using errcode = 'PT400', hint = 'invalid_door';
+  end if;
+  -- Attempts for one e-mail take turns, so a burst cannot slip past the count.
+  perform pg_advisory_xact_lock(hashtextextended('auth_failures:email:' || email_key, 0));
+  wait := private.sign_in_wait(email_key, client_ip, max_failures_per_email_client, max_failures_per_email,
+                               max_failures_per_ip, window_seconds);
+  if wait > 0 then
+    return query select 'throttled'::text, wait, null::text, null::text, false;
+    return;
+  end if;
+
+  select u.id, u.password_hash into account_id, account_hash
+    from identity.users u where u.email = email_key and u.password_hash is not null;
+  insert into private.password_attempts (attempt_hash, door, email_key, client_ip, user_id, hash_digest, expires_at)
+    values (identity.token_hash(new_attempt), door, email_key, client_ip, account_id,
+            extensions.digest(account_hash, 'sha256'), now() + interval '60 seconds');
+  -- Now and then, forget attempts no process finished (a process that stopped).
+  if random() < 0.01 then
+    delete from private.password_attempts a where a.expires_at < now() - interval '1 hour';
+  end if;
+  return query
+    select 'check'::text, 0, new_attempt,
+           coalesce(account_hash, private.password_dummy_hash(bcrypt_cost)),
+           coalesce(private.password_hash_cost(account_hash) < bcrypt_cost, false);
+end;
+$function$;
+comment on function private.password_attempt_start(text,text,text,integer,integer,integer,integer,integer) is 'First half of a sign-in (door login or oauth_consent), run by the processes'' own role: status throttled (retry_after seconds; nothing to check) or check: the hash to compare the password with (the account''s, or a dummy at bcrypt_cost for an unknown e-mail), whether to re-hash it (its cost is below bcrypt_cost), and the single-use attempt to finish with.';
+
+CREATE OR REPLACE FUNCTION private.password_dummy_hash(bcrypt_cost integer)
+ RETURNS text
+ LANGUAGE sql
+ IMMUTABLE
+AS $function$
+    select '$2a$' OPERATOR(pg_catalog.||) pg_catalog.lpad(greatest(10, least(31, bcrypt_cost))::pg_catalog.text, 2, '0')
+           OPERATOR(pg_catalog.||) '$' OPERATOR(pg_catalog.||) 'CwTycUXWue0Thq9StjUM0uJ8.ly9B7Ys2t6MfmbsV8RnQEh8EPLAa'
+  $function$;
+comment on function private.password_dummy_hash(integer) is 'The fixed bcrypt hash an unknown e-mail (or an account without a password) is compared against, at the given cost (10 to 31).';
+
+CREATE OR REPLACE FUNCTION private.password_hash_cost(password_hash text)
+ RETURNS integer
+ LANGUAGE sql
+ IMMUTABLE
+AS $function$
+    select (pg_catalog.regexp_match(password_hash, '^\$2[abxy]\$(\d\d)\$'))[1]::pg_catalog.int4
+  $function$;
+comment on function private.password_hash_cost(text) is 'The cost of a bcrypt hash; null when it is not one.';
+
+CREATE OR REPLACE FUNCTION private.password_hash_valid(password_hash text)
+ RETURNS boolean
+ LANGUAGE sql
+ IMMUTABLE
+AS $function$
+    select coalesce(password_hash OPERATOR(pg_catalog.~) '^\$2[aby]\$(1[0-9]|2[0-9]|3[01])\$[./A-Za-z0-9]{53}$', false)
+  $function$;
+comment on function private.password_hash_valid(text) is 'True for a bcrypt hash ($2a$/$2b$/$2y$) of cost 10 to 31: what account creation and set-password accept.';
+
+CREATE OR REPLACE FUNCTION private.session_ended(session_id uuid)
+ RETURNS boolean
+ LANGUAGE plpgsql
+ STABLE SECURITY DEFINER
+ SET search_path TO 'pg_catalog'
+AS $function$
+begin
+  return session_ended.session_id is not null and (
+    exists (
+      select from identity.refresh_tokens t
+       where t.session_id = session_ended.session_id
+         and t.revoked_reason in ('logout', 'reused'))
+    or exists (
+      select from app.api_tokens k
+       where k.id = session_ended.session_id
+         and (not k.active or k.expires_at <= now())));
+end;
+$function$;
+comment on function private.session_ended(uuid) is 'Whether a credential has ended: a session (an access token''s session_id claim) ended by logout or refresh-token reuse, or an API token (its id) deactivated or expired. Null: false. PL/pgSQL so that its plans are kept (a SQL function is planned on every call before PostgreSQL 18).';
+
+CREATE OR REPLACE FUNCTION private.sessions_ended(session_ids uuid[])
+ RETURNS SETOF uuid
+ LANGUAGE sql
+ STABLE SECURITY DEFINER
+ SET search_path TO 'pg_catalog'
+AS $function$
+    select distinct t.session_id
+      from identity.refresh_tokens t
+     where t.session_id = any (sessions_ended.session_ids)
+       and t.revoked_reason in ('logout', 'reused')
+    union
+    select k.id
+      from app.api_tokens k
+     where k.id = any (sessions_ended.session_ids)
+       and (not k.active or k.expires_at <= now())
+  $function$;
+comment on function private.sessions_ended(uuid[]) is 'The credentials among session_ids that have ended: sessions ended by logout or refresh-token reuse, API tokens deactivated or expired.';
+
+CREATE OR REPLACE FUNCTION private.sessions_prune(batch integer DEFAULT 1000)
+ RETURNS integer
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog'
+AS $function$
+declare
+  gone integer;
+begin
+  -- A session (a refresh-token family) with no usable token left (every token
+  -- rotated, revoked or expired) whose newest token is more than two days old:
+  -- its access tokens (at most ACCESS_TOKEN_TTL, a day at most, after the
+  -- newest refresh) have all expired, so nothing asks private.session_ended
+  -- about it any more.
+  with ended as (
+    select t.session_id
+      from identity.refresh_tokens t
+     group by t.session_id
+    having bool_and(t.revoked_at is not null or t.expires_at <= now())
+       and max(t.created_at) < now() - interval '2 days'
+     limit sessions_prune.batch)
+  delete from identity.refresh_tokens t using ended e where t.session_id = e.session_id;
+  get diagnostics gone = row_count;
+  return gone;
+end;
+$function$;
+comment on function private.sessions_prune(integer) is 'Deletes the refresh tokens of ended sessions (no usable token, newest older than two days), at most `batch` sessions a call; returns how many tokens. The worker runs it hourly.';
+
+CREATE OR REPLACE FUNCTION private.sign_in_wait(email_key text, client_ip text, max_failures_per_email_client integer, max_failures_per_email integer, max_failures_per_ip integer, window_seconds integer)
+ RETURNS integer
+ LANGUAGE plpgsql
+ STABLE
+ SET search_path TO 'pg_catalog'
+AS $function$
+declare
+  open_email integer;
+  open_email_client integer;
+  open_ip integer := 0;
+begin
+  select count(*), count(*) filter (where a.client_ip is not distinct from sign_in_wait.client_ip)
+    into open_email, open_email_client
+    from private.password_attempts a
+   where a.email_key = sign_in_wait.email_key and a.expires_at > now();
+  if client_ip is not null then
+    select count(*) into open_ip from private.password_attempts a
+     where a.client_ip = sign_in_wait.client_ip and a.expires_at > now();
+  end if;
+  return greatest(
+    private.auth_throttle_wait('email_client', email_key || ' ' || coalesce(client_ip, 'unknown'),
+                               max_failures_per_email_client - open_email_client, window_seconds),
+    private.auth_throttle_wait('email', email_key, max_failures_per_email - open_email, window_seconds),
+    case when client_ip is null then 0
+         else private.auth_throttle_wait('ip', client_ip, max_failures_per_ip - open_ip, window_seconds) end);
+end;
+$function$;
+comment on function private.sign_in_wait(text,text,integer,integer,integer,integer) is 'Seconds until a sign-in for this e-mail from this client may be checked (0: now): failed sign-ins within the window and attempts still being checked, per e-mail and client, per e-mail and per client address, against their limits.';
+
+CREATE OR REPLACE FUNCTION private.start_session(user_id uuid)
+ RETURNS TABLE(refresh_token text, session_id uuid)
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog'
+AS $function$
+declare
+  token text := identity.new_token();
+  new_session uuid := gen_random_uuid();
+begin
+  insert into identity.refresh_tokens (token_hash, user_id, session_id, expires_at)
+    values (identity.token_hash(token), start_session.user_id, new_session, now() + interval '30 days');
+  return query select token, new_session;
+end;
+$function$;
+
+CREATE OR REPLACE FUNCTION private.tg_refresh_tokens__notify_session_ended()
+ RETURNS trigger
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog'
+AS $function$
+-- new_rows is the statement's transition table (see the trigger below).
+-- @plpgsql_check_options: newtable = new_rows
+begin
+  perform pg_notify('session_ended', s.session_id::text)
+     from (select distinct n.session_id from new_rows n where n.revoked_reason in ('logout', 'reused')) s;
+  return null;
+end;
+$function$;
+comment on function private.tg_refresh_tokens__notify_session_ended() is 'Trigger: NOTIFY session_ended with the id of every session a statement ended (logout or reuse).';
+
+CREATE OR REPLACE FUNCTION private.user_node_by_email(email text)
+ RETURNS uuid
+ LANGUAGE plpgsql
+ STABLE
+ SET search_path TO 'pg_catalog'
+AS $function$
+declare
+  found_user uuid;
+  found_node uuid;
+begin
+  select u.id, p.node_id into found_user, found_node
+    from identity.users u
+    left join app.profiles p on p.id = u.id
+    where u.email = lower(btrim(user_node_by_email.email));
+  if found_user is null then
+    raise exception 'no user with email %', email using errcode = 'P0002';
+  end if;
+  if found_node is null then
+    raise exception 'user % has no node', email using errcode = 'PT400', hint = 'user_has_no_node';
+  end if;
+  return found_node;
+end;
+$function$;
+
+-- -----------------------------------------------------------------------------
+-- Tables: comments, row-level security, policies, grants, triggers
+-- -----------------------------------------------------------------------------
+
+-- identity.users
+comment on table identity.users is 'Sign-in identities. password_hash is null for accounts that cannot sign in yet.';
+comment on column identity.users.email is 'Lower-case e-mail address; unique.';
+alter table identity.users enable row level security;
+drop policy if exists "Users can read their own identity" on identity.users;
+create policy "Users can read their own identity" on identity.users
+  as permissive for select to authenticated
+  using ((id = ( SELECT auth.uid() AS uid)));
+grant select (created_at, email, id, updated_at) on table identity.users to authenticated;
+drop trigger if exists _100_set_updated_at on identity.users;
+CREATE TRIGGER _100_set_updated_at BEFORE UPDATE ON identity.users FOR EACH ROW EXECUTE FUNCTION private.tg__set_updated_at();
+
+-- identity.refresh_tokens
+comment on table identity.refresh_tokens is 'Refresh tokens (hashed). All tokens descending from one login share session_id (the family).';
+alter table identity.refresh_tokens enable row level security;
+drop trigger if exists _900_notify_session_ended on identity.refresh_tokens;
+CREATE TRIGGER _900_notify_session_ended AFTER UPDATE ON identity.refresh_tokens REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION private.tg_refresh_tokens__notify_session_ended();
+
+-- private.auth_failures
+comment on table private.auth_failures is 'Failed sign-ins (per e-mail and client address, per e-mail, per client IP) and failed refresh/verify attempts (per client IP), for throttling.';
+
+-- private.password_attempts
+comment on table private.password_attempts is 'Sign-ins whose password is being checked by a process (private.password_attempt_start): single-use, 60 seconds; they count as failures in the throttling until their outcome is recorded.';
+alter table private.password_attempts enable row level security;

@@ -1,0 +1,763 @@
+-- =============================================================================
+-- Events, venues, check-ins and the public event pages
+-- =============================================================================
+-- The Event object (private.event_json: one function builds it for every
+-- endpoint), event status and the venue concurrency window, check-ins and the
+-- public pages (deep links, the web check-in form, the share preview).
+--
+--   effective end   end_time, or date + 2 hours
+--   status          upcoming before date, ongoing from date to the effective
+--                   end (inclusive), past after it
+--   venue window    date - 2h <= now <= effective end + 2h
+--
+-- Each takes the moment as a parameter (default now()), so the edges can be
+-- tested exactly. A check-in is to an event or a venue, at most one current per
+-- user and place (partial unique indexes); checking in twice answers the same
+-- check-in; the hat must be the user's own whatever inserts the row (a
+-- trigger). Row-level security: a user reads only their own check-ins and
+-- registrations; signed-in users read events, venues and nodes.
+--
+-- Code: gateway/routes/events.ts, gateway/routes/deeplinks.ts
+-- pgTAP: supabase/tests/events.test.sql
+--
+-- Its tables (created and altered by the migrations; their comments, row-level
+-- security, policies, grants and triggers are below):
+--   app.events, app.venues, app.checkins, app.event_attendees
+--
+-- Its types (made by the migrations):
+--   api.checkin_outcome, api.current_checkins, api.venue_checkin_outcome,
+--   api.venue_link
+--
+-- The current definition of every function, view, policy, trigger, grant and
+-- comment of this area. To change a rule: edit it here, then
+-- `npm run db -- areas --diff` writes its migration (docs/dba.md, "Changing a
+-- rule"). CI (`npm run db -- areas --check`) fails while this file and the
+-- migrated database disagree. `npm run db -- areas --write` renders all below
+-- `-- Code:` again from a freshly migrated database.
+-- =============================================================================
+
+-- -----------------------------------------------------------------------------
+-- Functions of api: what the gateway and the MCP server call, as the request's
+-- role
+-- -----------------------------------------------------------------------------
+
+CREATE OR REPLACE FUNCTION api.checkins_current()
+ RETURNS SETOF api.current_checkins
+ LANGUAGE plpgsql
+ STABLE
+ SET search_path TO 'pg_catalog'
+AS $function$
+begin
+  if app.my_node_id() is null then
+    raise exception 'user node not found' using errcode = 'PT422', hint = 'user_node_not_found';
+  end if;
+  return query
+    with open_checkins as (
+      select c.id, c.checked_in_at, c.hat_id, c.visibility, c.event_id, c.venue_node_id,
+             e.title as event_title, e.starts_at, e.ends_at, v.name as venue_name,
+             private.event_status(e.starts_at, e.ends_at, now()) as event_status
+        from app.checkins c
+        left join app.events e on e.id = c.event_id
+        left join app.venues v on v.node_id = c.venue_node_id
+       where c.user_id = auth.uid() and c.checked_out_at is null
+    )
+    select
+      coalesce(
+        (select jsonb_agg(
+                  case when cur.event_id is not null then jsonb_build_object(
+                    'type', 'event', 'event_id', cur.event_id, 'event_title', cur.event_title,
+                    'event_status', cur.event_status, 'checked_in_at', app.iso(cur.checked_in_at),
+                    'event_date', app.iso(cur.starts_at), 'event_end_time', app.iso(cur.ends_at),
+                    'hat_id', cur.hat_id, 'visibility', cur.visibility)
+                  else jsonb_build_object(
+                    'type', 'venue', 'venue_id', cur.venue_node_id, 'venue_name', cur.venue_name,
+                    'checked_in_at', app.iso(cur.checked_in_at),
+                    'hat_id', cur.hat_id, 'visibility', cur.visibility)
+                  end
+                  order by cur.checked_in_at desc, cur.id)
+           from open_checkins cur),
+        '[]'::jsonb),
+      (select jsonb_build_object('type', 'event', 'event_id', cur.event_id, 'event_title', cur.event_title,
+                                 'event_status', cur.event_status)
+         from open_checkins cur
+        where cur.event_id is not null and cur.event_status = 'ongoing'
+        order by cur.checked_in_at desc, cur.id
+        limit 1);
+end;
+$function$;
+comment on function api.checkins_current() is 'GET /api/mobile/checkins: the caller''s current check-ins, newest first, and the most recent ongoing event check-in. PT422 when the user has no node.';
+grant execute on function api.checkins_current() to authenticated;
+
+CREATE OR REPLACE FUNCTION api.event_checkin(event_id uuid, hat_id uuid DEFAULT NULL::uuid, location_id uuid DEFAULT NULL::uuid, visibility text DEFAULT NULL::text)
+ RETURNS SETOF api.checkin_outcome
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog'
+AS $function$
+declare
+  found_event app.events := private.find_event(event_checkin.event_id);
+begin
+  if found_event.id is null then
+    raise exception 'event not found' using errcode = 'PT404', hint = 'event_not_found';
+  end if;
+  return query select * from private.check_in(found_event.id, null, hat_id, location_id, visibility);
+end;
+$function$;
+comment on function api.event_checkin(uuid,uuid,uuid,text) is 'POST /api/mobile/events/{event_id}/checkin: checks the caller in (created) or returns the current check-in. PT404 unknown event, PT422 a hat not the caller''s.';
+grant execute on function api.event_checkin(uuid,uuid,uuid,text) to authenticated;
+
+CREATE OR REPLACE FUNCTION api.event_checkout(event_id uuid)
+ RETURNS jsonb
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog'
+AS $function$
+declare
+  found_event app.events := private.find_event(event_checkout.event_id);
+  checkin_row app.checkins;
+begin
+  if found_event.id is null then
+    raise exception 'event not found' using errcode = 'PT404', hint = 'event_not_found';
+  end if;
+  update app.checkins c
+     set checked_out_at = greatest(now(), c.checked_in_at)
+   where c.user_id = auth.uid() and c.event_id = found_event.id and c.checked_out_at is null
+  returning c.* into checkin_row;
+  if checkin_row.id is null then
+    raise exception 'you are not checked in to this event' using errcode = 'PT404', hint = 'not_checked_in';
+  end if;
+  return private.checkin_json(checkin_row);
+end;
+$function$;
+comment on function api.event_checkout(uuid) is 'DELETE /api/mobile/events/{event_id}/checkin: checks the caller out (the row stays). PT404 unknown event or not checked in.';
+grant execute on function api.event_checkout(uuid) to authenticated;
+
+CREATE OR REPLACE FUNCTION api.event_get(id uuid, public_url text)
+ RETURNS jsonb
+ LANGUAGE plpgsql
+ STABLE
+ SET search_path TO 'pg_catalog'
+AS $function$
+declare
+  found_event app.events := private.find_event(event_get.id);
+begin
+  if found_event.id is null then
+    raise exception 'event not found' using errcode = 'PT404', hint = 'event_not_found';
+  end if;
+  return private.event_json(found_event, public_url);
+end;
+$function$;
+comment on function api.event_get(uuid,text) is 'GET /api/mobile/events/{id}: one event (by id or node id) for any signed-in user. PT404 when unknown.';
+grant execute on function api.event_get(uuid,text) to authenticated;
+
+CREATE OR REPLACE FUNCTION api.event_page(shortlink text, public_url text)
+ RETURNS jsonb
+ LANGUAGE plpgsql
+ STABLE SECURITY DEFINER
+ SET search_path TO 'pg_catalog'
+AS $function$
+declare
+  found app.events;
+  community app.communities;
+  venue app.venues;
+begin
+  select e.* into found from app.events e
+   where e.shortlink = event_page.shortlink and private.community_events_public(e.community_id);
+  if found.id is null then
+    raise exception 'event not found' using errcode = 'PT404', hint = 'event_not_found';
+  end if;
+  select c.* into community from app.communities c where c.id = found.community_id;
+  select v.* into venue from app.venues v where v.node_id = found.venue_node_id;
+  return jsonb_build_object(
+    'event', private.event_json(found, public_url),
+    'end', app.iso(private.event_effective_end(found.starts_at, found.ends_at)),
+    'location', private.event_location_text(venue.name, venue.address, found.location),
+    'place', jsonb_strip_nulls(jsonb_build_object(
+               'name', coalesce(venue.name, found.location, community.name),
+               'address', coalesce(nullif(btrim(venue.address), ''), found.location))),
+    'organizer', jsonb_build_object('name', community.name),
+    'event_status', 'EventScheduled',
+    'attendance_mode', 'OfflineEventAttendanceMode');
+end;
+$function$;
+comment on function api.event_page(text,text) is 'GET /e/{shortlink} (no credential): {event: the Event, end: its effective end, location: "venue, address" or its location text, place: {name, address} for schema.org (the venue, else the location text, else the community''s name without address), organizer: {name: the community}, event_status, attendance_mode (schema.org values)}. PT404 event_not_found, also for an event of a draft community.';
+grant execute on function api.event_page(text,text) to anon, authenticated;
+
+CREATE OR REPLACE FUNCTION api.event_public(shortlink text, public_url text)
+ RETURNS jsonb
+ LANGUAGE plpgsql
+ STABLE SECURITY DEFINER
+ SET search_path TO 'pg_catalog'
+AS $function$
+declare
+  found_event app.events;
+begin
+  select e.* into found_event from app.events e
+   where e.shortlink = event_public.shortlink and private.community_events_public(e.community_id);
+  if found_event.id is null then
+    raise exception 'event not found' using errcode = 'PT404', hint = 'event_not_found';
+  end if;
+  return private.event_json(found_event, public_url);
+end;
+$function$;
+comment on function api.event_public(text,text) is 'The Event of a shortlink, without a credential. PT404 when unknown or of a draft community.';
+grant execute on function api.event_public(text,text) to anon, authenticated;
+
+CREATE OR REPLACE FUNCTION api.event_public_by_node(event_node_id uuid, public_url text)
+ RETURNS jsonb
+ LANGUAGE plpgsql
+ STABLE SECURITY DEFINER
+ SET search_path TO 'pg_catalog'
+AS $function$
+declare
+  found_event app.events;
+begin
+  select e.* into found_event from app.events e
+   where e.node_id = event_public_by_node.event_node_id and private.community_events_public(e.community_id);
+  if found_event.id is null then
+    raise exception 'event not found' using errcode = 'PT404', hint = 'event_not_found';
+  end if;
+  return private.event_json(found_event, public_url);
+end;
+$function$;
+comment on function api.event_public_by_node(uuid,text) is 'GET /checkin/event/{event_node_id} (web check-in form): the Event. PT404 when unknown or of a draft community.';
+grant execute on function api.event_public_by_node(uuid,text) to anon, authenticated;
+
+CREATE OR REPLACE FUNCTION api.events_upcoming(public_url text)
+ RETURNS SETOF jsonb
+ LANGUAGE sql
+ STABLE
+ SET search_path TO 'pg_catalog'
+AS $function$
+    select u.event::jsonb from json_array_elements(api.events_upcoming_page(events_upcoming.public_url)) with ordinality as u(event, n)
+     order by u.n
+  $function$;
+comment on function api.events_upcoming(text) is 'The events of api.events_upcoming_page as rows, soonest first.';
+grant execute on function api.events_upcoming(text) to authenticated;
+
+CREATE OR REPLACE FUNCTION api.events_upcoming_page(public_url text)
+ RETURNS json
+ LANGUAGE plpgsql
+ STABLE
+ SET search_path TO 'pg_catalog'
+AS $function$
+begin
+  return (
+    select coalesce(json_agg(private.event_object(u.event, u.community_node_id, u.manages, events_upcoming_page.public_url)
+                             order by (u.event).starts_at, (u.event).id), '[]'::json)
+      from private.my_upcoming_events() u);
+end;
+$function$;
+comment on function api.events_upcoming_page(text) is 'GET /api/mobile/events/upcoming: the JSON array of the events of the caller''s communities whose effective end is not past, soonest first, at most 100.';
+grant execute on function api.events_upcoming_page(text) to authenticated;
+
+CREATE OR REPLACE FUNCTION api.link_event_checkin(event_node_id uuid, user_agent text, app_scheme text)
+ RETURNS text
+ LANGUAGE plpgsql
+ STABLE SECURITY DEFINER
+ SET search_path TO 'pg_catalog'
+AS $function$
+declare
+  found_node uuid;
+begin
+  select e.node_id into found_node from app.events e
+   where e.node_id = link_event_checkin.event_node_id and private.community_events_public(e.community_id);
+  if found_node is null then
+    raise exception 'event not found' using errcode = 'PT404', hint = 'event_not_found';
+  end if;
+  return private.event_checkin_location(found_node, user_agent, app_scheme);
+end;
+$function$;
+comment on function api.link_event_checkin(uuid,text,text) is 'GET /l/checkin/event/{event_node_id}: the redirect target for this user agent. PT404 when unknown or of a draft community.';
+grant execute on function api.link_event_checkin(uuid,text,text) to anon, authenticated;
+
+CREATE OR REPLACE FUNCTION api.link_event_shortlink(shortlink text, user_agent text, app_scheme text)
+ RETURNS text
+ LANGUAGE plpgsql
+ STABLE SECURITY DEFINER
+ SET search_path TO 'pg_catalog'
+AS $function$
+declare
+  found_node uuid;
+begin
+  select e.node_id into found_node from app.events e
+   where e.shortlink = link_event_shortlink.shortlink and private.community_events_public(e.community_id);
+  if found_node is null then
+    raise exception 'event not found' using errcode = 'PT404', hint = 'event_not_found';
+  end if;
+  return private.event_checkin_location(found_node, user_agent, app_scheme);
+end;
+$function$;
+comment on function api.link_event_shortlink(text,text,text) is 'GET /l/event/{shortlink}: as the event check-in link. PT404 when unknown or of a draft community.';
+grant execute on function api.link_event_shortlink(text,text,text) to anon, authenticated;
+
+CREATE OR REPLACE FUNCTION api.link_venue_checkin(venue_node_id uuid)
+ RETURNS SETOF api.venue_link
+ LANGUAGE plpgsql
+ STABLE SECURITY DEFINER
+ SET search_path TO 'pg_catalog'
+AS $function$
+declare
+  found_name text;
+  event_count integer;
+  first_node uuid;
+  choices jsonb;
+begin
+  select v.name into found_name from app.venues v where v.node_id = link_venue_checkin.venue_node_id;
+  if found_name is null then
+    raise exception 'venue not found' using errcode = 'PT404', hint = 'venue_not_found';
+  end if;
+  select count(*), min(e.node_id::text)::uuid,
+         jsonb_agg(jsonb_build_object(
+           'node_id', e.node_id, 'title', e.title, 'date', app.iso(e.starts_at),
+           'end_time', app.iso(e.ends_at), 'location', e.location) order by e.starts_at, e.id)
+    into event_count, first_node, choices
+    from private.venue_concurrent_events(link_venue_checkin.venue_node_id) e
+   where private.community_events_public(e.community_id);
+  if event_count = 0 then
+    raise exception 'no event is taking place at this venue now' using errcode = 'PT404', hint = 'no_concurrent_event';
+  elsif event_count = 1 then
+    return query select '/l/checkin/event/' || first_node, found_name, choices;
+  else
+    return query select null::text, found_name, choices;
+  end if;
+end;
+$function$;
+comment on function api.link_venue_checkin(uuid) is 'GET /l/checkin/venue/{venue_node_id}: one concurrent event: its check-in link (location); several: the choices. Events of draft communities are left out. PT404 unknown venue or none.';
+grant execute on function api.link_venue_checkin(uuid) to anon, authenticated;
+
+CREATE OR REPLACE FUNCTION api.venue_checkin(venue_id uuid, hat_id uuid, visibility text DEFAULT NULL::text)
+ RETURNS SETOF api.venue_checkin_outcome
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog'
+AS $function$
+declare
+  event_count integer;
+  only_event uuid;
+  selection jsonb;
+begin
+  if not exists (select from app.venues v where v.node_id = venue_checkin.venue_id) then
+    raise exception 'venue not found' using errcode = 'PT404', hint = 'venue_not_found';
+  end if;
+  if hat_id is null or not private.hat_belongs_to(hat_id, auth.uid()) then
+    raise exception 'hat_id must be one of your hats' using errcode = 'PT422', hint = 'invalid_hat';
+  end if;
+
+  select count(*), min(e.id::text)::uuid,
+         coalesce(jsonb_agg(jsonb_build_object(
+           'id', e.id, 'node_id', e.node_id, 'title', e.title, 'description', e.description,
+           'date', app.iso(e.starts_at), 'end_time', app.iso(e.ends_at),
+           'image_path', e.image_path) order by e.starts_at, e.id), '[]'::jsonb)
+    into event_count, only_event, selection
+    from private.venue_concurrent_events(venue_checkin.venue_id) e;
+
+  if event_count = 0 then
+    return query select 'venue', o.created, o.checkin, null::jsonb
+      from private.check_in(null, venue_checkin.venue_id, hat_id, null, visibility) o;
+  elsif event_count = 1 then
+    return query select 'event', o.created, o.checkin, null::jsonb
+      from private.check_in(only_event, null, hat_id, null, visibility) o;
+  else
+    return query select 'event_selection', false, null::jsonb, selection;
+  end if;
+end;
+$function$;
+comment on function api.venue_checkin(uuid,uuid,text) is 'POST /api/mobile/venues/{venue_id}/checkin: no concurrent event: venue check-in; one: check-in to it; several: the list (type event_selection), nobody checked in.';
+grant execute on function api.venue_checkin(uuid,uuid,text) to authenticated;
+
+CREATE OR REPLACE FUNCTION api.venue_checkout(venue_id uuid)
+ RETURNS jsonb
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog'
+AS $function$
+declare
+  checkin_row app.checkins;
+begin
+  if not exists (select from app.venues v where v.node_id = venue_checkout.venue_id) then
+    raise exception 'venue not found' using errcode = 'PT404', hint = 'venue_not_found';
+  end if;
+  update app.checkins c
+     set checked_out_at = greatest(now(), c.checked_in_at)
+   where c.user_id = auth.uid() and c.venue_node_id = venue_checkout.venue_id and c.checked_out_at is null
+  returning c.* into checkin_row;
+  if checkin_row.id is null then
+    raise exception 'you are not checked in at this venue' using errcode = 'PT404', hint = 'not_checked_in';
+  end if;
+  return private.checkin_json(checkin_row);
+end;
+$function$;
+comment on function api.venue_checkout(uuid) is 'DELETE /api/mobile/venues/{venue_id}/checkin: ends the caller''s venue check-in. PT404 unknown venue or not checked in.';
+grant execute on function api.venue_checkout(uuid) to authenticated;
+
+-- -----------------------------------------------------------------------------
+-- Functions of private: internal helpers and trigger functions (request roles
+-- run only those granted here)
+-- -----------------------------------------------------------------------------
+
+CREATE OR REPLACE FUNCTION private.check_in(event_id uuid, venue_node_id uuid, hat_id uuid, location_id uuid, visibility text)
+ RETURNS SETOF api.checkin_outcome
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog'
+AS $function$
+declare
+  caller uuid := auth.uid();
+begin
+  if caller is null then
+    raise exception 'not signed in' using errcode = 'PT401';
+  end if;
+  return query select * from private.check_in_user(caller, event_id, venue_node_id, hat_id, location_id, visibility);
+end;
+$function$;
+comment on function private.check_in(uuid,uuid,uuid,uuid,text) is 'Checks the caller in to an event or a venue; idempotent: returns the current check-in with created = false.';
+grant execute on function private.check_in(uuid,uuid,uuid,uuid,text) to authenticated;
+
+CREATE OR REPLACE FUNCTION private.check_in_user(user_id uuid, event_id uuid, venue_node_id uuid, hat_id uuid, location_id uuid, visibility text)
+ RETURNS SETOF api.checkin_outcome
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog'
+AS $function$
+declare
+  checkin_row app.checkins;
+begin
+  loop
+    insert into app.checkins as c (user_id, event_id, venue_node_id, hat_id, location_id, visibility)
+      values (check_in_user.user_id, check_in_user.event_id, check_in_user.venue_node_id, check_in_user.hat_id,
+              check_in_user.location_id, coalesce(check_in_user.visibility, 'anonymous'))
+      on conflict do nothing
+      returning c.* into checkin_row;
+    if checkin_row.id is not null then
+      return query select true, private.checkin_json(checkin_row);
+      return;
+    end if;
+    select c.* into checkin_row
+      from app.checkins c
+     where c.user_id = check_in_user.user_id
+       and c.checked_out_at is null
+       and c.event_id is not distinct from check_in_user.event_id
+       and c.venue_node_id is not distinct from check_in_user.venue_node_id;
+    if checkin_row.id is not null then
+      return query select false, private.checkin_json(checkin_row);
+      return;
+    end if;
+    -- Checked out between the two statements: try again.
+  end loop;
+end;
+$function$;
+comment on function private.check_in_user(uuid,uuid,uuid,uuid,uuid,text) is 'Checks a user in to an event or a venue; idempotent: returns the current check-in with created = false. Runs with the caller''s rights: for a request role, row-level security admits only the caller''s own user_id.';
+grant execute on function private.check_in_user(uuid,uuid,uuid,uuid,uuid,text) to authenticated;
+
+CREATE OR REPLACE FUNCTION private.checkin_json(c app.checkins)
+ RETURNS jsonb
+ LANGUAGE sql
+ STABLE
+ SET search_path TO 'pg_catalog'
+AS $function$
+    select jsonb_build_object(
+      'id', c.id,
+      'type', case when c.event_id is not null then 'event' else 'venue' end,
+      'event_id', c.event_id,
+      'venue_id', c.venue_node_id,
+      'hat_id', c.hat_id,
+      'location_id', c.location_id,
+      'visibility', c.visibility,
+      'checked_in_at', app.iso(c.checked_in_at),
+      'checked_out_at', app.iso(c.checked_out_at)
+    )
+  $function$;
+comment on function private.checkin_json(app.checkins) is 'The check-in object of the check-in endpoints.';
+grant execute on function private.checkin_json(app.checkins) to authenticated;
+
+CREATE OR REPLACE FUNCTION private.community_events_public(community_id uuid)
+ RETURNS boolean
+ LANGUAGE sql
+ STABLE
+AS $function$
+    select exists (select from app.communities c
+                    where c.id operator(pg_catalog.=) community_events_public.community_id and not c.is_draft)
+  $function$;
+comment on function private.community_events_public(uuid) is 'Whether a community''s events may be served without a credential (event page, its .ics, deep links, web check-in form, venue link, community calendar): it exists and is not a draft.';
+
+CREATE OR REPLACE FUNCTION private.event_checkin_location(event_node_id uuid, user_agent text, app_scheme text)
+ RETURNS text
+ LANGUAGE sql
+ IMMUTABLE
+ SET search_path TO 'pg_catalog'
+AS $function$
+    select case
+             when coalesce(user_agent, '') ~ '(iPhone|iPad|iPod|Android)'
+               then app_scheme || '://checkin/event/' || event_node_id
+             else '/checkin/event/' || event_node_id
+           end
+  $function$;
+comment on function private.event_checkin_location(uuid,text,text) is 'Target of an event check-in link: APP_SCHEME://checkin/event/{node} for iOS/Android user agents, else the web form.';
+
+CREATE OR REPLACE FUNCTION private.event_effective_end(starts_at timestamp with time zone, ends_at timestamp with time zone)
+ RETURNS timestamp with time zone
+ LANGUAGE sql
+ IMMUTABLE PARALLEL SAFE
+ SET search_path TO 'pg_catalog'
+AS $function$
+    select coalesce(ends_at, starts_at + interval '2 hours')
+  $function$;
+comment on function private.event_effective_end(timestamp with time zone,timestamp with time zone) is 'When an event ends: its end_time, or 2 hours after its date when it has none.';
+grant execute on function private.event_effective_end(timestamp with time zone,timestamp with time zone) to authenticated;
+
+CREATE OR REPLACE FUNCTION private.event_json(e app.events, public_url text)
+ RETURNS jsonb
+ LANGUAGE plpgsql
+ STABLE SECURITY DEFINER
+ SET search_path TO 'pg_catalog'
+AS $function$
+declare
+  community_node uuid;
+begin
+  select c.node_id into community_node from app.communities c where c.id = e.community_id;
+  return private.event_object(e, community_node, exists (
+    select from app.community_members m
+     where m.community_id = e.community_id
+       and m.role = 'manager'
+       and m.member_node_id = app.my_node_id()), public_url);
+end;
+$function$;
+comment on function private.event_json(app.events,text) is 'The Event object (docs/api.md, Resources; components.schemas.Event of the OpenAPI document) as the signed-in caller may see it; public_url is PUBLIC_URL.';
+grant execute on function private.event_json(app.events,text) to authenticated;
+
+CREATE OR REPLACE FUNCTION private.event_location_text(venue_name text, venue_address text, event_location text)
+ RETURNS text
+ LANGUAGE sql
+ IMMUTABLE
+AS $function$
+    select coalesce(venue_name operator(pg_catalog.||) coalesce(', ' operator(pg_catalog.||) nullif(pg_catalog.btrim(venue_address), ''), ''),
+                    event_location)
+  $function$;
+comment on function private.event_location_text(text,text,text) is 'Where an event takes place, as calendars and previews show it: "venue name, address" when it has a venue, else its location text.';
+
+CREATE OR REPLACE FUNCTION private.event_object(e app.events, community_node_id uuid, caller_manages boolean, public_url text)
+ RETURNS jsonb
+ LANGUAGE sql
+ STABLE
+AS $function$
+    select pg_catalog.jsonb_build_object(
+             'id', e.id,
+             'title', e.title,
+             'date', app.iso(e.starts_at),
+             'community_node_id', community_node_id,
+             'shortlink', e.shortlink,
+             'deeplink_path', '/l/event/' || e.shortlink,
+             'deeplink_url', pg_catalog.rtrim(public_url, '/') || '/l/event/' || e.shortlink,
+             'public_url', '/e/' || e.shortlink,
+             'public_full_url', pg_catalog.rtrim(public_url, '/') || '/e/' || e.shortlink,
+             'description', e.description,
+             'end_time', app.iso(e.ends_at),
+             'event_url', e.event_url,
+             'image_path', e.image_path,
+             'location', e.location,
+             'node_id', e.node_id,
+             'platform_a_url', e.platform_a_url,
+             'platform_b_url', e.platform_b_url,
+             'platform_c_url', e.platform_c_url)
+           operator(pg_catalog.||)
+           case when caller_manages then pg_catalog.jsonb_build_object(
+             'can_sync', true,
+             'external_platforms', pg_catalog.to_jsonb(pg_catalog.array_remove(array[
+               case when e.platform_a_url is not null then 'platform_a' end,
+               case when e.platform_b_url is not null then 'platform_b' end,
+               case when e.platform_c_url is not null then 'platform_c' end
+             ], null)))
+           else '{}'::jsonb end
+  $function$;
+comment on function private.event_object(app.events,uuid,boolean,text) is 'The Event object (docs/api.md, Resources; components.schemas.Event of the OpenAPI document) from the event, its community''s node id, whether the caller manages that community, and PUBLIC_URL.';
+grant execute on function private.event_object(app.events,uuid,boolean,text) to authenticated;
+
+CREATE OR REPLACE FUNCTION private.event_readable(community_id uuid)
+ RETURNS boolean
+ LANGUAGE sql
+ STABLE
+AS $function$
+    -- Any signed-in user may read every event (GET /api/mobile/events/{id});
+    -- the policy below applies this to the authenticated role.
+    select true
+  $function$;
+comment on function private.event_readable(uuid) is 'Whether the signed-in caller may read an event of the community (row-level security of app.events and the postgres_changes feed).';
+grant execute on function private.event_readable(uuid) to authenticated;
+
+CREATE OR REPLACE FUNCTION private.event_status(starts_at timestamp with time zone, ends_at timestamp with time zone, as_of timestamp with time zone DEFAULT now())
+ RETURNS text
+ LANGUAGE sql
+ IMMUTABLE PARALLEL SAFE
+ SET search_path TO 'pg_catalog'
+AS $function$
+    select case
+             when as_of < starts_at then 'upcoming'
+             when as_of <= private.event_effective_end(starts_at, ends_at) then 'ongoing'
+             else 'past'
+           end
+  $function$;
+comment on function private.event_status(timestamp with time zone,timestamp with time zone,timestamp with time zone) is 'Event status at a moment: upcoming before the date, ongoing until the effective end (inclusive), then past.';
+grant execute on function private.event_status(timestamp with time zone,timestamp with time zone,timestamp with time zone) to authenticated;
+
+CREATE OR REPLACE FUNCTION private.find_event(event_ref uuid)
+ RETURNS app.events
+ LANGUAGE sql
+ STABLE
+ SET search_path TO 'pg_catalog'
+AS $function$
+    select e.* from app.events e where e.id = event_ref or e.node_id = event_ref limit 1
+  $function$;
+comment on function private.find_event(uuid) is 'The event whose id or node id is event_ref (visible to the caller), or null.';
+grant execute on function private.find_event(uuid) to authenticated;
+
+CREATE OR REPLACE FUNCTION private.generate_shortlink()
+ RETURNS text
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog'
+AS $function$
+declare
+  alphabet constant text := 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789';
+  candidate text;
+  random_bytes bytea;
+begin
+  loop
+    random_bytes := extensions.gen_random_bytes(8);
+    candidate := '';
+    for i in 0..7 loop
+      candidate := candidate || substr(alphabet, 1 + (get_byte(random_bytes, i) % 62), 1);
+    end loop;
+    exit when not exists (select from app.events where shortlink = candidate);
+  end loop;
+  return candidate;
+end;
+$function$;
+comment on function private.generate_shortlink() is 'A fresh, unused 8-character event shortlink.';
+
+CREATE OR REPLACE FUNCTION private.my_upcoming_events()
+ RETURNS TABLE(event app.events, community_node_id uuid, manages boolean)
+ LANGUAGE sql
+ STABLE
+AS $function$
+    select u.event, u.community_node_id, u.manages from private.upcoming_events_of(app.my_node_id()) u
+  $function$;
+comment on function private.my_upcoming_events() is 'The signed-in caller''s upcoming events (their communities'' events whose effective end is not past), soonest first, at most 100, with the community''s node id and whether the caller manages it. The one definition of the upcoming list: api.events_upcoming_page and the stream snapshot read it.';
+grant execute on function private.my_upcoming_events() to authenticated;
+
+CREATE OR REPLACE FUNCTION private.tg_checkins__check_hat()
+ RETURNS trigger
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog'
+AS $function$
+begin
+  if new.hat_id is not null and not private.hat_belongs_to(new.hat_id, new.user_id) then
+    raise exception 'hat_id is not one of your hats' using errcode = 'PT422', hint = 'invalid_hat';
+  end if;
+  return new;
+end;
+$function$;
+comment on function private.tg_checkins__check_hat() is 'Trigger: a check-in''s hat must be one of the user''s hats (PT422).';
+
+CREATE OR REPLACE FUNCTION private.upcoming_events_of(member_node uuid)
+ RETURNS TABLE(event app.events, community_node_id uuid, manages boolean)
+ LANGUAGE sql
+ STABLE
+AS $function$
+    select e, c.node_id, m.role operator(pg_catalog.=) 'manager'
+      from app.community_members m
+      join app.events e on e.community_id operator(pg_catalog.=) m.community_id
+      join app.communities c on c.id operator(pg_catalog.=) e.community_id
+     where m.member_node_id operator(pg_catalog.=) member_node
+       and private.event_effective_end(e.starts_at, e.ends_at) operator(pg_catalog.>=) pg_catalog.now()
+     order by e.starts_at, e.id
+     limit 100
+  $function$;
+comment on function private.upcoming_events_of(uuid) is 'The upcoming list of the member with this node id: their communities'' events whose effective end is not past, soonest first, at most 100, with the community''s node id and whether they manage it. The one definition of the upcoming list (my_upcoming_events reads it for the caller; event_streams_open for each view).';
+grant execute on function private.upcoming_events_of(uuid) to authenticated;
+
+CREATE OR REPLACE FUNCTION private.venue_concurrent_events(venue_node_id uuid, as_of timestamp with time zone DEFAULT now())
+ RETURNS SETOF app.events
+ LANGUAGE sql
+ STABLE
+ SET search_path TO 'pg_catalog'
+AS $function$
+    select e.*
+      from app.events e
+     where e.venue_node_id = venue_concurrent_events.venue_node_id
+       and private.event_effective_end(e.starts_at, e.ends_at) >= as_of - interval '2 hours'
+       and e.starts_at <= as_of + interval '2 hours'
+     order by e.starts_at, e.id
+  $function$;
+comment on function private.venue_concurrent_events(uuid,timestamp with time zone) is 'Events concurrent at a venue at a moment: date - 2h <= moment <= effective end + 2h. Used by venue check-in and the venue deep link.';
+grant execute on function private.venue_concurrent_events(uuid,timestamp with time zone) to authenticated;
+
+-- -----------------------------------------------------------------------------
+-- Tables: comments, row-level security, policies, grants, triggers
+-- -----------------------------------------------------------------------------
+
+-- app.events
+comment on table app.events is 'Calendar events of a community. An event without ends_at ends 2 hours after starts_at.';
+comment on column app.events.starts_at is 'The event''s `date` in the API.';
+comment on column app.events.ends_at is 'The event''s `end_time` in the API.';
+comment on column app.events.platform_a_url is 'The event''s page on platform_a; set when synced.';
+comment on column app.events.platform_b_url is 'The event''s page on platform_b; set when synced.';
+comment on column app.events.platform_c_url is 'The event''s page on platform_c; set when synced.';
+comment on column app.events.external_platform is 'The platform that pushed the event (platform_a..platform_d), or null.';
+comment on column app.events.external_id is 'The event''s id on external_platform; unique per platform.';
+comment on column app.events.sequence is 'The iCalendar SEQUENCE: 0 when created, one more on every update that changes the event (trigger _150_sequence).';
+alter table app.events enable row level security;
+drop policy if exists "Events are visible to signed-in users" on app.events;
+create policy "Events are visible to signed-in users" on app.events
+  as permissive for select to authenticated
+  using (private.event_readable(community_id));
+grant select on table app.events to authenticated;
+drop trigger if exists _100_set_updated_at on app.events;
+CREATE TRIGGER _100_set_updated_at BEFORE UPDATE ON app.events FOR EACH ROW EXECUTE FUNCTION private.tg__set_updated_at();
+drop trigger if exists _150_sequence on app.events;
+CREATE TRIGGER _150_sequence BEFORE UPDATE ON app.events FOR EACH ROW EXECUTE FUNCTION private.tg_events__sequence();
+drop trigger if exists _800_tombstone on app.events;
+CREATE TRIGGER _800_tombstone AFTER DELETE ON app.events FOR EACH ROW EXECUTE FUNCTION private.tg_events__tombstone();
+drop trigger if exists _900_log_change on app.events;
+CREATE TRIGGER _900_log_change AFTER INSERT OR DELETE OR UPDATE ON app.events FOR EACH ROW EXECUTE FUNCTION private.tg_events__log_change();
+drop trigger if exists webhook_capture on app.events;
+CREATE TRIGGER webhook_capture AFTER INSERT OR DELETE OR UPDATE ON app.events FOR EACH ROW EXECUTE FUNCTION private.webhook_capture_events();
+
+-- app.venues
+comment on table app.venues is 'Venues; a venue is identified by its node id.';
+comment on column app.venues.location_id is 'A short integer id of the venue (the platform API''s location_id).';
+alter table app.venues enable row level security;
+drop policy if exists "Venues are visible to signed-in users" on app.venues;
+create policy "Venues are visible to signed-in users" on app.venues
+  as permissive for select to authenticated
+  using (true);
+grant select on table app.venues to authenticated;
+drop trigger if exists _100_set_updated_at on app.venues;
+CREATE TRIGGER _100_set_updated_at BEFORE UPDATE ON app.venues FOR EACH ROW EXECUTE FUNCTION private.tg__set_updated_at();
+
+-- app.checkins
+comment on table app.checkins is 'Check-ins to events and venues. Current while checked_out_at is null.';
+comment on column app.checkins.location_id is 'As sent by the client with an event check-in; stored, not interpreted.';
+alter table app.checkins enable row level security;
+drop policy if exists "Users can check themselves in" on app.checkins;
+create policy "Users can check themselves in" on app.checkins
+  as permissive for insert to authenticated
+  with check ((user_id = ( SELECT auth.uid() AS uid)));
+drop policy if exists "Users can check themselves out" on app.checkins;
+create policy "Users can check themselves out" on app.checkins
+  as permissive for update to authenticated
+  using ((user_id = ( SELECT auth.uid() AS uid)))
+  with check ((user_id = ( SELECT auth.uid() AS uid)));
+drop policy if exists "Users can read their own check-ins" on app.checkins;
+create policy "Users can read their own check-ins" on app.checkins
+  as permissive for select to authenticated
+  using ((user_id = ( SELECT auth.uid() AS uid)));
+grant select, insert (event_id, hat_id, location_id, user_id, venue_node_id, visibility), update (checked_out_at) on table app.checkins to authenticated;
+drop trigger if exists _200_check_hat on app.checkins;
+CREATE TRIGGER _200_check_hat BEFORE INSERT OR UPDATE OF hat_id, user_id ON app.checkins FOR EACH ROW EXECUTE FUNCTION private.tg_checkins__check_hat();
+drop trigger if exists webhook_capture on app.checkins;
+CREATE TRIGGER webhook_capture AFTER INSERT ON app.checkins FOR EACH ROW WHEN (new.event_id IS NOT NULL) EXECUTE FUNCTION private.webhook_capture_checkins();
+
+-- app.event_attendees
+comment on table app.event_attendees is 'Attendees registered for an event by an external platform.';
+alter table app.event_attendees enable row level security;
+drop policy if exists "Users can read their own registrations" on app.event_attendees;
+create policy "Users can read their own registrations" on app.event_attendees
+  as permissive for select to authenticated
+  using ((user_id = ( SELECT auth.uid() AS uid)));
+grant select on table app.event_attendees to authenticated;
+drop trigger if exists webhook_capture on app.event_attendees;
+CREATE TRIGGER webhook_capture AFTER INSERT ON app.event_attendees FOR EACH ROW EXECUTE FUNCTION private.webhook_capture_attendees();

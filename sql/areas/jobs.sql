@@ -1,0 +1,73 @@
+-- =============================================================================
+-- Background jobs on graphile-worker
+-- =============================================================================
+-- Background work runs on graphile-worker (its own schema, graphile_worker,
+-- installed before the migrations). Jobs are added by SQL in the transaction of
+-- the change that causes them (private.enqueue_job), so a job exists exactly
+-- when its change committed. A worker that died (a lost connection named
+-- `job-worker <pool id>`) has its jobs freed within a minute
+-- (private.jobs_recover), so an interrupted job runs again. Each area's prune
+-- function lives with its area.
+--
+-- Code: gateway/jobs/worker.ts, gateway/core/job-queue.ts
+-- pgTAP: supabase/tests/jobs.test.sql
+--
+-- The current definition of every function, view, policy, trigger, grant and
+-- comment of this area. To change a rule: edit it here, then
+-- `npm run db -- areas --diff` writes its migration (docs/dba.md, "Changing a
+-- rule"). CI (`npm run db -- areas --check`) fails while this file and the
+-- migrated database disagree. `npm run db -- areas --write` renders all below
+-- `-- Code:` again from a freshly migrated database.
+-- =============================================================================
+
+-- -----------------------------------------------------------------------------
+-- Functions of private: internal helpers and trigger functions (request roles
+-- run only those granted here)
+-- -----------------------------------------------------------------------------
+
+CREATE OR REPLACE FUNCTION private.enqueue_job(task text, payload jsonb, queue_name text DEFAULT NULL::text, run_at timestamp with time zone DEFAULT NULL::timestamp with time zone, max_attempts integer DEFAULT NULL::integer, job_key text DEFAULT NULL::text, job_key_mode text DEFAULT 'replace'::text)
+ RETURNS bigint
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog'
+AS $function$
+begin
+  if to_regnamespace('graphile_worker') is null then
+    raise exception 'the job queue is not installed (schema graphile_worker): start the gateway or `npm run worker` once'
+      using errcode = '55000';
+  end if;
+  return (graphile_worker.add_job(
+    identifier => enqueue_job.task,
+    payload => enqueue_job.payload::json,
+    queue_name => enqueue_job.queue_name,
+    run_at => enqueue_job.run_at,
+    max_attempts => enqueue_job.max_attempts,
+    job_key => enqueue_job.job_key,
+    job_key_mode => enqueue_job.job_key_mode)).id;
+end;
+$function$;
+comment on function private.enqueue_job(text,jsonb,text,timestamp with time zone,integer,text,text) is 'Adds a graphile-worker job in the current transaction (it exists only if the transaction commits). queue_name: jobs of one queue run one at a time; job_key: a later job with the same key replaces a pending one (job_key_mode replace, or preserve_run_at to keep its time). Returns the job id.';
+
+CREATE OR REPLACE FUNCTION private.jobs_recover()
+ RETURNS text[]
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog'
+AS $function$
+declare
+  dead text[];
+begin
+  if to_regnamespace('graphile_worker') is null then
+    return array[]::text[];
+  end if;
+  select coalesce(array_agg(distinct l.locked_by), array[]::text[]) into dead
+    from (select j.locked_by from graphile_worker._private_jobs j where j.locked_by is not null
+          union
+          select q.locked_by from graphile_worker._private_job_queues q where q.locked_by is not null) l
+   where not exists (select from pg_stat_activity a
+                      where a.datname = current_database() and a.application_name = 'job-worker ' || l.locked_by);
+  if cardinality(dead) > 0 then
+    perform graphile_worker.force_unlock_workers(dead);
+  end if;
+  return dead;
+end;
+$function$;
+comment on function private.jobs_recover() is 'Unlocks the jobs and queues of workers that are gone (no connection named job-worker <pool id> any more), so they run again; returns those pool ids.';

@@ -1,0 +1,225 @@
+-- =============================================================================
+-- Set-password links and the e-mail outbox
+-- =============================================================================
+-- Set-password links and the e-mail outbox that carries them. Accounts made
+-- without a password (platform attendees, members an agent creates) and users
+-- who forgot theirs (api.auth_recover, which answers the same for any address)
+-- get a link to the gateway's set-password page. Its token is random,
+-- single-use, expiring and stored only as its SHA-256; at most 5 links an hour
+-- per account. Setting the password (api.auth_set_password, with a hash made by
+-- the process) ends every other credential of the account.
+--
+-- A message waits in app.email_outbox; private.email_queue adds its send_email
+-- job in the same transaction, and the worker sends it over SMTP_URL
+-- (private.email_outbox_begin / _sent / _failed). Without SMTP an operator reads
+-- the outbox, links included, with admin.outbox().
+--
+-- Code: gateway/routes/password.ts, gateway/jobs/mail.ts
+-- pgTAP: supabase/tests/passwords.test.sql
+--
+-- Its tables (created and altered by the migrations; their comments, row-level
+-- security, policies, grants and triggers are below):
+--   identity.password_tokens, app.email_outbox
+--
+-- The current definition of every function, view, policy, trigger, grant and
+-- comment of this area. To change a rule: edit it here, then
+-- `npm run db -- areas --diff` writes its migration (docs/dba.md, "Changing a
+-- rule"). CI (`npm run db -- areas --check`) fails while this file and the
+-- migrated database disagree. `npm run db -- areas --write` renders all below
+-- `-- Code:` again from a freshly migrated database.
+-- =============================================================================
+
+-- -----------------------------------------------------------------------------
+-- Functions of api: what the gateway and the MCP server call, as the request's
+-- role
+-- -----------------------------------------------------------------------------
+
+CREATE OR REPLACE FUNCTION api.auth_password_link_valid(token text)
+ RETURNS boolean
+ LANGUAGE sql
+ STABLE SECURITY DEFINER
+ SET search_path TO 'pg_catalog'
+AS $function$
+    select exists (
+      select 1 from identity.password_tokens t
+       where t.token_hash = identity.token_hash(auth_password_link_valid.token)
+         and t.used_at is null and t.expires_at > now())
+  $function$;
+comment on function api.auth_password_link_valid(text) is 'GET /auth/set-password: whether a set-password link can still be used (the page says so before the user types).';
+grant execute on function api.auth_password_link_valid(text) to anon, authenticated;
+
+CREATE OR REPLACE FUNCTION api.auth_recover(email text, public_url text)
+ RETURNS void
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog'
+AS $function$
+declare
+  account_id uuid;
+begin
+  select u.id into account_id from identity.users u where u.email = lower(btrim(auth_recover.email));
+  -- The same answer whether or not the account exists. At most 5 links an
+  -- hour per account, so the address cannot be flooded through this endpoint.
+  if account_id is not null
+     and (select count(*) from app.email_outbox o
+           where o.user_id = account_id and o.purpose = 'recover'
+             and o.created_at > now() - interval '1 hour') < 5 then
+    perform private.queue_password_email(account_id, 'recover', auth_recover.public_url);
+  end if;
+end;
+$function$;
+comment on function api.auth_recover(text,text) is 'POST /api/auth/recover: e-mails a set-password link when the account exists (at most 5 an hour); answers the same either way.';
+grant execute on function api.auth_recover(text,text) to anon, authenticated;
+
+CREATE OR REPLACE FUNCTION api.auth_set_password(token text, password_hash text)
+ RETURNS TABLE(user_id uuid, email text)
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog'
+AS $function$
+declare
+  link identity.password_tokens;
+begin
+  select * into link from identity.password_tokens t
+   where t.token_hash = identity.token_hash(auth_set_password.token)
+   for update;
+  if link.id is null or link.used_at is not null or link.expires_at <= now() then
+    raise exception 'this link is not valid or has expired' using errcode = 'PT400', hint = 'invalid_link';
+  end if;
+  if not private.password_hash_valid(auth_set_password.password_hash) then
+    raise exception 'password_hash must be a bcrypt hash of cost 10 or more' using errcode = 'PT400', hint = 'invalid_password_hash';
+  end if;
+
+  update identity.password_tokens t set used_at = now()
+   where t.user_id = link.user_id and t.used_at is null;
+  update identity.users u set password_hash = auth_set_password.password_hash
+   where u.id = link.user_id;
+  -- Whoever held the account before holds nothing of it now.
+  perform private.end_credentials(link.user_id);
+  -- The person has claimed the account: the agent that created it no longer owns it.
+  delete from app.agent_members a where a.member_id = link.user_id;
+  return query select u.id, u.email from identity.users u where u.id = link.user_id;
+end;
+$function$;
+comment on function api.auth_set_password(text,text) is 'Sets the password (a bcrypt hash the gateway made) of a set-password link''s account, uses the link up, ends every credential of the account (sessions, API tokens, OAuth grants, MCP sessions) and ends an agent''s ownership of it. PT400 invalid_link / invalid_password_hash.';
+grant execute on function api.auth_set_password(text,text) to anon, authenticated;
+
+-- -----------------------------------------------------------------------------
+-- Functions of private: internal helpers and trigger functions (request roles
+-- run only those granted here)
+-- -----------------------------------------------------------------------------
+
+CREATE OR REPLACE FUNCTION private.email_outbox_begin(id uuid)
+ RETURNS TABLE(id uuid, to_email text, subject text, body_text text)
+ LANGUAGE sql
+ SET search_path TO 'pg_catalog'
+AS $function$
+    update app.email_outbox o set attempts = o.attempts + 1
+     where o.id = email_outbox_begin.id and o.sent_at is null
+    returning o.id, o.to_email, o.subject, o.body_text
+  $function$;
+comment on function private.email_outbox_begin(uuid) is 'The send_email task: the message to send and one more attempt counted; nothing when it was sent already.';
+
+CREATE OR REPLACE FUNCTION private.email_outbox_failed(id uuid, error text)
+ RETURNS void
+ LANGUAGE sql
+ SET search_path TO 'pg_catalog'
+AS $function$
+    update app.email_outbox o set last_error = left(email_outbox_failed.error, 1000)
+     where o.id = email_outbox_failed.id
+  $function$;
+comment on function private.email_outbox_failed(uuid,text) is 'Records why a send failed (the send_email job is then retried by the worker, with back-off, 10 attempts in all).';
+
+CREATE OR REPLACE FUNCTION private.email_outbox_sent(id uuid)
+ RETURNS void
+ LANGUAGE sql
+ SET search_path TO 'pg_catalog'
+AS $function$
+    update app.email_outbox o
+       set sent_at = now(), last_error = null, link = null,
+           body_text = case when o.link is null then o.body_text else replace(o.body_text, o.link, '[link sent]') end
+     where o.id = email_outbox_sent.id
+  $function$;
+comment on function private.email_outbox_sent(uuid) is 'Marks a message sent and removes its link from the stored copy.';
+
+CREATE OR REPLACE FUNCTION private.email_queue(user_id uuid, to_email text, purpose text, subject text, body_text text, link text DEFAULT NULL::text)
+ RETURNS uuid
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog'
+AS $function$
+declare
+  message_id uuid;
+begin
+  insert into app.email_outbox (user_id, to_email, purpose, subject, body_text, link)
+    values (email_queue.user_id, email_queue.to_email, email_queue.purpose, email_queue.subject, email_queue.body_text,
+            email_queue.link)
+    returning id into message_id;
+  perform private.enqueue_job('send_email', jsonb_build_object('id', message_id),
+                              max_attempts => 10, job_key => 'email:' || message_id::text);
+  return message_id;
+end;
+$function$;
+comment on function private.email_queue(uuid,text,text,text,text,text) is 'Puts an e-mail in the outbox and adds its send_email job (sent over SMTP_URL by a worker; without SMTP it waits, readable with admin.outbox()). Returns the outbox id.';
+
+CREATE OR REPLACE FUNCTION private.queue_password_email(user_id uuid, purpose text, public_url text)
+ RETURNS uuid
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog'
+AS $function$
+declare
+  account identity.users;
+  token text := identity.new_token();
+  link text;
+  lifetime interval;
+begin
+  select * into account from identity.users u where u.id = queue_password_email.user_id;
+  if account.id is null then
+    raise exception 'user not found' using errcode = 'PT404', hint = 'not_found';
+  end if;
+  lifetime := case queue_password_email.purpose
+    when 'invite' then interval '7 days'
+    when 'recover' then interval '1 hour'
+  end;
+  if lifetime is null then
+    raise exception 'unknown e-mail purpose %', queue_password_email.purpose using errcode = '22023';
+  end if;
+
+  -- Only the newest link of a user works.
+  update identity.password_tokens t set used_at = now()
+   where t.user_id = account.id and t.used_at is null;
+  insert into identity.password_tokens (token_hash, user_id, purpose, expires_at)
+    values (identity.token_hash(token), account.id, queue_password_email.purpose, now() + lifetime);
+
+  link := rtrim(queue_password_email.public_url, '/') || '/auth/set-password?token=' || token;
+  return private.email_queue(
+    account.id, account.email, queue_password_email.purpose,
+    case queue_password_email.purpose
+      when 'invite' then 'Set your password'
+      else 'Reset your password'
+    end,
+    case queue_password_email.purpose
+      when 'invite' then
+        'An account was created for ' || account.email || E'.\n\n'
+        || E'Choose your password here (the link works once, for 7 days):\n' || link || E'\n\n'
+        || E'Then sign in with the app.\n'
+      else
+        'Someone asked to reset the password of ' || account.email || E'.\n\n'
+        || E'Choose a new password here (the link works once, for 1 hour):\n' || link || E'\n\n'
+        || E'If it was not you, ignore this message; your password stays as it is.\n'
+    end,
+    link);
+end;
+$function$;
+comment on function private.queue_password_email(uuid,text,text) is 'Makes a single-use set-password link (purpose invite: 7 days, recover: 1 hour), voids older links of the user, and queues the e-mail. Returns the outbox id.';
+
+-- -----------------------------------------------------------------------------
+-- Tables: comments, row-level security, policies, grants, triggers
+-- -----------------------------------------------------------------------------
+
+-- identity.password_tokens
+comment on table identity.password_tokens is 'Set-password links (hashed). A link is usable once, before expires_at; a newer link for the user voids older ones.';
+alter table identity.password_tokens enable row level security;
+
+-- app.email_outbox
+comment on table app.email_outbox is 'E-mails waiting to be sent (sent_at null) and sent. Read by operators with admin.outbox().';
+alter table app.email_outbox enable row level security;

@@ -1,0 +1,343 @@
+-- =============================================================================
+-- Platform integration: events, attendees and check-ins from event platforms; forms
+-- =============================================================================
+-- An external event platform pushes events, registers attendees and checks
+-- them in. Who may: a manager of the event's community (access token or
+-- personal API token), or a community-scoped API token of that community whose
+-- owner is still its manager; everyone else PT403 (private.platform_authorize,
+-- the rule in one place).
+--
+-- Event creation is idempotent on (external_platform, external_id): an advisory
+-- lock serialises identical requests and a unique constraint is the final
+-- guarantee. A venue is reused (same name and address, case-insensitive; else
+-- the same coordinates) or made. An attendee is an existing account or a new
+-- one without a password (registered for the event only); check-ins go through
+-- the same function as the mobile app's. api.form_submit keeps any JSON object
+-- of at most 64 KB for operators (admin.forms_list).
+--
+-- Code: gateway/routes/platform.ts
+-- pgTAP: supabase/tests/platform.test.sql
+--
+-- Its tables (created and altered by the migrations; their comments, row-level
+-- security, policies, grants and triggers are below):
+--   app.form_submissions
+--
+-- The current definition of every function, view, policy, trigger, grant and
+-- comment of this area. To change a rule: edit it here, then
+-- `npm run db -- areas --diff` writes its migration (docs/dba.md, "Changing a
+-- rule"). CI (`npm run db -- areas --check`) fails while this file and the
+-- migrated database disagree. `npm run db -- areas --write` renders all below
+-- `-- Code:` again from a freshly migrated database.
+-- =============================================================================
+
+-- -----------------------------------------------------------------------------
+-- Functions of api: what the gateway and the MCP server call, as the request's
+-- role
+-- -----------------------------------------------------------------------------
+
+CREATE OR REPLACE FUNCTION api.form_submit(payload text)
+ RETURNS bigint
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog'
+AS $function$
+declare
+  parsed jsonb;
+  new_id bigint;
+begin
+  if octet_length(payload) > 65536 then
+    raise exception 'a form may be at most 64 KB' using errcode = 'PT413', hint = 'payload_too_large';
+  end if;
+  begin
+    parsed := payload::jsonb;
+  exception when invalid_text_representation then
+    parsed := null;
+  end;
+  if parsed is null or jsonb_typeof(parsed) <> 'object' then
+    raise exception 'the form must be a JSON object' using errcode = 'PT400', hint = 'bad_request';
+  end if;
+  insert into app.form_submissions as f (payload, size_bytes)
+    values (parsed, octet_length(payload))
+    returning f.id into new_id;
+  return new_id;
+end;
+$function$;
+comment on function api.form_submit(text) is 'POST /api/v1/forms (no credential): stores a JSON object of at most 64 KB. PT400 not an object; PT413 too large.';
+grant execute on function api.form_submit(text) to anon, authenticated;
+
+CREATE OR REPLACE FUNCTION api.platform_attendee_register(event_node_id uuid, email text, name text DEFAULT NULL::text)
+ RETURNS jsonb
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog'
+AS $function$
+declare
+  found_event app.events := private.platform_event(event_node_id);
+  normalised_email text := lower(btrim(platform_attendee_register.email));
+  attendee uuid;
+  attendee_node uuid;
+  user_created boolean := false;
+  community_joined boolean := false;
+  registered boolean;
+begin
+  perform private.platform_authorize(found_event.community_id);
+  if normalised_email is null or normalised_email !~ '^[^@\s]+@[^@\s]+$' or length(normalised_email) > 320 then
+    raise exception 'email must be an e-mail address' using errcode = 'PT422', hint = 'invalid_email';
+  end if;
+
+  -- Racing registrations of one person wait here for each other.
+  perform pg_advisory_xact_lock(hashtextextended('identity.users:' || normalised_email, 0));
+  select u.id into attendee from identity.users u where u.email = normalised_email;
+  if attendee is null then
+    begin
+      attendee := private.create_account(normalised_email, null, name);
+      user_created := true;
+    exception when sqlstate 'PT409' then
+      -- Registered through another path (e.g. the register endpoint) meanwhile.
+      select u.id into attendee from identity.users u where u.email = normalised_email;
+    end;
+  end if;
+
+  if user_created then
+    -- An account made here joins the event's community (spec); an existing
+    -- one is left where its owner put it.
+    select p.node_id into attendee_node from app.profiles p where p.id = attendee;
+    if attendee_node is null then
+      raise exception 'this user has no node and cannot join a community' using errcode = 'PT422', hint = 'user_has_no_node';
+    end if;
+    with joined as (
+      insert into app.community_members as m (community_id, member_node_id)
+        values (found_event.community_id, attendee_node)
+        on conflict on constraint community_members_pkey do nothing
+        returning 1)
+    select exists (select from joined) into community_joined;
+  end if;
+  with added as (
+    insert into app.event_attendees as a (event_id, user_id, external_platform)
+      values (found_event.id, attendee, found_event.external_platform)
+      on conflict on constraint event_attendees_pkey do nothing
+      returning 1)
+  select exists (select from added) into registered;
+
+  return jsonb_build_object(
+    'created', registered,
+    'data', jsonb_build_object('user_id', case when user_created then attendee end, 'email', normalised_email,
+                               'user_created', user_created, 'community_joined', community_joined));
+end;
+$function$;
+comment on function api.platform_attendee_register(uuid,text,text) is 'POST /api/v1/platform/events/{event_node_id}/attendees: registers the e-mail for the event (created false when already registered). An unknown e-mail gets an account (no password; name defaults to the part of the e-mail before @), joined to the event''s community, and its user_id is returned; an existing account is registered for the event only and its user_id is null. PT404 unknown event; PT403; PT422.';
+grant execute on function api.platform_attendee_register(uuid,text,text) to authenticated;
+
+CREATE OR REPLACE FUNCTION api.platform_checkin(event_node_id uuid, email text)
+ RETURNS jsonb
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog'
+AS $function$
+declare
+  found_event app.events := private.platform_event(event_node_id);
+  attendee uuid;
+  outcome api.checkin_outcome;
+begin
+  perform private.platform_authorize(found_event.community_id);
+  -- Registered for the event, or a member of its community; anyone else is
+  -- the same 404 as an unknown e-mail.
+  select u.id into attendee
+    from identity.users u
+    join app.profiles p on p.id = u.id
+   where u.email = lower(btrim(platform_checkin.email))
+     and (exists (select from app.event_attendees a where a.event_id = found_event.id and a.user_id = u.id)
+          or exists (select from app.community_members m
+                      where m.community_id = found_event.community_id and m.member_node_id = p.node_id));
+  if attendee is null then
+    raise exception 'user not found' using errcode = 'PT404', hint = 'user_not_found';
+  end if;
+  select * into outcome from private.check_in_user(attendee, found_event.id, null, null, null, null);
+  return jsonb_build_object(
+    'created', outcome.created,
+    'data', jsonb_build_object('checkin_id', outcome.checkin ->> 'id',
+                               'checked_in_at', outcome.checkin ->> 'checked_in_at',
+                               'already_checked_in', not outcome.created));
+end;
+$function$;
+comment on function api.platform_checkin(uuid,text) is 'POST /api/v1/platform/events/{event_node_id}/checkins: checks in a user registered for the event or a member of its community (created), or returns the current check-in (already_checked_in). PT404 unknown event; PT404 user_not_found for an unknown e-mail and for anyone neither registered nor a member (the same answer); PT403.';
+grant execute on function api.platform_checkin(uuid,text) to authenticated;
+
+CREATE OR REPLACE FUNCTION api.platform_event_create(community_id uuid, external_platform text, external_id text, title text, description text, starts_at timestamp with time zone, ends_at timestamp with time zone DEFAULT NULL::timestamp with time zone, external_url text DEFAULT NULL::text, image_url text DEFAULT NULL::text, venue_name text DEFAULT NULL::text, venue_address text DEFAULT NULL::text, venue_latitude double precision DEFAULT NULL::double precision, venue_longitude double precision DEFAULT NULL::double precision)
+ RETURNS jsonb
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog'
+AS $function$
+declare
+  existing app.events;
+  created app.events;
+  venue app.venues;
+  new_node uuid;
+begin
+  perform private.platform_authorize(community_id);
+  if external_platform is null or external_platform not in ('platform_a', 'platform_b', 'platform_c', 'platform_d') then
+    raise exception 'external_platform must be one of platform_a, platform_b, platform_c, platform_d'
+      using errcode = 'PT422', hint = 'validation_error';
+  end if;
+  if external_id is null or length(external_id) not between 1 and 200 then
+    raise exception 'external_id must be 1 to 200 characters' using errcode = 'PT422', hint = 'validation_error';
+  end if;
+  if title is null or length(btrim(title)) not between 1 and 300 then
+    raise exception 'title must be 1 to 300 characters' using errcode = 'PT422', hint = 'validation_error';
+  end if;
+  if starts_at is null then
+    raise exception 'date is required' using errcode = 'PT422', hint = 'validation_error';
+  end if;
+  if ends_at is not null and ends_at < starts_at then
+    raise exception 'end_time must not be before date' using errcode = 'PT422', hint = 'validation_error';
+  end if;
+
+  -- Identical requests wait here for each other; the first creates the
+  -- event, the others then find it.
+  perform pg_advisory_xact_lock(hashtextextended('app.events:external:' || external_platform || ':' || external_id, 0));
+  select e.* into existing
+    from app.events e
+   where e.external_platform = platform_event_create.external_platform
+     and e.external_id = platform_event_create.external_id;
+  if existing.id is not null then
+    if existing.community_id <> platform_event_create.community_id then
+      raise exception 'this external event belongs to another community'
+        using errcode = 'PT422', hint = 'external_event_in_other_community';
+    end if;
+    return private.platform_event_json(existing, false);
+  end if;
+
+  if venue_name is not null then
+    venue := private.platform_venue(venue_name, venue_address, venue_latitude, venue_longitude);
+  end if;
+  insert into app.nodes (kind) values ('event') returning id into new_node;
+  insert into app.events as e (node_id, community_id, title, description, starts_at, ends_at, venue_node_id, location,
+                               event_url, image_path, platform_a_url, platform_b_url, platform_c_url,
+                               external_platform, external_id)
+    values (new_node, platform_event_create.community_id, btrim(title), description, starts_at, ends_at,
+            venue.node_id, venue.name, external_url, image_url,
+            case when external_platform = 'platform_a' then external_url end,
+            case when external_platform = 'platform_b' then external_url end,
+            case when external_platform = 'platform_c' then external_url end,
+            platform_event_create.external_platform, platform_event_create.external_id)
+    returning e.* into created;
+  return private.platform_event_json(created, true);
+end;
+$function$;
+comment on function api.platform_event_create(uuid,text,text,text,text,timestamp with time zone,timestamp with time zone,text,text,text,text,double precision,double precision) is 'POST /api/v1/platform/events: creates the event (created true) or returns the one with the same external_platform and external_id (created false). Reuses or creates the venue. PT403 not a manager of the community (or a token of another community); PT422 invalid input.';
+grant execute on function api.platform_event_create(uuid,text,text,text,text,timestamp with time zone,timestamp with time zone,text,text,text,text,double precision,double precision) to authenticated;
+
+-- -----------------------------------------------------------------------------
+-- Functions of private: internal helpers and trigger functions (request roles
+-- run only those granted here)
+-- -----------------------------------------------------------------------------
+
+CREATE OR REPLACE FUNCTION private.platform_authorize(community_id uuid)
+ RETURNS void
+ LANGUAGE plpgsql
+ STABLE SECURITY DEFINER
+ SET search_path TO 'pg_catalog'
+AS $function$
+declare
+  caller uuid := auth.uid();
+  token_community uuid := nullif(auth.jwt() ->> 'token_community_id', '')::uuid;
+begin
+  if caller is null then
+    raise exception 'not signed in' using errcode = 'PT401', hint = 'unauthorized';
+  end if;
+  if token_community is not null and token_community is distinct from platform_authorize.community_id then
+    raise exception 'this API token is scoped to another community' using errcode = 'PT403', hint = 'community_scope_violation';
+  end if;
+  if platform_authorize.community_id is null or not private.is_community_manager(platform_authorize.community_id, caller) then
+    raise exception 'not authorized to manage this community' using errcode = 'PT403', hint = 'not_community_manager';
+  end if;
+end;
+$function$;
+comment on function private.platform_authorize(uuid) is 'PT403 unless the caller manages the community (not_community_manager) and, for a community-scoped API token, the token is of that community (community_scope_violation).';
+grant execute on function private.platform_authorize(uuid) to authenticated;
+
+CREATE OR REPLACE FUNCTION private.platform_event(event_ref uuid)
+ RETURNS app.events
+ LANGUAGE plpgsql
+ STABLE SECURITY DEFINER
+ SET search_path TO 'pg_catalog'
+AS $function$
+declare
+  found_event app.events;
+begin
+  select e.* into found_event from app.events e where e.node_id = event_ref or e.id = event_ref limit 1;
+  if found_event.id is null then
+    raise exception 'event not found' using errcode = 'PT404', hint = 'event_not_found';
+  end if;
+  return found_event;
+end;
+$function$;
+comment on function private.platform_event(uuid) is 'The event with this node id (or id); PT404 when there is none.';
+
+CREATE OR REPLACE FUNCTION private.platform_event_json(e app.events, created boolean)
+ RETURNS jsonb
+ LANGUAGE sql
+ STABLE
+ SET search_path TO 'pg_catalog'
+AS $function$
+    select jsonb_build_object(
+      'created', created,
+      'event_id', e.id,
+      'event_node_id', e.node_id,
+      'title', e.title,
+      'venue', (select jsonb_build_object('location_id', v.location_id, 'name', v.name, 'venue_node_id', v.node_id)
+                  from app.venues v where v.node_id = e.venue_node_id))
+  $function$;
+comment on function private.platform_event_json(app.events,boolean) is 'The `data` of the platform event endpoint: created, event_id, event_node_id, title, venue (location_id, name, venue_node_id) or null.';
+
+CREATE OR REPLACE FUNCTION private.platform_venue(name text, address text, latitude double precision, longitude double precision)
+ RETURNS app.venues
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog'
+AS $function$
+declare
+  wanted_name text := lower(btrim(platform_venue.name));
+  wanted_address text := lower(btrim(coalesce(platform_venue.address, '')));
+  found app.venues;
+  new_node uuid;
+begin
+  if wanted_name is null or length(wanted_name) not between 1 and 200 then
+    raise exception 'venue.name must be 1 to 200 characters' using errcode = 'PT422', hint = 'validation_error';
+  end if;
+  if (latitude is null) <> (longitude is null) then
+    raise exception 'venue.latitude and venue.longitude go together' using errcode = 'PT422', hint = 'validation_error';
+  end if;
+  perform pg_advisory_xact_lock(hashtextextended('app.venues:platform', 0));
+  select v.* into found
+    from app.venues v
+   where lower(btrim(v.name)) = wanted_name and lower(btrim(coalesce(v.address, ''))) = wanted_address
+   order by v.created_at, v.location_id
+   limit 1;
+  if found.node_id is null and latitude is not null then
+    select v.* into found
+      from app.venues v
+     where v.latitude between platform_venue.latitude - 1e-6 and platform_venue.latitude + 1e-6
+       and v.longitude between platform_venue.longitude - 1e-6 and platform_venue.longitude + 1e-6
+     order by v.created_at, v.location_id
+     limit 1;
+  end if;
+  if found.node_id is null then
+    insert into app.nodes (kind) values ('venue') returning id into new_node;
+    insert into app.venues as v (node_id, name, address, latitude, longitude)
+      values (new_node, btrim(platform_venue.name), nullif(btrim(platform_venue.address), ''),
+              platform_venue.latitude, platform_venue.longitude)
+      returning v.* into found;
+  end if;
+  return found;
+end;
+$function$;
+comment on function private.platform_venue(text,text,double precision,double precision) is 'Reuses the venue with the same name and address (case-insensitive), else the same coordinates, else creates one.';
+
+-- -----------------------------------------------------------------------------
+-- Tables: comments, row-level security, policies, grants, triggers
+-- -----------------------------------------------------------------------------
+
+-- app.form_submissions
+comment on table app.form_submissions is 'Objects posted to POST /api/v1/forms (no credential), with their size and time of arrival. Read with admin.forms_list.';
+alter table app.form_submissions enable row level security;

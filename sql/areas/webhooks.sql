@@ -1,0 +1,799 @@
+-- =============================================================================
+-- Outbound webhooks: endpoints, the delivery outbox, retries
+-- =============================================================================
+-- A community's managers register endpoints (URL, event types). Every change
+-- of one of those types in the community becomes a delivery row and a
+-- webhook_deliver job, written by triggers in the change's transaction (a
+-- transactional outbox: a rolled-back change sends nothing). The worker signs
+-- each delivery (Standard Webhooks) and sends it; these functions decide what
+-- is sent, to which secrets, and what follows each attempt: retries on a
+-- schedule with jitter, giving up, and turning off an endpoint that keeps
+-- failing (its managers get an e-mail). Deliveries of one endpoint go one at a
+-- time, in the order of their changes, under the endpoint's advisory lock.
+--
+-- Code: gateway/routes/webhooks.ts, gateway/jobs/webhooks.ts
+-- pgTAP: supabase/tests/webhooks.test.sql
+--
+-- Its tables (created and altered by the migrations; their comments, row-level
+-- security, policies, grants and triggers are below):
+--   app.webhook_endpoints, app.webhook_deliveries
+--
+-- The current definition of every function, view, policy, trigger, grant and
+-- comment of this area. To change a rule: edit it here, then
+-- `npm run db -- areas --diff` writes its migration (docs/dba.md, "Changing a
+-- rule"). CI (`npm run db -- areas --check`) fails while this file and the
+-- migrated database disagree. `npm run db -- areas --write` renders all below
+-- `-- Code:` again from a freshly migrated database.
+-- =============================================================================
+
+-- -----------------------------------------------------------------------------
+-- Functions of api: what the gateway and the MCP server call, as the request's
+-- role
+-- -----------------------------------------------------------------------------
+
+CREATE OR REPLACE FUNCTION api.webhook_create(community_id uuid, url text, events text[], description text DEFAULT NULL::text)
+ RETURNS jsonb
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog'
+AS $function$
+declare
+  created app.webhook_endpoints;
+begin
+  perform private.platform_authorize(webhook_create.community_id);
+  perform private.webhook_check(url, events, description);
+  if url is null or events is null then
+    raise exception 'url and events are required' using errcode = 'PT422', hint = 'validation_error';
+  end if;
+  -- At most 20 endpoints a community (serialised per community).
+  perform pg_advisory_xact_lock(hashtextextended('app.webhook_endpoints:' || webhook_create.community_id::text, 0));
+  if (select count(*) from app.webhook_endpoints e where e.community_id = webhook_create.community_id) >= 20 then
+    raise exception 'a community has at most 20 webhook endpoints' using errcode = 'PT422', hint = 'too_many_webhooks';
+  end if;
+  insert into app.webhook_endpoints (community_id, url, events, description, secret, created_by)
+    values (webhook_create.community_id, url,
+            array(select distinct t from unnest(events) t order by t),
+            nullif(btrim(description), ''), private.webhook_new_secret(), auth.uid())
+    returning * into created;
+  return private.webhook_endpoint_json(created) || jsonb_build_object('secret', created.secret);
+end;
+$function$;
+comment on function api.webhook_create(uuid,text,text[],text) is 'POST /api/v1/platform/webhooks: registers an endpoint of the community (at most 20) and returns it with its secret (shown only here and on rotation). PT403 as the platform endpoints; PT422 invalid_url, unknown_event_type, too_many_webhooks.';
+grant execute on function api.webhook_create(uuid,text,text[],text) to authenticated;
+
+CREATE OR REPLACE FUNCTION api.webhook_delete(id uuid)
+ RETURNS void
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog'
+AS $function$
+declare
+  target app.webhook_endpoints := private.webhook_endpoint_of_caller(webhook_delete.id, true);
+begin
+  -- Its deliveries go with it; their jobs then find nothing to send.
+  delete from app.webhook_endpoints e where e.id = target.id;
+end;
+$function$;
+comment on function api.webhook_delete(uuid) is 'DELETE /api/v1/platform/webhooks/{id}: removes the endpoint and its deliveries. PT404 webhook_not_found; PT403.';
+grant execute on function api.webhook_delete(uuid) to authenticated;
+
+CREATE OR REPLACE FUNCTION api.webhook_deliveries(id uuid, page_limit integer DEFAULT 20, page_offset integer DEFAULT 0)
+ RETURNS jsonb
+ LANGUAGE plpgsql
+ STABLE SECURITY DEFINER
+ SET search_path TO 'pg_catalog'
+AS $function$
+declare
+  target app.webhook_endpoints := private.webhook_endpoint_of_caller(webhook_deliveries.id, false);
+begin
+  perform app.check_page(page_limit, page_offset);
+  return jsonb_build_object(
+    'data', (select coalesce(jsonb_agg(private.webhook_delivery_json(d) order by d.created_at desc, d.id desc), '[]')
+               from (select * from app.webhook_deliveries d
+                      where d.endpoint_id = target.id
+                      order by d.created_at desc, d.id desc
+                      limit page_limit offset page_offset) d),
+    'pagination', app.pagination((select count(*) from app.webhook_deliveries d where d.endpoint_id = target.id),
+                                 page_limit, page_offset));
+end;
+$function$;
+comment on function api.webhook_deliveries(uuid,integer,integer) is 'GET /api/v1/platform/webhooks/{id}/deliveries: the endpoint''s deliveries, newest first, with payloads and pagination. PT404; PT403; PT400 invalid_limit / invalid_offset.';
+grant execute on function api.webhook_deliveries(uuid,integer,integer) to authenticated;
+
+CREATE OR REPLACE FUNCTION api.webhook_delivery_replay(id uuid, delivery_id uuid)
+ RETURNS jsonb
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog'
+AS $function$
+declare
+  target app.webhook_endpoints := private.webhook_endpoint_of_caller(webhook_delivery_replay.id, false);
+  replayed app.webhook_deliveries;
+begin
+  if not target.active then
+    raise exception 'the webhook is not active' using errcode = 'PT409', hint = 'webhook_inactive';
+  end if;
+  -- A new round of attempts now (retries counted afresh), same webhook-id.
+  update app.webhook_deliveries d
+     set status = 'pending', next_attempt_at = now(), round_base = d.attempts
+   where d.id = webhook_delivery_replay.delivery_id and d.endpoint_id = target.id
+  returning * into replayed;
+  if replayed.id is null then
+    raise exception 'delivery not found' using errcode = 'PT404', hint = 'delivery_not_found';
+  end if;
+  perform private.webhook_schedule(target.id);
+  return private.webhook_delivery_json(replayed);
+end;
+$function$;
+comment on function api.webhook_delivery_replay(uuid,uuid) is 'POST /api/v1/platform/webhooks/{id}/deliveries/{delivery_id}/replay: sends the delivery again now, with the same webhook-id and body. PT404 webhook_not_found / delivery_not_found; PT403; PT409 webhook_inactive.';
+grant execute on function api.webhook_delivery_replay(uuid,uuid) to authenticated;
+
+CREATE OR REPLACE FUNCTION api.webhook_ping(id uuid)
+ RETURNS jsonb
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog'
+AS $function$
+declare
+  target app.webhook_endpoints := private.webhook_endpoint_of_caller(webhook_ping.id, false);
+  queued app.webhook_deliveries;
+begin
+  if not target.active then
+    raise exception 'the webhook is not active' using errcode = 'PT409', hint = 'webhook_inactive';
+  end if;
+  insert into app.webhook_deliveries (endpoint_id, event_type, payload)
+    values (target.id, 'webhook.ping', jsonb_build_object(
+      'type', 'webhook.ping', 'timestamp', app.iso(clock_timestamp()),
+      'data', jsonb_build_object('endpoint_id', target.id, 'community_id', target.community_id)))
+    returning * into queued;
+  perform private.webhook_schedule(target.id);
+  return private.webhook_delivery_json(queued);
+end;
+$function$;
+comment on function api.webhook_ping(uuid) is 'POST /api/v1/platform/webhooks/{id}/ping: queues a webhook.ping delivery and returns it. PT404; PT403; PT409 webhook_inactive.';
+grant execute on function api.webhook_ping(uuid) to authenticated;
+
+CREATE OR REPLACE FUNCTION api.webhook_rotate_secret(id uuid)
+ RETURNS jsonb
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog'
+AS $function$
+declare
+  target app.webhook_endpoints := private.webhook_endpoint_of_caller(webhook_rotate_secret.id, true);
+begin
+  update app.webhook_endpoints e
+     set previous_secret = e.secret,
+         previous_secret_expires_at = now() + interval '24 hours',
+         secret = private.webhook_new_secret(),
+         updated_at = now()
+   where e.id = target.id
+  returning * into target;
+  return private.webhook_endpoint_json(target) || jsonb_build_object('secret', target.secret);
+end;
+$function$;
+comment on function api.webhook_rotate_secret(uuid) is 'POST /api/v1/platform/webhooks/{id}/rotate_secret: a new secret (returned); the previous one keeps signing too (a second signature) for 24 hours. PT404; PT403.';
+grant execute on function api.webhook_rotate_secret(uuid) to authenticated;
+
+CREATE OR REPLACE FUNCTION api.webhook_update(id uuid, patch jsonb)
+ RETURNS jsonb
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog'
+AS $function$
+declare
+  target app.webhook_endpoints := private.webhook_endpoint_of_caller(webhook_update.id, true);
+  new_url text;
+  new_events text[];
+  new_description text;
+  new_active boolean;
+  extra text;
+begin
+  if jsonb_typeof(patch) is distinct from 'object' then
+    raise exception 'the body must be an object' using errcode = 'PT422', hint = 'validation_error';
+  end if;
+  select k into extra from jsonb_object_keys(patch) k where k not in ('url', 'events', 'active', 'description') limit 1;
+  if extra is not null then
+    raise exception 'unknown field %', extra using errcode = 'PT422', hint = 'validation_error';
+  end if;
+  if patch ? 'url' then
+    if jsonb_typeof(patch -> 'url') is distinct from 'string' then
+      raise exception 'url must be a string' using errcode = 'PT422', hint = 'validation_error';
+    end if;
+    new_url := patch ->> 'url';
+  end if;
+  if patch ? 'events' then
+    if jsonb_typeof(patch -> 'events') is distinct from 'array'
+       or exists (select from jsonb_array_elements(patch -> 'events') v where jsonb_typeof(v) <> 'string') then
+      raise exception 'events must be an array of event types' using errcode = 'PT422', hint = 'validation_error';
+    end if;
+    new_events := array(select distinct v from jsonb_array_elements_text(patch -> 'events') v order by v);
+  end if;
+  if patch ? 'active' then
+    if jsonb_typeof(patch -> 'active') is distinct from 'boolean' then
+      raise exception 'active must be true or false' using errcode = 'PT422', hint = 'validation_error';
+    end if;
+    new_active := (patch ->> 'active')::boolean;
+  end if;
+  if patch ? 'description' and jsonb_typeof(patch -> 'description') not in ('string', 'null') then
+    raise exception 'description must be a string or null' using errcode = 'PT422', hint = 'validation_error';
+  end if;
+  new_description := nullif(btrim(patch ->> 'description'), '');
+  perform private.webhook_check(new_url, new_events, new_description);
+
+  update app.webhook_endpoints e
+     set url = coalesce(new_url, e.url),
+         events = coalesce(new_events, e.events),
+         active = coalesce(new_active, e.active),
+         description = case when patch ? 'description' then new_description else e.description end,
+         disabled_reason = case when coalesce(new_active, e.active) then null else e.disabled_reason end,
+         updated_at = now()
+   where e.id = target.id
+  returning * into target;
+  return private.webhook_endpoint_json(target);
+end;
+$function$;
+comment on function api.webhook_update(uuid,jsonb) is 'PATCH /api/v1/platform/webhooks/{id}: changes url, events, active and description (the keys given). PT404 webhook_not_found; PT403; PT422.';
+grant execute on function api.webhook_update(uuid,jsonb) to authenticated;
+
+CREATE OR REPLACE FUNCTION api.webhooks_list(community_id uuid)
+ RETURNS jsonb
+ LANGUAGE plpgsql
+ STABLE SECURITY DEFINER
+ SET search_path TO 'pg_catalog'
+AS $function$
+begin
+  perform private.platform_authorize(webhooks_list.community_id);
+  return (select coalesce(jsonb_agg(private.webhook_endpoint_json(e) order by e.created_at, e.id), '[]')
+            from app.webhook_endpoints e where e.community_id = webhooks_list.community_id);
+end;
+$function$;
+comment on function api.webhooks_list(uuid) is 'GET /api/v1/platform/webhooks?community_id=: the community''s endpoints, oldest first, without secrets. PT403 as the platform endpoints.';
+grant execute on function api.webhooks_list(uuid) to authenticated;
+
+-- -----------------------------------------------------------------------------
+-- Functions of private: internal helpers and trigger functions (request roles
+-- run only those granted here)
+-- -----------------------------------------------------------------------------
+
+CREATE OR REPLACE FUNCTION private.webhook_capture_attendees()
+ RETURNS trigger
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog'
+AS $function$
+declare
+  found_event app.events;
+begin
+  select * into found_event from app.events e where e.id = new.event_id;
+  if found_event.id is null or not private.webhook_listening(found_event.community_id, 'attendee.registered') then
+    return null;
+  end if;
+  -- The e-mail the registering platform gave (it came in through the
+  -- community's own platform credential); whether the account existed
+  -- before is not told, as the platform endpoint does not tell it.
+  perform private.webhook_emit(found_event.community_id, 'attendee.registered', jsonb_build_object(
+    'event_id', found_event.id,
+    'event_node_id', found_event.node_id,
+    'email', (select u.email from identity.users u where u.id = new.user_id),
+    'external_platform', new.external_platform,
+    'registered_at', app.iso(new.registered_at)));
+  return null;
+end;
+$function$;
+comment on function private.webhook_capture_attendees() is 'Trigger of app.event_attendees: attendee.registered.';
+
+CREATE OR REPLACE FUNCTION private.webhook_capture_checkins()
+ RETURNS trigger
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog'
+AS $function$
+declare
+  found_event app.events;
+  person app.profiles;
+  shown boolean;
+begin
+  select * into found_event from app.events e where e.id = new.event_id;
+  if found_event.id is null or not private.webhook_listening(found_event.community_id, 'checkin.created') then
+    return null;
+  end if;
+  select * into person from app.profiles p where p.id = new.user_id;
+  -- Who checked in only for a public check-in; the name only where the
+  -- community's managers see it (a chosen name, or one of their members).
+  shown := new.visibility = 'public' and person.node_id is not null;
+  perform private.webhook_emit(found_event.community_id, 'checkin.created', jsonb_build_object(
+    'id', new.id,
+    'type', 'event',
+    'event_id', found_event.id,
+    'event_node_id', found_event.node_id,
+    'visibility', new.visibility,
+    'checked_in_at', app.iso(new.checked_in_at),
+    'member', case when shown then jsonb_build_object(
+      'id', person.node_id,
+      'name', case when person.name_source = 'chosen'
+                     or exists (select from app.community_members m
+                                 where m.community_id = found_event.community_id and m.member_node_id = person.node_id)
+                   then person.name end) end));
+  return null;
+end;
+$function$;
+comment on function private.webhook_capture_checkins() is 'Trigger of app.checkins (event check-ins): checkin.created; the person only for a public check-in.';
+
+CREATE OR REPLACE FUNCTION private.webhook_capture_events()
+ RETURNS trigger
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog'
+AS $function$
+declare
+  after_data jsonb;
+begin
+  if tg_op = 'INSERT' then
+    if private.webhook_listening(new.community_id, 'event.created') then
+      perform private.webhook_emit(new.community_id, 'event.created', private.webhook_event_data(new));
+    end if;
+  elsif tg_op = 'UPDATE' then
+    if private.webhook_listening(new.community_id, 'event.updated') then
+      after_data := private.webhook_event_data(new);
+      -- Only a change an integrator can see.
+      if after_data is distinct from private.webhook_event_data(old) then
+        perform private.webhook_emit(new.community_id, 'event.updated', after_data);
+      end if;
+    end if;
+  else
+    if private.webhook_listening(old.community_id, 'event.deleted') then
+      perform private.webhook_emit(old.community_id, 'event.deleted', private.webhook_event_data(old));
+    end if;
+  end if;
+  return null;
+end;
+$function$;
+comment on function private.webhook_capture_events() is 'Trigger of app.events: event.created, event.updated (when the Event object changed), event.deleted.';
+
+CREATE OR REPLACE FUNCTION private.webhook_capture_members()
+ RETURNS trigger
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog'
+AS $function$
+begin
+  if tg_op = 'INSERT' then
+    if private.webhook_listening(new.community_id, 'member.joined') then
+      perform private.webhook_emit(new.community_id, 'member.joined', jsonb_build_object(
+        'community_id', new.community_id,
+        'member', private.webhook_member_json(new.community_id, new.member_node_id, new.role, new.joined_at)));
+    end if;
+  elsif private.webhook_listening(old.community_id, 'member.left') then
+    perform private.webhook_emit(old.community_id, 'member.left', jsonb_build_object(
+      'community_id', old.community_id,
+      'member', private.webhook_member_json(old.community_id, old.member_node_id, old.role, old.joined_at),
+      'left_at', app.iso(clock_timestamp())));
+  end if;
+  return null;
+end;
+$function$;
+comment on function private.webhook_capture_members() is 'Trigger of app.community_members: member.joined, member.left.';
+
+CREATE OR REPLACE FUNCTION private.webhook_check(url text, events text[], description text)
+ RETURNS void
+ LANGUAGE plpgsql
+ IMMUTABLE
+ SET search_path TO 'pg_catalog'
+AS $function$
+begin
+  if url is not null and (length(url) > 2000 or url !~* '^https?://[^/?#]') then
+    raise exception 'url must be an http(s) URL of at most 2000 characters' using errcode = 'PT422', hint = 'invalid_url';
+  end if;
+  if events is not null then
+    if cardinality(events) = 0 then
+      raise exception 'events must name at least one event type' using errcode = 'PT422', hint = 'validation_error';
+    end if;
+    if not events <@ private.webhook_event_types() then
+      raise exception 'unknown event type; known: %', array_to_string(private.webhook_event_types(), ', ')
+        using errcode = 'PT422', hint = 'unknown_event_type';
+    end if;
+  end if;
+  if length(description) > 500 then
+    raise exception 'description must be at most 500 characters' using errcode = 'PT422', hint = 'validation_error';
+  end if;
+end;
+$function$;
+comment on function private.webhook_check(text,text[],text) is 'PT422 for a URL, event list or description an endpoint cannot have (the address rules are the gateway''s, at registration and at every send).';
+
+CREATE OR REPLACE FUNCTION private.webhook_deliveries_prune(keep interval DEFAULT '30 days'::interval, batch integer DEFAULT 10000)
+ RETURNS integer
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog'
+AS $function$
+declare
+  gone integer;
+begin
+  delete from app.webhook_deliveries d
+   where d.id = any (array(select w.id from app.webhook_deliveries w
+                            where w.created_at < now() - webhook_deliveries_prune.keep
+                              and w.status in ('succeeded', 'failed')
+                            limit webhook_deliveries_prune.batch));
+  get diagnostics gone = row_count;
+  return gone;
+end;
+$function$;
+comment on function private.webhook_deliveries_prune(interval,integer) is 'Deletes finished webhook deliveries older than `keep` (30 days), at most `batch` a call; returns how many. The worker runs it daily.';
+
+CREATE OR REPLACE FUNCTION private.webhook_delivery_finish(delivery_id uuid, attempt integer, status_code integer, error text, response_body text, retry_delays double precision[])
+ RETURNS text
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog'
+AS $function$
+declare
+  d app.webhook_deliveries;
+  retry integer;
+  delay double precision;
+begin
+  select * into d from app.webhook_deliveries w where w.id = webhook_delivery_finish.delivery_id for update;
+  -- Gone, or another attempt began since (this outcome is stale).
+  if d.id is null or d.attempts <> webhook_delivery_finish.attempt then
+    return coalesce(d.status, 'gone');
+  end if;
+  if status_code between 200 and 299 then
+    update app.webhook_deliveries w
+       set status = 'succeeded', delivered_at = now(), next_attempt_at = null, last_status_code = status_code,
+           last_error = null, last_response_body = left(response_body, 1024)
+     where w.id = d.id;
+    return 'succeeded';
+  end if;
+  -- The n-th failure of this round waits retry_delays[n] seconds, ±20 %;
+  -- past the schedule the delivery has failed.
+  retry := d.attempts - d.round_base;
+  if retry <= coalesce(cardinality(retry_delays), 0) then
+    delay := greatest(retry_delays[retry], 0) * (0.8 + random() * 0.4);
+    -- (The task schedules the endpoint's next job when it is done: private.webhook_endpoint_reschedule.)
+    update app.webhook_deliveries w
+       set status = 'retrying', next_attempt_at = clock_timestamp() + make_interval(secs => delay),
+           last_status_code = status_code, last_error = left(error, 1000), last_response_body = left(response_body, 1024)
+     where w.id = d.id;
+    return 'retrying';
+  end if;
+  update app.webhook_deliveries w
+     set status = 'failed', next_attempt_at = null,
+         last_status_code = status_code, last_error = left(error, 1000), last_response_body = left(response_body, 1024)
+   where w.id = d.id;
+  perform private.webhook_endpoint_check_failing(d.endpoint_id);
+  return 'failed';
+end;
+$function$;
+comment on function private.webhook_delivery_finish(uuid,integer,integer,text,text,double precision[]) is 'Records an attempt''s outcome (status_code null: no answer, see error): 2xx succeeded; otherwise a retry after retry_delays[n] seconds ±20 % (WEBHOOK_RETRY_SCHEDULE) for the n-th failure of the round, or failed past the schedule. Returns the new status.';
+
+CREATE OR REPLACE FUNCTION private.webhook_delivery_json(d app.webhook_deliveries)
+ RETURNS jsonb
+ LANGUAGE sql
+ STABLE
+ SET search_path TO 'pg_catalog'
+AS $function$
+    select jsonb_build_object(
+      'id', d.id,
+      'webhook_id', private.webhook_message_id(d.id),
+      'event_type', d.event_type,
+      'status', d.status,
+      'attempts', d.attempts,
+      'last_status_code', d.last_status_code,
+      'last_error', d.last_error,
+      'last_response_body', d.last_response_body,
+      'next_attempt_at', app.iso(d.next_attempt_at),
+      'created_at', app.iso(d.created_at),
+      'delivered_at', app.iso(d.delivered_at),
+      'payload', d.payload)
+  $function$;
+comment on function private.webhook_delivery_json(app.webhook_deliveries) is 'The delivery object of GET .../deliveries.';
+
+CREATE OR REPLACE FUNCTION private.webhook_delivery_next(endpoint_id uuid)
+ RETURNS TABLE(delivery_id uuid, url text, secrets text[], webhook_id text, body text, attempt integer)
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog'
+AS $function$
+declare
+  e app.webhook_endpoints;
+  d app.webhook_deliveries;
+begin
+  select * into e from app.webhook_endpoints w where w.id = webhook_delivery_next.endpoint_id;
+  if e.id is null then
+    return;
+  end if;
+  if not e.active then
+    -- A paused or turned-off endpoint: what was waiting fails (replay it once it is on again).
+    update app.webhook_deliveries w
+       set status = 'failed', next_attempt_at = null, last_error = 'endpoint inactive'
+     where w.endpoint_id = e.id and w.status in ('pending', 'retrying');
+    return;
+  end if;
+  -- The oldest due delivery: in the order of the changes.
+  select * into d from app.webhook_deliveries w
+   where w.endpoint_id = e.id and w.status in ('pending', 'retrying') and w.next_attempt_at <= clock_timestamp()
+   order by w.created_at, w.id
+   limit 1
+   for update;
+  if d.id is null then
+    return;
+  end if;
+  update app.webhook_deliveries w set attempts = w.attempts + 1 where w.id = d.id returning * into d;
+  return query select d.id, e.url,
+                      array_remove(array[e.secret, case when e.previous_secret_expires_at > now() then e.previous_secret end], null),
+                      private.webhook_message_id(d.id), d.payload::text, d.attempts;
+end;
+$function$;
+comment on function private.webhook_delivery_next(uuid) is 'The webhook_deliver task, holding the endpoint''s lock: its oldest due delivery (URL, the secrets that sign it, webhook-id, body) with one more attempt counted; nothing when none is due or the endpoint is gone (inactive: its waiting deliveries fail).';
+
+CREATE OR REPLACE FUNCTION private.webhook_due(endpoint_id uuid)
+ RETURNS boolean
+ LANGUAGE sql
+ STABLE
+ SET search_path TO 'pg_catalog'
+AS $function$
+    select exists (select from app.webhook_deliveries d
+                    where d.endpoint_id = webhook_due.endpoint_id and d.status in ('pending', 'retrying')
+                      and d.next_attempt_at <= clock_timestamp())
+  $function$;
+comment on function private.webhook_due(uuid) is 'Whether a delivery of the endpoint is due (checked again after letting go of its lock).';
+
+CREATE OR REPLACE FUNCTION private.webhook_emit(community_id uuid, event_type text, data jsonb)
+ RETURNS integer
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog'
+AS $function$
+declare
+  queued integer;
+begin
+  with added as (
+    insert into app.webhook_deliveries (endpoint_id, event_type, payload)
+      select e.id, webhook_emit.event_type,
+             jsonb_build_object('type', webhook_emit.event_type, 'timestamp', app.iso(clock_timestamp()), 'data', webhook_emit.data)
+        from app.webhook_endpoints e
+       where e.community_id = webhook_emit.community_id and e.active
+         and webhook_emit.event_type = any (e.events)
+       order by e.id
+    returning id, endpoint_id)
+  -- One delivery per endpoint, so one schedule each.
+  select count(private.webhook_schedule(a.endpoint_id)) into queued from added a;
+  return queued;
+end;
+$function$;
+comment on function private.webhook_emit(uuid,text,jsonb) is 'Queues a delivery of {type, timestamp, data} to every active endpoint of the community subscribed to the type; returns how many.';
+
+CREATE OR REPLACE FUNCTION private.webhook_endpoint_check_failing(endpoint_id uuid)
+ RETURNS boolean
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog'
+AS $function$
+declare
+  e app.webhook_endpoints;
+  community_name text;
+  manager record;
+begin
+  if (select count(*) < 20 or not bool_and(r.status = 'failed')
+        from (select d.status from app.webhook_deliveries d
+               where d.endpoint_id = webhook_endpoint_check_failing.endpoint_id
+               order by d.created_at desc, d.id desc limit 20) r) then
+    return false;
+  end if;
+  update app.webhook_endpoints w set active = false, disabled_reason = 'failing', updated_at = now()
+   where w.id = webhook_endpoint_check_failing.endpoint_id and w.active
+  returning * into e;
+  if e.id is null then
+    return false;
+  end if;
+  select c.name into community_name from app.communities c where c.id = e.community_id;
+  for manager in
+    select u.id, u.email
+      from app.community_members m
+      join app.profiles p on p.node_id = m.member_node_id
+      join identity.users u on u.id = p.id
+     where m.community_id = e.community_id and m.role = 'manager'
+     order by u.email
+  loop
+    perform private.email_queue(manager.id, manager.email, 'webhook_disabled',
+      'Webhook turned off: ' || e.url,
+      'The webhook endpoint ' || e.url || ' of ' || coalesce(community_name, 'your community')
+      || E' failed its last 20 deliveries and has been turned off.\n\n'
+      || 'Endpoint id: ' || e.id::text || E'\n\n'
+      || E'Fix the receiver, then turn it on again (PATCH /api/v1/platform/webhooks/' || e.id::text
+      || E' {"active": true}) and replay the deliveries it missed.\n');
+  end loop;
+  return true;
+end;
+$function$;
+comment on function private.webhook_endpoint_check_failing(uuid) is 'Turns an endpoint off when its last 20 deliveries all failed, and e-mails the community''s managers (through the outbox). Returns whether it did.';
+
+CREATE OR REPLACE FUNCTION private.webhook_endpoint_json(e app.webhook_endpoints)
+ RETURNS jsonb
+ LANGUAGE sql
+ STABLE
+ SET search_path TO 'pg_catalog'
+AS $function$
+    select jsonb_build_object(
+      'id', e.id,
+      'community_id', e.community_id,
+      'url', e.url,
+      'events', to_jsonb(e.events),
+      'active', e.active,
+      'description', e.description,
+      'created_at', app.iso(e.created_at))
+  $function$;
+comment on function private.webhook_endpoint_json(app.webhook_endpoints) is 'The webhook endpoint object (never its secret).';
+
+CREATE OR REPLACE FUNCTION private.webhook_endpoint_of_caller(id uuid, for_update boolean DEFAULT false)
+ RETURNS app.webhook_endpoints
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog'
+AS $function$
+declare
+  target app.webhook_endpoints;
+begin
+  if for_update then
+    select * into target from app.webhook_endpoints e where e.id = webhook_endpoint_of_caller.id for update;
+  else
+    select * into target from app.webhook_endpoints e where e.id = webhook_endpoint_of_caller.id;
+  end if;
+  if target.id is null then
+    raise exception 'webhook not found' using errcode = 'PT404', hint = 'webhook_not_found';
+  end if;
+  perform private.platform_authorize(target.community_id);
+  return target;
+end;
+$function$;
+comment on function private.webhook_endpoint_of_caller(uuid,boolean) is 'The endpoint, when the caller may manage its community (as for the platform endpoints): PT404 webhook_not_found, PT403 otherwise.';
+
+CREATE OR REPLACE FUNCTION private.webhook_endpoint_reschedule(endpoint_id uuid)
+ RETURNS timestamp with time zone
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog'
+AS $function$
+declare
+  next_at timestamptz;
+begin
+  select min(d.next_attempt_at) into next_at
+    from app.webhook_deliveries d
+   where d.endpoint_id = webhook_endpoint_reschedule.endpoint_id and d.status in ('pending', 'retrying');
+  if next_at is not null then
+    perform private.webhook_schedule(webhook_endpoint_reschedule.endpoint_id, next_at, keep_earlier => true);
+  end if;
+  return next_at;
+end;
+$function$;
+comment on function private.webhook_endpoint_reschedule(uuid) is 'After sending: a job for the endpoint''s next retry (if a delivery waits for one); returns when.';
+
+CREATE OR REPLACE FUNCTION private.webhook_endpoint_try_lock(endpoint_id uuid)
+ RETURNS boolean
+ LANGUAGE sql
+ SET search_path TO 'pg_catalog'
+AS $function$
+    select pg_try_advisory_lock(hashtextextended('app.webhook_endpoints:send:' || webhook_endpoint_try_lock.endpoint_id::text, 0))
+  $function$;
+comment on function private.webhook_endpoint_try_lock(uuid) is 'The webhook_deliver task: takes the endpoint''s sending lock (session-level, so it lasts across the attempts; gone with the session) unless another worker holds it.';
+
+CREATE OR REPLACE FUNCTION private.webhook_endpoint_unlock(endpoint_id uuid)
+ RETURNS boolean
+ LANGUAGE sql
+ SET search_path TO 'pg_catalog'
+AS $function$
+    select pg_advisory_unlock(hashtextextended('app.webhook_endpoints:send:' || webhook_endpoint_unlock.endpoint_id::text, 0))
+  $function$;
+comment on function private.webhook_endpoint_unlock(uuid) is 'Lets go of the endpoint''s sending lock.';
+
+CREATE OR REPLACE FUNCTION private.webhook_event_data(e app.events)
+ RETURNS jsonb
+ LANGUAGE sql
+ STABLE
+ SET search_path TO 'pg_catalog'
+AS $function$
+    -- The Event object as a manager of its community sees it.
+    select private.event_object(e, (select c.node_id from app.communities c where c.id = e.community_id), true, private.public_url())
+  $function$;
+comment on function private.webhook_event_data(app.events) is 'The data of event.* webhooks: the Event object as the community''s managers see it.';
+
+CREATE OR REPLACE FUNCTION private.webhook_event_types()
+ RETURNS text[]
+ LANGUAGE sql
+ IMMUTABLE
+ SET search_path TO 'pg_catalog'
+AS $function$
+    select array['event.created', 'event.updated', 'event.deleted', 'attendee.registered',
+                 'checkin.created', 'member.joined', 'member.left']
+  $function$;
+comment on function private.webhook_event_types() is 'The event types an endpoint may subscribe to (webhook.ping is sent on request only).';
+
+CREATE OR REPLACE FUNCTION private.webhook_listening(community_id uuid, event_type text)
+ RETURNS boolean
+ LANGUAGE sql
+ STABLE
+ SET search_path TO 'pg_catalog'
+AS $function$
+    select exists (select from app.webhook_endpoints e
+                    where e.community_id = webhook_listening.community_id and e.active
+                      and webhook_listening.event_type = any (e.events))
+  $function$;
+comment on function private.webhook_listening(uuid,text) is 'Whether an active endpoint of the community wants this event type (triggers check it before building a payload).';
+
+CREATE OR REPLACE FUNCTION private.webhook_member_json(community_id uuid, member_node_id uuid, role text, joined_at timestamp with time zone)
+ RETURNS jsonb
+ LANGUAGE sql
+ STABLE
+ SET search_path TO 'pg_catalog'
+AS $function$
+    -- The CommunityMember object of the member list: node id, role, joining
+    -- time and name (the community's managers see their members' names); no e-mail.
+    select jsonb_build_object('id', webhook_member_json.member_node_id, 'role', webhook_member_json.role,
+                              'joined_at', app.iso(webhook_member_json.joined_at),
+                              'name', (select p.name from app.profiles p where p.node_id = webhook_member_json.member_node_id))
+  $function$;
+comment on function private.webhook_member_json(uuid,uuid,text,timestamp with time zone) is 'The member of member.* webhooks (the CommunityMember object, no e-mail).';
+
+CREATE OR REPLACE FUNCTION private.webhook_message_id(delivery_id uuid)
+ RETURNS text
+ LANGUAGE sql
+ IMMUTABLE
+ SET search_path TO 'pg_catalog'
+AS $function$
+    select 'msg_' || replace(delivery_id::text, '-', '')
+  $function$;
+comment on function private.webhook_message_id(uuid) is 'The webhook-id header of a delivery: the same for every attempt and replay.';
+
+CREATE OR REPLACE FUNCTION private.webhook_new_secret()
+ RETURNS text
+ LANGUAGE sql
+ SET search_path TO 'pg_catalog'
+AS $function$
+    select 'whsec_' || encode(extensions.gen_random_bytes(32), 'base64')
+  $function$;
+comment on function private.webhook_new_secret() is 'A Standard Webhooks secret: whsec_ and the base64 of 32 random bytes.';
+
+CREATE OR REPLACE FUNCTION private.webhook_schedule(endpoint_id uuid, run_at timestamp with time zone DEFAULT NULL::timestamp with time zone, keep_earlier boolean DEFAULT false)
+ RETURNS bigint
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog'
+AS $function$
+begin
+  -- The endpoint's one pending job (job_key): `replace` moves it to run_at
+  -- (now, for a new delivery); keep_earlier (a retry later on) leaves a
+  -- pending job's earlier time alone. The task itself never fails for an
+  -- HTTP outcome; its attempts only cover the worker losing the database.
+  return private.enqueue_job('webhook_deliver', jsonb_build_object('endpoint_id', webhook_schedule.endpoint_id),
+                             run_at => coalesce(webhook_schedule.run_at, clock_timestamp()),
+                             max_attempts => 25,
+                             job_key => 'webhook:' || webhook_schedule.endpoint_id::text,
+                             job_key_mode => case when keep_earlier then 'preserve_run_at' else 'replace' end);
+end;
+$function$;
+comment on function private.webhook_schedule(uuid,timestamp with time zone,boolean) is 'Adds (or moves) the webhook_deliver job of an endpoint: now for new deliveries, at run_at for a retry.';
+
+CREATE OR REPLACE FUNCTION private.webhook_sweep()
+ RETURNS integer
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog'
+AS $function$
+declare
+  scheduled integer;
+begin
+  -- A safety net (the worker's crontab, every minute): an endpoint with a
+  -- delivery due for a minute gets a job if it has none waiting (its job
+  -- failed while another, which found the lock taken, had already ended).
+  select count(private.webhook_schedule(e.endpoint_id, null, keep_earlier => true)) into scheduled
+    from (select distinct d.endpoint_id
+            from app.webhook_deliveries d
+           where d.status in ('pending', 'retrying') and d.next_attempt_at <= now() - interval '1 minute') e;
+  return scheduled;
+end;
+$function$;
+comment on function private.webhook_sweep() is 'Gives every endpoint with a delivery overdue by a minute a webhook_deliver job (one already waiting keeps its time); returns how many endpoints. The worker runs it every minute.';
+
+-- -----------------------------------------------------------------------------
+-- Tables: comments, row-level security, policies, grants, triggers
+-- -----------------------------------------------------------------------------
+
+-- app.webhook_endpoints
+comment on table app.webhook_endpoints is 'Webhook endpoints of a community (managed by its managers through api.webhook_*). Secrets are readable only by the owner.';
+alter table app.webhook_endpoints enable row level security;
+
+-- app.webhook_deliveries
+comment on table app.webhook_deliveries is 'One message to one endpoint (its webhook-id is msg_ + the id without dashes, the same for every attempt and replay), with the outcome of its last attempt.';
+alter table app.webhook_deliveries enable row level security;
