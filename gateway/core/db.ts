@@ -33,8 +33,10 @@
 // its queries settle. (Refused connections fail at once; an unreachable host
 // after connect_timeout.)
 // postgres.js 3.4.9 loses pool slots around reserve() when the server closes
-// connections (porsager/postgres#1195, #1199, #1186, #1208, #1219, #1223): the patch
-// in gateway/patches/, applied by `npm install`, fixes the driver, and
+// connections (porsager/postgres#1195, #1199, #1186, #1208, #1219, #1223), and
+// behind PgBouncer a new connection whose first query fails (the server is
+// gone) ended the process with an unhandled rejection (#1192): the patch in
+// gateway/patches/, applied by `npm install`, fixes the driver, and
 // test/unit/postgres-driver.test.ts fails without it.
 import postgres from 'postgres';
 import { isRetryable } from './errors.ts';
