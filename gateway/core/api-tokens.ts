@@ -9,7 +9,7 @@
 // an error, and a database error about it is reduced to its status (the
 // statement's parameters never reach a log).
 import { z } from 'zod';
-import type { RequestClaims, Sql } from './db.ts';
+import { DEADLINE_MARGIN_MS, withDeadline, type RequestClaims, type Sql } from './db.ts';
 import { HttpError, toHttpError } from './errors.ts';
 import { LIMITS } from './limits.ts';
 import type { AccessClaims } from './jwt.ts';
@@ -50,13 +50,20 @@ const invalidToken = () => new HttpError(401, 'invalid_token', 'invalid, inactiv
 /**
  * Authenticates an API token for a request path and counts the use. Throws
  * HttpError 401 (invalid_token) for an unknown, inactive, expired or
- * malformed token.
+ * malformed token; 503 when the database does not answer by `deadlineMs`
+ * (the request's statement timeout and margin).
  */
-export async function authenticateApiToken(sql: Sql, secret: string, path: string): Promise<ApiTokenAuthentication> {
+export async function authenticateApiToken(
+  sql: Sql,
+  secret: string,
+  path: string,
+  deadlineMs = 15_000 + DEADLINE_MARGIN_MS,
+): Promise<ApiTokenAuthentication> {
   if (!SECRET_SHAPE.test(secret)) throw invalidToken();
   let rows: IdentityRow[];
   try {
-    rows = await sql<IdentityRow[]>`select * from api.api_token_authenticate(${secret}, ${path})`;
+    // Bounded like a request's transaction; cut, it is 503 (only the token's use count may have moved).
+    rows = await withDeadline(sql, deadlineMs, () => sql<IdentityRow[]>`select * from api.api_token_authenticate(${secret}, ${path})`);
   } catch (err) {
     const httpError = toHttpError(err);
     if (httpError.status === 401) throw invalidToken();
