@@ -54,6 +54,7 @@ import postgres from 'postgres';
 import { DatabaseWatch, type WatchedOperation } from './db-watch.ts';
 import { isRetryable } from './errors.ts';
 import type { Logger } from './log.ts';
+import { noteServed } from './unavailable-log.ts';
 
 export type Sql = postgres.Sql;
 /**
@@ -250,7 +251,9 @@ async function transaction<T>(sql: Sql, claims: RequestClaims | null, fn: (tx: T
   });
   let answered = true;
   try {
-    return await Promise.race([work, deadline, cutOff]);
+    const result = await Promise.race([work, deadline, cutOff]);
+    noteServed();
+    return result;
   } catch (err) {
     answered = !(err instanceof DatabaseWaitError || err instanceof OutcomeUnknownError);
     progress.abandoned = true;

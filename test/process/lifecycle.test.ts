@@ -19,6 +19,12 @@ describe('npm start (gateway/main.ts)', () => {
 
     const first = await startGatewayProcess(env);
     expect((await fetch(`${first.url}/health`)).status).toBe(200);
+    // A new database: every committed migration applied, and said so (how many, which).
+    const committed = fs.readdirSync(path.join(root, 'sql', 'migrations', 'committed')).filter((f) => f.endsWith('.sql'));
+    const applied = /migrations applied: (\d+) committed \(([^)]*)\)/.exec(first.output());
+    expect(applied, first.output()).not.toBeNull();
+    expect(Number(applied![1])).toBe(committed.length);
+    expect(applied![2]).toContain(committed.at(-1)!);
     const email = uniqueEmail('restart');
     const reg = await fetch(`${first.url}/api/auth/register`, {
       method: 'POST',
@@ -36,6 +42,8 @@ describe('npm start (gateway/main.ts)', () => {
     expect(fs.existsSync(pidFile)).toBe(false);
 
     const second = await startGatewayProcess(env);
+    // Up to date: nothing applied, nothing said at info level.
+    expect(second.output()).not.toMatch(/migrations applied: \d+ committed/);
     const login = await fetch(`${second.url}/api/auth/login`, {
       method: 'POST',
       headers: { 'content-type': 'application/json' },

@@ -53,9 +53,13 @@ describe('database faults while 10 clients are in flight', () => {
   it('Postgres stopped for seconds: every request answered in bounded time, served again within 2 s', { timeout: 120_000 }, async () => {
     const {
       reports: [report],
+      output,
     } = await run('outage', { clients: 10, writes: true, faults: [{ kind: 'stop', seconds: 3 }] });
     expectSurvived(report!);
     expect(report!.failedWhileDown, 'requests refused while the database was down').toBeGreaterThan(0);
+    // The log: one line when it went, one when it came back (core/unavailable-log.ts).
+    expect(output.match(/database unavailable: requests answered 503/g)).toHaveLength(1);
+    expect(output).toMatch(/database available again: requests work again after \d+\.\d s/);
   });
 
   it.skipIf(!fs.existsSync(PGBOUNCER_BINARY))(
@@ -79,6 +83,10 @@ describe('database faults while 10 clients are in flight', () => {
       expect(output).toMatch(/database not answering: waiting for it before starting/);
       expect(output).toMatch(/database answering: starting/);
       expect(output.match(/gateway listening on/g)).toHaveLength(3);
+      // Realtime maintenance (every 5 s) failed during the 6 s stop: one line per process, no stack trace.
+      expect(output).not.toMatch(/"msg":"realtime: maintenance failed"/);
+      expect(output).toMatch(/database unavailable: realtime maintenance failed/);
+      expect(output).toMatch(/database available again: realtime maintenance work again/);
     },
   );
 
