@@ -54,7 +54,7 @@ import postgres from 'postgres';
 import { DatabaseWatch, type WatchedOperation } from './db-watch.ts';
 import { isRetryable } from './errors.ts';
 import type { Logger } from './log.ts';
-import { noteServed } from './unavailable-log.ts';
+import { isDatabaseUnavailable, noteServed } from './unavailable-log.ts';
 
 export type Sql = postgres.Sql;
 /**
@@ -255,7 +255,8 @@ async function transaction<T>(sql: Sql, claims: RequestClaims | null, fn: (tx: T
     noteServed();
     return result;
   } catch (err) {
-    answered = !(err instanceof DatabaseWaitError || err instanceof OutcomeUnknownError);
+    // A refused or lost connection is no answer either: with waits piling up, the watch then probes.
+    answered = !isDatabaseUnavailable(err);
     progress.abandoned = true;
     work.catch(() => {}); // it settles in the background
     if (err instanceof DatabaseWaitError && progress.commitSent && !progress.settled && !options.readOnly) {

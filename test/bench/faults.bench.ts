@@ -79,12 +79,14 @@ const bench: Bench = {
         .map(([k, v]) => `${k}: ${v}`)
         .join(', ');
     console.log(`\n${reports[0]?.server ?? ''}, 10 clients (reads and task writes), statement timeout 5 s`);
-    console.log('\n| fault | requests | answers by status | unanswered | saved, answered as failed | outcome_unknown saved / not | longest answer | > 2 s while down | /health back | served back | LISTEN back |');
-    console.log('|---|---|---|---|---|---|---|---|---|---|---|');
+    console.log(
+      '\n| fault | requests | answers by status | unanswered | saved, answered as failed | outcome_unknown saved / not | longest answer | 503 while down p50 / p95 | > 2 s while down | /health back | served back | LISTEN back |',
+    );
+    console.log('|---|---|---|---|---|---|---|---|---|---|---|---|');
     for (const r of reports) {
       console.log(
         `| ${r.fault} | ${r.requests} | ${statuses(r)} | ${r.unanswered.length} | ${r.savedButFailed.length} | ${r.unknownSaved} / ${r.unknownLost} | ` +
-          `${seconds(r.longestMs)} s | ${r.slowWhileDown.length} | ${seconds(r.healthBackMs)} s | ${seconds(r.servedBackMs)} s | ${seconds(r.listenBackMs)} s |`,
+          `${seconds(r.longestMs)} s | ${r.refusedP50Ms} / ${r.refusedP95Ms} ms | ${r.slowWhileDown.length} | ${seconds(r.healthBackMs)} s | ${seconds(r.servedBackMs)} s | ${seconds(r.listenBackMs)} s |`,
       );
     }
     return Object.fromEntries(
@@ -100,6 +102,8 @@ const bench: Bench = {
           unknownSaved: r.unknownSaved,
           unknownLost: r.unknownLost,
           longestMs: r.longestMs,
+          refusedP50Ms: r.refusedP50Ms,
+          refusedP95Ms: r.refusedP95Ms,
           slowWhileDown: r.slowWhileDown.length,
           healthBackMs: r.healthBackMs,
           servedBackMs: r.servedBackMs,

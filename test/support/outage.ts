@@ -96,6 +96,9 @@ export interface FaultReport {
   /** Answers other than success, 503 with Retry-After, or (for a write) 504 outcome_unknown. */
   unexpected: string[];
   longestMs: number;
+  /** How long the 503 answers to requests sent while the database was down took: median and 95th percentile. */
+  refusedP50Ms: number;
+  refusedP95Ms: number;
   /** Requests sent while the database was down or frozen (FAIL_FAST_MS after it went) that took longer than FAIL_FAST_MS. */
   slowWhileDown: string[];
   healthBackMs: number;
@@ -378,6 +381,8 @@ export async function runOutage(options: OutageOptions): Promise<OutageRun> {
       ...options.env,
     });
     const base = gateway.url;
+    // Every process serving (the first to listen says so first).
+    await waitUntil(() => (gateway!.output().match(/gateway listening on/g)?.length ?? 0) >= (options.processes ?? 1), 60_000, 'every gateway process');
     const users: { email: string; token: string }[] = [];
     for (let i = 0; i < options.clients; i++) {
       const email = `outage-${crypto.randomBytes(6).toString('hex')}@example.com`;
@@ -559,6 +564,10 @@ function measure(p: Phase): FaultReport {
   const slowWhileDown = phase
     .filter((s) => s.startedAt >= downAt + FAIL_FAST_MS && s.startedAt < upAt && s.endedAt - s.startedAt > FAIL_FAST_MS)
     .map((s) => describeSample(s, downAt));
+  const refusedWhileDown = phase
+    .filter((s) => s.status === 503 && s.startedAt >= downAt && s.startedAt < upAt)
+    .map((s) => s.endedAt - s.startedAt)
+    .sort((a, b) => a - b);
   const fault = `${p.fault.kind}${p.fault.seconds ? ` ${p.fault.seconds} s` : ''}${p.fault.killWorker ? ', a gateway process killed meanwhile' : ''} (${p.through})`;
   const streamDuplicates = p.inserts.filter((t, i) => p.inserts.indexOf(t) !== i);
   const report: FaultReport = {
@@ -575,6 +584,8 @@ function measure(p: Phase): FaultReport {
     processes: gatewayWorkers(p.gateway).length || (p.gateway.child.exitCode === null ? 1 : 0),
     unexpected,
     longestMs: Math.max(0, ...phase.map((s) => s.endedAt - s.startedAt)),
+    refusedP50Ms: percentile(refusedWhileDown, 0.5),
+    refusedP95Ms: percentile(refusedWhileDown, 0.95),
     slowWhileDown,
     healthBackMs: p.healthBackMs,
     servedBackMs: p.servedBackMs,
@@ -590,6 +601,10 @@ function measure(p: Phase): FaultReport {
     summary: '',
   };
   return report;
+}
+
+function percentile(sorted: number[], q: number): number {
+  return sorted.length === 0 ? 0 : sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))]!;
 }
 
 /** Counts the phase's writes against the titles saved, and writes the summary. */
@@ -611,7 +626,7 @@ function settleWrites(report: FaultReport, phase: Sample[], writes: Map<string, 
   report.summary =
     `${report.server}, ${report.fault}: ${report.requests} requests (${statuses}), ${report.unanswered.length} unanswered` +
     `${report.cutByKill ? ` (and ${report.cutByKill} cut with the killed process)` : ''}, ` +
-    `${report.unexpected.length} unexpected, longest answer ${seconds(report.longestMs)} s, ${report.slowWhileDown.length} slower than ${seconds(FAIL_FAST_MS)} s while down; ` +
+    `${report.unexpected.length} unexpected, longest answer ${seconds(report.longestMs)} s, 503 while down p50 ${report.refusedP50Ms} ms / p95 ${report.refusedP95Ms} ms, ${report.slowWhileDown.length} slower than ${seconds(FAIL_FAST_MS)} s while down; ` +
     `writes: ${report.writes}, ${report.savedButFailed.length} saved though answered as failed, outcome_unknown ${report.unknownSaved} saved / ${report.unknownLost} not; ` +
     `after the return: /health 200 in ${seconds(report.healthBackMs)} s, served in ${seconds(report.servedBackMs)} s, LISTEN in ${seconds(report.listenBackMs)} s; ` +
     `stream: ${report.streamGaps.length} missing, ${report.streamDuplicates.length} duplicated; gateway ${report.gatewayAlive ? 'up' : 'GONE'}, ${report.processes} processes serving`;
