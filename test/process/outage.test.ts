@@ -72,7 +72,7 @@ describe('database faults while 10 clients are in flight', () => {
         pgbouncer: true,
         processes: 2,
         faults: [
-          { kind: 'stop', seconds: 6, killWorker: true },
+          { kind: 'stop', seconds: 8, killWorker: true },
           { kind: 'immediate', seconds: 0 },
           { kind: 'pgbouncer-restart', seconds: 0 },
         ],
@@ -83,7 +83,7 @@ describe('database faults while 10 clients are in flight', () => {
       expect(output).toMatch(/database not answering: waiting for it before starting/);
       expect(output).toMatch(/database answering: starting/);
       expect(output.match(/gateway listening on/g)).toHaveLength(3);
-      // Realtime maintenance (every 5 s) failed during the 6 s stop: one line per process, no stack trace.
+      // Realtime maintenance (every 5 s) failed during the 8 s stop: one line per process, no stack trace.
       expect(output).not.toMatch(/"msg":"realtime: maintenance failed"/);
       expect(output).toMatch(/database unavailable: realtime maintenance failed/);
       expect(output).toMatch(/database available again: realtime maintenance work again/);

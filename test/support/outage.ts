@@ -23,8 +23,8 @@
 //                           disk, a network partition: connections stay open and
 //                           nothing answers), SIGCONT `seconds` later
 //        pgbouncer-restart  PgBouncer stopped at once and started again on its port
-//      `killWorker`: one gateway process is SIGKILLed while the database is
-//      down (its replacement starts during the outage).
+//      `killWorker`: one gateway process is SIGKILLed 0.5 s into the outage
+//      (its replacement starts while the database is down).
 //   5. Measured from the moment the database (or PgBouncer) is back: /health
 //      200, the first profile answered 200, the first change delivered to the
 //      stream (events are created every 100 ms from then on). And for every
@@ -54,7 +54,7 @@ export interface Fault {
   kind: FaultKind;
   /** How long the database stays down or frozen (0: started again at once). */
   seconds: number;
-  /** SIGKILL one gateway process half way through the outage (with WEB_CONCURRENCY > 1). */
+  /** SIGKILL one gateway process 0.5 s into the outage (with WEB_CONCURRENCY > 1). */
   killWorker?: boolean;
 }
 
@@ -431,7 +431,8 @@ export async function runOutage(options: OutageOptions): Promise<OutageRun> {
       let killedAt: number | null = null;
       if (fault.killWorker) {
         killed = (async () => {
-          await new Promise((r) => setTimeout(r, (fault.seconds * 1000) / 2));
+          // Early in the outage: its replacement starts while the database is still down.
+          await new Promise((r) => setTimeout(r, 500));
           const [victim] = gatewayWorkers(gateway!);
           if (!victim) throw new Error('killWorker: no gateway worker process (WEB_CONCURRENCY > 1 is needed)');
           killedAt = Date.now();
