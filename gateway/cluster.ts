@@ -6,7 +6,11 @@
 // The primary opens the database (starting the embedded one when DATABASE_URL
 // is unset), migrates it once, then forks the workers with DATABASE_URL set;
 // each worker is an ordinary gateway process (main.ts). A worker that dies is
-// replaced; SIGINT/SIGTERM stop the workers, then the database.
+// replaced; the replacement (GATEWAY_REPLACEMENT=1 in its environment) waits
+// for the database if it does not answer (an outage may be why its
+// predecessor died), and one that fails to start all the same is replaced
+// again, within the crash limit: a replacement never takes the service down
+// by itself. SIGINT/SIGTERM stop the workers, then the database.
 import cluster from 'node:cluster';
 import os from 'node:os';
 import type { Config } from './core/config.ts';
@@ -34,6 +38,12 @@ export interface Sidecar {
 /** What a worker tells the primary about its start (main.ts sends these). */
 export type WorkerMessage = { type: 'gateway-ready' } | { type: 'gateway-failed'; message: string };
 
+/**
+ * In the environment of a worker that replaces one that died: it waits for
+ * the database rather than fail to start (main.ts; server.ts waitForDatabase).
+ */
+export const REPLACEMENT_ENV = 'GATEWAY_REPLACEMENT';
+
 /** A worker that dies this many times within CRASH_WINDOW_MS after starting stops the service. */
 const MAX_CRASHES = 5;
 const CRASH_WINDOW_MS = 60_000;
@@ -45,10 +55,11 @@ const CRASH_WINDOW_MS = 60_000;
  *
  * Failures end the service the way a single process ends: one line on
  * stderr (`could not start: ...`) and exit code 1. That is the case when the
- * database cannot be opened or migrated, when a worker fails to start (the
- * port is taken: every worker would fail the same way, so they are not
- * re-forked), and when workers keep dying (MAX_CRASHES within a minute). A
- * worker that dies now and then after it started is replaced.
+ * database cannot be opened or migrated, when one of the first workers fails
+ * to start (the port is taken: every worker would fail the same way, so they
+ * are not re-forked), and when workers keep dying (MAX_CRASHES within a
+ * minute, replacements that fail to start included). A worker that dies now
+ * and then after it started is replaced.
  */
 export async function startWorkers(
   config: Config,
@@ -80,12 +91,17 @@ export async function startWorkers(
   let stopping = false;
   let exitCode = 0;
   const ready = new Set<number>();
+  const replacements = new Set<number>();
   const crashes: number[] = [];
-  const fork = () => {
-    const worker = cluster.fork({ DATABASE_URL: db.url });
+  const fork = (replacement: boolean) => {
+    const worker = cluster.fork({ DATABASE_URL: db.url, ...(replacement ? { [REPLACEMENT_ENV]: '1' } : {}) });
+    if (replacement) replacements.add(worker.id);
     worker.on('message', (message: WorkerMessage) => {
       if (message?.type === 'gateway-ready') ready.add(worker.id);
-      if (message?.type === 'gateway-failed') fail(message.message);
+      if (message?.type !== 'gateway-failed') return;
+      // A replacement that could not start is replaced in turn (the exit below).
+      if (replacements.has(worker.id)) log.error({ pid: worker.process.pid, reason: message.message }, 'a replacement gateway process could not start');
+      else fail(message.message);
     });
   };
   const fail = (message: string) => {
@@ -96,11 +112,12 @@ export async function startWorkers(
   };
   cluster.on('exit', (worker, code, signal) => {
     const started = ready.delete(worker.id);
+    const replacement = replacements.delete(worker.id);
     if (stopping) {
       if (Object.keys(cluster.workers ?? {}).length === 0) void stopAll();
       return;
     }
-    if (!started) return fail(`a gateway process exited while starting (${signal ?? `code ${code}`})`);
+    if (!started && !replacement) return fail(`a gateway process exited while starting (${signal ?? `code ${code}`})`);
     const now = Date.now();
     crashes.push(now);
     while (crashes.length > 0 && crashes[0]! < now - CRASH_WINDOW_MS) crashes.shift();
@@ -111,7 +128,7 @@ export async function startWorkers(
     }
     log.error({ pid: worker.process.pid, code, signal }, 'gateway worker died; starting another');
     setTimeout(() => {
-      if (!stopping) fork();
+      if (!stopping) fork(true);
     }, 1000).unref();
   });
   const stopAll = async () => {
@@ -128,7 +145,7 @@ export async function startWorkers(
   };
   process.on('SIGINT', () => stop('SIGINT'));
   process.on('SIGTERM', () => stop('SIGTERM'));
-  for (let i = 0; i < workers; i++) fork();
+  for (let i = 0; i < workers; i++) fork(false);
   log.info({ workers, database: db.embedded ? 'embedded' : 'DATABASE_URL' }, `starting ${workers} gateway processes`);
   return true;
 }

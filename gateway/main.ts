@@ -1,7 +1,7 @@
 // `npm start`: the database (embedded unless DATABASE_URL is set), migrations,
 // and the gateway on PORT. SIGINT/SIGTERM stop everything, Postgres included.
 import cluster from 'node:cluster';
-import { startWorkers, type WorkerMessage } from './cluster.ts';
+import { REPLACEMENT_ENV, startWorkers, type WorkerMessage } from './cluster.ts';
 import { loadConfigOrExit } from './core/config.ts';
 import { openDatabase, type Database } from './core/database.ts';
 import { createLogger } from './core/log.ts';
@@ -30,7 +30,11 @@ async function main(): Promise<void> {
 
   try {
     database = await openDatabase(config, log);
-    gateway = await startGateway(config, database.url, log, { includeCurrentMigration: database.embedded });
+    gateway = await startGateway(config, database.url, log, {
+      includeCurrentMigration: database.embedded,
+      // A WEB_CONCURRENCY worker replacing one that died waits for the database (gateway/cluster.ts).
+      waitForDatabase: cluster.isWorker && process.env[REPLACEMENT_ENV] === '1',
+    });
     // In a WEB_CONCURRENCY worker the primary runs the one MCP process.
     // (Not once shutting down: a SIGTERM during startup must not leave a child behind.)
     if (!cluster.isWorker && !shutdown.stopping) mcp = startMcpChild(config, database.url, log);

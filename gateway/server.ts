@@ -8,7 +8,7 @@ import { trackConnections } from './http/drain.ts';
 import { answerClientErrors } from './core/input.ts';
 import type { Services } from './http/route.ts';
 import type { Config } from './core/config.ts';
-import { createPool, type Sql } from './core/db.ts';
+import { createPool, withDeadline, type Sql } from './core/db.ts';
 import { discoverEndpoints, syncEndpoints } from './http/endpoints.ts';
 import { FairShare } from './http/fair-share.ts';
 import { createTokenService } from './core/jwt.ts';
@@ -35,10 +35,17 @@ export async function startGateway(
   config: Config,
   databaseUrl: string,
   log: Logger,
-  { includeCurrentMigration }: { includeCurrentMigration: boolean },
+  {
+    includeCurrentMigration,
+    waitForDatabase = false,
+  }: {
+    includeCurrentMigration: boolean;
+    /** Wait for a database that does not answer (as long as it takes) rather than fail to start. */
+    waitForDatabase?: boolean;
+  },
 ): Promise<RunningGateway> {
   let ready = false;
-  const sql = createPool(databaseUrl, { max: config.dbPoolMax, applicationName: gatewayApplicationName(config.publicUrl), mode: config.databasePoolMode });
+  const sql = createPool(databaseUrl, { max: config.dbPoolMax, applicationName: gatewayApplicationName(config.publicUrl), mode: config.databasePoolMode, log });
   // LISTEN needs a session: behind a transaction-mode pooler it uses DATABASE_DIRECT_URL.
   const listenSql = config.databaseDirectUrl
     ? createPool(config.databaseDirectUrl, { max: 1, applicationName: 'gateway-listen' })
@@ -90,23 +97,31 @@ export async function startGateway(
     sessions,
     trustProxy: config.trustProxy,
   });
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    // A deep accept queue: after a restart thousands of realtime clients
-    // reconnect at once, and a connection the queue cannot hold is dropped
-    // and retried by the client's TCP 1, 3, 7 s later (Node's default is 511;
-    // the kernel caps it at net.core.somaxconn).
-    server.listen({ port: config.port, host: config.host ?? '0.0.0.0', backlog: LISTEN_BACKLOG }, () => resolve());
-  });
-  const { port } = server.address() as AddressInfo;
-  services.selfUrl = selfUrl(config.host, port);
+  let port = 0;
+  const listen = async () => {
+    await new Promise<void>((resolve, reject) => {
+      server.once('error', reject);
+      // A deep accept queue: after a restart thousands of realtime clients
+      // reconnect at once, and a connection the queue cannot hold is dropped
+      // and retried by the client's TCP 1, 3, 7 s later (Node's default is 511;
+      // the kernel caps it at net.core.somaxconn).
+      server.listen({ port: config.port, host: config.host ?? '0.0.0.0', backlog: LISTEN_BACKLOG }, () => resolve());
+    });
+    port = (server.address() as AddressInfo).port;
+    services.selfUrl = selfUrl(config.host, port);
+  };
+  // A process replacing one that died (waitForDatabase) takes connections
+  // only once it serves: the other processes on the port serve meanwhile.
+  if (!waitForDatabase) await listen();
 
   // First stop accepting connections (requests already on their way are
   // still served, and answered with Connection: close); then end streams and
   // websockets (they would keep the server open) and the LISTEN connection;
   // then wait for the requests in flight; then the pool.
   let worker: JobWorker | undefined;
+  let closing = false;
   const close = async () => {
+    closing = true;
     // In-flight requests may run until their statement timeout; then whatever is left is cut.
     const drained = drain.close(config.statementTimeoutMs + 1_000);
     // Jobs running finish (a webhook is given up to 5 s, then retried by the next worker).
@@ -122,6 +137,7 @@ export async function startGateway(
   };
 
   try {
+    if (waitForDatabase) await untilDatabaseAnswers(sql, config.databaseDirectUrl ? [listenSql!] : [], log, () => closing);
     // Behind a pooler, migrations (advisory locks, DDL) go to the database directly.
     await runMigrations(config.databaseDirectUrl ?? databaseUrl, log, { includeCurrent: includeCurrentMigration });
     await warnAboutOtherIssuers(sql, config.publicUrl, log);
@@ -132,12 +148,35 @@ export async function startGateway(
     // The job worker (WORKER=off: none in this process).
     if (config.worker.enabled) worker = await startJobWorker(jobWorkerOptions(config, config.databaseDirectUrl ?? databaseUrl, log));
     await syncEndpoints(sql, discoverEndpoints(app.served, routes), log);
+    if (waitForDatabase) await listen();
   } catch (err) {
     await close();
     throw err;
   }
   ready = true;
   return { url: `http://localhost:${port}`, server, realtime, close };
+}
+
+/**
+ * Waits until the pool (and the other pools given: the direct connection
+ * behind a pooler) answers, trying every half second; one line when it has
+ * to wait, one when it is over. Stops waiting when `stopped()` says so.
+ */
+async function untilDatabaseAnswers(sql: Sql, others: Sql[], log: Logger, stopped: () => boolean): Promise<void> {
+  const started = Date.now();
+  let said = false;
+  for (;;) {
+    try {
+      for (const pool of [sql, ...others]) await withDeadline(pool, 2_000, () => pool`select 1`.then(() => undefined));
+      if (said) log.info({ seconds: (Date.now() - started) / 1000 }, 'database answering: starting');
+      return;
+    } catch (err) {
+      if (stopped()) throw err;
+      if (!said) log.warn({ cause: { code: (err as { code?: unknown }).code, message: (err as Error).message } }, 'database not answering: waiting for it before starting');
+      said = true;
+      await new Promise((resolve) => setTimeout(resolve, 500));
+    }
+  }
 }
 
 /**

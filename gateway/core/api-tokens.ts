@@ -12,7 +12,7 @@
 // a database error about it is reduced to its status (the statement's
 // parameters never reach a log).
 import { z } from 'zod';
-import type { RequestClaims, Sql } from './db.ts';
+import { DEADLINE_MARGIN_MS, withDeadline, type RequestClaims, type Sql } from './db.ts';
 import { HttpError, toHttpError } from './errors.ts';
 import { LIMITS } from './limits.ts';
 import type { AccessClaims } from './jwt.ts';
@@ -60,13 +60,21 @@ const REFUSALS = {
  * Authenticates an API token for a request path and counts the use. Throws
  * HttpError 401 (invalid_token) for an unknown, inactive, expired or
  * malformed token, and 403 when the token may not be used on the path
- * (community_scope_violation, forbidden: SQL's refusal).
+ * (community_scope_violation, forbidden: SQL's refusal); 503 when the
+ * database does not answer by `deadlineMs` (the request's statement timeout
+ * and margin).
  */
-export async function authenticateApiToken(sql: Sql, secret: string, path: string): Promise<ApiTokenAuthentication> {
+export async function authenticateApiToken(
+  sql: Sql,
+  secret: string,
+  path: string,
+  deadlineMs = 15_000 + DEADLINE_MARGIN_MS,
+): Promise<ApiTokenAuthentication> {
   if (!SECRET_SHAPE.test(secret)) throw invalidToken();
   let rows: IdentityRow[];
   try {
-    rows = await sql<IdentityRow[]>`select * from api.api_token_authenticate(${secret}, ${path})`;
+    // Bounded like a request's transaction; cut, it is 503 (only the token's use count may have moved).
+    rows = await withDeadline(sql, deadlineMs, () => sql<IdentityRow[]>`select * from api.api_token_authenticate(${secret}, ${path})`);
   } catch (err) {
     const httpError = toHttpError(err);
     if (httpError.status === 401) throw invalidToken();

@@ -31,7 +31,8 @@ const EnvSchema = z.object({
     .optional()
     .default('info'),
   DATA_DIR: optionalString,
-  EMBEDDED_PG_PORT: port(54329),
+  // Unset: a free port, kept with the data (gateway/tooling/embedded-postgres.ts).
+  EMBEDDED_PG_PORT: optionalString.pipe(z.coerce.number<string | undefined>().int().min(1).max(65535).optional()),
   DB_POOL_MAX: z.coerce.number().int().min(1).max(500).optional().default(10),
   STATEMENT_TIMEOUT_MS: z.coerce.number().int().min(100).optional().default(15_000),
   STREAM_KEEPALIVE_SECONDS: z.coerce.number().min(0.05).max(3600).optional().default(15),
@@ -94,7 +95,8 @@ export interface Config {
   logLevel: z.infer<typeof EnvSchema>['LOG_LEVEL'];
   /** Git-ignored folder for the embedded database and the dev JWT secret. */
   dataDir: string;
-  embeddedPgPort: number;
+  /** EMBEDDED_PG_PORT; undefined: a free port, kept with the data. */
+  embeddedPgPort: number | undefined;
   /** SMTP server for the e-mail outbox (smtp://user:pass@host:port); unset: messages wait for operators. */
   smtpUrl: string | undefined;
   mailFrom: string;

@@ -26,18 +26,35 @@
 // Behind a transaction-mode pooler (DATABASE_POOL_MODE=transaction) the pool
 // uses no prepared statements; nothing else here depends on the session.
 //
-// Outages: every wait is bounded. A request that has no connection, or no
-// answer on it, by its statement timeout + DEADLINE_MARGIN_MS is answered
-// with a DatabaseWaitError (503 with Retry-After); a connection that arrives
-// later is given back unused, and one that went silent is given back when
-// its queries settle. (Refused connections fail at once; an unreachable host
-// after connect_timeout.)
+// Outages: every wait is bounded, and an answer never says a write failed
+// when it may have been saved.
+//   - A request that has no connection, or no answer on it, by its statement
+//     timeout + DEADLINE_MARGIN_MS is given up; a connection that arrives
+//     later is given back unused, and one that went silent is given back
+//     when its queries settle (a transaction whose COMMIT was not sent yet is
+//     rolled back then, never committed late).
+//   - A database that stops answering (frozen: core/db-watch.ts) is noticed
+//     within PROBE_AFTER_MS + PROBE_TIMEOUT_MS: requests waiting for a
+//     connection are cut, and none is sent until it answers again.
+//   - What the client is told: DatabaseWaitError (503 with Retry-After) when
+//     nothing of the transaction can have been committed: nothing was sent,
+//     or its COMMIT was not, or the server answered a statement with an error
+//     (it then runs nothing after it), or it was read-only. OutcomeUnknownError
+//     (504 outcome_unknown) when its COMMIT was sent and neither its answer
+//     nor an error of the server came back: the connection died, or the
+//     deadline passed. (Refused connections fail at once; an unreachable host
+//     after connect_timeout.)
 // postgres.js 3.4.9 loses pool slots around reserve() when the server closes
-// connections (porsager/postgres#1195, #1199, #1186, #1208, #1219, #1223): the patch
-// in gateway/patches/, applied by `npm install`, fixes the driver, and
+// connections (porsager/postgres#1195, #1199, #1186, #1208, #1219, #1223), and
+// behind PgBouncer a new connection whose first query fails (the server is
+// gone) ended the process with an unhandled rejection (#1192): the patch in
+// gateway/patches/, applied by `npm install`, fixes the driver, and
 // test/unit/postgres-driver.test.ts fails without it.
 import postgres from 'postgres';
+import { DatabaseWatch, type WatchedOperation } from './db-watch.ts';
 import { isRetryable } from './errors.ts';
+import type { Logger } from './log.ts';
+import { isDatabaseUnavailable, noteServed } from './unavailable-log.ts';
 
 export type Sql = postgres.Sql;
 /**
@@ -54,10 +71,15 @@ export interface PoolOptions {
   applicationName: string;
   /** 'transaction': behind PgBouncer/Supavisor in transaction mode: no prepared statements. */
   mode?: PoolMode;
+  /** Where the database not answering, and answering again, is logged. */
+  log?: Logger;
 }
 
+/** The watch of each pool made by createPool (core/db-watch.ts). */
+const watches = new WeakMap<Sql, DatabaseWatch>();
+
 export function createPool(url: string, options: PoolOptions): Sql {
-  return postgres(url, {
+  const sql = postgres(url, {
     max: options.max,
     idle_timeout: 60,
     connect_timeout: 10,
@@ -67,6 +89,13 @@ export function createPool(url: string, options: PoolOptions): Sql {
     onnotice: () => {},
     connection: { application_name: options.applicationName },
   });
+  watches.set(sql, new DatabaseWatch(url, { transactionPooler: options.mode === 'transaction', log: options.log }));
+  return sql;
+}
+
+/** False while the pool's database does not answer (core/db-watch.ts); true for pools without a watch. */
+export function databaseAnswers(sql: Sql): boolean {
+  return watches.get(sql)?.responsive ?? true;
 }
 
 /**
@@ -83,9 +112,38 @@ export function reconnectDelaySeconds(retries: number): number {
 /** How long past its statement timeout a request waits for a connection, or for an answer on it. */
 export const DEADLINE_MARGIN_MS = 1_000;
 
-/** No connection, or no answer on it, within the bounds above: the database is not reachable now. */
+/** No connection, or no answer on it, within the bounds above, and nothing of the transaction committed: the database is not reachable now. */
 export class DatabaseWaitError extends Error {
   readonly code = 'DATABASE_WAIT_TIMEOUT';
+}
+
+/** The transaction's COMMIT was sent and no answer came back (the connection died, or the deadline passed): it may have committed. */
+export class OutcomeUnknownError extends Error {
+  readonly code = 'OUTCOME_UNKNOWN';
+}
+
+/**
+ * Runs `work` (database access outside withClaims, e.g. the API-token check)
+ * within the pool's bounds: at once DatabaseWaitError while the database does
+ * not answer, and DatabaseWaitError if `work` has not settled by `timeoutMs`
+ * (it settles in the background). For work whose outcome does not matter to
+ * the client when it is cut.
+ */
+export async function withDeadline<T>(sql: Sql, timeoutMs: number, work: () => Promise<T>): Promise<T> {
+  if (!databaseAnswers(sql)) throw new DatabaseWaitError('the database does not answer');
+  const running = work();
+  let timer: NodeJS.Timeout | undefined;
+  const deadline = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new DatabaseWaitError(`no answer from the database within ${timeoutMs} ms`)), timeoutMs);
+  });
+  try {
+    return await Promise.race([running, deadline]);
+  } catch (err) {
+    running.catch(() => {});
+    throw err;
+  } finally {
+    clearTimeout(timer);
+  }
 }
 
 /** The claims a request runs with; `role` picks the Postgres role. */
@@ -153,41 +211,100 @@ function isPendingQuery(value: unknown): value is PendingQuery {
   return value instanceof Promise && typeof (value as { execute?: unknown }).execute === 'function';
 }
 
+/** What the client may be told about a transaction that did not finish (see the top of this file). */
+interface Progress {
+  /** Its COMMIT has been handed to the connection. */
+  commitSent: boolean;
+  /** Its outcome is known: the COMMIT was answered, or a statement before it failed with an error of the server. */
+  settled: boolean;
+  /** The request gave up on it (deadline): whatever comes later must not commit. */
+  abandoned: boolean;
+}
+
 async function transaction<T>(sql: Sql, claims: RequestClaims | null, fn: (tx: Tx) => Promise<T>, options: TransactionOptions<T>): Promise<T> {
   const timeoutMs = options.statementTimeoutMs ?? 15_000;
-  let late = false;
+  const watch = watches.get(sql);
+  if (watch && !watch.responsive) throw new DatabaseWaitError('the database does not answer');
+  const progress: Progress = { commitSent: false, settled: false, abandoned: false };
+  let cut: (err: Error) => void = () => {};
+  const cutOff = new Promise<never>((_, reject) => (cut = reject));
+  const op: WatchedOperation | undefined = watch?.enter(() => cut(new DatabaseWaitError('the database does not answer')));
   const work = (async () => {
     const tx = await sql.reserve();
-    if (late) {
-      // The request was answered 503 while it waited: give the connection back unused.
+    if (progress.abandoned || (watch && !watch.responsive)) {
+      // The request was answered while it waited, or the database stopped answering: give the connection back unused.
       tx.release();
-      throw new DatabaseWaitError('the connection came too late');
+      throw new DatabaseWaitError('the database does not answer');
     }
+    op?.sent();
     try {
-      return await run(tx, claims, fn, options, timeoutMs);
+      return await run(tx, claims, fn, options, timeoutMs, progress);
     } finally {
       tx.release();
     }
   })();
   // One timer per request: no connection (postgres.js gives up connecting
-  // after connect_timeout), or no answer on it, by the deadline is a 503.
+  // after connect_timeout), or no answer on it, by the deadline.
   let timer: NodeJS.Timeout | undefined;
   const deadline = new Promise<never>((_, reject) => {
     timer = setTimeout(() => reject(new DatabaseWaitError(`no answer from the database within ${timeoutMs + DEADLINE_MARGIN_MS} ms`)), timeoutMs + DEADLINE_MARGIN_MS);
   });
+  let answered = true;
   try {
-    return await Promise.race([work, deadline]);
+    const result = await Promise.race([work, deadline, cutOff]);
+    noteServed();
+    return result;
   } catch (err) {
-    late = true;
+    // A refused or lost connection is no answer either: with waits piling up, the watch then probes.
+    answered = !isDatabaseUnavailable(err);
+    progress.abandoned = true;
     work.catch(() => {}); // it settles in the background
+    if (err instanceof DatabaseWaitError && progress.commitSent && !progress.settled && !options.readOnly) {
+      throw new OutcomeUnknownError(`the COMMIT was sent and no answer came within ${timeoutMs + DEADLINE_MARGIN_MS} ms: the change may have been saved`, { cause: err });
+    }
     throw err;
   } finally {
     clearTimeout(timer);
+    op?.done(answered);
   }
 }
 
+/** An error the server sent (a statement's error, or FATAL before it closed the connection), not a connection that failed. */
+const isServerError = (err: unknown): err is postgres.PostgresError => err instanceof postgres.PostgresError;
+
+/**
+ * The outcome of a transaction's last round trip: `outcomes` are its
+ * statements in order, COMMIT last. Returns the values, or throws the first
+ * error; OutcomeUnknownError when the COMMIT may have committed without its
+ * answer reaching us (its own failure is the connection's, or FATAL, and no
+ * statement before it failed with an error of the server).
+ */
+function commitOutcome(outcomes: PromiseSettledResult<unknown>[], progress: Progress, readOnly: boolean): unknown[] {
+  const failed = outcomes.findIndex((o) => o.status === 'rejected');
+  if (failed === -1) {
+    progress.settled = true;
+    return outcomes.map((o) => (o as PromiseFulfilledResult<unknown>).value);
+  }
+  const err = (outcomes[failed] as PromiseRejectedResult).reason;
+  const isCommit = failed === outcomes.length - 1;
+  // A statement the server refused: it ran nothing after it, COMMIT included.
+  if (isServerError(err) && (!isCommit || err.severity !== 'FATAL')) {
+    progress.settled = true;
+    throw err;
+  }
+  if (readOnly) throw err;
+  throw new OutcomeUnknownError('the connection failed after the COMMIT was sent: the change may have been saved', { cause: err });
+}
+
 /** BEGIN, the settings, fn's queries, the finishing statements and COMMIT on the reserved connection; the first error is thrown. */
-async function run<T>(tx: postgres.ReservedSql, claims: RequestClaims | null, fn: (tx: Tx) => Promise<T>, options: TransactionOptions<T>, timeoutMs: number): Promise<T> {
+async function run<T>(
+  tx: postgres.ReservedSql,
+  claims: RequestClaims | null,
+  fn: (tx: Tx) => Promise<T>,
+  options: TransactionOptions<T>,
+  timeoutMs: number,
+  progress: Progress,
+): Promise<T> {
   const settle = async (pending: Promise<unknown>[]): Promise<unknown[]> => {
     const outcomes = await Promise.allSettled(pending);
     const failed = outcomes.find((o): o is PromiseRejectedResult => o.status === 'rejected');
@@ -210,11 +327,13 @@ async function run<T>(tx: postgres.ReservedSql, claims: RequestClaims | null, fn
   } catch (err) {
     body = Promise.reject(err);
   }
+  const readOnly = options.readOnly ?? false;
   if (isPendingQuery(body) && !options.finish) {
     // One statement: COMMIT goes out right behind it.
     body.execute();
     const commit = tx`commit`.execute();
-    const [, , result] = await settle([begin, settings, body, commit]);
+    progress.commitSent = true;
+    const [, , result] = commitOutcome(await Promise.allSettled([begin, settings, body, commit]), progress, readOnly);
     return result as T;
   }
   let result: T;
@@ -225,6 +344,12 @@ async function run<T>(tx: postgres.ReservedSql, claims: RequestClaims | null, fn
     await settle([tx`rollback`.execute()]).catch(() => {});
     throw err;
   }
+  if (progress.abandoned) {
+    // The request was answered (its deadline passed) while the first round
+    // trip was on its way: what it did must not be committed now.
+    await settle([tx`rollback`.execute()]).catch(() => {});
+    throw new DatabaseWaitError('the request was answered before its transaction could commit');
+  }
   let finals: Promise<unknown>[] = [];
   if (options.finish) {
     try {
@@ -234,6 +359,8 @@ async function run<T>(tx: postgres.ReservedSql, claims: RequestClaims | null, fn
     }
   }
   // In a transaction a finishing statement failed in, COMMIT rolls back.
-  await settle([...finals, tx`commit`.execute()]);
+  const commit = tx`commit`.execute();
+  progress.commitSent = true;
+  commitOutcome(await Promise.allSettled([...finals, commit]), progress, readOnly);
   return result;
 }

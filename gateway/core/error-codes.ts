@@ -122,6 +122,12 @@ export const ERROR_CODES = {
     meaning: 'The request ran longer than the statement timeout and was cancelled; nothing was changed.',
     also: ['mcp-tool'],
   },
+  outcome_unknown: {
+    status: [504],
+    meaning:
+      'The database stopped answering after the request was sent (its connection died, or no answer came before the deadline): the change may or may not have been saved. Retry with the same Idempotency-Key: a saved request is answered from its record, one that was not runs. Without a key, read to check before retrying.',
+    also: ['mcp-tool'],
+  },
   error: {
     status: [],
     meaning: 'The fallback code of a status that has no code of its own.',

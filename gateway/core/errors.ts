@@ -124,6 +124,7 @@ export function toHttpError(err: unknown): HttpError {
       return new HttpError(status, defaultCode(status), SAFE_MESSAGES[status] ?? 'request failed');
     }
   }
+  if ((err as { code?: unknown } | null)?.code === 'OUTCOME_UNKNOWN') return outcomeUnknown();
   if (isConnectionError(err)) return unavailable('the database is not reachable');
   return new HttpError(500, 'internal_error', 'internal server error');
 }
@@ -131,6 +132,18 @@ export function toHttpError(err: unknown): HttpError {
 /** 503 service_unavailable with a Retry-After (details.retry_after, as the 429 answers carry it). */
 export function unavailable(message: string): HttpError {
   return new HttpError(503, 'service_unavailable', message, { retry_after: RETRY_UNAVAILABLE_SECONDS });
+}
+
+/**
+ * 504 outcome_unknown: the request's COMMIT was sent and its answer never
+ * came (core/db.ts OutcomeUnknownError); the change may have been saved.
+ */
+export function outcomeUnknown(): HttpError {
+  return new HttpError(
+    504,
+    'outcome_unknown',
+    'the database stopped answering after this request was sent: it may or may not have been saved; retry with the same Idempotency-Key (or read to check)',
+  );
 }
 
 /** The three error bodies (docs/api.md#errors): Error, Simple, Flagged. */

@@ -16,7 +16,13 @@ import { installJobQueue } from './job-queue.ts';
 
 export const MIGRATIONS_FOLDER = path.join(projectRoot(), 'sql', 'migrations');
 
-function settingsFor(connectionString: string, log: PinoLogger, migrationsFolder: string): Settings {
+/** What a run applied: the committed migrations, and whether the work in progress (current/) ran. */
+interface Applied {
+  committed: string[];
+  current: boolean;
+}
+
+function settingsFor(connectionString: string, log: PinoLogger, applied: Applied, migrationsFolder: string): Settings {
   return {
     connectionString,
     migrationsFolder,
@@ -25,6 +31,10 @@ function settingsFor(connectionString: string, log: PinoLogger, migrationsFolder
       if (level === 'error') log.error({ migrate: message }, 'migration error');
       else if (level === 'warning') log.warn({ migrate: message }, 'migration warning');
       else log.debug({ migrate: message }, 'migration');
+      // graphile-migrate says so for each migration it runs (and for current/ when it changed).
+      const committed = /Running migration '([^']+)'/.exec(message)?.[1];
+      if (committed) applied.committed.push(committed);
+      if (/Running current\.sql/.test(message)) applied.current = true;
     }),
   };
 }
@@ -42,13 +52,15 @@ export async function runMigrations(
   { includeCurrent, migrationsFolder = MIGRATIONS_FOLDER }: { includeCurrent: boolean; migrationsFolder?: string },
 ): Promise<void> {
   await installJobQueue(connectionString, log);
-  const settings = settingsFor(connectionString, log, migrationsFolder);
+  const applied: Applied = { committed: [], current: false };
+  const settings = settingsFor(connectionString, log, applied, migrationsFolder);
   const started = Date.now();
   for (let attempt = 1; ; attempt++) {
     try {
       await migrate(settings);
       if (includeCurrent) await watch(settings, true);
       releaseMigrationPools();
+      logApplied(log, applied, Date.now() - started);
       return;
     } catch (err) {
       const locked = err instanceof Error && err.message.includes('Failed to get exclusive lock');
@@ -59,6 +71,17 @@ export async function runMigrations(
       await new Promise((resolve) => setTimeout(resolve, Math.min(500 * attempt, 3000)));
     }
   }
+}
+
+/** One line saying what was applied (how many, which), or, at debug level, that nothing was. */
+function logApplied(log: PinoLogger, applied: Applied, ms: number): void {
+  const names = applied.committed.map((file) => path.basename(file));
+  if (names.length === 0 && !applied.current) return log.debug('migrations: the database is up to date');
+  const parts = [
+    ...(names.length ? [`${names.length} committed (${names.join(', ')})`] : []),
+    ...(applied.current ? ['the work in progress in sql/migrations/current/'] : []),
+  ];
+  log.info({ committed: names, current: applied.current, ms }, `migrations applied: ${parts.join(' and ')}`);
 }
 
 /**

@@ -108,6 +108,8 @@ export const API_DESCRIPTION = [
   `**Limits on every route.** A JSON body is at most ${MAX_BODY_BYTES / (1024 * 1024)} MB. A page holds at most ` +
     `${LIMITS.pageLimitMax} items. A client that takes more than its fair share of the database waits, then gets 429 ` +
     'with Retry-After; a request that runs past the statement timeout is cancelled with 504 (nothing is changed). ' +
+    'A write the database stopped answering after it was sent is 504 `outcome_unknown`: it may have been saved, so retry it ' +
+    'with the same `Idempotency-Key`. ' +
     'Ids in paths are uuids; one that is not names nothing (404 on most routes).',
 ].join('\n');
 
@@ -143,7 +145,7 @@ const STATUS_TEXT: Record<number, string> = {
   422: 'Validation error',
   429: 'Too many requests',
   503: 'Service unavailable',
-  504: 'Statement timeout',
+  504: 'Statement timeout, or no answer after the request was sent',
 };
 
 export interface ErrorEntry {
@@ -186,12 +188,18 @@ export const PIPELINE_ERRORS: readonly PipelineError[] = [
     // A client past its fair share of the pool waits, then 429
     // (http/fair-share.ts); the database unreachable or restarting is 503
     // (with Retry-After); a request cancelled at the statement timeout is 504.
-    when: 'every route: a client past its fair share of the database (429); the database unreachable, restarting or busy (503); the statement timeout (504)',
+    when: 'every route: a client past its fair share of the database (429); the database unreachable, restarting, busy or not answering (503); the statement timeout (504)',
     statuses: () => [
       { status: 429, shape: 'route', codes: ['rate_limited'] },
       { status: 503, shape: 'route', codes: ['service_unavailable'] },
       { status: 504, shape: 'route', codes: ['statement_timeout'] },
     ],
+  },
+  {
+    // A write whose COMMIT was sent when the database stopped answering
+    // (core/db.ts); a GET says 503 instead (http/route.ts).
+    when: 'every route but GET: the database stopped answering after the request was sent, so it may have been saved (504)',
+    statuses: (route) => (route.method === 'get' ? [] : [{ status: 504, shape: 'route', codes: ['outcome_unknown'] }]),
   },
   {
     when: "every route with a query, body or headers to validate: a value that fails validation, with the route's invalid status (400 or 422)",

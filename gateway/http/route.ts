@@ -30,8 +30,8 @@ import { z } from 'zod';
 import { apiTokenCaller, authenticateApiToken, isApiTokenSecret, type ApiTokenInfo, type Caller } from '../core/api-tokens.ts';
 import { clientIp, type TrustProxy } from '../core/client-ip.ts';
 import type { AuthLimits } from '../core/config.ts';
-import { ANON_CLAIMS, withClaims, type RequestClaims, type Sql, type TransactionOptions, type Tx } from '../core/db.ts';
-import { defaultCode, errorBody, HttpError, toHttpError, type ErrorShape } from '../core/errors.ts';
+import { ANON_CLAIMS, DEADLINE_MARGIN_MS, withClaims, type RequestClaims, type Sql, type TransactionOptions, type Tx } from '../core/db.ts';
+import { defaultCode, errorBody, HttpError, toHttpError, unavailable, type ErrorShape } from '../core/errors.ts';
 import { fairShareKey, type FairShare } from './fair-share.ts';
 import { InvalidTokenError, type AccessClaims, type TokenService } from '../core/jwt.ts';
 import type { Logger } from '../core/log.ts';
@@ -312,7 +312,10 @@ export function defineRoute<
 
   /** An error as this route answers it (the SQLSTATE table, then the route's status overrides). */
   function httpErrorOf(err: unknown): HttpError {
-    const httpError = toHttpError(err);
+    let httpError = toHttpError(err);
+    // A GET changes nothing the client asked for (at most bookkeeping, such as
+    // a stream's registration): trying again is always safe, so say so.
+    if (httpError.code === 'outcome_unknown' && def.method === 'get') httpError = unavailable('the database is not answering');
     const override = IDEMPOTENCY_CODES.has(httpError.code) ? undefined : def.statusOverrides?.[httpError.status];
     return override === undefined ? httpError : new HttpError(override, httpError.code, httpError.message, httpError.details);
   }
@@ -392,7 +395,7 @@ export function defineRoute<
 const IDEMPOTENCY_CODES = new Set(['idempotency_key_in_progress', 'idempotency_key_reused']);
 
 function logFailure(exchange: Exchange, httpError: HttpError, err: unknown): void {
-  if (httpError.status === 503) noteUnavailable(exchange.log, err);
+  if (httpError.status === 503 || httpError.code === 'outcome_unknown') noteUnavailable(exchange.log, err);
   else if (httpError.status === 504) exchange.log.warn({ code: (err as { code?: unknown }).code }, 'statement timeout');
   else if (httpError.status >= 500) exchange.log.error({ err }, 'request failed');
   else exchange.log.debug({ status: httpError.status, error: httpError.message }, 'request refused');
@@ -427,7 +430,9 @@ async function authenticate(exchange: Exchange, services: Services, tokenInQuery
   const inQuery = tokenInQuery && !header ? exchange.query.access_token : undefined;
   const token = match?.[1] ?? (typeof inQuery === 'string' ? inQuery : undefined);
   if (!token) throw new HttpError(401, 'unauthorized', 'missing bearer token');
-  if (isApiTokenSecret(token)) return apiTokenCaller(await authenticateApiToken(services.sql, token, exchange.path));
+  if (isApiTokenSecret(token)) {
+    return apiTokenCaller(await authenticateApiToken(services.sql, token, exchange.path, services.statementTimeoutMs + DEADLINE_MARGIN_MS));
+  }
   try {
     const user = await services.tokens.verify(token);
     return { user, claims: { ...user, role: 'authenticated' }, apiToken: null };

@@ -50,6 +50,7 @@ import postgres from 'postgres';
 import type { RealtimeConfig } from '../core/config.ts';
 import type { RequestClaims, Sql } from '../core/db.ts';
 import type { Logger } from '../core/log.ts';
+import { isDatabaseUnavailable, OutageLog } from '../core/unavailable-log.ts';
 import { StreamOpener } from './opener.ts';
 import { SsePayload } from './sse-messages.ts';
 
@@ -185,6 +186,9 @@ export class ChangeHub {
   private readonly registrations = new Set<string>();
   private readonly toRelease = new Set<string>();
   private releaseScheduled = false;
+  /** The database being unavailable to the maintenance timers, and to the reads of changes: one line, then counts. */
+  private readonly maintenance: OutageLog;
+  private readonly reads: OutageLog;
   /** Counters for benchmarks and diagnostics. */
   readonly stats = { fanoutReads: 0, fanoutRows: 0, writes: 0, socketReads: 0, fanoutReadMs: 0, deliverMs: 0, directStreams: 0 };
 
@@ -197,6 +201,8 @@ export class ChangeHub {
     private readonly log: Logger,
     private readonly options: HubOptions,
   ) {
+    this.maintenance = new OutageLog(log, 'realtime maintenance');
+    this.reads = new OutageLog(log, 'realtime reads of changes', 'failed (retried each second)');
     this.opener = new StreamOpener(sql, {
       gatewayId: this.gatewayId,
       publicUrl: options.publicUrl,
@@ -224,18 +230,23 @@ export class ChangeHub {
       () => void this.refreshHead().catch((err: unknown) => this.log.warn({ err }, 'realtime: reading the change log head failed')),
     );
     this.listener = meta;
-    const every = (ms: number, fn: () => Promise<unknown>) => {
+    const every = (ms: number, fn: () => unknown) => {
       const timer = setInterval(() => {
-        if (this.closing) return;
-        fn().catch((err: unknown) => this.log.warn({ err }, 'realtime: maintenance failed'));
+        if (!this.closing) fn();
       }, ms);
       timer.unref();
       this.timers.push(timer);
     };
-    every(this.config.pollIntervalMs, () => this.refreshHead());
-    every(this.config.expiryIntervalMs, () => this.sql`select private.log_event_expiries()`);
-    every(Math.max(1000, (this.config.registrationTtlSeconds * 1000) / 3), () => this.renewRegistrations());
-    every(this.config.keepAliveMs, async () => {
+    // While the database is unavailable: one line, then a count (core/unavailable-log.ts).
+    const maintain = (fn: () => Promise<unknown>) => () =>
+      fn().then(
+        () => this.maintenance.success(),
+        (err: unknown) => (isDatabaseUnavailable(err) ? this.maintenance.failure(err) : this.log.warn({ err }, 'realtime: maintenance failed')),
+      );
+    every(this.config.pollIntervalMs, maintain(() => this.refreshHead()));
+    every(this.config.expiryIntervalMs, maintain(() => this.sql`select private.log_event_expiries()`));
+    every(Math.max(1000, (this.config.registrationTtlSeconds * 1000) / 3), maintain(() => this.renewRegistrations()));
+    every(this.config.keepAliveMs, () => {
       for (const s of this.streams) s.keepAlive();
     });
     this.started = true;
@@ -448,8 +459,7 @@ export class ChangeHub {
         // with the same id and get a fresh snapshot.
         for (const s of [...cohort.streams()]) s.close('pruned');
       } else if (!this.closing) {
-        this.log.warn({ err, from, upto }, 'realtime: reading changes failed; retrying');
-        this.backoffUntil = Date.now() + 1000;
+        this.readFailed(err, from, upto);
       }
       this.place(cohort);
     } finally {
@@ -457,6 +467,7 @@ export class ChangeHub {
       this.schedule();
     }
     if (rows === undefined || this.closing) return;
+    this.reads.success();
     const read = performance.now();
     this.stats.fanoutReads++;
     this.stats.fanoutRows += rows.length;
@@ -553,6 +564,7 @@ export class ChangeHub {
         const done = await Promise.all(queries);
         return reads.map((_, i) => done[2 * i + 1] as unknown as readonly RealtimeRow[]);
       });
+      this.reads.success();
       this.stats.socketReads += reads.length;
       reads.forEach(({ members, from, upto }, i) => {
         for (const m of members) {
@@ -568,14 +580,20 @@ export class ChangeHub {
       } else if (err instanceof postgres.PostgresError && err.code === 'PT410') {
         for (const m of everyone) m.close('pruned');
       } else if (!this.closing) {
-        this.log.warn({ err, from: reads[0]?.from, upto: reads[0]?.upto }, 'realtime: reading changes failed; retrying');
-        this.backoffUntil = Date.now() + 1000;
+        this.readFailed(err, reads[0]?.from, reads[0]?.upto);
       }
     } finally {
       this.inFlight--;
       for (const m of everyone) this.busy.delete(m);
       this.schedule();
     }
+  }
+
+  /** A read of changes failed: tried again in a second (the cursors did not move). */
+  private readFailed(err: unknown, from: number | undefined, upto: number | undefined): void {
+    if (isDatabaseUnavailable(err)) this.reads.failure(err);
+    else this.log.warn({ err, from, upto }, 'realtime: reading changes failed; retrying');
+    this.backoffUntil = Date.now() + 1000;
   }
 
   private async renewRegistrations(): Promise<void> {

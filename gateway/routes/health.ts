@@ -3,7 +3,7 @@ import type { ServerResponse } from 'node:http';
 import { z } from 'zod';
 import { sendJson } from '../http/exchange.ts';
 import type { PlainOperation } from '../http/openapi.ts';
-import type { Sql } from '../core/db.ts';
+import { withDeadline, type Sql } from '../core/db.ts';
 
 /** The body of both answers. */
 const HealthStatus = z
@@ -36,10 +36,8 @@ export function healthHandler(sql: Sql, isReady: () => boolean): (res: ServerRes
   return async (res) => {
     if (!isReady()) return answer(res, 503, { status: 'starting', database: 'migrating' });
     try {
-      await Promise.race([
-        sql`select 1`,
-        new Promise((_, reject) => setTimeout(() => reject(new Error('timeout')), 2000)),
-      ]);
+      // At once 503 while the database does not answer (core/db-watch.ts).
+      await withDeadline(sql, 2000, () => sql`select 1`.then(() => undefined));
       answer(res, 200, { status: 'ok', database: 'ok' });
     } catch {
       answer(res, 503, { status: 'unavailable', database: 'unreachable' });

@@ -6,6 +6,7 @@
 // fan-out is the process's realtime hub (realtime/hub.ts).
 import { z } from 'zod';
 import { defineRoute } from '../http/route.ts';
+import { DEADLINE_MARGIN_MS, withDeadline } from '../core/db.ts';
 import { HttpError } from '../core/errors.ts';
 import { content, errors } from '../http/responses.ts';
 import { SseStream } from '../realtime/sse.ts';
@@ -65,7 +66,10 @@ export const streamRoutes = [
       const credential = user!.session_id ?? apiToken?.id ?? null;
       // Batched with the opens arriving at the same time (realtime/opener.ts):
       // private.event_streams_open, what api.event_stream_open does per caller.
-      const start = await hub.opener.open({ userId: user!.sub, sessionId: credential, lastEventId });
+      // Bounded like every request's transaction (503 when the database does not answer).
+      const start = await withDeadline(services.sql, services.statementTimeoutMs + DEADLINE_MARGIN_MS, () =>
+        hub.opener.open({ userId: user!.sub, sessionId: credential, lastEventId }),
+      );
       const claims = { ...user!, role: 'authenticated' as const };
       // An access token's expiry, or an API token's expires_at.
       const expiresAt = typeof user!.exp === 'number' ? user!.exp * 1000 : undefined;

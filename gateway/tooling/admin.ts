@@ -30,6 +30,16 @@ const tagList = z
   .optional()
   .transform((v) => (v ? v.split(',').map((t) => t.trim()).filter(Boolean) : []));
 
+/** What `jobs` prints first: how to read the rest (the states of admin.jobs). */
+const JOB_STATES = [
+  '# states: running = a connected worker is running it now;',
+  '#   orphaned = locked by a worker that is gone (killed, lost): the next worker to start, or recover_jobs within a minute, frees it to run again;',
+  '#   due = waiting for a free worker (none running, or all busy: start one, see # workers);',
+  '#   failed = out of attempts (attempts = max_attempts): it will not run again; last_error says why (a job cut off by its worker on its last attempt says so);',
+  '#   scheduled = a retry after a failure, or a job for later (run_at).',
+  '# Webhook deliveries have their own attempts and errors: npm run admin -- webhooks.',
+];
+
 const commands: Record<string, Command> = {
   'create-user': {
     usage: '--email E --password P [--name N]',
@@ -146,7 +156,7 @@ const commands: Record<string, Command> = {
   jobs: {
     usage: '[--limit N]',
     description:
-      "The job worker's queue: a count per state (running, due, failed, scheduled) and task, the workers connected, then the jobs (default 50: running first, then due, failed, scheduled) with attempts and last errors. One JSON object a line.",
+      "The job worker's queue: what each state means, a count per state and task, the workers connected, then the jobs (default 50: running first, then orphaned, due, failed, scheduled) with attempts and last errors. One JSON object a line after each # heading.",
     options: { limit: z.coerce.number().int().min(1).max(10_000).optional() },
     run: async (sql, o) => {
       const jobs = await sql`select * from admin.jobs(${(o.limit as number | undefined) ?? 50})`;
@@ -154,6 +164,7 @@ const commands: Record<string, Command> = {
         select state, task, count(*)::int as jobs from admin.jobs(1000000) group by state, task order by state, task`;
       const workers = await sql`select * from admin.job_workers()`;
       return [
+        ...JOB_STATES,
         `# jobs by state and task`,
         ...counts.map((row) => JSON.stringify(row)),
         `# workers (${workers.length})`,

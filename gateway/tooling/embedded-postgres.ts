@@ -8,6 +8,12 @@
 // folder under a private directory is replaced by one under the system temp
 // directory (with a warning); the binaries get the same treatment.
 //
+// The port: EMBEDDED_PG_PORT when set (the start fails if it is taken);
+// otherwise the port kept in the cluster's folder (`port`, next to the
+// superuser password) when it is free, else 54329 when free, else any free
+// port, which is then kept. So several checkouts on one machine each get
+// their own, and a restart finds its cluster where it was.
+//
 // No orphans: a watchdog (a tiny shell, in its own session) holds a pipe from
 // this process. When this process ends in any way (SIGKILL, heap exhaustion,
 // a crash) the pipe closes and the watchdog stops Postgres with
@@ -22,13 +28,15 @@ import postgres from 'postgres';
 import type { Logger } from '../core/log.ts';
 import { EmbeddedPostgresError, postgresBinaries, postgresUser, reachableByOthers, type PostgresBinaries, type RunAs } from './postgres-binaries.ts';
 import { makeDataFolder } from '../core/data-folder.ts';
+import { freePort } from './free-port.ts';
 
 export { EmbeddedPostgresError };
 
 export interface EmbeddedOptions {
   /** Folder holding the cluster (created on first start, reused after). */
   dir: string;
-  port: number;
+  /** A port to use (an error if taken); undefined: the kept one, or a free one (kept). */
+  port?: number;
   log: Logger;
   /** Keep the data after stop (false for throwaway test clusters). */
   persistent: boolean;
@@ -70,7 +78,9 @@ export async function startEmbeddedPostgres(options: EmbeddedOptions): Promise<R
   }
   if (running?.orphan) stopOrphan(running.pid, options.log);
 
-  await assertPortFree(options.port);
+  const chosen = options.port === undefined;
+  let port = options.port ?? (await keptOrFreePort(dir, options.log));
+  if (!chosen) await assertPortFree(port);
   const bins = postgresBinaries(runAs);
   if (!fs.existsSync(path.join(dataDir, 'PG_VERSION'))) {
     options.log.info({ dataDir }, 'initialising embedded Postgres cluster');
@@ -84,7 +94,18 @@ export async function startEmbeddedPostgres(options: EmbeddedOptions): Promise<R
     lc_messages: 'C',
     ...options.settings,
   };
-  const child = await startPostmaster(bins, dataDir, options.port, settings, runAs, options.log);
+  let child: ChildProcess;
+  for (let attempt = 1; ; attempt++) {
+    try {
+      child = await startPostmaster(bins, dataDir, port, settings, runAs, options.log);
+      break;
+    } catch (err) {
+      // A port chosen here and taken since (another checkout starting at the same moment): another one.
+      if (!chosen || attempt >= 3 || !/already in use|could not bind|could not create any TCP\/IP sockets/i.test((err as Error).message)) throw err;
+      port = await freePort();
+    }
+  }
+  if (chosen) keepPort(dir, port);
   const watchdog = startWatchdog(bins, dataDir, runAs);
 
   // If this process exits without stop() (an uncaught error, process.exit),
@@ -95,7 +116,7 @@ export async function startEmbeddedPostgres(options: EmbeddedOptions): Promise<R
   process.once('exit', lastResort);
   let stopped: Promise<void> | undefined;
   return {
-    urlFor: urlOn(options.port),
+    urlFor: urlOn(port),
     pid: child.pid,
     stop: () =>
       (stopped ??= (async () => {
@@ -111,6 +132,37 @@ export async function startEmbeddedPostgres(options: EmbeddedOptions): Promise<R
         if (!options.persistent) fs.rmSync(dir, { recursive: true, force: true });
       })()),
   };
+}
+
+/** The default port of the embedded Postgres, used when it is free and no port is configured or kept. */
+export const DEFAULT_EMBEDDED_PORT = 54329;
+
+/** The file in the cluster's folder that keeps its port. */
+const PORT_FILE = 'port';
+
+/** The port kept with the cluster when it is free; else 54329 when free; else any free port. */
+async function keptOrFreePort(dir: string, log: Logger): Promise<number> {
+  const file = path.join(dir, PORT_FILE);
+  const kept = fs.existsSync(file) ? Number(fs.readFileSync(file, 'utf8').trim()) : undefined;
+  if (kept !== undefined && Number.isInteger(kept) && kept > 0 && kept < 65536) {
+    if (await isPortFree(kept)) return kept;
+    const other = await freePort();
+    log.warn({ kept, using: other }, `the embedded Postgres's port ${kept} is taken now: using ${other} (kept for the next start)`);
+    return other;
+  }
+  return (await isPortFree(DEFAULT_EMBEDDED_PORT)) ? DEFAULT_EMBEDDED_PORT : freePort();
+}
+
+function keepPort(dir: string, port: number): void {
+  fs.writeFileSync(path.join(dir, PORT_FILE), `${port}\n`, { mode: 0o644 });
+}
+
+function isPortFree(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const server = net.createServer();
+    server.once('error', () => resolve(false));
+    server.listen({ port, host: '127.0.0.1', exclusive: true }, () => server.close(() => resolve(true)));
+  });
 }
 
 /** The port must be free before Postgres tries it (its own message is buried in its log). */

@@ -1,9 +1,10 @@
 -- Background jobs: a job is added in the transaction of its change (and is
 -- gone with it), the e-mail outbox queues one send_email job per message,
 -- the prunes delete only what no rule needs any more, and the jobs of a
--- worker that died are freed.
+-- worker that died are freed (a job replaced while it ran gets its attempt
+-- back; one cut off on its last attempt is failed with the reason).
 begin;
-select plan(14);
+select plan(20);
 
 select tests.create_user('jobs_user');
 
@@ -54,6 +55,8 @@ select ok(private.session_ended('00000000-0000-4000-8000-00000000000b'), 'the re
 select set_config('tests.job', private.enqueue_job('prune_mcp', '{}')::text, true);
 update graphile_worker._private_jobs set locked_at = now(), locked_by = 'pool-gone-for-good', attempts = 1
  where id = current_setting('tests.job')::bigint;
+select is((select state from admin.jobs(1000000) where id = current_setting('tests.job')::bigint), 'orphaned',
+  'admin.jobs shows a job locked by a worker that is gone as orphaned, not running');
 select ok('pool-gone-for-good' = any (private.jobs_recover()), 'jobs_recover names a worker without its connection');
 select is((select locked_by from graphile_worker.jobs where id = current_setting('tests.job')::bigint), null,
   'and frees its job to run again');
@@ -62,6 +65,32 @@ select is((select count(*)::int from graphile_worker.jobs where id = current_set
 select ok(not exists (select from pg_stat_activity a, unnest(private.jobs_recover()) d
                        where a.application_name = 'job-worker ' || d),
   'a worker that holds its connection is never named');
+
+-- A job replaced while it ran: add_job cleared its key and took its last
+-- attempt (updated_at after locked_at); its worker then died.
+select set_config('tests.replaced', private.enqueue_job('prune_mcp', '{}', max_attempts => 5)::text, true);
+update graphile_worker._private_jobs
+   set locked_at = now() - interval '1 minute', locked_by = 'pool-killed', key = null, attempts = 5, updated_at = now()
+ where id = current_setting('tests.replaced')::bigint;
+-- A job on its real last attempt (locked after its last update) when its worker died.
+select set_config('tests.last', private.enqueue_job('prune_mcp', '{}', max_attempts => 3)::text, true);
+update graphile_worker._private_jobs
+   set locked_at = now() - interval '1 minute', locked_by = 'pool-killed', attempts = 3, last_error = 'HTTP 500',
+       updated_at = now() - interval '2 minutes'
+ where id = current_setting('tests.last')::bigint;
+select ok('pool-killed' = any (private.jobs_recover()), 'jobs_recover names the killed worker');
+select is((select attempts || '/' || max_attempts || ' ' || (locked_by is null) from graphile_worker.jobs
+            where id = current_setting('tests.replaced')::bigint), '4/5 true',
+  'a job replaced while it ran gets back the attempt the replacement took, unlocked');
+select ok((select is_available from graphile_worker._private_jobs where id = current_setting('tests.replaced')::bigint),
+  'so it runs again');
+select is((select last_error from graphile_worker.jobs where id = current_setting('tests.last')::bigint),
+  'its worker (pool-killed) died while running its last attempt; before that: HTTP 500',
+  'a job cut off on its last attempt stays failed, with the reason');
+select is((select count(*)::int from graphile_worker.jobs
+            where id in (current_setting('tests.replaced')::bigint, current_setting('tests.last')::bigint)
+              and attempts >= max_attempts and last_error is null), 0,
+  'neither is left failed without a reason');
 
 -- Webhook deliveries left without a job -----------------------------------------
 

@@ -1,45 +1,115 @@
-// `npm run bench -- faults`: a database outage under load (test/support/outage.ts),
-// a short one (3 s) and a long one (30 s), on Debian's PostgreSQL 15 when it
-// is installed (else the embedded Postgres 18; BENCH_FAULTS_SERVER=embedded|pg15
-// chooses). 10 clients read their profile in a loop; Postgres is stopped with
-// a fast shutdown and started again. Reported per outage: requests answered
-// (200 / 503), requests without an answer, the longest answer, and how long
-// after the database's return /health was 200, requests were served and the
-// realtime LISTEN delivered again. Goal: no request unanswered, every answer
-// within the statement timeout (5 s here) + 2 s, all three back within 2 s.
+// `npm run bench -- faults`: database faults under load (test/support/outage.ts),
+// on Debian's PostgreSQL 15 when it is installed (else the embedded Postgres
+// 18; BENCH_FAULTS_SERVER=embedded|pg15 chooses). 10 clients alternate reading
+// their profile and creating a task. Two set-ups, each taking its faults in turn:
+//   direct       one gateway process: Postgres stopped 3 s and 30 s (fast
+//                shutdown), then frozen 20 s (SIGSTOP of every process)
+//   PgBouncer    two gateway processes (WEB_CONCURRENCY=2) behind PgBouncer in
+//                transaction mode: stopped 10 s with a gateway process killed
+//                meanwhile, `-m immediate` (a crash), stopped 30 s, PgBouncer
+//                restarted, frozen 20 s
+// Reported per fault: requests and answers by status, requests without an
+// answer, writes answered as failed that were saved all the same, writes
+// answered 504 outcome_unknown (saved or not), the longest answer, requests
+// slower than 2 s while the database was down, and how long after its return
+// /health was 200, requests were served and the realtime LISTEN delivered
+// again. Goal: nothing unanswered, no saved write answered as failed, every
+// answer within the statement timeout (5 s here) + 2 s, back within 2 s.
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { pg15Program } from '../../gateway/tooling/pg15.ts';
-import { runOutage, type OutageReport } from '../support/outage.ts';
+import { runOutage, type FaultReport, type OutageOptions } from '../support/outage.ts';
+import { PGBOUNCER_BINARY } from '../support/pgbouncer.ts';
 import type { Bench } from './harness.ts';
+
+const SETUPS: { name: string; options: Omit<OutageOptions, 'dir' | 'server'> }[] = [
+  {
+    name: 'direct',
+    options: {
+      clients: 10,
+      writes: true,
+      faults: [
+        { kind: 'stop', seconds: 3 },
+        { kind: 'stop', seconds: 30 },
+        { kind: 'freeze', seconds: 20 },
+      ],
+    },
+  },
+  {
+    name: 'pgbouncer',
+    options: {
+      clients: 10,
+      writes: true,
+      pgbouncer: true,
+      processes: 2,
+      faults: [
+        { kind: 'stop', seconds: 10, killWorker: true },
+        { kind: 'immediate', seconds: 0 },
+        { kind: 'stop', seconds: 30 },
+        { kind: 'pgbouncer-restart', seconds: 0 },
+        { kind: 'freeze', seconds: 20 },
+      ],
+    },
+  },
+];
 
 const bench: Bench = {
   name: 'faults',
-  description: 'a database outage (3 s, then 30 s) under 10 clients: every request answered, and how soon the gateway is back',
+  description: 'database faults (stops, a crash, a freeze; direct and behind PgBouncer) under 10 clients: every request answered, no saved write answered as failed, and how soon the gateway is back',
   async standalone() {
     const server = (process.env.BENCH_FAULTS_SERVER as 'embedded' | 'pg15' | undefined) ?? (pg15Program('pg_ctl') ? 'pg15' : 'embedded');
-    const reports: OutageReport[] = [];
-    for (const downSeconds of [3, 30]) {
+    const reports: FaultReport[] = [];
+    for (const setup of SETUPS) {
+      if (setup.options.pgbouncer && !fs.existsSync(PGBOUNCER_BINARY)) {
+        console.log(`(no ${PGBOUNCER_BINARY}: the PgBouncer rows are skipped)`);
+        continue;
+      }
       const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'bench-faults-'));
       fs.chmodSync(dir, 0o755);
-      const report = await runOutage({ dir, downSeconds, clients: 10, server });
-      console.log(report.summary);
-      reports.push(report);
+      const run = await runOutage({ dir, server, ...setup.options });
+      for (const report of run.reports) console.log(report.summary);
+      if (run.errorLines.length) console.log(`${run.errorLines.length} error lines logged:\n${run.errorLines.slice(0, 5).join('\n')}`);
+      reports.push(...run.reports);
     }
     const seconds = (ms: number) => (ms / 1000).toFixed(2);
-    console.log('\n| outage | requests | 200 | 503 | unanswered | longest answer | /health back | served back | LISTEN back |');
-    console.log('|---|---|---|---|---|---|---|---|---|');
-    reports.forEach((r, i) =>
-      console.log(
-        `| ${[3, 30][i]} s (${r.server}) | ${r.requests} | ${r.ok} | ${r.refused} | ${r.unanswered.length} | ${seconds(r.longestMs)} s | ` +
-          `${seconds(r.healthBackMs)} s | ${seconds(r.servedBackMs)} s | ${seconds(r.listenBackMs)} s |`,
-      ),
+    const statuses = (r: FaultReport) =>
+      Object.entries(r.byStatus)
+        .sort()
+        .map(([k, v]) => `${k}: ${v}`)
+        .join(', ');
+    console.log(`\n${reports[0]?.server ?? ''}, 10 clients (reads and task writes), statement timeout 5 s`);
+    console.log(
+      '\n| fault | requests | answers by status | unanswered | saved, answered as failed | outcome_unknown saved / not | longest answer | 503 while down p50 / p95 | > 2 s while down | /health back | served back | LISTEN back |',
     );
+    console.log('|---|---|---|---|---|---|---|---|---|---|---|---|');
+    for (const r of reports) {
+      console.log(
+        `| ${r.fault} | ${r.requests} | ${statuses(r)} | ${r.unanswered.length} | ${r.savedButFailed.length} | ${r.unknownSaved} / ${r.unknownLost} | ` +
+          `${seconds(r.longestMs)} s | ${r.refusedP50Ms} / ${r.refusedP95Ms} ms | ${r.slowWhileDown.length} | ${seconds(r.healthBackMs)} s | ${seconds(r.servedBackMs)} s | ${seconds(r.listenBackMs)} s |`,
+      );
+    }
     return Object.fromEntries(
-      reports.map((r, i) => [
-        `down_${[3, 30][i]}s`,
-        { server: r.server, requests: r.requests, ok: r.ok, refused: r.refused, unanswered: r.unanswered.length, unexpected: r.unexpected.length, longestMs: r.longestMs, healthBackMs: r.healthBackMs, servedBackMs: r.servedBackMs, listenBackMs: r.listenBackMs },
+      reports.map((r) => [
+        r.fault,
+        {
+          server: r.server,
+          requests: r.requests,
+          byStatus: r.byStatus,
+          unanswered: r.unanswered.length,
+          unexpected: r.unexpected.length,
+          savedButFailed: r.savedButFailed.length,
+          unknownSaved: r.unknownSaved,
+          unknownLost: r.unknownLost,
+          longestMs: r.longestMs,
+          refusedP50Ms: r.refusedP50Ms,
+          refusedP95Ms: r.refusedP95Ms,
+          slowWhileDown: r.slowWhileDown.length,
+          healthBackMs: r.healthBackMs,
+          servedBackMs: r.servedBackMs,
+          listenBackMs: r.listenBackMs,
+          gatewayAlive: r.gatewayAlive,
+        },
       ]),
     );
   },

@@ -1,8 +1,9 @@
 // The documented recipes, run as written: the deployment on a PostgreSQL 15
 // server with no superuser at run time (docs/operations.md#on-any-postgres-15:
 // a superuser runs the SQL block once, then the gateway migrates and serves as
-// the owner), and the curl examples of the README's "Run it". A recipe that no
-// longer works fails here.
+// the owner), the backup and restore as the owner
+// (docs/operations.md#backup-and-restore), and the curl examples of the
+// README's "Run it". A recipe that no longer works fails here.
 import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
@@ -50,6 +51,67 @@ describe.skipIf(!pg15Program('psql'))('deploying on PostgreSQL 15 without a supe
       } finally {
         gw.child.kill('SIGTERM');
         await exited(gw.child);
+      }
+    } finally {
+      cluster.stop();
+    }
+  });
+});
+
+describe.skipIf(!pg15Program('pg_dump'))('backup and restore as the owner, without a superuser', () => {
+  it('the documented commands: pg_dump and pg_restore as the owner into a fresh database, and the service runs on it with its data', { timeout: 180_000 }, async () => {
+    const roles = blockAfter('<!-- recipe: owner-without-superuser', 'sql');
+    const commands = blockAfter('<!-- recipe: backup-restore', 'sh');
+    const cluster = await startThrowawayPg15();
+    const work = fs.mkdtempSync(path.join(inject('testDir'), 'backup-'));
+    try {
+      const superuser = (sql: string) => {
+        const psql = spawnSync(pg15Program('psql')!, [cluster.url('postgres'), '-v', 'ON_ERROR_STOP=1', '-q', '-f', '-'], { input: sql, encoding: 'utf8' });
+        expect(psql.status, psql.stderr).toBe(0);
+      };
+      superuser(roles);
+      const owner = (database: string) => cluster.url(database).replace('postgres://postgres@', 'postgres://app_owner:change%20me@');
+      await runMigrations(owner('app'), createLogger('silent'), { includeCurrent: true });
+      // The same JWT_SECRET and PUBLIC_URL on both sides (the issuer of the access tokens), as the docs say.
+      const env = { PORT: String(freePort()), PUBLIC_URL: 'http://localhost:3000', DATA_DIR: path.join(work, 'data'), JWT_SECRET: 'a-secret-of-at-least-32-characters-long' };
+      const headers = { 'content-type': 'application/json' };
+      const alice = JSON.stringify({ email: 'backup-alice@example.com', password: 'password123' });
+      const first = await startGatewayProcess({ ...env, DATABASE_URL: owner('app') });
+      let token: string;
+      try {
+        expect((await fetch(`${first.url}/api/auth/register`, { method: 'POST', headers, body: alice })).status).toBe(201);
+        token = ((await (await fetch(`${first.url}/api/auth/login`, { method: 'POST', headers, body: alice })).json()) as { access_token: string }).access_token;
+        const task = await fetch(`${first.url}/api/mobile/tasks`, { method: 'POST', headers: { ...headers, authorization: `Bearer ${token}` }, body: JSON.stringify({ title: 'Kept by the backup' }) });
+        expect(task.status).toBe(201);
+      } finally {
+        first.child.kill('SIGTERM');
+        await exited(first.child);
+      }
+
+      // The fresh database, owned by the owner; then the commands as written, as the owner.
+      superuser('create database app_restored owner app_owner;');
+      const run = spawnSync('sh', ['-euc', commands], {
+        cwd: work,
+        env: { ...process.env, PATH: `${path.dirname(pg15Program('pg_dump')!)}:${process.env.PATH}`, DATABASE_URL: owner('app'), RESTORE_URL: owner('app_restored') },
+        encoding: 'utf8',
+      });
+      expect(run.status, run.stderr).toBe(0);
+
+      const restored = await startGatewayProcess({ ...env, PORT: String(freePort()), DATABASE_URL: owner('app_restored') });
+      try {
+        expect((await fetch(`${restored.url}/health`)).status).toBe(200);
+        // Nothing left to migrate, and the data is there: the old access token, the account, its task.
+        expect(restored.output()).not.toMatch(/migrations applied/);
+        const tasks = await fetch(`${restored.url}/api/mobile/tasks`, { headers: { authorization: `Bearer ${token!}` } });
+        expect(tasks.status).toBe(200);
+        expect(((await tasks.json()) as { tasks: { meta: { title: string } }[] }).tasks.map((t) => t.meta.title)).toEqual(['Kept by the backup']);
+        expect((await fetch(`${restored.url}/api/auth/login`, { method: 'POST', headers, body: alice })).status).toBe(200);
+        // And it takes new writes.
+        const bob = JSON.stringify({ email: 'backup-bob@example.com', password: 'password123' });
+        expect((await fetch(`${restored.url}/api/auth/register`, { method: 'POST', headers, body: bob })).status).toBe(201);
+      } finally {
+        restored.child.kill('SIGTERM');
+        await exited(restored.child);
       }
     } finally {
       cluster.stop();

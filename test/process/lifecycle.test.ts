@@ -8,7 +8,7 @@ import path from 'node:path';
 import { describe, expect, inject, it } from 'vitest';
 import { isAlive, relocatedDataDir } from '../../gateway/tooling/embedded-postgres.ts';
 import { databaseUrl, uniqueEmail } from '../helpers.ts';
-import { exited, freePort, projectRoot, startGatewayProcess } from '../support/processes.ts';
+import { exited, freePort, postgresOnPort, projectRoot, startGatewayProcess } from '../support/processes.ts';
 
 const root = projectRoot;
 
@@ -19,6 +19,12 @@ describe('npm start (gateway/main.ts)', () => {
 
     const first = await startGatewayProcess(env);
     expect((await fetch(`${first.url}/health`)).status).toBe(200);
+    // A new database: every committed migration applied, and said so (how many, which).
+    const committed = fs.readdirSync(path.join(root, 'sql', 'migrations', 'committed')).filter((f) => f.endsWith('.sql'));
+    const applied = /migrations applied: (\d+) committed \(([^)]*)\)/.exec(first.output());
+    expect(applied, first.output()).not.toBeNull();
+    expect(Number(applied![1])).toBe(committed.length);
+    expect(applied![2]).toContain(committed.at(-1)!);
     const email = uniqueEmail('restart');
     const reg = await fetch(`${first.url}/api/auth/register`, {
       method: 'POST',
@@ -36,6 +42,8 @@ describe('npm start (gateway/main.ts)', () => {
     expect(fs.existsSync(pidFile)).toBe(false);
 
     const second = await startGatewayProcess(env);
+    // Up to date: nothing applied, nothing said at info level.
+    expect(second.output()).not.toMatch(/migrations applied: \d+ committed/);
     const login = await fetch(`${second.url}/api/auth/login`, {
       method: 'POST',
       headers: { 'content-type': 'application/json' },
@@ -46,6 +54,29 @@ describe('npm start (gateway/main.ts)', () => {
     second.child.kill('SIGINT');
     expect(await exited(second.child), second.output()).toBe(0);
     expect(isAlive(secondPid)).toBe(false);
+  });
+
+  it('with no EMBEDDED_PG_PORT, two data folders started at once each get a free port, kept for the next start', { timeout: 180_000 }, async () => {
+    // Another checkout already running took 54329: each folder gets its own port (was: the second start failed).
+    const dirs = ['a', 'b'].map((n) => path.join(inject('testDir'), `ports-${n}-${crypto.randomBytes(3).toString('hex')}`));
+    const envOf = (dataDir: string) => ({ DATA_DIR: dataDir, PORT: String(freePort()), EMBEDDED_PG_PORT: '' });
+    const gateways = await Promise.all(dirs.map((dir) => startGatewayProcess(envOf(dir))));
+    try {
+      for (const gw of gateways) expect((await fetch(`${gw.url}/health`)).status).toBe(200);
+      const kept = dirs.map((dir) => Number(fs.readFileSync(path.join(dir, 'postgres', 'port'), 'utf8')));
+      expect(kept[0]).not.toBe(kept[1]);
+      for (const port of kept) expect(postgresOnPort(port).length, `a Postgres on ${port}`).toBeGreaterThan(0);
+      // Stopped and started again: the same port (it is free), so its cluster is where it was.
+      gateways[0]!.child.kill('SIGTERM');
+      expect(await exited(gateways[0]!.child)).toBe(0);
+      gateways[0] = await startGatewayProcess(envOf(dirs[0]!));
+      expect((await fetch(`${gateways[0].url}/health`)).status).toBe(200);
+      expect(Number(fs.readFileSync(path.join(dirs[0]!, 'postgres', 'port'), 'utf8'))).toBe(kept[0]);
+      expect(postgresOnPort(kept[0]!).length).toBeGreaterThan(0);
+    } finally {
+      for (const gw of gateways) gw.child.kill('SIGTERM');
+      await Promise.all(gateways.map((gw) => exited(gw.child)));
+    }
   });
 
   it('uses DATABASE_URL instead when it is set (no embedded cluster)', async () => {

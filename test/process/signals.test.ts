@@ -3,7 +3,7 @@
 // it), a port taken in cluster mode, a data folder on a read-only mount or
 // that is a file, and a request past the statement timeout. Each ends in one
 // clear line (or answer), and nothing is left running.
-import { execFileSync, spawnSync } from 'node:child_process';
+import { execFileSync, spawn, spawnSync } from 'node:child_process';
 import crypto from 'node:crypto';
 import fs from 'node:fs';
 import net from 'node:net';
@@ -69,6 +69,54 @@ describe('signals to `npm start`', () => {
     await waitUntil(() => postgresOnPort(pgPort).length === 0, 30_000, 'Postgres to stop');
     expect(gw.output()).toContain('shutting down');
   });
+});
+
+/** Node processes running `script` and whose environment holds `mark` (TEST_MARK=...). */
+function processesMarked(script: string, mark: string): number[] {
+  const pids: number[] = [];
+  for (const entry of fs.readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry) || Number(entry) === process.pid) continue;
+    try {
+      const args = fs.readFileSync(`/proc/${entry}/cmdline`, 'utf8').split('\0');
+      if (path.basename(args[0] ?? '') !== 'node' || !args.includes(script)) continue;
+      if (fs.readFileSync(`/proc/${entry}/environ`, 'utf8').split('\0').includes(`TEST_MARK=${mark}`)) pids.push(Number(entry));
+    } catch {
+      // gone meanwhile
+    }
+  }
+  return pids;
+}
+
+describe('signals to `npm run worker` and `npm run mcp`', () => {
+  // Their scripts exec node, so npm passes SIGTERM on; without exec, npm's
+  // shell died and node ran on under init.
+  for (const { script, file, ready } of [
+    { script: 'worker', file: 'gateway/worker-main.ts', ready: 'job worker running' },
+    { script: 'mcp', file: 'mcp-server/main.ts', ready: 'MCP server listening' },
+  ]) {
+    it(`SIGTERM to the npm process of \`npm run ${script}\` stops it`, { timeout: 60_000 }, async () => {
+      const mark = crypto.randomBytes(6).toString('hex');
+      const port = freePort();
+      const child = spawn('npm', ['run', '--silent', script], {
+        cwd: projectRoot,
+        env: { ...process.env, DATABASE_URL: databaseUrl, PORT: String(port), MCP_PORT: String(port + 1), LOG_LEVEL: 'info', TEST_MARK: mark },
+        stdio: ['ignore', 'pipe', 'pipe'],
+      });
+      let output = '';
+      child.stdout!.on('data', (c: Buffer) => (output += c.toString()));
+      child.stderr!.on('data', (c: Buffer) => (output += c.toString()));
+      try {
+        await waitUntil(() => output.includes(ready), 30_000, `npm run ${script} to start`);
+        expect(processesMarked(file, mark)).toHaveLength(1);
+        child.kill('SIGTERM');
+        await exited(child);
+        await waitUntil(() => processesMarked(file, mark).length === 0, 20_000, `the ${script} process to exit`);
+        expect(output).toContain('shutting down');
+      } finally {
+        for (const pid of processesMarked(file, mark)) process.kill(pid, 'SIGKILL');
+      }
+    });
+  }
 });
 
 describe('cluster mode (WEB_CONCURRENCY=2) failing to start', () => {

@@ -242,6 +242,49 @@ describe('worker processes (WEBHOOK_ALLOW_PRIVATE_TARGETS=1)', () => {
     }
   });
 
+  it('a worker killed with SIGKILL in a stream of deliveries: the next worker resumes within seconds, and no job is left failed without a reason', { timeout: 120_000 }, async () => {
+    // Deliveries committed while a job sends to the endpoint each schedule
+    // the endpoint's job: graphile-worker, meeting that job locked, takes its
+    // last attempt (attempts = max_attempts) and adds a new one, which finds
+    // the endpoint's lock taken and ends at once (the sender looks again when
+    // it lets go). Killed, the sender let go of nothing: its job was left
+    // failed with no error, and the endpoint to the minute sweep.
+    const path = '/killed-stream';
+    receiver.answer(path, [], { delayMs: 100 });
+    const hook = (await register(env.baseUrl, receiver.url(path))).body.data;
+    const first = await startWorker({ WEBHOOK_ALLOW_PRIVATE_TARGETS: '1' });
+    const titles = Array.from({ length: 30 }, (_, i) => `Stream ${i}`);
+    for (const title of titles) {
+      await sql`select admin.create_event(${manager.communityId}, ${title}, now() + interval '1 day')`;
+      await new Promise((r) => setTimeout(r, 30));
+    }
+    // Half way through the sending, which the jobs added meanwhile left to the first job.
+    await receiver.waitFor(path, (rs) => rs.length >= 15, { timeoutMs: 30_000 });
+    first.child.kill('SIGKILL');
+    await exited(first.child);
+    await new Promise((r) => setTimeout(r, 1_000));
+    const before = receiver.at(path).length;
+    const restarted = Date.now();
+    const second = await startWorker({ WEBHOOK_ALLOW_PRIVATE_TARGETS: '1' });
+    try {
+      await receiver.waitFor(path, (rs) => rs.length > before, { timeoutMs: 90_000 });
+      const resumedMs = Date.now() - restarted;
+      const got = await receiver.waitFor(path, (rs) => titles.every((t) => rs.some((r) => r.payload.data.title === t)), { timeoutMs: 90_000 });
+      console.log(`deliveries resumed ${resumedMs} ms after the restart; ${got.length} requests for ${titles.length} deliveries`);
+      expect(resumedMs, 'ms from the restart to the next delivery').toBeLessThan(10_000);
+      // In order, each at least once (the one cut off by the kill again).
+      const firstSeen = [...new Set(got.map((r) => r.payload.data.title as string))];
+      expect(firstSeen).toEqual(titles);
+      const failed = await sql`
+        select id, task_identifier, attempts, max_attempts, last_error from graphile_worker.jobs
+         where attempts >= max_attempts and last_error is null`;
+      expect(failed, 'jobs failed without a recorded reason').toEqual([]);
+    } finally {
+      await stopWorker(second);
+      await call(env.baseUrl, 'DELETE', `/api/v1/platform/webhooks/${hook.id}`, manager.token);
+    }
+  });
+
   it('hands an endpoint from job to job without losing a delivery (one job sends a share, then a new job goes on)', async () => {
     // In this process, with a share of 2 deliveries a job and 8 jobs at once:
     // each hand-over races the new job against the old one letting go of the
@@ -316,6 +359,9 @@ describe('worker processes (WEBHOOK_ALLOW_PRIVATE_TARGETS=1)', () => {
       expect(jobs.code).toBe(0);
       expect(jobs.stdout).toMatch(/"state":"scheduled","task":"webhook_deliver"/);
       expect(jobs.stdout).toMatch(/# workers \(1\)/);
+      // It says how to read itself.
+      expect(jobs.stdout).toMatch(/^# states: running = /m);
+      expect(jobs.stdout).toMatch(/orphaned = locked by a worker that is gone/);
       const webhooks = await run('webhooks');
       expect(webhooks.code).toBe(0);
       expect(webhooks.stdout).toContain(receiver.url(path));

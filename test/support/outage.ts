@@ -1,67 +1,118 @@
-// A database outage under load, measured: shared by test/process/outage.test.ts
+// Database faults under load, measured: shared by test/process/outage.test.ts
 // and `npm run bench -- faults`. No Vitest here (the bench runs outside it).
 //
-//   1. A Postgres of its own that can be stopped and started again: the
-//      embedded Postgres 18, or Debian's PostgreSQL 15 when `server` says so.
-//   2. A real gateway process on it (DATABASE_URL), with a short statement
-//      timeout and the realtime safety poll off, so that a change reaching a
-//      stream soon after the outage can only have come through LISTEN.
+//   1. A Postgres of its own that can be stopped, killed, frozen and started
+//      again: the embedded Postgres 18, or Debian's PostgreSQL 15 when
+//      `server` says so; optionally behind Debian's PgBouncer in transaction
+//      mode (test/support/pgbouncer.ts), the gateway then using
+//      DATABASE_POOL_MODE=transaction and DATABASE_DIRECT_URL.
+//   2. A real gateway process on it (`npm start`'s entry point, DATABASE_URL;
+//      WEB_CONCURRENCY processes), with a short statement timeout and the
+//      realtime safety poll off, so that a change reaching a stream soon
+//      after a fault can only have come through LISTEN.
 //   3. `clients` users each reading their profile in a loop (a new request as
-//      soon as the last is answered), and one SSE stream open throughout.
-//   4. Postgres stopped with a fast shutdown (every backend terminated, in
-//      the middle of requests), `downSeconds` later started again.
-//   5. Measured from the moment Postgres accepts connections again: /health
-//      200, the first profile answered 200, and the first change delivered to
-//      the stream (events are created every 100 ms from then on).
+//      soon as the last is answered), or, with `writes`, alternating that read
+//      with the creation of a task with a unique title (every other client
+//      sends an Idempotency-Key); one SSE stream open throughout.
+//   4. The faults, one after the other, each measured on its own:
+//        stop               `pg_ctl stop -m fast` (every backend terminated in the
+//                           middle of requests), started again `seconds` later
+//        immediate          `pg_ctl stop -m immediate` (as a crash: crash recovery at
+//                           the next start), started again `seconds` later
+//        freeze             SIGSTOP of the postmaster and every backend (a hung
+//                           disk, a network partition: connections stay open and
+//                           nothing answers), SIGCONT `seconds` later
+//        pgbouncer-restart  PgBouncer stopped at once and started again on its port
+//      `killWorker`: one gateway process is SIGKILLed 0.5 s into the outage
+//      (its replacement starts while the database is down).
+//   5. Measured from the moment the database (or PgBouncer) is back: /health
+//      200, the first profile answered 200, the first change delivered to the
+//      stream (events are created every 100 ms from then on). And for every
+//      write: whether it was saved, against what its answer said.
 import { spawnSync } from 'node:child_process';
 import crypto from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import postgres from 'postgres';
-import { ensureDatabase, startEmbeddedPostgres, type RunningPostgres } from '../../gateway/tooling/embedded-postgres.ts';
+import { ensureDatabase, isAlive, startEmbeddedPostgres, type RunningPostgres } from '../../gateway/tooling/embedded-postgres.ts';
 import { createLogger } from '../../gateway/core/log.ts';
 import { runMigrations } from '../../gateway/core/migrate.ts';
 import { pg15Program } from '../../gateway/tooling/pg15.ts';
-import { exited, freePort, startGatewayProcess, waitUntil } from './processes.ts';
+import { startPgBouncer, type RunningPgBouncer } from './pgbouncer.ts';
+import { exited, freePort, startGatewayProcess, waitUntil, type GatewayProcess } from './processes.ts';
 
 /** The gateway's statement timeout during the outage runs: every answer is due within it + 2 s. */
 export const OUTAGE_STATEMENT_TIMEOUT_MS = 5_000;
 /** A client gives up on a request after this long (and counts it as unanswered). */
 const CLIENT_TIMEOUT_MS = 30_000;
+/** While the database is down or frozen, a request that was not already running is answered within this. */
+export const FAIL_FAST_MS = 2_000;
+
+export type FaultKind = 'stop' | 'immediate' | 'freeze' | 'pgbouncer-restart';
+
+export interface Fault {
+  kind: FaultKind;
+  /** How long the database stays down or frozen (0: started again at once). */
+  seconds: number;
+  /** SIGKILL one gateway process 0.5 s into the outage (with WEB_CONCURRENCY > 1). */
+  killWorker?: boolean;
+}
 
 export interface OutageOptions {
   /** A folder for the cluster's data (removed afterwards). */
   dir: string;
-  downSeconds: number;
   clients: number;
+  faults: Fault[];
   /** 'embedded' (Postgres 18 from npm) or 'pg15' (Debian's, /usr/lib/postgresql/15). */
   server?: 'embedded' | 'pg15';
+  /** The gateway's pool through PgBouncer in transaction mode. */
+  pgbouncer?: boolean;
+  /** Clients alternate reads and task creations (saved writes are checked against their answers). */
+  writes?: boolean;
+  /** WEB_CONCURRENCY of the gateway. */
+  processes?: number;
   /** Extra environment for the gateway process. */
   env?: Record<string, string>;
 }
 
-export interface OutageReport {
+export interface FaultReport {
+  fault: string;
   server: string;
   requests: number;
+  /** Answers by status, with the error code of 5xx answers (`504 outcome_unknown`). */
+  byStatus: Record<string, number>;
   ok: number;
-  /** 503 answers (each with Retry-After). */
-  refused: number;
   /** Requests refused while the database was down (or coming back). */
   failedWhileDown: number;
   /** Requests answered 200 that were sent after the database was back. */
   okAfter: number;
   /** Requests refused though sent once the gateway served again (a pool that lost connections refuses them). */
   refusedAfter: number;
-  /** Requests with no answer within the client's timeout, or a broken connection. */
+  /** Requests with no answer within the client's timeout, or a broken connection (but those in flight on a gateway process the test killed: cutByKill). */
   unanswered: string[];
-  /** Answers other than 200, or 503 with Retry-After. */
+  cutByKill: number;
+  /** Gateway processes serving at the end of the fault (WEB_CONCURRENCY: all of them again). */
+  processes: number;
+  /** Answers other than success, 503 with Retry-After, or (for a write) 504 outcome_unknown. */
   unexpected: string[];
   longestMs: number;
+  /** How long the 503 answers to requests sent while the database was down took: median and 95th percentile. */
+  refusedP50Ms: number;
+  refusedP95Ms: number;
+  /** Requests sent while the database was down or frozen (FAIL_FAST_MS after it went) that took longer than FAIL_FAST_MS. */
+  slowWhileDown: string[];
   healthBackMs: number;
   servedBackMs: number;
   listenBackMs: number;
-  /** Lines the gateway logged at level error or above. */
-  errorLines: number;
+  /** Writes sent during this fault. */
+  writes: number;
+  /** Writes answered with a failure (not 504 outcome_unknown) that were saved all the same. */
+  savedButFailed: string[];
+  /** Writes answered 504 outcome_unknown: saved, and not saved. */
+  unknownSaved: number;
+  unknownLost: number;
+  /** Gateway processes that ended, and whether the service is still up at the end. */
+  gatewayAlive: boolean;
   /** Events created after the return that never reached the open stream. */
   streamGaps: string[];
   /** Events the stream delivered more than once. */
@@ -70,31 +121,74 @@ export interface OutageReport {
   summary: string;
 }
 
-/** A Postgres server that can be stopped (fast shutdown) and started again on the same data. */
-interface Restartable {
+export interface OutageRun {
+  reports: FaultReport[];
+  /** Lines the gateway logged at level error or above. */
+  errorLines: string[];
+  /** The gateway's whole output. */
+  output: string;
+}
+
+/** A Postgres server that can be stopped, killed, frozen and started again on the same data. */
+interface Server {
   url: string;
   name: string;
-  stop(): Promise<void>;
+  stop(mode: 'fast' | 'immediate'): Promise<void>;
   start(): Promise<void>;
+  /** The postmaster and its children (SIGSTOP/SIGCONT). */
+  pids(): number[];
   dispose(): Promise<void>;
 }
 
-async function embedded(dir: string): Promise<Restartable> {
+/** The postmaster of a data folder and every process it started. */
+function clusterPids(dataDir: string): number[] {
+  const pidFile = path.join(dataDir, 'postmaster.pid');
+  if (!fs.existsSync(pidFile)) return [];
+  const postmaster = Number(fs.readFileSync(pidFile, 'utf8').split('\n')[0]);
+  const children: number[] = [];
+  for (const entry of fs.readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      const stat = fs.readFileSync(`/proc/${entry}/stat`, 'utf8');
+      if (Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]) === postmaster) children.push(Number(entry));
+    } catch {
+      // gone meanwhile
+    }
+  }
+  return [postmaster, ...children];
+}
+
+async function embedded(dir: string): Promise<Server> {
   const port = freePort();
   const quiet = createLogger('silent');
-  const start = () => startEmbeddedPostgres({ dir, port, persistent: true, log: quiet });
+  const clusterDir = path.join(dir, 'postgres');
+  const start = () => startEmbeddedPostgres({ dir: clusterDir, port, persistent: true, log: quiet });
   let cluster: RunningPostgres | null = await start();
   await ensureDatabase(cluster.urlFor('postgres'), 'app');
+  const dataDir = () => {
+    // As root the cluster may live elsewhere (a folder user postgres can reach): find it by the postmaster's pid.
+    const pid = cluster?.pid;
+    const cwd = pid ? fs.readlinkSync(`/proc/${pid}/cwd`) : path.join(clusterDir, 'data');
+    return cwd;
+  };
+  let data = dataDir();
   return {
     url: cluster.urlFor('app'),
     name: 'embedded Postgres 18',
-    async stop() {
-      await cluster?.stop(); // SIGINT: fast shutdown
+    async stop(mode) {
+      if (mode === 'immediate' && cluster?.pid) {
+        const pid = cluster.pid;
+        process.kill(pid, 'SIGQUIT');
+        while (isAlive(pid)) await new Promise((r) => setTimeout(r, 20));
+      }
+      await cluster?.stop(); // SIGINT: fast shutdown (nothing left to do after SIGQUIT)
       cluster = null;
     },
     async start() {
       cluster = await start();
+      data = dataDir();
     },
+    pids: () => clusterPids(data),
     async dispose() {
       await cluster?.stop();
       fs.rmSync(dir, { recursive: true, force: true });
@@ -102,7 +196,7 @@ async function embedded(dir: string): Promise<Restartable> {
   };
 }
 
-async function pg15(dir: string): Promise<Restartable> {
+async function pg15(dir: string): Promise<Server> {
   const pgCtl = pg15Program('pg_ctl');
   const initdb = pg15Program('initdb');
   if (!pgCtl || !initdb) throw new Error('PostgreSQL 15 is not installed (apt-get install postgresql-15)');
@@ -124,9 +218,17 @@ async function pg15(dir: string): Promise<Restartable> {
   return {
     url: `postgres://postgres@127.0.0.1:${port}/app`,
     name: 'PostgreSQL 15',
-    stop: async () => run(pgCtl, ['-D', data, '-m', 'fast', '-w', 'stop']),
+    stop: async (mode) => run(pgCtl, ['-D', data, '-m', mode, '-w', 'stop']),
     start,
+    pids: () => clusterPids(data),
     async dispose() {
+      for (const pid of clusterPids(data)) {
+        try {
+          process.kill(pid, 'SIGCONT');
+        } catch {
+          // gone
+        }
+      }
       try {
         run(pgCtl, ['-D', data, '-m', 'immediate', '-w', 'stop']);
       } catch {
@@ -142,32 +244,51 @@ interface Sample {
   startedAt: number;
   endedAt: number;
   status: number | string;
+  /** The `error` code of an Error body. */
+  code: string | null;
   retryAfter: string | null;
+  /** The title of the task a write created. */
+  write: string | null;
 }
 
-async function call(base: string, method: string, urlPath: string, token?: string, body?: unknown) {
+async function call(base: string, method: string, urlPath: string, token?: string, body?: unknown, headers: Record<string, string> = {}) {
   const res = await fetch(base + urlPath, {
     method,
-    headers: { ...(token ? { authorization: `Bearer ${token}` } : {}), ...(body ? { 'content-type': 'application/json' } : {}) },
+    headers: { ...(token ? { authorization: `Bearer ${token}` } : {}), ...(body ? { 'content-type': 'application/json' } : {}), ...headers },
     body: body ? JSON.stringify(body) : undefined,
     signal: AbortSignal.timeout(CLIENT_TIMEOUT_MS),
   });
   const text = await res.text();
-  return { status: res.status, headers: res.headers, json: text ? (JSON.parse(text) as any) : undefined };
+  let json: any;
+  try {
+    json = text ? JSON.parse(text) : undefined;
+  } catch {
+    json = undefined;
+  }
+  return { status: res.status, headers: res.headers, json };
 }
 
-/** An SSE stream reduced to what the measure needs: the time each event title arrived. */
+/**
+ * An SSE stream reduced to what the measure needs: the time each event title
+ * arrived. A stream that ends (its gateway process was killed) is opened
+ * again with Last-Event-ID, as an EventSource does.
+ */
 async function watchStream(base: string, token: string) {
   const controller = new AbortController();
-  const res = await fetch(`${base}/api/mobile/events/upcoming/stream`, {
-    headers: { authorization: `Bearer ${token}`, accept: 'text/event-stream' },
-    signal: controller.signal,
-  });
-  if (res.status !== 200) throw new Error(`stream: ${res.status}`);
   const arrived = new Map<string, number>();
   /** Every insert message's title, in order of arrival (duplicates included). */
   const inserts: string[] = [];
-  void (async () => {
+  let lastEventId: string | null = null;
+  let reopened = 0;
+  const open = async () => {
+    const res = await fetch(`${base}/api/mobile/events/upcoming/stream`, {
+      headers: { authorization: `Bearer ${token}`, accept: 'text/event-stream', ...(lastEventId ? { 'last-event-id': lastEventId } : {}) },
+      signal: controller.signal,
+    });
+    if (res.status !== 200) throw new Error(`stream: ${res.status}`);
+    return res;
+  };
+  const read = async (res: Response) => {
     const decoder = new TextDecoder();
     let buffer = '';
     try {
@@ -177,6 +298,8 @@ async function watchStream(base: string, token: string) {
         while ((end = buffer.indexOf('\n\n')) !== -1) {
           const message = buffer.slice(0, end);
           buffer = buffer.slice(end + 2);
+          const id = /^id: (\d+)$/m.exec(message)?.[1];
+          if (id) lastEventId = id;
           const title = /"title":"(outage [^"]*)"/.exec(message)?.[1];
           if (!title || !/^event: insert$/m.test(message)) continue;
           inserts.push(title);
@@ -186,146 +309,326 @@ async function watchStream(base: string, token: string) {
     } catch {
       // closed
     }
+  };
+  const first = await open();
+  void (async () => {
+    let res: Response | null = first;
+    while (!controller.signal.aborted) {
+      if (res) await read(res);
+      if (controller.signal.aborted) return;
+      await new Promise((r) => setTimeout(r, 200));
+      res = await open().catch(() => null);
+      if (res) reopened++;
+    }
   })();
-  return { arrived, inserts, close: () => controller.abort() };
+  return { arrived, inserts, reopened: () => reopened, close: () => controller.abort() };
 }
 
-export async function runOutage(options: OutageOptions): Promise<OutageReport> {
+/** The gateway processes serving requests: the process itself, or its cluster workers. */
+function gatewayWorkers(gateway: GatewayProcess): number[] {
+  const parent = gateway.child.pid!;
+  const workers: number[] = [];
+  for (const entry of fs.readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      const stat = fs.readFileSync(`/proc/${entry}/stat`, 'utf8');
+      if (Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]) !== parent) continue;
+      if (fs.readFileSync(`/proc/${entry}/cmdline`, 'utf8').includes('gateway/main.ts')) workers.push(Number(entry));
+    } catch {
+      // gone meanwhile
+    }
+  }
+  return workers;
+}
+
+function signalAll(pids: number[], signal: NodeJS.Signals): void {
+  for (const pid of pids) {
+    try {
+      process.kill(pid, signal);
+    } catch {
+      // gone
+    }
+  }
+}
+
+export async function runOutage(options: OutageOptions): Promise<OutageRun> {
   const server = options.server === 'pg15' ? await pg15(options.dir) : await embedded(options.dir);
   const quiet = createLogger('silent');
   // With DATABASE_URL the gateway applies committed migrations only: current/ too, first.
   await runMigrations(server.url, quiet, { includeCurrent: true });
-  const gateway = await startGatewayProcess({
-    DATABASE_URL: server.url,
-    PORT: String(freePort()),
-    DATA_DIR: options.dir,
-    LOG_LEVEL: 'info',
-    STATEMENT_TIMEOUT_MS: String(OUTAGE_STATEMENT_TIMEOUT_MS),
-    REALTIME_POLL_SECONDS: '600',
-    ...options.env,
-  });
-  const base = gateway.url;
+  let bouncer: RunningPgBouncer | undefined;
+  let gateway: GatewayProcess | undefined;
   let admin = postgres(server.url, { max: 2, onnotice: () => {} });
   const samples: Sample[] = [];
+  const writes = new Map<string, Sample>();
   let stream: Awaited<ReturnType<typeof watchStream>> | undefined;
+  let loading = true;
+  let load: Promise<void>[] = [];
+  const reports: FaultReport[] = [];
+  /** The samples of each report's fault. */
+  const phases: Sample[][] = [];
   try {
+    if (options.pgbouncer) bouncer = await startPgBouncer(server.url, { poolSize: 40 });
+    gateway = await startGatewayProcess({
+      DATABASE_URL: bouncer?.url ?? server.url,
+      ...(bouncer ? { DATABASE_POOL_MODE: 'transaction', DATABASE_DIRECT_URL: server.url } : {}),
+      PORT: String(freePort()),
+      DATA_DIR: options.dir,
+      LOG_LEVEL: 'info',
+      STATEMENT_TIMEOUT_MS: String(OUTAGE_STATEMENT_TIMEOUT_MS),
+      REALTIME_POLL_SECONDS: '600',
+      WEB_CONCURRENCY: String(options.processes ?? 1),
+      ...options.env,
+    });
+    const base = gateway.url;
+    // Every process serving (the first to listen says so first).
+    await waitUntil(() => (gateway!.output().match(/gateway listening on/g)?.length ?? 0) >= (options.processes ?? 1), 60_000, 'every gateway process');
     const users: { email: string; token: string }[] = [];
     for (let i = 0; i < options.clients; i++) {
       const email = `outage-${crypto.randomBytes(6).toString('hex')}@example.com`;
-      await call(base, 'POST', '/api/auth/register', undefined, { email, password: 'password123' });
+      const registered = await call(base, 'POST', '/api/auth/register', undefined, { email, password: 'password123' });
+      if (registered.status !== 201) throw new Error(`register: ${registered.status} ${JSON.stringify(registered.json)}`);
       const login = await call(base, 'POST', '/api/auth/login', undefined, { email, password: 'password123' });
-      if (login.status !== 200) throw new Error(`login: ${login.status}`);
+      if (login.status !== 200) throw new Error(`login: ${login.status} ${JSON.stringify(login.json)}`);
       users.push({ email, token: login.json.access_token });
     }
     const [community] = await admin`select admin.create_community(${'Outage ' + crypto.randomBytes(3).toString('hex')}, null, '{}', ${users[0]!.email}) as id`;
     stream = await watchStream(base, users[0]!.token);
 
-    let loading = true;
-    const load = users.map(async (user, client) => {
-      while (loading) {
+    load = users.map(async (user, client) => {
+      for (let i = 0; loading; i++) {
         const startedAt = Date.now();
+        const write = options.writes && i % 2 === 1 ? `outage w${client}-${i}` : null;
         let status: number | string;
+        let code: string | null = null;
         let retryAfter: string | null = null;
         try {
-          const res = await call(base, 'GET', '/api/mobile/profile', user.token);
+          const res = write
+            ? await call(base, 'POST', '/api/mobile/tasks', user.token, { title: write }, client % 2 ? { 'idempotency-key': crypto.randomUUID() } : {})
+            : await call(base, 'GET', '/api/mobile/profile', user.token);
           status = res.status;
+          code = typeof res.json?.error === 'string' && res.status >= 500 ? res.json.error : null;
           retryAfter = res.headers.get('retry-after');
         } catch (err) {
           const e = err as Error & { cause?: { code?: string } };
           status = e.name === 'TimeoutError' ? 'no answer' : `no answer (${e.cause?.code ?? e.message})`;
         }
-        samples.push({ client, startedAt, endedAt: Date.now(), status, retryAfter });
+        const sample: Sample = { client, startedAt, endedAt: Date.now(), status, code, retryAfter, write };
+        samples.push(sample);
+        if (write) writes.set(write, sample);
         // A refused request is retried after a short pause, as a client honouring Retry-After soon would.
-        if (status !== 200) await new Promise((r) => setTimeout(r, 50));
+        if (typeof status !== 'number' || status >= 300) await new Promise((r) => setTimeout(r, 50));
       }
     });
 
-    await new Promise((r) => setTimeout(r, 1_000));
-    await admin.end({ timeout: 1 });
-    const downAt = Date.now();
-    await server.stop();
-    await new Promise((r) => setTimeout(r, options.downSeconds * 1000));
-    await server.start();
-    const upAt = Date.now();
-    admin = postgres(server.url, { max: 2, onnotice: () => {} });
-
-    // Events every 100 ms from now on; the first to reach the stream says when LISTEN was back.
-    let creating = true;
-    const created: string[] = [];
-    const creator = (async () => {
-      for (let i = 0; creating; i++) {
-        const title = `outage ${i}`;
-        await admin`select admin.create_event(${community!.id}, ${title}, now() + interval '1 day')`.then(() => created.push(title), () => {});
-        await new Promise((r) => setTimeout(r, 100));
+    let eventNumber = 0;
+    for (const fault of options.faults) {
+      await new Promise((r) => setTimeout(r, 1_000));
+      const phaseStart = Date.now();
+      await admin.end({ timeout: 1 });
+      const downAt = Date.now();
+      let killed: Promise<void> | undefined;
+      let killedAt: number | null = null;
+      if (fault.killWorker) {
+        killed = (async () => {
+          // Early in the outage: its replacement starts while the database is still down.
+          await new Promise((r) => setTimeout(r, 500));
+          const [victim] = gatewayWorkers(gateway!);
+          if (!victim) throw new Error('killWorker: no gateway worker process (WEB_CONCURRENCY > 1 is needed)');
+          killedAt = Date.now();
+          process.kill(victim, 'SIGKILL');
+        })();
       }
-    })();
-    const health = (async () => {
-      await waitUntil(async () => (await fetch(`${base}/health`, { signal: AbortSignal.timeout(CLIENT_TIMEOUT_MS) })).status === 200, 60_000, '/health 200');
-      return Date.now() - upAt;
-    })();
-    const served = (async () => {
-      await waitUntil(() => samples.some((s) => s.status === 200 && s.endedAt > upAt), 60_000, 'a profile answered 200');
-      return Math.min(...samples.filter((s) => s.status === 200 && s.endedAt > upAt).map((s) => s.endedAt)) - upAt;
-    })();
-    const listen = (async () => {
-      await waitUntil(() => stream!.arrived.size > 0, 60_000, 'a change on the stream');
-      return Math.min(...stream!.arrived.values()) - upAt;
-    })();
-    const [healthBackMs, servedBackMs, listenBackMs] = await Promise.all([health, served, listen]);
-    await new Promise((r) => setTimeout(r, 3_000));
-    loading = false;
-    creating = false;
-    await Promise.all([...load, creator]);
-    // Every event created after the return reaches the stream once, in order.
-    await waitUntil(() => stream!.inserts.length >= created.length, 10_000, 'every change on the stream').catch(() => {});
-    const streamGaps = created.filter((t) => !stream!.inserts.includes(t));
-    const streamDuplicates = stream.inserts.filter((t, i) => stream!.inserts.indexOf(t) !== i);
-    const streamInOrder = stream.inserts.every((t, i) => i === 0 || Number(t.split(' ')[1]) > Number(stream!.inserts[i - 1]!.split(' ')[1]));
+      if (fault.kind === 'pgbouncer-restart') {
+        if (!bouncer) throw new Error('pgbouncer-restart needs pgbouncer: true');
+        await bouncer.restart();
+      } else if (fault.kind === 'freeze') {
+        const pids = server.pids();
+        signalAll(pids, 'SIGSTOP');
+        await new Promise((r) => setTimeout(r, fault.seconds * 1000));
+        signalAll(pids, 'SIGCONT');
+      } else {
+        await server.stop(fault.kind === 'immediate' ? 'immediate' : 'fast');
+        await new Promise((r) => setTimeout(r, fault.seconds * 1000));
+        await server.start();
+      }
+      await killed;
+      const upAt = Date.now();
+      admin = postgres(server.url, { max: 2, onnotice: () => {} });
 
-    const unanswered = samples.filter((s) => typeof s.status === 'string').map((s) => `client ${s.client} at ${s.startedAt - downAt} ms: ${s.status}`);
-    const unexpected = samples
-      .filter((s) => typeof s.status === 'number' && s.status !== 200 && !(s.status === 503 && s.retryAfter))
-      .map((s) => `client ${s.client} at ${s.startedAt - downAt} ms: ${s.status} (Retry-After ${s.retryAfter})`);
-    const refused = samples.filter((s) => s.status === 503).length;
-    const longestMs = Math.max(...samples.map((s) => s.endedAt - s.startedAt));
-    const errorLines = gateway
-      .output()
-      .split('\n')
-      .filter((line) => /"level":(50|60)/.test(line)).length;
-    const report: OutageReport = {
-      server: server.name,
-      requests: samples.length,
-      ok: samples.filter((s) => s.status === 200).length,
-      refused,
-      failedWhileDown: samples.filter((s) => s.status !== 200 && s.startedAt >= downAt - 100).length,
-      okAfter: samples.filter((s) => s.status === 200 && s.startedAt >= upAt).length,
-      refusedAfter: samples.filter((s) => s.status !== 200 && s.startedAt >= upAt + servedBackMs + 500).length,
-      unanswered,
-      unexpected,
-      longestMs,
-      healthBackMs,
-      servedBackMs,
-      listenBackMs,
-      errorLines,
-      streamGaps,
-      streamDuplicates,
-      streamInOrder,
-      summary: '',
-    };
-    report.summary =
-      `${server.name} down ${options.downSeconds} s under ${options.clients} clients: ${report.requests} requests, ` +
-      `${report.ok} × 200, ${refused} × 503 (${report.refusedAfter} once served again), ${unanswered.length} unanswered, ${unexpected.length} unexpected, longest answer ${longestMs} ms; ` +
-      `after the return: /health 200 in ${healthBackMs} ms, requests served in ${servedBackMs} ms, LISTEN back in ${listenBackMs} ms; ` +
-      `stream: ${created.length} events after the return, ${streamGaps.length} missing, ${streamDuplicates.length} duplicated; ` +
-      `${errorLines} error lines logged`;
-    return report;
+      // Events every 100 ms from now on; the first to reach the stream says when LISTEN was back.
+      let creating = true;
+      const created: string[] = [];
+      const arrivedBefore = new Set(stream.arrived.keys());
+      const creator = (async () => {
+        while (creating) {
+          const title = `outage ${eventNumber++}`;
+          await admin`select admin.create_event(${community!.id}, ${title}, now() + interval '1 day')`.then(() => created.push(title), () => {});
+          await new Promise((r) => setTimeout(r, 100));
+        }
+      })();
+      const gone = () => {
+        const child = gateway!.child;
+        if (child.exitCode === null && child.signalCode === null) return;
+        throw new Error(`the gateway exited (${child.exitCode ?? child.signalCode}) during ${fault.kind}:\n${gateway!.output().split('\n').slice(-30).join('\n')}`);
+      };
+      const health = (async () => {
+        await waitUntil(async () => {
+          gone();
+          return (await fetch(`${base}/health`, { signal: AbortSignal.timeout(CLIENT_TIMEOUT_MS) }).catch(() => null))?.status === 200;
+        }, 60_000, '/health 200');
+        return Date.now() - upAt;
+      })();
+      const served = (async () => {
+        await waitUntil(() => (gone(), samples.some((s) => s.status === 200 && s.endedAt > upAt)), 60_000, 'a profile answered 200');
+        return Math.min(...samples.filter((s) => s.status === 200 && s.endedAt > upAt).map((s) => s.endedAt)) - upAt;
+      })();
+      const listen = (async () => {
+        await waitUntil(() => [...stream!.arrived.keys()].some((t) => !arrivedBefore.has(t)), 60_000, 'a change on the stream');
+        return Math.min(...[...stream!.arrived.entries()].filter(([t]) => !arrivedBefore.has(t)).map(([, at]) => at)) - upAt;
+      })();
+      const [healthBackMs, servedBackMs, listenBackMs] = await Promise.all([health, served, listen]);
+      // Long enough for every request of the fault to be answered (the deadline), then a few seconds served.
+      await new Promise((r) => setTimeout(r, Math.max(3_000, OUTAGE_STATEMENT_TIMEOUT_MS + 2_000 - (Date.now() - upAt))));
+      creating = false;
+      await creator;
+      const phaseEnd = Date.now();
+      await waitUntil(() => created.every((t) => stream!.inserts.includes(t)), 10_000, 'every change on the stream').catch(() => {});
+      const inserts = stream.inserts.filter((t) => created.includes(t));
+      const phase = samples.filter((s) => s.startedAt >= phaseStart && s.startedAt < phaseEnd);
+      phases.push(phase);
+      reports.push(
+        measure({ fault, server: server.name, through: bouncer ? 'PgBouncer' : 'direct', phase, downAt, upAt, killedAt, healthBackMs, servedBackMs, listenBackMs, created, inserts, gateway }),
+      );
+    }
+    loading = false;
+    await Promise.all(load);
+    // Which writes were saved, against what their answers said.
+    const saved = new Set(
+      (await admin<{ title: string }[]>`select meta->>'title' as title from app.tasks where meta->>'title' like 'outage w%'`).map((r) => r.title),
+    );
+    reports.forEach((report, i) => settleWrites(report, phases[i]!, writes, saved));
+    const output = gateway.output();
+    return { reports, errorLines: output.split('\n').filter((line) => /"level":(50|60)/.test(line) || /^\s*(Error|Unhandled|node:internal)/.test(line)), output };
   } finally {
+    loading = false;
+    await Promise.all(load);
     stream?.close();
-    gateway.child.kill('SIGTERM');
-    const killer = setTimeout(() => gateway.child.kill('SIGKILL'), 30_000);
-    await exited(gateway.child);
-    clearTimeout(killer);
+    if (gateway) {
+      gateway.child.kill('SIGTERM');
+      const killer = setTimeout(() => gateway!.child.kill('SIGKILL'), 30_000);
+      await exited(gateway.child);
+      clearTimeout(killer);
+    }
     await admin.end({ timeout: 1 });
+    await bouncer?.stop();
     await server.dispose();
   }
+}
+
+interface Phase {
+  fault: Fault;
+  server: string;
+  through: string;
+  phase: Sample[];
+  downAt: number;
+  upAt: number;
+  /** When a gateway process was killed (killWorker). */
+  killedAt: number | null;
+  healthBackMs: number;
+  servedBackMs: number;
+  listenBackMs: number;
+  created: string[];
+  inserts: string[];
+  gateway: GatewayProcess;
+}
+
+const describeSample = (s: Sample, downAt: number) =>
+  `client ${s.client} at ${s.startedAt - downAt} ms (${s.endedAt - s.startedAt} ms): ${s.status}${s.code ? ` ${s.code}` : ''}${s.write ? ` [${s.write}]` : ''}`;
+
+function measure(p: Phase): FaultReport {
+  const { phase, downAt, upAt } = p;
+  const success = (s: Sample) => s.status === 200 || s.status === 201;
+  const byStatus: Record<string, number> = {};
+  for (const s of phase) {
+    const key = typeof s.status === 'string' ? 'no answer' : `${s.status}${s.code ? ` ${s.code}` : ''}`;
+    byStatus[key] = (byStatus[key] ?? 0) + 1;
+  }
+  const allowed = (s: Sample) =>
+    success(s) || (s.status === 503 && s.retryAfter !== null) || (s.write !== null && s.status === 504 && s.code === 'outcome_unknown');
+  // Requests on the gateway process the test killed lose their connection with it (in flight, or
+  // sent on a kept-alive connection to it before the client saw it close).
+  const cutByKill = (s: Sample) =>
+    p.killedAt !== null && typeof s.status === 'string' && s.status !== 'no answer' && s.endedAt >= p.killedAt && s.endedAt < p.killedAt + 1_000;
+  const unanswered = phase.filter((s) => typeof s.status === 'string' && !cutByKill(s)).map((s) => describeSample(s, downAt));
+  const unexpected = phase.filter((s) => typeof s.status === 'number' && !allowed(s)).map((s) => describeSample(s, downAt));
+  const slowWhileDown = phase
+    .filter((s) => s.startedAt >= downAt + FAIL_FAST_MS && s.startedAt < upAt && s.endedAt - s.startedAt > FAIL_FAST_MS)
+    .map((s) => describeSample(s, downAt));
+  const refusedWhileDown = phase
+    .filter((s) => s.status === 503 && s.startedAt >= downAt && s.startedAt < upAt)
+    .map((s) => s.endedAt - s.startedAt)
+    .sort((a, b) => a - b);
+  const fault = `${p.fault.kind}${p.fault.seconds ? ` ${p.fault.seconds} s` : ''}${p.fault.killWorker ? ', a gateway process killed meanwhile' : ''} (${p.through})`;
+  const streamDuplicates = p.inserts.filter((t, i) => p.inserts.indexOf(t) !== i);
+  const report: FaultReport = {
+    fault,
+    server: p.server,
+    requests: phase.length,
+    byStatus,
+    ok: phase.filter(success).length,
+    failedWhileDown: phase.filter((s) => !success(s) && s.startedAt >= downAt - 100).length,
+    okAfter: phase.filter((s) => success(s) && s.startedAt >= upAt).length,
+    refusedAfter: phase.filter((s) => !success(s) && s.startedAt >= upAt + p.servedBackMs + 500).length,
+    unanswered,
+    cutByKill: phase.filter(cutByKill).length,
+    processes: gatewayWorkers(p.gateway).length || (p.gateway.child.exitCode === null ? 1 : 0),
+    unexpected,
+    longestMs: Math.max(0, ...phase.map((s) => s.endedAt - s.startedAt)),
+    refusedP50Ms: percentile(refusedWhileDown, 0.5),
+    refusedP95Ms: percentile(refusedWhileDown, 0.95),
+    slowWhileDown,
+    healthBackMs: p.healthBackMs,
+    servedBackMs: p.servedBackMs,
+    listenBackMs: p.listenBackMs,
+    writes: phase.filter((s) => s.write).length,
+    savedButFailed: [],
+    unknownSaved: 0,
+    unknownLost: 0,
+    gatewayAlive: p.gateway.child.exitCode === null && p.gateway.child.signalCode === null,
+    streamGaps: p.created.filter((t) => !p.inserts.includes(t)),
+    streamDuplicates,
+    streamInOrder: p.inserts.every((t, i) => i === 0 || Number(t.split(' ')[1]) > Number(p.inserts[i - 1]!.split(' ')[1])),
+    summary: '',
+  };
+  return report;
+}
+
+function percentile(sorted: number[], q: number): number {
+  return sorted.length === 0 ? 0 : sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))]!;
+}
+
+/** Counts the phase's writes against the titles saved, and writes the summary. */
+function settleWrites(report: FaultReport, phase: Sample[], writes: Map<string, Sample>, saved: Set<string>): void {
+  for (const s of phase) {
+    if (!s.write || writes.get(s.write) !== s) continue;
+    const kept = saved.has(s.write);
+    if (s.status === 504 && s.code === 'outcome_unknown') {
+      if (kept) report.unknownSaved++;
+      else report.unknownLost++;
+    } else if (typeof s.status === 'number' && s.status >= 300 && kept) {
+      report.savedButFailed.push(`${s.write}: answered ${s.status}${s.code ? ` ${s.code}` : ''}`);
+    }
+  }
+  const seconds = (ms: number) => (ms / 1000).toFixed(2);
+  const statuses = Object.entries(report.byStatus)
+    .map(([k, v]) => `${v} × ${k}`)
+    .join(', ');
+  report.summary =
+    `${report.server}, ${report.fault}: ${report.requests} requests (${statuses}), ${report.unanswered.length} unanswered` +
+    `${report.cutByKill ? ` (and ${report.cutByKill} cut with the killed process)` : ''}, ` +
+    `${report.unexpected.length} unexpected, longest answer ${seconds(report.longestMs)} s, 503 while down p50 ${report.refusedP50Ms} ms / p95 ${report.refusedP95Ms} ms, ${report.slowWhileDown.length} slower than ${seconds(FAIL_FAST_MS)} s while down; ` +
+    `writes: ${report.writes}, ${report.savedButFailed.length} saved though answered as failed, outcome_unknown ${report.unknownSaved} saved / ${report.unknownLost} not; ` +
+    `after the return: /health 200 in ${seconds(report.healthBackMs)} s, served in ${seconds(report.servedBackMs)} s, LISTEN in ${seconds(report.listenBackMs)} s; ` +
+    `stream: ${report.streamGaps.length} missing, ${report.streamDuplicates.length} duplicated; gateway ${report.gatewayAlive ? 'up' : 'GONE'}, ${report.processes} processes serving`;
 }

@@ -14,6 +14,8 @@ export const PGBOUNCER_BINARY = process.env.PGBOUNCER_BINARY ?? '/usr/sbin/pgbou
 export interface RunningPgBouncer {
   /** The database through the pooler (same user and password). */
   url: string;
+  /** Stops PgBouncer at once (every client connection closed) and starts it again on the same port. */
+  restart(): Promise<void>;
   stop(): Promise<void>;
 }
 
@@ -64,6 +66,10 @@ export async function startPgBouncer(databaseUrl: string, { poolSize = 20 } = {}
       `logfile = ${logFile}`,
       `pidfile = ${path.join(dir, 'pgbouncer.pid')}`,
       'server_reset_query =',
+      // After a failed server login PgBouncer refuses every client for this
+      // long (default 15 s): a database back from a restart would wait for it
+      // (docs/operations.md#poolers).
+      'server_login_retry = 0.25',
       '',
     ].join('\n'),
     { mode: 0o644 },
@@ -78,30 +84,45 @@ export async function startPgBouncer(databaseUrl: string, { poolSize = 20 } = {}
     ids = { uid: Number(uid), gid: Number(gid) };
     fs.chownSync(dir, ids.uid, ids.gid);
   }
-  const child = spawn(PGBOUNCER_BINARY, [path.join(dir, 'pgbouncer.ini')], {
-    stdio: ['ignore', 'ignore', 'pipe'],
-    ...(ids ?? {}),
-  });
-  let stderr = '';
-  child.stderr?.on('data', (d: Buffer) => (stderr += d.toString()));
-  const log = () => stderr + (fs.existsSync(logFile) ? fs.readFileSync(logFile, 'utf8').slice(-2000) : '');
+  const launch = async (): Promise<ChildProcess> => {
+    const child = spawn(PGBOUNCER_BINARY, [path.join(dir, 'pgbouncer.ini')], {
+      stdio: ['ignore', 'ignore', 'pipe'],
+      ...(ids ?? {}),
+    });
+    let stderr = '';
+    child.stderr?.on('data', (d: Buffer) => (stderr += d.toString()));
+    const log = () => stderr + (fs.existsSync(logFile) ? fs.readFileSync(logFile, 'utf8').slice(-2000) : '');
+    try {
+      await waitForPort(port, child, log);
+    } catch (err) {
+      child.kill('SIGKILL');
+      throw err;
+    }
+    return child;
+  };
+  const stopChild = (child: ChildProcess, signal: NodeJS.Signals) =>
+    new Promise<void>((resolve) => {
+      if (child.exitCode !== null || child.signalCode !== null) return resolve();
+      child.once('exit', () => resolve());
+      child.kill(signal);
+    });
+  let child: ChildProcess;
   try {
-    await waitForPort(port, child, log);
+    child = await launch();
   } catch (err) {
-    child.kill('SIGKILL');
     fs.rmSync(dir, { recursive: true, force: true });
     throw err;
   }
   const url = Object.assign(new URL(databaseUrl), { port: String(port) }).toString();
   return {
     url,
+    async restart() {
+      // SIGTERM: immediate shutdown (every client connection closed), as a crash or an upgrade does.
+      await stopChild(child, 'SIGTERM');
+      child = await launch();
+    },
     stop: async () => {
-      if (child.exitCode === null) {
-        await new Promise<void>((resolve) => {
-          child.once('exit', () => resolve());
-          child.kill('SIGINT');
-        });
-      }
+      await stopChild(child, 'SIGINT');
       fs.rmSync(dir, { recursive: true, force: true });
     },
   };

@@ -3,10 +3,12 @@
 // real Postgres. Every case fails (hangs, or an uncaught TypeError) on the
 // unpatched driver; gateway/patches/postgres+3.4.9.patch, applied by
 // `npm install` (patch-package), fixes them. Upstream: porsager/postgres
-// #1195, #1199, #1186, #1208, #1219, #1223, #1082.
+// #1195, #1199, #1186, #1208, #1219, #1223, #1082, #1192.
+import fs from 'node:fs';
 import postgres from 'postgres';
 import { afterAll, describe, expect, it } from 'vitest';
 import { databaseUrl, db } from '../helpers.ts';
+import { PGBOUNCER_BINARY, startPgBouncer } from '../support/pgbouncer.ts';
 import { startTcpProxy } from '../support/tcp-proxy.ts';
 
 const pools: postgres.Sql[] = [];
@@ -153,5 +155,62 @@ describe('postgres.js reserved connections when things go wrong', () => {
     expect(await within(sql`select 6 as six`)).toEqual([{ six: 6 }]);
     const [state] = await db()`select state from pg_stat_activity where pid = ${pid}`;
     expect(state?.state).toBe('idle');
+  });
+});
+
+// PgBouncer accepts a client's connection and signs it in by itself; only the
+// first query needs a server. With the server gone, that first query (the
+// driver's own array-types query, fetch_types) fails: postgres.js dropped
+// that failure as an unhandled rejection, which ends a Node process (the
+// gateway died on `server login has been failing` and `write
+// CONNECTION_CLOSED` behind PgBouncer). Upstream #1192, #279.
+describe.skipIf(!fs.existsSync(PGBOUNCER_BINARY))('postgres.js behind PgBouncer while the server is gone', () => {
+  it('a new connection PgBouncer cannot serve fails its query or reserve at once, with no unhandled rejection, and serves once the server is back', async () => {
+    const unhandled: unknown[] = [];
+    const onUnhandled = (reason: unknown) => unhandled.push(reason);
+    process.on('unhandledRejection', onUnhandled);
+    const target = new URL(databaseUrl);
+    const proxy = await startTcpProxy({ host: target.hostname, port: Number(target.port) });
+    const bouncer = await startPgBouncer(proxy.via(databaseUrl));
+    try {
+      const viaBouncer = (max = 1) => pool(bouncer.url, { max, prepare: false });
+      expect(await within(viaBouncer()`select 1 as one`)).toEqual([{ one: 1 }]);
+      await proxy.down();
+      const failed = (p: Promise<unknown>) => within(p.then(() => 'answered', (e: { code?: string }) => e.code ?? 'error'), 5_000);
+      // The query that meets the failure waits in PgBouncer (query_wait_timeout);
+      // after it, PgBouncer refuses at once until server_login_retry has passed.
+      await within(viaBouncer()`select 1`.catch(() => {}), 2_000);
+      for (let i = 0; i < 3; i++) {
+        // A cold pool: its connection's first query is the array types.
+        const query = await failed(viaBouncer()`select 1`);
+        expect(query, 'a query on a new connection').not.toBe('pending');
+        expect(query).not.toBe('answered');
+        const reserve = await failed(viaBouncer().reserve());
+        expect(reserve, 'a reserve on a new connection').not.toBe('pending');
+        expect(reserve).not.toBe('answered');
+      }
+      await new Promise((r) => setTimeout(r, 200));
+      expect(unhandled, 'unhandled rejections').toEqual([]);
+      // Back: a pool that failed serves again.
+      const again = viaBouncer(2);
+      await failed(again`select 1`);
+      await proxy.up();
+      const started = Date.now();
+      let answer: unknown;
+      while (Date.now() - started < 10_000) {
+        answer = await within(again`select 2 as two`.catch(() => 'failed'));
+        if (Array.isArray(answer)) break;
+        await new Promise((r) => setTimeout(r, 100));
+      }
+      expect(answer).toEqual([{ two: 2 }]);
+      const reserved = (await within(again.reserve())) as postgres.ReservedSql;
+      expect(await within(reserved`select 3 as three`)).toEqual([{ three: 3 }]);
+      reserved.release();
+      expect(unhandled, 'unhandled rejections').toEqual([]);
+    } finally {
+      process.off('unhandledRejection', onUnhandled);
+      await bouncer.stop();
+      await proxy.close();
+    }
   });
 });
