@@ -530,17 +530,22 @@ begin
     raise exception 'the job queue is not installed (schema graphile_worker): start the gateway or `npm run worker` once'
       using errcode = '55000';
   end if;
-  -- running: locked by a worker; failed: out of attempts; due: waiting for a
-  -- free worker; scheduled: a retry or a job for later.
+  -- running: locked by a connected worker; orphaned: locked by a worker that
+  -- is gone; failed: out of attempts; due: waiting for a free worker;
+  -- scheduled: a retry or a job for later.
   return query
-    select j.id::bigint, j.task_identifier::text, j.queue_name::text, s.state, j.attempts::integer, j.max_attempts::integer, j.run_at, j.locked_by::text,
-           j.locked_at, left(j.last_error, 500)::text
+    select j.id::bigint, j.task_identifier::text, j.queue_name::text, s.state, j.attempts::integer, j.max_attempts::integer, j.run_at,
+           j.locked_by::text, j.locked_at, left(j.last_error, 500)::text
       from graphile_worker.jobs j,
-           lateral (select case when j.locked_at is not null then 'running'
+           lateral (select case when j.locked_at is not null
+                                 and exists (select from pg_stat_activity a
+                                              where a.datname = current_database()
+                                                and a.application_name = 'job-worker ' || j.locked_by) then 'running'
+                                when j.locked_at is not null then 'orphaned'
                                 when j.attempts >= j.max_attempts then 'failed'
                                 when j.run_at <= now() then 'due'
                                 else 'scheduled' end as state) s
-     order by array_position(array['running', 'due', 'failed', 'scheduled'], s.state), j.run_at, j.id
+     order by array_position(array['running', 'orphaned', 'due', 'failed', 'scheduled'], s.state), j.run_at, j.id
      limit greatest(jobs.max_rows, 0);
 end;
 $$;
@@ -549,7 +554,7 @@ $$;
 -- Name: FUNCTION jobs(max_rows integer); Type: COMMENT; Schema: admin
 --
 
-COMMENT ON FUNCTION admin.jobs(max_rows integer) IS 'The worker''s queue (graphile_worker.jobs): running, due, failed and scheduled jobs, in that order, with attempts and last errors.';
+COMMENT ON FUNCTION admin.jobs(max_rows integer) IS 'The worker''s queue (graphile_worker.jobs): running, orphaned (locked by a worker that is gone), due, failed and scheduled jobs, in that order, with attempts and last errors.';
 
 --
 -- Name: mcp_tool_calls(text, integer); Type: FUNCTION; Schema: admin
@@ -6368,9 +6373,26 @@ begin
           select q.locked_by from graphile_worker._private_job_queues q where q.locked_by is not null) l
    where not exists (select from pg_stat_activity a
                       where a.datname = current_database() and a.application_name = 'job-worker ' || l.locked_by);
-  if cardinality(dead) > 0 then
-    perform graphile_worker.force_unlock_workers(dead);
+  if cardinality(dead) = 0 then
+    return dead;
   end if;
+  -- Replaced while running (add_job took its last attempt): the cut-off run is given back.
+  update graphile_worker._private_jobs j
+     set attempts = j.max_attempts - 1,
+         last_error = 'its worker (' || j.locked_by || ') died while running it; run again',
+         updated_at = now()
+   where j.locked_by = any (dead)
+     and j.key is null
+     and j.attempts >= j.max_attempts
+     and j.updated_at > j.locked_at;
+  -- On its last attempt: it stays failed, with the reason.
+  update graphile_worker._private_jobs j
+     set last_error = 'its worker (' || j.locked_by || ') died while running its last attempt'
+           || coalesce('; before that: ' || j.last_error, ''),
+         updated_at = now()
+   where j.locked_by = any (dead)
+     and j.attempts >= j.max_attempts;
+  perform graphile_worker.force_unlock_workers(dead);
   return dead;
 end;
 $$;
@@ -6379,7 +6401,7 @@ $$;
 -- Name: FUNCTION jobs_recover(); Type: COMMENT; Schema: private
 --
 
-COMMENT ON FUNCTION private.jobs_recover() IS 'Unlocks the jobs and queues of workers that are gone (no connection named job-worker <pool id> any more), so they run again; returns those pool ids.';
+COMMENT ON FUNCTION private.jobs_recover() IS 'Frees the jobs and queues of workers that are gone (no connection named job-worker <pool id> any more), so they run again; a job replaced while it ran (no attempt left) gets its attempt back, and one cut off on its last attempt stays failed with the reason in last_error. Returns those pool ids.';
 
 --
 -- Name: json_capped(jsonb, integer); Type: FUNCTION; Schema: private

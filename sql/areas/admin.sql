@@ -157,21 +157,26 @@ begin
     raise exception 'the job queue is not installed (schema graphile_worker): start the gateway or `npm run worker` once'
       using errcode = '55000';
   end if;
-  -- running: locked by a worker; failed: out of attempts; due: waiting for a
-  -- free worker; scheduled: a retry or a job for later.
+  -- running: locked by a connected worker; orphaned: locked by a worker that
+  -- is gone; failed: out of attempts; due: waiting for a free worker;
+  -- scheduled: a retry or a job for later.
   return query
-    select j.id::bigint, j.task_identifier::text, j.queue_name::text, s.state, j.attempts::integer, j.max_attempts::integer, j.run_at, j.locked_by::text,
-           j.locked_at, left(j.last_error, 500)::text
+    select j.id::bigint, j.task_identifier::text, j.queue_name::text, s.state, j.attempts::integer, j.max_attempts::integer, j.run_at,
+           j.locked_by::text, j.locked_at, left(j.last_error, 500)::text
       from graphile_worker.jobs j,
-           lateral (select case when j.locked_at is not null then 'running'
+           lateral (select case when j.locked_at is not null
+                                 and exists (select from pg_stat_activity a
+                                              where a.datname = current_database()
+                                                and a.application_name = 'job-worker ' || j.locked_by) then 'running'
+                                when j.locked_at is not null then 'orphaned'
                                 when j.attempts >= j.max_attempts then 'failed'
                                 when j.run_at <= now() then 'due'
                                 else 'scheduled' end as state) s
-     order by array_position(array['running', 'due', 'failed', 'scheduled'], s.state), j.run_at, j.id
+     order by array_position(array['running', 'orphaned', 'due', 'failed', 'scheduled'], s.state), j.run_at, j.id
      limit greatest(jobs.max_rows, 0);
 end;
 $function$;
-comment on function admin.jobs(integer) is 'The worker''s queue (graphile_worker.jobs): running, due, failed and scheduled jobs, in that order, with attempts and last errors.';
+comment on function admin.jobs(integer) is 'The worker''s queue (graphile_worker.jobs): running, orphaned (locked by a worker that is gone), due, failed and scheduled jobs, in that order, with attempts and last errors.';
 
 CREATE OR REPLACE FUNCTION admin.mcp_tool_calls(email text DEFAULT NULL::text, max_rows integer DEFAULT 100)
  RETURNS TABLE(id bigint, called_at timestamp with time zone, user_email text, tool text, outcome text, duration_ms numeric, credential_kind text, arguments jsonb, error_message text)

@@ -64,10 +64,27 @@ begin
           select q.locked_by from graphile_worker._private_job_queues q where q.locked_by is not null) l
    where not exists (select from pg_stat_activity a
                       where a.datname = current_database() and a.application_name = 'job-worker ' || l.locked_by);
-  if cardinality(dead) > 0 then
-    perform graphile_worker.force_unlock_workers(dead);
+  if cardinality(dead) = 0 then
+    return dead;
   end if;
+  -- Replaced while running (add_job took its last attempt): the cut-off run is given back.
+  update graphile_worker._private_jobs j
+     set attempts = j.max_attempts - 1,
+         last_error = 'its worker (' || j.locked_by || ') died while running it; run again',
+         updated_at = now()
+   where j.locked_by = any (dead)
+     and j.key is null
+     and j.attempts >= j.max_attempts
+     and j.updated_at > j.locked_at;
+  -- On its last attempt: it stays failed, with the reason.
+  update graphile_worker._private_jobs j
+     set last_error = 'its worker (' || j.locked_by || ') died while running its last attempt'
+           || coalesce('; before that: ' || j.last_error, ''),
+         updated_at = now()
+   where j.locked_by = any (dead)
+     and j.attempts >= j.max_attempts;
+  perform graphile_worker.force_unlock_workers(dead);
   return dead;
 end;
 $function$;
-comment on function private.jobs_recover() is 'Unlocks the jobs and queues of workers that are gone (no connection named job-worker <pool id> any more), so they run again; returns those pool ids.';
+comment on function private.jobs_recover() is 'Frees the jobs and queues of workers that are gone (no connection named job-worker <pool id> any more), so they run again; a job replaced while it ran (no attempt left) gets its attempt back, and one cut off on its last attempt stays failed with the reason in last_error. Returns those pool ids.';

@@ -1,3 +1,8 @@
+--! Previous: sha1:a3c0496cdc1636f9e2ce3afbf52506968dc822c7
+--! Hash: sha1:5c491f28725789b48bca4a7f40ef9258d8f3987a
+--! Message: jobs-recover
+
+--! split: 100-jobs-recover.sql
 --------------------------------------------------------------------------------
 -- Jobs cut off by a worker's death: run again, or failed with a reason
 --

@@ -1,0 +1,1 @@
+../../sql/migrations/committed/000044-jobs-recover.sql
