@@ -70,6 +70,12 @@ const EnvSchema = z.object({
     .string()
     .regex(/^\s*\d+(\.\d+)?(\s*,\s*\d+(\.\d+)?)*\s*$/, { message: 'comma-separated seconds, such as 1,2,4' })
     .optional(),
+  WEBHOOK_ALLOWED_PORTS: z
+    .string()
+    .regex(/^\s*\d{1,5}(\s*,\s*\d{1,5})*\s*$/, { message: 'comma-separated port numbers, such as 443,8443' })
+    .refine((v) => v.split(',').every((p) => Number(p) >= 1 && Number(p) <= 65535), { message: 'ports are 1 to 65535' })
+    .optional(),
+  WEBHOOK_COMMUNITY_CONCURRENCY: z.coerce.number().int().min(1).max(100).optional(),
 });
 
 export interface Config {
@@ -130,7 +136,16 @@ export interface WebhookConfig {
   allowPrivateTargets: boolean;
   /** WEBHOOK_RETRY_SCHEDULE: seconds before each retry (jittered ±20 % in SQL); its length is the number of retries. */
   retrySchedule: number[];
+  /** WEBHOOK_ALLOWED_PORTS: the ports a webhook URL may name (any with allowPrivateTargets). */
+  allowedPorts: number[];
+  /** WEBHOOK_COMMUNITY_CONCURRENCY: a community's deliveries sent at once, across every worker. */
+  communityConcurrency: number;
 }
+
+/** The usual HTTPS ports: what a webhook URL may name unless WEBHOOK_ALLOWED_PORTS says otherwise. */
+export const DEFAULT_WEBHOOK_PORTS: readonly number[] = [443, 8443];
+/** WEBHOOK_COMMUNITY_CONCURRENCY's default. */
+export const DEFAULT_COMMUNITY_CONCURRENCY = 2;
 
 /** About 5 s, 5 min, 30 min, 2 h, 5 h, 10 h, 10 h: eight attempts over about 28 hours. */
 export const DEFAULT_WEBHOOK_RETRY_SCHEDULE = [5, 300, 1800, 7200, 18000, 36000, 36000];
@@ -302,6 +317,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       retrySchedule: e.WEBHOOK_RETRY_SCHEDULE
         ? e.WEBHOOK_RETRY_SCHEDULE.split(',').map((v) => Number(v.trim()))
         : DEFAULT_WEBHOOK_RETRY_SCHEDULE,
+      allowedPorts: e.WEBHOOK_ALLOWED_PORTS ? e.WEBHOOK_ALLOWED_PORTS.split(',').map((v) => Number(v.trim())) : [...DEFAULT_WEBHOOK_PORTS],
+      communityConcurrency: e.WEBHOOK_COMMUNITY_CONCURRENCY ?? DEFAULT_COMMUNITY_CONCURRENCY,
     },
   };
 }
