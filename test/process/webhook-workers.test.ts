@@ -159,14 +159,21 @@ describe('no server-side request forgery (no WEBHOOK_ALLOW_PRIVATE_TARGETS)', ()
   });
 
   it('refuses every special range, IPv4-compatible [::127.0.0.1] included, and accepts public addresses (the table)', async () => {
-    for (const [address, reason] of REFUSED_ADDRESSES) {
-      const url = `https://${urlHost(address)}/hook`;
-      const res = await register(strict.url, url);
-      expect(res.status, `${url} (${reason})`).toBe(422);
-      expect(res.body, url).toMatchObject({ error: 'invalid_url' });
-      // Nothing about the address beyond what the caller sent.
-      expect(res.body.message, url).toBe('url must not name a private, loopback, link-local or special-purpose address');
+    const answers = [];
+    for (const [address] of REFUSED_ADDRESSES) {
+      const res = await register(strict.url, `https://${urlHost(address)}/hook`);
+      answers.push({ address, status: res.status, error: res.body.error, message: res.body.message });
     }
+    // Every one refused alike (nothing about the address beyond what the caller sent).
+    expect(answers.filter((a) => a.status !== 422)).toEqual([]);
+    expect(answers).toEqual(
+      REFUSED_ADDRESSES.map(([address]) => ({
+        address,
+        status: 422,
+        error: 'invalid_url',
+        message: 'url must not name a private, loopback, link-local or special-purpose address',
+      })),
+    );
     for (const address of PUBLIC_ADDRESSES) {
       const res = await register(strict.url, `https://${urlHost(address)}/hook`);
       expect(res.status, address).toBe(201);
