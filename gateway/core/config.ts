@@ -4,7 +4,6 @@ import os from 'node:os';
 import path from 'node:path';
 import { z } from 'zod';
 import { parseTrustProxy, type TrustProxy } from './client-ip.ts';
-import type { PasswordOptions } from './passwords.ts';
 import { StartupProblem } from './startup-error.ts';
 
 const optionalString = z
@@ -43,6 +42,7 @@ const EnvSchema = z.object({
   LOGIN_MAX_FAILURES_PER_EMAIL_ALL_CLIENTS: z.coerce.number().int().min(1).optional().default(100),
   LOGIN_MAX_FAILURES_PER_IP: z.coerce.number().int().min(1).optional().default(100),
   LOGIN_FAILURE_WINDOW_SECONDS: z.coerce.number().int().min(1).max(86_400).optional().default(900),
+  PASSWORD_SET_MAX_PER_IP: z.coerce.number().int().min(1).optional().default(100),
   BCRYPT_COST: z.coerce.number().int().min(10).max(20).optional().default(10),
   PASSWORD_HASH_CONCURRENCY: z.coerce.number().int().min(1).max(64).optional(),
   PASSWORD_HASH_MAX_QUEUED: z.coerce.number().int().min(0).optional().default(64),
@@ -122,6 +122,16 @@ export interface Config {
   webhooks: WebhookConfig;
 }
 
+/** Password hashing in a process: gateway/core/passwords.ts. */
+export interface PasswordOptions {
+  /** BCRYPT_COST: the cost new hashes get; stored hashes below it are re-hashed at the next sign-in. */
+  cost: number;
+  /** PASSWORD_HASH_CONCURRENCY: hashes and verifications running at once in this process. */
+  concurrency: number;
+  /** PASSWORD_HASH_MAX_QUEUED: waiting at most, all clients together (fair-queue.ts); past it, 503 with Retry-After. */
+  maxQueued: number;
+}
+
 /** The job worker (graphile-worker) a process runs: gateway/jobs/worker.ts. */
 export interface WorkerConfig {
   /** WORKER=off: this process runs no worker (a replica that only serves HTTP). */
@@ -176,6 +186,9 @@ export interface AuthLimits {
   maxFailuresPerEmail: number;
   /** LOGIN_MAX_FAILURES_PER_IP: failures from one client address (and separately refreshes, verifies). */
   maxFailuresPerIp: number;
+  /** PASSWORD_SET_MAX_PER_IP: requests from one client address at the doors that set a password (register, signup, set-password). */
+  maxPasswordSetsPerIp: number;
+  /** LOGIN_FAILURE_WINDOW_SECONDS: the window of every count above. */
   windowSeconds: number;
 }
 
@@ -278,6 +291,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       maxFailuresPerEmailAndClient: e.LOGIN_MAX_FAILURES_PER_EMAIL,
       maxFailuresPerEmail: e.LOGIN_MAX_FAILURES_PER_EMAIL_ALL_CLIENTS,
       maxFailuresPerIp: e.LOGIN_MAX_FAILURES_PER_IP,
+      maxPasswordSetsPerIp: e.PASSWORD_SET_MAX_PER_IP,
       windowSeconds: e.LOGIN_FAILURE_WINDOW_SECONDS,
     },
     passwords: {
