@@ -283,7 +283,6 @@ describe('one client cannot fill the hashing queue', () => {
       // Refused before any hashing: the e-mail is taken, then the address is throttled (no 503: the queue never filled).
       expect(counts(registrations)).toEqual({ '400 email_taken': 100, '429 rate_limited': 500 });
       expect(counts(links)).toEqual({ '400 invalid_link': 100 });
-      expect(registrations.slice(0, 100).every((a) => a === '400 email_taken')).toBe(true);
       expect(logins.every((status) => status === 200)).toBe(true);
       const throttled = await post(gw.url, '/api/auth/signup', { email: uniqueEmail('late'), password: 'correct horse' }, attacker);
       expect(throttled).toMatchObject({ status: 429, body: { error: 'rate_limited' } });
