@@ -5,6 +5,7 @@
 // Crashed workers, two workers at once and the address rule (SSRF) without
 // the allow flag: test/process/webhook-workers.test.ts.
 import crypto from 'node:crypto';
+import net from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { api, db, registerUser, type TestUser } from '../helpers.ts';
 import { verifyWebhook, WebhookReceiver, type ReceivedWebhook } from '../support/webhook-receiver.ts';
@@ -495,6 +496,39 @@ describe('deliveries', () => {
       await api('DELETE', `/api/v1/platform/webhooks/${hook.id}`, { token: c.manager.accessToken });
     }
     expect(outcomes).toEqual(targets.map(() => ({ last_error: NO_ANSWER, last_status_code: null, last_response_body: null })));
+  });
+
+  it('gives a connection 3 seconds to be up (TLS included), not the 10 s of an answer', { timeout: 30_000 }, async () => {
+    // A port that accepts the connection and never answers the TLS handshake (as a filtered or stalled host would).
+    const held: { opened: number; closed?: number }[] = [];
+    const silent = net.createServer((socket) => {
+      const entry: { opened: number; closed?: number } = { opened: Date.now() };
+      held.push(entry);
+      socket.on('close', () => (entry.closed = Date.now()));
+      socket.on('error', () => {});
+      socket.resume(); // read (and drop) the ClientHello, so that the worker's close is seen
+    });
+    await new Promise<void>((resolve) => silent.listen(0, '127.0.0.1', () => resolve()));
+    try {
+      const c = await managedCommunity();
+      const res = await api('POST', '/api/v1/platform/webhooks', {
+        token: c.manager.accessToken,
+        body: { community_id: c.communityId, url: `https://127.0.0.1:${(silent.address() as net.AddressInfo).port}/hook`, events: ['event.created'] },
+      });
+      const hook = { id: res.body.data.id as string, secret: '', path: '' };
+      await api('POST', `/api/v1/platform/webhooks/${hook.id}/ping`, { token: c.manager.accessToken });
+      const failed = await eventually('the attempt given up', async () => {
+        const [d] = await deliveries(c, hook);
+        return d?.status === 'retrying' && d;
+      });
+      expect(failed).toMatchObject({ last_error: NO_ANSWER, last_status_code: null });
+      const first = await eventually('the connection closed by the worker', async () => held[0]?.closed !== undefined && held[0]);
+      expect(first.closed! - first.opened).toBeGreaterThanOrEqual(2_500);
+      expect(first.closed! - first.opened).toBeLessThan(9_000);
+      await api('DELETE', `/api/v1/platform/webhooks/${hook.id}`, { token: c.manager.accessToken });
+    } finally {
+      silent.close();
+    }
   });
 
   it('gives a receiver 10 seconds to answer', { timeout: 30_000 }, async () => {
