@@ -1,3 +1,8 @@
+--! Previous: sha1:167cd041def4939d92c10b3d17437523b9490e9a
+--! Hash: sha1:60903798b282239fbd09bee8f8b55d384b605f0e
+--! Message: webhook-capacity
+
+--! split: 320-webhook-capacity.sql
 --------------------------------------------------------------------------------
 -- No community's webhooks stall anyone else's background work
 --

@@ -1,3 +1,8 @@
+--! Previous: sha1:5c491f28725789b48bca4a7f40ef9258d8f3987a
+--! Hash: sha1:167cd041def4939d92c10b3d17437523b9490e9a
+--! Message: password-doors
+
+--! split: 310-password-doors.sql
 --------------------------------------------------------------------------------
 -- The doors that set a password check what they can before the process
 -- hashes it, and are throttled per client address
