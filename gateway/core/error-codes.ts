@@ -307,9 +307,10 @@ export const ERROR_CODES = {
     also: ['mcp-tool'],
   },
   insufficient_scope: {
-    status: [],
-    meaning: 'The agent credential lacks the scope the tool needs (mcp:read for reads, mcp:write for writes).',
-    also: ['mcp-tool'],
+    status: [403],
+    meaning:
+      'The agent credential lacks the scope the tool needs (mcp:read for reads, mcp:write for writes). A client speaking MCP 2025-11-25 gets it at /mcp as a 403 whose WWW-Authenticate challenge names the scopes to ask for (step-up); older revisions get it as a tool error.',
+    also: ['mcp', 'mcp-tool'],
   },
   unknown_tool: { status: [], meaning: 'params.name names no tool.', also: ['mcp-tool'] },
 

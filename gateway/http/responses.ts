@@ -114,10 +114,8 @@ export type SecurityScheme = 'bearerAuth' | 'apiToken';
 // Shared response pieces
 // ---------------------------------------------------------------------------
 
-/** A uuid in a response (each use describes what it names). */
-export const Id = z.guid().meta({ example: '5f0c8a9e-3b1d-4c62-9a7e-2d4b6f8a1c03' });
-/** A timestamp in a response: ISO 8601, UTC, milliseconds (app.iso). */
-export const DateTime = z.iso.datetime({ offset: true }).meta({ example: '2026-05-14T18:30:00.000Z' });
+/** A uuid and a timestamp in a response (gateway/core/shapes.ts, which the MCP tools share). */
+export { DateTime, Id } from '../core/shapes.ts';
 export const Pagination = z
   .object({
     total_count: z.number().int().describe('How many items there are in all.').meta({ example: 42 }),
