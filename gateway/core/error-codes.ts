@@ -242,7 +242,8 @@ export const ERROR_CODES = {
   // -------------------------------------------------------------------------
   idempotency_key_in_progress: {
     status: [409],
-    meaning: 'Another request with this Idempotency-Key is still running (on any replica): wait and send it again to get its answer.',
+    meaning:
+      'Another request with this Idempotency-Key is still running (on any replica): send it again after the Retry-After seconds (details.retry_after) to get its answer.',
   },
   idempotency_key_reused: {
     status: [422],

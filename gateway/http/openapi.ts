@@ -102,7 +102,7 @@ export const API_DESCRIPTION = [
     'To try a request on this page, create an API token, press **Authorize** and paste it under `apiToken`.',
   '',
   '**Errors.** Most errors answer the `Error` body: a machine-readable `error` code, a `message` for people and `details` ' +
-    '(`issues` naming each field that failed validation, `retry_after` on 429 and 503). A few routes answer the `SimpleError` ' +
+    '(`issues` naming each field that failed validation, `retry_after` on 429, 503 and 409 `idempotency_key_in_progress`). A few routes answer the `SimpleError` ' +
     'or `FlaggedError` body instead, as their responses say. Every operation lists the statuses and codes it can answer.',
   '',
   `**Limits on every route.** A JSON body is at most ${MAX_BODY_BYTES / (1024 * 1024)} MB. A page holds at most ` +

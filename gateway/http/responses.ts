@@ -23,7 +23,7 @@ const ValidationIssue = z
 
 /**
  * `details` of the Error body: null, or `issues` on a validation failure
- * (http/route.ts, core/input.ts), or `retry_after` on 429 and 503
+ * (http/route.ts, core/input.ts), or `retry_after` on 429, 503 and 409 idempotency_key_in_progress
  * (core/throttle.ts, http/fair-share.ts, core/errors.ts unavailable()).
  */
 const ErrorDetails = z
@@ -37,11 +37,11 @@ const ErrorDetails = z
       .int()
       .min(0)
       .optional()
-      .describe('On 429 and 503: seconds to wait before trying again (the `Retry-After` header says the same).')
+      .describe('On 429, 503 and 409 `idempotency_key_in_progress`: seconds to wait before trying again (the `Retry-After` header says the same).')
       .meta({ example: 30 }),
   })
   .nullable()
-  .describe('Null, or `issues` on a validation failure, or `retry_after` on 429 and 503.');
+  .describe('Null, or `issues` on a validation failure, or `retry_after` on 429, 503 and 409 `idempotency_key_in_progress`.');
 
 /** Error: `error` (a machine-readable code), `message`, `details` (object or null). */
 export const ErrorBody = z
