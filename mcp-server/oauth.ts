@@ -107,13 +107,15 @@ class PostgresOAuthProvider implements OAuthServerProvider {
     const scopes = params.scopes && params.scopes.length > 0 ? params.scopes : [...SCOPES];
     const unknown = scopes.filter((s) => !(SCOPES as readonly string[]).includes(s));
     if (unknown.length > 0) throw new InvalidScopeError(`unknown scope: ${unknown.join(' ')}`);
-    const resource = params.resource?.href.replace(/\/+$/, '');
-    if (resource && resource !== this.deps.resourceUrl && resource !== this.deps.config.publicUrl) {
+    // RFC 8707: the token is for this resource (/mcp), also when the client
+    // named none; a client naming another one is refused.
+    const resource = params.resource?.href.replace(/\/+$/, '') ?? this.deps.resourceUrl;
+    if (resource !== this.deps.resourceUrl && resource !== this.deps.config.publicUrl) {
       throw new InvalidTargetError(`unknown resource ${resource}`);
     }
     const [row] = await this.deps.sql<{ token: string }[]>`
       select private.oauth_request_begin(${client.client_id}, ${params.redirectUri}, ${params.codeChallenge},
-                                         ${params.state ?? null}, ${scopes}, ${resource ?? null}) as token`;
+                                         ${params.state ?? null}, ${scopes}, ${resource}) as token`;
     sendConsentPage(res, 200, {
       serviceHost: new URL(this.deps.config.publicUrl).host,
       requestToken: row!.token,

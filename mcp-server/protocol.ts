@@ -1,14 +1,18 @@
 // One MCP protocol server per HTTP request (the transport runs stateless;
 // the session id lives in Postgres, see server.ts), with:
-//   * `initialize` answering protocol version 2025-03-26 whatever the client asks;
-//   * tools/list from the tool definitions (title, annotations, JSON schema from zod);
+//   * `initialize` answering the protocol version the client asks for when it
+//     is one of PROTOCOL_VERSIONS (2025-11-25, 2025-06-18, 2025-03-26); an
+//     older one gets 2025-03-26 (the closest), anything else the latest;
+//   * tools/list from the tool definitions (title, annotations, input and
+//     output JSON Schema from zod), in the shape of the request's version:
+//     2025-03-26 has no outputSchema;
 //   * tools/call handled here, so that every failure is a tool error
 //     (`isError: true`, JSON text with an `error` code), never a JSON-RPC
 //     internal error: unknown tool, arguments that are not an object or do not
-//     match the schema, missing scope, anything SQL raises.
+//     match the schema, missing scope, anything SQL raises. A success is the
+//     JSON text and, from 2025-06-18 on, the same object as structuredContent.
 import { Server } from '@modelcontextprotocol/sdk/server/index.js';
-import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
-import { InitializeRequestSchema, type CallToolResult } from '@modelcontextprotocol/sdk/types.js';
+import { InitializeRequestSchema, ListToolsRequestSchema, type CallToolResult, type Tool } from '@modelcontextprotocol/sdk/types.js';
 import { z } from 'zod';
 import { assertStorable } from '../gateway/core/input.ts';
 import { withClaims, type RequestClaims, type Sql } from '../gateway/core/db.ts';
@@ -18,14 +22,39 @@ import type { Logger } from '../gateway/core/log.ts';
 import type { Agent } from './credentials.ts';
 import { tools, toolsByName, type ToolDefinition } from './tools.ts';
 
-export const PROTOCOL_VERSION = '2025-03-26';
+/** The protocol revisions this server speaks, newest first. */
+export const PROTOCOL_VERSIONS = ['2025-11-25', '2025-06-18', '2025-03-26'] as const;
+export type ProtocolVersion = (typeof PROTOCOL_VERSIONS)[number];
+export const LATEST_PROTOCOL_VERSION: ProtocolVersion = PROTOCOL_VERSIONS[0];
+/** What a request that names no version speaks (the transport spec says so for a missing MCP-Protocol-Version header). */
+export const DEFAULT_PROTOCOL_VERSION: ProtocolVersion = '2025-03-26';
+
+export const isProtocolVersion = (v: unknown): v is ProtocolVersion => (PROTOCOL_VERSIONS as readonly unknown[]).includes(v);
+
+/**
+ * The version `initialize` answers: the one asked for when this server
+ * speaks it; for an older dated revision, the oldest one spoken (the closest
+ * to the client's); for anything else (a newer revision, no version), the latest.
+ */
+export function negotiateVersion(asked: unknown): ProtocolVersion {
+  if (isProtocolVersion(asked)) return asked;
+  const oldest = PROTOCOL_VERSIONS[PROTOCOL_VERSIONS.length - 1]!;
+  if (typeof asked === 'string' && /^\d{4}-\d{2}-\d{2}$/.test(asked) && asked < oldest) return oldest;
+  return LATEST_PROTOCOL_VERSION;
+}
+
+/** Whether a revision has structured tool output (outputSchema, structuredContent: 2025-06-18 on). */
+export const hasStructuredOutput = (version: ProtocolVersion): boolean => version !== '2025-03-26';
+/** Whether a revision has scope step-up (403 insufficient_scope with a WWW-Authenticate challenge: 2025-11-25 on). */
+export const hasScopeStepUp = (version: ProtocolVersion): boolean => version === '2025-11-25';
+
 export const SERVER_INFO = { name: 'community-backend', title: 'Community platform', version: '1.0.0' };
 
 const INSTRUCTIONS =
   'Tools for community managers: read the communities you manage and their events, onboard members ' +
   '(create_member e-mails them a set-password link), set their attributes and hand them to your communities. ' +
-  'Results are JSON text; failures are tool errors whose JSON carries an `error` code (not_found, ' +
-  'invalid_arguments, rate_limited, email_taken, insufficient_scope, ...).';
+  'Results are JSON (text, and structuredContent matching each tool\'s outputSchema); failures are tool errors ' +
+  'whose JSON carries an `error` code (not_found, invalid_arguments, rate_limited, email_taken, insufficient_scope, ...).';
 
 /** What the server offers: tools only (their list never changes while the server runs). */
 const CAPABILITIES = { tools: { listChanged: false } };
@@ -36,10 +65,50 @@ const LenientCallToolRequest = z.object({
   params: z.unknown().optional(),
 });
 
+/**
+ * A zod schema as JSON Schema 2020-12 (the MCP default dialect): `input`
+ * for what a client sends, `output` for what a tool answers. An `example`
+ * (which the OpenAPI document uses) becomes JSON Schema's `examples`.
+ */
+function jsonSchema(schema: z.ZodType, io: 'input' | 'output'): Tool['inputSchema'] {
+  return z.toJSONSchema(schema, {
+    target: 'draft-2020-12',
+    io,
+    override: ({ jsonSchema: js }) => {
+      const node = js as Record<string, unknown>;
+      if ('example' in node) {
+        node.examples = [node.example];
+        delete node.example;
+      }
+    },
+  }) as Tool['inputSchema'];
+}
+
+/** tools/list of each revision, made once. */
+const toolLists = new Map<boolean, Tool[]>();
+function toolList(version: ProtocolVersion): Tool[] {
+  const structured = hasStructuredOutput(version);
+  let list = toolLists.get(structured);
+  if (!list) {
+    list = tools.map((tool) => ({
+      name: tool.name,
+      title: tool.title,
+      description: tool.description,
+      inputSchema: jsonSchema(tool.input, 'input'),
+      ...(structured ? { outputSchema: jsonSchema(tool.output, 'output') as Tool['outputSchema'] } : {}),
+      annotations: { title: tool.title, ...tool.annotations },
+    }));
+    toolLists.set(structured, list);
+  }
+  return list;
+}
+
 export interface CallContext {
   sql: Sql;
   agent: Agent;
   sessionId: string | null;
+  /** The revision this request speaks (negotiated by its initialize, else its MCP-Protocol-Version header). */
+  protocolVersion: ProtocolVersion;
   publicUrl: string;
   statementTimeoutMs: number;
   log: Logger;
@@ -47,35 +116,21 @@ export interface CallContext {
   pendingRecords: Set<Promise<void>>;
 }
 
-export function createProtocolServer(ctx: CallContext): McpServer {
-  const mcp = new McpServer(SERVER_INFO, { capabilities: CAPABILITIES, instructions: INSTRUCTIONS });
-  for (const tool of tools) {
-    mcp.registerTool(
-      tool.name,
-      {
-        title: tool.title,
-        description: tool.description,
-        inputSchema: tool.input,
-        annotations: { title: tool.title, ...tool.annotations },
-      },
-      // Never called: tools/call is replaced below.
-      async () => ({ content: [] }),
-    );
-  }
-  const server = mcp.server;
-  server.setRequestHandler(InitializeRequestSchema, () => ({
-    protocolVersion: PROTOCOL_VERSION,
+export function createProtocolServer(ctx: CallContext): Server {
+  const server = new Server(SERVER_INFO, { capabilities: CAPABILITIES, instructions: INSTRUCTIONS });
+  server.setRequestHandler(InitializeRequestSchema, (request) => ({
+    protocolVersion: negotiateVersion(request.params.protocolVersion),
     capabilities: CAPABILITIES,
     serverInfo: SERVER_INFO,
     instructions: INSTRUCTIONS,
   }));
-  server.removeRequestHandler('tools/call');
+  server.setRequestHandler(ListToolsRequestSchema, () => ({ tools: toolList(ctx.protocolVersion) }));
   // Server.setRequestHandler would validate tools/call against the SDK's
   // schema first and answer a JSON-RPC error (e.g. for positional
   // arguments); the base Protocol method registers the handler as is.
   const register = Object.getPrototypeOf(Server.prototype).setRequestHandler as Server['setRequestHandler'];
   register.call(server, LenientCallToolRequest, (request) => callTool(ctx, request.params));
-  return mcp;
+  return server;
 }
 
 function toolError(error: ErrorCode, message: string, details?: Record<string, unknown>): CallToolResult {
@@ -138,7 +193,9 @@ async function runTool(ctx: CallContext, tool: ToolDefinition, rawArgs: unknown,
       readOnly: tool.kind === 'read',
       statementTimeoutMs: ctx.statementTimeoutMs,
     });
-    return { result: { content: [{ type: 'text', text: JSON.stringify(value) }] }, code: 'ok', message: null };
+    const result: CallToolResult = { content: [{ type: 'text', text: JSON.stringify(value) }] };
+    if (hasStructuredOutput(ctx.protocolVersion) && isPlainObject(value)) result.structuredContent = value;
+    return { result, code: 'ok', message: null };
   } catch (err) {
     const httpError = toHttpError(err);
     if (httpError.status >= 500) ctx.log.error({ err, tool: tool.name }, 'tool failed');

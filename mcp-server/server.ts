@@ -28,7 +28,16 @@ import { mcpClientIp } from './client-address.ts';
 import type { McpDeps } from './deps.ts';
 import { authenticateAgent, bearerToken, type Agent } from './credentials.ts';
 import { oauthRouter, OAUTH_PATHS } from './oauth.ts';
-import { createProtocolServer, PROTOCOL_VERSION } from './protocol.ts';
+import {
+  createProtocolServer,
+  DEFAULT_PROTOCOL_VERSION,
+  hasScopeStepUp,
+  isProtocolVersion,
+  negotiateVersion,
+  PROTOCOL_VERSIONS,
+  type ProtocolVersion,
+} from './protocol.ts';
+import { toolsByName } from './tools.ts';
 
 export interface RunningMcpServer {
   url: string;
@@ -86,12 +95,46 @@ function checkHostAndOrigin(deps: McpDeps, req: Request): string | null {
   return null;
 }
 
+function resourceMetadataUrl(deps: McpDeps): string {
+  return `${new URL(deps.resourceUrl).origin}/.well-known/oauth-protected-resource${new URL(deps.resourceUrl).pathname}`;
+}
+
 function unauthorized(deps: McpDeps, res: Response, err: HttpError, hadToken: boolean): void {
-  const metadata = `${new URL(deps.resourceUrl).origin}/.well-known/oauth-protected-resource${new URL(deps.resourceUrl).pathname}`;
-  const parts = [`resource_metadata="${metadata}"`, 'scope="mcp:read mcp:write"'];
+  const parts = [`resource_metadata="${resourceMetadataUrl(deps)}"`, 'scope="mcp:read mcp:write"'];
   if (hadToken) parts.unshift('error="invalid_token"', `error_description="${err.message.replace(/["\\]/g, '')}"`);
   res.setHeader('WWW-Authenticate', `Bearer ${parts.join(', ')}`);
   res.status(401).json(errorBody('error', err));
+}
+
+/**
+ * The scope a request's tools/call messages need that the credential lacks
+ * (mcp:read for read tools, mcp:write for write tools), or null. Unknown
+ * tools and malformed calls need none here: they are tool errors.
+ */
+function missingScope(body: unknown, agent: Agent): string | null {
+  for (const m of Array.isArray(body) ? body : [body]) {
+    if (!m || typeof m !== 'object' || (m as { method?: unknown }).method !== 'tools/call') continue;
+    const name = (m as { params?: { name?: unknown } }).params?.name;
+    const tool = typeof name === 'string' ? toolsByName.get(name) : undefined;
+    const scope = tool ? (tool.kind === 'read' ? 'mcp:read' : 'mcp:write') : null;
+    if (scope && !agent.scopes.includes(scope)) return scope;
+  }
+  return null;
+}
+
+/**
+ * Step-up authorization (MCP 2025-11-25): 403 with a challenge naming the
+ * scopes to ask for (those held and the one missing), so that an OAuth
+ * client can get a token that has them and send the request again.
+ */
+function insufficientScope(deps: McpDeps, res: Response, agent: Agent, scope: string): void {
+  const wanted = [...new Set([...agent.scopes, scope])].join(' ');
+  const err = new HttpError(403, 'insufficient_scope', `this credential lacks the ${scope} scope`);
+  res.setHeader(
+    'WWW-Authenticate',
+    `Bearer error="insufficient_scope", scope="${wanted}", resource_metadata="${resourceMetadataUrl(deps)}", error_description="${err.message}"`,
+  );
+  res.status(403).json(errorBody('error', err));
 }
 
 interface InitializeMessage {
@@ -150,22 +193,40 @@ function mcpHandler(deps: McpDeps, open: Set<{ close(): Promise<void> }>, pendin
       }
 
       let body: unknown;
+      let init: InitializeMessage | null = null;
       if (req.method === 'POST') {
         await new Promise<void>((resolve, reject) => jsonBody(req, res, (err?: unknown) => (err ? reject(err) : resolve())));
         body = req.body;
-        const init = findInitialize(body);
-        if (init) {
-          const [row] = await deps.sql<{ id: string }[]>`
-            select private.mcp_session_open(${agent.userId}, ${str(init.params?.clientInfo?.name)},
-                                            ${str(init.params?.clientInfo?.version)}, ${PROTOCOL_VERSION}) as id`;
-          res.setHeader('mcp-session-id', row!.id);
-        }
+        init = findInitialize(body);
+      }
+      // The revision this request speaks: what its initialize negotiates, else
+      // its MCP-Protocol-Version header (2025-06-18 on), else 2025-03-26.
+      const versionHeader = req.headers['mcp-protocol-version'];
+      let version: ProtocolVersion;
+      if (init) {
+        version = negotiateVersion(init.params?.protocolVersion);
+      } else if (versionHeader === undefined) {
+        version = DEFAULT_PROTOCOL_VERSION;
+      } else if (isProtocolVersion(versionHeader)) {
+        version = versionHeader;
+      } else {
+        return jsonRpcError(res, 400, -32000, `Bad Request: unsupported MCP-Protocol-Version (supported: ${PROTOCOL_VERSIONS.join(', ')})`);
+      }
+      if (init) {
+        const [row] = await deps.sql<{ id: string }[]>`
+          select private.mcp_session_open(${agent.userId}, ${str(init.params?.clientInfo?.name)},
+                                          ${str(init.params?.clientInfo?.version)}, ${version}) as id`;
+        res.setHeader('mcp-session-id', row!.id);
+      } else if (hasScopeStepUp(version)) {
+        const scope = missingScope(body, agent);
+        if (scope) return insufficientScope(deps, res, agent, scope);
       }
 
       const mcp = createProtocolServer({
         sql: deps.sql,
         agent,
         sessionId: sessionId ?? (res.getHeader('mcp-session-id') as string | undefined) ?? null,
+        protocolVersion: version,
         publicUrl: deps.config.publicUrl,
         statementTimeoutMs: deps.config.statementTimeoutMs,
         log: reqLog,

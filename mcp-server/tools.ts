@@ -1,11 +1,13 @@
 // The nine tools of the agent interface (docs/agents.md#tools). Each one validates
-// its arguments with zod and calls ONE api.mcp_* SQL function as the caller;
+// its arguments with zod (its inputSchema), calls ONE api.mcp_* SQL function as
+// the caller, and answers the shape of its `output` (its outputSchema);
 // scoping (managed communities only, own members only) and the per-agent
 // limits are in SQL (sql/migrations/committed/000016-agents.sql and later).
 import { z } from 'zod';
 import type { Tx } from '../gateway/core/db.ts';
 import { LIMITS } from '../gateway/core/limits.ts';
 import { Email, Uuid } from '../gateway/core/schemas.ts';
+import { CommunityBase, CommunityManager, DateTime, Event, EventStatus, Id } from '../gateway/core/shapes.ts';
 
 export type ToolKind = 'read' | 'write';
 
@@ -26,6 +28,8 @@ export interface ToolDefinition<S extends z.ZodObject = z.ZodObject> {
     openWorldHint: boolean;
   };
   input: S;
+  /** What a successful call answers (its structuredContent, and the JSON of its text). */
+  output: z.ZodObject;
   run(tx: Tx, args: z.output<S>, ctx: ToolContext): Promise<unknown>;
 }
 
@@ -36,7 +40,60 @@ function defineTool<S extends z.ZodObject>(def: ToolDefinition<S>): ToolDefiniti
 /** Reads touch only this service's database: closed world, no side effects. */
 const READ = { readOnlyHint: true, destructiveHint: false, idempotentHint: true, openWorldHint: false } as const;
 
-const JsonObject = z.record(z.string(), z.unknown());
+/**
+ * A value the agent chose: any JSON value. Said as the list of JSON types
+ * (not a bare `{}`, which strict schema checkers flag as undescribed).
+ */
+const JsonValue = z
+  .unknown()
+  .meta({ type: ['string', 'number', 'boolean', 'null', 'array', 'object'] as never, description: 'Any JSON value: a string, number, boolean, null, array or object.' });
+/** An object of such values, keyed by names the agent chose (free-form: the service reads none of them). */
+const JsonObject = z.record(z.string(), JsonValue);
+
+// ---------------------------------------------------------------------------
+// What the tools answer (the SQL functions' JSON). Shapes REST answers too
+// come from gateway/core/shapes.ts.
+// ---------------------------------------------------------------------------
+
+const Role = z.enum(['member', 'manager']);
+
+/** A community as the community tools show it (private.mcp_community_json). */
+const ManagedCommunity = CommunityBase.extend({
+  node_id: Id.describe("The community's node id."),
+  is_sandbox: z.boolean().describe('Whether it is a sandbox (for trying things out).'),
+  is_draft: z.boolean().describe('Whether it is a draft (its events are public nowhere).'),
+  accepts_handoffs: z.boolean().describe('Whether it accepts onboarding hand-offs (set_onboarding_opt_in).'),
+  managers: z.array(CommunityManager).describe('Its managers, longest-serving first.'),
+}).describe('A community you manage.');
+
+const EventWithStatus = Event.extend({
+  status: EventStatus.describe('Whether it is going on now, over, or still to come.'),
+}).describe('An event, as the REST interface gives it to a manager, with its status.');
+
+/** A member an agent created (private.mcp_member_json). */
+const Member = z
+  .object({
+    id: Id.describe("The member's user id (member_id of the member tools)."),
+    node_id: Id.describe("The member's node id (accepted as member_id too)."),
+    email: z.string().describe("The member's e-mail address.").meta({ example: 'ada@example.com' }),
+    name: z.string().describe("The member's display name.").meta({ example: 'Ada Lovelace' }),
+    data: JsonObject.describe('The signup data you gave create_member.'),
+    attributes: JsonObject.describe('The attributes you set (set_member_attributes).'),
+    password_set: z.boolean().describe('Whether the member has set a password (claimed the account: from then on it is no longer yours to manage).'),
+    communities: z
+      .array(
+        z.object({
+          community_id: Id.describe('A community you manage that the member is in.'),
+          name: z.string().describe("The community's name.").meta({ example: 'Berlin Climbers' }),
+          role: Role.describe("The member's role in it."),
+          joined_at: DateTime.describe('When the member joined it.'),
+        }),
+      )
+      .describe('The communities you manage that the member is in, first joined first.'),
+    created_at: DateTime.describe('When you created the member.'),
+    updated_at: DateTime.describe('When you last changed the member.'),
+  })
+  .describe('A member you created.');
 
 async function one(rows: Promise<{ result: unknown }[]>): Promise<unknown> {
   const [row] = await rows;
@@ -52,6 +109,7 @@ export const tools: ToolDefinition[] = [
     kind: 'read',
     annotations: READ,
     input: z.strictObject({ community_id: Uuid.describe('Id of a community you manage') }),
+    output: ManagedCommunity,
     run: (tx, a) => one(tx`select api.mcp_community_profile(${a.community_id}) as result`),
   }),
   defineTool({
@@ -62,6 +120,11 @@ export const tools: ToolDefinition[] = [
     kind: 'read',
     annotations: READ,
     input: z.strictObject({ community_id: Uuid.describe('Id of a community you manage') }),
+    output: z.object({
+      community_id: Id.describe('The community.'),
+      upcoming: z.array(EventWithStatus).describe('Its upcoming and ongoing events, soonest first (at most 100).'),
+      past: z.array(EventWithStatus).describe('Its past events, latest first (at most 100).'),
+    }),
     run: (tx, a, ctx) => one(tx`select api.mcp_community_events(${a.community_id}, ${ctx.publicUrl}) as result`),
   }),
   defineTool({
@@ -71,6 +134,7 @@ export const tools: ToolDefinition[] = [
     kind: 'read',
     annotations: READ,
     input: z.strictObject({ event_id: Uuid.describe('Event id or event node id') }),
+    output: EventWithStatus.extend({ community_id: Id.describe("The event's community.") }),
     run: (tx, a, ctx) => one(tx`select api.mcp_event_get(${a.event_id}, ${ctx.publicUrl}) as result`),
   }),
   defineTool({
@@ -80,6 +144,7 @@ export const tools: ToolDefinition[] = [
     kind: 'read',
     annotations: READ,
     input: z.strictObject({}),
+    output: z.object({ communities: z.array(ManagedCommunity).describe('The communities you manage that accept hand-offs, by name.') }),
     run: (tx) => one(tx`select api.mcp_onboarding_communities() as result`),
   }),
   defineTool({
@@ -89,6 +154,7 @@ export const tools: ToolDefinition[] = [
     kind: 'read',
     annotations: READ,
     input: z.strictObject({ member_id: Uuid.describe('The member id create_member returned (or the member node id)') }),
+    output: Member,
     run: (tx, a) => one(tx`select api.mcp_member_get(${a.member_id}) as result`),
   }),
   defineTool({
@@ -101,7 +167,10 @@ export const tools: ToolDefinition[] = [
     input: z.strictObject({
       email: Email.describe("The member's e-mail address"),
       name: z.string().trim().min(1).max(LIMITS.profileNameMaxLength).optional().describe('Display name (default: derived from the e-mail)'),
-      data: JsonObject.optional().describe('Signup data collected from the member (free-form object)'),
+      data: JsonObject.optional().describe('Signup data collected from the member: an object of JSON values under names you choose, stored on the member as given (the service reads none of it)'),
+    }),
+    output: Member.extend({
+      set_password_email: z.literal('queued').describe('The set-password e-mail is on its way to the member.'),
     }),
     run: (tx, a, ctx) =>
       one(
@@ -119,8 +188,9 @@ export const tools: ToolDefinition[] = [
     annotations: { readOnlyHint: false, destructiveHint: true, idempotentHint: true, openWorldHint: false },
     input: z.strictObject({
       member_id: Uuid.describe('A member you created'),
-      attributes: JsonObject.describe('Attributes to merge (null removes a key)'),
+      attributes: JsonObject.describe('Attributes to merge: an object of JSON values under names you choose; each top-level key replaces the member\'s, and a key whose value is null is removed'),
     }),
+    output: Member,
     run: (tx, a) => one(tx`select api.mcp_member_set_attributes(${a.member_id}, ${tx.json(a.attributes as never)}) as result`),
   }),
   defineTool({
@@ -133,6 +203,14 @@ export const tools: ToolDefinition[] = [
     input: z.strictObject({
       member_id: Uuid.describe('A member you created'),
       community_id: Uuid.describe('A community you manage'),
+    }),
+    output: z.object({
+      member_id: Id.describe('The member.'),
+      community_id: Id.describe('The community.'),
+      role: Role.describe("The member's role in it."),
+      joined_at: DateTime.describe('When the member joined it.'),
+      added: z.boolean().describe('Whether this call added the member (false: they were in it already).'),
+      member_count: z.number().int().describe("The community's member count now.").meta({ example: 42 }),
     }),
     run: (tx, a) => one(tx`select api.mcp_member_add_to_community(${a.member_id}, ${a.community_id}) as result`),
   }),
@@ -147,6 +225,7 @@ export const tools: ToolDefinition[] = [
       community_id: Uuid.describe('A community you manage'),
       accepts_handoffs: z.boolean().describe('true to accept hand-offs, false to stop'),
     }),
+    output: ManagedCommunity,
     run: (tx, a) => one(tx`select api.mcp_community_set_onboarding(${a.community_id}, ${a.accepts_handoffs}) as result`),
   }),
 ];

@@ -242,7 +242,8 @@ export const ERROR_CODES = {
   // -------------------------------------------------------------------------
   idempotency_key_in_progress: {
     status: [409],
-    meaning: 'Another request with this Idempotency-Key is still running (on any replica): wait and send it again to get its answer.',
+    meaning:
+      'Another request with this Idempotency-Key is still running (on any replica): send it again after the Retry-After seconds (details.retry_after) to get its answer.',
   },
   idempotency_key_reused: {
     status: [422],
@@ -307,9 +308,10 @@ export const ERROR_CODES = {
     also: ['mcp-tool'],
   },
   insufficient_scope: {
-    status: [],
-    meaning: 'The agent credential lacks the scope the tool needs (mcp:read for reads, mcp:write for writes).',
-    also: ['mcp-tool'],
+    status: [403],
+    meaning:
+      'The agent credential lacks the scope the tool needs (mcp:read for reads, mcp:write for writes). A client speaking MCP 2025-11-25 gets it at /mcp as a 403 whose WWW-Authenticate challenge names the scopes to ask for (step-up); older revisions get it as a tool error.',
+    also: ['mcp', 'mcp-tool'],
   },
   unknown_tool: { status: [], meaning: 'params.name names no tool.', also: ['mcp-tool'] },
 

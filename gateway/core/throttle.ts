@@ -24,9 +24,9 @@ export function tooManyRequests(retryAfterSeconds: number, message = 'too many a
   return new HttpError(429, 'rate_limited', message, { retry_after: seconds });
 }
 
-/** The Retry-After value for an error, if it has one (429 and 503 answers). */
+/** The Retry-After value for an error, if it has one (429 and 503 answers, and 409 idempotency_key_in_progress). */
 export function retryAfterOf(err: HttpError): string | undefined {
   const seconds = err.details?.retry_after;
-  if (err.status !== 429 && err.status !== 503) return undefined;
+  if (err.status !== 429 && err.status !== 503 && err.code !== 'idempotency_key_in_progress') return undefined;
   return typeof seconds === 'number' ? String(Math.max(1, Math.ceil(seconds))) : '1';
 }

@@ -41,6 +41,12 @@ export interface CalendarAnswer {
   calendar: CalendarDocument | null;
 }
 
+// Only TEXT values (and the URL) carry data here. ical-generator 10 (11 drops
+// Node 20) escapes TEXT, but writes property parameter values (ORGANIZER's
+// CN, X-APPLE-STRUCTURED-LOCATION, ATTACH's FMTTYPE) without RFC 6868
+// encoding: a value given to one of those must be encoded first (`"` as ^',
+// `^` as ^^, a line break as ^n), or it can end the parameter.
+//
 // RFC 5545 3.3.11: TEXT holds no control character but HTAB (line breaks are
 // escaped by the library). What the database may hold (e.g. U+0007) is dropped.
 const CONTROL = /[\u0000-\u0008\u000b\u000c\u000e-\u001f\u007f]/g;

@@ -102,7 +102,7 @@ export const API_DESCRIPTION = [
     'To try a request on this page, create an API token, press **Authorize** and paste it under `apiToken`.',
   '',
   '**Errors.** Most errors answer the `Error` body: a machine-readable `error` code, a `message` for people and `details` ' +
-    '(`issues` naming each field that failed validation, `retry_after` on 429 and 503). A few routes answer the `SimpleError` ' +
+    '(`issues` naming each field that failed validation, `retry_after` on 429, 503 and 409 `idempotency_key_in_progress`). A few routes answer the `SimpleError` ' +
     'or `FlaggedError` body instead, as their responses say. Every operation lists the statuses and codes it can answer.',
   '',
   `**Limits on every route.** A JSON body is at most ${MAX_BODY_BYTES / (1024 * 1024)} MB. A page holds at most ` +
@@ -500,7 +500,42 @@ export function buildOpenApiDocument(routes: readonly Route[], plain: readonly P
     servers: [{ url: '/', description: 'This server.' }],
     tags: [...new Set(paths.map(sectionOf))].map((name) => ({ name, description: sectionDescription(name) })),
   });
-  return typedNullables(document);
+  return forGenerators(typedNullables(document));
+}
+
+/**
+ * A pattern as written, without the escapes of a JavaScript regex literal
+ * that a pattern does not need: RegExp#source writes every `/` as `\/`,
+ * which a JSON Schema pattern need not escape and which client generators
+ * that write the pattern into a regex literal of their own escape again
+ * (openapi-zod-client wrote `/^(\*|\\/...)$/`, which does not parse).
+ */
+export function plainPattern(pattern: string): string {
+  return pattern.replace(/\\(.)/gsu, (escape, char: string) => (char === '/' ? '/' : escape));
+}
+
+/**
+ * What client generators need of the document, done once here:
+ *   - patterns without needless escapes (plainPattern);
+ *   - a nullable enum lists its values, not null: `type` with
+ *     `nullable: true` says null is allowed (OpenAPI 3.0's reading, which
+ *     generators follow: openapi-typescript, orval, hey-api and
+ *     openapi-zod-client all make `... | null` of it), while a `null` among
+ *     the values made openapi-zod-client write `z.enum([..., null])`, which
+ *     does not compile.
+ */
+function forGenerators<T>(document: T): T {
+  const visit = (node: unknown): void => {
+    if (Array.isArray(node)) return node.forEach(visit);
+    if (!isNode(node)) return;
+    if (typeof node.pattern === 'string') node.pattern = plainPattern(node.pattern);
+    if (node.nullable === true && Array.isArray(node.enum) && node.enum.some((v) => v !== null)) {
+      node.enum = node.enum.filter((v) => v !== null);
+    }
+    for (const value of Object.values(node)) visit(value);
+  };
+  visit(document);
+  return document;
 }
 
 type Node = Record<string, unknown>;

@@ -23,7 +23,7 @@ const ValidationIssue = z
 
 /**
  * `details` of the Error body: null, or `issues` on a validation failure
- * (http/route.ts, core/input.ts), or `retry_after` on 429 and 503
+ * (http/route.ts, core/input.ts), or `retry_after` on 429, 503 and 409 idempotency_key_in_progress
  * (core/throttle.ts, http/fair-share.ts, core/errors.ts unavailable()).
  */
 const ErrorDetails = z
@@ -37,11 +37,11 @@ const ErrorDetails = z
       .int()
       .min(0)
       .optional()
-      .describe('On 429 and 503: seconds to wait before trying again (the `Retry-After` header says the same).')
+      .describe('On 429, 503 and 409 `idempotency_key_in_progress`: seconds to wait before trying again (the `Retry-After` header says the same).')
       .meta({ example: 30 }),
   })
   .nullable()
-  .describe('Null, or `issues` on a validation failure, or `retry_after` on 429 and 503.');
+  .describe('Null, or `issues` on a validation failure, or `retry_after` on 429, 503 and 409 `idempotency_key_in_progress`.');
 
 /** Error: `error` (a machine-readable code), `message`, `details` (object or null). */
 export const ErrorBody = z
@@ -114,10 +114,8 @@ export type SecurityScheme = 'bearerAuth' | 'apiToken';
 // Shared response pieces
 // ---------------------------------------------------------------------------
 
-/** A uuid in a response (each use describes what it names). */
-export const Id = z.guid().meta({ example: '5f0c8a9e-3b1d-4c62-9a7e-2d4b6f8a1c03' });
-/** A timestamp in a response: ISO 8601, UTC, milliseconds (app.iso). */
-export const DateTime = z.iso.datetime({ offset: true }).meta({ example: '2026-05-14T18:30:00.000Z' });
+/** A uuid and a timestamp in a response (gateway/core/shapes.ts, which the MCP tools share). */
+export { DateTime, Id } from '../core/shapes.ts';
 export const Pagination = z
   .object({
     total_count: z.number().int().describe('How many items there are in all.').meta({ example: 42 }),

@@ -259,6 +259,11 @@ export class ChangeHub {
     return Number(row?.n ?? 0);
   }
 
+  /** The newest change id this process knows of, without asking the database (notifications and polls move it). */
+  get knownHead(): number {
+    return this.head;
+  }
+
   /** The newest change id in the log, read now (also moves the hub's head). */
   async currentHead(): Promise<number> {
     await this.refreshHead();

@@ -10,12 +10,19 @@
 //                 access tokens (verified like a bearer token); the reply
 //                 lists the subscriptions with their ids, then a `system`
 //                 message "Subscribed to PostgreSQL". A join without a token
-//                 is accepted but receives nothing until an access_token
-//                 message names the user (supabase-js sends its first join
-//                 before an async accessToken callback has answered; on
-//                 Supabase such a join is anon, which may not read app.events)
+//                 is refused with an error reply, and the connection
+//                 remembers where the change log stood for that topic: the
+//                 next join of the topic with a token receives every change
+//                 since then. supabase-js sends its first join before an
+//                 async accessToken callback has answered, learns the token
+//                 while that join is in flight (so it never sends it in an
+//                 access_token message), and rejoins a second after the
+//                 error reply with the token in the join: nothing of its
+//                 first second is lost. (Accepting the tokenless join would
+//                 leave the channel without a user for good, as on Supabase,
+//                 where such a join is anon, which may not read app.events.)
 //   heartbeat     on topic `phoenix`: reply ok
-//   access_token  the token for a joined channel, or a fresh one (same user)
+//   access_token  a fresh token for a joined channel (same user)
 //   phx_leave     reply ok; the channel is gone
 //   postgres_changes (server → client): {ids, data: {schema, table,
 //                 commit_timestamp, type, columns, record, old_record,
@@ -40,7 +47,8 @@
 // list, and 16 KB of filter text in all; at most 32 frames waiting to be
 // handled, and 200 frames or 512 KB per 10 seconds. A connection that has no channel with a valid access token
 // socketAuthGraceMs after it opened is closed, and with it everything it
-// held (joins without a token are kept only that long). Open websockets are
+// held (the positions of refused joins are kept only that long, and for at
+// most LIMITS.channels topics). Open websockets are
 // capped per process (REALTIME_MAX_CONNECTIONS) and per client IP
 // (REALTIME_MAX_CONNECTIONS_PER_IP); over a cap the upgrade is refused with
 // 503 or 429. When the session of a channel's access token ends (logout,
@@ -326,15 +334,6 @@ class Channel implements WebSocketSubscriber {
     public cursor: number,
   ) {}
 
-  /** A joined channel whose user is not known yet (no access token). */
-  static pending(connection: Connection, topic: string, joinRef: string | null, subscriptions: Subscription[]): Channel {
-    return new Channel(connection, topic, joinRef, '', { role: 'anon' }, subscriptions, 0);
-  }
-
-  get authorized(): boolean {
-    return this.userId !== '';
-  }
-
   canReceive(): boolean {
     return this.connection.open;
   }
@@ -365,6 +364,11 @@ class Channel implements WebSocketSubscriber {
 
 class Connection {
   private readonly channels = new Map<string, Channel>();
+  /**
+   * Topics whose join came without a token, with the change id the log had
+   * reached then: the topic's next join with a token starts there.
+   */
+  private readonly refused = new Map<string, number>();
   private registration: { id: string; userId: string } | null = null;
   private queue: Promise<void> = Promise.resolve();
   private idleTimer: NodeJS.Timeout | undefined;
@@ -466,6 +470,7 @@ class Connection {
         return this.join(frame);
       case 'phx_leave':
         this.removeChannel(frame.topic);
+        this.refused.delete(frame.topic);
         this.reply(frame, 'ok', {});
         return;
       case 'access_token':
@@ -532,17 +537,17 @@ class Connection {
       return this.reply(frame, 'error', { reason: `at most ${LIMITS.filterBytes} bytes of filters per connection` });
     }
 
-    let channel: Channel;
-    if (parsed.data.access_token === undefined) {
-      channel = Channel.pending(this, frame.topic, frame.joinRef, subscriptions);
-    } else {
-      const claims = await this.verify(parsed.data.access_token);
-      if (typeof claims === 'string') return this.reply(frame, 'error', { reason: claims });
-      const authorized = await this.authorize(claims);
-      if (typeof authorized === 'string') return this.reply(frame, 'error', { reason: authorized });
-      channel = new Channel(this, frame.topic, frame.joinRef, claims.sub!, claims, subscriptions, authorized.head);
-    }
+    if (!parsed.data.access_token) return this.refuseWithoutToken(frame);
+    const claims = await this.verify(parsed.data.access_token);
+    if (typeof claims === 'string') return this.reply(frame, 'error', { reason: claims });
+    const authorized = await this.authorize(claims);
+    if (typeof authorized === 'string') return this.reply(frame, 'error', { reason: authorized });
     if (!this.open) return;
+    // After a refused join of this topic: every change since that join.
+    const since = this.refused.get(frame.topic);
+    this.refused.delete(frame.topic);
+    const cursor = since === undefined ? authorized.head : Math.min(since, authorized.head);
+    const channel = new Channel(this, frame.topic, frame.joinRef, claims.sub!, claims, subscriptions, cursor);
     this.removeChannel(frame.topic);
     this.channels.set(frame.topic, channel);
     this.reply(frame, 'ok', { postgres_changes: subscriptions.map((s) => ({ id: s.id, ...s.config })) });
@@ -555,7 +560,25 @@ class Connection {
         payload: { channel: channelName(frame.topic), extension: 'postgres_changes', message: 'Subscribed to PostgreSQL', status: 'ok' },
       });
     }
-    if (channel.authorized) this.start(channel);
+    this.start(channel);
+  }
+
+  /**
+   * A join without a token: refused, and the topic's position remembered
+   * (the channel it replaces keeps its own), so that the rejoin with the
+   * token misses nothing. The position is the newest change this process
+   * knows of, read without a query (a refused join costs the database
+   * nothing): at worst a change committed just before the join comes too.
+   */
+  private refuseWithoutToken(frame: Frame): void {
+    const held = this.channels.get(frame.topic);
+    if (!this.refused.has(frame.topic) && (held || this.refused.size < LIMITS.channels)) {
+      this.refused.set(frame.topic, held ? held.cursor : this.deps.hub.knownHead);
+    }
+    this.removeChannel(frame.topic);
+    this.reply(frame, 'error', {
+      reason: 'an access token is required (access_token, from POST /api/auth/login): join again with it to receive every change since this join',
+    });
   }
 
   /**
@@ -603,21 +626,11 @@ class Connection {
     if (!channel || !parsed.success) return this.reply(frame, 'error', { reason: channel ? 'access_token is required' : 'unmatched topic' });
     const claims = await this.verify(parsed.data.access_token);
     if (typeof claims === 'string') return this.closeChannel(channel, claims);
-    if (channel.authorized) {
-      if (claims.sub !== channel.userId) return this.closeChannel(channel, 'the access token belongs to another user');
-      channel.claims = claims;
-      this.watchSession(channel);
-      this.armExpiry(channel);
-      return this.reply(frame, 'ok', {});
-    }
-    // The first token of a channel joined without one.
-    const authorized = await this.authorize(claims);
-    if (this.channels.get(frame.topic) !== channel) return;
-    if (typeof authorized === 'string') return this.closeChannel(channel, authorized);
-    const ready = new Channel(this, channel.topic, channel.joinRef, claims.sub!, claims, channel.subscriptions, authorized.head);
-    this.channels.set(channel.topic, ready);
-    this.reply(frame, 'ok', {});
-    this.start(ready);
+    if (claims.sub !== channel.userId) return this.closeChannel(channel, 'the access token belongs to another user');
+    channel.claims = claims;
+    this.watchSession(channel);
+    this.armExpiry(channel);
+    return this.reply(frame, 'ok', {});
   }
 
   private watchSession(channel: Channel): void {
@@ -650,6 +663,7 @@ class Connection {
   private cleanup(): void {
     clearTimeout(this.idleTimer);
     clearTimeout(this.authTimer);
+    this.refused.clear();
     for (const topic of [...this.channels.keys()]) this.removeChannel(topic);
     if (this.registration) {
       this.deps.hub.releaseRegistration(this.registration.id);

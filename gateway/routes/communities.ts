@@ -6,6 +6,7 @@ import { defineRoute } from '../http/route.ts';
 import type { ErrorShape } from '../core/errors.ts';
 import { jsonObjectWith } from '../core/json.ts';
 import { LIMITS } from '../core/limits.ts';
+import { CommunityBase, CommunityManager } from '../core/shapes.ts';
 import { DateTime, errors, Id, Pagination, succeeded } from '../http/responses.ts';
 import { QueryInteger, Uuid } from '../core/schemas.ts';
 
@@ -27,17 +28,6 @@ const CommunityPath = z.object({ id: Uuid.describe("The community's id.") });
 
 const Role = z.enum(['member', 'manager']);
 
-/** The fields every community payload starts with (app.community_json). */
-const CommunityBase = z.object({
-  id: Id.describe("The community's id."),
-  name: z.string().describe("The community's name.").meta({ example: 'Berlin Climbers' }),
-  member_count: z.number().int().describe('How many members it has.').meta({ example: 128 }),
-  created_at: DateTime.describe('When it was created.'),
-  updated_at: DateTime.describe('When it last changed.'),
-  description: z.string().nullable().describe('What it is about, or null.').meta({ example: 'Bouldering evenings and weekend trips around Berlin.' }),
-  tags: z.array(z.string()).describe('Its tags (search looks at them too).').meta({ example: ['climbing', 'outdoors'] }),
-});
-
 /** An element of the caller's own list (api.communities_mine). */
 const MyCommunityListItem = CommunityBase.extend({
   joined_at: DateTime.describe('When the caller joined.'),
@@ -50,14 +40,9 @@ const CommunityListItem = CommunityBase.extend({
   is_manager: z.boolean().describe('Whether the caller manages it.').meta({ example: false }),
 }).meta({ id: 'CommunityListItem', description: 'A community found by a search, with the caller\'s membership.' });
 
-const Manager = z.object({
-  id: Id.describe("The manager's node id."),
-  name: z.string().nullable().describe("The manager's name, or null when it is not shown (a name made from an e-mail address).").meta({ example: 'Grace Hopper' }),
-});
-
 /** CommunityDetail: one community, with its managers and the caller's membership. */
 const CommunityDetail = CommunityBase.extend({
-  managers: z.array(Manager).describe('Its managers, longest-serving first.'),
+  managers: z.array(CommunityManager).describe('Its managers, longest-serving first.'),
   is_member: z.boolean().describe('Whether the caller is a member.'),
   is_manager: z.boolean().describe('Whether the caller manages it.').meta({ example: false }),
   joined_at: DateTime.nullable().describe('When the caller joined; null when they are not a member.'),

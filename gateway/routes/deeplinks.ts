@@ -14,7 +14,7 @@ import { defineRoute, type Reply } from '../http/route.ts';
 import { formatTime, html, jsonScriptData, page, safeUrl, type Page, type PageOptions, type SafeHtml } from '../core/html.ts';
 import type { HttpError } from '../core/errors.ts';
 import { content, errors } from '../http/responses.ts';
-import type { Event as EventShape } from './events.ts';
+import type { Event as EventShape } from '../core/shapes.ts';
 
 /** The Event object  as the SQL functions build it (api.event_public*: JSON, so dates are strings). */
 type EventJson = z.infer<typeof EventShape>;

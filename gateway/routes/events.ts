@@ -5,6 +5,7 @@
 // nothing and answers 404.
 import { z } from 'zod';
 import { defineRoute } from '../http/route.ts';
+import { Event, EventStatus } from '../core/shapes.ts';
 import { Id as IdOut } from '../http/responses.ts';
 import { DateTime, errors, succeeded } from '../http/responses.ts';
 import { Connection } from './connections.ts';
@@ -29,62 +30,6 @@ const VenueCheckinBody = z.object({
   hat_id: Id.describe('The hat the caller wears there (one of theirs).'),
   visibility: Visibility.nullish().describe('Whether others see who checked in (`public`) or not (`anonymous`, the default).'),
 });
-
-const PlatformUrl = (name: string) =>
-  z.string().nullable().describe(`The event's page on ${name}, or null.`).meta({ example: `https://${name.replace(' ', '-')}.example.com/events/4711` });
-
-/** Event; can_sync and external_platforms for managers only. */
-export const Event = z
-  .object({
-    id: IdOut.describe("The event's id."),
-    title: z.string().describe('Its title.').meta({ example: 'Bouldering night' }),
-    date: DateTime.describe('When it starts.'),
-    community_node_id: IdOut.describe("Its community's node id."),
-    shortlink: z.string().length(8).describe('Its short code, as in /e/{shortlink} and /l/event/{shortlink}.').meta({ example: 'k3Xb9QzA' }),
-    deeplink_path: z.string().describe('The path of its deep link (opens the app, else the web check-in).').meta({ example: '/l/event/k3Xb9QzA' }),
-    deeplink_url: z.url().describe('Its deep link, in full.').meta({ example: 'https://community.example.com/l/event/k3Xb9QzA' }),
-    public_url: z.string().describe('The path of its public page.').meta({ example: '/e/k3Xb9QzA' }),
-    public_full_url: z.url().describe('Its public page, in full.').meta({ example: 'https://community.example.com/e/k3Xb9QzA' }),
-    description: z.string().nullable().describe('What it is, or null.').meta({ example: 'Open session for all levels; shoes can be rented.' }),
-    end_time: DateTime.nullable().describe('When it ends, or null (then it ends 2 hours after `date`).'),
-    event_url: z.string().nullable().describe('Its website, or null.').meta({ example: 'https://climbers.example.org/nights/42' }),
-    image_path: z.string().nullable().describe('Its image, or null.').meta({ example: 'https://images.example.com/bouldering-night.jpg' }),
-    location: z.string().nullable().describe('Where it takes place, or null.').meta({ example: 'Boulderhalle Nord, Berlin' }),
-    node_id: IdOut.describe("The event's node id (check-in links name it)."),
-    platform_a_url: PlatformUrl('platform a'),
-    platform_b_url: PlatformUrl('platform b'),
-    platform_c_url: PlatformUrl('platform c'),
-    can_sync: z.literal(true).optional().describe("Present (true) when the caller manages the event's community: they may sync it with external platforms."),
-    external_platforms: z
-      .array(z.enum(['platform_a', 'platform_b', 'platform_c']))
-      .optional()
-      .describe("For managers of the event's community: the external platforms that list it.")
-      .meta({ example: ['platform_a'] }),
-  })
-  .meta({
-    id: 'Event',
-    description: "An event of one of the caller's communities.",
-    example: {
-      id: '0b7e5d1c-8f2a-4c3e-9d6b-1a2f3e4d5c6b',
-      title: 'Bouldering night',
-      date: '2026-06-05T16:00:00.000Z',
-      community_node_id: '9c1d2e3f-4a5b-4c6d-8e7f-0a1b2c3d4e5f',
-      shortlink: 'k3Xb9QzA',
-      deeplink_path: '/l/event/k3Xb9QzA',
-      deeplink_url: 'https://community.example.com/l/event/k3Xb9QzA',
-      public_url: '/e/k3Xb9QzA',
-      public_full_url: 'https://community.example.com/e/k3Xb9QzA',
-      description: 'Open session for all levels; shoes can be rented.',
-      end_time: '2026-06-05T20:00:00.000Z',
-      event_url: 'https://climbers.example.org/nights/42',
-      image_path: null,
-      location: 'Boulderhalle Nord, Berlin',
-      node_id: '4e5f6a7b-8c9d-4e0f-a1b2-c3d4e5f6a7b8',
-      platform_a_url: 'https://platform-a.example.com/events/evt-4711',
-      platform_b_url: null,
-      platform_c_url: null,
-    },
-  });
 
 /** A check-in as the check-in endpoints answer it. */
 const Checkin = z
@@ -135,7 +80,7 @@ const EventSelection = succeeded({
   events: z.array(EventChoice).describe('The events concurrent at the venue now.'),
 });
 
-const Status = z.enum(['ongoing', 'past', 'upcoming']);
+const Status = EventStatus;
 const EventCheckinItem = z
   .object({
     type: z.literal('event').describe('An event check-in.'),

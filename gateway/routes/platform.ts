@@ -103,10 +103,10 @@ const PlatformEventReply = succeeded({ data: PlatformEventData });
 const AttendeeReply = succeeded({
   data: z
     .object({
-      user_id: Id.nullable().describe('The account this registration created; null for an account that already existed.'),
+      user_id: Id.nullable().describe('The account, when a registration of this community made it (this one, or the first of a repeat, or one for another event); null for an account made otherwise.'),
       email: z.string().describe('The e-mail address, normalised (trimmed, lower case).').meta({ example: 'ada@example.com' }),
-      user_created: z.boolean().describe('Whether an account was created (it has no password; its owner sets one from an e-mailed link).'),
-      community_joined: z.boolean().describe("True when the account made here joined the event's community; an existing account is never joined."),
+      user_created: z.boolean().describe('Whether this registration (for a repeat: the first) created the account (it has no password; its owner sets one from an e-mailed link).'),
+      community_joined: z.boolean().describe("Whether this registration (for a repeat: the first) joined the account it made to the event's community; an existing account is never joined."),
     })
     .describe('The registration.'),
 });

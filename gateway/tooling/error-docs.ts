@@ -90,7 +90,7 @@ export function renderErrorDocs(table: readonly Route[] = routes): string {
     'Every refusal has an HTTP status and a JSON body. Most answer the **Error** body',
     '`{"error": "<code>", "message": "<text>", "details": {...} | null}`: `error` is one of the codes below (branch on it),',
     '`message` is for people, and `details` is null or holds more (`issues` for fields that fail validation,',
-    '`retry_after` seconds on 429 and 503, with a `Retry-After` header).',
+    '`retry_after` seconds on 429, 503 and 409 `idempotency_key_in_progress`, with a `Retry-After` header).',
     '',
     'Some routes answer some statuses with the **Simple** body `{"error": "<message>"}` or the **Flagged** body',
     '`{"success": false, "error": "<message>"}`, and the web pages (deep links, the set-password page) with an HTML page;',

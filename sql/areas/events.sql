@@ -753,6 +753,8 @@ CREATE TRIGGER webhook_capture AFTER INSERT ON app.checkins FOR EACH ROW WHEN (n
 
 -- app.event_attendees
 comment on table app.event_attendees is 'Attendees registered for an event by an external platform.';
+comment on column app.event_attendees.account_created is 'Whether this registration made the account (api.platform_attendee_register answers its repeats, and other registrations of the community, with the user_id).';
+comment on column app.event_attendees.community_joined is 'Whether this registration joined the account to the event''s community (a repeat answers it again).';
 alter table app.event_attendees enable row level security;
 drop policy if exists "Users can read their own registrations" on app.event_attendees;
 create policy "Users can read their own registrations" on app.event_attendees

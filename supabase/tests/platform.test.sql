@@ -5,7 +5,7 @@
 -- registering attendees and checking them in by e-mail, check-ins for a given
 -- user, and the anonymous forms endpoint with the operators' list.
 begin;
-select plan(58);
+select plan(61);
 
 -- Creating a platform event takes the venue lock, then (inserting the event)
 -- the change-log lock; so does this test, first, so that it cannot deadlock
@@ -116,8 +116,28 @@ select is(
   api.platform_attendee_register(current_setting('tests.event_node')::uuid, current_setting('tests.attendee'), null) - 'data',
   '{"created": true}'::jsonb, 'platform_attendee_register: registers the attendee for the event');
 select is(
-  api.platform_attendee_register(current_setting('tests.event_node')::uuid, current_setting('tests.attendee'), null) -> 'data' -> 'user_created',
-  'false'::jsonb, 'again: the account exists, nothing new is registered');
+  api.platform_attendee_register(current_setting('tests.event_node')::uuid, current_setting('tests.attendee'), null)
+    #- '{data,user_id}' #- '{data,email}',
+  '{"created": false, "data": {"user_created": true, "community_joined": true}}'::jsonb,
+  'again: nothing new is registered; the answer is the first''s (the account this registration made)');
+select set_config('tests.repeat_user',
+  api.platform_attendee_register(current_setting('tests.event_node')::uuid, current_setting('tests.attendee'), null) -> 'data' ->> 'user_id', true);
+select tests.clear_authentication();
+reset role;
+select is(
+  current_setting('tests.repeat_user')::uuid,
+  (select u.id from identity.users u where u.email = lower(current_setting('tests.attendee'))),
+  'again: the repeat names the account the first made');
+select is(
+  (select (a.account_created, a.community_joined)::text from app.event_attendees a
+     join identity.users u on u.id = a.user_id
+    where u.email = lower(current_setting('tests.attendee'))),
+  '(t,t)', 'the registration keeps what it did');
+select tests.authenticate_as('organiser');
+select is(
+  api.platform_attendee_register(current_setting('tests.event_node')::uuid, tests.email('organiser'), null)
+    -> 'data' -> 'user_id',
+  'null'::jsonb, 'an account no registration made is never named');
 select throws_ok(
   format('select api.platform_attendee_register(%L, %L)', gen_random_uuid(), current_setting('tests.attendee')),
   'PT404', 'event not found', 'platform_attendee_register: an unknown event is PT404');

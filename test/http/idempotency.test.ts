@@ -241,7 +241,8 @@ describe('concurrency', () => {
       const started = Date.now();
       const second = await api('POST', `/api/mobile/tasks/${id}/start`, keyed(key, user));
       expect(second.status).toBe(409);
-      expect(second.body).toMatchObject({ error: 'idempotency_key_in_progress' });
+      expect(second.body).toMatchObject({ error: 'idempotency_key_in_progress', details: { retry_after: 1 } });
+      expect(second.headers.get('retry-after')).toBe('1');
       expect(Date.now() - started).toBeLessThan(2000);
       await holder`commit`;
       const done = await first;

@@ -1,9 +1,14 @@
 // /realtime/v1/websocket: the real @supabase/supabase-js client subscribing to
 // postgres_changes on app.events through this gateway, plus the protocol
 // edges with a raw websocket (heartbeat, refusals, broadcast and presence).
+import { spawn } from 'node:child_process';
+import fs from 'node:fs';
+import path from 'node:path';
+import readline from 'node:readline';
 import { createClient, type RealtimeChannel, type SupabaseClient } from '@supabase/supabase-js';
 import { afterAll, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
+import { projectRoot } from '../../gateway/core/config.ts';
 import { api, baseUrl, db, forgeToken, registerUser } from '../helpers.ts';
 import { createCommunity, createEvent } from '../support/event-fixtures.ts';
 import { addMember } from '../support/sql-fixtures.ts';
@@ -192,29 +197,44 @@ describe('/realtime/v1/websocket protocol', () => {
     }
   });
 
-  it('a channel joined without a token receives nothing until access_token names the user', async () => {
+  it('a join without a token is refused; the rejoin with one receives every change since that join', async () => {
     const user = await registerUser('ws');
     const community = await createCommunity();
     const { ws, frames, next } = await connect();
     try {
       const join = { config: { postgres_changes: [{ event: '*', schema: 'app', table: 'events', filter: `community_id=eq.${community.id}` }] } };
+      const before = await createEvent({ communityId: community.id, title: 'Before the join', starts: '1 day' });
+      // The hub has seen that change (its head moved) before the join comes.
+      await new Promise((r) => setTimeout(r, 300));
       ws.send(JSON.stringify(['1', '1', 'realtime:late', 'phx_join', join]));
-      expect(await next((f) => f[1] === '1')).toMatchObject(['1', '1', 'realtime:late', 'phx_reply', { status: 'ok' }]);
-      await createEvent({ communityId: community.id, title: 'Before the token', starts: '1 day' });
+      const refused = (await next((f) => f[1] === '1')) as [string, string, string, string, any];
+      expect(refused).toMatchObject(['1', '1', 'realtime:late', 'phx_reply', { status: 'error' }]);
+      expect(refused[4].response.reason).toContain('an access token is required');
+      const between = await createEvent({ communityId: community.id, title: 'Between the joins', starts: '1 day' });
       await new Promise((r) => setTimeout(r, 300));
       expect(frames.filter((f) => f[3] === 'postgres_changes')).toEqual([]);
-
+      // An access_token message is no way in for a refused topic.
       ws.send(JSON.stringify(['1', '2', 'realtime:late', 'access_token', { access_token: user.accessToken }]));
-      expect(await next((f) => f[1] === '2')).toMatchObject(['1', '2', 'realtime:late', 'phx_reply', { status: 'ok' }]);
-      const after = await createEvent({ communityId: community.id, title: 'After the token', starts: '1 day' });
-      const change = (await next((f) => f[3] === 'postgres_changes')) as [string, null, string, string, any];
-      expect(change[0]).toBe('1');
-      expect(change[4].data).toMatchObject({ type: 'INSERT', schema: 'app', table: 'events', errors: null, record: { id: after.id } });
-      expect(change[4].data.columns).toContainEqual({ name: 'starts_at', type: 'timestamptz' });
+      expect(await next((f) => f[1] === '2')).toMatchObject(['1', '2', 'realtime:late', 'phx_reply', { status: 'error', response: { reason: 'unmatched topic' } }]);
 
-      // A bad token closes the channel.
-      ws.send(JSON.stringify(['1', '3', 'realtime:late', 'access_token', { access_token: 'garbage' }]));
-      expect(await next((f) => f[3] === 'phx_close')).toEqual(['1', '1', 'realtime:late', 'phx_close', {}]);
+      // The rejoin, as supabase-js makes it: the same topic, the token in the join.
+      ws.send(JSON.stringify(['3', '3', 'realtime:late', 'phx_join', { ...join, access_token: user.accessToken }]));
+      expect(await next((f) => f[1] === '3')).toMatchObject(['3', '3', 'realtime:late', 'phx_reply', { status: 'ok' }]);
+      const after = await createEvent({ communityId: community.id, title: 'After the token', starts: '1 day' });
+      await waitFor(() => (frames.filter((f) => f[3] === 'postgres_changes').length >= 2 ? true : undefined), 'two changes');
+      await new Promise((r) => setTimeout(r, 300));
+      const changes = frames.filter((f) => f[3] === 'postgres_changes') as [string, null, string, string, any][];
+      expect(changes.map((c) => c[4].data.record.id)).toEqual([between.id, after.id]);
+      expect(changes.every((c) => c[0] === '3')).toBe(true);
+      expect(changes[0]![4].data).toMatchObject({ type: 'INSERT', schema: 'app', table: 'events', errors: null });
+      expect(changes[0]![4].data.columns).toContainEqual({ name: 'starts_at', type: 'timestamptz' });
+      expect(changes.some((c) => c[4].data.record.id === before.id)).toBe(false);
+
+      // A fresh token of the same user is taken; a bad one closes the channel.
+      ws.send(JSON.stringify(['3', '4', 'realtime:late', 'access_token', { access_token: user.accessToken }]));
+      expect(await next((f) => f[1] === '4')).toMatchObject(['3', '4', 'realtime:late', 'phx_reply', { status: 'ok' }]);
+      ws.send(JSON.stringify(['3', '5', 'realtime:late', 'access_token', { access_token: 'garbage' }]));
+      expect(await next((f) => f[3] === 'phx_close')).toEqual(['3', '3', 'realtime:late', 'phx_close', {}]);
     } finally {
       ws.close();
     }
@@ -277,4 +297,55 @@ describe('/realtime/v1/websocket protocol', () => {
     const event = await createEvent({ communityId: community.id, title: 'Open to all', starts: '1 day' });
     await waitFor(() => got.find((c) => c.new.id === event.id), 'the insert');
   });
+});
+
+describe("docs/realtime.md's supabase-js block, run as written", () => {
+  it('in its own Node process, receives every event made each second from subscribe on, none of the first ones lost', async () => {
+    const user = await registerUser('ws-docs');
+    const community = await createCommunity();
+    const markdown = fs.readFileSync(path.join(projectRoot(), 'docs', 'realtime.md'), 'utf8');
+    const block = /```js\n([\s\S]*?)```/.exec(markdown.slice(markdown.indexOf('## supabase-js (websocket)')))?.[1];
+    expect(block, 'the js block of "supabase-js (websocket)"').toBeDefined();
+    // What the block leaves to the reader, then the block as it stands.
+    const program = [
+      '// Written by test/http/realtime-ws.test.ts (git-ignored): the block of docs/realtime.md, after what it leaves to the reader.',
+      'const GATEWAY_URL = process.env.GATEWAY_URL',
+      "const ANON_KEY = 'any non-empty string'",
+      'const accessToken = process.env.ACCESS_TOKEN',
+      'const communityId = process.env.COMMUNITY_ID',
+      'const onChange = (payload) => console.log(JSON.stringify(payload))',
+      block!,
+      "console.log(JSON.stringify({ subscribed: true }))",
+    ].join('\n');
+    const file = path.join(projectRoot(), 'test', 'http', 'generated', 'realtime-snippet.mjs');
+    fs.mkdirSync(path.dirname(file), { recursive: true });
+    fs.writeFileSync(file, program);
+
+    const child = spawn(process.execPath, [file], {
+      env: { ...process.env, GATEWAY_URL: baseUrl, ACCESS_TOKEN: user.accessToken, COMMUNITY_ID: community.id },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let stderr = '';
+    child.stderr.on('data', (d) => (stderr += String(d)));
+    const lines: any[] = [];
+    readline.createInterface({ input: child.stdout }).on('line', (line) => lines.push(JSON.parse(line)));
+    try {
+      await waitFor(() => (lines.some((l) => l.subscribed) ? true : undefined), `the program to subscribe (stderr: ${stderr})`);
+      // From subscribe on, an event every second for 12 s: past the first
+      // join (refused for want of a token) and past the old 10 s grace.
+      const made: string[] = [];
+      await new Promise((r) => setTimeout(r, 500));
+      for (let i = 0; i < 12; i++) {
+        const started = Date.now();
+        made.push((await createEvent({ communityId: community.id, title: `Second ${i}`, starts: '1 day' })).id);
+        await new Promise((r) => setTimeout(r, Math.max(0, 1000 - (Date.now() - started))));
+      }
+      const received = () => lines.filter((l) => l.eventType === 'INSERT').map((l) => l.new.id as string);
+      await waitFor(() => (received().length >= made.length ? true : undefined), 'every insert', 10_000).catch(() => undefined);
+      expect(received()).toEqual(made);
+      expect(lines.filter((l) => l.eventType).every((l) => l.schema === 'app' && l.table === 'events' && l.new.community_id === community.id)).toBe(true);
+    } finally {
+      child.kill();
+    }
+  }, 40_000);
 });

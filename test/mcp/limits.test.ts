@@ -49,9 +49,10 @@ describe('replicas', () => {
       return fetch(url, init);
     };
     const client = new Client({ name: 'replica-client', version: '1' });
+    // An address of its own: 127.0.0.1 is counted by every test's requests on the shared database.
+    const ip = `192.0.2.${1 + Math.floor(Math.random() * 250)}`;
     const transport = new StreamableHTTPClientTransport(new URL(`${a.url}/mcp`), {
-      // An address of its own: 127.0.0.1 is counted by every test's requests on the shared database.
-      requestInit: { headers: { authorization: `Bearer ${agent.apiToken}`, 'x-forwarded-for': `192.0.2.${1 + Math.floor(Math.random() * 250)}` } },
+      requestInit: { headers: { authorization: `Bearer ${agent.apiToken}`, 'x-forwarded-for': ip } },
       fetch: alternating,
     });
     await client.connect(transport);
@@ -72,6 +73,7 @@ describe('replicas', () => {
           accept: 'application/json, text/event-stream',
           authorization: `Bearer ${agent.apiToken}`,
           'mcp-session-id': sessionId,
+          'x-forwarded-for': ip,
         },
         body: JSON.stringify({ jsonrpc: '2.0', id: 9, method: 'tools/list' }),
       });

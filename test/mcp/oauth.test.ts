@@ -13,7 +13,7 @@ import type { OAuthClientInformationMixed, OAuthClientMetadata, OAuthTokens } fr
 import type { BrowserContext } from 'playwright-core';
 import { chromiumAvailable, launchChromium, type Browser } from '../support/browser.ts';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { api, baseUrl, db, registerUser, type TestUser } from '../helpers.ts';
+import { api, baseUrl, db, publicUrl, registerUser, type TestUser } from '../helpers.ts';
 import { callTool, createManagedCommunity } from './support.ts';
 
 const available = chromiumAvailable('mcp-oauth');
@@ -205,6 +205,33 @@ describe.skipIf(!available)('authorization code + PKCE with the SDK client and a
     expect(stored!.n).toBe(1);
     const plain = await db()`select 1 from identity.oauth_tokens where encode(token_hash, 'escape') like '%cboa_%'`;
     expect(plain).toHaveLength(0);
+  });
+
+  it('step-up (MCP 2025-11-25): a read-only token meets 403 insufficient_scope on a write; the SDK client asks for both scopes, the user consents, the call goes through', async () => {
+    const provider = new TestClientProvider(callback.url);
+    const registering = new StreamableHTTPClientTransport(new URL(`${baseUrl}/mcp`), { authProvider: provider });
+    await expect(new Client({ name: 'step-up', version: '1' }).connect(registering)).rejects.toBeInstanceOf(UnauthorizedError);
+    // As after an earlier consent to reading only: a read-only token of this client, for /mcp.
+    const [row] = await db()`select * from private.oauth_issue_tokens(${provider.info!.client_id}, ${user.userId}, gen_random_uuid(),
+                                                                     ${['mcp:read']}, ${`${publicUrl}/mcp`}, 3600)`;
+    provider.saved = { access_token: row!.access_token, token_type: 'Bearer', scope: 'mcp:read' };
+    provider.authorizationUrl = undefined;
+    const transport = new StreamableHTTPClientTransport(new URL(`${baseUrl}/mcp`), { authProvider: provider });
+    const client = new Client({ name: 'step-up', version: '1' });
+    await client.connect(transport);
+    await client.listTools();
+    expect((await callTool(client, 'community_profile', { community_id: community })).isError).toBe(false);
+
+    const write = { community_id: community, accepts_handoffs: true };
+    await expect(client.callTool({ name: 'set_onboarding_opt_in', arguments: write })).rejects.toBeInstanceOf(UnauthorizedError);
+    const url = provider.authorizationUrl!;
+    expect(url.searchParams.get('scope')).toBe('mcp:read mcp:write');
+    const query = await consent(url, user.password);
+    await transport.finishAuth(query.get('code')!);
+    expect(provider.saved!.scope).toBe('mcp:read mcp:write');
+    const answer = await callTool(client, 'set_onboarding_opt_in', write);
+    expect(answer).toMatchObject({ isError: false, body: { id: community, accepts_handoffs: true } });
+    await client.close();
   });
 
   it('refresh tokens rotate; a rotated one revokes the family', async () => {

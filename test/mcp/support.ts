@@ -29,12 +29,12 @@ export async function createAgent(prefix = 'agent'): Promise<Agent> {
   return { ...user, apiToken: created.body.token_value };
 }
 
-/** An OAuth access token minted directly in SQL (the browser flow has its own test). */
-export async function mintOAuthToken(userId: string, scopes = ['mcp:read', 'mcp:write']): Promise<string> {
+/** An OAuth access token minted directly in SQL (the browser flow has its own test), for `resource` if given. */
+export async function mintOAuthToken(userId: string, scopes = ['mcp:read', 'mcp:write'], resource: string | null = null): Promise<string> {
   const clientId = `test-client-${crypto.randomBytes(4).toString('hex')}`;
   await db()`select private.oauth_client_register(${clientId}, null, 0, extract(epoch from now())::bigint,
                                                   ${db().json({ redirect_uris: ['http://localhost/cb'], client_name: 'test' })})`;
-  const [row] = await db()`select * from private.oauth_issue_tokens(${clientId}, ${userId}, gen_random_uuid(), ${scopes}, null, 3600)`;
+  const [row] = await db()`select * from private.oauth_issue_tokens(${clientId}, ${userId}, gen_random_uuid(), ${scopes}, ${resource}, 3600)`;
   return row!.access_token as string;
 }
 
@@ -48,7 +48,12 @@ afterAll(async () => {
   await Promise.all(clients.splice(0).map((c) => c.close().catch(() => {})));
 });
 
-/** An SDK client connected (initialized) through the gateway with the bearer credential. */
+/**
+ * An SDK client connected (initialized, at the current protocol revision)
+ * through the gateway with the bearer credential. It has listed the tools, as
+ * an agent does: from then on the SDK checks every tool's structuredContent
+ * against its outputSchema (so every test of a tool checks its answer's shape).
+ */
 export async function connect(token: string, url = `${baseUrl}/mcp`): Promise<Client> {
   const client = new Client({ name: 'mcp-tests', version: '1.0.0' });
   const transport = new StreamableHTTPClientTransport(new URL(url), {
@@ -56,6 +61,7 @@ export async function connect(token: string, url = `${baseUrl}/mcp`): Promise<Cl
   });
   await client.connect(transport);
   clients.push(client);
+  await client.listTools();
   return client;
 }
 
@@ -69,7 +75,12 @@ export async function callTool<T = any>(client: Client, name: string, args?: unk
   const result = await client.callTool({ name, arguments: args as Record<string, unknown> | undefined });
   const content = result.content as { type: string; text: string }[];
   const text = content[0]?.type === 'text' ? content[0].text : '';
-  return { isError: result.isError === true, body: JSON.parse(text) as T };
+  const body = JSON.parse(text) as T;
+  // A success carries the same object as structuredContent (which the SDK
+  // has checked against the tool's outputSchema); an error carries none.
+  if (result.isError === true) expect(result.structuredContent).toBeUndefined();
+  else expect(result.structuredContent).toEqual(body);
+  return { isError: result.isError === true, body };
 }
 
 /** A raw JSON-RPC POST to /mcp (for what the SDK client never sends). */

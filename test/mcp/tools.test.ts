@@ -23,16 +23,28 @@ beforeAll(async () => {
 });
 
 describe('protocol', () => {
-  it('pins protocol version 2025-03-26 whatever the client asks', async () => {
-    for (const asked of ['2025-06-18', '2024-11-05', '1999-01-01']) {
+  it('answers the revision asked for when it speaks it (2025-11-25, 2025-06-18, 2025-03-26), 2025-03-26 to older ones, else the latest', async () => {
+    const cases: [unknown, string][] = [
+      ['2025-11-25', '2025-11-25'],
+      ['2025-06-18', '2025-06-18'],
+      ['2025-03-26', '2025-03-26'],
+      ['2024-11-05', '2025-03-26'],
+      ['1999-01-01', '2025-03-26'],
+      ['2099-01-01', '2025-11-25'],
+      ['not a date', '2025-11-25'],
+    ];
+    for (const [asked, answered] of cases) {
       const res = await rawMcp(
         { jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: asked, capabilities: {}, clientInfo: { name: 'raw', version: '0' } } },
         { authorization: `Bearer ${alice.apiToken}` },
       );
       expect(res.status).toBe(200);
-      expect(res.json.result.protocolVersion).toBe('2025-03-26');
+      expect(res.json.result.protocolVersion, `asked ${String(asked)}`).toBe(answered);
       expect(res.json.result.serverInfo.name).toBe('community-backend');
-      expect(res.headers.get('mcp-session-id')).toMatch(/^[0-9a-f-]{36}$/);
+      const session = res.headers.get('mcp-session-id');
+      expect(session).toMatch(/^[0-9a-f-]{36}$/);
+      const [row] = await db()`select protocol_version from private.mcp_sessions where id = ${session}`;
+      expect(row!.protocol_version).toBe(answered);
     }
   });
 

@@ -13,7 +13,7 @@ import postgres from 'postgres';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createLogger } from '../../gateway/core/log.ts';
 import { readCatalog } from '../../gateway/tooling/areas-catalog.ts';
-import { migrationStatements, renderMigration } from '../../gateway/tooling/areas.ts';
+import { diffFileName, migrationStatements, renderMigration } from '../../gateway/tooling/areas.ts';
 import {
   compareAreas,
   createMigratedDatabase,
@@ -231,6 +231,15 @@ describe('a migration without its area-file edit fails the check', () => {
 });
 
 describe('npm run db -- areas --diff and --write', () => {
+  it('--diff names each area\'s file with a prefix of its own, in the order of areas.json (graphile-migrate refuses two files with one prefix)', () => {
+    const names = map.areas.map((a) => diffFileName(map, a.name));
+    expect(names[0]).toBe('900-common.sql');
+    expect(diffFileName(map, 'events')).toBe(`${900 + map.areas.findIndex((a) => a.name === 'events')}-events.sql`);
+    const prefixes = names.map((n) => n.split('-')[0]);
+    expect(new Set(prefixes).size).toBe(names.length);
+    expect([...names].sort()).toEqual(names);
+  });
+
   it('--diff: the statements it writes make the migrated database what the edited area file states', async () => {
     const changed = edited('tasks', (text) => {
       let t = replaceOnce(text, TASK_LINK, TASK_LINK.replace('select l.id,', 'select l.id /* edited */,'));
