@@ -3029,6 +3029,7 @@ declare
   user_created boolean := false;
   community_joined boolean := false;
   registered boolean;
+  named boolean;
 begin
   perform private.platform_authorize(found_event.community_id);
   if normalised_email is null or normalised_email !~ '^[^@\s]+@[^@\s]+$' or length(normalised_email) > 320 then
@@ -3063,15 +3064,26 @@ begin
     select exists (select from joined) into community_joined;
   end if;
   with added as (
-    insert into app.event_attendees as a (event_id, user_id, external_platform)
-      values (found_event.id, attendee, found_event.external_platform)
+    insert into app.event_attendees as a (event_id, user_id, external_platform, account_created, community_joined)
+      values (found_event.id, attendee, found_event.external_platform, user_created, community_joined)
       on conflict on constraint event_attendees_pkey do nothing
       returning 1)
   select exists (select from added) into registered;
+  if not registered then
+    -- A repeat: the first registration's answer.
+    select a.account_created, a.community_joined into user_created, community_joined
+      from app.event_attendees a
+     where a.event_id = found_event.id and a.user_id = attendee;
+  end if;
+  -- The account is named when a registration of this community made it.
+  named := user_created or exists (
+    select from app.event_attendees a
+      join app.events e on e.id = a.event_id
+     where a.user_id = attendee and a.account_created and e.community_id = found_event.community_id);
 
   return jsonb_build_object(
     'created', registered,
-    'data', jsonb_build_object('user_id', case when user_created then attendee end, 'email', normalised_email,
+    'data', jsonb_build_object('user_id', case when named then attendee end, 'email', normalised_email,
                                'user_created', user_created, 'community_joined', community_joined));
 end;
 $_$;
@@ -3080,7 +3092,7 @@ $_$;
 -- Name: FUNCTION platform_attendee_register(event_node_id uuid, email text, name text); Type: COMMENT; Schema: api
 --
 
-COMMENT ON FUNCTION api.platform_attendee_register(event_node_id uuid, email text, name text) IS 'POST /api/v1/platform/events/{event_node_id}/attendees: registers the e-mail for the event (created false when already registered). An unknown e-mail gets an account (no password; name defaults to the part of the e-mail before @), joined to the event''s community, and its user_id is returned; an existing account is registered for the event only and its user_id is null. PT404 unknown event; PT403; PT422.';
+COMMENT ON FUNCTION api.platform_attendee_register(event_node_id uuid, email text, name text) IS 'POST /api/v1/platform/events/{event_node_id}/attendees: registers the e-mail for the event (created false when already registered). An unknown e-mail gets an account (no password; name defaults to the part of the e-mail before @), joined to the event''s community, and its user_id is returned; a repeat of a registration answers as the first did (app.event_attendees keeps account_created and community_joined). An account a registration of this community made is named; any other existing account is registered for the event only and its user_id is null. PT404 unknown event; PT403; PT422.';
 
 --
 -- Name: platform_checkin(uuid, text); Type: FUNCTION; Schema: api
@@ -10122,7 +10134,9 @@ CREATE TABLE app.event_attendees (
     event_id uuid NOT NULL,
     user_id uuid NOT NULL,
     external_platform text,
-    registered_at timestamp with time zone DEFAULT now() NOT NULL
+    registered_at timestamp with time zone DEFAULT now() NOT NULL,
+    account_created boolean DEFAULT false NOT NULL,
+    community_joined boolean DEFAULT false NOT NULL
 );
 
 --
@@ -10130,6 +10144,18 @@ CREATE TABLE app.event_attendees (
 --
 
 COMMENT ON TABLE app.event_attendees IS 'Attendees registered for an event by an external platform.';
+
+--
+-- Name: COLUMN event_attendees.account_created; Type: COMMENT; Schema: app
+--
+
+COMMENT ON COLUMN app.event_attendees.account_created IS 'Whether this registration made the account (api.platform_attendee_register answers its repeats, and other registrations of the community, with the user_id).';
+
+--
+-- Name: COLUMN event_attendees.community_joined; Type: COMMENT; Schema: app
+--
+
+COMMENT ON COLUMN app.event_attendees.community_joined IS 'Whether this registration joined the account to the event''s community (a repeat answers it again).';
 
 --
 -- Name: event_streams; Type: TABLE; Schema: app

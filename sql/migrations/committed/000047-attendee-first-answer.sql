@@ -1,3 +1,34 @@
+--! Previous: sha1:60903798b282239fbd09bee8f8b55d384b605f0e
+--! Hash: sha1:6565770141ee7a93ea9fdf4760cb657524bee8dd
+--! Message: attendee-first-answer
+
+--! split: 150-attendee-first-answer.sql
+--------------------------------------------------------------------------------
+-- A repeated attendee registration answers like the first
+--
+-- A platform that registers a new e-mail makes the account and learns its
+-- user_id; sending the same registration again (a retry after a lost answer)
+-- answered user_id null, as for an account the platform did not make. Each
+-- registration now keeps what it did (made the account, joined it to the
+-- community), so that api.platform_attendee_register can answer a repeat as
+-- it answered the first, and can name an account a registration of the same
+-- community made. Registrations made before this keep false: their repeats
+-- answer as before.
+--------------------------------------------------------------------------------
+alter table app.event_attendees add column if not exists account_created boolean not null default false;
+alter table app.event_attendees add column if not exists community_joined boolean not null default false;
+
+--! split: 905-events.sql
+-- Made by `npm run db -- areas --diff` from sql/areas/events.sql: the statements that make
+-- the migrated database what that file states. Each run writes it again:
+-- edit the area file, not this one. Table changes go in a file of this
+-- folder numbered below 900.
+
+comment on column app.event_attendees.account_created is 'Whether this registration made the account (api.platform_attendee_register answers its repeats, and other registrations of the community, with the user_id).';
+
+comment on column app.event_attendees.community_joined is 'Whether this registration joined the account to the event''s community (a repeat answers it again).';
+
+--! split: 909-platform.sql
 -- Made by `npm run db -- areas --diff` from sql/areas/platform.sql: the statements that make
 -- the migrated database what that file states. Each run writes it again:
 -- edit the area file, not this one. Table changes go in a file of this

@@ -1,0 +1,1 @@
+../../sql/migrations/committed/000047-attendee-first-answer.sql
