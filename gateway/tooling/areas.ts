@@ -11,8 +11,10 @@
 //             every definition of the database must be stated by exactly one
 //             area file, the one the map places it in (areas-check.ts)
 //   --diff    writes, for each area whose file differs from the migrations,
-//             sql/migrations/current/900-<area>.sql: the statements that make
-//             the database what the area file says (here)
+//             sql/migrations/current/9NN-<area>.sql (900 + the area's place in
+//             the map: graphile-migrate wants a unique number per file, and
+//             the map's order puts common ground first): the statements that
+//             make the database what the area file says (here)
 //
 // What the catalog holds and how each object is written: areas-catalog.ts.
 import fs from 'node:fs';
@@ -25,8 +27,15 @@ import { compareAreas, describe, withMigratedDatabase, type Difference } from '.
 import { loadAreaMap, readAreaFiles, shown } from './areas-map.ts';
 import { writeAreas } from './areas-render.ts';
 
-/** The prefix of the migrations `--diff` writes into sql/migrations/current/ (after hand-written table changes, numbered lower). */
+/** The first number of the migrations `--diff` writes into sql/migrations/current/ (after hand-written table changes, numbered lower). */
 export const DIFF_PREFIX = '900';
+
+/** The file `--diff` writes for an area: 900 plus its place in the map (graphile-migrate refuses two files of one number). */
+export function diffFileName(areas: readonly { name: string }[], area: string): string {
+  const index = areas.findIndex((a) => a.name === area);
+  if (index < 0 || index > 99) throw new Error(`area ${area} has no migration number`);
+  return `${Number(DIFF_PREFIX) + index}-${area}.sql`;
+}
 const DIFF_MARKER = '-- Made by `npm run db -- areas --diff`';
 
 // ---------------------------------------------------------------------------
@@ -117,8 +126,9 @@ migrations and sql/migrations/current/, and dropped after.
            definition changes, or a definition of the database is stated
            by no area file or by the wrong one
   --write  render every area file from it (the prose at the top is kept)
-  --diff   write sql/migrations/current/${DIFF_PREFIX}-<area>.sql for each area whose
-           file differs from it (rewriting the ones an earlier --diff made)`;
+  --diff   write sql/migrations/current/9NN-<area>.sql (${DIFF_PREFIX} + the area's place
+           in sql/areas/areas.json) for each area whose file differs from it
+           (rewriting the ones an earlier --diff made)`;
 
 /** `npm run db -- areas ...`; returns the exit code. */
 export async function runAreasCommand(log: Logger, serverUrl: string, args: string[]): Promise<number> {
@@ -169,7 +179,7 @@ export async function runAreasCommand(log: Logger, serverUrl: string, args: stri
   fs.mkdirSync(current, { recursive: true });
   const kept = new Set<string>();
   for (const [area, differences] of [...byArea].sort()) {
-    const name = `${DIFF_PREFIX}-${area}.sql`;
+    const name = diffFileName(map.areas, area);
     fs.writeFileSync(path.join(current, name), renderMigration(area, migrationStatements(differences)));
     kept.add(name);
     console.log(`wrote ${shown(path.join(current, name))}: ${differences.map((d) => d.key).join('; ')}`);
