@@ -417,7 +417,7 @@ drop policy if exists "Communities are public" on app.communities;
 create policy "Communities are public" on app.communities
   as permissive for select to anon, authenticated
   using (true);
-grant select (accepts_handoffs, created_at, description, id, is_draft, is_sandbox, member_count, name, node_id, search_text, tags, updated_at) on table app.communities to anon, authenticated;
+grant select (accepts_handoffs, created_at, description, id, is_draft, is_sandbox, member_count, name, node_id, search_text, tags, timezone, updated_at) on table app.communities to anon, authenticated;
 drop trigger if exists _100_set_updated_at on app.communities;
 CREATE TRIGGER _100_set_updated_at BEFORE UPDATE ON app.communities FOR EACH ROW EXECUTE FUNCTION private.tg__set_updated_at();
 drop trigger if exists _200_search_text on app.communities;

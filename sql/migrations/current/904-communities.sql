@@ -43,6 +43,8 @@ set local check_function_bodies to default;
 
 grant execute on function api.community_page(uuid,text) to anon, authenticated;
 
+grant select (timezone) on table app.communities to anon, authenticated;
+
 comment on column app.communities.timezone is 'The community''s IANA time zone, or null (unknown): its events made without a zone of their own or of their venue take it. Set by admin.set_community_timezone.';
 
 comment on function api.community_page(uuid,text) is 'GET /c/{community_id} (no credential): the community''s public page, the organizer named by its events'' previews: name, description, url, calendar_path, and its next events (effective end not past, soonest first, at most 50: title, date, end, timezone, path). PT404 community_not_found for an unknown or draft community.';
