@@ -161,7 +161,7 @@ const PlatformEventData = PlatformEventFields.extend({
       'On a repeat (200): the fields given that differ from the stored event and were NOT applied, since a repeated create never changes the event; send them with PATCH /api/v1/platform/events/{event_id}. Empty when created, or when the repeat matches.',
     )
     .meta({ example: [] }),
-});
+}).describe('The event, and what a repeat did not apply.');
 const PlatformEventReply = succeeded({ data: PlatformEventData });
 const PlatformEventUpdateReply = succeeded({ data: PlatformEventFields });
 const PLATFORM_EVENT_404 = errors('event_not_found');
