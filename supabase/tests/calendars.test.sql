@@ -147,7 +147,7 @@ select tests.clear_authentication();
 reset role;
 select admin.set_community_flags(current_setting('tests.draft')::uuid, false, false);
 select tests.authenticate_as_anon();
-select is(api.event_page(current_setting('tests.hidden_link'), 'https://cal.example.org') -> 'event' ->> 'title', 'Hidden',
+select is(api.event_page(current_setting('tests.hidden_link'), 'https://cal.example.org') ->> 'title', 'Hidden',
   'published (no longer a draft): the event page shows it');
 select is((select location from api.link_venue_checkin(current_setting('tests.venue')::uuid)),
   '/l/checkin/event/' || current_setting('tests.hidden_node'), 'and the venue link leads to it');
