@@ -135,7 +135,7 @@ describe('PATCH /api/v1/platform/events/{event_id}', () => {
     const after = await calendarEntry(shortlink);
     expect(after).toMatchObject({ uid: before.uid, summary: 'New title', sequence: 1, status: 'CONFIRMED' });
     expect(after.start.toISOString()).toBe(newDate);
-    const parsed = Object.values(nodeIcal.sync.parseICS(after.text)).find((c) => c.type === 'VEVENT') as nodeIcal.VEvent;
+    const parsed = Object.values(nodeIcal.sync.parseICS(after.text)).find((c) => c?.type === 'VEVENT') as nodeIcal.VEvent;
     expect(parsed.summary).toBe('New title');
     expect(Number(parsed.sequence)).toBe(1);
     const community = await api('GET', `/c/${(await db()`select community_id from app.events where id = ${event.event_id}`)[0]!.community_id}/calendar.ics`);

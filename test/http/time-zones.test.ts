@@ -93,7 +93,7 @@ describe('an event pushed as 18:30+02:00 in Europe/Paris', () => {
     expect(entry!.startDate.toJSDate().toISOString()).toBe(`${YEAR}-06-05T16:30:00.000Z`);
     expect(entry!.endDate.toJSDate().toISOString()).toBe(`${YEAR}-06-05T18:30:00.000Z`);
 
-    const parsed = Object.values(nodeIcal.sync.parseICS(res.text)).find((c) => c.type === 'VEVENT') as nodeIcal.VEvent;
+    const parsed = Object.values(nodeIcal.sync.parseICS(res.text)).find((c) => c?.type === 'VEVENT') as nodeIcal.VEvent;
     expect(parsed.start.toISOString()).toBe(`${YEAR}-06-05T16:30:00.000Z`);
     expect((parsed.start as Date & { tz?: string }).tz).toBe('Europe/Paris');
   });
@@ -126,7 +126,7 @@ describe('a feed of events in several zones', () => {
     }
     expect(res.text).toMatch(new RegExp(`DTSTART:${YEAR}0401T120000Z\r\n`));
     // node-ical agrees on every instant.
-    const parsed = Object.values(nodeIcal.sync.parseICS(res.text)).filter((x) => x.type === 'VEVENT') as nodeIcal.VEvent[];
+    const parsed = Object.values(nodeIcal.sync.parseICS(res.text)).filter((x) => x?.type === 'VEVENT') as nodeIcal.VEvent[];
     expect(parsed.map((p) => p.start.toISOString()).sort()).toEqual(expectations.map(([, , , i]) => i).sort());
   });
 });
