@@ -9,6 +9,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { HttpError } from './core/errors.ts';
 import type { Logger } from './core/log.ts';
 import { agentCallRoutes } from './routes/agent-calls.ts';
+import { assetRoutes } from './routes/assets.ts';
 import { authRoutes } from './routes/auth.ts';
 import { calendarRoutes } from './routes/calendars.ts';
 import { communityRoutes } from './routes/communities.ts';
@@ -44,6 +45,7 @@ export const routes: Route[] = [
   ...eventRoutes,
   ...connectionRoutes,
   ...deeplinkRoutes,
+  ...assetRoutes,
   ...calendarRoutes,
   ...tokenRoutes,
   ...platformRoutes,

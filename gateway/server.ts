@@ -143,6 +143,10 @@ export async function startGateway(
     await warnAboutOtherIssuers(sql, config.publicUrl, log);
     // SQL outside requests (webhook payloads) builds links with PUBLIC_URL.
     await sql`select private.service_setting_set('public_url', ${config.publicUrl})`;
+    // Time zones: the copy of pg_timezone_names gains what this server's tzdata
+    // added; DEFAULT_TIMEZONE must be one of them (else the start fails, saying so).
+    await sql`select private.time_zones_refresh()`;
+    await sql`select private.service_setting_set('default_timezone', private.time_zone_name(${config.defaultTimezone}))`;
     await realtime.start();
     await sessions.start();
     // The job worker (WORKER=off: none in this process).

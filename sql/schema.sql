@@ -311,14 +311,15 @@ CREATE TYPE private.calendar_row AS (
 	sequence integer,
 	created_at timestamp with time zone,
 	stamp timestamp with time zone,
-	cancelled boolean
+	cancelled boolean,
+	timezone text
 );
 
 --
 -- Name: TYPE calendar_row; Type: COMMENT; Schema: private
 --
 
-COMMENT ON TYPE private.calendar_row IS 'One entry of a calendar: a live event (stamp: when it or its venue last changed) or a deleted one (cancelled; stamp: when it was deleted).';
+COMMENT ON TYPE private.calendar_row IS 'One entry of a calendar: a live event (stamp: when it or its venue last changed) or a deleted one (cancelled; stamp: when it was deleted), with its time zone (null: the service default).';
 
 --
 -- Name: event_stream_delivery; Type: TYPE; Schema: private
@@ -682,6 +683,31 @@ $$;
 COMMENT ON FUNCTION admin.set_community_flags(community_id uuid, is_sandbox boolean, is_draft boolean) IS 'Sets the sandbox and draft flags of a community (null leaves a flag as it is).';
 
 --
+-- Name: set_community_timezone(uuid, text); Type: FUNCTION; Schema: admin
+--
+
+CREATE FUNCTION admin.set_community_timezone(community_id uuid, timezone text) RETURNS text
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog'
+    AS $$
+declare
+  zone text := private.time_zone_name(set_community_timezone.timezone);
+begin
+  update app.communities c set timezone = zone, updated_at = now() where c.id = set_community_timezone.community_id;
+  if not found then
+    raise exception 'no community with id %', community_id using errcode = 'P0002';
+  end if;
+  return zone;
+end;
+$$;
+
+--
+-- Name: FUNCTION set_community_timezone(community_id uuid, timezone text); Type: COMMENT; Schema: admin
+--
+
+COMMENT ON FUNCTION admin.set_community_timezone(community_id uuid, timezone text) IS 'Sets a community''s IANA time zone (null: unknown), which its events made from now on take when neither they nor their venue name one. Returns it as pg_timezone_names spells it; PT422 invalid_timezone for an unknown name.';
+
+--
 -- Name: set_subscription(text, text); Type: FUNCTION; Schema: admin
 --
 
@@ -712,6 +738,31 @@ $$;
 --
 
 COMMENT ON FUNCTION admin.set_subscription(email text, subscription_type text) IS 'Sets a user''s subscription type (basic or premium), which sets their max_hats.';
+
+--
+-- Name: set_venue_timezone(uuid, text); Type: FUNCTION; Schema: admin
+--
+
+CREATE FUNCTION admin.set_venue_timezone(venue_node_id uuid, timezone text) RETURNS text
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog'
+    AS $$
+declare
+  zone text := private.time_zone_name(set_venue_timezone.timezone);
+begin
+  update app.venues v set timezone = zone where v.node_id = set_venue_timezone.venue_node_id;
+  if not found then
+    raise exception 'no venue with node id %', venue_node_id using errcode = 'P0002';
+  end if;
+  return zone;
+end;
+$$;
+
+--
+-- Name: FUNCTION set_venue_timezone(venue_node_id uuid, timezone text); Type: COMMENT; Schema: admin
+--
+
+COMMENT ON FUNCTION admin.set_venue_timezone(venue_node_id uuid, timezone text) IS 'Sets a venue''s IANA time zone (null: unknown), which events made there from now on take when they name none. Returns it as pg_timezone_names spells it; PT422 invalid_timezone for an unknown name.';
 
 --
 -- Name: webhook_failures(integer); Type: FUNCTION; Schema: admin
@@ -1287,6 +1338,7 @@ begin
       from private.calendar_feed_answer(
              array[community.id], now() - interval '30 days',
              jsonb_build_object('name', community.name, 'description', community.description,
+                                'timezone', coalesce(community.timezone, private.default_timezone()),
                                 'updated_at', community.updated_at),
              public_url, format, if_none_match, if_modified_since) a;
 end;
@@ -1314,7 +1366,7 @@ begin
   if found.event_id is null then
     raise exception 'event not found' using errcode = 'PT404', hint = 'event_not_found';
   end if;
-  heading := jsonb_build_object('name', found.title);
+  heading := jsonb_build_object('name', found.title, 'timezone', found.timezone);
   etag := private.calendar_etag(format, public_url, heading, 1,
                                 private.calendar_row_hash(found.event_id, found.sequence, found.stamp, found.cancelled));
   last_modified := found.stamp;
@@ -1698,6 +1750,47 @@ $$;
 --
 
 COMMENT ON FUNCTION api.community_members(community_id uuid, page_limit integer, page_offset integer) IS 'GET /api/mobile/communities/{id}/members: member node ids, names, roles and joined_at; managers first, then oldest members.';
+
+--
+-- Name: community_page(uuid, text); Type: FUNCTION; Schema: api
+--
+
+CREATE FUNCTION api.community_page(community_id uuid, public_url text) RETURNS jsonb
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog'
+    AS $$
+declare
+  community app.communities;
+  base text := rtrim(public_url, '/');
+begin
+  select c.* into community from app.communities c
+   where c.id = community_page.community_id and private.community_events_public(c.id);
+  if community.id is null then
+    raise exception 'community not found' using errcode = 'PT404', hint = 'community_not_found';
+  end if;
+  return jsonb_build_object(
+    'name', community.name,
+    'description', community.description,
+    'url', base || '/c/' || community.id,
+    'calendar_path', '/c/' || community.id || '/calendar.ics',
+    'events', (select coalesce(jsonb_agg(jsonb_build_object(
+                        'title', e.title, 'date', app.iso(e.starts_at),
+                        'end', app.iso(private.event_effective_end(e.starts_at, e.ends_at)),
+                        'timezone', e.timezone,
+                        'path', '/e/' || e.shortlink) order by e.starts_at, e.id), '[]'::jsonb)
+                 from (select * from app.events x
+                        where x.community_id = community.id
+                          and private.event_effective_end(x.starts_at, x.ends_at) >= now()
+                        order by x.starts_at, x.id
+                        limit 50) e));
+end;
+$$;
+
+--
+-- Name: FUNCTION community_page(community_id uuid, public_url text); Type: COMMENT; Schema: api
+--
+
+COMMENT ON FUNCTION api.community_page(community_id uuid, public_url text) IS 'GET /c/{community_id} (no credential): the community''s public page, the organizer named by its events'' previews: name, description, url, calendar_path, and its next events (effective end not past, soonest first, at most 50: title, date, end, timezone, path). PT404 community_not_found for an unknown or draft community.';
 
 --
 -- Name: community_public(uuid); Type: FUNCTION; Schema: api
@@ -2091,26 +2184,36 @@ CREATE FUNCTION api.event_page(shortlink text, public_url text) RETURNS jsonb
     AS $$
 declare
   found app.events;
+  gone app.event_tombstones;
   community app.communities;
   venue app.venues;
+  base text := rtrim(public_url, '/');
+  location_text text;
 begin
   select e.* into found from app.events e
    where e.shortlink = event_page.shortlink and private.community_events_public(e.community_id);
   if found.id is null then
-    raise exception 'event not found' using errcode = 'PT404', hint = 'event_not_found';
+    -- A deleted event's page says it is cancelled while its tombstone is kept
+    -- (until its end is 30 days past: private.event_tombstones_prune).
+    select t.* into gone from app.event_tombstones t
+     where t.shortlink = event_page.shortlink and private.community_events_public(t.community_id)
+     order by t.deleted_at desc
+     limit 1;
+    if gone.event_id is null then
+      raise exception 'event not found' using errcode = 'PT404', hint = 'event_not_found';
+    end if;
+    select c.* into community from app.communities c where c.id = gone.community_id;
+    select v.* into venue from app.venues v where v.node_id = gone.venue_node_id;
+    return private.event_page_json(gone.title, gone.description, gone.starts_at, gone.ends_at, gone.timezone,
+                                   gone.image_path, gone.event_url, gone.shortlink, gone.location, venue, community,
+                                   base, true);
   end if;
   select c.* into community from app.communities c where c.id = found.community_id;
   select v.* into venue from app.venues v where v.node_id = found.venue_node_id;
-  return jsonb_build_object(
-    'event', private.event_json(found, public_url),
-    'end', app.iso(private.event_effective_end(found.starts_at, found.ends_at)),
-    'location', private.event_location_text(venue.name, venue.address, found.location),
-    'place', jsonb_strip_nulls(jsonb_build_object(
-               'name', coalesce(venue.name, found.location, community.name),
-               'address', coalesce(nullif(btrim(venue.address), ''), found.location))),
-    'organizer', jsonb_build_object('name', community.name),
-    'event_status', 'EventScheduled',
-    'attendance_mode', 'OfflineEventAttendanceMode');
+  location_text := private.event_location_text(venue.name, venue.address, found.location);
+  return private.event_page_json(found.title, found.description, found.starts_at, found.ends_at, found.timezone,
+                                 found.image_path, found.event_url, found.shortlink, location_text, venue, community,
+                                 base, false);
 end;
 $$;
 
@@ -2118,7 +2221,7 @@ $$;
 -- Name: FUNCTION event_page(shortlink text, public_url text); Type: COMMENT; Schema: api
 --
 
-COMMENT ON FUNCTION api.event_page(shortlink text, public_url text) IS 'GET /e/{shortlink} (no credential): {event: the Event, end: its effective end, location: "venue, address" or its location text, place: {name, address} for schema.org (the venue, else the location text, else the community''s name without address), organizer: {name: the community}, event_status, attendance_mode (schema.org values)}. PT404 event_not_found, also for an event of a draft community.';
+COMMENT ON FUNCTION api.event_page(shortlink text, public_url text) IS 'GET /e/{shortlink} (no credential): what the public page and its previews show: title, description, date, end (the effective end), timezone, image_path, event_url, url (the page), calendar_path, checkin_path (null once cancelled), location ("venue, address" or the location text), place {name, address, latitude, longitude} for schema.org (the venue, its address else its name; else the location text; else the community), organizer {name, url: the community''s public page}, event_status (EventScheduled, or EventCancelled for a deleted event while its tombstone is kept), attendance_mode. PT404 event_not_found, also for an event of a draft community.';
 
 --
 -- Name: event_public(text, text); Type: FUNCTION; Schema: api
@@ -2634,7 +2737,7 @@ begin
   end if;
   select count(*), min(e.node_id::text)::uuid,
          jsonb_agg(jsonb_build_object(
-           'node_id', e.node_id, 'title', e.title, 'date', app.iso(e.starts_at),
+           'node_id', e.node_id, 'title', e.title, 'date', app.iso(e.starts_at), 'timezone', e.timezone,
            'end_time', app.iso(e.ends_at), 'location', e.location) order by e.starts_at, e.id)
     into event_count, first_node, choices
     from private.venue_concurrent_events(link_venue_checkin.venue_node_id) e
@@ -3136,10 +3239,10 @@ $$;
 COMMENT ON FUNCTION api.platform_checkin(event_node_id uuid, email text) IS 'POST /api/v1/platform/events/{event_node_id}/checkins: checks in a user registered for the event or a member of its community (created), or returns the current check-in (already_checked_in). PT404 unknown event; PT404 user_not_found for an unknown e-mail and for anyone neither registered nor a member (the same answer); PT403.';
 
 --
--- Name: platform_event_create(uuid, text, text, text, text, timestamp with time zone, timestamp with time zone, text, text, text, text, double precision, double precision); Type: FUNCTION; Schema: api
+-- Name: platform_event_create(uuid, text, text, text, text, timestamp with time zone, timestamp with time zone, text, text, text, text, double precision, double precision, text); Type: FUNCTION; Schema: api
 --
 
-CREATE FUNCTION api.platform_event_create(community_id uuid, external_platform text, external_id text, title text, description text, starts_at timestamp with time zone, ends_at timestamp with time zone DEFAULT NULL::timestamp with time zone, external_url text DEFAULT NULL::text, image_url text DEFAULT NULL::text, venue_name text DEFAULT NULL::text, venue_address text DEFAULT NULL::text, venue_latitude double precision DEFAULT NULL::double precision, venue_longitude double precision DEFAULT NULL::double precision) RETURNS jsonb
+CREATE FUNCTION api.platform_event_create(community_id uuid, external_platform text, external_id text, title text, description text, starts_at timestamp with time zone, ends_at timestamp with time zone DEFAULT NULL::timestamp with time zone, external_url text DEFAULT NULL::text, image_url text DEFAULT NULL::text, venue_name text DEFAULT NULL::text, venue_address text DEFAULT NULL::text, venue_latitude double precision DEFAULT NULL::double precision, venue_longitude double precision DEFAULT NULL::double precision, timezone text DEFAULT NULL::text) RETURNS jsonb
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog'
     AS $$
@@ -3147,6 +3250,7 @@ declare
   existing app.events;
   created app.events;
   venue app.venues;
+  zone text := private.time_zone_name(platform_event_create.timezone);
   new_node uuid;
 begin
   perform private.platform_authorize(community_id);
@@ -3157,15 +3261,7 @@ begin
   if external_id is null or length(external_id) not between 1 and 200 then
     raise exception 'external_id must be 1 to 200 characters' using errcode = 'PT422', hint = 'validation_error';
   end if;
-  if title is null or length(btrim(title)) not between 1 and 300 then
-    raise exception 'title must be 1 to 300 characters' using errcode = 'PT422', hint = 'validation_error';
-  end if;
-  if starts_at is null then
-    raise exception 'date is required' using errcode = 'PT422', hint = 'validation_error';
-  end if;
-  if ends_at is not null and ends_at < starts_at then
-    raise exception 'end_time must not be before date' using errcode = 'PT422', hint = 'validation_error';
-  end if;
+  perform private.platform_event_check(title, starts_at, ends_at);
 
   -- Identical requests wait here for each other; the first creates the
   -- event, the others then find it.
@@ -3179,32 +3275,164 @@ begin
       raise exception 'this external event belongs to another community'
         using errcode = 'PT422', hint = 'external_event_in_other_community';
     end if;
-    return private.platform_event_json(existing, false);
+    -- A repeat never changes the event (PATCH does): it says which of the
+    -- values given differ from the stored ones.
+    return private.platform_event_json(existing, false) || jsonb_build_object('not_applied', to_jsonb(array_remove(array[
+      case when btrim(title) is distinct from existing.title then 'title' end,
+      case when description is not null and description is distinct from existing.description then 'description' end,
+      case when starts_at is distinct from existing.starts_at then 'date' end,
+      case when ends_at is not null and ends_at is distinct from existing.ends_at then 'end_time' end,
+      case when zone is not null and zone is distinct from existing.timezone then 'timezone' end,
+      case when external_url is not null and external_url is distinct from existing.event_url then 'external_url' end,
+      case when image_url is not null and image_url is distinct from existing.image_path then 'image_url' end,
+      case when venue_name is not null and not exists (
+             select from app.venues v
+              where v.node_id = existing.venue_node_id
+                and lower(btrim(v.name)) = lower(btrim(venue_name))
+                and lower(btrim(coalesce(v.address, ''))) = lower(btrim(coalesce(venue_address, ''))))
+           then 'venue' end], null)));
   end if;
 
   if venue_name is not null then
-    venue := private.platform_venue(venue_name, venue_address, venue_latitude, venue_longitude);
+    venue := private.platform_venue(venue_name, venue_address, venue_latitude, venue_longitude, zone);
   end if;
   insert into app.nodes (kind) values ('event') returning id into new_node;
   insert into app.events as e (node_id, community_id, title, description, starts_at, ends_at, venue_node_id, location,
                                event_url, image_path, platform_a_url, platform_b_url, platform_c_url,
-                               external_platform, external_id)
+                               external_platform, external_id, timezone)
     values (new_node, platform_event_create.community_id, btrim(title), description, starts_at, ends_at,
             venue.node_id, venue.name, external_url, image_url,
             case when external_platform = 'platform_a' then external_url end,
             case when external_platform = 'platform_b' then external_url end,
             case when external_platform = 'platform_c' then external_url end,
-            platform_event_create.external_platform, platform_event_create.external_id)
+            platform_event_create.external_platform, platform_event_create.external_id, zone)
     returning e.* into created;
-  return private.platform_event_json(created, true);
+  return private.platform_event_json(created, true) || jsonb_build_object('not_applied', '[]'::jsonb);
 end;
 $$;
 
 --
--- Name: FUNCTION platform_event_create(community_id uuid, external_platform text, external_id text, title text, description text, starts_at timestamp with time zone, ends_at timestamp with time zone, external_url text, image_url text, venue_name text, venue_address text, venue_latitude double precision, venue_longitude double precision); Type: COMMENT; Schema: api
+-- Name: FUNCTION platform_event_create(community_id uuid, external_platform text, external_id text, title text, description text, starts_at timestamp with time zone, ends_at timestamp with time zone, external_url text, image_url text, venue_name text, venue_address text, venue_latitude double precision, venue_longitude double precision, timezone text); Type: COMMENT; Schema: api
 --
 
-COMMENT ON FUNCTION api.platform_event_create(community_id uuid, external_platform text, external_id text, title text, description text, starts_at timestamp with time zone, ends_at timestamp with time zone, external_url text, image_url text, venue_name text, venue_address text, venue_latitude double precision, venue_longitude double precision) IS 'POST /api/v1/platform/events: creates the event (created true) or returns the one with the same external_platform and external_id (created false). Reuses or creates the venue. PT403 not a manager of the community (or a token of another community); PT422 invalid input.';
+COMMENT ON FUNCTION api.platform_event_create(community_id uuid, external_platform text, external_id text, title text, description text, starts_at timestamp with time zone, ends_at timestamp with time zone, external_url text, image_url text, venue_name text, venue_address text, venue_latitude double precision, venue_longitude double precision, timezone text) IS 'POST /api/v1/platform/events: creates the event (created true) or returns the one with the same external_platform and external_id (created false), which a repeat never changes: not_applied names the values given that differ from the stored ones (PATCH changes them). Reuses or creates the venue; timezone (an IANA name) defaults to the venue''s, then the community''s. PT403 not a manager of the community (or a token of another community); PT422 invalid input, invalid_timezone.';
+
+--
+-- Name: platform_event_delete(uuid, text, text); Type: FUNCTION; Schema: api
+--
+
+CREATE FUNCTION api.platform_event_delete(event_ref uuid, external_platform text DEFAULT NULL::text, external_id text DEFAULT NULL::text) RETURNS void
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog'
+    AS $$
+declare
+  target app.events := private.platform_event_locked(event_ref, external_platform, external_id);
+begin
+  -- The triggers do the rest: the tombstone (calendars: STATUS:CANCELLED;
+  -- the page: EventCancelled), the change log (the feed), event.deleted.
+  -- The event's node stays: ids are not reused.
+  delete from app.events e where e.id = target.id;
+end;
+$$;
+
+--
+-- Name: FUNCTION platform_event_delete(event_ref uuid, external_platform text, external_id text); Type: COMMENT; Schema: api
+--
+
+COMMENT ON FUNCTION api.platform_event_delete(event_ref uuid, external_platform text, external_id text) IS 'DELETE /api/v1/platform/events/{event_id} (event id or node id) and DELETE /api/v1/platform/events/external/{external_platform}/{external_id} (event_ref null): deletes (cancels) the event: calendars list it as STATUS:CANCELLED and its page shows it cancelled while its tombstone is kept, the feed sends a delete, webhooks event.deleted. PT404 event_not_found (also when deleted already); PT403 as the platform endpoints.';
+
+--
+-- Name: platform_event_update(uuid, text, text, jsonb); Type: FUNCTION; Schema: api
+--
+
+CREATE FUNCTION api.platform_event_update(event_ref uuid, external_platform text, external_id text, patch jsonb) RETURNS jsonb
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog'
+    AS $$
+declare
+  target app.events := private.platform_event_locked(event_ref, external_platform, external_id);
+  extra text;
+  new_title text := target.title;
+  new_description text := target.description;
+  new_starts timestamptz := target.starts_at;
+  new_ends timestamptz := target.ends_at;
+  new_zone text := target.timezone;
+  new_url text := target.event_url;
+  new_image text := target.image_path;
+  new_venue uuid := target.venue_node_id;
+  new_location text := target.location;
+  venue app.venues;
+  updated app.events;
+begin
+  if jsonb_typeof(patch) is distinct from 'object' then
+    raise exception 'the body must be an object' using errcode = 'PT422', hint = 'validation_error';
+  end if;
+  select k into extra from jsonb_object_keys(patch) k
+   where k not in ('title', 'description', 'date', 'end_time', 'timezone', 'external_url', 'image_url', 'venue')
+   limit 1;
+  if extra is not null then
+    raise exception 'unknown field %', extra using errcode = 'PT422', hint = 'validation_error';
+  end if;
+  if patch ? 'title' then
+    new_title := private.platform_patch_text(patch, 'title', false);
+  end if;
+  if patch ? 'description' then
+    new_description := private.platform_patch_text(patch, 'description', true);
+  end if;
+  if patch ? 'date' then
+    new_starts := private.platform_patch_time(patch, 'date', false);
+  end if;
+  if patch ? 'end_time' then
+    new_ends := private.platform_patch_time(patch, 'end_time', true);
+  end if;
+  perform private.platform_event_check(new_title, new_starts, new_ends);
+  if patch ? 'timezone' then
+    -- null: the venue's zone again, else the community's (trigger _120_timezone).
+    new_zone := private.time_zone_name(private.platform_patch_text(patch, 'timezone', true));
+  end if;
+  if patch ? 'external_url' then
+    new_url := private.platform_patch_text(patch, 'external_url', true);
+  end if;
+  if patch ? 'image_url' then
+    new_image := private.platform_patch_text(patch, 'image_url', true);
+  end if;
+  if patch ? 'venue' then
+    if jsonb_typeof(patch -> 'venue') = 'null' then
+      new_venue := null;
+      new_location := null;
+    elsif jsonb_typeof(patch -> 'venue') = 'object' then
+      venue := private.platform_venue(private.platform_patch_text(patch -> 'venue', 'name', false),
+                                      private.platform_patch_text(patch -> 'venue', 'address', true),
+                                      private.platform_patch_number(patch -> 'venue', 'latitude'),
+                                      private.platform_patch_number(patch -> 'venue', 'longitude'),
+                                      case when patch ? 'timezone' then new_zone end);
+      new_venue := venue.node_id;
+      new_location := venue.name;
+    else
+      raise exception 'venue must be an object or null' using errcode = 'PT422', hint = 'validation_error';
+    end if;
+  end if;
+
+  -- One UPDATE: the triggers bump SEQUENCE (calendars), log the change (the
+  -- feed) and send event.updated, once, and only when something changed.
+  update app.events e
+     set title = btrim(new_title), description = new_description, starts_at = new_starts, ends_at = new_ends,
+         timezone = new_zone, event_url = new_url, image_path = new_image,
+         platform_a_url = case when e.external_platform = 'platform_a' and patch ? 'external_url' then new_url else e.platform_a_url end,
+         platform_b_url = case when e.external_platform = 'platform_b' and patch ? 'external_url' then new_url else e.platform_b_url end,
+         platform_c_url = case when e.external_platform = 'platform_c' and patch ? 'external_url' then new_url else e.platform_c_url end,
+         venue_node_id = new_venue, location = new_location
+   where e.id = target.id
+  returning e.* into updated;
+  return private.platform_event_json(updated, false);
+end;
+$$;
+
+--
+-- Name: FUNCTION platform_event_update(event_ref uuid, external_platform text, external_id text, patch jsonb); Type: COMMENT; Schema: api
+--
+
+COMMENT ON FUNCTION api.platform_event_update(event_ref uuid, external_platform text, external_id text, patch jsonb) IS 'PATCH /api/v1/platform/events/{event_id} (event id or node id) and PATCH /api/v1/platform/events/external/{external_platform}/{external_id} (event_ref null): changes the keys given (title, description, date, end_time, timezone, external_url, image_url, venue; null clears a nullable one, timezone null takes the venue''s or community''s again) in one UPDATE, so SEQUENCE, the feed and event.updated follow once. PT404 event_not_found; PT403 as the platform endpoints; PT422 validation_error, invalid_timezone.';
 
 --
 -- Name: profile_get(); Type: FUNCTION; Schema: api
@@ -3912,10 +4140,10 @@ $$;
 COMMENT ON FUNCTION api.webhook_delete(id uuid) IS 'DELETE /api/v1/platform/webhooks/{id}: removes the endpoint and its deliveries. PT404 webhook_not_found; PT403.';
 
 --
--- Name: webhook_deliveries(uuid, integer, integer); Type: FUNCTION; Schema: api
+-- Name: webhook_deliveries(uuid, integer, integer, text, timestamp with time zone, timestamp with time zone); Type: FUNCTION; Schema: api
 --
 
-CREATE FUNCTION api.webhook_deliveries(id uuid, page_limit integer DEFAULT 20, page_offset integer DEFAULT 0) RETURNS jsonb
+CREATE FUNCTION api.webhook_deliveries(id uuid, page_limit integer DEFAULT 20, page_offset integer DEFAULT 0, status text DEFAULT NULL::text, since timestamp with time zone DEFAULT NULL::timestamp with time zone, until timestamp with time zone DEFAULT NULL::timestamp with time zone) RETURNS jsonb
     LANGUAGE plpgsql STABLE SECURITY DEFINER
     SET search_path TO 'pg_catalog'
     AS $$
@@ -3923,22 +4151,32 @@ declare
   target app.webhook_endpoints := private.webhook_endpoint_of_caller(webhook_deliveries.id, false);
 begin
   perform app.check_page(page_limit, page_offset);
+  if status is not null and status not in ('pending', 'succeeded', 'retrying', 'failed') then
+    raise exception 'status must be pending, succeeded, retrying or failed' using errcode = 'PT422', hint = 'validation_error';
+  end if;
   return jsonb_build_object(
     'data', (select coalesce(jsonb_agg(private.webhook_delivery_json(d) order by d.created_at desc, d.id desc), '[]')
                from (select * from app.webhook_deliveries d
                       where d.endpoint_id = target.id
+                        and (webhook_deliveries.status is null or d.status = webhook_deliveries.status)
+                        and (webhook_deliveries.since is null or d.created_at >= webhook_deliveries.since)
+                        and (webhook_deliveries.until is null or d.created_at < webhook_deliveries.until)
                       order by d.created_at desc, d.id desc
                       limit page_limit offset page_offset) d),
-    'pagination', app.pagination((select count(*) from app.webhook_deliveries d where d.endpoint_id = target.id),
+    'pagination', app.pagination((select count(*) from app.webhook_deliveries d
+                                   where d.endpoint_id = target.id
+                                     and (webhook_deliveries.status is null or d.status = webhook_deliveries.status)
+                                     and (webhook_deliveries.since is null or d.created_at >= webhook_deliveries.since)
+                                     and (webhook_deliveries.until is null or d.created_at < webhook_deliveries.until)),
                                  page_limit, page_offset));
 end;
 $$;
 
 --
--- Name: FUNCTION webhook_deliveries(id uuid, page_limit integer, page_offset integer); Type: COMMENT; Schema: api
+-- Name: FUNCTION webhook_deliveries(id uuid, page_limit integer, page_offset integer, status text, since timestamp with time zone, until timestamp with time zone); Type: COMMENT; Schema: api
 --
 
-COMMENT ON FUNCTION api.webhook_deliveries(id uuid, page_limit integer, page_offset integer) IS 'GET /api/v1/platform/webhooks/{id}/deliveries: the endpoint''s deliveries, newest first, with payloads and pagination. PT404; PT403; PT400 invalid_limit / invalid_offset.';
+COMMENT ON FUNCTION api.webhook_deliveries(id uuid, page_limit integer, page_offset integer, status text, since timestamp with time zone, until timestamp with time zone) IS 'GET /api/v1/platform/webhooks/{id}/deliveries: the endpoint''s deliveries, newest first, with payloads and pagination; only those of status, queued at or after since and before until, when given. PT404; PT403; PT400 invalid_limit / invalid_offset; PT422 an unknown status.';
 
 --
 -- Name: webhook_delivery_replay(uuid, uuid); Type: FUNCTION; Schema: api
@@ -4006,6 +4244,56 @@ $$;
 --
 
 COMMENT ON FUNCTION api.webhook_ping(id uuid) IS 'POST /api/v1/platform/webhooks/{id}/ping: queues a webhook.ping delivery (ending a back-off: it is sent now) and returns it. PT404; PT403; PT409 webhook_inactive.';
+
+--
+-- Name: webhook_recover(uuid, timestamp with time zone, timestamp with time zone); Type: FUNCTION; Schema: api
+--
+
+CREATE FUNCTION api.webhook_recover(id uuid, since timestamp with time zone, until timestamp with time zone DEFAULT NULL::timestamp with time zone) RETURNS jsonb
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog'
+    AS $$
+declare
+  target app.webhook_endpoints := private.webhook_endpoint_of_caller(webhook_recover.id, false);
+  recovered integer;
+  remaining integer;
+begin
+  if not target.active then
+    raise exception 'the webhook is not active' using errcode = 'PT409', hint = 'webhook_inactive';
+  end if;
+  if since is null then
+    raise exception 'since is required' using errcode = 'PT422', hint = 'validation_error';
+  end if;
+  -- The failed deliveries queued in [since, until), oldest first, at most
+  -- 10,000 a call: each a new round of attempts now, same webhook-id and
+  -- body. They are sent oldest first, before anything queued after them.
+  update app.webhook_deliveries d
+     set status = 'pending', next_attempt_at = now(), round_base = d.attempts
+   where d.id = any (array(
+           select w.id from app.webhook_deliveries w
+            where w.endpoint_id = target.id and w.status = 'failed'
+              and w.created_at >= webhook_recover.since
+              and (webhook_recover.until is null or w.created_at < webhook_recover.until)
+            order by w.created_at, w.id
+            limit 10000));
+  get diagnostics recovered = row_count;
+  select count(*) into remaining from app.webhook_deliveries w
+   where w.endpoint_id = target.id and w.status = 'failed'
+     and w.created_at >= webhook_recover.since
+     and (webhook_recover.until is null or w.created_at < webhook_recover.until);
+  if recovered > 0 then
+    update app.webhook_endpoints e set backoff_until = null where e.id = target.id and e.backoff_until is not null;
+    perform private.webhook_schedule(target.id);
+  end if;
+  return jsonb_build_object('recovered', recovered, 'remaining', remaining);
+end;
+$$;
+
+--
+-- Name: FUNCTION webhook_recover(id uuid, since timestamp with time zone, until timestamp with time zone); Type: COMMENT; Schema: api
+--
+
+COMMENT ON FUNCTION api.webhook_recover(id uuid, since timestamp with time zone, until timestamp with time zone) IS 'POST /api/v1/platform/webhooks/{id}/recover: sends again every failed delivery queued at or after since (and before until), oldest first, at most 10,000 a call ({recovered, remaining}: call again while remaining > 0), ending a back-off. PT404; PT403; PT409 webhook_inactive; PT422 without since.';
 
 --
 -- Name: webhook_rotate_secret(uuid); Type: FUNCTION; Schema: api
@@ -4158,6 +4446,7 @@ CREATE TABLE app.communities (
     created_at timestamp with time zone DEFAULT now() NOT NULL,
     updated_at timestamp with time zone DEFAULT now() NOT NULL,
     search_text text DEFAULT ''::text NOT NULL,
+    timezone text,
     CONSTRAINT communities_member_count_check CHECK ((member_count >= 0)),
     CONSTRAINT communities_name_check CHECK (((length(btrim(name)) >= 1) AND (length(btrim(name)) <= 200)))
 );
@@ -4167,6 +4456,12 @@ CREATE TABLE app.communities (
 --
 
 COMMENT ON TABLE app.communities IS 'Communities. member_count is kept by a trigger on community_members.';
+
+--
+-- Name: COLUMN communities.timezone; Type: COMMENT; Schema: app
+--
+
+COMMENT ON COLUMN app.communities.timezone IS 'The community''s IANA time zone, or null (unknown): its events made without a zone of their own or of their venue take it. Set by admin.set_community_timezone.';
 
 --
 -- Name: community_json(app.communities); Type: FUNCTION; Schema: app
@@ -4803,14 +5098,15 @@ CREATE FUNCTION private.calendar_entry(r private.calendar_row, public_url text) 
       'description', r.description,
       'location', r.location,
       'url', pg_catalog.rtrim(public_url, '/') operator(pg_catalog.||) '/e/' operator(pg_catalog.||) r.shortlink,
-      'status', case when r.cancelled then 'CANCELLED' else 'CONFIRMED' end)
+      'status', case when r.cancelled then 'CANCELLED' else 'CONFIRMED' end,
+      'timezone', r.timezone)
   $$;
 
 --
 -- Name: FUNCTION calendar_entry(r private.calendar_row, public_url text); Type: COMMENT; Schema: private
 --
 
-COMMENT ON FUNCTION private.calendar_entry(r private.calendar_row, public_url text) IS 'A calendar entry as the gateway renders it (VEVENT): uid <event id>@<PUBLIC_URL host>, sequence, start and effective end (UTC), stamp, created, summary, description, location, url (the public page), status CONFIRMED or CANCELLED.';
+COMMENT ON FUNCTION private.calendar_entry(r private.calendar_row, public_url text) IS 'A calendar entry as the gateway renders it (VEVENT): uid <event id>@<PUBLIC_URL host>, sequence, start and effective end (UTC), stamp, created, summary, description, location, url (the public page), status CONFIRMED or CANCELLED, timezone (the event''s IANA zone: DTSTART and DTEND are written in it).';
 
 --
 -- Name: calendar_etag(text, text, jsonb, bigint, numeric); Type: FUNCTION; Schema: private
@@ -4840,21 +5136,21 @@ CREATE FUNCTION private.calendar_event_rows(shortlink text) RETURNS SETOF privat
     -- The live event; a deleted one (its tombstone) only when no event has the shortlink now.
     -- Neither when its community's events are not public (a draft).
     select r.event_id, r.shortlink, r.title, r.description, r.starts_at, r.ends_at, r.location, r.sequence,
-           r.created_at, r.stamp, r.cancelled
+           r.created_at, r.stamp, r.cancelled, r.timezone
       from (select e.id, e.shortlink, e.title, e.description, e.starts_at, e.ends_at,
                    private.event_location_text(v.name, v.address, e.location), e.sequence, e.created_at,
-                   greatest(e.updated_at, v.updated_at), false, 0
+                   greatest(e.updated_at, v.updated_at), false, 0, e.timezone
               from app.events e
               left join app.venues v on v.node_id operator(pg_catalog.=) e.venue_node_id
              where e.shortlink operator(pg_catalog.=) calendar_event_rows.shortlink
                and private.community_events_public(e.community_id)
             union all
             select t.event_id, t.shortlink, t.title, t.description, t.starts_at, t.ends_at, t.location, t.sequence,
-                   t.created_at, t.deleted_at, true, 1
+                   t.created_at, t.deleted_at, true, 1, t.timezone
               from app.event_tombstones t
              where t.shortlink operator(pg_catalog.=) calendar_event_rows.shortlink
                and private.community_events_public(t.community_id)
-           ) r (event_id, shortlink, title, description, starts_at, ends_at, location, sequence, created_at, stamp, cancelled, rank)
+           ) r (event_id, shortlink, title, description, starts_at, ends_at, location, sequence, created_at, stamp, cancelled, rank, timezone)
      order by r.rank, r.stamp desc
      limit 1
   $$;
@@ -4966,14 +5262,14 @@ CREATE FUNCTION private.calendar_rows(community_ids uuid[], ends_after timestamp
     AS $$
     select e.id, e.shortlink, e.title, e.description, e.starts_at, e.ends_at,
            private.event_location_text(v.name, v.address, e.location), e.sequence, e.created_at,
-           greatest(e.updated_at, v.updated_at), false
+           greatest(e.updated_at, v.updated_at), false, e.timezone
       from app.events e
       left join app.venues v on v.node_id operator(pg_catalog.=) e.venue_node_id
      where e.community_id operator(pg_catalog.=) any (community_ids)
        and private.event_effective_end(e.starts_at, e.ends_at) operator(pg_catalog.>=) ends_after
     union all
     select t.event_id, t.shortlink, t.title, t.description, t.starts_at, t.ends_at, t.location, t.sequence,
-           t.created_at, t.deleted_at, true
+           t.created_at, t.deleted_at, true, t.timezone
       from app.event_tombstones t
      where t.community_id operator(pg_catalog.=) any (community_ids)
        and private.event_effective_end(t.starts_at, t.ends_at) operator(pg_catalog.>=) ends_after
@@ -5333,6 +5629,23 @@ $$;
 COMMENT ON FUNCTION private.deal_lock(deal_id uuid) IS 'Locks one of the caller''s deals: PT404 when there is none, PT422 when it has no current task.';
 
 --
+-- Name: default_timezone(); Type: FUNCTION; Schema: private
+--
+
+CREATE FUNCTION private.default_timezone() RETURNS text
+    LANGUAGE sql STABLE
+    SET search_path TO 'pg_catalog'
+    AS $$
+    select coalesce((select s.value from private.service_settings s where s.name = 'default_timezone'), 'UTC')
+  $$;
+
+--
+-- Name: FUNCTION default_timezone(); Type: COMMENT; Schema: private
+--
+
+COMMENT ON FUNCTION private.default_timezone() IS 'DEFAULT_TIMEZONE as the gateway last recorded it (UTC before any gateway started): the time zone of an event made without one, at a venue and in a community that have none.';
+
+--
 -- Name: email_outbox_begin(uuid); Type: FUNCTION; Schema: private
 --
 
@@ -5593,6 +5906,7 @@ CREATE TABLE app.events (
     external_platform text,
     external_id text,
     sequence integer DEFAULT 0 NOT NULL,
+    timezone text NOT NULL,
     CONSTRAINT events_check CHECK (((ends_at IS NULL) OR (ends_at >= starts_at))),
     CONSTRAINT events_external_platform_check CHECK ((((external_platform IS NULL) = (external_id IS NULL)) AND ((external_platform IS NULL) OR (external_platform = ANY (ARRAY['platform_a'::text, 'platform_b'::text, 'platform_c'::text, 'platform_d'::text]))) AND ((external_id IS NULL) OR ((length(external_id) >= 1) AND (length(external_id) <= 200))))),
     CONSTRAINT events_shortlink_check CHECK ((shortlink ~ '^[A-Za-z0-9]{8}$'::text)),
@@ -5652,6 +5966,12 @@ COMMENT ON COLUMN app.events.external_id IS 'The event''s id on external_platfor
 --
 
 COMMENT ON COLUMN app.events.sequence IS 'The iCalendar SEQUENCE: 0 when created, one more on every update that changes the event (trigger _150_sequence).';
+
+--
+-- Name: COLUMN events.timezone; Type: COMMENT; Schema: app
+--
+
+COMMENT ON COLUMN app.events.timezone IS 'The event''s IANA time zone (a name of private.time_zones, copied from pg_timezone_names): given, else its venue''s, else its community''s, else DEFAULT_TIMEZONE (trigger _120_timezone). Events made before time zones were kept are UTC, as they were shown.';
 
 --
 -- Name: event_json(app.events, text); Type: FUNCTION; Schema: private
@@ -5743,7 +6063,8 @@ CREATE FUNCTION private.event_object(e app.events, community_node_id uuid, calle
              'node_id', e.node_id,
              'platform_a_url', e.platform_a_url,
              'platform_b_url', e.platform_b_url,
-             'platform_c_url', e.platform_c_url)
+             'platform_c_url', e.platform_c_url,
+             'timezone', e.timezone)
            operator(pg_catalog.||)
            case when caller_manages then pg_catalog.jsonb_build_object(
              'can_sync', true,
@@ -5760,6 +6081,85 @@ CREATE FUNCTION private.event_object(e app.events, community_node_id uuid, calle
 --
 
 COMMENT ON FUNCTION private.event_object(e app.events, community_node_id uuid, caller_manages boolean, public_url text) IS 'The Event object (docs/api.md, Resources; components.schemas.Event of the OpenAPI document) from the event, its community''s node id, whether the caller manages that community, and PUBLIC_URL.';
+
+--
+-- Name: venues; Type: TABLE; Schema: app
+--
+
+CREATE TABLE app.venues (
+    node_id uuid NOT NULL,
+    name text NOT NULL,
+    address text,
+    latitude double precision,
+    longitude double precision,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    location_id integer NOT NULL,
+    timezone text,
+    CONSTRAINT venues_latitude_check CHECK (((latitude >= ('-90'::integer)::double precision) AND (latitude <= (90)::double precision))),
+    CONSTRAINT venues_longitude_check CHECK (((longitude >= ('-180'::integer)::double precision) AND (longitude <= (180)::double precision))),
+    CONSTRAINT venues_name_check CHECK (((length(btrim(name)) >= 1) AND (length(btrim(name)) <= 200)))
+);
+
+--
+-- Name: TABLE venues; Type: COMMENT; Schema: app
+--
+
+COMMENT ON TABLE app.venues IS 'Venues; a venue is identified by its node id.';
+
+--
+-- Name: COLUMN venues.location_id; Type: COMMENT; Schema: app
+--
+
+COMMENT ON COLUMN app.venues.location_id IS 'A short integer id of the venue (the platform API''s location_id).';
+
+--
+-- Name: COLUMN venues.timezone; Type: COMMENT; Schema: app
+--
+
+COMMENT ON COLUMN app.venues.timezone IS 'The venue''s IANA time zone, or null (unknown): events made there without a zone take it. Set by admin.set_venue_timezone, or by a platform that gives it with the venue while it has none.';
+
+--
+-- Name: event_page_json(text, text, timestamp with time zone, timestamp with time zone, text, text, text, text, text, app.venues, app.communities, text, boolean); Type: FUNCTION; Schema: private
+--
+
+CREATE FUNCTION private.event_page_json(title text, description text, starts_at timestamp with time zone, ends_at timestamp with time zone, timezone text, image_path text, event_url text, shortlink text, location_text text, venue app.venues, community app.communities, base_url text, cancelled boolean) RETURNS jsonb
+    LANGUAGE sql STABLE
+    SET search_path TO 'pg_catalog'
+    AS $$
+    select jsonb_build_object(
+      'title', title,
+      'description', description,
+      'date', app.iso(starts_at),
+      'end', app.iso(private.event_effective_end(starts_at, ends_at)),
+      'timezone', timezone,
+      'image_path', image_path,
+      'event_url', event_url,
+      'url', base_url || '/e/' || shortlink,
+      'calendar_path', '/e/' || shortlink || '.ics',
+      'checkin_path', case when not cancelled then '/l/event/' || shortlink end,
+      'location', location_text,
+      -- schema.org's location, always a place with an address: the venue
+      -- (its address, else its name); else the location text; else the
+      -- community, the one place known.
+      'place', case
+                 when (venue).node_id is not null then jsonb_build_object(
+                   'name', (venue).name, 'address', coalesce(nullif(btrim((venue).address), ''), (venue).name),
+                   'latitude', (venue).latitude, 'longitude', (venue).longitude)
+                 when nullif(btrim(location_text), '') is not null then jsonb_build_object(
+                   'name', btrim(location_text), 'address', btrim(location_text), 'latitude', null, 'longitude', null)
+                 else jsonb_build_object('name', (community).name, 'address', (community).name, 'latitude', null, 'longitude', null)
+               end,
+      'organizer', jsonb_build_object('name', (community).name, 'url', base_url || '/c/' || (community).id),
+      'event_status', case when cancelled then 'EventCancelled' else 'EventScheduled' end,
+      'attendance_mode', 'OfflineEventAttendanceMode')
+  $$;
+
+--
+-- Name: FUNCTION event_page_json(title text, description text, starts_at timestamp with time zone, ends_at timestamp with time zone, timezone text, image_path text, event_url text, shortlink text, location_text text, venue app.venues, community app.communities, base_url text, cancelled boolean); Type: COMMENT; Schema: private
+--
+
+COMMENT ON FUNCTION private.event_page_json(title text, description text, starts_at timestamp with time zone, ends_at timestamp with time zone, timezone text, image_path text, event_url text, shortlink text, location_text text, venue app.venues, community app.communities, base_url text, cancelled boolean) IS 'The answer of api.event_page for a live or a deleted (cancelled) event.';
 
 --
 -- Name: event_readable(uuid); Type: FUNCTION; Schema: private
@@ -7688,6 +8088,33 @@ $$;
 COMMENT ON FUNCTION private.platform_event(event_ref uuid) IS 'The event with this node id (or id); PT404 when there is none.';
 
 --
+-- Name: platform_event_check(text, timestamp with time zone, timestamp with time zone); Type: FUNCTION; Schema: private
+--
+
+CREATE FUNCTION private.platform_event_check(title text, starts_at timestamp with time zone, ends_at timestamp with time zone) RETURNS void
+    LANGUAGE plpgsql IMMUTABLE
+    SET search_path TO 'pg_catalog'
+    AS $$
+begin
+  if title is null or length(btrim(title)) not between 1 and 300 then
+    raise exception 'title must be 1 to 300 characters' using errcode = 'PT422', hint = 'validation_error';
+  end if;
+  if starts_at is null then
+    raise exception 'date is required' using errcode = 'PT422', hint = 'validation_error';
+  end if;
+  if ends_at is not null and ends_at < starts_at then
+    raise exception 'end_time must not be before date' using errcode = 'PT422', hint = 'validation_error';
+  end if;
+end;
+$$;
+
+--
+-- Name: FUNCTION platform_event_check(title text, starts_at timestamp with time zone, ends_at timestamp with time zone); Type: COMMENT; Schema: private
+--
+
+COMMENT ON FUNCTION private.platform_event_check(title text, starts_at timestamp with time zone, ends_at timestamp with time zone) IS 'PT422 validation_error for a title, date and end_time an event cannot have (the event as created, or as a PATCH leaves it).';
+
+--
 -- Name: platform_event_json(app.events, boolean); Type: FUNCTION; Schema: private
 --
 
@@ -7700,6 +8127,10 @@ CREATE FUNCTION private.platform_event_json(e app.events, created boolean) RETUR
       'event_id', e.id,
       'event_node_id', e.node_id,
       'title', e.title,
+      'date', app.iso(e.starts_at),
+      'end_time', app.iso(e.ends_at),
+      'timezone', e.timezone,
+      'sequence', e.sequence,
       'venue', (select jsonb_build_object('location_id', v.location_id, 'name', v.name, 'venue_node_id', v.node_id)
                   from app.venues v where v.node_id = e.venue_node_id))
   $$;
@@ -7708,43 +8139,130 @@ CREATE FUNCTION private.platform_event_json(e app.events, created boolean) RETUR
 -- Name: FUNCTION platform_event_json(e app.events, created boolean); Type: COMMENT; Schema: private
 --
 
-COMMENT ON FUNCTION private.platform_event_json(e app.events, created boolean) IS 'The `data` of the platform event endpoint: created, event_id, event_node_id, title, venue (location_id, name, venue_node_id) or null.';
+COMMENT ON FUNCTION private.platform_event_json(e app.events, created boolean) IS 'The `data` of the platform event endpoints: created, event_id, event_node_id, title, date, end_time, timezone, sequence (the iCalendar SEQUENCE), venue (location_id, name, venue_node_id) or null.';
 
 --
--- Name: venues; Type: TABLE; Schema: app
+-- Name: platform_event_locked(uuid, text, text); Type: FUNCTION; Schema: private
 --
 
-CREATE TABLE app.venues (
-    node_id uuid NOT NULL,
-    name text NOT NULL,
-    address text,
-    latitude double precision,
-    longitude double precision,
-    created_at timestamp with time zone DEFAULT now() NOT NULL,
-    updated_at timestamp with time zone DEFAULT now() NOT NULL,
-    location_id integer NOT NULL,
-    CONSTRAINT venues_latitude_check CHECK (((latitude >= ('-90'::integer)::double precision) AND (latitude <= (90)::double precision))),
-    CONSTRAINT venues_longitude_check CHECK (((longitude >= ('-180'::integer)::double precision) AND (longitude <= (180)::double precision))),
-    CONSTRAINT venues_name_check CHECK (((length(btrim(name)) >= 1) AND (length(btrim(name)) <= 200)))
-);
+CREATE FUNCTION private.platform_event_locked(event_ref uuid, external_platform text, external_id text) RETURNS app.events
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog'
+    AS $$
+declare
+  found app.events;
+begin
+  if event_ref is not null then
+    select e.* into found from app.events e where e.id = event_ref or e.node_id = event_ref limit 1 for update;
+  else
+    select e.* into found from app.events e
+     where e.external_platform = platform_event_locked.external_platform and e.external_id = platform_event_locked.external_id
+     for update;
+  end if;
+  if found.id is null then
+    raise exception 'event not found' using errcode = 'PT404', hint = 'event_not_found';
+  end if;
+  perform private.platform_authorize(found.community_id);
+  return found;
+end;
+$$;
 
 --
--- Name: TABLE venues; Type: COMMENT; Schema: app
+-- Name: FUNCTION platform_event_locked(event_ref uuid, external_platform text, external_id text); Type: COMMENT; Schema: private
 --
 
-COMMENT ON TABLE app.venues IS 'Venues; a venue is identified by its node id.';
+COMMENT ON FUNCTION private.platform_event_locked(event_ref uuid, external_platform text, external_id text) IS 'The event with this id or node id (else the one with this external_platform and external_id), locked for the change, when the caller may manage its community: PT404 event_not_found, then PT403 as private.platform_authorize.';
 
 --
--- Name: COLUMN venues.location_id; Type: COMMENT; Schema: app
+-- Name: platform_patch_number(jsonb, text); Type: FUNCTION; Schema: private
 --
 
-COMMENT ON COLUMN app.venues.location_id IS 'A short integer id of the venue (the platform API''s location_id).';
+CREATE FUNCTION private.platform_patch_number(patch jsonb, key text) RETURNS double precision
+    LANGUAGE plpgsql IMMUTABLE
+    SET search_path TO 'pg_catalog'
+    AS $$
+begin
+  if jsonb_typeof(patch -> key) is null or jsonb_typeof(patch -> key) = 'null' then
+    return null;
+  end if;
+  if jsonb_typeof(patch -> key) <> 'number' then
+    raise exception '% must be a number', key using errcode = 'PT422', hint = 'validation_error';
+  end if;
+  return (patch ->> key)::double precision;
+end;
+$$;
 
 --
--- Name: platform_venue(text, text, double precision, double precision); Type: FUNCTION; Schema: private
+-- Name: FUNCTION platform_patch_number(patch jsonb, key text); Type: COMMENT; Schema: private
 --
 
-CREATE FUNCTION private.platform_venue(name text, address text, latitude double precision, longitude double precision) RETURNS app.venues
+COMMENT ON FUNCTION private.platform_patch_number(patch jsonb, key text) IS 'The number at key of a PATCH body (null when absent or null); PT422 validation_error for anything else.';
+
+--
+-- Name: platform_patch_text(jsonb, text, boolean); Type: FUNCTION; Schema: private
+--
+
+CREATE FUNCTION private.platform_patch_text(patch jsonb, key text, nullable boolean) RETURNS text
+    LANGUAGE plpgsql IMMUTABLE
+    SET search_path TO 'pg_catalog'
+    AS $$
+begin
+  if jsonb_typeof(patch -> key) is null or jsonb_typeof(patch -> key) = 'null' then
+    if nullable then
+      return null;
+    end if;
+    raise exception '% must be a string', key using errcode = 'PT422', hint = 'validation_error';
+  end if;
+  if jsonb_typeof(patch -> key) <> 'string' then
+    raise exception '% must be a string', key using errcode = 'PT422', hint = 'validation_error';
+  end if;
+  return patch ->> key;
+end;
+$$;
+
+--
+-- Name: FUNCTION platform_patch_text(patch jsonb, key text, nullable boolean); Type: COMMENT; Schema: private
+--
+
+COMMENT ON FUNCTION private.platform_patch_text(patch jsonb, key text, nullable boolean) IS 'The string at key of a PATCH body (null when absent or null and nullable); PT422 validation_error for anything else.';
+
+--
+-- Name: platform_patch_time(jsonb, text, boolean); Type: FUNCTION; Schema: private
+--
+
+CREATE FUNCTION private.platform_patch_time(patch jsonb, key text, nullable boolean) RETURNS timestamp with time zone
+    LANGUAGE plpgsql STABLE
+    SET search_path TO 'pg_catalog'
+    AS $_$
+declare
+  value text := private.platform_patch_text(patch, key, nullable);
+begin
+  if value is null then
+    return null;
+  end if;
+  -- An instant: a date-time with its offset (or Z).
+  if value !~ '^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:\d{2})$' then
+    raise exception '% must be an ISO 8601 date-time with a time zone', key using errcode = 'PT422', hint = 'validation_error';
+  end if;
+  begin
+    return value::timestamptz;
+  exception when others then
+    raise exception '% must be an ISO 8601 date-time with a time zone', key using errcode = 'PT422', hint = 'validation_error';
+  end;
+end;
+$_$;
+
+--
+-- Name: FUNCTION platform_patch_time(patch jsonb, key text, nullable boolean); Type: COMMENT; Schema: private
+--
+
+COMMENT ON FUNCTION private.platform_patch_time(patch jsonb, key text, nullable boolean) IS 'The instant at key of a PATCH body (an ISO 8601 date-time with Z or an offset; null when absent or null and nullable); PT422 validation_error for anything else.';
+
+--
+-- Name: platform_venue(text, text, double precision, double precision, text); Type: FUNCTION; Schema: private
+--
+
+CREATE FUNCTION private.platform_venue(name text, address text, latitude double precision, longitude double precision, zone text DEFAULT NULL::text) RETURNS app.venues
     LANGUAGE plpgsql
     SET search_path TO 'pg_catalog'
     AS $$
@@ -7759,6 +8277,9 @@ begin
   end if;
   if (latitude is null) <> (longitude is null) then
     raise exception 'venue.latitude and venue.longitude go together' using errcode = 'PT422', hint = 'validation_error';
+  end if;
+  if latitude not between -90 and 90 or longitude not between -180 and 180 then
+    raise exception 'venue.latitude must be within ±90 and venue.longitude within ±180' using errcode = 'PT422', hint = 'validation_error';
   end if;
   perform pg_advisory_xact_lock(hashtextextended('app.venues:platform', 0));
   select v.* into found
@@ -7776,20 +8297,23 @@ begin
   end if;
   if found.node_id is null then
     insert into app.nodes (kind) values ('venue') returning id into new_node;
-    insert into app.venues as v (node_id, name, address, latitude, longitude)
+    insert into app.venues as v (node_id, name, address, latitude, longitude, timezone)
       values (new_node, btrim(platform_venue.name), nullif(btrim(platform_venue.address), ''),
-              platform_venue.latitude, platform_venue.longitude)
+              platform_venue.latitude, platform_venue.longitude, zone)
       returning v.* into found;
+  elsif found.timezone is null and zone is not null then
+    -- A venue learns its zone from the first event there that names one.
+    update app.venues v set timezone = zone where v.node_id = found.node_id returning v.* into found;
   end if;
   return found;
 end;
 $$;
 
 --
--- Name: FUNCTION platform_venue(name text, address text, latitude double precision, longitude double precision); Type: COMMENT; Schema: private
+-- Name: FUNCTION platform_venue(name text, address text, latitude double precision, longitude double precision, zone text); Type: COMMENT; Schema: private
 --
 
-COMMENT ON FUNCTION private.platform_venue(name text, address text, latitude double precision, longitude double precision) IS 'Reuses the venue with the same name and address (case-insensitive), else the same coordinates, else creates one.';
+COMMENT ON FUNCTION private.platform_venue(name text, address text, latitude double precision, longitude double precision, zone text) IS 'Reuses the venue with the same name and address (case-insensitive), else the same coordinates, else creates one; a venue without a zone takes zone (the event''s, as given) when there is one.';
 
 --
 -- Name: public_url(); Type: FUNCTION; Schema: private
@@ -8687,6 +9211,38 @@ $$;
 COMMENT ON FUNCTION private.tg_events__sequence() IS 'Trigger: an update that changes an event (anything but updated_at) raises its sequence by one; sequence itself cannot be written.';
 
 --
+-- Name: tg_events__timezone(); Type: FUNCTION; Schema: private
+--
+
+CREATE FUNCTION private.tg_events__timezone() RETURNS trigger
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog'
+    AS $$
+begin
+  if new.timezone is null then
+    -- Made (or its zone removed) without a zone: its venue's, else its
+    -- community's, else the service's default.
+    new.timezone := coalesce((select v.timezone from app.venues v where v.node_id = new.venue_node_id),
+                             (select c.timezone from app.communities c where c.id = new.community_id),
+                             private.default_timezone());
+  elsif tg_op = 'UPDATE' and new.venue_node_id is distinct from old.venue_node_id and new.timezone = old.timezone then
+    -- Moved to another venue, no zone given: that venue's, when it has one.
+    new.timezone := coalesce((select v.timezone from app.venues v where v.node_id = new.venue_node_id), new.timezone);
+  elsif tg_op = 'INSERT' or new.timezone is distinct from old.timezone then
+    -- A zone written is checked, and spelled as pg_timezone_names spells it.
+    new.timezone := private.time_zone_name(new.timezone);
+  end if;
+  return new;
+end;
+$$;
+
+--
+-- Name: FUNCTION tg_events__timezone(); Type: COMMENT; Schema: private
+--
+
+COMMENT ON FUNCTION private.tg_events__timezone() IS 'Trigger: an event''s time zone is checked (PT422 invalid_timezone) and spelled as pg_timezone_names does; written as null (made without one, or removed), it is its venue''s, else its community''s, else DEFAULT_TIMEZONE; moved to a venue that has a zone, with no zone given, it takes that venue''s.';
+
+--
 -- Name: tg_events__tombstone(); Type: FUNCTION; Schema: private
 --
 
@@ -8696,9 +9252,10 @@ CREATE FUNCTION private.tg_events__tombstone() RETURNS trigger
     AS $$
 begin
   insert into app.event_tombstones as t (event_id, community_id, shortlink, title, description, starts_at, ends_at,
-                                         location, sequence, created_at)
+                                         location, sequence, created_at, timezone, image_path, event_url, venue_node_id)
   select old.id, old.community_id, old.shortlink, old.title, old.description, old.starts_at, old.ends_at,
-         private.event_location_text(v.name, v.address, old.location), old.sequence + 1, old.created_at
+         private.event_location_text(v.name, v.address, old.location), old.sequence + 1, old.created_at,
+         old.timezone, old.image_path, old.event_url, v.node_id
     from (select) one
     left join app.venues v on v.node_id = old.venue_node_id
   on conflict (event_id) do nothing;
@@ -8710,7 +9267,7 @@ $$;
 -- Name: FUNCTION tg_events__tombstone(); Type: COMMENT; Schema: private
 --
 
-COMMENT ON FUNCTION private.tg_events__tombstone() IS 'Trigger: a deleted event leaves a tombstone (app.event_tombstones), its sequence one higher, which the calendar feeds list as cancelled.';
+COMMENT ON FUNCTION private.tg_events__tombstone() IS 'Trigger: a deleted event leaves a tombstone (app.event_tombstones), its sequence one higher, which the calendar feeds list as cancelled and its public page shows cancelled.';
 
 --
 -- Name: tg_hats__enforce_limit(); Type: FUNCTION; Schema: private
@@ -8886,6 +9443,64 @@ $$;
 COMMENT ON FUNCTION private.tg_tasks__sync_deal() IS 'Trigger: creates or updates the deal of the task''s deal_context.company (latest deal_value, current task when open).';
 
 --
+-- Name: time_zone_name(text); Type: FUNCTION; Schema: private
+--
+
+CREATE FUNCTION private.time_zone_name(zone text) RETURNS text
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog'
+    AS $$
+declare
+  found text;
+begin
+  if zone is null then
+    return null;
+  end if;
+  select z.name into found from private.time_zones z where lower(z.name) = lower(btrim(zone));
+  if found is null then
+    raise exception 'timezone must be an IANA time zone name, such as Europe/Paris'
+      using errcode = 'PT422', hint = 'invalid_timezone';
+  end if;
+  return found;
+end;
+$$;
+
+--
+-- Name: FUNCTION time_zone_name(zone text); Type: COMMENT; Schema: private
+--
+
+COMMENT ON FUNCTION private.time_zone_name(zone text) IS 'The time zone as pg_timezone_names spells it (matched without regard to case; null for null); PT422 invalid_timezone for a name it does not have.';
+
+--
+-- Name: time_zones_refresh(); Type: FUNCTION; Schema: private
+--
+
+CREATE FUNCTION private.time_zones_refresh() RETURNS integer
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog'
+    AS $$
+declare
+  added integer;
+begin
+  -- Names are only added: a zone an event names stays valid. Not the posix/
+  -- and right/ variants, nor Factory: calendars and browsers know none of them.
+  insert into private.time_zones (name)
+    select z.name from pg_timezone_names z
+     where z.name !~ '^(posix|right)/' and z.name not in ('Factory', 'localtime', 'posixrules')
+       and not exists (select from private.time_zones t where lower(t.name) = lower(z.name))
+  on conflict do nothing;
+  get diagnostics added = row_count;
+  return added;
+end;
+$$;
+
+--
+-- Name: FUNCTION time_zones_refresh(); Type: COMMENT; Schema: private
+--
+
+COMMENT ON FUNCTION private.time_zones_refresh() IS 'Adds the names of pg_timezone_names that private.time_zones lacks, but the posix/ and right/ variants and Factory (the gateway runs it at start; reading the view takes 30-60 ms); returns how many.';
+
+--
 -- Name: upcoming_events_of(uuid); Type: FUNCTION; Schema: private
 --
 
@@ -8992,6 +9607,58 @@ CREATE FUNCTION private.webhook_backoff_seconds(failures integer, retry_delays d
 --
 
 COMMENT ON FUNCTION private.webhook_backoff_seconds(failures integer, retry_delays double precision[]) IS 'How long an endpoint backs off after its n-th consecutive failed attempt: none before the third, then the first retry delay doubled with each failure, at most the last retry delay and at most an hour.';
+
+--
+-- Name: webhook_deliveries; Type: TABLE; Schema: app
+--
+
+CREATE TABLE app.webhook_deliveries (
+    id uuid DEFAULT gen_random_uuid() NOT NULL,
+    endpoint_id uuid NOT NULL,
+    event_type text NOT NULL,
+    payload jsonb NOT NULL,
+    status text DEFAULT 'pending'::text NOT NULL,
+    attempts integer DEFAULT 0 NOT NULL,
+    round_base integer DEFAULT 0 NOT NULL,
+    last_status_code integer,
+    last_error text,
+    last_response_body text,
+    next_attempt_at timestamp with time zone DEFAULT now(),
+    created_at timestamp with time zone DEFAULT clock_timestamp() NOT NULL,
+    delivered_at timestamp with time zone,
+    sequence bigint,
+    CONSTRAINT webhook_deliveries_status_check CHECK ((status = ANY (ARRAY['pending'::text, 'succeeded'::text, 'retrying'::text, 'failed'::text])))
+);
+
+--
+-- Name: TABLE webhook_deliveries; Type: COMMENT; Schema: app
+--
+
+COMMENT ON TABLE app.webhook_deliveries IS 'One message to one endpoint (its webhook-id is msg_ + the id without dashes, the same for every attempt and replay), with the outcome of its last attempt.';
+
+--
+-- Name: COLUMN webhook_deliveries.sequence; Type: COMMENT; Schema: app
+--
+
+COMMENT ON COLUMN app.webhook_deliveries.sequence IS 'The delivery''s number, sent as `sequence` in its body: increasing in the order deliveries are queued, so of two deliveries about one object the later change has the higher number; not consecutive. Null for deliveries queued before it existed.';
+
+--
+-- Name: webhook_body(app.webhook_deliveries); Type: FUNCTION; Schema: private
+--
+
+CREATE FUNCTION private.webhook_body(d app.webhook_deliveries) RETURNS jsonb
+    LANGUAGE sql IMMUTABLE
+    SET search_path TO 'pg_catalog'
+    AS $$
+    -- {type, timestamp, data} and the delivery's sequence (none for deliveries queued before it existed).
+    select case when d.sequence is null then d.payload else d.payload || jsonb_build_object('sequence', d.sequence) end
+  $$;
+
+--
+-- Name: FUNCTION webhook_body(d app.webhook_deliveries); Type: COMMENT; Schema: private
+--
+
+COMMENT ON FUNCTION private.webhook_body(d app.webhook_deliveries) IS 'The JSON body of a delivery, the same on every attempt: {type, timestamp, data, sequence}.';
 
 --
 -- Name: webhook_capture_attendees(); Type: FUNCTION; Schema: private
@@ -9280,33 +9947,6 @@ $$;
 COMMENT ON FUNCTION private.webhook_delivery_finish(delivery_id uuid, attempt integer, status_code integer, error text, response_body text, retry_delays double precision[]) IS 'Records an attempt''s outcome (status_code null: no answer, see error): 2xx succeeded (the endpoint''s run of failures ends); otherwise a retry after retry_delays[n] seconds ±20 % (WEBHOOK_RETRY_SCHEDULE) for the n-th failure of the round, or failed past the schedule; from the endpoint''s third consecutive failed attempt on, it backs off (private.webhook_backoff_seconds). Returns the new status.';
 
 --
--- Name: webhook_deliveries; Type: TABLE; Schema: app
---
-
-CREATE TABLE app.webhook_deliveries (
-    id uuid DEFAULT gen_random_uuid() NOT NULL,
-    endpoint_id uuid NOT NULL,
-    event_type text NOT NULL,
-    payload jsonb NOT NULL,
-    status text DEFAULT 'pending'::text NOT NULL,
-    attempts integer DEFAULT 0 NOT NULL,
-    round_base integer DEFAULT 0 NOT NULL,
-    last_status_code integer,
-    last_error text,
-    last_response_body text,
-    next_attempt_at timestamp with time zone DEFAULT now(),
-    created_at timestamp with time zone DEFAULT clock_timestamp() NOT NULL,
-    delivered_at timestamp with time zone,
-    CONSTRAINT webhook_deliveries_status_check CHECK ((status = ANY (ARRAY['pending'::text, 'succeeded'::text, 'retrying'::text, 'failed'::text])))
-);
-
---
--- Name: TABLE webhook_deliveries; Type: COMMENT; Schema: app
---
-
-COMMENT ON TABLE app.webhook_deliveries IS 'One message to one endpoint (its webhook-id is msg_ + the id without dashes, the same for every attempt and replay), with the outcome of its last attempt.';
-
---
 -- Name: webhook_delivery_json(app.webhook_deliveries); Type: FUNCTION; Schema: private
 --
 
@@ -9316,7 +9956,9 @@ CREATE FUNCTION private.webhook_delivery_json(d app.webhook_deliveries) RETURNS 
     AS $$
     select jsonb_build_object(
       'id', d.id,
+      'message_id', private.webhook_message_id(d.id),
       'webhook_id', private.webhook_message_id(d.id),
+      'sequence', d.sequence,
       'event_type', d.event_type,
       'status', d.status,
       'attempts', d.attempts,
@@ -9326,14 +9968,14 @@ CREATE FUNCTION private.webhook_delivery_json(d app.webhook_deliveries) RETURNS 
       'next_attempt_at', app.iso(d.next_attempt_at),
       'created_at', app.iso(d.created_at),
       'delivered_at', app.iso(d.delivered_at),
-      'payload', d.payload)
+      'payload', private.webhook_body(d))
   $$;
 
 --
 -- Name: FUNCTION webhook_delivery_json(d app.webhook_deliveries); Type: COMMENT; Schema: private
 --
 
-COMMENT ON FUNCTION private.webhook_delivery_json(d app.webhook_deliveries) IS 'The delivery object of GET .../deliveries.';
+COMMENT ON FUNCTION private.webhook_delivery_json(d app.webhook_deliveries) IS 'The delivery object of GET .../deliveries: message_id (the webhook-id header; webhook_id is its deprecated name), sequence, and the payload as sent (private.webhook_body).';
 
 --
 -- Name: webhook_delivery_next(uuid); Type: FUNCTION; Schema: private
@@ -9374,7 +10016,7 @@ begin
   update app.webhook_deliveries w set attempts = w.attempts + 1 where w.id = d.id returning * into d;
   return query select d.id, e.url,
                       array_remove(array[e.secret, case when e.previous_secret_expires_at > now() then e.previous_secret end], null),
-                      private.webhook_message_id(d.id), d.payload::text, d.attempts;
+                      private.webhook_message_id(d.id), private.webhook_body(d)::text, d.attempts;
 end;
 $$;
 
@@ -10193,14 +10835,18 @@ CREATE TABLE app.event_tombstones (
     location text,
     sequence integer NOT NULL,
     created_at timestamp with time zone NOT NULL,
-    deleted_at timestamp with time zone DEFAULT now() NOT NULL
+    deleted_at timestamp with time zone DEFAULT now() NOT NULL,
+    timezone text NOT NULL,
+    image_path text,
+    event_url text,
+    venue_node_id uuid
 );
 
 --
 -- Name: TABLE event_tombstones; Type: COMMENT; Schema: app
 --
 
-COMMENT ON TABLE app.event_tombstones IS 'Deleted events, as they were (location as the calendar showed it), listed by the calendar feeds as cancelled until their effective end is 30 days past (private.event_tombstones_prune). No community foreign key: a deleted community takes its events with it. Not granted to request roles.';
+COMMENT ON TABLE app.event_tombstones IS 'Deleted events, as they were (location as the calendar showed it; zone, image, website and venue for the cancelled page), listed by the calendar feeds and shown by the public page as cancelled until their effective end is 30 days past (private.event_tombstones_prune). No community foreign key: a deleted community takes its events with it. Not granted to request roles.';
 
 --
 -- Name: form_submissions; Type: TABLE; Schema: app
@@ -10412,6 +11058,23 @@ ALTER TABLE app.venues ALTER COLUMN location_id ADD GENERATED ALWAYS AS IDENTITY
     NO MAXVALUE
     CACHE 1
 );
+
+--
+-- Name: webhook_deliveries_sequence_seq; Type: SEQUENCE; Schema: app
+--
+
+CREATE SEQUENCE app.webhook_deliveries_sequence_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1;
+
+--
+-- Name: webhook_deliveries_sequence_seq; Type: SEQUENCE OWNED BY; Schema: app
+--
+
+ALTER SEQUENCE app.webhook_deliveries_sequence_seq OWNED BY app.webhook_deliveries.sequence;
 
 --
 -- Name: oauth_clients; Type: TABLE; Schema: identity
@@ -10702,6 +11365,26 @@ CREATE TABLE private.service_settings (
 --
 
 COMMENT ON TABLE private.service_settings IS 'Settings of the running service that SQL outside a request needs (public_url: PUBLIC_URL, for the Event objects of webhook payloads). Written by the gateway at start.';
+
+--
+-- Name: time_zones; Type: TABLE; Schema: private
+--
+
+CREATE TABLE private.time_zones (
+    name text NOT NULL
+);
+
+--
+-- Name: TABLE time_zones; Type: COMMENT; Schema: private
+--
+
+COMMENT ON TABLE private.time_zones IS 'The names of pg_timezone_names, copied (reading the view takes 30-60 ms): what an event, venue or community zone may be (private.time_zone_name). Refreshed at the gateway''s start (private.time_zones_refresh). Not granted to request roles.';
+
+--
+-- Name: webhook_deliveries sequence; Type: DEFAULT; Schema: app
+--
+
+ALTER TABLE ONLY app.webhook_deliveries ALTER COLUMN sequence SET DEFAULT nextval('app.webhook_deliveries_sequence_seq'::regclass);
 
 --
 -- Name: agent_members agent_members_pkey; Type: CONSTRAINT; Schema: app
@@ -11101,6 +11784,13 @@ ALTER TABLE ONLY private.password_attempts
 
 ALTER TABLE ONLY private.service_settings
     ADD CONSTRAINT service_settings_pkey PRIMARY KEY (name);
+
+--
+-- Name: time_zones time_zones_pkey; Type: CONSTRAINT; Schema: private
+--
+
+ALTER TABLE ONLY private.time_zones
+    ADD CONSTRAINT time_zones_pkey PRIMARY KEY (name);
 
 --
 -- Name: agent_members_agent_idx; Type: INDEX; Schema: app
@@ -11547,6 +12237,12 @@ CREATE INDEX password_attempts_client ON private.password_attempts USING btree (
 CREATE INDEX password_attempts_email ON private.password_attempts USING btree (email_key);
 
 --
+-- Name: time_zones_lower_name_idx; Type: INDEX; Schema: private
+--
+
+CREATE UNIQUE INDEX time_zones_lower_name_idx ON private.time_zones USING btree (lower(name));
+
+--
 -- Name: community_members _100_keep_a_manager; Type: TRIGGER; Schema: app
 --
 
@@ -11605,6 +12301,12 @@ CREATE TRIGGER _100_set_updated_at BEFORE UPDATE ON app.tasks FOR EACH ROW EXECU
 --
 
 CREATE TRIGGER _100_set_updated_at BEFORE UPDATE ON app.venues FOR EACH ROW EXECUTE FUNCTION private.tg__set_updated_at();
+
+--
+-- Name: events _120_timezone; Type: TRIGGER; Schema: app
+--
+
+CREATE TRIGGER _120_timezone BEFORE INSERT OR UPDATE ON app.events FOR EACH ROW EXECUTE FUNCTION private.tg_events__timezone();
 
 --
 -- Name: events _150_sequence; Type: TRIGGER; Schema: app
@@ -12590,6 +13292,12 @@ ALTER TABLE identity.users ENABLE ROW LEVEL SECURITY;
 ALTER TABLE private.password_attempts ENABLE ROW LEVEL SECURITY;
 
 --
+-- Name: time_zones; Type: ROW SECURITY; Schema: private
+--
+
+ALTER TABLE private.time_zones ENABLE ROW LEVEL SECURITY;
+
+--
 -- Name: SCHEMA api; Type: ACL; Schema: -
 --
 
@@ -12724,10 +13432,22 @@ REVOKE ALL ON FUNCTION admin.publish_events_to_supabase_realtime() FROM PUBLIC;
 REVOKE ALL ON FUNCTION admin.set_community_flags(community_id uuid, is_sandbox boolean, is_draft boolean) FROM PUBLIC;
 
 --
+-- Name: FUNCTION set_community_timezone(community_id uuid, timezone text); Type: ACL; Schema: admin
+--
+
+REVOKE ALL ON FUNCTION admin.set_community_timezone(community_id uuid, timezone text) FROM PUBLIC;
+
+--
 -- Name: FUNCTION set_subscription(email text, subscription_type text); Type: ACL; Schema: admin
 --
 
 REVOKE ALL ON FUNCTION admin.set_subscription(email text, subscription_type text) FROM PUBLIC;
+
+--
+-- Name: FUNCTION set_venue_timezone(venue_node_id uuid, timezone text); Type: ACL; Schema: admin
+--
+
+REVOKE ALL ON FUNCTION admin.set_venue_timezone(venue_node_id uuid, timezone text) FROM PUBLIC;
 
 --
 -- Name: FUNCTION webhook_failures(max_rows integer); Type: ACL; Schema: admin
@@ -12957,6 +13677,14 @@ GRANT ALL ON FUNCTION api.community_leave(community_id uuid) TO authenticated;
 
 REVOKE ALL ON FUNCTION api.community_members(community_id uuid, page_limit integer, page_offset integer) FROM PUBLIC;
 GRANT ALL ON FUNCTION api.community_members(community_id uuid, page_limit integer, page_offset integer) TO authenticated;
+
+--
+-- Name: FUNCTION community_page(community_id uuid, public_url text); Type: ACL; Schema: api
+--
+
+REVOKE ALL ON FUNCTION api.community_page(community_id uuid, public_url text) FROM PUBLIC;
+GRANT ALL ON FUNCTION api.community_page(community_id uuid, public_url text) TO anon;
+GRANT ALL ON FUNCTION api.community_page(community_id uuid, public_url text) TO authenticated;
 
 --
 -- Name: FUNCTION community_public(community_id uuid); Type: ACL; Schema: api
@@ -13261,11 +13989,25 @@ REVOKE ALL ON FUNCTION api.platform_checkin(event_node_id uuid, email text) FROM
 GRANT ALL ON FUNCTION api.platform_checkin(event_node_id uuid, email text) TO authenticated;
 
 --
--- Name: FUNCTION platform_event_create(community_id uuid, external_platform text, external_id text, title text, description text, starts_at timestamp with time zone, ends_at timestamp with time zone, external_url text, image_url text, venue_name text, venue_address text, venue_latitude double precision, venue_longitude double precision); Type: ACL; Schema: api
+-- Name: FUNCTION platform_event_create(community_id uuid, external_platform text, external_id text, title text, description text, starts_at timestamp with time zone, ends_at timestamp with time zone, external_url text, image_url text, venue_name text, venue_address text, venue_latitude double precision, venue_longitude double precision, timezone text); Type: ACL; Schema: api
 --
 
-REVOKE ALL ON FUNCTION api.platform_event_create(community_id uuid, external_platform text, external_id text, title text, description text, starts_at timestamp with time zone, ends_at timestamp with time zone, external_url text, image_url text, venue_name text, venue_address text, venue_latitude double precision, venue_longitude double precision) FROM PUBLIC;
-GRANT ALL ON FUNCTION api.platform_event_create(community_id uuid, external_platform text, external_id text, title text, description text, starts_at timestamp with time zone, ends_at timestamp with time zone, external_url text, image_url text, venue_name text, venue_address text, venue_latitude double precision, venue_longitude double precision) TO authenticated;
+REVOKE ALL ON FUNCTION api.platform_event_create(community_id uuid, external_platform text, external_id text, title text, description text, starts_at timestamp with time zone, ends_at timestamp with time zone, external_url text, image_url text, venue_name text, venue_address text, venue_latitude double precision, venue_longitude double precision, timezone text) FROM PUBLIC;
+GRANT ALL ON FUNCTION api.platform_event_create(community_id uuid, external_platform text, external_id text, title text, description text, starts_at timestamp with time zone, ends_at timestamp with time zone, external_url text, image_url text, venue_name text, venue_address text, venue_latitude double precision, venue_longitude double precision, timezone text) TO authenticated;
+
+--
+-- Name: FUNCTION platform_event_delete(event_ref uuid, external_platform text, external_id text); Type: ACL; Schema: api
+--
+
+REVOKE ALL ON FUNCTION api.platform_event_delete(event_ref uuid, external_platform text, external_id text) FROM PUBLIC;
+GRANT ALL ON FUNCTION api.platform_event_delete(event_ref uuid, external_platform text, external_id text) TO authenticated;
+
+--
+-- Name: FUNCTION platform_event_update(event_ref uuid, external_platform text, external_id text, patch jsonb); Type: ACL; Schema: api
+--
+
+REVOKE ALL ON FUNCTION api.platform_event_update(event_ref uuid, external_platform text, external_id text, patch jsonb) FROM PUBLIC;
+GRANT ALL ON FUNCTION api.platform_event_update(event_ref uuid, external_platform text, external_id text, patch jsonb) TO authenticated;
 
 --
 -- Name: FUNCTION profile_get(); Type: ACL; Schema: api
@@ -13429,11 +14171,11 @@ REVOKE ALL ON FUNCTION api.webhook_delete(id uuid) FROM PUBLIC;
 GRANT ALL ON FUNCTION api.webhook_delete(id uuid) TO authenticated;
 
 --
--- Name: FUNCTION webhook_deliveries(id uuid, page_limit integer, page_offset integer); Type: ACL; Schema: api
+-- Name: FUNCTION webhook_deliveries(id uuid, page_limit integer, page_offset integer, status text, since timestamp with time zone, until timestamp with time zone); Type: ACL; Schema: api
 --
 
-REVOKE ALL ON FUNCTION api.webhook_deliveries(id uuid, page_limit integer, page_offset integer) FROM PUBLIC;
-GRANT ALL ON FUNCTION api.webhook_deliveries(id uuid, page_limit integer, page_offset integer) TO authenticated;
+REVOKE ALL ON FUNCTION api.webhook_deliveries(id uuid, page_limit integer, page_offset integer, status text, since timestamp with time zone, until timestamp with time zone) FROM PUBLIC;
+GRANT ALL ON FUNCTION api.webhook_deliveries(id uuid, page_limit integer, page_offset integer, status text, since timestamp with time zone, until timestamp with time zone) TO authenticated;
 
 --
 -- Name: FUNCTION webhook_delivery_replay(id uuid, delivery_id uuid); Type: ACL; Schema: api
@@ -13448,6 +14190,13 @@ GRANT ALL ON FUNCTION api.webhook_delivery_replay(id uuid, delivery_id uuid) TO 
 
 REVOKE ALL ON FUNCTION api.webhook_ping(id uuid) FROM PUBLIC;
 GRANT ALL ON FUNCTION api.webhook_ping(id uuid) TO authenticated;
+
+--
+-- Name: FUNCTION webhook_recover(id uuid, since timestamp with time zone, until timestamp with time zone); Type: ACL; Schema: api
+--
+
+REVOKE ALL ON FUNCTION api.webhook_recover(id uuid, since timestamp with time zone, until timestamp with time zone) FROM PUBLIC;
+GRANT ALL ON FUNCTION api.webhook_recover(id uuid, since timestamp with time zone, until timestamp with time zone) TO authenticated;
 
 --
 -- Name: FUNCTION webhook_rotate_secret(id uuid); Type: ACL; Schema: api
@@ -13560,6 +14309,13 @@ GRANT SELECT(updated_at) ON TABLE app.communities TO authenticated;
 
 GRANT SELECT(search_text) ON TABLE app.communities TO anon;
 GRANT SELECT(search_text) ON TABLE app.communities TO authenticated;
+
+--
+-- Name: COLUMN communities.timezone; Type: ACL; Schema: app
+--
+
+GRANT SELECT(timezone) ON TABLE app.communities TO anon;
+GRANT SELECT(timezone) ON TABLE app.communities TO authenticated;
 
 --
 -- Name: FUNCTION community_json(c app.communities); Type: ACL; Schema: app
@@ -14188,6 +14944,12 @@ REVOKE ALL ON FUNCTION private.deal_lock(deal_id uuid) FROM PUBLIC;
 GRANT ALL ON FUNCTION private.deal_lock(deal_id uuid) TO authenticated;
 
 --
+-- Name: FUNCTION default_timezone(); Type: ACL; Schema: private
+--
+
+REVOKE ALL ON FUNCTION private.default_timezone() FROM PUBLIC;
+
+--
 -- Name: FUNCTION email_outbox_begin(id uuid); Type: ACL; Schema: private
 --
 
@@ -14281,6 +15043,18 @@ GRANT ALL ON FUNCTION private.event_log_range(after_id bigint, upto_id bigint) T
 
 REVOKE ALL ON FUNCTION private.event_object(e app.events, community_node_id uuid, caller_manages boolean, public_url text) FROM PUBLIC;
 GRANT ALL ON FUNCTION private.event_object(e app.events, community_node_id uuid, caller_manages boolean, public_url text) TO authenticated;
+
+--
+-- Name: TABLE venues; Type: ACL; Schema: app
+--
+
+GRANT SELECT ON TABLE app.venues TO authenticated;
+
+--
+-- Name: FUNCTION event_page_json(title text, description text, starts_at timestamp with time zone, ends_at timestamp with time zone, timezone text, image_path text, event_url text, shortlink text, location_text text, venue app.venues, community app.communities, base_url text, cancelled boolean); Type: ACL; Schema: private
+--
+
+REVOKE ALL ON FUNCTION private.event_page_json(title text, description text, starts_at timestamp with time zone, ends_at timestamp with time zone, timezone text, image_path text, event_url text, shortlink text, location_text text, venue app.venues, community app.communities, base_url text, cancelled boolean) FROM PUBLIC;
 
 --
 -- Name: FUNCTION event_readable(community_id uuid); Type: ACL; Schema: private
@@ -14697,22 +15471,46 @@ GRANT ALL ON FUNCTION private.platform_authorize(community_id uuid) TO authentic
 REVOKE ALL ON FUNCTION private.platform_event(event_ref uuid) FROM PUBLIC;
 
 --
+-- Name: FUNCTION platform_event_check(title text, starts_at timestamp with time zone, ends_at timestamp with time zone); Type: ACL; Schema: private
+--
+
+REVOKE ALL ON FUNCTION private.platform_event_check(title text, starts_at timestamp with time zone, ends_at timestamp with time zone) FROM PUBLIC;
+
+--
 -- Name: FUNCTION platform_event_json(e app.events, created boolean); Type: ACL; Schema: private
 --
 
 REVOKE ALL ON FUNCTION private.platform_event_json(e app.events, created boolean) FROM PUBLIC;
 
 --
--- Name: TABLE venues; Type: ACL; Schema: app
+-- Name: FUNCTION platform_event_locked(event_ref uuid, external_platform text, external_id text); Type: ACL; Schema: private
 --
 
-GRANT SELECT ON TABLE app.venues TO authenticated;
+REVOKE ALL ON FUNCTION private.platform_event_locked(event_ref uuid, external_platform text, external_id text) FROM PUBLIC;
 
 --
--- Name: FUNCTION platform_venue(name text, address text, latitude double precision, longitude double precision); Type: ACL; Schema: private
+-- Name: FUNCTION platform_patch_number(patch jsonb, key text); Type: ACL; Schema: private
 --
 
-REVOKE ALL ON FUNCTION private.platform_venue(name text, address text, latitude double precision, longitude double precision) FROM PUBLIC;
+REVOKE ALL ON FUNCTION private.platform_patch_number(patch jsonb, key text) FROM PUBLIC;
+
+--
+-- Name: FUNCTION platform_patch_text(patch jsonb, key text, nullable boolean); Type: ACL; Schema: private
+--
+
+REVOKE ALL ON FUNCTION private.platform_patch_text(patch jsonb, key text, nullable boolean) FROM PUBLIC;
+
+--
+-- Name: FUNCTION platform_patch_time(patch jsonb, key text, nullable boolean); Type: ACL; Schema: private
+--
+
+REVOKE ALL ON FUNCTION private.platform_patch_time(patch jsonb, key text, nullable boolean) FROM PUBLIC;
+
+--
+-- Name: FUNCTION platform_venue(name text, address text, latitude double precision, longitude double precision, zone text); Type: ACL; Schema: private
+--
+
+REVOKE ALL ON FUNCTION private.platform_venue(name text, address text, latitude double precision, longitude double precision, zone text) FROM PUBLIC;
 
 --
 -- Name: FUNCTION public_url(); Type: ACL; Schema: private
@@ -14944,6 +15742,12 @@ REVOKE ALL ON FUNCTION private.tg_events__log_change() FROM PUBLIC;
 REVOKE ALL ON FUNCTION private.tg_events__sequence() FROM PUBLIC;
 
 --
+-- Name: FUNCTION tg_events__timezone(); Type: ACL; Schema: private
+--
+
+REVOKE ALL ON FUNCTION private.tg_events__timezone() FROM PUBLIC;
+
+--
 -- Name: FUNCTION tg_events__tombstone(); Type: ACL; Schema: private
 --
 
@@ -14980,6 +15784,18 @@ REVOKE ALL ON FUNCTION private.tg_tasks__guard_status() FROM PUBLIC;
 REVOKE ALL ON FUNCTION private.tg_tasks__sync_deal() FROM PUBLIC;
 
 --
+-- Name: FUNCTION time_zone_name(zone text); Type: ACL; Schema: private
+--
+
+REVOKE ALL ON FUNCTION private.time_zone_name(zone text) FROM PUBLIC;
+
+--
+-- Name: FUNCTION time_zones_refresh(); Type: ACL; Schema: private
+--
+
+REVOKE ALL ON FUNCTION private.time_zones_refresh() FROM PUBLIC;
+
+--
 -- Name: FUNCTION upcoming_events_of(member_node uuid); Type: ACL; Schema: private
 --
 
@@ -15010,6 +15826,12 @@ GRANT ALL ON FUNCTION private.venue_concurrent_events(venue_node_id uuid, as_of 
 --
 
 REVOKE ALL ON FUNCTION private.webhook_backoff_seconds(failures integer, retry_delays double precision[]) FROM PUBLIC;
+
+--
+-- Name: FUNCTION webhook_body(d app.webhook_deliveries); Type: ACL; Schema: private
+--
+
+REVOKE ALL ON FUNCTION private.webhook_body(d app.webhook_deliveries) FROM PUBLIC;
 
 --
 -- Name: FUNCTION webhook_capture_attendees(); Type: ACL; Schema: private

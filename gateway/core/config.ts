@@ -22,6 +22,8 @@ const EnvSchema = z.object({
   HOST: optionalString,
   PUBLIC_URL: optionalString,
   APP_SCHEME: optionalString,
+  // An IANA time zone name; checked against the database's at start (private.time_zone_name).
+  DEFAULT_TIMEZONE: optionalString.pipe(z.string().regex(/^[A-Za-z0-9_+\-/]{1,64}$/, { message: 'an IANA time zone name, such as Europe/Paris' }).optional()),
   JWT_SECRET: optionalString,
   JWT_SIGNING_KEYS: optionalString,
   ACCESS_TOKEN_TTL: z.coerce.number().int().min(30).max(86_400).optional().default(3600),
@@ -94,6 +96,8 @@ export interface Config {
   host: string | undefined;
   publicUrl: string;
   appScheme: string;
+  /** DEFAULT_TIMEZONE: the time zone of events that have none of their own, their venue's or their community's. */
+  defaultTimezone: string;
   jwtSecret: string | undefined;
   /** JSON: one JWK or an array of JWKs with private parts; the first signs. */
   jwtSigningKeys: string | undefined;
@@ -279,6 +283,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     host: e.HOST,
     publicUrl: (e.PUBLIC_URL ?? `http://localhost:${e.PORT}`).replace(/\/+$/, ''),
     appScheme: e.APP_SCHEME ?? 'communityapp',
+    defaultTimezone: e.DEFAULT_TIMEZONE ?? 'UTC',
     jwtSecret: e.JWT_SECRET,
     jwtSigningKeys: e.JWT_SIGNING_KEYS,
     accessTokenTtlSeconds: e.ACCESS_TOKEN_TTL,

@@ -297,6 +297,10 @@ export const ERROR_CODES = {
     status: [422],
     meaning: 'This external_platform and external_id already name an event of another community.',
   },
+  invalid_timezone: {
+    status: [422],
+    meaning: 'timezone is not an IANA time zone name the database knows (pg_timezone_names), such as Europe/Paris or America/New_York.',
+  },
 
   // -------------------------------------------------------------------------
   // Agent interface (MCP)

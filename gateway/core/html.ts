@@ -3,6 +3,7 @@
 // that escapes every interpolated value unless it is already SafeHtml, so
 // content from the database can only ever render as text.
 import crypto from 'node:crypto';
+import { formatLocalTime } from './time-zones.ts';
 
 export class SafeHtml {
   constructor(readonly value: string) {}
@@ -46,18 +47,13 @@ export function safeUrl(value: string | null | undefined): string | null {
   }
 }
 
-const DATE_TIME = new Intl.DateTimeFormat('en-GB', { dateStyle: 'full', timeStyle: 'short', timeZone: 'UTC' });
-
 /**
- * "Saturday 21 November 2026 at 18:00 UTC" for an ISO timestamp; with an end,
- * a range that names the day once when both fall on it.
+ * "Saturday 21 November 2026 at 18:00 CET" for an ISO timestamp, in the
+ * event's time zone (UTC when none is given); with an end, a range that names
+ * the day once when both fall on it (time-zones.ts).
  */
-export function formatTime(startIso: string, endIso?: string | null): string {
-  const start = new Date(startIso);
-  if (Number.isNaN(start.getTime())) return startIso;
-  const end = endIso ? new Date(endIso) : null;
-  if (!end || Number.isNaN(end.getTime())) return `${DATE_TIME.format(start)} UTC`;
-  return `${DATE_TIME.formatRange(start, end)} UTC`;
+export function formatTime(startIso: string, endIso?: string | null, zone?: string | null): string {
+  return formatLocalTime(startIso, endIso, zone);
 }
 
 /**

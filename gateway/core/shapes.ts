@@ -57,6 +57,12 @@ export const Event = z
     platform_a_url: PlatformUrl('platform a'),
     platform_b_url: PlatformUrl('platform b'),
     platform_c_url: PlatformUrl('platform c'),
+    timezone: z
+      .string()
+      .describe(
+        "Its IANA time zone (the platform's, else its venue's, else its community's, else the service default): where its local time is told. `date` and `end_time` stay instants in UTC.",
+      )
+      .meta({ example: 'Europe/Berlin' }),
     can_sync: z.literal(true).optional().describe("Present (true) when the caller manages the event's community: they may sync it with external platforms."),
     external_platforms: z
       .array(z.enum(['platform_a', 'platform_b', 'platform_c']))
@@ -86,5 +92,6 @@ export const Event = z
       platform_a_url: 'https://platform-a.example.com/events/evt-4711',
       platform_b_url: null,
       platform_c_url: null,
+      timezone: 'Europe/Berlin',
     },
   });

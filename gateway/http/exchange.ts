@@ -80,8 +80,8 @@ export function beginExchange(req: IncomingMessage, res: ServerResponse, log: Lo
   return new Exchange(req, res, startRequestLog(req, res, log));
 }
 
-/** Sends `text` with `status` and its content type; HEAD gets the headers only. */
-export function sendText(res: ServerResponse, status: number, contentType: string, text: string): void {
+/** Sends `text` (or bytes) with `status` and its content type; HEAD gets the headers only. */
+export function sendText(res: ServerResponse, status: number, contentType: string, text: string | Uint8Array): void {
   res.statusCode = status;
   res.setHeader('Content-Type', contentType);
   res.setHeader('Content-Length', Buffer.byteLength(text));

@@ -43,8 +43,8 @@ const SECTIONS: [RegExp, string, string][] = [
   [/^\/api\/mobile\/communities|^\/api\/community\//, 'Communities', 'Communities: the caller\'s, search, one community with its managers, its members, joining and leaving, and the public page data.'],
   [/^\/api\/v1\/platform\//, 'Platform integration', "For external event platforms: push events, register attendees and check them in, with a community manager's credential or a community-scoped API token."],
   [/^\/api\/v1\/forms/, 'Forms', 'Form submissions, stored for the operators (no credential).'],
-  [/^\/api\/mobile\/calendar\/|^\/(c|cal)\/|^\/e\/[^/]+\.ics$/, 'Calendars', 'Calendar files (iCalendar) of one event, of a community, and a personal feed of the caller\'s upcoming events, for calendar apps to subscribe to.'],
-  [/^\/(l|e|checkin)\//, 'Deep links', 'The links shared for events and venues: redirects to the app or to the web, the public event page and the web check-in form (HTML).'],
+  [/^\/api\/mobile\/calendar\/|^\/cal\/|^\/c\/[^/]+\/calendar\.ics$|^\/e\/[^/]+\.ics$/, 'Calendars', 'Calendar files (iCalendar) of one event, of a community, and a personal feed of the caller\'s upcoming events, for calendar apps to subscribe to.'],
+  [/^\/(l|e|c|checkin|assets)\//, 'Deep links', 'The links shared for events and venues: redirects to the app or to the web, the public event and community pages (with their share previews and default image) and the web check-in form (HTML).'],
   [/^\/mcp/, 'Agent interface', 'The MCP tool server for AI agents.'],
   [/^\/health$/, 'Health', 'Whether the gateway is up and its database answers (for load balancers and orchestrators).'],
 ];

@@ -105,8 +105,8 @@ export interface Reply {
    * and script would be blocked).
    */
   page?: Page;
-  /** Other text (e.g. an iCalendar file), sent as is with `contentType`. */
-  text?: string;
+  /** Other text (e.g. an iCalendar file), sent as is with `contentType` (bytes: already encoded, e.g. compressed, with its Content-Encoding in `headers`). */
+  text?: string | Uint8Array;
   contentType?: string;
   redirect?: string;
   headers?: Record<string, string>;

@@ -17,6 +17,11 @@ import { Uuid } from '../core/schemas.ts';
 const Conditional = z.object({
   'if-none-match': z.string().max(4096).optional().meta({ description: 'ETags of a calendar held; 304 when it is still current.' }),
   'if-modified-since': z.string().max(100).optional().meta({ description: 'An HTTP date; without If-None-Match, 304 when nothing changed since.' }),
+  'accept-encoding': z
+    .string()
+    .max(1000)
+    .optional()
+    .meta({ description: 'br or gzip: the file is answered compressed (Content-Encoding), its ETag naming the coding (`"…-gzip"`; If-None-Match takes either spelling).' }),
 });
 
 const CALENDAR = content('text/calendar', 'An iCalendar (RFC 5545) file, with `ETag` and `Last-Modified`.');
@@ -73,7 +78,7 @@ export const calendarRoutes = [
         (tx) => tx<Row[]>`
           select * from api.calendar_event(${params.shortlink}, ${services.publicUrl}, ${CALENDAR_FORMAT}, ${inm}, ${ims})`,
       );
-      return calendarReply(row!, { cacheControl: 'no-cache', filename: `${params.shortlink}.ics` });
+      return calendarReply(row!, { cacheControl: 'no-cache', filename: `${params.shortlink}.ics`, acceptEncoding: headers['accept-encoding'] });
     },
   }),
 
@@ -96,7 +101,7 @@ export const calendarRoutes = [
         (tx) => tx<Row[]>`
           select * from api.calendar_community(${params.community_id}, ${services.publicUrl}, ${CALENDAR_FORMAT}, ${inm}, ${ims})`,
       );
-      return calendarReply(row!, { cacheControl: 'no-cache', filename: 'calendar.ics', ttlSeconds: FEED_TTL_SECONDS });
+      return calendarReply(row!, { cacheControl: 'no-cache', filename: 'calendar.ics', ttlSeconds: FEED_TTL_SECONDS, acceptEncoding: headers['accept-encoding'] });
     },
   }),
 
@@ -149,7 +154,7 @@ export const calendarRoutes = [
         (tx) => tx<Row[]>`
           select * from api.calendar_personal(${params.token}, ${services.publicUrl}, ${CALENDAR_FORMAT}, ${inm}, ${ims})`,
       );
-      return calendarReply(row!, { cacheControl: 'private, no-cache', filename: 'calendar.ics', ttlSeconds: FEED_TTL_SECONDS });
+      return calendarReply(row!, { cacheControl: 'private, no-cache', filename: 'calendar.ics', ttlSeconds: FEED_TTL_SECONDS, acceptEncoding: headers['accept-encoding'] });
     },
   }),
 ];

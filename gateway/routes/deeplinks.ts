@@ -3,7 +3,8 @@
 //   /l/checkin/event/{event_node_id}  302 to the app (iOS/Android) or to the web form
 //   /l/event/{shortlink}              the same, by shortlink
 //   /l/checkin/venue/{venue_node_id}  302 to the one concurrent event's link, or a selection page
-//   /e/{shortlink}                    public event page
+//   /e/{shortlink}                    public event page (a deleted one: cancelled, while its tombstone is kept)
+//   /c/{community_id}                 public community page (the organizer its events' previews name)
 //   /checkin/event/{event_node_id}    web check-in form: sign in, then check in through the API
 //
 // Where a link leads (user agent rule, concurrency window) is decided in SQL;
@@ -13,24 +14,47 @@ import { z } from 'zod';
 import { defineRoute, type Reply } from '../http/route.ts';
 import { formatTime, html, jsonScriptData, page, safeUrl, type Page, type PageOptions, type SafeHtml } from '../core/html.ts';
 import type { HttpError } from '../core/errors.ts';
+import { localIso } from '../core/time-zones.ts';
 import { content, errors } from '../http/responses.ts';
+import { DEFAULT_EVENT_IMAGE_PATH, DEFAULT_EVENT_IMAGE_SIZE } from './assets.ts';
 import type { Event as EventShape } from '../core/shapes.ts';
 
 /** The Event object  as the SQL functions build it (api.event_public*: JSON, so dates are strings). */
 type EventJson = z.infer<typeof EventShape>;
 
-/** What the public event page shows (api.event_page). */
+/** What the public event page shows (api.event_page): a live event, or a deleted one (cancelled). */
 interface EventPage {
-  event: EventJson & { shortlink: string; public_full_url: string };
-  /** The effective end (ISO). */
+  title: string;
+  description: string | null;
+  /** The start and the effective end (ISO, UTC). */
+  date: string;
   end: string;
+  /** The event's IANA time zone: where its local time is told. */
+  timezone: string;
+  image_path: string | null;
+  event_url: string | null;
+  /** The page's own URL (canonical). */
+  url: string;
+  calendar_path: string;
+  /** The check-in link; null once cancelled. */
+  checkin_path: string | null;
   /** "venue, address", or the event's location text. */
   location: string | null;
-  place: { name: string; address?: string };
-  organizer: { name: string };
-  /** schema.org EventStatusType and EventAttendanceModeEnumeration members. */
+  /** schema.org's location: always a place with an address (the venue, the location text, or the community). */
+  place: { name: string; address: string; latitude: number | null; longitude: number | null };
+  organizer: { name: string; url: string };
+  /** schema.org EventStatusType (EventScheduled, EventCancelled) and EventAttendanceModeEnumeration members. */
   event_status: string;
   attendance_mode: string;
+}
+
+/** What the public community page shows (api.community_page). */
+interface CommunityPage {
+  name: string;
+  description: string | null;
+  url: string;
+  calendar_path: string;
+  events: { title: string; date: string; end: string; timezone: string; path: string }[];
 }
 
 /** At most `max` characters (code points), whitespace collapsed, an ellipsis when cut. */
@@ -39,50 +63,70 @@ function excerpt(text: string, max: number): string {
   return chars.length <= max ? chars.join('') : `${chars.slice(0, max - 1).join('').trimEnd()}…`;
 }
 
+/** An absolute URL of the event's image, or of the default image (every preview names one). */
+function imageOf(imagePath: string | null, publicUrl: string): { url: string; own: boolean } {
+  const base = publicUrl.replace(/\/+$/, '');
+  const path = safeUrl(imagePath);
+  if (path) return { url: path.startsWith('/') ? `${base}${path}` : path, own: true };
+  return { url: `${base}${DEFAULT_EVENT_IMAGE_PATH}`, own: false };
+}
+
 /**
  * The share preview of an event page: Open Graph and Twitter card tags, a
  * canonical link, and the schema.org Event as JSON-LD (a data block: the
- * CSP's script-src does not apply to it, nothing runs). Every value is
- * escaped for where it goes: attributes by html``, the JSON by jsonScriptData.
+ * CSP's script-src does not apply to it, nothing runs) with every field
+ * Google's Event rich result requires (name, startDate, location with an
+ * address) and the recommended ones the data has (endDate, eventStatus,
+ * eventAttendanceMode, description, image, organizer with its url). Times
+ * are local, with the offset of the event's zone. Every value is escaped for
+ * where it goes: attributes by html``, the JSON by jsonScriptData.
  */
 function sharePreview(data: EventPage, publicUrl: string): SafeHtml {
-  const { event } = data;
-  const url = event.public_full_url;
-  const path = safeUrl(event.image_path);
-  const image = path?.startsWith('/') ? `${publicUrl.replace(/\/+$/, '')}${path}` : path;
-  const summary = [formatTime(event.date, data.end), data.location].filter(Boolean).join(' · ');
-  const description = excerpt(event.description ? `${summary}. ${event.description}` : summary, 300);
-  const place: Record<string, string> = { '@type': 'Place', name: data.place.name };
-  if (data.place.address) place.address = data.place.address;
+  const cancelled = data.event_status === 'EventCancelled';
+  const image = imageOf(data.image_path, publicUrl);
+  const summary = [cancelled ? 'Cancelled' : null, formatTime(data.date, data.end, data.timezone), data.location].filter(Boolean).join(' · ');
+  const description = excerpt(data.description ? `${summary}. ${data.description}` : summary, 300);
+  const title = cancelled ? `Cancelled: ${data.title}` : data.title;
+  const place: Record<string, unknown> = {
+    '@type': 'Place',
+    name: data.place.name,
+    address: { '@type': 'PostalAddress', streetAddress: data.place.address },
+  };
+  if (data.place.latitude !== null && data.place.longitude !== null) {
+    place.geo = { '@type': 'GeoCoordinates', latitude: data.place.latitude, longitude: data.place.longitude };
+  }
   const jsonLd = {
     '@context': 'https://schema.org',
     '@type': 'Event',
-    name: event.title,
-    startDate: event.date,
-    endDate: data.end,
+    name: data.title,
+    startDate: localIso(data.date, data.timezone),
+    endDate: localIso(data.end, data.timezone),
     eventStatus: `https://schema.org/${data.event_status}`,
     eventAttendanceMode: `https://schema.org/${data.attendance_mode}`,
     location: place,
-    url,
-    organizer: { '@type': 'Organization', name: data.organizer.name },
-    ...(event.description ? { description: event.description } : {}),
-    ...(image ? { image: [image] } : {}),
+    url: data.url,
+    image: [image.url],
+    description: data.description || summary,
+    organizer: { '@type': 'Organization', name: data.organizer.name, url: data.organizer.url },
   };
-  return html`<link rel="canonical" href="${url}">
+  return html`<link rel="canonical" href="${data.url}">
 <meta name="description" content="${description}">
 <meta property="og:type" content="website">
-<meta property="og:title" content="${event.title}">
+<meta property="og:title" content="${title}">
 <meta property="og:description" content="${description}">
-<meta property="og:url" content="${url}">
-${image ? html`<meta property="og:image" content="${image}">
-` : ''}<meta name="twitter:card" content="${image ? 'summary_large_image' : 'summary'}">
-<meta name="twitter:title" content="${event.title}">
+<meta property="og:url" content="${data.url}">
+<meta property="og:image" content="${image.url}">
+${image.own ? '' : html`<meta property="og:image:width" content="${DEFAULT_EVENT_IMAGE_SIZE.width}">
+<meta property="og:image:height" content="${DEFAULT_EVENT_IMAGE_SIZE.height}">
+`}<meta name="twitter:card" content="summary_large_image">
+<meta name="twitter:title" content="${title}">
 <meta name="twitter:description" content="${description}">
+<meta name="twitter:image" content="${image.url}">
 <script type="application/ld+json">${jsonScriptData(jsonLd)}</script>`;
 }
 
 /** A concurrent event on the venue selection page (api.link_venue_checkin): fields of the Event. */
-type VenueChoice = Pick<EventJson, 'title' | 'date' | 'end_time' | 'location'> & { node_id: string };
+type VenueChoice = Pick<EventJson, 'title' | 'date' | 'end_time' | 'location' | 'timezone'> & { node_id: string };
 
 const EventNode = z.object({ event_node_id: z.guid().describe("The event's node id.") });
 const VenueNode = z.object({ venue_node_id: z.guid().describe("The venue's node id.") });
@@ -120,8 +164,9 @@ function redirectReply(location: string): Reply {
   return { status: 302, redirect: location, page: body, headers: { 'Cache-Control': 'no-store', Vary: 'User-Agent' } };
 }
 
-function when(event: Pick<EventJson, 'date' | 'end_time'>): SafeHtml {
-  return html`<time datetime="${event.date}">${formatTime(event.date, event.end_time)}</time>`;
+/** When an event takes place, in its zone: local time and the zone's abbreviation (the machine-readable time with its offset). */
+function when(event: Pick<EventJson, 'date' | 'end_time' | 'timezone'>): SafeHtml {
+  return html`<time datetime="${localIso(event.date, event.timezone)}">${formatTime(event.date, event.end_time, event.timezone)}</time>`;
 }
 
 // Trusted code only: it reads the event id and title from the page, never
@@ -240,9 +285,10 @@ export const deeplinkRoutes = [
   defineRoute({
     method: 'get',
     path: '/e/:shortlink',
-    summary: 'Public page of an event, with share previews (Open Graph, Twitter card, schema.org Event) and an "Add to calendar" link.',
+    summary: 'Public page of an event, with share previews (Open Graph, Twitter card, schema.org Event) and an "Add to calendar" link; a cancelled (deleted) event\'s page says so.',
     description:
-      "An event's public page: its title, time, place, description, a check-in link and an \"Add to calendar\" link (the event's .ics), with share previews for chat apps and search engines (Open Graph, Twitter card, a schema.org Event as JSON-LD). An unknown event, or one of a draft community, is a 404 page.",
+      "An event's public page: its title, local time (in the event's time zone, with the zone's abbreviation), place, description, a check-in link and an \"Add to calendar\" link (the event's .ics), with share previews for chat apps and search engines (Open Graph, Twitter card, a schema.org Event as JSON-LD with what Google's Event rich result requires). " +
+      'A deleted event\'s page says it is cancelled (schema.org EventCancelled, 200) while its tombstone is kept: until its end is 30 days past. An unknown event, or one of a draft community, is a 404 page.',
     auth: 'public',
     params: Shortlink,
     invalidParamsStatus: 404,
@@ -252,19 +298,62 @@ export const deeplinkRoutes = [
       const [row] = await db(
         (tx) => tx<{ page: EventPage }[]>`select api.event_page(${params.shortlink}, ${services.publicUrl}) as page`,
       );
-      const { event } = row!.page;
-      const image = safeUrl(event.image_path);
-      const link = safeUrl(event.event_url);
+      const data = row!.page;
+      const cancelled = data.event_status === 'EventCancelled';
+      const image = safeUrl(data.image_path);
+      const link = safeUrl(data.event_url);
+      const time = { date: data.date, end_time: data.end, timezone: data.timezone };
       return pageReply(200, {
-        title: event.title,
+        title: cancelled ? `Cancelled: ${data.title}` : data.title,
         indexable: true,
-        head: sharePreview(row!.page, services.publicUrl),
+        head: sharePreview(data, services.publicUrl),
         body: html`${image ? html`<img src="${image}" alt="">` : ''}
-<h1>${event.title}</h1>
-<p class="meta">${when(event)}${row!.page.location ? html`<br>${row!.page.location}` : ''}</p>
-${event.description ? html`<p>${event.description}</p>` : ''}
+${cancelled ? html`<p class="cancelled" role="status"><strong>This event has been cancelled.</strong></p>
+` : ''}<h1>${data.title}</h1>
+<p class="meta">${when(time)}${data.location ? html`<br>${data.location}` : ''}</p>
+${data.description ? html`<p>${data.description}</p>` : ''}
 ${link ? html`<p><a href="${link}" rel="noopener noreferrer">Event website</a></p>` : ''}
-<p><a class="button" href="${event.deeplink_path}">Check in</a><a class="button secondary" href="${`/e/${event.shortlink}.ics`}" type="text/calendar">Add to calendar</a></p>`,
+<p>${data.checkin_path ? html`<a class="button" href="${data.checkin_path}">Check in</a><a class="button secondary" href="${data.calendar_path}" type="text/calendar">Add to calendar</a>` : ''}<a href="${data.organizer.url}">${data.organizer.name}</a></p>`,
+      });
+    },
+  }),
+
+  defineRoute({
+    method: 'get',
+    path: '/c/:community_id',
+    summary: "Public page of a community: its name, description and next events, and its calendar (the organizer its events' previews name). Draft communities are 404.",
+    description:
+      "A community's public page: its name, description, its next events (at most 50, each in its own time zone) with links to their pages, and a link to subscribe to its calendar; the organizer named by its events' share previews. " +
+      'An unknown or draft community is a 404 page.',
+    auth: 'public',
+    params: z.object({ community_id: z.guid().describe("The community's id.") }),
+    invalidParamsStatus: 404,
+    renderError: errorPage,
+    responses: { 200: PAGE, 404: errors('community_not_found') },
+    async handler({ params, db, services }) {
+      const [row] = await db(
+        (tx) => tx<{ page: CommunityPage }[]>`select api.community_page(${params.community_id}, ${services.publicUrl}) as page`,
+      );
+      const data = row!.page;
+      const description = excerpt(data.description ?? `Events of ${data.name}`, 300);
+      return pageReply(200, {
+        title: data.name,
+        indexable: true,
+        head: html`<link rel="canonical" href="${data.url}">
+<meta name="description" content="${description}">
+<meta property="og:type" content="website">
+<meta property="og:title" content="${data.name}">
+<meta property="og:description" content="${description}">
+<meta property="og:url" content="${data.url}">
+<script type="application/ld+json">${jsonScriptData({ '@context': 'https://schema.org', '@type': 'Organization', name: data.name, url: data.url, ...(data.description ? { description: data.description } : {}) })}</script>`,
+        body: html`<h1>${data.name}</h1>
+${data.description ? html`<p>${data.description}</p>` : ''}
+${data.events.length === 0 ? html`<p>No upcoming events.</p>` : html`<ul class="events">${data.events.map(
+          (event) => html`
+<li><a href="${event.path}">${event.title}</a><br><small>${when({ date: event.date, end_time: event.end, timezone: event.timezone })}</small></li>`,
+        )}
+</ul>`}
+<p><a class="button secondary" href="${data.calendar_path}" type="text/calendar">Subscribe to the calendar</a></p>`,
       });
     },
   }),

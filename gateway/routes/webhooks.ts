@@ -82,10 +82,30 @@ const ListQuery = z.object({ community_id: Uuid.describe('The community whose en
 const WebhookPath = z.object({ id: Uuid.describe("The webhook endpoint's id.") });
 const DeliveryPath = WebhookPath.extend({ delivery_id: Uuid.describe("The delivery's id (`id` of a delivery).") });
 
+const QueryTime = z.iso.datetime({ offset: true, message: 'must be an ISO 8601 date-time with a time zone' });
 const DeliveryPage = z.object({
   limit: QueryInteger(1, LIMITS.pageLimitMax).default(20).describe('How many deliveries a page holds.').meta({ example: 20 }),
   offset: QueryInteger(0, 1_000_000_000).default(0).describe('How many deliveries to skip (0 for the newest).').meta({ example: 0 }),
+  status: z.enum(DELIVERY_STATUSES).optional().describe('Only the deliveries of this status.').meta({ example: 'failed' }),
+  since: QueryTime.optional().describe('Only the deliveries queued at or after this time (ISO 8601).').meta({ example: '2026-05-14T00:00:00Z' }),
+  until: QueryTime.optional().describe('Only the deliveries queued before this time (ISO 8601).').meta({ example: '2026-05-15T00:00:00Z' }),
 });
+const RecoverBody = z
+  .object({
+    since: DateTime.describe('Send again every failed delivery queued at or after this time (ISO 8601).').meta({ example: '2026-05-14T00:00:00Z' }),
+    until: DateTime.optional().describe('... and before this time; absent: up to now.').meta({ example: '2026-05-15T00:00:00Z' }),
+  })
+  .meta({ example: { since: '2026-05-14T00:00:00Z' } });
+const Recovered = z
+  .object({
+    recovered: z.number().int().describe('How many failed deliveries were queued again (at most 10,000 a call).').meta({ example: 42 }),
+    remaining: z
+      .number()
+      .int()
+      .describe('How many failed deliveries of the range are left (past the 10,000): call again while it is above 0.')
+      .meta({ example: 0 }),
+  })
+  .describe('What was queued again.');
 
 const WebhookFields = z.object({
   id: Id.describe("The endpoint's id.").meta({ example: EXAMPLE_WEBHOOK_ID }),
@@ -116,7 +136,9 @@ const WebhookWithSecret = WebhookFields.extend({
 /** An example delivery: a member.joined, delivered at the first attempt. */
 const EXAMPLE_DELIVERY = {
   id: 'e7e700f6-244c-4e2c-862b-9af716453bbf',
+  message_id: 'msg_e7e700f6244c4e2c862b9af716453bbf',
   webhook_id: 'msg_e7e700f6244c4e2c862b9af716453bbf',
+  sequence: 1842,
   event_type: 'member.joined',
   status: 'succeeded',
   attempts: 1,
@@ -129,6 +151,7 @@ const EXAMPLE_DELIVERY = {
   payload: {
     type: 'member.joined',
     timestamp: '2026-05-14T18:30:00.000Z',
+    sequence: 1842,
     data: {
       community_id: EXAMPLE_COMMUNITY_ID,
       member: { id: 'cc857732-834a-4dbf-a579-6e25bafc61ad', role: 'member', joined_at: '2026-05-14T18:30:00.000Z', name: 'Grace Hopper' },
@@ -139,7 +162,9 @@ const EXAMPLE_DELIVERY = {
 /** A ping just queued (POST .../ping answers it). */
 const EXAMPLE_PING = {
   id: '69beb977-086b-4221-b8f3-f519cf4438d2',
+  message_id: 'msg_69beb977086b4221b8f3f519cf4438d2',
   webhook_id: 'msg_69beb977086b4221b8f3f519cf4438d2',
+  sequence: 1843,
   event_type: 'webhook.ping',
   status: 'pending',
   attempts: 0,
@@ -152,6 +177,7 @@ const EXAMPLE_PING = {
   payload: {
     type: 'webhook.ping',
     timestamp: '2026-05-14T18:31:00.000Z',
+    sequence: 1843,
     data: { endpoint_id: EXAMPLE_WEBHOOK_ID, community_id: EXAMPLE_COMMUNITY_ID },
   },
 };
@@ -163,10 +189,22 @@ const DeliveryEventType = z
 const Delivery = z
   .object({
     id: Id.describe("The delivery's id (replay takes it)."),
+    message_id: z
+      .string()
+      .describe('The message id, sent as the `webhook-id` header: `msg_` and the id without dashes, the same on every attempt and replay (deduplicate on it).')
+      .meta({ example: 'msg_e7e700f6244c4e2c862b9af716453bbf' }),
     webhook_id: z
       .string()
-      .describe('The webhook-id header: `msg_` and the id without dashes, the same on every attempt and replay (deduplicate on it).')
-      .meta({ example: 'msg_e7e700f6244c4e2c862b9af716453bbf' }),
+      .describe('Deprecated: the same as `message_id` (the name read like the endpoint\'s id). It will be removed; read `message_id`.')
+      .meta({ example: 'msg_e7e700f6244c4e2c862b9af716453bbf', deprecated: true }),
+    sequence: z
+      .number()
+      .int()
+      .nullable()
+      .describe(
+        'The delivery\'s number, also sent as `sequence` in the body: it grows in the order deliveries are queued, so of two deliveries about the same object (an event, a membership) the higher is the later change. Not consecutive. Null for deliveries queued before numbers were given.',
+      )
+      .meta({ example: 1842 }),
     event_type: DeliveryEventType,
     status: z
       .enum(DELIVERY_STATUSES)
@@ -197,6 +235,12 @@ const Delivery = z
       .object({
         type: DeliveryEventType.describe('The event type (the same as event_type).'),
         timestamp: DateTime.describe('When the change happened.'),
+        sequence: z
+          .number()
+          .int()
+          .optional()
+          .describe('The delivery\'s number (`sequence` of the delivery): deliveries may arrive out of order under retries; of two about the same object, the higher number is the later change.')
+          .meta({ example: 1842 }),
         data: z
           .record(z.string(), z.unknown())
           .describe(
@@ -205,7 +249,7 @@ const Delivery = z
               '{id, type, event_id, event_node_id, visibility, checked_in_at, member} (member only for a public check-in); `webhook.ping`: {endpoint_id, community_id}.',
           ),
       })
-      .describe('The JSON body sent, exactly: {type, timestamp, data}.'),
+      .describe('The JSON body sent, exactly: {type, timestamp, sequence, data}.'),
   })
   .meta({
     id: 'WebhookDelivery',
@@ -352,10 +396,11 @@ export const webhookRoutes = [
   defineRoute({
     method: 'get',
     path: '/api/v1/platform/webhooks/:id/deliveries',
-    summary: "The endpoint's deliveries, newest first: status (pending, succeeded, retrying, failed), attempts, last answer, payload.",
+    summary: "The endpoint's deliveries, newest first (filtered by status and time when asked): status (pending, succeeded, retrying, failed), attempts, last answer, payload.",
     description:
       "The endpoint's deliveries, newest first, a page at a time: each with its status, attempts, the last answer (status, error, the first 1 KB of the body), " +
-      'when the next attempt is due and the payload sent. Finished deliveries (succeeded, failed) are pruned 30 days after they were queued.',
+      'when the next attempt is due and the payload sent. `status`, `since` and `until` keep only the deliveries of that status, queued in that time range (e.g. `?status=failed&since=...`). ' +
+      'Finished deliveries (succeeded, failed) are pruned 30 days after they were queued.',
     auth: 'user',
     params: WebhookPath,
     query: DeliveryPage,
@@ -370,7 +415,9 @@ export const webhookRoutes = [
     },
     async handler({ params, query, db }) {
       const [row] = await db(
-        (tx) => tx<{ page: string }[]>`select api.webhook_deliveries(${params.id}, ${query.limit}, ${query.offset})::text as page`,
+        (tx) => tx<{ page: string }[]>`
+          select api.webhook_deliveries(${params.id}, ${query.limit}, ${query.offset}, ${query.status ?? null},
+                                        ${query.since ?? null}, ${query.until ?? null})::text as page`,
       );
       return { status: 200, json: jsonObjectWith({ success: true }, row!.page) };
     },
@@ -389,6 +436,27 @@ export const webhookRoutes = [
     responses: { 202: succeeded({ data: Delivery }), 403: FORBIDDEN, 404: errors('webhook_not_found', 'delivery_not_found'), 409: errors('webhook_inactive') },
     async handler({ params, db }) {
       const [row] = await db((tx) => tx<Row[]>`select api.webhook_delivery_replay(${params.id}, ${params.delivery_id}) as data`);
+      return { status: 202, body: { success: true, data: row!.data } };
+    },
+  }),
+
+  defineRoute({
+    method: 'post',
+    path: '/api/v1/platform/webhooks/:id/recover',
+    summary: 'Send again every failed delivery queued since a time (202: queued, oldest first), e.g. after the endpoint was turned off.',
+    description:
+      'Queues again, now, every `failed` delivery of the endpoint queued at or after `since` (and before `until`), with the same `webhook-id` and body and a fresh round of retries, ' +
+      'oldest first: what an endpoint missed while it was down or turned off, in one call instead of one replay each. It ends a back-off. ' +
+      'At most 10,000 a call: `remaining` says how many are left; call again while it is above 0. 409 `webhook_inactive` when the endpoint is off (turn it on first).',
+    limits: ['At most 10,000 deliveries a call (`remaining` counts the rest).'],
+    auth: 'user',
+    params: WebhookPath,
+    body: RecoverBody,
+    invalidStatus: 422,
+    invalidParamsStatus: 404,
+    responses: { 202: succeeded({ data: Recovered }), 403: FORBIDDEN, 404: NOT_FOUND, 409: errors('webhook_inactive'), 422: errors('validation_error') },
+    async handler({ params, body, db }) {
+      const [row] = await db((tx) => tx<Row[]>`select api.webhook_recover(${params.id}, ${body.since}, ${body.until ?? null}) as data`);
       return { status: 202, body: { success: true, data: row!.data } };
     },
   }),

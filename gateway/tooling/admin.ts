@@ -86,6 +86,26 @@ const commands: Record<string, Command> = {
       return 'ok';
     },
   },
+  'set-community-timezone': {
+    usage: '--community-id ID --timezone ZONE',
+    description: "Set a community's IANA time zone (e.g. Europe/Paris; 'none' removes it): its events made from now on take it. Prints it.",
+    options: { 'community-id': Uuid, timezone: z.string().min(1) },
+    run: async (sql, o) =>
+      (
+        await sql`select coalesce(admin.set_community_timezone(${o['community-id'] as string},
+                    ${o.timezone === 'none' ? null : (o.timezone as string)}), 'none') as zone`
+      )[0]?.zone,
+  },
+  'set-venue-timezone': {
+    usage: '--venue-node-id ID --timezone ZONE',
+    description: "Set a venue's IANA time zone (e.g. Europe/Paris; 'none' removes it): events made there from now on take it. Prints it.",
+    options: { 'venue-node-id': Uuid, timezone: z.string().min(1) },
+    run: async (sql, o) =>
+      (
+        await sql`select coalesce(admin.set_venue_timezone(${o['venue-node-id'] as string},
+                    ${o.timezone === 'none' ? null : (o.timezone as string)}), 'none') as zone`
+      )[0]?.zone,
+  },
   'create-venue': {
     usage: '--name N [--address A] [--latitude LAT] [--longitude LNG]',
     description: 'Create a venue. Prints its node id.',

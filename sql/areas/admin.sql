@@ -265,6 +265,23 @@ end;
 $function$;
 comment on function admin.set_community_flags(uuid,boolean,boolean) is 'Sets the sandbox and draft flags of a community (null leaves a flag as it is).';
 
+CREATE OR REPLACE FUNCTION admin.set_community_timezone(community_id uuid, timezone text)
+ RETURNS text
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog'
+AS $function$
+declare
+  zone text := private.time_zone_name(set_community_timezone.timezone);
+begin
+  update app.communities c set timezone = zone, updated_at = now() where c.id = set_community_timezone.community_id;
+  if not found then
+    raise exception 'no community with id %', community_id using errcode = 'P0002';
+  end if;
+  return zone;
+end;
+$function$;
+comment on function admin.set_community_timezone(uuid,text) is 'Sets a community''s IANA time zone (null: unknown), which its events made from now on take when neither they nor their venue name one. Returns it as pg_timezone_names spells it; PT422 invalid_timezone for an unknown name.';
+
 CREATE OR REPLACE FUNCTION admin.set_subscription(email text, subscription_type text)
  RETURNS void
  LANGUAGE plpgsql
@@ -288,6 +305,23 @@ begin
 end;
 $function$;
 comment on function admin.set_subscription(text,text) is 'Sets a user''s subscription type (basic or premium), which sets their max_hats.';
+
+CREATE OR REPLACE FUNCTION admin.set_venue_timezone(venue_node_id uuid, timezone text)
+ RETURNS text
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog'
+AS $function$
+declare
+  zone text := private.time_zone_name(set_venue_timezone.timezone);
+begin
+  update app.venues v set timezone = zone where v.node_id = set_venue_timezone.venue_node_id;
+  if not found then
+    raise exception 'no venue with node id %', venue_node_id using errcode = 'P0002';
+  end if;
+  return zone;
+end;
+$function$;
+comment on function admin.set_venue_timezone(uuid,text) is 'Sets a venue''s IANA time zone (null: unknown), which events made there from now on take when they name none. Returns it as pg_timezone_names spells it; PT422 invalid_timezone for an unknown name.';
 
 CREATE OR REPLACE FUNCTION admin.webhook_failures(max_rows integer DEFAULT 20)
  RETURNS TABLE(delivery_id uuid, endpoint_id uuid, url text, event_type text, status text, attempts integer, last_status_code integer, last_error text, next_attempt_at timestamp with time zone, created_at timestamp with time zone)

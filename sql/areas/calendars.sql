@@ -55,6 +55,7 @@ begin
       from private.calendar_feed_answer(
              array[community.id], now() - interval '30 days',
              jsonb_build_object('name', community.name, 'description', community.description,
+                                'timezone', coalesce(community.timezone, private.default_timezone()),
                                 'updated_at', community.updated_at),
              public_url, format, if_none_match, if_modified_since) a;
 end;
@@ -76,7 +77,7 @@ begin
   if found.event_id is null then
     raise exception 'event not found' using errcode = 'PT404', hint = 'event_not_found';
   end if;
-  heading := jsonb_build_object('name', found.title);
+  heading := jsonb_build_object('name', found.title, 'timezone', found.timezone);
   etag := private.calendar_etag(format, public_url, heading, 1,
                                 private.calendar_row_hash(found.event_id, found.sequence, found.stamp, found.cancelled));
   last_modified := found.stamp;
@@ -173,9 +174,10 @@ AS $function$
       'description', r.description,
       'location', r.location,
       'url', pg_catalog.rtrim(public_url, '/') operator(pg_catalog.||) '/e/' operator(pg_catalog.||) r.shortlink,
-      'status', case when r.cancelled then 'CANCELLED' else 'CONFIRMED' end)
+      'status', case when r.cancelled then 'CANCELLED' else 'CONFIRMED' end,
+      'timezone', r.timezone)
   $function$;
-comment on function private.calendar_entry(private.calendar_row,text) is 'A calendar entry as the gateway renders it (VEVENT): uid <event id>@<PUBLIC_URL host>, sequence, start and effective end (UTC), stamp, created, summary, description, location, url (the public page), status CONFIRMED or CANCELLED.';
+comment on function private.calendar_entry(private.calendar_row,text) is 'A calendar entry as the gateway renders it (VEVENT): uid <event id>@<PUBLIC_URL host>, sequence, start and effective end (UTC), stamp, created, summary, description, location, url (the public page), status CONFIRMED or CANCELLED, timezone (the event''s IANA zone: DTSTART and DTEND are written in it).';
 
 CREATE OR REPLACE FUNCTION private.calendar_etag(format text, public_url text, heading jsonb, entry_count bigint, version numeric)
  RETURNS text
@@ -196,21 +198,21 @@ AS $function$
     -- The live event; a deleted one (its tombstone) only when no event has the shortlink now.
     -- Neither when its community's events are not public (a draft).
     select r.event_id, r.shortlink, r.title, r.description, r.starts_at, r.ends_at, r.location, r.sequence,
-           r.created_at, r.stamp, r.cancelled
+           r.created_at, r.stamp, r.cancelled, r.timezone
       from (select e.id, e.shortlink, e.title, e.description, e.starts_at, e.ends_at,
                    private.event_location_text(v.name, v.address, e.location), e.sequence, e.created_at,
-                   greatest(e.updated_at, v.updated_at), false, 0
+                   greatest(e.updated_at, v.updated_at), false, 0, e.timezone
               from app.events e
               left join app.venues v on v.node_id operator(pg_catalog.=) e.venue_node_id
              where e.shortlink operator(pg_catalog.=) calendar_event_rows.shortlink
                and private.community_events_public(e.community_id)
             union all
             select t.event_id, t.shortlink, t.title, t.description, t.starts_at, t.ends_at, t.location, t.sequence,
-                   t.created_at, t.deleted_at, true, 1
+                   t.created_at, t.deleted_at, true, 1, t.timezone
               from app.event_tombstones t
              where t.shortlink operator(pg_catalog.=) calendar_event_rows.shortlink
                and private.community_events_public(t.community_id)
-           ) r (event_id, shortlink, title, description, starts_at, ends_at, location, sequence, created_at, stamp, cancelled, rank)
+           ) r (event_id, shortlink, title, description, starts_at, ends_at, location, sequence, created_at, stamp, cancelled, rank, timezone)
      order by r.rank, r.stamp desc
      limit 1
   $function$;
@@ -287,14 +289,14 @@ CREATE OR REPLACE FUNCTION private.calendar_rows(community_ids uuid[], ends_afte
 AS $function$
     select e.id, e.shortlink, e.title, e.description, e.starts_at, e.ends_at,
            private.event_location_text(v.name, v.address, e.location), e.sequence, e.created_at,
-           greatest(e.updated_at, v.updated_at), false
+           greatest(e.updated_at, v.updated_at), false, e.timezone
       from app.events e
       left join app.venues v on v.node_id operator(pg_catalog.=) e.venue_node_id
      where e.community_id operator(pg_catalog.=) any (community_ids)
        and private.event_effective_end(e.starts_at, e.ends_at) operator(pg_catalog.>=) ends_after
     union all
     select t.event_id, t.shortlink, t.title, t.description, t.starts_at, t.ends_at, t.location, t.sequence,
-           t.created_at, t.deleted_at, true
+           t.created_at, t.deleted_at, true, t.timezone
       from app.event_tombstones t
      where t.community_id operator(pg_catalog.=) any (community_ids)
        and private.event_effective_end(t.starts_at, t.ends_at) operator(pg_catalog.>=) ends_after
@@ -341,16 +343,17 @@ CREATE OR REPLACE FUNCTION private.tg_events__tombstone()
 AS $function$
 begin
   insert into app.event_tombstones as t (event_id, community_id, shortlink, title, description, starts_at, ends_at,
-                                         location, sequence, created_at)
+                                         location, sequence, created_at, timezone, image_path, event_url, venue_node_id)
   select old.id, old.community_id, old.shortlink, old.title, old.description, old.starts_at, old.ends_at,
-         private.event_location_text(v.name, v.address, old.location), old.sequence + 1, old.created_at
+         private.event_location_text(v.name, v.address, old.location), old.sequence + 1, old.created_at,
+         old.timezone, old.image_path, old.event_url, v.node_id
     from (select) one
     left join app.venues v on v.node_id = old.venue_node_id
   on conflict (event_id) do nothing;
   return null;
 end;
 $function$;
-comment on function private.tg_events__tombstone() is 'Trigger: a deleted event leaves a tombstone (app.event_tombstones), its sequence one higher, which the calendar feeds list as cancelled.';
+comment on function private.tg_events__tombstone() is 'Trigger: a deleted event leaves a tombstone (app.event_tombstones), its sequence one higher, which the calendar feeds list as cancelled and its public page shows cancelled.';
 
 -- -----------------------------------------------------------------------------
 -- Tables: comments, row-level security, policies, grants, triggers
@@ -361,11 +364,11 @@ comment on table app.calendar_feeds is 'A user''s personal calendar feed (/cal/{
 alter table app.calendar_feeds enable row level security;
 
 -- app.event_tombstones
-comment on table app.event_tombstones is 'Deleted events, as they were (location as the calendar showed it), listed by the calendar feeds as cancelled until their effective end is 30 days past (private.event_tombstones_prune). No community foreign key: a deleted community takes its events with it. Not granted to request roles.';
+comment on table app.event_tombstones is 'Deleted events, as they were (location as the calendar showed it; zone, image, website and venue for the cancelled page), listed by the calendar feeds and shown by the public page as cancelled until their effective end is 30 days past (private.event_tombstones_prune). No community foreign key: a deleted community takes its events with it. Not granted to request roles.';
 alter table app.event_tombstones enable row level security;
 
 -- -----------------------------------------------------------------------------
 -- Types: comments
 -- -----------------------------------------------------------------------------
 
-comment on type private.calendar_row is 'One entry of a calendar: a live event (stamp: when it or its venue last changed) or a deleted one (cancelled; stamp: when it was deleted).';
+comment on type private.calendar_row is 'One entry of a calendar: a live event (stamp: when it or its venue last changed) or a deleted one (cancelled; stamp: when it was deleted), with its time zone (null: the service default).';

@@ -229,6 +229,41 @@ $function$;
 comment on function api.community_members(uuid,integer,integer) is 'GET /api/mobile/communities/{id}/members: member node ids, names, roles and joined_at; managers first, then oldest members.';
 grant execute on function api.community_members(uuid,integer,integer) to authenticated;
 
+CREATE OR REPLACE FUNCTION api.community_page(community_id uuid, public_url text)
+ RETURNS jsonb
+ LANGUAGE plpgsql
+ STABLE SECURITY DEFINER
+ SET search_path TO 'pg_catalog'
+AS $function$
+declare
+  community app.communities;
+  base text := rtrim(public_url, '/');
+begin
+  select c.* into community from app.communities c
+   where c.id = community_page.community_id and private.community_events_public(c.id);
+  if community.id is null then
+    raise exception 'community not found' using errcode = 'PT404', hint = 'community_not_found';
+  end if;
+  return jsonb_build_object(
+    'name', community.name,
+    'description', community.description,
+    'url', base || '/c/' || community.id,
+    'calendar_path', '/c/' || community.id || '/calendar.ics',
+    'events', (select coalesce(jsonb_agg(jsonb_build_object(
+                        'title', e.title, 'date', app.iso(e.starts_at),
+                        'end', app.iso(private.event_effective_end(e.starts_at, e.ends_at)),
+                        'timezone', e.timezone,
+                        'path', '/e/' || e.shortlink) order by e.starts_at, e.id), '[]'::jsonb)
+                 from (select * from app.events x
+                        where x.community_id = community.id
+                          and private.event_effective_end(x.starts_at, x.ends_at) >= now()
+                        order by x.starts_at, x.id
+                        limit 50) e));
+end;
+$function$;
+comment on function api.community_page(uuid,text) is 'GET /c/{community_id} (no credential): the community''s public page, the organizer named by its events'' previews: name, description, url, calendar_path, and its next events (effective end not past, soonest first, at most 50: title, date, end, timezone, path). PT404 community_not_found for an unknown or draft community.';
+grant execute on function api.community_page(uuid,text) to anon, authenticated;
+
 CREATE OR REPLACE FUNCTION api.community_public(community_id uuid)
  RETURNS jsonb
  LANGUAGE plpgsql
@@ -376,12 +411,13 @@ comment on function private.tg_community_members__keep_a_manager() is 'Trigger: 
 
 -- app.communities
 comment on table app.communities is 'Communities. member_count is kept by a trigger on community_members.';
+comment on column app.communities.timezone is 'The community''s IANA time zone, or null (unknown): its events made without a zone of their own or of their venue take it. Set by admin.set_community_timezone.';
 alter table app.communities enable row level security;
 drop policy if exists "Communities are public" on app.communities;
 create policy "Communities are public" on app.communities
   as permissive for select to anon, authenticated
   using (true);
-grant select (accepts_handoffs, created_at, description, id, is_draft, is_sandbox, member_count, name, node_id, search_text, tags, updated_at) on table app.communities to anon, authenticated;
+grant select (accepts_handoffs, created_at, description, id, is_draft, is_sandbox, member_count, name, node_id, search_text, tags, timezone, updated_at) on table app.communities to anon, authenticated;
 drop trigger if exists _100_set_updated_at on app.communities;
 CREATE TRIGGER _100_set_updated_at BEFORE UPDATE ON app.communities FOR EACH ROW EXECUTE FUNCTION private.tg__set_updated_at();
 drop trigger if exists _200_search_text on app.communities;

@@ -175,7 +175,7 @@ $function$;
 comment on function api.platform_checkin(uuid,text) is 'POST /api/v1/platform/events/{event_node_id}/checkins: checks in a user registered for the event or a member of its community (created), or returns the current check-in (already_checked_in). PT404 unknown event; PT404 user_not_found for an unknown e-mail and for anyone neither registered nor a member (the same answer); PT403.';
 grant execute on function api.platform_checkin(uuid,text) to authenticated;
 
-CREATE OR REPLACE FUNCTION api.platform_event_create(community_id uuid, external_platform text, external_id text, title text, description text, starts_at timestamp with time zone, ends_at timestamp with time zone DEFAULT NULL::timestamp with time zone, external_url text DEFAULT NULL::text, image_url text DEFAULT NULL::text, venue_name text DEFAULT NULL::text, venue_address text DEFAULT NULL::text, venue_latitude double precision DEFAULT NULL::double precision, venue_longitude double precision DEFAULT NULL::double precision)
+CREATE OR REPLACE FUNCTION api.platform_event_create(community_id uuid, external_platform text, external_id text, title text, description text, starts_at timestamp with time zone, ends_at timestamp with time zone DEFAULT NULL::timestamp with time zone, external_url text DEFAULT NULL::text, image_url text DEFAULT NULL::text, venue_name text DEFAULT NULL::text, venue_address text DEFAULT NULL::text, venue_latitude double precision DEFAULT NULL::double precision, venue_longitude double precision DEFAULT NULL::double precision, timezone text DEFAULT NULL::text)
  RETURNS jsonb
  LANGUAGE plpgsql
  SECURITY DEFINER
@@ -185,6 +185,7 @@ declare
   existing app.events;
   created app.events;
   venue app.venues;
+  zone text := private.time_zone_name(platform_event_create.timezone);
   new_node uuid;
 begin
   perform private.platform_authorize(community_id);
@@ -195,15 +196,7 @@ begin
   if external_id is null or length(external_id) not between 1 and 200 then
     raise exception 'external_id must be 1 to 200 characters' using errcode = 'PT422', hint = 'validation_error';
   end if;
-  if title is null or length(btrim(title)) not between 1 and 300 then
-    raise exception 'title must be 1 to 300 characters' using errcode = 'PT422', hint = 'validation_error';
-  end if;
-  if starts_at is null then
-    raise exception 'date is required' using errcode = 'PT422', hint = 'validation_error';
-  end if;
-  if ends_at is not null and ends_at < starts_at then
-    raise exception 'end_time must not be before date' using errcode = 'PT422', hint = 'validation_error';
-  end if;
+  perform private.platform_event_check(title, starts_at, ends_at);
 
   -- Identical requests wait here for each other; the first creates the
   -- event, the others then find it.
@@ -217,28 +210,148 @@ begin
       raise exception 'this external event belongs to another community'
         using errcode = 'PT422', hint = 'external_event_in_other_community';
     end if;
-    return private.platform_event_json(existing, false);
+    -- A repeat never changes the event (PATCH does): it says which of the
+    -- values given differ from the stored ones.
+    return private.platform_event_json(existing, false) || jsonb_build_object('not_applied', to_jsonb(array_remove(array[
+      case when btrim(title) is distinct from existing.title then 'title' end,
+      case when description is not null and description is distinct from existing.description then 'description' end,
+      case when starts_at is distinct from existing.starts_at then 'date' end,
+      case when ends_at is not null and ends_at is distinct from existing.ends_at then 'end_time' end,
+      case when zone is not null and zone is distinct from existing.timezone then 'timezone' end,
+      case when external_url is not null and external_url is distinct from existing.event_url then 'external_url' end,
+      case when image_url is not null and image_url is distinct from existing.image_path then 'image_url' end,
+      case when venue_name is not null and not exists (
+             select from app.venues v
+              where v.node_id = existing.venue_node_id
+                and lower(btrim(v.name)) = lower(btrim(venue_name))
+                and lower(btrim(coalesce(v.address, ''))) = lower(btrim(coalesce(venue_address, ''))))
+           then 'venue' end], null)));
   end if;
 
   if venue_name is not null then
-    venue := private.platform_venue(venue_name, venue_address, venue_latitude, venue_longitude);
+    venue := private.platform_venue(venue_name, venue_address, venue_latitude, venue_longitude, zone);
   end if;
   insert into app.nodes (kind) values ('event') returning id into new_node;
   insert into app.events as e (node_id, community_id, title, description, starts_at, ends_at, venue_node_id, location,
                                event_url, image_path, platform_a_url, platform_b_url, platform_c_url,
-                               external_platform, external_id)
+                               external_platform, external_id, timezone)
     values (new_node, platform_event_create.community_id, btrim(title), description, starts_at, ends_at,
             venue.node_id, venue.name, external_url, image_url,
             case when external_platform = 'platform_a' then external_url end,
             case when external_platform = 'platform_b' then external_url end,
             case when external_platform = 'platform_c' then external_url end,
-            platform_event_create.external_platform, platform_event_create.external_id)
+            platform_event_create.external_platform, platform_event_create.external_id, zone)
     returning e.* into created;
-  return private.platform_event_json(created, true);
+  return private.platform_event_json(created, true) || jsonb_build_object('not_applied', '[]'::jsonb);
 end;
 $function$;
-comment on function api.platform_event_create(uuid,text,text,text,text,timestamp with time zone,timestamp with time zone,text,text,text,text,double precision,double precision) is 'POST /api/v1/platform/events: creates the event (created true) or returns the one with the same external_platform and external_id (created false). Reuses or creates the venue. PT403 not a manager of the community (or a token of another community); PT422 invalid input.';
-grant execute on function api.platform_event_create(uuid,text,text,text,text,timestamp with time zone,timestamp with time zone,text,text,text,text,double precision,double precision) to authenticated;
+comment on function api.platform_event_create(uuid,text,text,text,text,timestamp with time zone,timestamp with time zone,text,text,text,text,double precision,double precision,text) is 'POST /api/v1/platform/events: creates the event (created true) or returns the one with the same external_platform and external_id (created false), which a repeat never changes: not_applied names the values given that differ from the stored ones (PATCH changes them). Reuses or creates the venue; timezone (an IANA name) defaults to the venue''s, then the community''s. PT403 not a manager of the community (or a token of another community); PT422 invalid input, invalid_timezone.';
+grant execute on function api.platform_event_create(uuid,text,text,text,text,timestamp with time zone,timestamp with time zone,text,text,text,text,double precision,double precision,text) to authenticated;
+
+CREATE OR REPLACE FUNCTION api.platform_event_delete(event_ref uuid, external_platform text DEFAULT NULL::text, external_id text DEFAULT NULL::text)
+ RETURNS void
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog'
+AS $function$
+declare
+  target app.events := private.platform_event_locked(event_ref, external_platform, external_id);
+begin
+  -- The triggers do the rest: the tombstone (calendars: STATUS:CANCELLED;
+  -- the page: EventCancelled), the change log (the feed), event.deleted.
+  -- The event's node stays: ids are not reused.
+  delete from app.events e where e.id = target.id;
+end;
+$function$;
+comment on function api.platform_event_delete(uuid,text,text) is 'DELETE /api/v1/platform/events/{event_id} (event id or node id) and DELETE /api/v1/platform/events/external/{external_platform}/{external_id} (event_ref null): deletes (cancels) the event: calendars list it as STATUS:CANCELLED and its page shows it cancelled while its tombstone is kept, the feed sends a delete, webhooks event.deleted. PT404 event_not_found (also when deleted already); PT403 as the platform endpoints.';
+grant execute on function api.platform_event_delete(uuid,text,text) to authenticated;
+
+CREATE OR REPLACE FUNCTION api.platform_event_update(event_ref uuid, external_platform text, external_id text, patch jsonb)
+ RETURNS jsonb
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog'
+AS $function$
+declare
+  target app.events := private.platform_event_locked(event_ref, external_platform, external_id);
+  extra text;
+  new_title text := target.title;
+  new_description text := target.description;
+  new_starts timestamptz := target.starts_at;
+  new_ends timestamptz := target.ends_at;
+  new_zone text := target.timezone;
+  new_url text := target.event_url;
+  new_image text := target.image_path;
+  new_venue uuid := target.venue_node_id;
+  new_location text := target.location;
+  venue app.venues;
+  updated app.events;
+begin
+  if jsonb_typeof(patch) is distinct from 'object' then
+    raise exception 'the body must be an object' using errcode = 'PT422', hint = 'validation_error';
+  end if;
+  select k into extra from jsonb_object_keys(patch) k
+   where k not in ('title', 'description', 'date', 'end_time', 'timezone', 'external_url', 'image_url', 'venue')
+   limit 1;
+  if extra is not null then
+    raise exception 'unknown field %', extra using errcode = 'PT422', hint = 'validation_error';
+  end if;
+  if patch ? 'title' then
+    new_title := private.platform_patch_text(patch, 'title', false);
+  end if;
+  if patch ? 'description' then
+    new_description := private.platform_patch_text(patch, 'description', true);
+  end if;
+  if patch ? 'date' then
+    new_starts := private.platform_patch_time(patch, 'date', false);
+  end if;
+  if patch ? 'end_time' then
+    new_ends := private.platform_patch_time(patch, 'end_time', true);
+  end if;
+  perform private.platform_event_check(new_title, new_starts, new_ends);
+  if patch ? 'timezone' then
+    -- null: the venue's zone again, else the community's (trigger _120_timezone).
+    new_zone := private.time_zone_name(private.platform_patch_text(patch, 'timezone', true));
+  end if;
+  if patch ? 'external_url' then
+    new_url := private.platform_patch_text(patch, 'external_url', true);
+  end if;
+  if patch ? 'image_url' then
+    new_image := private.platform_patch_text(patch, 'image_url', true);
+  end if;
+  if patch ? 'venue' then
+    if jsonb_typeof(patch -> 'venue') = 'null' then
+      new_venue := null;
+      new_location := null;
+    elsif jsonb_typeof(patch -> 'venue') = 'object' then
+      venue := private.platform_venue(private.platform_patch_text(patch -> 'venue', 'name', false),
+                                      private.platform_patch_text(patch -> 'venue', 'address', true),
+                                      private.platform_patch_number(patch -> 'venue', 'latitude'),
+                                      private.platform_patch_number(patch -> 'venue', 'longitude'),
+                                      case when patch ? 'timezone' then new_zone end);
+      new_venue := venue.node_id;
+      new_location := venue.name;
+    else
+      raise exception 'venue must be an object or null' using errcode = 'PT422', hint = 'validation_error';
+    end if;
+  end if;
+
+  -- One UPDATE: the triggers bump SEQUENCE (calendars), log the change (the
+  -- feed) and send event.updated, once, and only when something changed.
+  update app.events e
+     set title = btrim(new_title), description = new_description, starts_at = new_starts, ends_at = new_ends,
+         timezone = new_zone, event_url = new_url, image_path = new_image,
+         platform_a_url = case when e.external_platform = 'platform_a' and patch ? 'external_url' then new_url else e.platform_a_url end,
+         platform_b_url = case when e.external_platform = 'platform_b' and patch ? 'external_url' then new_url else e.platform_b_url end,
+         platform_c_url = case when e.external_platform = 'platform_c' and patch ? 'external_url' then new_url else e.platform_c_url end,
+         venue_node_id = new_venue, location = new_location
+   where e.id = target.id
+  returning e.* into updated;
+  return private.platform_event_json(updated, false);
+end;
+$function$;
+comment on function api.platform_event_update(uuid,text,text,jsonb) is 'PATCH /api/v1/platform/events/{event_id} (event id or node id) and PATCH /api/v1/platform/events/external/{external_platform}/{external_id} (event_ref null): changes the keys given (title, description, date, end_time, timezone, external_url, image_url, venue; null clears a nullable one, timezone null takes the venue''s or community''s again) in one UPDATE, so SEQUENCE, the feed and event.updated follow once. PT404 event_not_found; PT403 as the platform endpoints; PT422 validation_error, invalid_timezone.';
+grant execute on function api.platform_event_update(uuid,text,text,jsonb) to authenticated;
 
 -- -----------------------------------------------------------------------------
 -- Functions of private: internal helpers and trigger functions (request roles
@@ -287,6 +400,26 @@ end;
 $function$;
 comment on function private.platform_event(uuid) is 'The event with this node id (or id); PT404 when there is none.';
 
+CREATE OR REPLACE FUNCTION private.platform_event_check(title text, starts_at timestamp with time zone, ends_at timestamp with time zone)
+ RETURNS void
+ LANGUAGE plpgsql
+ IMMUTABLE
+ SET search_path TO 'pg_catalog'
+AS $function$
+begin
+  if title is null or length(btrim(title)) not between 1 and 300 then
+    raise exception 'title must be 1 to 300 characters' using errcode = 'PT422', hint = 'validation_error';
+  end if;
+  if starts_at is null then
+    raise exception 'date is required' using errcode = 'PT422', hint = 'validation_error';
+  end if;
+  if ends_at is not null and ends_at < starts_at then
+    raise exception 'end_time must not be before date' using errcode = 'PT422', hint = 'validation_error';
+  end if;
+end;
+$function$;
+comment on function private.platform_event_check(text,timestamp with time zone,timestamp with time zone) is 'PT422 validation_error for a title, date and end_time an event cannot have (the event as created, or as a PATCH leaves it).';
+
 CREATE OR REPLACE FUNCTION private.platform_event_json(e app.events, created boolean)
  RETURNS jsonb
  LANGUAGE sql
@@ -298,12 +431,105 @@ AS $function$
       'event_id', e.id,
       'event_node_id', e.node_id,
       'title', e.title,
+      'date', app.iso(e.starts_at),
+      'end_time', app.iso(e.ends_at),
+      'timezone', e.timezone,
+      'sequence', e.sequence,
       'venue', (select jsonb_build_object('location_id', v.location_id, 'name', v.name, 'venue_node_id', v.node_id)
                   from app.venues v where v.node_id = e.venue_node_id))
   $function$;
-comment on function private.platform_event_json(app.events,boolean) is 'The `data` of the platform event endpoint: created, event_id, event_node_id, title, venue (location_id, name, venue_node_id) or null.';
+comment on function private.platform_event_json(app.events,boolean) is 'The `data` of the platform event endpoints: created, event_id, event_node_id, title, date, end_time, timezone, sequence (the iCalendar SEQUENCE), venue (location_id, name, venue_node_id) or null.';
 
-CREATE OR REPLACE FUNCTION private.platform_venue(name text, address text, latitude double precision, longitude double precision)
+CREATE OR REPLACE FUNCTION private.platform_event_locked(event_ref uuid, external_platform text, external_id text)
+ RETURNS app.events
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog'
+AS $function$
+declare
+  found app.events;
+begin
+  if event_ref is not null then
+    select e.* into found from app.events e where e.id = event_ref or e.node_id = event_ref limit 1 for update;
+  else
+    select e.* into found from app.events e
+     where e.external_platform = platform_event_locked.external_platform and e.external_id = platform_event_locked.external_id
+     for update;
+  end if;
+  if found.id is null then
+    raise exception 'event not found' using errcode = 'PT404', hint = 'event_not_found';
+  end if;
+  perform private.platform_authorize(found.community_id);
+  return found;
+end;
+$function$;
+comment on function private.platform_event_locked(uuid,text,text) is 'The event with this id or node id (else the one with this external_platform and external_id), locked for the change, when the caller may manage its community: PT404 event_not_found, then PT403 as private.platform_authorize.';
+
+CREATE OR REPLACE FUNCTION private.platform_patch_number(patch jsonb, key text)
+ RETURNS double precision
+ LANGUAGE plpgsql
+ IMMUTABLE
+ SET search_path TO 'pg_catalog'
+AS $function$
+begin
+  if jsonb_typeof(patch -> key) is null or jsonb_typeof(patch -> key) = 'null' then
+    return null;
+  end if;
+  if jsonb_typeof(patch -> key) <> 'number' then
+    raise exception '% must be a number', key using errcode = 'PT422', hint = 'validation_error';
+  end if;
+  return (patch ->> key)::double precision;
+end;
+$function$;
+comment on function private.platform_patch_number(jsonb,text) is 'The number at key of a PATCH body (null when absent or null); PT422 validation_error for anything else.';
+
+CREATE OR REPLACE FUNCTION private.platform_patch_text(patch jsonb, key text, nullable boolean)
+ RETURNS text
+ LANGUAGE plpgsql
+ IMMUTABLE
+ SET search_path TO 'pg_catalog'
+AS $function$
+begin
+  if jsonb_typeof(patch -> key) is null or jsonb_typeof(patch -> key) = 'null' then
+    if nullable then
+      return null;
+    end if;
+    raise exception '% must be a string', key using errcode = 'PT422', hint = 'validation_error';
+  end if;
+  if jsonb_typeof(patch -> key) <> 'string' then
+    raise exception '% must be a string', key using errcode = 'PT422', hint = 'validation_error';
+  end if;
+  return patch ->> key;
+end;
+$function$;
+comment on function private.platform_patch_text(jsonb,text,boolean) is 'The string at key of a PATCH body (null when absent or null and nullable); PT422 validation_error for anything else.';
+
+CREATE OR REPLACE FUNCTION private.platform_patch_time(patch jsonb, key text, nullable boolean)
+ RETURNS timestamp with time zone
+ LANGUAGE plpgsql
+ STABLE
+ SET search_path TO 'pg_catalog'
+AS $function$
+declare
+  value text := private.platform_patch_text(patch, key, nullable);
+begin
+  if value is null then
+    return null;
+  end if;
+  -- An instant: a date-time with its offset (or Z).
+  if value !~ '^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:\d{2})$' then
+    raise exception '% must be an ISO 8601 date-time with a time zone', key using errcode = 'PT422', hint = 'validation_error';
+  end if;
+  begin
+    return value::timestamptz;
+  exception when others then
+    raise exception '% must be an ISO 8601 date-time with a time zone', key using errcode = 'PT422', hint = 'validation_error';
+  end;
+end;
+$function$;
+comment on function private.platform_patch_time(jsonb,text,boolean) is 'The instant at key of a PATCH body (an ISO 8601 date-time with Z or an offset; null when absent or null and nullable); PT422 validation_error for anything else.';
+
+CREATE OR REPLACE FUNCTION private.platform_venue(name text, address text, latitude double precision, longitude double precision, zone text DEFAULT NULL::text)
  RETURNS app.venues
  LANGUAGE plpgsql
  SET search_path TO 'pg_catalog'
@@ -319,6 +545,9 @@ begin
   end if;
   if (latitude is null) <> (longitude is null) then
     raise exception 'venue.latitude and venue.longitude go together' using errcode = 'PT422', hint = 'validation_error';
+  end if;
+  if latitude not between -90 and 90 or longitude not between -180 and 180 then
+    raise exception 'venue.latitude must be within ±90 and venue.longitude within ±180' using errcode = 'PT422', hint = 'validation_error';
   end if;
   perform pg_advisory_xact_lock(hashtextextended('app.venues:platform', 0));
   select v.* into found
@@ -336,15 +565,18 @@ begin
   end if;
   if found.node_id is null then
     insert into app.nodes (kind) values ('venue') returning id into new_node;
-    insert into app.venues as v (node_id, name, address, latitude, longitude)
+    insert into app.venues as v (node_id, name, address, latitude, longitude, timezone)
       values (new_node, btrim(platform_venue.name), nullif(btrim(platform_venue.address), ''),
-              platform_venue.latitude, platform_venue.longitude)
+              platform_venue.latitude, platform_venue.longitude, zone)
       returning v.* into found;
+  elsif found.timezone is null and zone is not null then
+    -- A venue learns its zone from the first event there that names one.
+    update app.venues v set timezone = zone where v.node_id = found.node_id returning v.* into found;
   end if;
   return found;
 end;
 $function$;
-comment on function private.platform_venue(text,text,double precision,double precision) is 'Reuses the venue with the same name and address (case-insensitive), else the same coordinates, else creates one.';
+comment on function private.platform_venue(text,text,double precision,double precision,text) is 'Reuses the venue with the same name and address (case-insensitive), else the same coordinates, else creates one; a venue without a zone takes zone (the event''s, as given) when there is one.';
 
 -- -----------------------------------------------------------------------------
 -- Tables: comments, row-level security, policies, grants, triggers

@@ -4,9 +4,11 @@
 -- zone; reading events; checking in and out of events and venues through the
 -- api functions with their refusals; the check-in rows whatever inserts them
 -- (one current per user and place, to an event or a venue, the user's own
--- hat); and row-level security on check-ins.
+-- hat); row-level security on check-ins; and an event's time zone (checked,
+-- spelled as the tz database does, else the venue's, the community's, the
+-- service default).
 begin;
-select plan(64);
+select plan(75);
 
 -- Status and window, at the edges -------------------------------------------
 
@@ -20,6 +22,15 @@ select set_config('tests.venue', admin.create_venue('Window Hall')::text, true);
 select set_config('tests.community', admin.create_community('Window club')::text, true);
 select set_config('tests.event', admin.create_event(current_setting('tests.community')::uuid, 'timed',
   '2030-02-01T18:00:00Z', '2030-02-01T20:00:00Z', current_setting('tests.venue')::uuid)::text, true);
+
+-- An event made by the operator function, then its zone (a statement cannot see the row it makes).
+create function pg_temp.new_event_zone(community text) returns text language plpgsql as $$
+declare
+  made uuid := admin.create_event(community::uuid, 'zoned', '2030-05-01T18:00:00Z');
+begin
+  return (select e.timezone from app.events e where e.id = made);
+end;
+$$;
 
 create function pg_temp.at_venue(moment text) returns uuid[] language sql as $$
   select coalesce(array_agg(id), '{}') from private.venue_concurrent_events(current_setting('tests.venue')::uuid, moment::timestamptz)
@@ -247,6 +258,34 @@ select throws_ok(
 with changed as (update app.checkins set checked_out_at = now() where user_id = tests.user_id('ci_bob') returning 1)
 select is((select count(*)::int from changed), 0, 'nor out');
 reset role;
+
+-- Time zones -------------------------------------------------------------------
+
+select is(private.time_zone_name('europe/PARIS'), 'Europe/Paris', 'a zone is spelled as pg_timezone_names spells it');
+select is(tests.error_of($$select private.time_zone_name('Mars/Olympus_Mons')$$), 'PT422 invalid_timezone', 'an unknown zone is PT422 invalid_timezone');
+select is(tests.error_of($$select private.time_zone_name('posixrules')$$), 'PT422 invalid_timezone', 'nor are the tz database''s internals (posixrules, posix/, right/) zones');
+select is((select count(*)::int from pg_timezone_names z where z.name !~ '^(posix|right)/' and z.name not in ('Factory', 'localtime', 'posixrules')
+             and not exists (select from private.time_zones t where t.name = z.name)), 0,
+          'the copy holds every zone of pg_timezone_names');
+select set_config('tests.tz_community', admin.create_community('Zoned club')::text, true);
+select set_config('tests.tz_venue', admin.create_venue('Zoned hall')::text, true);
+select is(pg_temp.new_event_zone(current_setting('tests.tz_community')),
+          'UTC', 'an event without a zone anywhere: the service default (UTC unless DEFAULT_TIMEZONE says otherwise)');
+select private.service_setting_set('default_timezone', 'Asia/Tokyo');
+select is(pg_temp.new_event_zone(current_setting('tests.tz_community')),
+          'Asia/Tokyo', '... DEFAULT_TIMEZONE, as the gateway records it at start');
+select is(admin.set_community_timezone(current_setting('tests.tz_community')::uuid, 'america/new_york'), 'America/New_York', 'an operator sets a community''s zone');
+select is(pg_temp.new_event_zone(current_setting('tests.tz_community')),
+          'America/New_York', 'an event of a community with a zone takes it');
+select admin.set_venue_timezone(current_setting('tests.tz_venue')::uuid, 'Europe/Lisbon');
+select set_config('tests.tz_event', admin.create_event(current_setting('tests.tz_community')::uuid, 'at the hall', '2030-05-01T18:00:00Z', null,
+                                                       current_setting('tests.tz_venue')::uuid)::text, true);
+select is((select timezone from app.events where id = current_setting('tests.tz_event')::uuid), 'Europe/Lisbon', 'a venue''s zone wins over the community''s');
+update app.events set timezone = null where id = current_setting('tests.tz_event')::uuid;
+select is((select timezone from app.events where id = current_setting('tests.tz_event')::uuid), 'Europe/Lisbon', 'set to null, the zone is the venue''s again');
+select is(tests.error_of(format('update app.events set timezone = %L where id = %L', 'Nowhere/Land', current_setting('tests.tz_event'))),
+          'PT422 invalid_timezone', 'whatever writes the row, an unknown zone is refused');
+select private.service_setting_set('default_timezone', 'UTC');
 
 select * from finish();
 rollback;

@@ -3,9 +3,11 @@
 -- private.platform_authorize claim by claim), creating events idempotently by
 -- external id (and the unique constraint behind it), venue matching,
 -- registering attendees and checking them in by e-mail, check-ins for a given
--- user, and the anonymous forms endpoint with the operators' list.
+-- user, changing and cancelling events (by id or external id; what a repeated
+-- create did not apply), and the anonymous forms endpoint with the operators'
+-- list.
 begin;
-select plan(61);
+select plan(73);
 
 -- Creating a platform event takes the venue lock, then (inserting the event)
 -- the change-log lock; so does this test, first, so that it cannot deadlock
@@ -252,6 +254,43 @@ select throws_ok(
 select is((select created from private.check_in(current_setting('tests.ci_event')::uuid, null, null, null, null)), true,
   'but checks itself in');
 reset role;
+
+-- Changing and cancelling events --------------------------------------------------------------------
+
+select tests.authenticate_as('organiser');
+select set_config('tests.pe', (pg_temp.create_event('pe-' || current_setting('tests.tag')) ->> 'event_id'), true);
+select is(
+  (select r -> 'not_applied' from api.platform_event_create(current_setting('tests.community')::uuid, 'platform_a', 'pe-' || current_setting('tests.tag'),
+     'Relaunch', 'Doors at six', now() + interval '3 days', null, null, null, null, null, null, null, 'Europe/Paris') r),
+  '["title", "date", "timezone"]'::jsonb, 'a repeated create changes nothing and names the given values it did not apply');
+select is((select title from app.events where id = current_setting('tests.pe')::uuid), 'Launch', '... the event is as it was');
+select is(
+  (select r ->> 'title' || ' ' || (r ->> 'sequence') || ' ' || (r ->> 'timezone')
+     from api.platform_event_update(current_setting('tests.pe')::uuid, null, null, '{"title": " Relaunch ", "timezone": "europe/paris"}') r),
+  'Relaunch 1 Europe/Paris', 'platform_event_update: the keys given, trimmed and spelled as stored; SEQUENCE one higher');
+select is(
+  (select r ->> 'sequence' from api.platform_event_update(null, 'platform_a', 'pe-' || current_setting('tests.tag'), '{"title": "Relaunch"}') r),
+  '1', 'by external id; nothing changed: SEQUENCE as it was');
+select is(tests.error_of(format('select api.platform_event_update(%L, null, null, %L)', current_setting('tests.pe'), '{"end_time": "2000-01-01T00:00:00Z"}')),
+  'PT422 validation_error', 'an end before the date is PT422');
+select is(tests.error_of(format('select api.platform_event_update(%L, null, null, %L)', current_setting('tests.pe'), '{"sequence": 99}')),
+  'PT422 validation_error', 'an unknown key is PT422 (sequence cannot be written)');
+select is(tests.error_of(format('select api.platform_event_update(%L, null, null, %L)', current_setting('tests.pe'), '{"date": "tomorrow"}')),
+  'PT422 validation_error', 'a date that is not an instant with its offset is PT422');
+select is(tests.error_of(format('select api.platform_event_update(%L, null, null, %L)', gen_random_uuid(), '{}')),
+  'PT404 event_not_found', 'an unknown event is PT404');
+reset role;
+select tests.authenticate_with_api_token(current_setting('tests.scoped_elsewhere'), '/api/v1/platform/events');
+select is(tests.error_of(format('select api.platform_event_update(%L, null, null, %L)', current_setting('tests.pe'), '{"title": "hijack"}')),
+  'PT403 community_scope_violation', 'a token of another community may not change it');
+select is(tests.error_of(format('select api.platform_event_delete(%L)', current_setting('tests.pe'))),
+  'PT403 community_scope_violation', '... nor cancel it');
+select tests.authenticate_with_api_token(current_setting('tests.scoped'), '/api/v1/platform/events');
+select lives_ok(format('select api.platform_event_delete(null, %L, %L)', 'platform_a', 'pe-' || current_setting('tests.tag')),
+  'a token of the community cancels it, by external id');
+reset role;
+select is((select sequence || ' ' || timezone from app.event_tombstones where event_id = current_setting('tests.pe')::uuid), '2 Europe/Paris',
+  'a cancelled event leaves its tombstone (SEQUENCE one higher, its zone) for the calendars and the page');
 
 -- Forms --------------------------------------------------------------------------------------------
 

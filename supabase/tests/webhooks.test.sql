@@ -2,9 +2,10 @@
 -- endpoints), what an endpoint may hold, the outbox (a delivery and its job
 -- written in the transaction of the change, nothing for a rolled-back one),
 -- what the payloads carry, the retry schedule, the endpoint turned off after
--- 20 failed deliveries, rotation and replay.
+-- 20 failed deliveries, rotation and replay; the sequence each body carries,
+-- the delivery list's filters and recovering what failed since a time.
 begin;
-select plan(40);
+select plan(47);
 
 select tests.create_user('hooks_owner');
 select tests.create_user('hooks_other');
@@ -159,6 +160,37 @@ select is((select count(*)::int from app.email_outbox where purpose = 'webhook_d
 select tests.authenticate_as('hooks_owner');
 select throws_ok(format('select api.webhook_ping(%L)', current_setting('tests.hook')),
   'PT409', 'the webhook is not active', 'an inactive endpoint is not pinged (PT409)');
+
+-- Order, filters, recovery ----------------------------------------------------------
+
+reset role;
+select is((select count(*)::int from pg_temp.deliveries(current_setting('tests.hook')) d
+            where d.sequence is not null and (private.webhook_body(d) ->> 'sequence')::bigint = d.sequence), 
+          (select count(*)::int from pg_temp.deliveries(current_setting('tests.hook'))),
+          'every body carries its delivery''s sequence');
+select ok((select bool_and(x.sequence < x.next)
+             from (select d.sequence, lead(d.sequence) over (order by d.created_at, d.id) as next
+                     from pg_temp.deliveries(current_setting('tests.hook')) d) x
+            where x.next is not null),
+          'numbered in the order they were queued');
+insert into app.webhook_deliveries (endpoint_id, event_type, payload, status, attempts, next_attempt_at, created_at)
+  select current_setting('tests.hook')::uuid, 'event.created', '{"type": "event.created", "data": {}}', 'failed', 8, null,
+         timestamptz '2020-01-01 00:00:00+00' + make_interval(secs => g)
+    from generate_series(1, 10005) g;
+update app.webhook_endpoints set active = true where id = current_setting('tests.hook')::uuid;
+select tests.authenticate_as('hooks_owner');
+select is((api.webhook_deliveries(current_setting('tests.hook')::uuid, 5, 0, 'failed', '2020-01-01T00:00:00Z', '2020-01-01T00:00:11Z')
+           -> 'pagination' ->> 'total_count')::int, 10, 'the list filters by status and time ([since, until))');
+select is(api.webhook_recover(current_setting('tests.hook')::uuid, '2020-01-01T00:00:00Z', '2020-01-02T00:00:00Z'), '{"recovered": 10000, "remaining": 5}'::jsonb,
+  'webhook_recover: at most 10,000 a call, and how many are left');
+reset role;
+select is((select min(created_at) from app.webhook_deliveries where endpoint_id = current_setting('tests.hook')::uuid and status = 'failed'
+            and created_at >= '2020-01-01'), timestamptz '2020-01-01 00:00:00+00' + interval '10001 seconds', '... the oldest first');
+select tests.authenticate_as('hooks_owner');
+select is(api.webhook_recover(current_setting('tests.hook')::uuid, '2020-01-01T00:00:00Z', '2020-01-02T00:00:00Z'), '{"recovered": 5, "remaining": 0}'::jsonb,
+  'the next call takes the rest');
+select is(tests.error_of(format('select api.webhook_recover(%L, null)', current_setting('tests.hook'))), 'PT422 validation_error',
+  'since is required');
 
 select * from finish();
 rollback;

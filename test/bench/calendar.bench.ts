@@ -2,13 +2,15 @@
 // with 1,000 events (from 30 days ago to two years ahead, at 50 venues,
 // descriptions of ~200 characters; 100 past and 10 deleted ones among them),
 // polled by a separate client process one request at a time, without and
-// with If-None-Match. Reports latency (median, p95, x baseline), the
-// response size, and CPU per poll of the gateway (this process: the client
-// runs in its own) and of Postgres (the gateway's backends, from /proc; not
-// measured with BENCH_DATABASE_URL). And the SQL call alone, both ways.
+// with If-None-Match, uncompressed (the baseline, as before compression) and
+// with Accept-Encoding gzip and br. Reports latency (median, p95, x
+// baseline), the bytes on the wire, and CPU per poll of the gateway (this
+// process: the client runs in its own) and of Postgres (the gateway's
+// backends, from /proc; not measured with BENCH_DATABASE_URL). And the SQL
+// call alone, both ways.
 import { spawn } from 'node:child_process';
 import fs from 'node:fs';
-import { CALENDAR_FORMAT } from '../../gateway/http/calendar.ts';
+import { CALENDAR_FORMAT, renderCalendar, type CalendarDocument } from '../../gateway/http/calendar.ts';
 import { summarize, type Bench, type Stats } from './harness.ts';
 
 const EVENTS = Number(process.env.BENCH_CALENDAR_EVENTS ?? 1000);
@@ -25,24 +27,30 @@ function processCpuUs(pid: number): number {
   }
 }
 
-/** The client: `n` sequential GETs in its own process; the latency (ms) of each and the bytes of the last. */
-function poll(url: string, n: number, etag?: string): Promise<{ times: number[]; bytes: number; statuses: number[] }> {
+/**
+ * The client: `n` sequential GETs in its own process, asking for `encoding`
+ * (identity: uncompressed); the latency (ms) of each (decoding included, as a
+ * calendar app pays it) and the bytes on the wire of the last.
+ */
+function poll(url: string, n: number, etag: string | undefined, encoding: string): Promise<{ times: number[]; bytes: number; statuses: number[] }> {
   const script = `
-    const [url, n, etag] = [process.argv[1], Number(process.argv[2]), process.argv[3]];
+    const [url, n, etag, encoding] = [process.argv[1], Number(process.argv[2]), process.argv[3], process.argv[4]];
     const times = [], statuses = [];
     let bytes = 0;
     for (let i = 0; i < n; i++) {
       const t0 = performance.now();
-      const res = await fetch(url, { headers: etag ? { 'if-none-match': etag } : {} });
+      const res = await fetch(url, { headers: { 'accept-encoding': encoding, ...(etag ? { 'if-none-match': etag } : {}) } });
       const body = await res.arrayBuffer();
       times.push(performance.now() - t0);
       statuses.push(res.status);
-      bytes = body.byteLength;
+      bytes = Number(res.headers.get('content-length') ?? body.byteLength);
     }
     process.stdout.write(JSON.stringify({ times, bytes, statuses }));
   `;
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, ['--input-type=module', '-e', script, url, String(n), etag ?? ''], { stdio: ['ignore', 'pipe', 'inherit'] });
+    const child = spawn(process.execPath, ['--input-type=module', '-e', script, url, String(n), etag ?? '', encoding], {
+      stdio: ['ignore', 'pipe', 'inherit'],
+    });
     let out = '';
     child.stdout.on('data', (chunk: Buffer) => (out += chunk.toString()));
     child.on('error', reject);
@@ -78,7 +86,7 @@ const bench: Bench = {
     const path = `/c/${community!.id}/calendar.ics`;
     const url = `${ctx.env.baseUrl}${path}`;
 
-    const first = await fetch(url);
+    const first = await fetch(url, { headers: { 'accept-encoding': 'identity' } });
     const text = await first.text();
     const etag = first.headers.get('etag')!;
     const listed = (text.match(/\r\nBEGIN:VEVENT\r\n/g) ?? []).length;
@@ -91,14 +99,17 @@ const bench: Bench = {
 
     const rows: Stats[] = [];
     const cpu: string[] = [];
-    for (const [label, conditional] of [
-      ['GET feed, no If-None-Match (200)', false],
-      ['GET feed, If-None-Match (304)', true],
+    for (const [label, conditional, encoding] of [
+      ['GET feed, no If-None-Match (200), uncompressed', false, 'identity'],
+      ['GET feed, no If-None-Match (200), gzip', false, 'gzip'],
+      ['GET feed, no If-None-Match (200), br', false, 'br'],
+      ['GET feed, If-None-Match (304), uncompressed', true, 'identity'],
+      ['GET feed, If-None-Match (304), br', true, 'br'],
     ] as const) {
-      await poll(url, 20, conditional ? etag : undefined); // warm-up (pool connections, plans)
+      await poll(url, 20, conditional ? etag : undefined, encoding); // warm-up (pool connections, plans)
       const pg0 = await postgresCpu();
       const gw0 = process.cpuUsage();
-      const result = await poll(url, POLLS, conditional ? etag : undefined);
+      const result = await poll(url, POLLS, conditional ? etag : undefined, encoding);
       const gw = process.cpuUsage(gw0);
       const pg = (await postgresCpu()) - pg0;
       const expected = conditional ? 304 : 200;
@@ -117,6 +128,14 @@ const bench: Bench = {
                                         ${conditional ? [etag] : null}, null)`;
     rows.push(await ctx.measure('SQL api.calendar_community, full calendar', 200, () => call(false)));
     rows.push(await ctx.measure('SQL api.calendar_community, validators only (304)', 200, () => call(true)));
+    // The renderer alone (this process), the same 1,000 entries in UTC and in a
+    // zone (local times through TZDate, a VTIMEZONE): what writing TZIDs costs.
+    const [answer] = await sql<{ calendar: CalendarDocument }[]>`
+      select calendar from api.calendar_community(${community!.id}, ${ctx.env.config.publicUrl}, ${CALENDAR_FORMAT}, null, null)`;
+    const utc = answer!.calendar;
+    const zoned: CalendarDocument = { ...utc, events: utc.events.map((e) => ({ ...e, timezone: 'Europe/Paris' })) };
+    rows.push(await ctx.measure(`render ${utc.events.length} entries in UTC`, 50, async () => renderCalendar(utc, 3600)));
+    rows.push(await ctx.measure(`render ${utc.events.length} entries in Europe/Paris (TZID, VTIMEZONE)`, 50, async () => renderCalendar(zoned, 3600)));
     console.log(cpu.join('\n'));
     return rows;
   },

@@ -1,7 +1,9 @@
 // API tokens and platform integration: what authenticating with an API token
 // costs against an access token (the token is checked and counted in SQL, in
-// its own statement before the request's transaction), and how fast a
-// platform pushes events, one at a time and from 10 concurrent clients.
+// its own statement before the request's transaction), how fast a platform
+// pushes events, one at a time and from 10 concurrent clients, and what
+// changing one costs (PATCH: the row locked, SEQUENCE, the change log and
+// the webhook trigger), with a time zone given or not.
 import crypto from 'node:crypto';
 import { summarize, type Bench, type BenchContext } from './harness.ts';
 
@@ -76,10 +78,28 @@ const bench: Bench = {
         body: eventBody(communityId, 'platform_b', 'seq-0'),
       }),
     );
+    const zoned = await ctx.measure('POST /api/v1/platform/events (new event, timezone given)', 200, () =>
+      ctx.call('POST', '/api/v1/platform/events', {
+        token,
+        expect: 201,
+        body: { ...eventBody(communityId, 'platform_c', `tz-${i++}`, { name: 'Bench hall', address: '1 Bench St' }), timezone: 'europe/berlin' },
+      }),
+    );
+    let n = 0;
+    const patch = await ctx.measure('PATCH /api/v1/platform/events/{id} (title)', 200, () =>
+      ctx.call('PATCH', '/api/v1/platform/events/external/platform_b/seq-1', { token, expect: 200, body: { title: `Renamed ${n++}` } }),
+    );
+    const patchZone = await ctx.measure('PATCH /api/v1/platform/events/{id} (timezone)', 200, () =>
+      ctx.call('PATCH', '/api/v1/platform/events/external/platform_b/seq-2', {
+        token,
+        expect: 200,
+        body: { timezone: n++ % 2 === 0 ? 'Europe/Paris' : 'america/new_york' },
+      }),
+    );
     const sequential = await eventsPerSecond(ctx, token, communityId, 300, 1);
     const parallel = await eventsPerSecond(ctx, token, communityId, 300, 10);
     ctx.progress(`platform event creation: ${sequential.toFixed(0)} events/s sequential, ${parallel.toFixed(0)} events/s with 10 concurrent clients`);
-    return [access, viaToken, create, repeat];
+    return [access, viaToken, create, repeat, zoned, patch, patchZone];
   },
 };
 export default bench;

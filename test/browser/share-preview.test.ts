@@ -95,8 +95,9 @@ describe.skipIf(!available)('share previews on /e/{shortlink} (headless Chromium
     expect(preview.meta['og:type']).toBe('website');
     expect(preview.meta['og:url']).toBe(url);
     expect(preview.meta['og:description']).toContain(`${title} hall, ${title} street`.replace(/\s+/g, ' '));
-    expect(preview.meta['og:image']).toBeUndefined();
-    expect(preview.meta['twitter:card']).toBe('summary');
+    // No image of its own: the default one (every preview names an image).
+    expect(preview.meta['og:image']).toBe(`${publicUrl}/assets/event.png`);
+    expect(preview.meta['twitter:card']).toBe('summary_large_image');
     expect(preview.meta['twitter:title']).toBe(title);
     expect(preview.meta.robots).toBeUndefined(); // the event page may be indexed
     expect(preview.calendarLink).toBe(`/e/${event.shortlink}.ics`);
@@ -107,13 +108,15 @@ describe.skipIf(!available)('share previews on /e/{shortlink} (headless Chromium
       '@context': 'https://schema.org',
       '@type': 'Event',
       name: title,
-      startDate: row!.starts_at.toISOString(),
-      endDate: row!.ends.toISOString(),
+      // Local time in the event's zone (UTC here), with its offset.
+      startDate: `${row!.starts_at.toISOString().slice(0, 19)}Z`,
+      endDate: `${row!.ends.toISOString().slice(0, 19)}Z`,
       eventStatus: 'https://schema.org/EventScheduled',
       eventAttendanceMode: 'https://schema.org/OfflineEventAttendanceMode',
-      location: { '@type': 'Place', name: `${title} hall`, address: `${title} street` },
+      location: { '@type': 'Place', name: `${title} hall`, address: { '@type': 'PostalAddress', streetAddress: `${title} street` } },
       url,
-      organizer: { '@type': 'Organization', name: `${title} club` },
+      image: [`${publicUrl}/assets/event.png`],
+      organizer: { '@type': 'Organization', name: `${title} club`, url: `${publicUrl}/c/${community.id}` },
       description: `About ${title}`,
     });
     // The data block holds no markup a parser could stop at.
@@ -133,7 +136,7 @@ describe.skipIf(!available)('share previews on /e/{shortlink} (headless Chromium
     expect(preview.meta['twitter:card']).toBe('summary_large_image');
     const data = JSON.parse(preview.jsonLd[0]!);
     expect(data.image).toEqual([preview.meta['og:image']]);
-    expect(data.location).toEqual({ '@type': 'Place', name: 'Somewhere 5', address: 'Somewhere 5' });
+    expect(data.location).toEqual({ '@type': 'Place', name: 'Somewhere 5', address: { '@type': 'PostalAddress', streetAddress: 'Somewhere 5' } });
     expect(new Date(data.endDate).getTime() - new Date(data.startDate).getTime()).toBe(3 * 3600 * 1000);
 
     const calendar = await page.request.get(`${baseUrl}${preview.calendarLink}`);
@@ -148,16 +151,17 @@ describe.skipIf(!available)('share previews on /e/{shortlink} (headless Chromium
     await page.close();
   });
 
-  it('an event with neither venue nor location: the Place is the community, without address', async () => {
+  it('an event with neither venue nor location: the Place is the community, its name as the address (Google requires one)', async () => {
     const community = await createCommunity();
     const [{ name }] = (await db()`select name from app.communities where id = ${community.id}`) as unknown as [{ name: string }];
     const event = await createEvent({ communityId: community.id, title: 'Somewhere', starts: '1 day' });
     const { page, problems } = await open(`/e/${event.shortlink}`);
     const data = JSON.parse((await readPreview(page)).jsonLd[0]!);
     expect(problems).toEqual([]);
-    expect(data.location).toEqual({ '@type': 'Place', name });
-    expect(data.organizer).toEqual({ '@type': 'Organization', name });
-    expect(data.description).toBeUndefined();
+    expect(data.location).toEqual({ '@type': 'Place', name, address: { '@type': 'PostalAddress', streetAddress: name } });
+    expect(data.organizer).toEqual({ '@type': 'Organization', name, url: `${publicUrl}/c/${community.id}` });
+    // Without a description of its own: what the page says of it (when, where).
+    expect(data.description).toMatch(/UTC/);
     await page.close();
   });
 });

@@ -552,3 +552,116 @@ describe('deliveries', () => {
     await api('DELETE', `/api/v1/platform/webhooks/${hook.id}`, { token: c.manager.accessToken });
   });
 });
+
+describe('operating an endpoint: order, filters, recovery', () => {
+  it('every body carries `sequence`, growing with the changes; message_id is the webhook-id header (webhook_id its deprecated name)', async () => {
+    const c = await managedCommunity();
+    const hook = await createWebhook(c, ['event.created', 'event.updated']);
+    const event = await platformEvent(c, 'First');
+    for (const title of ['Second', 'Third']) {
+      const res = await api('PATCH', `/api/v1/platform/events/${event.event_id}`, { token: c.manager.accessToken, body: { title } });
+      expect(res.status).toBe(200);
+    }
+    const got = await receiver.waitFor(hook.path, (rs) => rs.length >= 3);
+    const sequences = got.map((r) => (r.payload as any).sequence as number);
+    expect(sequences.every((n) => Number.isInteger(n))).toBe(true);
+    expect([...sequences].sort((a, b) => a - b)).toEqual(sequences);
+    expect(new Set(sequences).size).toBe(3);
+    for (const r of got) expect(verifyWebhook(hook.secret, r)).toEqual(r.payload);
+    const listed = await eventually('all delivered', async () => {
+      const all = await deliveries(c, hook);
+      return all.length === 3 && all.every((d) => d.status === 'succeeded') && all;
+    });
+    for (const d of listed) {
+      const sent = got.find((r) => r.headers['webhook-id'] === d.message_id)!;
+      expect(sent, d.message_id).toBeDefined();
+      expect(d.webhook_id).toBe(d.message_id);
+      expect(d.sequence).toBe((sent.payload as any).sequence);
+      expect(d.payload).toEqual(sent.payload);
+    }
+  });
+
+  it('under a retry a newer change can arrive first: its higher `sequence` says which is newer', async () => {
+    const c = await managedCommunity();
+    const hook = await createWebhook(c, ['event.created', 'event.updated']);
+    receiver.answer(hook.path, [{ status: 503 }]);
+    const event = await platformEvent(c, 'Created');
+    await receiver.waitFor(hook.path, (rs) => rs.length >= 1);
+    // The created delivery waits for its retry (about 1 s); the update is sent meanwhile.
+    await api('PATCH', `/api/v1/platform/events/${event.event_id}`, { token: c.manager.accessToken, body: { title: 'Updated' } });
+    const got = await receiver.waitFor(hook.path, (rs) => rs.length >= 3);
+    expect(got.map((r) => r.payload.type)).toEqual(['event.created', 'event.updated', 'event.created']);
+    const [failedCreate, update, retriedCreate] = got as [ReceivedWebhook, ReceivedWebhook, ReceivedWebhook];
+    expect(retriedCreate.headers['webhook-id']).toBe(failedCreate.headers['webhook-id']);
+    // A receiver keeping the highest sequence per event keeps the update.
+    expect((retriedCreate.payload as any).sequence).toBeLessThan((update.payload as any).sequence);
+    expect(update.payload.data.title).toBe('Updated');
+  });
+
+  it('lists deliveries by status and time (?status, ?since, ?until), the pagination counting what matches; a bad filter is 422', async () => {
+    const c = await managedCommunity();
+    const hook = await createWebhook(c, ['event.created']);
+    await db()`
+      insert into app.webhook_deliveries (endpoint_id, event_type, payload, status, attempts, next_attempt_at, last_status_code, last_error, created_at)
+      select ${hook.id}, 'event.created', jsonb_build_object('type', 'event.created', 'timestamp', now(), 'data', jsonb_build_object('n', g)),
+             case when g % 3 = 0 then 'succeeded' else 'failed' end, 3, null, 500, 'HTTP 500',
+             timestamptz '2026-01-01 00:00:00+00' + make_interval(hours => g)
+        from generate_series(1, 12) g`;
+    const list = (query: string) => api('GET', `/api/v1/platform/webhooks/${hook.id}/deliveries?limit=100&${query}`, { token: c.manager.accessToken });
+    const failed = await list('status=failed');
+    expect(failed.status).toBe(200);
+    expect(failed.body.data.map((d: any) => d.payload.data.n)).toEqual([11, 10, 8, 7, 5, 4, 2, 1]);
+    expect(failed.body.pagination.total_count).toBe(8);
+    const window = await list(`since=${encodeURIComponent('2026-01-01T03:00:00Z')}&until=${encodeURIComponent('2026-01-01T06:00:00+00:00')}`);
+    expect(window.body.data.map((d: any) => d.payload.data.n)).toEqual([5, 4, 3]);
+    const both = await list('status=succeeded&since=2026-01-01T06:00:00Z');
+    expect(both.body.data.map((d: any) => d.payload.data.n)).toEqual([12, 9, 6]);
+    for (const bad of ['status=lost', 'since=yesterday', 'until=2026-13-01T00:00:00Z', 'status=failed&status=succeeded']) {
+      const res = await list(bad);
+      expect(res.status, bad).toBe(422);
+      expect(res.body.error).toBe('validation_error');
+    }
+  });
+
+  it('recovers everything failed since T in one call, oldest first, after the endpoint was turned off and on again; 409 while off', async () => {
+    const c = await managedCommunity();
+    const hook = await createWebhook(c, ['event.created']);
+    // 25 deliveries that failed (past their retries) over the last hours; the endpoint was turned off.
+    await db()`
+      insert into app.webhook_deliveries (endpoint_id, event_type, payload, status, attempts, next_attempt_at, last_status_code, last_error, created_at)
+      select ${hook.id}, 'event.created', jsonb_build_object('type', 'event.created', 'timestamp', now(), 'data', jsonb_build_object('n', g)),
+             'failed', 8, null, 500, 'HTTP 500', now() - interval '26 hours' + make_interval(hours => g)
+        from generate_series(1, 25) g`;
+    await db()`update app.webhook_endpoints set active = false, disabled_reason = 'failing' where id = ${hook.id}`;
+    const since = (await db()`select (now() - interval '20 hours' - interval '30 minutes') as t`)[0]!.t as Date;
+    const recover = (body: unknown, token = c.manager.accessToken) => api('POST', `/api/v1/platform/webhooks/${hook.id}/recover`, { token, body });
+
+    const off = await recover({ since: since.toISOString() });
+    expect(off.status).toBe(409);
+    expect(off.body.error).toBe('webhook_inactive');
+    expect((await api('PATCH', `/api/v1/platform/webhooks/${hook.id}`, { token: c.manager.accessToken, body: { active: true } })).status).toBe(200);
+
+    const stranger = await registerUser('hookstranger');
+    expect((await recover({ since: since.toISOString() }, stranger.accessToken)).status).toBe(403);
+    expect((await api('POST', `/api/v1/platform/webhooks/${crypto.randomUUID()}/recover`, { token: c.manager.accessToken, body: { since: since.toISOString() } })).status).toBe(404);
+    for (const bad of [{}, { since: 'last tuesday' }, { since: since.toISOString(), until: 42 }]) {
+      const res = await recover(bad);
+      expect(res.status, JSON.stringify(bad)).toBe(422);
+    }
+
+    // Those queued in the last 20.5 hours: n = 6..25, and not before `until`.
+    const res = await recover({ since: since.toISOString(), until: new Date(Date.now() - 30 * 60_000).toISOString() });
+    expect(res.status, res.text).toBe(202);
+    expect(res.body.data).toEqual({ recovered: 20, remaining: 0 });
+    const got = await receiver.waitFor(hook.path, (rs) => rs.length >= 20, { what: '20 recovered deliveries', timeoutMs: 20_000 });
+    expect(got.map((r) => r.payload.data.n)).toEqual(Array.from({ length: 20 }, (_, i) => i + 6));
+    for (const r of got) expect(verifyWebhook(hook.secret, r)).toEqual(r.payload);
+    const after = await eventually('the recovered ones succeeded', async () => {
+      const all = await deliveries(c, hook);
+      return all.filter((d) => d.status === 'succeeded').length === 20 && all;
+    });
+    expect(after.filter((d: any) => d.status === 'failed').map((d: any) => d.payload.data.n).sort((a: number, b: number) => a - b)).toEqual([1, 2, 3, 4, 5]);
+    // Recovering again finds nothing failed in the range.
+    expect((await recover({ since: since.toISOString() })).body.data).toEqual({ recovered: 0, remaining: 0 });
+  });
+});

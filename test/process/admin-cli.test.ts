@@ -50,6 +50,19 @@ describe('npm run admin: the operator surface', () => {
     expect(admin('publish-events-to-supabase-realtime', '--now', 'x').status).toBe(1);
   });
 
+  it('set-venue-timezone and set-community-timezone set a zone as the tz database spells it; an unknown one fails', async () => {
+    const [venue] = await db()`select admin.create_venue('CLI hall') as id`;
+    const set = admin('set-venue-timezone', '--venue-node-id', venue!.id, '--timezone', 'europe/rome');
+    expect(set.stderr).toBe('');
+    expect(set.stdout.trim()).toBe('Europe/Rome');
+    expect((await db()`select timezone from app.venues where node_id = ${venue!.id}`)[0]!.timezone).toBe('Europe/Rome');
+    expect(admin('set-venue-timezone', '--venue-node-id', venue!.id, '--timezone', 'none').stdout.trim()).toBe('none');
+    const [community] = await db()`select admin.create_community('CLI zone club') as id`;
+    const unknown = admin('set-community-timezone', '--community-id', community!.id, '--timezone', 'Atlantis/Capital');
+    expect(unknown.status).toBe(1);
+    expect(unknown.stderr).toMatch(/IANA time zone/);
+  });
+
   it.skipIf(!findPsql())('sql runs psql on the service database', () => {
     const result = admin('sql', '-tA', '-c', "select count(*) > 0 from pg_proc where pronamespace = 'admin'::regnamespace");
     expect(result.stderr).toBe('');

@@ -1,0 +1,1 @@
+../../sql/migrations/committed/000048-timezones-platform-changes-webhook-order.sql
