@@ -29,7 +29,7 @@ import { cors } from './http/cors.ts';
 import { RouteTable } from './http/dispatch.ts';
 import { beginExchange, sendError, type Exchange } from './http/exchange.ts';
 import { isMcpPath, mcpProxy } from './http/mcp-proxy.ts';
-import type { TrustProxy } from './core/client-ip.ts';
+import type { TrustProxy } from './core/config.ts';
 import type { Route, RouteHandler, Services } from './http/route.ts';
 
 /** Every REST route the gateway serves, in one list (the docs read it too). */

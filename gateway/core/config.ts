@@ -3,7 +3,6 @@
 import os from 'node:os';
 import path from 'node:path';
 import { z } from 'zod';
-import { parseTrustProxy, type TrustProxy } from './client-ip.ts';
 import { StartupProblem } from './startup-error.ts';
 
 const optionalString = z
@@ -374,4 +373,17 @@ function trustProxyFrom(value: string | undefined): TrustProxy {
   } catch (err) {
     throw new ConfigError(`invalid configuration: ${(err as Error).message}`);
   }
+}
+
+export type TrustProxy = number | 'all' | undefined;
+
+/** Parses TRUST_PROXY (how gateway/core/client-ip.ts reads the client address): a hop count, `true`/`all`, or unset/`false`/`0` (trust none). */
+function parseTrustProxy(value: string | undefined): TrustProxy {
+  if (value === undefined) return undefined;
+  const v = value.trim().toLowerCase();
+  if (v === '' || v === 'false' || v === '0' || v === 'no') return undefined;
+  if (v === 'true' || v === 'all' || v === 'yes') return 'all';
+  const hops = Number(v);
+  if (Number.isInteger(hops) && hops > 0) return hops;
+  throw new Error(`TRUST_PROXY must be a number of proxy hops, true or false (got "${value}")`);
 }

@@ -13,7 +13,8 @@
 // gateway adds here (any copy sent by the client is dropped).
 import http from 'node:http';
 import { HttpError } from '../core/errors.ts';
-import { PROXY_SECRET_HEADER, clientIp, type TrustProxy } from '../core/client-ip.ts';
+import { PROXY_SECRET_HEADER, clientIp } from '../core/client-ip.ts';
+import type { TrustProxy } from '../core/config.ts';
 import type { Logger } from '../core/log.ts';
 import { discardRest, hasBody } from './body.ts';
 import { sendError, type Exchange } from './exchange.ts';

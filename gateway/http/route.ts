@@ -28,8 +28,8 @@
 import type { ServerResponse } from 'node:http';
 import { z } from 'zod';
 import { apiTokenCaller, authenticateApiToken, isApiTokenSecret, type ApiTokenInfo, type Caller } from '../core/api-tokens.ts';
-import { clientIp, type TrustProxy } from '../core/client-ip.ts';
-import type { AuthLimits } from '../core/config.ts';
+import { clientIp } from '../core/client-ip.ts';
+import type { AuthLimits, TrustProxy } from '../core/config.ts';
 import { ANON_CLAIMS, DEADLINE_MARGIN_MS, withClaims, type RequestClaims, type Sql, type TransactionOptions, type Tx } from '../core/db.ts';
 import { defaultCode, errorBody, HttpError, toHttpError, unavailable, type ErrorShape } from '../core/errors.ts';
 import { fairShareKey, type FairShare } from './fair-share.ts';
