@@ -14,7 +14,7 @@ import { assertStorable } from '../gateway/core/input.ts';
 import { withClaims, type RequestClaims, type Sql } from '../gateway/core/db.ts';
 import type { ErrorCode } from '../gateway/core/error-codes.ts';
 import { toHttpError } from '../gateway/core/errors.ts';
-import type { Logger } from '../gateway/core/log.ts';
+import type { Logger } from '../gateway/core/process/log.ts';
 import type { Agent } from './credentials.ts';
 import { tools, toolsByName, type ToolDefinition } from './tools.ts';
 

@@ -17,7 +17,7 @@
 // their deadline. A database that is merely busy answers the probe, and
 // nothing changes.
 import postgres from 'postgres';
-import type { Logger } from './log.ts';
+import type { Logger } from './process/log.ts';
 
 /** An operation that has waited this long, with no answer from the database meanwhile, has the database probed. */
 export const PROBE_AFTER_MS = 500;

@@ -53,7 +53,7 @@
 import postgres from 'postgres';
 import { DatabaseWatch, type WatchedOperation } from './db-watch.ts';
 import { isRetryable } from './errors.ts';
-import type { Logger } from './log.ts';
+import type { Logger } from './process/log.ts';
 import { isDatabaseUnavailable, noteServed } from './unavailable-log.ts';
 
 export type Sql = postgres.Sql;

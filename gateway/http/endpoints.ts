@@ -7,7 +7,7 @@
 // served as deprecated.
 import type { Route } from './route.ts';
 import type { Sql } from '../core/db.ts';
-import type { Logger } from '../core/log.ts';
+import type { Logger } from '../core/process/log.ts';
 import { actionOf, openApiPath, sectionOf } from './openapi.ts';
 
 export interface DiscoveredEndpoint {

@@ -10,7 +10,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import querystring, { type ParsedUrlQuery } from 'node:querystring';
 import { errorBody, type ErrorShape, type HttpError } from '../core/errors.ts';
-import type { Logger } from '../core/log.ts';
+import type { Logger } from '../core/process/log.ts';
 import { repairPath } from '../core/input.ts';
 import { startRequestLog, type RequestLog } from '../core/request-log.ts';
 import { retryAfterOf } from '../core/throttle.ts';

@@ -17,7 +17,7 @@
 //
 // Why the last perKey connections stay free, measured: docs/decisions.md#the-fair-share-of-the-pool.
 import { HttpError } from '../core/errors.ts';
-import type { FairShareOptions } from '../core/config.ts';
+import type { FairShareOptions } from '../core/process/config.ts';
 
 export type { FairShareOptions };
 

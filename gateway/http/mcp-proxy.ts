@@ -14,8 +14,8 @@
 import http from 'node:http';
 import { HttpError } from '../core/errors.ts';
 import { PROXY_SECRET_HEADER, clientIp } from '../core/client-ip.ts';
-import type { TrustProxy } from '../core/config.ts';
-import type { Logger } from '../core/log.ts';
+import type { TrustProxy } from '../core/process/config.ts';
+import type { Logger } from '../core/process/log.ts';
 import { discardRest, hasBody } from './body.ts';
 import { sendError, type Exchange } from './exchange.ts';
 

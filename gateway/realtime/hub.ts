@@ -47,9 +47,9 @@
 //     the worker's crontab (gateway/jobs/crontab.ts).
 import crypto from 'node:crypto';
 import postgres from 'postgres';
-import type { RealtimeConfig } from '../core/config.ts';
+import type { RealtimeConfig } from '../core/process/config.ts';
 import type { RequestClaims, Sql } from '../core/db.ts';
-import type { Logger } from '../core/log.ts';
+import type { Logger } from '../core/process/log.ts';
 import { isDatabaseUnavailable, OutageLog } from '../core/unavailable-log.ts';
 import { StreamOpener } from './opener.ts';
 import { SsePayload } from './sse-messages.ts';

@@ -11,7 +11,7 @@
 // withClaims checks the session, and an API token is authenticated, in the
 // request's own statements.)
 import type { Sql } from '../core/db.ts';
-import type { Logger } from '../core/log.ts';
+import type { Logger } from '../core/process/log.ts';
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 

@@ -30,7 +30,7 @@
 import type { Socket } from 'node:net';
 import type { ServerResponse } from 'node:http';
 import type { RequestClaims } from '../core/db.ts';
-import type { Logger } from '../core/log.ts';
+import type { Logger } from '../core/process/log.ts';
 import type { ChangeHub, CloseReason, SseSubscriber } from './hub.ts';
 import { SsePayload, snapshotText, type StreamStart } from './sse-messages.ts';
 

@@ -50,12 +50,12 @@ import type { Duplex } from 'node:stream';
 import { WebSocket, WebSocketServer, type RawData } from 'ws';
 import { z } from 'zod';
 import { clientIp } from '../core/client-ip.ts';
-import type { TrustProxy } from '../core/config.ts';
+import type { TrustProxy } from '../core/process/config.ts';
 import { withClaims, type RequestClaims, type Sql } from '../core/db.ts';
 import type { ErrorCode } from '../core/error-codes.ts';
 import { toHttpError } from '../core/errors.ts';
 import { InvalidTokenError, type TokenService } from '../core/jwt.ts';
-import type { Logger } from '../core/log.ts';
+import type { Logger } from '../core/process/log.ts';
 import type { ChangeHub, CloseReason, RealtimeRow, WebSocketSubscriber } from './hub.ts';
 import type { SessionWatch } from './session-watch.ts';
 

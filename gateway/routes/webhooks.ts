@@ -14,7 +14,7 @@ import { jsonObjectWith } from '../core/json.ts';
 import { DateTime, errors, Id, noContent, Pagination, succeeded } from '../http/responses.ts';
 import { QueryInteger, Uuid } from '../core/schemas.ts';
 import { LIMITS } from '../core/limits.ts';
-import { DEFAULT_WEBHOOK_PORTS } from '../core/config.ts';
+import { DEFAULT_WEBHOOK_PORTS } from '../core/process/config.ts';
 import { webhookUrlProblem } from '../jobs/webhook-targets.ts';
 
 export const WEBHOOK_EVENT_TYPES = [

@@ -9,7 +9,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { routes } from '../app.ts';
-import { projectRoot } from '../core/config.ts';
+import { projectRoot } from '../core/process/config.ts';
 import { errorCodeEntries, type ErrorCode, type ErrorCodeEntry, type ErrorSurface } from '../core/error-codes.ts';
 import type { ErrorShape } from '../core/errors.ts';
 import { openApiPath, PIPELINE_ERRORS, shapeOf } from '../http/openapi.ts';

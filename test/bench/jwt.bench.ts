@@ -12,7 +12,7 @@
 import crypto from 'node:crypto';
 import { performance } from 'node:perf_hooks';
 import { exportJWK, generateKeyPair } from 'jose';
-import { loadConfig } from '../../gateway/core/config.ts';
+import { loadConfig } from '../../gateway/core/process/config.ts';
 import { createTokenService, type TokenService } from '../../gateway/core/jwt.ts';
 import type { Bench } from './harness.ts';
 

@@ -9,8 +9,8 @@
 // touches the shared gateway's counts.
 import crypto from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { loadConfig } from '../../gateway/core/config.ts';
-import { createLogger } from '../../gateway/core/log.ts';
+import { loadConfig } from '../../gateway/core/process/config.ts';
+import { createLogger } from '../../gateway/core/process/log.ts';
 import { startGateway, type RunningGateway } from '../../gateway/server.ts';
 import { databaseUrl, db, jwtSecret, registerUser, uniqueEmail } from '../helpers.ts';
 

@@ -8,7 +8,7 @@ import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { describe, expect, inject, it } from 'vitest';
-import { createLogger } from '../../gateway/core/log.ts';
+import { createLogger } from '../../gateway/core/process/log.ts';
 import { runMigrations } from '../../gateway/core/migrate.ts';
 import { pg15Program, startThrowawayPg15 } from '../../gateway/tooling/pg15.ts';
 import { baseUrl } from '../helpers.ts';

@@ -10,7 +10,7 @@ import path from 'node:path';
 import { OAUTH_ERRORS } from '@modelcontextprotocol/sdk/server/auth/errors.js';
 import { describe, expect, it } from 'vitest';
 import { routes } from '../../gateway/app.ts';
-import { projectRoot } from '../../gateway/core/config.ts';
+import { projectRoot } from '../../gateway/core/process/config.ts';
 import { ERROR_CODES, errorCodeEntries, isErrorCode } from '../../gateway/core/error-codes.ts';
 import { openApiPath, routeErrors } from '../../gateway/http/openapi.ts';
 import { ERROR_DOCS_FILE, renderErrorDocs } from '../../gateway/tooling/error-docs.ts';

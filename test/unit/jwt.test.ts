@@ -4,7 +4,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { exportJWK, generateKeyPair } from 'jose';
 import { describe, expect, inject, it } from 'vitest';
-import { loadConfig } from '../../gateway/core/config.ts';
+import { loadConfig } from '../../gateway/core/process/config.ts';
 import { createTokenService, InvalidTokenError } from '../../gateway/core/jwt.ts';
 
 const user = { id: crypto.randomUUID(), email: 'a@example.com', sessionId: crypto.randomUUID() };

@@ -29,7 +29,7 @@ const EnvSchema = z.object({
     .optional()
     .default('info'),
   DATA_DIR: optionalString,
-  // Unset: a free port, kept with the data (gateway/tooling/embedded-postgres.ts).
+  // Unset: a free port, kept with the data (gateway/core/process/embedded-postgres.ts).
   EMBEDDED_PG_PORT: optionalString.pipe(z.coerce.number<string | undefined>().int().min(1).max(65535).optional()),
   DB_POOL_MAX: z.coerce.number().int().min(1).max(500).optional().default(10),
   STATEMENT_TIMEOUT_MS: z.coerce.number().int().min(100).optional().default(15_000),
@@ -362,9 +362,9 @@ function detectPoolMode(url: string | undefined): 'session' | 'transaction' {
   }
 }
 
-/** The repository root (this file lives in gateway/core/). */
+/** The repository root (this file lives in gateway/core/process/). */
 export function projectRoot(): string {
-  return path.resolve(import.meta.dirname, '..', '..');
+  return path.resolve(import.meta.dirname, '..', '..', '..');
 }
 
 function trustProxyFrom(value: string | undefined): TrustProxy {
