@@ -6,7 +6,7 @@
 // route's handler (the pipeline of http/route.ts). No route logic lives here;
 // anything unforeseen becomes a JSON 500 without details.
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { HttpError } from './core/errors.ts';
+import { HttpError } from './core/web/errors.ts';
 import type { Logger } from './core/process/log.ts';
 import { agentCallRoutes } from './routes/agent-calls.ts';
 import { authRoutes } from './routes/auth.ts';

@@ -5,7 +5,7 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { createApp, routes } from './app.ts';
 import { trackConnections } from './http/drain.ts';
-import { answerClientErrors } from './core/input.ts';
+import { answerClientErrors } from './core/web/input.ts';
 import type { Services } from './http/route.ts';
 import type { Config } from './core/process/config.ts';
 import { createPool, withDeadline, type Sql } from './core/db.ts';

@@ -3,7 +3,7 @@
 // token issued by this server's authorization endpoints. The agent is the
 // credential's owner.
 import type { Sql } from '../gateway/core/db.ts';
-import { HttpError, toHttpError } from '../gateway/core/errors.ts';
+import { HttpError, toHttpError } from '../gateway/core/web/errors.ts';
 import { authenticateApiToken, isApiTokenSecret } from '../gateway/core/api-tokens.ts';
 
 /** OAuth scopes: read tools need mcp:read, write tools mcp:write. Personal API tokens carry both. */

@@ -20,8 +20,8 @@ import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/
 import express, { type ErrorRequestHandler, type NextFunction, type Request, type RequestHandler, type Response } from 'express';
 import type { Config } from '../gateway/core/process/config.ts';
 import { createPool, type Sql } from '../gateway/core/db.ts';
-import { requestLogger } from '../gateway/core/request-log.ts';
-import { defaultCode, errorBody, HttpError, toHttpError } from '../gateway/core/errors.ts';
+import { requestLogger } from '../gateway/core/web/request-log.ts';
+import { defaultCode, errorBody, HttpError, toHttpError } from '../gateway/core/web/errors.ts';
 import type { Logger } from '../gateway/core/process/log.ts';
 import { Passwords } from '../gateway/core/passwords.ts';
 import { mcpClientIp } from './client-address.ts';

@@ -4,8 +4,8 @@
 // limits are in SQL (sql/migrations/committed/000016-agents.sql and later).
 import { z } from 'zod';
 import type { Tx } from '../gateway/core/db.ts';
-import { LIMITS } from '../gateway/core/limits.ts';
-import { Email, Uuid } from '../gateway/core/schemas.ts';
+import { LIMITS } from '../gateway/core/web/limits.ts';
+import { Email, Uuid } from '../gateway/core/web/schemas.ts';
 
 export type ToolKind = 'read' | 'write';
 

@@ -13,8 +13,8 @@
 // parameters never reach a log).
 import { z } from 'zod';
 import { DEADLINE_MARGIN_MS, withDeadline, type RequestClaims, type Sql } from './db.ts';
-import { HttpError, toHttpError } from './errors.ts';
-import { LIMITS } from './limits.ts';
+import { HttpError, toHttpError } from './web/errors.ts';
+import { LIMITS } from './web/limits.ts';
 import type { AccessClaims } from './jwt.ts';
 
 export const API_TOKEN_PREFIX = 'cbk_';

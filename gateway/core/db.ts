@@ -52,7 +52,7 @@
 // test/unit/postgres-driver.test.ts fails without it.
 import postgres from 'postgres';
 import { DatabaseWatch, type WatchedOperation } from './db-watch.ts';
-import { isRetryable } from './errors.ts';
+import { isRetryable } from './web/errors.ts';
 import type { Logger } from './process/log.ts';
 import { isDatabaseUnavailable, noteServed } from './unavailable-log.ts';
 

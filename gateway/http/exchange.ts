@@ -9,11 +9,11 @@
 // answer (JSON, HTML, an error body).
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import querystring, { type ParsedUrlQuery } from 'node:querystring';
-import { errorBody, type ErrorShape, type HttpError } from '../core/errors.ts';
+import { errorBody, type ErrorShape, type HttpError } from '../core/web/errors.ts';
 import type { Logger } from '../core/process/log.ts';
-import { repairPath } from '../core/input.ts';
-import { startRequestLog, type RequestLog } from '../core/request-log.ts';
-import { retryAfterOf } from '../core/throttle.ts';
+import { repairPath } from '../core/web/input.ts';
+import { startRequestLog, type RequestLog } from '../core/web/request-log.ts';
+import { retryAfterOf } from '../core/web/throttle.ts';
 
 export class Exchange {
   /** The URL as the client sent it (the MCP process gets it unchanged). */

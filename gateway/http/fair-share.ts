@@ -16,7 +16,7 @@
 // bounds every client's share of each replica's pool.
 //
 // Why the last perKey connections stay free, measured: docs/decisions.md#the-fair-share-of-the-pool.
-import { HttpError } from '../core/errors.ts';
+import { HttpError } from '../core/web/errors.ts';
 import type { FairShareOptions } from '../core/process/config.ts';
 
 export type { FairShareOptions };

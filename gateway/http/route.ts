@@ -17,7 +17,7 @@
 //     as is; HTML or a redirect for the web pages), or map the error to a
 //     status and one of the three error bodies of docs/api.md#errors (chosen per
 //     route and status), or to the route's HTML error page. SQL text never
-//     reaches the client (core/errors.ts).
+//     reaches the client (core/web/errors.ts).
 //
 // Before it (app.ts): the request id and the request log line (one per
 // request, written when the response finishes), CORS, the readiness gate,
@@ -28,15 +28,15 @@
 import type { ServerResponse } from 'node:http';
 import { z } from 'zod';
 import { apiTokenCaller, authenticateApiToken, isApiTokenSecret, type ApiTokenInfo, type Caller } from '../core/api-tokens.ts';
-import { clientIp } from '../core/client-ip.ts';
+import { clientIp } from '../core/web/client-ip.ts';
 import type { AuthLimits, TrustProxy } from '../core/process/config.ts';
 import { ANON_CLAIMS, DEADLINE_MARGIN_MS, withClaims, type RequestClaims, type Sql, type TransactionOptions, type Tx } from '../core/db.ts';
-import { defaultCode, errorBody, HttpError, toHttpError, unavailable, type ErrorShape } from '../core/errors.ts';
+import { defaultCode, errorBody, HttpError, toHttpError, unavailable, type ErrorShape } from '../core/web/errors.ts';
 import { fairShareKey, type FairShare } from './fair-share.ts';
 import { InvalidTokenError, type AccessClaims, type TokenService } from '../core/jwt.ts';
 import type { Logger } from '../core/process/log.ts';
 import type { Passwords } from '../core/passwords.ts';
-import { retryAfterOf } from '../core/throttle.ts';
+import { retryAfterOf } from '../core/web/throttle.ts';
 import { noteUnavailable } from '../core/unavailable-log.ts';
 import { locationHeader, sendHtml, sendJson, sendText, type Exchange } from './exchange.ts';
 import {
@@ -53,8 +53,8 @@ import {
   type Answer,
   type KeyedRequest,
 } from './idempotency.ts';
-import type { Page } from '../core/html.ts';
-import { assertStorable } from '../core/input.ts';
+import type { Page } from '../core/web/html.ts';
+import { assertStorable } from '../core/web/input.ts';
 import type { Responses, SecurityScheme } from './responses.ts';
 
 export type Method = 'get' | 'post' | 'put' | 'patch' | 'delete';
@@ -100,7 +100,7 @@ export interface Reply {
   /** A JSON document as text (e.g. jsonb::text from SQL), sent as is with the JSON content type. */
   json?: string;
   /**
-   * An HTML page and the headers it needs (core/html.ts page()): they travel
+   * An HTML page and the headers it needs (core/web/html.ts page()): they travel
    * together, so a page never goes out with another page's nonce (its style
    * and script would be blocked).
    */
@@ -123,7 +123,7 @@ export interface Context<P, Q, B, H = undefined> {
   user: AccessClaims | null;
   /** The API token the request was authenticated with; null for an access token or a public route. */
   apiToken: ApiTokenInfo | null;
-  /** The client's IP address (gateway/core/client-ip.ts), for limits per client. */
+  /** The client's IP address (gateway/core/web/client-ip.ts), for limits per client. */
   clientIp: string;
   services: Services;
   log: Logger;

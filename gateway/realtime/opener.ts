@@ -13,7 +13,7 @@
 // api.event_stream_open (private.upcoming_events_of, the per-user cap, the
 // session check), for users whose access tokens the route verified.
 import type { Sql } from '../core/db.ts';
-import { HttpError } from '../core/errors.ts';
+import { HttpError } from '../core/web/errors.ts';
 import { snapshotText, type StreamStart } from './sse-messages.ts';
 
 export interface OpenRequest {

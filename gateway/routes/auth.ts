@@ -14,13 +14,13 @@
 import { z } from 'zod';
 import { defineRoute, type Context, type Services } from '../http/route.ts';
 import type { Tx } from '../core/db.ts';
-import { HttpError, unavailable } from '../core/errors.ts';
+import { HttpError, unavailable } from '../core/web/errors.ts';
 import { InvalidTokenError } from '../core/jwt.ts';
 import { DateTime, errors, Id, succeeded } from '../http/responses.ts';
-import { LIMITS } from '../core/limits.ts';
-import { Email, Password, ProfileName } from '../core/schemas.ts';
+import { LIMITS } from '../core/web/limits.ts';
+import { Email, Password, ProfileName } from '../core/web/schemas.ts';
 import { checkPassword, hashNewPassword, type PasswordAttempt, type PasswordSetStart } from '../core/passwords.ts';
-import { DEFAULT_AUTH_LIMITS, PASSWORD_SET_LIMIT, tooManyRequests } from '../core/throttle.ts';
+import { DEFAULT_AUTH_LIMITS, PASSWORD_SET_LIMIT, tooManyRequests } from '../core/web/throttle.ts';
 
 /** `name` is optional: without one the profile's name is derived from the e-mail and shown only to the user and their communities' managers. */
 const Credentials = z

@@ -11,8 +11,8 @@
 // and so do events of a draft community (SQL: private.community_events_public).
 import { z } from 'zod';
 import { defineRoute, type Reply } from '../http/route.ts';
-import { formatTime, html, jsonScriptData, page, safeUrl, type Page, type PageOptions, type SafeHtml } from '../core/html.ts';
-import type { HttpError } from '../core/errors.ts';
+import { formatTime, html, jsonScriptData, page, safeUrl, type Page, type PageOptions, type SafeHtml } from '../core/web/html.ts';
+import type { HttpError } from '../core/web/errors.ts';
 import { content, errors } from '../http/responses.ts';
 import type { Event as EventShape } from './events.ts';
 

@@ -7,7 +7,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { z } from 'zod';
 import { defineRoute, type Reply, type Route } from '../http/route.ts';
-import type { Page } from '../core/html.ts';
+import type { Page } from '../core/web/html.ts';
 import { liveTestRoute } from './docs-test.ts';
 import { WEBHOOK_EVENT_TYPES } from './webhooks.ts';
 import { healthOperation } from './health.ts';

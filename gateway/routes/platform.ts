@@ -12,8 +12,8 @@
 import { z } from 'zod';
 import { defineRoute } from '../http/route.ts';
 import { errors, Id, succeeded } from '../http/responses.ts';
-import { LIMITS } from '../core/limits.ts';
-import { Email, Text, Uuid } from '../core/schemas.ts';
+import { LIMITS } from '../core/web/limits.ts';
+import { Email, Text, Uuid } from '../core/web/schemas.ts';
 
 export const EXTERNAL_PLATFORMS = ['platform_a', 'platform_b', 'platform_c', 'platform_d'] as const;
 

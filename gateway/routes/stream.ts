@@ -7,7 +7,7 @@
 import { z } from 'zod';
 import { defineRoute } from '../http/route.ts';
 import { DEADLINE_MARGIN_MS, withDeadline } from '../core/db.ts';
-import { HttpError } from '../core/errors.ts';
+import { HttpError } from '../core/web/errors.ts';
 import { content, errors } from '../http/responses.ts';
 import { SseStream } from '../realtime/sse.ts';
 import type { ChangeHub } from '../realtime/hub.ts';

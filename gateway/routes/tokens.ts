@@ -6,9 +6,9 @@
 import { z } from 'zod';
 import { defineRoute } from '../http/route.ts';
 import { ApiToken, PermissionPattern } from '../core/api-tokens.ts';
-import { LIMITS } from '../core/limits.ts';
+import { LIMITS } from '../core/web/limits.ts';
 import { errors, succeeded } from '../http/responses.ts';
-import { Text, Uuid } from '../core/schemas.ts';
+import { Text, Uuid } from '../core/web/schemas.ts';
 
 export const CreateApiTokenBody = z
   .object({

@@ -12,7 +12,7 @@ import { createLogger } from '../core/process/log.ts';
 // Logs go to stderr: stdout carries only the command's output.
 import { runMigrations } from '../core/migrate.ts';
 import { runPsql } from './psql.ts';
-import { Email, Password, Uuid } from '../core/schemas.ts';
+import { Email, Password, Uuid } from '../core/web/schemas.ts';
 import { startupMessage } from '../core/process/startup-error.ts';
 
 interface Command {

@@ -4,7 +4,7 @@
 // newest item of the client with the longest queue, and only a client whose
 // own items fill it is refused (503 with a retry hint).
 import { describe, expect, it } from 'vitest';
-import { HttpError } from '../../gateway/core/errors.ts';
+import { HttpError } from '../../gateway/core/web/errors.ts';
 import { FairQueue } from '../../gateway/core/fair-queue.ts';
 
 /** Lets every pending promise settle. */

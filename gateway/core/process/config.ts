@@ -114,7 +114,7 @@ export interface Config {
   authLimits: AuthLimits;
   /** Password hashing in this process (gateway/core/passwords.ts). */
   passwords: PasswordOptions;
-  /** TRUST_PROXY: how to read the client IP (see gateway/core/client-ip.ts). */
+  /** TRUST_PROXY: how to read the client IP (see gateway/core/web/client-ip.ts). */
   trustProxy: TrustProxy;
   /** CORS_ORIGINS: browser origins allowed to call the API (see gateway/http/cors.ts); empty: CORS off. */
   corsOrigins: string[];
@@ -377,7 +377,7 @@ function trustProxyFrom(value: string | undefined): TrustProxy {
 
 export type TrustProxy = number | 'all' | undefined;
 
-/** Parses TRUST_PROXY (how gateway/core/client-ip.ts reads the client address): a hop count, `true`/`all`, or unset/`false`/`0` (trust none). */
+/** Parses TRUST_PROXY (how gateway/core/web/client-ip.ts reads the client address): a hop count, `true`/`all`, or unset/`false`/`0` (trust none). */
 function parseTrustProxy(value: string | undefined): TrustProxy {
   if (value === undefined) return undefined;
   const v = value.trim().toLowerCase();

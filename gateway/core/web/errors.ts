@@ -4,7 +4,7 @@
 // `message` is shown to the client and `hint`, when it is a snake_case word,
 // becomes the machine-readable `error` code. Other SQLSTATEs map through the
 // table below; anything unknown is a 500 whose details stay in the server log.
-// Every code is one of the register's (core/error-codes.ts).
+// Every code is one of the register's (core/web/error-codes.ts).
 import postgres from 'postgres';
 import type { ErrorCode } from './error-codes.ts';
 

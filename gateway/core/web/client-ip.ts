@@ -8,7 +8,7 @@
 // X-Forwarded-For (each trusted proxy appends the address it saw). `true`
 // trusts the whole header (its leftmost entry).
 import net from 'node:net';
-import type { TrustProxy } from './process/config.ts';
+import type { TrustProxy } from '../process/config.ts';
 
 /** `::ffff:1.2.3.4` → `1.2.3.4`; anything that is not an IP address → undefined. */
 function normalise(address: string | undefined): string | undefined {
