@@ -16,7 +16,7 @@ import os from 'node:os';
 import type { Config } from './core/process/config.ts';
 import { openDatabase, type Database } from './core/process/open-database.ts';
 import type { Logger } from './core/process/log.ts';
-import { runMigrations } from './core/migrate.ts';
+import { runMigrations } from './core/database/migrate.ts';
 import { startupMessage } from './core/process/startup-error.ts';
 
 /** WEB_CONCURRENCY, or the core count in production (NODE_ENV=production), else 1. */

@@ -2,7 +2,7 @@
 // personal API token (contract: gateway/core/api-tokens.ts) or an OAuth access
 // token issued by this server's authorization endpoints. The agent is the
 // credential's owner.
-import type { Sql } from '../gateway/core/db.ts';
+import type { Sql } from '../gateway/core/database/pool.ts';
 import { HttpError, toHttpError } from '../gateway/core/web/errors.ts';
 import { authenticateApiToken, isApiTokenSecret } from '../gateway/core/api-tokens.ts';
 

@@ -19,7 +19,7 @@ import type { AddressInfo } from 'node:net';
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
 import express, { type ErrorRequestHandler, type NextFunction, type Request, type RequestHandler, type Response } from 'express';
 import type { Config } from '../gateway/core/process/config.ts';
-import { createPool, type Sql } from '../gateway/core/db.ts';
+import { createPool, type Sql } from '../gateway/core/database/pool.ts';
 import { requestLogger } from '../gateway/core/web/request-log.ts';
 import { defaultCode, errorBody, HttpError, toHttpError } from '../gateway/core/web/errors.ts';
 import type { Logger } from '../gateway/core/process/log.ts';

@@ -3,7 +3,7 @@
 // scoping (managed communities only, own members only) and the per-agent
 // limits are in SQL (sql/migrations/committed/000016-agents.sql and later).
 import { z } from 'zod';
-import type { Tx } from '../gateway/core/db.ts';
+import type { Tx } from '../gateway/core/database/transaction.ts';
 import { LIMITS } from '../gateway/core/web/limits.ts';
 import { Email, Uuid } from '../gateway/core/web/schemas.ts';
 

@@ -12,7 +12,8 @@
 // a database error about it is reduced to its status (the statement's
 // parameters never reach a log).
 import { z } from 'zod';
-import { DEADLINE_MARGIN_MS, withDeadline, type RequestClaims, type Sql } from './db.ts';
+import { type RequestClaims } from './database/transaction.ts';
+import { DEADLINE_MARGIN_MS, withDeadline, type Sql } from './database/pool.ts';
 import { HttpError, toHttpError } from './web/errors.ts';
 import { LIMITS } from './web/limits.ts';
 import type { AccessClaims } from './jwt.ts';

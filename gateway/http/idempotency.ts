@@ -21,7 +21,7 @@
 import crypto from 'node:crypto';
 import type { ServerResponse } from 'node:http';
 import { z } from 'zod';
-import type { Tx } from '../core/db.ts';
+import type { Tx } from '../core/database/transaction.ts';
 import { locationHeader, sendText } from './exchange.ts';
 
 export const IDEMPOTENCY_HEADER = 'idempotency-key';

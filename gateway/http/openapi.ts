@@ -197,7 +197,7 @@ export const PIPELINE_ERRORS: readonly PipelineError[] = [
   },
   {
     // A write whose COMMIT was sent when the database stopped answering
-    // (core/db.ts); a GET says 503 instead (http/route.ts).
+    // (core/database/transaction.ts); a GET says 503 instead (http/route.ts).
     when: 'every route but GET: the database stopped answering after the request was sent, so it may have been saved (504)',
     statuses: (route) => (route.method === 'get' ? [] : [{ status: 504, shape: 'route', codes: ['outcome_unknown'] }]),
   },

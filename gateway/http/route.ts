@@ -8,7 +8,7 @@
 //   → run the handler, which calls one SQL function inside ctx.db(...): one
 //     transaction as `anon` or `authenticated` with request.jwt.claims set,
 //     sent as one pipelined round trip (BEGIN, settings, call, COMMIT; see
-//     core/db.ts withClaims); errors roll it back
+//     core/database/transaction.ts withClaims); errors roll it back
 //   → with an Idempotency-Key (POST, PATCH, DELETE of the mobile, platform
 //     and token interfaces): the same, in one transaction with the key's
 //     claim and the storing of the answer, or the stored answer replayed
@@ -30,14 +30,15 @@ import { z } from 'zod';
 import { apiTokenCaller, authenticateApiToken, isApiTokenSecret, type ApiTokenInfo, type Caller } from '../core/api-tokens.ts';
 import { clientIp } from '../core/web/client-ip.ts';
 import type { AuthLimits, TrustProxy } from '../core/process/config.ts';
-import { ANON_CLAIMS, DEADLINE_MARGIN_MS, withClaims, type RequestClaims, type Sql, type TransactionOptions, type Tx } from '../core/db.ts';
+import { ANON_CLAIMS, withClaims, type RequestClaims, type TransactionOptions, type Tx } from '../core/database/transaction.ts';
+import { DEADLINE_MARGIN_MS, type Sql } from '../core/database/pool.ts';
 import { defaultCode, errorBody, HttpError, toHttpError, unavailable, type ErrorShape } from '../core/web/errors.ts';
 import { fairShareKey, type FairShare } from './fair-share.ts';
 import { InvalidTokenError, type AccessClaims, type TokenService } from '../core/jwt.ts';
 import type { Logger } from '../core/process/log.ts';
 import type { Passwords } from '../core/passwords.ts';
 import { retryAfterOf } from '../core/web/throttle.ts';
-import { noteUnavailable } from '../core/unavailable-log.ts';
+import { noteUnavailable } from '../core/database/unavailable-log.ts';
 import { locationHeader, sendHtml, sendJson, sendText, type Exchange } from './exchange.ts';
 import {
   answerOf,

@@ -12,7 +12,7 @@
 // Who may see what stays in SQL: the function applies the same rules as
 // api.event_stream_open (private.upcoming_events_of, the per-user cap, the
 // session check), for users whose access tokens the route verified.
-import type { Sql } from '../core/db.ts';
+import type { Sql } from '../core/database/pool.ts';
 import { HttpError } from '../core/web/errors.ts';
 import { snapshotText, type StreamStart } from './sse-messages.ts';
 

@@ -13,7 +13,7 @@
 // read a hash); neither a password nor a hash is logged or answered.
 import { z } from 'zod';
 import { defineRoute, type Context, type Services } from '../http/route.ts';
-import type { Tx } from '../core/db.ts';
+import type { Tx } from '../core/database/transaction.ts';
 import { HttpError, unavailable } from '../core/web/errors.ts';
 import { InvalidTokenError } from '../core/jwt.ts';
 import { DateTime, errors, Id, succeeded } from '../http/responses.ts';

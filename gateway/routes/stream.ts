@@ -6,7 +6,7 @@
 // fan-out is the process's realtime hub (realtime/hub.ts).
 import { z } from 'zod';
 import { defineRoute } from '../http/route.ts';
-import { DEADLINE_MARGIN_MS, withDeadline } from '../core/db.ts';
+import { DEADLINE_MARGIN_MS, withDeadline } from '../core/database/pool.ts';
 import { HttpError } from '../core/web/errors.ts';
 import { content, errors } from '../http/responses.ts';
 import { SseStream } from '../realtime/sse.ts';

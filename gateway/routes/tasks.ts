@@ -9,7 +9,7 @@
 import type postgres from 'postgres';
 import { z } from 'zod';
 import { defineRoute } from '../http/route.ts';
-import type { Tx } from '../core/db.ts';
+import type { Tx } from '../core/database/transaction.ts';
 import type { ErrorShape } from '../core/web/errors.ts';
 import { LIMITS } from '../core/web/limits.ts';
 import { BoundedJsonObject, QueryInteger, Uuid } from '../core/web/schemas.ts';

@@ -19,7 +19,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import postgres from 'postgres';
 import type { Logger } from '../core/process/log.ts';
-import { MIGRATIONS_FOLDER } from '../core/migrate.ts';
+import { MIGRATIONS_FOLDER } from '../core/database/migrate.ts';
 import { grantStatements, readCatalog, type GrantLine } from './areas-catalog.ts';
 import { compareAreas, describe, withMigratedDatabase, type Difference } from './areas-check.ts';
 import { loadAreaMap, readAreaFiles, shown } from './areas-map.ts';

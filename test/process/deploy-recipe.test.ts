@@ -9,7 +9,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { describe, expect, inject, it } from 'vitest';
 import { createLogger } from '../../gateway/core/process/log.ts';
-import { runMigrations } from '../../gateway/core/migrate.ts';
+import { runMigrations } from '../../gateway/core/database/migrate.ts';
 import { pg15Program, startThrowawayPg15 } from '../../gateway/tooling/pg15.ts';
 import { baseUrl } from '../helpers.ts';
 import { exited, freePort, projectRoot, startGatewayProcess } from '../support/processes.ts';

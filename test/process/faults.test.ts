@@ -13,7 +13,7 @@ import postgres from 'postgres';
 import { describe, expect, inject, it } from 'vitest';
 import { ensureDatabase, isAlive, startEmbeddedPostgres } from '../../gateway/core/process/embedded-postgres.ts';
 import { createLogger } from '../../gateway/core/process/log.ts';
-import { runMigrations } from '../../gateway/core/migrate.ts';
+import { runMigrations } from '../../gateway/core/database/migrate.ts';
 import { uniqueEmail } from '../helpers.ts';
 import { openStream, type SseStream } from '../support/sse.ts';
 import { exited, freePort, startGatewayProcess, waitUntil } from '../support/processes.ts';

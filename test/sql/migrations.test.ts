@@ -8,7 +8,7 @@ import postgres from 'postgres';
 import { describe, expect, it } from 'vitest';
 import { ensureDatabase } from '../../gateway/core/process/embedded-postgres.ts';
 import { createLogger } from '../../gateway/core/process/log.ts';
-import { MIGRATIONS_FOLDER, runMigrations } from '../../gateway/core/migrate.ts';
+import { MIGRATIONS_FOLDER, runMigrations } from '../../gateway/core/database/migrate.ts';
 import { databaseUrl, db } from '../helpers.ts';
 
 const committed = path.join(MIGRATIONS_FOLDER, 'committed');

@@ -36,7 +36,7 @@ import path from 'node:path';
 import postgres from 'postgres';
 import { ensureDatabase, isAlive, startEmbeddedPostgres, type RunningPostgres } from '../../gateway/core/process/embedded-postgres.ts';
 import { createLogger } from '../../gateway/core/process/log.ts';
-import { runMigrations } from '../../gateway/core/migrate.ts';
+import { runMigrations } from '../../gateway/core/database/migrate.ts';
 import { pg15Program } from '../../gateway/tooling/pg15.ts';
 import { startPgBouncer, type RunningPgBouncer } from './pgbouncer.ts';
 import { exited, freePort, startGatewayProcess, waitUntil, type GatewayProcess } from './processes.ts';

@@ -5,7 +5,7 @@ import type { AddressInfo } from 'node:net';
 import { afterAll, describe, expect, it } from 'vitest';
 import { createApp } from '../../gateway/app.ts';
 import { loadConfig } from '../../gateway/core/process/config.ts';
-import { createPool } from '../../gateway/core/db.ts';
+import { createPool } from '../../gateway/core/database/pool.ts';
 import { createTokenService } from '../../gateway/core/jwt.ts';
 import { createLogger } from '../../gateway/core/process/log.ts';
 import { Passwords } from '../../gateway/core/passwords.ts';

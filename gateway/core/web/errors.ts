@@ -96,7 +96,7 @@ function isConnectionError(err: unknown): boolean {
       'CONNECTION_CLOSED',
       'CONNECTION_ENDED',
       'CONNECTION_DESTROYED',
-      'DATABASE_WAIT_TIMEOUT', // core/db.ts: no connection, or no answer, in bounded time
+      'DATABASE_WAIT_TIMEOUT', // core/database/pool.ts DatabaseWaitError: no connection, or no answer, in bounded time
     ].includes(code)
   );
 }
@@ -145,7 +145,7 @@ export function unavailable(message: string): HttpError {
 
 /**
  * 504 outcome_unknown: the request's COMMIT was sent and its answer never
- * came (core/db.ts OutcomeUnknownError); the change may have been saved.
+ * came (core/database/pool.ts OutcomeUnknownError); the change may have been saved.
  */
 export function outcomeUnknown(): HttpError {
   return new HttpError(
