@@ -1,10 +1,10 @@
 // Who is calling: every /mcp request carries a bearer credential, either a
-// personal API token (contract: gateway/core/api-tokens.ts) or an OAuth access
+// personal API token (contract: gateway/core/auth/api-tokens.ts) or an OAuth access
 // token issued by this server's authorization endpoints. The agent is the
 // credential's owner.
 import type { Sql } from '../gateway/core/database/pool.ts';
 import { HttpError, toHttpError } from '../gateway/core/web/errors.ts';
-import { authenticateApiToken, isApiTokenSecret } from '../gateway/core/api-tokens.ts';
+import { authenticateApiToken, isApiTokenSecret } from '../gateway/core/auth/api-tokens.ts';
 
 /** OAuth scopes: read tools need mcp:read, write tools mcp:write. Personal API tokens carry both. */
 export const SCOPES = ['mcp:read', 'mcp:write'] as const;

@@ -3,7 +3,7 @@
 import type { Config } from '../gateway/core/process/config.ts';
 import type { Sql } from '../gateway/core/database/pool.ts';
 import type { Logger } from '../gateway/core/process/log.ts';
-import type { Passwords } from '../gateway/core/passwords.ts';
+import type { Passwords } from '../gateway/core/auth/passwords.ts';
 
 export interface McpDeps {
   sql: Sql;

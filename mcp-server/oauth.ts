@@ -27,7 +27,7 @@ import { z } from 'zod';
 import { HttpError, toHttpError } from '../gateway/core/web/errors.ts';
 import { html, page, type SafeHtml } from '../gateway/core/web/html.ts';
 import { SERVICE_NAME } from '../gateway/core/web/service.ts';
-import { checkPassword, type PasswordAttempt } from '../gateway/core/passwords.ts';
+import { checkPassword, type PasswordAttempt } from '../gateway/core/auth/passwords.ts';
 import { mcpClientIp } from './client-address.ts';
 import { authenticateAgent, SCOPES } from './credentials.ts';
 import type { McpDeps } from './deps.ts';

@@ -23,7 +23,7 @@ import { createPool, type Sql } from '../gateway/core/database/pool.ts';
 import { requestLogger } from '../gateway/core/web/request-log.ts';
 import { defaultCode, errorBody, HttpError, toHttpError } from '../gateway/core/web/errors.ts';
 import type { Logger } from '../gateway/core/process/log.ts';
-import { Passwords } from '../gateway/core/passwords.ts';
+import { Passwords } from '../gateway/core/auth/passwords.ts';
 import { mcpClientIp } from './client-address.ts';
 import type { McpDeps } from './deps.ts';
 import { authenticateAgent, bearerToken, type Agent } from './credentials.ts';

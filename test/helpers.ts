@@ -7,7 +7,7 @@ import postgres from 'postgres';
 import { afterAll, inject } from 'vitest';
 import { withClaims, type RequestClaims, type Tx } from '../gateway/core/database/transaction.ts';
 import type { Sql } from '../gateway/core/database/pool.ts';
-import { Passwords } from '../gateway/core/passwords.ts';
+import { Passwords } from '../gateway/core/auth/passwords.ts';
 import { checkContract } from './support/contract.ts';
 
 export const baseUrl = inject('baseUrl');

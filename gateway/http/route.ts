@@ -3,7 +3,7 @@
 // see http/exchange.ts):
 //
 //   authenticate (bearer JWT, when the route needs a user; verified tokens are
-//     cached until they expire, see core/jwt.ts)
+//     cached until they expire, see core/auth/jwt.ts)
 //   → validate params, query and body with zod
 //   → run the handler, which calls one SQL function inside ctx.db(...): one
 //     transaction as `anon` or `authenticated` with request.jwt.claims set,
@@ -27,16 +27,16 @@
 // by user or re-check a rule the database enforces.
 import type { ServerResponse } from 'node:http';
 import { z } from 'zod';
-import { apiTokenCaller, authenticateApiToken, isApiTokenSecret, type ApiTokenInfo, type Caller } from '../core/api-tokens.ts';
+import { apiTokenCaller, authenticateApiToken, isApiTokenSecret, type ApiTokenInfo, type Caller } from '../core/auth/api-tokens.ts';
 import { clientIp } from '../core/web/client-ip.ts';
 import type { AuthLimits, TrustProxy } from '../core/process/config.ts';
 import { ANON_CLAIMS, withClaims, type RequestClaims, type TransactionOptions, type Tx } from '../core/database/transaction.ts';
 import { DEADLINE_MARGIN_MS, type Sql } from '../core/database/pool.ts';
 import { defaultCode, errorBody, HttpError, toHttpError, unavailable, type ErrorShape } from '../core/web/errors.ts';
 import { fairShareKey, type FairShare } from './fair-share.ts';
-import { InvalidTokenError, type AccessClaims, type TokenService } from '../core/jwt.ts';
+import { InvalidTokenError, type AccessClaims, type TokenService } from '../core/auth/jwt.ts';
 import type { Logger } from '../core/process/log.ts';
-import type { Passwords } from '../core/passwords.ts';
+import type { Passwords } from '../core/auth/passwords.ts';
 import { retryAfterOf } from '../core/web/throttle.ts';
 import { noteUnavailable } from '../core/database/unavailable-log.ts';
 import { locationHeader, sendHtml, sendJson, sendText, type Exchange } from './exchange.ts';
@@ -81,7 +81,7 @@ export interface Services {
   fairShare?: FairShare;
   /** This gateway's own address (loopback), known once it listens: the live test executor replays requests here. */
   selfUrl?: string;
-  /** Password hashing in this process, bounded (core/passwords.ts). */
+  /** Password hashing in this process, bounded (core/auth/passwords.ts). */
   passwords: Passwords;
   /** Webhook registration: WEBHOOK_ALLOW_PRIVATE_TARGETS (gateway/jobs/webhook-targets.ts); absent: not allowed. */
   webhooks?: { allowPrivateTargets: boolean; allowedPorts: readonly number[] };

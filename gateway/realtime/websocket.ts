@@ -55,7 +55,7 @@ import { withClaims, type RequestClaims } from '../core/database/transaction.ts'
 import type { Sql } from '../core/database/pool.ts';
 import type { ErrorCode } from '../core/web/error-codes.ts';
 import { toHttpError } from '../core/web/errors.ts';
-import { InvalidTokenError, type TokenService } from '../core/jwt.ts';
+import { InvalidTokenError, type TokenService } from '../core/auth/jwt.ts';
 import type { Logger } from '../core/process/log.ts';
 import type { ChangeHub, CloseReason, RealtimeRow, WebSocketSubscriber } from './hub.ts';
 import type { SessionWatch } from './session-watch.ts';

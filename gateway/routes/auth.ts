@@ -1,7 +1,7 @@
 // Authentication (docs/api.md#authentication): register, signup, login,
 // verify, refresh and logout. Refresh tokens are only ever
 // handled by the api.auth_* SQL functions; this module signs the access
-// token. Passwords are hashed and verified here (core/passwords.ts, bounded
+// token. Passwords are hashed and verified here (core/auth/passwords.ts, bounded
 // per process; the database's CPU is shared by every process), and every
 // rule around them is SQL: a login is
 //   private.password_attempt_start   throttling checked; the hash to compare
@@ -15,11 +15,11 @@ import { z } from 'zod';
 import { defineRoute, type Context, type Services } from '../http/route.ts';
 import type { Tx } from '../core/database/transaction.ts';
 import { HttpError, unavailable } from '../core/web/errors.ts';
-import { InvalidTokenError } from '../core/jwt.ts';
+import { InvalidTokenError } from '../core/auth/jwt.ts';
 import { DateTime, errors, Id, succeeded } from '../http/responses.ts';
 import { LIMITS } from '../core/web/limits.ts';
 import { Email, Password, ProfileName } from '../core/web/schemas.ts';
-import { checkPassword, hashNewPassword, type PasswordAttempt, type PasswordSetStart } from '../core/passwords.ts';
+import { checkPassword, hashNewPassword, type PasswordAttempt, type PasswordSetStart } from '../core/auth/passwords.ts';
 import { DEFAULT_AUTH_LIMITS, PASSWORD_SET_LIMIT, tooManyRequests } from '../core/web/throttle.ts';
 
 /** `name` is optional: without one the profile's name is derived from the e-mail and shown only to the user and their communities' managers. */

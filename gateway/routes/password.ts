@@ -15,7 +15,7 @@ import { defineRoute } from '../http/route.ts';
 import { HttpError } from '../core/web/errors.ts';
 import { content, errors, Id, succeeded } from '../http/responses.ts';
 import { Email, Password } from '../core/web/schemas.ts';
-import { hashNewPassword, type PasswordSetStart } from '../core/passwords.ts';
+import { hashNewPassword, type PasswordSetStart } from '../core/auth/passwords.ts';
 import { DEFAULT_AUTH_LIMITS, PASSWORD_SET_LIMIT } from '../core/web/throttle.ts';
 
 const LinkToken = z

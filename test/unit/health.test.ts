@@ -6,9 +6,9 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { createApp } from '../../gateway/app.ts';
 import { loadConfig } from '../../gateway/core/process/config.ts';
 import { createPool } from '../../gateway/core/database/pool.ts';
-import { createTokenService } from '../../gateway/core/jwt.ts';
+import { createTokenService } from '../../gateway/core/auth/jwt.ts';
 import { createLogger } from '../../gateway/core/process/log.ts';
-import { Passwords } from '../../gateway/core/passwords.ts';
+import { Passwords } from '../../gateway/core/auth/passwords.ts';
 import { ChangeHub } from '../../gateway/realtime/hub.ts';
 import { databaseUrl } from '../helpers.ts';
 

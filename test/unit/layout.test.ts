@@ -1,5 +1,6 @@
 // The architecture, checked on the import graph (madge): the code both
-// processes share (gateway/core) imports no front door; the MCP server
+// processes share (gateway/core) imports no front door, and its rooms
+// (process, web, database, auth) import only downwards; the MCP server
 // imports only gateway/core; the gateway never imports the MCP server (it
 // starts it by its file path); the HTTP layer imports no route, realtime
 // module or composition root; and there is no import cycle anywhere.
@@ -16,6 +17,9 @@ const graph = await madge(['gateway', 'mcp-server', 'test'].map((dir) => path.jo
 });
 const imports = Object.entries(graph.obj());
 
+/** The rooms of gateway/core, lowest first: a room may import only itself and the rooms before it. */
+const CORE_ROOMS = ['process', 'web', 'database', 'auth'] as const;
+
 /** Every import from a file under `from` to a file matching `to`. */
 function edges(from: string, to: (target: string) => boolean): string[] {
   return imports.flatMap(([file, targets]) => (file.startsWith(from) ? targets.filter(to).map((t) => `${file} -> ${t}`) : []));
@@ -28,6 +32,18 @@ describe('the layout', () => {
 
   it('gateway/core imports no front door (HTTP layer, routes, realtime, jobs, MCP server, composition roots)', () => {
     expect(edges('gateway/core/', (t) => !t.startsWith('gateway/core/'))).toEqual([]);
+  });
+
+  it('gateway/core is four rooms, each importing only itself and the rooms below it (process ← web ← database ← auth)', () => {
+    const core = path.join(projectRoot, 'gateway', 'core');
+    const rooms = fs.readdirSync(core, { withFileTypes: true });
+    expect(rooms.filter((entry) => !entry.isDirectory()).map((entry) => entry.name)).toEqual([]);
+    expect(rooms.map((entry) => entry.name).sort()).toEqual([...CORE_ROOMS].sort());
+    const roomOf = (file: string) => CORE_ROOMS.indexOf(file.split('/')[2] as (typeof CORE_ROOMS)[number]);
+    expect(edges('gateway/core/', (t) => t.startsWith('gateway/core/')).filter((edge) => {
+      const [from, to] = edge.split(' -> ') as [string, string];
+      return roomOf(to) > roomOf(from);
+    })).toEqual([]);
   });
 
   it('the MCP server imports only gateway/core of the gateway', () => {

@@ -112,7 +112,7 @@ export interface Config {
   realtime: RealtimeConfig;
   /** Failed-login and refresh/verify throttling (counted in Postgres). */
   authLimits: AuthLimits;
-  /** Password hashing in this process (gateway/core/passwords.ts). */
+  /** Password hashing in this process (gateway/core/auth/passwords.ts). */
   passwords: PasswordOptions;
   /** TRUST_PROXY: how to read the client IP (see gateway/core/web/client-ip.ts). */
   trustProxy: TrustProxy;
@@ -123,7 +123,7 @@ export interface Config {
   webhooks: WebhookConfig;
 }
 
-/** Password hashing in a process: gateway/core/passwords.ts. */
+/** Password hashing in a process: gateway/core/auth/passwords.ts. */
 export interface PasswordOptions {
   /** BCRYPT_COST: the cost new hashes get; stored hashes below it are re-hashed at the next sign-in. */
   cost: number;

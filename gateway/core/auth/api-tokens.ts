@@ -12,10 +12,10 @@
 // a database error about it is reduced to its status (the statement's
 // parameters never reach a log).
 import { z } from 'zod';
-import { type RequestClaims } from './database/transaction.ts';
-import { DEADLINE_MARGIN_MS, withDeadline, type Sql } from './database/pool.ts';
-import { HttpError, toHttpError } from './web/errors.ts';
-import { LIMITS } from './web/limits.ts';
+import { type RequestClaims } from '../database/transaction.ts';
+import { DEADLINE_MARGIN_MS, withDeadline, type Sql } from '../database/pool.ts';
+import { HttpError, toHttpError } from '../web/errors.ts';
+import { LIMITS } from '../web/limits.ts';
 import type { AccessClaims } from './jwt.ts';
 
 export const API_TOKEN_PREFIX = 'cbk_';
