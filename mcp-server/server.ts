@@ -26,7 +26,8 @@ import type { Logger } from '../gateway/core/process/log.ts';
 import { Passwords } from '../gateway/core/auth/passwords.ts';
 import { mcpClientIp } from './client-address.ts';
 import type { McpDeps } from './deps.ts';
-import { authenticateAgent, bearerToken, type Agent } from './credentials.ts';
+import { bearerToken } from '../gateway/core/auth/bearer.ts';
+import { authenticateAgent, type Agent } from './credentials.ts';
 import { oauthRouter, OAUTH_PATHS } from './oauth.ts';
 import { createProtocolServer, PROTOCOL_VERSION } from './protocol.ts';
 

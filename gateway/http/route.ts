@@ -27,10 +27,12 @@
 // by user or re-check a rule the database enforces.
 import type { ServerResponse } from 'node:http';
 import { z } from 'zod';
-import { apiTokenCaller, authenticateApiToken, isApiTokenSecret, type ApiTokenInfo, type Caller } from '../core/auth/api-tokens.ts';
+import { authenticateApiToken, isApiTokenSecret, type ApiTokenInfo } from '../core/auth/api-tokens.ts';
+import { bearerToken } from '../core/auth/bearer.ts';
+import { callerOf, claimsOf, type Caller } from '../core/auth/identity.ts';
 import { clientIp } from '../core/web/client-ip.ts';
 import type { AuthLimits, TrustProxy } from '../core/process/config.ts';
-import { ANON_CLAIMS, withClaims, type RequestClaims, type TransactionOptions, type Tx } from '../core/database/transaction.ts';
+import { withClaims, type RequestClaims, type TransactionOptions, type Tx } from '../core/database/transaction.ts';
 import { DEADLINE_MARGIN_MS, type Sql } from '../core/database/pool.ts';
 import { defaultCode, errorBody, HttpError, toHttpError, unavailable, type ErrorShape } from '../core/web/errors.ts';
 import { fairShareKey, type FairShare } from './fair-share.ts';
@@ -120,7 +122,10 @@ export interface Context<P, Q, B, H = undefined> {
   body: B;
   /** The request headers the route's `headers` schema names. */
   headers: H;
-  /** The verified access-token claims; null on public routes. */
+  /**
+   * Who the request runs as: its claims (core/auth/identity.ts: an access
+   * token's verified claims, or an API token's); null on public routes.
+   */
   user: AccessClaims | null;
   /** The API token the request was authenticated with; null for an access token or a public route. */
   apiToken: ApiTokenInfo | null;
@@ -255,7 +260,7 @@ export function defineRoute<
         try {
           const caller = def.auth === 'user' ? await authenticate(exchange, services, def.tokenInQuery ?? false) : null;
           const user = caller?.user ?? null;
-          const requestClaims: RequestClaims = caller?.claims ?? ANON_CLAIMS;
+          const requestClaims: RequestClaims = user ?? claimsOf({ kind: 'anon' });
           const ip = clientIp(req.socket.remoteAddress, req.headers['x-forwarded-for'], services.trustProxy);
           if (user) exchange.userId = user.sub;
           const transaction = <T>(fn: (tx: Tx) => Promise<T>, claims?: RequestClaims | null, extra: TransactionOptions<T> = {}): Promise<T> => {
@@ -263,8 +268,6 @@ export function defineRoute<
               withClaims(services.sql, claims === undefined ? requestClaims : claims, fn, {
                 readOnly: def.method === 'get' && !def.readWrite,
                 statementTimeoutMs: services.statementTimeoutMs,
-                // API-token callers carry extra claims (token_id, ...); theirs are serialised per request.
-                claimsJson: claims === undefined && user && !caller?.apiToken ? claimsJson(user) : undefined,
                 ...extra,
               });
             const share = services.fairShare;
@@ -414,29 +417,17 @@ function send(res: ServerResponse, reply: Reply): void {
   else res.end();
 }
 
-/** request.jwt.claims of a verified token, serialised once per token (verified claims are cached and frozen). */
-const claimsJsonCache = new WeakMap<AccessClaims, string>();
-function claimsJson(user: AccessClaims): string {
-  let json = claimsJsonCache.get(user);
-  if (json === undefined) {
-    json = JSON.stringify({ ...user, role: 'authenticated' });
-    claimsJsonCache.set(user, json);
-  }
-  return json;
-}
-
 async function authenticate(exchange: Exchange, services: Services, tokenInQuery: boolean): Promise<Caller> {
   const header = exchange.req.headers.authorization;
-  const match = header ? /^Bearer\s+(\S+)\s*$/i.exec(header) : null;
   const inQuery = tokenInQuery && !header ? exchange.query.access_token : undefined;
-  const token = match?.[1] ?? (typeof inQuery === 'string' ? inQuery : undefined);
+  const token = bearerToken(header) ?? (typeof inQuery === 'string' ? inQuery : undefined);
   if (!token) throw new HttpError(401, 'unauthorized', 'missing bearer token');
   if (isApiTokenSecret(token)) {
-    return apiTokenCaller(await authenticateApiToken(services.sql, token, exchange.path, services.statementTimeoutMs + DEADLINE_MARGIN_MS));
+    const apiToken = await authenticateApiToken(services.sql, token, exchange.path, services.statementTimeoutMs + DEADLINE_MARGIN_MS);
+    return callerOf({ kind: 'api_token', token: apiToken });
   }
   try {
-    const user = await services.tokens.verify(token);
-    return { user, claims: { ...user, role: 'authenticated' }, apiToken: null };
+    return callerOf({ kind: 'access_token', claims: await services.tokens.verify(token) });
   } catch (err) {
     if (err instanceof InvalidTokenError) throw new HttpError(401, 'unauthorized', err.message);
     throw err;

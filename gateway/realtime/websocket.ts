@@ -55,6 +55,7 @@ import { withClaims, type RequestClaims } from '../core/database/transaction.ts'
 import type { Sql } from '../core/database/pool.ts';
 import type { ErrorCode } from '../core/web/error-codes.ts';
 import { toHttpError } from '../core/web/errors.ts';
+import { claimsOf } from '../core/auth/identity.ts';
 import { InvalidTokenError, type TokenService } from '../core/auth/jwt.ts';
 import type { Logger } from '../core/process/log.ts';
 import type { ChangeHub, CloseReason, RealtimeRow, WebSocketSubscriber } from './hub.ts';
@@ -330,7 +331,7 @@ class Channel implements WebSocketSubscriber {
 
   /** A joined channel whose user is not known yet (no access token). */
   static pending(connection: Connection, topic: string, joinRef: string | null, subscriptions: Subscription[]): Channel {
-    return new Channel(connection, topic, joinRef, '', { role: 'anon' }, subscriptions, 0);
+    return new Channel(connection, topic, joinRef, '', claimsOf({ kind: 'anon' }), subscriptions, 0);
   }
 
   get authorized(): boolean {
@@ -486,8 +487,7 @@ class Connection {
   private async verify(token: string | undefined): Promise<RequestClaims | string> {
     if (!token) return 'an access token is required (access_token, from POST /api/auth/login)';
     try {
-      const claims = await this.deps.tokens.verify(token);
-      return { ...claims, role: 'authenticated' };
+      return claimsOf({ kind: 'access_token', claims: await this.deps.tokens.verify(token) });
     } catch (err) {
       if (err instanceof InvalidTokenError) return `invalid access token: ${err.message}`;
       throw err;

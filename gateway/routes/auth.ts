@@ -16,6 +16,7 @@ import { defineRoute, type Context, type Services } from '../http/route.ts';
 import type { Tx } from '../core/database/transaction.ts';
 import { HttpError, unavailable } from '../core/web/errors.ts';
 import { InvalidTokenError } from '../core/auth/jwt.ts';
+import { claimsOf } from '../core/auth/identity.ts';
 import { DateTime, errors, Id, succeeded } from '../http/responses.ts';
 import { LIMITS } from '../core/web/limits.ts';
 import { Email, Password, ProfileName } from '../core/web/schemas.ts';
@@ -86,7 +87,7 @@ async function registrationHash({
     const [start] = await db(
       (tx) => tx<PasswordSetStart[]>`
         select * from private.password_set_start('register', ${clientIp}, ${limits.maxPasswordSetsPerIp}, ${limits.windowSeconds}, ${body.email})`,
-      null,
+      claimsOf({ kind: 'gateway' }),
     );
     return start;
   });
@@ -187,7 +188,7 @@ export const authRoutes = [
             select * from private.password_attempt_start('login', ${body.email}, ${clientIp}, ${passwords.cost},
                                                          ${limits.maxFailuresPerEmailAndClient}, ${limits.maxFailuresPerEmail},
                                                          ${limits.maxFailuresPerIp}, ${limits.windowSeconds})`,
-          null,
+          claimsOf({ kind: 'gateway' }),
         );
         if (attempt?.status === 'throttled') throw tooManyRequests(attempt.retry_after, 'too many failed logins, try again later');
         checked = await checkPassword(passwords, place, body.password, attempt!);
@@ -197,7 +198,7 @@ export const authRoutes = [
       const [result] = await db(
         (tx) => tx<(AuthSession & { status: string; user_email: string })[]>`
           select * from private.auth_login_finish(${attempt!.attempt}, ${checked.matched}, ${checked.newHash})`,
-        null,
+        claimsOf({ kind: 'gateway' }),
       );
       // The same answers whether or not the e-mail exists.
       if (result?.status === 'expired') throw unavailable('the sign-in took too long, try again');
@@ -295,7 +296,7 @@ export const authRoutes = [
         }
         throw err;
       }
-      const [user] = await db((tx) => tx<AuthUser[]>`select * from api.auth_verify()`, { ...claims, role: 'authenticated' });
+      const [user] = await db((tx) => tx<AuthUser[]>`select * from api.auth_verify()`, claimsOf({ kind: 'access_token', claims }));
       return { status: 200, body: { valid: true, user_id: user!.user_id, expires_at: new Date(claims.exp! * 1000).toISOString() } };
     },
   }),

@@ -16,6 +16,7 @@ import { HttpError } from '../core/web/errors.ts';
 import { content, errors, Id, succeeded } from '../http/responses.ts';
 import { Email, Password } from '../core/web/schemas.ts';
 import { hashNewPassword, type PasswordSetStart } from '../core/auth/passwords.ts';
+import { claimsOf } from '../core/auth/identity.ts';
 import { DEFAULT_AUTH_LIMITS, PASSWORD_SET_LIMIT } from '../core/web/throttle.ts';
 
 const LinkToken = z
@@ -142,7 +143,7 @@ export const passwordRoutes = [
           (tx) => tx<PasswordSetStart[]>`
             select * from private.password_set_start('set_password', ${clientIp}, ${limits.maxPasswordSetsPerIp}, ${limits.windowSeconds},
                                                      null, ${body.token})`,
-          null,
+          claimsOf({ kind: 'gateway' }),
         );
         return start;
       });

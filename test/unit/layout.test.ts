@@ -64,6 +64,20 @@ describe('the layout', () => {
     expect(imports.filter(([file]) => requestPath(file)).flatMap(([file, targets]) => targets.filter((t) => t.startsWith('gateway/tooling/')).map((t) => `${file} -> ${t}`))).toEqual([]);
   });
 
+  it("the caller's claims and the bearer header are each made in one place (core/auth/identity.ts, core/auth/bearer.ts)", () => {
+    const sources = ['gateway', 'mcp-server'].flatMap((dir) =>
+      fs
+        .readdirSync(path.join(projectRoot, dir), { recursive: true, encoding: 'utf8' })
+        .filter((f) => f.endsWith('.ts'))
+        .map((f) => path.posix.join(dir, f.split(path.sep).join('/'))),
+    );
+    const found = (pattern: RegExp, allowed: string[]) =>
+      sources.filter((file) => !allowed.includes(file) && pattern.test(fs.readFileSync(path.join(projectRoot, file), 'utf8')));
+    // A claims object is a role given as a value (not a type); jwt.ts signs the access token's own.
+    expect(found(/\brole:\s*'(anon|authenticated|service_role)'\s*[,})]/, ['gateway/core/auth/identity.ts', 'gateway/core/auth/jwt.ts'])).toEqual([]);
+    expect(found(/Bearer\\s/, ['gateway/core/auth/bearer.ts'])).toEqual([]);
+  });
+
   it('is described in docs/development.md: its Layout names every module of gateway/', () => {
     const doc = fs.readFileSync(path.join(projectRoot, 'docs', 'development.md'), 'utf8');
     const layout = doc.slice(doc.indexOf('## Layout'), doc.indexOf('\n## ', doc.indexOf('## Layout') + 1));

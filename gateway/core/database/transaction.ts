@@ -60,13 +60,9 @@ export interface RequestClaims {
   [claim: string]: unknown;
 }
 
-export const ANON_CLAIMS: RequestClaims = { role: 'anon' };
-
 export interface TransactionOptions<T = unknown> {
   readOnly?: boolean;
   statementTimeoutMs?: number;
-  /** The claims already serialised (the pipeline caches them per token). */
-  claimsJson?: string;
   /**
    * Statements to send right before COMMIT, in the same round trip, once fn
    * has settled (e.g. storing an idempotent request's answer): they get fn's
@@ -79,6 +75,22 @@ export interface TransactionOptions<T = unknown> {
 const MAX_ATTEMPTS = 3;
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+/**
+ * request.jwt.claims as text. Frozen claims (a verified access token's, the
+ * same object for every request that sends the token: auth/identity.ts) are
+ * serialised once.
+ */
+const claimsText = new WeakMap<RequestClaims, string>();
+function claimsJson(claims: RequestClaims): string {
+  if (!Object.isFrozen(claims)) return JSON.stringify(claims);
+  let text = claimsText.get(claims);
+  if (text === undefined) {
+    text = JSON.stringify(claims);
+    claimsText.set(claims, text);
+  }
+  return text;
+}
 
 /** The session an access token belongs to (its session_id claim), if any. */
 function sessionOf(claims: RequestClaims): string | null {
@@ -223,7 +235,7 @@ async function run<T>(
     claims
       ? tx`
     select set_config('role', ${claims.role}, true),
-           set_config('request.jwt.claims', ${options.claimsJson ?? JSON.stringify(claims)}, true),
+           set_config('request.jwt.claims', ${claimsJson(claims)}, true),
            set_config('statement_timeout', ${String(timeoutMs)}, true),
            private.check_session(${sessionOf(claims)}::uuid)`
       : tx`select set_config('statement_timeout', ${String(timeoutMs)}, true)`
