@@ -72,6 +72,13 @@ export interface TransactionOptions<T = unknown> {
   finish?: (tx: Tx, result: T) => Promise<unknown>[];
 }
 
+/**
+ * withClaims bound to a request: runs `fn` as the request's caller, or with
+ * the claims given (null: the gateway's own role), with the request's options
+ * and any given. What a route's handler and the idempotency steps call.
+ */
+export type InTransaction = <T>(fn: (tx: Tx) => Promise<T>, claims?: RequestClaims | null, options?: TransactionOptions<T>) => Promise<T>;
+
 const MAX_ATTEMPTS = 3;
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
