@@ -6,8 +6,8 @@
 // route's handler (the pipeline of http/route.ts). No route logic lives here;
 // anything unforeseen becomes a JSON 500 without details.
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { HttpError } from './core/errors.ts';
-import type { Logger } from './core/log.ts';
+import { HttpError } from './core/web/errors.ts';
+import type { Logger } from './core/process/log.ts';
 import { agentCallRoutes } from './routes/agent-calls.ts';
 import { assetRoutes } from './routes/assets.ts';
 import { authRoutes } from './routes/auth.ts';
@@ -30,7 +30,7 @@ import { cors } from './http/cors.ts';
 import { RouteTable } from './http/dispatch.ts';
 import { beginExchange, sendError, type Exchange } from './http/exchange.ts';
 import { isMcpPath, mcpProxy } from './http/mcp-proxy.ts';
-import type { TrustProxy } from './core/client-ip.ts';
+import type { TrustProxy } from './core/process/config.ts';
 import type { Route, RouteHandler, Services } from './http/route.ts';
 
 /** Every REST route the gateway serves, in one list (the docs read it too). */

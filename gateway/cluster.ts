@@ -13,11 +13,11 @@
 // by itself. SIGINT/SIGTERM stop the workers, then the database.
 import cluster from 'node:cluster';
 import os from 'node:os';
-import type { Config } from './core/config.ts';
-import { openDatabase, type Database } from './core/database.ts';
-import type { Logger } from './core/log.ts';
-import { runMigrations } from './core/migrate.ts';
-import { startupMessage } from './core/startup-error.ts';
+import type { Config } from './core/process/config.ts';
+import { openDatabase, type Database } from './core/process/open-database.ts';
+import type { Logger } from './core/process/log.ts';
+import { runMigrations } from './core/database/migrate.ts';
+import { startupMessage } from './core/process/startup-error.ts';
 
 /** WEB_CONCURRENCY, or the core count in production (NODE_ENV=production), else 1. */
 export function webConcurrency(env: NodeJS.ProcessEnv = process.env): number {

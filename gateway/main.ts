@@ -2,11 +2,11 @@
 // and the gateway on PORT. SIGINT/SIGTERM stop everything, Postgres included.
 import cluster from 'node:cluster';
 import { REPLACEMENT_ENV, startWorkers, type WorkerMessage } from './cluster.ts';
-import { loadConfigOrExit } from './core/config.ts';
-import { openDatabase, type Database } from './core/database.ts';
-import { createLogger } from './core/log.ts';
-import { onShutdown } from './core/shutdown.ts';
-import { startupMessage } from './core/startup-error.ts';
+import { loadConfigOrExit } from './core/process/config.ts';
+import { openDatabase, type Database } from './core/process/open-database.ts';
+import { createLogger } from './core/process/log.ts';
+import { onShutdown } from './core/process/shutdown.ts';
+import { startupMessage } from './core/process/startup-error.ts';
 import { startGateway, type RunningGateway } from './server.ts';
 import { startMcpChild, type McpChild } from './mcp-child.ts';
 

@@ -5,8 +5,8 @@
 // SIGTERM (SIGKILL after 10 s).
 import { fork, type ChildProcess } from 'node:child_process';
 import path from 'node:path';
-import { projectRoot, type Config } from './core/config.ts';
-import type { Logger } from './core/log.ts';
+import { projectRoot, type Config } from './core/process/config.ts';
+import type { Logger } from './core/process/log.ts';
 
 export interface McpChild {
   stop(): Promise<void>;

@@ -6,10 +6,10 @@
 // joins the embedded database of a running `npm start`. It installs the job
 // queue's schema if missing but does not migrate the application: the
 // gateway does. SIGINT/SIGTERM: running jobs finish (10 s at most), then it exits.
-import { loadConfigOrExit } from './core/config.ts';
-import { openDatabase, type Database } from './core/database.ts';
-import { createLogger } from './core/log.ts';
-import { onShutdown } from './core/shutdown.ts';
+import { loadConfigOrExit } from './core/process/config.ts';
+import { openDatabase, type Database } from './core/process/open-database.ts';
+import { createLogger } from './core/process/log.ts';
+import { onShutdown } from './core/process/shutdown.ts';
 import { jobWorkerOptions, startJobWorker, type JobWorker } from './jobs/worker.ts';
 
 async function main(): Promise<void> {

@@ -13,7 +13,7 @@
 import crypto from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
 import net from 'node:net';
-import { clientIp, PROXY_SECRET_HEADER } from '../gateway/core/client-ip.ts';
+import { clientIp, PROXY_SECRET_HEADER } from '../gateway/core/web/client-ip.ts';
 
 function isLoopback(address: string | undefined): boolean {
   if (!address) return false;

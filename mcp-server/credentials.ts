@@ -1,10 +1,12 @@
 // Who is calling: every /mcp request carries a bearer credential, either a
-// personal API token (contract: gateway/core/api-tokens.ts) or an OAuth access
+// personal API token (contract: gateway/core/auth/api-tokens.ts) or an OAuth access
 // token issued by this server's authorization endpoints. The agent is the
 // credential's owner.
-import type { Sql } from '../gateway/core/db.ts';
-import { HttpError, toHttpError } from '../gateway/core/errors.ts';
-import { authenticateApiToken, isApiTokenSecret } from '../gateway/core/api-tokens.ts';
+import type { Sql } from '../gateway/core/database/pool.ts';
+import type { RequestClaims } from '../gateway/core/database/transaction.ts';
+import { HttpError, toHttpError } from '../gateway/core/web/errors.ts';
+import { authenticateApiToken, isApiTokenSecret } from '../gateway/core/auth/api-tokens.ts';
+import { claimsOf } from '../gateway/core/auth/identity.ts';
 
 /** OAuth scopes: read tools need mcp:read, write tools mcp:write. Personal API tokens carry both. */
 export const SCOPES = ['mcp:read', 'mcp:write'] as const;
@@ -19,6 +21,8 @@ export interface Agent {
   /** The bearer secret itself (the SDK's AuthInfo wants it; never logged or stored). */
   token: string;
   expiresAt?: number;
+  /** What its tools run as (gateway/core/auth/identity.ts). */
+  claims: RequestClaims;
 }
 
 interface OAuthTokenRow {
@@ -28,11 +32,6 @@ interface OAuthTokenRow {
   scopes: string[];
   resource: string | null;
   expires_at: Date;
-}
-
-export function bearerToken(header: string | undefined): string | null {
-  const match = header ? /^Bearer\s+(\S+)\s*$/i.exec(header) : null;
-  return match?.[1] ?? null;
 }
 
 /**
@@ -54,6 +53,7 @@ export async function authenticateAgent(sql: Sql, token: string, path: string, r
       clientId: null,
       scopes: [...SCOPES],
       token,
+      claims: claimsOf({ kind: 'api_token', token: owner }),
     };
   }
   let row: OAuthTokenRow | undefined;
@@ -76,5 +76,6 @@ export async function authenticateAgent(sql: Sql, token: string, path: string, r
     scopes: row.scopes,
     token,
     expiresAt: Math.floor(row.expires_at.getTime() / 1000),
+    claims: claimsOf({ kind: 'oauth', userId: row.user_id, clientId: row.client_id, expiresAt: row.expires_at }),
   };
 }

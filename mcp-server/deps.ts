@@ -1,9 +1,9 @@
 // What the MCP server's parts (server.ts, oauth.ts) are given: the pool, the
 // configuration, the log, and the addresses it answers for.
-import type { Config } from '../gateway/core/config.ts';
-import type { Sql } from '../gateway/core/db.ts';
-import type { Logger } from '../gateway/core/log.ts';
-import type { Passwords } from '../gateway/core/passwords.ts';
+import type { Config } from '../gateway/core/process/config.ts';
+import type { Sql } from '../gateway/core/database/pool.ts';
+import type { Logger } from '../gateway/core/process/log.ts';
+import type { Passwords } from '../gateway/core/auth/passwords.ts';
 
 export interface McpDeps {
   sql: Sql;

@@ -5,10 +5,10 @@
 //
 // `npm start` runs this file as a child process (with an IPC channel): the
 // child exits when its parent goes away, so it is never orphaned.
-import { loadConfigOrExit } from '../gateway/core/config.ts';
-import { openDatabase, type Database } from '../gateway/core/database.ts';
-import { createLogger } from '../gateway/core/log.ts';
-import { onShutdown } from '../gateway/core/shutdown.ts';
+import { loadConfigOrExit } from '../gateway/core/process/config.ts';
+import { openDatabase, type Database } from '../gateway/core/process/open-database.ts';
+import { createLogger } from '../gateway/core/process/log.ts';
+import { onShutdown } from '../gateway/core/process/shutdown.ts';
 import { startMcpServer, type RunningMcpServer } from './server.ts';
 
 async function main(): Promise<void> {

@@ -14,11 +14,12 @@
 import { Server } from '@modelcontextprotocol/sdk/server/index.js';
 import { InitializeRequestSchema, ListToolsRequestSchema, type CallToolResult, type Tool } from '@modelcontextprotocol/sdk/types.js';
 import { z } from 'zod';
-import { assertStorable } from '../gateway/core/input.ts';
-import { withClaims, type RequestClaims, type Sql } from '../gateway/core/db.ts';
-import type { ErrorCode } from '../gateway/core/error-codes.ts';
-import { toHttpError } from '../gateway/core/errors.ts';
-import type { Logger } from '../gateway/core/log.ts';
+import { assertStorable } from '../gateway/core/web/input.ts';
+import { withClaims } from '../gateway/core/database/transaction.ts';
+import type { Sql } from '../gateway/core/database/pool.ts';
+import type { ErrorCode } from '../gateway/core/web/error-codes.ts';
+import { toHttpError } from '../gateway/core/web/errors.ts';
+import type { Logger } from '../gateway/core/process/log.ts';
 import type { Agent } from './credentials.ts';
 import { tools, toolsByName, type ToolDefinition } from './tools.ts';
 
@@ -180,16 +181,8 @@ async function runTool(ctx: CallContext, tool: ToolDefinition, rawArgs: unknown,
     const message = `this credential lacks the ${scope} scope`;
     return { result: toolError('insufficient_scope', message), code: 'insufficient_scope', message };
   }
-  const claims: RequestClaims = {
-    role: 'authenticated',
-    sub: ctx.agent.userId,
-    aud: 'authenticated',
-    ...(ctx.agent.kind === 'api_token'
-      ? { token_id: ctx.agent.credentialId, token_community_id: null }
-      : { oauth_client_id: ctx.agent.clientId }),
-  };
   try {
-    const value = await withClaims(ctx.sql, claims, (tx) => tool.run(tx, parsed.data, { publicUrl: ctx.publicUrl }), {
+    const value = await withClaims(ctx.sql, ctx.agent.claims, (tx) => tool.run(tx, parsed.data, { publicUrl: ctx.publicUrl }), {
       readOnly: tool.kind === 'read',
       statementTimeoutMs: ctx.statementTimeoutMs,
     });

@@ -18,15 +18,16 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
 import express, { type ErrorRequestHandler, type NextFunction, type Request, type RequestHandler, type Response } from 'express';
-import type { Config } from '../gateway/core/config.ts';
-import { createPool, type Sql } from '../gateway/core/db.ts';
-import { requestLogger } from '../gateway/core/request-log.ts';
-import { defaultCode, errorBody, HttpError, toHttpError } from '../gateway/core/errors.ts';
-import type { Logger } from '../gateway/core/log.ts';
-import { Passwords } from '../gateway/core/passwords.ts';
+import type { Config } from '../gateway/core/process/config.ts';
+import { createPool, type Sql } from '../gateway/core/database/pool.ts';
+import { requestLogger } from '../gateway/core/web/request-log.ts';
+import { defaultCode, errorBody, HttpError, toHttpError } from '../gateway/core/web/errors.ts';
+import type { Logger } from '../gateway/core/process/log.ts';
+import { Passwords } from '../gateway/core/auth/passwords.ts';
 import { mcpClientIp } from './client-address.ts';
 import type { McpDeps } from './deps.ts';
-import { authenticateAgent, bearerToken, type Agent } from './credentials.ts';
+import { bearerToken } from '../gateway/core/auth/bearer.ts';
+import { authenticateAgent, type Agent } from './credentials.ts';
 import { oauthRouter, OAUTH_PATHS } from './oauth.ts';
 import {
   createProtocolServer,

@@ -4,10 +4,10 @@
 // scoping (managed communities only, own members only) and the per-agent
 // limits are in SQL (sql/migrations/committed/000016-agents.sql and later).
 import { z } from 'zod';
-import type { Tx } from '../gateway/core/db.ts';
-import { LIMITS } from '../gateway/core/limits.ts';
-import { Email, Uuid } from '../gateway/core/schemas.ts';
-import { CommunityBase, CommunityManager, DateTime, Event, EventStatus, Id } from '../gateway/core/shapes.ts';
+import type { Tx } from '../gateway/core/database/transaction.ts';
+import { LIMITS } from '../gateway/core/web/limits.ts';
+import { Email, Uuid } from '../gateway/core/web/schemas.ts';
+import { CommunityBase, CommunityManager, DateTime, Event, EventStatus, Id } from '../gateway/core/web/shapes.ts';
 
 export type ToolKind = 'read' | 'write';
 
@@ -52,7 +52,7 @@ const JsonObject = z.record(z.string(), JsonValue);
 
 // ---------------------------------------------------------------------------
 // What the tools answer (the SQL functions' JSON). Shapes REST answers too
-// come from gateway/core/shapes.ts.
+// come from gateway/core/web/shapes.ts.
 // ---------------------------------------------------------------------------
 
 const Role = z.enum(['member', 'manager']);

@@ -4,7 +4,7 @@ import path from 'node:path';
 import { destination } from 'pino';
 import type { TestProject } from 'vitest/node';
 import type {} from 'vitest';
-import { createLogger } from '../gateway/core/log.ts';
+import { createLogger } from '../gateway/core/process/log.ts';
 import { startTestEnvironment, type TestEnvironment } from './support/environment.ts';
 
 declare module 'vitest' {

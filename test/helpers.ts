@@ -5,8 +5,9 @@ import crypto from 'node:crypto';
 import { SignJWT } from 'jose';
 import postgres from 'postgres';
 import { afterAll, inject } from 'vitest';
-import { withClaims, type RequestClaims, type Sql, type Tx } from '../gateway/core/db.ts';
-import { Passwords } from '../gateway/core/passwords.ts';
+import { withClaims, type RequestClaims, type Tx } from '../gateway/core/database/transaction.ts';
+import type { Sql } from '../gateway/core/database/pool.ts';
+import { Passwords } from '../gateway/core/auth/passwords.ts';
 import { checkContract } from './support/contract.ts';
 
 export const baseUrl = inject('baseUrl');

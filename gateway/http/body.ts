@@ -16,7 +16,7 @@
 import type { IncomingMessage } from 'node:http';
 import type { Readable } from 'node:stream';
 import zlib from 'node:zlib';
-import { HttpError } from '../core/errors.ts';
+import { HttpError } from '../core/web/errors.ts';
 
 export const MAX_BODY_BYTES = 1024 * 1024;
 

@@ -19,7 +19,7 @@ import { TZDate } from '@date-fns/tz';
 import ical, { escape, ICalEventStatus } from 'ical-generator';
 import Negotiator from 'negotiator';
 import { tzlib_get_ical_block, tzlib_get_timezones } from 'timezones-ical-library';
-import { usableZone } from '../core/time-zones.ts';
+import { usableZone } from '../core/web/time-zones.ts';
 import type { Reply } from './route.ts';
 
 /**

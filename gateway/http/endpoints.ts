@@ -6,8 +6,8 @@
 // discovered_at, moves last_updated on a change and flags routes no longer
 // served as deprecated.
 import type { Route } from './route.ts';
-import type { Sql } from '../core/db.ts';
-import type { Logger } from '../core/log.ts';
+import type { Sql } from '../core/database/pool.ts';
+import type { Logger } from '../core/process/log.ts';
 import { actionOf, openApiPath, sectionOf } from './openapi.ts';
 
 export interface DiscoveredEndpoint {

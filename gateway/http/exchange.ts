@@ -1,19 +1,16 @@
-// One request as the gateway sees it, on plain node:http. The gateway does
-// not use Express: in one side-by-side measurement Express's request and
-// response wrappers and its middleware chain cost about as much Node CPU
-// per request as postgres.js spends on the request's whole transaction
-// (issue 11). What the pipeline needs from a framework is here instead: the
-// path (undecodable percent-encoding repaired, see input.ts), the query
-// (node's querystring: Express's 'simple' parser), the route's path
-// parameters, the parsed body, the request id and log, and three ways to
-// answer (JSON, HTML, an error body).
+// One request as the gateway sees it, on plain node:http (why no framework,
+// measured: docs/decisions.md#the-http-layer). What the pipeline needs from
+// a framework is here instead: the path (undecodable percent-encoding
+// repaired, see input.ts), the query (node's querystring: Express's 'simple'
+// parser), the route's path parameters, the parsed body, the request id and
+// log, and three ways to answer (JSON, HTML, an error body).
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import querystring, { type ParsedUrlQuery } from 'node:querystring';
-import { errorBody, type ErrorShape, type HttpError } from '../core/errors.ts';
-import type { Logger } from '../core/log.ts';
-import { repairPath } from '../core/input.ts';
-import { startRequestLog, type RequestLog } from '../core/request-log.ts';
-import { retryAfterOf } from '../core/throttle.ts';
+import { errorBody, type ErrorShape, type HttpError } from '../core/web/errors.ts';
+import type { Logger } from '../core/process/log.ts';
+import { repairPath } from '../core/web/input.ts';
+import { startRequestLog, type RequestLog } from '../core/web/request-log.ts';
+import { retryAfterOf } from '../core/web/throttle.ts';
 
 export class Exchange {
   /** The URL as the client sent it (the MCP process gets it unchanged). */

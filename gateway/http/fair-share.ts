@@ -10,14 +10,14 @@
 // (`maxQueued` waiting, or a wait longer than `maxWaitMs`) the request is
 // refused with 429 and a Retry-After. Unauthenticated work (register,
 // signup, login) counts against the client IP's share like everything else;
-// its bcrypt work has its own fair queue (core/fair-queue.ts).
+// its bcrypt work has its own fair queue (core/auth/fair-queue.ts).
 //
 // Per process: with several replicas each has its own limiter, which still
 // bounds every client's share of each replica's pool.
 //
 // Why the last perKey connections stay free, measured: docs/decisions.md#the-fair-share-of-the-pool.
-import { HttpError } from '../core/errors.ts';
-import type { FairShareOptions } from '../core/config.ts';
+import { HttpError } from '../core/web/errors.ts';
+import type { FairShareOptions } from '../core/process/config.ts';
 
 export type { FairShareOptions };
 

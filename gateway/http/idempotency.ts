@@ -17,11 +17,12 @@
 // applies its authorization now), and the stored answer is sent with
 // `Idempotent-Replayed: true` unless the route refuses the caller (401, 403);
 // either way the transaction rolls back. Requests without the header take the
-// usual path (no extra statement, no extra round trip).
+// usual path (no extra statement, no extra round trip). serveKeyed is that
+// step of the pipeline.
 import crypto from 'node:crypto';
 import type { ServerResponse } from 'node:http';
 import { z } from 'zod';
-import type { Tx } from '../core/db.ts';
+import type { InTransaction, Tx } from '../core/database/transaction.ts';
 import { locationHeader, sendText } from './exchange.ts';
 
 export const IDEMPOTENCY_HEADER = 'idempotency-key';
@@ -97,8 +98,15 @@ export function answerOf(reply: { status: number; body?: unknown; json?: string;
 }
 
 /** A refusal of the caller (no valid credential, not allowed): a replay never wins over it. */
-export function refusesCaller(status: number): boolean {
+function refusesCaller(status: number): boolean {
   return status === 401 || status === 403;
+}
+
+/** Codes of the refusals of api.idempotency_claim: the same status and Error body on every route. */
+const REFUSAL_CODES = new Set(['idempotency_key_in_progress', 'idempotency_key_reused']);
+
+export function isIdempotencyRefusal(code: string): boolean {
+  return REFUSAL_CODES.has(code);
 }
 
 export interface KeyedRequest {
@@ -110,7 +118,7 @@ export interface KeyedRequest {
  * An answer sent without keeping a record (the transaction rolled back): the
  * stored answer of a replay, or a reply that is no success.
  */
-export class AnswerWithoutRecord extends Error {
+class AnswerWithoutRecord extends Error {
   constructor(
     readonly answer: Answer,
     readonly replayed: boolean,
@@ -125,11 +133,61 @@ interface Stored {
 }
 
 /**
+ * Serves a request with an Idempotency-Key: the claim of the key, the route
+ * (`handle`: validation, the handler and its answer) and the storing of its
+ * answer in one transaction. A refusal rolls it all back (nothing is kept).
+ * When the claim returns the stored answer of the same request by the same
+ * credential, the route has run behind it all the same: a refusal of the
+ * caller (401, 403; `statusOf` gives the status the route answers an error
+ * with) is the answer, else the stored one; the route's work is rolled back.
+ */
+export async function serveKeyed(
+  res: ServerResponse,
+  request: KeyedRequest,
+  transaction: InTransaction,
+  handle: (db: InTransaction) => Promise<Answer>,
+  statusOf: (err: unknown) => number,
+): Promise<void> {
+  let answer: Answer;
+  try {
+    answer = await transaction(
+      async (tx) => {
+        const stored = claim(tx, request);
+        let outcome: { answer: Answer } | { error: unknown };
+        try {
+          // Every call the route makes runs in this transaction, behind the claim.
+          outcome = { answer: await handle((fn, claims, options) => (claims !== undefined ? transaction(fn, claims, options) : fn(tx))) };
+        } catch (error) {
+          outcome = { error };
+        }
+        // The claim's refusal (or the failure before it) is the answer, not what it caused.
+        const replay = await stored;
+        if (replay) {
+          if ('error' in outcome && refusesCaller(statusOf(outcome.error))) throw outcome.error;
+          throw new AnswerWithoutRecord(replay, true);
+        }
+        if ('error' in outcome) throw outcome.error;
+        // Only a success is kept (api.idempotency_store refuses anything else).
+        if (outcome.answer.status >= 400) throw new AnswerWithoutRecord(outcome.answer, false);
+        return outcome.answer;
+      },
+      undefined,
+      { finish: (tx, made) => [store(tx, request, made)] },
+    );
+  } catch (err) {
+    if (!(err instanceof AnswerWithoutRecord)) throw err;
+    sendAnswer(res, err.answer, err.replayed);
+    return;
+  }
+  sendAnswer(res, answer);
+}
+
+/**
  * The claim, written behind BEGIN and the settings (not awaited: pipelined
  * with the route's call). Null: the key is claimed; otherwise the stored
  * answer of the same request by the same credential.
  */
-export function claim(tx: Tx, request: KeyedRequest): Promise<Answer | null> {
+function claim(tx: Tx, request: KeyedRequest): Promise<Answer | null> {
   const claimed = tx<{ stored: Stored | null }[]>`select api.idempotency_claim(${request.key}, ${request.hash}) as stored`.execute();
   const answer = claimed.then(([row]) =>
     row?.stored ? { status: row.stored.status, headers: row.stored.answer.headers, body: row.stored.answer.body ?? undefined } : null,
@@ -140,7 +198,7 @@ export function claim(tx: Tx, request: KeyedRequest): Promise<Answer | null> {
 }
 
 /** The statement sent with COMMIT: store the answer (a success). */
-export function store(tx: Tx, request: KeyedRequest, answer: Answer): Promise<unknown> {
+function store(tx: Tx, request: KeyedRequest, answer: Answer): Promise<unknown> {
   const stored = tx.json({ headers: answer.headers, body: answer.body ?? null });
   return tx`select api.idempotency_store(${request.key}, ${answer.status}, ${stored}::jsonb)`.execute();
 }

@@ -12,9 +12,10 @@
 // MCP_PROXY_SECRET set, from a request carrying the secret, which the
 // gateway adds here (any copy sent by the client is dropped).
 import http from 'node:http';
-import { HttpError } from '../core/errors.ts';
-import { PROXY_SECRET_HEADER, clientIp, type TrustProxy } from '../core/client-ip.ts';
-import type { Logger } from '../core/log.ts';
+import { HttpError } from '../core/web/errors.ts';
+import { PROXY_SECRET_HEADER, clientIp } from '../core/web/client-ip.ts';
+import type { TrustProxy } from '../core/process/config.ts';
+import type { Logger } from '../core/process/log.ts';
 import { discardRest, hasBody } from './body.ts';
 import { sendError, type Exchange } from './exchange.ts';
 
@@ -66,7 +67,7 @@ export function mcpProxy({ upstreamUrl, trustProxy, proxySecret, log }: McpProxy
     for (const [name, value] of Object.entries(req.headers)) {
       if (value !== undefined && !HOP_BY_HOP.has(name) && name !== PROXY_SECRET_HEADER) headers[name] = value;
     }
-    // The client as this gateway sees it (TRUST_PROXY: core/client-ip.ts); the MCP process believes this one address.
+    // The client as this gateway sees it (TRUST_PROXY: core/web/client-ip.ts); the MCP process believes this one address.
     headers['x-forwarded-for'] = clientIp(req.socket.remoteAddress, req.headers['x-forwarded-for'], trustProxy);
     if (proxySecret) headers[PROXY_SECRET_HEADER] = proxySecret;
     headers['x-forwarded-proto'] = 'encrypted' in req.socket && req.socket.encrypted ? 'https' : 'http';

@@ -8,7 +8,7 @@
 //   - errors('code', ...): an error, in the body shape the route's
 //     errorShapes choose for that status (docs/api.md#errors); for the Error shape
 //     `error` is one of the codes given (registered codes only:
-//     core/error-codes.ts);
+//     core/web/error-codes.ts);
 //   - content(type, description, schema?): a non-JSON reply (HTML page,
 //     redirect, text, event stream);
 //   - noContent(description): no body (204).
@@ -18,10 +18,10 @@
 import { OpenAPIRegistry, OpenApiGeneratorV3, type ResponseConfig, type RouteConfig } from '@asteasolutions/zod-to-openapi';
 import { z } from 'zod';
 import type { Route } from './route.ts';
-import { ERROR_CODES, type ErrorCode } from '../core/error-codes.ts';
-import { defaultCode, type ErrorShape } from '../core/errors.ts';
-import { LIMITS } from '../core/limits.ts';
-import { SERVICE_NAME } from '../core/service.ts';
+import { ERROR_CODES, type ErrorCode } from '../core/web/error-codes.ts';
+import { defaultCode, type ErrorShape } from '../core/web/errors.ts';
+import { LIMITS } from '../core/web/limits.ts';
+import { SERVICE_NAME } from '../core/web/service.ts';
 import { DocumentedIdempotencyKeyHeaders, REPLAYED_HEADER } from './idempotency.ts';
 import { MAX_BODY_BYTES } from './body.ts';
 import { exampleOf } from './examples.ts';
@@ -197,7 +197,7 @@ export const PIPELINE_ERRORS: readonly PipelineError[] = [
   },
   {
     // A write whose COMMIT was sent when the database stopped answering
-    // (core/db.ts); a GET says 503 instead (http/route.ts).
+    // (core/database/transaction.ts); a GET says 503 instead (http/route.ts).
     when: 'every route but GET: the database stopped answering after the request was sent, so it may have been saved (504)',
     statuses: (route) => (route.method === 'get' ? [] : [{ status: 504, shape: 'route', codes: ['outcome_unknown'] }]),
   },

@@ -3,14 +3,14 @@
 // noContent(), and ids, timestamps, pagination. The OpenAPI document is built
 // from these declarations (http/openapi.ts).
 import { z } from 'zod';
-import type { ErrorCode } from '../core/error-codes.ts';
-import type { ErrorShape } from '../core/errors.ts';
+import type { ErrorCode } from '../core/web/error-codes.ts';
+import type { ErrorShape } from '../core/web/errors.ts';
 
 // ---------------------------------------------------------------------------
 // The three error bodies of docs/api.md#errors
 // ---------------------------------------------------------------------------
 
-/** One field that failed validation (core/input.ts, http/route.ts validate). */
+/** One field that failed validation (core/web/input.ts, http/route.ts validate). */
 const ValidationIssue = z
   .object({
     path: z
@@ -23,8 +23,8 @@ const ValidationIssue = z
 
 /**
  * `details` of the Error body: null, or `issues` on a validation failure
- * (http/route.ts, core/input.ts), or `retry_after` on 429, 503 and 409 idempotency_key_in_progress
- * (core/throttle.ts, http/fair-share.ts, core/errors.ts unavailable()).
+ * (http/route.ts, core/web/input.ts), or `retry_after` on 429, 503 and 409 idempotency_key_in_progress
+ * (core/web/throttle.ts, http/fair-share.ts, core/web/errors.ts unavailable()).
  */
 const ErrorDetails = z
   .object({
@@ -95,7 +95,7 @@ export type Responses = Partial<Record<number, ResponseSpec>>;
 
 /**
  * An error status; `codes` are the Error shape's `error` values the route can
- * give, from the register (core/error-codes.ts), which also lists the statuses
+ * give, from the register (core/web/error-codes.ts), which also lists the statuses
  * each code comes with (a test checks they agree).
  */
 export const errors = (...codes: ErrorCode[]): ErrorResponse => new ErrorResponse(codes);
@@ -114,8 +114,8 @@ export type SecurityScheme = 'bearerAuth' | 'apiToken';
 // Shared response pieces
 // ---------------------------------------------------------------------------
 
-/** A uuid and a timestamp in a response (gateway/core/shapes.ts, which the MCP tools share). */
-export { DateTime, Id } from '../core/shapes.ts';
+/** A uuid and a timestamp in a response (gateway/core/web/shapes.ts, which the MCP tools share). */
+export { DateTime, Id } from '../core/web/shapes.ts';
 export const Pagination = z
   .object({
     total_count: z.number().int().describe('How many items there are in all.').meta({ example: 42 }),

@@ -1,23 +1,30 @@
-// The one request pipeline every REST route goes through (one handler per
-// route, built by defineRoute, found by http/dispatch.ts; plain node:http,
-// see http/exchange.ts):
+// The one request pipeline every REST route goes through: defineRoute builds
+// each route's handler (found by http/dispatch.ts, on plain node:http: see
+// http/exchange.ts), which runs these steps, each a function below:
 //
-//   authenticate (bearer JWT, when the route needs a user; verified tokens are
-//     cached until they expire, see core/jwt.ts)
-//   → validate params, query and body with zod
-//   → run the handler, which calls one SQL function inside ctx.db(...): one
-//     transaction as `anon` or `authenticated` with request.jwt.claims set,
-//     sent as one pipelined round trip (BEGIN, settings, call, COMMIT; see
-//     core/db.ts withClaims); errors roll it back
-//   → with an Idempotency-Key (POST, PATCH, DELETE of the mobile, platform
-//     and token interfaces): the same, in one transaction with the key's
-//     claim and the storing of the answer, or the stored answer replayed
-//     (http/idempotency.ts)
-//   → send the reply (JSON by default, or JSON text from SQL passed through
-//     as is; HTML or a redirect for the web pages), or map the error to a
-//     status and one of the three error bodies of docs/api.md#errors (chosen per
-//     route and status), or to the route's HTML error page. SQL text never
-//     reaches the client (core/errors.ts).
+//   1. authenticate        the bearer credential, when the route needs a
+//                          caller: an API token (SQL) or an access token
+//                          (its signature, cached until it expires); the
+//                          caller's claims come from core/auth/identity.ts
+//   2. requestTransaction  how the handler reaches the database: one
+//                          transaction per call, as the caller (anon on
+//                          public routes), read-only for a GET, within the
+//                          client's fair share of the pool; one pipelined
+//                          round trip (core/database/transaction.ts)
+//   3. validatedContext    params, query, body and headers validated with the
+//                          route's zod schemas; the handler then calls one SQL
+//                          function inside ctx.db(...)
+//   4. serveKeyed          with an Idempotency-Key (POST, PATCH, DELETE of the
+//                          mobile, platform and token interfaces): steps 3 and
+//                          the handler in one transaction with the key's claim
+//                          and the storing of the answer, or the stored answer
+//                          replayed (http/idempotency.ts)
+//   5. send, or fail       the reply (JSON, JSON text from SQL as is, HTML, a
+//                          redirect, a stream), or the error mapped to a status
+//                          and one of the three error bodies of
+//                          docs/api.md#errors (chosen per route and status), or
+//                          the route's HTML error page. SQL text never reaches
+//                          the client (core/web/errors.ts).
 //
 // Before it (app.ts): the request id and the request log line (one per
 // request, written when the response finishes), CORS, the readiness gate,
@@ -27,34 +34,35 @@
 // by user or re-check a rule the database enforces.
 import type { ServerResponse } from 'node:http';
 import { z } from 'zod';
-import { apiTokenCaller, authenticateApiToken, isApiTokenSecret, type ApiTokenInfo, type Caller } from '../core/api-tokens.ts';
-import { clientIp, type TrustProxy } from '../core/client-ip.ts';
-import type { AuthLimits } from '../core/config.ts';
-import { ANON_CLAIMS, DEADLINE_MARGIN_MS, withClaims, type RequestClaims, type Sql, type TransactionOptions, type Tx } from '../core/db.ts';
-import { defaultCode, errorBody, HttpError, toHttpError, unavailable, type ErrorShape } from '../core/errors.ts';
+import { authenticateApiToken, isApiTokenSecret, type ApiTokenInfo } from '../core/auth/api-tokens.ts';
+import { bearerToken } from '../core/auth/bearer.ts';
+import { callerOf, claimsOf, type Caller } from '../core/auth/identity.ts';
+import { clientIp } from '../core/web/client-ip.ts';
+import type { AuthLimits, TrustProxy } from '../core/process/config.ts';
+import { withClaims, type InTransaction, type RequestClaims, type Tx } from '../core/database/transaction.ts';
+import { DEADLINE_MARGIN_MS, type Sql } from '../core/database/pool.ts';
+import { defaultCode, errorBody, HttpError, toHttpError, unavailable, type ErrorShape } from '../core/web/errors.ts';
 import { fairShareKey, type FairShare } from './fair-share.ts';
-import { InvalidTokenError, type AccessClaims, type TokenService } from '../core/jwt.ts';
-import type { Logger } from '../core/log.ts';
-import type { Passwords } from '../core/passwords.ts';
-import { retryAfterOf } from '../core/throttle.ts';
-import { noteUnavailable } from '../core/unavailable-log.ts';
+import { InvalidTokenError, type AccessClaims, type TokenService } from '../core/auth/jwt.ts';
+import type { Logger } from '../core/process/log.ts';
+import type { Passwords } from '../core/auth/passwords.ts';
+import { retryAfterOf } from '../core/web/throttle.ts';
+import { noteUnavailable } from '../core/database/unavailable-log.ts';
 import { locationHeader, sendHtml, sendJson, sendText, type Exchange } from './exchange.ts';
 import {
   answerOf,
-  AnswerWithoutRecord,
-  claim,
   IDEMPOTENCY_HEADER,
   IdempotencyKeyHeaders,
-  refusesCaller,
+  isIdempotencyRefusal,
   requestHash,
   sendAnswer,
-  store,
+  serveKeyed,
   takesIdempotencyKey,
   type Answer,
   type KeyedRequest,
 } from './idempotency.ts';
-import type { Page } from '../core/html.ts';
-import { assertStorable } from '../core/input.ts';
+import type { Page } from '../core/web/html.ts';
+import { assertStorable } from '../core/web/input.ts';
 import type { Responses, SecurityScheme } from './responses.ts';
 
 export type Method = 'get' | 'post' | 'put' | 'patch' | 'delete';
@@ -80,7 +88,7 @@ export interface Services {
   fairShare?: FairShare;
   /** This gateway's own address (loopback), known once it listens: the live test executor replays requests here. */
   selfUrl?: string;
-  /** Password hashing in this process, bounded (core/passwords.ts). */
+  /** Password hashing in this process, bounded (core/auth/passwords.ts). */
   passwords: Passwords;
   /** Webhook registration: WEBHOOK_ALLOW_PRIVATE_TARGETS (gateway/jobs/webhook-targets.ts); absent: not allowed. */
   webhooks?: { allowPrivateTargets: boolean; allowedPorts: readonly number[] };
@@ -100,7 +108,7 @@ export interface Reply {
   /** A JSON document as text (e.g. jsonb::text from SQL), sent as is with the JSON content type. */
   json?: string;
   /**
-   * An HTML page and the headers it needs (core/html.ts page()): they travel
+   * An HTML page and the headers it needs (core/web/html.ts page()): they travel
    * together, so a page never goes out with another page's nonce (its style
    * and script would be blocked).
    */
@@ -119,11 +127,14 @@ export interface Context<P, Q, B, H = undefined> {
   body: B;
   /** The request headers the route's `headers` schema names. */
   headers: H;
-  /** The verified access-token claims; null on public routes. */
+  /**
+   * Who the request runs as: its claims (core/auth/identity.ts: an access
+   * token's verified claims, or an API token's); null on public routes.
+   */
   user: AccessClaims | null;
   /** The API token the request was authenticated with; null for an access token or a public route. */
   apiToken: ApiTokenInfo | null;
-  /** The client's IP address (gateway/core/client-ip.ts), for limits per client. */
+  /** The client's IP address (gateway/core/web/client-ip.ts), for limits per client. */
   clientIp: string;
   services: Services;
   log: Logger;
@@ -223,12 +234,16 @@ export interface Route {
 /** A route's handler, given the request once its route is found and its body read. */
 export type RouteHandler = (exchange: Exchange) => Promise<void>;
 
+/** What the pipeline's steps read of a route's definition (everything but its handler). */
+type RouteRules = Omit<RouteDefinition<AnySchema | undefined, AnySchema | undefined, AnySchema | undefined, AnySchema | undefined>, 'handler'>;
+
 export function defineRoute<
   P extends AnySchema | undefined = undefined,
   Q extends AnySchema | undefined = undefined,
   B extends AnySchema | undefined = undefined,
   H extends AnySchema | undefined = undefined,
 >(def: RouteDefinition<P, Q, B, H>): Route {
+  const keyed = takesIdempotencyKey(def);
   return {
     method: def.method,
     path: def.path,
@@ -244,165 +259,98 @@ export function defineRoute<
       invalidStatus: def.invalidStatus,
       invalidParamsStatus: def.invalidParamsStatus,
       htmlErrors: def.renderError !== undefined,
-      idempotencyKey: takesIdempotencyKey(def),
+      idempotencyKey: keyed,
     },
-    build: (services) => {
-      const keyed = takesIdempotencyKey(def);
-      return async (exchange: Exchange) => {
-        const { req, res } = exchange;
-        if (def.secretPath) exchange.logPath = def.path;
-        try {
-          const caller = def.auth === 'user' ? await authenticate(exchange, services, def.tokenInQuery ?? false) : null;
-          const user = caller?.user ?? null;
-          const requestClaims: RequestClaims = caller?.claims ?? ANON_CLAIMS;
-          const ip = clientIp(req.socket.remoteAddress, req.headers['x-forwarded-for'], services.trustProxy);
-          if (user) exchange.userId = user.sub;
-          const transaction = <T>(fn: (tx: Tx) => Promise<T>, claims?: RequestClaims | null, extra: TransactionOptions<T> = {}): Promise<T> => {
-            const run = () =>
-              withClaims(services.sql, claims === undefined ? requestClaims : claims, fn, {
-                readOnly: def.method === 'get' && !def.readWrite,
-                statementTimeoutMs: services.statementTimeoutMs,
-                // API-token callers carry extra claims (token_id, ...); theirs are serialised per request.
-                claimsJson: claims === undefined && user && !caller?.apiToken ? claimsJson(user) : undefined,
-                ...extra,
-              });
-            const share = services.fairShare;
-            return share ? share.run(fairShareKey(user?.sub, ip), run) : run();
-          };
-          const context = (db: Context<Out<P>, Out<Q>, Out<B>, Out<H>>['db']): Context<Out<P>, Out<Q>, Out<B>, Out<H>> => {
-            const invalid = def.invalidStatus ?? 400;
-            const params = validate(def.params, exchange.params, 'path', def.invalidParamsStatus ?? invalid);
-            const query = validate(def.query, def.query ? exchange.query : undefined, 'query', invalid);
-            const body = validate(def.body, exchange.body, 'body', invalid);
-            const headers = validate(def.headers, req.headers, 'header', invalid);
-            return {
-              params: params as Out<P>,
-              query: query as Out<Q>,
-              body: body as Out<B>,
-              headers: headers as Out<H>,
-              user,
-              apiToken: caller?.apiToken ?? null,
-              clientIp: ip,
-              services,
-              get log() {
-                return exchange.log;
-              },
-              db,
-            };
-          };
-          if (keyed && req.headers[IDEMPOTENCY_HEADER] !== undefined) {
-            const { [IDEMPOTENCY_HEADER]: key } = validate(IdempotencyKeyHeaders, req.headers, 'header', def.invalidStatus ?? 400) as { [IDEMPOTENCY_HEADER]: string };
-            const request: KeyedRequest = { key, hash: requestHash(exchange.method, exchange.path, exchange.search, exchange.body) };
-            await serveKeyed(exchange, request, transaction, context);
-            return;
-          }
-          send(res, await def.handler(context((fn, claims) => transaction(fn, claims))));
-        } catch (err) {
-          const httpError = httpErrorOf(err);
-          logFailure(exchange, httpError, err);
-          if (res.headersSent) {
-            res.destroy();
-            return;
-          }
-          sendAnswer(res, failure(httpError));
-        }
-      };
+    build: (services) => async (exchange) => {
+      if (def.secretPath) exchange.logPath = def.path;
+      try {
+        const caller = def.auth === 'user' ? await authenticate(exchange, services, def.tokenInQuery ?? false) : null;
+        if (caller) exchange.userId = caller.user.sub;
+        const ip = clientIp(exchange.req.socket.remoteAddress, exchange.req.headers['x-forwarded-for'], services.trustProxy);
+        const transaction = requestTransaction(def, services, caller, ip);
+        const run = (db: InTransaction) => def.handler(validatedContext(def, exchange, { services, caller, ip, db }));
+        const key = keyed ? idempotencyKeyOf(exchange, def.invalidStatus ?? 400) : null;
+        if (key) await serveKeyed(exchange.res, key, transaction, async (db) => answerOf(await run(db)), (err) => httpErrorOf(def, err).status);
+        else send(exchange.res, await run(transaction));
+      } catch (err) {
+        fail(exchange, def, err);
+      }
     },
   };
+}
 
-  /** An error as this route answers it (the SQLSTATE table, then the route's status overrides). */
-  function httpErrorOf(err: unknown): HttpError {
-    let httpError = toHttpError(err);
-    // A GET changes nothing the client asked for (at most bookkeeping, such as
-    // a stream's registration): trying again is always safe, so say so.
-    if (httpError.code === 'outcome_unknown' && def.method === 'get') httpError = unavailable('the database is not answering');
-    // The key's first request is still running: try again in a second (Retry-After, details.retry_after).
-    if (httpError.code === 'idempotency_key_in_progress') return new HttpError(409, httpError.code, httpError.message, { retry_after: 1 });
-    const override = IDEMPOTENCY_CODES.has(httpError.code) ? undefined : def.statusOverrides?.[httpError.status];
-    return override === undefined ? httpError : new HttpError(override, httpError.code, httpError.message, httpError.details);
+/**
+ * Step 1, on routes for signed-in callers: the bearer credential (or, on
+ * routes that allow it, `?access_token=`), verified: an API token by SQL
+ * (its use counted, its permissions matched to the path: 401/403), an access
+ * token by its signature (cached until it expires; its session is checked in
+ * the request's transaction).
+ */
+async function authenticate(exchange: Exchange, services: Services, tokenInQuery: boolean): Promise<Caller> {
+  const header = exchange.req.headers.authorization;
+  const inQuery = tokenInQuery && !header ? exchange.query.access_token : undefined;
+  const token = bearerToken(header) ?? (typeof inQuery === 'string' ? inQuery : undefined);
+  if (!token) throw new HttpError(401, 'unauthorized', 'missing bearer token');
+  if (isApiTokenSecret(token)) {
+    const apiToken = await authenticateApiToken(services.sql, token, exchange.path, services.statementTimeoutMs + DEADLINE_MARGIN_MS);
+    return callerOf({ kind: 'api_token', token: apiToken });
   }
-
-  /** The answer to an error: the route's HTML page, or the route's error body for the status. */
-  function failure(httpError: HttpError): Answer {
-    const headers: Record<string, string> = {};
-    if (httpError.status === 401) headers['www-authenticate'] = 'Bearer';
-    const retryAfter = retryAfterOf(httpError);
-    if (retryAfter) headers['retry-after'] = retryAfter;
-    if (def.renderError) {
-      const page = def.renderError(httpError);
-      for (const [name, value] of Object.entries(page.headers)) headers[name.toLowerCase()] = value;
-      return { status: httpError.status, headers: { ...headers, 'content-type': 'text/html; charset=utf-8' }, body: page.html };
-    }
-    // The idempotency refusals are the same Error body on every route.
-    const shape = IDEMPOTENCY_CODES.has(httpError.code) ? 'error' : (def.errorShapes?.[httpError.status] ?? 'error');
-    return {
-      status: httpError.status,
-      headers: { ...headers, 'content-type': 'application/json; charset=utf-8' },
-      body: JSON.stringify(errorBody(shape, httpError)),
-    };
-  }
-
-  /**
-   * A request with an Idempotency-Key (http/idempotency.ts): the claim of the
-   * key, validation, the handler and the storing of its answer in one
-   * transaction. A refusal rolls it all back (nothing is kept). When the
-   * claim returns the stored answer of the same request by the same
-   * credential, the handler has run behind it all the same: a refusal of the
-   * caller (401, 403) is the answer, else the stored one; the handler's work
-   * is rolled back.
-   */
-  async function serveKeyed(
-    exchange: Exchange,
-    request: KeyedRequest,
-    transaction: <T>(fn: (tx: Tx) => Promise<T>, claims?: RequestClaims | null, extra?: TransactionOptions<T>) => Promise<T>,
-    context: (db: Context<Out<P>, Out<Q>, Out<B>, Out<H>>['db']) => Context<Out<P>, Out<Q>, Out<B>, Out<H>>,
-  ): Promise<void> {
-    let answer: Answer;
-    try {
-      answer = await transaction(
-        async (tx) => {
-          const stored = claim(tx, request);
-          let outcome: { answer: Answer } | { error: unknown };
-          try {
-            // Every call the handler makes runs in this transaction, behind the claim.
-            const ctx = context((fn, claims) => (claims !== undefined ? transaction(fn, claims) : fn(tx)));
-            outcome = { answer: answerOf(await def.handler(ctx)) };
-          } catch (error) {
-            outcome = { error };
-          }
-          // The claim's refusal (or the failure before it) is the answer, not what it caused.
-          const replay = await stored;
-          if (replay) {
-            if ('error' in outcome && refusesCaller(httpErrorOf(outcome.error).status)) throw outcome.error;
-            throw new AnswerWithoutRecord(replay, true);
-          }
-          if ('error' in outcome) throw outcome.error;
-          // Only a success is kept (api.idempotency_store refuses anything else).
-          if (outcome.answer.status >= 400) throw new AnswerWithoutRecord(outcome.answer, false);
-          return outcome.answer;
-        },
-        undefined,
-        { finish: (tx, made) => [store(tx, request, made)] },
-      );
-    } catch (err) {
-      if (!(err instanceof AnswerWithoutRecord)) throw err;
-      sendAnswer(exchange.res, err.answer, err.replayed);
-      return;
-    }
-    sendAnswer(exchange.res, answer);
+  try {
+    return callerOf({ kind: 'access_token', claims: await services.tokens.verify(token) });
+  } catch (err) {
+    if (err instanceof InvalidTokenError) throw new HttpError(401, 'unauthorized', err.message);
+    throw err;
   }
 }
 
-/** Codes of the idempotency refusals (api.idempotency_claim). */
-const IDEMPOTENCY_CODES = new Set(['idempotency_key_in_progress', 'idempotency_key_reused']);
-
-function logFailure(exchange: Exchange, httpError: HttpError, err: unknown): void {
-  if (httpError.status === 503 || httpError.code === 'outcome_unknown') noteUnavailable(exchange.log, err);
-  else if (httpError.status === 504) exchange.log.warn({ code: (err as { code?: unknown }).code }, 'statement timeout');
-  else if (httpError.status >= 500) exchange.log.error({ err }, 'request failed');
-  else exchange.log.debug({ status: httpError.status, error: httpError.message }, 'request refused');
+/**
+ * Step 2: the request's transactions (core/database/transaction.ts), as the
+ * caller (anon on public routes), read-only for a GET, each within the
+ * client's fair share of the pool (fair-share.ts).
+ */
+function requestTransaction(def: RouteRules, services: Services, caller: Caller | null, ip: string): InTransaction {
+  const claims = caller?.user ?? claimsOf({ kind: 'anon' });
+  const readOnly = def.method === 'get' && !def.readWrite;
+  const share = services.fairShare;
+  const shareKey = fairShareKey(caller?.user.sub, ip);
+  return (fn, asClaims, options) => {
+    const run = () =>
+      withClaims(services.sql, asClaims === undefined ? claims : asClaims, fn, { readOnly, statementTimeoutMs: services.statementTimeoutMs, ...options });
+    return share ? share.run(shareKey, run) : run();
+  };
 }
 
+/** Step 3: the handler's context, its params, query, body and headers validated with the route's schemas (400, 404 or 422). */
+function validatedContext<P, Q, B, H>(
+  def: RouteRules,
+  exchange: Exchange,
+  request: { services: Services; caller: Caller | null; ip: string; db: InTransaction },
+): Context<P, Q, B, H> {
+  const invalid = def.invalidStatus ?? 400;
+  return {
+    params: validate(def.params, exchange.params, 'path', def.invalidParamsStatus ?? invalid) as P,
+    query: validate(def.query, def.query ? exchange.query : undefined, 'query', invalid) as Q,
+    body: validate(def.body, exchange.body, 'body', invalid) as B,
+    headers: validate(def.headers, exchange.req.headers, 'header', invalid) as H,
+    user: request.caller?.user ?? null,
+    apiToken: request.caller?.apiToken ?? null,
+    clientIp: request.ip,
+    services: request.services,
+    get log() {
+      return exchange.log;
+    },
+    db: request.db,
+  };
+}
+
+/** Step 4, where the route takes one: the request's Idempotency-Key (validated) and what makes it the same request. */
+function idempotencyKeyOf(exchange: Exchange, invalidStatus: number): KeyedRequest | null {
+  if (exchange.req.headers[IDEMPOTENCY_HEADER] === undefined) return null;
+  const headers = validate(IdempotencyKeyHeaders, exchange.req.headers, 'header', invalidStatus) as { [IDEMPOTENCY_HEADER]: string };
+  return { key: headers[IDEMPOTENCY_HEADER], hash: requestHash(exchange.method, exchange.path, exchange.search, exchange.body) };
+}
+
+/** Step 5: the handler's reply, sent. */
 function send(res: ServerResponse, reply: Reply): void {
   for (const [name, value] of Object.entries({ ...reply.page?.headers, ...reply.headers })) res.setHeader(name, value);
   res.statusCode = reply.status;
@@ -415,33 +363,54 @@ function send(res: ServerResponse, reply: Reply): void {
   else res.end();
 }
 
-/** request.jwt.claims of a verified token, serialised once per token (verified claims are cached and frozen). */
-const claimsJsonCache = new WeakMap<AccessClaims, string>();
-function claimsJson(user: AccessClaims): string {
-  let json = claimsJsonCache.get(user);
-  if (json === undefined) {
-    json = JSON.stringify({ ...user, role: 'authenticated' });
-    claimsJsonCache.set(user, json);
+/** Or step 5 when any step failed: the error, logged and answered as the route answers it (a response already started is cut). */
+function fail(exchange: Exchange, def: RouteRules, err: unknown): void {
+  const httpError = httpErrorOf(def, err);
+  logFailure(exchange, httpError, err);
+  if (exchange.res.headersSent) {
+    exchange.res.destroy();
+    return;
   }
-  return json;
+  sendAnswer(exchange.res, failure(def, httpError));
 }
 
-async function authenticate(exchange: Exchange, services: Services, tokenInQuery: boolean): Promise<Caller> {
-  const header = exchange.req.headers.authorization;
-  const match = header ? /^Bearer\s+(\S+)\s*$/i.exec(header) : null;
-  const inQuery = tokenInQuery && !header ? exchange.query.access_token : undefined;
-  const token = match?.[1] ?? (typeof inQuery === 'string' ? inQuery : undefined);
-  if (!token) throw new HttpError(401, 'unauthorized', 'missing bearer token');
-  if (isApiTokenSecret(token)) {
-    return apiTokenCaller(await authenticateApiToken(services.sql, token, exchange.path, services.statementTimeoutMs + DEADLINE_MARGIN_MS));
+/** An error as the route answers it (the SQLSTATE table, then the route's status overrides). */
+function httpErrorOf(def: RouteRules, err: unknown): HttpError {
+  let httpError = toHttpError(err);
+  // A GET changes nothing the client asked for (at most bookkeeping, such as
+  // a stream's registration): trying again is always safe, so say so.
+  if (httpError.code === 'outcome_unknown' && def.method === 'get') httpError = unavailable('the database is not answering');
+  // The key's first request is still running: try again in a second (Retry-After, details.retry_after).
+  if (httpError.code === 'idempotency_key_in_progress') return new HttpError(409, httpError.code, httpError.message, { retry_after: 1 });
+  const override = isIdempotencyRefusal(httpError.code) ? undefined : def.statusOverrides?.[httpError.status];
+  return override === undefined ? httpError : new HttpError(override, httpError.code, httpError.message, httpError.details);
+}
+
+/** The answer to an error: the route's HTML page, or the route's error body for the status. */
+function failure(def: RouteRules, httpError: HttpError): Answer {
+  const headers: Record<string, string> = {};
+  if (httpError.status === 401) headers['www-authenticate'] = 'Bearer';
+  const retryAfter = retryAfterOf(httpError);
+  if (retryAfter) headers['retry-after'] = retryAfter;
+  if (def.renderError) {
+    const page = def.renderError(httpError);
+    for (const [name, value] of Object.entries(page.headers)) headers[name.toLowerCase()] = value;
+    return { status: httpError.status, headers: { ...headers, 'content-type': 'text/html; charset=utf-8' }, body: page.html };
   }
-  try {
-    const user = await services.tokens.verify(token);
-    return { user, claims: { ...user, role: 'authenticated' }, apiToken: null };
-  } catch (err) {
-    if (err instanceof InvalidTokenError) throw new HttpError(401, 'unauthorized', err.message);
-    throw err;
-  }
+  // The idempotency refusals are the same Error body on every route.
+  const shape = isIdempotencyRefusal(httpError.code) ? 'error' : (def.errorShapes?.[httpError.status] ?? 'error');
+  return {
+    status: httpError.status,
+    headers: { ...headers, 'content-type': 'application/json; charset=utf-8' },
+    body: JSON.stringify(errorBody(shape, httpError)),
+  };
+}
+
+function logFailure(exchange: Exchange, httpError: HttpError, err: unknown): void {
+  if (httpError.status === 503 || httpError.code === 'outcome_unknown') noteUnavailable(exchange.log, err);
+  else if (httpError.status === 504) exchange.log.warn({ code: (err as { code?: unknown }).code }, 'statement timeout');
+  else if (httpError.status >= 500) exchange.log.error({ err }, 'request failed');
+  else exchange.log.debug({ status: httpError.status, error: httpError.message }, 'request refused');
 }
 
 function validate(schema: AnySchema | undefined, value: unknown, where: string, status: number): unknown {

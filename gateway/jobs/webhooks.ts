@@ -38,7 +38,7 @@ import crypto from 'node:crypto';
 import http from 'node:http';
 import https from 'node:https';
 import type { JobHelpers, Task } from 'graphile-worker';
-import type { Logger } from '../core/log.ts';
+import type { Logger } from '../core/process/log.ts';
 import { guardedLookup, sendRefusal, type TargetRules } from './webhook-targets.ts';
 
 export const WEBHOOK_TIMEOUT_MS = 10_000;

@@ -30,12 +30,12 @@
 import { EventEmitter } from 'node:events';
 import postgres from 'postgres';
 import { makeWorkerUtils, run, type Runner, type TaskList, type WorkerEvents } from 'graphile-worker';
-import { DEFAULT_COMMUNITY_CONCURRENCY, DEFAULT_WEBHOOK_PORTS, type Config, type WebhookConfig } from '../core/config.ts';
-import { reconnectDelaySeconds } from '../core/db.ts';
-import type { Logger } from '../core/log.ts';
+import { DEFAULT_COMMUNITY_CONCURRENCY, DEFAULT_WEBHOOK_PORTS, type Config, type WebhookConfig } from '../core/process/config.ts';
+import { reconnectDelaySeconds } from '../core/database/pool.ts';
+import type { Logger } from '../core/process/log.ts';
 import { crontab, PERIODIC_JOBS, type PeriodicSettings } from './crontab.ts';
 import { sendEmailTask, type SmtpOptions } from './mail.ts';
-import { workerLogger } from '../core/job-queue.ts';
+import { workerLogger } from '../core/database/job-queue.ts';
 import { webhookDeliverTask } from './webhooks.ts';
 
 /** Jobs the runner of e-mail and the periodic jobs runs at once. */

@@ -47,10 +47,11 @@
 //     the worker's crontab (gateway/jobs/crontab.ts).
 import crypto from 'node:crypto';
 import postgres from 'postgres';
-import type { RealtimeConfig } from '../core/config.ts';
-import type { RequestClaims, Sql } from '../core/db.ts';
-import type { Logger } from '../core/log.ts';
-import { isDatabaseUnavailable, OutageLog } from '../core/unavailable-log.ts';
+import type { RealtimeConfig } from '../core/process/config.ts';
+import type { RequestClaims } from '../core/database/transaction.ts';
+import type { Sql } from '../core/database/pool.ts';
+import type { Logger } from '../core/process/log.ts';
+import { isDatabaseUnavailable, OutageLog } from '../core/database/unavailable-log.ts';
 import { StreamOpener } from './opener.ts';
 import { SsePayload } from './sse-messages.ts';
 
@@ -237,7 +238,7 @@ export class ChangeHub {
       timer.unref();
       this.timers.push(timer);
     };
-    // While the database is unavailable: one line, then a count (core/unavailable-log.ts).
+    // While the database is unavailable: one line, then a count (core/database/unavailable-log.ts).
     const maintain = (fn: () => Promise<unknown>) => () =>
       fn().then(
         () => this.maintenance.success(),

@@ -1,19 +1,16 @@
-// Opening SSE streams in batches (issue 15).
-//
-// Each open used to be its own transaction: about 1.8 ms of Postgres CPU
-// and 0.8 ms of the gateway's thread, so 10,000 clients reconnecting after
-// a restart needed ~20 s. The opener sends an open at once when the
-// database is idle; opens that arrive while batches are in the database wait
-// for the next one (group commit: no timer, no added delay when it is
-// quiet). One call of private.event_streams_open registers the batch within
-// the per-user cap and returns one snapshot per distinct view, which every
-// stream of that view shares, encoded once.
+// Opening SSE streams in batches (why, measured:
+// docs/decisions.md#opening-event-streams-in-batches). The opener sends an
+// open at once when the database is idle; opens that arrive while batches
+// are in the database wait for the next one (group commit: no timer, no
+// added delay when it is quiet). One call of private.event_streams_open
+// registers the batch within the per-user cap and returns one snapshot per
+// distinct view, which every stream of that view shares, encoded once.
 //
 // Who may see what stays in SQL: the function applies the same rules as
 // api.event_stream_open (private.upcoming_events_of, the per-user cap, the
 // session check), for users whose access tokens the route verified.
-import type { Sql } from '../core/db.ts';
-import { HttpError } from '../core/errors.ts';
+import type { Sql } from '../core/database/pool.ts';
+import { HttpError } from '../core/web/errors.ts';
 import { snapshotText, type StreamStart } from './sse-messages.ts';
 
 export interface OpenRequest {

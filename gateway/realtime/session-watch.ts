@@ -10,8 +10,8 @@
 // during a reconnect still ends them. (REST requests need none of this:
 // withClaims checks the session, and an API token is authenticated, in the
 // request's own statements.)
-import type { Sql } from '../core/db.ts';
-import type { Logger } from '../core/log.ts';
+import type { Sql } from '../core/database/pool.ts';
+import type { Logger } from '../core/process/log.ts';
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 

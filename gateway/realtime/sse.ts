@@ -29,8 +29,8 @@
 // expires (reconnect with a fresh token and Last-Event-ID).
 import type { Socket } from 'node:net';
 import type { ServerResponse } from 'node:http';
-import type { RequestClaims } from '../core/db.ts';
-import type { Logger } from '../core/log.ts';
+import type { RequestClaims } from '../core/database/transaction.ts';
+import type { Logger } from '../core/process/log.ts';
 import type { ChangeHub, CloseReason, SseSubscriber } from './hub.ts';
 import { SsePayload, snapshotText, type StreamStart } from './sse-messages.ts';
 

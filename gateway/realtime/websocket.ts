@@ -57,12 +57,15 @@ import type http from 'node:http';
 import type { Duplex } from 'node:stream';
 import { WebSocket, WebSocketServer, type RawData } from 'ws';
 import { z } from 'zod';
-import { clientIp, type TrustProxy } from '../core/client-ip.ts';
-import { withClaims, type RequestClaims, type Sql } from '../core/db.ts';
-import type { ErrorCode } from '../core/error-codes.ts';
-import { toHttpError } from '../core/errors.ts';
-import { InvalidTokenError, type TokenService } from '../core/jwt.ts';
-import type { Logger } from '../core/log.ts';
+import { clientIp } from '../core/web/client-ip.ts';
+import type { TrustProxy } from '../core/process/config.ts';
+import { withClaims, type RequestClaims } from '../core/database/transaction.ts';
+import type { Sql } from '../core/database/pool.ts';
+import type { ErrorCode } from '../core/web/error-codes.ts';
+import { toHttpError } from '../core/web/errors.ts';
+import { claimsOf } from '../core/auth/identity.ts';
+import { InvalidTokenError, type TokenService } from '../core/auth/jwt.ts';
+import type { Logger } from '../core/process/log.ts';
 import type { ChangeHub, CloseReason, RealtimeRow, WebSocketSubscriber } from './hub.ts';
 import type { SessionWatch } from './session-watch.ts';
 
@@ -489,8 +492,7 @@ class Connection {
   private async verify(token: string | undefined): Promise<RequestClaims | string> {
     if (!token) return 'an access token is required (access_token, from POST /api/auth/login)';
     try {
-      const claims = await this.deps.tokens.verify(token);
-      return { ...claims, role: 'authenticated' };
+      return claimsOf({ kind: 'access_token', claims: await this.deps.tokens.verify(token) });
     } catch (err) {
       if (err instanceof InvalidTokenError) return `invalid access token: ${err.message}`;
       throw err;

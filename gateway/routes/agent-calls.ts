@@ -3,10 +3,10 @@
 // duration); the owner of the credential reads their own here, newest first.
 // Operators read everyone's with admin.mcp_tool_calls / `npm run admin -- agent-calls`.
 import { z } from 'zod';
-import { LIMITS } from '../core/limits.ts';
+import { LIMITS } from '../core/web/limits.ts';
 import { DateTime, errors, Id } from '../http/responses.ts';
 import { defineRoute } from '../http/route.ts';
-import { QueryInteger } from '../core/schemas.ts';
+import { QueryInteger } from '../core/web/schemas.ts';
 
 export const agentCallRoutes = [
   defineRoute({

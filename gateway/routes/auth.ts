@@ -1,7 +1,7 @@
 // Authentication (docs/api.md#authentication): register, signup, login,
 // verify, refresh and logout. Refresh tokens are only ever
 // handled by the api.auth_* SQL functions; this module signs the access
-// token. Passwords are hashed and verified here (core/passwords.ts, bounded
+// token. Passwords are hashed and verified here (core/auth/passwords.ts, bounded
 // per process; the database's CPU is shared by every process), and every
 // rule around them is SQL: a login is
 //   private.password_attempt_start   throttling checked; the hash to compare
@@ -13,14 +13,15 @@
 // read a hash); neither a password nor a hash is logged or answered.
 import { z } from 'zod';
 import { defineRoute, type Context, type Services } from '../http/route.ts';
-import type { Tx } from '../core/db.ts';
-import { HttpError, unavailable } from '../core/errors.ts';
-import { InvalidTokenError } from '../core/jwt.ts';
+import type { Tx } from '../core/database/transaction.ts';
+import { HttpError, unavailable } from '../core/web/errors.ts';
+import { InvalidTokenError } from '../core/auth/jwt.ts';
+import { claimsOf } from '../core/auth/identity.ts';
 import { DateTime, errors, Id, succeeded } from '../http/responses.ts';
-import { LIMITS } from '../core/limits.ts';
-import { Email, Password, ProfileName } from '../core/schemas.ts';
-import { checkPassword, hashNewPassword, type PasswordAttempt, type PasswordSetStart } from '../core/passwords.ts';
-import { DEFAULT_AUTH_LIMITS, PASSWORD_SET_LIMIT, tooManyRequests } from '../core/throttle.ts';
+import { LIMITS } from '../core/web/limits.ts';
+import { Email, Password, ProfileName } from '../core/web/schemas.ts';
+import { checkPassword, hashNewPassword, type PasswordAttempt, type PasswordSetStart } from '../core/auth/passwords.ts';
+import { DEFAULT_AUTH_LIMITS, PASSWORD_SET_LIMIT, tooManyRequests } from '../core/web/throttle.ts';
 
 /** `name` is optional: without one the profile's name is derived from the e-mail and shown only to the user and their communities' managers. */
 const Credentials = z
@@ -86,7 +87,7 @@ async function registrationHash({
     const [start] = await db(
       (tx) => tx<PasswordSetStart[]>`
         select * from private.password_set_start('register', ${clientIp}, ${limits.maxPasswordSetsPerIp}, ${limits.windowSeconds}, ${body.email})`,
-      null,
+      claimsOf({ kind: 'gateway' }),
     );
     return start;
   });
@@ -187,7 +188,7 @@ export const authRoutes = [
             select * from private.password_attempt_start('login', ${body.email}, ${clientIp}, ${passwords.cost},
                                                          ${limits.maxFailuresPerEmailAndClient}, ${limits.maxFailuresPerEmail},
                                                          ${limits.maxFailuresPerIp}, ${limits.windowSeconds})`,
-          null,
+          claimsOf({ kind: 'gateway' }),
         );
         if (attempt?.status === 'throttled') throw tooManyRequests(attempt.retry_after, 'too many failed logins, try again later');
         checked = await checkPassword(passwords, place, body.password, attempt!);
@@ -197,7 +198,7 @@ export const authRoutes = [
       const [result] = await db(
         (tx) => tx<(AuthSession & { status: string; user_email: string })[]>`
           select * from private.auth_login_finish(${attempt!.attempt}, ${checked.matched}, ${checked.newHash})`,
-        null,
+        claimsOf({ kind: 'gateway' }),
       );
       // The same answers whether or not the e-mail exists.
       if (result?.status === 'expired') throw unavailable('the sign-in took too long, try again');
@@ -295,7 +296,7 @@ export const authRoutes = [
         }
         throw err;
       }
-      const [user] = await db((tx) => tx<AuthUser[]>`select * from api.auth_verify()`, { ...claims, role: 'authenticated' });
+      const [user] = await db((tx) => tx<AuthUser[]>`select * from api.auth_verify()`, claimsOf({ kind: 'access_token', claims }));
       return { status: 200, body: { valid: true, user_id: user!.user_id, expires_at: new Date(claims.exp! * 1000).toISOString() } };
     },
   }),

@@ -12,7 +12,7 @@ import { z } from 'zod';
 import { calendarReply, CALENDAR_FORMAT, conditions, type CalendarAnswer } from '../http/calendar.ts';
 import { defineRoute } from '../http/route.ts';
 import { content, errors, noContent, succeeded } from '../http/responses.ts';
-import { Uuid } from '../core/schemas.ts';
+import { Uuid } from '../core/web/schemas.ts';
 
 const Conditional = z.object({
   'if-none-match': z.string().max(4096).optional().meta({ description: 'ETags of a calendar held; 304 when it is still current.' }),

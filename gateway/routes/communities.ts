@@ -3,12 +3,12 @@
 // (api.communit*); 400 and 404 use the Flagged body {success:false, error}.
 import { z } from 'zod';
 import { defineRoute } from '../http/route.ts';
-import type { ErrorShape } from '../core/errors.ts';
-import { jsonObjectWith } from '../core/json.ts';
-import { LIMITS } from '../core/limits.ts';
-import { CommunityBase, CommunityManager } from '../core/shapes.ts';
+import type { ErrorShape } from '../core/web/errors.ts';
+import { jsonObjectWith } from '../core/web/json.ts';
+import { LIMITS } from '../core/web/limits.ts';
+import { CommunityBase, CommunityManager } from '../core/web/shapes.ts';
 import { DateTime, errors, Id, Pagination, succeeded } from '../http/responses.ts';
-import { QueryInteger, Uuid } from '../core/schemas.ts';
+import { QueryInteger, Uuid } from '../core/web/schemas.ts';
 
 const flagged: Partial<Record<number, ErrorShape>> = { 400: 'flagged', 404: 'flagged' };
 

@@ -2,7 +2,7 @@
 // Row-level security makes another user's connection invisible (404); the
 // hat, event and target-node rules are SQL (api.connection_*).
 import { z } from 'zod';
-import { LIMITS } from '../core/limits.ts';
+import { LIMITS } from '../core/web/limits.ts';
 import { defineRoute } from '../http/route.ts';
 import { Id as IdOut } from '../http/responses.ts';
 import { DateTime, errors, succeeded } from '../http/responses.ts';

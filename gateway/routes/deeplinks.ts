@@ -12,12 +12,12 @@
 // and so do events of a draft community (SQL: private.community_events_public).
 import { z } from 'zod';
 import { defineRoute, type Reply } from '../http/route.ts';
-import { formatTime, html, jsonScriptData, page, safeUrl, type Page, type PageOptions, type SafeHtml } from '../core/html.ts';
-import type { HttpError } from '../core/errors.ts';
-import { localIso } from '../core/time-zones.ts';
+import { formatTime, html, jsonScriptData, page, safeUrl, type Page, type PageOptions, type SafeHtml } from '../core/web/html.ts';
+import type { HttpError } from '../core/web/errors.ts';
+import { localIso } from '../core/web/time-zones.ts';
 import { content, errors } from '../http/responses.ts';
 import { DEFAULT_EVENT_IMAGE_PATH, DEFAULT_EVENT_IMAGE_SIZE } from './assets.ts';
-import type { Event as EventShape } from '../core/shapes.ts';
+import type { Event as EventShape } from '../core/web/shapes.ts';
 
 /** The Event object  as the SQL functions build it (api.event_public*: JSON, so dates are strings). */
 type EventJson = z.infer<typeof EventShape>;

@@ -1,14 +1,14 @@
 // The developer docs (docs/api.md#developer-docs): the OpenAPI document
 // generated from the route table, a Swagger UI page served from this server
 // (no CDN), the endpoint list discovered from the router, and the llms.txt
-// index; and the live test executor (docs-test.ts).
+// index; and the live test executor (test-executor.ts).
 import { createRequire } from 'node:module';
 import fs from 'node:fs';
 import path from 'node:path';
 import { z } from 'zod';
 import { defineRoute, type Reply, type Route } from '../http/route.ts';
-import type { Page } from '../core/html.ts';
-import { liveTestRoute } from './docs-test.ts';
+import type { Page } from '../core/web/html.ts';
+import { liveTestRoute } from './test-executor.ts';
 import { WEBHOOK_EVENT_TYPES } from './webhooks.ts';
 import { healthOperation } from './health.ts';
 import { API_SUMMARY, API_TITLE, actionOf, buildOpenApiDocument, openApiPath, sectionOf, type OpenApiDocument } from '../http/openapi.ts';

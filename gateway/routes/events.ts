@@ -5,7 +5,7 @@
 // nothing and answers 404.
 import { z } from 'zod';
 import { defineRoute } from '../http/route.ts';
-import { Event, EventStatus } from '../core/shapes.ts';
+import { Event, EventStatus } from '../core/web/shapes.ts';
 import { Id as IdOut } from '../http/responses.ts';
 import { DateTime, errors, succeeded } from '../http/responses.ts';
 import { Connection } from './connections.ts';

@@ -3,7 +3,7 @@ import type { ServerResponse } from 'node:http';
 import { z } from 'zod';
 import { sendJson } from '../http/exchange.ts';
 import type { PlainOperation } from '../http/openapi.ts';
-import { withDeadline, type Sql } from '../core/db.ts';
+import { withDeadline, type Sql } from '../core/database/pool.ts';
 
 /** The body of both answers. */
 const HealthStatus = z
@@ -36,7 +36,7 @@ export function healthHandler(sql: Sql, isReady: () => boolean): (res: ServerRes
   return async (res) => {
     if (!isReady()) return answer(res, 503, { status: 'starting', database: 'migrating' });
     try {
-      // At once 503 while the database does not answer (core/db-watch.ts).
+      // At once 503 while the database does not answer (core/database/watch.ts).
       await withDeadline(sql, 2000, () => sql`select 1`.then(() => undefined));
       answer(res, 200, { status: 'ok', database: 'ok' });
     } catch {

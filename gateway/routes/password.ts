@@ -9,14 +9,15 @@
 // Links, their expiry and single use are SQL (api.auth_recover,
 // api.auth_set_password); a job worker (jobs/mail.ts) sends the e-mail.
 import { z } from 'zod';
-import { html, page, type Page } from '../core/html.ts';
-import { LIMITS } from '../core/limits.ts';
+import { html, page, type Page } from '../core/web/html.ts';
+import { LIMITS } from '../core/web/limits.ts';
 import { defineRoute } from '../http/route.ts';
-import { HttpError } from '../core/errors.ts';
+import { HttpError } from '../core/web/errors.ts';
 import { content, errors, Id, succeeded } from '../http/responses.ts';
-import { Email, Password } from '../core/schemas.ts';
-import { hashNewPassword, type PasswordSetStart } from '../core/passwords.ts';
-import { DEFAULT_AUTH_LIMITS, PASSWORD_SET_LIMIT } from '../core/throttle.ts';
+import { Email, Password } from '../core/web/schemas.ts';
+import { hashNewPassword, type PasswordSetStart } from '../core/auth/passwords.ts';
+import { claimsOf } from '../core/auth/identity.ts';
+import { DEFAULT_AUTH_LIMITS, PASSWORD_SET_LIMIT } from '../core/web/throttle.ts';
 
 const LinkToken = z
   .string()
@@ -142,7 +143,7 @@ export const passwordRoutes = [
           (tx) => tx<PasswordSetStart[]>`
             select * from private.password_set_start('set_password', ${clientIp}, ${limits.maxPasswordSetsPerIp}, ${limits.windowSeconds},
                                                      null, ${body.token})`,
-          null,
+          claimsOf({ kind: 'gateway' }),
         );
         return start;
       });

@@ -16,11 +16,11 @@
 // (api.form_submit).
 import type postgres from 'postgres';
 import { z } from 'zod';
-import type { Tx } from '../core/db.ts';
+import type { Tx } from '../core/database/transaction.ts';
 import { defineRoute } from '../http/route.ts';
 import { errors, Id, noContent, succeeded } from '../http/responses.ts';
-import { LIMITS } from '../core/limits.ts';
-import { Email, Text, Uuid } from '../core/schemas.ts';
+import { LIMITS } from '../core/web/limits.ts';
+import { Email, Text, Uuid } from '../core/web/schemas.ts';
 
 export const EXTERNAL_PLATFORMS = ['platform_a', 'platform_b', 'platform_c', 'platform_d'] as const;
 

@@ -2,9 +2,9 @@
 // rows; the hat limit and the primary hat are enforced in SQL.
 import { z } from 'zod';
 import { defineRoute } from '../http/route.ts';
-import { HttpError } from '../core/errors.ts';
-import { LIMITS } from '../core/limits.ts';
-import { ProfileName, Text } from '../core/schemas.ts';
+import { HttpError } from '../core/web/errors.ts';
+import { LIMITS } from '../core/web/limits.ts';
+import { ProfileName, Text } from '../core/web/schemas.ts';
 import { DateTime, errors, Id, succeeded } from '../http/responses.ts';
 
 const HatInput = z

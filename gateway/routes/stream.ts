@@ -6,8 +6,8 @@
 // fan-out is the process's realtime hub (realtime/hub.ts).
 import { z } from 'zod';
 import { defineRoute } from '../http/route.ts';
-import { DEADLINE_MARGIN_MS, withDeadline } from '../core/db.ts';
-import { HttpError } from '../core/errors.ts';
+import { DEADLINE_MARGIN_MS, withDeadline } from '../core/database/pool.ts';
+import { HttpError } from '../core/web/errors.ts';
 import { content, errors } from '../http/responses.ts';
 import { SseStream } from '../realtime/sse.ts';
 import type { ChangeHub } from '../realtime/hub.ts';
@@ -70,13 +70,12 @@ export const streamRoutes = [
       const start = await withDeadline(services.sql, services.statementTimeoutMs + DEADLINE_MARGIN_MS, () =>
         hub.opener.open({ userId: user!.sub, sessionId: credential, lastEventId }),
       );
-      const claims = { ...user!, role: 'authenticated' as const };
       // An access token's expiry, or an API token's expires_at.
       const expiresAt = typeof user!.exp === 'number' ? user!.exp * 1000 : undefined;
       return {
         status: 200,
         stream: (res) => {
-          new SseStream(hub, res, user!.sub, claims, start, log, expiresAt).open();
+          new SseStream(hub, res, user!.sub, user!, start, log, expiresAt).open();
           // Logout, refresh-token reuse, or the API token's deactivation ends the stream at once.
           const unwatch = services.sessions?.watch(credential, () => {
             if (!res.writableEnded) res.end(': session ended\n\n');

@@ -9,10 +9,10 @@
 import type postgres from 'postgres';
 import { z } from 'zod';
 import { defineRoute } from '../http/route.ts';
-import type { Tx } from '../core/db.ts';
-import type { ErrorShape } from '../core/errors.ts';
-import { LIMITS } from '../core/limits.ts';
-import { BoundedJsonObject, QueryInteger, Uuid } from '../core/schemas.ts';
+import type { Tx } from '../core/database/transaction.ts';
+import type { ErrorShape } from '../core/web/errors.ts';
+import { LIMITS } from '../core/web/limits.ts';
+import { BoundedJsonObject, QueryInteger, Uuid } from '../core/web/schemas.ts';
 import { DateTime, errors, Id, noContent, succeeded, type Row } from '../http/responses.ts';
 
 // ---------------------------------------------------------------------------

@@ -5,10 +5,10 @@
 // response, and never logged (the request log holds paths and statuses only).
 import { z } from 'zod';
 import { defineRoute } from '../http/route.ts';
-import { ApiToken, PermissionPattern } from '../core/api-tokens.ts';
-import { LIMITS } from '../core/limits.ts';
+import { ApiToken, PermissionPattern } from '../core/auth/api-tokens.ts';
+import { LIMITS } from '../core/web/limits.ts';
 import { errors, succeeded } from '../http/responses.ts';
-import { Text, Uuid } from '../core/schemas.ts';
+import { Text, Uuid } from '../core/web/schemas.ts';
 
 export const CreateApiTokenBody = z
   .object({

@@ -9,12 +9,12 @@
 import type postgres from 'postgres';
 import { z } from 'zod';
 import { defineRoute, type Services } from '../http/route.ts';
-import { HttpError } from '../core/errors.ts';
-import { jsonObjectWith } from '../core/json.ts';
+import { HttpError } from '../core/web/errors.ts';
+import { jsonObjectWith } from '../core/web/json.ts';
 import { DateTime, errors, Id, noContent, Pagination, succeeded } from '../http/responses.ts';
-import { QueryInteger, Uuid } from '../core/schemas.ts';
-import { LIMITS } from '../core/limits.ts';
-import { DEFAULT_WEBHOOK_PORTS } from '../core/config.ts';
+import { QueryInteger, Uuid } from '../core/web/schemas.ts';
+import { LIMITS } from '../core/web/limits.ts';
+import { DEFAULT_WEBHOOK_PORTS } from '../core/process/config.ts';
 import { webhookUrlProblem } from '../jobs/webhook-targets.ts';
 
 export const WEBHOOK_EVENT_TYPES = [

@@ -4,16 +4,16 @@
 // command if no `npm start` is running).
 import { parseArgs } from 'node:util';
 import { z } from 'zod';
-import { loadConfigOrExit } from '../core/config.ts';
-import { openDatabase } from '../core/database.ts';
-import { createPool, type Sql } from '../core/db.ts';
+import { loadConfigOrExit } from '../core/process/config.ts';
+import { openDatabase } from '../core/process/open-database.ts';
+import { createPool, type Sql } from '../core/database/pool.ts';
 import { destination } from 'pino';
-import { createLogger } from '../core/log.ts';
+import { createLogger } from '../core/process/log.ts';
 // Logs go to stderr: stdout carries only the command's output.
-import { runMigrations } from '../core/migrate.ts';
+import { runMigrations } from '../core/database/migrate.ts';
 import { runPsql } from './psql.ts';
-import { Email, Password, Uuid } from '../core/schemas.ts';
-import { startupMessage } from '../core/startup-error.ts';
+import { Email, Password, Uuid } from '../core/web/schemas.ts';
+import { startupMessage } from '../core/process/startup-error.ts';
 
 interface Command {
   usage: string;

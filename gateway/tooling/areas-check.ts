@@ -16,11 +16,11 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import postgres from 'postgres';
-import type { Logger } from '../core/log.ts';
-import { MIGRATIONS_FOLDER, runMigrations } from '../core/migrate.ts';
+import type { Logger } from '../core/process/log.ts';
+import { MIGRATIONS_FOLDER, runMigrations } from '../core/database/migrate.ts';
 import { AREA_SCHEMAS, inCatalogPath, readCatalog, type CatalogObject } from './areas-catalog.ts';
 import { Placement, shown, type AreaFile, type AreaMap } from './areas-map.ts';
-import { ensureDatabase } from './embedded-postgres.ts';
+import { ensureDatabase } from '../core/process/embedded-postgres.ts';
 
 
 export interface FreshOptions {

@@ -5,7 +5,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { z } from 'zod';
-import { projectRoot } from '../core/config.ts';
+import { projectRoot } from '../core/process/config.ts';
 
 export const AREAS_DIR = path.join(projectRoot(), 'sql', 'areas');
 export const MAP_FILE = path.join(AREAS_DIR, 'areas.json');

@@ -18,8 +18,8 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import postgres from 'postgres';
-import type { Logger } from '../core/log.ts';
-import { MIGRATIONS_FOLDER } from '../core/migrate.ts';
+import type { Logger } from '../core/process/log.ts';
+import { MIGRATIONS_FOLDER } from '../core/database/migrate.ts';
 import { grantStatements, readCatalog, type GrantLine } from './areas-catalog.ts';
 import { compareAreas, describe, withMigratedDatabase, type Difference } from './areas-check.ts';
 import { loadAreaMap, readAreaFiles, shown, type AreaMap } from './areas-map.ts';

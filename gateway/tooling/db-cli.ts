@@ -10,16 +10,16 @@
 //                                  the rules by area, sql/areas (areas.ts)
 import { spawnSync } from 'node:child_process';
 import { createRequire } from 'node:module';
-import { loadConfigOrExit } from '../core/config.ts';
-import { openDatabase } from '../core/database.ts';
-import { ensureDatabase } from './embedded-postgres.ts';
+import { loadConfigOrExit } from '../core/process/config.ts';
+import { openDatabase } from '../core/process/open-database.ts';
+import { ensureDatabase } from '../core/process/embedded-postgres.ts';
 import { destination } from 'pino';
-import { createLogger } from '../core/log.ts';
+import { createLogger } from '../core/process/log.ts';
 import { pg15Program } from './pg15.ts';
 import { runDumpCommand } from './schema-dump.ts';
 import { runAreasCommand } from './areas.ts';
 // Logs go to stderr: stdout carries only the command's output.
-import { startupMessage } from '../core/startup-error.ts';
+import { startupMessage } from '../core/process/startup-error.ts';
 
 const config = loadConfigOrExit();
 const log = createLogger(process.env.LOG_LEVEL ?? 'warn', 'db', destination(2));

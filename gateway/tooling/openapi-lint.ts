@@ -13,7 +13,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { routes } from '../app.ts';
-import { projectRoot } from '../core/config.ts';
+import { projectRoot } from '../core/process/config.ts';
 import { openApiDocument } from '../routes/docs.ts';
 
 const root = projectRoot();

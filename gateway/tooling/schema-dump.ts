@@ -12,10 +12,10 @@ import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { projectRoot } from '../core/config.ts';
-import { ensureDatabase } from './embedded-postgres.ts';
-import type { Logger } from '../core/log.ts';
-import { runMigrations } from '../core/migrate.ts';
+import { projectRoot } from '../core/process/config.ts';
+import { ensureDatabase } from '../core/process/embedded-postgres.ts';
+import type { Logger } from '../core/process/log.ts';
+import { runMigrations } from '../core/database/migrate.ts';
 import { pg15Program, startThrowawayPg15 } from './pg15.ts';
 
 export const SCHEMA_FILE = path.join(projectRoot(), 'sql', 'schema.sql');

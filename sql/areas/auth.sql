@@ -24,7 +24,7 @@
 -- reset). identity.hash_password (pgcrypto) stays for operators in psql; both
 -- hash formats verify.
 --
--- Code: gateway/routes/auth.ts, gateway/core/passwords.ts
+-- Code: gateway/routes/auth.ts, gateway/core/auth/passwords.ts
 -- pgTAP: supabase/tests/auth.test.sql,
 --   supabase/tests/auth.password-doors.test.sql
 --

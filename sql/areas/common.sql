@@ -19,7 +19,7 @@
 -- A refusal raises SQLSTATE PTxxx (HTTP status xxx) with a snake_case hint, the
 -- error code clients see (docs/dba.md, "Errors from SQL").
 --
--- Code: gateway/core/db.ts, gateway/http/route.ts
+-- Code: gateway/core/database/transaction.ts, gateway/http/route.ts
 -- pgTAP: supabase/tests/common.test.sql, supabase/tests/01-catalog-guards.sql,
 --   supabase/tests/05-rls-isolation.sql
 --

@@ -7,7 +7,7 @@
 -- anyone; and the live test results of the docs' try-it executor, recorded and
 -- read by their owner only, capped in size and pruned after 30 days.
 --
--- Code: gateway/routes/docs.ts, gateway/routes/docs-test.ts
+-- Code: gateway/routes/docs.ts, gateway/routes/test-executor.ts
 -- pgTAP: supabase/tests/docs.test.sql
 --
 -- Its tables (created and altered by the migrations; their comments, row-level

@@ -9,7 +9,7 @@
 -- (private.jobs_recover), so an interrupted job runs again. Each area's prune
 -- function lives with its area.
 --
--- Code: gateway/jobs/worker.ts, gateway/core/job-queue.ts
+-- Code: gateway/jobs/worker.ts, gateway/core/database/job-queue.ts
 -- pgTAP: supabase/tests/jobs.test.sql
 --
 -- The current definition of every function, view, policy, trigger, grant and

@@ -12,7 +12,7 @@
 -- make tokens. Deactivating or deleting a token ends its open streams (NOTIFY
 -- session_ended with the token's id).
 --
--- Code: gateway/routes/tokens.ts, gateway/core/api-tokens.ts
+-- Code: gateway/routes/tokens.ts, gateway/core/auth/api-tokens.ts
 -- pgTAP: supabase/tests/tokens.test.sql
 --
 -- Its tables (created and altered by the migrations; their comments, row-level

@@ -6,7 +6,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import http from 'node:http';
 import path from 'node:path';
-import { freePort } from '../../gateway/tooling/free-port.ts';
+import { freePort } from '../../gateway/core/process/free-port.ts';
 import type { BenchContext } from './harness.ts';
 import { processCpuUs } from './postgres-cpu.ts';
 

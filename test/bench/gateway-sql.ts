@@ -1,7 +1,7 @@
 // The SQL of the gateway bench's routes, shared by the bench's direct side
 // (gateway.bench.ts) and its bare HTTP server (bare-server.ts): for each
 // route, the one call its handler sends, and the transaction around it as
-// gateway/core/db.ts sends it.
+// gateway/core/database/transaction.ts sends it.
 import type postgres from 'postgres';
 
 export interface RouteCase {
@@ -55,7 +55,7 @@ export interface DirectClaims {
   session: string | null;
 }
 
-/** The settings statement of gateway/core/db.ts: role, claims, timeout and the session check. */
+/** The settings statement of gateway/core/database/transaction.ts: role, claims, timeout and the session check. */
 export function settings(tx: postgres.Sql, claims: DirectClaims) {
   return tx`
     select set_config('role', ${'authenticated'}, true),
@@ -65,7 +65,7 @@ export function settings(tx: postgres.Sql, claims: DirectClaims) {
 }
 
 /**
- * The request's transaction as the gateway sends it (gateway/core/db.ts):
+ * The request's transaction as the gateway sends it (gateway/core/database/transaction.ts):
  * BEGIN, the settings with the session check, the call and COMMIT written
  * one after the other on one connection, then the replies awaited together
  * (one round trip).

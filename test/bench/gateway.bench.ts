@@ -32,7 +32,7 @@ import autocannon from 'autocannon';
 import postgres from 'postgres';
 import type { Bench, BenchContext } from './harness.ts';
 import { directTransaction, settings, routeCases, type DirectClaims, type RouteCase } from './gateway-sql.ts';
-import { freePort } from '../../gateway/tooling/free-port.ts';
+import { freePort } from '../../gateway/core/process/free-port.ts';
 import { startGatewayProcess, type GatewayProcess } from './gateway-process.ts';
 import { measurePipelinePieces } from './pipeline-pieces.ts';
 import { postgresCpu, processCpuUs, type PostgresCpu } from './postgres-cpu.ts';

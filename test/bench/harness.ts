@@ -6,7 +6,7 @@
 // from different machines can be compared.
 import crypto from 'node:crypto';
 import postgres from 'postgres';
-import type { Sql } from '../../gateway/core/db.ts';
+import type { Sql } from '../../gateway/core/database/pool.ts';
 import type { TestEnvironment } from '../support/environment.ts';
 
 export interface Stats {

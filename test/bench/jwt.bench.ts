@@ -1,5 +1,5 @@
 // What verifying an access token costs the gateway's thread (no database):
-// the token service (gateway/core/jwt.ts) with each kind of key verifies
+// the token service (gateway/core/auth/jwt.ts) with each kind of key verifies
 // BENCH_JWT_TOKENS tokens it has not seen (as when thousands of event
 // streams open, each with a new token), then the same tokens again (the
 // cache of verified tokens).
@@ -12,8 +12,8 @@
 import crypto from 'node:crypto';
 import { performance } from 'node:perf_hooks';
 import { exportJWK, generateKeyPair } from 'jose';
-import { loadConfig } from '../../gateway/core/config.ts';
-import { createTokenService, type TokenService } from '../../gateway/core/jwt.ts';
+import { loadConfig } from '../../gateway/core/process/config.ts';
+import { createTokenService, type TokenService } from '../../gateway/core/auth/jwt.ts';
 import type { Bench } from './harness.ts';
 
 const TOKENS = Number(process.env.BENCH_JWT_TOKENS ?? 5000);

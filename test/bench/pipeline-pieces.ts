@@ -1,5 +1,5 @@
 // Where a cheap request's database time goes (issue 25): the request's
-// transaction as gateway/core/db.ts sends it (pipelined, one round trip), cut
+// transaction as gateway/core/database/transaction.ts sends it (pipelined, one round trip), cut
 // into pieces, each measured as Postgres CPU per transaction (all the
 // server's processes, from /proc) over PIECES_CONNECTIONS connections:
 //

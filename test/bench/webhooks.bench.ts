@@ -28,7 +28,7 @@ import net from 'node:net';
 import postgres from 'postgres';
 import { SMTPServer } from 'smtp-server';
 import { startJobWorker } from '../../gateway/jobs/worker.ts';
-import { createLogger } from '../../gateway/core/log.ts';
+import { createLogger } from '../../gateway/core/process/log.ts';
 import { startTestEnvironment } from '../support/environment.ts';
 import { WebhookReceiver } from '../support/webhook-receiver.ts';
 import { formatTable, summarize, type Bench } from './harness.ts';

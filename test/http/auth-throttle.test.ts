@@ -9,8 +9,8 @@
 // touches the shared gateway's counts.
 import crypto from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { loadConfig } from '../../gateway/core/config.ts';
-import { createLogger } from '../../gateway/core/log.ts';
+import { loadConfig } from '../../gateway/core/process/config.ts';
+import { createLogger } from '../../gateway/core/process/log.ts';
 import { startGateway, type RunningGateway } from '../../gateway/server.ts';
 import { databaseUrl, db, jwtSecret, registerUser, uniqueEmail } from '../helpers.ts';
 
@@ -146,7 +146,7 @@ describe('failed logins are throttled', () => {
   });
 
   it('X-Forwarded-For counts only with TRUST_PROXY: the shared gateway (no TRUST_PROXY) uses the socket address', async () => {
-    const { clientIp } = await import('../../gateway/core/client-ip.ts');
+    const { clientIp } = await import('../../gateway/core/web/client-ip.ts');
     expect(clientIp('::ffff:127.0.0.1', '1.2.3.4', undefined)).toBe('127.0.0.1');
     expect(clientIp('127.0.0.1', 'spoofed, 1.2.3.4', 1)).toBe('1.2.3.4');
     expect(clientIp('127.0.0.1', '9.9.9.9, 1.2.3.4, 10.0.0.1', 2)).toBe('1.2.3.4');

@@ -2,8 +2,8 @@
 // origin without credentials, preflights are answered, and without
 // CORS_ORIGINS no CORS header is sent (the shared gateway).
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { loadConfig } from '../../gateway/core/config.ts';
-import { createLogger } from '../../gateway/core/log.ts';
+import { loadConfig } from '../../gateway/core/process/config.ts';
+import { createLogger } from '../../gateway/core/process/log.ts';
 import { startGateway, type RunningGateway } from '../../gateway/server.ts';
 import { baseUrl, databaseUrl, jwtSecret, publicUrl, registerUser } from '../helpers.ts';
 

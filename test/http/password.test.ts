@@ -5,7 +5,7 @@ import net from 'node:net';
 import { SMTPServer } from 'smtp-server';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startJobWorker, type JobWorker } from '../../gateway/jobs/worker.ts';
-import { createLogger } from '../../gateway/core/log.ts';
+import { createLogger } from '../../gateway/core/process/log.ts';
 import { api, baseUrl, databaseUrl, db, expectErrorShape, publicUrl, registerUser, uniqueEmail } from '../helpers.ts';
 import { eventually } from '../support/wait.ts';
 

@@ -8,8 +8,8 @@
 import crypto from 'node:crypto';
 import fs from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { loadConfig } from '../../gateway/core/config.ts';
-import { createLogger } from '../../gateway/core/log.ts';
+import { loadConfig } from '../../gateway/core/process/config.ts';
+import { createLogger } from '../../gateway/core/process/log.ts';
 import { startGateway, type RunningGateway } from '../../gateway/server.ts';
 import { databaseUrl, db } from '../helpers.ts';
 import { PGBOUNCER_BINARY, startPgBouncer, type RunningPgBouncer } from '../support/pgbouncer.ts';

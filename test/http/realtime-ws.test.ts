@@ -8,7 +8,7 @@ import readline from 'node:readline';
 import { createClient, type RealtimeChannel, type SupabaseClient } from '@supabase/supabase-js';
 import { afterAll, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
-import { projectRoot } from '../../gateway/core/config.ts';
+import { projectRoot } from '../../gateway/core/process/config.ts';
 import { api, baseUrl, db, forgeToken, registerUser } from '../helpers.ts';
 import { createCommunity, createEvent } from '../support/event-fixtures.ts';
 import { addMember } from '../support/sql-fixtures.ts';

@@ -5,7 +5,7 @@
 import crypto from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
-import { withClaims } from '../../gateway/core/db.ts';
+import { withClaims } from '../../gateway/core/database/transaction.ts';
 import { api, asUser, baseUrl, db, registerUser } from '../helpers.ts';
 import { openStream } from '../support/sse.ts';
 import { waitFor } from '../support/wait.ts';

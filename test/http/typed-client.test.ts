@@ -22,7 +22,7 @@ import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import openapiTS, { astToString } from 'openapi-typescript';
 import { describe, expect, it } from 'vitest';
-import { projectRoot } from '../../gateway/core/config.ts';
+import { projectRoot } from '../../gateway/core/process/config.ts';
 import { baseUrl, db } from '../helpers.ts';
 import { checkContract } from '../support/contract.ts';
 

@@ -17,7 +17,7 @@ import postgres from 'postgres';
 import { SMTPServer } from 'smtp-server';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startJobWorker, type JobWorker } from '../../gateway/jobs/worker.ts';
-import { createLogger } from '../../gateway/core/log.ts';
+import { createLogger } from '../../gateway/core/process/log.ts';
 import { databaseUrl } from '../helpers.ts';
 import { checkContract } from '../support/contract.ts';
 import { startTestEnvironment, type TestEnvironment } from '../support/environment.ts';

@@ -11,7 +11,7 @@ import { api, db, registerUser, type TestUser } from '../helpers.ts';
 import { verifyWebhook, WebhookReceiver, type ReceivedWebhook } from '../support/webhook-receiver.ts';
 import { eventually } from '../support/wait.ts';
 import { NO_ANSWER } from '../../gateway/jobs/webhooks.ts';
-import { freePort } from '../../gateway/tooling/free-port.ts';
+import { freePort } from '../../gateway/core/process/free-port.ts';
 
 const ALL_TYPES = ['event.created', 'event.updated', 'event.deleted', 'attendee.registered', 'checkin.created', 'member.joined', 'member.left'];
 

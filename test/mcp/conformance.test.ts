@@ -16,7 +16,7 @@ import http from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { projectRoot } from '../../gateway/core/config.ts';
+import { projectRoot } from '../../gateway/core/process/config.ts';
 import { baseUrl } from '../helpers.ts';
 import { createAgent } from './support.ts';
 

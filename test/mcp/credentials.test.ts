@@ -99,7 +99,7 @@ describe('credentials', () => {
     const narrow = await api('POST', '/api/docs/tokens', { token: agent.accessToken, body: { name: 'sql', permissions: ['/api/*'] } });
     const wide = await api('POST', '/api/docs/tokens', { token: agent.accessToken, body: { name: 'sql', permissions: ['/mcp'] } });
     const claims = (tokenId: string) => ({ role: 'authenticated' as const, sub: agent.userId, aud: 'authenticated', token_id: tokenId, token_community_id: null });
-    const { withClaims } = await import('../../gateway/core/db.ts');
+    const { withClaims } = await import('../../gateway/core/database/transaction.ts');
     const call = (tokenId: string) => withClaims(db(), claims(tokenId), (tx) => tx`select api.mcp_community_profile(${community}) as p`);
     await expect(call(narrow.body.token.id)).rejects.toMatchObject({ code: 'PT403', hint: 'forbidden' });
     await expect(call(wide.body.token.id)).resolves.toHaveLength(1);

@@ -5,7 +5,7 @@ import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import net from 'node:net';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { isAlive } from '../../gateway/tooling/embedded-postgres.ts';
+import { isAlive } from '../../gateway/core/process/embedded-postgres.ts';
 import { databaseUrl } from '../helpers.ts';
 import { exited, freePort } from '../support/processes.ts';
 

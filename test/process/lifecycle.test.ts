@@ -6,7 +6,7 @@ import crypto from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import { describe, expect, inject, it } from 'vitest';
-import { isAlive, relocatedDataDir } from '../../gateway/tooling/embedded-postgres.ts';
+import { isAlive, relocatedDataDir } from '../../gateway/core/process/embedded-postgres.ts';
 import { databaseUrl, uniqueEmail } from '../helpers.ts';
 import { exited, freePort, postgresOnPort, projectRoot, startGatewayProcess } from '../support/processes.ts';
 

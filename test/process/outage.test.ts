@@ -57,7 +57,7 @@ describe('database faults while 10 clients are in flight', () => {
     } = await run('outage', { clients: 10, writes: true, faults: [{ kind: 'stop', seconds: 3 }] });
     expectSurvived(report!);
     expect(report!.failedWhileDown, 'requests refused while the database was down').toBeGreaterThan(0);
-    // The log: one line when it went, one when it came back (core/unavailable-log.ts).
+    // The log: one line when it went, one when it came back (core/database/unavailable-log.ts).
     expect(output.match(/database unavailable: requests answered 503/g)).toHaveLength(1);
     expect(output).toMatch(/database available again: requests work again after \d+\.\d s/);
   });

@@ -10,7 +10,7 @@ import crypto from 'node:crypto';
 import postgres from 'postgres';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startJobWorker } from '../../gateway/jobs/worker.ts';
-import { createLogger } from '../../gateway/core/log.ts';
+import { createLogger } from '../../gateway/core/process/log.ts';
 import { startGateway, type RunningGateway } from '../../gateway/server.ts';
 import { databaseUrl } from '../helpers.ts';
 import { startTestEnvironment, type TestEnvironment } from '../support/environment.ts';

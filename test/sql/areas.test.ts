@@ -11,7 +11,7 @@ import os from 'node:os';
 import path from 'node:path';
 import postgres from 'postgres';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createLogger } from '../../gateway/core/log.ts';
+import { createLogger } from '../../gateway/core/process/log.ts';
 import { readCatalog } from '../../gateway/tooling/areas-catalog.ts';
 import { diffFileName, migrationStatements, renderMigration } from '../../gateway/tooling/areas.ts';
 import {

@@ -1,11 +1,11 @@
 // Signing in where the process takes part (the rest are pgTAP:
 // supabase/tests/auth.test.sql): the password is compared in the gateway's
-// and the MCP process's code (gateway/core/passwords.ts), so what depends on
+// and the MCP process's code (gateway/core/auth/passwords.ts), so what depends on
 // that comparison, on its timing or on its hash format is tested here with
 // the same code; and two refreshes of one token at once, which needs two
 // connections.
 import { describe, expect, it } from 'vitest';
-import { Passwords } from '../../gateway/core/passwords.ts';
+import { Passwords } from '../../gateway/core/auth/passwords.ts';
 import { asAnon, db, passwords, sqlSignIn, uniqueEmail } from '../helpers.ts';
 import { newUser as newSqlUser } from '../support/sql-fixtures.ts';
 

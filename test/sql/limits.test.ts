@@ -1,9 +1,9 @@
-// The limits the edge copies from SQL (gateway/core/limits.ts, and the enums
+// The limits the edge copies from SQL (gateway/core/web/limits.ts, and the enums
 // the routes export) agree with the database: each is compared with the check
 // constraints and function bodies that enforce it, read from the catalog of
 // the migrated test database. Changing a number on one side only fails here.
 import { describe, expect, it } from 'vitest';
-import { LIMITS } from '../../gateway/core/limits.ts';
+import { LIMITS } from '../../gateway/core/web/limits.ts';
 import { EXTERNAL_PLATFORMS } from '../../gateway/routes/platform.ts';
 import { TASK_STATUSES } from '../../gateway/routes/tasks.ts';
 import { db } from '../helpers.ts';
@@ -119,7 +119,7 @@ async function disagreement(witness: Witness, value: number | null): Promise<str
 }
 
 describe('limits the edge copies from SQL', () => {
-  it('every limit of gateway/core/limits.ts names where SQL enforces it', () => {
+  it('every limit of gateway/core/web/limits.ts names where SQL enforces it', () => {
     for (const [name, witnesses] of Object.entries(WITNESSES)) expect(witnesses.length, name).toBeGreaterThan(0);
     expect(Object.keys(WITNESSES).sort()).toEqual(Object.keys(LIMITS).sort());
   });

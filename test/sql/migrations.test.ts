@@ -6,9 +6,9 @@ import fs from 'node:fs';
 import path from 'node:path';
 import postgres from 'postgres';
 import { describe, expect, it } from 'vitest';
-import { ensureDatabase } from '../../gateway/tooling/embedded-postgres.ts';
-import { createLogger } from '../../gateway/core/log.ts';
-import { MIGRATIONS_FOLDER, runMigrations } from '../../gateway/core/migrate.ts';
+import { ensureDatabase } from '../../gateway/core/process/embedded-postgres.ts';
+import { createLogger } from '../../gateway/core/process/log.ts';
+import { MIGRATIONS_FOLDER, runMigrations } from '../../gateway/core/database/migrate.ts';
 import { databaseUrl, db } from '../helpers.ts';
 
 const committed = path.join(MIGRATIONS_FOLDER, 'committed');

@@ -5,7 +5,7 @@ import crypto from 'node:crypto';
 import postgres from 'postgres';
 import { afterAll, describe, expect, it } from 'vitest';
 import { StreamOpener } from '../../gateway/realtime/opener.ts';
-import { HttpError } from '../../gateway/core/errors.ts';
+import { HttpError } from '../../gateway/core/web/errors.ts';
 import { db } from '../helpers.ts';
 import { createEvent } from '../support/event-fixtures.ts';
 import { PUBLIC } from '../support/feed-sql.ts';

@@ -7,13 +7,13 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import postgres from 'postgres';
-import { loadConfig, type Config } from '../../gateway/core/config.ts';
-import { ensureDatabase, startEmbeddedPostgres, type RunningPostgres } from '../../gateway/tooling/embedded-postgres.ts';
-import { createLogger, type Logger } from '../../gateway/core/log.ts';
+import { loadConfig, type Config } from '../../gateway/core/process/config.ts';
+import { ensureDatabase, startEmbeddedPostgres, type RunningPostgres } from '../../gateway/core/process/embedded-postgres.ts';
+import { createLogger, type Logger } from '../../gateway/core/process/log.ts';
 import { startGateway, type RunningGateway } from '../../gateway/server.ts';
 import { startPgBouncer, type RunningPgBouncer } from './pgbouncer.ts';
 import { startMcpServer, type RunningMcpServer } from '../../mcp-server/server.ts';
-import { freePort } from '../../gateway/tooling/free-port.ts';
+import { freePort } from '../../gateway/core/process/free-port.ts';
 
 export interface TestEnvironment {
   baseUrl: string;

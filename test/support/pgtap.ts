@@ -12,7 +12,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import postgres from 'postgres';
-import { projectRoot } from '../../gateway/core/config.ts';
+import { projectRoot } from '../../gateway/core/process/config.ts';
 
 export const TESTS_DIR = path.join(projectRoot(), 'supabase', 'tests');
 const PGTAP_SCRIPT = process.env.PGTAP_SQL ?? '/usr/share/postgresql/15/extension/pgtap--1.2.0.sql';

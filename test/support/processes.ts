@@ -5,7 +5,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import crypto from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
-import { PORT_RANGE } from '../../gateway/tooling/free-port.ts';
+import { PORT_RANGE } from '../../gateway/core/process/free-port.ts';
 
 export const projectRoot = path.resolve(import.meta.dirname, '..', '..');
 
@@ -66,7 +66,7 @@ export function exited(child: ChildProcess): Promise<number | null> {
 
 /**
  * A random port for a gateway process (and its MCP process on port + 1),
- * below Linux's ephemeral range (see gateway/tooling/free-port.ts).
+ * below Linux's ephemeral range (see gateway/core/process/free-port.ts).
  */
 export const freePort = () => PORT_RANGE.from + crypto.randomInt(PORT_RANGE.to - PORT_RANGE.from - 1);
 

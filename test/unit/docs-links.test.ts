@@ -144,8 +144,8 @@ describe('the documentation', () => {
     expect(migrations.filter((m) => !dba.includes(`| ${m} |`))).toEqual([]);
   });
 
-  it('documents every configuration variable (gateway/core/config.ts) in docs/operations.md', () => {
-    const source = read('gateway/core/config.ts');
+  it('documents every configuration variable (gateway/core/process/config.ts) in docs/operations.md', () => {
+    const source = read('gateway/core/process/config.ts');
     const schema = source.slice(source.indexOf('const EnvSchema'), source.indexOf('\n});', source.indexOf('const EnvSchema')));
     const variables = [...schema.matchAll(/^ {2}([A-Z][A-Z0-9_]+):/gm)].map((m) => m[1]!);
     expect(variables.length).toBeGreaterThan(20);

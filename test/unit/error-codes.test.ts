@@ -1,6 +1,6 @@
-// The register of error codes (gateway/core/error-codes.ts) against what can
+// The register of error codes (gateway/core/web/error-codes.ts) against what can
 // answer a code: the SQL migrations' `raise ... using errcode = 'PTxxx',
-// hint = 'code'` (core/errors.ts turns the hint into the `error` code and the
+// hint = 'code'` (core/web/errors.ts turns the hint into the `error` code and the
 // digits into the status), the route table's declared responses and the
 // pipeline's (http/openapi.ts routeErrors), the gateway's and MCP server's
 // sources, and the MCP SDK's OAuth errors. No entry may be dead, and
@@ -10,8 +10,8 @@ import path from 'node:path';
 import { OAUTH_ERRORS } from '@modelcontextprotocol/sdk/server/auth/errors.js';
 import { describe, expect, it } from 'vitest';
 import { routes } from '../../gateway/app.ts';
-import { projectRoot } from '../../gateway/core/config.ts';
-import { ERROR_CODES, errorCodeEntries, isErrorCode } from '../../gateway/core/error-codes.ts';
+import { projectRoot } from '../../gateway/core/process/config.ts';
+import { ERROR_CODES, errorCodeEntries, isErrorCode } from '../../gateway/core/web/error-codes.ts';
 import { openApiPath, routeErrors } from '../../gateway/http/openapi.ts';
 import { ERROR_DOCS_FILE, renderErrorDocs } from '../../gateway/tooling/error-docs.ts';
 
@@ -49,7 +49,7 @@ function raisedHints(): { raised: Raised[]; hintAssignments: number } {
 }
 
 const { raised, hintAssignments } = raisedHints();
-/** The hints that become `error` codes (core/errors.ts toHttpError: PTxxx and a snake_case hint). */
+/** The hints that become `error` codes (core/web/errors.ts toHttpError: PTxxx and a snake_case hint). */
 const codeHints = raised.filter((r) => r.errcode !== null && /^PT\d{3}$/.test(r.errcode) && /^[a-z][a-z0-9_]*$/.test(r.hint));
 
 describe('the register of error codes', () => {
@@ -60,11 +60,11 @@ describe('the register of error codes', () => {
 
   it('holds every snake_case hint the SQL raises with a PTxxx SQLSTATE, with that status', () => {
     const missing = codeHints.filter((r) => !isErrorCode(r.hint)).map((r) => `${r.hint} (${r.errcode}, ${r.file})`);
-    expect(missing, 'add these codes to gateway/core/error-codes.ts').toEqual([]);
+    expect(missing, 'add these codes to gateway/core/web/error-codes.ts').toEqual([]);
     const wrongStatus = codeHints
       .filter((r) => isErrorCode(r.hint) && !(ERROR_CODES[r.hint].status as readonly number[]).includes(Number(r.errcode!.slice(2))))
       .map((r) => `${r.hint} raised as ${r.errcode} in ${r.file}`);
-    expect(wrongStatus, 'add the status to the code in gateway/core/error-codes.ts').toEqual([]);
+    expect(wrongStatus, 'add the status to the code in gateway/core/web/error-codes.ts').toEqual([]);
   });
 
   it('holds every code a route can answer in the Error body, with the status it answers it at', () => {
@@ -86,7 +86,7 @@ describe('the register of error codes', () => {
     const byRoutes = new Set(routes.flatMap((route) => [...routeErrors(route).values()].flatMap((list) => list.flatMap((entry) => [...entry.codes]))));
     const bySql = new Set(codeHints.map((r) => r.hint));
     const sources = [...files('gateway', '.ts'), ...files('mcp-server', '.ts')]
-      .filter((file) => !file.endsWith(path.join('core', 'error-codes.ts')) && !file.endsWith(path.join('tooling', 'error-docs.ts')))
+      .filter((file) => !file.endsWith(path.join('core', 'web', 'error-codes.ts')) && !file.endsWith(path.join('tooling', 'error-docs.ts')))
       .map((file) => fs.readFileSync(file, 'utf8'))
       .join('\n');
     const oauth = new Set(Object.keys(OAUTH_ERRORS));
@@ -96,7 +96,7 @@ describe('the register of error codes', () => {
         return !(entry.also?.includes('oauth') && oauth.has(code));
       })
       .map(([code]) => code);
-    expect(dead, 'remove these from gateway/core/error-codes.ts, or say in `note` why they stay').toEqual([]);
+    expect(dead, 'remove these from gateway/core/web/error-codes.ts, or say in `note` why they stay').toEqual([]);
   });
 
   it('names as OAuth codes only codes of the OAuth errors the MCP SDK answers', () => {

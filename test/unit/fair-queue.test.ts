@@ -1,11 +1,11 @@
-// The hashing queue (gateway/core/fair-queue.ts): `concurrency` items run at
+// The hashing queue (gateway/core/auth/fair-queue.ts): `concurrency` items run at
 // once; the rest wait in one queue per client, and a free slot goes to the
 // clients in turn; when the queue is full a newcomer takes the place of the
 // newest item of the client with the longest queue, and only a client whose
 // own items fill it is refused (503 with a retry hint).
 import { describe, expect, it } from 'vitest';
-import { HttpError } from '../../gateway/core/errors.ts';
-import { FairQueue } from '../../gateway/core/fair-queue.ts';
+import { HttpError } from '../../gateway/core/web/errors.ts';
+import { FairQueue } from '../../gateway/core/auth/fair-queue.ts';
 
 /** Lets every pending promise settle. */
 const tick = () => new Promise((resolve) => setImmediate(resolve));

@@ -4,7 +4,7 @@
 // clients are not held up, and past the queue's bound (length or wait) the
 // answer is 429 with a retry hint.
 import { describe, expect, it } from 'vitest';
-import { HttpError } from '../../gateway/core/errors.ts';
+import { HttpError } from '../../gateway/core/web/errors.ts';
 import { FairShare, fairShareKey } from '../../gateway/http/fair-share.ts';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));

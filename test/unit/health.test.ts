@@ -4,11 +4,11 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, describe, expect, it } from 'vitest';
 import { createApp } from '../../gateway/app.ts';
-import { loadConfig } from '../../gateway/core/config.ts';
-import { createPool } from '../../gateway/core/db.ts';
-import { createTokenService } from '../../gateway/core/jwt.ts';
-import { createLogger } from '../../gateway/core/log.ts';
-import { Passwords } from '../../gateway/core/passwords.ts';
+import { loadConfig } from '../../gateway/core/process/config.ts';
+import { createPool } from '../../gateway/core/database/pool.ts';
+import { createTokenService } from '../../gateway/core/auth/jwt.ts';
+import { createLogger } from '../../gateway/core/process/log.ts';
+import { Passwords } from '../../gateway/core/auth/passwords.ts';
 import { ChangeHub } from '../../gateway/realtime/hub.ts';
 import { databaseUrl } from '../helpers.ts';
 

@@ -1,4 +1,4 @@
-// fast-jwt (gateway/core/jwt.ts createAccessTokenVerifier) against jose's
+// fast-jwt (gateway/core/auth/jwt.ts createAccessTokenVerifier) against jose's
 // jwtVerify with the same keys and options plus the user check the gateway
 // always made (role `authenticated`, a uuid `sub`): every token gets the same
 // verdict from both (accepted, expired or refused), crafted edge cases and
@@ -16,7 +16,7 @@ import crypto from 'node:crypto';
 import fc from 'fast-check';
 import { errors as joseErrors, jwtVerify } from 'jose';
 import { describe, expect, it } from 'vitest';
-import { createAccessTokenVerifier, InvalidTokenError, type VerifierKey } from '../../gateway/core/jwt.ts';
+import { createAccessTokenVerifier, InvalidTokenError, type VerifierKey } from '../../gateway/core/auth/jwt.ts';
 
 const ISSUER = 'https://example.test/api/auth';
 const NOW_MS = Math.floor(Date.now() / 1000) * 1000 + 500;

@@ -4,8 +4,8 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { exportJWK, generateKeyPair } from 'jose';
 import { describe, expect, inject, it } from 'vitest';
-import { loadConfig } from '../../gateway/core/config.ts';
-import { createTokenService, InvalidTokenError } from '../../gateway/core/jwt.ts';
+import { loadConfig } from '../../gateway/core/process/config.ts';
+import { createTokenService, InvalidTokenError } from '../../gateway/core/auth/jwt.ts';
 
 const user = { id: crypto.randomUUID(), email: 'a@example.com', sessionId: crypto.randomUUID() };
 

@@ -1,5 +1,6 @@
 // The architecture, checked on the import graph (madge): the code both
-// processes share (gateway/core) imports no front door; the MCP server
+// processes share (gateway/core) imports no front door, and its rooms
+// (process, web, database, auth) import only downwards; the MCP server
 // imports only gateway/core; the gateway never imports the MCP server (it
 // starts it by its file path); the HTTP layer imports no route, realtime
 // module or composition root; and there is no import cycle anywhere.
@@ -16,6 +17,9 @@ const graph = await madge(['gateway', 'mcp-server', 'test'].map((dir) => path.jo
 });
 const imports = Object.entries(graph.obj());
 
+/** The rooms of gateway/core, lowest first: a room may import only itself and the rooms before it. */
+const CORE_ROOMS = ['process', 'web', 'database', 'auth'] as const;
+
 /** Every import from a file under `from` to a file matching `to`. */
 function edges(from: string, to: (target: string) => boolean): string[] {
   return imports.flatMap(([file, targets]) => (file.startsWith(from) ? targets.filter(to).map((t) => `${file} -> ${t}`) : []));
@@ -27,7 +31,19 @@ describe('the layout', () => {
   });
 
   it('gateway/core imports no front door (HTTP layer, routes, realtime, jobs, MCP server, composition roots)', () => {
-    expect(edges('gateway/core/', (t) => !t.startsWith('gateway/core/') && !t.startsWith('gateway/tooling/'))).toEqual([]);
+    expect(edges('gateway/core/', (t) => !t.startsWith('gateway/core/'))).toEqual([]);
+  });
+
+  it('gateway/core is four rooms, each importing only itself and the rooms below it (process ← web ← database ← auth)', () => {
+    const core = path.join(projectRoot, 'gateway', 'core');
+    const rooms = fs.readdirSync(core, { withFileTypes: true });
+    expect(rooms.filter((entry) => !entry.isDirectory()).map((entry) => entry.name)).toEqual([]);
+    expect(rooms.map((entry) => entry.name).sort()).toEqual([...CORE_ROOMS].sort());
+    const roomOf = (file: string) => CORE_ROOMS.indexOf(file.split('/')[2] as (typeof CORE_ROOMS)[number]);
+    expect(edges('gateway/core/', (t) => t.startsWith('gateway/core/')).filter((edge) => {
+      const [from, to] = edge.split(' -> ') as [string, string];
+      return roomOf(to) > roomOf(from);
+    })).toEqual([]);
   });
 
   it('the MCP server imports only gateway/core of the gateway', () => {
@@ -46,6 +62,20 @@ describe('the layout', () => {
   it('the request path does not load the development tooling', () => {
     const requestPath = (f: string) => /^gateway\/(http|routes|realtime)\//.test(f);
     expect(imports.filter(([file]) => requestPath(file)).flatMap(([file, targets]) => targets.filter((t) => t.startsWith('gateway/tooling/')).map((t) => `${file} -> ${t}`))).toEqual([]);
+  });
+
+  it("the caller's claims and the bearer header are each made in one place (core/auth/identity.ts, core/auth/bearer.ts)", () => {
+    const sources = ['gateway', 'mcp-server'].flatMap((dir) =>
+      fs
+        .readdirSync(path.join(projectRoot, dir), { recursive: true, encoding: 'utf8' })
+        .filter((f) => f.endsWith('.ts'))
+        .map((f) => path.posix.join(dir, f.split(path.sep).join('/'))),
+    );
+    const found = (pattern: RegExp, allowed: string[]) =>
+      sources.filter((file) => !allowed.includes(file) && pattern.test(fs.readFileSync(path.join(projectRoot, file), 'utf8')));
+    // A claims object is a role given as a value (not a type); jwt.ts signs the access token's own.
+    expect(found(/\brole:\s*'(anon|authenticated|service_role)'\s*[,})]/, ['gateway/core/auth/identity.ts', 'gateway/core/auth/jwt.ts'])).toEqual([]);
+    expect(found(/Bearer\\s/, ['gateway/core/auth/bearer.ts'])).toEqual([]);
   });
 
   it('is described in docs/development.md: its Layout names every module of gateway/', () => {

@@ -1,4 +1,4 @@
-// The log destination (gateway/core/log.ts): lines are buffered and written
+// The log destination (gateway/core/process/log.ts): lines are buffered and written
 // in blocks, everything left is written when the process exits, and a
 // process whose stdout has no reader any more still exits (with pino's own
 // destination it retried the failed write forever: MCP processes were left
@@ -12,7 +12,7 @@ const root = path.resolve(import.meta.dirname, '..', '..');
 /** A process that logs `lines` lines with the gateway's logger and exits at once. */
 function logAndExit(lines: number) {
   const script = `
-    import { createLogger } from './gateway/core/log.ts';
+    import { createLogger } from './gateway/core/process/log.ts';
     const log = createLogger('info', 'logtest');
     for (let i = 0; i < ${lines}; i++) log.info({ i }, 'line');
     process.exit(0);`;

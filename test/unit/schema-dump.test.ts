@@ -5,7 +5,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { createLogger } from '../../gateway/core/log.ts';
+import { createLogger } from '../../gateway/core/process/log.ts';
 import { pg15Program } from '../../gateway/tooling/pg15.ts';
 import { diffDump, dumpSchema, normalizeDump, SCHEMA_FILE } from '../../gateway/tooling/schema-dump.ts';
 

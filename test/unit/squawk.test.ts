@@ -5,7 +5,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { projectRoot } from '../../gateway/core/config.ts';
+import { projectRoot } from '../../gateway/core/process/config.ts';
 
 const root = projectRoot();
 const squawk = (...args: string[]) =>

@@ -6,7 +6,7 @@
 // the real gateway in test/process/webhook-workers.test.ts.
 import { describe, expect, it } from 'vitest';
 import { addressRefusal, isPublicAddress, sendRefusal, webhookUrlProblem } from '../../gateway/jobs/webhook-targets.ts';
-import { DEFAULT_WEBHOOK_PORTS } from '../../gateway/core/config.ts';
+import { DEFAULT_WEBHOOK_PORTS } from '../../gateway/core/process/config.ts';
 import { PUBLIC_ADDRESSES, REFUSED_ADDRESSES, urlHost } from '../support/special-addresses.ts';
 
 const strict = { allowPrivate: false, allowedPorts: DEFAULT_WEBHOOK_PORTS };

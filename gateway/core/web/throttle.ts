@@ -1,7 +1,7 @@
 // 429 answers: the error to throw, and the Retry-After header the pipeline sets
 // from it. The counting itself is SQL (private.password_attempt_start / _finish for sign-ins,
 // private.auth_throttle_* for refresh and verify).
-import type { AuthLimits } from './config.ts';
+import type { AuthLimits } from '../process/config.ts';
 import { HttpError } from './errors.ts';
 
 export const DEFAULT_AUTH_LIMITS: AuthLimits = {

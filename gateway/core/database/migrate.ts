@@ -10,8 +10,8 @@
 import { createRequire } from 'node:module';
 import path from 'node:path';
 import { Logger, migrate, watch, type Settings } from 'graphile-migrate';
-import { projectRoot } from './config.ts';
-import type { Logger as PinoLogger } from './log.ts';
+import { projectRoot } from '../process/config.ts';
+import type { Logger as PinoLogger } from '../process/log.ts';
 import { installJobQueue } from './job-queue.ts';
 
 export const MIGRATIONS_FOLDER = path.join(projectRoot(), 'sql', 'migrations');

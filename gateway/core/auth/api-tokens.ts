@@ -12,10 +12,9 @@
 // a database error about it is reduced to its status (the statement's
 // parameters never reach a log).
 import { z } from 'zod';
-import { DEADLINE_MARGIN_MS, withDeadline, type RequestClaims, type Sql } from './db.ts';
-import { HttpError, toHttpError } from './errors.ts';
-import { LIMITS } from './limits.ts';
-import type { AccessClaims } from './jwt.ts';
+import { DEADLINE_MARGIN_MS, withDeadline, type Sql } from '../database/pool.ts';
+import { HttpError, toHttpError } from '../web/errors.ts';
+import { LIMITS } from '../web/limits.ts';
 
 export const API_TOKEN_PREFIX = 'cbk_';
 const SECRET_SHAPE = /^cbk_[A-Za-z0-9]{40}$/;
@@ -92,29 +91,6 @@ export async function authenticateApiToken(
     communityId: row.community_id,
     expiresAt: row.expires_at,
   };
-}
-
-/** The caller a request runs as: the verified user claims and, for an API token, the token. */
-export interface Caller {
-  user: AccessClaims;
-  claims: RequestClaims;
-  apiToken: ApiTokenInfo | null;
-}
-
-/**
- * The caller of a token-authenticated request (claims: role, sub, token_id,
- * token_community_id, and exp when the token expires, so that what outlives
- * the request, such as a stream, ends with the token).
- */
-export function apiTokenCaller(auth: ApiTokenAuthentication): Caller {
-  const user: AccessClaims = {
-    role: 'authenticated',
-    sub: auth.userId,
-    token_id: auth.tokenId,
-    token_community_id: auth.communityId,
-    ...(auth.expiresAt ? { exp: Math.floor(auth.expiresAt.getTime() / 1000) } : {}),
-  };
-  return { user, claims: { ...user }, apiToken: { id: auth.tokenId, communityId: auth.communityId } };
 }
 
 /** A permission pattern: `*`, an exact path, or a prefix ending in `*` (SQL checks the same). */

@@ -3,7 +3,6 @@
 import os from 'node:os';
 import path from 'node:path';
 import { z } from 'zod';
-import { parseTrustProxy, type TrustProxy } from './client-ip.ts';
 import { StartupProblem } from './startup-error.ts';
 
 const optionalString = z
@@ -32,7 +31,7 @@ const EnvSchema = z.object({
     .optional()
     .default('info'),
   DATA_DIR: optionalString,
-  // Unset: a free port, kept with the data (gateway/tooling/embedded-postgres.ts).
+  // Unset: a free port, kept with the data (gateway/core/process/embedded-postgres.ts).
   EMBEDDED_PG_PORT: optionalString.pipe(z.coerce.number<string | undefined>().int().min(1).max(65535).optional()),
   DB_POOL_MAX: z.coerce.number().int().min(1).max(500).optional().default(10),
   STATEMENT_TIMEOUT_MS: z.coerce.number().int().min(100).optional().default(15_000),
@@ -117,9 +116,9 @@ export interface Config {
   realtime: RealtimeConfig;
   /** Failed-login and refresh/verify throttling (counted in Postgres). */
   authLimits: AuthLimits;
-  /** Password hashing in this process (gateway/core/passwords.ts). */
+  /** Password hashing in this process (gateway/core/auth/passwords.ts). */
   passwords: PasswordOptions;
-  /** TRUST_PROXY: how to read the client IP (see gateway/core/client-ip.ts). */
+  /** TRUST_PROXY: how to read the client IP (see gateway/core/web/client-ip.ts). */
   trustProxy: TrustProxy;
   /** CORS_ORIGINS: browser origins allowed to call the API (see gateway/http/cors.ts); empty: CORS off. */
   corsOrigins: string[];
@@ -128,7 +127,7 @@ export interface Config {
   webhooks: WebhookConfig;
 }
 
-/** Password hashing in a process: gateway/core/passwords.ts. */
+/** Password hashing in a process: gateway/core/auth/passwords.ts. */
 export interface PasswordOptions {
   /** BCRYPT_COST: the cost new hashes get; stored hashes below it are re-hashed at the next sign-in. */
   cost: number;
@@ -368,9 +367,9 @@ function detectPoolMode(url: string | undefined): 'session' | 'transaction' {
   }
 }
 
-/** The repository root (this file lives in gateway/core/). */
+/** The repository root (this file lives in gateway/core/process/). */
 export function projectRoot(): string {
-  return path.resolve(import.meta.dirname, '..', '..');
+  return path.resolve(import.meta.dirname, '..', '..', '..');
 }
 
 function trustProxyFrom(value: string | undefined): TrustProxy {
@@ -379,4 +378,17 @@ function trustProxyFrom(value: string | undefined): TrustProxy {
   } catch (err) {
     throw new ConfigError(`invalid configuration: ${(err as Error).message}`);
   }
+}
+
+export type TrustProxy = number | 'all' | undefined;
+
+/** Parses TRUST_PROXY (how gateway/core/web/client-ip.ts reads the client address): a hop count, `true`/`all`, or unset/`false`/`0` (trust none). */
+function parseTrustProxy(value: string | undefined): TrustProxy {
+  if (value === undefined) return undefined;
+  const v = value.trim().toLowerCase();
+  if (v === '' || v === 'false' || v === '0' || v === 'no') return undefined;
+  if (v === 'true' || v === 'all' || v === 'yes') return 'all';
+  const hops = Number(v);
+  if (Number.isInteger(hops) && hops > 0) return hops;
+  throw new Error(`TRUST_PROXY must be a number of proxy hops, true or false (got "${value}")`);
 }

@@ -12,8 +12,8 @@
 // base can only ever name this server.
 import { z } from 'zod';
 import { defineRoute, type Route } from '../http/route.ts';
-import { HttpError } from '../core/errors.ts';
-import { LIMITS } from '../core/limits.ts';
+import { HttpError } from '../core/web/errors.ts';
+import { LIMITS } from '../core/web/limits.ts';
 import { DateTime, errors, Id } from '../http/responses.ts';
 
 const METHODS = ['GET', 'POST', 'PUT', 'DELETE', 'PATCH'] as const;

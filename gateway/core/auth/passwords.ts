@@ -19,9 +19,9 @@
 // (private.password_attempt_start / _finish): this module only does the
 // arithmetic. Neither a password nor a hash is ever logged or answered.
 import crypto from 'node:crypto';
-import type { PasswordOptions } from './config.ts';
-import { sqlRefusal } from './errors.ts';
-import { tooManyRequests } from './throttle.ts';
+import type { PasswordOptions } from '../process/config.ts';
+import { sqlRefusal } from '../web/errors.ts';
+import { tooManyRequests } from '../web/throttle.ts';
 import { HashThreads } from './hash-threads.ts';
 import { FairQueue, type Place } from './fair-queue.ts';
 

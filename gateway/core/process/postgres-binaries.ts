@@ -12,7 +12,7 @@ import fs from 'node:fs';
 import { createRequire } from 'node:module';
 import os from 'node:os';
 import path from 'node:path';
-import { StartupProblem } from '../core/startup-error.ts';
+import { StartupProblem } from './startup-error.ts';
 
 /** A failure to start the embedded Postgres: one line saying what is wrong and what to do. */
 export class EmbeddedPostgresError extends StartupProblem {}

@@ -24,7 +24,7 @@ export async function openDatabase(config: Config, log: Logger, { reuseRunning =
   }
   makeDataFolder(config.dataDir);
   // Development tooling, loaded only when it is used: a deployment (DATABASE_URL) never loads it.
-  const { ensureDatabase, startEmbeddedPostgres } = await import('../tooling/embedded-postgres.ts');
+  const { ensureDatabase, startEmbeddedPostgres } = await import('./embedded-postgres.ts');
   const cluster = await startEmbeddedPostgres({
     dir: path.join(config.dataDir, 'postgres'),
     port: config.embeddedPgPort,

@@ -1,8 +1,8 @@
 // graphile-worker's schema (graphile_worker) and its log lines; used by the
-// migrations (core/migrate.ts installs the schema first) and the worker
+// migrations (core/database/migrate.ts installs the schema first) and the worker
 // (gateway/jobs/worker.ts).
 import { Logger as WorkerLogger, runMigrations } from 'graphile-worker';
-import type { Logger } from './log.ts';
+import type { Logger } from '../process/log.ts';
 
 /**
  * graphile-worker's log lines through pino: its per-job info lines at

@@ -8,19 +8,7 @@
 // X-Forwarded-For (each trusted proxy appends the address it saw). `true`
 // trusts the whole header (its leftmost entry).
 import net from 'node:net';
-
-export type TrustProxy = number | 'all' | undefined;
-
-/** Parses TRUST_PROXY: a hop count, `true`/`all`, or unset/`false`/`0` (trust none). */
-export function parseTrustProxy(value: string | undefined): TrustProxy {
-  if (value === undefined) return undefined;
-  const v = value.trim().toLowerCase();
-  if (v === '' || v === 'false' || v === '0' || v === 'no') return undefined;
-  if (v === 'true' || v === 'all' || v === 'yes') return 'all';
-  const hops = Number(v);
-  if (Number.isInteger(hops) && hops > 0) return hops;
-  throw new Error(`TRUST_PROXY must be a number of proxy hops, true or false (got "${value}")`);
-}
+import type { TrustProxy } from '../process/config.ts';
 
 /** `::ffff:1.2.3.4` → `1.2.3.4`; anything that is not an IP address → undefined. */
 function normalise(address: string | undefined): string | undefined {

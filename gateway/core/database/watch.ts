@@ -1,4 +1,4 @@
-// Whether the database answers at all, for the pools of core/db.ts.
+// Whether the database answers at all, for the pools of pool.ts.
 //
 // A stopped database refuses connections and requests fail at once. A frozen
 // one (a hung disk, a network partition, a SIGSTOPped Postgres) fails
@@ -11,13 +11,13 @@
 // answer) and nothing at all has answered meanwhile, the watch asks the
 // database on a connection of its own (`select 1` within PROBE_TIMEOUT_MS).
 // No answer: the database is unresponsive. Operations still waiting for a
-// connection are cut at once, and no new one is sent (core/db.ts answers 503:
+// connection are cut at once, and no new one is sent (core/database/transaction.ts answers 503:
 // nothing of them reached the database), until a probe (every
 // REPROBE_MS while it lasts) is answered again. Statements already sent keep
 // their deadline. A database that is merely busy answers the probe, and
 // nothing changes.
 import postgres from 'postgres';
-import type { Logger } from './log.ts';
+import type { Logger } from '../process/log.ts';
 
 /** An operation that has waited this long, with no answer from the database meanwhile, has the database probed. */
 export const PROBE_AFTER_MS = 500;

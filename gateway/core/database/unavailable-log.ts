@@ -5,8 +5,8 @@
 // cause (no stack), then one line every 10 s with how many more failed while
 // it lasts, and one line when it works again, saying for how long it did not
 // (each request still has its own line in the request log, with its status).
-import { toHttpError } from './errors.ts';
-import type { Logger } from './log.ts';
+import { toHttpError } from '../web/errors.ts';
+import type { Logger } from '../process/log.ts';
 
 const SUMMARY_EVERY_MS = 10_000;
 

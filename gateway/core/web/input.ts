@@ -1,6 +1,6 @@
 // What hostile or malformed input gets, decided once for every route (the
 // pipeline in route.ts and app.ts call these; SQLSTATE backstops are in
-// gateway/core/errors.ts):
+// gateway/core/web/errors.ts):
 //
 // - A path segment whose percent-encoding is not valid UTF-8 (e.g. the bytes
 //   of a lone surrogate, `%ED%A0%80`, or a stray `%`) is decoded leniently,

@@ -1,14 +1,14 @@
 // The register of error codes: every value the `error` field of an answer can
 // take, with the HTTP statuses it comes with and what it means. It is the one
 // list; everything else reads it:
-//   - HttpError (core/errors.ts) and a route's errors('code', ...) (http/
+//   - HttpError (core/web/errors.ts) and a route's errors('code', ...) (http/
 //     responses.ts) accept only these codes (the type ErrorCode);
 //   - the OpenAPI document's `error` enums are the codes each route declares
 //     plus those of the pipeline (http/openapi.ts routeErrors);
 //   - docs/errors.md is generated from it and the route table
 //     (`npm run docs:errors`; `--check` fails when the file is stale);
 //   - test/unit/error-codes.test.ts checks that every snake_case `hint` the SQL
-//     migrations raise with a PTxxx SQLSTATE (which core/errors.ts turns into
+//     migrations raise with a PTxxx SQLSTATE (which core/web/errors.ts turns into
 //     the `error` code) is registered with that status, that every route's
 //     declared codes are registered with the status they are declared at,
 //     and that every entry is used somewhere (or says in `note` why not).
@@ -42,7 +42,7 @@ export interface ErrorCodeEntry {
 
 export const ERROR_CODES = {
   // -------------------------------------------------------------------------
-  // The pipeline's own codes (core/errors.ts DEFAULT_CODES, http/*)
+  // The pipeline's own codes (core/web/errors.ts DEFAULT_CODES, http/*)
   // -------------------------------------------------------------------------
   bad_request: {
     status: [400],
@@ -132,7 +132,7 @@ export const ERROR_CODES = {
     status: [],
     meaning: 'The fallback code of a status that has no code of its own.',
     note:
-      'Every status answered today has its own code (core/errors.ts defaultCode); kept so that an unforeseen status still carries a code.',
+      'Every status answered today has its own code (core/web/errors.ts defaultCode); kept so that an unforeseen status still carries a code.',
   },
 
   // -------------------------------------------------------------------------

@@ -4,7 +4,7 @@
 // `message` is shown to the client and `hint`, when it is a snake_case word,
 // becomes the machine-readable `error` code. Other SQLSTATEs map through the
 // table below; anything unknown is a 500 whose details stay in the server log.
-// Every code is one of the register's (core/error-codes.ts).
+// Every code is one of the register's (core/web/error-codes.ts).
 import postgres from 'postgres';
 import type { ErrorCode } from './error-codes.ts';
 
@@ -96,7 +96,7 @@ function isConnectionError(err: unknown): boolean {
       'CONNECTION_CLOSED',
       'CONNECTION_ENDED',
       'CONNECTION_DESTROYED',
-      'DATABASE_WAIT_TIMEOUT', // core/db.ts: no connection, or no answer, in bounded time
+      'DATABASE_WAIT_TIMEOUT', // core/database/pool.ts DatabaseWaitError: no connection, or no answer, in bounded time
     ].includes(code)
   );
 }
@@ -145,7 +145,7 @@ export function unavailable(message: string): HttpError {
 
 /**
  * 504 outcome_unknown: the request's COMMIT was sent and its answer never
- * came (core/db.ts OutcomeUnknownError); the change may have been saved.
+ * came (core/database/pool.ts OutcomeUnknownError); the change may have been saved.
  */
 export function outcomeUnknown(): HttpError {
   return new HttpError(

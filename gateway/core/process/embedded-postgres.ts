@@ -25,9 +25,9 @@ import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import postgres from 'postgres';
-import type { Logger } from '../core/log.ts';
+import type { Logger } from './log.ts';
 import { EmbeddedPostgresError, postgresBinaries, postgresUser, reachableByOthers, type PostgresBinaries, type RunAs } from './postgres-binaries.ts';
-import { makeDataFolder } from '../core/data-folder.ts';
+import { makeDataFolder } from './data-folder.ts';
 import { freePort } from './free-port.ts';
 
 export { EmbeddedPostgresError };

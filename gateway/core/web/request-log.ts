@@ -10,7 +10,7 @@
 import crypto from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { RequestHandler } from 'express';
-import { accessLogOf, type Logger } from './log.ts';
+import { accessLogOf, type Logger } from '../process/log.ts';
 
 const REQUEST_ID = /^[A-Za-z0-9._-]{1,64}$/;
 

@@ -15,7 +15,7 @@
 // rejects with the 503 when the place was given to another client's
 // request); leave() gives the place back (in the queue or running) and must
 // always be called. run() does all three.
-import { HttpError } from './errors.ts';
+import { HttpError } from '../web/errors.ts';
 
 export interface FairQueueOptions {
   /** Work items running at once. */

@@ -1,6 +1,5 @@
-// Database access shared by the gateway and the MCP server.
-//
-// The database half of the request pipeline (withClaims), per request:
+// The request's transaction, shared by the gateway and the MCP server: the
+// database half of the request pipeline (withClaims), per request:
 //
 //   take one pooled connection (sql.reserve: no round trip)
 //   → write, without waiting in between (postgres.js pipelines them):
@@ -23,9 +22,6 @@
 // postgres.js query) still gets BEGIN and the settings pipelined with its first
 // query; COMMIT (or ROLLBACK on error) is then sent after fn settles.
 //
-// Behind a transaction-mode pooler (DATABASE_POOL_MODE=transaction) the pool
-// uses no prepared statements; nothing else here depends on the session.
-//
 // Outages: every wait is bounded, and an answer never says a write failed
 // when it may have been saved.
 //   - A request that has no connection, or no answer on it, by its statement
@@ -33,7 +29,7 @@
 //     later is given back unused, and one that went silent is given back
 //     when its queries settle (a transaction whose COMMIT was not sent yet is
 //     rolled back then, never committed late).
-//   - A database that stops answering (frozen: core/db-watch.ts) is noticed
+//   - A database that stops answering (frozen: core/database/watch.ts) is noticed
 //     within PROBE_AFTER_MS + PROBE_TIMEOUT_MS: requests waiting for a
 //     connection are cut, and none is sent until it answers again.
 //   - What the client is told: DatabaseWaitError (503 with Retry-After) when
@@ -44,107 +40,18 @@
 //     nor an error of the server came back: the connection died, or the
 //     deadline passed. (Refused connections fail at once; an unreachable host
 //     after connect_timeout.)
-// postgres.js 3.4.9 loses pool slots around reserve() when the server closes
-// connections (porsager/postgres#1195, #1199, #1186, #1208, #1219, #1223), and
-// behind PgBouncer a new connection whose first query fails (the server is
-// gone) ended the process with an unhandled rejection (#1192): the patch in
-// gateway/patches/, applied by `npm install`, fixes the driver, and
-// test/unit/postgres-driver.test.ts fails without it.
 import postgres from 'postgres';
-import { DatabaseWatch, type WatchedOperation } from './db-watch.ts';
-import { isRetryable } from './errors.ts';
-import type { Logger } from './log.ts';
+import type { WatchedOperation } from './watch.ts';
+import { isRetryable } from '../web/errors.ts';
+import { DatabaseWaitError, DEADLINE_MARGIN_MS, OutcomeUnknownError, watchOf, type Sql } from './pool.ts';
 import { isDatabaseUnavailable, noteServed } from './unavailable-log.ts';
 
-export type Sql = postgres.Sql;
 /**
  * The request's transaction: the connection held for the request, BEGIN
  * already sent (typed as postgres.js's TransactionSql; savepoint() and
  * prepare() are not available on it).
  */
 export type Tx = postgres.TransactionSql;
-
-export type PoolMode = 'session' | 'transaction';
-
-export interface PoolOptions {
-  max: number;
-  applicationName: string;
-  /** 'transaction': behind PgBouncer/Supavisor in transaction mode: no prepared statements. */
-  mode?: PoolMode;
-  /** Where the database not answering, and answering again, is logged. */
-  log?: Logger;
-}
-
-/** The watch of each pool made by createPool (core/db-watch.ts). */
-const watches = new WeakMap<Sql, DatabaseWatch>();
-
-export function createPool(url: string, options: PoolOptions): Sql {
-  const sql = postgres(url, {
-    max: options.max,
-    idle_timeout: 60,
-    connect_timeout: 10,
-    prepare: options.mode !== 'transaction',
-    backoff: reconnectDelaySeconds,
-    // Notices (e.g. from migrations) are not errors; ignore them here.
-    onnotice: () => {},
-    connection: { application_name: options.applicationName },
-  });
-  watches.set(sql, new DatabaseWatch(url, { transactionPooler: options.mode === 'transaction', log: options.log }));
-  return sql;
-}
-
-/** False while the pool's database does not answer (core/db-watch.ts); true for pools without a watch. */
-export function databaseAnswers(sql: Sql): boolean {
-  return watches.get(sql)?.responsive ?? true;
-}
-
-/**
- * Seconds before a closed connection is opened again, after `retries`
- * refused attempts in a row: 25 ms doubling up to 0.5 s, with jitter.
- * postgres.js's default grows to 20 s after a few refusals (and its LISTEN
- * connection shares the count), so a gateway took up to 20 s to notice that
- * the database was back.
- */
-export function reconnectDelaySeconds(retries: number): number {
-  return Math.min(0.025 * 2 ** retries, 0.5) * (0.5 + Math.random() / 2);
-}
-
-/** How long past its statement timeout a request waits for a connection, or for an answer on it. */
-export const DEADLINE_MARGIN_MS = 1_000;
-
-/** No connection, or no answer on it, within the bounds above, and nothing of the transaction committed: the database is not reachable now. */
-export class DatabaseWaitError extends Error {
-  readonly code = 'DATABASE_WAIT_TIMEOUT';
-}
-
-/** The transaction's COMMIT was sent and no answer came back (the connection died, or the deadline passed): it may have committed. */
-export class OutcomeUnknownError extends Error {
-  readonly code = 'OUTCOME_UNKNOWN';
-}
-
-/**
- * Runs `work` (database access outside withClaims, e.g. the API-token check)
- * within the pool's bounds: at once DatabaseWaitError while the database does
- * not answer, and DatabaseWaitError if `work` has not settled by `timeoutMs`
- * (it settles in the background). For work whose outcome does not matter to
- * the client when it is cut.
- */
-export async function withDeadline<T>(sql: Sql, timeoutMs: number, work: () => Promise<T>): Promise<T> {
-  if (!databaseAnswers(sql)) throw new DatabaseWaitError('the database does not answer');
-  const running = work();
-  let timer: NodeJS.Timeout | undefined;
-  const deadline = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new DatabaseWaitError(`no answer from the database within ${timeoutMs} ms`)), timeoutMs);
-  });
-  try {
-    return await Promise.race([running, deadline]);
-  } catch (err) {
-    running.catch(() => {});
-    throw err;
-  } finally {
-    clearTimeout(timer);
-  }
-}
 
 /** The claims a request runs with; `role` picks the Postgres role. */
 export interface RequestClaims {
@@ -153,13 +60,9 @@ export interface RequestClaims {
   [claim: string]: unknown;
 }
 
-export const ANON_CLAIMS: RequestClaims = { role: 'anon' };
-
 export interface TransactionOptions<T = unknown> {
   readOnly?: boolean;
   statementTimeoutMs?: number;
-  /** The claims already serialised (the pipeline caches them per token). */
-  claimsJson?: string;
   /**
    * Statements to send right before COMMIT, in the same round trip, once fn
    * has settled (e.g. storing an idempotent request's answer): they get fn's
@@ -169,9 +72,32 @@ export interface TransactionOptions<T = unknown> {
   finish?: (tx: Tx, result: T) => Promise<unknown>[];
 }
 
+/**
+ * withClaims bound to a request: runs `fn` as the request's caller, or with
+ * the claims given (null: the gateway's own role), with the request's options
+ * and any given. What a route's handler and the idempotency steps call.
+ */
+export type InTransaction = <T>(fn: (tx: Tx) => Promise<T>, claims?: RequestClaims | null, options?: TransactionOptions<T>) => Promise<T>;
+
 const MAX_ATTEMPTS = 3;
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+/**
+ * request.jwt.claims as text. Frozen claims (a verified access token's, the
+ * same object for every request that sends the token: auth/identity.ts) are
+ * serialised once.
+ */
+const claimsText = new WeakMap<RequestClaims, string>();
+function claimsJson(claims: RequestClaims): string {
+  if (!Object.isFrozen(claims)) return JSON.stringify(claims);
+  let text = claimsText.get(claims);
+  if (text === undefined) {
+    text = JSON.stringify(claims);
+    claimsText.set(claims, text);
+  }
+  return text;
+}
 
 /** The session an access token belongs to (its session_id claim), if any. */
 function sessionOf(claims: RequestClaims): string | null {
@@ -223,7 +149,7 @@ interface Progress {
 
 async function transaction<T>(sql: Sql, claims: RequestClaims | null, fn: (tx: Tx) => Promise<T>, options: TransactionOptions<T>): Promise<T> {
   const timeoutMs = options.statementTimeoutMs ?? 15_000;
-  const watch = watches.get(sql);
+  const watch = watchOf(sql);
   if (watch && !watch.responsive) throw new DatabaseWaitError('the database does not answer');
   const progress: Progress = { commitSent: false, settled: false, abandoned: false };
   let cut: (err: Error) => void = () => {};
@@ -316,7 +242,7 @@ async function run<T>(
     claims
       ? tx`
     select set_config('role', ${claims.role}, true),
-           set_config('request.jwt.claims', ${options.claimsJson ?? JSON.stringify(claims)}, true),
+           set_config('request.jwt.claims', ${claimsJson(claims)}, true),
            set_config('statement_timeout', ${String(timeoutMs)}, true),
            private.check_session(${sessionOf(claims)}::uuid)`
       : tx`select set_config('statement_timeout', ${String(timeoutMs)}, true)`

@@ -21,8 +21,8 @@ import path from 'node:path';
 import { createVerifier, TokenError, type Algorithm } from 'fast-jwt';
 import { importJWK, SignJWT, type JWK, type JWTPayload } from 'jose';
 import { z } from 'zod';
-import type { Config } from './config.ts';
-import { makeDataFolder } from './data-folder.ts';
+import type { Config } from '../process/config.ts';
+import { makeDataFolder } from '../process/data-folder.ts';
 import { VerifiedTokenCache } from './verified-tokens.ts';
 
 export const AUDIENCE = 'authenticated';

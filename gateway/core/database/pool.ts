@@ -1,0 +1,107 @@
+// The database pool both processes use (postgres.js) and the bounds on waiting
+// for it: createPool watches each pool (watch.ts), so a database that stops
+// answering is noticed; withDeadline bounds work outside a request's
+// transaction; DatabaseWaitError and OutcomeUnknownError are what a client may
+// be told when it does not answer (transaction.ts says when each applies).
+//
+// Behind a transaction-mode pooler (DATABASE_POOL_MODE=transaction) the pool
+// uses no prepared statements; nothing else here depends on the session.
+//
+// postgres.js 3.4.9 loses pool slots around reserve() when the server closes
+// connections (porsager/postgres#1195, #1199, #1186, #1208, #1219, #1223), and
+// behind PgBouncer a new connection whose first query fails (the server is
+// gone) ended the process with an unhandled rejection (#1192): the patch in
+// gateway/patches/, applied by `npm install`, fixes the driver, and
+// test/unit/postgres-driver.test.ts fails without it.
+import postgres from 'postgres';
+import { DatabaseWatch } from './watch.ts';
+import type { Logger } from '../process/log.ts';
+
+export type Sql = postgres.Sql;
+
+export type PoolMode = 'session' | 'transaction';
+
+export interface PoolOptions {
+  max: number;
+  applicationName: string;
+  /** 'transaction': behind PgBouncer/Supavisor in transaction mode: no prepared statements. */
+  mode?: PoolMode;
+  /** Where the database not answering, and answering again, is logged. */
+  log?: Logger;
+}
+
+/** The watch of each pool made by createPool (core/database/watch.ts). */
+const watches = new WeakMap<Sql, DatabaseWatch>();
+
+export function createPool(url: string, options: PoolOptions): Sql {
+  const sql = postgres(url, {
+    max: options.max,
+    idle_timeout: 60,
+    connect_timeout: 10,
+    prepare: options.mode !== 'transaction',
+    backoff: reconnectDelaySeconds,
+    // Notices (e.g. from migrations) are not errors; ignore them here.
+    onnotice: () => {},
+    connection: { application_name: options.applicationName },
+  });
+  watches.set(sql, new DatabaseWatch(url, { transactionPooler: options.mode === 'transaction', log: options.log }));
+  return sql;
+}
+
+/** The watch of a pool made by createPool; none for other pools. */
+export function watchOf(sql: Sql): DatabaseWatch | undefined {
+  return watches.get(sql);
+}
+
+/** False while the pool's database does not answer (core/database/watch.ts); true for pools without a watch. */
+export function databaseAnswers(sql: Sql): boolean {
+  return watches.get(sql)?.responsive ?? true;
+}
+
+/**
+ * Seconds before a closed connection is opened again, after `retries`
+ * refused attempts in a row: 25 ms doubling up to 0.5 s, with jitter.
+ * postgres.js's default grows to 20 s after a few refusals (and its LISTEN
+ * connection shares the count), so a gateway took up to 20 s to notice that
+ * the database was back.
+ */
+export function reconnectDelaySeconds(retries: number): number {
+  return Math.min(0.025 * 2 ** retries, 0.5) * (0.5 + Math.random() / 2);
+}
+
+/** How long past its statement timeout a request waits for a connection, or for an answer on it. */
+export const DEADLINE_MARGIN_MS = 1_000;
+
+/** No connection, or no answer on it, within the bounds above, and nothing of the transaction committed: the database is not reachable now. */
+export class DatabaseWaitError extends Error {
+  readonly code = 'DATABASE_WAIT_TIMEOUT';
+}
+
+/** The transaction's COMMIT was sent and no answer came back (the connection died, or the deadline passed): it may have committed. */
+export class OutcomeUnknownError extends Error {
+  readonly code = 'OUTCOME_UNKNOWN';
+}
+
+/**
+ * Runs `work` (database access outside withClaims, e.g. the API-token check)
+ * within the pool's bounds: at once DatabaseWaitError while the database does
+ * not answer, and DatabaseWaitError if `work` has not settled by `timeoutMs`
+ * (it settles in the background). For work whose outcome does not matter to
+ * the client when it is cut.
+ */
+export async function withDeadline<T>(sql: Sql, timeoutMs: number, work: () => Promise<T>): Promise<T> {
+  if (!databaseAnswers(sql)) throw new DatabaseWaitError('the database does not answer');
+  const running = work();
+  let timer: NodeJS.Timeout | undefined;
+  const deadline = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new DatabaseWaitError(`no answer from the database within ${timeoutMs} ms`)), timeoutMs);
+  });
+  try {
+    return await Promise.race([running, deadline]);
+  } catch (err) {
+    running.catch(() => {});
+    throw err;
+  } finally {
+    clearTimeout(timer);
+  }
+}
