@@ -55,6 +55,7 @@ import {
 } from './idempotency.ts';
 import type { Page } from '../core/html.ts';
 import { assertStorable } from '../core/input.ts';
+import { FormFields } from './body.ts';
 import type { Responses, SecurityScheme } from './responses.ts';
 
 export type Method = 'get' | 'post' | 'put' | 'patch' | 'delete';
@@ -125,6 +126,8 @@ export interface Context<P, Q, B, H = undefined> {
   apiToken: ApiTokenInfo | null;
   /** The client's IP address (gateway/core/client-ip.ts), for limits per client. */
   clientIp: string;
+  /** The request's User-Agent (at most 512 characters), or null: recorded with a session. */
+  userAgent: string | null;
   services: Services;
   log: Logger;
   /**
@@ -195,6 +198,14 @@ export interface RouteDefinition<
   security?: SecurityScheme[];
   /** The path holds a secret (a token): the request log line shows the route's template instead. */
   secretPath?: boolean;
+  /**
+   * false: the route takes no Idempotency-Key although its method and path
+   * would (http/idempotency.ts): a route that checks the caller's password
+   * again before it acts, whose retry checks it again.
+   */
+  idempotencyKey?: false;
+  /** 'form': the body is an HTML form (application/x-www-form-urlencoded, http/body.ts FormFields), for the web pages; default JSON. */
+  bodyType?: 'json' | 'form';
   handler(ctx: Context<Out<P>, Out<Q>, Out<B>, Out<H>>): Promise<Reply>;
 }
 
@@ -216,6 +227,8 @@ export interface Route {
     htmlErrors: boolean;
     /** POST, PATCH and DELETE of the mobile, platform and token interfaces take an Idempotency-Key (http/idempotency.ts). */
     idempotencyKey: boolean;
+    /** The request body's media type. */
+    bodyType: 'json' | 'form';
   };
   build(services: Services): RouteHandler;
 }
@@ -244,10 +257,11 @@ export function defineRoute<
       invalidStatus: def.invalidStatus,
       invalidParamsStatus: def.invalidParamsStatus,
       htmlErrors: def.renderError !== undefined,
-      idempotencyKey: takesIdempotencyKey(def),
+      idempotencyKey: keyedRoute(def),
+      bodyType: def.bodyType ?? 'json',
     },
     build: (services) => {
-      const keyed = takesIdempotencyKey(def);
+      const keyed = keyedRoute(def);
       return async (exchange: Exchange) => {
         const { req, res } = exchange;
         if (def.secretPath) exchange.logPath = def.path;
@@ -273,7 +287,7 @@ export function defineRoute<
             const invalid = def.invalidStatus ?? 400;
             const params = validate(def.params, exchange.params, 'path', def.invalidParamsStatus ?? invalid);
             const query = validate(def.query, def.query ? exchange.query : undefined, 'query', invalid);
-            const body = validate(def.body, exchange.body, 'body', invalid);
+            const body = validate(def.body, bodyFor(def.bodyType ?? 'json', exchange.body), 'body', invalid);
             const headers = validate(def.headers, req.headers, 'header', invalid);
             return {
               params: params as Out<P>,
@@ -283,6 +297,7 @@ export function defineRoute<
               user,
               apiToken: caller?.apiToken ?? null,
               clientIp: ip,
+              userAgent: userAgentOf(req.headers['user-agent']),
               services,
               get log() {
                 return exchange.log;
@@ -389,6 +404,22 @@ export function defineRoute<
     }
     sendAnswer(exchange.res, answer);
   }
+}
+
+/** Whether a route takes an Idempotency-Key: its method and path say so, unless it opts out. */
+function keyedRoute(def: { method: string; path: string; auth: string; idempotencyKey?: false }): boolean {
+  return def.idempotencyKey !== false && takesIdempotencyKey(def);
+}
+
+/** The body a route reads: an HTML form's fields for a form route, JSON for the others (each absent to the other kind). */
+function bodyFor(kind: 'json' | 'form', body: unknown): unknown {
+  if (kind === 'form') return body instanceof FormFields ? body.fields : undefined;
+  return body instanceof FormFields ? undefined : body;
+}
+
+/** The User-Agent recorded with a session: at most 512 characters, or null. */
+function userAgentOf(header: string | undefined): string | null {
+  return header ? header.slice(0, 512) : null;
 }
 
 /** Codes of the idempotency refusals (api.idempotency_claim). */

@@ -729,7 +729,7 @@ AS $function$
   $function$;
 comment on function private.account_sessions_of(uuid) is 'The user''s sessions that can still be refreshed, most recently used first, as [{id, created_at, last_used_at, user_agent, ip, current}] (current: the request''s own session).';
 
-CREATE OR REPLACE FUNCTION private.reauthenticate_finish(attempt text, matched boolean, new_hash text)
+CREATE OR REPLACE FUNCTION private.reauthenticate_finish(user_id uuid, attempt text, matched boolean, new_hash text)
  RETURNS TABLE(status text, reauthentication text)
  LANGUAGE plpgsql
  SECURITY DEFINER
@@ -740,6 +740,10 @@ declare
   proof text := identity.new_token();
 begin
   select * into strict checked from private.password_attempt_finish('reauthenticate', attempt, matched, new_hash);
+  if checked.status = 'expired' and not exists (select from identity.users u where u.id = reauthenticate_finish.user_id) then
+    -- The account was deleted meanwhile (its attempts with it).
+    raise exception 'token does not belong to an existing user' using errcode = 'PT401', hint = 'invalid_token';
+  end if;
   if checked.status <> 'ok' then
     -- Not raised: a failure must be counted, so this transaction commits.
     return query select checked.status, null::text;
@@ -751,9 +755,9 @@ begin
   return query select 'ok'::text, proof;
 end;
 $function$;
-comment on function private.reauthenticate_finish(text,boolean,text) is 'Second half of a signed-in user''s password check, run by the processes'' own role after comparing the password with the hash of private.reauthenticate_start: status ok (reauthentication: a single-use proof, valid 60 seconds, that the account''s functions consume), invalid (counted as a failed sign-in) or expired.';
+comment on function private.reauthenticate_finish(uuid,text,boolean,text) is 'Second half of a signed-in user''s password check, run by the processes'' own role after comparing the password with the hash of private.reauthenticate_start: status ok (reauthentication: a single-use proof, valid 60 seconds, that the account''s functions consume), invalid (counted as a failed sign-in) or expired; PT401 invalid_token when the account was deleted meanwhile.';
 
-CREATE OR REPLACE FUNCTION private.reauthenticate_start(user_id uuid, client_ip text, bcrypt_cost integer, max_failures_per_email_client integer, max_failures_per_email integer, max_failures_per_ip integer, window_seconds integer, password_given boolean DEFAULT true)
+CREATE OR REPLACE FUNCTION private.reauthenticate_start(user_id uuid, session_id uuid, client_ip text, bcrypt_cost integer, max_failures_per_email_client integer, max_failures_per_email integer, max_failures_per_ip integer, window_seconds integer, password_given boolean DEFAULT true)
  RETURNS TABLE(status text, retry_after integer, attempt text, password_hash text, rehash boolean)
  LANGUAGE plpgsql
  SECURITY DEFINER
@@ -762,6 +766,12 @@ AS $function$
 declare
   account identity.users;
 begin
+  -- Only the access token of a sign-in manages an account (private.account_caller).
+  if reauthenticate_start.session_id is null then
+    raise exception 'an account is managed with the access token of a sign-in, not with an API token or an agent''s credential'
+      using errcode = 'PT403', hint = 'forbidden';
+  end if;
+  perform private.check_session(reauthenticate_start.session_id);
   select * into account from identity.users u where u.id = reauthenticate_start.user_id;
   if account.id is null then
     raise exception 'token does not belong to an existing user' using errcode = 'PT401', hint = 'invalid_token';
@@ -780,7 +790,7 @@ begin
                                                             max_failures_per_ip, window_seconds);
 end;
 $function$;
-comment on function private.reauthenticate_start(uuid,text,integer,integer,integer,integer,integer,boolean) is 'First half of a signed-in user''s password check (deleting the account, changing its e-mail or password), run by the processes'' own role: a sign-in attempt of the account''s e-mail at door reauthenticate (private.password_attempt_start: throttled, or check with the hash to compare), or status no_password (the account has none: it confirms by e-mail) or password_required (password_given false for an account that has one).';
+comment on function private.reauthenticate_start(uuid,uuid,text,integer,integer,integer,integer,integer,boolean) is 'First half of a signed-in user''s password check (deleting the account, changing its e-mail or password), run by the processes'' own role for the user and session of a verified access token (PT403 forbidden without a session: an API token; PT401 session_ended): a sign-in attempt of the account''s e-mail at door reauthenticate (private.password_attempt_start: throttled, or check with the hash to compare), or status no_password (the account has none: it confirms by e-mail) or password_required (password_given false for an account that has one).';
 
 CREATE OR REPLACE FUNCTION private.reauthenticated(user_id uuid, reauthentication text)
  RETURNS void
@@ -788,16 +798,22 @@ CREATE OR REPLACE FUNCTION private.reauthenticated(user_id uuid, reauthenticatio
  SET search_path TO 'pg_catalog'
 AS $function$
 begin
+  -- One change of an account at a time (its deletion takes the proofs with it).
+  perform from identity.users u where u.id = reauthenticated.user_id for update;
   delete from identity.reauthentications r
    where r.proof_hash = identity.token_hash(coalesce(reauthenticated.reauthentication, ''))
      and r.user_id = reauthenticated.user_id and r.expires_at > now();
   if not found then
+    -- A deletion of the account that committed meanwhile took the proof with it.
+    if not exists (select from identity.users u where u.id = reauthenticated.user_id) then
+      raise exception 'token does not belong to an existing user' using errcode = 'PT401', hint = 'invalid_token';
+    end if;
     raise exception 'the password check is missing or has expired: send the password again'
       using errcode = 'PT401', hint = 'invalid_credentials';
   end if;
 end;
 $function$;
-comment on function private.reauthenticated(uuid,text) is 'Consumes the user''s single-use proof of a password check (private.reauthenticate_finish); PT401 invalid_credentials when it is missing, used, another user''s or older than 60 seconds.';
+comment on function private.reauthenticated(uuid,text) is 'Locks the user''s account and consumes their single-use proof of a password check (private.reauthenticate_finish); PT401 invalid_credentials when it is missing, used, another user''s or older than 60 seconds, invalid_token when the account was deleted meanwhile.';
 
 -- -----------------------------------------------------------------------------
 -- Tables: comments, row-level security, policies, grants, triggers
