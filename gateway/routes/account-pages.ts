@@ -116,7 +116,8 @@ function accountErrorPage(err: HttpError): Page {
       body: html`<h1>This address cannot be used</h1><p>Another account has it. Your account keeps its current address.</p>`,
     });
   }
-  if (err.status === 400 && err.code === 'validation_error') {
+  const issues = (err.details?.issues ?? []) as { path: string }[];
+  if (err.status === 400 && issues.some((i) => i.path === 'body.email')) {
     return page({ title: 'Not an e-mail address', body: html`<h1>That is not an e-mail address</h1><p><a href="/account/delete">Try again</a>.</p>` });
   }
   if (err.status === 429 || err.status >= 500) {

@@ -267,6 +267,42 @@ describe('DELETE /api/mobile/account', () => {
   });
 });
 
+describe('POST /account/delete (the web page)', () => {
+  const ask = (email: string) =>
+    fetch(`${baseUrl}/account/delete`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/x-www-form-urlencoded' },
+      body: new URLSearchParams({ email }),
+    }).then(async (res) => ({
+      status: res.status,
+      // The per-response CSP nonce aside, the answers are compared byte for byte.
+      csp: res.headers.get('content-security-policy')?.replace(/'nonce-[^']+'/g, "'nonce'"),
+      text: (await res.text()).replace(/nonce="[^"]+"/g, 'nonce'),
+    }));
+
+  it('answers the same page for any address; 8 requests at once e-mail the owner 5 links, the newest the only one that works', async () => {
+    const user = await registerUser('webdelburst');
+    const answers = await Promise.all([...Array.from({ length: 8 }, () => ask(user.email)), ask(uniqueEmail('webdel-none'))]);
+    for (const a of answers) expect(a).toEqual(answers[0]);
+    expect(answers[0]!.status).toBe(200);
+    expect(answers[0]!.csp).toContain("default-src 'none'");
+    expect(answers[0]!.text).toContain('Check your inbox');
+    const mails = await db()<{ link: string }[]>`
+      select link from app.email_outbox where user_id = ${user.userId} and purpose = 'delete_account' order by created_at, id`;
+    expect(mails).toHaveLength(5);
+    const working = [];
+    for (const m of mails) {
+      const link = new URL(m.link);
+      if ((await fetch(`${baseUrl}${link.pathname}${link.search}`)).status === 200) working.push(m.link);
+    }
+    expect(working).toHaveLength(1);
+    // Hostile input: a page, never a 5xx.
+    const bad = await ask('not an address');
+    expect(bad.status).toBe(400);
+    expect(bad.text).toContain('That is not an e-mail address');
+  });
+});
+
 describe('races', () => {
   it('two deletes of one account at once: one deletes it, the other is refused with 401', async () => {
     const user = await registerUser('acctrace');
