@@ -8,6 +8,8 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { HttpError } from './core/web/errors.ts';
 import type { Logger } from './core/process/log.ts';
+import { accountPageRoutes } from './routes/account-pages.ts';
+import { accountRoutes } from './routes/account.ts';
 import { agentCallRoutes } from './routes/agent-calls.ts';
 import { assetRoutes } from './routes/assets.ts';
 import { authRoutes } from './routes/auth.ts';
@@ -37,6 +39,8 @@ import type { Route, RouteHandler, Services } from './http/route.ts';
 export const routes: Route[] = [
   ...authRoutes,
   ...passwordRoutes,
+  ...accountRoutes,
+  ...accountPageRoutes,
   ...profileRoutes,
   ...communityRoutes,
   ...taskRoutes,

@@ -477,6 +477,31 @@ $$;
 COMMENT ON FUNCTION admin.create_venue(name text, address text, latitude double precision, longitude double precision) IS 'Creates a venue. Returns its node id (the id venue paths take).';
 
 --
+-- Name: delete_user(text); Type: FUNCTION; Schema: admin
+--
+
+CREATE FUNCTION admin.delete_user(email text) RETURNS jsonb
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog'
+    AS $$
+declare
+  account_id uuid;
+begin
+  select u.id into account_id from identity.users u where u.email = lower(btrim(delete_user.email));
+  if account_id is null then
+    raise exception 'no user with email %', email using errcode = 'P0002';
+  end if;
+  return private.account_delete(account_id);
+end;
+$$;
+
+--
+-- Name: FUNCTION delete_user(email text); Type: COMMENT; Schema: admin
+--
+
+COMMENT ON FUNCTION admin.delete_user(email text) IS 'Deletes the account with this e-mail and everything of the person, as its owner deleting it does (private.account_delete): refused (PT409 last_manager_of_communities) while it is the only manager of a community. Returns user_id, node_id, communities_left.';
+
+--
 -- Name: forms_list(integer, timestamp with time zone); Type: FUNCTION; Schema: admin
 --
 
@@ -814,6 +839,478 @@ CREATE FUNCTION admin.webhooks() RETURNS TABLE(id uuid, community_id uuid, commu
 COMMENT ON FUNCTION admin.webhooks() IS 'Every webhook endpoint with its community, state and delivery counts (last 24 hours; pending now).';
 
 --
+-- Name: account_delete(text); Type: FUNCTION; Schema: api
+--
+
+CREATE FUNCTION api.account_delete(reauthentication text) RETURNS jsonb
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog'
+    AS $$
+declare
+  me uuid := private.account_caller();
+begin
+  perform private.reauthenticated(me, account_delete.reauthentication);
+  return private.account_delete(me);
+end;
+$$;
+
+--
+-- Name: FUNCTION account_delete(reauthentication text); Type: COMMENT; Schema: api
+--
+
+COMMENT ON FUNCTION api.account_delete(reauthentication text) IS 'DELETE /api/mobile/account: deletes the caller''s account (private.account_delete) once the password was checked again (reauthentication: the proof of private.reauthenticate_finish). PT401 invalid_credentials without a valid proof; PT403 forbidden for an API token or an agent; PT409 last_manager_of_communities.';
+
+--
+-- Name: account_delete_confirm(text); Type: FUNCTION; Schema: api
+--
+
+CREATE FUNCTION api.account_delete_confirm(token text) RETURNS jsonb
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog'
+    AS $$
+declare
+  link identity.account_links := private.account_link(account_delete_confirm.token, 'delete_account', true);
+begin
+  update identity.account_links l set used_at = now() where l.id = link.id;
+  return private.account_delete(link.user_id);
+end;
+$$;
+
+--
+-- Name: FUNCTION account_delete_confirm(token text); Type: COMMENT; Schema: api
+--
+
+COMMENT ON FUNCTION api.account_delete_confirm(token text) IS 'POST /account/delete/confirm (the page an e-mailed deletion link opens): deletes the account of a valid link (private.account_delete). PT400 invalid_link for a used, replaced or expired link; PT409 last_manager_of_communities.';
+
+--
+-- Name: account_delete_link(text); Type: FUNCTION; Schema: api
+--
+
+CREATE FUNCTION api.account_delete_link(token text) RETURNS jsonb
+    LANGUAGE sql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog'
+    AS $$
+    select jsonb_build_object('email', u.email, 'expires_at', app.iso(l.expires_at))
+      from identity.account_links l
+      join identity.users u on u.id = l.user_id
+     where l.token_hash = identity.token_hash(account_delete_link.token)
+       and l.purpose = 'delete_account' and l.used_at is null and l.expires_at > now()
+  $$;
+
+--
+-- Name: FUNCTION account_delete_link(token text); Type: COMMENT; Schema: api
+--
+
+COMMENT ON FUNCTION api.account_delete_link(token text) IS 'GET /account/delete/confirm: the account (its e-mail) an e-mailed deletion link would delete, while the link is usable; null otherwise.';
+
+--
+-- Name: account_delete_link_send(text); Type: FUNCTION; Schema: api
+--
+
+CREATE FUNCTION api.account_delete_link_send(public_url text) RETURNS jsonb
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog'
+    AS $$
+declare
+  me uuid := private.account_caller();
+  wait integer;
+begin
+  if exists (select from identity.users u where u.id = me and u.password_hash is not null) then
+    raise exception 'this account has a password: confirm the deletion with it' using errcode = 'PT401', hint = 'invalid_credentials';
+  end if;
+  wait := private.account_links_wait(me, 'delete_account');
+  if wait > 0 then
+    raise exception 'too many deletion links asked for in the last hour, try again later'
+      using errcode = 'PT429', hint = 'rate_limited', detail = jsonb_build_object('retry_after', wait)::text;
+  end if;
+  perform private.account_delete_link_queue(me, account_delete_link_send.public_url);
+  return jsonb_build_object('link_sent', true);
+end;
+$$;
+
+--
+-- Name: FUNCTION account_delete_link_send(public_url text); Type: COMMENT; Schema: api
+--
+
+COMMENT ON FUNCTION api.account_delete_link_send(public_url text) IS 'DELETE /api/mobile/account for an account without a password: e-mails its owner a single-use deletion link (1 hour). PT429 rate_limited past 5 an hour (detail: retry_after); PT401 invalid_credentials for an account with a password (it confirms with it); PT403 forbidden for an API token or an agent.';
+
+--
+-- Name: account_delete_request(text, text); Type: FUNCTION; Schema: api
+--
+
+CREATE FUNCTION api.account_delete_request(email text, public_url text) RETURNS void
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog'
+    AS $$
+declare
+  account_id uuid;
+begin
+  select u.id into account_id from identity.users u where u.email = lower(btrim(account_delete_request.email));
+  -- The same answer whether or not the account exists.
+  if account_id is not null then
+    perform private.account_delete_link_queue(account_id, account_delete_request.public_url);
+  end if;
+end;
+$$;
+
+--
+-- Name: FUNCTION account_delete_request(email text, public_url text); Type: COMMENT; Schema: api
+--
+
+COMMENT ON FUNCTION api.account_delete_request(email text, public_url text) IS 'POST /account/delete (the web page): e-mails the account with this address a single-use deletion link (1 hour; at most 5 an hour per account); does and answers the same whether or not the account exists.';
+
+--
+-- Name: account_email_change(text, text, text); Type: FUNCTION; Schema: api
+--
+
+CREATE FUNCTION api.account_email_change(reauthentication text, new_email text, public_url text) RETURNS void
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog'
+    AS $_$
+declare
+  me uuid := private.account_caller();
+  account identity.users;
+  address text := lower(btrim(account_email_change.new_email));
+  token text;
+  link text;
+  wait integer;
+begin
+  if address is null or address !~ '^[^@\s]+@[^@\s]+$' or length(address) > 320 then
+    raise exception 'invalid email address' using errcode = 'PT422', hint = 'invalid_email';
+  end if;
+  perform private.reauthenticated(me, account_email_change.reauthentication);
+  select * into strict account from identity.users u where u.id = me for update;
+  wait := private.account_links_wait(me, 'email_change');
+  if wait > 0 then
+    raise exception 'too many e-mail changes asked for in the last hour, try again later'
+      using errcode = 'PT429', hint = 'rate_limited', detail = jsonb_build_object('retry_after', wait)::text;
+  end if;
+  -- A taken address (this account's own included) gets its link all the
+  -- same: the answer does not tell, and the link's page says it cannot be used.
+  token := private.account_link_create(me, 'email_change', address);
+  link := rtrim(account_email_change.public_url, '/') || '/account/email/confirm?type=email_change&token_hash=' || token;
+  perform private.email_queue(
+    me, address, 'email_change', 'Confirm your new e-mail address',
+    'Someone asked to use ' || address || E' as the e-mail address of an account.\n\n'
+    || E'To confirm it, open this link (it works once, for 24 hours):\n' || link || E'\n\n'
+    || E'If it was not you, ignore this message; nothing changes.\n',
+    link);
+  perform private.email_queue(
+    me, account.email, 'email_change_notice', 'A change of your e-mail address was asked for',
+    'Someone signed in to your account (' || account.email || ') asked to change its e-mail address to '
+    || address || E'.\n\n'
+    || E'Nothing changes until it is confirmed from the new address; until then you sign in with this one.\n'
+    || E'If it was not you, change your password now: that ends every other session of the account.\n');
+end;
+$_$;
+
+--
+-- Name: FUNCTION account_email_change(reauthentication text, new_email text, public_url text); Type: COMMENT; Schema: api
+--
+
+COMMENT ON FUNCTION api.account_email_change(reauthentication text, new_email text, public_url text) IS 'POST /api/mobile/account/email: once the password was checked again (reauthentication), e-mails a confirmation link (24 hours, single use; its token_hash confirms) to the new address and a notice to the current one; the account keeps its address until the link is confirmed. A taken address is handled the same (its link page says it cannot be used). PT422 invalid_email; PT401 invalid_credentials without a valid proof; PT429 rate_limited past 5 an hour (detail: retry_after); PT403 forbidden for an API token or an agent.';
+
+--
+-- Name: account_email_change_confirm(text); Type: FUNCTION; Schema: api
+--
+
+CREATE FUNCTION api.account_email_change_confirm(token_hash text) RETURNS jsonb
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog'
+    AS $$
+declare
+  link identity.account_links := private.account_link(account_email_change_confirm.token_hash, 'email_change', true);
+  old_email text;
+begin
+  if exists (select from identity.users u where u.email = link.new_email) then
+    raise exception 'this address cannot be used: another account has it' using errcode = 'PT409', hint = 'email_taken';
+  end if;
+  select u.email into old_email from identity.users u where u.id = link.user_id for update;
+  update identity.account_links l set used_at = now() where l.id = link.id;
+  -- A unique violation here (a registration in between) is a 409 too.
+  update identity.users u set email = link.new_email where u.id = link.user_id;
+  return jsonb_build_object('user_id', link.user_id, 'email', link.new_email, 'previous_email', old_email);
+end;
+$$;
+
+--
+-- Name: FUNCTION account_email_change_confirm(token_hash text); Type: COMMENT; Schema: api
+--
+
+COMMENT ON FUNCTION api.account_email_change_confirm(token_hash text) IS 'POST /account/email/confirm (and the e-mail change verification of any door): the e-mail address of an e-mail change link''s account becomes the new one; token_hash is the value of the link''s token_hash parameter (only its SHA-256 is stored). PT400 invalid_link for a used, replaced or expired link; PT409 email_taken when another account has the address.';
+
+--
+-- Name: account_email_change_link(text); Type: FUNCTION; Schema: api
+--
+
+CREATE FUNCTION api.account_email_change_link(token_hash text) RETURNS jsonb
+    LANGUAGE sql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog'
+    AS $$
+    select jsonb_build_object(
+             'email', l.new_email,
+             'available', not exists (select from identity.users o where o.email = l.new_email),
+             'expires_at', app.iso(l.expires_at))
+      from identity.account_links l
+     where l.token_hash = identity.token_hash(account_email_change_link.token_hash)
+       and l.purpose = 'email_change' and l.used_at is null and l.expires_at > now()
+  $$;
+
+--
+-- Name: FUNCTION account_email_change_link(token_hash text); Type: COMMENT; Schema: api
+--
+
+COMMENT ON FUNCTION api.account_email_change_link(token_hash text) IS 'GET /account/email/confirm: the new address of a usable e-mail change link and whether it can be used (no other account has it); null for a used, replaced or expired link.';
+
+--
+-- Name: account_export(); Type: FUNCTION; Schema: api
+--
+
+CREATE FUNCTION api.account_export() RETURNS jsonb
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog'
+    AS $$
+declare
+  me uuid := private.account_caller();
+  node uuid;
+  doc jsonb;
+begin
+  perform private.account_export_take(me);
+  select p.node_id into node from app.profiles p where p.id = me;
+  select jsonb_build_object(
+    'exported_at', app.iso(now()),
+    'account', (
+      select jsonb_build_object(
+               'user_id', u.id, 'email', u.email, 'has_password', u.password_hash is not null,
+               'created_at', app.iso(u.created_at), 'updated_at', app.iso(u.updated_at),
+               'pending_email_change', (
+                 select jsonb_build_object('email', l.new_email, 'expires_at', app.iso(l.expires_at))
+                   from identity.account_links l
+                  where l.user_id = u.id and l.purpose = 'email_change' and l.used_at is null and l.expires_at > now()
+                  order by l.created_at desc limit 1))
+        from identity.users u where u.id = me),
+    'profile', (
+      select jsonb_build_object(
+               'name', p.name, 'name_source', p.name_source, 'subscription_type', p.subscription_type,
+               'node_id', p.node_id, 'created_at', app.iso(p.created_at), 'updated_at', app.iso(p.updated_at))
+        from app.profiles p where p.id = me),
+    'hats', coalesce((
+      select jsonb_agg(jsonb_build_object(
+               'id', h.id, 'name', h.name, 'hat_type', h.hat_type, 'description', h.description,
+               'is_primary', h.is_primary, 'created_at', app.iso(h.created_at), 'updated_at', app.iso(h.updated_at))
+             order by h.created_at, h.id)
+        from app.hats h where h.user_id = me), '[]'),
+    'memberships', coalesce((
+      select jsonb_agg(jsonb_build_object(
+               'community_id', c.id, 'community_name', c.name, 'role', m.role, 'joined_at', app.iso(m.joined_at))
+             order by m.joined_at, c.id)
+        from app.community_members m join app.communities c on c.id = m.community_id
+       where m.member_node_id = node), '[]'),
+    'checkins', coalesce((
+      select jsonb_agg(private.checkin_json(c) || jsonb_build_object('event_title', e.title) order by c.checked_in_at, c.id)
+        from app.checkins c left join app.events e on e.id = c.event_id
+       where c.user_id = me), '[]'),
+    'event_registrations', coalesce((
+      select jsonb_agg(jsonb_build_object(
+               'event_id', e.id, 'event_title', e.title, 'external_platform', a.external_platform,
+               'registered_at', app.iso(a.registered_at))
+             order by a.registered_at, e.id)
+        from app.event_attendees a join app.events e on e.id = a.event_id
+       where a.user_id = me), '[]'),
+    'connections', coalesce((
+      select jsonb_agg(jsonb_build_object(
+               'id', c.id, 'target_node_id', c.target_node_id,
+               'target_name', (select n.name from app.node_display_names(array[c.target_node_id]) n),
+               'connection_type', c.connection_type, 'event_id', c.event_id, 'my_hat_id', c.my_hat_id,
+               'their_hat_id', c.their_hat_id, 'notes', c.notes, 'strength', c.strength, 'tags', to_jsonb(c.tags),
+               'created_at', app.iso(c.created_at), 'updated_at', app.iso(c.updated_at))
+             order by c.created_at, c.id)
+        from app.connections c where c.owner_node_id = node), '[]'),
+    'tasks', coalesce((
+      select jsonb_agg(jsonb_build_object(
+               'id', t.id, 'inserted_at', app.iso(t.inserted_at), 'updated_at', app.iso(t.updated_at), 'meta', t.meta)
+             order by t.inserted_at, t.id)
+        from app.tasks t where t.created_by = me), '[]'),
+    'task_links', coalesce((
+      select jsonb_agg(jsonb_build_object(
+               'id', l.id, 'type', l.type, 'origin_id', l.origin_id, 'destination_id', l.destination_id,
+               'inserted_at', app.iso(l.inserted_at), 'meta', l.meta)
+             order by l.inserted_at, l.id)
+        from app.task_transitions l where l.created_by = me), '[]'),
+    'deals', coalesce((
+      select jsonb_agg(jsonb_build_object('id', d.id, 'meta', private.deal_json_meta(d),
+                                          'inserted_at', app.iso(d.inserted_at), 'updated_at', app.iso(d.updated_at))
+             order by d.inserted_at, d.id)
+        from app.deals d where d.created_by = me), '[]'),
+    'sessions', private.account_sessions_of(me),
+    'api_tokens', coalesce((
+      select jsonb_agg(private.api_token_json(t) order by t.created_at, t.id) from app.api_tokens t where t.user_id = me), '[]'),
+    'oauth_grants', coalesce((
+      select jsonb_agg(g.grant_json order by g.created_at) from (
+        select jsonb_build_object(
+                 'client_id', o.client_id,
+                 'client_name', min(c.metadata ->> 'client_name'),
+                 'scopes', to_jsonb(min(o.scopes)),
+                 'created_at', app.iso(min(o.created_at)),
+                 'expires_at', app.iso(max(o.expires_at)),
+                 'active', bool_or(o.revoked_at is null and o.expires_at > now())) as grant_json,
+               min(o.created_at) as created_at
+          from identity.oauth_tokens o left join identity.oauth_clients c on c.client_id = o.client_id
+         where o.user_id = me
+         group by o.family_id, o.client_id) g), '[]'),
+    'calendar_feed', jsonb_build_object(
+      'exists', exists (select from app.calendar_feeds f where f.user_id = me),
+      'created_at', (select app.iso(f.created_at) from app.calendar_feeds f where f.user_id = me)),
+    'stored_files', private.account_files(me),
+    'webhook_endpoints', coalesce((
+      select jsonb_agg(private.webhook_endpoint_json(w) order by w.created_at, w.id)
+        from app.webhook_endpoints w
+       where w.community_id in (select m.community_id from app.community_members m
+                                 where m.member_node_id = node and m.role = 'manager')), '[]'),
+    'agent', (
+      select jsonb_build_object('created_at', app.iso(a.created_at), 'attributes', a.attributes)
+        from app.agent_members a where a.member_id = me),
+    'agent_calls', coalesce((
+      select jsonb_agg(jsonb_build_object(
+               'tool', c.tool, 'outcome', c.outcome, 'called_at', app.iso(c.called_at),
+               'credential_kind', c.credential_kind, 'arguments', c.arguments)
+             order by c.called_at desc, c.id desc)
+        from (select * from app.mcp_tool_calls x where x.user_id = me order by x.called_at desc, x.id desc limit 1000) c), '[]'),
+    'api_test_results', coalesce((
+      select jsonb_agg(jsonb_build_object(
+               'request_method', r.request_method, 'request_path', r.request_path,
+               'response_status', r.response_status, 'success', r.success, 'executed_at', app.iso(r.executed_at))
+             order by r.executed_at desc, r.id)
+        from (select * from app.api_test_results x where x.user_id = me order by x.executed_at desc limit 1000) r), '[]')
+  ) into doc;
+  return doc;
+end;
+$$;
+
+--
+-- Name: FUNCTION account_export(); Type: COMMENT; Schema: api
+--
+
+COMMENT ON FUNCTION api.account_export() IS 'GET /api/mobile/account/export: everything the service holds about the caller in one JSON document: account, profile, hats, memberships with roles, check-ins, event registrations, connections (the other person as the caller sees them), tasks, task links and deals, sessions, API tokens and OAuth grants (never a secret or a hash), the calendar feed (whether one exists), stored files, webhook endpoints of the communities the caller manages (never their secrets), what an agent recorded about them, their agents'' calls and live test results (the newest 1,000 of each). At most 5 an hour: PT429 rate_limited (detail: retry_after). PT403 forbidden for an API token or an agent.';
+
+--
+-- Name: account_password_change(text, text); Type: FUNCTION; Schema: api
+--
+
+CREATE FUNCTION api.account_password_change(reauthentication text, password_hash text) RETURNS jsonb
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog'
+    AS $$
+declare
+  me uuid := private.account_caller();
+  current_session uuid := private.account_session();
+  ended integer;
+begin
+  if not private.password_hash_valid(account_password_change.password_hash) then
+    raise exception 'password_hash must be a bcrypt hash of cost 10 or more' using errcode = 'PT400', hint = 'invalid_password_hash';
+  end if;
+  perform private.reauthenticated(me, account_password_change.reauthentication);
+  update identity.users u set password_hash = account_password_change.password_hash where u.id = me;
+  -- Every other session: its refresh tokens, access tokens and streams.
+  with gone as (
+    update identity.refresh_tokens r set revoked_at = now(), revoked_reason = 'logout'
+     where r.user_id = me and r.revoked_at is null and r.session_id <> current_session
+    returning r.session_id)
+  select count(distinct g.session_id) into ended from gone g;
+  -- OAuth grants: access and refresh tokens, and codes not exchanged yet.
+  update identity.oauth_tokens o set revoked_at = now() where o.user_id = me and o.revoked_at is null;
+  delete from identity.oauth_codes c where c.user_id = me and c.used_at is null;
+  -- Proofs and e-mailed links made with the old password.
+  delete from identity.reauthentications r where r.user_id = me;
+  return jsonb_build_object(
+    'sessions_ended', ended,
+    'api_tokens', (select count(*) from app.api_tokens t where t.user_id = me and t.active
+                     and (t.expires_at is null or t.expires_at > now())));
+end;
+$$;
+
+--
+-- Name: FUNCTION account_password_change(reauthentication text, password_hash text); Type: COMMENT; Schema: api
+--
+
+COMMENT ON FUNCTION api.account_password_change(reauthentication text, password_hash text) IS 'POST /api/mobile/account/password: once the current password was checked again (reauthentication), sets the new one (a bcrypt hash the process made) and ends every other session of the account and every OAuth grant (tokens and pending codes); the calling session, the API tokens and the calendar feed stay. Returns sessions_ended and how many active API tokens the account has. PT400 invalid_password_hash; PT401 invalid_credentials without a valid proof; PT403 forbidden for an API token or an agent.';
+
+--
+-- Name: account_session_end(uuid); Type: FUNCTION; Schema: api
+--
+
+CREATE FUNCTION api.account_session_end(id uuid) RETURNS jsonb
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog'
+    AS $$
+declare
+  me uuid := private.account_caller();
+begin
+  if not exists (select from identity.refresh_tokens r
+                  where r.session_id = account_session_end.id and r.user_id = me
+                    and r.revoked_at is null and r.expires_at > now()) then
+    raise exception 'session not found' using errcode = 'PT404', hint = 'session_not_found';
+  end if;
+  update identity.refresh_tokens r set revoked_at = now(), revoked_reason = 'logout'
+   where r.session_id = account_session_end.id and r.user_id = me and r.revoked_at is null;
+  return jsonb_build_object('id', account_session_end.id, 'current', account_session_end.id = private.account_session());
+end;
+$$;
+
+--
+-- Name: FUNCTION account_session_end(id uuid); Type: COMMENT; Schema: api
+--
+
+COMMENT ON FUNCTION api.account_session_end(id uuid) IS 'DELETE /api/mobile/account/sessions/{id}: ends one of the caller''s sessions (its refresh token, its access tokens and its streams at once; the calling session too, as a logout). PT404 session_not_found for an unknown, ended or another user''s session; PT403 forbidden for an API token or an agent.';
+
+--
+-- Name: account_sessions(); Type: FUNCTION; Schema: api
+--
+
+CREATE FUNCTION api.account_sessions() RETURNS jsonb
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog'
+    AS $$
+begin
+  return private.account_sessions_of(private.account_caller());
+end;
+$$;
+
+--
+-- Name: FUNCTION account_sessions(); Type: COMMENT; Schema: api
+--
+
+COMMENT ON FUNCTION api.account_sessions() IS 'GET /api/mobile/account/sessions: the caller''s sessions that can still be refreshed, most recently used first: id, created_at (the sign-in), last_used_at (the sign-in or the latest refresh), user_agent and ip of that sign-in or refresh, current. PT403 forbidden for an API token or an agent.';
+
+--
+-- Name: account_sessions_end_others(); Type: FUNCTION; Schema: api
+--
+
+CREATE FUNCTION api.account_sessions_end_others() RETURNS jsonb
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog'
+    AS $$
+declare
+  me uuid := private.account_caller();
+  current_session uuid := private.account_session();
+  ended integer;
+begin
+  with gone as (
+    update identity.refresh_tokens r set revoked_at = now(), revoked_reason = 'logout'
+     where r.user_id = me and r.revoked_at is null and r.session_id <> current_session
+    returning r.session_id)
+  select count(distinct g.session_id) into ended from gone g;
+  return jsonb_build_object('sessions_ended', ended);
+end;
+$$;
+
+--
+-- Name: FUNCTION account_sessions_end_others(); Type: COMMENT; Schema: api
+--
+
+COMMENT ON FUNCTION api.account_sessions_end_others() IS 'DELETE /api/mobile/account/sessions: ends every session of the caller but the calling one (their refresh tokens, access tokens and streams at once); returns how many. PT403 forbidden for an API token or an agent.';
+
+--
 -- Name: api_endpoints_list(); Type: FUNCTION; Schema: api
 --
 
@@ -1115,10 +1612,10 @@ $$;
 COMMENT ON FUNCTION api.auth_recover(email text, public_url text) IS 'POST /api/auth/recover: e-mails a set-password link when the account exists (at most 5 an hour); answers the same either way.';
 
 --
--- Name: auth_refresh(text); Type: FUNCTION; Schema: api
+-- Name: auth_refresh(text, text, text); Type: FUNCTION; Schema: api
 --
 
-CREATE FUNCTION api.auth_refresh(refresh_token text) RETURNS SETOF api.auth_refresh_result
+CREATE FUNCTION api.auth_refresh(refresh_token text, user_agent text DEFAULT NULL::text, client_ip text DEFAULT NULL::text) RETURNS SETOF api.auth_refresh_result
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog'
     AS $$
@@ -1156,9 +1653,9 @@ begin
   update identity.refresh_tokens t
     set revoked_at = now(), revoked_reason = 'rotated'
     where t.id = presented.id;
-  insert into identity.refresh_tokens (token_hash, user_id, session_id, parent_id, expires_at)
+  insert into identity.refresh_tokens (token_hash, user_id, session_id, parent_id, expires_at, user_agent, ip)
     values (identity.token_hash(next_token), presented.user_id, presented.session_id, presented.id,
-            now() + interval '30 days');
+            now() + interval '30 days', left(auth_refresh.user_agent, 512), left(auth_refresh.client_ip, 100));
 
   return query
     select 'ok'::text, u.id, u.email, next_token, presented.session_id
@@ -1167,16 +1664,16 @@ end;
 $$;
 
 --
--- Name: FUNCTION auth_refresh(refresh_token text); Type: COMMENT; Schema: api
+-- Name: FUNCTION auth_refresh(refresh_token text, user_agent text, client_ip text); Type: COMMENT; Schema: api
 --
 
-COMMENT ON FUNCTION api.auth_refresh(refresh_token text) IS 'POST /api/auth/refresh: rotates a refresh token. Status ok, invalid, expired, revoked, or reused (the family is then revoked).';
+COMMENT ON FUNCTION api.auth_refresh(refresh_token text, user_agent text, client_ip text) IS 'POST /api/auth/refresh: rotates a refresh token (the new one records user_agent and client_ip, shown in the owner''s list of sessions). Status ok, invalid, expired, revoked, or reused (the family is then revoked).';
 
 --
--- Name: auth_refresh_throttled(text, text, integer, integer); Type: FUNCTION; Schema: api
+-- Name: auth_refresh_throttled(text, text, integer, integer, text); Type: FUNCTION; Schema: api
 --
 
-CREATE FUNCTION api.auth_refresh_throttled(refresh_token text, client_ip text, max_failures_per_ip integer, window_seconds integer) RETURNS TABLE(status text, retry_after integer, user_id uuid, email text, new_refresh_token text, session_id uuid)
+CREATE FUNCTION api.auth_refresh_throttled(refresh_token text, client_ip text, max_failures_per_ip integer, window_seconds integer, user_agent text DEFAULT NULL::text) RETURNS TABLE(status text, retry_after integer, user_id uuid, email text, new_refresh_token text, session_id uuid)
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog'
     AS $$
@@ -1189,7 +1686,7 @@ begin
     return query select 'throttled'::text, wait, null::uuid, null::text, null::text, null::uuid;
     return;
   end if;
-  select * into strict result from api.auth_refresh(auth_refresh_throttled.refresh_token);
+  select * into strict result from api.auth_refresh(auth_refresh_throttled.refresh_token, auth_refresh_throttled.user_agent, auth_refresh_throttled.client_ip);
   if result.status <> 'ok' and client_ip is not null then
     perform private.auth_throttle_record('refresh', client_ip);
   end if;
@@ -1198,10 +1695,10 @@ end;
 $$;
 
 --
--- Name: FUNCTION auth_refresh_throttled(refresh_token text, client_ip text, max_failures_per_ip integer, window_seconds integer); Type: COMMENT; Schema: api
+-- Name: FUNCTION auth_refresh_throttled(refresh_token text, client_ip text, max_failures_per_ip integer, window_seconds integer, user_agent text); Type: COMMENT; Schema: api
 --
 
-COMMENT ON FUNCTION api.auth_refresh_throttled(refresh_token text, client_ip text, max_failures_per_ip integer, window_seconds integer) IS 'POST /api/auth/refresh with throttling: api.auth_refresh, but a client IP with too many failed refreshes gets status throttled (retry_after seconds).';
+COMMENT ON FUNCTION api.auth_refresh_throttled(refresh_token text, client_ip text, max_failures_per_ip integer, window_seconds integer, user_agent text) IS 'POST /api/auth/refresh with throttling: api.auth_refresh, but a client IP with too many failed refreshes gets status throttled (retry_after seconds).';
 
 --
 -- Name: auth_register(text, text, text); Type: FUNCTION; Schema: api
@@ -1654,10 +2151,16 @@ declare
 begin
   perform app.require_community(community_id);
   me := app.require_my_node();
-  insert into app.community_members as m (community_id, member_node_id)
-    values (community_join.community_id, me)
-    on conflict on constraint community_members_pkey do nothing
-    returning m.joined_at into joined;
+  begin
+    insert into app.community_members as m (community_id, member_node_id)
+      values (community_join.community_id, me)
+      on conflict on constraint community_members_pkey do nothing
+      returning m.joined_at into joined;
+  exception when foreign_key_violation then
+    -- The caller's account was deleted while this ran (private.account_delete
+    -- holds its node until it commits): its credentials have ended.
+    raise exception 'the account was deleted' using errcode = 'PT401', hint = 'session_ended';
+  end;
   if joined is null then
     raise exception 'already a member of this community' using errcode = 'PT400', hint = 'already_member';
   end if;
@@ -1670,7 +2173,7 @@ $$;
 -- Name: FUNCTION community_join(community_id uuid); Type: COMMENT; Schema: api
 --
 
-COMMENT ON FUNCTION api.community_join(community_id uuid) IS 'POST /api/mobile/communities/{id}/join: the caller joins as member. PT404 unknown community; PT400 already a member or no node.';
+COMMENT ON FUNCTION api.community_join(community_id uuid) IS 'POST /api/mobile/communities/{id}/join: the caller joins as member. PT404 unknown community; PT400 already a member or no node; PT401 session_ended when the caller''s account is deleted meanwhile.';
 
 --
 -- Name: community_leave(uuid); Type: FUNCTION; Schema: api
@@ -2638,6 +3141,11 @@ begin
    where k.user_id = me and k.credential = caller_credential
      and k.key_hash = extensions.digest(idempotency_store.key, 'sha256') and k.status is null;
   if not found then
+    -- The request deleted the caller's account (its claim went with it): its
+    -- credentials have ended, so no retry can reach a record; none is kept.
+    if not exists (select from identity.users u where u.id = me) then
+      return;
+    end if;
     raise exception 'no idempotency key was claimed for this answer';
   end if;
   -- The cap. The counter's row is locked from here to COMMIT, which goes out
@@ -2663,7 +3171,7 @@ $$;
 -- Name: FUNCTION idempotency_store(key text, status integer, answer jsonb); Type: COMMENT; Schema: api
 --
 
-COMMENT ON FUNCTION api.idempotency_store(key text, status integer, answer jsonb) IS 'Stores the answer (a success: status 200-399, and {headers, body}) of the request that claimed the Idempotency-Key in this transaction, right before COMMIT; the answer is encrypted with a key derived from the user, the credential and the idempotency key. A refusal is not stored: the gateway rolls its transaction back, the claim with it. Counts the caller''s answers; past private.idempotency_keys_per_caller() deletes the caller''s oldest 100.';
+COMMENT ON FUNCTION api.idempotency_store(key text, status integer, answer jsonb) IS 'Stores the answer (a success: status 200-399, and {headers, body}) of the request that claimed the Idempotency-Key in this transaction, right before COMMIT; the answer is encrypted with a key derived from the user, the credential and the idempotency key. A refusal is not stored: the gateway rolls its transaction back, the claim with it. Counts the caller''s answers; past private.idempotency_keys_per_caller() deletes the caller''s oldest 100. Nothing is kept when the request deleted the caller''s account.';
 
 --
 -- Name: link_event_checkin(uuid, text, text); Type: FUNCTION; Schema: api
@@ -4739,6 +5247,158 @@ CREATE FUNCTION identity.token_hash(token text) RETURNS bytea
   $$;
 
 --
+-- Name: account_caller(); Type: FUNCTION; Schema: private
+--
+
+CREATE FUNCTION private.account_caller() RETURNS uuid
+    LANGUAGE plpgsql STABLE
+    SET search_path TO 'pg_catalog'
+    AS $$
+declare
+  me uuid := auth.uid();
+begin
+  if me is null then
+    raise exception 'not signed in' using errcode = 'PT401', hint = 'unauthorized';
+  end if;
+  if private.account_session() is null
+     or nullif(auth.jwt() ->> 'token_id', '') is not null
+     or nullif(auth.jwt() ->> 'oauth_client_id', '') is not null then
+    raise exception 'an account is managed with the access token of a sign-in, not with an API token or an agent''s credential'
+      using errcode = 'PT403', hint = 'forbidden';
+  end if;
+  if not exists (select from identity.users u where u.id = me) then
+    raise exception 'token does not belong to an existing user' using errcode = 'PT401', hint = 'invalid_token';
+  end if;
+  return me;
+end;
+$$;
+
+--
+-- Name: FUNCTION account_caller(); Type: COMMENT; Schema: private
+--
+
+COMMENT ON FUNCTION private.account_caller() IS 'The signed-in user the account functions act for: the claims of a sign-in''s access token (a session_id). PT401 unauthorized without a user, invalid_token for a user that no longer exists; PT403 forbidden for an API token (token_id) or an agent''s OAuth credential (oauth_client_id), which cannot manage the account.';
+
+--
+-- Name: account_delete(uuid); Type: FUNCTION; Schema: private
+--
+
+CREATE FUNCTION private.account_delete(user_id uuid) RETURNS jsonb
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog'
+    AS $$
+declare
+  account identity.users;
+  node uuid;
+  sole jsonb;
+  member_of uuid[];
+  sole_count integer;
+begin
+  -- One deletion of an account at a time; a second one finds nothing.
+  select * into account from identity.users u where u.id = account_delete.user_id for update;
+  if account.id is null then
+    raise exception 'no such account' using errcode = 'P0002';
+  end if;
+  select p.node_id into node from app.profiles p where p.id = account.id;
+
+  if node is not null then
+    -- The node first: a membership being added (it holds a key-share lock on
+    -- the node) commits before this goes on, or waits for it and then fails.
+    perform from app.nodes n where n.id = node for update;
+    -- The communities it manages, locked in id order (their membership
+    -- changes take the same lock, private.tg_community_members__keep_a_manager),
+    -- then each counted afresh: a community keeps a manager.
+    perform from app.communities c
+      where c.id in (select m.community_id from app.community_members m
+                      where m.member_node_id = node and m.role = 'manager')
+      order by c.id
+      for update;
+    select jsonb_agg(jsonb_build_object('id', c.id, 'name', c.name) order by c.name, c.id), count(*)
+      into sole, sole_count
+      from app.communities c
+      join app.community_members m on m.community_id = c.id and m.member_node_id = node and m.role = 'manager'
+     where not exists (select from app.community_members o
+                        where o.community_id = c.id and o.role = 'manager' and o.member_node_id <> node);
+    if sole_count > 0 then
+      raise exception 'the account is the only manager of % %: make another member a manager first',
+                      sole_count, case when sole_count = 1 then 'community' else 'communities' end
+        using errcode = 'PT409', hint = 'last_manager_of_communities',
+              detail = jsonb_build_object('communities', sole)::text;
+    end if;
+    member_of := array(select m.community_id from app.community_members m where m.member_node_id = node order by m.community_id);
+    -- Integrators: member.deleted, ids only (member.left is not sent for these).
+    perform private.webhook_member_deleted(account.id, node, account.email);
+  end if;
+
+  -- Every credential ends first, so that open streams and channels close at
+  -- once (NOTIFY session_ended). The refresh tokens outlive the account
+  -- without it (user_id set null by the delete below), so the sessions' access
+  -- tokens stay refused until they expire.
+  perform private.end_credentials(account.id);
+  update identity.refresh_tokens r set user_agent = null, ip = null where r.user_id = account.id;
+  -- What no foreign key ties to the account.
+  delete from private.agent_tool_usage a where a.agent_id = account.id;
+  delete from private.password_attempts a where a.email_key = account.email;
+  delete from private.auth_failures f
+   where (f.scope = 'email' and f.key = account.email)
+      or (f.scope = 'email_client' and left(f.key, length(account.email) + 1) = account.email || ' ');
+  -- Stored files: a job deletes them (and their bytes).
+  perform private.account_files_delete(account.id);
+  -- The node: memberships (member counts fall now, in this transaction),
+  -- connections on both sides, what agents recorded on it.
+  delete from app.nodes n where n.id = node;
+  -- The account: identity, profile, hats, check-ins, event registrations,
+  -- tasks, links and deals, API tokens and their test results, OAuth grants,
+  -- set-password and account links, the calendar feed, MCP sessions and tool
+  -- calls, agent ownership both ways, idempotency records, mail not sent.
+  delete from identity.users u where u.id = account.id;
+  return jsonb_build_object('user_id', account.id, 'node_id', node, 'communities_left', coalesce(cardinality(member_of), 0));
+end;
+$$;
+
+--
+-- Name: FUNCTION account_delete(user_id uuid); Type: COMMENT; Schema: private
+--
+
+COMMENT ON FUNCTION private.account_delete(user_id uuid) IS 'Deletes an account and everything of the person, in one transaction: its memberships (member counts fall), connections on both sides, hats, check-ins, event registrations, tasks, links and deals, API tokens, OAuth grants, sessions (ended first: their access tokens, streams and channels stop at once; the revoked refresh tokens stay, without the account, until pruned), calendar feed, MCP sessions and calls, agent ownership both ways, its profile, node and identity (the e-mail can register again); its stored files by a job (private.account_files_delete). Sends member.deleted (ids only) to the webhooks of its communities. PT409 last_manager_of_communities (detail: {communities: [{id, name}]}) while it is the only manager of a community; P0002 for an unknown account. Returns user_id, node_id, communities_left.';
+
+--
+-- Name: account_delete_link_queue(uuid, text); Type: FUNCTION; Schema: private
+--
+
+CREATE FUNCTION private.account_delete_link_queue(user_id uuid, public_url text) RETURNS boolean
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog'
+    AS $$
+declare
+  account identity.users;
+  token text;
+  link text;
+begin
+  select * into account from identity.users u where u.id = account_delete_link_queue.user_id for update;
+  if account.id is null or private.account_links_wait(account.id, 'delete_account') > 0 then
+    return false;
+  end if;
+  token := private.account_link_create(account.id, 'delete_account', null);
+  link := rtrim(account_delete_link_queue.public_url, '/') || '/account/delete/confirm?token=' || token;
+  perform private.email_queue(
+    account.id, account.email, 'delete_account', 'Delete your account',
+    'Someone asked to delete the account of ' || account.email || E'.\n\n'
+    || E'To delete it and everything in it for good, open this link (it works once, for 1 hour) and confirm:\n'
+    || link || E'\n\n'
+    || E'If it was not you, ignore this message; nothing is deleted.\n',
+    link);
+  return true;
+end;
+$$;
+
+--
+-- Name: FUNCTION account_delete_link_queue(user_id uuid, public_url text); Type: COMMENT; Schema: private
+--
+
+COMMENT ON FUNCTION private.account_delete_link_queue(user_id uuid, public_url text) IS 'Makes a single-use deletion link (1 hour; older ones of the account void) and queues its e-mail to the account''s address; false (nothing sent) past 5 an hour or for an unknown account.';
+
+--
 -- Name: account_email_check(text); Type: FUNCTION; Schema: private
 --
 
@@ -4764,6 +5424,231 @@ $_$;
 --
 
 COMMENT ON FUNCTION private.account_email_check(email text) IS 'The normalised e-mail of a new account: PT400 invalid_email, PT409 email_taken (the same refusals as private.create_account_with_hash).';
+
+--
+-- Name: account_export_take(uuid); Type: FUNCTION; Schema: private
+--
+
+CREATE FUNCTION private.account_export_take(user_id uuid) RETURNS void
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog'
+    AS $$
+declare
+  recent integer;
+  oldest timestamptz;
+begin
+  -- One user's exports take turns, so a burst cannot slip past the count.
+  perform pg_advisory_xact_lock(hashtextextended('account_export:' || account_export_take.user_id::text, 0));
+  select count(*), min(x.exported_at) into recent, oldest
+    from private.account_exports x
+   where x.user_id = account_export_take.user_id and x.exported_at > now() - interval '1 hour';
+  if recent >= 5 then
+    raise exception 'at most 5 exports an hour, try again later'
+      using errcode = 'PT429', hint = 'rate_limited',
+            detail = jsonb_build_object('retry_after',
+                       greatest(1, ceil(extract(epoch from oldest + interval '1 hour' - now())))::integer)::text;
+  end if;
+  delete from private.account_exports x
+   where x.user_id = account_export_take.user_id and x.exported_at <= now() - interval '1 hour';
+  insert into private.account_exports (user_id) values (account_export_take.user_id);
+end;
+$$;
+
+--
+-- Name: FUNCTION account_export_take(user_id uuid); Type: COMMENT; Schema: private
+--
+
+COMMENT ON FUNCTION private.account_export_take(user_id uuid) IS 'Counts an export of the user''s data: at most 5 an hour, else PT429 rate_limited with detail {retry_after} (seconds).';
+
+--
+-- Name: account_files(uuid); Type: FUNCTION; Schema: private
+--
+
+CREATE FUNCTION private.account_files(user_id uuid) RETURNS jsonb
+    LANGUAGE sql STABLE
+    SET search_path TO 'pg_catalog'
+    AS $$
+    -- The hook of file storage: it lists the user's stored objects here
+    -- ([{bucket, path, size, content_type, created_at}]); none are stored yet.
+    select '[]'::jsonb
+  $$;
+
+--
+-- Name: FUNCTION account_files(user_id uuid); Type: COMMENT; Schema: private
+--
+
+COMMENT ON FUNCTION private.account_files(user_id uuid) IS 'The stored files of a user for the export of their data: [{bucket, path, size, content_type, created_at}]. The hook of file storage, which redefines it; an empty list while no files are stored.';
+
+--
+-- Name: account_files_delete(uuid); Type: FUNCTION; Schema: private
+--
+
+CREATE FUNCTION private.account_files_delete(user_id uuid) RETURNS void
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog'
+    AS $$
+begin
+  -- The job that deletes the objects of the user's folders and then their
+  -- bytes; file storage runs it (a job nobody runs yet waits in the queue).
+  perform private.enqueue_job('storage_purge',
+    jsonb_build_object('folder_owner', 'user', 'id', account_files_delete.user_id),
+    job_key => 'storage_purge:user:' || account_files_delete.user_id::text);
+end;
+$$;
+
+--
+-- Name: FUNCTION account_files_delete(user_id uuid); Type: COMMENT; Schema: private
+--
+
+COMMENT ON FUNCTION private.account_files_delete(user_id uuid) IS 'Queues the storage_purge job of a deleted user''s files (payload {folder_owner: user, id}; job key storage_purge:user:<id>), in the deleting transaction. The hook of file storage, whose worker task deletes the objects and their bytes.';
+
+--
+-- Name: account_links; Type: TABLE; Schema: identity
+--
+
+CREATE TABLE identity.account_links (
+    id bigint NOT NULL,
+    token_hash bytea NOT NULL,
+    user_id uuid NOT NULL,
+    purpose text NOT NULL,
+    new_email text,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    expires_at timestamp with time zone NOT NULL,
+    used_at timestamp with time zone,
+    CONSTRAINT account_links_email_change_has_email CHECK (((purpose = 'email_change'::text) = (new_email IS NOT NULL))),
+    CONSTRAINT account_links_new_email_check CHECK (((new_email = lower(btrim(new_email))) AND (length(new_email) <= 320))),
+    CONSTRAINT account_links_purpose_check CHECK ((purpose = ANY (ARRAY['delete_account'::text, 'email_change'::text])))
+);
+
+--
+-- Name: TABLE account_links; Type: COMMENT; Schema: identity
+--
+
+COMMENT ON TABLE identity.account_links IS 'E-mailed account links (hashed): delete the account (1 hour), confirm a new e-mail address (24 hours). Single-use; a newer link of a purpose voids the user''s older ones.';
+
+--
+-- Name: account_link(text, text, boolean); Type: FUNCTION; Schema: private
+--
+
+CREATE FUNCTION private.account_link(token text, purpose text, for_update boolean DEFAULT false) RETURNS identity.account_links
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog'
+    AS $$
+declare
+  link identity.account_links;
+begin
+  if for_update then
+    select * into link from identity.account_links l
+     where l.token_hash = identity.token_hash(account_link.token) and l.purpose = account_link.purpose for update;
+  else
+    select * into link from identity.account_links l
+     where l.token_hash = identity.token_hash(account_link.token) and l.purpose = account_link.purpose;
+  end if;
+  if link.id is null or link.used_at is not null or link.expires_at <= now() then
+    raise exception 'this link is not valid or has expired' using errcode = 'PT400', hint = 'invalid_link';
+  end if;
+  return link;
+end;
+$$;
+
+--
+-- Name: FUNCTION account_link(token text, purpose text, for_update boolean); Type: COMMENT; Schema: private
+--
+
+COMMENT ON FUNCTION private.account_link(token text, purpose text, for_update boolean) IS 'The account link of a token for a purpose while it is usable (not used, replaced or expired), locked when for_update; PT400 invalid_link otherwise.';
+
+--
+-- Name: account_link_create(uuid, text, text); Type: FUNCTION; Schema: private
+--
+
+CREATE FUNCTION private.account_link_create(user_id uuid, purpose text, new_email text) RETURNS text
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog'
+    AS $$
+declare
+  token text := identity.new_token();
+begin
+  -- Only the newest link of a purpose works.
+  update identity.account_links l set used_at = now()
+   where l.user_id = account_link_create.user_id and l.purpose = account_link_create.purpose and l.used_at is null;
+  insert into identity.account_links (token_hash, user_id, purpose, new_email, expires_at)
+    values (identity.token_hash(token), account_link_create.user_id, account_link_create.purpose, account_link_create.new_email,
+            now() + case account_link_create.purpose when 'delete_account' then interval '1 hour' else interval '24 hours' end);
+  return token;
+end;
+$$;
+
+--
+-- Name: FUNCTION account_link_create(user_id uuid, purpose text, new_email text); Type: COMMENT; Schema: private
+--
+
+COMMENT ON FUNCTION private.account_link_create(user_id uuid, purpose text, new_email text) IS 'A new single-use account link (delete_account: 1 hour; email_change: 24 hours, with the new address), voiding the user''s older links of that purpose; returns its token (only its SHA-256 is stored).';
+
+--
+-- Name: account_links_wait(uuid, text); Type: FUNCTION; Schema: private
+--
+
+CREATE FUNCTION private.account_links_wait(user_id uuid, purpose text) RETURNS integer
+    LANGUAGE sql STABLE
+    SET search_path TO 'pg_catalog'
+    AS $$
+    select case when count(*) < 5 then 0
+                else greatest(1, ceil(extract(epoch from min(l.created_at) + interval '1 hour' - now())))::integer end
+      from identity.account_links l
+     where l.user_id = account_links_wait.user_id and l.purpose = account_links_wait.purpose
+       and l.created_at > now() - interval '1 hour'
+  $$;
+
+--
+-- Name: FUNCTION account_links_wait(user_id uuid, purpose text); Type: COMMENT; Schema: private
+--
+
+COMMENT ON FUNCTION private.account_links_wait(user_id uuid, purpose text) IS 'Seconds until the user may be sent another link of the purpose (0: now): at most 5 an hour.';
+
+--
+-- Name: account_session(); Type: FUNCTION; Schema: private
+--
+
+CREATE FUNCTION private.account_session() RETURNS uuid
+    LANGUAGE sql STABLE
+    SET search_path TO 'pg_catalog'
+    AS $_$
+    select case when auth.jwt() ->> 'session_id' ~* '^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$'
+                then (auth.jwt() ->> 'session_id')::uuid end
+  $_$;
+
+--
+-- Name: FUNCTION account_session(); Type: COMMENT; Schema: private
+--
+
+COMMENT ON FUNCTION private.account_session() IS 'The session of the request''s access token (its session_id claim), or null.';
+
+--
+-- Name: account_sessions_of(uuid); Type: FUNCTION; Schema: private
+--
+
+CREATE FUNCTION private.account_sessions_of(user_id uuid) RETURNS jsonb
+    LANGUAGE sql STABLE
+    SET search_path TO 'pg_catalog'
+    AS $$
+    select coalesce(jsonb_agg(jsonb_build_object(
+             'id', s.session_id, 'created_at', app.iso(s.created_at), 'last_used_at', app.iso(s.last_used_at),
+             'user_agent', s.user_agent, 'ip', s.ip, 'current', s.session_id is not distinct from private.account_session())
+           order by s.last_used_at desc, s.session_id), '[]'::jsonb)
+      from (select r.session_id, min(r.created_at) as created_at, max(r.created_at) as last_used_at,
+                   (array_agg(r.user_agent order by r.created_at desc, r.id desc))[1] as user_agent,
+                   (array_agg(r.ip order by r.created_at desc, r.id desc))[1] as ip
+              from identity.refresh_tokens r
+             where r.user_id = account_sessions_of.user_id
+             group by r.session_id
+            having bool_or(r.revoked_at is null and r.expires_at > now())) s
+  $$;
+
+--
+-- Name: FUNCTION account_sessions_of(user_id uuid); Type: COMMENT; Schema: private
+--
+
+COMMENT ON FUNCTION private.account_sessions_of(user_id uuid) IS 'The user''s sessions that can still be refreshed, most recently used first, as [{id, created_at, last_used_at, user_agent, ip, current}] (current: the request''s own session).';
 
 --
 -- Name: agent_quota_take(text); Type: FUNCTION; Schema: private
@@ -5000,10 +5885,10 @@ $$;
 COMMENT ON FUNCTION private.auth_failures_prune(batch integer) IS 'Deletes failed sign-in counts older than any throttling window (a day), at most `batch` a call; returns how many. The worker runs it every 10 minutes.';
 
 --
--- Name: auth_login_finish(text, boolean, text); Type: FUNCTION; Schema: private
+-- Name: auth_login_finish(text, boolean, text, text, text); Type: FUNCTION; Schema: private
 --
 
-CREATE FUNCTION private.auth_login_finish(attempt text, matched boolean, new_hash text) RETURNS TABLE(status text, user_id uuid, user_email text, refresh_token text, session_id uuid)
+CREATE FUNCTION private.auth_login_finish(attempt text, matched boolean, new_hash text, user_agent text DEFAULT NULL::text, client_ip text DEFAULT NULL::text) RETURNS TABLE(status text, user_id uuid, user_email text, refresh_token text, session_id uuid)
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog'
     AS $$
@@ -5019,16 +5904,16 @@ begin
   return query
     select 'ok'::text, u.id, u.email, s.refresh_token, s.session_id
       from identity.users u
-     cross join lateral private.start_session(u.id) s
+     cross join lateral private.start_session(u.id, auth_login_finish.user_agent, auth_login_finish.client_ip) s
      where u.id = checked.user_id;
 end;
 $$;
 
 --
--- Name: FUNCTION auth_login_finish(attempt text, matched boolean, new_hash text); Type: COMMENT; Schema: private
+-- Name: FUNCTION auth_login_finish(attempt text, matched boolean, new_hash text, user_agent text, client_ip text); Type: COMMENT; Schema: private
 --
 
-COMMENT ON FUNCTION private.auth_login_finish(attempt text, matched boolean, new_hash text) IS 'POST /api/auth/login, after the gateway compared the password with the hash of private.password_attempt_start: status ok (a session: refresh_token, session_id), invalid (counted) or expired.';
+COMMENT ON FUNCTION private.auth_login_finish(attempt text, matched boolean, new_hash text, user_agent text, client_ip text) IS 'POST /api/auth/login, after the gateway compared the password with the hash of private.password_attempt_start: status ok (a session: refresh_token, session_id; user_agent and client_ip are recorded with it), invalid (counted) or expired.';
 
 --
 -- Name: auth_throttle_record(text, text); Type: FUNCTION; Schema: private
@@ -7849,7 +8734,7 @@ declare
   account_hash text;
   new_attempt text := identity.new_token();
 begin
-  if door not in ('login', 'oauth_consent') then
+  if door not in ('login', 'oauth_consent', 'reauthenticate') then
     raise exception 'unknown door %', door using errcode = 'PT400', hint = 'invalid_door';
   end if;
   -- Attempts for one e-mail take turns, so a burst cannot slip past the count.
@@ -7881,7 +8766,7 @@ $$;
 -- Name: FUNCTION password_attempt_start(door text, email text, client_ip text, bcrypt_cost integer, max_failures_per_email_client integer, max_failures_per_email integer, max_failures_per_ip integer, window_seconds integer); Type: COMMENT; Schema: private
 --
 
-COMMENT ON FUNCTION private.password_attempt_start(door text, email text, client_ip text, bcrypt_cost integer, max_failures_per_email_client integer, max_failures_per_email integer, max_failures_per_ip integer, window_seconds integer) IS 'First half of a sign-in (door login or oauth_consent), run by the processes'' own role: status throttled (retry_after seconds; nothing to check) or check: the hash to compare the password with (the account''s, or a dummy at bcrypt_cost for an unknown e-mail), whether to re-hash it (its cost is below bcrypt_cost), and the single-use attempt to finish with.';
+COMMENT ON FUNCTION private.password_attempt_start(door text, email text, client_ip text, bcrypt_cost integer, max_failures_per_email_client integer, max_failures_per_email integer, max_failures_per_ip integer, window_seconds integer) IS 'First half of a sign-in (door login or oauth_consent; reauthenticate: a signed-in user''s password check, private.reauthenticate_start), run by the processes'' own role: status throttled (retry_after seconds; nothing to check) or check: the hash to compare the password with (the account''s, or a dummy at bcrypt_cost for an unknown e-mail), whether to re-hash it (its cost is below bcrypt_cost), and the single-use attempt to finish with.';
 
 --
 -- Name: password_dummy_hash(integer); Type: FUNCTION; Schema: private
@@ -8392,6 +9277,114 @@ $$;
 COMMENT ON FUNCTION private.queue_password_email(user_id uuid, purpose text, public_url text) IS 'Makes a single-use set-password link (purpose invite: 7 days, recover: 1 hour), voids older links of the user, and queues the e-mail. Returns the outbox id.';
 
 --
+-- Name: reauthenticate_finish(uuid, text, boolean, text); Type: FUNCTION; Schema: private
+--
+
+CREATE FUNCTION private.reauthenticate_finish(user_id uuid, attempt text, matched boolean, new_hash text) RETURNS TABLE(status text, reauthentication text)
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog'
+    AS $$
+declare
+  checked record;
+  proof text := identity.new_token();
+begin
+  select * into strict checked from private.password_attempt_finish('reauthenticate', attempt, matched, new_hash);
+  if checked.status = 'expired' and not exists (select from identity.users u where u.id = reauthenticate_finish.user_id) then
+    -- The account was deleted meanwhile (its attempts with it).
+    raise exception 'token does not belong to an existing user' using errcode = 'PT401', hint = 'invalid_token';
+  end if;
+  if checked.status <> 'ok' then
+    -- Not raised: a failure must be counted, so this transaction commits.
+    return query select checked.status, null::text;
+    return;
+  end if;
+  delete from identity.reauthentications r where r.user_id = checked.user_id and r.expires_at <= now();
+  insert into identity.reauthentications (proof_hash, user_id, expires_at)
+    values (identity.token_hash(proof), checked.user_id, now() + interval '60 seconds');
+  return query select 'ok'::text, proof;
+end;
+$$;
+
+--
+-- Name: FUNCTION reauthenticate_finish(user_id uuid, attempt text, matched boolean, new_hash text); Type: COMMENT; Schema: private
+--
+
+COMMENT ON FUNCTION private.reauthenticate_finish(user_id uuid, attempt text, matched boolean, new_hash text) IS 'Second half of a signed-in user''s password check, run by the processes'' own role after comparing the password with the hash of private.reauthenticate_start: status ok (reauthentication: a single-use proof, valid 60 seconds, that the account''s functions consume), invalid (counted as a failed sign-in) or expired; PT401 invalid_token when the account was deleted meanwhile.';
+
+--
+-- Name: reauthenticate_start(uuid, uuid, text, integer, integer, integer, integer, integer, boolean); Type: FUNCTION; Schema: private
+--
+
+CREATE FUNCTION private.reauthenticate_start(user_id uuid, session_id uuid, client_ip text, bcrypt_cost integer, max_failures_per_email_client integer, max_failures_per_email integer, max_failures_per_ip integer, window_seconds integer, password_given boolean DEFAULT true) RETURNS TABLE(status text, retry_after integer, attempt text, password_hash text, rehash boolean)
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog'
+    AS $$
+declare
+  account identity.users;
+begin
+  -- Only the access token of a sign-in manages an account (private.account_caller).
+  if reauthenticate_start.session_id is null then
+    raise exception 'an account is managed with the access token of a sign-in, not with an API token or an agent''s credential'
+      using errcode = 'PT403', hint = 'forbidden';
+  end if;
+  perform private.check_session(reauthenticate_start.session_id);
+  select * into account from identity.users u where u.id = reauthenticate_start.user_id;
+  if account.id is null then
+    raise exception 'token does not belong to an existing user' using errcode = 'PT401', hint = 'invalid_token';
+  end if;
+  if account.password_hash is null then
+    return query select 'no_password'::text, 0, null::text, null::text, false;
+    return;
+  end if;
+  if not password_given then
+    return query select 'password_required'::text, 0, null::text, null::text, false;
+    return;
+  end if;
+  -- A sign-in attempt of the account's own e-mail: the login throttle counts it.
+  return query select * from private.password_attempt_start('reauthenticate', account.email, client_ip, bcrypt_cost,
+                                                            max_failures_per_email_client, max_failures_per_email,
+                                                            max_failures_per_ip, window_seconds);
+end;
+$$;
+
+--
+-- Name: FUNCTION reauthenticate_start(user_id uuid, session_id uuid, client_ip text, bcrypt_cost integer, max_failures_per_email_client integer, max_failures_per_email integer, max_failures_per_ip integer, window_seconds integer, password_given boolean); Type: COMMENT; Schema: private
+--
+
+COMMENT ON FUNCTION private.reauthenticate_start(user_id uuid, session_id uuid, client_ip text, bcrypt_cost integer, max_failures_per_email_client integer, max_failures_per_email integer, max_failures_per_ip integer, window_seconds integer, password_given boolean) IS 'First half of a signed-in user''s password check (deleting the account, changing its e-mail or password), run by the processes'' own role for the user and session of a verified access token (PT403 forbidden without a session: an API token; PT401 session_ended): a sign-in attempt of the account''s e-mail at door reauthenticate (private.password_attempt_start: throttled, or check with the hash to compare), or status no_password (the account has none: it confirms by e-mail) or password_required (password_given false for an account that has one).';
+
+--
+-- Name: reauthenticated(uuid, text); Type: FUNCTION; Schema: private
+--
+
+CREATE FUNCTION private.reauthenticated(user_id uuid, reauthentication text) RETURNS void
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog'
+    AS $$
+begin
+  -- One change of an account at a time (its deletion takes the proofs with it).
+  perform from identity.users u where u.id = reauthenticated.user_id for update;
+  delete from identity.reauthentications r
+   where r.proof_hash = identity.token_hash(coalesce(reauthenticated.reauthentication, ''))
+     and r.user_id = reauthenticated.user_id and r.expires_at > now();
+  if not found then
+    -- A deletion of the account that committed meanwhile took the proof with it.
+    if not exists (select from identity.users u where u.id = reauthenticated.user_id) then
+      raise exception 'token does not belong to an existing user' using errcode = 'PT401', hint = 'invalid_token';
+    end if;
+    raise exception 'the password check is missing or has expired: send the password again'
+      using errcode = 'PT401', hint = 'invalid_credentials';
+  end if;
+end;
+$$;
+
+--
+-- Name: FUNCTION reauthenticated(user_id uuid, reauthentication text); Type: COMMENT; Schema: private
+--
+
+COMMENT ON FUNCTION private.reauthenticated(user_id uuid, reauthentication text) IS 'Locks the user''s account and consumes their single-use proof of a password check (private.reauthenticate_finish); PT401 invalid_credentials when it is missing, used, another user''s or older than 60 seconds, invalid_token when the account was deleted meanwhile.';
+
+--
 -- Name: redact_secrets(jsonb); Type: FUNCTION; Schema: private
 --
 
@@ -8569,10 +9562,10 @@ $$;
 COMMENT ON FUNCTION private.sign_in_wait(email_key text, client_ip text, max_failures_per_email_client integer, max_failures_per_email integer, max_failures_per_ip integer, window_seconds integer) IS 'Seconds until a sign-in for this e-mail from this client may be checked (0: now): failed sign-ins within the window and attempts still being checked, per e-mail and client, per e-mail and per client address, against their limits.';
 
 --
--- Name: start_session(uuid); Type: FUNCTION; Schema: private
+-- Name: start_session(uuid, text, text); Type: FUNCTION; Schema: private
 --
 
-CREATE FUNCTION private.start_session(user_id uuid) RETURNS TABLE(refresh_token text, session_id uuid)
+CREATE FUNCTION private.start_session(user_id uuid, user_agent text DEFAULT NULL::text, client_ip text DEFAULT NULL::text) RETURNS TABLE(refresh_token text, session_id uuid)
     LANGUAGE plpgsql
     SET search_path TO 'pg_catalog'
     AS $$
@@ -8580,11 +9573,18 @@ declare
   token text := identity.new_token();
   new_session uuid := gen_random_uuid();
 begin
-  insert into identity.refresh_tokens (token_hash, user_id, session_id, expires_at)
-    values (identity.token_hash(token), start_session.user_id, new_session, now() + interval '30 days');
+  insert into identity.refresh_tokens (token_hash, user_id, session_id, expires_at, user_agent, ip)
+    values (identity.token_hash(token), start_session.user_id, new_session, now() + interval '30 days',
+            left(start_session.user_agent, 512), left(start_session.client_ip, 100));
   return query select token, new_session;
 end;
 $$;
+
+--
+-- Name: FUNCTION start_session(user_id uuid, user_agent text, client_ip text); Type: COMMENT; Schema: private
+--
+
+COMMENT ON FUNCTION private.start_session(user_id uuid, user_agent text, client_ip text) IS 'Starts a session (a refresh-token family) for the user: its first refresh token, valid 30 days, with the User-Agent and client address of the sign-in (shown in the owner''s list of sessions).';
 
 --
 -- Name: stored_records_prune(interval, integer); Type: FUNCTION; Schema: private
@@ -9791,6 +10791,10 @@ begin
         'community_id', new.community_id,
         'member', private.webhook_member_json(new.community_id, new.member_node_id, new.role, new.joined_at)));
     end if;
+  elsif not exists (select from app.nodes n where n.id = old.member_node_id) then
+    -- The member's account was deleted: member.deleted says so, with ids only
+    -- (private.webhook_member_deleted).
+    return null;
   elsif private.webhook_listening(old.community_id, 'member.left') then
     perform private.webhook_emit(old.community_id, 'member.left', jsonb_build_object(
       'community_id', old.community_id,
@@ -9805,7 +10809,7 @@ $$;
 -- Name: FUNCTION webhook_capture_members(); Type: COMMENT; Schema: private
 --
 
-COMMENT ON FUNCTION private.webhook_capture_members() IS 'Trigger of app.community_members: member.joined, member.left.';
+COMMENT ON FUNCTION private.webhook_capture_members() IS 'Trigger of app.community_members: member.joined, member.left (not for a member whose account is being deleted: member.deleted).';
 
 --
 -- Name: webhook_check(text, text[], text); Type: FUNCTION; Schema: private
@@ -10153,7 +11157,7 @@ CREATE TABLE app.webhook_endpoints (
     backoff_until timestamp with time zone,
     waiting_since timestamp with time zone,
     CONSTRAINT webhook_endpoints_description_check CHECK ((length(description) <= 500)),
-    CONSTRAINT webhook_endpoints_events_check CHECK ((((cardinality(events) >= 1) AND (cardinality(events) <= 7)) AND (events <@ ARRAY['event.created'::text, 'event.updated'::text, 'event.deleted'::text, 'attendee.registered'::text, 'checkin.created'::text, 'member.joined'::text, 'member.left'::text]))),
+    CONSTRAINT webhook_endpoints_events_check CHECK ((((cardinality(events) >= 1) AND (cardinality(events) <= 8)) AND (events <@ ARRAY['event.created'::text, 'event.updated'::text, 'event.deleted'::text, 'attendee.registered'::text, 'checkin.created'::text, 'member.joined'::text, 'member.left'::text, 'member.deleted'::text]))),
     CONSTRAINT webhook_endpoints_url_check CHECK (((length(url) <= 2000) AND (url ~* '^https?://[^/?#]'::text)))
 );
 
@@ -10327,7 +11331,7 @@ CREATE FUNCTION private.webhook_event_types() RETURNS text[]
     SET search_path TO 'pg_catalog'
     AS $$
     select array['event.created', 'event.updated', 'event.deleted', 'attendee.registered',
-                 'checkin.created', 'member.joined', 'member.left']
+                 'checkin.created', 'member.joined', 'member.left', 'member.deleted']
   $$;
 
 --
@@ -10354,6 +11358,60 @@ CREATE FUNCTION private.webhook_listening(community_id uuid, event_type text) RE
 --
 
 COMMENT ON FUNCTION private.webhook_listening(community_id uuid, event_type text) IS 'Whether an active endpoint of the community wants this event type (triggers check it before building a payload).';
+
+--
+-- Name: webhook_member_deleted(uuid, uuid, text); Type: FUNCTION; Schema: private
+--
+
+CREATE FUNCTION private.webhook_member_deleted(user_id uuid, member_node_id uuid, email text) RETURNS integer
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog'
+    AS $$
+declare
+  member_of uuid[] := array(select m.community_id from app.community_members m
+                             where m.member_node_id = webhook_member_deleted.member_node_id order by m.community_id);
+  touched uuid[];
+  community uuid;
+  queued integer := 0;
+begin
+  -- The communities whose deliveries may name the person: theirs, and those
+  -- of the events they checked in to or were registered for.
+  touched := array(
+    select unnest(member_of)
+    union select e.community_id from app.checkins c join app.events e on e.id = c.event_id
+           where c.user_id = webhook_member_deleted.user_id
+    union select e.community_id from app.event_attendees a join app.events e on e.id = a.event_id
+           where a.user_id = webhook_member_deleted.user_id);
+  -- Their stored copies forget the person: the name in member.* and
+  -- checkin.created, the e-mail in attendee.registered (a delivery still to
+  -- be sent goes out without them).
+  update app.webhook_deliveries d
+     set payload = case
+                     when d.payload -> 'data' -> 'member' ->> 'id' = webhook_member_deleted.member_node_id::text
+                       then jsonb_set(d.payload, '{data,member,name}', 'null'::jsonb)
+                     else jsonb_set(d.payload, '{data,email}', 'null'::jsonb)
+                   end
+   where d.endpoint_id in (select e.id from app.webhook_endpoints e where e.community_id = any (touched))
+     and ((d.payload -> 'data' -> 'member' ->> 'id' = webhook_member_deleted.member_node_id::text
+           and d.payload -> 'data' -> 'member' ? 'name')
+          or (d.event_type = 'attendee.registered' and d.payload -> 'data' ->> 'email' = webhook_member_deleted.email));
+  foreach community in array member_of loop
+    if private.webhook_listening(community, 'member.deleted') then
+      queued := queued + private.webhook_emit(community, 'member.deleted', jsonb_build_object(
+        'community_id', community,
+        'member', jsonb_build_object('id', webhook_member_deleted.member_node_id),
+        'deleted_at', app.iso(clock_timestamp())));
+    end if;
+  end loop;
+  return queued;
+end;
+$$;
+
+--
+-- Name: FUNCTION webhook_member_deleted(user_id uuid, member_node_id uuid, email text); Type: COMMENT; Schema: private
+--
+
+COMMENT ON FUNCTION private.webhook_member_deleted(user_id uuid, member_node_id uuid, email text) IS 'An account being deleted (private.account_delete, before its rows go): member.deleted ({community_id, member: {id: node id}, deleted_at}) to the webhooks of each of its communities, and the stored deliveries of the communities it was a member of, checked in to or registered with forget it (the member''s name, the attendee''s e-mail set to null). Returns how many deliveries were queued.';
 
 --
 -- Name: webhook_member_json(uuid, uuid, text, timestamp with time zone); Type: FUNCTION; Schema: private
@@ -11077,6 +12135,19 @@ CREATE SEQUENCE app.webhook_deliveries_sequence_seq
 ALTER SEQUENCE app.webhook_deliveries_sequence_seq OWNED BY app.webhook_deliveries.sequence;
 
 --
+-- Name: account_links_id_seq; Type: SEQUENCE; Schema: identity
+--
+
+ALTER TABLE identity.account_links ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
+    SEQUENCE NAME identity.account_links_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
+);
+
+--
 -- Name: oauth_clients; Type: TABLE; Schema: identity
 --
 
@@ -11180,19 +12251,39 @@ ALTER TABLE identity.password_tokens ALTER COLUMN id ADD GENERATED ALWAYS AS IDE
 );
 
 --
+-- Name: reauthentications; Type: TABLE; Schema: identity
+--
+
+CREATE TABLE identity.reauthentications (
+    proof_hash bytea NOT NULL,
+    user_id uuid NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    expires_at timestamp with time zone NOT NULL,
+    CONSTRAINT reauthentications_proof_hash_check CHECK ((octet_length(proof_hash) = 32))
+);
+
+--
+-- Name: TABLE reauthentications; Type: COMMENT; Schema: identity
+--
+
+COMMENT ON TABLE identity.reauthentications IS 'Proofs of a signed-in user''s password check (hashed): single-use, 60 seconds, consumed by the account functions (private.reauthenticated).';
+
+--
 -- Name: refresh_tokens; Type: TABLE; Schema: identity
 --
 
 CREATE TABLE identity.refresh_tokens (
     id bigint NOT NULL,
     token_hash bytea NOT NULL,
-    user_id uuid NOT NULL,
+    user_id uuid,
     session_id uuid NOT NULL,
     parent_id bigint,
     created_at timestamp with time zone DEFAULT now() NOT NULL,
     expires_at timestamp with time zone NOT NULL,
     revoked_at timestamp with time zone,
     revoked_reason text,
+    user_agent text,
+    ip text,
     CONSTRAINT refresh_tokens_revocation_complete CHECK (((revoked_at IS NULL) = (revoked_reason IS NULL))),
     CONSTRAINT refresh_tokens_revoked_reason_check CHECK ((revoked_reason = ANY (ARRAY['rotated'::text, 'reused'::text, 'logout'::text])))
 );
@@ -11201,7 +12292,19 @@ CREATE TABLE identity.refresh_tokens (
 -- Name: TABLE refresh_tokens; Type: COMMENT; Schema: identity
 --
 
-COMMENT ON TABLE identity.refresh_tokens IS 'Refresh tokens (hashed). All tokens descending from one login share session_id (the family).';
+COMMENT ON TABLE identity.refresh_tokens IS 'Refresh tokens (hashed). All tokens descending from one login share session_id (the family). A deleted account''s tokens stay, revoked and without it (user_id null), until pruned.';
+
+--
+-- Name: COLUMN refresh_tokens.user_agent; Type: COMMENT; Schema: identity
+--
+
+COMMENT ON COLUMN identity.refresh_tokens.user_agent IS 'The User-Agent of the sign-in or refresh that made this token (at most 512 characters); shown to the account''s owner in its list of sessions.';
+
+--
+-- Name: COLUMN refresh_tokens.ip; Type: COMMENT; Schema: identity
+--
+
+COMMENT ON COLUMN identity.refresh_tokens.ip IS 'The client address of the sign-in or refresh that made this token; shown to the account''s owner in its list of sessions.';
 
 --
 -- Name: refresh_tokens_id_seq; Type: SEQUENCE; Schema: identity
@@ -11241,6 +12344,21 @@ COMMENT ON TABLE identity.users IS 'Sign-in identities. password_hash is null fo
 --
 
 COMMENT ON COLUMN identity.users.email IS 'Lower-case e-mail address; unique.';
+
+--
+-- Name: account_exports; Type: TABLE; Schema: private
+--
+
+CREATE TABLE private.account_exports (
+    user_id uuid NOT NULL,
+    exported_at timestamp with time zone DEFAULT now() NOT NULL
+);
+
+--
+-- Name: TABLE account_exports; Type: COMMENT; Schema: private
+--
+
+COMMENT ON TABLE private.account_exports IS 'Exports of a user''s data in the last hour, for the limit of 5 an hour.';
 
 --
 -- Name: agent_tool_limits; Type: TABLE; Schema: private
@@ -11341,7 +12459,7 @@ CREATE TABLE private.password_attempts (
     hash_digest bytea,
     created_at timestamp with time zone DEFAULT now() NOT NULL,
     expires_at timestamp with time zone NOT NULL,
-    CONSTRAINT password_attempts_door_check CHECK ((door = ANY (ARRAY['login'::text, 'oauth_consent'::text])))
+    CONSTRAINT password_attempts_door_check CHECK ((door = ANY (ARRAY['login'::text, 'oauth_consent'::text, 'reauthenticate'::text])))
 );
 
 --
@@ -11681,6 +12799,20 @@ ALTER TABLE ONLY app.webhook_endpoints
     ADD CONSTRAINT webhook_endpoints_pkey PRIMARY KEY (id);
 
 --
+-- Name: account_links account_links_pkey; Type: CONSTRAINT; Schema: identity
+--
+
+ALTER TABLE ONLY identity.account_links
+    ADD CONSTRAINT account_links_pkey PRIMARY KEY (id);
+
+--
+-- Name: account_links account_links_token_hash_key; Type: CONSTRAINT; Schema: identity
+--
+
+ALTER TABLE ONLY identity.account_links
+    ADD CONSTRAINT account_links_token_hash_key UNIQUE (token_hash);
+
+--
 -- Name: oauth_clients oauth_clients_pkey; Type: CONSTRAINT; Schema: identity
 --
 
@@ -11728,6 +12860,13 @@ ALTER TABLE ONLY identity.password_tokens
 
 ALTER TABLE ONLY identity.password_tokens
     ADD CONSTRAINT password_tokens_token_hash_key UNIQUE (token_hash);
+
+--
+-- Name: reauthentications reauthentications_pkey; Type: CONSTRAINT; Schema: identity
+--
+
+ALTER TABLE ONLY identity.reauthentications
+    ADD CONSTRAINT reauthentications_pkey PRIMARY KEY (proof_hash);
 
 --
 -- Name: refresh_tokens refresh_tokens_pkey; Type: CONSTRAINT; Schema: identity
@@ -12159,6 +13298,12 @@ CREATE INDEX webhook_deliveries_unsuccessful_idx ON app.webhook_deliveries USING
 CREATE INDEX webhook_endpoints_community_idx ON app.webhook_endpoints USING btree (community_id);
 
 --
+-- Name: account_links_user_idx; Type: INDEX; Schema: identity
+--
+
+CREATE INDEX account_links_user_idx ON identity.account_links USING btree (user_id, purpose, created_at);
+
+--
 -- Name: oauth_tokens_family_idx; Type: INDEX; Schema: identity
 --
 
@@ -12175,6 +13320,12 @@ CREATE INDEX oauth_tokens_user_idx ON identity.oauth_tokens USING btree (user_id
 --
 
 CREATE INDEX password_tokens_user_idx ON identity.password_tokens USING btree (user_id);
+
+--
+-- Name: reauthentications_user_idx; Type: INDEX; Schema: identity
+--
+
+CREATE INDEX reauthentications_user_idx ON identity.reauthentications USING btree (user_id);
 
 --
 -- Name: refresh_tokens_ended_session_idx; Type: INDEX; Schema: identity
@@ -12199,6 +13350,12 @@ CREATE INDEX refresh_tokens_user_idx ON identity.refresh_tokens USING btree (use
 --
 
 CREATE UNIQUE INDEX users_email_key ON identity.users USING btree (email);
+
+--
+-- Name: account_exports_user_idx; Type: INDEX; Schema: private
+--
+
+CREATE INDEX account_exports_user_idx ON private.account_exports USING btree (user_id, exported_at);
 
 --
 -- Name: agent_tool_usage_idx; Type: INDEX; Schema: private
@@ -12756,6 +13913,13 @@ ALTER TABLE ONLY app.webhook_endpoints
     ADD CONSTRAINT webhook_endpoints_created_by_fkey FOREIGN KEY (created_by) REFERENCES identity.users(id) ON DELETE SET NULL;
 
 --
+-- Name: account_links account_links_user_id_fkey; Type: FK CONSTRAINT; Schema: identity
+--
+
+ALTER TABLE ONLY identity.account_links
+    ADD CONSTRAINT account_links_user_id_fkey FOREIGN KEY (user_id) REFERENCES identity.users(id) ON DELETE CASCADE;
+
+--
 -- Name: oauth_codes oauth_codes_client_id_fkey; Type: FK CONSTRAINT; Schema: identity
 --
 
@@ -12798,6 +13962,13 @@ ALTER TABLE ONLY identity.password_tokens
     ADD CONSTRAINT password_tokens_user_id_fkey FOREIGN KEY (user_id) REFERENCES identity.users(id) ON DELETE CASCADE;
 
 --
+-- Name: reauthentications reauthentications_user_id_fkey; Type: FK CONSTRAINT; Schema: identity
+--
+
+ALTER TABLE ONLY identity.reauthentications
+    ADD CONSTRAINT reauthentications_user_id_fkey FOREIGN KEY (user_id) REFERENCES identity.users(id) ON DELETE CASCADE;
+
+--
 -- Name: refresh_tokens refresh_tokens_parent_id_fkey; Type: FK CONSTRAINT; Schema: identity
 --
 
@@ -12809,7 +13980,14 @@ ALTER TABLE ONLY identity.refresh_tokens
 --
 
 ALTER TABLE ONLY identity.refresh_tokens
-    ADD CONSTRAINT refresh_tokens_user_id_fkey FOREIGN KEY (user_id) REFERENCES identity.users(id) ON DELETE CASCADE;
+    ADD CONSTRAINT refresh_tokens_user_id_fkey FOREIGN KEY (user_id) REFERENCES identity.users(id) ON DELETE SET NULL NOT VALID;
+
+--
+-- Name: account_exports account_exports_user_id_fkey; Type: FK CONSTRAINT; Schema: private
+--
+
+ALTER TABLE ONLY private.account_exports
+    ADD CONSTRAINT account_exports_user_id_fkey FOREIGN KEY (user_id) REFERENCES identity.users(id) ON DELETE CASCADE;
 
 --
 -- Name: mcp_sessions mcp_sessions_user_id_fkey; Type: FK CONSTRAINT; Schema: private
@@ -13244,6 +14422,12 @@ ALTER TABLE app.webhook_endpoints ENABLE ROW LEVEL SECURITY;
 CREATE POLICY "Users can read their own identity" ON identity.users FOR SELECT TO authenticated USING ((id = ( SELECT auth.uid() AS uid)));
 
 --
+-- Name: account_links; Type: ROW SECURITY; Schema: identity
+--
+
+ALTER TABLE identity.account_links ENABLE ROW LEVEL SECURITY;
+
+--
 -- Name: oauth_clients; Type: ROW SECURITY; Schema: identity
 --
 
@@ -13274,6 +14458,12 @@ ALTER TABLE identity.oauth_tokens ENABLE ROW LEVEL SECURITY;
 ALTER TABLE identity.password_tokens ENABLE ROW LEVEL SECURITY;
 
 --
+-- Name: reauthentications; Type: ROW SECURITY; Schema: identity
+--
+
+ALTER TABLE identity.reauthentications ENABLE ROW LEVEL SECURITY;
+
+--
 -- Name: refresh_tokens; Type: ROW SECURITY; Schema: identity
 --
 
@@ -13284,6 +14474,12 @@ ALTER TABLE identity.refresh_tokens ENABLE ROW LEVEL SECURITY;
 --
 
 ALTER TABLE identity.users ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: account_exports; Type: ROW SECURITY; Schema: private
+--
+
+ALTER TABLE private.account_exports ENABLE ROW LEVEL SECURITY;
 
 --
 -- Name: password_attempts; Type: ROW SECURITY; Schema: private
@@ -13384,6 +14580,12 @@ REVOKE ALL ON FUNCTION admin.create_user(email text, password text, name text) F
 REVOKE ALL ON FUNCTION admin.create_venue(name text, address text, latitude double precision, longitude double precision) FROM PUBLIC;
 
 --
+-- Name: FUNCTION delete_user(email text); Type: ACL; Schema: admin
+--
+
+REVOKE ALL ON FUNCTION admin.delete_user(email text) FROM PUBLIC;
+
+--
 -- Name: FUNCTION forms_list(max_rows integer, since timestamp with time zone); Type: ACL; Schema: admin
 --
 
@@ -13462,6 +14664,102 @@ REVOKE ALL ON FUNCTION admin.webhook_failures(max_rows integer) FROM PUBLIC;
 REVOKE ALL ON FUNCTION admin.webhooks() FROM PUBLIC;
 
 --
+-- Name: FUNCTION account_delete(reauthentication text); Type: ACL; Schema: api
+--
+
+REVOKE ALL ON FUNCTION api.account_delete(reauthentication text) FROM PUBLIC;
+GRANT ALL ON FUNCTION api.account_delete(reauthentication text) TO authenticated;
+
+--
+-- Name: FUNCTION account_delete_confirm(token text); Type: ACL; Schema: api
+--
+
+REVOKE ALL ON FUNCTION api.account_delete_confirm(token text) FROM PUBLIC;
+GRANT ALL ON FUNCTION api.account_delete_confirm(token text) TO anon;
+GRANT ALL ON FUNCTION api.account_delete_confirm(token text) TO authenticated;
+
+--
+-- Name: FUNCTION account_delete_link(token text); Type: ACL; Schema: api
+--
+
+REVOKE ALL ON FUNCTION api.account_delete_link(token text) FROM PUBLIC;
+GRANT ALL ON FUNCTION api.account_delete_link(token text) TO anon;
+GRANT ALL ON FUNCTION api.account_delete_link(token text) TO authenticated;
+
+--
+-- Name: FUNCTION account_delete_link_send(public_url text); Type: ACL; Schema: api
+--
+
+REVOKE ALL ON FUNCTION api.account_delete_link_send(public_url text) FROM PUBLIC;
+GRANT ALL ON FUNCTION api.account_delete_link_send(public_url text) TO authenticated;
+
+--
+-- Name: FUNCTION account_delete_request(email text, public_url text); Type: ACL; Schema: api
+--
+
+REVOKE ALL ON FUNCTION api.account_delete_request(email text, public_url text) FROM PUBLIC;
+GRANT ALL ON FUNCTION api.account_delete_request(email text, public_url text) TO anon;
+GRANT ALL ON FUNCTION api.account_delete_request(email text, public_url text) TO authenticated;
+
+--
+-- Name: FUNCTION account_email_change(reauthentication text, new_email text, public_url text); Type: ACL; Schema: api
+--
+
+REVOKE ALL ON FUNCTION api.account_email_change(reauthentication text, new_email text, public_url text) FROM PUBLIC;
+GRANT ALL ON FUNCTION api.account_email_change(reauthentication text, new_email text, public_url text) TO authenticated;
+
+--
+-- Name: FUNCTION account_email_change_confirm(token_hash text); Type: ACL; Schema: api
+--
+
+REVOKE ALL ON FUNCTION api.account_email_change_confirm(token_hash text) FROM PUBLIC;
+GRANT ALL ON FUNCTION api.account_email_change_confirm(token_hash text) TO anon;
+GRANT ALL ON FUNCTION api.account_email_change_confirm(token_hash text) TO authenticated;
+
+--
+-- Name: FUNCTION account_email_change_link(token_hash text); Type: ACL; Schema: api
+--
+
+REVOKE ALL ON FUNCTION api.account_email_change_link(token_hash text) FROM PUBLIC;
+GRANT ALL ON FUNCTION api.account_email_change_link(token_hash text) TO anon;
+GRANT ALL ON FUNCTION api.account_email_change_link(token_hash text) TO authenticated;
+
+--
+-- Name: FUNCTION account_export(); Type: ACL; Schema: api
+--
+
+REVOKE ALL ON FUNCTION api.account_export() FROM PUBLIC;
+GRANT ALL ON FUNCTION api.account_export() TO authenticated;
+
+--
+-- Name: FUNCTION account_password_change(reauthentication text, password_hash text); Type: ACL; Schema: api
+--
+
+REVOKE ALL ON FUNCTION api.account_password_change(reauthentication text, password_hash text) FROM PUBLIC;
+GRANT ALL ON FUNCTION api.account_password_change(reauthentication text, password_hash text) TO authenticated;
+
+--
+-- Name: FUNCTION account_session_end(id uuid); Type: ACL; Schema: api
+--
+
+REVOKE ALL ON FUNCTION api.account_session_end(id uuid) FROM PUBLIC;
+GRANT ALL ON FUNCTION api.account_session_end(id uuid) TO authenticated;
+
+--
+-- Name: FUNCTION account_sessions(); Type: ACL; Schema: api
+--
+
+REVOKE ALL ON FUNCTION api.account_sessions() FROM PUBLIC;
+GRANT ALL ON FUNCTION api.account_sessions() TO authenticated;
+
+--
+-- Name: FUNCTION account_sessions_end_others(); Type: ACL; Schema: api
+--
+
+REVOKE ALL ON FUNCTION api.account_sessions_end_others() FROM PUBLIC;
+GRANT ALL ON FUNCTION api.account_sessions_end_others() TO authenticated;
+
+--
 -- Name: FUNCTION api_endpoints_list(); Type: ACL; Schema: api
 --
 
@@ -13537,20 +14835,20 @@ GRANT ALL ON FUNCTION api.auth_recover(email text, public_url text) TO anon;
 GRANT ALL ON FUNCTION api.auth_recover(email text, public_url text) TO authenticated;
 
 --
--- Name: FUNCTION auth_refresh(refresh_token text); Type: ACL; Schema: api
+-- Name: FUNCTION auth_refresh(refresh_token text, user_agent text, client_ip text); Type: ACL; Schema: api
 --
 
-REVOKE ALL ON FUNCTION api.auth_refresh(refresh_token text) FROM PUBLIC;
-GRANT ALL ON FUNCTION api.auth_refresh(refresh_token text) TO anon;
-GRANT ALL ON FUNCTION api.auth_refresh(refresh_token text) TO authenticated;
+REVOKE ALL ON FUNCTION api.auth_refresh(refresh_token text, user_agent text, client_ip text) FROM PUBLIC;
+GRANT ALL ON FUNCTION api.auth_refresh(refresh_token text, user_agent text, client_ip text) TO anon;
+GRANT ALL ON FUNCTION api.auth_refresh(refresh_token text, user_agent text, client_ip text) TO authenticated;
 
 --
--- Name: FUNCTION auth_refresh_throttled(refresh_token text, client_ip text, max_failures_per_ip integer, window_seconds integer); Type: ACL; Schema: api
+-- Name: FUNCTION auth_refresh_throttled(refresh_token text, client_ip text, max_failures_per_ip integer, window_seconds integer, user_agent text); Type: ACL; Schema: api
 --
 
-REVOKE ALL ON FUNCTION api.auth_refresh_throttled(refresh_token text, client_ip text, max_failures_per_ip integer, window_seconds integer) FROM PUBLIC;
-GRANT ALL ON FUNCTION api.auth_refresh_throttled(refresh_token text, client_ip text, max_failures_per_ip integer, window_seconds integer) TO anon;
-GRANT ALL ON FUNCTION api.auth_refresh_throttled(refresh_token text, client_ip text, max_failures_per_ip integer, window_seconds integer) TO authenticated;
+REVOKE ALL ON FUNCTION api.auth_refresh_throttled(refresh_token text, client_ip text, max_failures_per_ip integer, window_seconds integer, user_agent text) FROM PUBLIC;
+GRANT ALL ON FUNCTION api.auth_refresh_throttled(refresh_token text, client_ip text, max_failures_per_ip integer, window_seconds integer, user_agent text) TO anon;
+GRANT ALL ON FUNCTION api.auth_refresh_throttled(refresh_token text, client_ip text, max_failures_per_ip integer, window_seconds integer, user_agent text) TO authenticated;
 
 --
 -- Name: FUNCTION auth_register(email text, password_hash text, name text); Type: ACL; Schema: api
@@ -14602,10 +15900,76 @@ REVOKE ALL ON FUNCTION identity.new_token() FROM PUBLIC;
 REVOKE ALL ON FUNCTION identity.token_hash(token text) FROM PUBLIC;
 
 --
+-- Name: FUNCTION account_caller(); Type: ACL; Schema: private
+--
+
+REVOKE ALL ON FUNCTION private.account_caller() FROM PUBLIC;
+
+--
+-- Name: FUNCTION account_delete(user_id uuid); Type: ACL; Schema: private
+--
+
+REVOKE ALL ON FUNCTION private.account_delete(user_id uuid) FROM PUBLIC;
+
+--
+-- Name: FUNCTION account_delete_link_queue(user_id uuid, public_url text); Type: ACL; Schema: private
+--
+
+REVOKE ALL ON FUNCTION private.account_delete_link_queue(user_id uuid, public_url text) FROM PUBLIC;
+
+--
 -- Name: FUNCTION account_email_check(email text); Type: ACL; Schema: private
 --
 
 REVOKE ALL ON FUNCTION private.account_email_check(email text) FROM PUBLIC;
+
+--
+-- Name: FUNCTION account_export_take(user_id uuid); Type: ACL; Schema: private
+--
+
+REVOKE ALL ON FUNCTION private.account_export_take(user_id uuid) FROM PUBLIC;
+
+--
+-- Name: FUNCTION account_files(user_id uuid); Type: ACL; Schema: private
+--
+
+REVOKE ALL ON FUNCTION private.account_files(user_id uuid) FROM PUBLIC;
+
+--
+-- Name: FUNCTION account_files_delete(user_id uuid); Type: ACL; Schema: private
+--
+
+REVOKE ALL ON FUNCTION private.account_files_delete(user_id uuid) FROM PUBLIC;
+
+--
+-- Name: FUNCTION account_link(token text, purpose text, for_update boolean); Type: ACL; Schema: private
+--
+
+REVOKE ALL ON FUNCTION private.account_link(token text, purpose text, for_update boolean) FROM PUBLIC;
+
+--
+-- Name: FUNCTION account_link_create(user_id uuid, purpose text, new_email text); Type: ACL; Schema: private
+--
+
+REVOKE ALL ON FUNCTION private.account_link_create(user_id uuid, purpose text, new_email text) FROM PUBLIC;
+
+--
+-- Name: FUNCTION account_links_wait(user_id uuid, purpose text); Type: ACL; Schema: private
+--
+
+REVOKE ALL ON FUNCTION private.account_links_wait(user_id uuid, purpose text) FROM PUBLIC;
+
+--
+-- Name: FUNCTION account_session(); Type: ACL; Schema: private
+--
+
+REVOKE ALL ON FUNCTION private.account_session() FROM PUBLIC;
+
+--
+-- Name: FUNCTION account_sessions_of(user_id uuid); Type: ACL; Schema: private
+--
+
+REVOKE ALL ON FUNCTION private.account_sessions_of(user_id uuid) FROM PUBLIC;
 
 --
 -- Name: FUNCTION agent_quota_take(tool text); Type: ACL; Schema: private
@@ -14718,10 +16082,10 @@ REVOKE ALL ON FUNCTION private.append_change(operation text, table_name text, re
 REVOKE ALL ON FUNCTION private.auth_failures_prune(batch integer) FROM PUBLIC;
 
 --
--- Name: FUNCTION auth_login_finish(attempt text, matched boolean, new_hash text); Type: ACL; Schema: private
+-- Name: FUNCTION auth_login_finish(attempt text, matched boolean, new_hash text, user_agent text, client_ip text); Type: ACL; Schema: private
 --
 
-REVOKE ALL ON FUNCTION private.auth_login_finish(attempt text, matched boolean, new_hash text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION private.auth_login_finish(attempt text, matched boolean, new_hash text, user_agent text, client_ip text) FROM PUBLIC;
 
 --
 -- Name: FUNCTION auth_throttle_record(scope text, key text); Type: ACL; Schema: private
@@ -15525,6 +16889,24 @@ REVOKE ALL ON FUNCTION private.public_url() FROM PUBLIC;
 REVOKE ALL ON FUNCTION private.queue_password_email(user_id uuid, purpose text, public_url text) FROM PUBLIC;
 
 --
+-- Name: FUNCTION reauthenticate_finish(user_id uuid, attempt text, matched boolean, new_hash text); Type: ACL; Schema: private
+--
+
+REVOKE ALL ON FUNCTION private.reauthenticate_finish(user_id uuid, attempt text, matched boolean, new_hash text) FROM PUBLIC;
+
+--
+-- Name: FUNCTION reauthenticate_start(user_id uuid, session_id uuid, client_ip text, bcrypt_cost integer, max_failures_per_email_client integer, max_failures_per_email integer, max_failures_per_ip integer, window_seconds integer, password_given boolean); Type: ACL; Schema: private
+--
+
+REVOKE ALL ON FUNCTION private.reauthenticate_start(user_id uuid, session_id uuid, client_ip text, bcrypt_cost integer, max_failures_per_email_client integer, max_failures_per_email integer, max_failures_per_ip integer, window_seconds integer, password_given boolean) FROM PUBLIC;
+
+--
+-- Name: FUNCTION reauthenticated(user_id uuid, reauthentication text); Type: ACL; Schema: private
+--
+
+REVOKE ALL ON FUNCTION private.reauthenticated(user_id uuid, reauthentication text) FROM PUBLIC;
+
+--
 -- Name: FUNCTION redact_secrets(value jsonb); Type: ACL; Schema: private
 --
 
@@ -15561,10 +16943,10 @@ REVOKE ALL ON FUNCTION private.sessions_prune(batch integer) FROM PUBLIC;
 REVOKE ALL ON FUNCTION private.sign_in_wait(email_key text, client_ip text, max_failures_per_email_client integer, max_failures_per_email integer, max_failures_per_ip integer, window_seconds integer) FROM PUBLIC;
 
 --
--- Name: FUNCTION start_session(user_id uuid); Type: ACL; Schema: private
+-- Name: FUNCTION start_session(user_id uuid, user_agent text, client_ip text); Type: ACL; Schema: private
 --
 
-REVOKE ALL ON FUNCTION private.start_session(user_id uuid) FROM PUBLIC;
+REVOKE ALL ON FUNCTION private.start_session(user_id uuid, user_agent text, client_ip text) FROM PUBLIC;
 
 --
 -- Name: FUNCTION stored_records_prune(keep interval, batch integer); Type: ACL; Schema: private
@@ -15958,6 +17340,12 @@ REVOKE ALL ON FUNCTION private.webhook_event_types() FROM PUBLIC;
 --
 
 REVOKE ALL ON FUNCTION private.webhook_listening(community_id uuid, event_type text) FROM PUBLIC;
+
+--
+-- Name: FUNCTION webhook_member_deleted(user_id uuid, member_node_id uuid, email text); Type: ACL; Schema: private
+--
+
+REVOKE ALL ON FUNCTION private.webhook_member_deleted(user_id uuid, member_node_id uuid, email text) FROM PUBLIC;
 
 --
 -- Name: FUNCTION webhook_member_json(community_id uuid, member_node_id uuid, role text, joined_at timestamp with time zone); Type: ACL; Schema: private

@@ -1,7 +1,9 @@
 // The JSON request body, read for requests that have one (GETs don't):
 //
-// - Content-Type application/json or application/*+json; any other type
-//   leaves the body undefined (the route's schema then refuses it).
+// - Content-Type application/json or application/*+json; an HTML form
+//   (application/x-www-form-urlencoded) becomes FormFields, read only by the
+//   routes that declare a form body (the web pages); any other type leaves
+//   the body undefined (the route's schema then refuses it).
 // - charset, when given, must be UTF-8 (415 otherwise); Content-Encoding
 //   identity, gzip, deflate or br (415 otherwise).
 // - At most 1 MB after decompression (413), checked against Content-Length
@@ -27,9 +29,23 @@ export function hasBody(req: IncomingMessage): boolean {
   return req.headers['transfer-encoding'] !== undefined || (req.headers['content-length'] ?? '0') !== '0';
 }
 
+/**
+ * The fields of an HTML form (application/x-www-form-urlencoded): only the
+ * routes that declare a form body (the web pages without JavaScript) read
+ * them; to every other route the body is absent, as any other type is.
+ * A field sent twice keeps its first value.
+ */
+export class FormFields {
+  constructor(readonly fields: Record<string, string>) {}
+}
+
+const FORM_TYPE = /^application\/x-www-form-urlencoded\s*(?:;|$)/i;
+
 export async function readJsonBody(req: IncomingMessage): Promise<unknown> {
   const type = req.headers['content-type'];
-  if (typeof type !== 'string' || !JSON_TYPE.test(type)) return undefined;
+  if (typeof type !== 'string') return undefined;
+  const form = FORM_TYPE.test(type);
+  if (!form && !JSON_TYPE.test(type)) return undefined;
   const charset = CHARSET.exec(type)?.[1]?.toLowerCase();
   if (charset !== undefined && charset !== 'utf-8' && charset !== 'utf8') {
     throw new HttpError(415, 'unsupported_media_type', `unsupported charset "${charset.toUpperCase()}"`);
@@ -38,6 +54,11 @@ export async function readJsonBody(req: IncomingMessage): Promise<unknown> {
   const declared = Number(req.headers['content-length']);
   if (encoding === 'identity' && declared > MAX_BODY_BYTES) throw tooLarge();
   const text = (await readAll(req, decoded(req, encoding))).toString('utf8');
+  if (form) {
+    const fields: Record<string, string> = Object.create(null);
+    for (const [name, value] of new URLSearchParams(text)) if (!(name in fields)) fields[name] = value;
+    return new FormFields({ ...fields });
+  }
   if (text.length === 0) return {};
   const first = /^[\x20\x09\x0a\x0d\ufeff]*(.)/.exec(text)?.[1];
   if (first !== '{' && first !== '[') throw invalidJson();

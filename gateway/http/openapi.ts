@@ -33,6 +33,7 @@ import { ErrorBody, SHAPE_SCHEMAS, ErrorResponse, ContentResponse, type Security
 
 const SECTIONS: [RegExp, string, string][] = [
   [/^\/api\/auth\//, 'Authentication', 'Accounts and sessions: register, sign in for an access token (JWT) and a refresh token, rotate and end sessions, set a password from an e-mailed link.'],
+  [/^\/api\/mobile\/account(\/|$)|^\/account\//, 'Your account', "The caller's own account: delete it (in the app, or on the web pages an e-mailed link opens), export its data, change its e-mail address and password, see and end its sessions."],
   [/^\/api\/docs\/tokens/, 'API tokens', 'Personal API tokens (`cbk_…`), limited to path patterns: for scripts, the try-it flow of this page and AI agents.'],
   [/^\/api\/docs|^\/llms\.txt$/, 'Documentation', 'This reference, the endpoint list, llms.txt, the live test executor and the log of what agents did with your credentials.'],
   [/^\/api\/mobile\/(profile|hats|hat_types)/, 'Profile and hats', "The caller's profile, and their hats: the personas (professional, personal, ...) they wear at events."],
@@ -340,6 +341,9 @@ function jsonMedia(schema: z.ZodType): { schema: z.ZodType; example?: unknown } 
   return value === undefined ? { schema } : { schema, example: value };
 }
 
+/** The media type of an HTML form's body (the web pages' routes with bodyType 'form'). */
+const FORM_MEDIA_TYPE = 'application/x-www-form-urlencoded';
+
 function responsesOf(route: Route): Record<string, ResponseConfig> {
   const out: Record<string, ResponseConfig> = {};
   for (const [key, spec] of Object.entries(route.docs.responses ?? {})) {
@@ -381,7 +385,7 @@ function errorSummary(route: Route): string[] {
 export function operationDescription(route: Route): string {
   const parts = [route.docs.description ?? route.summary];
   const limits = [...(route.docs.limits ?? [])];
-  if (route.schemas.body) limits.push(`The JSON body is at most ${MAX_BODY_BYTES / (1024 * 1024)} MB.`);
+  if (route.schemas.body) limits.push(`The ${route.docs.bodyType === 'form' ? 'form' : 'JSON'} body is at most ${MAX_BODY_BYTES / (1024 * 1024)} MB.`);
   if (limits.length) parts.push(`**Limits**\n\n${limits.map((line) => `- ${line}`).join('\n')}`);
   parts.push(`**Errors** (each response below explains its codes)\n\n${errorSummary(route).join('\n')}`);
   return parts.join('\n\n');
@@ -452,7 +456,9 @@ export function buildOpenApiDocument(routes: readonly Route[], plain: readonly P
       params: params as never,
       query: query as never,
       headers: documentedHeaders(route) as never,
-      body: bodySchema ? { required: !bodyOptional, content: { 'application/json': jsonMedia(bodySchema) } } : undefined,
+      body: bodySchema
+        ? { required: !bodyOptional, content: { [route.docs.bodyType === 'form' ? FORM_MEDIA_TYPE : 'application/json']: jsonMedia(bodySchema) } }
+        : undefined,
     };
     registry.registerPath({
       method: route.method,

@@ -24,7 +24,8 @@ const ValidationIssue = z
 /**
  * `details` of the Error body: null, or `issues` on a validation failure
  * (http/route.ts, core/web/input.ts), or `retry_after` on 429, 503 and 409 idempotency_key_in_progress
- * (core/web/throttle.ts, http/fair-share.ts, core/web/errors.ts unavailable()).
+ * (core/web/throttle.ts, http/fair-share.ts, core/web/errors.ts unavailable(), a SQL
+ * refusal's DETAIL), or `communities` (a SQL refusal's DETAIL).
  */
 const ErrorDetails = z
   .object({
@@ -39,9 +40,22 @@ const ErrorDetails = z
       .optional()
       .describe('On 429, 503 and 409 `idempotency_key_in_progress`: seconds to wait before trying again (the `Retry-After` header says the same).')
       .meta({ example: 30 }),
+    communities: z
+      .array(
+        z
+          .object({
+            id: z.guid().describe("The community's id.").meta({ example: '5f0c8a9e-3b1d-4c62-9a7e-2d4b6f8a1c03' }),
+            name: z.string().describe("The community's name.").meta({ example: 'Run Club' }),
+          })
+          .describe('A community the caller is the only manager of.'),
+      )
+      .optional()
+      .describe('With `last_manager_of_communities`: the communities that would be left without a manager.'),
   })
   .nullable()
-  .describe('Null, or `issues` on a validation failure, or `retry_after` on 429, 503 and 409 `idempotency_key_in_progress`.');
+  .describe(
+    'Null, or `issues` on a validation failure, or `retry_after` on 429, 503 and 409 `idempotency_key_in_progress`, or `communities` with `last_manager_of_communities`.',
+  );
 
 /** Error: `error` (a machine-readable code), `message`, `details` (object or null). */
 export const ErrorBody = z

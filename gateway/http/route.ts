@@ -63,6 +63,7 @@ import {
 } from './idempotency.ts';
 import type { Page } from '../core/web/html.ts';
 import { assertStorable } from '../core/web/input.ts';
+import { FormFields } from './body.ts';
 import type { Responses, SecurityScheme } from './responses.ts';
 
 export type Method = 'get' | 'post' | 'put' | 'patch' | 'delete';
@@ -136,6 +137,8 @@ export interface Context<P, Q, B, H = undefined> {
   apiToken: ApiTokenInfo | null;
   /** The client's IP address (gateway/core/web/client-ip.ts), for limits per client. */
   clientIp: string;
+  /** The request's User-Agent (at most 512 characters), or null: recorded with a session. */
+  userAgent: string | null;
   services: Services;
   log: Logger;
   /**
@@ -206,6 +209,14 @@ export interface RouteDefinition<
   security?: SecurityScheme[];
   /** The path holds a secret (a token): the request log line shows the route's template instead. */
   secretPath?: boolean;
+  /**
+   * false: the route takes no Idempotency-Key although its method and path
+   * would (http/idempotency.ts): a route that checks the caller's password
+   * again before it acts, whose retry checks it again.
+   */
+  idempotencyKey?: false;
+  /** 'form': the body is an HTML form (application/x-www-form-urlencoded, http/body.ts FormFields), for the web pages; default JSON. */
+  bodyType?: 'json' | 'form';
   handler(ctx: Context<Out<P>, Out<Q>, Out<B>, Out<H>>): Promise<Reply>;
 }
 
@@ -227,6 +238,8 @@ export interface Route {
     htmlErrors: boolean;
     /** POST, PATCH and DELETE of the mobile, platform and token interfaces take an Idempotency-Key (http/idempotency.ts). */
     idempotencyKey: boolean;
+    /** The request body's media type. */
+    bodyType: 'json' | 'form';
   };
   build(services: Services): RouteHandler;
 }
@@ -243,7 +256,7 @@ export function defineRoute<
   B extends AnySchema | undefined = undefined,
   H extends AnySchema | undefined = undefined,
 >(def: RouteDefinition<P, Q, B, H>): Route {
-  const keyed = takesIdempotencyKey(def);
+  const keyed = keyedRoute(def);
   return {
     method: def.method,
     path: def.path,
@@ -260,6 +273,7 @@ export function defineRoute<
       invalidParamsStatus: def.invalidParamsStatus,
       htmlErrors: def.renderError !== undefined,
       idempotencyKey: keyed,
+      bodyType: def.bodyType ?? 'json',
     },
     build: (services) => async (exchange) => {
       if (def.secretPath) exchange.logPath = def.path;
@@ -330,17 +344,34 @@ function validatedContext<P, Q, B, H>(
   return {
     params: validate(def.params, exchange.params, 'path', def.invalidParamsStatus ?? invalid) as P,
     query: validate(def.query, def.query ? exchange.query : undefined, 'query', invalid) as Q,
-    body: validate(def.body, exchange.body, 'body', invalid) as B,
+    body: validate(def.body, bodyFor(def.bodyType ?? 'json', exchange.body), 'body', invalid) as B,
     headers: validate(def.headers, exchange.req.headers, 'header', invalid) as H,
     user: request.caller?.user ?? null,
     apiToken: request.caller?.apiToken ?? null,
     clientIp: request.ip,
+    userAgent: userAgentOf(exchange.req.headers['user-agent']),
     services: request.services,
     get log() {
       return exchange.log;
     },
     db: request.db,
   };
+}
+
+/** Whether a route takes an Idempotency-Key: its method and path say so, unless it opts out. */
+function keyedRoute(def: { method: string; path: string; auth: string; idempotencyKey?: false }): boolean {
+  return def.idempotencyKey !== false && takesIdempotencyKey(def);
+}
+
+/** The body a route reads: an HTML form's fields for a form route, JSON for the others (each absent to the other kind). */
+function bodyFor(kind: 'json' | 'form', body: unknown): unknown {
+  if (kind === 'form') return body instanceof FormFields ? body.fields : undefined;
+  return body instanceof FormFields ? undefined : body;
+}
+
+/** The User-Agent recorded with a session: at most 512 characters, or null. */
+function userAgentOf(header: string | undefined): string | null {
+  return header ? header.slice(0, 512) : null;
 }
 
 /** Step 4, where the route takes one: the request's Idempotency-Key (validated) and what makes it the same request. */

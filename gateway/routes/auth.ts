@@ -8,7 +8,9 @@
 //                                    (a dummy for an unknown e-mail) and an attempt
 //   the comparison (bcrypt, on the thread pool)
 //   private.auth_login_finish        the attempt consumed: a failure counted,
-//                                    or a session (and a re-hash stored)
+//                                    or a session (and a re-hash stored), with
+//                                    the client's User-Agent and address (the
+//                                    owner's list of sessions shows them)
 // Both run as the gateway's own role (private functions: no request role can
 // read a hash); neither a password nor a hash is logged or answered.
 import { z } from 'zod';
@@ -175,7 +177,7 @@ export const authRoutes = [
     body: LoginBody,
     invalidStatus: 400,
     responses: { 200: TokenPair, 401: errors('invalid_credentials'), 429: errors('rate_limited'), 503: errors('service_unavailable') },
-    async handler({ body, db, services, clientIp }) {
+    async handler({ body, db, services, clientIp, userAgent }) {
       const limits = services.authLimits ?? DEFAULT_AUTH_LIMITS;
       const { passwords } = services;
       // A place for the password work first: refused (503) before any SQL.
@@ -197,7 +199,7 @@ export const authRoutes = [
       }
       const [result] = await db(
         (tx) => tx<(AuthSession & { status: string; user_email: string })[]>`
-          select * from private.auth_login_finish(${attempt!.attempt}, ${checked.matched}, ${checked.newHash})`,
+          select * from private.auth_login_finish(${attempt!.attempt}, ${checked.matched}, ${checked.newHash}, ${userAgent}, ${clientIp})`,
         claimsOf({ kind: 'gateway' }),
       );
       // The same answers whether or not the e-mail exists.
@@ -220,11 +222,11 @@ export const authRoutes = [
     body: RefreshBody,
     invalidStatus: 400,
     responses: { 200: TokenPair, 401: errors('invalid_refresh_token'), 429: errors('rate_limited') },
-    async handler({ body, db, services, clientIp }) {
+    async handler({ body, db, services, clientIp, userAgent }) {
       const limits = services.authLimits ?? DEFAULT_AUTH_LIMITS;
       const [row] = await db(
         (tx) => tx<(Omit<AuthSession, 'refresh_token'> & { status: string; retry_after: number; new_refresh_token: string })[]>`
-          select * from api.auth_refresh_throttled(${body.refresh_token}, ${clientIp}, ${limits.maxFailuresPerIp}, ${limits.windowSeconds})`,
+          select * from api.auth_refresh_throttled(${body.refresh_token}, ${clientIp}, ${limits.maxFailuresPerIp}, ${limits.windowSeconds}, ${userAgent})`,
       );
       if (row?.status === 'throttled') throw tooManyRequests(row.retry_after, 'too many failed refreshes, try again later');
       const result = row && { ...row, refresh_token: row.new_refresh_token };

@@ -25,6 +25,7 @@ export const WEBHOOK_EVENT_TYPES = [
   'checkin.created',
   'member.joined',
   'member.left',
+  'member.deleted',
 ] as const;
 
 /** What a delivery's type may be besides the subscribable ones: webhook.ping, sent on request only. */
@@ -35,7 +36,8 @@ const EventType = z
   .enum(WEBHOOK_EVENT_TYPES, { message: `must be one of ${WEBHOOK_EVENT_TYPES.join(', ')}` })
   .describe(
     'An event type: `event.created`, `event.updated` (only when the Event object changed), `event.deleted`, ' +
-      '`attendee.registered`, `checkin.created` (event check-ins), `member.joined`, `member.left`.',
+      '`attendee.registered`, `checkin.created` (event check-ins), `member.joined`, `member.left`, `member.deleted` (a member deleted their ' +
+      'account: ids only).',
   );
 const Events = z.array(EventType).min(1, { message: 'must name at least one event type' }).max(20);
 const WebhookUrl = z.string().trim().min(1).max(2000);
@@ -122,7 +124,7 @@ const WebhookFields = z.object({
   ),
   created_at: DateTime.describe('When it was registered.'),
 });
-const Webhook = WebhookFields.meta({ id: 'Webhook', description: "A community's webhook endpoint (without its secret)." });
+export const Webhook = WebhookFields.meta({ id: 'Webhook', description: "A community's webhook endpoint (without its secret)." });
 const WebhookWithSecret = WebhookFields.extend({
   secret: z
     .string()

@@ -19,6 +19,8 @@ interface Command {
   usage: string;
   description: string;
   options: Record<string, z.ZodType>;
+  /** The option a single positional argument fills (`delete-user EMAIL` for `--email EMAIL`). */
+  positional?: string;
   run(sql: Sql, o: Record<string, unknown>): Promise<unknown>;
 }
 
@@ -47,6 +49,14 @@ const commands: Record<string, Command> = {
     options: { email: Email, password: Password, name: optionalText },
     run: async (sql, o) =>
       (await sql`select admin.create_user(${o.email as string}, ${o.password as string}, ${(o.name as string | undefined) ?? null}) as id`)[0]?.id,
+  },
+  'delete-user': {
+    usage: 'EMAIL (or --email E)',
+    description:
+      'Delete an account and everything of the person, as its owner deleting it does: every session, token, stream and websocket ends at once. Refused while it is the only manager of a community. Prints what was deleted.',
+    options: { email: Email },
+    positional: 'email',
+    run: async (sql, o) => (await sql`select admin.delete_user(${o.email as string}) as deleted`)[0]?.deleted,
   },
   'create-community': {
     usage: '--name N [--description D] [--tags a,b] [--manager-email E]',
@@ -272,9 +282,13 @@ async function main(): Promise<number> {
       args: rest,
       options: Object.fromEntries(Object.keys(command.options).map((k) => [k, { type: 'string' as const }])),
       strict: true,
-      allowPositionals: false,
+      allowPositionals: command.positional !== undefined,
     });
-    const result = z.object(command.options).safeParse(parsed.values);
+    if (parsed.positionals.length > 1 || (parsed.positionals.length === 1 && parsed.values[command.positional!] !== undefined)) {
+      throw new Error(`one ${command.positional} at most`);
+    }
+    const given = parsed.positionals.length === 1 ? { ...parsed.values, [command.positional!]: parsed.positionals[0] } : parsed.values;
+    const result = z.object(command.options).safeParse(given);
     if (!result.success) {
       throw new Error(result.error.issues.map((i) => `--${i.path.join('.')}: ${i.message}`).join('\n'));
     }

@@ -118,6 +118,23 @@ end;
 $function$;
 comment on function admin.create_venue(text,text,double precision,double precision) is 'Creates a venue. Returns its node id (the id venue paths take).';
 
+CREATE OR REPLACE FUNCTION admin.delete_user(email text)
+ RETURNS jsonb
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog'
+AS $function$
+declare
+  account_id uuid;
+begin
+  select u.id into account_id from identity.users u where u.email = lower(btrim(delete_user.email));
+  if account_id is null then
+    raise exception 'no user with email %', email using errcode = 'P0002';
+  end if;
+  return private.account_delete(account_id);
+end;
+$function$;
+comment on function admin.delete_user(text) is 'Deletes the account with this e-mail and everything of the person, as its owner deleting it does (private.account_delete): refused (PT409 last_manager_of_communities) while it is the only manager of a community. Returns user_id, node_id, communities_left.';
+
 CREATE OR REPLACE FUNCTION admin.forms_list(max_rows integer DEFAULT 50, since timestamp with time zone DEFAULT NULL::timestamp with time zone)
  RETURNS TABLE(id bigint, received_at timestamp with time zone, size_bytes integer, payload jsonb)
  LANGUAGE sql

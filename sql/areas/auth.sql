@@ -73,7 +73,7 @@ $function$;
 comment on function api.auth_logout(text) is 'POST /api/auth/logout: ends the session of the refresh token (revokes its family). PT401 for an unknown token.';
 grant execute on function api.auth_logout(text) to anon, authenticated;
 
-CREATE OR REPLACE FUNCTION api.auth_refresh(refresh_token text)
+CREATE OR REPLACE FUNCTION api.auth_refresh(refresh_token text, user_agent text DEFAULT NULL::text, client_ip text DEFAULT NULL::text)
  RETURNS SETOF api.auth_refresh_result
  LANGUAGE plpgsql
  SECURITY DEFINER
@@ -113,19 +113,19 @@ begin
   update identity.refresh_tokens t
     set revoked_at = now(), revoked_reason = 'rotated'
     where t.id = presented.id;
-  insert into identity.refresh_tokens (token_hash, user_id, session_id, parent_id, expires_at)
+  insert into identity.refresh_tokens (token_hash, user_id, session_id, parent_id, expires_at, user_agent, ip)
     values (identity.token_hash(next_token), presented.user_id, presented.session_id, presented.id,
-            now() + interval '30 days');
+            now() + interval '30 days', left(auth_refresh.user_agent, 512), left(auth_refresh.client_ip, 100));
 
   return query
     select 'ok'::text, u.id, u.email, next_token, presented.session_id
       from identity.users u where u.id = presented.user_id;
 end;
 $function$;
-comment on function api.auth_refresh(text) is 'POST /api/auth/refresh: rotates a refresh token. Status ok, invalid, expired, revoked, or reused (the family is then revoked).';
-grant execute on function api.auth_refresh(text) to anon, authenticated;
+comment on function api.auth_refresh(text,text,text) is 'POST /api/auth/refresh: rotates a refresh token (the new one records user_agent and client_ip, shown in the owner''s list of sessions). Status ok, invalid, expired, revoked, or reused (the family is then revoked).';
+grant execute on function api.auth_refresh(text,text,text) to anon, authenticated;
 
-CREATE OR REPLACE FUNCTION api.auth_refresh_throttled(refresh_token text, client_ip text, max_failures_per_ip integer, window_seconds integer)
+CREATE OR REPLACE FUNCTION api.auth_refresh_throttled(refresh_token text, client_ip text, max_failures_per_ip integer, window_seconds integer, user_agent text DEFAULT NULL::text)
  RETURNS TABLE(status text, retry_after integer, user_id uuid, email text, new_refresh_token text, session_id uuid)
  LANGUAGE plpgsql
  SECURITY DEFINER
@@ -140,15 +140,15 @@ begin
     return query select 'throttled'::text, wait, null::uuid, null::text, null::text, null::uuid;
     return;
   end if;
-  select * into strict result from api.auth_refresh(auth_refresh_throttled.refresh_token);
+  select * into strict result from api.auth_refresh(auth_refresh_throttled.refresh_token, auth_refresh_throttled.user_agent, auth_refresh_throttled.client_ip);
   if result.status <> 'ok' and client_ip is not null then
     perform private.auth_throttle_record('refresh', client_ip);
   end if;
   return query select result.status, 0, result.user_id, result.email, result.refresh_token, result.session_id;
 end;
 $function$;
-comment on function api.auth_refresh_throttled(text,text,integer,integer) is 'POST /api/auth/refresh with throttling: api.auth_refresh, but a client IP with too many failed refreshes gets status throttled (retry_after seconds).';
-grant execute on function api.auth_refresh_throttled(text,text,integer,integer) to anon, authenticated;
+comment on function api.auth_refresh_throttled(text,text,integer,integer,text) is 'POST /api/auth/refresh with throttling: api.auth_refresh, but a client IP with too many failed refreshes gets status throttled (retry_after seconds).';
+grant execute on function api.auth_refresh_throttled(text,text,integer,integer,text) to anon, authenticated;
 
 CREATE OR REPLACE FUNCTION api.auth_register(email text, password_hash text, name text DEFAULT NULL::text)
  RETURNS SETOF api.auth_user
@@ -283,7 +283,7 @@ end;
 $function$;
 comment on function private.auth_failures_prune(integer) is 'Deletes failed sign-in counts older than any throttling window (a day), at most `batch` a call; returns how many. The worker runs it every 10 minutes.';
 
-CREATE OR REPLACE FUNCTION private.auth_login_finish(attempt text, matched boolean, new_hash text)
+CREATE OR REPLACE FUNCTION private.auth_login_finish(attempt text, matched boolean, new_hash text, user_agent text DEFAULT NULL::text, client_ip text DEFAULT NULL::text)
  RETURNS TABLE(status text, user_id uuid, user_email text, refresh_token text, session_id uuid)
  LANGUAGE plpgsql
  SECURITY DEFINER
@@ -301,11 +301,11 @@ begin
   return query
     select 'ok'::text, u.id, u.email, s.refresh_token, s.session_id
       from identity.users u
-     cross join lateral private.start_session(u.id) s
+     cross join lateral private.start_session(u.id, auth_login_finish.user_agent, auth_login_finish.client_ip) s
      where u.id = checked.user_id;
 end;
 $function$;
-comment on function private.auth_login_finish(text,boolean,text) is 'POST /api/auth/login, after the gateway compared the password with the hash of private.password_attempt_start: status ok (a session: refresh_token, session_id), invalid (counted) or expired.';
+comment on function private.auth_login_finish(text,boolean,text,text,text) is 'POST /api/auth/login, after the gateway compared the password with the hash of private.password_attempt_start: status ok (a session: refresh_token, session_id; user_agent and client_ip are recorded with it), invalid (counted) or expired.';
 
 CREATE OR REPLACE FUNCTION private.auth_throttle_record(scope text, key text)
  RETURNS void
@@ -507,7 +507,7 @@ declare
   account_hash text;
   new_attempt text := identity.new_token();
 begin
-  if door not in ('login', 'oauth_consent') then
+  if door not in ('login', 'oauth_consent', 'reauthenticate') then
     raise exception 'unknown door %', door using errcode = 'PT400', hint = 'invalid_door';
   end if;
   -- Attempts for one e-mail take turns, so a burst cannot slip past the count.
@@ -534,7 +534,7 @@ begin
            coalesce(private.password_hash_cost(account_hash) < bcrypt_cost, false);
 end;
 $function$;
-comment on function private.password_attempt_start(text,text,text,integer,integer,integer,integer,integer) is 'First half of a sign-in (door login or oauth_consent), run by the processes'' own role: status throttled (retry_after seconds; nothing to check) or check: the hash to compare the password with (the account''s, or a dummy at bcrypt_cost for an unknown e-mail), whether to re-hash it (its cost is below bcrypt_cost), and the single-use attempt to finish with.';
+comment on function private.password_attempt_start(text,text,text,integer,integer,integer,integer,integer) is 'First half of a sign-in (door login or oauth_consent; reauthenticate: a signed-in user''s password check, private.reauthenticate_start), run by the processes'' own role: status throttled (retry_after seconds; nothing to check) or check: the hash to compare the password with (the account''s, or a dummy at bcrypt_cost for an unknown e-mail), whether to re-hash it (its cost is below bcrypt_cost), and the single-use attempt to finish with.';
 
 CREATE OR REPLACE FUNCTION private.password_dummy_hash(bcrypt_cost integer)
  RETURNS text
@@ -722,7 +722,7 @@ end;
 $function$;
 comment on function private.sign_in_wait(text,text,integer,integer,integer,integer) is 'Seconds until a sign-in for this e-mail from this client may be checked (0: now): failed sign-ins within the window and attempts still being checked, per e-mail and client, per e-mail and per client address, against their limits.';
 
-CREATE OR REPLACE FUNCTION private.start_session(user_id uuid)
+CREATE OR REPLACE FUNCTION private.start_session(user_id uuid, user_agent text DEFAULT NULL::text, client_ip text DEFAULT NULL::text)
  RETURNS TABLE(refresh_token text, session_id uuid)
  LANGUAGE plpgsql
  SET search_path TO 'pg_catalog'
@@ -731,11 +731,13 @@ declare
   token text := identity.new_token();
   new_session uuid := gen_random_uuid();
 begin
-  insert into identity.refresh_tokens (token_hash, user_id, session_id, expires_at)
-    values (identity.token_hash(token), start_session.user_id, new_session, now() + interval '30 days');
+  insert into identity.refresh_tokens (token_hash, user_id, session_id, expires_at, user_agent, ip)
+    values (identity.token_hash(token), start_session.user_id, new_session, now() + interval '30 days',
+            left(start_session.user_agent, 512), left(start_session.client_ip, 100));
   return query select token, new_session;
 end;
 $function$;
+comment on function private.start_session(uuid,text,text) is 'Starts a session (a refresh-token family) for the user: its first refresh token, valid 30 days, with the User-Agent and client address of the sign-in (shown in the owner''s list of sessions).';
 
 CREATE OR REPLACE FUNCTION private.tg_refresh_tokens__notify_session_ended()
  RETURNS trigger
@@ -793,7 +795,9 @@ drop trigger if exists _100_set_updated_at on identity.users;
 CREATE TRIGGER _100_set_updated_at BEFORE UPDATE ON identity.users FOR EACH ROW EXECUTE FUNCTION private.tg__set_updated_at();
 
 -- identity.refresh_tokens
-comment on table identity.refresh_tokens is 'Refresh tokens (hashed). All tokens descending from one login share session_id (the family).';
+comment on table identity.refresh_tokens is 'Refresh tokens (hashed). All tokens descending from one login share session_id (the family). A deleted account''s tokens stay, revoked and without it (user_id null), until pruned.';
+comment on column identity.refresh_tokens.user_agent is 'The User-Agent of the sign-in or refresh that made this token (at most 512 characters); shown to the account''s owner in its list of sessions.';
+comment on column identity.refresh_tokens.ip is 'The client address of the sign-in or refresh that made this token; shown to the account''s owner in its list of sessions.';
 alter table identity.refresh_tokens enable row level security;
 drop trigger if exists _900_notify_session_ended on identity.refresh_tokens;
 CREATE TRIGGER _900_notify_session_ended AFTER UPDATE ON identity.refresh_tokens REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION private.tg_refresh_tokens__notify_session_ended();

@@ -149,10 +149,16 @@ declare
 begin
   perform app.require_community(community_id);
   me := app.require_my_node();
-  insert into app.community_members as m (community_id, member_node_id)
-    values (community_join.community_id, me)
-    on conflict on constraint community_members_pkey do nothing
-    returning m.joined_at into joined;
+  begin
+    insert into app.community_members as m (community_id, member_node_id)
+      values (community_join.community_id, me)
+      on conflict on constraint community_members_pkey do nothing
+      returning m.joined_at into joined;
+  exception when foreign_key_violation then
+    -- The caller's account was deleted while this ran (private.account_delete
+    -- holds its node until it commits): its credentials have ended.
+    raise exception 'the account was deleted' using errcode = 'PT401', hint = 'session_ended';
+  end;
   if joined is null then
     raise exception 'already a member of this community' using errcode = 'PT400', hint = 'already_member';
   end if;
@@ -160,7 +166,7 @@ begin
   return jsonb_build_object('member_count', new_count, 'role', 'member', 'joined_at', app.iso(joined));
 end;
 $function$;
-comment on function api.community_join(uuid) is 'POST /api/mobile/communities/{id}/join: the caller joins as member. PT404 unknown community; PT400 already a member or no node.';
+comment on function api.community_join(uuid) is 'POST /api/mobile/communities/{id}/join: the caller joins as member. PT404 unknown community; PT400 already a member or no node; PT401 session_ended when the caller''s account is deleted meanwhile.';
 grant execute on function api.community_join(uuid) to authenticated;
 
 CREATE OR REPLACE FUNCTION api.community_leave(community_id uuid)

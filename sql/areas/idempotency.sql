@@ -118,6 +118,11 @@ begin
    where k.user_id = me and k.credential = caller_credential
      and k.key_hash = extensions.digest(idempotency_store.key, 'sha256') and k.status is null;
   if not found then
+    -- The request deleted the caller's account (its claim went with it): its
+    -- credentials have ended, so no retry can reach a record; none is kept.
+    if not exists (select from identity.users u where u.id = me) then
+      return;
+    end if;
     raise exception 'no idempotency key was claimed for this answer';
   end if;
   -- The cap. The counter's row is locked from here to COMMIT, which goes out
@@ -138,7 +143,7 @@ begin
   end if;
 end;
 $function$;
-comment on function api.idempotency_store(text,integer,jsonb) is 'Stores the answer (a success: status 200-399, and {headers, body}) of the request that claimed the Idempotency-Key in this transaction, right before COMMIT; the answer is encrypted with a key derived from the user, the credential and the idempotency key. A refusal is not stored: the gateway rolls its transaction back, the claim with it. Counts the caller''s answers; past private.idempotency_keys_per_caller() deletes the caller''s oldest 100.';
+comment on function api.idempotency_store(text,integer,jsonb) is 'Stores the answer (a success: status 200-399, and {headers, body}) of the request that claimed the Idempotency-Key in this transaction, right before COMMIT; the answer is encrypted with a key derived from the user, the credential and the idempotency key. A refusal is not stored: the gateway rolls its transaction back, the claim with it. Counts the caller''s answers; past private.idempotency_keys_per_caller() deletes the caller''s oldest 100. Nothing is kept when the request deleted the caller''s account.';
 grant execute on function api.idempotency_store(text,integer,jsonb) to authenticated;
 
 -- -----------------------------------------------------------------------------

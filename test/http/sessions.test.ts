@@ -8,26 +8,8 @@ import WebSocket from 'ws';
 import { withClaims } from '../../gateway/core/database/transaction.ts';
 import { api, asUser, baseUrl, db, registerUser } from '../helpers.ts';
 import { openStream } from '../support/sse.ts';
+import { joinedSocket } from '../support/ws-channel.ts';
 import { waitFor } from '../support/wait.ts';
-
-/** A raw websocket with one channel joined with the token. */
-async function joinedSocket(token: string) {
-  const ws = new WebSocket(`${baseUrl.replace('http', 'ws')}/realtime/v1/websocket?apikey=x&vsn=2.0.0`);
-  const frames: unknown[][] = [];
-  let closed = false;
-  ws.on('message', (data) => frames.push(JSON.parse(String(data))));
-  ws.on('close', () => (closed = true));
-  await new Promise((resolve, reject) => {
-    ws.on('open', resolve);
-    ws.on('error', reject);
-  });
-  ws.send(
-    JSON.stringify(['1', '1', 'realtime:feed', 'phx_join', { config: { postgres_changes: [{ event: '*', schema: 'app', table: 'events' }] }, access_token: token }]),
-  );
-  const reply = (await waitFor(() => frames.find((f) => f[1] === '1'), 'the join reply')) as [string, string, string, string, { status: string }];
-  expect(reply[4].status).toBe('ok');
-  return { ws, frames, isClosed: () => closed };
-}
 
 describe('logout ends the session', () => {
   it('the access token fails on the next request; streams and channels of the session close; other sessions live on', async () => {

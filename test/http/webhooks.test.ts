@@ -13,7 +13,7 @@ import { eventually } from '../support/wait.ts';
 import { NO_ANSWER } from '../../gateway/jobs/webhooks.ts';
 import { freePort } from '../../gateway/core/process/free-port.ts';
 
-const ALL_TYPES = ['event.created', 'event.updated', 'event.deleted', 'attendee.registered', 'checkin.created', 'member.joined', 'member.left'];
+const ALL_TYPES = ['event.created', 'event.updated', 'event.deleted', 'attendee.registered', 'checkin.created', 'member.joined', 'member.left', 'member.deleted'];
 
 const receiver = new WebhookReceiver();
 beforeAll(async () => {
@@ -265,6 +265,15 @@ describe('deliveries', () => {
     const left = await received(hook, 'member.left');
     expect(left.payload.data).toMatchObject({ community_id: c.communityId, member: { id: memberNode, role: 'member' } });
 
+    // member.deleted: a member deletes their account (ids only; no member.left for it).
+    const gone = await registerUser('hookgone');
+    expect((await api('POST', `/api/mobile/communities/${c.communityId}/join`, { token: gone.accessToken })).status).toBe(200);
+    const [goneProfile] = await db()<{ node_id: string }[]>`select node_id from app.profiles where id = ${gone.userId}`;
+    await received(hook, 'member.joined', (r) => r.payload.data.member.id === goneProfile!.node_id);
+    expect((await api('DELETE', '/api/mobile/account', { token: gone.accessToken, body: { password: gone.password } })).status).toBe(200);
+    const deletedMember = await received(hook, 'member.deleted');
+    expect(deletedMember.payload.data).toEqual({ community_id: c.communityId, member: { id: goneProfile!.node_id }, deleted_at: expect.any(String) });
+
     // No REST route changes or deletes an event: an operator's SQL does, and is delivered the same way.
     await db()`update app.events set title = 'Renamed by an operator' where id = ${created.event_id}`;
     const updated = await received(hook, 'event.updated');
@@ -284,6 +293,8 @@ describe('deliveries', () => {
       'member.joined',
       'checkin.created',
       'member.left',
+      'member.joined',
+      'member.deleted',
       'event.updated',
       'event.deleted',
     ]);

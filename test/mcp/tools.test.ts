@@ -3,7 +3,7 @@
 // with two agents, and bad arguments answered as tool errors.
 import { beforeAll, describe, expect, it } from 'vitest';
 import { api, db, registerUser, uniqueEmail } from '../helpers.ts';
-import { callTool, connect, createAgent, createManagedCommunity, rawMcp, type Agent } from './support.ts';
+import { callTool, connect, createAgent, createManagedCommunity, mintOAuthToken, rawMcp, type Agent } from './support.ts';
 
 let alice: Agent;
 let bob: Agent;
@@ -83,6 +83,46 @@ describe('protocol', () => {
     const optIn = tools.find((t) => t.name === 'set_onboarding_opt_in')!;
     expect((optIn.inputSchema.properties as any).accepts_handoffs.type).toBe('boolean');
     expect(tools.find((t) => t.name === 'get_event')!.annotations?.readOnlyHint).toBe(true);
+  });
+});
+
+describe('no tool deletes anyone', () => {
+  it('every tool, called by an agent on its own member, itself and another person, leaves every account in place; deleting tools do not exist', async () => {
+    // An agent of its own: its tool quotas are not the other tests'.
+    const keeper = await createAgent('keeper');
+    const oauth = await mintOAuthToken(keeper.userId);
+    const viaToken = await connect(keeper.apiToken);
+    const viaOAuth = await connect(oauth);
+    const created = await callTool(viaToken, 'create_member', { email: uniqueEmail('kept') });
+    expect(created.isError).toBe(false);
+    const member = created.body.id as string;
+    const stranger = await registerUser('kept-stranger');
+    const people = [member, keeper.userId, stranger.userId];
+    const { tools } = await viaToken.listTools();
+    expect(tools.filter((t) => /delete|remove|erase|purge/i.test(t.name)).map((t) => t.name)).toEqual([]);
+    for (const client of [viaToken, viaOAuth]) {
+      for (const id of people) {
+        for (const tool of tools) {
+          // Whatever the tool takes, the person's ids in every id field.
+          const args = Object.fromEntries(
+            Object.keys((tool.inputSchema.properties ?? {}) as Record<string, unknown>).map((key) => [
+              key,
+              key.endsWith('_id') ? id : key === 'attributes' || key === 'data' ? { deleted: true } : key === 'accepts_handoffs' ? false : uniqueEmail('x'),
+            ]),
+          );
+          await callTool(client, tool.name, args);
+        }
+      }
+      for (const name of ['delete_account', 'delete_user', 'delete_member', 'account_delete']) {
+        const res = await callTool(client, name, { member_id: member, user_id: member, email: stranger.email });
+        expect(res.isError).toBe(true);
+        expect(res.body.error).toBe('unknown_tool');
+      }
+    }
+    const [row] = await db()`select count(*)::int as n from identity.users where id = any(${people}::uuid[])`;
+    expect(row!.n).toBe(3);
+    expect((await api('GET', '/api/mobile/profile', { token: stranger.accessToken })).status).toBe(200);
+    // And the account functions refuse an agent's credential in SQL (supabase/tests/account.test.sql): its claims carry no session.
   });
 });
 

@@ -6,7 +6,7 @@ import path from 'node:path';
 import { promisify } from 'node:util';
 import { describe, expect, it } from 'vitest';
 import { findPsql } from '../../gateway/tooling/psql.ts';
-import { databaseUrl, db } from '../helpers.ts';
+import { api, databaseUrl, db, registerUser } from '../helpers.ts';
 
 const root = path.resolve(import.meta.dirname, '..', '..');
 const env = { ...process.env, DATABASE_URL: databaseUrl };
@@ -61,6 +61,26 @@ describe('npm run admin: the operator surface', () => {
     const unknown = admin('set-community-timezone', '--community-id', community!.id, '--timezone', 'Atlantis/Capital');
     expect(unknown.status).toBe(1);
     expect(unknown.stderr).toMatch(/IANA time zone/);
+  });
+
+  it('delete-user EMAIL deletes the account as its owner would: its session ends at once, the address registers again', async () => {
+    const user = await registerUser('clidel');
+    const [c] = await db()`select admin.create_community('CLI solo', null, '{}', ${user.email}) as id`;
+    const refused = await adminAsync('delete-user', user.email).catch((err: { code: number; stderr: string }) => err);
+    expect(refused).toMatchObject({ code: 1, stderr: expect.stringContaining('the account is the only manager of 1 community') });
+    await db()`delete from app.communities where id = ${c!.id}`;
+
+    const { stdout } = await adminAsync('delete-user', user.email.toUpperCase());
+    expect(JSON.parse(stdout)).toMatchObject({ user_id: user.userId, communities_left: 0 });
+    const after = await api('GET', '/api/mobile/profile', { token: user.accessToken });
+    expect(after.status).toBe(401);
+    expect(after.body.error).toBe('session_ended');
+    expect((await api('POST', '/api/auth/register', { body: { email: user.email, password: 'registered again' } })).status).toBe(201);
+
+    const unknown = admin('delete-user', '--email', 'nobody-at-all@example.com');
+    expect(unknown.status).toBe(1);
+    expect(unknown.stderr).toContain('no user with email');
+    expect(admin('delete-user', 'a@example.com', 'b@example.com').status).toBe(1);
   });
 
   it.skipIf(!findPsql())('sql runs psql on the service database', () => {

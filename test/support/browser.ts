@@ -22,12 +22,13 @@ export interface Browser {
 }
 
 /** A headless Chromium with a throwaway profile. */
-export async function launchChromium(name: string, options: { viewport?: { width: number; height: number } } = {}): Promise<Browser> {
+export async function launchChromium(name: string, options: { viewport?: { width: number; height: number }; javaScriptEnabled?: boolean } = {}): Promise<Browser> {
   const profileDir = fs.mkdtempSync(path.join(os.tmpdir(), `${name}-chromium-`));
   const context = await chromium.launchPersistentContext(profileDir, {
     executablePath: CHROMIUM,
     headless: true,
     ...(options.viewport ? { viewport: options.viewport } : {}),
+    ...(options.javaScriptEnabled === false ? { javaScriptEnabled: false } : {}),
     args: [
       '--headless',
       '--no-sandbox',

@@ -140,7 +140,8 @@ export const ERROR_CODES = {
   // -------------------------------------------------------------------------
   email_taken: {
     status: [400, 409, 422],
-    meaning: 'An account with this e-mail address exists (register: 400, signup: 422, agent create_member: a tool error).',
+    meaning:
+      'An account with this e-mail address exists (register: 400, signup: 422, agent create_member: a tool error; the page of an e-mail change link: 409, the address cannot be used).',
     also: ['mcp-tool'],
   },
   invalid_email: { status: [400, 422], meaning: 'The e-mail address is not valid.', also: ['mcp-tool'] },
@@ -168,7 +169,16 @@ export const ERROR_CODES = {
   },
   invalid_link: {
     status: [400, 404],
-    meaning: 'The set-password link is malformed, used up, replaced by a newer one or expired. Ask for a new one.',
+    meaning: 'The e-mailed link (set a password, delete the account, confirm a new e-mail address) is malformed, used up, replaced by a newer one or expired. Ask for a new one.',
+  },
+  session_not_found: {
+    status: [404],
+    meaning: "No session with this id can be ended: unknown, already ended, or another account's.",
+  },
+  last_manager_of_communities: {
+    status: [409],
+    meaning:
+      'The account is the only manager of one or more communities (details.communities names them): make another member a manager of each, then delete the account.',
   },
   user_not_found: {
     status: [404],

@@ -104,22 +104,35 @@ function isConnectionError(err: unknown): boolean {
 /**
  * A refusal SQL raised (or answered, with the same three parts) as SQLSTATE
  * PTxxx: status xxx, the snake_case hint as the error code; null for any
- * other SQLSTATE.
+ * other SQLSTATE. A DETAIL that is a JSON object becomes the answer's
+ * `details` (`retry_after` of a limit, the communities of
+ * last_manager_of_communities); any other DETAIL stays in the server.
  */
-export function sqlRefusal(sqlstate: string, hint: string | null | undefined, message: string): HttpError | null {
+export function sqlRefusal(sqlstate: string, hint: string | null | undefined, message: string, detail?: string | null): HttpError | null {
   const custom = /^PT(\d{3})$/.exec(sqlstate);
   if (!custom) return null;
   const status = Number(custom[1]);
   // A registered code (test/unit/error-codes.test.ts checks every hint of the migrations).
   const code = hint && /^[a-z][a-z0-9_]*$/.test(hint) ? (hint as ErrorCode) : defaultCode(status);
-  return new HttpError(status, code, message);
+  return new HttpError(status, code, message, detailsOf(detail));
+}
+
+/** The details a SQL refusal carries in its DETAIL: a JSON object, else none. */
+function detailsOf(detail: string | null | undefined): Record<string, unknown> | null {
+  if (!detail || !detail.startsWith('{')) return null;
+  try {
+    const value: unknown = JSON.parse(detail);
+    return value !== null && typeof value === 'object' && !Array.isArray(value) ? (value as Record<string, unknown>) : null;
+  } catch {
+    return null;
+  }
 }
 
 /** Turns anything thrown while serving a request into an HttpError. */
 export function toHttpError(err: unknown): HttpError {
   if (err instanceof HttpError) return err;
   if (isPgError(err)) {
-    const refusal = sqlRefusal(err.code, err.hint, err.message);
+    const refusal = sqlRefusal(err.code, err.hint, err.message, err.detail);
     if (refusal) return refusal;
     // Backstops: any other data exception (class 22) is the input's fault; a
     // lost connection (08), a server shutting down or starting (57P) or out

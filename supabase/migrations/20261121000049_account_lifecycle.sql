@@ -1,0 +1,1 @@
+../../sql/migrations/committed/000049-account-lifecycle.sql
