@@ -11,7 +11,7 @@ import { addMember } from '../support/sql-fixtures.ts';
 const BASE_FIELDS = [
   'id', 'title', 'date', 'community_node_id', 'shortlink', 'deeplink_path', 'deeplink_url', 'public_url',
   'public_full_url', 'description', 'end_time', 'event_url', 'image_path', 'location', 'node_id',
-  'platform_a_url', 'platform_b_url', 'platform_c_url',
+  'platform_a_url', 'platform_b_url', 'platform_c_url', 'timezone',
 ];
 
 describe('the Event object', () => {
@@ -48,6 +48,7 @@ describe('the Event object', () => {
       platform_a_url: null,
       platform_b_url: null,
       platform_c_url: null,
+      timezone: 'UTC',
     });
     expect(event.shortlink).toMatch(/^[A-Za-z0-9]{8}$/);
     expect(Date.parse(res.body.end_time) - Date.parse(res.body.date)).toBe(3 * 3600 * 1000);

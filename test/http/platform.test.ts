@@ -153,6 +153,15 @@ describe('credentials', () => {
 });
 
 describe('POST /api/v1/platform/events', () => {
+  it('takes an event without a description (absent, null or empty)', async () => {
+    for (const description of [undefined, null, '']) {
+      const res = await postEvent(manager.accessToken, eventBody(community, { description }));
+      expect(res.status).toBe(201);
+      const event = await api('GET', `/api/mobile/events/${res.body.data.event_id}`, { token: manager.accessToken });
+      expect(event.body.description ?? '').toBe('');
+    }
+  });
+
   it('creates once (201, created true) and then answers the same ids (200, created false)', async () => {
     const body = eventBody(community, {
       external_platform: 'platform_b',
@@ -170,11 +179,17 @@ describe('POST /api/v1/platform/events', () => {
         event_node_id: expect.stringMatching(UUID),
         title: 'Pushed meetup',
         venue: null,
+        date: new Date(body.date as string).toISOString(),
+        end_time: new Date(body.end_time as string).toISOString(),
+        timezone: 'UTC',
+        sequence: 0,
+        not_applied: [],
       },
     });
     const again = await postEvent(manager.accessToken, { ...body, title: 'Changed title' });
     expect(again.status).toBe(200);
-    expect(again.body.data).toEqual({ ...first.body.data, created: false });
+    // A repeat changes nothing, and says which of the fields it gave were not applied.
+    expect(again.body.data).toEqual({ ...first.body.data, created: false, not_applied: ['title'] });
 
     const event = await api('GET', `/api/mobile/events/${first.body.data.event_id}`, { token: manager.accessToken });
     expect(event.status).toBe(200);
@@ -285,7 +300,6 @@ describe('POST /api/v1/platform/events', () => {
     ['external_id empty', { external_id: '' }],
     ['external_id not a string', { external_id: 42 }],
     ['title empty', { title: ' ' }],
-    ['description missing', { description: undefined }],
     ['date missing', { date: undefined }],
     ['date not a date', { date: 'next friday' }],
     ['end_time before date', { date: '2031-01-01T10:00:00Z', end_time: '2031-01-01T09:00:00Z' }],

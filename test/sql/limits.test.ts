@@ -63,7 +63,7 @@ const WITNESSES: Record<keyof typeof LIMITS, Witness[]> = {
   ],
   eventTitleMaxLength: [
     check('app.events', 'events_title_check', `(length(btrim(title)) <= ${LIMITS.eventTitleMaxLength})`),
-    body('api.platform_event_create', `length(btrim(title)) not between 1 and ${LIMITS.eventTitleMaxLength}`),
+    body('private.platform_event_check', `length(btrim(title)) not between 1 and ${LIMITS.eventTitleMaxLength}`),
   ],
   venueNameMaxLength: [
     check('app.venues', 'venues_name_check', `(length(btrim(name)) <= ${LIMITS.venueNameMaxLength})`),
