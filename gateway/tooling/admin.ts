@@ -14,6 +14,7 @@ import { runMigrations } from '../core/database/migrate.ts';
 import { runPsql } from './psql.ts';
 import { Email, Password, Uuid } from '../core/web/schemas.ts';
 import { startupMessage } from '../core/process/startup-error.ts';
+import { createTokenService } from '../core/auth/jwt.ts';
 
 interface Command {
   usage: string;
@@ -257,6 +258,7 @@ function help(): string {
     lines.push(`  ${name} ${c.usage}`, `      ${c.description}`);
   }
   lines.push(`  sql ${SQL_COMMAND.usage}`, `      ${SQL_COMMAND.description}`);
+  lines.push('  keys', `      ${KEYS_COMMAND.description}`);
   return lines.join('\n');
 }
 
@@ -267,6 +269,7 @@ async function main(): Promise<number> {
     return name ? 0 : 1;
   }
   if (name === 'sql') return sqlShell(rest);
+  if (name === 'keys') return printKeys(rest);
   const command = commands[name];
   if (!command) {
     console.error(`unknown command "${name}"\n\n${help()}`);
@@ -321,6 +324,24 @@ async function main(): Promise<number> {
     await sql.end({ timeout: 5 });
     await database.stop();
   }
+}
+
+const KEYS_COMMAND = {
+  usage: '',
+  description:
+    "Print the API keys as Supabase issues them (docs/supabase-sdks.md#api-keys): SUPABASE_ANON_KEY (role anon: give it to apps, it is public) and SUPABASE_SERVICE_ROLE_KEY (role service_role: the operator's, keep it secret), JWTs signed with the service's key (JWT_SIGNING_KEYS, JWT_SECRET or DATA_DIR/jwt-secret). A key stays valid until that key changes.",
+};
+
+/** `keys`: the anon and service-role keys, one `NAME=value` line each (no database needed). */
+async function printKeys(args: string[]): Promise<number> {
+  if (args.length > 0) {
+    console.log(`Usage: npm run admin -- keys\n\n${KEYS_COMMAND.description}`);
+    return args.includes('--help') || args.includes('-h') ? 0 : 1;
+  }
+  const tokens = await createTokenService(loadConfigOrExit());
+  console.log(`SUPABASE_ANON_KEY=${await tokens.apiKey('anon')}`);
+  console.log(`SUPABASE_SERVICE_ROLE_KEY=${await tokens.apiKey('service_role')}`);
+  return 0;
 }
 
 const SQL_COMMAND = {

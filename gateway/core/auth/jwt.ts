@@ -39,10 +39,17 @@ export interface IssuedToken {
   expiresIn: number;
 }
 
+/** The roles of the API keys (docs/supabase-sdks.md#api-keys): what Supabase calls the anon key and the service-role key. */
+export type ApiKeyRole = 'anon' | 'service_role';
+
 export interface TokenService {
   issue(user: { id: string; email: string; sessionId: string }): Promise<IssuedToken>;
   /** Verified claims, or throws InvalidTokenError. */
   verify(token: string): Promise<AccessClaims>;
+  /** An API key as Supabase issues them: a JWT of role `anon` or `service_role`, signed with the service's key, valid ten years. */
+  apiKey(role: ApiKeyRole): Promise<string>;
+  /** The role of a valid API key (the `apikey` header), or null: its signature, issuer and expiry checked. */
+  apiKeyRole(key: string): ApiKeyRole | null;
 }
 
 export class InvalidTokenError extends Error {}
@@ -175,6 +182,38 @@ export function createAccessTokenVerifier(keys: VerifierKey[], options: Verifier
   };
 }
 
+const ApiKeyClaims = z.looseObject({ role: z.enum(['anon', 'service_role']), ref: z.literal('api-key') });
+
+/**
+ * Verifies API keys (the `apikey` header): signed by one of the keys, not
+ * expired, this service's issuer, a role of anon or service_role. Keys are
+ * few and sent on every request: verdicts are kept (a bounded map).
+ */
+export function createApiKeyVerifier(keys: VerifierKey[], options: { issuer: string }): (key: string) => ApiKeyRole | null {
+  const verifiers = keys.map((key) =>
+    createVerifier({ key: key.material, algorithms: [key.alg as Algorithm], allowedIss: options.issuer, requiredClaims: ['role', 'iss', 'exp'], cache: false }),
+  );
+  const known = new Map<string, { role: ApiKeyRole; exp: number }>();
+  return (key) => {
+    const hit = known.get(key);
+    if (hit && hit.exp * 1000 > Date.now()) return hit.role;
+    for (const verify of verifiers) {
+      let claims: unknown;
+      try {
+        claims = verify(key);
+      } catch {
+        continue;
+      }
+      const parsed = ApiKeyClaims.safeParse(claims);
+      if (!parsed.success) return null;
+      if (known.size >= 100) known.clear();
+      known.set(key, { role: parsed.data.role, exp: Number((claims as { exp: number }).exp) });
+      return parsed.data.role;
+    }
+    return null;
+  };
+}
+
 /**
  * The generated development secret, made once per DATA_DIR. Processes
  * starting together (WEB_CONCURRENCY workers) agree on one: the file appears
@@ -216,6 +255,7 @@ export async function createTokenService(config: Config): Promise<TokenService> 
   const issuer = `${config.publicUrl}/api/auth`;
   const ttl = config.accessTokenTtlSeconds;
   const verify = createAccessTokenVerifier(keys, { issuer });
+  const apiKeyRole = createApiKeyVerifier(keys, { issuer });
 
   return {
     async issue(user) {
@@ -233,5 +273,18 @@ export async function createTokenService(config: Config): Promise<TokenService> 
     async verify(token) {
       return verify(token);
     },
+
+    async apiKey(role) {
+      // `ref` tells an API key from an access token (which never has it), as
+      // Supabase's keys carry their project's ref.
+      return new SignJWT({ role, ref: 'api-key' })
+        .setProtectedHeader(signer.kid ? { alg: signer.alg, kid: signer.kid, typ: 'JWT' } : { alg: signer.alg, typ: 'JWT' })
+        .setIssuer(issuer)
+        .setIssuedAt()
+        .setExpirationTime('3650d')
+        .sign(signKey);
+    },
+
+    apiKeyRole,
   };
 }

@@ -1,0 +1,92 @@
+-- Made by `npm run db -- areas --diff` from sql/areas/auth.sql: the statements that make
+-- the migrated database what that file states. Each run writes it again:
+-- edit the area file, not this one. Table changes go in a file of this
+-- folder numbered below 900.
+
+-- Bodies are checked once every function exists (the check validated them all).
+set local check_function_bodies = off;
+
+CREATE OR REPLACE FUNCTION api.auth_user()
+ RETURNS jsonb
+ LANGUAGE plpgsql
+ STABLE SECURITY DEFINER
+ SET search_path TO 'pg_catalog'
+AS $function$
+declare
+  me uuid := auth.uid();
+  found_user jsonb;
+begin
+  select private.auth_user_object(u.id) into found_user from identity.users u where u.id = me;
+  if found_user is null then
+    raise exception 'token does not belong to an existing user' using errcode = 'PT401', hint = 'invalid_token';
+  end if;
+  return found_user;
+end;
+$function$;
+
+CREATE OR REPLACE FUNCTION api.auth_user_metadata_update(data jsonb)
+ RETURNS jsonb
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog'
+AS $function$
+declare
+  me uuid := private.account_caller();
+  merged jsonb;
+begin
+  if jsonb_typeof(auth_user_metadata_update.data) is distinct from 'object' then
+    raise exception 'data must be a JSON object' using errcode = 'PT422', hint = 'validation_error';
+  end if;
+  -- Supabase Auth's merge: each key given replaces its value; a key given as null is removed.
+  select u.user_metadata || auth_user_metadata_update.data into merged
+    from identity.users u where u.id = me;
+  merged := (select coalesce(jsonb_object_agg(e.key, e.value), '{}'::jsonb)
+               from jsonb_each(merged) e where e.value <> 'null'::jsonb);
+  if octet_length(merged::text) > 16384 then
+    raise exception 'user_metadata may hold at most 16 KB' using errcode = 'PT422', hint = 'validation_error';
+  end if;
+  update identity.users u set user_metadata = merged, updated_at = now() where u.id = me;
+  return private.auth_user_object(me);
+end;
+$function$;
+
+CREATE OR REPLACE FUNCTION private.auth_user_object(user_id uuid)
+ RETURNS jsonb
+ LANGUAGE sql
+ STABLE
+ SET search_path TO 'pg_catalog'
+AS $function$
+    select jsonb_build_object(
+             'id', u.id, 'aud', 'authenticated', 'role', 'authenticated', 'email', u.email, 'phone', '',
+             'email_confirmed_at', app.iso(u.created_at), 'confirmed_at', app.iso(u.created_at),
+             'last_sign_in_at', app.iso(s.last_sign_in_at),
+             'app_metadata', jsonb_build_object('provider', 'email', 'providers', jsonb_build_array('email')),
+             'user_metadata', u.user_metadata,
+             'identities', jsonb_build_array(jsonb_build_object(
+               'identity_id', u.id, 'id', u.id, 'user_id', u.id, 'provider', 'email', 'email', u.email,
+               'identity_data', jsonb_build_object('sub', u.id, 'email', u.email, 'email_verified', true, 'phone_verified', false),
+               'last_sign_in_at', app.iso(s.last_sign_in_at), 'created_at', app.iso(u.created_at), 'updated_at', app.iso(u.updated_at))),
+             'created_at', app.iso(u.created_at), 'updated_at', app.iso(u.updated_at), 'is_anonymous', false)
+        || coalesce((select jsonb_build_object('new_email', l.new_email, 'email_change_sent_at', app.iso(l.created_at))
+                       from identity.account_links l
+                      where l.user_id = u.id and l.purpose = 'email_change' and l.used_at is null and l.expires_at > now()
+                      order by l.created_at desc limit 1), '{}'::jsonb)
+      from identity.users u
+      cross join lateral (select max(r.created_at) as last_sign_in_at from identity.refresh_tokens r
+                           where r.user_id = u.id and r.parent_id is null) s
+     where u.id = auth_user_object.user_id
+  $function$;
+
+set local check_function_bodies to default;
+
+grant execute on function api.auth_user() to authenticated;
+
+grant execute on function api.auth_user_metadata_update(jsonb) to authenticated;
+
+comment on column identity.users.user_metadata is 'What the user says about themselves through Supabase Auth''s API (`data` of sign-up and PUT /auth/v1/user): a JSON object of at most 16 KB, answered as the User object''s user_metadata. Never read by a rule.';
+
+comment on function api.auth_user() is 'GET /auth/v1/user: the caller as Supabase Auth''s User object (private.auth_user_object). PT401 invalid_token if the account no longer exists.';
+
+comment on function api.auth_user_metadata_update(jsonb) is 'PUT /auth/v1/user {data}: merges data into the caller''s user_metadata as Supabase Auth does (a key set to null is removed; at most 16 KB, else PT422 validation_error) and answers the User object. Only the access token of a sign-in (private.account_caller: PT403 forbidden for an API token or an agent).';
+
+comment on function private.auth_user_object(uuid) is 'A user as Supabase Auth''s User object: id, aud, role, email, email_confirmed_at (the account''s creation: sign-up needs no confirmation here), last_sign_in_at (its latest sign-in), app_metadata.provider email, user_metadata, one email identity, created_at, updated_at; new_email and email_change_sent_at while an e-mail change waits for its link.';
