@@ -13,6 +13,7 @@ import { accountRoutes } from './routes/account.ts';
 import { agentCallRoutes } from './routes/agent-calls.ts';
 import { assetRoutes } from './routes/assets.ts';
 import { authRoutes } from './routes/auth.ts';
+import { supabaseAuthRoutes } from './routes/supabase-auth.ts';
 import { calendarRoutes } from './routes/calendars.ts';
 import { communityRoutes } from './routes/communities.ts';
 import { connectionRoutes } from './routes/connections.ts';
@@ -38,6 +39,7 @@ import type { Route, RouteHandler, Services } from './http/route.ts';
 /** Every REST route the gateway serves, in one list (the docs read it too). */
 export const routes: Route[] = [
   ...authRoutes,
+  ...supabaseAuthRoutes,
   ...passwordRoutes,
   ...accountRoutes,
   ...accountPageRoutes,

@@ -19,7 +19,7 @@ import { OpenAPIRegistry, OpenApiGeneratorV3, type ResponseConfig, type RouteCon
 import { z } from 'zod';
 import type { Route } from './route.ts';
 import { ERROR_CODES, type ErrorCode } from '../core/web/error-codes.ts';
-import { defaultCode, type ErrorShape } from '../core/web/errors.ts';
+import { defaultCode, errorBody, HttpError, type ErrorShape } from '../core/web/errors.ts';
 import { LIMITS } from '../core/web/limits.ts';
 import { SERVICE_NAME } from '../core/web/service.ts';
 import { DocumentedIdempotencyKeyHeaders, REPLAYED_HEADER } from './idempotency.ts';
@@ -128,6 +128,9 @@ const AUTH_DESCRIPTION: Record<SecurityScheme, string> = {
   apiToken:
     'An API token (secret `cbk_…`, created with POST /api/docs/tokens and shown once), sent as ' +
     '`Authorization: Bearer <token>`. It acts as its owner on the paths its `permissions` match.',
+  supabaseApiKey:
+    'An API key as Supabase issues them (the anon key or the service-role key, printed by `npm run admin -- keys`), sent as ' +
+    '`apikey: <key>`, as the Supabase SDKs send it: required on /auth/v1.',
 };
 
 const STATUS_TEXT: Record<number, string> = {
@@ -253,7 +256,7 @@ export const PIPELINE_ERRORS: readonly PipelineError[] = [
 ];
 
 /** The body shape a route answers an error status with. */
-export const shapeOf = (route: Route, status: number): ErrorShape => route.docs.errorShapes?.[status] ?? 'error';
+export const shapeOf = (route: Route, status: number): ErrorShape => route.docs.errorShapes?.[status] ?? route.docs.errorShape ?? 'error';
 
 /**
  * The error statuses of a route and the codes each can carry: its declared
@@ -289,14 +292,16 @@ function errorSchema(entry: ErrorEntry): z.ZodType {
   );
 }
 
-const SHAPE_NAMES: Record<ErrorShape, string> = { error: 'Error', simple: 'SimpleError', flagged: 'FlaggedError' };
+const SHAPE_NAMES: Record<ErrorShape, string> = { error: 'Error', simple: 'SimpleError', flagged: 'FlaggedError', supabase_auth: 'SupabaseAuthError' };
 
 /** An error status's description: what it is, then each code with its meaning (from the register). */
 function errorDescription(route: Route, status: number, list: ErrorEntry[]): string {
   const title = STATUS_TEXT[status] ?? `Status ${status}`;
   const lines = [route.docs.htmlErrors ? `${title} (an HTML page).` : `${title}.`];
   for (const entry of list) {
-    if (!route.docs.htmlErrors && entry.shape !== 'error') {
+    if (entry.shape === 'supabase_auth') {
+      lines.push('', `The body is Supabase Auth's (${SHAPE_NAMES[entry.shape]}: \`code\`, \`error_code\`, \`msg\`); \`error_code\` is Supabase's name for one of:`);
+    } else if (!route.docs.htmlErrors && entry.shape !== 'error') {
       lines.push('', `The body is the ${SHAPE_NAMES[entry.shape]} shape (a message only); the cause is one of:`);
     }
     lines.push('', ...[...entry.codes].sort().map((code) => `- \`${code}\`: ${ERROR_CODES[code].meaning}`));
@@ -314,6 +319,7 @@ function errorExample(route: Route, status: number, entry: ErrorEntry): unknown 
   const message = ERROR_CODES[code].meaning.split(/(?<=\.) /)[0]!;
   if (entry.shape === 'simple') return { error: message };
   if (entry.shape === 'flagged') return { success: false, error: message };
+  if (entry.shape === 'supabase_auth') return errorBody('supabase_auth', new HttpError(status, code, message));
   const field = validatedField(route);
   const details =
     field && status === (route.docs.invalidStatus ?? 400) && code === defaultCode(status)
@@ -392,9 +398,11 @@ export function operationDescription(route: Route): string {
 }
 
 function securityOf(route: Route): Record<string, string[]>[] {
-  if (route.auth === 'public') return [];
-  const schemes: SecurityScheme[] = route.docs.security ?? ['bearerAuth', 'apiToken'];
-  return schemes.map((scheme) => ({ [scheme]: [] }));
+  // A route that requires an API key requires it beside the bearer credential (both at once).
+  const key: Record<string, string[]> = route.docs.apiKey ? { supabaseApiKey: [] } : {};
+  if (route.auth === 'public') return route.docs.apiKey ? [key] : [];
+  const schemes = (route.docs.security ?? ['bearerAuth', 'apiToken']).filter((scheme) => scheme !== 'supabaseApiKey');
+  return schemes.map((scheme) => ({ ...key, [scheme]: [] }));
 }
 
 /** A replayed answer says so (documented on the success responses of routes that take an Idempotency-Key). */
@@ -446,6 +454,13 @@ export function buildOpenApiDocument(routes: readonly Route[], plain: readonly P
     scheme: 'bearer',
     bearerFormat: 'API token (cbk_…)',
     description: AUTH_DESCRIPTION.apiToken,
+  });
+
+  registry.registerComponent('securitySchemes', 'supabaseApiKey', {
+    type: 'apiKey',
+    in: 'header',
+    name: 'apikey',
+    description: AUTH_DESCRIPTION.supabaseApiKey,
   });
 
   for (const route of routes) {

@@ -86,7 +86,32 @@ export const FlaggedErrorBody = z
   })
   .meta({ id: 'FlaggedError', description: 'Flagged error body: `success` false and a message in `error`.' });
 
-export const SHAPE_SCHEMAS: Record<ErrorShape, z.ZodType> = { error: ErrorBody, simple: SimpleErrorBody, flagged: FlaggedErrorBody };
+/** Supabase Auth's error body (the routes of /auth/v1): the status, Supabase's error code and a message. */
+export const SupabaseAuthErrorBody = z
+  .object({
+    code: z.number().int().describe('The HTTP status again.').meta({ example: 400 }),
+    error_code: z
+      .string()
+      .describe("Supabase Auth's machine-readable code (`invalid_credentials`, `refresh_token_already_used`, ...): what the Supabase SDKs match on.")
+      .meta({ example: 'invalid_credentials' }),
+    msg: z.string().describe('What went wrong, for a person.').meta({ example: 'Invalid login credentials' }),
+    weak_password: z
+      .object({ reasons: z.array(z.enum(['length', 'characters', 'pwned'])).describe('Why the password is weak.') })
+      .optional()
+      .describe('With `weak_password`: why.'),
+  })
+  .meta({
+    id: 'SupabaseAuthError',
+    description: "Supabase Auth's error body (docs/supabase-sdks.md#errors): `code` (the status), `error_code`, `msg`.",
+    example: { code: 400, error_code: 'invalid_credentials', msg: 'Invalid login credentials' },
+  });
+
+export const SHAPE_SCHEMAS: Record<ErrorShape, z.ZodType> = {
+  error: ErrorBody,
+  simple: SimpleErrorBody,
+  flagged: FlaggedErrorBody,
+  supabase_auth: SupabaseAuthErrorBody,
+};
 
 // ---------------------------------------------------------------------------
 // What a route declares
@@ -122,7 +147,7 @@ export const content = (contentType: string, description: string, schema?: z.Zod
 export const noContent = (description: string): ContentResponse => new ContentResponse(null, description);
 
 /** Security schemes a route accepts (default: both for signed-in routes, none for public ones). */
-export type SecurityScheme = 'bearerAuth' | 'apiToken';
+export type SecurityScheme = 'bearerAuth' | 'apiToken' | 'supabaseApiKey';
 
 // ---------------------------------------------------------------------------
 // Shared response pieces

@@ -43,7 +43,7 @@ import { withClaims, type InTransaction, type RequestClaims, type Tx } from '../
 import { DEADLINE_MARGIN_MS, type Sql } from '../core/database/pool.ts';
 import { defaultCode, errorBody, HttpError, toHttpError, unavailable, type ErrorShape } from '../core/web/errors.ts';
 import { fairShareKey, type FairShare } from './fair-share.ts';
-import { InvalidTokenError, type AccessClaims, type TokenService } from '../core/auth/jwt.ts';
+import { InvalidTokenError, type AccessClaims, type ApiKeyRole, type TokenService } from '../core/auth/jwt.ts';
 import type { Logger } from '../core/process/log.ts';
 import type { Passwords } from '../core/auth/passwords.ts';
 import { retryAfterOf } from '../core/web/throttle.ts';
@@ -135,6 +135,8 @@ export interface Context<P, Q, B, H = undefined> {
   user: AccessClaims | null;
   /** The API token the request was authenticated with; null for an access token or a public route. */
   apiToken: ApiTokenInfo | null;
+  /** The role of the request's API key (`apikey`) on routes that require one; null elsewhere. */
+  apiKeyRole: ApiKeyRole | null;
   /** The client's IP address (gateway/core/web/client-ip.ts), for limits per client. */
   clientIp: string;
   /** The request's User-Agent (at most 512 characters), or null: recorded with a session. */
@@ -197,8 +199,16 @@ export interface RouteDefinition<
    * invalidStatus: 404 for ids that cannot name anything (e.g. not a uuid).
    */
   invalidParamsStatus?: 400 | 404 | 422;
-  /** Error body per status; everything else uses the Error shape. */
+  /** Error body per status; everything else uses `errorShape`. */
   errorShapes?: Partial<Record<number, ErrorShape>>;
+  /** The error body of the route's group for every status errorShapes does not name (default: the Error shape); /auth/v1 answers Supabase Auth's. */
+  errorShape?: ErrorShape;
+  /**
+   * 'required': the request must carry an API key (docs/supabase-sdks.md#api-keys) in the
+   * `apikey` header, as the Supabase SDKs send it: 401 without one or with
+   * one that is not this service's. Its role is the context's apiKeyRole.
+   */
+  apiKey?: 'required';
   /** Per-route status changes for errors raised by SQL (e.g. duplicate e-mail: 409 → 400). */
   statusOverrides?: Partial<Record<number, number>>;
   /** Web pages: errors are answered with this HTML page, sent with the security headers it brings. */
@@ -233,6 +243,8 @@ export interface Route {
     responses?: Responses;
     security?: SecurityScheme[];
     errorShapes?: Partial<Record<number, ErrorShape>>;
+    errorShape?: ErrorShape;
+    apiKey?: 'required';
     invalidStatus?: 400 | 422;
     invalidParamsStatus?: 400 | 404 | 422;
     htmlErrors: boolean;
@@ -269,6 +281,8 @@ export function defineRoute<
       responses: def.responses,
       security: def.security,
       errorShapes: def.errorShapes,
+      errorShape: def.errorShape,
+      apiKey: def.apiKey,
       invalidStatus: def.invalidStatus,
       invalidParamsStatus: def.invalidParamsStatus,
       htmlErrors: def.renderError !== undefined,
@@ -278,11 +292,12 @@ export function defineRoute<
     build: (services) => async (exchange) => {
       if (def.secretPath) exchange.logPath = def.path;
       try {
+        const apiKeyRole = def.apiKey ? requireApiKey(exchange, services) : null;
         const caller = def.auth === 'user' ? await authenticate(exchange, services, def.tokenInQuery ?? false) : null;
         if (caller) exchange.userId = caller.user.sub;
         const ip = clientIp(exchange.req.socket.remoteAddress, exchange.req.headers['x-forwarded-for'], services.trustProxy);
         const transaction = requestTransaction(def, services, caller, ip);
-        const run = (db: InTransaction) => def.handler(validatedContext(def, exchange, { services, caller, ip, db }));
+        const run = (db: InTransaction) => def.handler(validatedContext(def, exchange, { services, caller, ip, db, apiKeyRole }));
         const key = keyed ? idempotencyKeyOf(exchange, def.invalidStatus ?? 400) : null;
         if (key) await serveKeyed(exchange.res, key, transaction, async (db) => answerOf(await run(db)), (err) => httpErrorOf(def, err).status);
         else send(exchange.res, await run(transaction));
@@ -317,6 +332,15 @@ async function authenticate(exchange: Exchange, services: Services, tokenInQuery
   }
 }
 
+/** Step 1, on routes that require one: the API key of the `apikey` header, verified (its role), or 401. */
+function requireApiKey(exchange: Exchange, services: Services): ApiKeyRole {
+  const header = exchange.req.headers.apikey;
+  if (typeof header !== 'string' || header === '') throw new HttpError(401, 'unauthorized', 'No API key found in request', { error_code: 'no_api_key' });
+  const role = services.tokens.apiKeyRole(header);
+  if (!role) throw new HttpError(401, 'unauthorized', 'Invalid API key', { error_code: 'invalid_api_key' });
+  return role;
+}
+
 /**
  * Step 2: the request's transactions (core/database/transaction.ts), as the
  * caller (anon on public routes), read-only for a GET, each within the
@@ -338,7 +362,7 @@ function requestTransaction(def: RouteRules, services: Services, caller: Caller 
 function validatedContext<P, Q, B, H>(
   def: RouteRules,
   exchange: Exchange,
-  request: { services: Services; caller: Caller | null; ip: string; db: InTransaction },
+  request: { services: Services; caller: Caller | null; ip: string; db: InTransaction; apiKeyRole: ApiKeyRole | null },
 ): Context<P, Q, B, H> {
   const invalid = def.invalidStatus ?? 400;
   return {
@@ -348,6 +372,7 @@ function validatedContext<P, Q, B, H>(
     headers: validate(def.headers, exchange.req.headers, 'header', invalid) as H,
     user: request.caller?.user ?? null,
     apiToken: request.caller?.apiToken ?? null,
+    apiKeyRole: request.apiKeyRole,
     clientIp: request.ip,
     userAgent: userAgentOf(exchange.req.headers['user-agent']),
     services: request.services,
@@ -429,7 +454,7 @@ function failure(def: RouteRules, httpError: HttpError): Answer {
     return { status: httpError.status, headers: { ...headers, 'content-type': 'text/html; charset=utf-8' }, body: page.html };
   }
   // The idempotency refusals are the same Error body on every route.
-  const shape = isIdempotencyRefusal(httpError.code) ? 'error' : (def.errorShapes?.[httpError.status] ?? 'error');
+  const shape = isIdempotencyRefusal(httpError.code) ? 'error' : (def.errorShapes?.[httpError.status] ?? def.errorShape ?? 'error');
   return {
     status: httpError.status,
     headers: { ...headers, 'content-type': 'application/json; charset=utf-8' },

@@ -49,7 +49,7 @@ type Reauthentication = { kind: 'proof'; proof: string } | { kind: 'no_password'
  * proof the api function consumes, or no_password for an account without
  * one. A wrong password is 401 and is counted by the login throttle.
  */
-async function reauthenticate(
+export async function reauthenticate(
   { db, services, clientIp, user }: Pick<Context<unknown, unknown, unknown, unknown>, 'db' | 'services' | 'clientIp' | 'user'>,
   password: string | undefined,
   field: string,

@@ -26,7 +26,7 @@ import { checkPassword, hashNewPassword, type PasswordAttempt, type PasswordSetS
 import { DEFAULT_AUTH_LIMITS, PASSWORD_SET_LIMIT, tooManyRequests } from '../core/web/throttle.ts';
 
 /** `name` is optional: without one the profile's name is derived from the e-mail and shown only to the user and their communities' managers. */
-const Credentials = z
+export const Credentials = z
   .object({
     email: Email.describe('The e-mail address to sign in with (trimmed; at most 320 characters).'),
     password: Password.describe(`At least ${LIMITS.passwordMinLength} characters.`),
@@ -69,16 +69,16 @@ interface AuthUser {
   user_id: string;
   email: string;
 }
-interface AuthSession extends AuthUser {
+export interface AuthSession extends AuthUser {
   refresh_token: string;
   session_id: string;
 }
 
-const register = (tx: Tx, body: z.infer<typeof Credentials>, passwordHash: string) =>
+export const register = (tx: Tx, body: z.infer<typeof Credentials>, passwordHash: string) =>
   tx<AuthUser[]>`select * from api.auth_register(${body.email}, ${passwordHash}, ${body.name ?? null})`;
 
 /** Register and signup: the e-mail checked and the request counted per address (SQL), then the hash in the client's turn. */
-async function registrationHash({
+export async function registrationHash({
   body,
   db,
   services,
@@ -108,6 +108,71 @@ async function tokenPair(services: Services, session: AuthSession) {
     refresh_token: session.refresh_token,
     user_id: session.user_id,
   };
+}
+
+/** The message of a reused refresh token's 401. */
+export const REFRESH_TOKEN_REUSED = 'refresh token reuse detected; the session has been revoked';
+
+/** What the sign-in doors need of a request. */
+type SignInRequest = Pick<Context<unknown, unknown, unknown>, 'db' | 'services' | 'clientIp' | 'userAgent'>;
+
+/**
+ * A sign-in with e-mail and password, for every door that takes one
+ * (POST /api/auth/login, POST /auth/v1/token): its place in the hashing
+ * queue first (503 when full), the throttle and the attempt (SQL), the
+ * comparison, the outcome (SQL). A new session, or 401 invalid_credentials
+ * (the same whether or not the e-mail exists), 429 or 503.
+ */
+export async function signInWithPassword({ db, services, clientIp, userAgent }: SignInRequest, email: string, password: string): Promise<AuthSession> {
+  const limits = services.authLimits ?? DEFAULT_AUTH_LIMITS;
+  const { passwords } = services;
+  // A place for the password work first: refused (503) before any SQL.
+  const place = passwords.enter(clientIp);
+  let checked;
+  let attempt: PasswordAttempt | undefined;
+  try {
+    [attempt] = await db(
+      (tx) => tx<PasswordAttempt[]>`
+        select * from private.password_attempt_start('login', ${email}, ${clientIp}, ${passwords.cost},
+                                                     ${limits.maxFailuresPerEmailAndClient}, ${limits.maxFailuresPerEmail},
+                                                     ${limits.maxFailuresPerIp}, ${limits.windowSeconds})`,
+      claimsOf({ kind: 'gateway' }),
+    );
+    if (attempt?.status === 'throttled') throw tooManyRequests(attempt.retry_after, 'too many failed logins, try again later');
+    checked = await checkPassword(passwords, place, password, attempt!);
+  } finally {
+    place.leave();
+  }
+  const [result] = await db(
+    (tx) => tx<(AuthSession & { status: string; user_email: string })[]>`
+      select * from private.auth_login_finish(${attempt!.attempt}, ${checked.matched}, ${checked.newHash}, ${userAgent}, ${clientIp})`,
+    claimsOf({ kind: 'gateway' }),
+  );
+  // The same answers whether or not the e-mail exists.
+  if (result?.status === 'expired') throw unavailable('the sign-in took too long, try again');
+  if (result?.status !== 'ok') throw new HttpError(401, 'invalid_credentials', 'invalid email or password');
+  return { ...result, email: result.user_email };
+}
+
+/**
+ * A refresh token rotated, for every door that takes one (POST
+ * /api/auth/refresh, POST /auth/v1/token?grant_type=refresh_token): the
+ * session's new refresh token, or 401 invalid_refresh_token (its message says
+ * reused, expired, revoked or invalid; a reused token ends its session), or 429.
+ */
+export async function refreshSession({ db, services, clientIp, userAgent }: SignInRequest, refreshToken: string): Promise<AuthSession> {
+  const limits = services.authLimits ?? DEFAULT_AUTH_LIMITS;
+  const [row] = await db(
+    (tx) => tx<(Omit<AuthSession, 'refresh_token'> & { status: string; retry_after: number; new_refresh_token: string })[]>`
+      select * from api.auth_refresh_throttled(${refreshToken}, ${clientIp}, ${limits.maxFailuresPerIp}, ${limits.windowSeconds}, ${userAgent})`,
+  );
+  if (row?.status === 'throttled') throw tooManyRequests(row.retry_after, 'too many failed refreshes, try again later');
+  const result = row && { ...row, refresh_token: row.new_refresh_token };
+  if (!result || result.status !== 'ok') {
+    const reason = result?.status === 'reused' ? REFRESH_TOKEN_REUSED : `refresh token is ${result?.status ?? 'invalid'}`;
+    throw new HttpError(401, 'invalid_refresh_token', reason);
+  }
+  return result;
 }
 
 export const authRoutes = [
@@ -177,35 +242,8 @@ export const authRoutes = [
     body: LoginBody,
     invalidStatus: 400,
     responses: { 200: TokenPair, 401: errors('invalid_credentials'), 429: errors('rate_limited'), 503: errors('service_unavailable') },
-    async handler({ body, db, services, clientIp, userAgent }) {
-      const limits = services.authLimits ?? DEFAULT_AUTH_LIMITS;
-      const { passwords } = services;
-      // A place for the password work first: refused (503) before any SQL.
-      const place = passwords.enter(clientIp);
-      let checked;
-      let attempt: PasswordAttempt | undefined;
-      try {
-        [attempt] = await db(
-          (tx) => tx<PasswordAttempt[]>`
-            select * from private.password_attempt_start('login', ${body.email}, ${clientIp}, ${passwords.cost},
-                                                         ${limits.maxFailuresPerEmailAndClient}, ${limits.maxFailuresPerEmail},
-                                                         ${limits.maxFailuresPerIp}, ${limits.windowSeconds})`,
-          claimsOf({ kind: 'gateway' }),
-        );
-        if (attempt?.status === 'throttled') throw tooManyRequests(attempt.retry_after, 'too many failed logins, try again later');
-        checked = await checkPassword(passwords, place, body.password, attempt!);
-      } finally {
-        place.leave();
-      }
-      const [result] = await db(
-        (tx) => tx<(AuthSession & { status: string; user_email: string })[]>`
-          select * from private.auth_login_finish(${attempt!.attempt}, ${checked.matched}, ${checked.newHash}, ${userAgent}, ${clientIp})`,
-        claimsOf({ kind: 'gateway' }),
-      );
-      // The same answers whether or not the e-mail exists.
-      if (result?.status === 'expired') throw unavailable('the sign-in took too long, try again');
-      if (result?.status !== 'ok') throw new HttpError(401, 'invalid_credentials', 'invalid email or password');
-      return { status: 200, body: await tokenPair(services, { ...result, email: result.user_email }) };
+    async handler(ctx) {
+      return { status: 200, body: await tokenPair(ctx.services, await signInWithPassword(ctx, ctx.body.email, ctx.body.password)) };
     },
   }),
 
@@ -222,19 +260,8 @@ export const authRoutes = [
     body: RefreshBody,
     invalidStatus: 400,
     responses: { 200: TokenPair, 401: errors('invalid_refresh_token'), 429: errors('rate_limited') },
-    async handler({ body, db, services, clientIp, userAgent }) {
-      const limits = services.authLimits ?? DEFAULT_AUTH_LIMITS;
-      const [row] = await db(
-        (tx) => tx<(Omit<AuthSession, 'refresh_token'> & { status: string; retry_after: number; new_refresh_token: string })[]>`
-          select * from api.auth_refresh_throttled(${body.refresh_token}, ${clientIp}, ${limits.maxFailuresPerIp}, ${limits.windowSeconds}, ${userAgent})`,
-      );
-      if (row?.status === 'throttled') throw tooManyRequests(row.retry_after, 'too many failed refreshes, try again later');
-      const result = row && { ...row, refresh_token: row.new_refresh_token };
-      if (!result || result.status !== 'ok') {
-        const reason = result?.status === 'reused' ? 'refresh token reuse detected; the session has been revoked' : `refresh token is ${result?.status ?? 'invalid'}`;
-        throw new HttpError(401, 'invalid_refresh_token', reason);
-      }
-      return { status: 200, body: await tokenPair(services, result) };
+    async handler(ctx) {
+      return { status: 200, body: await tokenPair(ctx.services, await refreshSession(ctx, ctx.body.refresh_token)) };
     },
   }),
 

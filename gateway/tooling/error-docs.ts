@@ -29,6 +29,7 @@ const SURFACES: Record<ErrorSurface, string> = {
 const SHAPE_NOTE: Record<Exclude<ErrorShape, 'error'>, string> = {
   simple: 'Simple body: message only',
   flagged: 'Flagged body: message only',
+  supabase_auth: "Supabase Auth's body: its own name of the code in `error_code`",
 };
 
 const routeName = (route: Route) => `${route.method.toUpperCase()} ${openApiPath(route.path)}`;

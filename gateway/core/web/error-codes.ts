@@ -145,7 +145,16 @@ export const ERROR_CODES = {
     also: ['mcp-tool'],
   },
   invalid_email: { status: [400, 422], meaning: 'The e-mail address is not valid.', also: ['mcp-tool'] },
-  weak_password: { status: [400], meaning: 'The password is shorter than 8 characters.' },
+  weak_password: { status: [400, 422], meaning: 'The password is shorter than 8 characters.' },
+  provider_disabled: {
+    status: [400, 422],
+    meaning:
+      'A way of signing in this service does not offer (phone, one-time codes, anonymous, OAuth providers, SSO, PKCE codes): only e-mail and password (docs/supabase-sdks.md#differences-from-supabase-auth).',
+  },
+  current_password_required: {
+    status: [400],
+    meaning: 'Changing the password or the e-mail address needs the current password too (`current_password`).',
+  },
   invalid_password_hash: {
     status: [400],
     meaning: 'What the process handed SQL as a password hash is not a bcrypt hash (register, signup, set-password).',
@@ -162,9 +171,9 @@ export const ERROR_CODES = {
     also: ['mcp-tool'],
     note: 'A backstop in SQL (private.create_account): the edge refuses such a name first, as validation_error or invalid_arguments.',
   },
-  invalid_credentials: { status: [401], meaning: 'Wrong e-mail or password.' },
+  invalid_credentials: { status: [400, 401], meaning: 'Wrong e-mail or password (400 on /auth/v1, as Supabase Auth answers).' },
   invalid_refresh_token: {
-    status: [401],
+    status: [400, 401],
     meaning: 'The refresh token is unknown, expired, used up or revoked. Sign in again.',
   },
   invalid_link: {

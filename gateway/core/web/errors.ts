@@ -8,7 +8,12 @@
 import postgres from 'postgres';
 import type { ErrorCode } from './error-codes.ts';
 
-export type ErrorShape = 'error' | 'simple' | 'flagged';
+/**
+ * The error bodies (docs/api.md#errors): Error, Simple and Flagged, and
+ * Supabase Auth's own, which the routes of /auth/v1 answer (the Supabase SDKs
+ * read it: docs/supabase-sdks.md#errors).
+ */
+export type ErrorShape = 'error' | 'simple' | 'flagged' | 'supabase_auth';
 
 export class HttpError extends Error {
   constructor(
@@ -168,9 +173,42 @@ export function outcomeUnknown(): HttpError {
   );
 }
 
-/** The three error bodies (docs/api.md#errors): Error, Simple, Flagged. */
+/**
+ * This service's codes as Supabase Auth names the same failure (its
+ * `error_code`s); a code not listed keeps its name. A route may name the
+ * exact Supabase code in the error's details (`error_code`).
+ */
+const SUPABASE_AUTH_CODES: Partial<Record<ErrorCode, string>> = {
+  unauthorized: 'no_authorization',
+  invalid_token: 'bad_jwt',
+  session_ended: 'session_not_found',
+  rate_limited: 'over_request_rate_limit',
+  validation_error: 'validation_failed',
+  bad_request: 'validation_failed',
+  invalid_json: 'bad_json',
+  invalid_email: 'email_address_invalid',
+  email_taken: 'email_exists',
+  invalid_refresh_token: 'refresh_token_not_found',
+  service_unavailable: 'request_timeout',
+  statement_timeout: 'request_timeout',
+  forbidden: 'not_admin',
+  internal_error: 'unexpected_failure',
+};
+
+/** Supabase Auth's error body: the status in `code`, `error_code`, `msg` (and `weak_password.reasons` for a weak password). */
+function supabaseAuthBody(err: HttpError): Record<string, unknown> {
+  const named = err.details?.error_code;
+  const errorCode = typeof named === 'string' ? named : (SUPABASE_AUTH_CODES[err.code] ?? err.code);
+  const body: Record<string, unknown> = { code: err.status, error_code: errorCode, msg: err.message };
+  if (errorCode === 'weak_password') body.weak_password = { reasons: ['length'] };
+  return body;
+}
+
+/** The error bodies: Error, Simple, Flagged (docs/api.md#errors) and Supabase Auth's. */
 export function errorBody(shape: ErrorShape, err: HttpError): Record<string, unknown> {
   switch (shape) {
+    case 'supabase_auth':
+      return supabaseAuthBody(err);
     case 'simple':
       return { error: err.message };
     case 'flagged':

@@ -1,0 +1,279 @@
+// Supabase Auth's wire API at /auth/v1, driven by the real supabase-js made
+// as Supabase's docs make it: createClient(URL, ANON_KEY), no accessToken
+// option. Every answer supabase-js receives is checked against the served
+// OpenAPI document (a fetch that runs the contract check), and the error
+// bodies are Supabase Auth's ({code, error_code, msg}).
+import { createClient, type AuthChangeEvent, type RealtimeChannel, type SupabaseClient } from '@supabase/supabase-js';
+import { SignJWT } from 'jose';
+import { afterAll, describe, expect, it } from 'vitest';
+import WebSocket from 'ws';
+import { api, baseUrl, db, forgeToken, jwtSecret, publicUrl, uniqueEmail } from '../helpers.ts';
+import { checkContract } from '../support/contract.ts';
+import { waitFor } from '../support/wait.ts';
+
+const PASSWORD = 'correct horse battery staple';
+
+/** An API key as `npm run admin -- keys` prints it (signed with the test gateway's secret). */
+function apiKey(role: 'anon' | 'service_role', secret = jwtSecret): Promise<string> {
+  return new SignJWT({ role, ref: 'api-key' })
+    .setProtectedHeader({ alg: 'HS256', typ: 'JWT' })
+    .setIssuer(`${publicUrl}/api/auth`)
+    .setIssuedAt()
+    .setExpirationTime('3650d')
+    .sign(new TextEncoder().encode(secret));
+}
+const ANON_KEY = await apiKey('anon');
+
+/** fetch, with every JSON answer checked against the OpenAPI document. */
+const checkedFetch: typeof fetch = async (input, init) => {
+  const res = await fetch(input, init);
+  const url = new URL(typeof input === 'string' ? input : input instanceof URL ? input.href : input.url);
+  const text = await res.clone().text();
+  let body: unknown;
+  try {
+    body = text ? JSON.parse(text) : undefined;
+  } catch {
+    body = undefined;
+  }
+  if (url.pathname.startsWith('/auth/v1/')) {
+    await checkContract(baseUrl, init?.method ?? 'GET', url.pathname + url.search, res.status, res.headers.get('content-type'), body);
+  }
+  return res;
+};
+
+const clients: SupabaseClient[] = [];
+afterAll(async () => {
+  for (const c of clients) {
+    c.auth.stopAutoRefresh();
+    await c.removeAllChannels();
+  }
+});
+
+/** The one client, as Supabase's docs make it. */
+function supabase(): SupabaseClient {
+  const c = createClient(baseUrl, ANON_KEY, {
+    global: { fetch: checkedFetch },
+    auth: { persistSession: false },
+    realtime: { transport: WebSocket as never, timeout: 5000 },
+  });
+  clients.push(c);
+  return c;
+}
+
+function subscribe(channel: RealtimeChannel): Promise<string> {
+  return new Promise((resolve) => {
+    const timer = setTimeout(() => resolve('TEST_TIMEOUT'), 8000);
+    channel.subscribe((status) => {
+      if (status === 'SUBSCRIBED' || status === 'CHANNEL_ERROR' || status === 'TIMED_OUT') {
+        clearTimeout(timer);
+        resolve(status);
+      }
+    });
+  });
+}
+
+describe('supabase-js against /auth/v1', () => {
+  it('signs up, signs in, reads and updates the user, refreshes and signs out; onAuthStateChange fires', async () => {
+    const client = supabase();
+    const events: AuthChangeEvent[] = [];
+    client.auth.onAuthStateChange((event) => {
+      events.push(event);
+    });
+    const email = uniqueEmail('sb');
+
+    const up = await client.auth.signUp({ email, password: PASSWORD, options: { data: { nickname: 'Ada' } } });
+    expect(up.error).toBeNull();
+    expect(up.data.session?.access_token).toBeTruthy();
+    expect(up.data.user).toMatchObject({ email, aud: 'authenticated', role: 'authenticated', app_metadata: { provider: 'email' }, user_metadata: { nickname: 'Ada' } });
+    expect(up.data.user!.identities).toHaveLength(1);
+    expect(up.data.session!.expires_at).toBeGreaterThan(Date.now() / 1000);
+
+    const taken = await client.auth.signUp({ email, password: PASSWORD });
+    expect(taken.error).toMatchObject({ status: 422, code: 'user_already_exists' });
+
+    const wrong = await client.auth.signInWithPassword({ email, password: 'not the password' });
+    expect(wrong.error).toMatchObject({ status: 400, code: 'invalid_credentials', message: 'Invalid login credentials' });
+
+    const signedIn = await client.auth.signInWithPassword({ email, password: PASSWORD });
+    expect(signedIn.error).toBeNull();
+    const userId = signedIn.data.user!.id;
+    expect(signedIn.data.user!.last_sign_in_at).toBeTruthy();
+
+    const got = await client.auth.getUser();
+    expect(got.error).toBeNull();
+    expect(got.data.user).toMatchObject({ id: userId, email, user_metadata: { nickname: 'Ada' } });
+
+    // The access token works on the rest of the service too (one identity).
+    const profile = await api('GET', '/api/mobile/profile', { token: signedIn.data.session!.access_token });
+    expect(profile.status).toBe(200);
+
+    const updated = await client.auth.updateUser({ data: { city: 'Berlin', nickname: null } });
+    expect(updated.error).toBeNull();
+    expect(updated.data.user!.user_metadata).toEqual({ city: 'Berlin' });
+    const [stored] = await db()`select user_metadata from identity.users where id = ${userId}`;
+    expect(stored!.user_metadata).toEqual({ city: 'Berlin' });
+
+    const before = (await client.auth.getSession()).data.session!;
+    const refreshed = await client.auth.refreshSession();
+    expect(refreshed.error).toBeNull();
+    expect(refreshed.data.session!.refresh_token).not.toBe(before.refresh_token);
+
+    // The rotated refresh token used again: Supabase's code, and the session ends (reuse detection).
+    const reused = await fetch(`${baseUrl}/auth/v1/token?grant_type=refresh_token`, {
+      method: 'POST',
+      headers: { apikey: ANON_KEY, 'content-type': 'application/json' },
+      body: JSON.stringify({ refresh_token: before.refresh_token }),
+    });
+    expect(reused.status).toBe(400);
+    expect(await reused.json()).toEqual({ code: 400, error_code: 'refresh_token_already_used', msg: 'Invalid Refresh Token: Already Used' });
+    const afterReuse = await client.auth.getUser();
+    expect(afterReuse.error).not.toBeNull();
+
+    await client.auth.signInWithPassword({ email, password: PASSWORD });
+    const out = await client.auth.signOut();
+    expect(out.error).toBeNull();
+    expect((await client.auth.getSession()).data.session).toBeNull();
+    await waitFor(() => (events.includes('SIGNED_OUT') ? true : undefined), 'SIGNED_OUT');
+    expect(events).toEqual(expect.arrayContaining(['INITIAL_SESSION', 'SIGNED_IN', 'USER_UPDATED', 'TOKEN_REFRESHED', 'SIGNED_OUT']));
+  });
+
+  it('refreshes a session whose access token has expired, with the session it belongs to', async () => {
+    const email = uniqueEmail('sb-exp');
+    await api('POST', '/api/auth/register', { body: { email, password: PASSWORD } });
+    const login = await api('POST', '/api/auth/login', { body: { email, password: PASSWORD } });
+    const [session] = await db()`select session_id from identity.refresh_tokens where user_id = ${login.body.user_id} and revoked_at is null`;
+    const expired = await forgeToken({ sub: login.body.user_id, email, session_id: session!.session_id }, { expiresIn: Math.floor(Date.now() / 1000) - 60 });
+    expect((await api('GET', '/api/mobile/profile', { token: expired })).status).toBe(401);
+
+    const client = supabase();
+    const set = await client.auth.setSession({ access_token: expired, refresh_token: login.body.refresh_token });
+    expect(set.error).toBeNull();
+    const got = await client.auth.getUser();
+    expect(got.error).toBeNull();
+    expect(got.data.user!.email).toBe(email);
+    const now = (await client.auth.getSession()).data.session!;
+    expect(now.access_token).not.toBe(expired);
+    expect(now.expires_at!).toBeGreaterThan(Date.now() / 1000);
+    // The /api/auth refresh token was rotated: it no longer works.
+    expect((await api('POST', '/api/auth/refresh', { body: { refresh_token: login.body.refresh_token } })).status).toBe(401);
+  });
+
+  it('changes the password with the current one; every other session ends', async () => {
+    const email = uniqueEmail('sb-pw');
+    const client = supabase();
+    await client.auth.signUp({ email, password: PASSWORD });
+    const other = supabase();
+    await other.auth.signInWithPassword({ email, password: PASSWORD });
+
+    const without = await client.auth.updateUser({ password: 'a much longer passphrase' });
+    expect(without.error).toMatchObject({ status: 400, code: 'current_password_required' });
+    const mismatch = await client.auth.updateUser({ password: 'a much longer passphrase', current_password: 'wrong wrong wrong' });
+    expect(mismatch.error).toMatchObject({ status: 400, code: 'current_password_mismatch' });
+    const weak = await client.auth.updateUser({ password: 'short', current_password: PASSWORD });
+    expect(weak.error).toMatchObject({ status: 422, code: 'weak_password' });
+
+    const changed = await client.auth.updateUser({ password: 'a much longer passphrase', current_password: PASSWORD });
+    expect(changed.error).toBeNull();
+    expect((await client.auth.getUser()).error).toBeNull();
+    expect((await other.auth.getUser()).error).not.toBeNull();
+    expect((await supabase().auth.signInWithPassword({ email, password: 'a much longer passphrase' })).error).toBeNull();
+    expect((await supabase().auth.signInWithPassword({ email, password: PASSWORD })).error).toMatchObject({ code: 'invalid_credentials' });
+  });
+
+  it('asks for an e-mail change with the current password: new_email until the link is opened', async () => {
+    const email = uniqueEmail('sb-mail');
+    const client = supabase();
+    await client.auth.signUp({ email, password: PASSWORD });
+    const next = uniqueEmail('sb-mail-new');
+    const asked = await client.auth.updateUser({ email: next, current_password: PASSWORD });
+    expect(asked.error).toBeNull();
+    expect(asked.data.user).toMatchObject({ email, new_email: next });
+    const [mail] = await db()`select to_email from app.email_outbox where to_email = ${next}`;
+    expect(mail).toBeTruthy();
+  });
+
+  it('resetPasswordForEmail queues the set-password e-mail, the same answer for an unknown address', async () => {
+    const email = uniqueEmail('sb-recover');
+    await api('POST', '/api/auth/register', { body: { email, password: PASSWORD } });
+    const client = supabase();
+    expect((await client.auth.resetPasswordForEmail(email)).error).toBeNull();
+    expect((await client.auth.resetPasswordForEmail(uniqueEmail('nobody'))).error).toBeNull();
+    await waitFor(async () => ((await db()`select 1 from app.email_outbox where to_email = ${email}`).length > 0 ? true : undefined), 'the e-mail');
+  });
+
+  it('signOut with the scopes of Supabase: others keeps this session, local ends only this one', async () => {
+    const email = uniqueEmail('sb-scope');
+    const a = supabase();
+    await a.auth.signUp({ email, password: PASSWORD });
+    const b = supabase();
+    await b.auth.signInWithPassword({ email, password: PASSWORD });
+    const bToken = (await b.auth.getSession()).data.session!.access_token;
+    expect((await a.auth.signOut({ scope: 'others' })).error).toBeNull();
+    expect((await a.auth.getUser()).error).toBeNull();
+    expect((await api('GET', '/api/mobile/profile', { token: bToken })).status).toBe(401);
+    const aToken = (await a.auth.getSession()).data.session!.access_token;
+    expect((await a.auth.signOut({ scope: 'local' })).error).toBeNull();
+    expect((await api('GET', '/api/mobile/profile', { token: aToken })).status).toBe(401);
+  });
+
+  it('the same client subscribes a realtime channel with its session; signOut stops it', async () => {
+    const client = supabase();
+    const email = uniqueEmail('sb-rt');
+    await client.auth.signUp({ email, password: PASSWORD });
+    const statuses: string[] = [];
+    const channel = client.channel('feed').on('postgres_changes', { event: '*', schema: 'app', table: 'events' }, () => {});
+    expect(await subscribe(channel)).toBe('SUBSCRIBED');
+    channel.subscribe((status) => statuses.push(status));
+    await client.auth.signOut();
+    await waitFor(() => (channel.state !== 'joined' ? true : undefined), 'the channel to stop', 10_000);
+    expect(channel.state).not.toBe('joined');
+  });
+
+  it('phone, anonymous and one-time-code sign-in are answered as Supabase Auth answers when disabled', async () => {
+    const client = supabase();
+    expect((await client.auth.signInAnonymously()).error).toMatchObject({ status: 422, code: 'anonymous_provider_disabled' });
+    expect((await client.auth.signUp({ phone: '+15555550100', password: PASSWORD })).error).toMatchObject({ status: 422, code: 'phone_provider_disabled' });
+    expect((await client.auth.signInWithOtp({ email: uniqueEmail('otp') })).error).toMatchObject({ status: 422, code: 'otp_disabled' });
+    const settings = await api('GET', '/auth/v1/settings', { headers: { apikey: ANON_KEY } });
+    expect(settings.status).toBe(200);
+    expect(settings.body).toMatchObject({ external: { email: true, phone: false, google: false }, mailer_autoconfirm: true, disable_signup: false });
+  });
+});
+
+describe('API keys on /auth/v1', () => {
+  it('refuses a request without an apikey, or with a key signed by another secret or of another kind', async () => {
+    const body = { email: uniqueEmail('nokey'), password: PASSWORD };
+    const none = await api('POST', '/auth/v1/token?grant_type=password', { body });
+    expect(none.status).toBe(401);
+    expect(none.body).toEqual({ code: 401, error_code: 'no_api_key', msg: 'No API key found in request' });
+    const foreign = await api('POST', '/auth/v1/token?grant_type=password', { body, headers: { apikey: await apiKey('anon', 'x'.repeat(40)) } });
+    expect(foreign.body).toMatchObject({ code: 401, error_code: 'invalid_api_key' });
+    // An access token is not an API key.
+    const user = await api('POST', '/api/auth/register', { body });
+    expect(user.status).toBe(201);
+    const login = await api('POST', '/api/auth/login', { body });
+    const asKey = await api('GET', '/auth/v1/settings', { headers: { apikey: login.body.access_token } });
+    expect(asKey.status).toBe(401);
+    // And an API key is not an access token.
+    const anonAsBearer = await api('GET', '/auth/v1/user', { headers: { apikey: ANON_KEY }, token: ANON_KEY });
+    expect(anonAsBearer.status).toBe(401);
+    expect(anonAsBearer.body).toMatchObject({ code: 401 });
+    const service = await apiKey('service_role');
+    expect((await api('GET', '/auth/v1/settings', { headers: { apikey: service } })).status).toBe(200);
+  });
+
+  it('a wrong password on /auth/v1 counts with the /api/auth/login throttle (one door count)', async () => {
+    const email = uniqueEmail('sb-throttle');
+    await api('POST', '/api/auth/register', { body: { email, password: PASSWORD } });
+    const headers = { apikey: ANON_KEY, 'x-forwarded-for': '203.0.113.77' };
+    let status = 0;
+    for (let i = 0; i < 40 && status !== 429; i++) {
+      const res = i % 2 === 0
+        ? await api('POST', '/auth/v1/token?grant_type=password', { headers, body: { email, password: `wrong ${i}` } })
+        : await api('POST', '/api/auth/login', { headers, body: { email, password: `wrong ${i}` } });
+      status = res.status;
+      if (status === 429 && i % 2 === 0) expect(res.body).toMatchObject({ code: 429, error_code: 'over_request_rate_limit' });
+    }
+    expect(status).toBe(429);
+  });
+});
