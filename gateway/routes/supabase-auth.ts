@@ -332,7 +332,11 @@ export const supabaseAuthRoutes = [
     limits: [API_KEY_LIMIT],
     body: z.object({ email: z.string().max(320).optional().describe('Ignored.').meta({ example: 'ada@example.com' }) }).meta({ example: { email: 'ada@example.com' } }),
     invalidStatus: 422,
-    responses: { 401: errors('unauthorized'), 422: errors('provider_disabled') },
+    responses: {
+      200: z.object({}).describe("Supabase Auth's answer when a code was sent: never given here (documented for the SDKs' sake)."),
+      401: errors('unauthorized'),
+      422: errors('provider_disabled'),
+    },
     async handler() {
       throw new HttpError(422, 'provider_disabled', 'Signups not allowed for otp', { error_code: 'otp_disabled' });
     },

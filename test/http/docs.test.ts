@@ -66,7 +66,7 @@ describe('GET /api/docs/openapi.json', () => {
     const missing = undocumentedRoutes(routes);
     expect(missing, `routes without \`responses\` (declare them in the route module): ${missing.join(', ')}`).toEqual([]);
     const doc = await openapi();
-    const shapes = ['#/components/schemas/Error', '#/components/schemas/SimpleError', '#/components/schemas/FlaggedError'];
+    const shapes = ['#/components/schemas/Error', '#/components/schemas/SimpleError', '#/components/schemas/FlaggedError', '#/components/schemas/SupabaseAuthError'];
     for (const route of routes) {
       const op = operationOf(doc, route)!;
       const where = `${route.method.toUpperCase()} ${route.path}`;
