@@ -149,6 +149,16 @@ export async function forgeToken(
   return jwt.sign(new TextEncoder().encode(options.secret ?? jwtSecret));
 }
 
+/** An API key as `npm run admin -- keys` prints it (docs/supabase-sdks.md#api-keys), signed with the test secret (or another). */
+export function apiKey(role: 'anon' | 'service_role', secret = jwtSecret): Promise<string> {
+  return new SignJWT({ role, ref: 'api-key' })
+    .setProtectedHeader({ alg: 'HS256', typ: 'JWT' })
+    .setIssuer(`${publicUrl}/api/auth`)
+    .setIssuedAt()
+    .setExpirationTime('3650d')
+    .sign(new TextEncoder().encode(secret));
+}
+
 /** A token with `alg: none` (unsigned). */
 export function unsignedToken(claims: Record<string, unknown>): string {
   const enc = (o: unknown) => Buffer.from(JSON.stringify(o)).toString('base64url');

@@ -4,24 +4,14 @@
 // OpenAPI document (a fetch that runs the contract check), and the error
 // bodies are Supabase Auth's ({code, error_code, msg}).
 import { createClient, type AuthChangeEvent, type RealtimeChannel, type SupabaseClient } from '@supabase/supabase-js';
-import { SignJWT } from 'jose';
 import { afterAll, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
-import { api, baseUrl, db, forgeToken, jwtSecret, publicUrl, uniqueEmail } from '../helpers.ts';
+import { api, apiKey, baseUrl, db, forgeToken, uniqueEmail } from '../helpers.ts';
 import { checkContract } from '../support/contract.ts';
 import { waitFor } from '../support/wait.ts';
 
 const PASSWORD = 'correct horse battery staple';
 
-/** An API key as `npm run admin -- keys` prints it (signed with the test gateway's secret). */
-function apiKey(role: 'anon' | 'service_role', secret = jwtSecret): Promise<string> {
-  return new SignJWT({ role, ref: 'api-key' })
-    .setProtectedHeader({ alg: 'HS256', typ: 'JWT' })
-    .setIssuer(`${publicUrl}/api/auth`)
-    .setIssuedAt()
-    .setExpirationTime('3650d')
-    .sign(new TextEncoder().encode(secret));
-}
 const ANON_KEY = await apiKey('anon');
 
 /** fetch, with every JSON answer checked against the OpenAPI document. */
