@@ -6,13 +6,14 @@
 -- links, e-mail changes confirmed by a token_hash, password changes,
 -- sessions, the export's limit and the operator's delete_user.
 begin;
-select plan(52);
+select plan(61);
 
 select tests.create_user('alice');
 select tests.create_user('bob');
 select tests.create_user('carol');
 select tests.create_user('dave');
 select tests.create_user_named_by_email('nopass');
+select tests.create_user('erin');
 
 -- A session of a test user, as a sign-in makes one; then act with its access token's claims.
 create function pg_temp.sign_in(identifier text, agent text default null) returns uuid language sql as $$
@@ -230,6 +231,26 @@ select tests.authenticate_as_anon();
 select is(api.account_delete_link(current_setting('tests.link')) ->> 'email', tests.email('nopass'), 'the newest link names its account');
 select is(api.account_delete_confirm(current_setting('tests.link')) ->> 'user_id', tests.user_id('nopass')::text, 'confirming it deletes the account');
 reset role;
+
+-- Supabase Auth's sign-out scopes, its User object and user_metadata ------------------------------
+
+select set_config('tests.erin_a', pg_temp.sign_in('erin')::text, true);
+select set_config('tests.erin_b', pg_temp.sign_in('erin')::text, true);
+select set_config('tests.erin_c', pg_temp.sign_in('erin')::text, true);
+select pg_temp.act_as('erin', current_setting('tests.erin_a')::uuid);
+select is(tests.error_of('select api.account_sign_out(''everything'')'), 'PT422 validation_error', 'sign-out: another scope is refused');
+select is(api.account_sign_out('others'), '{"sessions_ended": 2}'::jsonb, 'scope others ends every session but the calling one');
+select is(api.auth_user() ->> 'email', tests.email('erin'), 'the calling session still works: the User object of the caller');
+select is(api.auth_user() -> 'app_metadata', '{"provider": "email", "providers": ["email"]}'::jsonb, 'the User object says the provider is e-mail');
+select is(api.auth_user_metadata_update('{"city": "Berlin", "nick": "E"}'::jsonb) -> 'user_metadata', '{"city": "Berlin", "nick": "E"}'::jsonb,
+  'user_metadata takes the keys given');
+select is(api.auth_user_metadata_update('{"nick": null}'::jsonb) -> 'user_metadata', '{"city": "Berlin"}'::jsonb, 'a key given as null is removed');
+select is(tests.error_of(format('select api.auth_user_metadata_update(%L::jsonb)', jsonb_build_object('big', repeat('x', 17000)))),
+  'PT422 validation_error', 'user_metadata holds at most 16 KB');
+select is(api.account_sign_out('local'), '{"sessions_ended": 1}'::jsonb, 'scope local ends the calling session');
+reset role;
+select is((select count(*)::int from identity.refresh_tokens where user_id = tests.user_id('erin') and revoked_at is null), 0,
+  'and then no session of the account is left');
 
 -- The export's limit, the operator ----------------------------------------------------------------
 
