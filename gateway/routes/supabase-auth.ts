@@ -326,6 +326,45 @@ export const supabaseAuthRoutes = [
   defineRoute({
     ...COMMON,
     method: 'post',
+    path: '/auth/v1/verify',
+    summary: 'Supabase Auth: confirm an e-mail change with the token_hash of its link.',
+    description:
+      "Supabase Auth's verification (supabase-js `auth.verifyOtp({ type: 'email_change', token_hash })`): the `token_hash` of an e-mail change link (the link PUT /auth/v1/user and POST /api/mobile/account/email send) makes the new address the account's, as the link's page does; the answer is the User object (no session: the link proves the mailbox, not the account). A used, replaced or expired link is 403 `otp_expired`, an address another account took meanwhile 422 `email_exists`. Sign-up needs no confirmation here and recovery links open this service's set-password page, so `signup`, `recovery` and the other types are 403 `otp_expired`, as Supabase Auth answers a link it does not know; the `email` + `token` (one-time code) form is 422 `otp_disabled`.",
+    limits: [API_KEY_LIMIT],
+    body: z
+      .object({
+        type: z.string().max(32).describe('`email_change` (others: 403 `otp_expired`).').meta({ example: 'email_change' }),
+        token_hash: z.string().max(512).optional().describe('The `token_hash` of the e-mailed link.').meta({ example: 'Jq2v9ZkHnA7wXy1bLm5sPd8cQe4uTf6gH0rS2vW3xY4' }),
+        token: z.string().max(64).optional().describe('A one-time code: not offered (422 `otp_disabled`).').meta({ example: '123456' }),
+        email: z.string().max(320).optional().describe('With `token`: not offered.').meta({ example: 'ada@example.com' }),
+      })
+      .meta({ example: { type: 'email_change', token_hash: 'Jq2v9ZkHnA7wXy1bLm5sPd8cQe4uTf6gH0rS2vW3xY4' } }),
+    invalidStatus: 422,
+    responses: {
+      200: SupabaseUser,
+      401: errors('unauthorized'),
+      403: errors('invalid_link'),
+      422: errors('email_taken', 'provider_disabled'),
+    },
+    async handler({ body, db }) {
+      if (body.token_hash === undefined) throw new HttpError(422, 'provider_disabled', 'Email logins are disabled', { error_code: 'otp_disabled' });
+      const expired = () => new HttpError(403, 'invalid_link', 'Email link is invalid or has expired', { error_code: 'otp_expired' });
+      if (body.type !== 'email_change') throw expired();
+      const [row] = await db((tx) => tx<{ result: { user_id: string } }[]>`select api.account_email_change_confirm(${body.token_hash!}) as result`).catch(
+        (err: unknown) => {
+          const httpError = toHttpError(err);
+          if (httpError.code === 'invalid_link') throw expired();
+          return restated('email_taken', 422, 'email_exists', 'A user with this email address has already been registered')(err);
+        },
+      );
+      const [user] = await db((tx) => tx<{ user: unknown }[]>`select private.auth_user_object(${row!.result.user_id}) as user`, claimsOf({ kind: 'gateway' }));
+      return { status: 200, body: user!.user };
+    },
+  }),
+
+  defineRoute({
+    ...COMMON,
+    method: 'post',
     path: '/auth/v1/otp',
     summary: 'Supabase Auth: one-time codes and magic links (not offered).',
     description: "Supabase Auth's passwordless sign-in (supabase-js `auth.signInWithOtp`): not offered here, answered as Supabase Auth answers when it is disabled (422 `otp_disabled`).",

@@ -178,8 +178,20 @@ describe('supabase-js against /auth/v1', () => {
     const asked = await client.auth.updateUser({ email: next, current_password: PASSWORD });
     expect(asked.error).toBeNull();
     expect(asked.data.user).toMatchObject({ email, new_email: next });
-    const [mail] = await db()`select to_email from app.email_outbox where to_email = ${next}`;
-    expect(mail).toBeTruthy();
+    const [mail] = await db()`select link from app.email_outbox where to_email = ${next}`;
+    const tokenHash = new URL(mail!.link as string).searchParams.get('token_hash')!;
+    expect(tokenHash).toBeTruthy();
+
+    // The link's token_hash, as supabase-js verifies it: the address changes.
+    const verified = await client.auth.verifyOtp({ type: 'email_change', token_hash: tokenHash });
+    expect(verified.error).toBeNull();
+    expect(verified.data.user).toMatchObject({ email: next });
+    expect((await client.auth.getUser()).data.user!.email).toBe(next);
+    // Used once: Supabase's answer for a link it no longer knows.
+    const again = await client.auth.verifyOtp({ type: 'email_change', token_hash: tokenHash });
+    expect(again.error).toMatchObject({ status: 403, code: 'otp_expired' });
+    expect((await client.auth.verifyOtp({ type: 'signup', token_hash: tokenHash })).error).toMatchObject({ status: 403, code: 'otp_expired' });
+    expect((await client.auth.verifyOtp({ type: 'email', email: next, token: '123456' })).error).toMatchObject({ status: 422, code: 'otp_disabled' });
   });
 
   it('resetPasswordForEmail queues the set-password e-mail, the same answer for an unknown address', async () => {
@@ -210,13 +222,14 @@ describe('supabase-js against /auth/v1', () => {
     const client = supabase();
     const email = uniqueEmail('sb-rt');
     await client.auth.signUp({ email, password: PASSWORD });
-    const statuses: string[] = [];
     const channel = client.channel('feed').on('postgres_changes', { event: '*', schema: 'app', table: 'events' }, () => {});
     expect(await subscribe(channel)).toBe('SUBSCRIBED');
-    channel.subscribe((status) => statuses.push(status));
+    const token = (await client.auth.getSession()).data.session!.access_token;
     await client.auth.signOut();
     await waitFor(() => (channel.state !== 'joined' ? true : undefined), 'the channel to stop', 10_000);
     expect(channel.state).not.toBe('joined');
+    // The session ended on the server, not only in the client: its access token is refused everywhere.
+    expect((await api('GET', '/api/mobile/profile', { token })).status).toBe(401);
   });
 
   it('phone, anonymous and one-time-code sign-in are answered as Supabase Auth answers when disabled', async () => {

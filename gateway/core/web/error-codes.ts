@@ -177,7 +177,7 @@ export const ERROR_CODES = {
     meaning: 'The refresh token is unknown, expired, used up or revoked. Sign in again.',
   },
   invalid_link: {
-    status: [400, 404],
+    status: [400, 403, 404],
     meaning: 'The e-mailed link (set a password, delete the account, confirm a new e-mail address) is malformed, used up, replaced by a newer one or expired. Ask for a new one.',
   },
   session_not_found: {
