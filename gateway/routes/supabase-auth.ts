@@ -243,7 +243,7 @@ export const supabaseAuthRoutes = [
     path: '/auth/v1/user',
     summary: 'Supabase Auth: change the password, the e-mail address or user_metadata.',
     description:
-      "Supabase Auth's user update (supabase-js `auth.updateUser`). `data` is merged into user_metadata (a key set to null is removed). `password` changes the password as POST /api/mobile/account/password does (every other session ends) and `email` asks for an e-mail change as POST /api/mobile/account/email does (a link to the new address, the `new_email` of the answer until it is opened): both need `current_password` (Supabase Auth's \"require current password\" setting, always on here), checked as a sign-in is. Only the access token of a sign-in updates a user.",
+      "Supabase Auth's user update (supabase-js `auth.updateUser`). In a session a recovery link started (POST /auth/v1/verify type=recovery), `password` alone needs no `current_password`, once, within the hour. `data` is merged into user_metadata (a key set to null is removed). `password` changes the password as POST /api/mobile/account/password does (every other session ends) and `email` asks for an e-mail change as POST /api/mobile/account/email does (a link to the new address, the `new_email` of the answer until it is opened): both need `current_password` (Supabase Auth's \"require current password\" setting, always on here), checked as a sign-in is. Only the access token of a sign-in updates a user.",
     limits: [API_KEY_LIMIT, 'A wrong `current_password` counts as a failed sign-in of the account; past the limits: 429 with Retry-After.'],
     idempotencyKey: false,
     body: z
@@ -268,7 +268,13 @@ export const supabaseAuthRoutes = [
       const [current] = await ctx.db((tx) => tx<{ user: { email: string } }[]>`select api.auth_user() as user`);
       const newEmail = body.email !== undefined && body.email.toLowerCase() !== current!.user.email ? body.email : undefined;
       if (body.password !== undefined) strongEnough(body.password);
-      if (body.password !== undefined || newEmail !== undefined) {
+      if (body.password !== undefined && !body.current_password && newEmail === undefined) {
+        // Without the current password: only in a session a recovery link started (SQL says; else current_password_required).
+        const hash = await ctx.services.passwords.hash(ctx.clientIp, body.password);
+        await ctx.db((tx) => tx`select api.auth_recovery_password_set(${hash})`).catch(
+          restated('current_password_required', 400, 'current_password_required', 'Current password required when setting new password.'),
+        );
+      } else if (body.password !== undefined || newEmail !== undefined) {
         if (!body.current_password) throw new HttpError(400, 'current_password_required', 'Current password required when setting new password.', { error_code: 'current_password_required' });
         if (body.password !== undefined) {
           const check = await reauthenticate(ctx, body.current_password, 'body.current_password').catch(restated('invalid_credentials', 400, 'current_password_mismatch', 'Current password required when setting new password.'));
@@ -327,13 +333,13 @@ export const supabaseAuthRoutes = [
     ...COMMON,
     method: 'post',
     path: '/auth/v1/verify',
-    summary: 'Supabase Auth: confirm an e-mail change with the token_hash of its link.',
+    summary: 'Supabase Auth: a recovery link signs in; an e-mail change link confirms the new address.',
     description:
-      "Supabase Auth's verification (supabase-js `auth.verifyOtp({ type: 'email_change', token_hash })`): the `token_hash` of an e-mail change link (the link PUT /auth/v1/user and POST /api/mobile/account/email send) makes the new address the account's, as the link's page does; the answer is the User object (no session: the link proves the mailbox, not the account). A used, replaced or expired link is 403 `otp_expired`, an address another account took meanwhile 422 `email_exists`. Sign-up needs no confirmation here and recovery links open this service's set-password page, so `signup`, `recovery` and the other types are 403 `otp_expired`, as Supabase Auth answers a link it does not know; the `email` + `token` (one-time code) form is 422 `otp_disabled`.",
+      "Supabase Auth's verification (supabase-js `auth.verifyOtp({ type, token_hash })`). `type: 'recovery'` with the `token` of a set-password link (POST /auth/v1/recover) as `token_hash` signs its account in: the link is used up, every other credential of the account ends (as the set-password page does), and the answer is a session in which PUT /auth/v1/user may set the password once, within the hour, without the current one. `type: 'email_change'` with the `token_hash` of an e-mail change link (the link PUT /auth/v1/user and POST /api/mobile/account/email send) makes the new address the account's, as the link's page does; the answer is the User object (no session: the link proves the mailbox, not the account). A used, replaced or expired link is 403 `otp_expired`, an address another account took meanwhile 422 `email_exists`. Sign-up needs no confirmation here, so `signup` and the other types are 403 `otp_expired`, as Supabase Auth answers a link it does not know; the `email` + `token` (one-time code) form is 422 `otp_disabled`.",
     limits: [API_KEY_LIMIT],
     body: z
       .object({
-        type: z.string().max(32).describe('`email_change` (others: 403 `otp_expired`).').meta({ example: 'email_change' }),
+        type: z.string().max(32).describe('`recovery` or `email_change` (others: 403 `otp_expired`).').meta({ example: 'email_change' }),
         token_hash: z.string().max(512).optional().describe('The `token_hash` of the e-mailed link.').meta({ example: 'Jq2v9ZkHnA7wXy1bLm5sPd8cQe4uTf6gH0rS2vW3xY4' }),
         token: z.string().max(64).optional().describe('A one-time code: not offered (422 `otp_disabled`).').meta({ example: '123456' }),
         email: z.string().max(320).optional().describe('With `token`: not offered.').meta({ example: 'ada@example.com' }),
@@ -341,14 +347,24 @@ export const supabaseAuthRoutes = [
       .meta({ example: { type: 'email_change', token_hash: 'Jq2v9ZkHnA7wXy1bLm5sPd8cQe4uTf6gH0rS2vW3xY4' } }),
     invalidStatus: 422,
     responses: {
-      200: SupabaseUser,
+      200: z.union([Session, SupabaseUser]).describe('recovery: a session; email_change: the User object.'),
       401: errors('unauthorized'),
       403: errors('invalid_link'),
       422: errors('email_taken', 'provider_disabled'),
     },
-    async handler({ body, db }) {
+    async handler(ctx) {
+      const { body, db } = ctx;
       if (body.token_hash === undefined) throw new HttpError(422, 'provider_disabled', 'Email logins are disabled', { error_code: 'otp_disabled' });
       const expired = () => new HttpError(403, 'invalid_link', 'Email link is invalid or has expired', { error_code: 'otp_expired' });
+      if (body.type === 'recovery') {
+        const [started] = await ctx.db(
+          (tx) => tx<AuthSession[]>`select * from api.auth_recovery_verify(${body.token_hash!}, ${ctx.userAgent}, ${ctx.clientIp})`,
+        ).catch((err: unknown) => {
+          if (toHttpError(err).code === 'invalid_link') throw expired();
+          throw err;
+        });
+        return { status: 200, body: await sessionOf(ctx, started!) };
+      }
       if (body.type !== 'email_change') throw expired();
       const [row] = await db((tx) => tx<{ result: { user_id: string } }[]>`select api.account_email_change_confirm(${body.token_hash!}) as result`).catch(
         (err: unknown) => {

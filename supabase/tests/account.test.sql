@@ -6,7 +6,7 @@
 -- links, e-mail changes confirmed by a token_hash, password changes,
 -- sessions, the export's limit and the operator's delete_user.
 begin;
-select plan(61);
+select plan(66);
 
 select tests.create_user('alice');
 select tests.create_user('bob');
@@ -251,6 +251,30 @@ select is(api.account_sign_out('local'), '{"sessions_ended": 1}'::jsonb, 'scope 
 reset role;
 select is((select count(*)::int from identity.refresh_tokens where user_id = tests.user_id('erin') and revoked_at is null), 0,
   'and then no session of the account is left');
+
+-- A recovery link signs in once; that session sets the password once without the current one.
+select api.auth_recover(tests.email('erin'), 'https://app.example.test');
+select set_config('tests.erin_link', (select split_part(o.link, 'token=', 2) from app.email_outbox o
+                                        where o.user_id = tests.user_id('erin') and o.link like '%set-password%' order by o.created_at desc limit 1), true);
+select tests.authenticate_as_anon();
+select set_config('tests.erin_r', (select session_id::text from api.auth_recovery_verify(current_setting('tests.erin_link'), 'phone', '203.0.113.5')), true);
+select is(tests.error_of(format('select api.auth_recovery_verify(%L)', current_setting('tests.erin_link'))), 'PT400 invalid_link', 'a recovery link works once');
+reset role;
+select set_config('tests.erin_d', pg_temp.sign_in('erin')::text, true);
+select set_config('tests.hash_1', identity.hash_password('a brand new passphrase'), true);
+select set_config('tests.hash_2', identity.hash_password('another passphrase'), true);
+select pg_temp.act_as('erin', current_setting('tests.erin_d')::uuid);
+select is(tests.error_of(format('select api.auth_recovery_password_set(%L)', current_setting('tests.hash_1'))),
+  'PT400 current_password_required', 'another session needs the current password');
+reset role;
+select pg_temp.act_as('erin', current_setting('tests.erin_r')::uuid);
+select is(api.auth_recovery_password_set(current_setting('tests.hash_1')) ->> 'email', tests.email('erin'),
+  'the recovery session sets the password without the current one');
+select is(tests.error_of(format('select api.auth_recovery_password_set(%L)', current_setting('tests.hash_2'))),
+  'PT400 current_password_required', 'once');
+reset role;
+select is((select count(*)::int from identity.refresh_tokens where user_id = tests.user_id('erin') and revoked_at is null
+            and session_id <> current_setting('tests.erin_r')::uuid), 0, 'and every other session ended');
 
 -- The export's limit, the operator ----------------------------------------------------------------
 

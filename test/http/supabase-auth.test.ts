@@ -203,6 +203,32 @@ describe('supabase-js against /auth/v1', () => {
     await waitFor(async () => ((await db()`select 1 from app.email_outbox where to_email = ${email}`).length > 0 ? true : undefined), 'the e-mail');
   });
 
+  it('recovery: the token of the e-mailed link signs in (verifyOtp), and that session sets the password once without the current one', async () => {
+    const email = uniqueEmail('sb-recovery');
+    const before = supabase();
+    await before.auth.signUp({ email, password: PASSWORD });
+    const client = supabase();
+    expect((await client.auth.resetPasswordForEmail(email)).error).toBeNull();
+    const [mail] = await db()`select link from app.email_outbox where to_email = ${email} and link like '%set-password%'`;
+    const token = new URL(mail!.link as string).searchParams.get('token')!;
+
+    const verified = await client.auth.verifyOtp({ type: 'recovery', token_hash: token });
+    expect(verified.error).toBeNull();
+    expect(verified.data.session?.access_token).toBeTruthy();
+    expect(verified.data.user!.email).toBe(email);
+    // The reset revokes whoever held the account: the earlier session is gone.
+    expect((await before.auth.getUser()).error).not.toBeNull();
+    // The link works once.
+    expect((await supabase().auth.verifyOtp({ type: 'recovery', token_hash: token })).error).toMatchObject({ status: 403, code: 'otp_expired' });
+
+    const set = await client.auth.updateUser({ password: 'a brand new passphrase' });
+    expect(set.error).toBeNull();
+    expect((await supabase().auth.signInWithPassword({ email, password: 'a brand new passphrase' })).error).toBeNull();
+    // Once: the next change needs the current password again.
+    const again = await client.auth.updateUser({ password: 'yet another passphrase' });
+    expect(again.error).toMatchObject({ status: 400, code: 'current_password_required' });
+  });
+
   it('signOut with the scopes of Supabase: others keeps this session, local ends only this one', async () => {
     const email = uniqueEmail('sb-scope');
     const a = supabase();

@@ -6,6 +6,53 @@
 -- Bodies are checked once every function exists (the check validated them all).
 set local check_function_bodies = off;
 
+CREATE OR REPLACE FUNCTION api.auth_recovery_password_set(password_hash text)
+ RETURNS jsonb
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog'
+AS $function$
+declare
+  me uuid := private.account_caller();
+  current_session uuid := private.account_session();
+begin
+  if not private.password_hash_valid(auth_recovery_password_set.password_hash) then
+    raise exception 'password_hash must be a bcrypt hash of cost 10 or more' using errcode = 'PT400', hint = 'invalid_password_hash';
+  end if;
+  delete from identity.recovery_sessions s
+   where s.session_id = current_session and s.user_id = me and s.expires_at > now();
+  if not found then
+    raise exception 'Current password required when setting new password.' using errcode = 'PT400', hint = 'current_password_required';
+  end if;
+  update identity.users u set password_hash = auth_recovery_password_set.password_hash, updated_at = now() where u.id = me;
+  -- As a password change: every other session ends; this one stays.
+  update identity.refresh_tokens r set revoked_at = now(), revoked_reason = 'logout'
+   where r.user_id = me and r.revoked_at is null and r.session_id <> current_session;
+  return private.auth_user_object(me);
+end;
+$function$;
+
+CREATE OR REPLACE FUNCTION api.auth_recovery_verify(token text, user_agent text DEFAULT NULL::text, client_ip text DEFAULT NULL::text)
+ RETURNS TABLE(user_id uuid, email text, refresh_token text, session_id uuid)
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog'
+AS $function$
+declare
+  link identity.password_tokens := private.password_link(auth_recovery_verify.token, true);
+  started record;
+begin
+  update identity.password_tokens t set used_at = now() where t.user_id = link.user_id and t.used_at is null;
+  -- Whoever held the account before holds nothing of it now (as a set-password link does).
+  perform private.end_credentials(link.user_id);
+  delete from app.agent_members a where a.member_id = link.user_id;
+  select * into started from private.start_session(link.user_id, auth_recovery_verify.user_agent, auth_recovery_verify.client_ip);
+  delete from identity.recovery_sessions s where s.user_id = link.user_id;
+  insert into identity.recovery_sessions (session_id, user_id, expires_at) values (started.session_id, link.user_id, now() + interval '1 hour');
+  return query select u.id, u.email, started.refresh_token, started.session_id from identity.users u where u.id = link.user_id;
+end;
+$function$;
+
 CREATE OR REPLACE FUNCTION api.auth_user()
  RETURNS jsonb
  LANGUAGE plpgsql
@@ -79,14 +126,26 @@ AS $function$
 
 set local check_function_bodies to default;
 
+alter table identity.recovery_sessions enable row level security, no force row level security;
+
+grant execute on function api.auth_recovery_password_set(text) to authenticated;
+
+grant execute on function api.auth_recovery_verify(text,text,text) to anon, authenticated;
+
 grant execute on function api.auth_user() to authenticated;
 
 grant execute on function api.auth_user_metadata_update(jsonb) to authenticated;
 
 comment on column identity.users.user_metadata is 'What the user says about themselves through Supabase Auth''s API (`data` of sign-up and PUT /auth/v1/user): a JSON object of at most 16 KB, answered as the User object''s user_metadata. Never read by a rule.';
 
+comment on function api.auth_recovery_password_set(text) is 'PUT /auth/v1/user {password} without the current password: allowed once, within the hour, in a session a recovery link started (api.auth_recovery_verify); sets the bcrypt hash the gateway made and ends every other session. PT400 current_password_required in any other session; PT400 invalid_password_hash.';
+
+comment on function api.auth_recovery_verify(text,text,text) is 'POST /auth/v1/verify type=recovery: the token of a set-password link (POST /api/auth/recover, /auth/v1/recover) signs its account in: the link is used up, every credential of the account ends (as a set-password link does), and a new session may set the password without the current one within the hour (api.auth_recovery_password_set). PT400 invalid_link.';
+
 comment on function api.auth_user() is 'GET /auth/v1/user: the caller as Supabase Auth''s User object (private.auth_user_object). PT401 invalid_token if the account no longer exists.';
 
 comment on function api.auth_user_metadata_update(jsonb) is 'PUT /auth/v1/user {data}: merges data into the caller''s user_metadata as Supabase Auth does (a key set to null is removed; at most 16 KB, else PT422 validation_error) and answers the User object. Only the access token of a sign-in (private.account_caller: PT403 forbidden for an API token or an agent).';
 
 comment on function private.auth_user_object(uuid) is 'A user as Supabase Auth''s User object: id, aud, role, email, email_confirmed_at (the account''s creation: sign-up needs no confirmation here), last_sign_in_at (its latest sign-in), app_metadata.provider email, user_metadata, one email identity, created_at, updated_at; new_email and email_change_sent_at while an e-mail change waits for its link.';
+
+comment on table identity.recovery_sessions is 'Sessions a password recovery link started (api.auth_recovery_verify): each may set the password once without the current one until expires_at (one hour).';
