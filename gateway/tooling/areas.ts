@@ -11,7 +11,8 @@
 //             every definition of the database must be stated by exactly one
 //             area file, the one the map places it in (areas-check.ts)
 //   --diff    writes, for each area whose file differs from the migrations,
-//             sql/migrations/current/900-<area>.sql: the statements that make
+//             sql/migrations/current/9NN-<area>.sql (900, 901, ...: one numeric prefix
+//             per file, as graphile-migrate requires): the statements that make
 //             the database what the area file says (here)
 //
 // What the catalog holds and how each object is written: areas-catalog.ts.
@@ -168,8 +169,9 @@ export async function runAreasCommand(log: Logger, serverUrl: string, args: stri
   }
   fs.mkdirSync(current, { recursive: true });
   const kept = new Set<string>();
-  for (const [area, differences] of [...byArea].sort()) {
-    const name = `${DIFF_PREFIX}-${area}.sql`;
+  // graphile-migrate wants a numeric prefix of its own for every file of current/: 900, 901, ...
+  for (const [index, [area, differences]] of [...byArea].sort().entries()) {
+    const name = `${Number(DIFF_PREFIX) + index}-${area}.sql`;
     fs.writeFileSync(path.join(current, name), renderMigration(area, migrationStatements(differences)));
     kept.add(name);
     console.log(`wrote ${shown(path.join(current, name))}: ${differences.map((d) => d.key).join('; ')}`);
