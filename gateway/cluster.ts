@@ -114,7 +114,9 @@ export async function startWorkers(
     const started = ready.delete(worker.id);
     const replacement = replacements.delete(worker.id);
     if (stopping) {
-      if (Object.keys(cluster.workers ?? {}).length === 0) void stopAll();
+      // A worker leaves cluster.workers only after both its 'exit' and its
+      // 'disconnect', in either order: count the ones still running.
+      if (Object.values(cluster.workers ?? {}).every((w) => !w || w.isDead())) void stopAll();
       return;
     }
     if (!started && !replacement) return fail(`a gateway process exited while starting (${signal ?? `code ${code}`})`);
@@ -131,7 +133,10 @@ export async function startWorkers(
       if (!stopping) fork(true);
     }, 1000).unref();
   });
+  let stoppingAll = false;
   const stopAll = async () => {
+    if (stoppingAll) return;
+    stoppingAll = true;
     await sidecar?.stop().catch(() => {});
     await db.stop().finally(() => process.exit(exitCode));
   };

@@ -72,7 +72,7 @@ export async function startGateway(
     fairShare: new FairShare(config.fairShare),
     sessions,
     passwords: new Passwords(config.passwords),
-    webhooks: { allowPrivateTargets: config.webhooks.allowPrivateTargets },
+    webhooks: { allowPrivateTargets: config.webhooks.allowPrivateTargets, allowedPorts: config.webhooks.allowedPorts },
   };
   const app = createApp({
     services,

@@ -36,7 +36,7 @@ async function main(): Promise<void> {
     process.exit(1);
   }
   if (shutdown.stopping) return void worker.stop();
-  log.info({ worker: worker.id, concurrency: config.worker.concurrency, smtp: Boolean(config.smtpUrl) }, 'job worker running');
+  log.info({ workers: worker.ids, concurrency: config.worker.concurrency, smtp: Boolean(config.smtpUrl) }, 'job worker running');
 }
 
 void main();

@@ -24,7 +24,7 @@ import type { AuthInfo } from '@modelcontextprotocol/sdk/server/auth/types.js';
 import type { OAuthClientInformationFull, OAuthTokenRevocationRequest, OAuthTokens } from '@modelcontextprotocol/sdk/shared/auth.js';
 import express, { type Response, type Router } from 'express';
 import { z } from 'zod';
-import { toHttpError } from '../gateway/core/errors.ts';
+import { HttpError, toHttpError } from '../gateway/core/errors.ts';
 import { html, page, type SafeHtml } from '../gateway/core/html.ts';
 import { SERVICE_NAME } from '../gateway/core/service.ts';
 import { checkPassword, type PasswordAttempt } from '../gateway/core/passwords.ts';
@@ -304,12 +304,17 @@ function consentHandler(deps: McpDeps): express.RequestHandler {
           error,
         });
       const { passwords } = deps;
-      let place;
-      try {
-        place = passwords.enter();
-      } catch {
+      const clientIp = mcpClientIp(req, deps.config.mcp.proxySecret);
+      const busy = () => {
         res.setHeader('Retry-After', '1');
         return again(503, 'Too many sign-ins at once. Try again in a moment.');
+      };
+      let place;
+      try {
+        // A place in this client address's turn of the hashing queue.
+        place = passwords.enter(clientIp);
+      } catch {
+        return busy();
       }
       // The login's throttling (counted per e-mail and client, per e-mail, per client address).
       const limits = deps.config.authLimits;
@@ -317,7 +322,7 @@ function consentHandler(deps: McpDeps): express.RequestHandler {
       let checked;
       try {
         [attempt] = await deps.sql<PasswordAttempt[]>`
-          select * from private.password_attempt_start('oauth_consent', ${email}, ${mcpClientIp(req, deps.config.mcp.proxySecret)},
+          select * from private.password_attempt_start('oauth_consent', ${email}, ${clientIp},
                                                        ${passwords.cost}, ${limits.maxFailuresPerEmailAndClient},
                                                        ${limits.maxFailuresPerEmail}, ${limits.maxFailuresPerIp}, ${limits.windowSeconds})`;
         if (attempt!.status === 'throttled') {
@@ -326,6 +331,10 @@ function consentHandler(deps: McpDeps): express.RequestHandler {
           return again(429, `Too many failed sign-ins. Try again in ${Math.ceil(wait / 60)} minute${wait > 60 ? 's' : ''}.`);
         }
         checked = await checkPassword(passwords, place, password, attempt!);
+      } catch (err) {
+        // The place went to another client's sign-in while this one waited.
+        if (err instanceof HttpError && err.status === 503) return busy();
+        throw err;
       } finally {
         place.leave();
       }

@@ -1186,14 +1186,8 @@ CREATE FUNCTION api.auth_set_password(token text, password_hash text) RETURNS TA
     SET search_path TO 'pg_catalog'
     AS $$
 declare
-  link identity.password_tokens;
+  link identity.password_tokens := private.password_link(auth_set_password.token, true);
 begin
-  select * into link from identity.password_tokens t
-   where t.token_hash = identity.token_hash(auth_set_password.token)
-   for update;
-  if link.id is null or link.used_at is not null or link.expires_at <= now() then
-    raise exception 'this link is not valid or has expired' using errcode = 'PT400', hint = 'invalid_link';
-  end if;
   if not private.password_hash_valid(auth_set_password.password_hash) then
     raise exception 'password_hash must be a bcrypt hash of cost 10 or more' using errcode = 'PT400', hint = 'invalid_password_hash';
   end if;
@@ -3957,6 +3951,7 @@ begin
   if replayed.id is null then
     raise exception 'delivery not found' using errcode = 'PT404', hint = 'delivery_not_found';
   end if;
+  update app.webhook_endpoints e set backoff_until = null where e.id = target.id and e.backoff_until is not null;
   perform private.webhook_schedule(target.id);
   return private.webhook_delivery_json(replayed);
 end;
@@ -3966,7 +3961,7 @@ $$;
 -- Name: FUNCTION webhook_delivery_replay(id uuid, delivery_id uuid); Type: COMMENT; Schema: api
 --
 
-COMMENT ON FUNCTION api.webhook_delivery_replay(id uuid, delivery_id uuid) IS 'POST /api/v1/platform/webhooks/{id}/deliveries/{delivery_id}/replay: sends the delivery again now, with the same webhook-id and body. PT404 webhook_not_found / delivery_not_found; PT403; PT409 webhook_inactive.';
+COMMENT ON FUNCTION api.webhook_delivery_replay(id uuid, delivery_id uuid) IS 'POST /api/v1/platform/webhooks/{id}/deliveries/{delivery_id}/replay: sends the delivery again now (ending a back-off), with the same webhook-id and body. PT404 webhook_not_found / delivery_not_found; PT403; PT409 webhook_inactive.';
 
 --
 -- Name: webhook_ping(uuid); Type: FUNCTION; Schema: api
@@ -3988,6 +3983,7 @@ begin
       'type', 'webhook.ping', 'timestamp', app.iso(clock_timestamp()),
       'data', jsonb_build_object('endpoint_id', target.id, 'community_id', target.community_id)))
     returning * into queued;
+  update app.webhook_endpoints e set backoff_until = null where e.id = target.id and e.backoff_until is not null;
   perform private.webhook_schedule(target.id);
   return private.webhook_delivery_json(queued);
 end;
@@ -3997,7 +3993,7 @@ $$;
 -- Name: FUNCTION webhook_ping(id uuid); Type: COMMENT; Schema: api
 --
 
-COMMENT ON FUNCTION api.webhook_ping(id uuid) IS 'POST /api/v1/platform/webhooks/{id}/ping: queues a webhook.ping delivery and returns it. PT404; PT403; PT409 webhook_inactive.';
+COMMENT ON FUNCTION api.webhook_ping(id uuid) IS 'POST /api/v1/platform/webhooks/{id}/ping: queues a webhook.ping delivery (ending a back-off: it is sent now) and returns it. PT404; PT403; PT409 webhook_inactive.';
 
 --
 -- Name: webhook_rotate_secret(uuid); Type: FUNCTION; Schema: api
@@ -4434,6 +4430,33 @@ CREATE FUNCTION identity.token_hash(token text) RETURNS bytea
     AS $$
     select extensions.digest(token, 'sha256')
   $$;
+
+--
+-- Name: account_email_check(text); Type: FUNCTION; Schema: private
+--
+
+CREATE FUNCTION private.account_email_check(email text) RETURNS text
+    LANGUAGE plpgsql STABLE
+    SET search_path TO 'pg_catalog'
+    AS $_$
+declare
+  normalised text := lower(btrim(account_email_check.email));
+begin
+  if normalised is null or normalised !~ '^[^@\s]+@[^@\s]+$' then
+    raise exception 'invalid email address' using errcode = 'PT400', hint = 'invalid_email';
+  end if;
+  if exists (select from identity.users u where u.email = normalised) then
+    raise exception 'an account with this email already exists' using errcode = 'PT409', hint = 'email_taken';
+  end if;
+  return normalised;
+end;
+$_$;
+
+--
+-- Name: FUNCTION account_email_check(email text); Type: COMMENT; Schema: private
+--
+
+COMMENT ON FUNCTION private.account_email_check(email text) IS 'The normalised e-mail of a new account: PT400 invalid_email, PT409 email_taken (the same refusals as private.create_account_with_hash).';
 
 --
 -- Name: agent_quota_take(text); Type: FUNCTION; Schema: private
@@ -7498,6 +7521,106 @@ CREATE FUNCTION private.password_hash_valid(password_hash text) RETURNS boolean
 COMMENT ON FUNCTION private.password_hash_valid(password_hash text) IS 'True for a bcrypt hash ($2a$/$2b$/$2y$) of cost 10 to 31: what account creation and set-password accept.';
 
 --
+-- Name: password_tokens; Type: TABLE; Schema: identity
+--
+
+CREATE TABLE identity.password_tokens (
+    id bigint NOT NULL,
+    token_hash bytea NOT NULL,
+    user_id uuid NOT NULL,
+    purpose text NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    expires_at timestamp with time zone NOT NULL,
+    used_at timestamp with time zone,
+    CONSTRAINT password_tokens_purpose_check CHECK ((purpose = ANY (ARRAY['invite'::text, 'recover'::text])))
+);
+
+--
+-- Name: TABLE password_tokens; Type: COMMENT; Schema: identity
+--
+
+COMMENT ON TABLE identity.password_tokens IS 'Set-password links (hashed). A link is usable once, before expires_at; a newer link for the user voids older ones.';
+
+--
+-- Name: password_link(text, boolean); Type: FUNCTION; Schema: private
+--
+
+CREATE FUNCTION private.password_link(token text, for_update boolean DEFAULT false) RETURNS identity.password_tokens
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog'
+    AS $$
+declare
+  link identity.password_tokens;
+begin
+  if for_update then
+    select * into link from identity.password_tokens t where t.token_hash = identity.token_hash(password_link.token) for update;
+  else
+    select * into link from identity.password_tokens t where t.token_hash = identity.token_hash(password_link.token);
+  end if;
+  if link.id is null or link.used_at is not null or link.expires_at <= now() then
+    raise exception 'this link is not valid or has expired' using errcode = 'PT400', hint = 'invalid_link';
+  end if;
+  return link;
+end;
+$$;
+
+--
+-- Name: FUNCTION password_link(token text, for_update boolean); Type: COMMENT; Schema: private
+--
+
+COMMENT ON FUNCTION private.password_link(token text, for_update boolean) IS 'The set-password link of a token while it is usable (not used, replaced or expired), locked when for_update; PT400 invalid_link otherwise.';
+
+--
+-- Name: password_set_start(text, text, integer, integer, text, text); Type: FUNCTION; Schema: private
+--
+
+CREATE FUNCTION private.password_set_start(door text, client_ip text, max_per_ip integer, window_seconds integer, email text DEFAULT NULL::text, link_token text DEFAULT NULL::text) RETURNS TABLE(status text, retry_after integer, error_state text, error_hint text, error_message text)
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog'
+    AS $$
+declare
+  wait integer;
+  refused_state text;
+  refused_hint text;
+  refused_message text;
+begin
+  if door not in ('register', 'set_password') then
+    raise exception 'unknown door %', door using errcode = 'PT400', hint = 'invalid_door';
+  end if;
+  if client_ip is not null then
+    -- Requests of one address take turns, so a burst cannot slip past the count.
+    perform pg_advisory_xact_lock(hashtextextended('auth_failures:password_set:' || client_ip, 0));
+    wait := private.auth_throttle_wait('password_set', client_ip, max_per_ip, window_seconds);
+    if wait > 0 then
+      return query select 'throttled'::text, wait, null::text, null::text, null::text;
+      return;
+    end if;
+    perform private.auth_throttle_record('password_set', client_ip);
+  end if;
+  -- What can be checked without the password. A refusal is answered, not
+  -- raised: the request stays counted.
+  begin
+    if door = 'register' then
+      perform private.account_email_check(password_set_start.email);
+    else
+      perform private.password_link(password_set_start.link_token);
+    end if;
+  exception when sqlstate 'PT400' or sqlstate 'PT409' then
+    get stacked diagnostics refused_state = returned_sqlstate, refused_hint = pg_exception_hint, refused_message = message_text;
+    return query select 'refused'::text, 0, refused_state, refused_hint, refused_message;
+    return;
+  end;
+  return query select 'hash'::text, 0, null::text, null::text, null::text;
+end;
+$$;
+
+--
+-- Name: FUNCTION password_set_start(door text, client_ip text, max_per_ip integer, window_seconds integer, email text, link_token text); Type: COMMENT; Schema: private
+--
+
+COMMENT ON FUNCTION private.password_set_start(door text, client_ip text, max_per_ip integer, window_seconds integer, email text, link_token text) IS 'First step of a door that sets a password (door register: POST /api/auth/register and /signup with email; set_password: POST /api/auth/set-password with link_token), before the process hashes it, run by the processes'' own role: counts the request per client address and answers status throttled (retry_after seconds: more than max_per_ip in window_seconds), refused (error_state, error_hint and error_message: what the door''s function would raise, invalid_email, email_taken or invalid_link) or hash.';
+
+--
 -- Name: platform_authorize(uuid); Type: FUNCTION; Schema: private
 --
 
@@ -8838,6 +8961,27 @@ CREATE FUNCTION private.venue_concurrent_events(venue_node_id uuid, as_of timest
 COMMENT ON FUNCTION private.venue_concurrent_events(venue_node_id uuid, as_of timestamp with time zone) IS 'Events concurrent at a venue at a moment: date - 2h <= moment <= effective end + 2h. Used by venue check-in and the venue deep link.';
 
 --
+-- Name: webhook_backoff_seconds(integer, double precision[]); Type: FUNCTION; Schema: private
+--
+
+CREATE FUNCTION private.webhook_backoff_seconds(failures integer, retry_delays double precision[]) RETURNS double precision
+    LANGUAGE sql IMMUTABLE
+    SET search_path TO 'pg_catalog'
+    AS $$
+    select case when webhook_backoff_seconds.failures < 3 then null
+                else least(coalesce(webhook_backoff_seconds.retry_delays[1], 5)
+                             * power(2, least(webhook_backoff_seconds.failures - 3, 20)),
+                           coalesce(webhook_backoff_seconds.retry_delays[cardinality(webhook_backoff_seconds.retry_delays)], 3600),
+                           3600) end
+  $$;
+
+--
+-- Name: FUNCTION webhook_backoff_seconds(failures integer, retry_delays double precision[]); Type: COMMENT; Schema: private
+--
+
+COMMENT ON FUNCTION private.webhook_backoff_seconds(failures integer, retry_delays double precision[]) IS 'How long an endpoint backs off after its n-th consecutive failed attempt: none before the third, then the first retry delay doubled with each failure, at most the last retry delay and at most an hour.';
+
+--
 -- Name: webhook_capture_attendees(); Type: FUNCTION; Schema: private
 --
 
@@ -9018,6 +9162,24 @@ $$;
 COMMENT ON FUNCTION private.webhook_check(url text, events text[], description text) IS 'PT422 for a URL, event list or description an endpoint cannot have (the address rules are the gateway''s, at registration and at every send).';
 
 --
+-- Name: webhook_community_slot_key(uuid, integer); Type: FUNCTION; Schema: private
+--
+
+CREATE FUNCTION private.webhook_community_slot_key(community_id uuid, slot integer) RETURNS bigint
+    LANGUAGE sql IMMUTABLE
+    SET search_path TO 'pg_catalog'
+    AS $$
+    select hashtextextended('app.webhook_communities:send:' || webhook_community_slot_key.community_id::text || ':'
+                            || webhook_community_slot_key.slot::text, 0)
+  $$;
+
+--
+-- Name: FUNCTION webhook_community_slot_key(community_id uuid, slot integer); Type: COMMENT; Schema: private
+--
+
+COMMENT ON FUNCTION private.webhook_community_slot_key(community_id uuid, slot integer) IS 'The advisory lock key of one of a community''s sending slots.';
+
+--
 -- Name: webhook_deliveries_prune(interval, integer); Type: FUNCTION; Schema: private
 --
 
@@ -9067,8 +9229,17 @@ begin
        set status = 'succeeded', delivered_at = now(), next_attempt_at = null, last_status_code = status_code,
            last_error = null, last_response_body = left(response_body, 1024)
      where w.id = d.id;
+    -- A success ends a run of failures (written only when there was one).
+    update app.webhook_endpoints e set consecutive_failures = 0, backoff_until = null
+     where e.id = d.endpoint_id and (e.consecutive_failures <> 0 or e.backoff_until is not null);
     return 'succeeded';
   end if;
+  -- The endpoint's run of failures; from the third on it backs off.
+  update app.webhook_endpoints e
+     set consecutive_failures = e.consecutive_failures + 1,
+         backoff_until = clock_timestamp()
+                         + make_interval(secs => private.webhook_backoff_seconds(e.consecutive_failures + 1, retry_delays))
+   where e.id = d.endpoint_id;
   -- The n-th failure of this round waits retry_delays[n] seconds, ±20 %;
   -- past the schedule the delivery has failed.
   retry := d.attempts - d.round_base;
@@ -9094,7 +9265,7 @@ $$;
 -- Name: FUNCTION webhook_delivery_finish(delivery_id uuid, attempt integer, status_code integer, error text, response_body text, retry_delays double precision[]); Type: COMMENT; Schema: private
 --
 
-COMMENT ON FUNCTION private.webhook_delivery_finish(delivery_id uuid, attempt integer, status_code integer, error text, response_body text, retry_delays double precision[]) IS 'Records an attempt''s outcome (status_code null: no answer, see error): 2xx succeeded; otherwise a retry after retry_delays[n] seconds ±20 % (WEBHOOK_RETRY_SCHEDULE) for the n-th failure of the round, or failed past the schedule. Returns the new status.';
+COMMENT ON FUNCTION private.webhook_delivery_finish(delivery_id uuid, attempt integer, status_code integer, error text, response_body text, retry_delays double precision[]) IS 'Records an attempt''s outcome (status_code null: no answer, see error): 2xx succeeded (the endpoint''s run of failures ends); otherwise a retry after retry_delays[n] seconds ±20 % (WEBHOOK_RETRY_SCHEDULE) for the n-th failure of the round, or failed past the schedule; from the endpoint''s third consecutive failed attempt on, it backs off (private.webhook_backoff_seconds). Returns the new status.';
 
 --
 -- Name: webhook_deliveries; Type: TABLE; Schema: app
@@ -9175,6 +9346,10 @@ begin
      where w.endpoint_id = e.id and w.status in ('pending', 'retrying');
     return;
   end if;
+  -- Backing off: nothing is sent before backoff_until (the deliveries keep their attempts).
+  if e.backoff_until > clock_timestamp() then
+    return;
+  end if;
   -- The oldest due delivery: in the order of the changes.
   select * into d from app.webhook_deliveries w
    where w.endpoint_id = e.id and w.status in ('pending', 'retrying') and w.next_attempt_at <= clock_timestamp()
@@ -9195,7 +9370,7 @@ $$;
 -- Name: FUNCTION webhook_delivery_next(endpoint_id uuid); Type: COMMENT; Schema: private
 --
 
-COMMENT ON FUNCTION private.webhook_delivery_next(endpoint_id uuid) IS 'The webhook_deliver task, holding the endpoint''s lock: its oldest due delivery (URL, the secrets that sign it, webhook-id, body) with one more attempt counted; nothing when none is due or the endpoint is gone (inactive: its waiting deliveries fail).';
+COMMENT ON FUNCTION private.webhook_delivery_next(endpoint_id uuid) IS 'The webhook_deliver task, holding the endpoint''s lock: its oldest due delivery (URL, the secrets that sign it, webhook-id, body) with one more attempt counted; nothing when none is due, the endpoint backs off or is gone (inactive: its waiting deliveries fail).';
 
 --
 -- Name: webhook_due(uuid); Type: FUNCTION; Schema: private
@@ -9208,13 +9383,15 @@ CREATE FUNCTION private.webhook_due(endpoint_id uuid) RETURNS boolean
     select exists (select from app.webhook_deliveries d
                     where d.endpoint_id = webhook_due.endpoint_id and d.status in ('pending', 'retrying')
                       and d.next_attempt_at <= clock_timestamp())
+       and not exists (select from app.webhook_endpoints e
+                        where e.id = webhook_due.endpoint_id and e.backoff_until > clock_timestamp())
   $$;
 
 --
 -- Name: FUNCTION webhook_due(endpoint_id uuid); Type: COMMENT; Schema: private
 --
 
-COMMENT ON FUNCTION private.webhook_due(endpoint_id uuid) IS 'Whether a delivery of the endpoint is due (checked again after letting go of its lock).';
+COMMENT ON FUNCTION private.webhook_due(endpoint_id uuid) IS 'Whether a delivery of the endpoint is due and the endpoint is not backing off (checked again after letting go of its lock).';
 
 --
 -- Name: webhook_emit(uuid, text, jsonb); Type: FUNCTION; Schema: private
@@ -9318,6 +9495,9 @@ CREATE TABLE app.webhook_endpoints (
     created_by uuid,
     created_at timestamp with time zone DEFAULT now() NOT NULL,
     updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    consecutive_failures integer DEFAULT 0 NOT NULL,
+    backoff_until timestamp with time zone,
+    waiting_since timestamp with time zone,
     CONSTRAINT webhook_endpoints_description_check CHECK ((length(description) <= 500)),
     CONSTRAINT webhook_endpoints_events_check CHECK ((((cardinality(events) >= 1) AND (cardinality(events) <= 7)) AND (events <@ ARRAY['event.created'::text, 'event.updated'::text, 'event.deleted'::text, 'attendee.registered'::text, 'checkin.created'::text, 'member.joined'::text, 'member.left'::text]))),
     CONSTRAINT webhook_endpoints_url_check CHECK (((length(url) <= 2000) AND (url ~* '^https?://[^/?#]'::text)))
@@ -9328,6 +9508,24 @@ CREATE TABLE app.webhook_endpoints (
 --
 
 COMMENT ON TABLE app.webhook_endpoints IS 'Webhook endpoints of a community (managed by its managers through api.webhook_*). Secrets are readable only by the owner.';
+
+--
+-- Name: COLUMN webhook_endpoints.consecutive_failures; Type: COMMENT; Schema: app
+--
+
+COMMENT ON COLUMN app.webhook_endpoints.consecutive_failures IS 'Failed attempts since the last success (any delivery); from the third on, the endpoint backs off.';
+
+--
+-- Name: COLUMN webhook_endpoints.backoff_until; Type: COMMENT; Schema: app
+--
+
+COMMENT ON COLUMN app.webhook_endpoints.backoff_until IS 'While the endpoint keeps failing: no attempt to it before this time (null: none).';
+
+--
+-- Name: COLUMN webhook_endpoints.waiting_since; Type: COMMENT; Schema: app
+--
+
+COMMENT ON COLUMN app.webhook_endpoints.waiting_since IS 'Since when the endpoint has deliveries waiting for one of its community''s sending slots (null: not waiting).';
 
 --
 -- Name: webhook_endpoint_json(app.webhook_endpoints); Type: FUNCTION; Schema: private
@@ -9344,6 +9542,7 @@ CREATE FUNCTION private.webhook_endpoint_json(e app.webhook_endpoints) RETURNS j
       'events', to_jsonb(e.events),
       'active', e.active,
       'description', e.description,
+      'backoff_until', app.iso(case when e.backoff_until > now() then e.backoff_until end),
       'created_at', app.iso(e.created_at))
   $$;
 
@@ -9351,7 +9550,7 @@ CREATE FUNCTION private.webhook_endpoint_json(e app.webhook_endpoints) RETURNS j
 -- Name: FUNCTION webhook_endpoint_json(e app.webhook_endpoints); Type: COMMENT; Schema: private
 --
 
-COMMENT ON FUNCTION private.webhook_endpoint_json(e app.webhook_endpoints) IS 'The webhook endpoint object (never its secret).';
+COMMENT ON FUNCTION private.webhook_endpoint_json(e app.webhook_endpoints) IS 'The webhook endpoint object (never its secret); backoff_until only while the back-off lasts.';
 
 --
 -- Name: webhook_endpoint_of_caller(uuid, boolean); Type: FUNCTION; Schema: private
@@ -9394,7 +9593,10 @@ CREATE FUNCTION private.webhook_endpoint_reschedule(endpoint_id uuid) RETURNS ti
 declare
   next_at timestamptz;
 begin
-  select min(d.next_attempt_at) into next_at
+  -- The earliest retry, but not before the back-off ends.
+  select greatest(min(d.next_attempt_at), (select e.backoff_until from app.webhook_endpoints e
+                                            where e.id = webhook_endpoint_reschedule.endpoint_id))
+    into next_at
     from app.webhook_deliveries d
    where d.endpoint_id = webhook_endpoint_reschedule.endpoint_id and d.status in ('pending', 'retrying');
   if next_at is not null then
@@ -9408,7 +9610,7 @@ $$;
 -- Name: FUNCTION webhook_endpoint_reschedule(endpoint_id uuid); Type: COMMENT; Schema: private
 --
 
-COMMENT ON FUNCTION private.webhook_endpoint_reschedule(endpoint_id uuid) IS 'After sending: a job for the endpoint''s next retry (if a delivery waits for one); returns when.';
+COMMENT ON FUNCTION private.webhook_endpoint_reschedule(endpoint_id uuid) IS 'After sending: a job for the endpoint''s next retry (if a delivery waits for one), not before its back-off ends; returns when.';
 
 --
 -- Name: webhook_endpoint_try_lock(uuid); Type: FUNCTION; Schema: private
@@ -9582,6 +9784,84 @@ $$;
 COMMENT ON FUNCTION private.webhook_schedule(endpoint_id uuid, run_at timestamp with time zone, keep_earlier boolean) IS 'Adds (or moves) the webhook_deliver job of an endpoint: now for new deliveries, at run_at for a retry.';
 
 --
+-- Name: webhook_send_begin(uuid, integer); Type: FUNCTION; Schema: private
+--
+
+CREATE FUNCTION private.webhook_send_begin(endpoint_id uuid, community_slots integer) RETURNS TABLE(status text, slot integer, community_id uuid)
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog'
+    AS $$
+declare
+  e app.webhook_endpoints;
+begin
+  select * into e from app.webhook_endpoints w where w.id = webhook_send_begin.endpoint_id;
+  if e.id is null then
+    return query select 'gone'::text, null::integer, null::uuid;
+    return;
+  end if;
+  -- One sender per endpoint: another worker sends to it (and looks again after letting go).
+  if not private.webhook_endpoint_try_lock(e.id) then
+    return query select 'busy'::text, null::integer, e.community_id;
+    return;
+  end if;
+  for i in 1 .. greatest(community_slots, 1) loop
+    if pg_try_advisory_lock(private.webhook_community_slot_key(e.community_id, i)) then
+      if e.waiting_since is not null then
+        update app.webhook_endpoints w set waiting_since = null where w.id = e.id;
+      end if;
+      return query select 'sending'::text, i, e.community_id;
+      return;
+    end if;
+  end loop;
+  -- Every slot of the community is sending: wait to be woken by the next
+  -- that lets go (private.webhook_send_end), or 30 s at the latest. Nothing
+  -- of this job holds a worker meanwhile.
+  perform private.webhook_endpoint_unlock(e.id);
+  update app.webhook_endpoints w set waiting_since = coalesce(w.waiting_since, clock_timestamp()) where w.id = e.id;
+  perform private.webhook_schedule(e.id, clock_timestamp() + interval '30 seconds', keep_earlier => true);
+  return query select 'waiting'::text, null::integer, e.community_id;
+end;
+$$;
+
+--
+-- Name: FUNCTION webhook_send_begin(endpoint_id uuid, community_slots integer); Type: COMMENT; Schema: private
+--
+
+COMMENT ON FUNCTION private.webhook_send_begin(endpoint_id uuid, community_slots integer) IS 'The webhook_deliver task, on its session: takes the endpoint''s sending lock and one of its community''s community_slots sending slots (WEBHOOK_COMMUNITY_CONCURRENCY; advisory locks, so the share holds across workers). status sending (slot: the one taken, of community_id), busy (another worker sends to the endpoint), waiting (the community''s slots are all in use: the endpoint waits, its job moved 30 s later unless woken sooner) or gone.';
+
+--
+-- Name: webhook_send_end(uuid, uuid, integer); Type: FUNCTION; Schema: private
+--
+
+CREATE FUNCTION private.webhook_send_end(endpoint_id uuid, community_id uuid, slot integer) RETURNS uuid
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog'
+    AS $$
+declare
+  woken uuid;
+begin
+  perform private.webhook_endpoint_unlock(webhook_send_end.endpoint_id);
+  perform pg_advisory_unlock(private.webhook_community_slot_key(webhook_send_end.community_id, webhook_send_end.slot));
+  -- The community's endpoint that has waited longest for a slot goes next.
+  select e.id into woken from app.webhook_endpoints e
+   where e.community_id = webhook_send_end.community_id and e.waiting_since is not null
+     and e.id <> webhook_send_end.endpoint_id
+   order by e.waiting_since, e.id
+   limit 1;
+  if woken is not null then
+    perform private.webhook_schedule(woken);
+  end if;
+  return woken;
+end;
+$$;
+
+--
+-- Name: FUNCTION webhook_send_end(endpoint_id uuid, community_id uuid, slot integer); Type: COMMENT; Schema: private
+--
+
+COMMENT ON FUNCTION private.webhook_send_end(endpoint_id uuid, community_id uuid, slot integer) IS 'The webhook_deliver task, done sending: lets go of the endpoint''s lock and its community''s slot, and wakes (a job now) the community''s endpoint that has waited longest for a slot; returns it.';
+
+--
 -- Name: webhook_sweep(); Type: FUNCTION; Schema: private
 --
 
@@ -9594,10 +9874,12 @@ declare
 begin
   -- A safety net (the worker's crontab, every minute): an endpoint with a
   -- delivery due for a minute gets a job if it has none waiting (its job
-  -- failed while another, which found the lock taken, had already ended).
-  select count(private.webhook_schedule(e.endpoint_id, null, keep_earlier => true)) into scheduled
-    from (select distinct d.endpoint_id
+  -- failed while another, which found the lock taken, had already ended),
+  -- not before its back-off ends.
+  select count(private.webhook_schedule(e.endpoint_id, e.backoff_until, keep_earlier => true)) into scheduled
+    from (select distinct d.endpoint_id, w.backoff_until
             from app.webhook_deliveries d
+            join app.webhook_endpoints w on w.id = d.endpoint_id
            where d.status in ('pending', 'retrying') and d.next_attempt_at <= now() - interval '1 minute') e;
   return scheduled;
 end;
@@ -9607,7 +9889,7 @@ $$;
 -- Name: FUNCTION webhook_sweep(); Type: COMMENT; Schema: private
 --
 
-COMMENT ON FUNCTION private.webhook_sweep() IS 'Gives every endpoint with a delivery overdue by a minute a webhook_deliver job (one already waiting keeps its time); returns how many endpoints. The worker runs it every minute.';
+COMMENT ON FUNCTION private.webhook_sweep() IS 'Gives every endpoint with a delivery overdue by a minute a webhook_deliver job (one already waiting keeps its time; not before its back-off ends); returns how many endpoints. The worker runs it every minute.';
 
 --
 -- Name: api_endpoints; Type: TABLE; Schema: app
@@ -10196,27 +10478,6 @@ CREATE TABLE identity.oauth_tokens (
 COMMENT ON TABLE identity.oauth_tokens IS 'OAuth access and refresh tokens (hashed). One family per authorization; rotation keeps the family.';
 
 --
--- Name: password_tokens; Type: TABLE; Schema: identity
---
-
-CREATE TABLE identity.password_tokens (
-    id bigint NOT NULL,
-    token_hash bytea NOT NULL,
-    user_id uuid NOT NULL,
-    purpose text NOT NULL,
-    created_at timestamp with time zone DEFAULT now() NOT NULL,
-    expires_at timestamp with time zone NOT NULL,
-    used_at timestamp with time zone,
-    CONSTRAINT password_tokens_purpose_check CHECK ((purpose = ANY (ARRAY['invite'::text, 'recover'::text])))
-);
-
---
--- Name: TABLE password_tokens; Type: COMMENT; Schema: identity
---
-
-COMMENT ON TABLE identity.password_tokens IS 'Set-password links (hashed). A link is usable once, before expires_at; a newer link for the user voids older ones.';
-
---
 -- Name: password_tokens_id_seq; Type: SEQUENCE; Schema: identity
 --
 
@@ -10332,14 +10593,14 @@ CREATE TABLE private.auth_failures (
     scope text NOT NULL,
     key text NOT NULL,
     failed_at timestamp with time zone DEFAULT now() NOT NULL,
-    CONSTRAINT auth_failures_scope_check CHECK ((scope = ANY (ARRAY['email'::text, 'email_client'::text, 'ip'::text, 'refresh'::text, 'verify'::text])))
+    CONSTRAINT auth_failures_scope_check CHECK ((scope = ANY (ARRAY['email'::text, 'email_client'::text, 'ip'::text, 'refresh'::text, 'verify'::text, 'password_set'::text])))
 );
 
 --
 -- Name: TABLE auth_failures; Type: COMMENT; Schema: private
 --
 
-COMMENT ON TABLE private.auth_failures IS 'Failed sign-ins (per e-mail and client address, per e-mail, per client IP) and failed refresh/verify attempts (per client IP), for throttling.';
+COMMENT ON TABLE private.auth_failures IS 'Failed sign-ins (per e-mail and client address, per e-mail, per client IP), failed refresh/verify attempts (per client IP) and requests at the doors that set a password (password_set, per client IP), for throttling.';
 
 --
 -- Name: mcp_request_counts; Type: TABLE; Schema: private
@@ -13559,6 +13820,12 @@ REVOKE ALL ON FUNCTION identity.new_token() FROM PUBLIC;
 REVOKE ALL ON FUNCTION identity.token_hash(token text) FROM PUBLIC;
 
 --
+-- Name: FUNCTION account_email_check(email text); Type: ACL; Schema: private
+--
+
+REVOKE ALL ON FUNCTION private.account_email_check(email text) FROM PUBLIC;
+
+--
 -- Name: FUNCTION agent_quota_take(tool text); Type: ACL; Schema: private
 --
 
@@ -14379,6 +14646,18 @@ REVOKE ALL ON FUNCTION private.password_hash_cost(password_hash text) FROM PUBLI
 REVOKE ALL ON FUNCTION private.password_hash_valid(password_hash text) FROM PUBLIC;
 
 --
+-- Name: FUNCTION password_link(token text, for_update boolean); Type: ACL; Schema: private
+--
+
+REVOKE ALL ON FUNCTION private.password_link(token text, for_update boolean) FROM PUBLIC;
+
+--
+-- Name: FUNCTION password_set_start(door text, client_ip text, max_per_ip integer, window_seconds integer, email text, link_token text); Type: ACL; Schema: private
+--
+
+REVOKE ALL ON FUNCTION private.password_set_start(door text, client_ip text, max_per_ip integer, window_seconds integer, email text, link_token text) FROM PUBLIC;
+
+--
 -- Name: FUNCTION platform_authorize(community_id uuid); Type: ACL; Schema: private
 --
 
@@ -14701,6 +14980,12 @@ REVOKE ALL ON FUNCTION private.venue_concurrent_events(venue_node_id uuid, as_of
 GRANT ALL ON FUNCTION private.venue_concurrent_events(venue_node_id uuid, as_of timestamp with time zone) TO authenticated;
 
 --
+-- Name: FUNCTION webhook_backoff_seconds(failures integer, retry_delays double precision[]); Type: ACL; Schema: private
+--
+
+REVOKE ALL ON FUNCTION private.webhook_backoff_seconds(failures integer, retry_delays double precision[]) FROM PUBLIC;
+
+--
 -- Name: FUNCTION webhook_capture_attendees(); Type: ACL; Schema: private
 --
 
@@ -14729,6 +15014,12 @@ REVOKE ALL ON FUNCTION private.webhook_capture_members() FROM PUBLIC;
 --
 
 REVOKE ALL ON FUNCTION private.webhook_check(url text, events text[], description text) FROM PUBLIC;
+
+--
+-- Name: FUNCTION webhook_community_slot_key(community_id uuid, slot integer); Type: ACL; Schema: private
+--
+
+REVOKE ALL ON FUNCTION private.webhook_community_slot_key(community_id uuid, slot integer) FROM PUBLIC;
 
 --
 -- Name: FUNCTION webhook_deliveries_prune(keep interval, batch integer); Type: ACL; Schema: private
@@ -14843,6 +15134,18 @@ REVOKE ALL ON FUNCTION private.webhook_new_secret() FROM PUBLIC;
 --
 
 REVOKE ALL ON FUNCTION private.webhook_schedule(endpoint_id uuid, run_at timestamp with time zone, keep_earlier boolean) FROM PUBLIC;
+
+--
+-- Name: FUNCTION webhook_send_begin(endpoint_id uuid, community_slots integer); Type: ACL; Schema: private
+--
+
+REVOKE ALL ON FUNCTION private.webhook_send_begin(endpoint_id uuid, community_slots integer) FROM PUBLIC;
+
+--
+-- Name: FUNCTION webhook_send_end(endpoint_id uuid, community_id uuid, slot integer); Type: ACL; Schema: private
+--
+
+REVOKE ALL ON FUNCTION private.webhook_send_end(endpoint_id uuid, community_id uuid, slot integer) FROM PUBLIC;
 
 --
 -- Name: FUNCTION webhook_sweep(); Type: ACL; Schema: private

@@ -4,7 +4,6 @@ import os from 'node:os';
 import path from 'node:path';
 import { z } from 'zod';
 import { parseTrustProxy, type TrustProxy } from './client-ip.ts';
-import type { PasswordOptions } from './passwords.ts';
 import { StartupProblem } from './startup-error.ts';
 
 const optionalString = z
@@ -44,6 +43,7 @@ const EnvSchema = z.object({
   LOGIN_MAX_FAILURES_PER_EMAIL_ALL_CLIENTS: z.coerce.number().int().min(1).optional().default(100),
   LOGIN_MAX_FAILURES_PER_IP: z.coerce.number().int().min(1).optional().default(100),
   LOGIN_FAILURE_WINDOW_SECONDS: z.coerce.number().int().min(1).max(86_400).optional().default(900),
+  PASSWORD_SET_MAX_PER_IP: z.coerce.number().int().min(1).optional().default(100),
   BCRYPT_COST: z.coerce.number().int().min(10).max(20).optional().default(10),
   PASSWORD_HASH_CONCURRENCY: z.coerce.number().int().min(1).max(64).optional(),
   PASSWORD_HASH_MAX_QUEUED: z.coerce.number().int().min(0).optional().default(64),
@@ -71,6 +71,12 @@ const EnvSchema = z.object({
     .string()
     .regex(/^\s*\d+(\.\d+)?(\s*,\s*\d+(\.\d+)?)*\s*$/, { message: 'comma-separated seconds, such as 1,2,4' })
     .optional(),
+  WEBHOOK_ALLOWED_PORTS: z
+    .string()
+    .regex(/^\s*\d{1,5}(\s*,\s*\d{1,5})*\s*$/, { message: 'comma-separated port numbers, such as 443,8443' })
+    .refine((v) => v.split(',').every((p) => Number(p) >= 1 && Number(p) <= 65535), { message: 'ports are 1 to 65535' })
+    .optional(),
+  WEBHOOK_COMMUNITY_CONCURRENCY: z.coerce.number().int().min(1).max(100).optional(),
 });
 
 export interface Config {
@@ -118,6 +124,16 @@ export interface Config {
   webhooks: WebhookConfig;
 }
 
+/** Password hashing in a process: gateway/core/passwords.ts. */
+export interface PasswordOptions {
+  /** BCRYPT_COST: the cost new hashes get; stored hashes below it are re-hashed at the next sign-in. */
+  cost: number;
+  /** PASSWORD_HASH_CONCURRENCY: hashes and verifications running at once in this process. */
+  concurrency: number;
+  /** PASSWORD_HASH_MAX_QUEUED: waiting at most, all clients together (fair-queue.ts); past it, 503 with Retry-After. */
+  maxQueued: number;
+}
+
 /** The job worker (graphile-worker) a process runs: gateway/jobs/worker.ts. */
 export interface WorkerConfig {
   /** WORKER=off: this process runs no worker (a replica that only serves HTTP). */
@@ -132,7 +148,16 @@ export interface WebhookConfig {
   allowPrivateTargets: boolean;
   /** WEBHOOK_RETRY_SCHEDULE: seconds before each retry (jittered ±20 % in SQL); its length is the number of retries. */
   retrySchedule: number[];
+  /** WEBHOOK_ALLOWED_PORTS: the ports a webhook URL may name (any with allowPrivateTargets). */
+  allowedPorts: number[];
+  /** WEBHOOK_COMMUNITY_CONCURRENCY: a community's deliveries sent at once, across every worker. */
+  communityConcurrency: number;
 }
+
+/** The usual HTTPS ports: what a webhook URL may name unless WEBHOOK_ALLOWED_PORTS says otherwise. */
+export const DEFAULT_WEBHOOK_PORTS: readonly number[] = [443, 8443];
+/** WEBHOOK_COMMUNITY_CONCURRENCY's default. */
+export const DEFAULT_COMMUNITY_CONCURRENCY = 2;
 
 /** About 5 s, 5 min, 30 min, 2 h, 5 h, 10 h, 10 h: eight attempts over about 28 hours. */
 export const DEFAULT_WEBHOOK_RETRY_SCHEDULE = [5, 300, 1800, 7200, 18000, 36000, 36000];
@@ -163,6 +188,9 @@ export interface AuthLimits {
   maxFailuresPerEmail: number;
   /** LOGIN_MAX_FAILURES_PER_IP: failures from one client address (and separately refreshes, verifies). */
   maxFailuresPerIp: number;
+  /** PASSWORD_SET_MAX_PER_IP: requests from one client address at the doors that set a password (register, signup, set-password). */
+  maxPasswordSetsPerIp: number;
+  /** LOGIN_FAILURE_WINDOW_SECONDS: the window of every count above. */
   windowSeconds: number;
 }
 
@@ -265,6 +293,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       maxFailuresPerEmailAndClient: e.LOGIN_MAX_FAILURES_PER_EMAIL,
       maxFailuresPerEmail: e.LOGIN_MAX_FAILURES_PER_EMAIL_ALL_CLIENTS,
       maxFailuresPerIp: e.LOGIN_MAX_FAILURES_PER_IP,
+      maxPasswordSetsPerIp: e.PASSWORD_SET_MAX_PER_IP,
       windowSeconds: e.LOGIN_FAILURE_WINDOW_SECONDS,
     },
     passwords: {
@@ -304,6 +333,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       retrySchedule: e.WEBHOOK_RETRY_SCHEDULE
         ? e.WEBHOOK_RETRY_SCHEDULE.split(',').map((v) => Number(v.trim()))
         : DEFAULT_WEBHOOK_RETRY_SCHEDULE,
+      allowedPorts: e.WEBHOOK_ALLOWED_PORTS ? e.WEBHOOK_ALLOWED_PORTS.split(',').map((v) => Number(v.trim())) : [...DEFAULT_WEBHOOK_PORTS],
+      communityConcurrency: e.WEBHOOK_COMMUNITY_CONCURRENCY ?? DEFAULT_COMMUNITY_CONCURRENCY,
     },
   };
 }

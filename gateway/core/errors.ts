@@ -101,17 +101,26 @@ function isConnectionError(err: unknown): boolean {
   );
 }
 
+/**
+ * A refusal SQL raised (or answered, with the same three parts) as SQLSTATE
+ * PTxxx: status xxx, the snake_case hint as the error code; null for any
+ * other SQLSTATE.
+ */
+export function sqlRefusal(sqlstate: string, hint: string | null | undefined, message: string): HttpError | null {
+  const custom = /^PT(\d{3})$/.exec(sqlstate);
+  if (!custom) return null;
+  const status = Number(custom[1]);
+  // A registered code (test/unit/error-codes.test.ts checks every hint of the migrations).
+  const code = hint && /^[a-z][a-z0-9_]*$/.test(hint) ? (hint as ErrorCode) : defaultCode(status);
+  return new HttpError(status, code, message);
+}
+
 /** Turns anything thrown while serving a request into an HttpError. */
 export function toHttpError(err: unknown): HttpError {
   if (err instanceof HttpError) return err;
   if (isPgError(err)) {
-    const custom = /^PT(\d{3})$/.exec(err.code);
-    if (custom) {
-      const status = Number(custom[1]);
-      // A registered code (test/unit/error-codes.test.ts checks every hint of the migrations).
-      const code = err.hint && /^[a-z][a-z0-9_]*$/.test(err.hint) ? (err.hint as ErrorCode) : defaultCode(status);
-      return new HttpError(status, code, err.message);
-    }
+    const refusal = sqlRefusal(err.code, err.hint, err.message);
+    if (refusal) return refusal;
     // Backstops: any other data exception (class 22) is the input's fault; a
     // lost connection (08), a server shutting down or starting (57P) or out
     // of resources (53) is temporary.

@@ -11,14 +11,10 @@
 // Verification (createAccessTokenVerifier) accepts only the algorithm of the
 // key the token names (never `none`), checks the signature, expiry, audience
 // and issuer, and requires a uuid `sub` and the role `authenticated`.
-// fast-jwt verifies with node:crypto on the calling thread (jose's WebCrypto
-// sent each HMAC through the thread pool: ~0.4 ms of the gateway's thread
-// per new token while 10k event streams opened). Verified tokens are kept
-// until they expire (verified-tokens.ts: a Map by the token string; fast-jwt's
-// own cache hashes every token with SHA-256 for its key, a few µs on every
-// request), so a client sending the same token on every request pays for its
-// signature once. test/unit/jwt-parity.test.ts holds fast-jwt to jose's
-// verdicts.
+// Verified tokens are kept until they expire (verified-tokens.ts), so a
+// client sending the same token on every request pays for its signature once.
+// test/unit/jwt-parity.test.ts holds fast-jwt to jose's verdicts.
+// Why fast-jwt verifies and jose signs, measured: docs/decisions.md#access-token-verification.
 import crypto from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';

@@ -1,9 +1,9 @@
 // Password hashing, in the process (gateway and MCP process), never in
 // Postgres: the database's CPU is the one resource every process shares, and
 // bcrypt at cost 10 is about 50 ms of CPU. @node-rs/bcrypt hashes and
-// verifies on a few low-priority threads (hash-threads.ts), never on the
-// event loop, and this process's WorkLimiter bounds how many run at once and
-// how many wait.
+// verifies on a few low-priority threads (hash-threads.ts: piscina), never on the
+// event loop, and this process's FairQueue bounds how many run at once and
+// how many wait, each client address taking its turn (fair-queue.ts).
 //
 // The format is the one pgcrypto's crypt(…, gen_salt('bf')) stores and
 // admin.create_user still makes in psql (identity.hash_password): bcrypt of
@@ -19,17 +19,11 @@
 // (private.password_attempt_start / _finish): this module only does the
 // arithmetic. Neither a password nor a hash is ever logged or answered.
 import crypto from 'node:crypto';
+import type { PasswordOptions } from './config.ts';
+import { sqlRefusal } from './errors.ts';
+import { tooManyRequests } from './throttle.ts';
 import { HashThreads } from './hash-threads.ts';
-import { WorkLimiter, type Place } from './work-limiter.ts';
-
-export interface PasswordOptions {
-  /** BCRYPT_COST: the cost new hashes get; stored hashes below it are re-hashed at the next sign-in. */
-  cost: number;
-  /** PASSWORD_HASH_CONCURRENCY: hashes and verifications running at once in this process. */
-  concurrency: number;
-  /** PASSWORD_HASH_MAX_QUEUED: waiting at most; more are 503 with Retry-After. */
-  maxQueued: number;
-}
+import { FairQueue, type Place } from './fair-queue.ts';
 
 /** What bcrypt is given: the password reduced with SHA-256, base64 (as identity.hash_password does). */
 function reduced(password: string): string {
@@ -37,11 +31,11 @@ function reduced(password: string): string {
 }
 
 export class Passwords {
-  readonly limiter: WorkLimiter;
+  readonly queue: FairQueue;
   private readonly threads: HashThreads;
 
   constructor(readonly options: PasswordOptions) {
-    this.limiter = new WorkLimiter({ concurrency: options.concurrency, maxQueued: options.maxQueued, what: 'sign-ins' });
+    this.queue = new FairQueue({ concurrency: options.concurrency, maxQueued: options.maxQueued, what: 'sign-ins' });
     this.threads = new HashThreads(options.concurrency);
   }
 
@@ -54,14 +48,14 @@ export class Passwords {
     return this.options.cost;
   }
 
-  /** A new hash at the configured cost, in its turn (503 when too many wait). */
-  hash(password: string): Promise<string> {
-    return this.limiter.run(() => this.hashNow(password));
+  /** A new hash at the configured cost, in `client`'s turn (503 when too many wait). */
+  hash(client: string | undefined, password: string): Promise<string> {
+    return this.queue.run(clientKey(client), () => this.hashNow(password));
   }
 
-  /** Takes a place for the work of one sign-in (503 when too many wait), before its first SQL call. */
-  enter(): Place {
-    return this.limiter.enter();
+  /** Takes a place in `client`'s queue for the work of one sign-in (503 when too many wait), before its first SQL call. */
+  enter(client: string | undefined): Place {
+    return this.queue.enter(clientKey(client));
   }
 
   /** Whether the password matches the hash (false for anything that is not a bcrypt hash). Call in a place's turn. */
@@ -77,6 +71,36 @@ export class Passwords {
   hashNow(password: string): Promise<string> {
     return this.threads.hash(reduced(password), this.options.cost);
   }
+}
+
+/** Whose turn a hash is: the client address (requests without one share a turn). */
+const clientKey = (client: string | undefined) => client ?? 'unknown';
+
+/** A row of `private.password_set_start` (register, signup, set-password): throttled, refused, or hash. */
+export interface PasswordSetStart {
+  status: 'throttled' | 'refused' | 'hash';
+  retry_after: number;
+  error_state: string | null;
+  error_hint: string | null;
+  error_message: string | null;
+}
+
+/**
+ * The hash of a new password at a door that sets one: `start` (SQL: the
+ * door's throttling per client address, and what can be checked without the
+ * password) first, so that a refused or throttled request costs no hash;
+ * then the hash, in the client's turn.
+ */
+export async function hashNewPassword(
+  passwords: Passwords,
+  client: string | undefined,
+  password: string,
+  start: () => Promise<PasswordSetStart | undefined>,
+): Promise<string> {
+  const row = await start();
+  if (row?.status === 'throttled') throw tooManyRequests(row.retry_after, 'too many requests from this address, try again later');
+  if (row?.status !== 'hash') throw sqlRefusal(row?.error_state ?? '', row?.error_hint, row?.error_message ?? 'refused') ?? new Error('password_set_start answered nothing');
+  return passwords.hash(client, password);
 }
 
 /** A row of `private.password_attempt_start` (login and the consent form): throttled, or the hash to check. */

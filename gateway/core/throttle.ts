@@ -8,8 +8,15 @@ export const DEFAULT_AUTH_LIMITS: AuthLimits = {
   maxFailuresPerEmailAndClient: 10,
   maxFailuresPerEmail: 100,
   maxFailuresPerIp: 100,
+  maxPasswordSetsPerIp: 100,
   windowSeconds: 900,
 };
+
+/** What the doors that set a password (register, signup, set-password) say about their limits. */
+export const PASSWORD_SET_LIMIT =
+  `Requests are counted per client address, POST /api/auth/register, /signup and /set-password together (by default ` +
+  `${DEFAULT_AUTH_LIMITS.maxPasswordSetsPerIp} in ${DEFAULT_AUTH_LIMITS.windowSeconds / 60} minutes); past them: 429 with Retry-After. ` +
+  `The password is hashed only after the request's other checks, each client address taking its turn.`;
 
 /** A 429 whose details carry `retry_after` (seconds); the pipeline turns it into Retry-After. */
 export function tooManyRequests(retryAfterSeconds: number, message = 'too many attempts, try again later'): HttpError {

@@ -4,23 +4,18 @@
 // second (no other client's transaction running or started) may run more,
 // but never on the last `perKey` connections of the pool (`capacity`): those
 // stay free, so a client that arrives gets its share at once, and from then
-// on the first client is held to its share again. (Connections are not the
-// only thing shared: the database's CPU is too. With one client flooding
-// expensive chain walks, letting it use the idle connections while another
-// client was active doubled the other client's p95 latency.) A client's
-// excess requests wait their turn in a bounded FIFO queue (so a burst of 50 parallel
-// requests all complete with their normal answers); past the queue's bound
+// on the first client is held to its share again. A client's excess requests
+// wait their turn in a bounded FIFO queue (so a burst of 50 parallel requests
+// all complete with their normal answers); past the queue's bound
 // (`maxQueued` waiting, or a wait longer than `maxWaitMs`) the request is
 // refused with 429 and a Retry-After. Unauthenticated work (register,
 // signup, login) counts against the client IP's share like everything else;
-// its bcrypt work is done in the process, bounded by passwords.ts.
-//
-// (Before, a client never ran more than its share, even alone on an idle
-// pool: one user's parallel requests, as an integration or a load test sends
-// them, used a quarter of the pool and queued behind it.)
+// its bcrypt work has its own fair queue (core/fair-queue.ts).
 //
 // Per process: with several replicas each has its own limiter, which still
 // bounds every client's share of each replica's pool.
+//
+// Why the last perKey connections stay free, measured: docs/decisions.md#the-fair-share-of-the-pool.
 import { HttpError } from '../core/errors.ts';
 import type { FairShareOptions } from '../core/config.ts';
 

@@ -83,7 +83,7 @@ export interface Services {
   /** Password hashing in this process, bounded (core/passwords.ts). */
   passwords: Passwords;
   /** Webhook registration: WEBHOOK_ALLOW_PRIVATE_TARGETS (gateway/jobs/webhook-targets.ts); absent: not allowed. */
-  webhooks?: { allowPrivateTargets: boolean };
+  webhooks?: { allowPrivateTargets: boolean; allowedPorts: readonly number[] };
 }
 
 /**

@@ -53,8 +53,9 @@ export const PERIODIC_JOBS: PeriodicJob[] = [
 /**
  * The crontab text: one line per periodic job. `jobKey` keeps at most one
  * pending job of each (ticks do not pile up while no worker runs); no
- * backfill of ticks missed while no worker ran.
+ * backfill of ticks missed while no worker ran. Priority 10: a due e-mail
+ * (priority 0) on the same runner goes first.
  */
 export function crontab(): string {
-  return PERIODIC_JOBS.map((job) => `${job.schedule} ${job.task} ?max=3&jobKey=cron_${job.task}`).join('\n');
+  return PERIODIC_JOBS.map((job) => `${job.schedule} ${job.task} ?max=3&jobKey=cron_${job.task}&priority=10`).join('\n');
 }

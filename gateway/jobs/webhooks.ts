@@ -1,16 +1,21 @@
 // The `webhook_deliver` task: sends the due deliveries of one endpoint
 // (app.webhook_deliveries), oldest first, signed per Standard Webhooks
 // (standardwebhooks.com), and records each outcome. What to send, to which
-// secrets, and what follows an attempt (retry with back-off and jitter,
-// giving up, turning a failing endpoint off) are SQL:
-// private.webhook_delivery_next / _finish.
+// secrets, and what follows an attempt (retry with back-off and jitter, the
+// endpoint's own back-off after consecutive failures, giving up, turning a
+// failing endpoint off) are SQL: private.webhook_delivery_next / _finish.
 //
-// One endpoint, one sender at a time: the task holds the endpoint's advisory
-// lock (session-level, on one connection; Postgres drops it with a dead
-// worker's connection) while it sends. A task that finds the lock taken
-// ends at once: the holder looks for due deliveries again after letting go,
-// so one committed meanwhile is never left behind. Endpoints are sent to in
-// parallel (WORKER_CONCURRENCY, and every worker).
+// One endpoint, one sender at a time, and a community at most
+// WEBHOOK_COMMUNITY_CONCURRENCY senders at once (across every worker):
+// private.webhook_send_begin takes the endpoint's advisory lock and one of
+// its community's slots (session-level, on one connection; Postgres drops
+// them with a dead worker's connection). A task that finds the endpoint
+// taken ends at once (the holder looks for due deliveries again after
+// letting go, so one committed meanwhile is never left behind); one whose
+// community has no free slot leaves the endpoint waiting and ends too, so a
+// community whose receivers never answer holds only its own share of the
+// worker, never the rest (private.webhook_send_end wakes the next waiting
+// endpoint of the community).
 //
 //   headers  webhook-id         msg_<delivery id>: the same for every attempt
 //                                and replay of the delivery (receivers dedupe on it)
@@ -22,27 +27,42 @@
 //   body     the stored payload, byte for byte the same on every attempt
 //
 // An attempt succeeds on a 2xx. Anything else fails it: another status
-// (redirects are not followed), no answer within 10 s, a connection error,
-// or an address the SSRF rule refuses (webhook-targets.ts). The first 1 KB
-// of the receiver's answer is kept.
+// (redirects are not followed; `HTTP <status>` and the first 1 KB of the
+// answer are kept), or no answer at all: the address or port rule refused
+// the target (webhook-targets.ts), the name did not resolve, no connection
+// within 3 s, a connection or TLS error, or no answer within 10 s. All of
+// those are recorded as the same NO_ANSWER, so that the deliveries of a
+// webhook cannot map a network (which addresses exist, which ports are
+// open, closed or filtered); the worker's log has the reason.
 import crypto from 'node:crypto';
 import http from 'node:http';
 import https from 'node:https';
 import type { JobHelpers, Task } from 'graphile-worker';
-import { guardedLookup, isPublicAddress, literalAddress } from './webhook-targets.ts';
+import type { Logger } from '../core/log.ts';
+import { guardedLookup, sendRefusal, type TargetRules } from './webhook-targets.ts';
 
 export const WEBHOOK_TIMEOUT_MS = 10_000;
+/** A connection (and its TLS handshake) must be up within this. */
+export const WEBHOOK_CONNECT_TIMEOUT_MS = 3_000;
+/** What an attempt that got no HTTP answer records, whatever the reason (the log has it). */
+export const NO_ANSWER = 'no answer from the endpoint';
 /** How much of the receiver's answer is kept. */
 export const RESPONSE_BODY_LIMIT = 1024;
 const USER_AGENT = 'community-backend-webhooks/1.0';
 
 export interface WebhookSenderOptions {
-  allowPrivateTargets: boolean;
+  /** WEBHOOK_ALLOW_PRIVATE_TARGETS and WEBHOOK_ALLOWED_PORTS. */
+  rules: TargetRules;
   /** Seconds before each retry (WEBHOOK_RETRY_SCHEDULE). */
   retrySchedule: number[];
+  /** WEBHOOK_COMMUNITY_CONCURRENCY: a community's deliveries sent at once, across every worker. */
+  communityConcurrency: number;
   timeoutMs?: number;
+  connectTimeoutMs?: number;
   /** Deliveries one job sends to its endpoint before leaving the rest to a new job (default 500). */
   batchSize?: number;
+  /** Where the reason of an attempt without an answer is written (info; never in the delivery). */
+  log?: Logger;
 }
 
 /** The webhook-signature header: one `v1,<signature>` per secret. */
@@ -60,7 +80,12 @@ interface Attempt {
   statusCode: number | null;
   error: string | null;
   body: string | null;
+  /** Why there was no answer (the log's, never recorded). */
+  reason?: string;
 }
+
+/** An attempt without an HTTP answer: the same record whatever the reason. */
+const noAnswer = (reason: string): Attempt => ({ statusCode: null, error: NO_ANSWER, body: null, reason });
 
 /** Deliveries one job sends at most (then the endpoint gets a new job). */
 const DEFAULT_BATCH = 500;
@@ -78,7 +103,7 @@ interface NextRow {
 }
 
 export function webhookDeliverTask(options: WebhookSenderOptions): { task: Task; close(): void } {
-  const lookup = guardedLookup(options.allowPrivateTargets);
+  const lookup = guardedLookup(options.rules.allowPrivate);
   // Keep-alive connections per receiver; a socket idle for 4 s is closed
   // (before the usual 5 s of a receiver's keep-alive).
   const agents = {
@@ -86,6 +111,7 @@ export function webhookDeliverTask(options: WebhookSenderOptions): { task: Task;
     'https:': new https.Agent({ keepAlive: true, maxSockets: 8, timeout: 4_000, lookup } as https.AgentOptions),
   };
   const timeoutMs = options.timeoutMs ?? WEBHOOK_TIMEOUT_MS;
+  const connectTimeoutMs = options.connectTimeoutMs ?? WEBHOOK_CONNECT_TIMEOUT_MS;
   const batch = options.batchSize ?? DEFAULT_BATCH;
 
   const task: Task = async (payload, helpers) => {
@@ -94,19 +120,24 @@ export function webhookDeliverTask(options: WebhookSenderOptions): { task: Task;
     await helpers.withPgClient(async (client) => {
       let sent = 0;
       for (;;) {
-        const { rows: lock } = await client.query<{ locked: boolean }>('select private.webhook_endpoint_try_lock($1::uuid) as locked', [endpointId]);
-        // Another worker is sending to this endpoint; it looks again after letting go.
-        if (!lock[0]?.locked) return;
+        const { rows } = await client.query<{ status: string; slot: number | null; community_id: string | null }>(
+          'select * from private.webhook_send_begin($1::uuid, $2::int)',
+          [endpointId, options.communityConcurrency],
+        );
+        const begun = rows[0];
+        // Another worker sends to this endpoint (it looks again after letting
+        // go), or its community's share is in use (the endpoint waits to be woken).
+        if (begun?.status !== 'sending') return;
         try {
           while (sent < batch) {
-            const { rows } = await client.query<NextRow>('select * from private.webhook_delivery_next($1::uuid)', [endpointId]);
-            const row = rows[0];
+            const { rows: next } = await client.query<NextRow>('select * from private.webhook_delivery_next($1::uuid)', [endpointId]);
+            const row = next[0];
             if (!row) break;
             await deliver(row, client, helpers);
             sent++;
           }
         } finally {
-          await client.query('select private.webhook_endpoint_unlock($1::uuid)', [endpointId]);
+          await client.query('select private.webhook_send_end($1::uuid, $2::uuid, $3::int)', [endpointId, begun.community_id, begun.slot]);
         }
         if (sent >= batch) {
           // Enough for one job (other endpoints get their turn): the rest in a
@@ -118,7 +149,7 @@ export function webhookDeliverTask(options: WebhookSenderOptions): { task: Task;
         const { rows: due } = await client.query<{ due: boolean }>('select private.webhook_due($1::uuid) as due', [endpointId]);
         if (!due[0]?.due) break;
       }
-      // The next retry of this endpoint, if one waits.
+      // The next retry of this endpoint, if one waits (not before its back-off ends).
       await client.query('select private.webhook_endpoint_reschedule($1::uuid)', [endpointId]);
     });
   };
@@ -132,7 +163,8 @@ export function webhookDeliverTask(options: WebhookSenderOptions): { task: Task;
       'webhook-timestamp': String(timestamp),
       'webhook-signature': signatures(row.secrets, row.webhook_id, timestamp, row.body),
     };
-    const outcome = await post(row.url, headers, row.body, { allowPrivate: options.allowPrivateTargets, timeoutMs, agents, helpers });
+    const outcome = await post(row.url, headers, row.body, { rules: options.rules, timeoutMs, connectTimeoutMs, agents, helpers });
+    if (outcome.reason) options.log?.info({ delivery: row.delivery_id, reason: outcome.reason }, 'webhook attempt without an answer');
     await client.query(
       'select private.webhook_delivery_finish($1::uuid, $2::int, $3::int, $4::text, $5::text, $6::float8[])',
       [row.delivery_id, row.attempt, outcome.statusCode, outcome.error, outcome.body, options.retrySchedule],
@@ -148,8 +180,9 @@ export function webhookDeliverTask(options: WebhookSenderOptions): { task: Task;
 }
 
 interface PostOptions {
-  allowPrivate: boolean;
+  rules: TargetRules;
   timeoutMs: number;
+  connectTimeoutMs: number;
   agents: Record<'http:' | 'https:', http.Agent>;
   helpers: JobHelpers;
 }
@@ -162,21 +195,16 @@ async function post(rawUrl: string, headers: Record<string, string>, body: strin
   try {
     url = new URL(rawUrl);
   } catch {
-    return { statusCode: null, error: 'invalid url', body: null };
+    return noAnswer('invalid url');
   }
-  if (url.protocol !== 'https:' && !(options.allowPrivate && url.protocol === 'http:')) {
-    return { statusCode: null, error: 'refused: the url is not https', body: null };
-  }
-  const literal = literalAddress(url);
-  if (literal && !options.allowPrivate && !isPublicAddress(literal)) {
-    return { statusCode: null, error: `refused: ${literal} is not a public address`, body: null };
-  }
+  const refused = sendRefusal(url, options.rules);
+  if (refused) return noAnswer(`refused: ${refused}`);
   // A kept-alive socket the receiver closed meanwhile fails at once: send
   // again on a new connection (Node's advice for reused sockets).
   for (let tries = 1; ; tries++) {
     const result = await postOnce(url, headers, body, options);
     if (result === 'retry-fresh' && tries === 1) continue;
-    if (result === 'retry-fresh') return { statusCode: null, error: 'connection reset', body: null };
+    if (result === 'retry-fresh') return noAnswer('connection reset');
     return result;
   }
 }
@@ -199,9 +227,19 @@ function postOnce(url: URL, headers: Record<string, string>, body: string, optio
       agent: options.agents[url.protocol as 'http:' | 'https:'],
     });
     const timer = setTimeout(() => {
-      finish({ statusCode: null, error: `timeout: no answer within ${options.timeoutMs / 1000} s`, body: null });
+      finish(noAnswer(`timeout: no answer within ${options.timeoutMs / 1000} s`));
       req.destroy();
     }, options.timeoutMs);
+    // A new connection must be up (TLS included) within connectTimeoutMs; a kept-alive one is.
+    req.on('socket', (socket) => {
+      if (!socket.connecting) return;
+      const connectTimer = setTimeout(() => {
+        finish(noAnswer(`timeout: no connection within ${options.connectTimeoutMs / 1000} s`));
+        req.destroy();
+      }, options.connectTimeoutMs);
+      socket.once(url.protocol === 'https:' ? 'secureConnect' : 'connect', () => clearTimeout(connectTimer));
+      socket.once('close', () => clearTimeout(connectTimer));
+    });
     const onShutdown = () => {
       finish(new Interrupted('the worker is shutting down; the delivery will be retried'));
       req.destroy();
@@ -232,8 +270,7 @@ function postOnce(url: URL, headers: Record<string, string>, body: string, optio
     });
     req.on('error', (err: NodeJS.ErrnoException) => {
       if (req.reusedSocket && (err.code === 'ECONNRESET' || err.code === 'EPIPE')) return finish('retry-fresh');
-      const refused = err.code === 'ETARGETREFUSED';
-      finish({ statusCode: null, error: refused ? `refused: ${err.message}` : describe(err), body: null });
+      finish(noAnswer(err.code === 'ETARGETREFUSED' ? `refused: ${err.message}` : describe(err)));
     });
     req.end(body);
   });

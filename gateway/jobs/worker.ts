@@ -1,10 +1,20 @@
 // The job worker: graphile-worker (https://worker.graphile.org), the job
-// queue made for Postgres, runs every background job of the service:
+// queue made for Postgres, runs every background job of the service on two
+// runners of its own, so that neither can hold up the other:
 //
-//   send_email        one message of the e-mail outbox (mail.ts; only with SMTP_URL)
-//   webhook_deliver   the due deliveries of one webhook endpoint (webhooks.ts)
-//   prune_*, recover_jobs
-//                     periodic jobs of its crontab (crontab.ts)
+//   deliveries   webhook_deliver: the due deliveries of one webhook endpoint
+//                (webhooks.ts); WORKER_CONCURRENCY at once, a community at
+//                most WEBHOOK_COMMUNITY_CONCURRENCY of them (in SQL, across
+//                every worker)
+//   mail and upkeep
+//                send_email: one message of the e-mail outbox (mail.ts; only
+//                with SMTP_URL), first; then the periodic jobs of the crontab
+//                (crontab.ts: prunes, recover_jobs, the webhook sweep);
+//                MAIL_CONCURRENCY (2) at once
+//
+// (With one runner, 20 webhook endpoints that never answer held every slot
+// for 10 s an attempt, and e-mail waited behind them.) A runner fetches only
+// the jobs of its own tasks.
 //
 // Jobs are added by SQL (private.enqueue_job → graphile_worker.add_job) in
 // the transaction of the change that causes them; graphile-worker's NOTIFY
@@ -12,15 +22,15 @@
 // number of workers (each gateway process, `npm run worker` processes) share
 // the queue safely.
 //
-// Crashes: every worker holds a connection named `job-worker <pool id>`
+// Crashes: every runner holds a connection named `job-worker <pool id>`
 // while it runs; private.jobs_recover (at every worker's start and each
 // minute) frees the jobs of pool ids without one. Before that connection is
-// up the worker takes no job (graphile-worker's forbiddenFlags hook, awaited
+// up the runner takes no job (graphile-worker's forbiddenFlags hook, awaited
 // before each fetch, is the gate).
 import { EventEmitter } from 'node:events';
 import postgres from 'postgres';
 import { makeWorkerUtils, run, type Runner, type TaskList, type WorkerEvents } from 'graphile-worker';
-import type { Config, WebhookConfig } from '../core/config.ts';
+import { DEFAULT_COMMUNITY_CONCURRENCY, DEFAULT_WEBHOOK_PORTS, type Config, type WebhookConfig } from '../core/config.ts';
 import { reconnectDelaySeconds } from '../core/db.ts';
 import type { Logger } from '../core/log.ts';
 import { crontab, PERIODIC_JOBS, type PeriodicSettings } from './crontab.ts';
@@ -28,16 +38,20 @@ import { sendEmailTask, type SmtpOptions } from './mail.ts';
 import { workerLogger } from '../core/job-queue.ts';
 import { webhookDeliverTask } from './webhooks.ts';
 
+/** Jobs the runner of e-mail and the periodic jobs runs at once. */
+export const MAIL_CONCURRENCY = 2;
+
 export interface JobWorkerOptions {
   /** A session connection (DATABASE_DIRECT_URL behind a transaction-mode pooler). */
   connectionString: string;
-  /** WORKER_CONCURRENCY. */
+  /** WORKER_CONCURRENCY: webhook deliveries sent at once. */
   concurrency: number;
   /** Only through a transaction-mode pooler (no direct URL): no prepared statements, no crash recovery. */
   throughTransactionPooler?: boolean;
   /** SMTP_URL and MAIL_FROM; without them e-mails wait in the outbox. */
   smtp?: SmtpOptions;
-  webhooks: WebhookConfig;
+  /** allowedPorts and communityConcurrency default to WEBHOOK_ALLOWED_PORTS' and WEBHOOK_COMMUNITY_CONCURRENCY's defaults. */
+  webhooks: Pick<WebhookConfig, 'allowPrivateTargets' | 'retrySchedule'> & Partial<WebhookConfig>;
   /** CHANGE_LOG_RETENTION_HOURS, in seconds. */
   changeLogRetentionSeconds: number;
   /** How often to look for jobs that came due (retries); new jobs arrive by NOTIFY at once. */
@@ -48,8 +62,8 @@ export interface JobWorkerOptions {
 }
 
 export interface JobWorker {
-  /** The graphile-worker pool id its jobs are locked by. */
-  readonly id: string;
+  /** The graphile-worker pool ids its jobs are locked by (one per runner). */
+  readonly ids: string[];
   /** Stops taking jobs and waits (at most timeoutMs) for those running; whatever is left runs again elsewhere. */
   stop(timeoutMs?: number): Promise<void>;
 }
@@ -57,31 +71,82 @@ export interface JobWorker {
 export async function startJobWorker(options: JobWorkerOptions): Promise<JobWorker> {
   const { log } = options;
   const closers: (() => void)[] = [];
-  const taskList: TaskList = {};
-
   const webhooks = webhookDeliverTask({
-    allowPrivateTargets: options.webhooks.allowPrivateTargets,
+    rules: {
+      allowPrivate: options.webhooks.allowPrivateTargets,
+      allowedPorts: options.webhooks.allowedPorts ?? DEFAULT_WEBHOOK_PORTS,
+    },
     retrySchedule: options.webhooks.retrySchedule,
+    communityConcurrency: options.webhooks.communityConcurrency ?? DEFAULT_COMMUNITY_CONCURRENCY,
     batchSize: options.webhookBatchSize,
+    log,
   });
-  taskList.webhook_deliver = webhooks.task;
   closers.push(webhooks.close);
+
+  const upkeep: TaskList = {};
   if (options.smtp) {
     const mail = sendEmailTask(options.smtp);
-    taskList.send_email = mail.task;
+    upkeep.send_email = mail.task;
     closers.push(mail.close);
   }
-
-  const utils = await makeWorkerUtils({ connectionString: options.connectionString, noPreparedStatements: options.throughTransactionPooler, logger: workerLogger(log) });
-  const settings: PeriodicSettings = {
-    changeLogRetentionSeconds: options.changeLogRetentionSeconds,
-  };
+  const settings: PeriodicSettings = { changeLogRetentionSeconds: options.changeLogRetentionSeconds };
   for (const job of PERIODIC_JOBS) {
-    taskList[job.task] = async (_payload, helpers) => {
+    upkeep[job.task] = async (_payload, helpers) => {
       await job.run(helpers, settings);
     };
   }
 
+  const utils = await makeWorkerUtils({ connectionString: options.connectionString, noPreparedStatements: options.throughTransactionPooler, logger: workerLogger(log) });
+  const runners: RunningLane[] = [];
+  const stopAll = async (timeoutMs: number) => {
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([
+      Promise.all(runners.map((r) => r.runner.stop().catch((err: unknown) => log.warn({ err }, 'job worker: stopping failed')))),
+      new Promise<void>((resolve) => (timer = setTimeout(resolve, timeoutMs))),
+    ]);
+    clearTimeout(timer);
+    await Promise.resolve(utils.release()).catch(() => {});
+    await Promise.all(runners.map((r) => r.liveness?.end({ timeout: 1 }).catch(() => {})));
+    for (const close of closers) close();
+  };
+  try {
+    runners.push(await startLane(options, 'deliveries', { webhook_deliver: webhooks.task }, options.concurrency));
+    runners.push(await startLane(options, 'mail and upkeep', upkeep, MAIL_CONCURRENCY, crontab()));
+  } catch (err) {
+    await stopAll(1_000);
+    throw err;
+  }
+  if (!options.throughTransactionPooler) {
+    await utils
+      .withPgClient((client) => client.query('select private.jobs_recover() as dead'))
+      .then(({ rows }) => {
+        const dead = rows[0]?.dead as string[] | undefined;
+        if (dead?.length) log.warn({ workers: dead }, 'job worker: freed the jobs of workers that are gone');
+      })
+      .catch((err: unknown) => log.warn({ err }, 'job worker: recovering the jobs of dead workers failed'));
+  }
+  const ids = runners.map((r) => r.id);
+  log.debug({ workers: ids, concurrency: options.concurrency, smtp: Boolean(options.smtp) }, 'job worker running');
+
+  let stopped: Promise<void> | undefined;
+  return {
+    ids,
+    stop(timeoutMs = 10_000) {
+      stopped ??= stopAll(timeoutMs);
+      return stopped;
+    },
+  };
+}
+
+interface RunningLane {
+  id: string;
+  runner: Runner;
+  liveness: postgres.Sql | undefined;
+}
+
+/** One graphile-worker runner for `taskList` (it fetches only those tasks' jobs), with its liveness connection. */
+async function startLane(options: JobWorkerOptions, name: string, taskList: TaskList, concurrency: number, cron?: string): Promise<RunningLane> {
+  const { log } = options;
   // The liveness connection, named after the pool id (known once the pool exists).
   const recovery = !options.throughTransactionPooler;
   let liveness: postgres.Sql | undefined;
@@ -101,22 +166,21 @@ export async function startJobWorker(options: JobWorkerOptions): Promise<JobWork
     // LISTEN keeps the connection open, and postgres.js re-opens it after a drop.
     liveness
       .listen('job_worker', () => {})
-      .catch((err: unknown) => log.warn({ err }, 'job worker: the liveness connection failed; its jobs may be run again by others'))
+      .catch((err: unknown) => log.warn({ err, runner: name }, 'job worker: the liveness connection failed; its jobs may be run again by others'))
       .finally(open);
   });
-
   let runner: Runner;
   try {
     runner = await run({
       connectionString: options.connectionString,
-      concurrency: options.concurrency,
+      concurrency,
       // A running webhook job holds one connection (its endpoint lock); fetching and completing jobs and LISTEN need more.
-      maxPoolSize: options.concurrency * 2 + 2,
+      maxPoolSize: concurrency * 2 + 2,
       noPreparedStatements: options.throughTransactionPooler,
       noHandleSignals: true,
       pollInterval: options.pollIntervalMs ?? 1000,
       taskList,
-      crontab: crontab(),
+      ...(cron ? { crontab: cron } : {}),
       logger: workerLogger(log),
       events,
       // Awaited before every fetch: no job is taken before the liveness connection is up.
@@ -127,41 +191,11 @@ export async function startJobWorker(options: JobWorkerOptions): Promise<JobWork
     });
   } catch (err) {
     await liveness?.end({ timeout: 1 });
-    await utils.release();
-    for (const close of closers) close();
     throw err;
   }
-  runner.promise.catch((err: unknown) => log.error({ err }, 'job worker stopped with an error'));
+  runner.promise.catch((err: unknown) => log.error({ err, runner: name }, 'job worker stopped with an error'));
   await gate;
-  if (recovery) {
-    await utils
-      .withPgClient((client) => client.query('select private.jobs_recover() as dead'))
-      .then(({ rows }) => {
-        const dead = rows[0]?.dead as string[] | undefined;
-        if (dead?.length) log.warn({ workers: dead }, 'job worker: freed the jobs of workers that are gone');
-      })
-      .catch((err: unknown) => log.warn({ err }, 'job worker: recovering the jobs of dead workers failed'));
-  }
-  log.debug({ worker: poolId, concurrency: options.concurrency, smtp: Boolean(options.smtp) }, 'job worker running');
-
-  let stopped: Promise<void> | undefined;
-  return {
-    id: poolId,
-    stop(timeoutMs = 10_000) {
-      stopped ??= (async () => {
-        let timer: NodeJS.Timeout | undefined;
-        await Promise.race([
-          runner.stop().catch((err: unknown) => log.warn({ err }, 'job worker: stopping failed')),
-          new Promise<void>((resolve) => (timer = setTimeout(resolve, timeoutMs))),
-        ]);
-        clearTimeout(timer);
-        await Promise.resolve(utils.release()).catch(() => {});
-        await liveness?.end({ timeout: 1 }).catch(() => {});
-        for (const close of closers) close();
-      })();
-      return stopped;
-    },
-  };
+  return { id: poolId, runner, liveness };
 }
 
 /** The job worker's options from the configuration (also used by `npm run worker`). */

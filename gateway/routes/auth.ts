@@ -12,15 +12,15 @@
 // Both run as the gateway's own role (private functions: no request role can
 // read a hash); neither a password nor a hash is logged or answered.
 import { z } from 'zod';
-import { defineRoute, type Services } from '../http/route.ts';
+import { defineRoute, type Context, type Services } from '../http/route.ts';
 import type { Tx } from '../core/db.ts';
 import { HttpError, unavailable } from '../core/errors.ts';
 import { InvalidTokenError } from '../core/jwt.ts';
 import { DateTime, errors, Id, succeeded } from '../http/responses.ts';
 import { LIMITS } from '../core/limits.ts';
 import { Email, Password, ProfileName } from '../core/schemas.ts';
-import { checkPassword, type PasswordAttempt } from '../core/passwords.ts';
-import { DEFAULT_AUTH_LIMITS, tooManyRequests } from '../core/throttle.ts';
+import { checkPassword, hashNewPassword, type PasswordAttempt, type PasswordSetStart } from '../core/passwords.ts';
+import { DEFAULT_AUTH_LIMITS, PASSWORD_SET_LIMIT, tooManyRequests } from '../core/throttle.ts';
 
 /** `name` is optional: without one the profile's name is derived from the e-mail and shown only to the user and their communities' managers. */
 const Credentials = z
@@ -74,6 +74,24 @@ interface AuthSession extends AuthUser {
 const register = (tx: Tx, body: z.infer<typeof Credentials>, passwordHash: string) =>
   tx<AuthUser[]>`select * from api.auth_register(${body.email}, ${passwordHash}, ${body.name ?? null})`;
 
+/** Register and signup: the e-mail checked and the request counted per address (SQL), then the hash in the client's turn. */
+async function registrationHash({
+  body,
+  db,
+  services,
+  clientIp,
+}: Pick<Context<undefined, undefined, z.infer<typeof Credentials>>, 'body' | 'db' | 'services' | 'clientIp'>): Promise<string> {
+  const limits = services.authLimits ?? DEFAULT_AUTH_LIMITS;
+  return hashNewPassword(services.passwords, clientIp, body.password, async () => {
+    const [start] = await db(
+      (tx) => tx<PasswordSetStart[]>`
+        select * from private.password_set_start('register', ${clientIp}, ${limits.maxPasswordSetsPerIp}, ${limits.windowSeconds}, ${body.email})`,
+      null,
+    );
+    return start;
+  });
+}
+
 async function tokenPair(services: Services, session: AuthSession) {
   const { accessToken, expiresIn } = await services.tokens.issue({
     id: session.user_id,
@@ -96,6 +114,7 @@ export const authRoutes = [
     summary: 'Create an account (user, profile and node).',
     description:
       'Creates an account: a user, its profile and its node (what other members connect to). Then sign in with POST /api/auth/login. A duplicate e-mail is 400 `email_taken` here (POST /api/auth/signup answers 422).',
+    limits: [PASSWORD_SET_LIMIT],
     auth: 'public',
     body: Credentials,
     invalidStatus: 400,
@@ -107,11 +126,12 @@ export const authRoutes = [
         message: z.string().describe('`account created`.').meta({ example: 'account created' }),
       }),
       400: errors('email_taken', 'invalid_email', 'weak_password'),
+      429: errors('rate_limited'),
       503: errors('service_unavailable'),
     },
-    async handler({ body, db, services }) {
-      const passwordHash = await services.passwords.hash(body.password);
-      const [user] = await db((tx) => register(tx, body, passwordHash));
+    async handler(request) {
+      const passwordHash = await registrationHash(request);
+      const [user] = await request.db((tx) => register(tx, request.body, passwordHash));
       return { status: 201, body: { user_id: user!.user_id, email: user!.email, message: 'account created' } };
     },
   }),
@@ -122,6 +142,7 @@ export const authRoutes = [
     summary: 'Create an account; a duplicate e-mail is 422.',
     description:
       'Creates an account, as POST /api/auth/register does, but answers a duplicate e-mail with 422 `email_taken` and no `message`.',
+    limits: [PASSWORD_SET_LIMIT],
     auth: 'public',
     body: Credentials,
     invalidStatus: 400,
@@ -130,11 +151,12 @@ export const authRoutes = [
       201: z.object({ user_id: UserId, email: z.string().describe('The e-mail address, as stored (trimmed).').meta({ example: 'ada@example.com' }) }),
       400: errors('invalid_email', 'weak_password'),
       422: errors('email_taken'),
+      429: errors('rate_limited'),
       503: errors('service_unavailable'),
     },
-    async handler({ body, db, services }) {
-      const passwordHash = await services.passwords.hash(body.password);
-      const [user] = await db((tx) => register(tx, body, passwordHash));
+    async handler(request) {
+      const passwordHash = await registrationHash(request);
+      const [user] = await request.db((tx) => register(tx, request.body, passwordHash));
       return { status: 201, body: { user_id: user!.user_id, email: user!.email } };
     },
   }),
@@ -156,7 +178,7 @@ export const authRoutes = [
       const limits = services.authLimits ?? DEFAULT_AUTH_LIMITS;
       const { passwords } = services;
       // A place for the password work first: refused (503) before any SQL.
-      const place = passwords.enter();
+      const place = passwords.enter(clientIp);
       let checked;
       let attempt: PasswordAttempt | undefined;
       try {

@@ -15,6 +15,8 @@ import { defineRoute } from '../http/route.ts';
 import { HttpError } from '../core/errors.ts';
 import { content, errors, Id, succeeded } from '../http/responses.ts';
 import { Email, Password } from '../core/schemas.ts';
+import { hashNewPassword, type PasswordSetStart } from '../core/passwords.ts';
+import { DEFAULT_AUTH_LIMITS, PASSWORD_SET_LIMIT } from '../core/throttle.ts';
 
 const LinkToken = z
   .string()
@@ -118,6 +120,7 @@ export const passwordRoutes = [
     summary: 'Set the password of the account an e-mailed link names; the link is then used up and sessions end.',
     description:
       "Sets the password of the account the e-mailed link names (the page the link opens calls this). The link is then used up, and the account's sessions end.",
+    limits: [PASSWORD_SET_LIMIT],
     auth: 'public',
     body: z.object({ token: LinkToken, password: Password.describe(`The new password: at least ${LIMITS.passwordMinLength} characters.`) }),
     invalidStatus: 400,
@@ -127,11 +130,22 @@ export const passwordRoutes = [
         email: z.string().describe('Its e-mail address: sign in with it.').meta({ example: 'ada@example.com' }),
       }),
       400: errors('invalid_link', 'weak_password', 'validation_error'),
+      429: errors('rate_limited'),
       503: errors('service_unavailable'),
     },
-    async handler({ body, db, services }) {
-      // Hashed here (bounded per process), never in Postgres; the link's rules are SQL.
-      const passwordHash = await services.passwords.hash(body.password);
+    async handler({ body, db, services, clientIp }) {
+      // The link checked and the request counted per address (SQL), then the
+      // hash in the client's turn (never in Postgres); the link's rules are SQL.
+      const limits = services.authLimits ?? DEFAULT_AUTH_LIMITS;
+      const passwordHash = await hashNewPassword(services.passwords, clientIp, body.password, async () => {
+        const [start] = await db(
+          (tx) => tx<PasswordSetStart[]>`
+            select * from private.password_set_start('set_password', ${clientIp}, ${limits.maxPasswordSetsPerIp}, ${limits.windowSeconds},
+                                                     null, ${body.token})`,
+          null,
+        );
+        return start;
+      });
       const [account] = await db(
         (tx) => tx<{ user_id: string; email: string }[]>`select * from api.auth_set_password(${body.token}, ${passwordHash})`,
       );

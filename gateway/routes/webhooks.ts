@@ -2,8 +2,9 @@
 // endpoints' credentials (a manager's access token or personal API token, or
 // a community-scoped API token of that community: private.platform_authorize).
 // Who may, what an endpoint may hold, the deliveries and their replays are
-// SQL (api.webhook_*); the address rule (https, public addresses only) is
-// gateway/jobs/webhook-targets.ts, the same the worker applies at each send.
+// SQL (api.webhook_*); the address rule (https, allowed ports, public
+// addresses only) is gateway/jobs/webhook-targets.ts, the same the worker
+// applies at each send.
 // Deliveries are sent by the job worker (gateway/jobs/webhooks.ts).
 import type postgres from 'postgres';
 import { z } from 'zod';
@@ -13,6 +14,7 @@ import { jsonObjectWith } from '../core/json.ts';
 import { DateTime, errors, Id, noContent, Pagination, succeeded } from '../http/responses.ts';
 import { QueryInteger, Uuid } from '../core/schemas.ts';
 import { LIMITS } from '../core/limits.ts';
+import { DEFAULT_WEBHOOK_PORTS } from '../core/config.ts';
 import { webhookUrlProblem } from '../jobs/webhook-targets.ts';
 
 export const WEBHOOK_EVENT_TYPES = [
@@ -48,8 +50,9 @@ const EXAMPLE_EVENTS = ['event.created', 'event.updated', 'member.joined'];
 const EXAMPLE_DESCRIPTION = 'Sync events and members to our CRM';
 
 const UrlField = WebhookUrl.describe(
-  'Where deliveries are POSTed: an https URL without user info whose host is public (a literal private, loopback or ' +
-    'link-local address is 422 `invalid_url`; a name is resolved and checked again at every send). At most 2,000 characters.',
+  'Where deliveries are POSTed: an https URL without user info, on port 443 or 8443 (the service may allow others), whose host is ' +
+    'public (a literal private, loopback, link-local or special-purpose address, or another port, is 422 `invalid_url`; a name is ' +
+    'resolved and checked again at every send). At most 2,000 characters.',
 ).meta({ example: EXAMPLE_URL });
 const EventsField = Events.describe('The event types to deliver (at least one; kept sorted, without duplicates).').meta({ example: EXAMPLE_EVENTS });
 const DescriptionField = Description.describe('A note for the managers: what the endpoint is for (at most 500 characters).').meta({
@@ -93,6 +96,10 @@ const WebhookFields = z.object({
     .boolean()
     .describe('Whether deliveries are sent: false when a manager paused it, or when its last 20 deliveries all failed (the managers are e-mailed).'),
   description: z.string().nullable().describe("The managers' note, or null.").meta({ example: EXAMPLE_DESCRIPTION }),
+  backoff_until: DateTime.nullable().describe(
+    'While the endpoint keeps failing (from its third failed attempt in a row): nothing is sent to it before this time; the pause ' +
+      'doubles with each further failure, up to an hour. A success, a ping or a replay ends it. Null when it is not backing off.',
+  ),
   created_at: DateTime.describe('When it was registered.'),
 });
 const Webhook = WebhookFields.meta({ id: 'Webhook', description: "A community's webhook endpoint (without its secret)." });
@@ -172,7 +179,11 @@ const Delivery = z
     last_error: z
       .string()
       .nullable()
-      .describe('Why the last attempt failed (`HTTP 500`, `timeout: no answer within 10 s`, `refused: ...`, a connection error); null when it succeeded or before any.')
+      .describe(
+        'Why the last attempt failed: `HTTP <status>` when the receiver answered otherwise than 2xx, else `no answer from the endpoint` ' +
+          '(whatever the reason: no connection within 3 s, a connection or TLS error, no answer within 10 s, or a target the address ' +
+          'and port rules refuse); `endpoint inactive` when it was off. Null when it succeeded or before any.',
+      )
       .meta({ example: 'HTTP 503' }),
     last_response_body: z
       .string()
@@ -209,7 +220,10 @@ const INVALID = errors('validation_error', 'invalid_url', 'unknown_event_type');
 /** 422 invalid_url unless the address rule allows the URL (the same rule as at every send). */
 function checkUrl(url: string | undefined, services: Services): void {
   if (url === undefined) return;
-  const problem = webhookUrlProblem(url, services.webhooks?.allowPrivateTargets ?? false);
+  const problem = webhookUrlProblem(url, {
+    allowPrivate: services.webhooks?.allowPrivateTargets ?? false,
+    allowedPorts: services.webhooks?.allowedPorts ?? DEFAULT_WEBHOOK_PORTS,
+  });
   if (problem) throw new HttpError(422, 'invalid_url', problem);
 }
 

@@ -149,14 +149,14 @@ const commands: Record<string, Command> = {
   },
   'job-workers': {
     usage: '',
-    description: 'The job workers connected now (graphile-worker pool ids), one JSON object a line.',
+    description: "The job workers' runners connected now (graphile-worker pool ids; two a worker: deliveries, mail and upkeep), one JSON object a line.",
     options: {},
     run: async (sql) => (await sql`select * from admin.job_workers()`).map((row) => JSON.stringify(row)).join('\n'),
   },
   jobs: {
     usage: '[--limit N]',
     description:
-      "The job worker's queue: what each state means, a count per state and task, the workers connected, then the jobs (default 50: running first, then orphaned, due, failed, scheduled) with attempts and last errors. One JSON object a line after each # heading.",
+      "The job worker's queue: what each state means, a count per state and task, the workers' runners connected (two a worker), then the jobs (default 50: running first, then orphaned, due, failed, scheduled) with attempts and last errors. One JSON object a line after each # heading.",
     options: { limit: z.coerce.number().int().min(1).max(10_000).optional() },
     run: async (sql, o) => {
       const jobs = await sql`select * from admin.jobs(${(o.limit as number | undefined) ?? 50})`;

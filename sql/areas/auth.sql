@@ -25,7 +25,8 @@
 -- hash formats verify.
 --
 -- Code: gateway/routes/auth.ts, gateway/core/passwords.ts
--- pgTAP: supabase/tests/auth.test.sql
+-- pgTAP: supabase/tests/auth.test.sql,
+--   supabase/tests/auth.password-doors.test.sql
 --
 -- Its tables (created and altered by the migrations; their comments, row-level
 -- security, policies, grants and triggers are below):
@@ -242,6 +243,26 @@ AS $function$
 -- Functions of private: internal helpers and trigger functions (request roles
 -- run only those granted here)
 -- -----------------------------------------------------------------------------
+
+CREATE OR REPLACE FUNCTION private.account_email_check(email text)
+ RETURNS text
+ LANGUAGE plpgsql
+ STABLE
+ SET search_path TO 'pg_catalog'
+AS $function$
+declare
+  normalised text := lower(btrim(account_email_check.email));
+begin
+  if normalised is null or normalised !~ '^[^@\s]+@[^@\s]+$' then
+    raise exception 'invalid email address' using errcode = 'PT400', hint = 'invalid_email';
+  end if;
+  if exists (select from identity.users u where u.email = normalised) then
+    raise exception 'an account with this email already exists' using errcode = 'PT409', hint = 'email_taken';
+  end if;
+  return normalised;
+end;
+$function$;
+comment on function private.account_email_check(text) is 'The normalised e-mail of a new account: PT400 invalid_email, PT409 email_taken (the same refusals as private.create_account_with_hash).';
 
 CREATE OR REPLACE FUNCTION private.auth_failures_prune(batch integer DEFAULT 10000)
  RETURNS integer
@@ -546,6 +567,70 @@ AS $function$
   $function$;
 comment on function private.password_hash_valid(text) is 'True for a bcrypt hash ($2a$/$2b$/$2y$) of cost 10 to 31: what account creation and set-password accept.';
 
+CREATE OR REPLACE FUNCTION private.password_link(token text, for_update boolean DEFAULT false)
+ RETURNS identity.password_tokens
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog'
+AS $function$
+declare
+  link identity.password_tokens;
+begin
+  if for_update then
+    select * into link from identity.password_tokens t where t.token_hash = identity.token_hash(password_link.token) for update;
+  else
+    select * into link from identity.password_tokens t where t.token_hash = identity.token_hash(password_link.token);
+  end if;
+  if link.id is null or link.used_at is not null or link.expires_at <= now() then
+    raise exception 'this link is not valid or has expired' using errcode = 'PT400', hint = 'invalid_link';
+  end if;
+  return link;
+end;
+$function$;
+comment on function private.password_link(text,boolean) is 'The set-password link of a token while it is usable (not used, replaced or expired), locked when for_update; PT400 invalid_link otherwise.';
+
+CREATE OR REPLACE FUNCTION private.password_set_start(door text, client_ip text, max_per_ip integer, window_seconds integer, email text DEFAULT NULL::text, link_token text DEFAULT NULL::text)
+ RETURNS TABLE(status text, retry_after integer, error_state text, error_hint text, error_message text)
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog'
+AS $function$
+declare
+  wait integer;
+  refused_state text;
+  refused_hint text;
+  refused_message text;
+begin
+  if door not in ('register', 'set_password') then
+    raise exception 'unknown door %', door using errcode = 'PT400', hint = 'invalid_door';
+  end if;
+  if client_ip is not null then
+    -- Requests of one address take turns, so a burst cannot slip past the count.
+    perform pg_advisory_xact_lock(hashtextextended('auth_failures:password_set:' || client_ip, 0));
+    wait := private.auth_throttle_wait('password_set', client_ip, max_per_ip, window_seconds);
+    if wait > 0 then
+      return query select 'throttled'::text, wait, null::text, null::text, null::text;
+      return;
+    end if;
+    perform private.auth_throttle_record('password_set', client_ip);
+  end if;
+  -- What can be checked without the password. A refusal is answered, not
+  -- raised: the request stays counted.
+  begin
+    if door = 'register' then
+      perform private.account_email_check(password_set_start.email);
+    else
+      perform private.password_link(password_set_start.link_token);
+    end if;
+  exception when sqlstate 'PT400' or sqlstate 'PT409' then
+    get stacked diagnostics refused_state = returned_sqlstate, refused_hint = pg_exception_hint, refused_message = message_text;
+    return query select 'refused'::text, 0, refused_state, refused_hint, refused_message;
+    return;
+  end;
+  return query select 'hash'::text, 0, null::text, null::text, null::text;
+end;
+$function$;
+comment on function private.password_set_start(text,text,integer,integer,text,text) is 'First step of a door that sets a password (door register: POST /api/auth/register and /signup with email; set_password: POST /api/auth/set-password with link_token), before the process hashes it, run by the processes'' own role: counts the request per client address and answers status throttled (retry_after seconds: more than max_per_ip in window_seconds), refused (error_state, error_hint and error_message: what the door''s function would raise, invalid_email, email_taken or invalid_link) or hash.';
+
 CREATE OR REPLACE FUNCTION private.session_ended(session_id uuid)
  RETURNS boolean
  LANGUAGE plpgsql
@@ -732,7 +817,7 @@ drop trigger if exists _900_notify_session_ended on identity.refresh_tokens;
 CREATE TRIGGER _900_notify_session_ended AFTER UPDATE ON identity.refresh_tokens REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION private.tg_refresh_tokens__notify_session_ended();
 
 -- private.auth_failures
-comment on table private.auth_failures is 'Failed sign-ins (per e-mail and client address, per e-mail, per client IP) and failed refresh/verify attempts (per client IP), for throttling.';
+comment on table private.auth_failures is 'Failed sign-ins (per e-mail and client address, per e-mail, per client IP), failed refresh/verify attempts (per client IP) and requests at the doors that set a password (password_set, per client IP), for throttling.';
 
 -- private.password_attempts
 comment on table private.password_attempts is 'Sign-ins whose password is being checked by a process (private.password_attempt_start): single-use, 60 seconds; they count as failures in the throttling until their outcome is recorded.';

@@ -78,14 +78,8 @@ CREATE OR REPLACE FUNCTION api.auth_set_password(token text, password_hash text)
  SET search_path TO 'pg_catalog'
 AS $function$
 declare
-  link identity.password_tokens;
+  link identity.password_tokens := private.password_link(auth_set_password.token, true);
 begin
-  select * into link from identity.password_tokens t
-   where t.token_hash = identity.token_hash(auth_set_password.token)
-   for update;
-  if link.id is null or link.used_at is not null or link.expires_at <= now() then
-    raise exception 'this link is not valid or has expired' using errcode = 'PT400', hint = 'invalid_link';
-  end if;
   if not private.password_hash_valid(auth_set_password.password_hash) then
     raise exception 'password_hash must be a bcrypt hash of cost 10 or more' using errcode = 'PT400', hint = 'invalid_password_hash';
   end if;

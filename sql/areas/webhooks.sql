@@ -12,7 +12,8 @@
 -- time, in the order of their changes, under the endpoint's advisory lock.
 --
 -- Code: gateway/routes/webhooks.ts, gateway/jobs/webhooks.ts
--- pgTAP: supabase/tests/webhooks.test.sql
+-- pgTAP: supabase/tests/webhooks.test.sql,
+--   supabase/tests/webhooks.capacity.test.sql
 --
 -- Its tables (created and altered by the migrations; their comments, row-level
 -- security, policies, grants and triggers are below):
@@ -121,11 +122,12 @@ begin
   if replayed.id is null then
     raise exception 'delivery not found' using errcode = 'PT404', hint = 'delivery_not_found';
   end if;
+  update app.webhook_endpoints e set backoff_until = null where e.id = target.id and e.backoff_until is not null;
   perform private.webhook_schedule(target.id);
   return private.webhook_delivery_json(replayed);
 end;
 $function$;
-comment on function api.webhook_delivery_replay(uuid,uuid) is 'POST /api/v1/platform/webhooks/{id}/deliveries/{delivery_id}/replay: sends the delivery again now, with the same webhook-id and body. PT404 webhook_not_found / delivery_not_found; PT403; PT409 webhook_inactive.';
+comment on function api.webhook_delivery_replay(uuid,uuid) is 'POST /api/v1/platform/webhooks/{id}/deliveries/{delivery_id}/replay: sends the delivery again now (ending a back-off), with the same webhook-id and body. PT404 webhook_not_found / delivery_not_found; PT403; PT409 webhook_inactive.';
 grant execute on function api.webhook_delivery_replay(uuid,uuid) to authenticated;
 
 CREATE OR REPLACE FUNCTION api.webhook_ping(id uuid)
@@ -146,11 +148,12 @@ begin
       'type', 'webhook.ping', 'timestamp', app.iso(clock_timestamp()),
       'data', jsonb_build_object('endpoint_id', target.id, 'community_id', target.community_id)))
     returning * into queued;
+  update app.webhook_endpoints e set backoff_until = null where e.id = target.id and e.backoff_until is not null;
   perform private.webhook_schedule(target.id);
   return private.webhook_delivery_json(queued);
 end;
 $function$;
-comment on function api.webhook_ping(uuid) is 'POST /api/v1/platform/webhooks/{id}/ping: queues a webhook.ping delivery and returns it. PT404; PT403; PT409 webhook_inactive.';
+comment on function api.webhook_ping(uuid) is 'POST /api/v1/platform/webhooks/{id}/ping: queues a webhook.ping delivery (ending a back-off: it is sent now) and returns it. PT404; PT403; PT409 webhook_inactive.';
 grant execute on function api.webhook_ping(uuid) to authenticated;
 
 CREATE OR REPLACE FUNCTION api.webhook_rotate_secret(id uuid)
@@ -255,6 +258,20 @@ grant execute on function api.webhooks_list(uuid) to authenticated;
 -- Functions of private: internal helpers and trigger functions (request roles
 -- run only those granted here)
 -- -----------------------------------------------------------------------------
+
+CREATE OR REPLACE FUNCTION private.webhook_backoff_seconds(failures integer, retry_delays double precision[])
+ RETURNS double precision
+ LANGUAGE sql
+ IMMUTABLE
+ SET search_path TO 'pg_catalog'
+AS $function$
+    select case when webhook_backoff_seconds.failures < 3 then null
+                else least(coalesce(webhook_backoff_seconds.retry_delays[1], 5)
+                             * power(2, least(webhook_backoff_seconds.failures - 3, 20)),
+                           coalesce(webhook_backoff_seconds.retry_delays[cardinality(webhook_backoff_seconds.retry_delays)], 3600),
+                           3600) end
+  $function$;
+comment on function private.webhook_backoff_seconds(integer,double precision[]) is 'How long an endpoint backs off after its n-th consecutive failed attempt: none before the third, then the first retry delay doubled with each failure, at most the last retry delay and at most an hour.';
 
 CREATE OR REPLACE FUNCTION private.webhook_capture_attendees()
  RETURNS trigger
@@ -401,6 +418,17 @@ end;
 $function$;
 comment on function private.webhook_check(text,text[],text) is 'PT422 for a URL, event list or description an endpoint cannot have (the address rules are the gateway''s, at registration and at every send).';
 
+CREATE OR REPLACE FUNCTION private.webhook_community_slot_key(community_id uuid, slot integer)
+ RETURNS bigint
+ LANGUAGE sql
+ IMMUTABLE
+ SET search_path TO 'pg_catalog'
+AS $function$
+    select hashtextextended('app.webhook_communities:send:' || webhook_community_slot_key.community_id::text || ':'
+                            || webhook_community_slot_key.slot::text, 0)
+  $function$;
+comment on function private.webhook_community_slot_key(uuid,integer) is 'The advisory lock key of one of a community''s sending slots.';
+
 CREATE OR REPLACE FUNCTION private.webhook_deliveries_prune(keep interval DEFAULT '30 days'::interval, batch integer DEFAULT 10000)
  RETURNS integer
  LANGUAGE plpgsql
@@ -440,8 +468,17 @@ begin
        set status = 'succeeded', delivered_at = now(), next_attempt_at = null, last_status_code = status_code,
            last_error = null, last_response_body = left(response_body, 1024)
      where w.id = d.id;
+    -- A success ends a run of failures (written only when there was one).
+    update app.webhook_endpoints e set consecutive_failures = 0, backoff_until = null
+     where e.id = d.endpoint_id and (e.consecutive_failures <> 0 or e.backoff_until is not null);
     return 'succeeded';
   end if;
+  -- The endpoint's run of failures; from the third on it backs off.
+  update app.webhook_endpoints e
+     set consecutive_failures = e.consecutive_failures + 1,
+         backoff_until = clock_timestamp()
+                         + make_interval(secs => private.webhook_backoff_seconds(e.consecutive_failures + 1, retry_delays))
+   where e.id = d.endpoint_id;
   -- The n-th failure of this round waits retry_delays[n] seconds, ±20 %;
   -- past the schedule the delivery has failed.
   retry := d.attempts - d.round_base;
@@ -462,7 +499,7 @@ begin
   return 'failed';
 end;
 $function$;
-comment on function private.webhook_delivery_finish(uuid,integer,integer,text,text,double precision[]) is 'Records an attempt''s outcome (status_code null: no answer, see error): 2xx succeeded; otherwise a retry after retry_delays[n] seconds ±20 % (WEBHOOK_RETRY_SCHEDULE) for the n-th failure of the round, or failed past the schedule. Returns the new status.';
+comment on function private.webhook_delivery_finish(uuid,integer,integer,text,text,double precision[]) is 'Records an attempt''s outcome (status_code null: no answer, see error): 2xx succeeded (the endpoint''s run of failures ends); otherwise a retry after retry_delays[n] seconds ±20 % (WEBHOOK_RETRY_SCHEDULE) for the n-th failure of the round, or failed past the schedule; from the endpoint''s third consecutive failed attempt on, it backs off (private.webhook_backoff_seconds). Returns the new status.';
 
 CREATE OR REPLACE FUNCTION private.webhook_delivery_json(d app.webhook_deliveries)
  RETURNS jsonb
@@ -506,6 +543,10 @@ begin
      where w.endpoint_id = e.id and w.status in ('pending', 'retrying');
     return;
   end if;
+  -- Backing off: nothing is sent before backoff_until (the deliveries keep their attempts).
+  if e.backoff_until > clock_timestamp() then
+    return;
+  end if;
   -- The oldest due delivery: in the order of the changes.
   select * into d from app.webhook_deliveries w
    where w.endpoint_id = e.id and w.status in ('pending', 'retrying') and w.next_attempt_at <= clock_timestamp()
@@ -521,7 +562,7 @@ begin
                       private.webhook_message_id(d.id), d.payload::text, d.attempts;
 end;
 $function$;
-comment on function private.webhook_delivery_next(uuid) is 'The webhook_deliver task, holding the endpoint''s lock: its oldest due delivery (URL, the secrets that sign it, webhook-id, body) with one more attempt counted; nothing when none is due or the endpoint is gone (inactive: its waiting deliveries fail).';
+comment on function private.webhook_delivery_next(uuid) is 'The webhook_deliver task, holding the endpoint''s lock: its oldest due delivery (URL, the secrets that sign it, webhook-id, body) with one more attempt counted; nothing when none is due, the endpoint backs off or is gone (inactive: its waiting deliveries fail).';
 
 CREATE OR REPLACE FUNCTION private.webhook_due(endpoint_id uuid)
  RETURNS boolean
@@ -532,8 +573,10 @@ AS $function$
     select exists (select from app.webhook_deliveries d
                     where d.endpoint_id = webhook_due.endpoint_id and d.status in ('pending', 'retrying')
                       and d.next_attempt_at <= clock_timestamp())
+       and not exists (select from app.webhook_endpoints e
+                        where e.id = webhook_due.endpoint_id and e.backoff_until > clock_timestamp())
   $function$;
-comment on function private.webhook_due(uuid) is 'Whether a delivery of the endpoint is due (checked again after letting go of its lock).';
+comment on function private.webhook_due(uuid) is 'Whether a delivery of the endpoint is due and the endpoint is not backing off (checked again after letting go of its lock).';
 
 CREATE OR REPLACE FUNCTION private.webhook_emit(community_id uuid, event_type text, data jsonb)
  RETURNS integer
@@ -616,9 +659,10 @@ AS $function$
       'events', to_jsonb(e.events),
       'active', e.active,
       'description', e.description,
+      'backoff_until', app.iso(case when e.backoff_until > now() then e.backoff_until end),
       'created_at', app.iso(e.created_at))
   $function$;
-comment on function private.webhook_endpoint_json(app.webhook_endpoints) is 'The webhook endpoint object (never its secret).';
+comment on function private.webhook_endpoint_json(app.webhook_endpoints) is 'The webhook endpoint object (never its secret); backoff_until only while the back-off lasts.';
 
 CREATE OR REPLACE FUNCTION private.webhook_endpoint_of_caller(id uuid, for_update boolean DEFAULT false)
  RETURNS app.webhook_endpoints
@@ -651,7 +695,10 @@ AS $function$
 declare
   next_at timestamptz;
 begin
-  select min(d.next_attempt_at) into next_at
+  -- The earliest retry, but not before the back-off ends.
+  select greatest(min(d.next_attempt_at), (select e.backoff_until from app.webhook_endpoints e
+                                            where e.id = webhook_endpoint_reschedule.endpoint_id))
+    into next_at
     from app.webhook_deliveries d
    where d.endpoint_id = webhook_endpoint_reschedule.endpoint_id and d.status in ('pending', 'retrying');
   if next_at is not null then
@@ -660,7 +707,7 @@ begin
   return next_at;
 end;
 $function$;
-comment on function private.webhook_endpoint_reschedule(uuid) is 'After sending: a job for the endpoint''s next retry (if a delivery waits for one); returns when.';
+comment on function private.webhook_endpoint_reschedule(uuid) is 'After sending: a job for the endpoint''s next retry (if a delivery waits for one), not before its back-off ends; returns when.';
 
 CREATE OR REPLACE FUNCTION private.webhook_endpoint_try_lock(endpoint_id uuid)
  RETURNS boolean
@@ -766,6 +813,68 @@ end;
 $function$;
 comment on function private.webhook_schedule(uuid,timestamp with time zone,boolean) is 'Adds (or moves) the webhook_deliver job of an endpoint: now for new deliveries, at run_at for a retry.';
 
+CREATE OR REPLACE FUNCTION private.webhook_send_begin(endpoint_id uuid, community_slots integer)
+ RETURNS TABLE(status text, slot integer, community_id uuid)
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog'
+AS $function$
+declare
+  e app.webhook_endpoints;
+begin
+  select * into e from app.webhook_endpoints w where w.id = webhook_send_begin.endpoint_id;
+  if e.id is null then
+    return query select 'gone'::text, null::integer, null::uuid;
+    return;
+  end if;
+  -- One sender per endpoint: another worker sends to it (and looks again after letting go).
+  if not private.webhook_endpoint_try_lock(e.id) then
+    return query select 'busy'::text, null::integer, e.community_id;
+    return;
+  end if;
+  for i in 1 .. greatest(community_slots, 1) loop
+    if pg_try_advisory_lock(private.webhook_community_slot_key(e.community_id, i)) then
+      if e.waiting_since is not null then
+        update app.webhook_endpoints w set waiting_since = null where w.id = e.id;
+      end if;
+      return query select 'sending'::text, i, e.community_id;
+      return;
+    end if;
+  end loop;
+  -- Every slot of the community is sending: wait to be woken by the next
+  -- that lets go (private.webhook_send_end), or 30 s at the latest. Nothing
+  -- of this job holds a worker meanwhile.
+  perform private.webhook_endpoint_unlock(e.id);
+  update app.webhook_endpoints w set waiting_since = coalesce(w.waiting_since, clock_timestamp()) where w.id = e.id;
+  perform private.webhook_schedule(e.id, clock_timestamp() + interval '30 seconds', keep_earlier => true);
+  return query select 'waiting'::text, null::integer, e.community_id;
+end;
+$function$;
+comment on function private.webhook_send_begin(uuid,integer) is 'The webhook_deliver task, on its session: takes the endpoint''s sending lock and one of its community''s community_slots sending slots (WEBHOOK_COMMUNITY_CONCURRENCY; advisory locks, so the share holds across workers). status sending (slot: the one taken, of community_id), busy (another worker sends to the endpoint), waiting (the community''s slots are all in use: the endpoint waits, its job moved 30 s later unless woken sooner) or gone.';
+
+CREATE OR REPLACE FUNCTION private.webhook_send_end(endpoint_id uuid, community_id uuid, slot integer)
+ RETURNS uuid
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog'
+AS $function$
+declare
+  woken uuid;
+begin
+  perform private.webhook_endpoint_unlock(webhook_send_end.endpoint_id);
+  perform pg_advisory_unlock(private.webhook_community_slot_key(webhook_send_end.community_id, webhook_send_end.slot));
+  -- The community's endpoint that has waited longest for a slot goes next.
+  select e.id into woken from app.webhook_endpoints e
+   where e.community_id = webhook_send_end.community_id and e.waiting_since is not null
+     and e.id <> webhook_send_end.endpoint_id
+   order by e.waiting_since, e.id
+   limit 1;
+  if woken is not null then
+    perform private.webhook_schedule(woken);
+  end if;
+  return woken;
+end;
+$function$;
+comment on function private.webhook_send_end(uuid,uuid,integer) is 'The webhook_deliver task, done sending: lets go of the endpoint''s lock and its community''s slot, and wakes (a job now) the community''s endpoint that has waited longest for a slot; returns it.';
+
 CREATE OR REPLACE FUNCTION private.webhook_sweep()
  RETURNS integer
  LANGUAGE plpgsql
@@ -776,15 +885,17 @@ declare
 begin
   -- A safety net (the worker's crontab, every minute): an endpoint with a
   -- delivery due for a minute gets a job if it has none waiting (its job
-  -- failed while another, which found the lock taken, had already ended).
-  select count(private.webhook_schedule(e.endpoint_id, null, keep_earlier => true)) into scheduled
-    from (select distinct d.endpoint_id
+  -- failed while another, which found the lock taken, had already ended),
+  -- not before its back-off ends.
+  select count(private.webhook_schedule(e.endpoint_id, e.backoff_until, keep_earlier => true)) into scheduled
+    from (select distinct d.endpoint_id, w.backoff_until
             from app.webhook_deliveries d
+            join app.webhook_endpoints w on w.id = d.endpoint_id
            where d.status in ('pending', 'retrying') and d.next_attempt_at <= now() - interval '1 minute') e;
   return scheduled;
 end;
 $function$;
-comment on function private.webhook_sweep() is 'Gives every endpoint with a delivery overdue by a minute a webhook_deliver job (one already waiting keeps its time); returns how many endpoints. The worker runs it every minute.';
+comment on function private.webhook_sweep() is 'Gives every endpoint with a delivery overdue by a minute a webhook_deliver job (one already waiting keeps its time; not before its back-off ends); returns how many endpoints. The worker runs it every minute.';
 
 -- -----------------------------------------------------------------------------
 -- Tables: comments, row-level security, policies, grants, triggers
@@ -792,6 +903,9 @@ comment on function private.webhook_sweep() is 'Gives every endpoint with a deli
 
 -- app.webhook_endpoints
 comment on table app.webhook_endpoints is 'Webhook endpoints of a community (managed by its managers through api.webhook_*). Secrets are readable only by the owner.';
+comment on column app.webhook_endpoints.consecutive_failures is 'Failed attempts since the last success (any delivery); from the third on, the endpoint backs off.';
+comment on column app.webhook_endpoints.backoff_until is 'While the endpoint keeps failing: no attempt to it before this time (null: none).';
+comment on column app.webhook_endpoints.waiting_since is 'Since when the endpoint has deliveries waiting for one of its community''s sending slots (null: not waiting).';
 alter table app.webhook_endpoints enable row level security;
 
 -- app.webhook_deliveries

@@ -10,13 +10,13 @@ select tests.create_user('jobs_user');
 
 -- Jobs live and die with their transaction ------------------------------------
 
-select set_config('tests.jobs_before', (select count(*)::text from graphile_worker.jobs), true);
+-- (Counted by its key: the test gateway's worker completes other jobs meanwhile.)
 savepoint before_job;
-select private.enqueue_job('prune_mcp', '{}');
-select is((select count(*)::int from graphile_worker.jobs), current_setting('tests.jobs_before')::int + 1,
+select private.enqueue_job('prune_mcp', '{}', job_key => 'tests:rolled-back');
+select is((select count(*)::int from graphile_worker.jobs where key = 'tests:rolled-back'), 1,
   'enqueue_job adds a job in the current transaction');
 rollback to savepoint before_job;
-select is((select count(*)::int from graphile_worker.jobs), current_setting('tests.jobs_before')::int,
+select is((select count(*)::int from graphile_worker.jobs where key = 'tests:rolled-back'), 0,
   'and a rolled-back transaction leaves none');
 
 select set_config('tests.mail', private.email_queue(tests.user_id('jobs_user'), tests.email('jobs_user'), 'test', 'Hello', 'Body')::text, true);

@@ -12,12 +12,23 @@
 //      same figures per step, and the time the 1,000 took;
 //   3. other users read their profile (10 connections) alone, then while 20
 //      clients log in continuously: their rate and p99 against idle;
-//   4. 20 clients logging in with 1 and with 2 gateway processes.
+//   4. 20 clients logging in with 1 and with 2 gateway processes;
+//   5. one user's logins (one at a time, from their own address) alone, then
+//      while another address floods the doors that hash (from a process of
+//      its own): bursts of 600 POST /api/auth/register for a taken address,
+//      50 at once (the fourth security review's attack), a second apart;
+//      then bursts of 600 wrong-password logins (every one a bcrypt
+//      comparison): the p50/p99 of the user's logins that overlapped a
+//      burst against idle, and what the flood got. A gateway process of its
+//      own with the default limits (TRUST_PROXY=1: each client's address is
+//      its X-Forwarded-For).
 //
 // Run it on PostgreSQL 15 with BENCH_DATABASE_URL (the server must be on this
 // machine for its CPU). Knobs: BENCH_SECONDS (per measurement, default 10),
 // BENCH_USERS (default 1000), BENCH_POOL (default 10), BENCH_PARTS (e.g.
-// 1,3: only those parts; part 3 then runs without the streams of part 2).
+// 1,3: only those parts; part 3 then runs without the streams of part 2;
+// default 1,2,3,4,5).
+import { spawn } from 'node:child_process';
 import crypto from 'node:crypto';
 import http from 'node:http';
 import autocannon from 'autocannon';
@@ -31,7 +42,7 @@ const USERS = Number(process.env.BENCH_USERS ?? 1000);
 const CONNECTIONS = 10;
 const LOGIN_CLIENTS = 20;
 const PASSWORD = 'bench-password';
-const PARTS = new Set((process.env.BENCH_PARTS ?? '1,2,3,4').split(',').map(Number));
+const PARTS = new Set((process.env.BENCH_PARTS ?? '1,2,3,4,5').split(',').map(Number));
 
 interface Row {
   label: string;
@@ -56,9 +67,43 @@ function table(header: string[], rows: string[][]): string {
 const rowCells = (r: Row) => [r.label, String(r.n), fmt(r.rps), fmt(r.p50, 1), fmt(r.p99, 1), fmt(r.pgCpuMs, 2), fmt(r.pgNetCpuMs, 2), fmt(r.gwCpuMs, 2)];
 const ROW_HEADER = ['scenario', 'requests', 'req/s', 'p50 ms', 'p99 ms', 'Postgres CPU ms/req', '(net of idle)', 'gateway CPU ms/req'];
 
+/**
+ * Part 5's flood (a script for `node -e`): bursts of 600 POSTs, 50 at once
+ * (the fourth security review's), one second apart, until stdin ends; prints
+ * the statuses and when each burst began and ended (ms since the epoch).
+ */
+const FLOOD = `
+const statuses = {}, bursts = [];
+let on = true;
+process.stdin.resume();
+process.stdin.on('end', () => (on = false));
+(async () => {
+  while (on) {
+    const began = Date.now();
+    let left = 600;
+    await Promise.all(Array.from({ length: 50 }, async () => {
+      while (left-- > 0) {
+        const res = await fetch(process.env.URL, { method: 'POST', body: process.env.BODY,
+          headers: { 'content-type': 'application/json', 'x-forwarded-for': process.env.FROM } });
+        await res.arrayBuffer();
+        statuses[res.status] = (statuses[res.status] || 0) + 1;
+      }
+    }));
+    bursts.push([began, Date.now()]);
+    for (let i = 0; i < 10 && on; i++) await new Promise((r) => setTimeout(r, 100));
+  }
+  process.stdout.write(JSON.stringify({ statuses, bursts }));
+})();
+`;
+
 /** One HTTP request on a keep-alive agent; resolves with the status and body. */
 const agent = new http.Agent({ keepAlive: true, maxSockets: 256 });
-function request(base: string, method: string, path: string, options: { token?: string; body?: unknown } = {}): Promise<{ status: number; body: string }> {
+function request(
+  base: string,
+  method: string,
+  path: string,
+  options: { token?: string; body?: unknown; from?: string } = {},
+): Promise<{ status: number; body: string }> {
   const payload = options.body === undefined ? undefined : JSON.stringify(options.body);
   return new Promise((resolve, reject) => {
     const req = http.request(
@@ -68,6 +113,7 @@ function request(base: string, method: string, path: string, options: { token?: 
         agent,
         headers: {
           ...(options.token ? { authorization: `Bearer ${options.token}` } : {}),
+          ...(options.from ? { 'x-forwarded-for': options.from } : {}),
           ...(payload ? { 'content-type': 'application/json', 'content-length': Buffer.byteLength(payload) } : {}),
         },
       },
@@ -254,7 +300,7 @@ const bench: Bench = {
     const pg = await postgresCpu(ctx.sql);
     if (!pg) console.log('  (the database server is not on this machine: no Postgres CPU figures)');
     // Every bench client is one address: its limits would count all of them as one client.
-    const gatewayEnv = { LOGIN_MAX_FAILURES_PER_IP: '1000000', DB_POOL_MAX: process.env.BENCH_POOL ?? '10' };
+    const gatewayEnv = { LOGIN_MAX_FAILURES_PER_IP: '1000000', PASSWORD_SET_MAX_PER_IP: '1000000', DB_POOL_MAX: process.env.BENCH_POOL ?? '10' };
 
     ctx.progress(`accounts: ${USERS / 2} arriving with one, ${LOGIN_CLIENTS} logging in continuously, ${CONNECTIONS + 300} for the single scenarios`);
     const existing = await createAccounts(ctx, 'arrive', USERS / 2);
@@ -418,6 +464,93 @@ const bench: Bench = {
         console.log(`\n4. Logins with 1 and 2 gateway processes (gateway CPU: all its processes)`);
         console.log(table(ROW_HEADER, loginRows.map(rowCells)));
         results.logins = loginRows;
+      }
+      // 5. One user's logins against a flood of the doors that hash ------------
+      if (PARTS.has(5)) {
+        await gw.stop();
+        gw = await startGatewayProcess(ctx, 1, {
+          DB_POOL_MAX: process.env.BENCH_POOL ?? '10',
+          TRUST_PROXY: '1',
+          // The login flood goes on hashing (its failures are not throttled here); registrations keep the default limit.
+          LOGIN_MAX_FAILURES_PER_IP: '1000000',
+          LOGIN_MAX_FAILURES_PER_EMAIL: '1000000',
+          LOGIN_MAX_FAILURES_PER_EMAIL_ALL_CLIENTS: '1000000',
+        });
+        const base5 = gw.url;
+        const [user, taken] = [singles[1]!, singles[2]!];
+        const signIn = async () =>
+          expectStatus('login (the user)', await request(base5, 'POST', '/api/auth/login', { body: { email: user, password: PASSWORD }, from: '198.51.100.10' }), 200);
+        /** The user's logins, one at a time, for `seconds`: when each began and ended, and its latency. */
+        const timed = async (seconds: number) => {
+          const logins: { began: number; ended: number; ms: number }[] = [];
+          const until = Date.now() + seconds * 1000;
+          while (Date.now() < until) {
+            const began = Date.now();
+            const s0 = performance.now();
+            await signIn();
+            logins.push({ began, ended: Date.now(), ms: performance.now() - s0 });
+          }
+          return logins;
+        };
+        /**
+         * A flood from one address in a process of its own (its own session,
+         * as an attacker's machine would be: the kernel's autogroup shares the
+         * CPU between it, the gateway, Postgres and this process as peers):
+         * bursts of `body` POSTed to `path`; the answers by status, and when
+         * each burst began and ended.
+         */
+        const flooding = (path: string, body: unknown, from: string) => {
+          const child = spawn(process.execPath, ['-e', FLOOD], {
+            env: { ...process.env, URL: `${base5}${path}`, BODY: JSON.stringify(body), FROM: from },
+            stdio: ['pipe', 'pipe', 'inherit'],
+            detached: true,
+          });
+          let report = '';
+          child.stdout!.on('data', (chunk) => (report += chunk));
+          const exited = new Promise((resolve) => child.once('exit', resolve));
+          return async () => {
+            child.stdin!.end();
+            await exited;
+            return JSON.parse(report) as { statuses: Record<string, number>; bursts: [number, number][] };
+          };
+        };
+        /** The latencies of the logins that overlapped a burst, sorted; and the bursts' mean length. */
+        const during = (logins: { began: number; ended: number; ms: number }[], flood: { bursts: [number, number][] }) => ({
+          ms: logins
+            .filter((l) => flood.bursts.some(([b, e]) => l.began < e && l.ended > b))
+            .map((l) => l.ms)
+            .sort((a, b) => a - b),
+          burstMs: flood.bursts.reduce((sum, [b, e]) => sum + (e - b), 0) / Math.max(1, flood.bursts.length),
+        });
+        await timed(1); // warm-up
+        const idle = (await timed(Math.min(SECONDS, 5))).map((l) => l.ms).sort((a, b) => a - b);
+        const stopRegister = flooding('/api/auth/register', { email: taken, password: 'another password' }, '203.0.113.66');
+        const loginsRegister = await timed(SECONDS);
+        const registerFlood = await stopRegister();
+        const stopLogins = flooding('/api/auth/login', { email: taken, password: 'wrong password' }, '203.0.113.67');
+        const loginsLogins = await timed(SECONDS);
+        const loginFlood = await stopLogins();
+        const duringRegister = during(loginsRegister, registerFlood);
+        const duringLogins = during(loginsLogins, loginFlood);
+        const p50 = (xs: number[]) => percentile(xs, 50);
+        const got = (f: { statuses: Record<string, number>; bursts: [number, number][] }, d: { burstMs: number }) =>
+          `${JSON.stringify(f.statuses)} in ${f.bursts.length} bursts of ${fmt(d.burstMs)} ms`;
+        const rows5 = [
+          ['alone', idle, '-'],
+          ['during bursts of 600 registrations of a taken address', duringRegister.ms, got(registerFlood, duringRegister)],
+          ['during bursts of 600 wrong-password logins', duringLogins.ms, got(loginFlood, duringLogins)],
+        ] as const;
+        console.log(
+          `\n5. One user's logins (one at a time, their own address) against bursts of 600 POSTs, 50 at once, from another address, ` +
+            `a second apart (1 gateway process, default limits; logins that overlapped a burst)`,
+        );
+        console.log(
+          table(
+            ["the user's logins", 'n', 'p50 ms', 'p99 ms', 'p50 × idle', 'the flood got (status: count)'],
+            rows5.map(([label, xs, flood]) => [label, String(xs.length), fmt(p50(xs), 1), fmt(percentile(xs, 99), 1), fmt(p50(xs) / p50(idle), 2), flood]),
+          ),
+        );
+        results.hashFlood = rows5.map(([label, xs, flood]) => ({ label, n: xs.length, p50: p50(xs), p99: percentile(xs, 99), ratio: p50(xs) / p50(idle), flood }));
       }
     } finally {
       for (const s of streams) s.destroy();

@@ -12,10 +12,21 @@
 //               a time (admin.create_event, autocommit, in a community with
 //               one endpoint), each waited for: the receiver's arrival time
 //               minus the time the statement was sent (p50/p95/p99; ms clock).
+//   stall       the fourth security review's attack: a community registers
+//               20 endpoints that accept the connection and never answer,
+//               then creates 3 events (60 deliveries, 10 s each before they
+//               time out). While it goes on, BENCH_WEBHOOK_STALL_CHANGES
+//               (default 30) changes of another community, one at a time,
+//               as in `latency`; then BENCH_WEBHOOK_STALL_MAILS (default 10)
+//               recovery e-mails, one at a time, from the queueing
+//               transaction to their arrival at a real SMTP server
+//               (smtp-server, on loopback). The worker has SMTP here.
 //
 // The gateway of the environment runs no worker (WORKER=off); the one
 // measured runs in this process (startJobWorker, as `npm run worker` does).
+import net from 'node:net';
 import postgres from 'postgres';
+import { SMTPServer } from 'smtp-server';
 import { startJobWorker } from '../../gateway/jobs/worker.ts';
 import { createLogger } from '../../gateway/core/log.ts';
 import { startTestEnvironment } from '../support/environment.ts';
@@ -26,6 +37,8 @@ const DELIVERIES = Number(process.env.BENCH_WEBHOOK_DELIVERIES ?? 3000);
 const ENDPOINTS = Number(process.env.BENCH_WEBHOOK_ENDPOINTS ?? 8);
 const CHANGES = Number(process.env.BENCH_WEBHOOK_CHANGES ?? 300);
 const CONCURRENCY = Number(process.env.WORKER_CONCURRENCY ?? 4);
+const STALL_CHANGES = Number(process.env.BENCH_WEBHOOK_STALL_CHANGES ?? 30);
+const STALL_MAILS = Number(process.env.BENCH_WEBHOOK_STALL_MAILS ?? 10);
 
 const bench: Bench = {
   name: 'webhooks',
@@ -38,12 +51,23 @@ const bench: Bench = {
     });
     const sql = postgres(env.databaseUrl, { max: 4, onnotice: () => {} });
     const receiver = await new WebhookReceiver().start();
+    const mails: number[] = [];
+    const smtp = new SMTPServer({
+      authOptional: true,
+      disabledCommands: ['STARTTLS'],
+      onData(stream, _session, callback) {
+        stream.resume();
+        stream.on('end', () => (mails.push(Date.now()), callback()));
+      },
+    });
+    await new Promise<void>((resolve) => smtp.listen(0, '127.0.0.1', () => resolve()));
     const log = createLogger(process.env.BENCH_WORKER_LOG ?? 'warn', 'bench-worker');
-    const worker = () =>
+    const worker = (options: { retrySchedule?: number[]; smtp?: boolean } = {}) =>
       startJobWorker({
         connectionString: env.databaseUrl,
         concurrency: CONCURRENCY,
-        webhooks: { allowPrivateTargets: true, retrySchedule: [1] },
+        webhooks: { allowPrivateTargets: true, retrySchedule: options.retrySchedule ?? [1] },
+        smtp: options.smtp ? { url: `smtp://127.0.0.1:${(smtp.server.address() as net.AddressInfo).port}`, from: 'Bench <bench@example.com>' } : undefined,
         changeLogRetentionSeconds: 86_400,
         log,
       });
@@ -101,8 +125,49 @@ const bench: Bench = {
       const stats = summarize('change sent → delivery received (idle, one endpoint)', samples);
       console.log(formatTable([stats]));
       results.latency = stats;
+
+      // Stall: 20 endpoints of one community never answer; another community's deliveries and the e-mails.
+      const attacker = await community('stall', 20);
+      for (const path of attacker.paths) receiver.answer(path, [], { hang: true });
+      const victim = await community('victim', 1);
+      const [person] = await sql<{ id: string }[]>`select admin.create_user('bench-recover@example.com', 'correct horse battery') as id`;
+      const stalled = await worker({ retrySchedule: [5, 300, 1800, 7200, 18000, 36000, 36000], smtp: true });
+      const stallRows = [];
+      try {
+        for (let i = 0; i < 3; i++) await sql`select admin.create_event(${attacker.id}, ${`Stall ${i}`}, now() + interval '1 day')`;
+        await waitUntil(() => receiver.received.some((r) => attacker.paths.includes(r.path)), 60_000);
+        const deliveries: number[] = [];
+        for (let i = 0; i < STALL_CHANGES; i++) {
+          const before = receiver.at(victim.paths[0]!).length;
+          const sent = Date.now();
+          await sql`select admin.create_event(${victim.id}, ${`Unaffected ${i}`}, now() + interval '1 day')`;
+          await waitUntil(() => receiver.at(victim.paths[0]!).length > before, 600_000);
+          deliveries.push(receiver.at(victim.paths[0]!).at(-1)!.at - sent);
+        }
+        const queued: number[] = [];
+        for (let i = 0; i < STALL_MAILS; i++) {
+          const before = mails.length;
+          const sent = Date.now();
+          await sql`select private.queue_password_email(${person!.id}, 'recover', 'https://bench.example.com')`;
+          await waitUntil(() => mails.length > before, 600_000);
+          queued.push(mails.at(-1)! - sent);
+        }
+        const [tried] = await sql<{ tried: number; total: number }[]>`
+          select count(*) filter (where d.attempts > 0)::int as tried, count(*)::int as total
+            from app.webhook_deliveries d join app.webhook_endpoints e on e.id = d.endpoint_id where e.community_id = ${attacker.id}`;
+        stallRows.push(
+          summarize("another community's change → delivery, during the stall", deliveries),
+          summarize('recovery e-mail queued → at the SMTP server, during the stall', queued),
+        );
+        console.log(formatTable(stallRows));
+        console.log(`  the stalled community's deliveries tried meanwhile: ${tried!.tried} of ${tried!.total}`);
+        results.stall = { rows: stallRows, stalledTried: tried };
+      } finally {
+        await stalled.stop(1_000);
+      }
     } finally {
       await receiver.stop();
+      await new Promise<void>((resolve) => smtp.close(() => resolve()));
       await sql.end({ timeout: 5 });
       await env.stop();
     }

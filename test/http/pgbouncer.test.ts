@@ -52,6 +52,8 @@ describe.skipIf(!fs.existsSync(PGBOUNCER_BINARY))('the gateway behind PgBouncer 
       DB_POOL_MAX: '10',
       DATABASE_POOL_MODE: 'transaction',
       DATABASE_DIRECT_URL: databaseUrl,
+      // Registrations are counted per address in Postgres, and every test client is 127.0.0.1.
+      PASSWORD_SET_MAX_PER_IP: '1000000',
     });
     expect(config.databasePoolMode).toBe('transaction');
     gateway = await startGateway(config, pooler.url, createLogger('silent'), { includeCurrentMigration: true });

@@ -5,10 +5,13 @@
 // Crashed workers, two workers at once and the address rule (SSRF) without
 // the allow flag: test/process/webhook-workers.test.ts.
 import crypto from 'node:crypto';
+import net from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { api, db, registerUser, type TestUser } from '../helpers.ts';
 import { verifyWebhook, WebhookReceiver, type ReceivedWebhook } from '../support/webhook-receiver.ts';
 import { eventually } from '../support/wait.ts';
+import { NO_ANSWER } from '../../gateway/jobs/webhooks.ts';
+import { freePort } from '../../gateway/tooling/free-port.ts';
 
 const ALL_TYPES = ['event.created', 'event.updated', 'event.deleted', 'attendee.registered', 'checkin.created', 'member.joined', 'member.left'];
 
@@ -439,7 +442,16 @@ describe('deliveries', () => {
     const c = await managedCommunity();
     const hook = await createWebhook(c, ['event.created']);
     receiver.answer(hook.path, [], { status: 500 });
-    for (let i = 0; i < 20; i++) await db()`select admin.create_event(${c.communityId}, ${`Failing ${i}`}, now() + interval '1 day')`;
+    // 19 deliveries that failed earlier (past their retries), as the worker
+    // records them: 20 failing through their retries over HTTP would take
+    // minutes, since the endpoint backs off from its third failed attempt in a row.
+    await db()`
+      insert into app.webhook_deliveries (endpoint_id, event_type, payload, status, attempts, next_attempt_at, last_status_code, last_error, created_at)
+      select ${hook.id}, 'event.created', jsonb_build_object('type', 'event.created', 'timestamp', now(), 'data', '{}'::jsonb),
+             'failed', 3, null, 500, 'HTTP 500', now() - interval '1 hour' + make_interval(secs => g)
+        from generate_series(1, 19) g`;
+    // The 20th fails through its retries.
+    await db()`select admin.create_event(${c.communityId}, 'Failing', now() + interval '1 day')`;
     const off = await eventually(
       'the endpoint turned off',
       async () => {
@@ -460,6 +472,65 @@ describe('deliveries', () => {
     expect(ping.status).toBe(409);
   });
 
+  it('records the same error for every attempt without an answer: an open port, a closed one and an unknown name look alike', async () => {
+    const c = await managedCommunity();
+    const targets = [
+      `https://127.0.0.1:${receiver.listeningPort}/not-tls`, // open, but no TLS: the handshake fails
+      `https://127.0.0.1:${await freePort()}/closed`, // nothing listens: connection refused
+      'https://no-such-host.invalid/hook', // no address
+    ];
+    const outcomes = [];
+    for (const url of targets) {
+      const res = await api('POST', '/api/v1/platform/webhooks', {
+        token: c.manager.accessToken,
+        body: { community_id: c.communityId, url, events: ['event.created'] },
+      });
+      expect(res.status, url).toBe(201);
+      const hook = { id: res.body.data.id as string, secret: '', path: '' };
+      await api('POST', `/api/v1/platform/webhooks/${hook.id}/ping`, { token: c.manager.accessToken });
+      const [failed] = await eventually(`the attempt to ${url}`, async () => {
+        const ds = await deliveries(c, hook);
+        return ds[0]?.attempts >= 1 && ds[0].status !== 'pending' && ds;
+      });
+      outcomes.push({ last_error: failed.last_error, last_status_code: failed.last_status_code, last_response_body: failed.last_response_body });
+      await api('DELETE', `/api/v1/platform/webhooks/${hook.id}`, { token: c.manager.accessToken });
+    }
+    expect(outcomes).toEqual(targets.map(() => ({ last_error: NO_ANSWER, last_status_code: null, last_response_body: null })));
+  });
+
+  it('gives a connection 3 seconds to be up (TLS included), not the 10 s of an answer', { timeout: 30_000 }, async () => {
+    // A port that accepts the connection and never answers the TLS handshake (as a filtered or stalled host would).
+    const held: { opened: number; closed?: number }[] = [];
+    const silent = net.createServer((socket) => {
+      const entry: { opened: number; closed?: number } = { opened: Date.now() };
+      held.push(entry);
+      socket.on('close', () => (entry.closed = Date.now()));
+      socket.on('error', () => {});
+      socket.resume(); // read (and drop) the ClientHello, so that the worker's close is seen
+    });
+    await new Promise<void>((resolve) => silent.listen(0, '127.0.0.1', () => resolve()));
+    try {
+      const c = await managedCommunity();
+      const res = await api('POST', '/api/v1/platform/webhooks', {
+        token: c.manager.accessToken,
+        body: { community_id: c.communityId, url: `https://127.0.0.1:${(silent.address() as net.AddressInfo).port}/hook`, events: ['event.created'] },
+      });
+      const hook = { id: res.body.data.id as string, secret: '', path: '' };
+      await api('POST', `/api/v1/platform/webhooks/${hook.id}/ping`, { token: c.manager.accessToken });
+      const failed = await eventually('the attempt given up', async () => {
+        const [d] = await deliveries(c, hook);
+        return d?.status === 'retrying' && d;
+      });
+      expect(failed).toMatchObject({ last_error: NO_ANSWER, last_status_code: null });
+      const first = await eventually('the connection closed by the worker', async () => held[0]?.closed !== undefined && held[0]);
+      expect(first.closed! - first.opened).toBeGreaterThanOrEqual(2_500);
+      expect(first.closed! - first.opened).toBeLessThan(9_000);
+      await api('DELETE', `/api/v1/platform/webhooks/${hook.id}`, { token: c.manager.accessToken });
+    } finally {
+      silent.close();
+    }
+  });
+
   it('gives a receiver 10 seconds to answer', { timeout: 30_000 }, async () => {
     const c = await managedCommunity();
     const hook = await createWebhook(c, ['event.created']);
@@ -474,7 +545,8 @@ describe('deliveries', () => {
       },
       20_000,
     );
-    expect(timedOut.last_error).toMatch(/timeout/);
+    // The same record as any other attempt without an answer (the log says it was the timeout).
+    expect(timedOut.last_error).toBe(NO_ANSWER);
     expect(timedOut.last_status_code).toBeNull();
     expect(Date.now() - first!.at).toBeGreaterThanOrEqual(9_500);
     await api('DELETE', `/api/v1/platform/webhooks/${hook.id}`, { token: c.manager.accessToken });

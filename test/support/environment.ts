@@ -87,8 +87,9 @@ export async function startTestEnvironment(options: EnvironmentOptions = {}): Pr
     DATA_DIR: dir,
     DB_POOL_MAX: String(options.dbPoolMax ?? 20),
     MCP_PORT: '0',
-    // Every test client is 127.0.0.1: per-IP limits (logins, /mcp) would couple test files; they have their own tests.
+    // Every test client is 127.0.0.1: per-IP limits (logins, registrations, /mcp) would couple test files; they have their own tests.
     LOGIN_MAX_FAILURES_PER_IP: '1000000',
+    PASSWORD_SET_MAX_PER_IP: '1000000',
     MCP_REQUESTS_PER_MINUTE: '1000000',
     // The gateway vouches for the client address it forwards to the MCP process with this secret.
     MCP_PROXY_SECRET: crypto.randomBytes(24).toString('base64url'),

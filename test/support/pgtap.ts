@@ -87,7 +87,8 @@ export function testFiles(dir = TESTS_DIR, only = process.env.PGTAP_FILES): stri
   return fs
     .readdirSync(dir)
     .filter((f) => f.endsWith('.sql'))
-    .filter((f) => !wanted || f.startsWith('00-') || wanted.has(f) || wanted.has(f.replace(/\.test\.sql$|\.sql$/, '')))
+    // An area's files: <area>.test.sql, and <area>.<topic>.test.sql beside it.
+    .filter((f) => !wanted || f.startsWith('00-') || wanted.has(f) || wanted.has(f.replace(/\.test\.sql$|\.sql$/, '')) || wanted.has(f.split('.')[0]!))
     .sort()
     .map((f) => path.join(dir, f));
 }

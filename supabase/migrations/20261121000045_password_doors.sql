@@ -1,0 +1,1 @@
+../../sql/migrations/committed/000045-password-doors.sql

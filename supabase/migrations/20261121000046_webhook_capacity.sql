@@ -1,0 +1,1 @@
+../../sql/migrations/committed/000046-webhook-capacity.sql
