@@ -442,7 +442,7 @@ begin
   delete from app.calendar_feeds f where f.user_id = end_credentials.user_id;
   -- Signed URLs of storage objects the user made.
   insert into app.storage_usage as u (user_id, signed_urls_valid_after) values (end_credentials.user_id, now())
-    on conflict (user_id) do update set signed_urls_valid_after = now();
+    on conflict on constraint storage_usage_pkey do update set signed_urls_valid_after = now();
 end;
 $function$;
 comment on function private.end_credentials(uuid) is 'Ends every credential of a user: sessions, API tokens, OAuth tokens and pending codes, MCP sessions, the calendar feed URL, signed storage URLs (a password set through a set-password link calls it; a re-hash at sign-in does not).';

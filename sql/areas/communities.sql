@@ -291,7 +291,7 @@ AS $function$
     select pg_catalog.jsonb_build_object(
       'id', c.id, 'name', c.name, 'description', c.description, 'tags', pg_catalog.to_jsonb(c.tags),
       'member_count', c.member_count, 'created_at', app.iso(c.created_at), 'updated_at', app.iso(c.updated_at),
-      'image_url', private.storage_public_url(c.image_object_id))
+      'image_url', app.storage_public_url(c.image_object_id))
   $function$;
 comment on function app.community_json(app.communities) is 'id, name, description, tags, member_count, created_at, updated_at, image_url of a community (CommunityListItem''s common part; inlined by the planner).';
 grant execute on function app.community_json(app.communities) to anon, authenticated;

@@ -380,7 +380,7 @@ begin
            'id', e.id, 'node_id', e.node_id, 'title', e.title, 'description', e.description,
            'date', app.iso(e.starts_at), 'end_time', app.iso(e.ends_at),
            'image_path', coalesce(private.storage_object_name(e.image_object_id), e.image_path),
-           'image_url', coalesce(private.storage_public_url(e.image_object_id), e.image_path)) order by e.starts_at, e.id), '[]'::jsonb)
+           'image_url', coalesce(app.storage_public_url(e.image_object_id), e.image_path)) order by e.starts_at, e.id), '[]'::jsonb)
     into event_count, only_event, selection
     from private.venue_concurrent_events(venue_checkin.venue_id) e;
 
@@ -584,7 +584,7 @@ AS $function$
              'end_time', app.iso(e.ends_at),
              'event_url', e.event_url,
              'image_path', coalesce(private.storage_object_name(e.image_object_id), e.image_path),
-             'image_url', coalesce(private.storage_public_url(e.image_object_id), e.image_path),
+             'image_url', coalesce(app.storage_public_url(e.image_object_id), e.image_path),
              'location', e.location,
              'node_id', e.node_id,
              'platform_a_url', e.platform_a_url,

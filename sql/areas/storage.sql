@@ -391,6 +391,24 @@ comment on function api.storage_upload_begin_signed(text,text,text,bigint) is 'P
 grant execute on function api.storage_upload_begin_signed(text,text,text,bigint) to anon, authenticated;
 
 -- -----------------------------------------------------------------------------
+-- Functions of app: helpers of policies and list functions
+-- -----------------------------------------------------------------------------
+
+CREATE OR REPLACE FUNCTION app.storage_public_url(object_id uuid)
+ RETURNS text
+ LANGUAGE sql
+ STABLE STRICT SECURITY DEFINER
+ SET search_path TO 'pg_catalog'
+AS $function$
+    select pg_catalog.rtrim(private.public_url(), '/') || '/storage/v1/object/public/' || o.bucket_id || '/' || private.storage_url_path(o.name)
+      from app.storage_objects o
+      join app.storage_buckets b on b.id = o.bucket_id and b.public
+     where o.id = storage_public_url.object_id
+  $function$;
+comment on function app.storage_public_url(uuid) is 'The absolute public URL of an object of a public bucket (null otherwise): avatar_url, image_url.';
+grant execute on function app.storage_public_url(uuid) to anon, authenticated;
+
+-- -----------------------------------------------------------------------------
 -- Functions of private: internal helpers and trigger functions (request roles
 -- run only those granted here)
 -- -----------------------------------------------------------------------------
@@ -438,7 +456,7 @@ begin
 end;
 $function$;
 comment on function private.storage_bucket(text) is 'The bucket, or PT404 bucket_not_found.';
-grant execute on function private.storage_bucket(text) to anon, authenticated;
+grant execute on function private.storage_bucket(text) to authenticated;
 
 CREATE OR REPLACE FUNCTION private.storage_bucket_json(b app.storage_buckets)
  RETURNS jsonb
@@ -469,7 +487,7 @@ begin
 end;
 $function$;
 comment on function private.storage_check_name(text) is 'PT400 invalid_key unless the path is 3 to 1,024 characters of letters, digits and _/!.*''() &$@=;:+,?- with no empty, . or .. segment (app.storage_objects_name_check says the same).';
-grant execute on function private.storage_check_name(text) to anon, authenticated;
+grant execute on function private.storage_check_name(text) to authenticated;
 
 CREATE OR REPLACE FUNCTION private.storage_folder_id(name text)
  RETURNS uuid
@@ -499,7 +517,7 @@ AS $function$
        where b.id = storage_folder_owned.bucket_id and f.id is not null and storage_folder_owned.user_id is not null), false)
   $function$;
 comment on function private.storage_folder_owned(text,text,uuid) is 'THE storage rule: whether the user owns the object''s first folder in the bucket: user buckets, the folder named by their id; community buckets, a community they manage; event buckets, an event of a community they manage. Owners write (and, in private buckets, read); it is the row-level security of app.storage_objects.';
-grant execute on function private.storage_folder_owned(text,text,uuid) to anon, authenticated;
+grant execute on function private.storage_folder_owned(text,text,uuid) to authenticated;
 
 CREATE OR REPLACE FUNCTION private.storage_garbage_done(storage_keys text[], failures jsonb DEFAULT NULL::jsonb)
  RETURNS void
@@ -561,7 +579,6 @@ begin
 end;
 $function$;
 comment on function private.storage_image_object(text,text,uuid) is 'The id of the object at name in the bucket, if it is in a folder the user owns (an avatar, a community''s or an event''s image); PT422 invalid_image_path otherwise; null for null.';
-grant execute on function private.storage_image_object(text,text,uuid) to authenticated;
 
 CREATE OR REPLACE FUNCTION private.storage_object_json(o app.storage_objects)
  RETURNS jsonb
@@ -597,21 +614,7 @@ AS $function$
     select o.name::text from app.storage_objects o where o.id = storage_object_name.object_id
   $function$;
 comment on function private.storage_object_name(uuid) is 'An object''s path in its bucket (image_path of an event whose image is stored here).';
-grant execute on function private.storage_object_name(uuid) to anon, authenticated;
-
-CREATE OR REPLACE FUNCTION private.storage_public_url(object_id uuid)
- RETURNS text
- LANGUAGE sql
- STABLE STRICT SECURITY DEFINER
- SET search_path TO 'pg_catalog'
-AS $function$
-    select pg_catalog.rtrim(private.public_url(), '/') || '/storage/v1/object/public/' || o.bucket_id || '/' || private.storage_url_path(o.name)
-      from app.storage_objects o
-      join app.storage_buckets b on b.id = o.bucket_id and b.public
-     where o.id = storage_public_url.object_id
-  $function$;
-comment on function private.storage_public_url(uuid) is 'The absolute public URL of an object of a public bucket (null otherwise): avatar_url, image_url.';
-grant execute on function private.storage_public_url(uuid) to anon, authenticated;
+grant execute on function private.storage_object_name(uuid) to authenticated;
 
 CREATE OR REPLACE FUNCTION private.storage_purge(folder_owner text, folder_id uuid, max_rows integer DEFAULT 500)
  RETURNS integer
@@ -677,7 +680,6 @@ AS $function$
      where o.id = storage_render_url.object_id
   $function$;
 comment on function private.storage_render_url(uuid,integer,integer,text) is 'The absolute URL of a transformation of an image of a public bucket (the og:image of the event page: 1200×630, cover).';
-grant execute on function private.storage_render_url(uuid,integer,integer,text) to anon, authenticated;
 
 CREATE OR REPLACE FUNCTION private.storage_token(claims jsonb, expires_in integer)
  RETURNS text
@@ -688,7 +690,7 @@ AS $function$
 declare
   header text := private.storage_base64url(pg_catalog.convert_to('{"alg":"HS256","typ":"JWT"}', 'UTF8'));
   body text := private.storage_base64url(pg_catalog.convert_to((storage_token.claims
-    || pg_catalog.jsonb_build_object('iat', floor(extract(epoch from now()))::bigint,
+    || pg_catalog.jsonb_build_object('iat', extract(epoch from now()),
                                      'exp', floor(extract(epoch from now()))::bigint + storage_token.expires_in))::text, 'UTF8'));
 begin
   return header || '.' || body || '.' || private.storage_base64url(
@@ -722,7 +724,7 @@ begin
   end if;
   -- The signer's credentials ended (a password reset) after it was signed.
   select u.signed_urls_valid_after into valid_after from app.storage_usage u where u.user_id = (claims->>'sub')::uuid;
-  if valid_after is not null and (claims->>'iat')::bigint < extract(epoch from valid_after)
+  if valid_after is not null and (claims->>'iat')::numeric <= extract(epoch from valid_after)
      or not exists (select from identity.users u where u.id = (claims->>'sub')::uuid) then
     raise exception 'The signed URL has expired' using errcode = 'PT400', hint = 'signature_expired';
   end if;

@@ -42,7 +42,7 @@ AS $function$
     select pg_catalog.jsonb_build_object(
       'id', c.id, 'name', c.name, 'description', c.description, 'tags', pg_catalog.to_jsonb(c.tags),
       'member_count', c.member_count, 'created_at', app.iso(c.created_at), 'updated_at', app.iso(c.updated_at),
-      'image_url', private.storage_public_url(c.image_object_id))
+      'image_url', app.storage_public_url(c.image_object_id))
   $function$;
 
 CREATE OR REPLACE FUNCTION private.tg_communities__storage_purge()

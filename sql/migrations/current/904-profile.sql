@@ -18,7 +18,7 @@ CREATE OR REPLACE FUNCTION api.profile_get()
  STABLE
 AS $function$
     select p.id, u.email, p.name, s.is_premium, p.subscription_type,
-           s.max_hats, p.node_id, p.created_at, p.updated_at, private.storage_public_url(p.avatar_object_id)
+           s.max_hats, p.node_id, p.created_at, p.updated_at, app.storage_public_url(p.avatar_object_id)
       from app.profiles p
       join identity.users u on u.id = p.id
       join app.subscription_plans s on s.id = p.subscription_type
@@ -50,7 +50,7 @@ begin
   end if;
   return query
     select p.id, u.email, p.name, s.is_premium, p.subscription_type,
-           s.max_hats, p.node_id, p.created_at, p.updated_at, private.storage_public_url(p.avatar_object_id)
+           s.max_hats, p.node_id, p.created_at, p.updated_at, app.storage_public_url(p.avatar_object_id)
       from app.profiles p
       join identity.users u on u.id = p.id
       join app.subscription_plans s on s.id = p.subscription_type
@@ -81,7 +81,7 @@ begin
   end if;
   return query
     select p.id, u.email, p.name, s.is_premium, p.subscription_type,
-           s.max_hats, p.node_id, p.created_at, p.updated_at, private.storage_public_url(p.avatar_object_id)
+           s.max_hats, p.node_id, p.created_at, p.updated_at, app.storage_public_url(p.avatar_object_id)
       from app.profiles p
       join identity.users u on u.id = p.id
       join app.subscription_plans s on s.id = p.subscription_type

@@ -322,6 +322,18 @@ begin
 end;
 $function$;
 
+CREATE OR REPLACE FUNCTION app.storage_public_url(object_id uuid)
+ RETURNS text
+ LANGUAGE sql
+ STABLE STRICT SECURITY DEFINER
+ SET search_path TO 'pg_catalog'
+AS $function$
+    select pg_catalog.rtrim(private.public_url(), '/') || '/storage/v1/object/public/' || o.bucket_id || '/' || private.storage_url_path(o.name)
+      from app.storage_objects o
+      join app.storage_buckets b on b.id = o.bucket_id and b.public
+     where o.id = storage_public_url.object_id
+  $function$;
+
 CREATE OR REPLACE FUNCTION private.storage_base64url(data bytea)
  RETURNS text
  LANGUAGE sql
@@ -506,18 +518,6 @@ AS $function$
     select o.name::text from app.storage_objects o where o.id = storage_object_name.object_id
   $function$;
 
-CREATE OR REPLACE FUNCTION private.storage_public_url(object_id uuid)
- RETURNS text
- LANGUAGE sql
- STABLE STRICT SECURITY DEFINER
- SET search_path TO 'pg_catalog'
-AS $function$
-    select pg_catalog.rtrim(private.public_url(), '/') || '/storage/v1/object/public/' || o.bucket_id || '/' || private.storage_url_path(o.name)
-      from app.storage_objects o
-      join app.storage_buckets b on b.id = o.bucket_id and b.public
-     where o.id = storage_public_url.object_id
-  $function$;
-
 CREATE OR REPLACE FUNCTION private.storage_purge(folder_owner text, folder_id uuid, max_rows integer DEFAULT 500)
  RETURNS integer
  LANGUAGE sql
@@ -588,7 +588,7 @@ AS $function$
 declare
   header text := private.storage_base64url(pg_catalog.convert_to('{"alg":"HS256","typ":"JWT"}', 'UTF8'));
   body text := private.storage_base64url(pg_catalog.convert_to((storage_token.claims
-    || pg_catalog.jsonb_build_object('iat', floor(extract(epoch from now()))::bigint,
+    || pg_catalog.jsonb_build_object('iat', extract(epoch from now()),
                                      'exp', floor(extract(epoch from now()))::bigint + storage_token.expires_in))::text, 'UTF8'));
 begin
   return header || '.' || body || '.' || private.storage_base64url(
@@ -621,7 +621,7 @@ begin
   end if;
   -- The signer's credentials ended (a password reset) after it was signed.
   select u.signed_urls_valid_after into valid_after from app.storage_usage u where u.user_id = (claims->>'sub')::uuid;
-  if valid_after is not null and (claims->>'iat')::bigint < extract(epoch from valid_after)
+  if valid_after is not null and (claims->>'iat')::numeric <= extract(epoch from valid_after)
      or not exists (select from identity.users u where u.id = (claims->>'sub')::uuid) then
     raise exception 'The signed URL has expired' using errcode = 'PT400', hint = 'signature_expired';
   end if;
@@ -903,23 +903,19 @@ grant execute on function api.storage_upload_begin(text,text,boolean,bigint,text
 
 grant execute on function api.storage_upload_begin_signed(text,text,text,bigint) to anon, authenticated;
 
-grant execute on function private.storage_bucket(text) to anon, authenticated;
+grant execute on function app.storage_public_url(uuid) to anon, authenticated;
 
-grant execute on function private.storage_check_name(text) to anon, authenticated;
+grant execute on function private.storage_bucket(text) to authenticated;
 
-grant execute on function private.storage_folder_owned(text,text,uuid) to anon, authenticated;
+grant execute on function private.storage_check_name(text) to authenticated;
 
-grant execute on function private.storage_image_object(text,text,uuid) to authenticated;
+grant execute on function private.storage_folder_owned(text,text,uuid) to authenticated;
 
 grant execute on function private.storage_object_json(app.storage_objects) to authenticated;
 
 grant execute on function private.storage_object_metadata(app.storage_objects) to authenticated;
 
-grant execute on function private.storage_object_name(uuid) to anon, authenticated;
-
-grant execute on function private.storage_public_url(uuid) to anon, authenticated;
-
-grant execute on function private.storage_render_url(uuid,integer,integer,text) to anon, authenticated;
+grant execute on function private.storage_object_name(uuid) to authenticated;
 
 grant select, delete, update (bucket_id, name) on table app.storage_objects to authenticated;
 
@@ -949,6 +945,8 @@ comment on function api.storage_upload_begin(text,text,boolean,bigint,text) is '
 
 comment on function api.storage_upload_begin_signed(text,text,text,bigint) is 'PUT /storage/v1/object/upload/sign/{bucket}/{path}?token=: an upload through a signed upload URL, as the user who signed it (their right to write the path, quota and rate are checked again). PT400 invalid_signature or signature_expired, and the refusals of api.storage_upload_begin.';
 
+comment on function app.storage_public_url(uuid) is 'The absolute public URL of an object of a public bucket (null otherwise): avatar_url, image_url.';
+
 comment on function private.storage_base64url(bytea) is 'base64url without padding (JWT).';
 
 comment on function private.storage_base64url_decode(text) is 'Decodes base64url (PT400 invalid_signature for anything else).';
@@ -974,8 +972,6 @@ comment on function private.storage_object_json(app.storage_objects) is 'An obje
 comment on function private.storage_object_metadata(app.storage_objects) is 'An object''s metadata as Supabase Storage lists it (eTag, size, mimetype, cacheControl, lastModified, contentLength, httpStatusCode).';
 
 comment on function private.storage_object_name(uuid) is 'An object''s path in its bucket (image_path of an event whose image is stored here).';
-
-comment on function private.storage_public_url(uuid) is 'The absolute public URL of an object of a public bucket (null otherwise): avatar_url, image_url.';
 
 comment on function private.storage_purge(text,uuid,integer) is 'Deletes up to max_rows objects of the folder of a user, community or event (folder_owner user, community or event) in every bucket of that kind; their bytes go to app.storage_garbage. Returns how many (the storage_purge job repeats it until none is left).';
 
