@@ -20,6 +20,9 @@ import { healthHandler } from './routes/health.ts';
 import { passwordRoutes } from './routes/password.ts';
 import { platformRoutes } from './routes/platform.ts';
 import { profileRoutes } from './routes/profile.ts';
+import { storageRoutes } from './routes/storage.ts';
+import { storageRenderRoutes } from './routes/storage-render.ts';
+import { storageResumableRoutes } from './routes/storage-resumable.ts';
 import { streamRoutes } from './routes/stream.ts';
 import { dealRoutes, taskRoutes } from './routes/tasks.ts';
 import { tokenRoutes } from './routes/tokens.ts';
@@ -48,6 +51,9 @@ export const routes: Route[] = [
   ...tokenRoutes,
   ...platformRoutes,
   ...webhookRoutes,
+  ...storageRoutes,
+  ...storageRenderRoutes,
+  ...storageResumableRoutes,
   ...docsRoutes(() => routes),
   ...agentCallRoutes,
 ];
@@ -67,8 +73,8 @@ export interface AppOptions {
 export type App = ((req: IncomingMessage, res: ServerResponse) => void) & { served: readonly { method: string; path: string }[] };
 
 export function createApp({ services, log, isReady, corsOrigins, mcp }: AppOptions): App {
-  const table = new RouteTable<RouteHandler>(
-    routes.map((route) => ({ method: route.method, path: route.path, handler: route.build(services) })),
+  const table = new RouteTable<{ handle: RouteHandler; rawBody: boolean }>(
+    routes.map((route) => ({ method: route.method, path: route.path, handler: { handle: route.build(services), rawBody: route.docs.rawBody !== undefined } })),
   );
   const health = healthHandler(services.sql, isReady);
   const corsHeaders = cors(corsOrigins ?? []);
@@ -84,7 +90,8 @@ export function createApp({ services, log, isReady, corsOrigins, mcp }: AppOptio
     const route = table.find(method, path);
     if (!route) return sendError(res, new HttpError(404, 'not_found', `no route for ${method} ${path}`));
     exchange.params = route.params;
-    if (hasBody(req)) {
+    // A route with a raw body (a file upload) streams it itself.
+    if (!route.handler.rawBody && hasBody(req)) {
       try {
         exchange.body = await readJsonBody(req);
       } catch (err) {
@@ -96,7 +103,7 @@ export function createApp({ services, log, isReady, corsOrigins, mcp }: AppOptio
         throw err;
       }
     }
-    await route.handler(exchange);
+    await route.handler.handle(exchange);
   }
 
   const handle = (req: IncomingMessage, res: ServerResponse) => {

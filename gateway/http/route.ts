@@ -25,7 +25,7 @@
 //
 // Route modules only declare routes; they never build SQL strings, filter rows
 // by user or re-check a rule the database enforces.
-import type { ServerResponse } from 'node:http';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import { z } from 'zod';
 import { apiTokenCaller, authenticateApiToken, isApiTokenSecret, type ApiTokenInfo, type Caller } from '../core/api-tokens.ts';
 import { clientIp, type TrustProxy } from '../core/client-ip.ts';
@@ -38,6 +38,7 @@ import type { Logger } from '../core/log.ts';
 import type { Passwords } from '../core/passwords.ts';
 import { retryAfterOf } from '../core/throttle.ts';
 import { noteUnavailable } from '../core/unavailable-log.ts';
+import { discardRest } from './body.ts';
 import { locationHeader, sendHtml, sendJson, sendText, type Exchange } from './exchange.ts';
 import {
   answerOf,
@@ -125,6 +126,11 @@ export interface Context<P, Q, B, H = undefined> {
   apiToken: ApiTokenInfo | null;
   /** The client's IP address (gateway/core/client-ip.ts), for limits per client. */
   clientIp: string;
+  /**
+   * The request itself: on a route with `rawBody`, its body is read from it
+   * as a stream (nothing has read it before the handler).
+   */
+  request: IncomingMessage;
   services: Services;
   log: Logger;
   /**
@@ -183,8 +189,15 @@ export interface RouteDefinition<
    * invalidStatus: 404 for ids that cannot name anything (e.g. not a uuid).
    */
   invalidParamsStatus?: 400 | 404 | 422;
-  /** Error body per status; everything else uses the Error shape. */
+  /** Error body per status; everything else uses `errorShape` (default: the Error shape). */
   errorShapes?: Partial<Record<number, ErrorShape>>;
+  /** The error body of every status errorShapes does not name (e.g. Supabase Storage's body on /storage/v1). */
+  errorShape?: ErrorShape;
+  /**
+   * The body is not JSON and is not read before the handler, which streams it
+   * from `ctx.request` (file uploads): what it may be, for the docs.
+   */
+  rawBody?: RawBody;
   /** Per-route status changes for errors raised by SQL (e.g. duplicate e-mail: 409 → 400). */
   statusOverrides?: Partial<Record<number, number>>;
   /** Web pages: errors are answered with this HTML page, sent with the security headers it brings. */
@@ -196,6 +209,13 @@ export interface RouteDefinition<
   /** The path holds a secret (a token): the request log line shows the route's template instead. */
   secretPath?: boolean;
   handler(ctx: Context<Out<P>, Out<Q>, Out<B>, Out<H>>): Promise<Reply>;
+}
+
+/** A request body the handler streams itself (http/openapi.ts documents it). */
+export interface RawBody {
+  description: string;
+  /** Media type → the schema of the body in it (a multipart form's fields; a binary body). */
+  content: Record<string, z.ZodType>;
 }
 
 export interface Route {
@@ -211,6 +231,8 @@ export interface Route {
     responses?: Responses;
     security?: SecurityScheme[];
     errorShapes?: Partial<Record<number, ErrorShape>>;
+    errorShape?: ErrorShape;
+    rawBody?: RawBody;
     invalidStatus?: 400 | 422;
     invalidParamsStatus?: 400 | 404 | 422;
     htmlErrors: boolean;
@@ -241,6 +263,8 @@ export function defineRoute<
       responses: def.responses,
       security: def.security,
       errorShapes: def.errorShapes,
+      errorShape: def.errorShape,
+      rawBody: def.rawBody,
       invalidStatus: def.invalidStatus,
       invalidParamsStatus: def.invalidParamsStatus,
       htmlErrors: def.renderError !== undefined,
@@ -283,6 +307,7 @@ export function defineRoute<
               user,
               apiToken: caller?.apiToken ?? null,
               clientIp: ip,
+              request: req,
               services,
               get log() {
                 return exchange.log;
@@ -303,6 +328,12 @@ export function defineRoute<
           if (res.headersSent) {
             res.destroy();
             return;
+          }
+          if (def.rawBody && !req.complete) {
+            // A refused upload: answered once the rest of its body is read (and
+            // thrown away, bounded), with Connection: close, as http/body.ts does.
+            res.setHeader('Connection', 'close');
+            await discardRest(req);
           }
           sendAnswer(res, failure(httpError));
         }
@@ -332,7 +363,7 @@ export function defineRoute<
       return { status: httpError.status, headers: { ...headers, 'content-type': 'text/html; charset=utf-8' }, body: page.html };
     }
     // The idempotency refusals are the same Error body on every route.
-    const shape = IDEMPOTENCY_CODES.has(httpError.code) ? 'error' : (def.errorShapes?.[httpError.status] ?? 'error');
+    const shape = IDEMPOTENCY_CODES.has(httpError.code) ? 'error' : (def.errorShapes?.[httpError.status] ?? def.errorShape ?? 'error');
     return {
       status: httpError.status,
       headers: { ...headers, 'content-type': 'application/json; charset=utf-8' },

@@ -100,7 +100,7 @@ comment on function api.storage_object_copy_begin(text,text,text,text,boolean) i
 grant execute on function api.storage_object_copy_begin(text,text,text,text,boolean) to authenticated;
 
 CREATE OR REPLACE FUNCTION api.storage_object_get(bucket text, path text, public_only boolean DEFAULT false)
- RETURNS TABLE(id uuid, bucket_id text, name text, storage_key text, size bigint, content_type text, cache_control text, etag text, width integer, height integer, user_metadata jsonb, version uuid, created_at timestamp with time zone, updated_at timestamp with time zone, images boolean, download_as_attachment boolean)
+ RETURNS TABLE(id uuid, bucket_id text, name text, storage_key text, size bigint, content_type text, cache_control text, etag text, width integer, height integer, user_metadata jsonb, version uuid, created_at timestamp with time zone, updated_at timestamp with time zone, public boolean, images boolean, download_as_attachment boolean)
  LANGUAGE plpgsql
  STABLE SECURITY DEFINER
  SET search_path TO 'pg_catalog'
@@ -115,7 +115,7 @@ begin
   end if;
   return query
     select o.id, o.bucket_id, o.name::text, o.storage_key, o.size, o.content_type, o.cache_control, o.etag, o.width, o.height,
-           o.user_metadata, o.version, o.created_at, o.updated_at, b.images, b.download_as_attachment
+           o.user_metadata, o.version, o.created_at, o.updated_at, b.public, b.images, b.download_as_attachment
       from app.storage_objects o
      where o.bucket_id = b.id and o.name = storage_object_get.path;
   if not found then
@@ -139,7 +139,7 @@ begin
   perform private.storage_check_name(storage_object_move.destination);
   if not private.storage_folder_owned(target_bucket, storage_object_move.destination, auth.uid()) then
     raise exception 'Access denied: you may not write %/%', target_bucket, storage_object_move.destination
-      using errcode = 'PT403', hint = 'access_denied';
+      using errcode = 'PT403', hint = 'storage_access_denied';
   end if;
   if exists (select from app.storage_objects o where o.bucket_id = target_bucket and o.name = storage_object_move.destination) then
     raise exception 'The resource already exists' using errcode = 'PT409', hint = 'object_exists';
@@ -153,11 +153,11 @@ begin
   end if;
 end;
 $function$;
-comment on function api.storage_object_move(text,text,text,text) is 'POST /storage/v1/object/move: renames an object the caller may write to a path (in the same or another bucket) they may write; its bytes, id and the images pointing at it stay. PT403 access_denied, PT404 object_not_found, PT409 object_exists, and the destination bucket''s limits.';
+comment on function api.storage_object_move(text,text,text,text) is 'POST /storage/v1/object/move: renames an object the caller may write to a path (in the same or another bucket) they may write; its bytes, id and the images pointing at it stay. PT403 storage_access_denied, PT404 object_not_found, PT409 object_exists, and the destination bucket''s limits.';
 grant execute on function api.storage_object_move(text,text,text,text) to authenticated;
 
 CREATE OR REPLACE FUNCTION api.storage_object_signed(bucket text, path text, token text)
- RETURNS TABLE(id uuid, bucket_id text, name text, storage_key text, size bigint, content_type text, cache_control text, etag text, width integer, height integer, user_metadata jsonb, version uuid, created_at timestamp with time zone, updated_at timestamp with time zone, images boolean, download_as_attachment boolean, transform jsonb)
+ RETURNS TABLE(id uuid, bucket_id text, name text, storage_key text, size bigint, content_type text, cache_control text, etag text, width integer, height integer, user_metadata jsonb, version uuid, created_at timestamp with time zone, updated_at timestamp with time zone, public boolean, images boolean, download_as_attachment boolean, transform jsonb)
  LANGUAGE plpgsql
  STABLE SECURITY DEFINER
  SET search_path TO 'pg_catalog'
@@ -168,7 +168,7 @@ declare
 begin
   return query
     select o.id, o.bucket_id, o.name::text, o.storage_key, o.size, o.content_type, o.cache_control, o.etag, o.width, o.height,
-           o.user_metadata, o.version, o.created_at, o.updated_at, b.images, b.download_as_attachment, claims->'transform'
+           o.user_metadata, o.version, o.created_at, o.updated_at, b.public, b.images, b.download_as_attachment, claims->'transform'
       from app.storage_objects o
       join app.storage_buckets b on b.id = o.bucket_id
      where o.bucket_id = storage_object_signed.bucket and o.name = storage_object_signed.path;
@@ -273,16 +273,17 @@ $function$;
 comment on function api.storage_objects_remove(text,text[]) is 'DELETE /storage/v1/object/{bucket}: deletes the named objects the caller may delete (row-level security) and returns them; their bytes are collected later. PT404 bucket_not_found.';
 grant execute on function api.storage_objects_remove(text,text[]) to authenticated;
 
-CREATE OR REPLACE FUNCTION api.storage_resumable_upload(upload_id uuid)
- RETURNS TABLE(bucket_id text, name text, declared_size bigint, expires_at timestamp with time zone)
- LANGUAGE plpgsql
- STABLE SECURITY DEFINER
- SET search_path TO 'pg_catalog'
-AS $function$
+create or replace function api.storage_resumable_upload(upload_id uuid)
+ returns table(storage_key text, file_size_limit bigint, allowed_mime_types text[], images boolean, bucket_id text, name text, declared_size bigint)
+ language plpgsql
+ stable security definer
+ set search_path to 'pg_catalog'
+as $function$
 begin
   return query
-    select u.bucket_id, u.name::text, u.declared_size, u.expires_at
+    select u.storage_key, b.file_size_limit, b.allowed_mime_types, b.images, u.bucket_id, u.name::text, u.declared_size
       from app.storage_uploads u
+      join app.storage_buckets b on b.id = u.bucket_id
      where u.id = storage_resumable_upload.upload_id and u.kind = 'resumable'
        and u.owner_id = auth.uid() and u.expires_at > now();
   if not found then
@@ -290,7 +291,7 @@ begin
   end if;
 end;
 $function$;
-comment on function api.storage_resumable_upload(uuid) is 'HEAD, PATCH and DELETE /storage/v1/upload/resumable/{id}: the caller''s resumable upload under way. PT404 upload_not_found (another user''s, finished or expired).';
+comment on function api.storage_resumable_upload(uuid) is 'HEAD, PATCH and DELETE /storage/v1/upload/resumable/{id}: the caller''s resumable upload under way, with where its bytes go and its bucket''s limits. PT404 upload_not_found (another user''s, finished or expired).';
 grant execute on function api.storage_resumable_upload(uuid) to authenticated;
 
 CREATE OR REPLACE FUNCTION api.storage_sign(bucket_id text, names text[], expires_in integer, transform jsonb DEFAULT NULL::jsonb)
@@ -340,7 +341,7 @@ declare
 begin
   perform private.storage_check_name(storage_sign_upload.name);
   if not private.storage_folder_owned(b.id, storage_sign_upload.name, caller) then
-    raise exception 'Access denied: you may not write %/%', b.id, storage_sign_upload.name using errcode = 'PT403', hint = 'access_denied';
+    raise exception 'Access denied: you may not write %/%', b.id, storage_sign_upload.name using errcode = 'PT403', hint = 'storage_access_denied';
   end if;
   token := private.storage_token(pg_catalog.jsonb_build_object('scope', 'upload', 'url', b.id || '/' || storage_sign_upload.name,
     'sub', caller, 'upsert', coalesce(storage_sign_upload.upsert, false)), 7200);
@@ -348,7 +349,7 @@ begin
                                        'token', token);
 end;
 $function$;
-comment on function api.storage_sign_upload(text,text,boolean) is 'POST /storage/v1/object/upload/sign/{bucket}/{path}: a signed upload URL (valid 2 hours) for a path the caller may write; the upload through it runs as the caller. PT400 invalid_key, PT403 access_denied, PT404 bucket_not_found.';
+comment on function api.storage_sign_upload(text,text,boolean) is 'POST /storage/v1/object/upload/sign/{bucket}/{path}: a signed upload URL (valid 2 hours) for a path the caller may write; the upload through it runs as the caller. PT400 invalid_key, PT403 storage_access_denied, PT404 bucket_not_found.';
 grant execute on function api.storage_sign_upload(text,text,boolean) to authenticated;
 
 CREATE OR REPLACE FUNCTION api.storage_upload_begin(bucket_id text, name text, upsert boolean, declared_size bigint, kind text DEFAULT 'direct'::text)
@@ -370,7 +371,7 @@ begin
     coalesce(storage_upload_begin.upsert, false), storage_upload_begin.declared_size, storage_upload_begin.kind);
 end;
 $function$;
-comment on function api.storage_upload_begin(text,text,boolean,bigint,text) is 'POST and PUT /storage/v1/object/{bucket}/{path}, and TUS uploads: checks that the caller may write the path (before a byte is read) and registers the upload; the object appears when private.storage_upload_finish records its bytes. PT404 bucket_not_found, PT400 invalid_key, PT403 access_denied, PT409 object_exists (without upsert), PT413 object_too_large or quota_exceeded, PT429 too_many_uploads.';
+comment on function api.storage_upload_begin(text,text,boolean,bigint,text) is 'POST and PUT /storage/v1/object/{bucket}/{path}, and TUS uploads: checks that the caller may write the path (before a byte is read) and registers the upload; the object appears when private.storage_upload_finish records its bytes. PT404 bucket_not_found, PT400 invalid_key, PT403 storage_access_denied, PT409 object_exists (without upsert), PT413 object_too_large or quota_exceeded, PT429 too_many_uploads.';
 grant execute on function api.storage_upload_begin(text,text,boolean,bigint,text) to authenticated;
 
 CREATE OR REPLACE FUNCTION api.storage_upload_begin_signed(bucket_id text, name text, token text, declared_size bigint)
@@ -775,7 +776,7 @@ begin
   end if;
   -- The right to write may have ended while the bytes were on their way.
   if not private.storage_folder_owned(u.bucket_id, u.name, u.owner_id) then
-    raise exception 'Access denied: you may not write %/%', u.bucket_id, u.name using errcode = 'PT403', hint = 'access_denied';
+    raise exception 'Access denied: you may not write %/%', u.bucket_id, u.name using errcode = 'PT403', hint = 'storage_access_denied';
   end if;
   if u.upsert then
     insert into app.storage_objects as s (bucket_id, name, owner_id, storage_key, size, content_type, cache_control, etag, width, height, user_metadata)
@@ -800,7 +801,7 @@ begin
   return private.storage_object_json(o);
 end;
 $function$;
-comment on function private.storage_upload_finish(uuid,bigint,text,text,text,jsonb,integer,integer) is 'Makes an upload''s object visible, once its bytes are durable (the gateway calls it, as its own role, with what it measured): the row is inserted (or, with upsert, replaced: the old bytes go to app.storage_garbage) in this one transaction. PT404 upload_not_found (expired), PT403 access_denied (the right ended), PT409 object_exists (another upload won), and the bucket''s and the quota''s refusals (triggers).';
+comment on function private.storage_upload_finish(uuid,bigint,text,text,text,jsonb,integer,integer) is 'Makes an upload''s object visible, once its bytes are durable (the gateway calls it, as its own role, with what it measured): the row is inserted (or, with upsert, replaced: the old bytes go to app.storage_garbage) in this one transaction. PT404 upload_not_found (expired), PT403 storage_access_denied (the right ended), PT409 object_exists (another upload won), and the bucket''s and the quota''s refusals (triggers).';
 
 CREATE OR REPLACE FUNCTION private.storage_upload_start(owner_id uuid, bucket_id text, name text, upsert boolean, declared_size bigint, kind text)
  RETURNS TABLE(upload_id uuid, storage_key text, file_size_limit bigint, allowed_mime_types text[], images boolean)
@@ -818,7 +819,7 @@ declare
 begin
   perform private.storage_check_name(storage_upload_start.name);
   if not private.storage_folder_owned(b.id, storage_upload_start.name, storage_upload_start.owner_id) then
-    raise exception 'Access denied: you may not write %/%', b.id, storage_upload_start.name using errcode = 'PT403', hint = 'access_denied';
+    raise exception 'Access denied: you may not write %/%', b.id, storage_upload_start.name using errcode = 'PT403', hint = 'storage_access_denied';
   end if;
   select * into existing from app.storage_objects o where o.bucket_id = b.id and o.name = storage_upload_start.name;
   if existing.id is not null and not storage_upload_start.upsert then
