@@ -87,6 +87,7 @@ const EnvSchema = z.object({
   STORAGE_S3_SECRET_ACCESS_KEY: optionalString,
   STORAGE_S3_FORCE_PATH_STYLE: z.enum(['0', '1', 'true', 'false']).optional(),
   STORAGE_S3_PREFIX: optionalString,
+  STORAGE_RESUMABLE_STAGING: z.enum(['fs', 's3']).optional().default('fs'),
   STORAGE_MAX_IMAGE_PIXELS: z.coerce.number().int().min(1_000_000).max(500_000_000).optional().default(50_000_000),
   STORAGE_IMAGE_CONCURRENCY: z.coerce.number().int().min(1).max(64).optional(),
   STORAGE_IMAGE_MAX_QUEUED: z.coerce.number().int().min(0).optional().default(64),
@@ -146,6 +147,12 @@ export interface StorageConfig {
   dir: string;
   /** The S3-compatible bucket (STORAGE_S3_*), when backend is s3. */
   s3?: S3Config;
+  /**
+   * STORAGE_RESUMABLE_STAGING: where resumable uploads wait for their last
+   * chunk: fs (STORAGE_DIR/tus, this machine) or s3 (the bucket, shared by
+   * every machine; the server must have multipart ListParts).
+   */
+  resumableStaging: 'fs' | 's3';
   /** STORAGE_MAX_IMAGE_PIXELS: an image with more pixels (width × height × frames) is refused (decompression bombs). */
   maxImagePixels: number;
   /** STORAGE_IMAGE_CONCURRENCY: images processed at once in this process (uploads and transformations); STORAGE_IMAGE_MAX_QUEUED waiting at most. */
@@ -401,8 +408,12 @@ function storageConfig(e: z.infer<typeof EnvSchema>, dataDir: string): StorageCo
       prefix: (e.STORAGE_S3_PREFIX ?? '').replace(/^\/+/, ''),
     };
   }
+  if (e.STORAGE_RESUMABLE_STAGING === 's3' && e.STORAGE_BACKEND !== 's3') {
+    throw new ConfigError('invalid configuration: STORAGE_RESUMABLE_STAGING=s3 needs STORAGE_BACKEND=s3');
+  }
   return {
     backend: e.STORAGE_BACKEND,
+    resumableStaging: e.STORAGE_RESUMABLE_STAGING,
     dir: path.resolve(e.STORAGE_DIR ?? path.join(dataDir, 'storage')),
     s3,
     maxImagePixels: e.STORAGE_MAX_IMAGE_PIXELS,

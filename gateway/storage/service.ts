@@ -1,8 +1,8 @@
 // File storage as one service a process builds once (gateway/server.ts; the
 // job worker for the byte store alone): the byte store, the image work, the
 // upload receiver, the cached transformations and the staging area of
-// resumable uploads (TUS: a folder beside the fs byte store, or the S3
-// bucket under tus/).
+// resumable uploads (TUS: STORAGE_DIR/tus on this machine, or, with
+// STORAGE_RESUMABLE_STAGING=s3, the S3 bucket, shared by every machine).
 import crypto from 'node:crypto';
 import fsp from 'node:fs/promises';
 import path from 'node:path';
@@ -47,10 +47,12 @@ export class StorageService {
     this.images = new ImageWork({ maxPixels: config.maxImagePixels, concurrency: config.imageConcurrency, maxQueued: config.imageMaxQueued });
     this.uploads = new Uploads(this.bytes, this.images, config.dir);
     this.staging =
-      config.backend === 's3'
+      config.resumableStaging === 's3'
         ? new S3Store({
             s3ClientConfig: { ...s3ClientConfig(config.s3!), bucket: config.s3!.bucket },
             expirationPeriodInMilliseconds: RESUMABLE_EXPIRY_MS,
+            // No object tags (not every S3-compatible server has them); expiry is by date.
+            useTags: false,
           })
         : new FileStore({ directory: path.join(config.dir, 'tus'), expirationPeriodInMilliseconds: RESUMABLE_EXPIRY_MS });
   }
