@@ -92,10 +92,15 @@ describe('the area files and the migrations', () => {
     expect(tasks).toMatch(/^-- Its tables \(created and altered by the migrations[^\n]*\n(--[^\n]*\n)*--   app\.tasks, app\.task_transitions, app\.deals$/m);
   });
 
-  it('each pgTAP file is named after its area (or checks every area: 00-, 01-, 05-)', () => {
+  it('each pgTAP file is named after its area, alone or with a topic (or checks every area: 00-, 01-, 05-)', () => {
     const names = fs.readdirSync(path.join(projectRoot, 'supabase', 'tests')).filter((f) => f.endsWith('.sql'));
     const areas = new Set(map.areas.map((a) => a.name));
-    expect(names.filter((f) => !/^0\d-[a-z-]+\.sql$/.test(f) && !areas.has(f.replace(/\.test\.sql$/, '')))).toEqual([]);
+    const area = (f: string) => /^([a-z-]+)(\.[a-z-]+)?\.test\.sql$/.exec(f)?.[1];
+    expect(names.filter((f) => !/^0\d-[a-z-]+\.sql$/.test(f) && !areas.has(area(f) ?? ''))).toEqual([]);
+    // A topic file is listed with its area's tests.
+    for (const f of names.filter((name) => /^[a-z-]+\.[a-z-]+\.test\.sql$/.test(name))) {
+      expect(map.areas.find((a) => a.name === area(f))?.tests).toContain(`supabase/tests/${f}`);
+    }
     for (const area of map.areas) expect(area.tests, area.name).toContain(`supabase/tests/${area.name}.test.sql`);
   });
 
