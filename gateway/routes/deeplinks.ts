@@ -28,6 +28,8 @@ interface EventPage {
   location: string | null;
   place: { name: string; address?: string };
   organizer: { name: string };
+  /** The share preview's image: a 1200×630 transformation of a stored image, else the external image (or null). */
+  og_image: string | null;
   /** schema.org EventStatusType and EventAttendanceModeEnumeration members. */
   event_status: string;
   attendance_mode: string;
@@ -48,7 +50,7 @@ function excerpt(text: string, max: number): string {
 function sharePreview(data: EventPage, publicUrl: string): SafeHtml {
   const { event } = data;
   const url = event.public_full_url;
-  const path = safeUrl(event.image_path);
+  const path = safeUrl(data.og_image);
   const image = path?.startsWith('/') ? `${publicUrl.replace(/\/+$/, '')}${path}` : path;
   const summary = [formatTime(event.date, data.end), data.location].filter(Boolean).join(' · ');
   const description = excerpt(event.description ? `${summary}. ${event.description}` : summary, 300);
@@ -253,7 +255,7 @@ export const deeplinkRoutes = [
         (tx) => tx<{ page: EventPage }[]>`select api.event_page(${params.shortlink}, ${services.publicUrl}) as page`,
       );
       const { event } = row!.page;
-      const image = safeUrl(event.image_path);
+      const image = safeUrl(event.image_url ?? event.image_path);
       const link = safeUrl(event.event_url);
       return pageReply(200, {
         title: event.title,

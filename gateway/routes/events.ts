@@ -48,7 +48,16 @@ export const Event = z
     description: z.string().nullable().describe('What it is, or null.').meta({ example: 'Open session for all levels; shoes can be rented.' }),
     end_time: DateTime.nullable().describe('When it ends, or null (then it ends 2 hours after `date`).'),
     event_url: z.string().nullable().describe('Its website, or null.').meta({ example: 'https://climbers.example.org/nights/42' }),
-    image_path: z.string().nullable().describe('Its image, or null.').meta({ example: 'https://images.example.com/bouldering-night.jpg' }),
+    image_path: z
+      .string()
+      .nullable()
+      .describe("Its image, or null: the path of an object of the `event-images` bucket (docs/storage.md), or an external URL a platform gave.")
+      .meta({ example: 'https://images.example.com/bouldering-night.jpg' }),
+    image_url: z
+      .string()
+      .nullable()
+      .describe('Its image as a URL, or null: the public URL of the stored object, or the external URL.')
+      .meta({ example: 'https://community.example.com/storage/v1/object/public/event-images/9a3e7c2b-1f4d-4e8a-b6c5-2d7f0e1a3b49/poster.jpg' }),
     location: z.string().nullable().describe('Where it takes place, or null.').meta({ example: 'Boulderhalle Nord, Berlin' }),
     node_id: IdOut.describe("The event's node id (check-in links name it)."),
     platform_a_url: PlatformUrl('platform a'),
@@ -215,6 +224,37 @@ export const eventRoutes = [
     responses: { 200: Event, 404: errors('event_not_found') },
     async handler({ params, db, services }) {
       const [row] = await db((tx) => tx<{ event: unknown }[]>`select api.event_get(${params.id}, ${services.publicUrl}) as event`);
+      return { status: 200, body: row!.event };
+    },
+  }),
+
+  defineRoute({
+    method: 'patch',
+    path: '/api/mobile/events/:id',
+    summary: "A manager of the event's community sets its image.",
+    description:
+      "A manager of the event's community sets its image: `image_path` is the path of an image uploaded to the event's folder of the `event-images` bucket (`{event id}/poster.jpg`, docs/storage.md), or null to remove it (an external image a platform gave stays). The public event page's og:image is then a 1200×630 transformation of it.",
+    auth: 'user',
+    params: z.object({ id: Id.describe("The event's id or its node id.") }),
+    invalidParamsStatus: 404,
+    body: z.object({
+      image_path: z
+        .string()
+        .min(1)
+        .max(1024)
+        .nullable()
+        .describe("The path of an object in the event's folder of `event-images`, or null to remove the image.")
+        .meta({ example: '9a3e7c2b-1f4d-4e8a-b6c5-2d7f0e1a3b49/poster.jpg' }),
+    }),
+    invalidStatus: 422,
+    responses: {
+      200: Event,
+      403: errors('not_community_manager'),
+      404: errors('event_not_found'),
+      422: errors('validation_error', 'invalid_image_path'),
+    },
+    async handler({ params, body, db, services }) {
+      const [row] = await db((tx) => tx<{ event: unknown }[]>`select api.event_update(${params.id}, ${tx.json(body)}, ${services.publicUrl}) as event`);
       return { status: 200, body: row!.event };
     },
   }),
