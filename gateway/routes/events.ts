@@ -87,6 +87,7 @@ export const Event = z
       end_time: '2026-06-05T20:00:00.000Z',
       event_url: 'https://climbers.example.org/nights/42',
       image_path: null,
+      image_url: null,
       location: 'Boulderhalle Nord, Berlin',
       node_id: '4e5f6a7b-8c9d-4e0f-a1b2-c3d4e5f6a7b8',
       platform_a_url: 'https://platform-a.example.com/events/evt-4711',
