@@ -13,11 +13,9 @@
 // durable (fsync and rename; S3's completed upload). Transformations of an
 // image are kept under `renders/<uuid of its key>/...` and go with it.
 //
-// Streams both ways: nothing here holds a whole file in memory.
+// Streams both ways: nothing here holds a whole file in memory. The service
+// (service.ts) picks the implementation from the configuration.
 import type { Readable } from 'node:stream';
-import type { StorageConfig } from '../core/config.ts';
-import { FsByteStore } from './fs-store.ts';
-import { S3ByteStore } from './s3-store.ts';
 
 /** A byte range of an object, both ends included (HTTP's Range). */
 export interface ByteRange {
@@ -65,8 +63,4 @@ export function checkKey(key: string): string {
     throw new Error(`not a storage key: ${JSON.stringify(key)}`);
   }
   return key;
-}
-
-export function createByteStore(config: StorageConfig): ByteStore {
-  return config.backend === 's3' ? new S3ByteStore(config.s3!) : new FsByteStore(config.dir);
 }

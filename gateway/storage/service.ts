@@ -11,10 +11,16 @@ import { FileStore } from '@tus/file-store';
 import { S3Store } from '@tus/s3-store';
 import type { DataStore } from '@tus/utils';
 import type { StorageConfig } from '../core/config.ts';
-import { createByteStore, renderKey, type ByteStore } from './byte-store.ts';
+import { renderKey, type ByteStore } from './byte-store.ts';
+import { FsByteStore } from './fs-store.ts';
 import { ImageWork, type ImageType, type RenderOptions } from './images.ts';
-import { s3ClientConfig } from './s3-store.ts';
+import { S3ByteStore, s3ClientConfig } from './s3-store.ts';
 import { Uploads } from './uploads.ts';
+
+/** The byte store the configuration names (STORAGE_BACKEND). */
+export function createByteStore(config: StorageConfig): ByteStore {
+  return config.backend === 's3' ? new S3ByteStore(config.s3!) : new FsByteStore(config.dir);
+}
 
 /** Resumable uploads not finished within a day are dropped from the staging area (the storage_collect job). */
 export const RESUMABLE_EXPIRY_MS = 24 * 60 * 60 * 1000;

@@ -10,7 +10,7 @@ import { addMember } from '../support/sql-fixtures.ts';
 
 const BASE_FIELDS = [
   'id', 'title', 'date', 'community_node_id', 'shortlink', 'deeplink_path', 'deeplink_url', 'public_url',
-  'public_full_url', 'description', 'end_time', 'event_url', 'image_path', 'location', 'node_id',
+  'public_full_url', 'description', 'end_time', 'event_url', 'image_path', 'image_url', 'location', 'node_id',
   'platform_a_url', 'platform_b_url', 'platform_c_url',
 ];
 

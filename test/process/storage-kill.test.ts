@@ -43,6 +43,8 @@ describe('a gateway killed mid-upload', () => {
     const url = new URL(`${gateway.url}/storage/v1/object/attachments/${name}`);
     const socket = net.connect(Number(url.port), url.hostname);
     socket.on('error', () => {});
+    let answered = '';
+    socket.on('data', (chunk: Buffer) => (answered += chunk.toString()));
     await new Promise((resolve) => socket.once('connect', resolve));
     socket.write(
       `POST ${url.pathname} HTTP/1.1\r\nHost: ${url.host}\r\nAuthorization: Bearer ${token}\r\n` +
@@ -51,9 +53,10 @@ describe('a gateway killed mid-upload', () => {
     socket.write(Buffer.alloc(4 * 1024 * 1024, 9));
     // The upload is registered and its bytes are being written.
     const [upload] = await eventually('the upload to be registered', async () => {
+      if (answered) throw new Error(`the gateway answered before the body ended: ${answered.slice(0, 300)}`);
       const rows = await db()`select id, storage_key from app.storage_uploads where name = ${name}`;
       return rows.length > 0 ? rows : undefined;
-    });
+    }, 60_000);
     const tmp = path.join(storageDir, 'tmp');
     await waitUntil(() => fs.readdirSync(tmp).some((f) => f.endsWith('.part') && fs.statSync(path.join(tmp, f)).size > 0), 20_000, 'bytes written');
     const before = new Set(fs.readdirSync(tmp));
