@@ -43,6 +43,7 @@ describe('the Event object', () => {
       end_time: expect.stringMatching(ISO),
       event_url: 'https://example.com/e/1',
       image_path: 'https://img.example.com/1.png',
+      image_url: 'https://img.example.com/1.png',
       location: 'Town Hall',
       node_id: event.nodeId,
       platform_a_url: null,
