@@ -6,7 +6,7 @@
 // route's handler (the pipeline of http/route.ts). No route logic lives here;
 // anything unforeseen becomes a JSON 500 without details.
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { HttpError } from './core/errors.ts';
+import { HttpError, type ErrorShape } from './core/errors.ts';
 import type { Logger } from './core/log.ts';
 import { agentCallRoutes } from './routes/agent-calls.ts';
 import { authRoutes } from './routes/auth.ts';
@@ -73,8 +73,14 @@ export interface AppOptions {
 export type App = ((req: IncomingMessage, res: ServerResponse) => void) & { served: readonly { method: string; path: string }[] };
 
 export function createApp({ services, log, isReady, corsOrigins, mcp }: AppOptions): App {
-  const table = new RouteTable<{ handle: RouteHandler; rawBody: boolean }>(
-    routes.map((route) => ({ method: route.method, path: route.path, handler: { handle: route.build(services), rawBody: route.docs.rawBody !== undefined } })),
+  const table = new RouteTable<{ handle: RouteHandler; rawBody: boolean; bodyErrorShape: ErrorShape }>(
+    routes.map((route) => ({
+      method: route.method,
+      path: route.path,
+      // A body that cannot be read is answered in the Error shape, except on
+      // the routes of an interface with its own body (Supabase Storage's).
+      handler: { handle: route.build(services), rawBody: route.docs.rawBody !== undefined, bodyErrorShape: route.docs.errorShape === 'storage' ? 'storage' : 'error' },
+    })),
   );
   const health = healthHandler(services.sql, isReady);
   const corsHeaders = cors(corsOrigins ?? []);
@@ -100,6 +106,7 @@ export function createApp({ services, log, isReady, corsOrigins, mcp }: AppOptio
         // sending it reads the answer instead of a broken pipe.
         res.setHeader('Connection', 'close');
         await discardRest(req);
+        if (route.handler.bodyErrorShape !== 'error' && err instanceof HttpError) return sendError(res, err, route.handler.bodyErrorShape);
         throw err;
       }
     }

@@ -243,16 +243,17 @@ export const PIPELINE_ERRORS: readonly PipelineError[] = [
     },
   },
   {
-    // Body parsing happens before the route: always the Error shape.
+    // Body parsing happens before the route: the Error shape (Supabase Storage's body on /storage/v1).
     when: 'every route with a JSON body: not JSON (400 invalid_json), unreadable (400), over 1 MB (413), not UTF-8 or in an unknown Content-Encoding (415)',
-    statuses: (route) =>
-      route.schemas.body
-        ? [
-            { status: 400, shape: 'error', codes: ['invalid_json', 'bad_request'] },
-            { status: 413, shape: 'error', codes: ['payload_too_large'] },
-            { status: 415, shape: 'error', codes: ['unsupported_media_type'] },
-          ]
-        : [],
+    statuses: (route) => {
+      if (!route.schemas.body) return [];
+      const shape = route.docs.errorShape === 'storage' ? 'storage' : 'error';
+      return [
+        { status: 400, shape, codes: ['invalid_json', 'bad_request'] },
+        { status: 413, shape, codes: ['payload_too_large'] },
+        { status: 415, shape, codes: ['unsupported_media_type'] },
+      ];
+    },
   },
 ];
 

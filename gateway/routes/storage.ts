@@ -68,7 +68,11 @@ const ObjectMetadata = z
   })
   .meta({ id: 'StorageObjectMetadata', description: "An object's metadata, as Supabase Storage lists it." });
 
-const UserMetadata = z.record(z.string(), z.unknown()).nullable().describe('The metadata the uploader attached (supabase-js `metadata`), or null.');
+const UserMetadata = z
+  .record(z.string(), z.unknown())
+  .nullable()
+  .describe('The metadata the uploader attached (supabase-js `metadata`), or null.')
+  .meta({ example: { alt: 'Ada at the climbing wall' } });
 
 const StoredObject = z
   .object({

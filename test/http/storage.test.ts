@@ -270,3 +270,14 @@ describe('public URLs and signed URLs', () => {
     expect(res.body).toMatchObject({ public: false, file_size_limit: 26214400 });
   });
 });
+
+describe('a body that cannot be read', () => {
+  it('is answered in Supabase Storage\'s body on /storage/v1, as the document says', async () => {
+    const ada = await user('st-badjson');
+    for (const rawBody of ['{"prefix": ', '"just a string"']) {
+      const res = await api('POST', '/storage/v1/object/list/attachments', { token: ada.accessToken, rawBody });
+      expect(res.status).toBe(400);
+      expect(res.body).toEqual({ statusCode: '400', error: expect.any(String), code: 'invalid_json', message: expect.any(String) });
+    }
+  });
+});
