@@ -32,7 +32,7 @@
 //
 // Route modules only declare routes; they never build SQL strings, filter rows
 // by user or re-check a rule the database enforces.
-import type { ServerResponse } from 'node:http';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import { z } from 'zod';
 import { authenticateApiToken, isApiTokenSecret, type ApiTokenInfo } from '../core/auth/api-tokens.ts';
 import { bearerToken } from '../core/auth/bearer.ts';
@@ -63,7 +63,7 @@ import {
 } from './idempotency.ts';
 import type { Page } from '../core/web/html.ts';
 import { assertStorable } from '../core/web/input.ts';
-import { FormFields } from './body.ts';
+import { discardRest, FormFields } from './body.ts';
 import type { Responses, SecurityScheme } from './responses.ts';
 
 export type Method = 'get' | 'post' | 'put' | 'patch' | 'delete';
@@ -139,6 +139,11 @@ export interface Context<P, Q, B, H = undefined> {
   clientIp: string;
   /** The request's User-Agent (at most 512 characters), or null: recorded with a session. */
   userAgent: string | null;
+  /**
+   * The request itself: on a route with `rawBody`, its body is read from it
+   * as a stream (nothing has read it before the handler).
+   */
+  request: IncomingMessage;
   services: Services;
   log: Logger;
   /**
@@ -197,8 +202,15 @@ export interface RouteDefinition<
    * invalidStatus: 404 for ids that cannot name anything (e.g. not a uuid).
    */
   invalidParamsStatus?: 400 | 404 | 422;
-  /** Error body per status; everything else uses the Error shape. */
+  /** Error body per status; everything else uses `errorShape` (default: the Error shape). */
   errorShapes?: Partial<Record<number, ErrorShape>>;
+  /** The error body of every status errorShapes does not name (e.g. Supabase Storage's body on /storage/v1). */
+  errorShape?: ErrorShape;
+  /**
+   * The body is not JSON and is not read before the handler, which streams it
+   * from `ctx.request` (file uploads): what it may be, for the docs.
+   */
+  rawBody?: RawBody;
   /** Per-route status changes for errors raised by SQL (e.g. duplicate e-mail: 409 → 400). */
   statusOverrides?: Partial<Record<number, number>>;
   /** Web pages: errors are answered with this HTML page, sent with the security headers it brings. */
@@ -220,6 +232,13 @@ export interface RouteDefinition<
   handler(ctx: Context<Out<P>, Out<Q>, Out<B>, Out<H>>): Promise<Reply>;
 }
 
+/** A request body the handler streams itself (http/openapi.ts documents it). */
+export interface RawBody {
+  description: string;
+  /** Media type → the schema of the body in it (a multipart form's fields; a binary body). */
+  content: Record<string, z.ZodType>;
+}
+
 export interface Route {
   method: Method;
   path: string;
@@ -233,6 +252,8 @@ export interface Route {
     responses?: Responses;
     security?: SecurityScheme[];
     errorShapes?: Partial<Record<number, ErrorShape>>;
+    errorShape?: ErrorShape;
+    rawBody?: RawBody;
     invalidStatus?: 400 | 422;
     invalidParamsStatus?: 400 | 404 | 422;
     htmlErrors: boolean;
@@ -269,6 +290,8 @@ export function defineRoute<
       responses: def.responses,
       security: def.security,
       errorShapes: def.errorShapes,
+      errorShape: def.errorShape,
+      rawBody: def.rawBody,
       invalidStatus: def.invalidStatus,
       invalidParamsStatus: def.invalidParamsStatus,
       htmlErrors: def.renderError !== undefined,
@@ -287,7 +310,7 @@ export function defineRoute<
         if (key) await serveKeyed(exchange.res, key, transaction, async (db) => answerOf(await run(db)), (err) => httpErrorOf(def, err).status);
         else send(exchange.res, await run(transaction));
       } catch (err) {
-        fail(exchange, def, err);
+        await fail(exchange, def, err);
       }
     },
   };
@@ -349,6 +372,7 @@ function validatedContext<P, Q, B, H>(
     user: request.caller?.user ?? null,
     apiToken: request.caller?.apiToken ?? null,
     clientIp: request.ip,
+    request: exchange.req,
     userAgent: userAgentOf(exchange.req.headers['user-agent']),
     services: request.services,
     get log() {
@@ -395,12 +419,18 @@ function send(res: ServerResponse, reply: Reply): void {
 }
 
 /** Or step 5 when any step failed: the error, logged and answered as the route answers it (a response already started is cut). */
-function fail(exchange: Exchange, def: RouteRules, err: unknown): void {
+async function fail(exchange: Exchange, def: RouteRules, err: unknown): Promise<void> {
   const httpError = httpErrorOf(def, err);
   logFailure(exchange, httpError, err);
   if (exchange.res.headersSent) {
     exchange.res.destroy();
     return;
+  }
+  if (def.rawBody && !exchange.req.complete) {
+    // A refused upload: answered once the rest of its body is read (and
+    // thrown away, bounded), with Connection: close, as http/body.ts does.
+    exchange.res.setHeader('Connection', 'close');
+    await discardRest(exchange.req);
   }
   sendAnswer(exchange.res, failure(def, httpError));
 }
@@ -429,7 +459,7 @@ function failure(def: RouteRules, httpError: HttpError): Answer {
     return { status: httpError.status, headers: { ...headers, 'content-type': 'text/html; charset=utf-8' }, body: page.html };
   }
   // The idempotency refusals are the same Error body on every route.
-  const shape = isIdempotencyRefusal(httpError.code) ? 'error' : (def.errorShapes?.[httpError.status] ?? 'error');
+  const shape = isIdempotencyRefusal(httpError.code) ? 'error' : (def.errorShapes?.[httpError.status] ?? def.errorShape ?? 'error');
   return {
     status: httpError.status,
     headers: { ...headers, 'content-type': 'application/json; charset=utf-8' },

@@ -29,6 +29,7 @@ const SURFACES: Record<ErrorSurface, string> = {
 const SHAPE_NOTE: Record<Exclude<ErrorShape, 'error'>, string> = {
   simple: 'Simple body: message only',
   flagged: 'Flagged body: message only',
+  storage: "Supabase Storage's body: the code in `code`",
 };
 
 const routeName = (route: Route) => `${route.method.toUpperCase()} ${openApiPath(route.path)}`;

@@ -6,9 +6,9 @@
 // table below; anything unknown is a 500 whose details stay in the server log.
 // Every code is one of the register's (core/web/error-codes.ts).
 import postgres from 'postgres';
-import type { ErrorCode } from './error-codes.ts';
+import { ERROR_CODES, type ErrorCode } from './error-codes.ts';
 
-export type ErrorShape = 'error' | 'simple' | 'flagged';
+export type ErrorShape = 'error' | 'simple' | 'flagged' | 'storage';
 
 export class HttpError extends Error {
   constructor(
@@ -114,6 +114,9 @@ export function sqlRefusal(sqlstate: string, hint: string | null | undefined, me
   const status = Number(custom[1]);
   // A registered code (test/unit/error-codes.test.ts checks every hint of the migrations).
   const code = hint && /^[a-z][a-z0-9_]*$/.test(hint) ? (hint as ErrorCode) : defaultCode(status);
+  // A limit counted in SQL says when to try again in its DETAIL: `retry_after=<seconds>`.
+  const retryAfter = status === 429 ? /^retry_after=(\d+)$/.exec(detail ?? '')?.[1] : undefined;
+  if (retryAfter) return new HttpError(status, code, message, { retry_after: Number(retryAfter) });
   return new HttpError(status, code, message, detailsOf(detail));
 }
 
@@ -168,9 +171,36 @@ export function outcomeUnknown(): HttpError {
   );
 }
 
-/** The three error bodies (docs/api.md#errors): Error, Simple, Flagged. */
+/**
+ * Supabase Storage's `error` for a status, when the code has none of its own
+ * (ERROR_CODES[code].storage).
+ */
+const STORAGE_ERRORS: Record<number, string> = {
+  400: 'InvalidRequest',
+  401: 'InvalidJWT',
+  403: 'Unauthorized',
+  404: 'not_found',
+  409: 'Duplicate',
+  413: 'Payload too large',
+  415: 'invalid_mime_type',
+  416: 'InvalidRange',
+  422: 'InvalidRequest',
+  429: 'too_many_requests',
+  500: 'InternalError',
+  503: 'DatabaseError',
+  504: 'DatabaseTimeout',
+};
+
+/** The `error` of Supabase Storage's body for a code and status. */
+export function storageErrorName(code: ErrorCode, status: number): string {
+  return (ERROR_CODES[code] as { storage?: string }).storage ?? STORAGE_ERRORS[status] ?? (status >= 500 ? 'InternalError' : 'InvalidRequest');
+}
+
+/** The error bodies (docs/api.md#errors): Error, Simple, Flagged, and Supabase Storage's (the /storage/v1 routes). */
 export function errorBody(shape: ErrorShape, err: HttpError): Record<string, unknown> {
   switch (shape) {
+    case 'storage':
+      return { statusCode: String(err.status), error: storageErrorName(err.code, err.status), code: err.code, message: err.message };
     case 'simple':
       return { error: err.message };
     case 'flagged':
