@@ -372,7 +372,6 @@ select set_eq(
     'api.webhook_create(uuid,text,text[],text)',
     'api.webhook_deliveries(uuid,integer,integer,text,timestamp with time zone,timestamp with time zone)',
     'api.webhook_delete(uuid)',
-    'api.webhook_deliveries(uuid,integer,integer)',
     'api.webhook_delivery_replay(uuid,uuid)',
     'api.webhook_ping(uuid)',
     'api.webhook_recover(uuid,timestamp with time zone,timestamp with time zone)',

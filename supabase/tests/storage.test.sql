@@ -66,9 +66,9 @@ select is(tests.error_of(format($$select pg_temp.begin_upload('avatars', %L)$$, 
 select is(tests.error_of(format($$select pg_temp.begin_upload('avatars', %L)$$, tests.user_id('st_alice') || E'/x\n.png')),
   'PT400 invalid_key', 'a control character: PT400 invalid_key');
 select is(tests.error_of(format($$select pg_temp.begin_upload('avatars', %L)$$, tests.user_id('st_bob') || '/me.png')),
-  'PT403 storage_storage_access_denied', 'another user''s folder: PT403 storage_storage_access_denied');
+  'PT403 storage_access_denied', 'another user''s folder: PT403 storage_access_denied');
 select is(tests.error_of(format($$select pg_temp.begin_upload('community-images', %L)$$, current_setting('tests.community') || '/logo.png')),
-  'PT403 storage_storage_access_denied', 'a community folder, not being its manager: PT403 storage_storage_access_denied');
+  'PT403 storage_access_denied', 'a community folder, not being its manager: PT403 storage_access_denied');
 select is(tests.error_of(format($$select pg_temp.begin_upload('avatars', %L, false, 5242881)$$, tests.user_id('st_alice') || '/big.png')),
   'PT413 object_too_large', 'a declared size over the bucket''s limit: PT413 object_too_large');
 select is(tests.error_of(format($$select pg_temp.begin_upload('attachments', %L, false, 104857601)$$, tests.user_id('st_alice') || '/huge.bin')),
@@ -190,7 +190,7 @@ select is(api.storage_objects_list('attachments', '', 100, 0, '', 'name', 'asc')
   'the bucket''s root shows her folder (id null)');
 select is(tests.error_of(format($$select api.storage_object_move('attachments', %L, null, %L)$$,
     tests.user_id('st_alice') || '/race.txt', tests.user_id('st_bob') || '/gift.txt')),
-  'PT403 storage_storage_access_denied', 'a move into another user''s folder: PT403 storage_storage_access_denied');
+  'PT403 storage_access_denied', 'a move into another user''s folder: PT403 storage_access_denied');
 select lives_ok(format($$select api.storage_object_move('attachments', %L, null, %L)$$,
     tests.user_id('st_alice') || '/race.txt', tests.user_id('st_alice') || '/moved/race.txt'), 'a move within her folder');
 select is(tests.error_of(format($$select api.storage_object_move('attachments', %L, 'avatars', %L)$$,
@@ -207,7 +207,7 @@ select tests.authenticate_as('st_alice');
 select set_config('tests.signed', api.storage_sign('attachments', array[tests.user_id('st_alice') || '/moved/race.txt', tests.user_id('st_alice') || '/none'], 60)::text, false);
 select set_config('tests.upload_url', api.storage_sign_upload('attachments', tests.user_id('st_alice') || '/via-url.txt', false)::text, false);
 select is(tests.error_of(format($$select api.storage_sign_upload('attachments', %L, false)$$, tests.user_id('st_bob') || '/x.txt')),
-  'PT403 storage_storage_access_denied', 'a signed upload URL only for a path the caller may write');
+  'PT403 storage_access_denied', 'a signed upload URL only for a path the caller may write');
 reset role;
 select set_config('tests.token', split_part(current_setting('tests.signed')::jsonb -> 0 ->> 'signedURL', 'token=', 2), false);
 select ok((current_setting('tests.signed')::jsonb -> 0 ->> 'signedURL') like '/object/sign/attachments/%/moved/race.txt?token=%',
