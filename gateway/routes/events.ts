@@ -70,7 +70,8 @@ const EventChoice = z
     description: z.string().nullable().describe('What it is, or null.').meta({ example: 'Open session for all levels.' }),
     date: DateTime.describe('When it starts.'),
     end_time: DateTime.nullable().describe('When it ends, or null.').meta({ example: '2026-06-05T20:00:00.000Z' }),
-    image_path: z.string().nullable().describe('Its image, or null.').meta({ example: 'https://images.example.com/bouldering-night.jpg' }),
+    image_path: z.string().nullable().describe('Its image, or null: a path in the `event-images` bucket, or an external URL.').meta({ example: 'https://images.example.com/bouldering-night.jpg' }),
+    image_url: z.string().nullable().describe('Its image as a URL, or null.').meta({ example: 'https://images.example.com/bouldering-night.jpg' }),
   })
   .describe('An event concurrent at the venue now.');
 const EventSelection = succeeded({
