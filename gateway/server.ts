@@ -46,7 +46,7 @@ export async function startGateway(
   },
 ): Promise<RunningGateway> {
   let ready = false;
-  const sql = createPool(databaseUrl, { max: config.dbPoolMax, applicationName: gatewayApplicationName(config.publicUrl), mode: config.databasePoolMode, log });
+  const sql = createPool(databaseUrl, { max: config.dbPoolMax, applicationName: gatewayApplicationName(config.publicUrl), mode: config.databasePoolMode, log, publicUrl: config.publicUrl });
   // LISTEN needs a session: behind a transaction-mode pooler it uses DATABASE_DIRECT_URL.
   const listenSql = config.databaseDirectUrl
     ? createPool(config.databaseDirectUrl, { max: 1, applicationName: 'gateway-listen' })

@@ -316,7 +316,7 @@ function allowedHostsAndOrigins(config: Config, ownPort: number): { hosts: strin
  * started it, migrates).
  */
 export async function startMcpServer(config: Config, databaseUrl: string, log: Logger): Promise<RunningMcpServer> {
-  const sql = createPool(databaseUrl, { max: config.dbPoolMax, applicationName: 'mcp-server', mode: config.databasePoolMode, log });
+  const sql = createPool(databaseUrl, { max: config.dbPoolMax, applicationName: 'mcp-server', mode: config.databasePoolMode, log, publicUrl: config.publicUrl });
   const app = express();
   app.disable('x-powered-by');
   app.set('etag', false);

@@ -17,6 +17,20 @@ async function community(managerEmail: string): Promise<string> {
 }
 
 describe('avatars on profiles', () => {
+  it('avatar_url names the gateway the request came through, not the one that started last', async () => {
+    const ana = await registerUser('avatar-where');
+    expect((await storageClient(baseUrl, ana.accessToken).from('avatars').upload(`${ana.userId}/me.png`, await image(8, 8))).error).toBeNull();
+    // Another gateway of the same database, with another PUBLIC_URL, records it when it starts.
+    const [before] = await db()<{ value: string | null }[]>`select (select value from private.service_settings where name = 'public_url') as value`;
+    await db()`select private.service_setting_set('public_url', 'http://another-gateway.invalid')`;
+    try {
+      const set = await api('PATCH', '/api/mobile/profile', { token: ana.accessToken, body: { avatar_path: `${ana.userId}/me.png` } });
+      expect(set.body.data.avatar_url).toBe(`${publicUrl.replace(/\/+$/, '')}/storage/v1/object/public/avatars/${ana.userId}/me.png`);
+    } finally {
+      if (before!.value !== null) await db()`select private.service_setting_set('public_url', ${before!.value})`;
+    }
+  });
+
   it('PATCH avatar_path sets avatar_url (public, absolute); another user\'s object and null', async () => {
     const ana = await registerUser('avatar-ana');
     const ben = await registerUser('avatar-ben');

@@ -32,11 +32,15 @@ describe('a gateway killed mid-upload', () => {
       JWT_SECRET: jwtSecret,
       WORKER: 'off',
       WEB_CONCURRENCY: '1',
+      // The suite registers far more than the default 100 accounts per address in this database.
+      PASSWORD_SET_MAX_PER_IP: '1000000',
     });
     const email = uniqueEmail('kill-up');
     const register = await fetch(`${gateway.url}/api/auth/register`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ email, password: 'password-kill' }) });
+    expect(register.status).toBe(201);
     const userId = ((await register.json()) as { user_id: string }).user_id;
     const login = await fetch(`${gateway.url}/api/auth/login`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ email, password: 'password-kill' }) });
+    expect(login.status).toBe(200);
     const token = ((await login.json()) as { access_token: string }).access_token;
     const name = `${userId}/killed.bin`;
 
