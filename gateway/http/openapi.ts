@@ -46,6 +46,7 @@ const SECTIONS: [RegExp, string, string][] = [
   [/^\/api\/v1\/forms/, 'Forms', 'Form submissions, stored for the operators (no credential).'],
   [/^\/api\/mobile\/calendar\/|^\/cal\/|^\/c\/[^/]+\/calendar\.ics$|^\/e\/[^/]+\.ics$/, 'Calendars', 'Calendar files (iCalendar) of one event, of a community, and a personal feed of the caller\'s upcoming events, for calendar apps to subscribe to.'],
   [/^\/(l|e|c|checkin|assets)\//, 'Deep links', 'The links shared for events and venues: redirects to the app or to the web, the public event and community pages (with their share previews and default image) and the web check-in form (HTML).'],
+  [/^\/storage\/v1\//, 'Storage', "Files and images, in Supabase Storage's interface (supabase-js's `storage` client works unchanged): upload, download, list, move, copy and remove objects of a bucket, public and signed URLs, image transformations and resumable (TUS) uploads. These routes answer Supabase Storage's error body (StorageError)."],
   [/^\/mcp/, 'Agent interface', 'The MCP tool server for AI agents.'],
   [/^\/health$/, 'Health', 'Whether the gateway is up and its database answers (for load balancers and orchestrators).'],
 ];

@@ -167,15 +167,14 @@ const UploadHeaders = z.object({
   'x-metadata': z.string().max(12_000).optional().describe('Metadata to attach: base64 of a JSON object (at most 8 KB).').meta({ example: 'eyJhbHQiOiJtZSJ9' }),
 });
 
+// One media type in the document: the multipart form is described in words.
+// Generated clients (orval's fetch client) do not compile an operation whose
+// body may be either a binary or a form, and supabase-js builds its request
+// itself.
 const UPLOAD_BODY: RawBody = {
   description:
-    "The file: either the body itself, with its Content-Type (as supabase-js sends a Buffer, ArrayBuffer or stream), or a multipart form (as it sends a Blob or File) with the fields `cacheControl` (seconds) and `metadata` (JSON) and one file part.",
+    "The file: either the body itself, with its Content-Type (as supabase-js sends a Buffer, ArrayBuffer or stream: any Content-Type, the type it is stored with), or a multipart/form-data form (as it sends a Blob or File) with the fields `cacheControl` (seconds, default 3600) and `metadata` (a JSON object) and one file part, whose Content-Type is the object's.",
   content: {
-    'multipart/form-data': z.object({
-      cacheControl: z.string().optional().describe('Seconds it may be cached (default 3600).'),
-      metadata: z.string().optional().describe('A JSON object to attach.'),
-      file: z.string().meta({ format: 'binary' }).describe('The file (any field name; its part\'s Content-Type is its type).'),
-    }),
     'application/octet-stream': z.string().meta({ format: 'binary' }).describe('The file (any Content-Type: the type it is stored with).'),
   },
 };
