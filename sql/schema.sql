@@ -9865,14 +9865,16 @@ CREATE FUNCTION private.public_url() RETURNS text
     LANGUAGE sql STABLE
     SET search_path TO 'pg_catalog'
     AS $$
-    select coalesce((select s.value from private.service_settings s where s.name = 'public_url'), 'http://localhost:3000')
+    select coalesce(nullif(current_setting('request.public_url', true), ''),
+                    (select s.value from private.service_settings s where s.name = 'public_url'),
+                    'http://localhost:3000')
   $$;
 
 --
 -- Name: FUNCTION public_url(); Type: COMMENT; Schema: private
 --
 
-COMMENT ON FUNCTION private.public_url() IS 'PUBLIC_URL as the gateway last recorded it (http://localhost:3000 before any gateway started).';
+COMMENT ON FUNCTION private.public_url() IS 'PUBLIC_URL of the gateway the request came through (request.public_url, set by each transaction); outside a request (jobs) as the gateway last recorded it; http://localhost:3000 before any gateway started.';
 
 --
 -- Name: queue_password_email(uuid, text, text); Type: FUNCTION; Schema: private

@@ -1,3 +1,8 @@
+--! Previous: sha1:5e54587f1094d9fa5913c8293659a1ec089ff4cf
+--! Hash: sha1:bffbc329e80631f9af8d26da8f9f4f711534a7e7
+--! Message: public-url-per-request
+
+--! split: 900-common.sql
 -- Made by `npm run db -- areas --diff` from sql/areas/common.sql: the statements that make
 -- the migrated database what that file states. Each run writes it again:
 -- edit the area file, not this one. Table changes go in a file of this
