@@ -1,3 +1,8 @@
+--! Previous: sha1:bffbc329e80631f9af8d26da8f9f4f711534a7e7
+--! Hash: sha1:20b722a6b9e896851d3e2f015dfd34c21397a1da
+--! Message: jobs-replaced-while-locked
+
+--! split: 918-jobs.sql
 -- Made by `npm run db -- areas --diff` from sql/areas/jobs.sql: the statements that make
 -- the migrated database what that file states. Each run writes it again:
 -- edit the area file, not this one. Table changes go in a file of this
