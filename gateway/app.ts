@@ -6,7 +6,7 @@
 // route's handler (the pipeline of http/route.ts). No route logic lives here;
 // anything unforeseen becomes a JSON 500 without details.
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { HttpError } from './core/web/errors.ts';
+import { HttpError, type ErrorShape } from './core/web/errors.ts';
 import type { Logger } from './core/process/log.ts';
 import { accountPageRoutes } from './routes/account-pages.ts';
 import { accountRoutes } from './routes/account.ts';
@@ -24,6 +24,9 @@ import { healthHandler } from './routes/health.ts';
 import { passwordRoutes } from './routes/password.ts';
 import { platformRoutes } from './routes/platform.ts';
 import { profileRoutes } from './routes/profile.ts';
+import { storageRoutes } from './routes/storage.ts';
+import { storageRenderRoutes } from './routes/storage-render.ts';
+import { storageResumableRoutes } from './routes/storage-resumable.ts';
 import { streamRoutes } from './routes/stream.ts';
 import { dealRoutes, taskRoutes } from './routes/tasks.ts';
 import { tokenRoutes } from './routes/tokens.ts';
@@ -56,6 +59,9 @@ export const routes: Route[] = [
   ...tokenRoutes,
   ...platformRoutes,
   ...webhookRoutes,
+  ...storageRoutes,
+  ...storageRenderRoutes,
+  ...storageResumableRoutes,
   ...docsRoutes(() => routes),
   ...agentCallRoutes,
 ];
@@ -75,8 +81,14 @@ export interface AppOptions {
 export type App = ((req: IncomingMessage, res: ServerResponse) => void) & { served: readonly { method: string; path: string }[] };
 
 export function createApp({ services, log, isReady, corsOrigins, mcp }: AppOptions): App {
-  const table = new RouteTable<RouteHandler>(
-    routes.map((route) => ({ method: route.method, path: route.path, handler: route.build(services) })),
+  const table = new RouteTable<{ handle: RouteHandler; rawBody: boolean; bodyErrorShape: ErrorShape }>(
+    routes.map((route) => ({
+      method: route.method,
+      path: route.path,
+      // A body that cannot be read is answered in the Error shape, except on
+      // the routes of an interface with its own body (Supabase Storage's).
+      handler: { handle: route.build(services), rawBody: route.docs.rawBody !== undefined, bodyErrorShape: route.docs.errorShape ?? 'default' },
+    })),
   );
   const health = healthHandler(services.sql, isReady);
   const corsHeaders = cors(corsOrigins ?? []);
@@ -92,7 +104,8 @@ export function createApp({ services, log, isReady, corsOrigins, mcp }: AppOptio
     const route = table.find(method, path);
     if (!route) return sendError(res, new HttpError(404, 'not_found', `no route for ${method} ${path}`));
     exchange.params = route.params;
-    if (hasBody(req)) {
+    // A route with a raw body (a file upload) streams it itself.
+    if (!route.handler.rawBody && hasBody(req)) {
       try {
         exchange.body = await readJsonBody(req);
       } catch (err) {
@@ -101,10 +114,11 @@ export function createApp({ services, log, isReady, corsOrigins, mcp }: AppOptio
         // sending it reads the answer instead of a broken pipe.
         res.setHeader('Connection', 'close');
         await discardRest(req);
+        if (route.handler.bodyErrorShape !== 'default' && err instanceof HttpError) return sendError(res, err, route.handler.bodyErrorShape);
         throw err;
       }
     }
-    await route.handler(exchange);
+    await route.handler.handle(exchange);
   }
 
   const handle = (req: IncomingMessage, res: ServerResponse) => {

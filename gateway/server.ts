@@ -19,6 +19,7 @@ import { jobWorkerOptions, startJobWorker, type JobWorker } from './jobs/worker.
 import { ChangeHub } from './realtime/hub.ts';
 import { SessionWatch } from './realtime/session-watch.ts';
 import { attachRealtimeWebSocket } from './realtime/websocket.ts';
+import { StorageService } from './storage/service.ts';
 
 /** Pending connections the kernel may queue for accept (see listen below). */
 const LISTEN_BACKLOG = 8192;
@@ -45,7 +46,7 @@ export async function startGateway(
   },
 ): Promise<RunningGateway> {
   let ready = false;
-  const sql = createPool(databaseUrl, { max: config.dbPoolMax, applicationName: gatewayApplicationName(config.publicUrl), mode: config.databasePoolMode, log });
+  const sql = createPool(databaseUrl, { max: config.dbPoolMax, applicationName: gatewayApplicationName(config.publicUrl), mode: config.databasePoolMode, log, publicUrl: config.publicUrl });
   // LISTEN needs a session: behind a transaction-mode pooler it uses DATABASE_DIRECT_URL.
   const listenSql = config.databaseDirectUrl
     ? createPool(config.databaseDirectUrl, { max: 1, applicationName: 'gateway-listen' })
@@ -73,6 +74,7 @@ export async function startGateway(
     sessions,
     passwords: new Passwords(config.passwords),
     webhooks: { allowPrivateTargets: config.webhooks.allowPrivateTargets, allowedPorts: config.webhooks.allowedPorts },
+    storage: new StorageService(config.storage),
   };
   const app = createApp({
     services,

@@ -25,9 +25,14 @@ async function main(): Promise<void> {
     { limitMs: 10_000 },
   );
   // Started by `npm start`: leave with the parent, also when it went away
-  // while this process was still loading (the event is then already past).
+  // while this process was still loading. Whether it has is known only once
+  // the event loop has read the channel's end: Node 20 had turned it while
+  // loading the modules (the 'disconnect' event is then already past), Node 24
+  // runs this before its first turn (process.connected still says true), so
+  // let it turn once before asking.
   if (process.send) {
     process.on('disconnect', () => void shutdown('parent exited'));
+    await new Promise((resolve) => setImmediate(resolve));
     if (!process.connected) return void shutdown('parent exited');
   }
 
@@ -41,7 +46,11 @@ async function main(): Promise<void> {
   }
   if (shutdown.stopping) return;
   log.info(`MCP server listening on ${config.mcp.host}:${server.port} (public ${config.publicUrl}/mcp)`);
-  if (process.connected) process.send?.({ ready: true, port: server.port });
+  // The parent may go in the meantime: a failed send is that too (without a
+  // callback it would be an unhandled 'error' event on the process).
+  if (process.connected) process.send?.({ ready: true, port: server.port }, undefined, {}, (err) => {
+    if (err) void shutdown('parent exited');
+  });
 }
 
 void main();

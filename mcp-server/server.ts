@@ -104,7 +104,7 @@ function unauthorized(deps: McpDeps, res: Response, err: HttpError, hadToken: bo
   const parts = [`resource_metadata="${resourceMetadataUrl(deps)}"`, 'scope="mcp:read mcp:write"'];
   if (hadToken) parts.unshift('error="invalid_token"', `error_description="${err.message.replace(/["\\]/g, '')}"`);
   res.setHeader('WWW-Authenticate', `Bearer ${parts.join(', ')}`);
-  res.status(401).json(errorBody('error', err));
+  res.status(401).json(errorBody('default', err));
 }
 
 /**
@@ -135,7 +135,7 @@ function insufficientScope(deps: McpDeps, res: Response, agent: Agent, scope: st
     'WWW-Authenticate',
     `Bearer error="insufficient_scope", scope="${wanted}", resource_metadata="${resourceMetadataUrl(deps)}", error_description="${err.message}"`,
   );
-  res.status(403).json(errorBody('error', err));
+  res.status(403).json(errorBody('default', err));
 }
 
 interface InitializeMessage {
@@ -289,7 +289,7 @@ const errorHandler: ErrorRequestHandler = (err, req, res, _next) => {
   }
   const httpError = bodyParserError(err) ?? toHttpError(err);
   if (httpError.status >= 500) (res.locals.log as Logger | undefined)?.error({ err }, 'mcp request failed');
-  res.status(httpError.status).json(errorBody('error', httpError));
+  res.status(httpError.status).json(errorBody('default', httpError));
 };
 
 /** Host headers and origins /mcp accepts: PUBLIC_URL's, localhost on the gateway's and this process's ports, MCP_ALLOWED_HOSTS. */
@@ -316,7 +316,7 @@ function allowedHostsAndOrigins(config: Config, ownPort: number): { hosts: strin
  * started it, migrates).
  */
 export async function startMcpServer(config: Config, databaseUrl: string, log: Logger): Promise<RunningMcpServer> {
-  const sql = createPool(databaseUrl, { max: config.dbPoolMax, applicationName: 'mcp-server', mode: config.databasePoolMode, log });
+  const sql = createPool(databaseUrl, { max: config.dbPoolMax, applicationName: 'mcp-server', mode: config.databasePoolMode, log, publicUrl: config.publicUrl });
   const app = express();
   app.disable('x-powered-by');
   app.set('etag', false);
@@ -349,7 +349,7 @@ export async function startMcpServer(config: Config, databaseUrl: string, log: L
   app.use(oauthRouter(deps));
   app.all('/mcp', mcpHandler(deps, open, pendingRecords));
   app.use((req, res) => {
-    res.status(404).json(errorBody('error', new HttpError(404, 'not_found', `no route for ${req.method} ${req.path}`)));
+    res.status(404).json(errorBody('default', new HttpError(404, 'not_found', `no route for ${req.method} ${req.path}`)));
   });
   app.use(errorHandler);
 

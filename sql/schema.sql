@@ -272,7 +272,8 @@ CREATE TYPE api.user_profile AS (
 	max_hats integer,
 	node_id uuid,
 	created_at timestamp with time zone,
-	updated_at timestamp with time zone
+	updated_at timestamp with time zone,
+	avatar_url text
 );
 
 --
@@ -788,6 +789,85 @@ $$;
 --
 
 COMMENT ON FUNCTION admin.set_venue_timezone(venue_node_id uuid, timezone text) IS 'Sets a venue''s IANA time zone (null: unknown), which events made there from now on take when they name none. Returns it as pg_timezone_names spells it; PT422 invalid_timezone for an unknown name.';
+
+--
+-- Name: storage_bucket_create(text, boolean, text, bigint, text[], boolean, boolean); Type: FUNCTION; Schema: admin
+--
+
+CREATE FUNCTION admin.storage_bucket_create(id text, public boolean, folder_owner text, file_size_limit bigint, allowed_mime_types text[] DEFAULT NULL::text[], images boolean DEFAULT false, download_as_attachment boolean DEFAULT false) RETURNS void
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog'
+    AS $$
+begin
+  if storage_bucket_create.images and not storage_bucket_create.allowed_mime_types <@ array['image/*', 'image/jpeg', 'image/png', 'image/webp', 'image/avif', 'image/gif'] then
+    raise exception 'an image bucket takes image/* or image/jpeg, png, webp, avif, gif only' using errcode = '22023';
+  end if;
+  insert into app.storage_buckets as b (id, public, folder_owner, file_size_limit, allowed_mime_types, images, download_as_attachment)
+    values (storage_bucket_create.id, storage_bucket_create.public, storage_bucket_create.folder_owner, storage_bucket_create.file_size_limit,
+            case when storage_bucket_create.images then coalesce(storage_bucket_create.allowed_mime_types, array['image/*'])
+                 else storage_bucket_create.allowed_mime_types end,
+            storage_bucket_create.images, storage_bucket_create.download_as_attachment)
+    on conflict on constraint storage_buckets_pkey do update
+      set public = excluded.public, folder_owner = excluded.folder_owner, file_size_limit = excluded.file_size_limit,
+          allowed_mime_types = excluded.allowed_mime_types, images = excluded.images, download_as_attachment = excluded.download_as_attachment;
+end;
+$$;
+
+--
+-- Name: FUNCTION storage_bucket_create(id text, public boolean, folder_owner text, file_size_limit bigint, allowed_mime_types text[], images boolean, download_as_attachment boolean); Type: COMMENT; Schema: admin
+--
+
+COMMENT ON FUNCTION admin.storage_bucket_create(id text, public boolean, folder_owner text, file_size_limit bigint, allowed_mime_types text[], images boolean, download_as_attachment boolean) IS 'Creates (or changes) a storage bucket: public or private, whose folders (user, community or event), the size limit in bytes, the types it takes (null: any; image/* patterns), whether it holds images (sniffed, metadata stripped, transformations) and whether downloads are attachments.';
+
+--
+-- Name: storage_set_limits(text, bigint, integer); Type: FUNCTION; Schema: admin
+--
+
+CREATE FUNCTION admin.storage_set_limits(email text, quota_bytes bigint, uploads_per_minute integer) RETURNS void
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog'
+    AS $$
+declare
+  target uuid;
+begin
+  select u.id into target from identity.users u where u.email = lower(btrim(storage_set_limits.email));
+  if target is null then
+    raise exception 'no user with email %', email using errcode = 'P0002';
+  end if;
+  insert into app.storage_usage as s (user_id, quota_bytes, uploads_per_minute)
+    values (target, storage_set_limits.quota_bytes, storage_set_limits.uploads_per_minute)
+    on conflict (user_id) do update set quota_bytes = excluded.quota_bytes, uploads_per_minute = excluded.uploads_per_minute;
+end;
+$$;
+
+--
+-- Name: FUNCTION storage_set_limits(email text, quota_bytes bigint, uploads_per_minute integer); Type: COMMENT; Schema: admin
+--
+
+COMMENT ON FUNCTION admin.storage_set_limits(email text, quota_bytes bigint, uploads_per_minute integer) IS 'Sets a user''s own storage quota (bytes) and uploads per minute; null for either: their plan''s.';
+
+--
+-- Name: storage_usage(integer); Type: FUNCTION; Schema: admin
+--
+
+CREATE FUNCTION admin.storage_usage(max_rows integer DEFAULT 50) RETURNS TABLE(email text, bytes bigint, objects integer, quota_bytes bigint, uploads_per_minute integer)
+    LANGUAGE sql STABLE
+    SET search_path TO 'pg_catalog'
+    AS $$
+    select u.email, s.bytes, s.objects, private.storage_quota_bytes(s.user_id),
+           coalesce(s.uploads_per_minute, (select pl.storage_uploads_per_minute from app.profiles p
+                                             join app.subscription_plans pl on pl.id = p.subscription_type where p.id = s.user_id))
+      from app.storage_usage s
+      join identity.users u on u.id = s.user_id
+     order by s.bytes desc, u.email
+     limit greatest(coalesce(max_rows, 50), 0)
+  $$;
+
+--
+-- Name: FUNCTION storage_usage(max_rows integer); Type: COMMENT; Schema: admin
+--
+
+COMMENT ON FUNCTION admin.storage_usage(max_rows integer) IS 'The users storing the most bytes: bytes, objects, their quota and uploads per minute.';
 
 --
 -- Name: webhook_failures(integer); Type: FUNCTION; Schema: admin
@@ -2324,6 +2404,40 @@ $$;
 COMMENT ON FUNCTION api.community_public(community_id uuid) IS 'GET /api/community/{id} (no credential): name, description, tags, member_count and timestamps. PT404 when unknown.';
 
 --
+-- Name: community_update(uuid, jsonb); Type: FUNCTION; Schema: api
+--
+
+CREATE FUNCTION api.community_update(community_id uuid, patch jsonb) RETURNS jsonb
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog'
+    AS $$
+declare
+  caller uuid := auth.uid();
+begin
+  perform app.require_community(community_update.community_id);
+  if not private.is_community_manager(community_update.community_id, caller) then
+    raise exception 'only managers of the community may change it' using errcode = 'PT403', hint = 'not_community_manager';
+  end if;
+  if pg_catalog.jsonb_typeof(community_update.patch) is distinct from 'object' then
+    raise exception 'the patch must be an object' using errcode = 'PT422', hint = 'validation_error';
+  end if;
+  if community_update.patch ? 'image_path' then
+    -- An object of the community-images bucket in the community's folder, or null to clear.
+    update app.communities c
+       set image_object_id = private.storage_image_object('community-images', community_update.patch->>'image_path', caller)
+     where c.id = community_update.community_id;
+  end if;
+  return api.community_get(community_update.community_id);
+end;
+$$;
+
+--
+-- Name: FUNCTION community_update(community_id uuid, patch jsonb); Type: COMMENT; Schema: api
+--
+
+COMMENT ON FUNCTION api.community_update(community_id uuid, patch jsonb) IS 'PATCH /api/mobile/communities/{id}: a manager changes what the patch names: image_path (an object of the community-images bucket in the community''s folder, or null to clear). PT403 not_community_manager, PT404 community_not_found, PT422 invalid_image_path.';
+
+--
 -- Name: connection_create(uuid, text, uuid, uuid, uuid, text, text, text[]); Type: FUNCTION; Schema: api
 --
 
@@ -2714,9 +2828,14 @@ begin
   select c.* into community from app.communities c where c.id = found.community_id;
   select v.* into venue from app.venues v where v.node_id = found.venue_node_id;
   location_text := private.event_location_text(venue.name, venue.address, found.location);
+  -- The image as a URL (the stored object's public URL, else the external
+  -- one), and the share preview's: a 1200x630 transformation when stored here.
   return private.event_page_json(found.title, found.description, found.starts_at, found.ends_at, found.timezone,
-                                 found.image_path, found.event_url, found.shortlink, location_text, venue, community,
-                                 base, false);
+                                 coalesce(app.storage_public_url(found.image_object_id), found.image_path),
+                                 found.event_url, found.shortlink, location_text, venue, community,
+                                 base, false)
+         || jsonb_build_object('og_image', coalesce(private.storage_render_url(found.image_object_id, 1200, 630, 'cover'),
+                                                    app.storage_public_url(found.image_object_id), found.image_path));
 end;
 $$;
 
@@ -2724,7 +2843,7 @@ $$;
 -- Name: FUNCTION event_page(shortlink text, public_url text); Type: COMMENT; Schema: api
 --
 
-COMMENT ON FUNCTION api.event_page(shortlink text, public_url text) IS 'GET /e/{shortlink} (no credential): what the public page and its previews show: title, description, date, end (the effective end), timezone, image_path, event_url, url (the page), calendar_path, checkin_path (null once cancelled), location ("venue, address" or the location text), place {name, address, latitude, longitude} for schema.org (the venue, its address else its name; else the location text; else the community), organizer {name, url: the community''s public page}, event_status (EventScheduled, or EventCancelled for a deleted event while its tombstone is kept), attendance_mode. PT404 event_not_found, also for an event of a draft community.';
+COMMENT ON FUNCTION api.event_page(shortlink text, public_url text) IS 'GET /e/{shortlink} (no credential): what the public page and its previews show: og_image (a 1200x630 transformation of a stored image, else the image), title, description, date, end (the effective end), timezone, image_path, event_url, url (the page), calendar_path, checkin_path (null once cancelled), location ("venue, address" or the location text), place {name, address, latitude, longitude} for schema.org (the venue, its address else its name; else the location text; else the community), organizer {name, url: the community''s public page}, event_status (EventScheduled, or EventCancelled for a deleted event while its tombstone is kept), attendance_mode. PT404 event_not_found, also for an event of a draft community.';
 
 --
 -- Name: event_public(text, text); Type: FUNCTION; Schema: api
@@ -2902,6 +3021,44 @@ $$;
 --
 
 COMMENT ON FUNCTION api.event_stream_open(gateway text, last_event_id bigint, public_url text, ttl_seconds integer) IS 'GET /api/mobile/events/upcoming/stream: registers the stream (PT429 too_many_streams past the cap) and returns the snapshot (upcoming events with __sync_meta, and the change id it is consistent with) or the resume point.';
+
+--
+-- Name: event_update(uuid, jsonb, text); Type: FUNCTION; Schema: api
+--
+
+CREATE FUNCTION api.event_update(id uuid, patch jsonb, public_url text) RETURNS jsonb
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog'
+    AS $$
+declare
+  caller uuid := auth.uid();
+  found_event app.events := private.find_event(event_update.id);
+begin
+  if found_event.id is null then
+    raise exception 'event not found' using errcode = 'PT404', hint = 'event_not_found';
+  end if;
+  if not private.is_community_manager(found_event.community_id, caller) then
+    raise exception 'only managers of the event''s community may change it' using errcode = 'PT403', hint = 'not_community_manager';
+  end if;
+  if pg_catalog.jsonb_typeof(event_update.patch) is distinct from 'object' then
+    raise exception 'the patch must be an object' using errcode = 'PT422', hint = 'validation_error';
+  end if;
+  if event_update.patch ? 'image_path' then
+    -- An object of the event-images bucket in the event's folder, or null to clear (a platform's external image stays).
+    update app.events e
+       set image_object_id = private.storage_image_object('event-images', event_update.patch->>'image_path', caller)
+     where e.id = found_event.id
+    returning e.* into found_event;
+  end if;
+  return private.event_json(found_event, event_update.public_url);
+end;
+$$;
+
+--
+-- Name: FUNCTION event_update(id uuid, patch jsonb, public_url text); Type: COMMENT; Schema: api
+--
+
+COMMENT ON FUNCTION api.event_update(id uuid, patch jsonb, public_url text) IS 'PATCH /api/mobile/events/{id}: a manager of the event''s community changes what the patch names: image_path (an object of the event-images bucket in the event''s folder, or null to clear). PT403 not_community_manager, PT404 event_not_found, PT422 invalid_image_path.';
 
 --
 -- Name: events_upcoming(text); Type: FUNCTION; Schema: api
@@ -3950,7 +4107,7 @@ CREATE FUNCTION api.profile_get() RETURNS SETOF api.user_profile
     LANGUAGE sql STABLE
     AS $$
     select p.id, u.email, p.name, s.is_premium, p.subscription_type,
-           s.max_hats, p.node_id, p.created_at, p.updated_at
+           s.max_hats, p.node_id, p.created_at, p.updated_at, app.storage_public_url(p.avatar_object_id)
       from app.profiles p
       join identity.users u on u.id = p.id
       join app.subscription_plans s on s.id = p.subscription_type
@@ -3961,6 +4118,51 @@ CREATE FUNCTION api.profile_get() RETURNS SETOF api.user_profile
 --
 
 COMMENT ON FUNCTION api.profile_get() IS 'GET /api/mobile/profile: the caller''s UserProfile (row-level security picks the row); no row when it is missing (the route''s 404). Inlined into the calling statement (plain SQL, no search_path of its own: every name is qualified).';
+
+--
+-- Name: profile_patch(jsonb); Type: FUNCTION; Schema: api
+--
+
+CREATE FUNCTION api.profile_patch(patch jsonb) RETURNS SETOF api.user_profile
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog'
+    AS $$
+declare
+  caller uuid := auth.uid();
+begin
+  if pg_catalog.jsonb_typeof(profile_patch.patch) is distinct from 'object' then
+    raise exception 'the patch must be an object' using errcode = 'PT422', hint = 'validation_error';
+  end if;
+  if profile_patch.patch ? 'name' then
+    perform api.profile_update(profile_patch.patch->>'name');
+  end if;
+  if profile_patch.patch ? 'avatar_path' then
+    -- An object of the avatars bucket in the caller's own folder, or null to clear.
+    update app.profiles p
+       set avatar_object_id = private.storage_image_object('avatars', profile_patch.patch->>'avatar_path', caller)
+     where p.id = caller;
+    if not found then
+      raise exception 'profile not found' using errcode = 'PT404', hint = 'profile_not_found';
+    end if;
+  end if;
+  return query
+    select p.id, u.email, p.name, s.is_premium, p.subscription_type,
+           s.max_hats, p.node_id, p.created_at, p.updated_at, app.storage_public_url(p.avatar_object_id)
+      from app.profiles p
+      join identity.users u on u.id = p.id
+      join app.subscription_plans s on s.id = p.subscription_type
+     where p.id = caller;
+  if not found then
+    raise exception 'profile not found' using errcode = 'PT404', hint = 'profile_not_found';
+  end if;
+end;
+$$;
+
+--
+-- Name: FUNCTION profile_patch(patch jsonb); Type: COMMENT; Schema: api
+--
+
+COMMENT ON FUNCTION api.profile_patch(patch jsonb) IS 'PATCH /api/mobile/profile: changes what the patch names: name (as api.profile_update) and avatar_path (an object of the avatars bucket in the caller''s folder, or null to clear). PT422 validation_error or invalid_image_path, PT404 without a profile.';
 
 --
 -- Name: profile_update(text); Type: FUNCTION; Schema: api
@@ -3984,7 +4186,7 @@ begin
   end if;
   return query
     select p.id, u.email, p.name, s.is_premium, p.subscription_type,
-           s.max_hats, p.node_id, p.created_at, p.updated_at
+           s.max_hats, p.node_id, p.created_at, p.updated_at, app.storage_public_url(p.avatar_object_id)
       from app.profiles p
       join identity.users u on u.id = p.id
       join app.subscription_plans s on s.id = p.subscription_type
@@ -3996,7 +4198,7 @@ $$;
 -- Name: FUNCTION profile_update(name text); Type: COMMENT; Schema: api
 --
 
-COMMENT ON FUNCTION api.profile_update(name text) IS 'PATCH /api/mobile/profile: sets the caller''s name (then chosen: visible to other members). PT422 for an empty or too long name, PT404 without a profile.';
+COMMENT ON FUNCTION api.profile_update(name text) IS 'Sets the caller''s name (then chosen: visible to other members). PT422 for an empty or too long name, PT404 without a profile.';
 
 --
 -- Name: realtime_columns(); Type: FUNCTION; Schema: api
@@ -4060,6 +4262,429 @@ CREATE FUNCTION api.realtime_event_changes(after_id bigint, upto_id bigint) RETU
 --
 
 COMMENT ON FUNCTION api.realtime_event_changes(after_id bigint, upto_id bigint) IS 'Row changes of app.events after_id < id <= upto_id that the caller may read (private.event_readable on the row as changed), for postgres_changes: (change_id, INSERT|UPDATE|DELETE, commit_timestamp, record, old_record with the primary key).';
+
+--
+-- Name: storage_bucket_get(text); Type: FUNCTION; Schema: api
+--
+
+CREATE FUNCTION api.storage_bucket_get(bucket_id text) RETURNS jsonb
+    LANGUAGE sql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog'
+    AS $$
+    select private.storage_bucket_json(private.storage_bucket(storage_bucket_get.bucket_id))
+  $$;
+
+--
+-- Name: FUNCTION storage_bucket_get(bucket_id text); Type: COMMENT; Schema: api
+--
+
+COMMENT ON FUNCTION api.storage_bucket_get(bucket_id text) IS 'GET /storage/v1/bucket/{id}: one bucket. PT404 bucket_not_found.';
+
+--
+-- Name: storage_buckets_list(); Type: FUNCTION; Schema: api
+--
+
+CREATE FUNCTION api.storage_buckets_list() RETURNS jsonb
+    LANGUAGE sql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog'
+    AS $$
+    select coalesce(pg_catalog.jsonb_agg(private.storage_bucket_json(b) order by b.id), '[]'::jsonb)
+      from app.storage_buckets b
+  $$;
+
+--
+-- Name: FUNCTION storage_buckets_list(); Type: COMMENT; Schema: api
+--
+
+COMMENT ON FUNCTION api.storage_buckets_list() IS 'GET /storage/v1/bucket: every bucket (their settings are not secret).';
+
+--
+-- Name: storage_object_copy_begin(text, text, text, text, boolean); Type: FUNCTION; Schema: api
+--
+
+CREATE FUNCTION api.storage_object_copy_begin(bucket_id text, source text, destination_bucket text, destination text, upsert boolean) RETURNS TABLE(upload_id uuid, storage_key text, source_key text, size bigint, content_type text, cache_control text, etag text, width integer, height integer, user_metadata jsonb)
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog'
+    AS $$
+declare
+  caller uuid := auth.uid();
+  src record;
+  target app.storage_buckets := private.storage_bucket(coalesce(storage_object_copy_begin.destination_bucket, storage_object_copy_begin.bucket_id));
+  started record;
+begin
+  if caller is null then
+    raise exception 'not signed in' using errcode = 'PT401', hint = 'unauthorized';
+  end if;
+  select * into src from api.storage_object_get(storage_object_copy_begin.bucket_id, storage_object_copy_begin.source);
+  if not private.storage_type_allowed(target, src.content_type) or (target.images and src.width is null) then
+    raise exception 'mime type % is not supported in bucket %', src.content_type, target.id using errcode = 'PT415', hint = 'invalid_mime_type';
+  end if;
+  select * into started from private.storage_upload_start(caller, target.id, storage_object_copy_begin.destination,
+    coalesce(storage_object_copy_begin.upsert, false), src.size, 'copy');
+  return query select started.upload_id, started.storage_key, src.storage_key, src.size, src.content_type, src.cache_control, src.etag,
+                      src.width, src.height, src.user_metadata;
+end;
+$$;
+
+--
+-- Name: FUNCTION storage_object_copy_begin(bucket_id text, source text, destination_bucket text, destination text, upsert boolean); Type: COMMENT; Schema: api
+--
+
+COMMENT ON FUNCTION api.storage_object_copy_begin(bucket_id text, source text, destination_bucket text, destination text, upsert boolean) IS 'POST /storage/v1/object/copy: checks that the caller may read the source and write the destination, and registers the copy as an upload (the gateway copies the bytes, then private.storage_upload_finish records it). The refusals of api.storage_object_get and api.storage_upload_begin; PT415 invalid_mime_type when the destination bucket does not take the type.';
+
+--
+-- Name: storage_object_get(text, text, boolean); Type: FUNCTION; Schema: api
+--
+
+CREATE FUNCTION api.storage_object_get(bucket text, path text, public_only boolean DEFAULT false) RETURNS TABLE(id uuid, bucket_id text, name text, storage_key text, size bigint, content_type text, cache_control text, etag text, width integer, height integer, user_metadata jsonb, version uuid, created_at timestamp with time zone, updated_at timestamp with time zone, public boolean, images boolean, download_as_attachment boolean)
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog'
+    AS $$
+declare
+  b app.storage_buckets := private.storage_bucket(storage_object_get.bucket);
+begin
+  -- Not readable and absent look the same.
+  if (storage_object_get.public_only and not b.public)
+     or not (b.public or private.storage_folder_owned(b.id, storage_object_get.path, auth.uid())) then
+    raise exception 'Object not found' using errcode = 'PT404', hint = 'object_not_found';
+  end if;
+  return query
+    select o.id, o.bucket_id, o.name::text, o.storage_key, o.size, o.content_type, o.cache_control, o.etag, o.width, o.height,
+           o.user_metadata, o.version, o.created_at, o.updated_at, b.public, b.images, b.download_as_attachment
+      from app.storage_objects o
+     where o.bucket_id = b.id and o.name = storage_object_get.path;
+  if not found then
+    raise exception 'Object not found' using errcode = 'PT404', hint = 'object_not_found';
+  end if;
+end;
+$$;
+
+--
+-- Name: FUNCTION storage_object_get(bucket text, path text, public_only boolean); Type: COMMENT; Schema: api
+--
+
+COMMENT ON FUNCTION api.storage_object_get(bucket text, path text, public_only boolean) IS 'Downloads, info and transformations of /storage/v1/object and /render/image: the object if the caller may read it (a public bucket: anyone; else the owners of its folder). public_only: the /public/ routes, which serve public buckets only. PT404 bucket_not_found or object_not_found (also when it may not be read).';
+
+--
+-- Name: storage_object_move(text, text, text, text); Type: FUNCTION; Schema: api
+--
+
+CREATE FUNCTION api.storage_object_move(bucket_id text, source text, destination_bucket text, destination text) RETURNS void
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog'
+    AS $$
+declare
+  target_bucket text := coalesce(storage_object_move.destination_bucket, storage_object_move.bucket_id);
+begin
+  perform private.storage_bucket(storage_object_move.bucket_id);
+  perform private.storage_bucket(target_bucket);
+  perform private.storage_check_name(storage_object_move.destination);
+  if not private.storage_folder_owned(target_bucket, storage_object_move.destination, auth.uid()) then
+    raise exception 'Access denied: you may not write %/%', target_bucket, storage_object_move.destination
+      using errcode = 'PT403', hint = 'storage_access_denied';
+  end if;
+  if exists (select from app.storage_objects o where o.bucket_id = target_bucket and o.name = storage_object_move.destination) then
+    raise exception 'The resource already exists' using errcode = 'PT409', hint = 'object_exists';
+  end if;
+  -- Row-level security: the source must be in a folder the caller owns.
+  update app.storage_objects o
+     set bucket_id = target_bucket, name = storage_object_move.destination
+   where o.bucket_id = storage_object_move.bucket_id and o.name = storage_object_move.source;
+  if not found then
+    raise exception 'Object not found' using errcode = 'PT404', hint = 'object_not_found';
+  end if;
+end;
+$$;
+
+--
+-- Name: FUNCTION storage_object_move(bucket_id text, source text, destination_bucket text, destination text); Type: COMMENT; Schema: api
+--
+
+COMMENT ON FUNCTION api.storage_object_move(bucket_id text, source text, destination_bucket text, destination text) IS 'POST /storage/v1/object/move: renames an object the caller may write to a path (in the same or another bucket) they may write; its bytes, id and the images pointing at it stay. PT403 storage_access_denied, PT404 object_not_found, PT409 object_exists, and the destination bucket''s limits.';
+
+--
+-- Name: storage_object_signed(text, text, text); Type: FUNCTION; Schema: api
+--
+
+CREATE FUNCTION api.storage_object_signed(bucket text, path text, token text) RETURNS TABLE(id uuid, bucket_id text, name text, storage_key text, size bigint, content_type text, cache_control text, etag text, width integer, height integer, user_metadata jsonb, version uuid, created_at timestamp with time zone, updated_at timestamp with time zone, public boolean, images boolean, download_as_attachment boolean, transform jsonb)
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog'
+    AS $$
+declare
+  claims jsonb := private.storage_token_claims(storage_object_signed.token, 'download',
+    storage_object_signed.bucket || '/' || storage_object_signed.path);
+begin
+  return query
+    select o.id, o.bucket_id, o.name::text, o.storage_key, o.size, o.content_type, o.cache_control, o.etag, o.width, o.height,
+           o.user_metadata, o.version, o.created_at, o.updated_at, b.public, b.images, b.download_as_attachment, claims->'transform'
+      from app.storage_objects o
+      join app.storage_buckets b on b.id = o.bucket_id
+     where o.bucket_id = storage_object_signed.bucket and o.name = storage_object_signed.path;
+  if not found then
+    raise exception 'Object not found' using errcode = 'PT404', hint = 'object_not_found';
+  end if;
+end;
+$$;
+
+--
+-- Name: FUNCTION storage_object_signed(bucket text, path text, token text); Type: COMMENT; Schema: api
+--
+
+COMMENT ON FUNCTION api.storage_object_signed(bucket text, path text, token text) IS 'GET /storage/v1/object/sign/... and /render/image/sign/...?token=: the object a signed URL names, with the transformation it was signed with. PT400 invalid_signature or signature_expired; PT404 object_not_found.';
+
+--
+-- Name: storage_objects_list(text, text, integer, integer, text, text, text); Type: FUNCTION; Schema: api
+--
+
+CREATE FUNCTION api.storage_objects_list(bucket_id text, prefix text, max_rows integer, skip integer, search text, sort_column text, sort_order text) RETURNS jsonb
+    LANGUAGE plpgsql STABLE
+    SET search_path TO 'pg_catalog'
+    AS $$
+declare
+  folder text := coalesce(storage_objects_list.prefix, '');
+  pattern text;
+  descending boolean := lower(coalesce(storage_objects_list.sort_order, 'asc')) = 'desc';
+  sort text := coalesce(storage_objects_list.sort_column, 'name');
+  result jsonb;
+begin
+  perform private.storage_bucket(storage_objects_list.bucket_id);
+  if sort not in ('name', 'created_at', 'updated_at', 'last_accessed_at') then
+    raise exception 'sortBy.column must be name, created_at, updated_at or last_accessed_at' using errcode = 'PT400', hint = 'bad_request';
+  end if;
+  -- A prefix names a folder: `a/b` lists what is under `a/b/`.
+  folder := pg_catalog.ltrim(folder, '/');
+  if folder <> '' and right(folder, 1) <> '/' then
+    folder := folder || '/';
+  end if;
+  pattern := pg_catalog.replace(pg_catalog.replace(pg_catalog.replace(coalesce(storage_objects_list.search, ''), '\', '\\'), '%', '\%'), '_', '\_') || '%';
+  -- Row-level security: only objects of folders the caller owns.
+  with under as (
+    select o as obj, pg_catalog.substr(o.name, length(folder) + 1) as rest
+      from app.storage_objects o
+     where o.bucket_id = storage_objects_list.bucket_id
+       and o.name like pg_catalog.replace(folder, '_', '\_') || '%'
+  ), folders as (
+    select distinct pg_catalog.split_part(u.rest, '/', 1) as entry_name
+      from under u
+     where pg_catalog.strpos(u.rest, '/') > 0 and pg_catalog.split_part(u.rest, '/', 1) ilike pattern
+  ), entries as (
+    select f.entry_name, null::app.storage_objects as obj from folders f
+    union all
+    select u.rest, u.obj from under u where pg_catalog.strpos(u.rest, '/') = 0 and u.rest ilike pattern
+  ), keyed as (
+    select e.entry_name, e.obj,
+           case sort when 'name' then e.entry_name
+                     when 'created_at' then app.iso((e.obj).created_at)
+                     else app.iso((e.obj).updated_at) end as sort_key
+      from entries e
+  ), page as (
+    select k.entry_name, k.obj,
+           row_number() over (order by (k.obj).id is not null,
+                                       case when not descending then k.sort_key end collate "C" asc,
+                                       case when descending then k.sort_key end collate "C" desc,
+                                       k.entry_name collate "C") as ord
+      from keyed k
+     order by ord
+     limit greatest(coalesce(storage_objects_list.max_rows, 100), 0)
+    offset greatest(coalesce(storage_objects_list.skip, 0), 0)
+  )
+  select coalesce(pg_catalog.jsonb_agg(
+           case when p.obj is null then
+             pg_catalog.jsonb_build_object('name', p.entry_name, 'id', null, 'updated_at', null, 'created_at', null,
+                                           'last_accessed_at', null, 'metadata', null)
+           else
+             pg_catalog.jsonb_build_object('name', p.entry_name, 'id', (p.obj).id, 'updated_at', app.iso((p.obj).updated_at),
+                                           'created_at', app.iso((p.obj).created_at), 'last_accessed_at', app.iso((p.obj).updated_at),
+                                           'metadata', private.storage_object_metadata(p.obj))
+           end order by p.ord), '[]'::jsonb)
+    into result
+    from page p;
+  return result;
+end;
+$$;
+
+--
+-- Name: FUNCTION storage_objects_list(bucket_id text, prefix text, max_rows integer, skip integer, search text, sort_column text, sort_order text); Type: COMMENT; Schema: api
+--
+
+COMMENT ON FUNCTION api.storage_objects_list(bucket_id text, prefix text, max_rows integer, skip integer, search text, sort_column text, sort_order text) IS 'POST /storage/v1/object/list/{bucket}: the folders and objects directly under prefix (a folder) whose names start with search (case-insensitive), folders first, then by sort_column; only in folders the caller owns (row-level security). PT404 bucket_not_found.';
+
+--
+-- Name: storage_objects_remove(text, text[]); Type: FUNCTION; Schema: api
+--
+
+CREATE FUNCTION api.storage_objects_remove(bucket_id text, names text[]) RETURNS jsonb
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog'
+    AS $$
+declare
+  result jsonb;
+begin
+  perform private.storage_bucket(storage_objects_remove.bucket_id);
+  -- Row-level security: only objects of folders the caller owns; the rest are not there for them.
+  with gone as (
+    delete from app.storage_objects o
+     where o.bucket_id = storage_objects_remove.bucket_id and o.name = any (storage_objects_remove.names)
+    returning o.*
+  )
+  select coalesce(pg_catalog.jsonb_agg(private.storage_object_json(g) order by g.name), '[]'::jsonb) into result from gone g;
+  return result;
+end;
+$$;
+
+--
+-- Name: FUNCTION storage_objects_remove(bucket_id text, names text[]); Type: COMMENT; Schema: api
+--
+
+COMMENT ON FUNCTION api.storage_objects_remove(bucket_id text, names text[]) IS 'DELETE /storage/v1/object/{bucket}: deletes the named objects the caller may delete (row-level security) and returns them; their bytes are collected later. PT404 bucket_not_found.';
+
+--
+-- Name: storage_resumable_upload(uuid); Type: FUNCTION; Schema: api
+--
+
+CREATE FUNCTION api.storage_resumable_upload(upload_id uuid) RETURNS TABLE(storage_key text, file_size_limit bigint, allowed_mime_types text[], images boolean, bucket_id text, name text, declared_size bigint)
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog'
+    AS $$
+begin
+  return query
+    select u.storage_key, b.file_size_limit, b.allowed_mime_types, b.images, u.bucket_id, u.name::text, u.declared_size
+      from app.storage_uploads u
+      join app.storage_buckets b on b.id = u.bucket_id
+     where u.id = storage_resumable_upload.upload_id and u.kind = 'resumable'
+       and u.owner_id = auth.uid() and u.expires_at > now();
+  if not found then
+    raise exception 'Upload not found' using errcode = 'PT404', hint = 'upload_not_found';
+  end if;
+end;
+$$;
+
+--
+-- Name: FUNCTION storage_resumable_upload(upload_id uuid); Type: COMMENT; Schema: api
+--
+
+COMMENT ON FUNCTION api.storage_resumable_upload(upload_id uuid) IS 'HEAD, PATCH and DELETE /storage/v1/upload/resumable/{id}: the caller''s resumable upload under way, with where its bytes go and its bucket''s limits. PT404 upload_not_found (another user''s, finished or expired).';
+
+--
+-- Name: storage_sign(text, text[], integer, jsonb); Type: FUNCTION; Schema: api
+--
+
+CREATE FUNCTION api.storage_sign(bucket_id text, names text[], expires_in integer, transform jsonb DEFAULT NULL::jsonb) RETURNS jsonb
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog'
+    AS $$
+declare
+  caller uuid := auth.uid();
+  b app.storage_buckets := private.storage_bucket(storage_sign.bucket_id);
+  result jsonb := '[]'::jsonb;
+  object_name text;
+  readable boolean;
+  route text := case when storage_sign.transform is null then '/object/sign/' else '/render/image/sign/' end;
+begin
+  if storage_sign.expires_in is null or storage_sign.expires_in not between 1 and 31536000 then
+    raise exception 'expiresIn must be 1 to 31536000 seconds' using errcode = 'PT400', hint = 'bad_request';
+  end if;
+  foreach object_name in array storage_sign.names loop
+    readable := (b.public or private.storage_folder_owned(b.id, object_name, caller))
+                and exists (select from app.storage_objects o where o.bucket_id = b.id and o.name = object_name);
+    result := result || pg_catalog.jsonb_build_array(pg_catalog.jsonb_build_object(
+      'path', object_name,
+      'error', case when readable then null else 'Either the object does not exist or you do not have access to it' end,
+      'signedURL', case when readable then
+        route || b.id || '/' || object_name || '?token=' || private.storage_token(pg_catalog.jsonb_strip_nulls(pg_catalog.jsonb_build_object(
+          'scope', 'download', 'url', b.id || '/' || object_name, 'sub', caller, 'transform', storage_sign.transform)),
+          storage_sign.expires_in) end));
+  end loop;
+  return result;
+end;
+$$;
+
+--
+-- Name: FUNCTION storage_sign(bucket_id text, names text[], expires_in integer, transform jsonb); Type: COMMENT; Schema: api
+--
+
+COMMENT ON FUNCTION api.storage_sign(bucket_id text, names text[], expires_in integer, transform jsonb) IS 'POST /storage/v1/object/sign/{bucket}[/{path}]: a signed download URL (valid expires_in seconds) for each path the caller may read, with the transformation to apply, if any; an `error` for the others. PT400 for an expiry outside 1 s to a year; PT404 bucket_not_found.';
+
+--
+-- Name: storage_sign_upload(text, text, boolean); Type: FUNCTION; Schema: api
+--
+
+CREATE FUNCTION api.storage_sign_upload(bucket_id text, name text, upsert boolean) RETURNS jsonb
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog'
+    AS $$
+declare
+  caller uuid := auth.uid();
+  b app.storage_buckets := private.storage_bucket(storage_sign_upload.bucket_id);
+  token text;
+begin
+  perform private.storage_check_name(storage_sign_upload.name);
+  if not private.storage_folder_owned(b.id, storage_sign_upload.name, caller) then
+    raise exception 'Access denied: you may not write %/%', b.id, storage_sign_upload.name using errcode = 'PT403', hint = 'storage_access_denied';
+  end if;
+  token := private.storage_token(pg_catalog.jsonb_build_object('scope', 'upload', 'url', b.id || '/' || storage_sign_upload.name,
+    'sub', caller, 'upsert', coalesce(storage_sign_upload.upsert, false)), 7200);
+  return pg_catalog.jsonb_build_object('url', '/object/upload/sign/' || b.id || '/' || storage_sign_upload.name || '?token=' || token,
+                                       'token', token);
+end;
+$$;
+
+--
+-- Name: FUNCTION storage_sign_upload(bucket_id text, name text, upsert boolean); Type: COMMENT; Schema: api
+--
+
+COMMENT ON FUNCTION api.storage_sign_upload(bucket_id text, name text, upsert boolean) IS 'POST /storage/v1/object/upload/sign/{bucket}/{path}: a signed upload URL (valid 2 hours) for a path the caller may write; the upload through it runs as the caller. PT400 invalid_key, PT403 storage_access_denied, PT404 bucket_not_found.';
+
+--
+-- Name: storage_upload_begin(text, text, boolean, bigint, text); Type: FUNCTION; Schema: api
+--
+
+CREATE FUNCTION api.storage_upload_begin(bucket_id text, name text, upsert boolean, declared_size bigint, kind text DEFAULT 'direct'::text) RETURNS TABLE(upload_id uuid, storage_key text, file_size_limit bigint, allowed_mime_types text[], images boolean)
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog'
+    AS $$
+declare
+  caller uuid := auth.uid();
+begin
+  if caller is null then
+    raise exception 'not signed in' using errcode = 'PT401', hint = 'unauthorized';
+  end if;
+  if storage_upload_begin.kind not in ('direct', 'resumable') then
+    raise exception 'kind must be direct or resumable' using errcode = 'PT400', hint = 'bad_request';
+  end if;
+  return query select * from private.storage_upload_start(caller, storage_upload_begin.bucket_id, storage_upload_begin.name,
+    coalesce(storage_upload_begin.upsert, false), storage_upload_begin.declared_size, storage_upload_begin.kind);
+end;
+$$;
+
+--
+-- Name: FUNCTION storage_upload_begin(bucket_id text, name text, upsert boolean, declared_size bigint, kind text); Type: COMMENT; Schema: api
+--
+
+COMMENT ON FUNCTION api.storage_upload_begin(bucket_id text, name text, upsert boolean, declared_size bigint, kind text) IS 'POST and PUT /storage/v1/object/{bucket}/{path}, and TUS uploads: checks that the caller may write the path (before a byte is read) and registers the upload; the object appears when private.storage_upload_finish records its bytes. PT404 bucket_not_found, PT400 invalid_key, PT403 storage_access_denied, PT409 object_exists (without upsert), PT413 object_too_large or quota_exceeded, PT429 too_many_uploads.';
+
+--
+-- Name: storage_upload_begin_signed(text, text, text, bigint); Type: FUNCTION; Schema: api
+--
+
+CREATE FUNCTION api.storage_upload_begin_signed(bucket_id text, name text, token text, declared_size bigint) RETURNS TABLE(upload_id uuid, storage_key text, file_size_limit bigint, allowed_mime_types text[], images boolean)
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog'
+    AS $$
+declare
+  claims jsonb := private.storage_token_claims(storage_upload_begin_signed.token, 'upload',
+    storage_upload_begin_signed.bucket_id || '/' || storage_upload_begin_signed.name);
+begin
+  return query select * from private.storage_upload_start((claims->>'sub')::uuid, storage_upload_begin_signed.bucket_id,
+    storage_upload_begin_signed.name, coalesce((claims->>'upsert')::boolean, false), storage_upload_begin_signed.declared_size, 'signed');
+end;
+$$;
+
+--
+-- Name: FUNCTION storage_upload_begin_signed(bucket_id text, name text, token text, declared_size bigint); Type: COMMENT; Schema: api
+--
+
+COMMENT ON FUNCTION api.storage_upload_begin_signed(bucket_id text, name text, token text, declared_size bigint) IS 'PUT /storage/v1/object/upload/sign/{bucket}/{path}?token=: an upload through a signed upload URL, as the user who signed it (their right to write the path, quota and rate are checked again). PT400 invalid_signature or signature_expired, and the refusals of api.storage_upload_begin.';
 
 --
 -- Name: task_chain(uuid, text, integer); Type: FUNCTION; Schema: api
@@ -4536,7 +5161,8 @@ begin
          coalesce(jsonb_agg(jsonb_build_object(
            'id', e.id, 'node_id', e.node_id, 'title', e.title, 'description', e.description,
            'date', app.iso(e.starts_at), 'end_time', app.iso(e.ends_at),
-           'image_path', e.image_path) order by e.starts_at, e.id), '[]'::jsonb)
+           'image_path', coalesce(private.storage_object_name(e.image_object_id), e.image_path),
+           'image_url', coalesce(app.storage_public_url(e.image_object_id), e.image_path)) order by e.starts_at, e.id), '[]'::jsonb)
     into event_count, only_event, selection
     from private.venue_concurrent_events(venue_checkin.venue_id) e;
 
@@ -4955,6 +5581,7 @@ CREATE TABLE app.communities (
     updated_at timestamp with time zone DEFAULT now() NOT NULL,
     search_text text DEFAULT ''::text NOT NULL,
     timezone text,
+    image_object_id uuid,
     CONSTRAINT communities_member_count_check CHECK ((member_count >= 0)),
     CONSTRAINT communities_name_check CHECK (((length(btrim(name)) >= 1) AND (length(btrim(name)) <= 200)))
 );
@@ -4980,14 +5607,15 @@ CREATE FUNCTION app.community_json(c app.communities) RETURNS jsonb
     AS $$
     select pg_catalog.jsonb_build_object(
       'id', c.id, 'name', c.name, 'description', c.description, 'tags', pg_catalog.to_jsonb(c.tags),
-      'member_count', c.member_count, 'created_at', app.iso(c.created_at), 'updated_at', app.iso(c.updated_at))
+      'member_count', c.member_count, 'created_at', app.iso(c.created_at), 'updated_at', app.iso(c.updated_at),
+      'image_url', app.storage_public_url(c.image_object_id))
   $$;
 
 --
 -- Name: FUNCTION community_json(c app.communities); Type: COMMENT; Schema: app
 --
 
-COMMENT ON FUNCTION app.community_json(c app.communities) IS 'id, name, description, tags, member_count, created_at, updated_at of a community (CommunityListItem''s common part; inlined by the planner).';
+COMMENT ON FUNCTION app.community_json(c app.communities) IS 'id, name, description, tags, member_count, created_at, updated_at, image_url of a community (CommunityListItem''s common part; inlined by the planner).';
 
 --
 -- Name: contains_pattern(text); Type: FUNCTION; Schema: app
@@ -5148,6 +5776,26 @@ begin
   return me;
 end;
 $$;
+
+--
+-- Name: storage_public_url(uuid); Type: FUNCTION; Schema: app
+--
+
+CREATE FUNCTION app.storage_public_url(object_id uuid) RETURNS text
+    LANGUAGE sql STABLE STRICT SECURITY DEFINER
+    SET search_path TO 'pg_catalog'
+    AS $$
+    select pg_catalog.rtrim(private.public_url(), '/') || '/storage/v1/object/public/' || o.bucket_id || '/' || private.storage_url_path(o.name)
+      from app.storage_objects o
+      join app.storage_buckets b on b.id = o.bucket_id and b.public
+     where o.id = storage_public_url.object_id
+  $$;
+
+--
+-- Name: FUNCTION storage_public_url(object_id uuid); Type: COMMENT; Schema: app
+--
+
+COMMENT ON FUNCTION app.storage_public_url(object_id uuid) IS 'The absolute public URL of an object of a public bucket (null otherwise): avatar_url, image_url.';
 
 --
 -- Name: jwt(); Type: FUNCTION; Schema: auth
@@ -5468,16 +6116,20 @@ CREATE FUNCTION private.account_files(user_id uuid) RETURNS jsonb
     LANGUAGE sql STABLE
     SET search_path TO 'pg_catalog'
     AS $$
-    -- The hook of file storage: it lists the user's stored objects here
-    -- ([{bucket, path, size, content_type, created_at}]); none are stored yet.
-    select '[]'::jsonb
+    -- The objects the user uploaded (owner_id), in every bucket.
+    select coalesce(jsonb_agg(jsonb_build_object(
+             'bucket', o.bucket_id, 'path', o.name, 'size', o.size,
+             'content_type', o.content_type, 'created_at', app.iso(o.created_at))
+             order by o.bucket_id, o.name), '[]'::jsonb)
+      from app.storage_objects o
+     where o.owner_id = account_files.user_id
   $$;
 
 --
 -- Name: FUNCTION account_files(user_id uuid); Type: COMMENT; Schema: private
 --
 
-COMMENT ON FUNCTION private.account_files(user_id uuid) IS 'The stored files of a user for the export of their data: [{bucket, path, size, content_type, created_at}]. The hook of file storage, which redefines it; an empty list while no files are stored.';
+COMMENT ON FUNCTION private.account_files(user_id uuid) IS 'The stored files of a user for the export of their data: [{bucket, path, size, content_type, created_at}], every object they uploaded (app.storage_objects.owner_id).';
 
 --
 -- Name: account_files_delete(uuid); Type: FUNCTION; Schema: private
@@ -6639,6 +7291,9 @@ begin
    where s.user_id = end_credentials.user_id and s.ended_at is null;
   -- The personal calendar feed URL.
   delete from app.calendar_feeds f where f.user_id = end_credentials.user_id;
+  -- Signed URLs of storage objects the user made.
+  insert into app.storage_usage as u (user_id, signed_urls_valid_after) values (end_credentials.user_id, now())
+    on conflict on constraint storage_usage_pkey do update set signed_urls_valid_after = now();
 end;
 $$;
 
@@ -6646,7 +7301,7 @@ $$;
 -- Name: FUNCTION end_credentials(user_id uuid); Type: COMMENT; Schema: private
 --
 
-COMMENT ON FUNCTION private.end_credentials(user_id uuid) IS 'Ends every credential of a user: sessions, API tokens, OAuth tokens and pending codes, MCP sessions, the calendar feed URL (a password set through a set-password link calls it; a re-hash at sign-in does not).';
+COMMENT ON FUNCTION private.end_credentials(user_id uuid) IS 'Ends every credential of a user: sessions, API tokens, OAuth tokens and pending codes, MCP sessions, the calendar feed URL, signed storage URLs (a password set through a set-password link calls it; a re-hash at sign-in does not).';
 
 --
 -- Name: endpoint_path_pattern(text); Type: FUNCTION; Schema: private
@@ -6675,12 +7330,18 @@ CREATE FUNCTION private.enqueue_job(task text, payload jsonb, queue_name text DE
     LANGUAGE plpgsql
     SET search_path TO 'pg_catalog'
     AS $$
+declare
+  keyed bigint;
+  added bigint;
 begin
   if to_regnamespace('graphile_worker') is null then
     raise exception 'the job queue is not installed (schema graphile_worker): start the gateway or `npm run worker` once'
       using errcode = '55000';
   end if;
-  return (graphile_worker.add_job(
+  if enqueue_job.job_key is not null then
+    select j.id into keyed from graphile_worker._private_jobs j where j.key = enqueue_job.job_key;
+  end if;
+  added := (graphile_worker.add_job(
     identifier => enqueue_job.task,
     payload => enqueue_job.payload::json,
     queue_name => enqueue_job.queue_name,
@@ -6688,6 +7349,16 @@ begin
     max_attempts => enqueue_job.max_attempts,
     job_key => enqueue_job.job_key,
     job_key_mode => enqueue_job.job_key_mode)).id;
+  -- add_job replaced a job that is running (it cleared its key and took its
+  -- last attempt) and dated that now(), when this transaction began, which
+  -- may be before a worker locked the job: date it now instead, after the
+  -- lock, so that jobs_recover knows it was replaced while it ran.
+  if keyed is not null then
+    update graphile_worker._private_jobs j
+       set updated_at = clock_timestamp()
+     where j.id = keyed and j.key is null and j.locked_at is not null;
+  end if;
+  return added;
 end;
 $$;
 
@@ -6695,7 +7366,7 @@ $$;
 -- Name: FUNCTION enqueue_job(task text, payload jsonb, queue_name text, run_at timestamp with time zone, max_attempts integer, job_key text, job_key_mode text); Type: COMMENT; Schema: private
 --
 
-COMMENT ON FUNCTION private.enqueue_job(task text, payload jsonb, queue_name text, run_at timestamp with time zone, max_attempts integer, job_key text, job_key_mode text) IS 'Adds a graphile-worker job in the current transaction (it exists only if the transaction commits). queue_name: jobs of one queue run one at a time; job_key: a later job with the same key replaces a pending one (job_key_mode replace, or preserve_run_at to keep its time). Returns the job id.';
+COMMENT ON FUNCTION private.enqueue_job(task text, payload jsonb, queue_name text, run_at timestamp with time zone, max_attempts integer, job_key text, job_key_mode text) IS 'Adds a graphile-worker job in the current transaction (it exists only if the transaction commits). queue_name: jobs of one queue run one at a time; job_key: a later job with the same key replaces a pending one (job_key_mode replace, or preserve_run_at to keep its time); one running is left to finish without another attempt, dated at the replacement so that jobs_recover gives it back its attempt if its worker dies. Returns the job id.';
 
 --
 -- Name: event_checkin_location(uuid, text, text); Type: FUNCTION; Schema: private
@@ -6792,6 +7463,7 @@ CREATE TABLE app.events (
     external_id text,
     sequence integer DEFAULT 0 NOT NULL,
     timezone text NOT NULL,
+    image_object_id uuid,
     CONSTRAINT events_check CHECK (((ends_at IS NULL) OR (ends_at >= starts_at))),
     CONSTRAINT events_external_platform_check CHECK ((((external_platform IS NULL) = (external_id IS NULL)) AND ((external_platform IS NULL) OR (external_platform = ANY (ARRAY['platform_a'::text, 'platform_b'::text, 'platform_c'::text, 'platform_d'::text]))) AND ((external_id IS NULL) OR ((length(external_id) >= 1) AND (length(external_id) <= 200))))),
     CONSTRAINT events_shortlink_check CHECK ((shortlink ~ '^[A-Za-z0-9]{8}$'::text)),
@@ -6943,7 +7615,8 @@ CREATE FUNCTION private.event_object(e app.events, community_node_id uuid, calle
              'description', e.description,
              'end_time', app.iso(e.ends_at),
              'event_url', e.event_url,
-             'image_path', e.image_path,
+             'image_path', coalesce(private.storage_object_name(e.image_object_id), e.image_path),
+             'image_url', coalesce(app.storage_public_url(e.image_object_id), e.image_path),
              'location', e.location,
              'node_id', e.node_id,
              'platform_a_url', e.platform_a_url,
@@ -9208,14 +9881,16 @@ CREATE FUNCTION private.public_url() RETURNS text
     LANGUAGE sql STABLE
     SET search_path TO 'pg_catalog'
     AS $$
-    select coalesce((select s.value from private.service_settings s where s.name = 'public_url'), 'http://localhost:3000')
+    select coalesce(nullif(current_setting('request.public_url', true), ''),
+                    (select s.value from private.service_settings s where s.name = 'public_url'),
+                    'http://localhost:3000')
   $$;
 
 --
 -- Name: FUNCTION public_url(); Type: COMMENT; Schema: private
 --
 
-COMMENT ON FUNCTION private.public_url() IS 'PUBLIC_URL as the gateway last recorded it (http://localhost:3000 before any gateway started).';
+COMMENT ON FUNCTION private.public_url() IS 'PUBLIC_URL of the gateway the request came through (request.public_url, set by each transaction); outside a request (jobs) as the gateway last recorded it; http://localhost:3000 before any gateway started.';
 
 --
 -- Name: queue_password_email(uuid, text, text); Type: FUNCTION; Schema: private
@@ -9585,6 +10260,720 @@ $$;
 --
 
 COMMENT ON FUNCTION private.start_session(user_id uuid, user_agent text, client_ip text) IS 'Starts a session (a refresh-token family) for the user: its first refresh token, valid 30 days, with the User-Agent and client address of the sign-in (shown in the owner''s list of sessions).';
+
+--
+-- Name: storage_base64url(bytea); Type: FUNCTION; Schema: private
+--
+
+CREATE FUNCTION private.storage_base64url(data bytea) RETURNS text
+    LANGUAGE sql IMMUTABLE
+    SET search_path TO 'pg_catalog'
+    AS $$
+    select pg_catalog.translate(pg_catalog.encode(storage_base64url.data, 'base64'), E'+/=\n', '-_')
+  $$;
+
+--
+-- Name: FUNCTION storage_base64url(data bytea); Type: COMMENT; Schema: private
+--
+
+COMMENT ON FUNCTION private.storage_base64url(data bytea) IS 'base64url without padding (JWT).';
+
+--
+-- Name: storage_base64url_decode(text); Type: FUNCTION; Schema: private
+--
+
+CREATE FUNCTION private.storage_base64url_decode(data text) RETURNS bytea
+    LANGUAGE plpgsql IMMUTABLE
+    SET search_path TO 'pg_catalog'
+    AS $_$
+begin
+  if storage_base64url_decode.data !~ '^[A-Za-z0-9_-]*$' then
+    raise exception 'Invalid signature' using errcode = 'PT400', hint = 'invalid_signature';
+  end if;
+  return pg_catalog.decode(pg_catalog.translate(storage_base64url_decode.data, '-_', '+/')
+    || pg_catalog.repeat('=', (4 - length(storage_base64url_decode.data) % 4) % 4), 'base64');
+end;
+$_$;
+
+--
+-- Name: FUNCTION storage_base64url_decode(data text); Type: COMMENT; Schema: private
+--
+
+COMMENT ON FUNCTION private.storage_base64url_decode(data text) IS 'Decodes base64url (PT400 invalid_signature for anything else).';
+
+--
+-- Name: storage_buckets; Type: TABLE; Schema: app
+--
+
+CREATE TABLE app.storage_buckets (
+    id text NOT NULL,
+    public boolean DEFAULT false NOT NULL,
+    folder_owner text NOT NULL,
+    file_size_limit bigint NOT NULL,
+    allowed_mime_types text[],
+    images boolean DEFAULT false NOT NULL,
+    download_as_attachment boolean DEFAULT false NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT storage_buckets_allowed_mime_types_check CHECK (((cardinality(allowed_mime_types) >= 1) AND (cardinality(allowed_mime_types) <= 50))),
+    CONSTRAINT storage_buckets_file_size_limit_check CHECK (((file_size_limit >= 1) AND (file_size_limit <= '5368709120'::bigint))),
+    CONSTRAINT storage_buckets_folder_owner_check CHECK ((folder_owner = ANY (ARRAY['user'::text, 'community'::text, 'event'::text]))),
+    CONSTRAINT storage_buckets_id_check CHECK ((id ~ '^[a-z0-9][a-z0-9_-]{0,62}$'::text))
+);
+
+--
+-- Name: TABLE storage_buckets; Type: COMMENT; Schema: app
+--
+
+COMMENT ON TABLE app.storage_buckets IS 'Storage buckets (made by migrations, more by admin.storage_bucket_create): who owns their folders, size and type limits, public or private.';
+
+--
+-- Name: storage_bucket(text); Type: FUNCTION; Schema: private
+--
+
+CREATE FUNCTION private.storage_bucket(bucket_id text) RETURNS app.storage_buckets
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog'
+    AS $$
+declare
+  b app.storage_buckets;
+begin
+  select * into b from app.storage_buckets s where s.id = storage_bucket.bucket_id;
+  if b.id is null then
+    raise exception 'Bucket not found' using errcode = 'PT404', hint = 'bucket_not_found';
+  end if;
+  return b;
+end;
+$$;
+
+--
+-- Name: FUNCTION storage_bucket(bucket_id text); Type: COMMENT; Schema: private
+--
+
+COMMENT ON FUNCTION private.storage_bucket(bucket_id text) IS 'The bucket, or PT404 bucket_not_found.';
+
+--
+-- Name: storage_bucket_json(app.storage_buckets); Type: FUNCTION; Schema: private
+--
+
+CREATE FUNCTION private.storage_bucket_json(b app.storage_buckets) RETURNS jsonb
+    LANGUAGE sql STABLE
+    SET search_path TO 'pg_catalog'
+    AS $$
+    select pg_catalog.jsonb_build_object('id', b.id, 'name', b.id, 'owner', '', 'public', b.public,
+      'file_size_limit', b.file_size_limit, 'allowed_mime_types', b.allowed_mime_types,
+      'created_at', app.iso(b.created_at), 'updated_at', app.iso(b.updated_at))
+  $$;
+
+--
+-- Name: FUNCTION storage_bucket_json(b app.storage_buckets); Type: COMMENT; Schema: private
+--
+
+COMMENT ON FUNCTION private.storage_bucket_json(b app.storage_buckets) IS 'A bucket as Supabase Storage describes it.';
+
+--
+-- Name: storage_check_name(text); Type: FUNCTION; Schema: private
+--
+
+CREATE FUNCTION private.storage_check_name(name text) RETURNS void
+    LANGUAGE plpgsql IMMUTABLE
+    SET search_path TO 'pg_catalog'
+    AS $_$
+begin
+  if storage_check_name.name is null
+     or length(storage_check_name.name) not between 3 and 1024
+     or storage_check_name.name !~ '^[A-Za-z0-9_/!.*''() &$@=;:+,?-]+$'
+     or storage_check_name.name ~ '(^|/)\.{0,2}(/|$)' then
+    raise exception 'Invalid key: %', left(coalesce(storage_check_name.name, ''), 1024)
+      using errcode = 'PT400', hint = 'invalid_key';
+  end if;
+end;
+$_$;
+
+--
+-- Name: FUNCTION storage_check_name(name text); Type: COMMENT; Schema: private
+--
+
+COMMENT ON FUNCTION private.storage_check_name(name text) IS 'PT400 invalid_key unless the path is 3 to 1,024 characters of letters, digits and _/!.*''() &$@=;:+,?- with no empty, . or .. segment (app.storage_objects_name_check says the same).';
+
+--
+-- Name: storage_folder_id(text); Type: FUNCTION; Schema: private
+--
+
+CREATE FUNCTION private.storage_folder_id(name text) RETURNS uuid
+    LANGUAGE sql IMMUTABLE
+    SET search_path TO 'pg_catalog'
+    AS $$
+    select case when storage_folder_id.name ~ '^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}/[^/]'
+                then pg_catalog.split_part(storage_folder_id.name, '/', 1)::uuid end
+  $$;
+
+--
+-- Name: FUNCTION storage_folder_id(name text); Type: COMMENT; Schema: private
+--
+
+COMMENT ON FUNCTION private.storage_folder_id(name text) IS 'The id an object''s first folder names (a uuid in canonical lower case, followed by more of the path), or null.';
+
+--
+-- Name: storage_folder_owned(text, text, uuid); Type: FUNCTION; Schema: private
+--
+
+CREATE FUNCTION private.storage_folder_owned(bucket_id text, name text, user_id uuid) RETURNS boolean
+    LANGUAGE sql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog'
+    AS $$
+    select coalesce((
+      select case b.folder_owner
+               when 'user' then f.id = storage_folder_owned.user_id
+               when 'community' then private.is_community_manager(f.id, storage_folder_owned.user_id)
+               when 'event' then exists (select from app.events e
+                                          where e.id = f.id and private.is_community_manager(e.community_id, storage_folder_owned.user_id))
+             end
+        from app.storage_buckets b, (select private.storage_folder_id(storage_folder_owned.name) as id) f
+       where b.id = storage_folder_owned.bucket_id and f.id is not null and storage_folder_owned.user_id is not null), false)
+  $$;
+
+--
+-- Name: FUNCTION storage_folder_owned(bucket_id text, name text, user_id uuid); Type: COMMENT; Schema: private
+--
+
+COMMENT ON FUNCTION private.storage_folder_owned(bucket_id text, name text, user_id uuid) IS 'THE storage rule: whether the user owns the object''s first folder in the bucket: user buckets, the folder named by their id; community buckets, a community they manage; event buckets, an event of a community they manage. Owners write (and, in private buckets, read); it is the row-level security of app.storage_objects.';
+
+--
+-- Name: storage_garbage_done(text[], jsonb); Type: FUNCTION; Schema: private
+--
+
+CREATE FUNCTION private.storage_garbage_done(storage_keys text[], failures jsonb DEFAULT NULL::jsonb) RETURNS void
+    LANGUAGE sql
+    SET search_path TO 'pg_catalog'
+    AS $$
+    delete from app.storage_garbage g
+     where g.storage_key = any (storage_garbage_done.storage_keys)
+       and not (coalesce(storage_garbage_done.failures, '{}'::jsonb) ? g.storage_key);
+    update app.storage_garbage g set last_error = left(storage_garbage_done.failures->>g.storage_key, 1000)
+     where coalesce(storage_garbage_done.failures, '{}'::jsonb) ? g.storage_key;
+  $$;
+
+--
+-- Name: FUNCTION storage_garbage_done(storage_keys text[], failures jsonb); Type: COMMENT; Schema: private
+--
+
+COMMENT ON FUNCTION private.storage_garbage_done(storage_keys text[], failures jsonb) IS 'Forgets the keys whose bytes were deleted; records the error of those that failed (failures: key → message), which are tried again later.';
+
+--
+-- Name: storage_garbage_take(integer); Type: FUNCTION; Schema: private
+--
+
+CREATE FUNCTION private.storage_garbage_take(max_rows integer DEFAULT 200) RETURNS TABLE(storage_key text)
+    LANGUAGE sql
+    SET search_path TO 'pg_catalog'
+    AS $$
+    -- A key an object uses again (a finish whose answer was lost) is not garbage.
+    with used as (
+      delete from app.storage_garbage g
+       where g.collect_after <= now() and exists (select from app.storage_objects o where o.storage_key = g.storage_key)
+    ), due as (
+      select g.storage_key from app.storage_garbage g
+       where g.collect_after <= now()
+         and not exists (select from app.storage_objects o where o.storage_key = g.storage_key)
+       order by g.collect_after
+       limit storage_garbage_take.max_rows
+       for update skip locked
+    )
+    update app.storage_garbage g
+       set attempts = g.attempts + 1,
+           collect_after = now() + least(interval '1 hour', interval '1 minute' * power(2, g.attempts))
+      from due d where g.storage_key = d.storage_key
+    returning g.storage_key
+  $$;
+
+--
+-- Name: FUNCTION storage_garbage_take(max_rows integer); Type: COMMENT; Schema: private
+--
+
+COMMENT ON FUNCTION private.storage_garbage_take(max_rows integer) IS 'A batch of byte-store keys to delete (the storage_collect job), each put off with back-off in case the job dies; private.storage_garbage_done forgets them once deleted.';
+
+--
+-- Name: storage_image_object(text, text, uuid); Type: FUNCTION; Schema: private
+--
+
+CREATE FUNCTION private.storage_image_object(bucket_id text, name text, user_id uuid) RETURNS uuid
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog'
+    AS $$
+declare
+  found_id uuid;
+begin
+  if storage_image_object.name is null then
+    return null;
+  end if;
+  select o.id into found_id from app.storage_objects o
+   where o.bucket_id = storage_image_object.bucket_id and o.name = storage_image_object.name;
+  if found_id is null or not private.storage_folder_owned(storage_image_object.bucket_id, storage_image_object.name, storage_image_object.user_id) then
+    raise exception 'no object % in % that you may use', storage_image_object.name, storage_image_object.bucket_id
+      using errcode = 'PT422', hint = 'invalid_image_path';
+  end if;
+  return found_id;
+end;
+$$;
+
+--
+-- Name: FUNCTION storage_image_object(bucket_id text, name text, user_id uuid); Type: COMMENT; Schema: private
+--
+
+COMMENT ON FUNCTION private.storage_image_object(bucket_id text, name text, user_id uuid) IS 'The id of the object at name in the bucket, if it is in a folder the user owns (an avatar, a community''s or an event''s image); PT422 invalid_image_path otherwise; null for null.';
+
+--
+-- Name: storage_objects; Type: TABLE; Schema: app
+--
+
+CREATE TABLE app.storage_objects (
+    id uuid DEFAULT gen_random_uuid() NOT NULL,
+    bucket_id text NOT NULL,
+    name text NOT NULL COLLATE pg_catalog."C",
+    owner_id uuid,
+    storage_key text NOT NULL,
+    size bigint NOT NULL,
+    content_type text NOT NULL,
+    cache_control text DEFAULT 'max-age=3600'::text NOT NULL,
+    etag text NOT NULL,
+    width integer,
+    height integer,
+    user_metadata jsonb,
+    version uuid DEFAULT gen_random_uuid() NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT storage_objects_cache_control_check CHECK (((length(cache_control) >= 1) AND (length(cache_control) <= 255))),
+    CONSTRAINT storage_objects_content_type_check CHECK (((length(content_type) >= 1) AND (length(content_type) <= 255))),
+    CONSTRAINT storage_objects_name_check CHECK ((((length(name) >= 3) AND (length(name) <= 1024)) AND (name ~ '^[A-Za-z0-9_/!.*''() &$@=;:+,?-]+$'::text) AND (name !~ '(^|/)\.{0,2}(/|$)'::text))),
+    CONSTRAINT storage_objects_size_check CHECK ((size >= 0)),
+    CONSTRAINT storage_objects_user_metadata_check CHECK (((user_metadata IS NULL) OR (octet_length((user_metadata)::text) <= 8192)))
+);
+
+--
+-- Name: TABLE storage_objects; Type: COMMENT; Schema: app
+--
+
+COMMENT ON TABLE app.storage_objects IS 'One stored object (file) of a bucket: its path, owner, size, type, digest and where its bytes are. Visible only once its bytes are durable.';
+
+--
+-- Name: storage_object_json(app.storage_objects); Type: FUNCTION; Schema: private
+--
+
+CREATE FUNCTION private.storage_object_json(o app.storage_objects) RETURNS jsonb
+    LANGUAGE sql STABLE
+    SET search_path TO 'pg_catalog'
+    AS $$
+    select pg_catalog.jsonb_build_object('id', o.id, 'name', o.name, 'bucket_id', o.bucket_id, 'owner', o.owner_id, 'owner_id', o.owner_id,
+      'version', o.version, 'created_at', app.iso(o.created_at), 'updated_at', app.iso(o.updated_at),
+      'last_accessed_at', app.iso(o.updated_at), 'metadata', private.storage_object_metadata(o), 'user_metadata', o.user_metadata)
+  $$;
+
+--
+-- Name: FUNCTION storage_object_json(o app.storage_objects); Type: COMMENT; Schema: private
+--
+
+COMMENT ON FUNCTION private.storage_object_json(o app.storage_objects) IS 'An object as Supabase Storage answers it (remove, upload, copy).';
+
+--
+-- Name: storage_object_metadata(app.storage_objects); Type: FUNCTION; Schema: private
+--
+
+CREATE FUNCTION private.storage_object_metadata(o app.storage_objects) RETURNS jsonb
+    LANGUAGE sql STABLE
+    SET search_path TO 'pg_catalog'
+    AS $$
+    select pg_catalog.jsonb_build_object('eTag', o.etag, 'size', o.size, 'mimetype', o.content_type, 'cacheControl', o.cache_control,
+      'lastModified', app.iso(o.updated_at), 'contentLength', o.size, 'httpStatusCode', 200)
+  $$;
+
+--
+-- Name: FUNCTION storage_object_metadata(o app.storage_objects); Type: COMMENT; Schema: private
+--
+
+COMMENT ON FUNCTION private.storage_object_metadata(o app.storage_objects) IS 'An object''s metadata as Supabase Storage lists it (eTag, size, mimetype, cacheControl, lastModified, contentLength, httpStatusCode).';
+
+--
+-- Name: storage_object_name(uuid); Type: FUNCTION; Schema: private
+--
+
+CREATE FUNCTION private.storage_object_name(object_id uuid) RETURNS text
+    LANGUAGE sql STABLE STRICT SECURITY DEFINER
+    SET search_path TO 'pg_catalog'
+    AS $$
+    select o.name::text from app.storage_objects o where o.id = storage_object_name.object_id
+  $$;
+
+--
+-- Name: FUNCTION storage_object_name(object_id uuid); Type: COMMENT; Schema: private
+--
+
+COMMENT ON FUNCTION private.storage_object_name(object_id uuid) IS 'An object''s path in its bucket (image_path of an event whose image is stored here).';
+
+--
+-- Name: storage_purge(text, uuid, integer); Type: FUNCTION; Schema: private
+--
+
+CREATE FUNCTION private.storage_purge(folder_owner text, folder_id uuid, max_rows integer DEFAULT 500) RETURNS integer
+    LANGUAGE sql
+    SET search_path TO 'pg_catalog'
+    AS $$
+    with gone as (
+      delete from app.storage_objects o
+       where o.id in (
+         select x.id from app.storage_objects x
+           join app.storage_buckets b on b.id = x.bucket_id
+          where b.folder_owner = storage_purge.folder_owner
+            and x.name like storage_purge.folder_id::text || '/%'
+          limit storage_purge.max_rows)
+      returning o.id
+    )
+    select count(*)::integer from gone
+  $$;
+
+--
+-- Name: FUNCTION storage_purge(folder_owner text, folder_id uuid, max_rows integer); Type: COMMENT; Schema: private
+--
+
+COMMENT ON FUNCTION private.storage_purge(folder_owner text, folder_id uuid, max_rows integer) IS 'Deletes up to max_rows objects of the folder of a user, community or event (folder_owner user, community or event) in every bucket of that kind; their bytes go to app.storage_garbage. Returns how many (the storage_purge job repeats it until none is left).';
+
+--
+-- Name: storage_purge_enqueue(text, uuid); Type: FUNCTION; Schema: private
+--
+
+CREATE FUNCTION private.storage_purge_enqueue(folder_owner text, folder_id uuid) RETURNS bigint
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog'
+    AS $$
+begin
+  if storage_purge_enqueue.folder_owner not in ('user', 'community', 'event') then
+    raise exception 'folder_owner must be user, community or event' using errcode = '22023';
+  end if;
+  return private.enqueue_job('storage_purge',
+    pg_catalog.jsonb_build_object('folder_owner', storage_purge_enqueue.folder_owner, 'id', storage_purge_enqueue.folder_id),
+    job_key => 'storage_purge:' || storage_purge_enqueue.folder_owner || ':' || storage_purge_enqueue.folder_id);
+end;
+$$;
+
+--
+-- Name: FUNCTION storage_purge_enqueue(folder_owner text, folder_id uuid); Type: COMMENT; Schema: private
+--
+
+COMMENT ON FUNCTION private.storage_purge_enqueue(folder_owner text, folder_id uuid) IS 'Queues the storage_purge job that deletes every object of the folder of a user, community or event (and then their bytes), in the current transaction. Deleting an account, a community or an event calls it (their triggers _900_storage_purge); account deletion that keeps the users row calls it itself: private.storage_purge_enqueue(''user'', user_id).';
+
+--
+-- Name: storage_quota_bytes(uuid); Type: FUNCTION; Schema: private
+--
+
+CREATE FUNCTION private.storage_quota_bytes(user_id uuid) RETURNS bigint
+    LANGUAGE sql STABLE
+    SET search_path TO 'pg_catalog'
+    AS $$
+    select coalesce(
+      (select u.quota_bytes from app.storage_usage u where u.user_id = storage_quota_bytes.user_id),
+      (select s.storage_quota_bytes from app.profiles p join app.subscription_plans s on s.id = p.subscription_type
+        where p.id = storage_quota_bytes.user_id),
+      (select s.storage_quota_bytes from app.subscription_plans s where s.id = 'basic'),
+      0)
+  $$;
+
+--
+-- Name: FUNCTION storage_quota_bytes(user_id uuid); Type: COMMENT; Schema: private
+--
+
+COMMENT ON FUNCTION private.storage_quota_bytes(user_id uuid) IS 'The bytes of objects the user may own: their override in app.storage_usage, else their plan''s storage_quota_bytes.';
+
+--
+-- Name: storage_render_url(uuid, integer, integer, text); Type: FUNCTION; Schema: private
+--
+
+CREATE FUNCTION private.storage_render_url(object_id uuid, width integer, height integer, resize text) RETURNS text
+    LANGUAGE sql STABLE STRICT SECURITY DEFINER
+    SET search_path TO 'pg_catalog'
+    AS $$
+    select pg_catalog.rtrim(private.public_url(), '/') || '/storage/v1/render/image/public/' || o.bucket_id || '/' || private.storage_url_path(o.name)
+           || '?width=' || storage_render_url.width || '&height=' || storage_render_url.height || '&resize=' || storage_render_url.resize
+      from app.storage_objects o
+      join app.storage_buckets b on b.id = o.bucket_id and b.public and b.images
+     where o.id = storage_render_url.object_id
+  $$;
+
+--
+-- Name: FUNCTION storage_render_url(object_id uuid, width integer, height integer, resize text); Type: COMMENT; Schema: private
+--
+
+COMMENT ON FUNCTION private.storage_render_url(object_id uuid, width integer, height integer, resize text) IS 'The absolute URL of a transformation of an image of a public bucket (the og:image of the event page: 1200×630, cover).';
+
+--
+-- Name: storage_token(jsonb, integer); Type: FUNCTION; Schema: private
+--
+
+CREATE FUNCTION private.storage_token(claims jsonb, expires_in integer) RETURNS text
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog'
+    AS $$
+declare
+  header text := private.storage_base64url(pg_catalog.convert_to('{"alg":"HS256","typ":"JWT"}', 'UTF8'));
+  body text := private.storage_base64url(pg_catalog.convert_to((storage_token.claims
+    || pg_catalog.jsonb_build_object('iat', extract(epoch from now()),
+                                     'exp', floor(extract(epoch from now()))::bigint + storage_token.expires_in))::text, 'UTF8'));
+begin
+  return header || '.' || body || '.' || private.storage_base64url(
+    extensions.hmac(pg_catalog.convert_to(header || '.' || body, 'UTF8'), (select k.secret from private.storage_signing_keys k), 'sha256'));
+end;
+$$;
+
+--
+-- Name: FUNCTION storage_token(claims jsonb, expires_in integer); Type: COMMENT; Schema: private
+--
+
+COMMENT ON FUNCTION private.storage_token(claims jsonb, expires_in integer) IS 'A signed URL''s token: an HS256 JWT of the claims (scope, url, sub, ...) with iat and exp, signed with private.storage_signing_keys.';
+
+--
+-- Name: storage_token_claims(text, text, text); Type: FUNCTION; Schema: private
+--
+
+CREATE FUNCTION private.storage_token_claims(token text, scope text, url text) RETURNS jsonb
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog'
+    AS $$
+declare
+  parts text[] := pg_catalog.string_to_array(coalesce(storage_token_claims.token, ''), '.');
+  claims jsonb;
+  valid_after timestamptz;
+begin
+  if cardinality(parts) <> 3
+     or parts[3] is distinct from private.storage_base64url(extensions.hmac(pg_catalog.convert_to(parts[1] || '.' || parts[2], 'UTF8'),
+                                     (select k.secret from private.storage_signing_keys k), 'sha256')) then
+    raise exception 'Invalid signature' using errcode = 'PT400', hint = 'invalid_signature';
+  end if;
+  claims := pg_catalog.convert_from(private.storage_base64url_decode(parts[2]), 'UTF8')::jsonb;
+  if claims->>'scope' is distinct from storage_token_claims.scope or claims->>'url' is distinct from storage_token_claims.url then
+    raise exception 'Invalid signature' using errcode = 'PT400', hint = 'invalid_signature';
+  end if;
+  if (claims->>'exp')::bigint <= extract(epoch from now()) then
+    raise exception 'The signed URL has expired' using errcode = 'PT400', hint = 'signature_expired';
+  end if;
+  -- The signer's credentials ended (a password reset) after it was signed.
+  select u.signed_urls_valid_after into valid_after from app.storage_usage u where u.user_id = (claims->>'sub')::uuid;
+  if valid_after is not null and (claims->>'iat')::numeric <= extract(epoch from valid_after)
+     or not exists (select from identity.users u where u.id = (claims->>'sub')::uuid) then
+    raise exception 'The signed URL has expired' using errcode = 'PT400', hint = 'signature_expired';
+  end if;
+  return claims;
+end;
+$$;
+
+--
+-- Name: FUNCTION storage_token_claims(token text, scope text, url text); Type: COMMENT; Schema: private
+--
+
+COMMENT ON FUNCTION private.storage_token_claims(token text, scope text, url text) IS 'The claims of a signed URL''s token for that scope (download, upload) and url (bucket/path): PT400 invalid_signature when it was not made here for them, signature_expired past exp or once its signer''s credentials ended (or the account is gone).';
+
+--
+-- Name: storage_type_allowed(app.storage_buckets, text); Type: FUNCTION; Schema: private
+--
+
+CREATE FUNCTION private.storage_type_allowed(b app.storage_buckets, content_type text) RETURNS boolean
+    LANGUAGE sql IMMUTABLE
+    SET search_path TO 'pg_catalog'
+    AS $$
+    select b.allowed_mime_types is null
+        or exists (select from pg_catalog.unnest(b.allowed_mime_types) t
+                    where t = lower(pg_catalog.split_part(storage_type_allowed.content_type, ';', 1))
+                       or (right(t, 2) = '/*' and lower(storage_type_allowed.content_type) like left(t, -1) || '%'))
+  $$;
+
+--
+-- Name: FUNCTION storage_type_allowed(b app.storage_buckets, content_type text); Type: COMMENT; Schema: private
+--
+
+COMMENT ON FUNCTION private.storage_type_allowed(b app.storage_buckets, content_type text) IS 'Whether the bucket takes the type (allowed_mime_types: null for any, exact types or type/* patterns).';
+
+--
+-- Name: storage_upload_abort(uuid, text); Type: FUNCTION; Schema: private
+--
+
+CREATE FUNCTION private.storage_upload_abort(upload_id uuid, storage_key text) RETURNS void
+    LANGUAGE sql
+    SET search_path TO 'pg_catalog'
+    AS $$
+    delete from app.storage_uploads u where u.id = storage_upload_abort.upload_id;
+    -- Never the bytes of a visible object (a finish whose answer was lost may have committed).
+    insert into app.storage_garbage (storage_key, collect_after)
+      select storage_upload_abort.storage_key, now()
+       where not exists (select from app.storage_objects o where o.storage_key = storage_upload_abort.storage_key)
+      on conflict do nothing;
+  $$;
+
+--
+-- Name: FUNCTION storage_upload_abort(upload_id uuid, storage_key text); Type: COMMENT; Schema: private
+--
+
+COMMENT ON FUNCTION private.storage_upload_abort(upload_id uuid, storage_key text) IS 'An upload that will not finish (refused, cut off): forgets it, and its key goes to app.storage_garbage unless an object uses it.';
+
+--
+-- Name: storage_upload_finish(uuid, bigint, text, text, text, jsonb, integer, integer); Type: FUNCTION; Schema: private
+--
+
+CREATE FUNCTION private.storage_upload_finish(upload_id uuid, size bigint, etag text, content_type text, cache_control text, user_metadata jsonb, width integer, height integer) RETURNS jsonb
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog'
+    AS $$
+declare
+  u app.storage_uploads;
+  o app.storage_objects;
+begin
+  delete from app.storage_uploads p where p.id = storage_upload_finish.upload_id and p.expires_at > now() returning p.* into u;
+  if u.id is null then
+    raise exception 'The upload expired or was cancelled' using errcode = 'PT404', hint = 'upload_not_found';
+  end if;
+  -- The right to write may have ended while the bytes were on their way.
+  if not private.storage_folder_owned(u.bucket_id, u.name, u.owner_id) then
+    raise exception 'Access denied: you may not write %/%', u.bucket_id, u.name using errcode = 'PT403', hint = 'storage_access_denied';
+  end if;
+  if u.upsert then
+    insert into app.storage_objects as s (bucket_id, name, owner_id, storage_key, size, content_type, cache_control, etag, width, height, user_metadata)
+      values (u.bucket_id, u.name, u.owner_id, u.storage_key, storage_upload_finish.size, storage_upload_finish.content_type,
+              coalesce(storage_upload_finish.cache_control, 'max-age=3600'), storage_upload_finish.etag,
+              storage_upload_finish.width, storage_upload_finish.height, storage_upload_finish.user_metadata)
+      on conflict on constraint storage_objects_bucket_name_key do update
+        set owner_id = excluded.owner_id, storage_key = excluded.storage_key, size = excluded.size, content_type = excluded.content_type,
+            cache_control = excluded.cache_control, etag = excluded.etag, width = excluded.width, height = excluded.height,
+            user_metadata = excluded.user_metadata, version = gen_random_uuid()
+      returning s.* into o;
+  else
+    if exists (select from app.storage_objects x where x.bucket_id = u.bucket_id and x.name = u.name) then
+      raise exception 'The resource already exists' using errcode = 'PT409', hint = 'object_exists';
+    end if;
+    insert into app.storage_objects as s (bucket_id, name, owner_id, storage_key, size, content_type, cache_control, etag, width, height, user_metadata)
+      values (u.bucket_id, u.name, u.owner_id, u.storage_key, storage_upload_finish.size, storage_upload_finish.content_type,
+              coalesce(storage_upload_finish.cache_control, 'max-age=3600'), storage_upload_finish.etag,
+              storage_upload_finish.width, storage_upload_finish.height, storage_upload_finish.user_metadata)
+      returning s.* into o;
+  end if;
+  return private.storage_object_json(o);
+end;
+$$;
+
+--
+-- Name: FUNCTION storage_upload_finish(upload_id uuid, size bigint, etag text, content_type text, cache_control text, user_metadata jsonb, width integer, height integer); Type: COMMENT; Schema: private
+--
+
+COMMENT ON FUNCTION private.storage_upload_finish(upload_id uuid, size bigint, etag text, content_type text, cache_control text, user_metadata jsonb, width integer, height integer) IS 'Makes an upload''s object visible, once its bytes are durable (the gateway calls it, as its own role, with what it measured): the row is inserted (or, with upsert, replaced: the old bytes go to app.storage_garbage) in this one transaction. PT404 upload_not_found (expired), PT403 storage_access_denied (the right ended), PT409 object_exists (another upload won), and the bucket''s and the quota''s refusals (triggers).';
+
+--
+-- Name: storage_upload_start(uuid, text, text, boolean, bigint, text); Type: FUNCTION; Schema: private
+--
+
+CREATE FUNCTION private.storage_upload_start(owner_id uuid, bucket_id text, name text, upsert boolean, declared_size bigint, kind text) RETURNS TABLE(upload_id uuid, storage_key text, file_size_limit bigint, allowed_mime_types text[], images boolean)
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog'
+    AS $$
+declare
+  b app.storage_buckets := private.storage_bucket(storage_upload_start.bucket_id);
+  existing app.storage_objects;
+  used bigint;
+  quota bigint;
+  per_minute integer;
+  w app.storage_usage;
+  started app.storage_uploads;
+begin
+  perform private.storage_check_name(storage_upload_start.name);
+  if not private.storage_folder_owned(b.id, storage_upload_start.name, storage_upload_start.owner_id) then
+    raise exception 'Access denied: you may not write %/%', b.id, storage_upload_start.name using errcode = 'PT403', hint = 'storage_access_denied';
+  end if;
+  select * into existing from app.storage_objects o where o.bucket_id = b.id and o.name = storage_upload_start.name;
+  if existing.id is not null and not storage_upload_start.upsert then
+    raise exception 'The resource already exists' using errcode = 'PT409', hint = 'object_exists';
+  end if;
+  if storage_upload_start.declared_size > b.file_size_limit then
+    raise exception 'The object exceeded the maximum allowed size (% bytes)', b.file_size_limit
+      using errcode = 'PT413', hint = 'object_too_large';
+  end if;
+  -- The quota, with what is known now (the finish checks again with the real size).
+  quota := private.storage_quota_bytes(storage_upload_start.owner_id);
+  select coalesce(u.bytes, 0) into used from app.storage_usage u where u.user_id = storage_upload_start.owner_id;
+  if coalesce(used, 0) + coalesce(storage_upload_start.declared_size, 0)
+       - (case when existing.owner_id = storage_upload_start.owner_id then existing.size else 0 end) > quota
+     or (storage_upload_start.declared_size is null and coalesce(used, 0) >= quota) then
+    raise exception 'Storage quota exceeded: % of % bytes used', coalesce(used, 0), quota using errcode = 'PT413', hint = 'quota_exceeded';
+  end if;
+  -- Uploads per minute (a fixed window per user); a refused upload does not count.
+  per_minute := coalesce(
+    (select u.uploads_per_minute from app.storage_usage u where u.user_id = storage_upload_start.owner_id),
+    (select s.storage_uploads_per_minute from app.profiles p join app.subscription_plans s on s.id = p.subscription_type
+      where p.id = storage_upload_start.owner_id),
+    30);
+  insert into app.storage_usage as s (user_id, window_start, window_uploads)
+    values (storage_upload_start.owner_id, now(), 1)
+    on conflict (user_id) do update
+      set window_start = case when s.window_start is null or s.window_start <= now() - interval '1 minute' then now() else s.window_start end,
+          window_uploads = case when s.window_start is null or s.window_start <= now() - interval '1 minute' then 1 else s.window_uploads + 1 end
+    returning s.* into w;
+  if w.window_uploads > per_minute then
+    raise exception 'Too many uploads: at most % a minute', per_minute using errcode = 'PT429', hint = 'too_many_uploads',
+      detail = 'retry_after=' || greatest(1, ceil(extract(epoch from w.window_start + interval '1 minute' - now())))::integer;
+  end if;
+  insert into app.storage_uploads as u (bucket_id, name, owner_id, upsert, kind, storage_key, declared_size, expires_at)
+    values (b.id, storage_upload_start.name, storage_upload_start.owner_id, storage_upload_start.upsert, storage_upload_start.kind,
+            'objects/' || gen_random_uuid(), storage_upload_start.declared_size,
+            now() + case storage_upload_start.kind when 'resumable' then interval '24 hours' else interval '1 hour' end)
+    returning u.* into started;
+  return query select started.id, started.storage_key, b.file_size_limit, b.allowed_mime_types, b.images;
+end;
+$$;
+
+--
+-- Name: FUNCTION storage_upload_start(owner_id uuid, bucket_id text, name text, upsert boolean, declared_size bigint, kind text); Type: COMMENT; Schema: private
+--
+
+COMMENT ON FUNCTION private.storage_upload_start(owner_id uuid, bucket_id text, name text, upsert boolean, declared_size bigint, kind text) IS 'Begins an upload for owner_id (the caller, or the signer of a signed upload URL): the bucket, the path, the owner''s right to write it, an existing object (without upsert), the declared size against the bucket''s limit and the quota, and the upload rate, before a byte is read; registers it under a fresh byte-store key (expiring after 1 hour, 24 for resumable uploads).';
+
+--
+-- Name: storage_uploads_expire(integer); Type: FUNCTION; Schema: private
+--
+
+CREATE FUNCTION private.storage_uploads_expire(max_rows integer DEFAULT 1000) RETURNS integer
+    LANGUAGE sql
+    SET search_path TO 'pg_catalog'
+    AS $$
+    with gone as (
+      delete from app.storage_uploads u
+       where u.id in (select x.id from app.storage_uploads x where x.expires_at <= now()
+                       order by x.expires_at limit storage_uploads_expire.max_rows for update skip locked)
+      returning u.storage_key
+    ), kept as (
+      insert into app.storage_garbage (storage_key, collect_after)
+        select g.storage_key, now() from gone g
+         where not exists (select from app.storage_objects o where o.storage_key = g.storage_key)
+        on conflict do nothing
+    )
+    select count(*)::integer from gone
+  $$;
+
+--
+-- Name: FUNCTION storage_uploads_expire(max_rows integer); Type: COMMENT; Schema: private
+--
+
+COMMENT ON FUNCTION private.storage_uploads_expire(max_rows integer) IS 'Uploads past their expiry (cut off, or their gateway killed): forgotten, their keys to app.storage_garbage. Returns how many (the storage_collect job).';
+
+--
+-- Name: storage_url_path(text); Type: FUNCTION; Schema: private
+--
+
+CREATE FUNCTION private.storage_url_path(name text) RETURNS text
+    LANGUAGE sql IMMUTABLE
+    SET search_path TO 'pg_catalog'
+    AS $$
+    select pg_catalog.replace(pg_catalog.replace(storage_url_path.name, ' ', '%20'), '?', '%3F')
+  $$;
+
+--
+-- Name: FUNCTION storage_url_path(name text); Type: COMMENT; Schema: private
+--
+
+COMMENT ON FUNCTION private.storage_url_path(name text) IS 'An object path as it goes into a URL (paths hold no other character a URL path cannot carry).';
 
 --
 -- Name: stored_records_prune(interval, integer); Type: FUNCTION; Schema: private
@@ -10036,6 +11425,26 @@ end;
 $$;
 
 --
+-- Name: tg_communities__storage_purge(); Type: FUNCTION; Schema: private
+--
+
+CREATE FUNCTION private.tg_communities__storage_purge() RETURNS trigger
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog'
+    AS $$
+begin
+  perform private.storage_purge_enqueue('community', old.id);
+  return null;
+end;
+$$;
+
+--
+-- Name: FUNCTION tg_communities__storage_purge(); Type: COMMENT; Schema: private
+--
+
+COMMENT ON FUNCTION private.tg_communities__storage_purge() IS 'Trigger: a community deleted, the objects of its storage folder are deleted by a storage_purge job.';
+
+--
 -- Name: tg_community_members__count(); Type: FUNCTION; Schema: private
 --
 
@@ -10211,6 +11620,26 @@ $$;
 COMMENT ON FUNCTION private.tg_events__sequence() IS 'Trigger: an update that changes an event (anything but updated_at) raises its sequence by one; sequence itself cannot be written.';
 
 --
+-- Name: tg_events__storage_purge(); Type: FUNCTION; Schema: private
+--
+
+CREATE FUNCTION private.tg_events__storage_purge() RETURNS trigger
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog'
+    AS $$
+begin
+  perform private.storage_purge_enqueue('event', old.id);
+  return null;
+end;
+$$;
+
+--
+-- Name: FUNCTION tg_events__storage_purge(); Type: COMMENT; Schema: private
+--
+
+COMMENT ON FUNCTION private.tg_events__storage_purge() IS 'Trigger: an event deleted, the objects of its storage folder are deleted by a storage_purge job.';
+
+--
 -- Name: tg_events__timezone(); Type: FUNCTION; Schema: private
 --
 
@@ -10357,6 +11786,90 @@ $$;
 COMMENT ON FUNCTION private.tg_refresh_tokens__notify_session_ended() IS 'Trigger: NOTIFY session_ended with the id of every session a statement ended (logout or reuse).';
 
 --
+-- Name: tg_storage_objects__bucket_rules(); Type: FUNCTION; Schema: private
+--
+
+CREATE FUNCTION private.tg_storage_objects__bucket_rules() RETURNS trigger
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog'
+    AS $$
+declare
+  b app.storage_buckets := private.storage_bucket(new.bucket_id);
+begin
+  if new.size > b.file_size_limit then
+    raise exception 'The object exceeded the maximum allowed size (% bytes)', b.file_size_limit using errcode = 'PT413', hint = 'object_too_large';
+  end if;
+  if not private.storage_type_allowed(b, new.content_type) or (b.images and new.width is null) then
+    raise exception 'mime type % is not supported in bucket %', new.content_type, b.id using errcode = 'PT415', hint = 'invalid_mime_type';
+  end if;
+  return new;
+end;
+$$;
+
+--
+-- Name: FUNCTION tg_storage_objects__bucket_rules(); Type: COMMENT; Schema: private
+--
+
+COMMENT ON FUNCTION private.tg_storage_objects__bucket_rules() IS 'Trigger: an object fits its bucket (size limit, types; an image bucket holds only images the gateway processed), however it got there (upload, copy, move).';
+
+--
+-- Name: tg_storage_objects__garbage(); Type: FUNCTION; Schema: private
+--
+
+CREATE FUNCTION private.tg_storage_objects__garbage() RETURNS trigger
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog'
+    AS $$
+begin
+  if tg_op = 'DELETE' or new.storage_key is distinct from old.storage_key then
+    insert into app.storage_garbage (storage_key) values (old.storage_key) on conflict do nothing;
+  end if;
+  return null;
+end;
+$$;
+
+--
+-- Name: FUNCTION tg_storage_objects__garbage(); Type: COMMENT; Schema: private
+--
+
+COMMENT ON FUNCTION private.tg_storage_objects__garbage() IS 'Trigger: the bytes of a deleted or replaced version go to app.storage_garbage (collected after a grace period for downloads under way).';
+
+--
+-- Name: tg_storage_objects__usage(); Type: FUNCTION; Schema: private
+--
+
+CREATE FUNCTION private.tg_storage_objects__usage() RETURNS trigger
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog'
+    AS $$
+declare
+  used bigint;
+begin
+  if tg_op in ('UPDATE', 'DELETE') and old.owner_id is not null then
+    update app.storage_usage u set bytes = u.bytes - old.size, objects = u.objects - 1 where u.user_id = old.owner_id;
+  end if;
+  if tg_op in ('INSERT', 'UPDATE') and new.owner_id is not null then
+    insert into app.storage_usage as u (user_id, bytes, objects) values (new.owner_id, new.size, 1)
+      on conflict (user_id) do update set bytes = u.bytes + excluded.bytes, objects = u.objects + 1
+      returning u.bytes into used;
+    -- Only what adds to a user's bytes is held to the quota (a smaller replacement, a move, always pass).
+    if (tg_op = 'INSERT' or new.owner_id is distinct from old.owner_id or new.size > old.size)
+       and used > private.storage_quota_bytes(new.owner_id) then
+      raise exception 'Storage quota exceeded: % of % bytes', used, private.storage_quota_bytes(new.owner_id)
+        using errcode = 'PT413', hint = 'quota_exceeded';
+    end if;
+  end if;
+  return null;
+end;
+$$;
+
+--
+-- Name: FUNCTION tg_storage_objects__usage(); Type: COMMENT; Schema: private
+--
+
+COMMENT ON FUNCTION private.tg_storage_objects__usage() IS 'Trigger: keeps app.storage_usage (bytes and objects per owner) and refuses what takes an owner past their quota (PT413 quota_exceeded), counted under the row lock of their usage row, so concurrent uploads cannot pass it together.';
+
+--
 -- Name: tg_tasks__guard_status(); Type: FUNCTION; Schema: private
 --
 
@@ -10441,6 +11954,26 @@ $$;
 --
 
 COMMENT ON FUNCTION private.tg_tasks__sync_deal() IS 'Trigger: creates or updates the deal of the task''s deal_context.company (latest deal_value, current task when open).';
+
+--
+-- Name: tg_users__storage_purge(); Type: FUNCTION; Schema: private
+--
+
+CREATE FUNCTION private.tg_users__storage_purge() RETURNS trigger
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog'
+    AS $$
+begin
+  perform private.storage_purge_enqueue('user', old.id);
+  return null;
+end;
+$$;
+
+--
+-- Name: FUNCTION tg_users__storage_purge(); Type: COMMENT; Schema: private
+--
+
+COMMENT ON FUNCTION private.tg_users__storage_purge() IS 'Trigger: an account deleted, the objects of its storage folder are deleted by a storage_purge job.';
 
 --
 -- Name: time_zone_name(text); Type: FUNCTION; Schema: private
@@ -12070,6 +13603,7 @@ CREATE TABLE app.profiles (
     created_at timestamp with time zone DEFAULT now() NOT NULL,
     updated_at timestamp with time zone DEFAULT now() NOT NULL,
     name_source text DEFAULT 'chosen'::text NOT NULL,
+    avatar_object_id uuid,
     CONSTRAINT profiles_name_check CHECK (((length(btrim(name)) >= 1) AND (length(btrim(name)) <= 200))),
     CONSTRAINT profiles_name_source_valid CHECK ((name_source = ANY (ARRAY['chosen'::text, 'email'::text])))
 );
@@ -12087,6 +13621,70 @@ COMMENT ON TABLE app.profiles IS 'A user''s profile. node_id is null only when a
 COMMENT ON COLUMN app.profiles.name_source IS 'Where name came from: chosen (by the user or an operator) or email (derived from the e-mail address; shown only to the user and to managers of their communities).';
 
 --
+-- Name: storage_garbage; Type: TABLE; Schema: app
+--
+
+CREATE TABLE app.storage_garbage (
+    storage_key text NOT NULL,
+    collect_after timestamp with time zone DEFAULT (now() + '00:10:00'::interval) NOT NULL,
+    attempts integer DEFAULT 0 NOT NULL,
+    last_error text
+);
+
+--
+-- Name: TABLE storage_garbage; Type: COMMENT; Schema: app
+--
+
+COMMENT ON TABLE app.storage_garbage IS 'Byte-store keys no object uses any more (replaced, deleted, orphaned uploads), with their transformations: deleted by the storage_collect job.';
+
+--
+-- Name: storage_uploads; Type: TABLE; Schema: app
+--
+
+CREATE TABLE app.storage_uploads (
+    id uuid DEFAULT gen_random_uuid() NOT NULL,
+    bucket_id text NOT NULL,
+    name text NOT NULL COLLATE pg_catalog."C",
+    owner_id uuid NOT NULL,
+    upsert boolean DEFAULT false NOT NULL,
+    kind text NOT NULL,
+    storage_key text NOT NULL,
+    declared_size bigint,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    expires_at timestamp with time zone NOT NULL,
+    CONSTRAINT storage_uploads_kind_check CHECK ((kind = ANY (ARRAY['direct'::text, 'signed'::text, 'resumable'::text, 'copy'::text])))
+);
+
+--
+-- Name: TABLE storage_uploads; Type: COMMENT; Schema: app
+--
+
+COMMENT ON TABLE app.storage_uploads IS 'Uploads under way: the key their bytes are written to before the object exists. One that expires (cut off, gateway killed) has its bytes collected.';
+
+--
+-- Name: storage_usage; Type: TABLE; Schema: app
+--
+
+CREATE TABLE app.storage_usage (
+    user_id uuid NOT NULL,
+    bytes bigint DEFAULT 0 NOT NULL,
+    objects integer DEFAULT 0 NOT NULL,
+    quota_bytes bigint,
+    uploads_per_minute integer,
+    window_start timestamp with time zone,
+    window_uploads integer DEFAULT 0 NOT NULL,
+    signed_urls_valid_after timestamp with time zone,
+    CONSTRAINT storage_usage_quota_bytes_check CHECK ((quota_bytes >= 0)),
+    CONSTRAINT storage_usage_uploads_per_minute_check CHECK ((uploads_per_minute >= 0))
+);
+
+--
+-- Name: TABLE storage_usage; Type: COMMENT; Schema: app
+--
+
+COMMENT ON TABLE app.storage_usage IS 'Per user: bytes and objects stored (kept by a trigger), quota overrides, the upload rate window, and when their signed URLs stopped counting.';
+
+--
 -- Name: subscription_plans; Type: TABLE; Schema: app
 --
 
@@ -12094,6 +13692,8 @@ CREATE TABLE app.subscription_plans (
     id text NOT NULL,
     max_hats integer NOT NULL,
     is_premium boolean DEFAULT false NOT NULL,
+    storage_quota_bytes bigint DEFAULT 104857600 NOT NULL,
+    storage_uploads_per_minute integer DEFAULT 30 NOT NULL,
     CONSTRAINT subscription_plans_id_check CHECK ((id ~ '^[a-z_]+$'::text)),
     CONSTRAINT subscription_plans_max_hats_check CHECK ((max_hats >= 0))
 );
@@ -12485,6 +14085,23 @@ CREATE TABLE private.service_settings (
 COMMENT ON TABLE private.service_settings IS 'Settings of the running service that SQL outside a request needs (public_url: PUBLIC_URL, for the Event objects of webhook payloads). Written by the gateway at start.';
 
 --
+-- Name: storage_signing_keys; Type: TABLE; Schema: private
+--
+
+CREATE TABLE private.storage_signing_keys (
+    id integer DEFAULT 1 NOT NULL,
+    secret bytea DEFAULT extensions.gen_random_bytes(32) NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT storage_signing_keys_one CHECK ((id = 1))
+);
+
+--
+-- Name: TABLE storage_signing_keys; Type: COMMENT; Schema: private
+--
+
+COMMENT ON TABLE private.storage_signing_keys IS 'The HMAC key of signed URLs (made once, never leaves the database).';
+
+--
 -- Name: time_zones; Type: TABLE; Schema: private
 --
 
@@ -12743,6 +14360,62 @@ ALTER TABLE ONLY app.profiles
     ADD CONSTRAINT profiles_pkey PRIMARY KEY (id);
 
 --
+-- Name: storage_buckets storage_buckets_pkey; Type: CONSTRAINT; Schema: app
+--
+
+ALTER TABLE ONLY app.storage_buckets
+    ADD CONSTRAINT storage_buckets_pkey PRIMARY KEY (id);
+
+--
+-- Name: storage_garbage storage_garbage_pkey; Type: CONSTRAINT; Schema: app
+--
+
+ALTER TABLE ONLY app.storage_garbage
+    ADD CONSTRAINT storage_garbage_pkey PRIMARY KEY (storage_key);
+
+--
+-- Name: storage_objects storage_objects_bucket_name_key; Type: CONSTRAINT; Schema: app
+--
+
+ALTER TABLE ONLY app.storage_objects
+    ADD CONSTRAINT storage_objects_bucket_name_key UNIQUE (bucket_id, name);
+
+--
+-- Name: storage_objects storage_objects_pkey; Type: CONSTRAINT; Schema: app
+--
+
+ALTER TABLE ONLY app.storage_objects
+    ADD CONSTRAINT storage_objects_pkey PRIMARY KEY (id);
+
+--
+-- Name: storage_objects storage_objects_storage_key_key; Type: CONSTRAINT; Schema: app
+--
+
+ALTER TABLE ONLY app.storage_objects
+    ADD CONSTRAINT storage_objects_storage_key_key UNIQUE (storage_key);
+
+--
+-- Name: storage_uploads storage_uploads_pkey; Type: CONSTRAINT; Schema: app
+--
+
+ALTER TABLE ONLY app.storage_uploads
+    ADD CONSTRAINT storage_uploads_pkey PRIMARY KEY (id);
+
+--
+-- Name: storage_uploads storage_uploads_storage_key_key; Type: CONSTRAINT; Schema: app
+--
+
+ALTER TABLE ONLY app.storage_uploads
+    ADD CONSTRAINT storage_uploads_storage_key_key UNIQUE (storage_key);
+
+--
+-- Name: storage_usage storage_usage_pkey; Type: CONSTRAINT; Schema: app
+--
+
+ALTER TABLE ONLY app.storage_usage
+    ADD CONSTRAINT storage_usage_pkey PRIMARY KEY (user_id);
+
+--
 -- Name: subscription_plans subscription_plans_pkey; Type: CONSTRAINT; Schema: app
 --
 
@@ -12925,6 +14598,13 @@ ALTER TABLE ONLY private.service_settings
     ADD CONSTRAINT service_settings_pkey PRIMARY KEY (name);
 
 --
+-- Name: storage_signing_keys storage_signing_keys_pkey; Type: CONSTRAINT; Schema: private
+--
+
+ALTER TABLE ONLY private.storage_signing_keys
+    ADD CONSTRAINT storage_signing_keys_pkey PRIMARY KEY (id);
+
+--
 -- Name: time_zones time_zones_pkey; Type: CONSTRAINT; Schema: private
 --
 
@@ -13020,6 +14700,12 @@ CREATE INDEX checkins_user_current_idx ON app.checkins USING btree (user_id, che
 --
 
 CREATE INDEX checkins_venue_idx ON app.checkins USING btree (venue_node_id) WHERE (venue_node_id IS NOT NULL);
+
+--
+-- Name: communities_image_object_idx; Type: INDEX; Schema: app
+--
+
+CREATE INDEX communities_image_object_idx ON app.communities USING btree (image_object_id) WHERE (image_object_id IS NOT NULL);
 
 --
 -- Name: communities_name_order; Type: INDEX; Schema: app
@@ -13160,6 +14846,12 @@ CREATE INDEX events_community_idx ON app.events USING btree (community_id, start
 CREATE INDEX events_effective_end_idx ON app.events USING btree (private.event_effective_end(starts_at, ends_at));
 
 --
+-- Name: events_image_object_idx; Type: INDEX; Schema: app
+--
+
+CREATE INDEX events_image_object_idx ON app.events USING btree (image_object_id) WHERE (image_object_id IS NOT NULL);
+
+--
 -- Name: events_venue_end_idx; Type: INDEX; Schema: app
 --
 
@@ -13212,6 +14904,30 @@ CREATE INDEX mcp_tool_calls_called_idx ON app.mcp_tool_calls USING btree (called
 --
 
 CREATE INDEX mcp_tool_calls_user_idx ON app.mcp_tool_calls USING btree (user_id, id DESC);
+
+--
+-- Name: profiles_avatar_object_idx; Type: INDEX; Schema: app
+--
+
+CREATE INDEX profiles_avatar_object_idx ON app.profiles USING btree (avatar_object_id) WHERE (avatar_object_id IS NOT NULL);
+
+--
+-- Name: storage_garbage_due_idx; Type: INDEX; Schema: app
+--
+
+CREATE INDEX storage_garbage_due_idx ON app.storage_garbage USING btree (collect_after);
+
+--
+-- Name: storage_objects_owner_idx; Type: INDEX; Schema: app
+--
+
+CREATE INDEX storage_objects_owner_idx ON app.storage_objects USING btree (owner_id) WHERE (owner_id IS NOT NULL);
+
+--
+-- Name: storage_uploads_expires_idx; Type: INDEX; Schema: app
+--
+
+CREATE INDEX storage_uploads_expires_idx ON app.storage_uploads USING btree (expires_at);
 
 --
 -- Name: task_transitions_created_by_idx; Type: INDEX; Schema: app
@@ -13562,6 +15278,48 @@ CREATE TRIGGER _900_notify_token_deleted AFTER DELETE ON app.api_tokens FOR EACH
 CREATE TRIGGER _900_notify_token_ended AFTER UPDATE OF active ON app.api_tokens FOR EACH ROW WHEN ((old.active AND (NOT new.active))) EXECUTE FUNCTION private.tg_api_tokens__notify_ended();
 
 --
+-- Name: communities _900_storage_purge; Type: TRIGGER; Schema: app
+--
+
+CREATE TRIGGER _900_storage_purge AFTER DELETE ON app.communities FOR EACH ROW EXECUTE FUNCTION private.tg_communities__storage_purge();
+
+--
+-- Name: events _900_storage_purge; Type: TRIGGER; Schema: app
+--
+
+CREATE TRIGGER _900_storage_purge AFTER DELETE ON app.events FOR EACH ROW EXECUTE FUNCTION private.tg_events__storage_purge();
+
+--
+-- Name: storage_buckets storage_buckets_set_updated_at; Type: TRIGGER; Schema: app
+--
+
+CREATE TRIGGER storage_buckets_set_updated_at BEFORE UPDATE ON app.storage_buckets FOR EACH ROW EXECUTE FUNCTION private.tg__set_updated_at();
+
+--
+-- Name: storage_objects storage_objects_bucket_rules; Type: TRIGGER; Schema: app
+--
+
+CREATE TRIGGER storage_objects_bucket_rules BEFORE INSERT OR UPDATE OF bucket_id, size, content_type, width ON app.storage_objects FOR EACH ROW EXECUTE FUNCTION private.tg_storage_objects__bucket_rules();
+
+--
+-- Name: storage_objects storage_objects_garbage; Type: TRIGGER; Schema: app
+--
+
+CREATE TRIGGER storage_objects_garbage AFTER DELETE OR UPDATE OF storage_key ON app.storage_objects FOR EACH ROW EXECUTE FUNCTION private.tg_storage_objects__garbage();
+
+--
+-- Name: storage_objects storage_objects_set_updated_at; Type: TRIGGER; Schema: app
+--
+
+CREATE TRIGGER storage_objects_set_updated_at BEFORE UPDATE ON app.storage_objects FOR EACH ROW EXECUTE FUNCTION private.tg__set_updated_at();
+
+--
+-- Name: storage_objects storage_objects_usage; Type: TRIGGER; Schema: app
+--
+
+CREATE TRIGGER storage_objects_usage AFTER INSERT OR DELETE OR UPDATE OF owner_id, size ON app.storage_objects FOR EACH ROW EXECUTE FUNCTION private.tg_storage_objects__usage();
+
+--
 -- Name: checkins webhook_capture; Type: TRIGGER; Schema: app
 --
 
@@ -13596,6 +15354,12 @@ CREATE TRIGGER _100_set_updated_at BEFORE UPDATE ON identity.users FOR EACH ROW 
 --
 
 CREATE TRIGGER _900_notify_session_ended AFTER UPDATE ON identity.refresh_tokens REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION private.tg_refresh_tokens__notify_session_ended();
+
+--
+-- Name: users _900_storage_purge; Type: TRIGGER; Schema: identity
+--
+
+CREATE TRIGGER _900_storage_purge AFTER DELETE ON identity.users FOR EACH ROW EXECUTE FUNCTION private.tg_users__storage_purge();
 
 --
 -- Name: agent_members agent_members_agent_id_fkey; Type: FK CONSTRAINT; Schema: app
@@ -13680,6 +15444,13 @@ ALTER TABLE ONLY app.checkins
 
 ALTER TABLE ONLY app.checkins
     ADD CONSTRAINT checkins_venue_node_id_fkey FOREIGN KEY (venue_node_id) REFERENCES app.venues(node_id) ON DELETE CASCADE;
+
+--
+-- Name: communities communities_image_object_id_fkey; Type: FK CONSTRAINT; Schema: app
+--
+
+ALTER TABLE ONLY app.communities
+    ADD CONSTRAINT communities_image_object_id_fkey FOREIGN KEY (image_object_id) REFERENCES app.storage_objects(id) ON DELETE SET NULL;
 
 --
 -- Name: communities communities_node_id_fkey; Type: FK CONSTRAINT; Schema: app
@@ -13787,6 +15558,13 @@ ALTER TABLE ONLY app.events
     ADD CONSTRAINT events_community_id_fkey FOREIGN KEY (community_id) REFERENCES app.communities(id) ON DELETE CASCADE;
 
 --
+-- Name: events events_image_object_id_fkey; Type: FK CONSTRAINT; Schema: app
+--
+
+ALTER TABLE ONLY app.events
+    ADD CONSTRAINT events_image_object_id_fkey FOREIGN KEY (image_object_id) REFERENCES app.storage_objects(id) ON DELETE SET NULL;
+
+--
 -- Name: events events_node_id_fkey; Type: FK CONSTRAINT; Schema: app
 --
 
@@ -13836,6 +15614,13 @@ ALTER TABLE ONLY app.mcp_tool_calls
     ADD CONSTRAINT mcp_tool_calls_user_id_fkey FOREIGN KEY (user_id) REFERENCES identity.users(id) ON DELETE CASCADE;
 
 --
+-- Name: profiles profiles_avatar_object_id_fkey; Type: FK CONSTRAINT; Schema: app
+--
+
+ALTER TABLE ONLY app.profiles
+    ADD CONSTRAINT profiles_avatar_object_id_fkey FOREIGN KEY (avatar_object_id) REFERENCES app.storage_objects(id) ON DELETE SET NULL;
+
+--
 -- Name: profiles profiles_id_fkey; Type: FK CONSTRAINT; Schema: app
 --
 
@@ -13855,6 +15640,34 @@ ALTER TABLE ONLY app.profiles
 
 ALTER TABLE ONLY app.profiles
     ADD CONSTRAINT profiles_subscription_type_fkey FOREIGN KEY (subscription_type) REFERENCES app.subscription_plans(id) ON UPDATE CASCADE;
+
+--
+-- Name: storage_objects storage_objects_bucket_id_fkey; Type: FK CONSTRAINT; Schema: app
+--
+
+ALTER TABLE ONLY app.storage_objects
+    ADD CONSTRAINT storage_objects_bucket_id_fkey FOREIGN KEY (bucket_id) REFERENCES app.storage_buckets(id);
+
+--
+-- Name: storage_objects storage_objects_owner_id_fkey; Type: FK CONSTRAINT; Schema: app
+--
+
+ALTER TABLE ONLY app.storage_objects
+    ADD CONSTRAINT storage_objects_owner_id_fkey FOREIGN KEY (owner_id) REFERENCES identity.users(id) ON DELETE SET NULL;
+
+--
+-- Name: storage_uploads storage_uploads_bucket_id_fkey; Type: FK CONSTRAINT; Schema: app
+--
+
+ALTER TABLE ONLY app.storage_uploads
+    ADD CONSTRAINT storage_uploads_bucket_id_fkey FOREIGN KEY (bucket_id) REFERENCES app.storage_buckets(id);
+
+--
+-- Name: storage_usage storage_usage_user_id_fkey; Type: FK CONSTRAINT; Schema: app
+--
+
+ALTER TABLE ONLY app.storage_usage
+    ADD CONSTRAINT storage_usage_user_id_fkey FOREIGN KEY (user_id) REFERENCES identity.users(id) ON DELETE CASCADE;
 
 --
 -- Name: task_transitions task_transitions_created_by_fkey; Type: FK CONSTRAINT; Schema: app
@@ -14044,6 +15857,12 @@ CREATE POLICY "Memberships are visible to signed-in users" ON app.community_memb
 --
 
 CREATE POLICY "Nodes are visible to signed-in users" ON app.nodes FOR SELECT TO authenticated USING (true);
+
+--
+-- Name: storage_objects Objects in folders the caller owns; Type: POLICY; Schema: app
+--
+
+CREATE POLICY "Objects in folders the caller owns" ON app.storage_objects TO authenticated USING (private.storage_folder_owned(bucket_id, name, auth.uid())) WITH CHECK (private.storage_folder_owned(bucket_id, name, auth.uid()));
 
 --
 -- Name: subscription_plans Plans are visible to signed-in users; Type: POLICY; Schema: app
@@ -14380,6 +16199,36 @@ ALTER TABLE app.nodes ENABLE ROW LEVEL SECURITY;
 ALTER TABLE app.profiles ENABLE ROW LEVEL SECURITY;
 
 --
+-- Name: storage_buckets; Type: ROW SECURITY; Schema: app
+--
+
+ALTER TABLE app.storage_buckets ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: storage_garbage; Type: ROW SECURITY; Schema: app
+--
+
+ALTER TABLE app.storage_garbage ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: storage_objects; Type: ROW SECURITY; Schema: app
+--
+
+ALTER TABLE app.storage_objects ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: storage_uploads; Type: ROW SECURITY; Schema: app
+--
+
+ALTER TABLE app.storage_uploads ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: storage_usage; Type: ROW SECURITY; Schema: app
+--
+
+ALTER TABLE app.storage_usage ENABLE ROW LEVEL SECURITY;
+
+--
 -- Name: subscription_plans; Type: ROW SECURITY; Schema: app
 --
 
@@ -14486,6 +16335,12 @@ ALTER TABLE private.account_exports ENABLE ROW LEVEL SECURITY;
 --
 
 ALTER TABLE private.password_attempts ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: storage_signing_keys; Type: ROW SECURITY; Schema: private
+--
+
+ALTER TABLE private.storage_signing_keys ENABLE ROW LEVEL SECURITY;
 
 --
 -- Name: time_zones; Type: ROW SECURITY; Schema: private
@@ -14650,6 +16505,24 @@ REVOKE ALL ON FUNCTION admin.set_subscription(email text, subscription_type text
 --
 
 REVOKE ALL ON FUNCTION admin.set_venue_timezone(venue_node_id uuid, timezone text) FROM PUBLIC;
+
+--
+-- Name: FUNCTION storage_bucket_create(id text, public boolean, folder_owner text, file_size_limit bigint, allowed_mime_types text[], images boolean, download_as_attachment boolean); Type: ACL; Schema: admin
+--
+
+REVOKE ALL ON FUNCTION admin.storage_bucket_create(id text, public boolean, folder_owner text, file_size_limit bigint, allowed_mime_types text[], images boolean, download_as_attachment boolean) FROM PUBLIC;
+
+--
+-- Name: FUNCTION storage_set_limits(email text, quota_bytes bigint, uploads_per_minute integer); Type: ACL; Schema: admin
+--
+
+REVOKE ALL ON FUNCTION admin.storage_set_limits(email text, quota_bytes bigint, uploads_per_minute integer) FROM PUBLIC;
+
+--
+-- Name: FUNCTION storage_usage(max_rows integer); Type: ACL; Schema: admin
+--
+
+REVOKE ALL ON FUNCTION admin.storage_usage(max_rows integer) FROM PUBLIC;
 
 --
 -- Name: FUNCTION webhook_failures(max_rows integer); Type: ACL; Schema: admin
@@ -14993,6 +16866,13 @@ GRANT ALL ON FUNCTION api.community_public(community_id uuid) TO anon;
 GRANT ALL ON FUNCTION api.community_public(community_id uuid) TO authenticated;
 
 --
+-- Name: FUNCTION community_update(community_id uuid, patch jsonb); Type: ACL; Schema: api
+--
+
+REVOKE ALL ON FUNCTION api.community_update(community_id uuid, patch jsonb) FROM PUBLIC;
+GRANT ALL ON FUNCTION api.community_update(community_id uuid, patch jsonb) TO authenticated;
+
+--
 -- Name: FUNCTION connection_create(target_node_id uuid, connection_type text, event_id uuid, my_hat_id uuid, their_hat_id uuid, notes text, strength text, tags text[]); Type: ACL; Schema: api
 --
 
@@ -15120,6 +17000,13 @@ GRANT ALL ON FUNCTION api.event_stream_changes(after_id bigint, upto_id bigint, 
 
 REVOKE ALL ON FUNCTION api.event_stream_open(gateway text, last_event_id bigint, public_url text, ttl_seconds integer) FROM PUBLIC;
 GRANT ALL ON FUNCTION api.event_stream_open(gateway text, last_event_id bigint, public_url text, ttl_seconds integer) TO authenticated;
+
+--
+-- Name: FUNCTION event_update(id uuid, patch jsonb, public_url text); Type: ACL; Schema: api
+--
+
+REVOKE ALL ON FUNCTION api.event_update(id uuid, patch jsonb, public_url text) FROM PUBLIC;
+GRANT ALL ON FUNCTION api.event_update(id uuid, patch jsonb, public_url text) TO authenticated;
 
 --
 -- Name: FUNCTION events_upcoming(public_url text); Type: ACL; Schema: api
@@ -15315,6 +17202,13 @@ REVOKE ALL ON FUNCTION api.profile_get() FROM PUBLIC;
 GRANT ALL ON FUNCTION api.profile_get() TO authenticated;
 
 --
+-- Name: FUNCTION profile_patch(patch jsonb); Type: ACL; Schema: api
+--
+
+REVOKE ALL ON FUNCTION api.profile_patch(patch jsonb) FROM PUBLIC;
+GRANT ALL ON FUNCTION api.profile_patch(patch jsonb) TO authenticated;
+
+--
 -- Name: FUNCTION profile_update(name text); Type: ACL; Schema: api
 --
 
@@ -15341,6 +17235,100 @@ GRANT ALL ON FUNCTION api.realtime_connect(gateway text, ttl_seconds integer) TO
 
 REVOKE ALL ON FUNCTION api.realtime_event_changes(after_id bigint, upto_id bigint) FROM PUBLIC;
 GRANT ALL ON FUNCTION api.realtime_event_changes(after_id bigint, upto_id bigint) TO authenticated;
+
+--
+-- Name: FUNCTION storage_bucket_get(bucket_id text); Type: ACL; Schema: api
+--
+
+REVOKE ALL ON FUNCTION api.storage_bucket_get(bucket_id text) FROM PUBLIC;
+GRANT ALL ON FUNCTION api.storage_bucket_get(bucket_id text) TO authenticated;
+
+--
+-- Name: FUNCTION storage_buckets_list(); Type: ACL; Schema: api
+--
+
+REVOKE ALL ON FUNCTION api.storage_buckets_list() FROM PUBLIC;
+GRANT ALL ON FUNCTION api.storage_buckets_list() TO authenticated;
+
+--
+-- Name: FUNCTION storage_object_copy_begin(bucket_id text, source text, destination_bucket text, destination text, upsert boolean); Type: ACL; Schema: api
+--
+
+REVOKE ALL ON FUNCTION api.storage_object_copy_begin(bucket_id text, source text, destination_bucket text, destination text, upsert boolean) FROM PUBLIC;
+GRANT ALL ON FUNCTION api.storage_object_copy_begin(bucket_id text, source text, destination_bucket text, destination text, upsert boolean) TO authenticated;
+
+--
+-- Name: FUNCTION storage_object_get(bucket text, path text, public_only boolean); Type: ACL; Schema: api
+--
+
+REVOKE ALL ON FUNCTION api.storage_object_get(bucket text, path text, public_only boolean) FROM PUBLIC;
+GRANT ALL ON FUNCTION api.storage_object_get(bucket text, path text, public_only boolean) TO anon;
+GRANT ALL ON FUNCTION api.storage_object_get(bucket text, path text, public_only boolean) TO authenticated;
+
+--
+-- Name: FUNCTION storage_object_move(bucket_id text, source text, destination_bucket text, destination text); Type: ACL; Schema: api
+--
+
+REVOKE ALL ON FUNCTION api.storage_object_move(bucket_id text, source text, destination_bucket text, destination text) FROM PUBLIC;
+GRANT ALL ON FUNCTION api.storage_object_move(bucket_id text, source text, destination_bucket text, destination text) TO authenticated;
+
+--
+-- Name: FUNCTION storage_object_signed(bucket text, path text, token text); Type: ACL; Schema: api
+--
+
+REVOKE ALL ON FUNCTION api.storage_object_signed(bucket text, path text, token text) FROM PUBLIC;
+GRANT ALL ON FUNCTION api.storage_object_signed(bucket text, path text, token text) TO anon;
+GRANT ALL ON FUNCTION api.storage_object_signed(bucket text, path text, token text) TO authenticated;
+
+--
+-- Name: FUNCTION storage_objects_list(bucket_id text, prefix text, max_rows integer, skip integer, search text, sort_column text, sort_order text); Type: ACL; Schema: api
+--
+
+REVOKE ALL ON FUNCTION api.storage_objects_list(bucket_id text, prefix text, max_rows integer, skip integer, search text, sort_column text, sort_order text) FROM PUBLIC;
+GRANT ALL ON FUNCTION api.storage_objects_list(bucket_id text, prefix text, max_rows integer, skip integer, search text, sort_column text, sort_order text) TO authenticated;
+
+--
+-- Name: FUNCTION storage_objects_remove(bucket_id text, names text[]); Type: ACL; Schema: api
+--
+
+REVOKE ALL ON FUNCTION api.storage_objects_remove(bucket_id text, names text[]) FROM PUBLIC;
+GRANT ALL ON FUNCTION api.storage_objects_remove(bucket_id text, names text[]) TO authenticated;
+
+--
+-- Name: FUNCTION storage_resumable_upload(upload_id uuid); Type: ACL; Schema: api
+--
+
+REVOKE ALL ON FUNCTION api.storage_resumable_upload(upload_id uuid) FROM PUBLIC;
+GRANT ALL ON FUNCTION api.storage_resumable_upload(upload_id uuid) TO authenticated;
+
+--
+-- Name: FUNCTION storage_sign(bucket_id text, names text[], expires_in integer, transform jsonb); Type: ACL; Schema: api
+--
+
+REVOKE ALL ON FUNCTION api.storage_sign(bucket_id text, names text[], expires_in integer, transform jsonb) FROM PUBLIC;
+GRANT ALL ON FUNCTION api.storage_sign(bucket_id text, names text[], expires_in integer, transform jsonb) TO authenticated;
+
+--
+-- Name: FUNCTION storage_sign_upload(bucket_id text, name text, upsert boolean); Type: ACL; Schema: api
+--
+
+REVOKE ALL ON FUNCTION api.storage_sign_upload(bucket_id text, name text, upsert boolean) FROM PUBLIC;
+GRANT ALL ON FUNCTION api.storage_sign_upload(bucket_id text, name text, upsert boolean) TO authenticated;
+
+--
+-- Name: FUNCTION storage_upload_begin(bucket_id text, name text, upsert boolean, declared_size bigint, kind text); Type: ACL; Schema: api
+--
+
+REVOKE ALL ON FUNCTION api.storage_upload_begin(bucket_id text, name text, upsert boolean, declared_size bigint, kind text) FROM PUBLIC;
+GRANT ALL ON FUNCTION api.storage_upload_begin(bucket_id text, name text, upsert boolean, declared_size bigint, kind text) TO authenticated;
+
+--
+-- Name: FUNCTION storage_upload_begin_signed(bucket_id text, name text, token text, declared_size bigint); Type: ACL; Schema: api
+--
+
+REVOKE ALL ON FUNCTION api.storage_upload_begin_signed(bucket_id text, name text, token text, declared_size bigint) FROM PUBLIC;
+GRANT ALL ON FUNCTION api.storage_upload_begin_signed(bucket_id text, name text, token text, declared_size bigint) TO anon;
+GRANT ALL ON FUNCTION api.storage_upload_begin_signed(bucket_id text, name text, token text, declared_size bigint) TO authenticated;
 
 --
 -- Name: FUNCTION task_chain(task_id uuid, direction text, depth integer); Type: ACL; Schema: api
@@ -15616,6 +17604,13 @@ GRANT SELECT(timezone) ON TABLE app.communities TO anon;
 GRANT SELECT(timezone) ON TABLE app.communities TO authenticated;
 
 --
+-- Name: COLUMN communities.image_object_id; Type: ACL; Schema: app
+--
+
+GRANT SELECT(image_object_id) ON TABLE app.communities TO anon;
+GRANT SELECT(image_object_id) ON TABLE app.communities TO authenticated;
+
+--
 -- Name: FUNCTION community_json(c app.communities); Type: ACL; Schema: app
 --
 
@@ -15682,6 +17677,14 @@ GRANT ALL ON FUNCTION app.require_community(community_id uuid) TO authenticated;
 
 REVOKE ALL ON FUNCTION app.require_my_node() FROM PUBLIC;
 GRANT ALL ON FUNCTION app.require_my_node() TO authenticated;
+
+--
+-- Name: FUNCTION storage_public_url(object_id uuid); Type: ACL; Schema: app
+--
+
+REVOKE ALL ON FUNCTION app.storage_public_url(object_id uuid) FROM PUBLIC;
+GRANT ALL ON FUNCTION app.storage_public_url(object_id uuid) TO anon;
+GRANT ALL ON FUNCTION app.storage_public_url(object_id uuid) TO authenticated;
 
 --
 -- Name: FUNCTION jwt(); Type: ACL; Schema: auth
@@ -16949,6 +18952,180 @@ REVOKE ALL ON FUNCTION private.sign_in_wait(email_key text, client_ip text, max_
 REVOKE ALL ON FUNCTION private.start_session(user_id uuid, user_agent text, client_ip text) FROM PUBLIC;
 
 --
+-- Name: FUNCTION storage_base64url(data bytea); Type: ACL; Schema: private
+--
+
+REVOKE ALL ON FUNCTION private.storage_base64url(data bytea) FROM PUBLIC;
+
+--
+-- Name: FUNCTION storage_base64url_decode(data text); Type: ACL; Schema: private
+--
+
+REVOKE ALL ON FUNCTION private.storage_base64url_decode(data text) FROM PUBLIC;
+
+--
+-- Name: FUNCTION storage_bucket(bucket_id text); Type: ACL; Schema: private
+--
+
+REVOKE ALL ON FUNCTION private.storage_bucket(bucket_id text) FROM PUBLIC;
+GRANT ALL ON FUNCTION private.storage_bucket(bucket_id text) TO authenticated;
+
+--
+-- Name: FUNCTION storage_bucket_json(b app.storage_buckets); Type: ACL; Schema: private
+--
+
+REVOKE ALL ON FUNCTION private.storage_bucket_json(b app.storage_buckets) FROM PUBLIC;
+
+--
+-- Name: FUNCTION storage_check_name(name text); Type: ACL; Schema: private
+--
+
+REVOKE ALL ON FUNCTION private.storage_check_name(name text) FROM PUBLIC;
+GRANT ALL ON FUNCTION private.storage_check_name(name text) TO authenticated;
+
+--
+-- Name: FUNCTION storage_folder_id(name text); Type: ACL; Schema: private
+--
+
+REVOKE ALL ON FUNCTION private.storage_folder_id(name text) FROM PUBLIC;
+
+--
+-- Name: FUNCTION storage_folder_owned(bucket_id text, name text, user_id uuid); Type: ACL; Schema: private
+--
+
+REVOKE ALL ON FUNCTION private.storage_folder_owned(bucket_id text, name text, user_id uuid) FROM PUBLIC;
+GRANT ALL ON FUNCTION private.storage_folder_owned(bucket_id text, name text, user_id uuid) TO authenticated;
+
+--
+-- Name: FUNCTION storage_garbage_done(storage_keys text[], failures jsonb); Type: ACL; Schema: private
+--
+
+REVOKE ALL ON FUNCTION private.storage_garbage_done(storage_keys text[], failures jsonb) FROM PUBLIC;
+
+--
+-- Name: FUNCTION storage_garbage_take(max_rows integer); Type: ACL; Schema: private
+--
+
+REVOKE ALL ON FUNCTION private.storage_garbage_take(max_rows integer) FROM PUBLIC;
+
+--
+-- Name: FUNCTION storage_image_object(bucket_id text, name text, user_id uuid); Type: ACL; Schema: private
+--
+
+REVOKE ALL ON FUNCTION private.storage_image_object(bucket_id text, name text, user_id uuid) FROM PUBLIC;
+
+--
+-- Name: TABLE storage_objects; Type: ACL; Schema: app
+--
+
+GRANT SELECT,DELETE ON TABLE app.storage_objects TO authenticated;
+
+--
+-- Name: COLUMN storage_objects.bucket_id; Type: ACL; Schema: app
+--
+
+GRANT UPDATE(bucket_id) ON TABLE app.storage_objects TO authenticated;
+
+--
+-- Name: COLUMN storage_objects.name; Type: ACL; Schema: app
+--
+
+GRANT UPDATE(name) ON TABLE app.storage_objects TO authenticated;
+
+--
+-- Name: FUNCTION storage_object_json(o app.storage_objects); Type: ACL; Schema: private
+--
+
+REVOKE ALL ON FUNCTION private.storage_object_json(o app.storage_objects) FROM PUBLIC;
+GRANT ALL ON FUNCTION private.storage_object_json(o app.storage_objects) TO authenticated;
+
+--
+-- Name: FUNCTION storage_object_metadata(o app.storage_objects); Type: ACL; Schema: private
+--
+
+REVOKE ALL ON FUNCTION private.storage_object_metadata(o app.storage_objects) FROM PUBLIC;
+GRANT ALL ON FUNCTION private.storage_object_metadata(o app.storage_objects) TO authenticated;
+
+--
+-- Name: FUNCTION storage_object_name(object_id uuid); Type: ACL; Schema: private
+--
+
+REVOKE ALL ON FUNCTION private.storage_object_name(object_id uuid) FROM PUBLIC;
+GRANT ALL ON FUNCTION private.storage_object_name(object_id uuid) TO authenticated;
+
+--
+-- Name: FUNCTION storage_purge(folder_owner text, folder_id uuid, max_rows integer); Type: ACL; Schema: private
+--
+
+REVOKE ALL ON FUNCTION private.storage_purge(folder_owner text, folder_id uuid, max_rows integer) FROM PUBLIC;
+
+--
+-- Name: FUNCTION storage_purge_enqueue(folder_owner text, folder_id uuid); Type: ACL; Schema: private
+--
+
+REVOKE ALL ON FUNCTION private.storage_purge_enqueue(folder_owner text, folder_id uuid) FROM PUBLIC;
+
+--
+-- Name: FUNCTION storage_quota_bytes(user_id uuid); Type: ACL; Schema: private
+--
+
+REVOKE ALL ON FUNCTION private.storage_quota_bytes(user_id uuid) FROM PUBLIC;
+
+--
+-- Name: FUNCTION storage_render_url(object_id uuid, width integer, height integer, resize text); Type: ACL; Schema: private
+--
+
+REVOKE ALL ON FUNCTION private.storage_render_url(object_id uuid, width integer, height integer, resize text) FROM PUBLIC;
+
+--
+-- Name: FUNCTION storage_token(claims jsonb, expires_in integer); Type: ACL; Schema: private
+--
+
+REVOKE ALL ON FUNCTION private.storage_token(claims jsonb, expires_in integer) FROM PUBLIC;
+
+--
+-- Name: FUNCTION storage_token_claims(token text, scope text, url text); Type: ACL; Schema: private
+--
+
+REVOKE ALL ON FUNCTION private.storage_token_claims(token text, scope text, url text) FROM PUBLIC;
+
+--
+-- Name: FUNCTION storage_type_allowed(b app.storage_buckets, content_type text); Type: ACL; Schema: private
+--
+
+REVOKE ALL ON FUNCTION private.storage_type_allowed(b app.storage_buckets, content_type text) FROM PUBLIC;
+
+--
+-- Name: FUNCTION storage_upload_abort(upload_id uuid, storage_key text); Type: ACL; Schema: private
+--
+
+REVOKE ALL ON FUNCTION private.storage_upload_abort(upload_id uuid, storage_key text) FROM PUBLIC;
+
+--
+-- Name: FUNCTION storage_upload_finish(upload_id uuid, size bigint, etag text, content_type text, cache_control text, user_metadata jsonb, width integer, height integer); Type: ACL; Schema: private
+--
+
+REVOKE ALL ON FUNCTION private.storage_upload_finish(upload_id uuid, size bigint, etag text, content_type text, cache_control text, user_metadata jsonb, width integer, height integer) FROM PUBLIC;
+
+--
+-- Name: FUNCTION storage_upload_start(owner_id uuid, bucket_id text, name text, upsert boolean, declared_size bigint, kind text); Type: ACL; Schema: private
+--
+
+REVOKE ALL ON FUNCTION private.storage_upload_start(owner_id uuid, bucket_id text, name text, upsert boolean, declared_size bigint, kind text) FROM PUBLIC;
+
+--
+-- Name: FUNCTION storage_uploads_expire(max_rows integer); Type: ACL; Schema: private
+--
+
+REVOKE ALL ON FUNCTION private.storage_uploads_expire(max_rows integer) FROM PUBLIC;
+
+--
+-- Name: FUNCTION storage_url_path(name text); Type: ACL; Schema: private
+--
+
+REVOKE ALL ON FUNCTION private.storage_url_path(name text) FROM PUBLIC;
+
+--
 -- Name: FUNCTION stored_records_prune(keep interval, batch integer); Type: ACL; Schema: private
 --
 
@@ -17088,6 +19265,12 @@ REVOKE ALL ON FUNCTION private.tg_checkins__check_hat() FROM PUBLIC;
 REVOKE ALL ON FUNCTION private.tg_communities__search_text() FROM PUBLIC;
 
 --
+-- Name: FUNCTION tg_communities__storage_purge(); Type: ACL; Schema: private
+--
+
+REVOKE ALL ON FUNCTION private.tg_communities__storage_purge() FROM PUBLIC;
+
+--
 -- Name: FUNCTION tg_community_members__count(); Type: ACL; Schema: private
 --
 
@@ -17124,6 +19307,12 @@ REVOKE ALL ON FUNCTION private.tg_events__log_change() FROM PUBLIC;
 REVOKE ALL ON FUNCTION private.tg_events__sequence() FROM PUBLIC;
 
 --
+-- Name: FUNCTION tg_events__storage_purge(); Type: ACL; Schema: private
+--
+
+REVOKE ALL ON FUNCTION private.tg_events__storage_purge() FROM PUBLIC;
+
+--
 -- Name: FUNCTION tg_events__timezone(); Type: ACL; Schema: private
 --
 
@@ -17154,6 +19343,24 @@ REVOKE ALL ON FUNCTION private.tg_idempotency_keys__answered() FROM PUBLIC;
 REVOKE ALL ON FUNCTION private.tg_refresh_tokens__notify_session_ended() FROM PUBLIC;
 
 --
+-- Name: FUNCTION tg_storage_objects__bucket_rules(); Type: ACL; Schema: private
+--
+
+REVOKE ALL ON FUNCTION private.tg_storage_objects__bucket_rules() FROM PUBLIC;
+
+--
+-- Name: FUNCTION tg_storage_objects__garbage(); Type: ACL; Schema: private
+--
+
+REVOKE ALL ON FUNCTION private.tg_storage_objects__garbage() FROM PUBLIC;
+
+--
+-- Name: FUNCTION tg_storage_objects__usage(); Type: ACL; Schema: private
+--
+
+REVOKE ALL ON FUNCTION private.tg_storage_objects__usage() FROM PUBLIC;
+
+--
 -- Name: FUNCTION tg_tasks__guard_status(); Type: ACL; Schema: private
 --
 
@@ -17164,6 +19371,12 @@ REVOKE ALL ON FUNCTION private.tg_tasks__guard_status() FROM PUBLIC;
 --
 
 REVOKE ALL ON FUNCTION private.tg_tasks__sync_deal() FROM PUBLIC;
+
+--
+-- Name: FUNCTION tg_users__storage_purge(); Type: ACL; Schema: private
+--
+
+REVOKE ALL ON FUNCTION private.tg_users__storage_purge() FROM PUBLIC;
 
 --
 -- Name: FUNCTION time_zone_name(zone text); Type: ACL; Schema: private

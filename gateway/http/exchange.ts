@@ -96,7 +96,7 @@ export function sendHtml(res: ServerResponse, status: number, html: string, head
 }
 
 /** An error in one of the three bodies of docs/api.md#errors (unless the response already started). */
-export function sendError(res: ServerResponse, err: HttpError, shape: ErrorShape = 'error'): void {
+export function sendError(res: ServerResponse, err: HttpError, shape: ErrorShape = 'default'): void {
   if (res.headersSent) {
     res.destroy();
     return;

@@ -19,13 +19,13 @@ import { OpenAPIRegistry, OpenApiGeneratorV3, type ResponseConfig, type RouteCon
 import { z } from 'zod';
 import type { Route } from './route.ts';
 import { ERROR_CODES, type ErrorCode } from '../core/web/error-codes.ts';
-import { defaultCode, errorBody, HttpError, type ErrorShape } from '../core/web/errors.ts';
+import { defaultCode, ERROR_SHAPES, errorBody, HttpError, type ErrorShape } from '../core/web/errors.ts';
 import { LIMITS } from '../core/web/limits.ts';
 import { SERVICE_NAME } from '../core/web/service.ts';
 import { DocumentedIdempotencyKeyHeaders, REPLAYED_HEADER } from './idempotency.ts';
 import { MAX_BODY_BYTES } from './body.ts';
 import { exampleOf } from './examples.ts';
-import { ErrorBody, SHAPE_SCHEMAS, ErrorResponse, ContentResponse, type SecurityScheme } from './responses.ts';
+import { SHAPE_SCHEMAS, ErrorResponse, ContentResponse, type SecurityScheme } from './responses.ts';
 
 // ---------------------------------------------------------------------------
 // Sections (tags, and ApiEndpoint.controller)
@@ -46,6 +46,7 @@ const SECTIONS: [RegExp, string, string][] = [
   [/^\/api\/v1\/forms/, 'Forms', 'Form submissions, stored for the operators (no credential).'],
   [/^\/api\/mobile\/calendar\/|^\/cal\/|^\/c\/[^/]+\/calendar\.ics$|^\/e\/[^/]+\.ics$/, 'Calendars', 'Calendar files (iCalendar) of one event, of a community, and a personal feed of the caller\'s upcoming events, for calendar apps to subscribe to.'],
   [/^\/(l|e|c|checkin|assets)\//, 'Deep links', 'The links shared for events and venues: redirects to the app or to the web, the public event and community pages (with their share previews and default image) and the web check-in form (HTML).'],
+  [/^\/storage\/v1\//, 'Storage', "Files and images, in Supabase Storage's interface (supabase-js's `storage` client works unchanged): upload, download, list, move, copy and remove objects of a bucket, public and signed URLs, image transformations and resumable (TUS) uploads. These routes answer Supabase Storage's error body (StorageError)."],
   [/^\/mcp/, 'Agent interface', 'The MCP tool server for AI agents.'],
   [/^\/health$/, 'Health', 'Whether the gateway is up and its database answers (for load balancers and orchestrators).'],
 ];
@@ -62,9 +63,14 @@ export function sectionDescription(name: string): string {
   return SECTIONS.find(([, section]) => section === name)?.[2] ?? OTHER_DESCRIPTION;
 }
 
-/** `/api/mobile/tasks/:id` → `/api/mobile/tasks/{id}`. */
+/** `/api/mobile/tasks/:id` → `/api/mobile/tasks/{id}`; a wildcard `:path*` → `{path}` (its value holds slashes: `x-path-wildcard`). */
 export function openApiPath(expressPath: string): string {
-  return expressPath.replace(/:([A-Za-z0-9_]+)/g, '{$1}');
+  return expressPath.replace(/:([A-Za-z0-9_]+)\*?/g, '{$1}');
+}
+
+/** The name of a route's last-segment wildcard parameter (`/object/:bucket/:path*` → `path`), if any. */
+export function wildcardOf(expressPath: string): string | undefined {
+  return /\/:([A-Za-z0-9_]+)\*$/.exec(expressPath)?.[1];
 }
 
 /**
@@ -76,7 +82,7 @@ export function actionOf(method: string, expressPath: string): string {
   const words = rest
     .split('/')
     .filter(Boolean)
-    .map((segment) => (segment.startsWith(':') ? `by_${segment.slice(1)}` : segment))
+    .map((segment) => (segment.startsWith(':') ? `by_${segment.slice(1).replace(/\*$/, '')}` : segment))
     .join('_')
     .replace(/[^A-Za-z0-9_]+/g, '_');
   return `${method.toLowerCase()}_${words || 'root'}`;
@@ -224,7 +230,7 @@ export const PIPELINE_ERRORS: readonly PipelineError[] = [
       return [
         { status, shape: 'route', codes: [defaultCode(status)] },
         // A path that is not valid percent-encoding fails before the route.
-        { status: 400, shape: 'error', codes: ['bad_request'] },
+        { status: 400, shape: 'default', codes: ['bad_request'] },
       ];
     },
   },
@@ -236,27 +242,28 @@ export const PIPELINE_ERRORS: readonly PipelineError[] = [
       const invalid = route.docs.invalidStatus ?? 400;
       return [
         { status: invalid, shape: 'route', codes: [defaultCode(invalid)] },
-        { status: 409, shape: 'error', codes: ['idempotency_key_in_progress'] },
-        { status: 422, shape: 'error', codes: ['idempotency_key_reused'] },
+        { status: 409, shape: 'default', codes: ['idempotency_key_in_progress'] },
+        { status: 422, shape: 'default', codes: ['idempotency_key_reused'] },
       ];
     },
   },
   {
-    // Body parsing happens before the route: always the Error shape.
+    // Body parsing happens before the route: the Error shape (Supabase Storage's body on /storage/v1).
     when: 'every route with a JSON body: not JSON (400 invalid_json), unreadable (400), over 1 MB (413), not UTF-8 or in an unknown Content-Encoding (415)',
-    statuses: (route) =>
-      route.schemas.body
-        ? [
-            { status: 400, shape: 'error', codes: ['invalid_json', 'bad_request'] },
-            { status: 413, shape: 'error', codes: ['payload_too_large'] },
-            { status: 415, shape: 'error', codes: ['unsupported_media_type'] },
-          ]
-        : [],
+    statuses: (route) => {
+      if (!route.schemas.body) return [];
+      const shape = route.docs.errorShape ?? 'default';
+      return [
+        { status: 400, shape, codes: ['invalid_json', 'bad_request'] },
+        { status: 413, shape, codes: ['payload_too_large'] },
+        { status: 415, shape, codes: ['unsupported_media_type'] },
+      ];
+    },
   },
 ];
 
 /** The body shape a route answers an error status with. */
-export const shapeOf = (route: Route, status: number): ErrorShape => route.docs.errorShapes?.[status] ?? route.docs.errorShape ?? 'error';
+export const shapeOf = (route: Route, status: number): ErrorShape => route.docs.errorShapes?.[status] ?? route.docs.errorShape ?? 'default';
 
 /**
  * The error statuses of a route and the codes each can carry: its declared
@@ -282,27 +289,24 @@ export function routeErrors(route: Route): Map<number, ErrorEntry[]> {
   return entries;
 }
 
-/** The Error component narrowed to the codes a route gives with a status: `allOf` the shared component. */
+/** A shape's component narrowed to the codes a route gives with a status (in the field that carries them): `allOf` the shared component. */
 function errorSchema(entry: ErrorEntry): z.ZodType {
-  if (entry.shape !== 'error' || entry.codes.size === 0) return SHAPE_SCHEMAS[entry.shape];
+  const field = ERROR_SHAPES[entry.shape].codeField;
+  if (field === null || entry.codes.size === 0) return SHAPE_SCHEMAS[entry.shape];
   const [first, ...rest] = [...entry.codes].sort();
-  return z.intersection(
-    ErrorBody,
-    z.object({ error: z.enum([first!, ...rest]).describe('The codes this operation answers with this status.') }),
-  );
+  const codes = z.enum([first!, ...rest]).describe('The codes this operation answers with this status.');
+  return z.intersection(SHAPE_SCHEMAS[entry.shape], z.object({ [field]: codes }));
 }
 
-const SHAPE_NAMES: Record<ErrorShape, string> = { error: 'Error', simple: 'SimpleError', flagged: 'FlaggedError', supabase_auth: 'SupabaseAuthError' };
 
 /** An error status's description: what it is, then each code with its meaning (from the register). */
 function errorDescription(route: Route, status: number, list: ErrorEntry[]): string {
   const title = STATUS_TEXT[status] ?? `Status ${status}`;
   const lines = [route.docs.htmlErrors ? `${title} (an HTML page).` : `${title}.`];
   for (const entry of list) {
-    if (entry.shape === 'supabase_auth') {
-      lines.push('', `The body is Supabase Auth's (${SHAPE_NAMES[entry.shape]}: \`code\`, \`error_code\`, \`msg\`); \`error_code\` is Supabase's name for one of:`);
-    } else if (!route.docs.htmlErrors && entry.shape !== 'error') {
-      lines.push('', `The body is the ${SHAPE_NAMES[entry.shape]} shape (a message only); the cause is one of:`);
+    const note = ERROR_SHAPES[entry.shape].note;
+    if (!route.docs.htmlErrors && note !== null) {
+      lines.push('', `The body is the ${ERROR_SHAPES[entry.shape].component} shape (${note}); the cause is one of:`);
     }
     lines.push('', ...[...entry.codes].sort().map((code) => `- \`${code}\`: ${ERROR_CODES[code].meaning}`));
   }
@@ -317,9 +321,7 @@ function errorDescription(route: Route, status: number, list: ErrorEntry[]): str
 function errorExample(route: Route, status: number, entry: ErrorEntry): unknown {
   const code = [...entry.codes][0] ?? defaultCode(status);
   const message = ERROR_CODES[code].meaning.split(/(?<=\.) /)[0]!;
-  if (entry.shape === 'simple') return { error: message };
-  if (entry.shape === 'flagged') return { success: false, error: message };
-  if (entry.shape === 'supabase_auth') return errorBody('supabase_auth', new HttpError(status, code, message));
+  if (entry.shape !== 'default') return errorBody(entry.shape, new HttpError(status, code, message));
   const field = validatedField(route);
   const details =
     field && status === (route.docs.invalidStatus ?? 400) && code === defaultCode(status)
@@ -467,15 +469,20 @@ export function buildOpenApiDocument(routes: readonly Route[], plain: readonly P
     const { params, query, body } = route.schemas;
     const bodyOptional = body?.safeParse(undefined).success ?? false;
     const bodySchema = body instanceof z.ZodOptional ? (body.unwrap() as z.ZodType) : body;
+    const raw = route.docs.rawBody;
     const request: RouteConfig['request'] = {
       params: params as never,
       query: query as never,
       headers: documentedHeaders(route) as never,
-      body: bodySchema
-        ? { required: !bodyOptional, content: { [route.docs.bodyType === 'form' ? FORM_MEDIA_TYPE : 'application/json']: jsonMedia(bodySchema) } }
-        : undefined,
+      body: raw
+        ? { description: raw.description, required: true, content: Object.fromEntries(Object.entries(raw.content).map(([type, schema]) => [type, { schema }])) }
+        : bodySchema
+          ? { required: !bodyOptional, content: { [route.docs.bodyType === 'form' ? FORM_MEDIA_TYPE : 'application/json']: jsonMedia(bodySchema) } }
+          : undefined,
     };
+    const wildcard = wildcardOf(route.path);
     registry.registerPath({
+      ...(wildcard ? { 'x-path-wildcard': wildcard } : {}),
       method: route.method,
       path: openApiPath(route.path),
       operationId: actionOf(route.method, route.path),

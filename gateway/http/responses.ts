@@ -106,10 +106,33 @@ export const SupabaseAuthErrorBody = z
     example: { code: 400, error_code: 'invalid_credentials', msg: 'Invalid login credentials' },
   });
 
+/**
+ * Supabase Storage's body (the /storage/v1 routes): what supabase-js's
+ * storage client reads (`message`, `statusCode`), with this service's code.
+ */
+export const StorageErrorBody = z
+  .object({
+    statusCode: z.string().describe('The HTTP status, as a string (as Supabase Storage writes it).').meta({ example: '409' }),
+    error: z
+      .string()
+      .describe("Supabase Storage's name for the error (`Duplicate`, `not_found`, `Unauthorized`, `InvalidJWT`, ...).")
+      .meta({ example: 'Duplicate' }),
+    code: z
+      .string()
+      .describe('A machine-readable code: what the client matches on (docs/errors.md lists every code and its meaning).')
+      .meta({ example: 'object_exists' }),
+    message: z.string().describe('What went wrong, for a person; its wording may change.').meta({ example: 'The resource already exists' }),
+  })
+  .meta({
+    id: 'StorageError',
+    description: "Supabase Storage's error body: the status as a string, Supabase's error name, a machine-readable code and a message.",
+  });
+
 export const SHAPE_SCHEMAS: Record<ErrorShape, z.ZodType> = {
-  error: ErrorBody,
+  default: ErrorBody,
   simple: SimpleErrorBody,
   flagged: FlaggedErrorBody,
+  supabase_storage: StorageErrorBody,
   supabase_auth: SupabaseAuthErrorBody,
 };
 

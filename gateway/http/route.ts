@@ -32,7 +32,7 @@
 //
 // Route modules only declare routes; they never build SQL strings, filter rows
 // by user or re-check a rule the database enforces.
-import type { ServerResponse } from 'node:http';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import { z } from 'zod';
 import { authenticateApiToken, isApiTokenSecret, type ApiTokenInfo } from '../core/auth/api-tokens.ts';
 import { bearerToken } from '../core/auth/bearer.ts';
@@ -63,7 +63,7 @@ import {
 } from './idempotency.ts';
 import type { Page } from '../core/web/html.ts';
 import { assertStorable } from '../core/web/input.ts';
-import { FormFields } from './body.ts';
+import { discardRest, FormFields } from './body.ts';
 import type { Responses, SecurityScheme } from './responses.ts';
 
 export type Method = 'get' | 'post' | 'put' | 'patch' | 'delete';
@@ -141,6 +141,11 @@ export interface Context<P, Q, B, H = undefined> {
   clientIp: string;
   /** The request's User-Agent (at most 512 characters), or null: recorded with a session. */
   userAgent: string | null;
+  /**
+   * The request itself: on a route with `rawBody`, its body is read from it
+   * as a stream (nothing has read it before the handler).
+   */
+  request: IncomingMessage;
   services: Services;
   log: Logger;
   /**
@@ -199,9 +204,13 @@ export interface RouteDefinition<
    * invalidStatus: 404 for ids that cannot name anything (e.g. not a uuid).
    */
   invalidParamsStatus?: 400 | 404 | 422;
-  /** Error body per status; everything else uses `errorShape`. */
+  /** Error body per status (the Simple and Flagged bodies of older interfaces); everything else uses `errorShape`. */
   errorShapes?: Partial<Record<number, ErrorShape>>;
-  /** The error body of the route's group for every status errorShapes does not name (default: the Error shape); /auth/v1 answers Supabase Auth's. */
+  /**
+   * The error body of the route's group (a name in ERROR_SHAPES, core/web/errors.ts) for every
+   * status errorShapes does not name, the pipeline's errors included: 'default' (the Error body)
+   * unless said; /storage/v1 answers 'supabase_storage', /auth/v1 'supabase_auth'.
+   */
   errorShape?: ErrorShape;
   /**
    * 'required': the request must carry an API key (docs/supabase-sdks.md#api-keys) in the
@@ -209,6 +218,11 @@ export interface RouteDefinition<
    * one that is not this service's. Its role is the context's apiKeyRole.
    */
   apiKey?: 'required';
+  /**
+   * The body is not JSON and is not read before the handler, which streams it
+   * from `ctx.request` (file uploads): what it may be, for the docs.
+   */
+  rawBody?: RawBody;
   /** Per-route status changes for errors raised by SQL (e.g. duplicate e-mail: 409 → 400). */
   statusOverrides?: Partial<Record<number, number>>;
   /** Web pages: errors are answered with this HTML page, sent with the security headers it brings. */
@@ -230,6 +244,13 @@ export interface RouteDefinition<
   handler(ctx: Context<Out<P>, Out<Q>, Out<B>, Out<H>>): Promise<Reply>;
 }
 
+/** A request body the handler streams itself (http/openapi.ts documents it). */
+export interface RawBody {
+  description: string;
+  /** Media type → the schema of the body in it (a multipart form's fields; a binary body). */
+  content: Record<string, z.ZodType>;
+}
+
 export interface Route {
   method: Method;
   path: string;
@@ -245,6 +266,7 @@ export interface Route {
     errorShapes?: Partial<Record<number, ErrorShape>>;
     errorShape?: ErrorShape;
     apiKey?: 'required';
+    rawBody?: RawBody;
     invalidStatus?: 400 | 422;
     invalidParamsStatus?: 400 | 404 | 422;
     htmlErrors: boolean;
@@ -283,6 +305,7 @@ export function defineRoute<
       errorShapes: def.errorShapes,
       errorShape: def.errorShape,
       apiKey: def.apiKey,
+      rawBody: def.rawBody,
       invalidStatus: def.invalidStatus,
       invalidParamsStatus: def.invalidParamsStatus,
       htmlErrors: def.renderError !== undefined,
@@ -302,7 +325,7 @@ export function defineRoute<
         if (key) await serveKeyed(exchange.res, key, transaction, async (db) => answerOf(await run(db)), (err) => httpErrorOf(def, err).status);
         else send(exchange.res, await run(transaction));
       } catch (err) {
-        fail(exchange, def, err);
+        await fail(exchange, def, err);
       }
     },
   };
@@ -374,6 +397,7 @@ function validatedContext<P, Q, B, H>(
     apiToken: request.caller?.apiToken ?? null,
     apiKeyRole: request.apiKeyRole,
     clientIp: request.ip,
+    request: exchange.req,
     userAgent: userAgentOf(exchange.req.headers['user-agent']),
     services: request.services,
     get log() {
@@ -420,12 +444,18 @@ function send(res: ServerResponse, reply: Reply): void {
 }
 
 /** Or step 5 when any step failed: the error, logged and answered as the route answers it (a response already started is cut). */
-function fail(exchange: Exchange, def: RouteRules, err: unknown): void {
+async function fail(exchange: Exchange, def: RouteRules, err: unknown): Promise<void> {
   const httpError = httpErrorOf(def, err);
   logFailure(exchange, httpError, err);
   if (exchange.res.headersSent) {
     exchange.res.destroy();
     return;
+  }
+  if (def.rawBody && !exchange.req.complete) {
+    // A refused upload: answered once the rest of its body is read (and
+    // thrown away, bounded), with Connection: close, as http/body.ts does.
+    exchange.res.setHeader('Connection', 'close');
+    await discardRest(exchange.req);
   }
   sendAnswer(exchange.res, failure(def, httpError));
 }
@@ -454,7 +484,7 @@ function failure(def: RouteRules, httpError: HttpError): Answer {
     return { status: httpError.status, headers: { ...headers, 'content-type': 'text/html; charset=utf-8' }, body: page.html };
   }
   // The idempotency refusals are the same Error body on every route.
-  const shape = isIdempotencyRefusal(httpError.code) ? 'error' : (def.errorShapes?.[httpError.status] ?? def.errorShape ?? 'error');
+  const shape = isIdempotencyRefusal(httpError.code) ? 'default' : (def.errorShapes?.[httpError.status] ?? def.errorShape ?? 'default');
   return {
     status: httpError.status,
     headers: { ...headers, 'content-type': 'application/json; charset=utf-8' },

@@ -9,18 +9,24 @@
 // 1-in-100 chance of a delete on every failed sign-in (throttling counts),
 // and the hub's timer for Idempotency-Key records and event tombstones.
 import type { JobHelpers } from 'graphile-worker';
+import type { StorageService } from '../storage/service.ts';
+import { collectStorage } from './storage.ts';
 
 export interface PeriodicJob {
   /** The task identifier. */
   task: string;
   /** Cron schedule (UTC). */
   schedule: string;
+  /** Runs only on workers that have the byte store (PeriodicSettings.storage). */
+  needsStorage?: boolean;
   run(helpers: JobHelpers, settings: PeriodicSettings): Promise<unknown>;
 }
 
 export interface PeriodicSettings {
   /** CHANGE_LOG_RETENTION_HOURS, in seconds. */
   changeLogRetentionSeconds: number;
+  /** The byte store and staging area the storage jobs clean up (gateway/jobs/storage.ts); absent: no storage job runs here. */
+  storage?: StorageService;
 }
 
 const sql = (text: string) => (helpers: JobHelpers) => helpers.query(text);
@@ -46,6 +52,8 @@ export const PERIODIC_JOBS: PeriodicJob[] = [
   // Idempotency-Key records past 24 hours, and tombstones of deleted events no calendar lists any more.
   { task: 'prune_idempotency_keys', schedule: '*/5 * * * *', run: sql('select private.idempotency_keys_prune()') },
   { task: 'prune_event_tombstones', schedule: '41 * * * *', run: sql('select private.event_tombstones_prune()') },
+  // Expired uploads, deleted and replaced objects' bytes, leftovers of killed processes (gateway/jobs/storage.ts).
+  { task: 'storage_collect', schedule: '* * * * *', needsStorage: true, run: (helpers, settings) => collectStorage(helpers, settings.storage!) },
   // Jobs held by workers that died (see private.jobs_recover).
   { task: 'recover_jobs', schedule: '* * * * *', run: sql('select private.jobs_recover()') },
 ];
@@ -56,6 +64,6 @@ export const PERIODIC_JOBS: PeriodicJob[] = [
  * backfill of ticks missed while no worker ran. Priority 10: a due e-mail
  * (priority 0) on the same runner goes first.
  */
-export function crontab(): string {
-  return PERIODIC_JOBS.map((job) => `${job.schedule} ${job.task} ?max=3&jobKey=cron_${job.task}&priority=10`).join('\n');
+export function crontab(jobs: readonly PeriodicJob[] = PERIODIC_JOBS): string {
+  return jobs.map((job) => `${job.schedule} ${job.task} ?max=3&jobKey=cron_${job.task}&priority=10`).join('\n');
 }

@@ -30,13 +30,15 @@
 import { EventEmitter } from 'node:events';
 import postgres from 'postgres';
 import { makeWorkerUtils, run, type Runner, type TaskList, type WorkerEvents } from 'graphile-worker';
-import { DEFAULT_COMMUNITY_CONCURRENCY, DEFAULT_WEBHOOK_PORTS, type Config, type WebhookConfig } from '../core/process/config.ts';
+import { DEFAULT_COMMUNITY_CONCURRENCY, DEFAULT_WEBHOOK_PORTS, type Config, type StorageConfig, type WebhookConfig } from '../core/process/config.ts';
 import { reconnectDelaySeconds } from '../core/database/pool.ts';
 import type { Logger } from '../core/process/log.ts';
 import { crontab, PERIODIC_JOBS, type PeriodicSettings } from './crontab.ts';
 import { sendEmailTask, type SmtpOptions } from './mail.ts';
 import { workerLogger } from '../core/database/job-queue.ts';
 import { webhookDeliverTask } from './webhooks.ts';
+import { storagePurgeTask } from './storage.ts';
+import { StorageService } from '../storage/service.ts';
 
 /** Jobs the runner of e-mail and the periodic jobs runs at once. */
 export const MAIL_CONCURRENCY = 2;
@@ -54,6 +56,13 @@ export interface JobWorkerOptions {
   webhooks: Pick<WebhookConfig, 'allowPrivateTargets' | 'retrySchedule'> & Partial<WebhookConfig>;
   /** CHANGE_LOG_RETENTION_HOURS, in seconds. */
   changeLogRetentionSeconds: number;
+  /**
+   * File storage (STORAGE_*): the storage jobs delete bytes from its byte
+   * store. Absent: this worker takes no storage job (a worker started for
+   * something else, as tests do); every worker that has it must name the
+   * same byte store.
+   */
+  storage?: StorageConfig;
   /** How often to look for jobs that came due (retries); new jobs arrive by NOTIFY at once. */
   pollIntervalMs?: number;
   /** Deliveries one webhook job sends before a new job takes over (default 500; tests make it small). */
@@ -89,8 +98,13 @@ export async function startJobWorker(options: JobWorkerOptions): Promise<JobWork
     upkeep.send_email = mail.task;
     closers.push(mail.close);
   }
-  const settings: PeriodicSettings = { changeLogRetentionSeconds: options.changeLogRetentionSeconds };
-  for (const job of PERIODIC_JOBS) {
+  const settings: PeriodicSettings = {
+    changeLogRetentionSeconds: options.changeLogRetentionSeconds,
+    storage: options.storage ? new StorageService(options.storage) : undefined,
+  };
+  if (settings.storage) upkeep.storage_purge = storagePurgeTask;
+  const periodic = PERIODIC_JOBS.filter((job) => settings.storage || !job.needsStorage);
+  for (const job of periodic) {
     upkeep[job.task] = async (_payload, helpers) => {
       await job.run(helpers, settings);
     };
@@ -111,7 +125,7 @@ export async function startJobWorker(options: JobWorkerOptions): Promise<JobWork
   };
   try {
     runners.push(await startLane(options, 'deliveries', { webhook_deliver: webhooks.task }, options.concurrency));
-    runners.push(await startLane(options, 'mail and upkeep', upkeep, MAIL_CONCURRENCY, crontab()));
+    runners.push(await startLane(options, 'mail and upkeep', upkeep, MAIL_CONCURRENCY, crontab(periodic)));
   } catch (err) {
     await stopAll(1_000);
     throw err;
@@ -210,6 +224,7 @@ export function jobWorkerOptions(config: Config, connectionString: string, log: 
     smtp: config.smtpUrl ? { url: config.smtpUrl, from: config.mailFrom } : undefined,
     webhooks: config.webhooks,
     changeLogRetentionSeconds: config.realtime.retentionSeconds,
+    storage: config.storage,
     log,
   };
 }

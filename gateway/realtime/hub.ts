@@ -453,7 +453,8 @@ export class ChangeHub {
     const began = performance.now();
     try {
       rows = await this.sql.begin('read only', async (tx) => {
-        await tx`select set_config('statement_timeout', ${String(this.options.statementTimeoutMs)}, true)`;
+        await tx`select set_config('statement_timeout', ${String(this.options.statementTimeoutMs)}, true),
+                        set_config('request.public_url', ${this.options.publicUrl}, true)`;
         return tx<FanoutRow[]>`
           select change_id, operation, event, array_to_string(user_ids, ',') as users
             from private.event_stream_fanout(${from}, ${upto}, ${this.options.publicUrl}, ${only}::uuid[])`;

@@ -125,6 +125,37 @@ export const communityRoutes = [
   }),
 
   defineRoute({
+    method: 'patch',
+    path: '/api/mobile/communities/:id',
+    summary: "A manager sets the community's image.",
+    description:
+      "A manager of the community sets its image: `image_path` is the path of an image uploaded to the community's folder of the `community-images` bucket (`{community id}/logo.png`, docs/storage.md), or null to remove it. Answers the community, with its public `image_url`.",
+    auth: 'user',
+    params: CommunityPath,
+    body: z.object({
+      image_path: z
+        .string()
+        .min(1)
+        .max(1024)
+        .nullable()
+        .describe("The path of an object in the community's folder of `community-images`, or null to remove the image.")
+        .meta({ example: '0b6f2c1e-8d4a-4f3b-9c2e-7a1d5e9f3b20/logo.png' }),
+    }),
+    invalidStatus: 422,
+    errorShapes: flagged,
+    responses: {
+      200: succeeded({ data: CommunityDetail }),
+      403: errors('not_community_manager'),
+      404: errors('community_not_found'),
+      422: errors('validation_error', 'invalid_image_path'),
+    },
+    async handler({ params, body, db }) {
+      const [row] = await db((tx) => tx`select api.community_update(${params.id}, ${tx.json(body)}) as community`);
+      return { status: 200, body: { success: true, data: row!.community } };
+    },
+  }),
+
+  defineRoute({
     method: 'get',
     path: '/api/mobile/communities/:id/members',
     summary: 'The members of a community: managers first, then by joined_at.',

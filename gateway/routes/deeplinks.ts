@@ -31,7 +31,10 @@ interface EventPage {
   end: string;
   /** The event's IANA time zone: where its local time is told. */
   timezone: string;
+  /** Its image as a URL: the stored object's public URL, or the external image. */
   image_path: string | null;
+  /** The share preview's image: a 1200×630 transformation of a stored image, else the image (absent on a cancelled page). */
+  og_image?: string | null;
   event_url: string | null;
   /** The page's own URL (canonical). */
   url: string;
@@ -83,7 +86,7 @@ function imageOf(imagePath: string | null, publicUrl: string): { url: string; ow
  */
 function sharePreview(data: EventPage, publicUrl: string): SafeHtml {
   const cancelled = data.event_status === 'EventCancelled';
-  const image = imageOf(data.image_path, publicUrl);
+  const image = imageOf(data.og_image ?? data.image_path, publicUrl);
   const summary = [cancelled ? 'Cancelled' : null, formatTime(data.date, data.end, data.timezone), data.location].filter(Boolean).join(' · ');
   const description = excerpt(data.description ? `${summary}. ${data.description}` : summary, 300);
   const title = cancelled ? `Cancelled: ${data.title}` : data.title;

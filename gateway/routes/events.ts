@@ -70,7 +70,8 @@ const EventChoice = z
     description: z.string().nullable().describe('What it is, or null.').meta({ example: 'Open session for all levels.' }),
     date: DateTime.describe('When it starts.'),
     end_time: DateTime.nullable().describe('When it ends, or null.').meta({ example: '2026-06-05T20:00:00.000Z' }),
-    image_path: z.string().nullable().describe('Its image, or null.').meta({ example: 'https://images.example.com/bouldering-night.jpg' }),
+    image_path: z.string().nullable().describe('Its image, or null: a path in the `event-images` bucket, or an external URL.').meta({ example: 'https://images.example.com/bouldering-night.jpg' }),
+    image_url: z.string().nullable().describe('Its image as a URL, or null.').meta({ example: 'https://images.example.com/bouldering-night.jpg' }),
   })
   .describe('An event concurrent at the venue now.');
 const EventSelection = succeeded({
@@ -160,6 +161,37 @@ export const eventRoutes = [
     responses: { 200: Event, 404: errors('event_not_found') },
     async handler({ params, db, services }) {
       const [row] = await db((tx) => tx<{ event: unknown }[]>`select api.event_get(${params.id}, ${services.publicUrl}) as event`);
+      return { status: 200, body: row!.event };
+    },
+  }),
+
+  defineRoute({
+    method: 'patch',
+    path: '/api/mobile/events/:id',
+    summary: "A manager of the event's community sets its image.",
+    description:
+      "A manager of the event's community sets its image: `image_path` is the path of an image uploaded to the event's folder of the `event-images` bucket (`{event id}/poster.jpg`, docs/storage.md), or null to remove it (an external image a platform gave stays). The public event page's og:image is then a 1200×630 transformation of it.",
+    auth: 'user',
+    params: z.object({ id: Id.describe("The event's id or its node id.") }),
+    invalidParamsStatus: 404,
+    body: z.object({
+      image_path: z
+        .string()
+        .min(1)
+        .max(1024)
+        .nullable()
+        .describe("The path of an object in the event's folder of `event-images`, or null to remove the image.")
+        .meta({ example: '9a3e7c2b-1f4d-4e8a-b6c5-2d7f0e1a3b49/poster.jpg' }),
+    }),
+    invalidStatus: 422,
+    responses: {
+      200: Event,
+      403: errors('not_community_manager'),
+      404: errors('event_not_found'),
+      422: errors('validation_error', 'invalid_image_path'),
+    },
+    async handler({ params, body, db, services }) {
+      const [row] = await db((tx) => tx<{ event: unknown }[]>`select api.event_update(${params.id}, ${tx.json(body)}, ${services.publicUrl}) as event`);
       return { status: 200, body: row!.event };
     },
   }),

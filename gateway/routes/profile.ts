@@ -41,6 +41,11 @@ const UserProfile = z
     node_id: Id.nullable().describe("The user's node: the id other members connect to (a connection's target_node_id)."),
     created_at: DateTime.describe('When the account was created.'),
     updated_at: DateTime.describe('When the profile last changed.'),
+    avatar_url: z
+      .url()
+      .nullable()
+      .describe('The public URL of the avatar (an object of the `avatars` bucket, docs/storage.md), or null.')
+      .meta({ example: 'https://community.example.com/storage/v1/object/public/avatars/5f0c8a9e-3b1d-4c62-9a7e-2d4b6f8a1c03/me.png' }),
   })
   .meta({ id: 'UserProfile', description: "The caller's profile, with max_hats from their subscription." });
 
@@ -84,16 +89,28 @@ export const profileRoutes = [
   defineRoute({
     method: 'patch',
     path: '/api/mobile/profile',
-    summary: "Set the caller's name (a chosen name is shown to other members; one derived from the e-mail is not).",
+    summary: "Set the caller's name and avatar (a chosen name is shown to other members; one derived from the e-mail is not).",
     description:
-      "Sets the caller's name. A name chosen here is shown to other members (in member lists and to the people they connect with); one made from the e-mail address never is.",
+      "Changes what the body names. `name`: a name chosen here is shown to other members (in member lists and to the people they connect with); one made from the e-mail address never is. `avatar_path`: an image the caller uploaded to their own folder of the `avatars` bucket (`{user id}/me.png`, docs/storage.md), or null to remove the avatar; the profile then answers its public `avatar_url`.",
     auth: 'user',
-    body: z.object({ name: ProfileName.describe('The new name, shown to other members.').meta({ example: 'Ada Lovelace' }) }),
+    body: z
+      .object({
+        name: ProfileName.optional().describe('The new name, shown to other members.').meta({ example: 'Ada Lovelace' }),
+        avatar_path: z
+          .string()
+          .min(1)
+          .max(1024)
+          .nullable()
+          .optional()
+          .describe("The avatar: the path of an object in the caller's folder of the `avatars` bucket, or null to remove it.")
+          .meta({ example: '5f0c8a9e-3b1d-4c62-9a7e-2d4b6f8a1c03/me.png' }),
+      })
+      .refine((b) => b.name !== undefined || b.avatar_path !== undefined, { message: 'name or avatar_path is required' }),
     invalidStatus: 422,
     errorShapes: { 404: 'flagged' },
-    responses: { 200: succeeded({ data: UserProfile }), 404: errors('profile_not_found'), 422: errors('validation_error') },
+    responses: { 200: succeeded({ data: UserProfile }), 404: errors('profile_not_found'), 422: errors('validation_error', 'invalid_image_path') },
     async handler({ body, db }) {
-      const [profile] = await db((tx) => tx`select * from api.profile_update(${body.name})`);
+      const [profile] = await db((tx) => tx`select * from api.profile_patch(${tx.json(body)})`);
       return { status: 200, body: { success: true, data: profile } };
     },
   }),

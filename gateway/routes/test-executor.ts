@@ -93,7 +93,7 @@ export const LiveTestResponse = z
   .meta({ id: 'LiveTestResponse', description: 'What the replayed request was answered, as recorded.' });
 
 const TIMEOUT_MS = 15_000;
-const MAX_BODY_BYTES = 1024 * 1024;
+const MAX_BODY_BYTES = 4 * 1024 * 1024; // the OpenAPI document itself (1.3 MB) must fit
 
 interface Replay {
   status: number;
@@ -120,7 +120,7 @@ async function readBody(res: Response): Promise<{ text: string | null; error: st
     size += value.byteLength;
     if (size > MAX_BODY_BYTES) {
       await reader.cancel();
-      return { text: null, error: 'the response body is larger than 1 MB; it is not recorded' };
+      return { text: null, error: 'the response body is larger than 4 MB; it is not recorded' };
     }
     chunks.push(value);
   }
@@ -167,7 +167,7 @@ export const liveTestRoute: Route = defineRoute({
   summary: 'Replay a request against this server with your API token, timed, and record the result (ApiTestResult).',
   description:
     'Replays a request against this server with your API token (the request carries it), times it and records the result (ApiTestResult). Only endpoints of GET /api/docs/endpoints, with their own method and one of their paths, on this server; not this endpoint itself. Call it with an API token.',
-  limits: ['The answer is recorded up to 1 MB (a larger body is not kept); no answer within 15 s is 504 in `status`.'],
+  limits: ['The answer is read up to 4 MB (a larger body is not kept); no answer within 15 s is 504 in `status`.'],
   auth: 'user',
   security: ['apiToken'],
   body: LiveTestRequest,

@@ -171,6 +171,49 @@ const commands: Record<string, Command> = {
       ].join('\n');
     },
   },
+  'storage-bucket-create': {
+    usage:
+      '--id NAME --public true|false --folder-owner user|community|event --max-bytes N [--types image/*,application/pdf] [--images true|false] [--attachment true|false]',
+    description:
+      'Create (or change) a storage bucket: public read or not, who writes each first folder (the user whose id it is, the managers of the community or of the event), the size limit, the types it takes (default any; image buckets: image/*), whether it holds images (sniffed, metadata stripped, transformations) and whether downloads are attachments (docs/storage.md).',
+    options: {
+      id: z.string().regex(/^[a-z0-9][a-z0-9_-]{0,62}$/, { message: 'lowercase letters, digits, - and _' }),
+      public: flag,
+      'folder-owner': z.enum(['user', 'community', 'event']),
+      'max-bytes': z.coerce.number().int().min(1),
+      types: tagList,
+      images: flag.optional(),
+      attachment: flag.optional(),
+    },
+    run: async (sql, o) => {
+      const types = o.types as string[];
+      await sql`select admin.storage_bucket_create(${o.id as string}, ${o.public as boolean}, ${o['folder-owner'] as string},
+                  ${o['max-bytes'] as number}, ${types.length > 0 ? types : null}::text[],
+                  ${(o.images as boolean | undefined) ?? false}, ${(o.attachment as boolean | undefined) ?? false})`;
+      return 'ok';
+    },
+  },
+  'storage-set-limits': {
+    usage: '--email E [--quota-bytes N] [--uploads-per-minute N]',
+    description: "Set a user's own storage quota (bytes) and uploads per minute; an omitted one goes back to their plan's.",
+    options: {
+      email: Email,
+      'quota-bytes': z.coerce.number().int().min(0).optional(),
+      'uploads-per-minute': z.coerce.number().int().min(0).optional(),
+    },
+    run: async (sql, o) => {
+      await sql`select admin.storage_set_limits(${o.email as string}, ${(o['quota-bytes'] as number | undefined) ?? null},
+                  ${(o['uploads-per-minute'] as number | undefined) ?? null})`;
+      return 'ok';
+    },
+  },
+  'storage-usage': {
+    usage: '[--limit N]',
+    description: 'The users storing the most bytes (default 50): bytes, objects, quota and uploads per minute. One JSON object a line.',
+    options: { limit: z.coerce.number().int().min(1).max(10_000).optional() },
+    run: async (sql, o) =>
+      (await sql`select * from admin.storage_usage(${(o.limit as number | undefined) ?? 50})`).map((row) => JSON.stringify(row)).join('\n'),
+  },
   'webhook-failures': {
     usage: '[--limit N]',
     description: 'The most recent failed or retrying webhook deliveries (default 20), newest first, one JSON object a line.',

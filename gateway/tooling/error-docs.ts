@@ -11,7 +11,7 @@ import { fileURLToPath } from 'node:url';
 import { routes } from '../app.ts';
 import { projectRoot } from '../core/process/config.ts';
 import { errorCodeEntries, type ErrorCode, type ErrorCodeEntry, type ErrorSurface } from '../core/web/error-codes.ts';
-import type { ErrorShape } from '../core/web/errors.ts';
+import { ERROR_SHAPES, type ErrorShape } from '../core/web/errors.ts';
 import { openApiPath, PIPELINE_ERRORS, shapeOf } from '../http/openapi.ts';
 import { ErrorResponse } from '../http/responses.ts';
 import type { Route } from '../http/route.ts';
@@ -26,18 +26,13 @@ const SURFACES: Record<ErrorSurface, string> = {
   oauth: "the agent interface's OAuth endpoints (`/authorize`, `/token`, `/register`, `/revoke`): OAuth's error body `{error, error_description}` or an error redirect",
 };
 
-const SHAPE_NOTE: Record<Exclude<ErrorShape, 'error'>, string> = {
-  simple: 'Simple body: message only',
-  flagged: 'Flagged body: message only',
-  supabase_auth: "Supabase Auth's body: its own name of the code in `error_code`",
-};
-
 const routeName = (route: Route) => `${route.method.toUpperCase()} ${openApiPath(route.path)}`;
 
 /** "404", or "404, Simple body: message only", or "404, HTML page". */
 function statusNote(route: Route, status: number, shape: ErrorShape): string {
   if (route.docs.htmlErrors) return `${status}, HTML page`;
-  return shape === 'error' ? String(status) : `${status}, ${SHAPE_NOTE[shape]}`;
+  const note = ERROR_SHAPES[shape].note;
+  return note === null ? String(status) : `${status}, ${note}`;
 }
 
 function statusText(entry: ErrorCodeEntry): string {

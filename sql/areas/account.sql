@@ -649,11 +649,15 @@ CREATE OR REPLACE FUNCTION private.account_files(user_id uuid)
  STABLE
  SET search_path TO 'pg_catalog'
 AS $function$
-    -- The hook of file storage: it lists the user's stored objects here
-    -- ([{bucket, path, size, content_type, created_at}]); none are stored yet.
-    select '[]'::jsonb
+    -- The objects the user uploaded (owner_id), in every bucket.
+    select coalesce(jsonb_agg(jsonb_build_object(
+             'bucket', o.bucket_id, 'path', o.name, 'size', o.size,
+             'content_type', o.content_type, 'created_at', app.iso(o.created_at))
+             order by o.bucket_id, o.name), '[]'::jsonb)
+      from app.storage_objects o
+     where o.owner_id = account_files.user_id
   $function$;
-comment on function private.account_files(uuid) is 'The stored files of a user for the export of their data: [{bucket, path, size, content_type, created_at}]. The hook of file storage, which redefines it; an empty list while no files are stored.';
+comment on function private.account_files(uuid) is 'The stored files of a user for the export of their data: [{bucket, path, size, content_type, created_at}], every object they uploaded (app.storage_objects.owner_id).';
 
 CREATE OR REPLACE FUNCTION private.account_files_delete(user_id uuid)
  RETURNS void

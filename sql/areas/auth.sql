@@ -567,9 +567,12 @@ begin
    where s.user_id = end_credentials.user_id and s.ended_at is null;
   -- The personal calendar feed URL.
   delete from app.calendar_feeds f where f.user_id = end_credentials.user_id;
+  -- Signed URLs of storage objects the user made.
+  insert into app.storage_usage as u (user_id, signed_urls_valid_after) values (end_credentials.user_id, now())
+    on conflict on constraint storage_usage_pkey do update set signed_urls_valid_after = now();
 end;
 $function$;
-comment on function private.end_credentials(uuid) is 'Ends every credential of a user: sessions, API tokens, OAuth tokens and pending codes, MCP sessions, the calendar feed URL (a password set through a set-password link calls it; a re-hash at sign-in does not).';
+comment on function private.end_credentials(uuid) is 'Ends every credential of a user: sessions, API tokens, OAuth tokens and pending codes, MCP sessions, the calendar feed URL, signed storage URLs (a password set through a set-password link calls it; a re-hash at sign-in does not).';
 
 CREATE OR REPLACE FUNCTION private.password_attempt_finish(door text, attempt text, matched boolean, new_hash text)
  RETURNS TABLE(status text, user_id uuid)
@@ -881,6 +884,19 @@ end;
 $function$;
 comment on function private.tg_refresh_tokens__notify_session_ended() is 'Trigger: NOTIFY session_ended with the id of every session a statement ended (logout or reuse).';
 
+CREATE OR REPLACE FUNCTION private.tg_users__storage_purge()
+ RETURNS trigger
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog'
+AS $function$
+begin
+  perform private.storage_purge_enqueue('user', old.id);
+  return null;
+end;
+$function$;
+comment on function private.tg_users__storage_purge() is 'Trigger: an account deleted, the objects of its storage folder are deleted by a storage_purge job.';
+
 CREATE OR REPLACE FUNCTION private.user_node_by_email(email text)
  RETURNS uuid
  LANGUAGE plpgsql
@@ -925,6 +941,8 @@ create policy "Users can read their own identity" on identity.users
 grant select (created_at, email, id, updated_at) on table identity.users to authenticated;
 drop trigger if exists _100_set_updated_at on identity.users;
 CREATE TRIGGER _100_set_updated_at BEFORE UPDATE ON identity.users FOR EACH ROW EXECUTE FUNCTION private.tg__set_updated_at();
+drop trigger if exists _900_storage_purge on identity.users;
+CREATE TRIGGER _900_storage_purge AFTER DELETE ON identity.users FOR EACH ROW EXECUTE FUNCTION private.tg_users__storage_purge();
 
 -- identity.refresh_tokens
 comment on table identity.refresh_tokens is 'Refresh tokens (hashed). All tokens descending from one login share session_id (the family). A deleted account''s tokens stay, revoked and without it (user_id null), until pruned.';

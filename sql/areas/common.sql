@@ -165,9 +165,11 @@ CREATE OR REPLACE FUNCTION private.public_url()
  STABLE
  SET search_path TO 'pg_catalog'
 AS $function$
-    select coalesce((select s.value from private.service_settings s where s.name = 'public_url'), 'http://localhost:3000')
+    select coalesce(nullif(current_setting('request.public_url', true), ''),
+                    (select s.value from private.service_settings s where s.name = 'public_url'),
+                    'http://localhost:3000')
   $function$;
-comment on function private.public_url() is 'PUBLIC_URL as the gateway last recorded it (http://localhost:3000 before any gateway started).';
+comment on function private.public_url() is 'PUBLIC_URL of the gateway the request came through (request.public_url, set by each transaction); outside a request (jobs) as the gateway last recorded it; http://localhost:3000 before any gateway started.';
 
 CREATE OR REPLACE FUNCTION private.service_setting_set(name text, value text)
  RETURNS void

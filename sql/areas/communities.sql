@@ -292,6 +292,34 @@ $function$;
 comment on function api.community_public(uuid) is 'GET /api/community/{id} (no credential): name, description, tags, member_count and timestamps. PT404 when unknown.';
 grant execute on function api.community_public(uuid) to anon, authenticated;
 
+CREATE OR REPLACE FUNCTION api.community_update(community_id uuid, patch jsonb)
+ RETURNS jsonb
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog'
+AS $function$
+declare
+  caller uuid := auth.uid();
+begin
+  perform app.require_community(community_update.community_id);
+  if not private.is_community_manager(community_update.community_id, caller) then
+    raise exception 'only managers of the community may change it' using errcode = 'PT403', hint = 'not_community_manager';
+  end if;
+  if pg_catalog.jsonb_typeof(community_update.patch) is distinct from 'object' then
+    raise exception 'the patch must be an object' using errcode = 'PT422', hint = 'validation_error';
+  end if;
+  if community_update.patch ? 'image_path' then
+    -- An object of the community-images bucket in the community's folder, or null to clear.
+    update app.communities c
+       set image_object_id = private.storage_image_object('community-images', community_update.patch->>'image_path', caller)
+     where c.id = community_update.community_id;
+  end if;
+  return api.community_get(community_update.community_id);
+end;
+$function$;
+comment on function api.community_update(uuid,jsonb) is 'PATCH /api/mobile/communities/{id}: a manager changes what the patch names: image_path (an object of the community-images bucket in the community''s folder, or null to clear). PT403 not_community_manager, PT404 community_not_found, PT422 invalid_image_path.';
+grant execute on function api.community_update(uuid,jsonb) to authenticated;
+
 -- -----------------------------------------------------------------------------
 -- Functions of app: helpers of policies and list functions
 -- -----------------------------------------------------------------------------
@@ -303,9 +331,10 @@ CREATE OR REPLACE FUNCTION app.community_json(c app.communities)
 AS $function$
     select pg_catalog.jsonb_build_object(
       'id', c.id, 'name', c.name, 'description', c.description, 'tags', pg_catalog.to_jsonb(c.tags),
-      'member_count', c.member_count, 'created_at', app.iso(c.created_at), 'updated_at', app.iso(c.updated_at))
+      'member_count', c.member_count, 'created_at', app.iso(c.created_at), 'updated_at', app.iso(c.updated_at),
+      'image_url', app.storage_public_url(c.image_object_id))
   $function$;
-comment on function app.community_json(app.communities) is 'id, name, description, tags, member_count, created_at, updated_at of a community (CommunityListItem''s common part; inlined by the planner).';
+comment on function app.community_json(app.communities) is 'id, name, description, tags, member_count, created_at, updated_at, image_url of a community (CommunityListItem''s common part; inlined by the planner).';
 grant execute on function app.community_json(app.communities) to anon, authenticated;
 
 CREATE OR REPLACE FUNCTION app.require_community(community_id uuid)
@@ -368,6 +397,19 @@ begin
 end;
 $function$;
 
+CREATE OR REPLACE FUNCTION private.tg_communities__storage_purge()
+ RETURNS trigger
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog'
+AS $function$
+begin
+  perform private.storage_purge_enqueue('community', old.id);
+  return null;
+end;
+$function$;
+comment on function private.tg_communities__storage_purge() is 'Trigger: a community deleted, the objects of its storage folder are deleted by a storage_purge job.';
+
 CREATE OR REPLACE FUNCTION private.tg_community_members__count()
  RETURNS trigger
  LANGUAGE plpgsql
@@ -423,11 +465,13 @@ drop policy if exists "Communities are public" on app.communities;
 create policy "Communities are public" on app.communities
   as permissive for select to anon, authenticated
   using (true);
-grant select (accepts_handoffs, created_at, description, id, is_draft, is_sandbox, member_count, name, node_id, search_text, tags, timezone, updated_at) on table app.communities to anon, authenticated;
+grant select (accepts_handoffs, created_at, description, id, image_object_id, is_draft, is_sandbox, member_count, name, node_id, search_text, tags, timezone, updated_at) on table app.communities to anon, authenticated;
 drop trigger if exists _100_set_updated_at on app.communities;
 CREATE TRIGGER _100_set_updated_at BEFORE UPDATE ON app.communities FOR EACH ROW EXECUTE FUNCTION private.tg__set_updated_at();
 drop trigger if exists _200_search_text on app.communities;
 CREATE TRIGGER _200_search_text BEFORE INSERT OR UPDATE OF name, description, tags ON app.communities FOR EACH ROW EXECUTE FUNCTION private.tg_communities__search_text();
+drop trigger if exists _900_storage_purge on app.communities;
+CREATE TRIGGER _900_storage_purge AFTER DELETE ON app.communities FOR EACH ROW EXECUTE FUNCTION private.tg_communities__storage_purge();
 
 -- app.community_members
 comment on table app.community_members is 'Memberships: a user node in a community, as member or manager.';

@@ -188,12 +188,17 @@ begin
   select c.* into community from app.communities c where c.id = found.community_id;
   select v.* into venue from app.venues v where v.node_id = found.venue_node_id;
   location_text := private.event_location_text(venue.name, venue.address, found.location);
+  -- The image as a URL (the stored object's public URL, else the external
+  -- one), and the share preview's: a 1200x630 transformation when stored here.
   return private.event_page_json(found.title, found.description, found.starts_at, found.ends_at, found.timezone,
-                                 found.image_path, found.event_url, found.shortlink, location_text, venue, community,
-                                 base, false);
+                                 coalesce(app.storage_public_url(found.image_object_id), found.image_path),
+                                 found.event_url, found.shortlink, location_text, venue, community,
+                                 base, false)
+         || jsonb_build_object('og_image', coalesce(private.storage_render_url(found.image_object_id, 1200, 630, 'cover'),
+                                                    app.storage_public_url(found.image_object_id), found.image_path));
 end;
 $function$;
-comment on function api.event_page(text,text) is 'GET /e/{shortlink} (no credential): what the public page and its previews show: title, description, date, end (the effective end), timezone, image_path, event_url, url (the page), calendar_path, checkin_path (null once cancelled), location ("venue, address" or the location text), place {name, address, latitude, longitude} for schema.org (the venue, its address else its name; else the location text; else the community), organizer {name, url: the community''s public page}, event_status (EventScheduled, or EventCancelled for a deleted event while its tombstone is kept), attendance_mode. PT404 event_not_found, also for an event of a draft community.';
+comment on function api.event_page(text,text) is 'GET /e/{shortlink} (no credential): what the public page and its previews show: og_image (a 1200x630 transformation of a stored image, else the image), title, description, date, end (the effective end), timezone, image_path, event_url, url (the page), calendar_path, checkin_path (null once cancelled), location ("venue, address" or the location text), place {name, address, latitude, longitude} for schema.org (the venue, its address else its name; else the location text; else the community), organizer {name, url: the community''s public page}, event_status (EventScheduled, or EventCancelled for a deleted event while its tombstone is kept), attendance_mode. PT404 event_not_found, also for an event of a draft community.';
 grant execute on function api.event_page(text,text) to anon, authenticated;
 
 CREATE OR REPLACE FUNCTION api.event_public(shortlink text, public_url text)
@@ -235,6 +240,38 @@ end;
 $function$;
 comment on function api.event_public_by_node(uuid,text) is 'GET /checkin/event/{event_node_id} (web check-in form): the Event. PT404 when unknown or of a draft community.';
 grant execute on function api.event_public_by_node(uuid,text) to anon, authenticated;
+
+CREATE OR REPLACE FUNCTION api.event_update(id uuid, patch jsonb, public_url text)
+ RETURNS jsonb
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog'
+AS $function$
+declare
+  caller uuid := auth.uid();
+  found_event app.events := private.find_event(event_update.id);
+begin
+  if found_event.id is null then
+    raise exception 'event not found' using errcode = 'PT404', hint = 'event_not_found';
+  end if;
+  if not private.is_community_manager(found_event.community_id, caller) then
+    raise exception 'only managers of the event''s community may change it' using errcode = 'PT403', hint = 'not_community_manager';
+  end if;
+  if pg_catalog.jsonb_typeof(event_update.patch) is distinct from 'object' then
+    raise exception 'the patch must be an object' using errcode = 'PT422', hint = 'validation_error';
+  end if;
+  if event_update.patch ? 'image_path' then
+    -- An object of the event-images bucket in the event's folder, or null to clear (a platform's external image stays).
+    update app.events e
+       set image_object_id = private.storage_image_object('event-images', event_update.patch->>'image_path', caller)
+     where e.id = found_event.id
+    returning e.* into found_event;
+  end if;
+  return private.event_json(found_event, event_update.public_url);
+end;
+$function$;
+comment on function api.event_update(uuid,jsonb,text) is 'PATCH /api/mobile/events/{id}: a manager of the event''s community changes what the patch names: image_path (an object of the event-images bucket in the event''s folder, or null to clear). PT403 not_community_manager, PT404 event_not_found, PT422 invalid_image_path.';
+grant execute on function api.event_update(uuid,jsonb,text) to authenticated;
 
 CREATE OR REPLACE FUNCTION api.events_upcoming(public_url text)
  RETURNS SETOF jsonb
@@ -360,7 +397,8 @@ begin
          coalesce(jsonb_agg(jsonb_build_object(
            'id', e.id, 'node_id', e.node_id, 'title', e.title, 'description', e.description,
            'date', app.iso(e.starts_at), 'end_time', app.iso(e.ends_at),
-           'image_path', e.image_path) order by e.starts_at, e.id), '[]'::jsonb)
+           'image_path', coalesce(private.storage_object_name(e.image_object_id), e.image_path),
+           'image_url', coalesce(app.storage_public_url(e.image_object_id), e.image_path)) order by e.starts_at, e.id), '[]'::jsonb)
     into event_count, only_event, selection
     from private.venue_concurrent_events(venue_checkin.venue_id) e;
 
@@ -573,7 +611,8 @@ AS $function$
              'description', e.description,
              'end_time', app.iso(e.ends_at),
              'event_url', e.event_url,
-             'image_path', e.image_path,
+             'image_path', coalesce(private.storage_object_name(e.image_object_id), e.image_path),
+             'image_url', coalesce(app.storage_public_url(e.image_object_id), e.image_path),
              'location', e.location,
              'node_id', e.node_id,
              'platform_a_url', e.platform_a_url,
@@ -713,6 +752,19 @@ end;
 $function$;
 comment on function private.tg_checkins__check_hat() is 'Trigger: a check-in''s hat must be one of the user''s hats (PT422).';
 
+CREATE OR REPLACE FUNCTION private.tg_events__storage_purge()
+ RETURNS trigger
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog'
+AS $function$
+begin
+  perform private.storage_purge_enqueue('event', old.id);
+  return null;
+end;
+$function$;
+comment on function private.tg_events__storage_purge() is 'Trigger: an event deleted, the objects of its storage folder are deleted by a storage_purge job.';
+
 CREATE OR REPLACE FUNCTION private.tg_events__timezone()
  RETURNS trigger
  LANGUAGE plpgsql
@@ -846,6 +898,8 @@ drop trigger if exists _800_tombstone on app.events;
 CREATE TRIGGER _800_tombstone AFTER DELETE ON app.events FOR EACH ROW EXECUTE FUNCTION private.tg_events__tombstone();
 drop trigger if exists _900_log_change on app.events;
 CREATE TRIGGER _900_log_change AFTER INSERT OR DELETE OR UPDATE ON app.events FOR EACH ROW EXECUTE FUNCTION private.tg_events__log_change();
+drop trigger if exists _900_storage_purge on app.events;
+CREATE TRIGGER _900_storage_purge AFTER DELETE ON app.events FOR EACH ROW EXECUTE FUNCTION private.tg_events__storage_purge();
 drop trigger if exists webhook_capture on app.events;
 CREATE TRIGGER webhook_capture AFTER INSERT OR DELETE OR UPDATE ON app.events FOR EACH ROW EXECUTE FUNCTION private.webhook_capture_events();
 

@@ -30,12 +30,18 @@ CREATE OR REPLACE FUNCTION private.enqueue_job(task text, payload jsonb, queue_n
  LANGUAGE plpgsql
  SET search_path TO 'pg_catalog'
 AS $function$
+declare
+  keyed bigint;
+  added bigint;
 begin
   if to_regnamespace('graphile_worker') is null then
     raise exception 'the job queue is not installed (schema graphile_worker): start the gateway or `npm run worker` once'
       using errcode = '55000';
   end if;
-  return (graphile_worker.add_job(
+  if enqueue_job.job_key is not null then
+    select j.id into keyed from graphile_worker._private_jobs j where j.key = enqueue_job.job_key;
+  end if;
+  added := (graphile_worker.add_job(
     identifier => enqueue_job.task,
     payload => enqueue_job.payload::json,
     queue_name => enqueue_job.queue_name,
@@ -43,9 +49,19 @@ begin
     max_attempts => enqueue_job.max_attempts,
     job_key => enqueue_job.job_key,
     job_key_mode => enqueue_job.job_key_mode)).id;
+  -- add_job replaced a job that is running (it cleared its key and took its
+  -- last attempt) and dated that now(), when this transaction began, which
+  -- may be before a worker locked the job: date it now instead, after the
+  -- lock, so that jobs_recover knows it was replaced while it ran.
+  if keyed is not null then
+    update graphile_worker._private_jobs j
+       set updated_at = clock_timestamp()
+     where j.id = keyed and j.key is null and j.locked_at is not null;
+  end if;
+  return added;
 end;
 $function$;
-comment on function private.enqueue_job(text,jsonb,text,timestamp with time zone,integer,text,text) is 'Adds a graphile-worker job in the current transaction (it exists only if the transaction commits). queue_name: jobs of one queue run one at a time; job_key: a later job with the same key replaces a pending one (job_key_mode replace, or preserve_run_at to keep its time). Returns the job id.';
+comment on function private.enqueue_job(text,jsonb,text,timestamp with time zone,integer,text,text) is 'Adds a graphile-worker job in the current transaction (it exists only if the transaction commits). queue_name: jobs of one queue run one at a time; job_key: a later job with the same key replaces a pending one (job_key_mode replace, or preserve_run_at to keep its time); one running is left to finish without another attempt, dated at the replacement so that jobs_recover gives it back its attempt if its worker dies. Returns the job id.';
 
 CREATE OR REPLACE FUNCTION private.jobs_recover()
  RETURNS text[]

@@ -34,7 +34,7 @@ select throws_ok(
 select is(
   (select r - 'joined_at' - 'created_at' - 'updated_at' - 'id' from api.community_get(pg_temp.community()) r),
   jsonb_build_object('name', 'Managed ' || current_setting('tests.word'), 'description', 'Paddling', 'tags', array['water'],
-                     'member_count', 2, 'is_member', true, 'is_manager', false, 'user_role', 'member',
+                     'member_count', 2, 'is_member', true, 'is_manager', false, 'user_role', 'member', 'image_url', null,
                      'managers', jsonb_build_array(jsonb_build_object('id', tests.node_id('boss'), 'name', 'boss'))),
   'community_get: the community, its managers and the caller''s membership');
 select throws_ok(
@@ -121,7 +121,7 @@ select is(
 select tests.authenticate_as_anon();
 select is(
   (select array(select jsonb_object_keys(api.community_public(pg_temp.community())) order by 1)),
-  array['created_at', 'description', 'id', 'member_count', 'name', 'tags', 'updated_at'],
+  array['created_at', 'description', 'id', 'image_url', 'member_count', 'name', 'tags', 'updated_at'],
   'community_public (no credential): only the public fields');
 select throws_ok(
   format('select api.community_public(%L)', gen_random_uuid()), 'PT404', 'community not found', 'community_public: unknown is PT404');

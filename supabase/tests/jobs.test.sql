@@ -4,7 +4,7 @@
 -- worker that died are freed (a job replaced while it ran gets its attempt
 -- back; one cut off on its last attempt is failed with the reason).
 begin;
-select plan(20);
+select plan(22);
 
 select tests.create_user('jobs_user');
 
@@ -78,7 +78,19 @@ update graphile_worker._private_jobs
    set locked_at = now() - interval '1 minute', locked_by = 'pool-killed', attempts = 3, last_error = 'HTTP 500',
        updated_at = now() - interval '2 minutes'
  where id = current_setting('tests.last')::bigint;
+-- A job a worker locked after the transaction that replaces it began (its
+-- now() is then before locked_at): replaced while it ran all the same.
+select set_config('tests.raced', private.enqueue_job('prune_mcp', '{}', max_attempts => 5, job_key => 'tests:raced')::text, true);
+update graphile_worker._private_jobs set locked_at = clock_timestamp(), locked_by = 'pool-killed', attempts = 1
+ where id = current_setting('tests.raced')::bigint;
+select private.enqueue_job('prune_mcp', '{}', max_attempts => 5, job_key => 'tests:raced');
+select is((select key is null and attempts = max_attempts and updated_at > locked_at from graphile_worker._private_jobs
+            where id = current_setting('tests.raced')::bigint), true,
+  'enqueue_job dates a running job it replaces after the job''s lock, though its transaction began before');
 select ok('pool-killed' = any (private.jobs_recover()), 'jobs_recover names the killed worker');
+select is((select attempts || '/' || max_attempts || ' ' || (locked_by is null) from graphile_worker.jobs
+            where id = current_setting('tests.raced')::bigint), '4/5 true',
+  'and gives the attempt back to a job replaced by a transaction that began before its worker locked it');
 select is((select attempts || '/' || max_attempts || ' ' || (locked_by is null) from graphile_worker.jobs
             where id = current_setting('tests.replaced')::bigint), '4/5 true',
   'a job replaced while it ran gets back the attempt the replacement took, unlocked');

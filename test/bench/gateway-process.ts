@@ -17,7 +17,19 @@ export interface GatewayProcess {
   url: string;
   /** CPU µs used so far by the gateway and its workers. */
   cpuUs(): number;
+  /** Resident memory of the gateway and its workers, from /proc (bytes). */
+  rssBytes?(): number;
   stop(): Promise<void>;
+}
+
+/** VmRSS of a process (0 once it is gone). */
+export function processRssBytes(pid: number): number {
+  try {
+    const match = /VmRSS:\s+(\d+) kB/.exec(fs.readFileSync(`/proc/${pid}/status`, 'utf8'));
+    return match ? Number(match[1]) * 1024 : 0;
+  } catch {
+    return 0;
+  }
 }
 
 export async function startGatewayProcess(ctx: BenchContext, workers: number, env: Record<string, string> = {}): Promise<GatewayProcess> {
@@ -78,6 +90,7 @@ export async function startGatewayProcess(ctx: BenchContext, workers: number, en
   return {
     url,
     cpuUs: () => pids().reduce((sum, pid) => sum + processCpuUs(pid), 0),
+    rssBytes: () => pids().reduce((sum, pid) => sum + processRssBytes(pid), 0),
     stop: () =>
       new Promise<void>((resolve) => {
         if (child.exitCode !== null) return resolve();

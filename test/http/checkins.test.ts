@@ -240,6 +240,7 @@ describe('POST /api/mobile/venues/{venue_id}/checkin', () => {
       date: expect.stringMatching(ISO),
       end_time: expect.stringMatching(ISO),
       image_path: null,
+      image_url: null,
     });
     expect(await rowsFor(user.userId)).toHaveLength(0);
   });

@@ -96,6 +96,7 @@ describe('GET /api/mobile/communities/{id}', () => {
         user_role: 'member',
         created_at: expect.stringMatching(ISO),
         updated_at: expect.stringMatching(ISO),
+        image_url: null,
       },
     });
     const asManager = await api('GET', `/api/mobile/communities/${id}`, { token: manager.accessToken });
@@ -157,6 +158,7 @@ describe('GET /api/mobile/communities (my communities)', () => {
       member_count: 1,
       created_at: expect.stringMatching(ISO),
       updated_at: expect.stringMatching(ISO),
+      image_url: null,
       joined_at: expect.stringMatching(ISO),
       role: 'member',
     });
@@ -264,6 +266,7 @@ describe('GET /api/community/{community_id} (public)', () => {
         member_count: 1,
         created_at: expect.stringMatching(ISO),
         updated_at: expect.stringMatching(ISO),
+        image_url: null,
       },
     });
     expect(res.text).not.toContain(manager.email);

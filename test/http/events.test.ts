@@ -10,7 +10,7 @@ import { addMember } from '../support/sql-fixtures.ts';
 
 const BASE_FIELDS = [
   'id', 'title', 'date', 'community_node_id', 'shortlink', 'deeplink_path', 'deeplink_url', 'public_url',
-  'public_full_url', 'description', 'end_time', 'event_url', 'image_path', 'location', 'node_id',
+  'public_full_url', 'description', 'end_time', 'event_url', 'image_path', 'image_url', 'location', 'node_id',
   'platform_a_url', 'platform_b_url', 'platform_c_url', 'timezone',
 ];
 
@@ -43,6 +43,7 @@ describe('the Event object', () => {
       end_time: expect.stringMatching(ISO),
       event_url: 'https://example.com/e/1',
       image_path: 'https://img.example.com/1.png',
+      image_url: 'https://img.example.com/1.png',
       location: 'Town Hall',
       node_id: event.nodeId,
       platform_a_url: null,

@@ -25,6 +25,7 @@ describe('GET /api/mobile/profile', () => {
         node_id: expect.stringMatching(/^[0-9a-f-]{36}$/),
         created_at: expect.stringMatching(ISO),
         updated_at: expect.stringMatching(ISO),
+        avatar_url: null,
       },
     });
   });

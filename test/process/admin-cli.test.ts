@@ -83,6 +83,21 @@ describe('npm run admin: the operator surface', () => {
     expect(admin('delete-user', 'a@example.com', 'b@example.com').status).toBe(1);
   });
 
+  it('storage-bucket-create adds a bucket with its rules; a bad rule is refused', async () => {
+    const id = `cli-bucket-${Date.now().toString(36)}`;
+    const made = admin('storage-bucket-create', '--id', id, '--public', 'false', '--folder-owner', 'user', '--max-bytes', '1048576',
+      '--types', 'application/pdf,text/plain', '--attachment', 'true');
+    expect(made.stderr).toBe('');
+    expect(made.stdout.trim()).toBe('ok');
+    const [bucket] = await db()`select public, folder_owner, file_size_limit, allowed_mime_types, images, download_as_attachment
+                                  from app.storage_buckets where id = ${id}`;
+    expect(bucket).toEqual({ public: false, folder_owner: 'user', file_size_limit: '1048576', allowed_mime_types: ['application/pdf', 'text/plain'],
+      images: false, download_as_attachment: true });
+    expect(admin('storage-bucket-create', '--id', `${id}-x`, '--public', 'true', '--folder-owner', 'everyone', '--max-bytes', '10').status).toBe(1);
+    expect(admin('storage-bucket-create', '--id', `${id}-y`, '--public', 'true', '--folder-owner', 'user', '--max-bytes', '10',
+      '--images', 'true', '--types', 'image/svg+xml').status).toBe(1);
+  });
+
   it.skipIf(!findPsql())('sql runs psql on the service database', () => {
     const result = admin('sql', '-tA', '-c', "select count(*) > 0 from pg_proc where pronamespace = 'admin'::regnamespace");
     expect(result.stderr).toBe('');

@@ -73,10 +73,16 @@ function load(baseUrl: string): Promise<Contract> {
     const operations: Operation[] = [];
     for (const [template, item] of Object.entries(document.paths as JsonObject)) {
       const segments = template.split('/');
+      // A last-segment wildcard (`x-path-wildcard`: an object path) holds slashes.
+      const wildcard = METHODS.map((m) => ((item as JsonObject)[m] as JsonObject | undefined)?.['x-path-wildcard']).find((w) => typeof w === 'string');
       // A parameter may take part of a segment (`/e/{shortlink}.ics`).
       const pattern = new RegExp(
         `^${segments
-          .map((s) => s.replace(/\{[^}]+\}|[^{]+/g, (part) => (part.startsWith('{') ? '[^/]+' : part.replace(/[.*+?^$()|[\]\\]/g, '\\$&'))))
+          .map((s) =>
+            s.replace(/\{[^}]+\}|[^{]+/g, (part) =>
+              part === `{${wildcard}}` ? '.+' : part.startsWith('{') ? '[^/]+' : part.replace(/[.*+?^$()|[\]\\]/g, '\\$&'),
+            ),
+          )
           .join('/')}$`,
       );
       for (const method of METHODS) {

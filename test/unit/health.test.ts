@@ -1,6 +1,9 @@
 // GET /health answers 503 while the gateway is not migrated and when the
 // database does not answer (a real connection to a closed port).
+import fs from 'node:fs';
 import http from 'node:http';
+import os from 'node:os';
+import path from 'node:path';
 import type { AddressInfo } from 'node:net';
 import { afterAll, describe, expect, it } from 'vitest';
 import { createApp } from '../../gateway/app.ts';
@@ -10,13 +13,14 @@ import { createTokenService } from '../../gateway/core/auth/jwt.ts';
 import { createLogger } from '../../gateway/core/process/log.ts';
 import { Passwords } from '../../gateway/core/auth/passwords.ts';
 import { ChangeHub } from '../../gateway/realtime/hub.ts';
+import { StorageService } from '../../gateway/storage/service.ts';
 import { databaseUrl } from '../helpers.ts';
 
 const servers: http.Server[] = [];
 afterAll(() => servers.forEach((s) => s.close()));
 
 async function serve(url: string, ready: boolean): Promise<string> {
-  const config = loadConfig({ JWT_SECRET: 'y'.repeat(40) });
+  const config = loadConfig({ JWT_SECRET: 'y'.repeat(40), DATA_DIR: fs.mkdtempSync(path.join(os.tmpdir(), 'health-test-')) });
   const sql = createPool(url, { max: 1, applicationName: 'health-test' });
   const app = createApp({
     services: {
@@ -28,6 +32,7 @@ async function serve(url: string, ready: boolean): Promise<string> {
       // Not started: these servers serve no streams.
       realtime: new ChangeHub(sql, config.realtime, createLogger('silent'), { publicUrl: config.publicUrl, statementTimeoutMs: 1000 }),
       passwords: new Passwords(config.passwords),
+      storage: new StorageService(config.storage),
     },
     log: createLogger('silent'),
     isReady: () => ready,

@@ -28,10 +28,19 @@ export interface PoolOptions {
   mode?: PoolMode;
   /** Where the database not answering, and answering again, is logged. */
   log?: Logger;
+  /**
+   * PUBLIC_URL of the process using the pool: each transaction sets it as
+   * `request.public_url` (transaction-local), so the URLs SQL builds
+   * (private.public_url(): avatar_url, image_url) name the gateway the
+   * request came through, not whichever gateway started last.
+   */
+  publicUrl?: string;
 }
 
 /** The watch of each pool made by createPool (core/database/watch.ts). */
 const watches = new WeakMap<Sql, DatabaseWatch>();
+/** The PUBLIC_URL a pool's transactions set (PoolOptions.publicUrl). */
+const publicUrls = new WeakMap<Sql, string>();
 
 export function createPool(url: string, options: PoolOptions): Sql {
   const sql = postgres(url, {
@@ -45,7 +54,13 @@ export function createPool(url: string, options: PoolOptions): Sql {
     connection: { application_name: options.applicationName },
   });
   watches.set(sql, new DatabaseWatch(url, { transactionPooler: options.mode === 'transaction', log: options.log }));
+  if (options.publicUrl !== undefined) publicUrls.set(sql, options.publicUrl);
   return sql;
+}
+
+/** The PUBLIC_URL a pool's transactions set as request.public_url ('' when none was given: SQL then uses the recorded one). */
+export function publicUrlOf(sql: Sql): string {
+  return publicUrls.get(sql) ?? '';
 }
 
 /** The watch of a pool made by createPool; none for other pools. */

@@ -6,7 +6,8 @@
 //       BEGIN [READ ONLY]
 //       select set_config('role', …, true),                  -- transaction-local:
 //              set_config('request.jwt.claims', …, true),    -- nothing leaks to the
-//              set_config('statement_timeout', …, true)      -- next user of the connection
+//              set_config('statement_timeout', …, true),     -- next user of the connection
+//              set_config('request.public_url', …, true)     -- (the URLs SQL builds)
 //       the handler's one call
 //       COMMIT
 //   → wait for the four replies: ONE network round trip per request.
@@ -43,7 +44,7 @@
 import postgres from 'postgres';
 import type { WatchedOperation } from './watch.ts';
 import { isRetryable } from '../web/errors.ts';
-import { DatabaseWaitError, DEADLINE_MARGIN_MS, OutcomeUnknownError, watchOf, type Sql } from './pool.ts';
+import { DatabaseWaitError, DEADLINE_MARGIN_MS, OutcomeUnknownError, publicUrlOf, watchOf, type Sql } from './pool.ts';
 import { isDatabaseUnavailable, noteServed } from './unavailable-log.ts';
 
 /**
@@ -164,7 +165,7 @@ async function transaction<T>(sql: Sql, claims: RequestClaims | null, fn: (tx: T
     }
     op?.sent();
     try {
-      return await run(tx, claims, fn, options, timeoutMs, progress);
+      return await run(tx, claims, publicUrlOf(sql), fn, options, timeoutMs, progress);
     } finally {
       tx.release();
     }
@@ -226,6 +227,7 @@ function commitOutcome(outcomes: PromiseSettledResult<unknown>[], progress: Prog
 async function run<T>(
   tx: postgres.ReservedSql,
   claims: RequestClaims | null,
+  publicUrl: string,
   fn: (tx: Tx) => Promise<T>,
   options: TransactionOptions<T>,
   timeoutMs: number,
@@ -244,8 +246,9 @@ async function run<T>(
     select set_config('role', ${claims.role}, true),
            set_config('request.jwt.claims', ${claimsJson(claims)}, true),
            set_config('statement_timeout', ${String(timeoutMs)}, true),
+           set_config('request.public_url', ${publicUrl}, true),
            private.check_session(${sessionOf(claims)}::uuid)`
-      : tx`select set_config('statement_timeout', ${String(timeoutMs)}, true)`
+      : tx`select set_config('statement_timeout', ${String(timeoutMs)}, true), set_config('request.public_url', ${publicUrl}, true)`
   ).execute();
   let body: Promise<T>;
   try {

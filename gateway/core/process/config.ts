@@ -78,6 +78,20 @@ const EnvSchema = z.object({
     .refine((v) => v.split(',').every((p) => Number(p) >= 1 && Number(p) <= 65535), { message: 'ports are 1 to 65535' })
     .optional(),
   WEBHOOK_COMMUNITY_CONCURRENCY: z.coerce.number().int().min(1).max(100).optional(),
+  // File storage (/storage/v1): see docs/storage.md.
+  STORAGE_BACKEND: z.enum(['fs', 's3']).optional().default('fs'),
+  STORAGE_DIR: optionalString,
+  STORAGE_S3_BUCKET: optionalString,
+  STORAGE_S3_ENDPOINT: optionalString,
+  STORAGE_S3_REGION: optionalString,
+  STORAGE_S3_ACCESS_KEY_ID: optionalString,
+  STORAGE_S3_SECRET_ACCESS_KEY: optionalString,
+  STORAGE_S3_FORCE_PATH_STYLE: z.enum(['0', '1', 'true', 'false']).optional(),
+  STORAGE_S3_PREFIX: optionalString,
+  STORAGE_RESUMABLE_STAGING: z.enum(['fs', 's3']).optional().default('fs'),
+  STORAGE_MAX_IMAGE_PIXELS: z.coerce.number().int().min(1_000_000).max(500_000_000).optional().default(50_000_000),
+  STORAGE_IMAGE_CONCURRENCY: z.coerce.number().int().min(1).max(64).optional(),
+  STORAGE_IMAGE_MAX_QUEUED: z.coerce.number().int().min(0).optional().default(64),
 });
 
 export interface Config {
@@ -125,6 +139,40 @@ export interface Config {
   mcp: McpConfig;
   worker: WorkerConfig;
   webhooks: WebhookConfig;
+  storage: StorageConfig;
+}
+
+/** File storage: where bytes live (gateway/storage/byte-store.ts) and the image work (gateway/storage/images.ts). */
+export interface StorageConfig {
+  /** STORAGE_BACKEND: fs (a folder, STORAGE_DIR) or s3 (an S3-compatible bucket). */
+  backend: 'fs' | 's3';
+  /** STORAGE_DIR: the folder of the fs backend, and the temporary files of image work and resumable uploads (default DATA_DIR/storage). */
+  dir: string;
+  /** The S3-compatible bucket (STORAGE_S3_*), when backend is s3. */
+  s3?: S3Config;
+  /**
+   * STORAGE_RESUMABLE_STAGING: where resumable uploads wait for their last
+   * chunk: fs (STORAGE_DIR/tus, this machine) or s3 (the bucket, shared by
+   * every machine; the server must have multipart ListParts).
+   */
+  resumableStaging: 'fs' | 's3';
+  /** STORAGE_MAX_IMAGE_PIXELS: an image with more pixels (width × height × frames) is refused (decompression bombs). */
+  maxImagePixels: number;
+  /** STORAGE_IMAGE_CONCURRENCY: images processed at once in this process (uploads and transformations); STORAGE_IMAGE_MAX_QUEUED waiting at most. */
+  imageConcurrency: number;
+  imageMaxQueued: number;
+}
+
+export interface S3Config {
+  bucket: string;
+  /** An S3-compatible server (MinIO, R2, ...); unset: AWS. */
+  endpoint?: string;
+  region: string;
+  /** Unset: the AWS SDK's default credential chain (environment, instance role, ...). */
+  credentials?: { accessKeyId: string; secretAccessKey: string };
+  forcePathStyle: boolean;
+  /** Keys are written under this prefix (a bucket shared with other data). */
+  prefix: string;
 }
 
 /** Password hashing in a process: gateway/core/auth/passwords.ts. */
@@ -274,6 +322,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     throw new ConfigError(`invalid configuration: ${problems.join('; ')}`);
   }
   const e = parsed.data;
+  const dataDir = path.resolve(e.DATA_DIR ?? path.join(projectRoot(), '.data'));
   return {
     databaseUrl: e.DATABASE_URL,
     databaseDirectUrl: e.DATABASE_DIRECT_URL,
@@ -287,7 +336,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     jwtSigningKeys: e.JWT_SIGNING_KEYS,
     accessTokenTtlSeconds: e.ACCESS_TOKEN_TTL,
     logLevel: e.LOG_LEVEL,
-    dataDir: path.resolve(e.DATA_DIR ?? path.join(projectRoot(), '.data')),
+    dataDir,
     embeddedPgPort: e.EMBEDDED_PG_PORT,
     smtpUrl: e.SMTP_URL,
     mailFrom: e.MAIL_FROM ?? 'Community <no-reply@localhost>',
@@ -340,6 +389,41 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       allowedPorts: e.WEBHOOK_ALLOWED_PORTS ? e.WEBHOOK_ALLOWED_PORTS.split(',').map((v) => Number(v.trim())) : [...DEFAULT_WEBHOOK_PORTS],
       communityConcurrency: e.WEBHOOK_COMMUNITY_CONCURRENCY ?? DEFAULT_COMMUNITY_CONCURRENCY,
     },
+    storage: storageConfig(e, dataDir),
+  };
+}
+
+function storageConfig(e: z.infer<typeof EnvSchema>, dataDir: string): StorageConfig {
+  let s3: S3Config | undefined;
+  if (e.STORAGE_BACKEND === 's3') {
+    if (!e.STORAGE_S3_BUCKET) throw new ConfigError('invalid configuration: STORAGE_BACKEND=s3 needs STORAGE_S3_BUCKET');
+    if (Boolean(e.STORAGE_S3_ACCESS_KEY_ID) !== Boolean(e.STORAGE_S3_SECRET_ACCESS_KEY)) {
+      throw new ConfigError('invalid configuration: STORAGE_S3_ACCESS_KEY_ID and STORAGE_S3_SECRET_ACCESS_KEY go together');
+    }
+    s3 = {
+      bucket: e.STORAGE_S3_BUCKET,
+      endpoint: e.STORAGE_S3_ENDPOINT,
+      region: e.STORAGE_S3_REGION ?? 'us-east-1',
+      credentials:
+        e.STORAGE_S3_ACCESS_KEY_ID && e.STORAGE_S3_SECRET_ACCESS_KEY
+          ? { accessKeyId: e.STORAGE_S3_ACCESS_KEY_ID, secretAccessKey: e.STORAGE_S3_SECRET_ACCESS_KEY }
+          : undefined,
+      forcePathStyle: e.STORAGE_S3_FORCE_PATH_STYLE === '1' || e.STORAGE_S3_FORCE_PATH_STYLE === 'true',
+      prefix: (e.STORAGE_S3_PREFIX ?? '').replace(/^\/+/, ''),
+    };
+  }
+  if (e.STORAGE_RESUMABLE_STAGING === 's3' && e.STORAGE_BACKEND !== 's3') {
+    throw new ConfigError('invalid configuration: STORAGE_RESUMABLE_STAGING=s3 needs STORAGE_BACKEND=s3');
+  }
+  return {
+    backend: e.STORAGE_BACKEND,
+    resumableStaging: e.STORAGE_RESUMABLE_STAGING,
+    dir: path.resolve(e.STORAGE_DIR ?? path.join(dataDir, 'storage')),
+    s3,
+    maxImagePixels: e.STORAGE_MAX_IMAGE_PIXELS,
+    // libvips uses threads of its own per image: a few images at once keep the cores busy.
+    imageConcurrency: e.STORAGE_IMAGE_CONCURRENCY ?? Math.max(1, Math.min(os.availableParallelism(), 4)),
+    imageMaxQueued: e.STORAGE_IMAGE_MAX_QUEUED,
   };
 }
 

@@ -38,6 +38,12 @@ export interface ErrorCodeEntry {
   readonly also?: readonly ErrorSurface[];
   /** Why no route declares it, or why it is kept although no answer gives it (the register's exceptions). */
   readonly note?: string;
+  /**
+   * The `error` of Supabase Storage's body when a /storage/v1 route answers
+   * it (`Duplicate`, `not_found`, ...; core/web/errors.ts STORAGE_ERRORS gives
+   * one per status otherwise).
+   */
+  readonly storage?: string;
 }
 
 export const ERROR_CODES = {
@@ -255,6 +261,98 @@ export const ERROR_CODES = {
   },
   unknown_event_type: { status: [422], meaning: 'An event type the webhooks do not send (see the list in the request schema).' },
   too_many_webhooks: { status: [422], meaning: 'The community has the most webhook endpoints allowed (20).' },
+
+  // -------------------------------------------------------------------------
+  // Storage (/storage/v1: routes/storage.ts; sql/areas/storage.sql). These
+  // routes answer Supabase Storage's body: {statusCode, error, code, message},
+  // `error` being Supabase's name and `code` this code.
+  // -------------------------------------------------------------------------
+  bucket_not_found: { status: [404], meaning: 'No bucket with this id.', storage: 'Bucket not found' },
+  object_not_found: {
+    status: [404],
+    meaning: 'No object at this path, or none the caller may read (the two look the same).',
+    storage: 'not_found',
+  },
+  upload_not_found: {
+    status: [404],
+    meaning: 'No resumable upload under way with this id for the caller (another user\'s, finished, cancelled or expired after 24 hours).',
+    storage: 'not_found',
+  },
+  invalid_key: {
+    status: [400],
+    meaning: "The object path is not 3 to 1,024 characters of letters, digits and _/!.*'() &$@=;:+,?- with no empty, `.` or `..` segment.",
+    storage: 'InvalidKey',
+  },
+  storage_access_denied: {
+    status: [403],
+    meaning:
+      "The caller may not write this path: a bucket's objects go in folders named by an id (`{user id}/...` in avatars and attachments, `{community id}/...` in community-images for its managers, `{event id}/...` in event-images for the managers of its community).",
+    storage: 'Unauthorized',
+  },
+  object_exists: {
+    status: [409],
+    meaning: 'An object exists at this path: upload with `x-upsert: true` (or PUT) to replace it, or move to a free path.',
+    storage: 'Duplicate',
+  },
+  object_too_large: { status: [413], meaning: "The object is larger than the bucket's size limit.", storage: 'Payload too large' },
+  quota_exceeded: {
+    status: [413],
+    meaning: "The upload would take the user past their storage quota (their plan's, 100 MB on basic); delete objects first.",
+    storage: 'Payload too large',
+  },
+  too_many_uploads: {
+    status: [429],
+    meaning: "More uploads in a minute than the user's plan allows (30 on basic); Retry-After says when to try again.",
+    storage: 'too_many_requests',
+  },
+  invalid_mime_type: {
+    status: [415],
+    meaning: 'The bucket does not take this type (an image bucket takes JPEG, PNG, WebP, AVIF and GIF images only).',
+    storage: 'invalid_mime_type',
+  },
+  mime_type_mismatch: {
+    status: [415],
+    meaning: 'The declared content type is not what the bytes are (the content is sniffed): declare the right type, or none.',
+    storage: 'invalid_mime_type',
+  },
+  svg_not_allowed: {
+    status: [415],
+    meaning: 'SVG (which can carry script) is not taken in an image bucket; upload a PNG or WebP instead.',
+    storage: 'invalid_mime_type',
+  },
+  html_not_allowed: { status: [415], meaning: 'HTML is not taken in an image bucket.', storage: 'invalid_mime_type' },
+  not_an_image: {
+    status: [415],
+    meaning: 'The bytes are not a JPEG, PNG, WebP, AVIF or GIF image, which is what an image bucket (and a transformation) takes.',
+    storage: 'invalid_mime_type',
+  },
+  image_too_many_pixels: {
+    status: [422],
+    meaning: 'The image has more pixels than the service decodes (STORAGE_MAX_IMAGE_PIXELS, 50 million by default): a decompression bomb, or a photo to scale down first.',
+    storage: 'invalid_image',
+  },
+  invalid_image: { status: [422], meaning: 'The image cannot be decoded (truncated or corrupt).', storage: 'invalid_image' },
+  invalid_signature: {
+    status: [400],
+    meaning: 'The signed URL\'s token was not made by this service for this path and use (tampered, or for another object).',
+    storage: 'InvalidSignature',
+  },
+  signature_expired: {
+    status: [400],
+    meaning: "The signed URL has expired, or its signer's credentials ended since (a password reset): ask for a new one.",
+    storage: 'InvalidJWT',
+  },
+  invalid_range: { status: [416], meaning: 'The Range asks for bytes past the end of the object.', storage: 'InvalidRange' },
+  resumable_upload_refused: {
+    status: [400, 409, 412, 415],
+    meaning:
+      'A resumable upload request breaks the TUS protocol (tus-js-client speaks it): no Tus-Resumable header (412), an Upload-Offset that is not the upload\'s (409: ask HEAD), a chunk without Content-Type application/offset+octet-stream (415), or malformed Upload-Metadata (400).',
+    storage: 'TusError',
+  },
+  invalid_image_path: {
+    status: [422],
+    meaning: "The path names no object of the bucket that the caller may use here (an avatar in the caller's own avatars folder; a community's or an event's image in its folder).",
+  },
 
   // -------------------------------------------------------------------------
   // Idempotency keys (http/idempotency.ts)

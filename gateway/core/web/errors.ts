@@ -6,14 +6,7 @@
 // table below; anything unknown is a 500 whose details stay in the server log.
 // Every code is one of the register's (core/web/error-codes.ts).
 import postgres from 'postgres';
-import type { ErrorCode } from './error-codes.ts';
-
-/**
- * The error bodies (docs/api.md#errors): Error, Simple and Flagged, and
- * Supabase Auth's own, which the routes of /auth/v1 answer (the Supabase SDKs
- * read it: docs/supabase-sdks.md#errors).
- */
-export type ErrorShape = 'error' | 'simple' | 'flagged' | 'supabase_auth';
+import { ERROR_CODES, type ErrorCode } from './error-codes.ts';
 
 export class HttpError extends Error {
   constructor(
@@ -119,6 +112,9 @@ export function sqlRefusal(sqlstate: string, hint: string | null | undefined, me
   const status = Number(custom[1]);
   // A registered code (test/unit/error-codes.test.ts checks every hint of the migrations).
   const code = hint && /^[a-z][a-z0-9_]*$/.test(hint) ? (hint as ErrorCode) : defaultCode(status);
+  // A limit counted in SQL says when to try again in its DETAIL: `retry_after=<seconds>`.
+  const retryAfter = status === 429 ? /^retry_after=(\d+)$/.exec(detail ?? '')?.[1] : undefined;
+  if (retryAfter) return new HttpError(status, code, message, { retry_after: Number(retryAfter) });
   return new HttpError(status, code, message, detailsOf(detail));
 }
 
@@ -204,18 +200,83 @@ function supabaseAuthBody(err: HttpError): Record<string, unknown> {
   return body;
 }
 
-/** The error bodies: Error, Simple, Flagged (docs/api.md#errors) and Supabase Auth's. */
+/**
+* Supabase Storage's `error` for a status, when the code has none of its own
+ * (ERROR_CODES[code].storage).
+ */
+const STORAGE_ERRORS: Record<number, string> = {
+  400: 'InvalidRequest',
+  401: 'InvalidJWT',
+  403: 'Unauthorized',
+  404: 'not_found',
+  409: 'Duplicate',
+  413: 'Payload too large',
+  415: 'invalid_mime_type',
+  416: 'InvalidRange',
+  422: 'InvalidRequest',
+  429: 'too_many_requests',
+  500: 'InternalError',
+  503: 'DatabaseError',
+  504: 'DatabaseTimeout',
+};
+
+/** The `error` of Supabase Storage's body for a code and status. */
+export function storageErrorName(code: ErrorCode, status: number): string {
+  return (ERROR_CODES[code] as { storage?: string }).storage ?? STORAGE_ERRORS[status] ?? (status >= 500 ? 'InternalError' : 'InvalidRequest');
+}
+
+/** What a route's error body is built from and how the docs describe it. */
+interface ErrorShapeSpec {
+  /** The OpenAPI component (gateway/http/responses.ts SHAPE_SCHEMAS). */
+  readonly component: string;
+  /** The field that carries this service's code, which the document narrows per operation (none: the body has no code of ours). */
+  readonly codeField: 'error' | 'code' | null;
+  /** How docs/errors.md and the document introduce the codes of a status answered with this body (none for the default). */
+  readonly note: string | null;
+  readonly body: (err: HttpError) => Record<string, unknown>;
+}
+
+/**
+ * The error bodies, by name (docs/api.md#errors): a route group names one
+ * (RouteDefinition.errorShape) and every error of its routes, the pipeline's
+ * included, is answered with it. `default` is this service's Error body;
+ * `simple` and `flagged` are the bodies of older interfaces (per status);
+ * `supabase_storage` and `supabase_auth` are Supabase's own, for the routes of
+ * /storage/v1 and /auth/v1 that the Supabase SDKs call.
+ */
+export const ERROR_SHAPES = {
+  default: {
+    component: 'Error',
+    codeField: 'error',
+    note: null,
+    body: (err) => ({ error: err.code, message: err.message, details: err.details }),
+  },
+  simple: { component: 'SimpleError', codeField: null, note: 'Simple body: message only', body: (err) => ({ error: err.message }) },
+  flagged: {
+    component: 'FlaggedError',
+    codeField: null,
+    note: 'Flagged body: message only',
+    body: (err) => ({ success: false, error: err.message }),
+  },
+  supabase_storage: {
+    component: 'StorageError',
+    codeField: 'code',
+    note: "Supabase Storage's body: the code in `code`",
+    body: (err) => ({ statusCode: String(err.status), error: storageErrorName(err.code, err.status), code: err.code, message: err.message }),
+  },
+  supabase_auth: {
+    component: 'SupabaseAuthError',
+    codeField: null,
+    note: "Supabase Auth's body: its own name of the code in `error_code`",
+    body: supabaseAuthBody,
+  },
+} as const satisfies Record<string, ErrorShapeSpec>;
+
+export type ErrorShape = keyof typeof ERROR_SHAPES;
+
+/** The error body of a shape. */
 export function errorBody(shape: ErrorShape, err: HttpError): Record<string, unknown> {
-  switch (shape) {
-    case 'supabase_auth':
-      return supabaseAuthBody(err);
-    case 'simple':
-      return { error: err.message };
-    case 'flagged':
-      return { success: false, error: err.message };
-    case 'error':
-      return { error: err.code, message: err.message, details: err.details };
-  }
+  return ERROR_SHAPES[shape].body(err);
 }
 
 /** SQLSTATEs worth retrying the whole transaction for. */

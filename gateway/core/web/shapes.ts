@@ -18,6 +18,11 @@ export const CommunityBase = z.object({
   updated_at: DateTime.describe('When it last changed.'),
   description: z.string().nullable().describe('What it is about, or null.').meta({ example: 'Bouldering evenings and weekend trips around Berlin.' }),
   tags: z.array(z.string()).describe('Its tags (search looks at them too).').meta({ example: ['climbing', 'outdoors'] }),
+  image_url: z
+    .url()
+    .nullable()
+    .describe('The public URL of its image (an object of the `community-images` bucket, docs/storage.md), or null.')
+    .meta({ example: 'https://community.example.com/storage/v1/object/public/community-images/0b6f2c1e-8d4a-4f3b-9c2e-7a1d5e9f3b20/logo.png' }),
 });
 
 /** A manager of a community, as community payloads list them. */
@@ -51,7 +56,16 @@ export const Event = z
     description: z.string().nullable().describe('What it is, or null.').meta({ example: 'Open session for all levels; shoes can be rented.' }),
     end_time: DateTime.nullable().describe('When it ends, or null (then it ends 2 hours after `date`).'),
     event_url: z.string().nullable().describe('Its website, or null.').meta({ example: 'https://climbers.example.org/nights/42' }),
-    image_path: z.string().nullable().describe('Its image, or null.').meta({ example: 'https://images.example.com/bouldering-night.jpg' }),
+    image_path: z
+      .string()
+      .nullable()
+      .describe("Its image, or null: the path of an object of the `event-images` bucket (docs/storage.md), or an external URL a platform gave.")
+      .meta({ example: 'https://images.example.com/bouldering-night.jpg' }),
+    image_url: z
+      .string()
+      .nullable()
+      .describe('Its image as a URL, or null: the public URL of the stored object, or the external URL.')
+      .meta({ example: 'https://community.example.com/storage/v1/object/public/event-images/9a3e7c2b-1f4d-4e8a-b6c5-2d7f0e1a3b49/poster.jpg' }),
     location: z.string().nullable().describe('Where it takes place, or null.').meta({ example: 'Boulderhalle Nord, Berlin' }),
     node_id: Id.describe("The event's node id (check-in links name it)."),
     platform_a_url: PlatformUrl('platform a'),
@@ -87,6 +101,7 @@ export const Event = z
       end_time: '2026-06-05T20:00:00.000Z',
       event_url: 'https://climbers.example.org/nights/42',
       image_path: null,
+      image_url: null,
       location: 'Boulderhalle Nord, Berlin',
       node_id: '4e5f6a7b-8c9d-4e0f-a1b2-c3d4e5f6a7b8',
       platform_a_url: 'https://platform-a.example.com/events/evt-4711',

@@ -1,0 +1,133 @@
+// Image transformations at /storage/v1/render/image (docs/storage.md): the
+// URLs supabase-js makes with `{ transform: { width, height, resize,
+// quality } }` (getPublicUrl, download, createSignedUrl). Who may read the
+// image is SQL's (the same functions as the object routes); the work is
+// gateway/storage/images.ts (sharp, off the event loop, bounded), and the
+// result is kept in the byte store beside the image, so that a repeat is a
+// plain read. The format follows Accept (WebP, else AVIF, else the
+// original's): answers vary with Accept.
+import { z } from 'zod';
+import { defineRoute, type Context, type Reply } from '../http/route.ts';
+import { HttpError } from '../core/web/errors.ts';
+import { content, errors, noContent } from '../http/responses.ts';
+import { NotStoredError } from '../storage/byte-store.ts';
+import {
+  clientKey,
+  notModified,
+  ObjectParams,
+  readObject,
+  readSigned,
+  renderOptions,
+  RenderQuery,
+  streamTo,
+  type ObjectRow,
+} from './storage.ts';
+
+const AcceptHeaders = z.object({
+  accept: z.string().max(1024).optional().describe('WebP is answered when accepted (image/webp), else AVIF (image/avif), else the original format.').meta({ example: 'image/webp,image/*' }),
+  'if-none-match': z.string().max(4096).optional().describe("The ETag held: 304 when it is still the transformation's.").meta({ example: '"7b8f2e0c1a9d4e6f8a7b6c5d4e3f2a1b"' }),
+});
+
+const IMAGE = content('image/webp', 'The transformed image (WebP, AVIF, or the original format, as Accept and `format` say), with ETag, Cache-Control and Vary: Accept.');
+const NOT_MODIFIED = noContent('Not modified: the ETag sent is still the transformation\'s (no body).');
+const RENDER_ERRORS = {
+  404: errors('bucket_not_found', 'object_not_found'),
+  415: errors('not_an_image'),
+  422: errors('image_too_many_pixels', 'invalid_image'),
+} as const;
+
+type RenderContext = Context<z.infer<typeof ObjectParams>, z.infer<typeof RenderQuery>, undefined, z.infer<typeof AcceptHeaders>>;
+
+/** The transformation of an object (options from the query, or from a signed URL's token). */
+async function renderReply(ctx: RenderContext, object: ObjectRow, transform: Partial<z.infer<typeof RenderQuery>>): Promise<Reply> {
+  if (!object.images) throw new HttpError(415, 'not_an_image', 'only objects of image buckets can be transformed');
+  const { storage } = ctx.services;
+  const options = renderOptions(transform);
+  const output = storage.images.outputType(object.content_type, options, ctx.headers.accept);
+  let rendered;
+  try {
+    rendered = await storage.render(clientKey(ctx), object, options, output);
+  } catch (err) {
+    if (err instanceof NotStoredError) throw new HttpError(404, 'object_not_found', 'Object not found');
+    throw err;
+  }
+  const headers: Record<string, string> = {
+    ETag: rendered.etag,
+    'Cache-Control': object.public ? object.cache_control : `private, ${object.cache_control}`,
+    Vary: 'Accept',
+    'X-Content-Type-Options': 'nosniff',
+    'Content-Security-Policy': "default-src 'none'; sandbox",
+  };
+  if (notModified(ctx.headers['if-none-match'], rendered.etag)) return { status: 304, headers };
+  headers['Content-Type'] = rendered.contentType;
+  headers['Content-Length'] = String(rendered.size);
+  if (ctx.query.download !== undefined) {
+    headers['Content-Disposition'] = `attachment; filename*=UTF-8''${encodeURIComponent(ctx.query.download || object.name.split('/').pop()!)}`;
+  }
+  if (ctx.request.method === 'HEAD') return { status: 200, headers, stream: (res) => res.end() };
+  const body = await rendered.body();
+  return { status: 200, headers, stream: (res) => streamTo(body, res) };
+}
+
+const LIMITS = [
+  'Width and height are at most 2,500 px; an image is not enlarged. Transformations are made a few at a time per process, in turn between clients: past the queue, 503 with Retry-After.',
+];
+
+export const storageRenderRoutes = [
+  defineRoute({
+    method: 'get',
+    path: '/storage/v1/render/image/public/:bucket/:path*',
+    summary: 'A transformation of an image of a public bucket (no credential).',
+    description:
+      'A resized image of a public bucket, without a credential: the URL supabase-js `getPublicUrl(path, { transform })` makes, and the event page\'s og:image (1200×630, cover). A repeat is served from the cache.',
+    limits: LIMITS,
+    auth: 'public',
+    errorShape: 'supabase_storage',
+    invalidStatus: 400,
+    params: ObjectParams,
+    query: RenderQuery,
+    headers: AcceptHeaders,
+    responses: { 200: IMAGE, 304: NOT_MODIFIED, ...RENDER_ERRORS },
+    async handler(ctx) {
+      return renderReply(ctx, await readObject(ctx, ctx.params.bucket, ctx.params.path, true), ctx.query);
+    },
+  }),
+
+  defineRoute({
+    method: 'get',
+    path: '/storage/v1/render/image/authenticated/:bucket/:path*',
+    summary: 'A transformation of an image the caller may read.',
+    description: 'A resized image the caller may read (supabase-js `download(path, { transform })`).',
+    limits: LIMITS,
+    auth: 'user',
+    errorShape: 'supabase_storage',
+    invalidStatus: 400,
+    params: ObjectParams,
+    query: RenderQuery,
+    headers: AcceptHeaders,
+    responses: { 200: IMAGE, 304: NOT_MODIFIED, ...RENDER_ERRORS },
+    async handler(ctx) {
+      return renderReply(ctx, await readObject(ctx, ctx.params.bucket, ctx.params.path, false), ctx.query);
+    },
+  }),
+
+  defineRoute({
+    method: 'get',
+    path: '/storage/v1/render/image/sign/:bucket/:path*',
+    summary: 'A transformation through a signed URL (no credential).',
+    description:
+      'The transformation a signed URL was made with (supabase-js `createSignedUrl(path, expiresIn, { transform })`), without a credential; the query\'s own transformation options are ignored.',
+    limits: LIMITS,
+    auth: 'public',
+    errorShape: 'supabase_storage',
+    invalidStatus: 400,
+    params: ObjectParams,
+    query: RenderQuery.extend({ token: z.string().min(1).max(8192).describe("The signed URL's token.").meta({ example: 'eyJhbGciOiJIUzI1NiJ9.e30.sig' }) }),
+    headers: AcceptHeaders,
+    responses: { 200: IMAGE, 304: NOT_MODIFIED, 400: errors('invalid_signature', 'signature_expired'), ...RENDER_ERRORS },
+    async handler(ctx) {
+      const object = await readSigned(ctx, ctx.params.bucket, ctx.params.path, ctx.query.token);
+      return renderReply(ctx as unknown as RenderContext, object, object.transform ?? {});
+    },
+  }),
+];

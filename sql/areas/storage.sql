@@ -1,0 +1,1001 @@
+-- =============================================================================
+-- Storage: buckets, objects, uploads, signed URLs, quotas
+-- =============================================================================
+-- Files and images behind the Supabase Storage interface (/storage/v1). A
+-- bucket says who owns an object's first folder (`{id}/...`: the user of that
+-- id; the managers of that community; the managers of that event's
+-- community), how large an object may be, which types it takes, and whether
+-- anyone may read it (public) or only the folder's owners. That one rule,
+-- private.storage_folder_owned, is both the row-level security of
+-- app.storage_objects (list, remove, move as the caller) and the check of
+-- the functions that write.
+--
+-- Bytes live in the gateway's byte store, under a fresh key for every
+-- version. An upload is begun here (api.storage_upload_begin: the bucket, the
+-- path, the caller's right to write it, the size limit, the quota and the
+-- upload rate are checked before a byte is read) and recorded in
+-- app.storage_uploads; the gateway writes the bytes, and the object appears
+-- only in the transaction that finishes the upload
+-- (private.storage_upload_finish), once its bytes are durable. An upload that
+-- never finishes expires, and keys no object uses any more (replaced,
+-- deleted, expired) wait in app.storage_garbage for the storage_collect job.
+-- Deleting a user, a community or an event queues a storage_purge job that
+-- deletes the objects of their folders.
+--
+-- Signed URLs are HS256 JWTs made and checked here with a key that never
+-- leaves the database; a user's signed URLs end with their credentials
+-- (a password reset).
+--
+-- Code: gateway/routes/storage.ts, gateway/storage/uploads.ts,
+--   gateway/jobs/storage.ts
+-- pgTAP: supabase/tests/storage.test.sql
+--
+-- Its tables (created and altered by the migrations; their comments, row-level
+-- security, policies, grants and triggers are below):
+--   app.storage_buckets, app.storage_garbage, app.storage_objects,
+--   app.storage_uploads, app.storage_usage, private.storage_signing_keys
+--
+-- The current definition of every function, view, policy, trigger, grant and
+-- comment of this area. To change a rule: edit it here, then
+-- `npm run db -- areas --diff` writes its migration (docs/dba.md, "Changing a
+-- rule"). CI (`npm run db -- areas --check`) fails while this file and the
+-- migrated database disagree. `npm run db -- areas --write` renders all below
+-- `-- Code:` again from a freshly migrated database.
+-- =============================================================================
+
+-- -----------------------------------------------------------------------------
+-- Functions of api: what the gateway and the MCP server call, as the request's
+-- role
+-- -----------------------------------------------------------------------------
+
+CREATE OR REPLACE FUNCTION api.storage_bucket_get(bucket_id text)
+ RETURNS jsonb
+ LANGUAGE sql
+ STABLE SECURITY DEFINER
+ SET search_path TO 'pg_catalog'
+AS $function$
+    select private.storage_bucket_json(private.storage_bucket(storage_bucket_get.bucket_id))
+  $function$;
+comment on function api.storage_bucket_get(text) is 'GET /storage/v1/bucket/{id}: one bucket. PT404 bucket_not_found.';
+grant execute on function api.storage_bucket_get(text) to authenticated;
+
+CREATE OR REPLACE FUNCTION api.storage_buckets_list()
+ RETURNS jsonb
+ LANGUAGE sql
+ STABLE SECURITY DEFINER
+ SET search_path TO 'pg_catalog'
+AS $function$
+    select coalesce(pg_catalog.jsonb_agg(private.storage_bucket_json(b) order by b.id), '[]'::jsonb)
+      from app.storage_buckets b
+  $function$;
+comment on function api.storage_buckets_list() is 'GET /storage/v1/bucket: every bucket (their settings are not secret).';
+grant execute on function api.storage_buckets_list() to authenticated;
+
+CREATE OR REPLACE FUNCTION api.storage_object_copy_begin(bucket_id text, source text, destination_bucket text, destination text, upsert boolean)
+ RETURNS TABLE(upload_id uuid, storage_key text, source_key text, size bigint, content_type text, cache_control text, etag text, width integer, height integer, user_metadata jsonb)
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog'
+AS $function$
+declare
+  caller uuid := auth.uid();
+  src record;
+  target app.storage_buckets := private.storage_bucket(coalesce(storage_object_copy_begin.destination_bucket, storage_object_copy_begin.bucket_id));
+  started record;
+begin
+  if caller is null then
+    raise exception 'not signed in' using errcode = 'PT401', hint = 'unauthorized';
+  end if;
+  select * into src from api.storage_object_get(storage_object_copy_begin.bucket_id, storage_object_copy_begin.source);
+  if not private.storage_type_allowed(target, src.content_type) or (target.images and src.width is null) then
+    raise exception 'mime type % is not supported in bucket %', src.content_type, target.id using errcode = 'PT415', hint = 'invalid_mime_type';
+  end if;
+  select * into started from private.storage_upload_start(caller, target.id, storage_object_copy_begin.destination,
+    coalesce(storage_object_copy_begin.upsert, false), src.size, 'copy');
+  return query select started.upload_id, started.storage_key, src.storage_key, src.size, src.content_type, src.cache_control, src.etag,
+                      src.width, src.height, src.user_metadata;
+end;
+$function$;
+comment on function api.storage_object_copy_begin(text,text,text,text,boolean) is 'POST /storage/v1/object/copy: checks that the caller may read the source and write the destination, and registers the copy as an upload (the gateway copies the bytes, then private.storage_upload_finish records it). The refusals of api.storage_object_get and api.storage_upload_begin; PT415 invalid_mime_type when the destination bucket does not take the type.';
+grant execute on function api.storage_object_copy_begin(text,text,text,text,boolean) to authenticated;
+
+CREATE OR REPLACE FUNCTION api.storage_object_get(bucket text, path text, public_only boolean DEFAULT false)
+ RETURNS TABLE(id uuid, bucket_id text, name text, storage_key text, size bigint, content_type text, cache_control text, etag text, width integer, height integer, user_metadata jsonb, version uuid, created_at timestamp with time zone, updated_at timestamp with time zone, public boolean, images boolean, download_as_attachment boolean)
+ LANGUAGE plpgsql
+ STABLE SECURITY DEFINER
+ SET search_path TO 'pg_catalog'
+AS $function$
+declare
+  b app.storage_buckets := private.storage_bucket(storage_object_get.bucket);
+begin
+  -- Not readable and absent look the same.
+  if (storage_object_get.public_only and not b.public)
+     or not (b.public or private.storage_folder_owned(b.id, storage_object_get.path, auth.uid())) then
+    raise exception 'Object not found' using errcode = 'PT404', hint = 'object_not_found';
+  end if;
+  return query
+    select o.id, o.bucket_id, o.name::text, o.storage_key, o.size, o.content_type, o.cache_control, o.etag, o.width, o.height,
+           o.user_metadata, o.version, o.created_at, o.updated_at, b.public, b.images, b.download_as_attachment
+      from app.storage_objects o
+     where o.bucket_id = b.id and o.name = storage_object_get.path;
+  if not found then
+    raise exception 'Object not found' using errcode = 'PT404', hint = 'object_not_found';
+  end if;
+end;
+$function$;
+comment on function api.storage_object_get(text,text,boolean) is 'Downloads, info and transformations of /storage/v1/object and /render/image: the object if the caller may read it (a public bucket: anyone; else the owners of its folder). public_only: the /public/ routes, which serve public buckets only. PT404 bucket_not_found or object_not_found (also when it may not be read).';
+grant execute on function api.storage_object_get(text,text,boolean) to anon, authenticated;
+
+CREATE OR REPLACE FUNCTION api.storage_object_move(bucket_id text, source text, destination_bucket text, destination text)
+ RETURNS void
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog'
+AS $function$
+declare
+  target_bucket text := coalesce(storage_object_move.destination_bucket, storage_object_move.bucket_id);
+begin
+  perform private.storage_bucket(storage_object_move.bucket_id);
+  perform private.storage_bucket(target_bucket);
+  perform private.storage_check_name(storage_object_move.destination);
+  if not private.storage_folder_owned(target_bucket, storage_object_move.destination, auth.uid()) then
+    raise exception 'Access denied: you may not write %/%', target_bucket, storage_object_move.destination
+      using errcode = 'PT403', hint = 'storage_access_denied';
+  end if;
+  if exists (select from app.storage_objects o where o.bucket_id = target_bucket and o.name = storage_object_move.destination) then
+    raise exception 'The resource already exists' using errcode = 'PT409', hint = 'object_exists';
+  end if;
+  -- Row-level security: the source must be in a folder the caller owns.
+  update app.storage_objects o
+     set bucket_id = target_bucket, name = storage_object_move.destination
+   where o.bucket_id = storage_object_move.bucket_id and o.name = storage_object_move.source;
+  if not found then
+    raise exception 'Object not found' using errcode = 'PT404', hint = 'object_not_found';
+  end if;
+end;
+$function$;
+comment on function api.storage_object_move(text,text,text,text) is 'POST /storage/v1/object/move: renames an object the caller may write to a path (in the same or another bucket) they may write; its bytes, id and the images pointing at it stay. PT403 storage_access_denied, PT404 object_not_found, PT409 object_exists, and the destination bucket''s limits.';
+grant execute on function api.storage_object_move(text,text,text,text) to authenticated;
+
+CREATE OR REPLACE FUNCTION api.storage_object_signed(bucket text, path text, token text)
+ RETURNS TABLE(id uuid, bucket_id text, name text, storage_key text, size bigint, content_type text, cache_control text, etag text, width integer, height integer, user_metadata jsonb, version uuid, created_at timestamp with time zone, updated_at timestamp with time zone, public boolean, images boolean, download_as_attachment boolean, transform jsonb)
+ LANGUAGE plpgsql
+ STABLE SECURITY DEFINER
+ SET search_path TO 'pg_catalog'
+AS $function$
+declare
+  claims jsonb := private.storage_token_claims(storage_object_signed.token, 'download',
+    storage_object_signed.bucket || '/' || storage_object_signed.path);
+begin
+  return query
+    select o.id, o.bucket_id, o.name::text, o.storage_key, o.size, o.content_type, o.cache_control, o.etag, o.width, o.height,
+           o.user_metadata, o.version, o.created_at, o.updated_at, b.public, b.images, b.download_as_attachment, claims->'transform'
+      from app.storage_objects o
+      join app.storage_buckets b on b.id = o.bucket_id
+     where o.bucket_id = storage_object_signed.bucket and o.name = storage_object_signed.path;
+  if not found then
+    raise exception 'Object not found' using errcode = 'PT404', hint = 'object_not_found';
+  end if;
+end;
+$function$;
+comment on function api.storage_object_signed(text,text,text) is 'GET /storage/v1/object/sign/... and /render/image/sign/...?token=: the object a signed URL names, with the transformation it was signed with. PT400 invalid_signature or signature_expired; PT404 object_not_found.';
+grant execute on function api.storage_object_signed(text,text,text) to anon, authenticated;
+
+CREATE OR REPLACE FUNCTION api.storage_objects_list(bucket_id text, prefix text, max_rows integer, skip integer, search text, sort_column text, sort_order text)
+ RETURNS jsonb
+ LANGUAGE plpgsql
+ STABLE
+ SET search_path TO 'pg_catalog'
+AS $function$
+declare
+  folder text := coalesce(storage_objects_list.prefix, '');
+  pattern text;
+  descending boolean := lower(coalesce(storage_objects_list.sort_order, 'asc')) = 'desc';
+  sort text := coalesce(storage_objects_list.sort_column, 'name');
+  result jsonb;
+begin
+  perform private.storage_bucket(storage_objects_list.bucket_id);
+  if sort not in ('name', 'created_at', 'updated_at', 'last_accessed_at') then
+    raise exception 'sortBy.column must be name, created_at, updated_at or last_accessed_at' using errcode = 'PT400', hint = 'bad_request';
+  end if;
+  -- A prefix names a folder: `a/b` lists what is under `a/b/`.
+  folder := pg_catalog.ltrim(folder, '/');
+  if folder <> '' and right(folder, 1) <> '/' then
+    folder := folder || '/';
+  end if;
+  pattern := pg_catalog.replace(pg_catalog.replace(pg_catalog.replace(coalesce(storage_objects_list.search, ''), '\', '\\'), '%', '\%'), '_', '\_') || '%';
+  -- Row-level security: only objects of folders the caller owns.
+  with under as (
+    select o as obj, pg_catalog.substr(o.name, length(folder) + 1) as rest
+      from app.storage_objects o
+     where o.bucket_id = storage_objects_list.bucket_id
+       and o.name like pg_catalog.replace(folder, '_', '\_') || '%'
+  ), folders as (
+    select distinct pg_catalog.split_part(u.rest, '/', 1) as entry_name
+      from under u
+     where pg_catalog.strpos(u.rest, '/') > 0 and pg_catalog.split_part(u.rest, '/', 1) ilike pattern
+  ), entries as (
+    select f.entry_name, null::app.storage_objects as obj from folders f
+    union all
+    select u.rest, u.obj from under u where pg_catalog.strpos(u.rest, '/') = 0 and u.rest ilike pattern
+  ), keyed as (
+    select e.entry_name, e.obj,
+           case sort when 'name' then e.entry_name
+                     when 'created_at' then app.iso((e.obj).created_at)
+                     else app.iso((e.obj).updated_at) end as sort_key
+      from entries e
+  ), page as (
+    select k.entry_name, k.obj,
+           row_number() over (order by (k.obj).id is not null,
+                                       case when not descending then k.sort_key end collate "C" asc,
+                                       case when descending then k.sort_key end collate "C" desc,
+                                       k.entry_name collate "C") as ord
+      from keyed k
+     order by ord
+     limit greatest(coalesce(storage_objects_list.max_rows, 100), 0)
+    offset greatest(coalesce(storage_objects_list.skip, 0), 0)
+  )
+  select coalesce(pg_catalog.jsonb_agg(
+           case when p.obj is null then
+             pg_catalog.jsonb_build_object('name', p.entry_name, 'id', null, 'updated_at', null, 'created_at', null,
+                                           'last_accessed_at', null, 'metadata', null)
+           else
+             pg_catalog.jsonb_build_object('name', p.entry_name, 'id', (p.obj).id, 'updated_at', app.iso((p.obj).updated_at),
+                                           'created_at', app.iso((p.obj).created_at), 'last_accessed_at', app.iso((p.obj).updated_at),
+                                           'metadata', private.storage_object_metadata(p.obj))
+           end order by p.ord), '[]'::jsonb)
+    into result
+    from page p;
+  return result;
+end;
+$function$;
+comment on function api.storage_objects_list(text,text,integer,integer,text,text,text) is 'POST /storage/v1/object/list/{bucket}: the folders and objects directly under prefix (a folder) whose names start with search (case-insensitive), folders first, then by sort_column; only in folders the caller owns (row-level security). PT404 bucket_not_found.';
+grant execute on function api.storage_objects_list(text,text,integer,integer,text,text,text) to authenticated;
+
+CREATE OR REPLACE FUNCTION api.storage_objects_remove(bucket_id text, names text[])
+ RETURNS jsonb
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog'
+AS $function$
+declare
+  result jsonb;
+begin
+  perform private.storage_bucket(storage_objects_remove.bucket_id);
+  -- Row-level security: only objects of folders the caller owns; the rest are not there for them.
+  with gone as (
+    delete from app.storage_objects o
+     where o.bucket_id = storage_objects_remove.bucket_id and o.name = any (storage_objects_remove.names)
+    returning o.*
+  )
+  select coalesce(pg_catalog.jsonb_agg(private.storage_object_json(g) order by g.name), '[]'::jsonb) into result from gone g;
+  return result;
+end;
+$function$;
+comment on function api.storage_objects_remove(text,text[]) is 'DELETE /storage/v1/object/{bucket}: deletes the named objects the caller may delete (row-level security) and returns them; their bytes are collected later. PT404 bucket_not_found.';
+grant execute on function api.storage_objects_remove(text,text[]) to authenticated;
+
+CREATE OR REPLACE FUNCTION api.storage_resumable_upload(upload_id uuid)
+ RETURNS TABLE(storage_key text, file_size_limit bigint, allowed_mime_types text[], images boolean, bucket_id text, name text, declared_size bigint)
+ LANGUAGE plpgsql
+ STABLE SECURITY DEFINER
+ SET search_path TO 'pg_catalog'
+AS $function$
+begin
+  return query
+    select u.storage_key, b.file_size_limit, b.allowed_mime_types, b.images, u.bucket_id, u.name::text, u.declared_size
+      from app.storage_uploads u
+      join app.storage_buckets b on b.id = u.bucket_id
+     where u.id = storage_resumable_upload.upload_id and u.kind = 'resumable'
+       and u.owner_id = auth.uid() and u.expires_at > now();
+  if not found then
+    raise exception 'Upload not found' using errcode = 'PT404', hint = 'upload_not_found';
+  end if;
+end;
+$function$;
+comment on function api.storage_resumable_upload(uuid) is 'HEAD, PATCH and DELETE /storage/v1/upload/resumable/{id}: the caller''s resumable upload under way, with where its bytes go and its bucket''s limits. PT404 upload_not_found (another user''s, finished or expired).';
+grant execute on function api.storage_resumable_upload(uuid) to authenticated;
+
+CREATE OR REPLACE FUNCTION api.storage_sign(bucket_id text, names text[], expires_in integer, transform jsonb DEFAULT NULL::jsonb)
+ RETURNS jsonb
+ LANGUAGE plpgsql
+ STABLE SECURITY DEFINER
+ SET search_path TO 'pg_catalog'
+AS $function$
+declare
+  caller uuid := auth.uid();
+  b app.storage_buckets := private.storage_bucket(storage_sign.bucket_id);
+  result jsonb := '[]'::jsonb;
+  object_name text;
+  readable boolean;
+  route text := case when storage_sign.transform is null then '/object/sign/' else '/render/image/sign/' end;
+begin
+  if storage_sign.expires_in is null or storage_sign.expires_in not between 1 and 31536000 then
+    raise exception 'expiresIn must be 1 to 31536000 seconds' using errcode = 'PT400', hint = 'bad_request';
+  end if;
+  foreach object_name in array storage_sign.names loop
+    readable := (b.public or private.storage_folder_owned(b.id, object_name, caller))
+                and exists (select from app.storage_objects o where o.bucket_id = b.id and o.name = object_name);
+    result := result || pg_catalog.jsonb_build_array(pg_catalog.jsonb_build_object(
+      'path', object_name,
+      'error', case when readable then null else 'Either the object does not exist or you do not have access to it' end,
+      'signedURL', case when readable then
+        route || b.id || '/' || object_name || '?token=' || private.storage_token(pg_catalog.jsonb_strip_nulls(pg_catalog.jsonb_build_object(
+          'scope', 'download', 'url', b.id || '/' || object_name, 'sub', caller, 'transform', storage_sign.transform)),
+          storage_sign.expires_in) end));
+  end loop;
+  return result;
+end;
+$function$;
+comment on function api.storage_sign(text,text[],integer,jsonb) is 'POST /storage/v1/object/sign/{bucket}[/{path}]: a signed download URL (valid expires_in seconds) for each path the caller may read, with the transformation to apply, if any; an `error` for the others. PT400 for an expiry outside 1 s to a year; PT404 bucket_not_found.';
+grant execute on function api.storage_sign(text,text[],integer,jsonb) to authenticated;
+
+CREATE OR REPLACE FUNCTION api.storage_sign_upload(bucket_id text, name text, upsert boolean)
+ RETURNS jsonb
+ LANGUAGE plpgsql
+ STABLE SECURITY DEFINER
+ SET search_path TO 'pg_catalog'
+AS $function$
+declare
+  caller uuid := auth.uid();
+  b app.storage_buckets := private.storage_bucket(storage_sign_upload.bucket_id);
+  token text;
+begin
+  perform private.storage_check_name(storage_sign_upload.name);
+  if not private.storage_folder_owned(b.id, storage_sign_upload.name, caller) then
+    raise exception 'Access denied: you may not write %/%', b.id, storage_sign_upload.name using errcode = 'PT403', hint = 'storage_access_denied';
+  end if;
+  token := private.storage_token(pg_catalog.jsonb_build_object('scope', 'upload', 'url', b.id || '/' || storage_sign_upload.name,
+    'sub', caller, 'upsert', coalesce(storage_sign_upload.upsert, false)), 7200);
+  return pg_catalog.jsonb_build_object('url', '/object/upload/sign/' || b.id || '/' || storage_sign_upload.name || '?token=' || token,
+                                       'token', token);
+end;
+$function$;
+comment on function api.storage_sign_upload(text,text,boolean) is 'POST /storage/v1/object/upload/sign/{bucket}/{path}: a signed upload URL (valid 2 hours) for a path the caller may write; the upload through it runs as the caller. PT400 invalid_key, PT403 storage_access_denied, PT404 bucket_not_found.';
+grant execute on function api.storage_sign_upload(text,text,boolean) to authenticated;
+
+CREATE OR REPLACE FUNCTION api.storage_upload_begin(bucket_id text, name text, upsert boolean, declared_size bigint, kind text DEFAULT 'direct'::text)
+ RETURNS TABLE(upload_id uuid, storage_key text, file_size_limit bigint, allowed_mime_types text[], images boolean)
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog'
+AS $function$
+declare
+  caller uuid := auth.uid();
+begin
+  if caller is null then
+    raise exception 'not signed in' using errcode = 'PT401', hint = 'unauthorized';
+  end if;
+  if storage_upload_begin.kind not in ('direct', 'resumable') then
+    raise exception 'kind must be direct or resumable' using errcode = 'PT400', hint = 'bad_request';
+  end if;
+  return query select * from private.storage_upload_start(caller, storage_upload_begin.bucket_id, storage_upload_begin.name,
+    coalesce(storage_upload_begin.upsert, false), storage_upload_begin.declared_size, storage_upload_begin.kind);
+end;
+$function$;
+comment on function api.storage_upload_begin(text,text,boolean,bigint,text) is 'POST and PUT /storage/v1/object/{bucket}/{path}, and TUS uploads: checks that the caller may write the path (before a byte is read) and registers the upload; the object appears when private.storage_upload_finish records its bytes. PT404 bucket_not_found, PT400 invalid_key, PT403 storage_access_denied, PT409 object_exists (without upsert), PT413 object_too_large or quota_exceeded, PT429 too_many_uploads.';
+grant execute on function api.storage_upload_begin(text,text,boolean,bigint,text) to authenticated;
+
+CREATE OR REPLACE FUNCTION api.storage_upload_begin_signed(bucket_id text, name text, token text, declared_size bigint)
+ RETURNS TABLE(upload_id uuid, storage_key text, file_size_limit bigint, allowed_mime_types text[], images boolean)
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog'
+AS $function$
+declare
+  claims jsonb := private.storage_token_claims(storage_upload_begin_signed.token, 'upload',
+    storage_upload_begin_signed.bucket_id || '/' || storage_upload_begin_signed.name);
+begin
+  return query select * from private.storage_upload_start((claims->>'sub')::uuid, storage_upload_begin_signed.bucket_id,
+    storage_upload_begin_signed.name, coalesce((claims->>'upsert')::boolean, false), storage_upload_begin_signed.declared_size, 'signed');
+end;
+$function$;
+comment on function api.storage_upload_begin_signed(text,text,text,bigint) is 'PUT /storage/v1/object/upload/sign/{bucket}/{path}?token=: an upload through a signed upload URL, as the user who signed it (their right to write the path, quota and rate are checked again). PT400 invalid_signature or signature_expired, and the refusals of api.storage_upload_begin.';
+grant execute on function api.storage_upload_begin_signed(text,text,text,bigint) to anon, authenticated;
+
+-- -----------------------------------------------------------------------------
+-- Functions of app: helpers of policies and list functions
+-- -----------------------------------------------------------------------------
+
+CREATE OR REPLACE FUNCTION app.storage_public_url(object_id uuid)
+ RETURNS text
+ LANGUAGE sql
+ STABLE STRICT SECURITY DEFINER
+ SET search_path TO 'pg_catalog'
+AS $function$
+    select pg_catalog.rtrim(private.public_url(), '/') || '/storage/v1/object/public/' || o.bucket_id || '/' || private.storage_url_path(o.name)
+      from app.storage_objects o
+      join app.storage_buckets b on b.id = o.bucket_id and b.public
+     where o.id = storage_public_url.object_id
+  $function$;
+comment on function app.storage_public_url(uuid) is 'The absolute public URL of an object of a public bucket (null otherwise): avatar_url, image_url.';
+grant execute on function app.storage_public_url(uuid) to anon, authenticated;
+
+-- -----------------------------------------------------------------------------
+-- Functions of private: internal helpers and trigger functions (request roles
+-- run only those granted here)
+-- -----------------------------------------------------------------------------
+
+CREATE OR REPLACE FUNCTION private.storage_base64url(data bytea)
+ RETURNS text
+ LANGUAGE sql
+ IMMUTABLE
+ SET search_path TO 'pg_catalog'
+AS $function$
+    select pg_catalog.translate(pg_catalog.encode(storage_base64url.data, 'base64'), E'+/=\n', '-_')
+  $function$;
+comment on function private.storage_base64url(bytea) is 'base64url without padding (JWT).';
+
+CREATE OR REPLACE FUNCTION private.storage_base64url_decode(data text)
+ RETURNS bytea
+ LANGUAGE plpgsql
+ IMMUTABLE
+ SET search_path TO 'pg_catalog'
+AS $function$
+begin
+  if storage_base64url_decode.data !~ '^[A-Za-z0-9_-]*$' then
+    raise exception 'Invalid signature' using errcode = 'PT400', hint = 'invalid_signature';
+  end if;
+  return pg_catalog.decode(pg_catalog.translate(storage_base64url_decode.data, '-_', '+/')
+    || pg_catalog.repeat('=', (4 - length(storage_base64url_decode.data) % 4) % 4), 'base64');
+end;
+$function$;
+comment on function private.storage_base64url_decode(text) is 'Decodes base64url (PT400 invalid_signature for anything else).';
+
+CREATE OR REPLACE FUNCTION private.storage_bucket(bucket_id text)
+ RETURNS app.storage_buckets
+ LANGUAGE plpgsql
+ STABLE SECURITY DEFINER
+ SET search_path TO 'pg_catalog'
+AS $function$
+declare
+  b app.storage_buckets;
+begin
+  select * into b from app.storage_buckets s where s.id = storage_bucket.bucket_id;
+  if b.id is null then
+    raise exception 'Bucket not found' using errcode = 'PT404', hint = 'bucket_not_found';
+  end if;
+  return b;
+end;
+$function$;
+comment on function private.storage_bucket(text) is 'The bucket, or PT404 bucket_not_found.';
+grant execute on function private.storage_bucket(text) to authenticated;
+
+CREATE OR REPLACE FUNCTION private.storage_bucket_json(b app.storage_buckets)
+ RETURNS jsonb
+ LANGUAGE sql
+ STABLE
+ SET search_path TO 'pg_catalog'
+AS $function$
+    select pg_catalog.jsonb_build_object('id', b.id, 'name', b.id, 'owner', '', 'public', b.public,
+      'file_size_limit', b.file_size_limit, 'allowed_mime_types', b.allowed_mime_types,
+      'created_at', app.iso(b.created_at), 'updated_at', app.iso(b.updated_at))
+  $function$;
+comment on function private.storage_bucket_json(app.storage_buckets) is 'A bucket as Supabase Storage describes it.';
+
+CREATE OR REPLACE FUNCTION private.storage_check_name(name text)
+ RETURNS void
+ LANGUAGE plpgsql
+ IMMUTABLE
+ SET search_path TO 'pg_catalog'
+AS $function$
+begin
+  if storage_check_name.name is null
+     or length(storage_check_name.name) not between 3 and 1024
+     or storage_check_name.name !~ '^[A-Za-z0-9_/!.*''() &$@=;:+,?-]+$'
+     or storage_check_name.name ~ '(^|/)\.{0,2}(/|$)' then
+    raise exception 'Invalid key: %', left(coalesce(storage_check_name.name, ''), 1024)
+      using errcode = 'PT400', hint = 'invalid_key';
+  end if;
+end;
+$function$;
+comment on function private.storage_check_name(text) is 'PT400 invalid_key unless the path is 3 to 1,024 characters of letters, digits and _/!.*''() &$@=;:+,?- with no empty, . or .. segment (app.storage_objects_name_check says the same).';
+grant execute on function private.storage_check_name(text) to authenticated;
+
+CREATE OR REPLACE FUNCTION private.storage_folder_id(name text)
+ RETURNS uuid
+ LANGUAGE sql
+ IMMUTABLE
+ SET search_path TO 'pg_catalog'
+AS $function$
+    select case when storage_folder_id.name ~ '^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}/[^/]'
+                then pg_catalog.split_part(storage_folder_id.name, '/', 1)::uuid end
+  $function$;
+comment on function private.storage_folder_id(text) is 'The id an object''s first folder names (a uuid in canonical lower case, followed by more of the path), or null.';
+
+CREATE OR REPLACE FUNCTION private.storage_folder_owned(bucket_id text, name text, user_id uuid)
+ RETURNS boolean
+ LANGUAGE sql
+ STABLE SECURITY DEFINER
+ SET search_path TO 'pg_catalog'
+AS $function$
+    select coalesce((
+      select case b.folder_owner
+               when 'user' then f.id = storage_folder_owned.user_id
+               when 'community' then private.is_community_manager(f.id, storage_folder_owned.user_id)
+               when 'event' then exists (select from app.events e
+                                          where e.id = f.id and private.is_community_manager(e.community_id, storage_folder_owned.user_id))
+             end
+        from app.storage_buckets b, (select private.storage_folder_id(storage_folder_owned.name) as id) f
+       where b.id = storage_folder_owned.bucket_id and f.id is not null and storage_folder_owned.user_id is not null), false)
+  $function$;
+comment on function private.storage_folder_owned(text,text,uuid) is 'THE storage rule: whether the user owns the object''s first folder in the bucket: user buckets, the folder named by their id; community buckets, a community they manage; event buckets, an event of a community they manage. Owners write (and, in private buckets, read); it is the row-level security of app.storage_objects.';
+grant execute on function private.storage_folder_owned(text,text,uuid) to authenticated;
+
+CREATE OR REPLACE FUNCTION private.storage_garbage_done(storage_keys text[], failures jsonb DEFAULT NULL::jsonb)
+ RETURNS void
+ LANGUAGE sql
+ SET search_path TO 'pg_catalog'
+AS $function$
+    delete from app.storage_garbage g
+     where g.storage_key = any (storage_garbage_done.storage_keys)
+       and not (coalesce(storage_garbage_done.failures, '{}'::jsonb) ? g.storage_key);
+    update app.storage_garbage g set last_error = left(storage_garbage_done.failures->>g.storage_key, 1000)
+     where coalesce(storage_garbage_done.failures, '{}'::jsonb) ? g.storage_key;
+  $function$;
+comment on function private.storage_garbage_done(text[],jsonb) is 'Forgets the keys whose bytes were deleted; records the error of those that failed (failures: key → message), which are tried again later.';
+
+CREATE OR REPLACE FUNCTION private.storage_garbage_take(max_rows integer DEFAULT 200)
+ RETURNS TABLE(storage_key text)
+ LANGUAGE sql
+ SET search_path TO 'pg_catalog'
+AS $function$
+    -- A key an object uses again (a finish whose answer was lost) is not garbage.
+    with used as (
+      delete from app.storage_garbage g
+       where g.collect_after <= now() and exists (select from app.storage_objects o where o.storage_key = g.storage_key)
+    ), due as (
+      select g.storage_key from app.storage_garbage g
+       where g.collect_after <= now()
+         and not exists (select from app.storage_objects o where o.storage_key = g.storage_key)
+       order by g.collect_after
+       limit storage_garbage_take.max_rows
+       for update skip locked
+    )
+    update app.storage_garbage g
+       set attempts = g.attempts + 1,
+           collect_after = now() + least(interval '1 hour', interval '1 minute' * power(2, g.attempts))
+      from due d where g.storage_key = d.storage_key
+    returning g.storage_key
+  $function$;
+comment on function private.storage_garbage_take(integer) is 'A batch of byte-store keys to delete (the storage_collect job), each put off with back-off in case the job dies; private.storage_garbage_done forgets them once deleted.';
+
+CREATE OR REPLACE FUNCTION private.storage_image_object(bucket_id text, name text, user_id uuid)
+ RETURNS uuid
+ LANGUAGE plpgsql
+ STABLE SECURITY DEFINER
+ SET search_path TO 'pg_catalog'
+AS $function$
+declare
+  found_id uuid;
+begin
+  if storage_image_object.name is null then
+    return null;
+  end if;
+  select o.id into found_id from app.storage_objects o
+   where o.bucket_id = storage_image_object.bucket_id and o.name = storage_image_object.name;
+  if found_id is null or not private.storage_folder_owned(storage_image_object.bucket_id, storage_image_object.name, storage_image_object.user_id) then
+    raise exception 'no object % in % that you may use', storage_image_object.name, storage_image_object.bucket_id
+      using errcode = 'PT422', hint = 'invalid_image_path';
+  end if;
+  return found_id;
+end;
+$function$;
+comment on function private.storage_image_object(text,text,uuid) is 'The id of the object at name in the bucket, if it is in a folder the user owns (an avatar, a community''s or an event''s image); PT422 invalid_image_path otherwise; null for null.';
+
+CREATE OR REPLACE FUNCTION private.storage_object_json(o app.storage_objects)
+ RETURNS jsonb
+ LANGUAGE sql
+ STABLE
+ SET search_path TO 'pg_catalog'
+AS $function$
+    select pg_catalog.jsonb_build_object('id', o.id, 'name', o.name, 'bucket_id', o.bucket_id, 'owner', o.owner_id, 'owner_id', o.owner_id,
+      'version', o.version, 'created_at', app.iso(o.created_at), 'updated_at', app.iso(o.updated_at),
+      'last_accessed_at', app.iso(o.updated_at), 'metadata', private.storage_object_metadata(o), 'user_metadata', o.user_metadata)
+  $function$;
+comment on function private.storage_object_json(app.storage_objects) is 'An object as Supabase Storage answers it (remove, upload, copy).';
+grant execute on function private.storage_object_json(app.storage_objects) to authenticated;
+
+CREATE OR REPLACE FUNCTION private.storage_object_metadata(o app.storage_objects)
+ RETURNS jsonb
+ LANGUAGE sql
+ STABLE
+ SET search_path TO 'pg_catalog'
+AS $function$
+    select pg_catalog.jsonb_build_object('eTag', o.etag, 'size', o.size, 'mimetype', o.content_type, 'cacheControl', o.cache_control,
+      'lastModified', app.iso(o.updated_at), 'contentLength', o.size, 'httpStatusCode', 200)
+  $function$;
+comment on function private.storage_object_metadata(app.storage_objects) is 'An object''s metadata as Supabase Storage lists it (eTag, size, mimetype, cacheControl, lastModified, contentLength, httpStatusCode).';
+grant execute on function private.storage_object_metadata(app.storage_objects) to authenticated;
+
+CREATE OR REPLACE FUNCTION private.storage_object_name(object_id uuid)
+ RETURNS text
+ LANGUAGE sql
+ STABLE STRICT SECURITY DEFINER
+ SET search_path TO 'pg_catalog'
+AS $function$
+    select o.name::text from app.storage_objects o where o.id = storage_object_name.object_id
+  $function$;
+comment on function private.storage_object_name(uuid) is 'An object''s path in its bucket (image_path of an event whose image is stored here).';
+grant execute on function private.storage_object_name(uuid) to authenticated;
+
+CREATE OR REPLACE FUNCTION private.storage_purge(folder_owner text, folder_id uuid, max_rows integer DEFAULT 500)
+ RETURNS integer
+ LANGUAGE sql
+ SET search_path TO 'pg_catalog'
+AS $function$
+    with gone as (
+      delete from app.storage_objects o
+       where o.id in (
+         select x.id from app.storage_objects x
+           join app.storage_buckets b on b.id = x.bucket_id
+          where b.folder_owner = storage_purge.folder_owner
+            and x.name like storage_purge.folder_id::text || '/%'
+          limit storage_purge.max_rows)
+      returning o.id
+    )
+    select count(*)::integer from gone
+  $function$;
+comment on function private.storage_purge(text,uuid,integer) is 'Deletes up to max_rows objects of the folder of a user, community or event (folder_owner user, community or event) in every bucket of that kind; their bytes go to app.storage_garbage. Returns how many (the storage_purge job repeats it until none is left).';
+
+CREATE OR REPLACE FUNCTION private.storage_purge_enqueue(folder_owner text, folder_id uuid)
+ RETURNS bigint
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog'
+AS $function$
+begin
+  if storage_purge_enqueue.folder_owner not in ('user', 'community', 'event') then
+    raise exception 'folder_owner must be user, community or event' using errcode = '22023';
+  end if;
+  return private.enqueue_job('storage_purge',
+    pg_catalog.jsonb_build_object('folder_owner', storage_purge_enqueue.folder_owner, 'id', storage_purge_enqueue.folder_id),
+    job_key => 'storage_purge:' || storage_purge_enqueue.folder_owner || ':' || storage_purge_enqueue.folder_id);
+end;
+$function$;
+comment on function private.storage_purge_enqueue(text,uuid) is 'Queues the storage_purge job that deletes every object of the folder of a user, community or event (and then their bytes), in the current transaction. Deleting an account, a community or an event calls it (their triggers _900_storage_purge); account deletion that keeps the users row calls it itself: private.storage_purge_enqueue(''user'', user_id).';
+
+CREATE OR REPLACE FUNCTION private.storage_quota_bytes(user_id uuid)
+ RETURNS bigint
+ LANGUAGE sql
+ STABLE
+ SET search_path TO 'pg_catalog'
+AS $function$
+    select coalesce(
+      (select u.quota_bytes from app.storage_usage u where u.user_id = storage_quota_bytes.user_id),
+      (select s.storage_quota_bytes from app.profiles p join app.subscription_plans s on s.id = p.subscription_type
+        where p.id = storage_quota_bytes.user_id),
+      (select s.storage_quota_bytes from app.subscription_plans s where s.id = 'basic'),
+      0)
+  $function$;
+comment on function private.storage_quota_bytes(uuid) is 'The bytes of objects the user may own: their override in app.storage_usage, else their plan''s storage_quota_bytes.';
+
+CREATE OR REPLACE FUNCTION private.storage_render_url(object_id uuid, width integer, height integer, resize text)
+ RETURNS text
+ LANGUAGE sql
+ STABLE STRICT SECURITY DEFINER
+ SET search_path TO 'pg_catalog'
+AS $function$
+    select pg_catalog.rtrim(private.public_url(), '/') || '/storage/v1/render/image/public/' || o.bucket_id || '/' || private.storage_url_path(o.name)
+           || '?width=' || storage_render_url.width || '&height=' || storage_render_url.height || '&resize=' || storage_render_url.resize
+      from app.storage_objects o
+      join app.storage_buckets b on b.id = o.bucket_id and b.public and b.images
+     where o.id = storage_render_url.object_id
+  $function$;
+comment on function private.storage_render_url(uuid,integer,integer,text) is 'The absolute URL of a transformation of an image of a public bucket (the og:image of the event page: 1200×630, cover).';
+
+CREATE OR REPLACE FUNCTION private.storage_token(claims jsonb, expires_in integer)
+ RETURNS text
+ LANGUAGE plpgsql
+ STABLE SECURITY DEFINER
+ SET search_path TO 'pg_catalog'
+AS $function$
+declare
+  header text := private.storage_base64url(pg_catalog.convert_to('{"alg":"HS256","typ":"JWT"}', 'UTF8'));
+  body text := private.storage_base64url(pg_catalog.convert_to((storage_token.claims
+    || pg_catalog.jsonb_build_object('iat', extract(epoch from now()),
+                                     'exp', floor(extract(epoch from now()))::bigint + storage_token.expires_in))::text, 'UTF8'));
+begin
+  return header || '.' || body || '.' || private.storage_base64url(
+    extensions.hmac(pg_catalog.convert_to(header || '.' || body, 'UTF8'), (select k.secret from private.storage_signing_keys k), 'sha256'));
+end;
+$function$;
+comment on function private.storage_token(jsonb,integer) is 'A signed URL''s token: an HS256 JWT of the claims (scope, url, sub, ...) with iat and exp, signed with private.storage_signing_keys.';
+
+CREATE OR REPLACE FUNCTION private.storage_token_claims(token text, scope text, url text)
+ RETURNS jsonb
+ LANGUAGE plpgsql
+ STABLE SECURITY DEFINER
+ SET search_path TO 'pg_catalog'
+AS $function$
+declare
+  parts text[] := pg_catalog.string_to_array(coalesce(storage_token_claims.token, ''), '.');
+  claims jsonb;
+  valid_after timestamptz;
+begin
+  if cardinality(parts) <> 3
+     or parts[3] is distinct from private.storage_base64url(extensions.hmac(pg_catalog.convert_to(parts[1] || '.' || parts[2], 'UTF8'),
+                                     (select k.secret from private.storage_signing_keys k), 'sha256')) then
+    raise exception 'Invalid signature' using errcode = 'PT400', hint = 'invalid_signature';
+  end if;
+  claims := pg_catalog.convert_from(private.storage_base64url_decode(parts[2]), 'UTF8')::jsonb;
+  if claims->>'scope' is distinct from storage_token_claims.scope or claims->>'url' is distinct from storage_token_claims.url then
+    raise exception 'Invalid signature' using errcode = 'PT400', hint = 'invalid_signature';
+  end if;
+  if (claims->>'exp')::bigint <= extract(epoch from now()) then
+    raise exception 'The signed URL has expired' using errcode = 'PT400', hint = 'signature_expired';
+  end if;
+  -- The signer's credentials ended (a password reset) after it was signed.
+  select u.signed_urls_valid_after into valid_after from app.storage_usage u where u.user_id = (claims->>'sub')::uuid;
+  if valid_after is not null and (claims->>'iat')::numeric <= extract(epoch from valid_after)
+     or not exists (select from identity.users u where u.id = (claims->>'sub')::uuid) then
+    raise exception 'The signed URL has expired' using errcode = 'PT400', hint = 'signature_expired';
+  end if;
+  return claims;
+end;
+$function$;
+comment on function private.storage_token_claims(text,text,text) is 'The claims of a signed URL''s token for that scope (download, upload) and url (bucket/path): PT400 invalid_signature when it was not made here for them, signature_expired past exp or once its signer''s credentials ended (or the account is gone).';
+
+CREATE OR REPLACE FUNCTION private.storage_type_allowed(b app.storage_buckets, content_type text)
+ RETURNS boolean
+ LANGUAGE sql
+ IMMUTABLE
+ SET search_path TO 'pg_catalog'
+AS $function$
+    select b.allowed_mime_types is null
+        or exists (select from pg_catalog.unnest(b.allowed_mime_types) t
+                    where t = lower(pg_catalog.split_part(storage_type_allowed.content_type, ';', 1))
+                       or (right(t, 2) = '/*' and lower(storage_type_allowed.content_type) like left(t, -1) || '%'))
+  $function$;
+comment on function private.storage_type_allowed(app.storage_buckets,text) is 'Whether the bucket takes the type (allowed_mime_types: null for any, exact types or type/* patterns).';
+
+CREATE OR REPLACE FUNCTION private.storage_upload_abort(upload_id uuid, storage_key text)
+ RETURNS void
+ LANGUAGE sql
+ SET search_path TO 'pg_catalog'
+AS $function$
+    delete from app.storage_uploads u where u.id = storage_upload_abort.upload_id;
+    -- Never the bytes of a visible object (a finish whose answer was lost may have committed).
+    insert into app.storage_garbage (storage_key, collect_after)
+      select storage_upload_abort.storage_key, now()
+       where not exists (select from app.storage_objects o where o.storage_key = storage_upload_abort.storage_key)
+      on conflict do nothing;
+  $function$;
+comment on function private.storage_upload_abort(uuid,text) is 'An upload that will not finish (refused, cut off): forgets it, and its key goes to app.storage_garbage unless an object uses it.';
+
+CREATE OR REPLACE FUNCTION private.storage_upload_finish(upload_id uuid, size bigint, etag text, content_type text, cache_control text, user_metadata jsonb, width integer, height integer)
+ RETURNS jsonb
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog'
+AS $function$
+declare
+  u app.storage_uploads;
+  o app.storage_objects;
+begin
+  delete from app.storage_uploads p where p.id = storage_upload_finish.upload_id and p.expires_at > now() returning p.* into u;
+  if u.id is null then
+    raise exception 'The upload expired or was cancelled' using errcode = 'PT404', hint = 'upload_not_found';
+  end if;
+  -- The right to write may have ended while the bytes were on their way.
+  if not private.storage_folder_owned(u.bucket_id, u.name, u.owner_id) then
+    raise exception 'Access denied: you may not write %/%', u.bucket_id, u.name using errcode = 'PT403', hint = 'storage_access_denied';
+  end if;
+  if u.upsert then
+    insert into app.storage_objects as s (bucket_id, name, owner_id, storage_key, size, content_type, cache_control, etag, width, height, user_metadata)
+      values (u.bucket_id, u.name, u.owner_id, u.storage_key, storage_upload_finish.size, storage_upload_finish.content_type,
+              coalesce(storage_upload_finish.cache_control, 'max-age=3600'), storage_upload_finish.etag,
+              storage_upload_finish.width, storage_upload_finish.height, storage_upload_finish.user_metadata)
+      on conflict on constraint storage_objects_bucket_name_key do update
+        set owner_id = excluded.owner_id, storage_key = excluded.storage_key, size = excluded.size, content_type = excluded.content_type,
+            cache_control = excluded.cache_control, etag = excluded.etag, width = excluded.width, height = excluded.height,
+            user_metadata = excluded.user_metadata, version = gen_random_uuid()
+      returning s.* into o;
+  else
+    if exists (select from app.storage_objects x where x.bucket_id = u.bucket_id and x.name = u.name) then
+      raise exception 'The resource already exists' using errcode = 'PT409', hint = 'object_exists';
+    end if;
+    insert into app.storage_objects as s (bucket_id, name, owner_id, storage_key, size, content_type, cache_control, etag, width, height, user_metadata)
+      values (u.bucket_id, u.name, u.owner_id, u.storage_key, storage_upload_finish.size, storage_upload_finish.content_type,
+              coalesce(storage_upload_finish.cache_control, 'max-age=3600'), storage_upload_finish.etag,
+              storage_upload_finish.width, storage_upload_finish.height, storage_upload_finish.user_metadata)
+      returning s.* into o;
+  end if;
+  return private.storage_object_json(o);
+end;
+$function$;
+comment on function private.storage_upload_finish(uuid,bigint,text,text,text,jsonb,integer,integer) is 'Makes an upload''s object visible, once its bytes are durable (the gateway calls it, as its own role, with what it measured): the row is inserted (or, with upsert, replaced: the old bytes go to app.storage_garbage) in this one transaction. PT404 upload_not_found (expired), PT403 storage_access_denied (the right ended), PT409 object_exists (another upload won), and the bucket''s and the quota''s refusals (triggers).';
+
+CREATE OR REPLACE FUNCTION private.storage_upload_start(owner_id uuid, bucket_id text, name text, upsert boolean, declared_size bigint, kind text)
+ RETURNS TABLE(upload_id uuid, storage_key text, file_size_limit bigint, allowed_mime_types text[], images boolean)
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog'
+AS $function$
+declare
+  b app.storage_buckets := private.storage_bucket(storage_upload_start.bucket_id);
+  existing app.storage_objects;
+  used bigint;
+  quota bigint;
+  per_minute integer;
+  w app.storage_usage;
+  started app.storage_uploads;
+begin
+  perform private.storage_check_name(storage_upload_start.name);
+  if not private.storage_folder_owned(b.id, storage_upload_start.name, storage_upload_start.owner_id) then
+    raise exception 'Access denied: you may not write %/%', b.id, storage_upload_start.name using errcode = 'PT403', hint = 'storage_access_denied';
+  end if;
+  select * into existing from app.storage_objects o where o.bucket_id = b.id and o.name = storage_upload_start.name;
+  if existing.id is not null and not storage_upload_start.upsert then
+    raise exception 'The resource already exists' using errcode = 'PT409', hint = 'object_exists';
+  end if;
+  if storage_upload_start.declared_size > b.file_size_limit then
+    raise exception 'The object exceeded the maximum allowed size (% bytes)', b.file_size_limit
+      using errcode = 'PT413', hint = 'object_too_large';
+  end if;
+  -- The quota, with what is known now (the finish checks again with the real size).
+  quota := private.storage_quota_bytes(storage_upload_start.owner_id);
+  select coalesce(u.bytes, 0) into used from app.storage_usage u where u.user_id = storage_upload_start.owner_id;
+  if coalesce(used, 0) + coalesce(storage_upload_start.declared_size, 0)
+       - (case when existing.owner_id = storage_upload_start.owner_id then existing.size else 0 end) > quota
+     or (storage_upload_start.declared_size is null and coalesce(used, 0) >= quota) then
+    raise exception 'Storage quota exceeded: % of % bytes used', coalesce(used, 0), quota using errcode = 'PT413', hint = 'quota_exceeded';
+  end if;
+  -- Uploads per minute (a fixed window per user); a refused upload does not count.
+  per_minute := coalesce(
+    (select u.uploads_per_minute from app.storage_usage u where u.user_id = storage_upload_start.owner_id),
+    (select s.storage_uploads_per_minute from app.profiles p join app.subscription_plans s on s.id = p.subscription_type
+      where p.id = storage_upload_start.owner_id),
+    30);
+  insert into app.storage_usage as s (user_id, window_start, window_uploads)
+    values (storage_upload_start.owner_id, now(), 1)
+    on conflict (user_id) do update
+      set window_start = case when s.window_start is null or s.window_start <= now() - interval '1 minute' then now() else s.window_start end,
+          window_uploads = case when s.window_start is null or s.window_start <= now() - interval '1 minute' then 1 else s.window_uploads + 1 end
+    returning s.* into w;
+  if w.window_uploads > per_minute then
+    raise exception 'Too many uploads: at most % a minute', per_minute using errcode = 'PT429', hint = 'too_many_uploads',
+      detail = 'retry_after=' || greatest(1, ceil(extract(epoch from w.window_start + interval '1 minute' - now())))::integer;
+  end if;
+  insert into app.storage_uploads as u (bucket_id, name, owner_id, upsert, kind, storage_key, declared_size, expires_at)
+    values (b.id, storage_upload_start.name, storage_upload_start.owner_id, storage_upload_start.upsert, storage_upload_start.kind,
+            'objects/' || gen_random_uuid(), storage_upload_start.declared_size,
+            now() + case storage_upload_start.kind when 'resumable' then interval '24 hours' else interval '1 hour' end)
+    returning u.* into started;
+  return query select started.id, started.storage_key, b.file_size_limit, b.allowed_mime_types, b.images;
+end;
+$function$;
+comment on function private.storage_upload_start(uuid,text,text,boolean,bigint,text) is 'Begins an upload for owner_id (the caller, or the signer of a signed upload URL): the bucket, the path, the owner''s right to write it, an existing object (without upsert), the declared size against the bucket''s limit and the quota, and the upload rate, before a byte is read; registers it under a fresh byte-store key (expiring after 1 hour, 24 for resumable uploads).';
+
+CREATE OR REPLACE FUNCTION private.storage_uploads_expire(max_rows integer DEFAULT 1000)
+ RETURNS integer
+ LANGUAGE sql
+ SET search_path TO 'pg_catalog'
+AS $function$
+    with gone as (
+      delete from app.storage_uploads u
+       where u.id in (select x.id from app.storage_uploads x where x.expires_at <= now()
+                       order by x.expires_at limit storage_uploads_expire.max_rows for update skip locked)
+      returning u.storage_key
+    ), kept as (
+      insert into app.storage_garbage (storage_key, collect_after)
+        select g.storage_key, now() from gone g
+         where not exists (select from app.storage_objects o where o.storage_key = g.storage_key)
+        on conflict do nothing
+    )
+    select count(*)::integer from gone
+  $function$;
+comment on function private.storage_uploads_expire(integer) is 'Uploads past their expiry (cut off, or their gateway killed): forgotten, their keys to app.storage_garbage. Returns how many (the storage_collect job).';
+
+CREATE OR REPLACE FUNCTION private.storage_url_path(name text)
+ RETURNS text
+ LANGUAGE sql
+ IMMUTABLE
+ SET search_path TO 'pg_catalog'
+AS $function$
+    select pg_catalog.replace(pg_catalog.replace(storage_url_path.name, ' ', '%20'), '?', '%3F')
+  $function$;
+comment on function private.storage_url_path(text) is 'An object path as it goes into a URL (paths hold no other character a URL path cannot carry).';
+
+CREATE OR REPLACE FUNCTION private.tg_storage_objects__bucket_rules()
+ RETURNS trigger
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog'
+AS $function$
+declare
+  b app.storage_buckets := private.storage_bucket(new.bucket_id);
+begin
+  if new.size > b.file_size_limit then
+    raise exception 'The object exceeded the maximum allowed size (% bytes)', b.file_size_limit using errcode = 'PT413', hint = 'object_too_large';
+  end if;
+  if not private.storage_type_allowed(b, new.content_type) or (b.images and new.width is null) then
+    raise exception 'mime type % is not supported in bucket %', new.content_type, b.id using errcode = 'PT415', hint = 'invalid_mime_type';
+  end if;
+  return new;
+end;
+$function$;
+comment on function private.tg_storage_objects__bucket_rules() is 'Trigger: an object fits its bucket (size limit, types; an image bucket holds only images the gateway processed), however it got there (upload, copy, move).';
+
+CREATE OR REPLACE FUNCTION private.tg_storage_objects__garbage()
+ RETURNS trigger
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog'
+AS $function$
+begin
+  if tg_op = 'DELETE' or new.storage_key is distinct from old.storage_key then
+    insert into app.storage_garbage (storage_key) values (old.storage_key) on conflict do nothing;
+  end if;
+  return null;
+end;
+$function$;
+comment on function private.tg_storage_objects__garbage() is 'Trigger: the bytes of a deleted or replaced version go to app.storage_garbage (collected after a grace period for downloads under way).';
+
+CREATE OR REPLACE FUNCTION private.tg_storage_objects__usage()
+ RETURNS trigger
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog'
+AS $function$
+declare
+  used bigint;
+begin
+  if tg_op in ('UPDATE', 'DELETE') and old.owner_id is not null then
+    update app.storage_usage u set bytes = u.bytes - old.size, objects = u.objects - 1 where u.user_id = old.owner_id;
+  end if;
+  if tg_op in ('INSERT', 'UPDATE') and new.owner_id is not null then
+    insert into app.storage_usage as u (user_id, bytes, objects) values (new.owner_id, new.size, 1)
+      on conflict (user_id) do update set bytes = u.bytes + excluded.bytes, objects = u.objects + 1
+      returning u.bytes into used;
+    -- Only what adds to a user's bytes is held to the quota (a smaller replacement, a move, always pass).
+    if (tg_op = 'INSERT' or new.owner_id is distinct from old.owner_id or new.size > old.size)
+       and used > private.storage_quota_bytes(new.owner_id) then
+      raise exception 'Storage quota exceeded: % of % bytes', used, private.storage_quota_bytes(new.owner_id)
+        using errcode = 'PT413', hint = 'quota_exceeded';
+    end if;
+  end if;
+  return null;
+end;
+$function$;
+comment on function private.tg_storage_objects__usage() is 'Trigger: keeps app.storage_usage (bytes and objects per owner) and refuses what takes an owner past their quota (PT413 quota_exceeded), counted under the row lock of their usage row, so concurrent uploads cannot pass it together.';
+
+-- -----------------------------------------------------------------------------
+-- Tables: comments, row-level security, policies, grants, triggers
+-- -----------------------------------------------------------------------------
+
+-- app.storage_buckets
+comment on table app.storage_buckets is 'Storage buckets (made by migrations, more by admin.storage_bucket_create): who owns their folders, size and type limits, public or private.';
+alter table app.storage_buckets enable row level security;
+drop trigger if exists storage_buckets_set_updated_at on app.storage_buckets;
+CREATE TRIGGER storage_buckets_set_updated_at BEFORE UPDATE ON app.storage_buckets FOR EACH ROW EXECUTE FUNCTION private.tg__set_updated_at();
+
+-- app.storage_garbage
+comment on table app.storage_garbage is 'Byte-store keys no object uses any more (replaced, deleted, orphaned uploads), with their transformations: deleted by the storage_collect job.';
+alter table app.storage_garbage enable row level security;
+
+-- app.storage_objects
+comment on table app.storage_objects is 'One stored object (file) of a bucket: its path, owner, size, type, digest and where its bytes are. Visible only once its bytes are durable.';
+alter table app.storage_objects enable row level security;
+drop policy if exists "Objects in folders the caller owns" on app.storage_objects;
+create policy "Objects in folders the caller owns" on app.storage_objects
+  as permissive for all to authenticated
+  using (private.storage_folder_owned(bucket_id, name, auth.uid()))
+  with check (private.storage_folder_owned(bucket_id, name, auth.uid()));
+grant select, delete, update (bucket_id, name) on table app.storage_objects to authenticated;
+drop trigger if exists storage_objects_bucket_rules on app.storage_objects;
+CREATE TRIGGER storage_objects_bucket_rules BEFORE INSERT OR UPDATE OF bucket_id, size, content_type, width ON app.storage_objects FOR EACH ROW EXECUTE FUNCTION private.tg_storage_objects__bucket_rules();
+drop trigger if exists storage_objects_garbage on app.storage_objects;
+CREATE TRIGGER storage_objects_garbage AFTER DELETE OR UPDATE OF storage_key ON app.storage_objects FOR EACH ROW EXECUTE FUNCTION private.tg_storage_objects__garbage();
+drop trigger if exists storage_objects_set_updated_at on app.storage_objects;
+CREATE TRIGGER storage_objects_set_updated_at BEFORE UPDATE ON app.storage_objects FOR EACH ROW EXECUTE FUNCTION private.tg__set_updated_at();
+drop trigger if exists storage_objects_usage on app.storage_objects;
+CREATE TRIGGER storage_objects_usage AFTER INSERT OR DELETE OR UPDATE OF owner_id, size ON app.storage_objects FOR EACH ROW EXECUTE FUNCTION private.tg_storage_objects__usage();
+
+-- app.storage_uploads
+comment on table app.storage_uploads is 'Uploads under way: the key their bytes are written to before the object exists. One that expires (cut off, gateway killed) has its bytes collected.';
+alter table app.storage_uploads enable row level security;
+
+-- app.storage_usage
+comment on table app.storage_usage is 'Per user: bytes and objects stored (kept by a trigger), quota overrides, the upload rate window, and when their signed URLs stopped counting.';
+alter table app.storage_usage enable row level security;
+
+-- private.storage_signing_keys
+comment on table private.storage_signing_keys is 'The HMAC key of signed URLs (made once, never leaves the database).';
+alter table private.storage_signing_keys enable row level security;

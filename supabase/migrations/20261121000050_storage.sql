@@ -1,0 +1,1 @@
+../../sql/migrations/committed/000050-storage.sql

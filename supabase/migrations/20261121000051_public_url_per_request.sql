@@ -1,0 +1,1 @@
+../../sql/migrations/committed/000051-public-url-per-request.sql

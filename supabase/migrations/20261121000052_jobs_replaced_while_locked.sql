@@ -1,0 +1,1 @@
+../../sql/migrations/committed/000052-jobs-replaced-while-locked.sql

@@ -1,0 +1,283 @@
+// File storage through supabase-js's storage client, as an app uses it
+// (`createClient(BASE_URL, ANY_KEY, { accessToken })`): uploads as a Buffer
+// (the body) and as a Blob (a multipart form), downloads, info, exists,
+// list, remove, move, copy, public URLs, signed download and upload URLs
+// (tampered and expired ones refused), Range, ETag and 304, Cache-Control,
+// attachments served as downloads, other users' paths. Every JSON answer is
+// checked against the OpenAPI document.
+import { describe, expect, it } from 'vitest';
+import { api, baseUrl, db, registerUser, type TestUser } from '../helpers.ts';
+import { storageClient } from '../support/storage.ts';
+
+const text = (s: string) => Buffer.from(s, 'utf8');
+
+async function user(prefix: string): Promise<TestUser & { storage: ReturnType<typeof storageClient> }> {
+  const u = await registerUser(prefix);
+  return { ...u, storage: storageClient(baseUrl, u.accessToken) };
+}
+
+describe('objects through supabase-js', () => {
+  it('uploads a file as the body and as a form, downloads it, and tells its info and whether it exists', async () => {
+    const ada = await user('st-ada');
+    const files = ada.storage.from('attachments');
+    const up = await files.upload(`${ada.userId}/notes.txt`, text('hello, storage'), { contentType: 'text/plain' });
+    expect(up.error).toBeNull();
+    expect(up.data).toMatchObject({ path: `${ada.userId}/notes.txt`, fullPath: `attachments/${ada.userId}/notes.txt` });
+    expect(up.data!.id).toMatch(/^[0-9a-f-]{36}$/);
+
+    const form = await files.upload(`${ada.userId}/deep/form.txt`, new Blob(['from a form'], { type: 'text/plain' }), { cacheControl: '60' });
+    expect(form.error).toBeNull();
+
+    const down = await files.download(`${ada.userId}/notes.txt`);
+    expect(down.error).toBeNull();
+    expect(await down.data!.text()).toBe('hello, storage');
+
+    const info = await files.info(`${ada.userId}/deep/form.txt`);
+    expect(info.error).toBeNull();
+    expect(info.data).toMatchObject({ name: `${ada.userId}/deep/form.txt`, bucketId: 'attachments', size: 11, contentType: 'text/plain', cacheControl: 'max-age=60' });
+
+    expect((await files.exists(`${ada.userId}/notes.txt`)).data).toBe(true);
+    expect((await files.exists(`${ada.userId}/nothing.txt`)).data).toBe(false);
+  });
+
+  it('a second upload to a taken path is 409 Duplicate; upsert and update replace it', async () => {
+    const bo = await user('st-bo');
+    const files = bo.storage.from('attachments');
+    const path = `${bo.userId}/same.txt`;
+    expect((await files.upload(path, text('one'))).error).toBeNull();
+    const again = await files.upload(path, text('two'));
+    expect(again.error).toMatchObject({ status: 409, statusCode: '409', message: 'The resource already exists' });
+    const raw = await fetch(`${baseUrl}/storage/v1/object/attachments/${path}`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${bo.accessToken}`, 'content-type': 'text/plain' },
+      body: 'three',
+    });
+    expect(raw.status).toBe(409);
+    expect(await raw.json()).toEqual({ statusCode: '409', error: 'Duplicate', code: 'object_exists', message: 'The resource already exists' });
+
+    expect((await files.upload(path, text('upserted'), { upsert: true })).error).toBeNull();
+    expect(await (await files.download(path)).data!.text()).toBe('upserted');
+    expect((await files.update(path, text('updated'))).error).toBeNull();
+    expect(await (await files.download(path)).data!.text()).toBe('updated');
+  });
+
+  it('lists a folder (prefix, limit, offset, search, sort), folders first', async () => {
+    const cy = await user('st-cy');
+    const files = cy.storage.from('attachments');
+    for (const name of ['b.txt', 'a.txt', 'c.txt', 'sub/x.txt', 'sub/y.txt', 'other/z.txt']) {
+      expect((await files.upload(`${cy.userId}/${name}`, text(name))).error).toBeNull();
+    }
+    const all = await files.list(cy.userId);
+    expect(all.error).toBeNull();
+    expect(all.data!.map((e) => [e.name, e.id === null])).toEqual([
+      ['other', true],
+      ['sub', true],
+      ['a.txt', false],
+      ['b.txt', false],
+      ['c.txt', false],
+    ]);
+    expect(all.data![2]!.metadata).toMatchObject({ size: 5, mimetype: 'text/plain;charset=UTF-8' });
+    const page = await files.list(cy.userId, { limit: 2, offset: 3, sortBy: { column: 'name', order: 'desc' } });
+    expect(page.data!.map((e) => e.name)).toEqual(['b.txt', 'a.txt']);
+    expect((await files.list(cy.userId, { search: 'B' })).data!.map((e) => e.name)).toEqual(['b.txt']);
+    expect((await files.list(`${cy.userId}/sub`)).data!.map((e) => e.name)).toEqual(['x.txt', 'y.txt']);
+    // The bucket's top: only the caller's own folder (row-level security).
+    expect((await files.list()).data!.map((e) => e.name)).toEqual([cy.userId]);
+  });
+
+  it('moves, copies and removes objects', async () => {
+    const di = await user('st-di');
+    const files = di.storage.from('attachments');
+    await files.upload(`${di.userId}/from.txt`, text('moving'));
+    const before = await files.info(`${di.userId}/from.txt`);
+    expect((await files.move(`${di.userId}/from.txt`, `${di.userId}/to.txt`)).error).toBeNull();
+    expect((await files.exists(`${di.userId}/from.txt`)).data).toBe(false);
+    const after = await files.info(`${di.userId}/to.txt`);
+    expect(after.data!.id).toBe(before.data!.id);
+
+    const copy = await files.copy(`${di.userId}/to.txt`, `${di.userId}/copy.txt`);
+    expect(copy.error).toBeNull();
+    expect(copy.data).toEqual({ path: `attachments/${di.userId}/copy.txt` });
+    expect(await (await files.download(`${di.userId}/copy.txt`)).data!.text()).toBe('moving');
+
+    const removed = await files.remove([`${di.userId}/to.txt`, `${di.userId}/copy.txt`, `${di.userId}/never.txt`]);
+    expect(removed.error).toBeNull();
+    expect(removed.data!.map((o) => o.name).sort()).toEqual([`${di.userId}/copy.txt`, `${di.userId}/to.txt`]);
+    expect((await files.exists(`${di.userId}/copy.txt`)).data).toBe(false);
+  });
+
+  it('another user\'s paths: no upload, no download, no listing, no removal, no move', async () => {
+    const owner = await user('st-owner');
+    const other = await user('st-other');
+    await owner.storage.from('attachments').upload(`${owner.userId}/private.txt`, text('mine'));
+
+    const up = await other.storage.from('attachments').upload(`${owner.userId}/planted.txt`, text('x'));
+    expect(up.error).toMatchObject({ status: 403, statusCode: '403' });
+    const down = await other.storage.from('attachments').download(`${owner.userId}/private.txt`);
+    expect(down.error).toMatchObject({ status: 404 });
+    expect((await other.storage.from('attachments').list(owner.userId)).data).toEqual([]);
+    expect((await other.storage.from('attachments').remove([`${owner.userId}/private.txt`])).data).toEqual([]);
+    expect((await other.storage.from('attachments').move(`${owner.userId}/private.txt`, `${other.userId}/stolen.txt`)).error).toMatchObject({ status: 404 });
+    expect((await other.storage.from('attachments').copy(`${owner.userId}/private.txt`, `${other.userId}/stolen.txt`)).error).toMatchObject({ status: 404 });
+    expect((await other.storage.from('attachments').createSignedUrl(`${owner.userId}/private.txt`, 60)).error).toMatchObject({ status: 404 });
+    expect((await other.storage.from('attachments').createSignedUploadUrl(`${owner.userId}/x.txt`)).error).toMatchObject({ status: 403 });
+    // Still there for its owner.
+    expect(await (await owner.storage.from('attachments').download(`${owner.userId}/private.txt`)).data!.text()).toBe('mine');
+    // Without a credential: 401 in Supabase Storage's body.
+    const anonymous = await fetch(`${baseUrl}/storage/v1/object/attachments/${owner.userId}/private.txt`);
+    expect(anonymous.status).toBe(401);
+    expect(await anonymous.json()).toMatchObject({ statusCode: '401', error: 'InvalidJWT', code: 'unauthorized' });
+  });
+});
+
+describe('downloads: Range, ETag, Cache-Control, attachments', () => {
+  it('answers a range with 206, a held ETag with 304, and the object\'s Cache-Control', async () => {
+    const ed = await user('st-ed');
+    const path = `${ed.userId}/range.bin`;
+    await ed.storage.from('attachments').upload(path, Buffer.from('0123456789abcdef'), { contentType: 'application/octet-stream', cacheControl: '120' });
+    const url = `${baseUrl}/storage/v1/object/attachments/${path}`;
+    const auth = { authorization: `Bearer ${ed.accessToken}` };
+    const full = await fetch(url, { headers: auth });
+    expect(full.status).toBe(200);
+    expect(full.headers.get('accept-ranges')).toBe('bytes');
+    expect(full.headers.get('cache-control')).toBe('private, max-age=120');
+    expect(full.headers.get('content-length')).toBe('16');
+    const etag = full.headers.get('etag')!;
+    expect(etag).toMatch(/^"[0-9a-f]{32}"$/);
+
+    const part = await fetch(url, { headers: { ...auth, range: 'bytes=4-7' } });
+    expect(part.status).toBe(206);
+    expect(part.headers.get('content-range')).toBe('bytes 4-7/16');
+    expect(await part.text()).toBe('4567');
+    const tail = await fetch(url, { headers: { ...auth, range: 'bytes=-3' } });
+    expect(await tail.text()).toBe('def');
+    const open = await fetch(url, { headers: { ...auth, range: 'bytes=14-' } });
+    expect(await open.text()).toBe('ef');
+    const beyond = await fetch(url, { headers: { ...auth, range: 'bytes=99-' } });
+    expect(beyond.status).toBe(416);
+    expect(await beyond.json()).toMatchObject({ statusCode: '416', error: 'InvalidRange', code: 'invalid_range' });
+
+    const cached = await fetch(url, { headers: { ...auth, 'if-none-match': etag } });
+    expect(cached.status).toBe(304);
+    expect(await cached.text()).toBe('');
+    expect((await fetch(url, { headers: { ...auth, 'if-none-match': '"stale"' } })).status).toBe(200);
+
+    const head = await fetch(url, { method: 'HEAD', headers: auth });
+    expect(head.status).toBe(200);
+    expect(head.headers.get('content-length')).toBe('16');
+  });
+
+  it('serves every attachment as a download, with nosniff, whatever its declared type', async () => {
+    const fi = await user('st-fi');
+    const path = `${fi.userId}/page.html`;
+    await fi.storage.from('attachments').upload(path, Buffer.from('<script>alert(1)</script>'), { contentType: 'text/html' });
+    const res = await fetch(`${baseUrl}/storage/v1/object/attachments/${path}`, { headers: { authorization: `Bearer ${fi.accessToken}` } });
+    expect(res.status).toBe(200);
+    expect(res.headers.get('content-disposition')).toMatch(/^attachment; filename="page.html"/);
+    expect(res.headers.get('x-content-type-options')).toBe('nosniff');
+    expect(res.headers.get('content-security-policy')).toContain('sandbox');
+  });
+});
+
+describe('public URLs and signed URLs', () => {
+  it('getPublicUrl of a public bucket downloads without a credential; a private bucket has none', async () => {
+    const gi = await user('st-gi');
+    const avatars = gi.storage.from('avatars');
+    const { png } = await import('../support/storage.ts');
+    expect((await avatars.upload(`${gi.userId}/face.png`, await png(16, 16), { contentType: 'image/png' })).error).toBeNull();
+    const { publicUrl } = avatars.getPublicUrl(`${gi.userId}/face.png`).data;
+    expect(publicUrl).toBe(`${baseUrl}/storage/v1/object/public/avatars/${gi.userId}/face.png`);
+    const res = await fetch(publicUrl);
+    expect(res.status).toBe(200);
+    expect(res.headers.get('content-type')).toBe('image/png');
+    expect(res.headers.get('cache-control')).toBe('max-age=3600');
+
+    await gi.storage.from('attachments').upload(`${gi.userId}/secret.txt`, text('secret'));
+    const privateUrl = gi.storage.from('attachments').getPublicUrl(`${gi.userId}/secret.txt`).data.publicUrl;
+    const refused = await fetch(privateUrl);
+    expect(refused.status).toBe(404);
+    expect(await refused.json()).toMatchObject({ code: 'object_not_found' });
+  });
+
+  it('a signed URL downloads a private object without a credential; tampered or expired, it is refused', async () => {
+    const hu = await user('st-hu');
+    const files = hu.storage.from('attachments');
+    await files.upload(`${hu.userId}/shared.pdf`, Buffer.from('%PDF-1.4 shared'), { contentType: 'application/pdf' });
+    const signed = await files.createSignedUrl(`${hu.userId}/shared.pdf`, 60);
+    expect(signed.error).toBeNull();
+    expect(signed.data!.signedUrl).toMatch(new RegExp(`^${baseUrl}/storage/v1/object/sign/attachments/${hu.userId}/shared.pdf\\?token=`));
+    const res = await fetch(signed.data!.signedUrl);
+    expect(res.status).toBe(200);
+    expect(await res.text()).toBe('%PDF-1.4 shared');
+    expect(res.headers.get('content-disposition')).toMatch(/^attachment/);
+
+    const url = new URL(signed.data!.signedUrl);
+    const token = url.searchParams.get('token')!;
+    const [header, payload, signature] = token.split('.');
+    // Another path in the payload, the signature kept.
+    const forged = JSON.parse(Buffer.from(payload!, 'base64url').toString());
+    forged.url = `attachments/${hu.userId}/other.pdf`;
+    const forgedToken = `${header}.${Buffer.from(JSON.stringify(forged)).toString('base64url')}.${signature}`;
+    const tampered = await fetch(`${baseUrl}/storage/v1/object/sign/attachments/${hu.userId}/other.pdf?token=${forgedToken}`);
+    expect(tampered.status).toBe(400);
+    expect(await tampered.json()).toMatchObject({ statusCode: '400', error: 'InvalidSignature', code: 'invalid_signature' });
+    const flipped = await fetch(`${baseUrl}/storage/v1/object/sign/attachments/${hu.userId}/shared.pdf?token=${token.slice(0, -2)}xx`);
+    expect((await flipped.json()).code).toBe('invalid_signature');
+    const elsewhere = await fetch(`${baseUrl}/storage/v1/object/sign/attachments/${hu.userId}/another.pdf?token=${token}`);
+    expect((await elsewhere.json()).code).toBe('invalid_signature');
+
+    const short = await files.createSignedUrl(`${hu.userId}/shared.pdf`, 1);
+    await new Promise((resolve) => setTimeout(resolve, 2100));
+    const expired = await fetch(short.data!.signedUrl);
+    expect(expired.status).toBe(400);
+    expect(await expired.json()).toMatchObject({ error: 'InvalidJWT', code: 'signature_expired' });
+
+    const many = await files.createSignedUrls([`${hu.userId}/shared.pdf`, `${hu.userId}/missing.pdf`], 60);
+    expect(many.error).toBeNull();
+    expect(many.data![0]!.error).toBeNull();
+    expect((await fetch(many.data![0]!.signedUrl!)).status).toBe(200);
+    expect(many.data![1]).toMatchObject({ signedUrl: null, error: 'Either the object does not exist or you do not have access to it' });
+  });
+
+  it('a signed upload URL uploads as its signer, without a credential', async () => {
+    const ivy = await user('st-ivy');
+    const files = ivy.storage.from('attachments');
+    const signed = await files.createSignedUploadUrl(`${ivy.userId}/dropped.txt`);
+    expect(signed.error).toBeNull();
+    const anonymous = storageClient(baseUrl).from('attachments');
+    const up = await anonymous.uploadToSignedUrl(`${ivy.userId}/dropped.txt`, signed.data!.token, text('dropped in'));
+    expect(up.error).toBeNull();
+    expect(await (await files.download(`${ivy.userId}/dropped.txt`)).data!.text()).toBe('dropped in');
+    const [row] = await db()`select owner_id from app.storage_objects where bucket_id = 'attachments' and name = ${`${ivy.userId}/dropped.txt`}`;
+    expect(row!.owner_id).toBe(ivy.userId);
+    // Not to another path.
+    const other = await anonymous.uploadToSignedUrl(`${ivy.userId}/elsewhere.txt`, signed.data!.token, text('x'));
+    expect(other.error).toMatchObject({ status: 400 });
+    // Once: the path is taken now.
+    const twice = await anonymous.uploadToSignedUrl(`${ivy.userId}/dropped.txt`, signed.data!.token, text('again'));
+    expect(twice.error).toMatchObject({ status: 409 });
+  });
+
+  it('buckets are listed and described', async () => {
+    const jo = await user('st-jo');
+    const list = await jo.storage.listBuckets();
+    expect(list.error).toBeNull();
+    expect(list.data!.map((b) => b.id)).toEqual(expect.arrayContaining(['attachments', 'avatars', 'community-images', 'event-images']));
+    const one = await jo.storage.getBucket('avatars');
+    expect(one.data).toMatchObject({ id: 'avatars', public: true, file_size_limit: 5242880, allowed_mime_types: ['image/*'] });
+    expect((await jo.storage.getBucket('nope')).error).toMatchObject({ status: 404 });
+    const res = await api('GET', '/storage/v1/bucket/attachments', { token: jo.accessToken });
+    expect(res.body).toMatchObject({ public: false, file_size_limit: 26214400 });
+  });
+});
+
+describe('a body that cannot be read', () => {
+  it('is answered in Supabase Storage\'s body on /storage/v1, as the document says', async () => {
+    const ada = await user('st-badjson');
+    for (const rawBody of ['{"prefix": ', '"just a string"']) {
+      const res = await api('POST', '/storage/v1/object/list/attachments', { token: ada.accessToken, rawBody });
+      expect(res.status).toBe(400);
+      expect(res.body).toEqual({ statusCode: '400', error: expect.any(String), code: 'invalid_json', message: expect.any(String) });
+    }
+  });
+});
