@@ -67,6 +67,7 @@ export async function startGateway(
     statementTimeoutMs: config.statementTimeoutMs,
     publicUrl: config.publicUrl,
     appScheme: config.appScheme,
+    authRedirects: config.authRedirects,
     realtime,
     authLimits: config.authLimits,
     trustProxy: config.trustProxy,

@@ -32,6 +32,7 @@
 //
 // Route modules only declare routes; they never build SQL strings, filter rows
 // by user or re-check a rule the database enforces.
+import type { AuthRedirects } from '../core/process/config.ts';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { z } from 'zod';
 import { authenticateApiToken, isApiTokenSecret, type ApiTokenInfo } from '../core/auth/api-tokens.ts';
@@ -41,7 +42,7 @@ import { clientIp } from '../core/web/client-ip.ts';
 import type { AuthLimits, TrustProxy } from '../core/process/config.ts';
 import { withClaims, type InTransaction, type RequestClaims, type Tx } from '../core/database/transaction.ts';
 import { DEADLINE_MARGIN_MS, type Sql } from '../core/database/pool.ts';
-import { defaultCode, errorBody, HttpError, toHttpError, unavailable, type ErrorShape } from '../core/web/errors.ts';
+import { defaultCode, errorBody, HttpError, restatedFor, toHttpError, unavailable, type ErrorShape } from '../core/web/errors.ts';
 import { fairShareKey, type FairShare } from './fair-share.ts';
 import { InvalidTokenError, type AccessClaims, type ApiKeyRole, type TokenService } from '../core/auth/jwt.ts';
 import type { Logger } from '../core/process/log.ts';
@@ -81,6 +82,8 @@ export interface Services {
   statementTimeoutMs: number;
   publicUrl: string;
   appScheme: string;
+  /** Where verified /auth/v1 links may redirect (absent: only to publicUrl). */
+  authRedirects?: AuthRedirects;
   /** Failed-login and refresh/verify throttling (defaults when absent). */
   authLimits?: AuthLimits;
   /** How to read the client IP (TRUST_PROXY); absent: the socket address. */
@@ -350,7 +353,7 @@ async function authenticate(exchange: Exchange, services: Services, tokenInQuery
   try {
     return callerOf({ kind: 'access_token', claims: await services.tokens.verify(token) });
   } catch (err) {
-    if (err instanceof InvalidTokenError) throw new HttpError(401, 'unauthorized', err.message);
+    if (err instanceof InvalidTokenError) throw new HttpError(401, 'unauthorized', err.message, null, 'bad_credential');
     throw err;
   }
 }
@@ -473,7 +476,10 @@ function httpErrorOf(def: RouteRules, err: unknown): HttpError {
 }
 
 /** The answer to an error: the route's HTML page, or the route's error body for the status. */
-function failure(def: RouteRules, httpError: HttpError): Answer {
+function failure(def: RouteRules, refused: HttpError): Answer {
+  // The idempotency refusals are the same Error body on every route.
+  const shape = isIdempotencyRefusal(refused.code) ? 'default' : (def.errorShapes?.[refused.status] ?? def.errorShape ?? 'default');
+  const httpError = restatedFor(shape, refused);
   const headers: Record<string, string> = {};
   if (httpError.status === 401) headers['www-authenticate'] = 'Bearer';
   const retryAfter = retryAfterOf(httpError);
@@ -483,8 +489,6 @@ function failure(def: RouteRules, httpError: HttpError): Answer {
     for (const [name, value] of Object.entries(page.headers)) headers[name.toLowerCase()] = value;
     return { status: httpError.status, headers: { ...headers, 'content-type': 'text/html; charset=utf-8' }, body: page.html };
   }
-  // The idempotency refusals are the same Error body on every route.
-  const shape = isIdempotencyRefusal(httpError.code) ? 'default' : (def.errorShapes?.[httpError.status] ?? def.errorShape ?? 'default');
   return {
     status: httpError.status,
     headers: { ...headers, 'content-type': 'application/json; charset=utf-8' },

@@ -17,7 +17,9 @@ import { claimsOf } from '../core/auth/identity.ts';
 import { LIMITS } from '../core/web/limits.ts';
 import { Email } from '../core/web/schemas.ts';
 import { DEFAULT_AUTH_LIMITS, PASSWORD_SET_LIMIT } from '../core/web/throttle.ts';
-import { errors, noContent, type SecurityScheme } from '../http/responses.ts';
+import { content, errors, noContent, type SecurityScheme } from '../http/responses.ts';
+import { redirectTarget } from '../core/web/redirects.ts';
+import { bearerToken } from '../core/auth/bearer.ts';
 import { refreshSession, register, registrationHash, REFRESH_TOKEN_REUSED, signInWithPassword, type AuthSession } from './auth.ts';
 import { reauthenticate } from './account.ts';
 
@@ -123,6 +125,30 @@ const API_KEY_LIMIT = 'Every request carries an API key in `apikey` (the anon ke
 const COMMON = { auth: 'public', apiKey: 'required', errorShape: 'supabase_auth' } as const;
 const SIGNED_IN = { auth: 'user' as const, apiKey: 'required' as const, errorShape: 'supabase_auth' as const, security: ['bearerAuth'] as SecurityScheme[] };
 
+const ADMIN = { auth: 'public', apiKey: 'required', errorShape: 'supabase_auth', security: ['bearerAuth'] as SecurityScheme[] } as const;
+const ADMIN_LIMIT = 'Only with the service-role key (`npm run admin -- keys`) both as `apikey` and as the bearer token, as `createClient(URL, SERVICE_ROLE_KEY)` sends it; the anon key or a user\'s access token: 403 `not_admin`.';
+
+/**
+ * The admin routes' credential: the bearer token must be the service-role key
+ * (Supabase Auth's requireAdmin): none is 401 `no_authorization`, any other
+ * (the anon key, a user's access token) 403 `not_admin`.
+ */
+function requireServiceRole(ctx: Context<unknown, unknown, unknown>): void {
+  const bearer = bearerToken(ctx.request.headers.authorization);
+  if (bearer === null) throw new HttpError(401, 'unauthorized', 'This endpoint requires a valid Bearer token');
+  if (ctx.services.tokens.apiKeyRole(bearer) !== 'service_role' || ctx.apiKeyRole !== 'service_role') {
+    throw new HttpError(403, 'forbidden', 'User not allowed', { error_code: 'not_admin' });
+  }
+}
+
+const notFound = (err: unknown): never => {
+  if (toHttpError(err).code === 'not_found') throw new HttpError(404, 'not_found', 'User not found', { error_code: 'user_not_found' });
+  throw err;
+};
+
+/** Supabase Auth's 403 for a credential that is there but not valid (`bad_jwt`) or whose session ended (`session_not_found`). */
+const TOKEN_REFUSED = errors('unauthorized', 'invalid_token', 'session_ended');
+
 const PasswordField = z.string().max(1024).describe(`The password: at least ${LIMITS.passwordMinLength} characters.`).meta({ example: 'correct horse battery staple' });
 
 function strongEnough(password: string): void {
@@ -167,11 +193,14 @@ export const supabaseAuthRoutes = [
       await ctx.db((tx) => register(tx, credentials, passwordHash)).catch(taken);
       // The new account signs in as any sign-in does (the same throttle and sessions).
       const session = await signInWithPassword(ctx, body.email, body.password);
+      const answer = await sessionOf(ctx, session);
       if (body.data && Object.keys(body.data).length > 0) {
-        const claims = { role: 'authenticated' as const, aud: 'authenticated', sub: session.user_id, session_id: session.session_id };
-        await ctx.db((tx) => tx`select api.auth_user_metadata_update(${tx.json(body.data as never)}::jsonb)`, claims);
+        // As the new session's own access token, with the claims every sign-in runs with (core/auth/identity.ts).
+        const claims = claimsOf({ kind: 'access_token', claims: await ctx.services.tokens.verify(answer.access_token) });
+        const [row] = await ctx.db((tx) => tx<{ user: unknown }[]>`select api.auth_user_metadata_update(${tx.json(body.data as never)}::jsonb) as user`, claims);
+        answer.user = row!.user;
       }
-      return { status: 200, body: await sessionOf(ctx, session) };
+      return { status: 200, body: answer };
     },
   }),
 
@@ -230,7 +259,7 @@ export const supabaseAuthRoutes = [
     summary: 'Supabase Auth: the signed-in user.',
     description: "Supabase Auth's user endpoint (supabase-js `auth.getUser`): the caller as a User object. Takes any access token of this service, from /auth/v1 or /api/auth.",
     limits: [API_KEY_LIMIT],
-    responses: { 200: SupabaseUser, 401: errors('invalid_token') },
+    responses: { 200: SupabaseUser, 401: errors('unauthorized'), 403: TOKEN_REFUSED },
     async handler({ db }) {
       const [row] = await db((tx) => tx<{ user: unknown }[]>`select api.auth_user() as user`);
       return { status: 200, body: row!.user };
@@ -258,37 +287,38 @@ export const supabaseAuthRoutes = [
     responses: {
       200: SupabaseUser,
       400: errors('current_password_required', 'invalid_credentials'),
-      401: errors('invalid_token'),
-      403: errors('forbidden'),
+      401: errors('unauthorized'),
+      403: errors('forbidden', 'unauthorized', 'invalid_token', 'session_ended'),
       422: errors('weak_password', 'invalid_email'),
       429: errors('rate_limited'),
     },
     async handler(ctx) {
       const { body } = ctx;
       const [current] = await ctx.db((tx) => tx<{ user: { email: string } }[]>`select api.auth_user() as user`);
-      const newEmail = body.email !== undefined && body.email.toLowerCase() !== current!.user.email ? body.email : undefined;
+      const newEmail = body.email !== undefined && body.email.toLowerCase() !== current!.user.email ? body.email : null;
       if (body.password !== undefined) strongEnough(body.password);
-      if (body.password !== undefined && !body.current_password && newEmail === undefined) {
-        // Without the current password: only in a session a recovery link started (SQL says; else current_password_required).
-        const hash = await ctx.services.passwords.hash(ctx.clientIp, body.password);
-        await ctx.db((tx) => tx`select api.auth_recovery_password_set(${hash})`).catch(
-          restated('current_password_required', 400, 'current_password_required', 'Current password required when setting new password.'),
-        );
-      } else if (body.password !== undefined || newEmail !== undefined) {
-        if (!body.current_password) throw new HttpError(400, 'current_password_required', 'Current password required when setting new password.', { error_code: 'current_password_required' });
-        if (body.password !== undefined) {
-          const check = await reauthenticate(ctx, body.current_password, 'body.current_password').catch(restated('invalid_credentials', 400, 'current_password_mismatch', 'Current password required when setting new password.'));
-          if (check.kind !== 'proof') throw new HttpError(400, 'invalid_credentials', 'this account has no password', { error_code: 'current_password_mismatch' });
-          const hash = await ctx.services.passwords.hash(ctx.clientIp, body.password);
-          await ctx.db((tx) => tx`select api.account_password_change(${check.proof}, ${hash})`);
-        }
-        if (newEmail !== undefined) {
-          const check = await reauthenticate(ctx, body.current_password, 'body.current_password').catch(restated('invalid_credentials', 400, 'current_password_mismatch', 'Current password required when setting new password.'));
-          if (check.kind !== 'proof') throw new HttpError(400, 'invalid_credentials', 'this account has no password', { error_code: 'current_password_mismatch' });
-          await ctx.db((tx) => tx`select api.account_email_change(${check.proof}, ${newEmail}, ${ctx.services.publicUrl})`);
-        }
+      // Every password check first (each gives a single-use proof); then one SQL call makes every change or none.
+      const needsProof = (body.password !== undefined && (body.current_password || newEmail !== null)) || newEmail !== null;
+      if (needsProof && !body.current_password) {
+        throw new HttpError(400, 'current_password_required', 'Current password required when setting new password.', { error_code: 'current_password_required' });
       }
-      const [row] = await ctx.db((tx) => tx<{ user: unknown }[]>`select api.auth_user_metadata_update(${tx.json((body.data ?? {}) as never)}::jsonb) as user`);
+      const proof = async () => {
+        const check = await reauthenticate(ctx, body.current_password, 'body.current_password').catch(
+          restated('invalid_credentials', 400, 'current_password_mismatch', 'Current password required when setting new password.'),
+        );
+        if (check.kind !== 'proof') throw new HttpError(400, 'invalid_credentials', 'this account has no password', { error_code: 'current_password_mismatch' });
+        return check.proof;
+      };
+      const passwordProof = body.password !== undefined && needsProof ? await proof() : null;
+      const emailProof = newEmail !== null ? await proof() : null;
+      const passwordHash = body.password !== undefined ? await ctx.services.passwords.hash(ctx.clientIp, body.password) : null;
+      const [row] = await ctx
+        .db(
+          (tx) => tx<{ user: unknown }[]>`
+            select api.auth_user_update(${passwordProof}, ${emailProof}, ${passwordHash}, ${newEmail},
+                                        ${ctx.services.publicUrl}, ${tx.json((body.data ?? {}) as never)}::jsonb) as user`,
+        )
+        .catch(restated('current_password_required', 400, 'current_password_required', 'Current password required when setting new password.'));
       return { status: 200, body: row!.user };
     },
   }),
@@ -305,7 +335,7 @@ export const supabaseAuthRoutes = [
       scope: z.enum(['global', 'local', 'others']).default('global').describe('Which sessions end.'),
     }),
     invalidStatus: 400,
-    responses: { 204: noContent('Signed out.'), 401: errors('invalid_token') },
+    responses: { 204: noContent('Signed out.'), 401: errors('unauthorized'), 403: TOKEN_REFUSED },
     async handler({ db, query }) {
       await db((tx) => tx`select api.account_sign_out(${query.scope})`);
       return { status: 204 };
@@ -379,6 +409,60 @@ export const supabaseAuthRoutes = [
   }),
 
   defineRoute({
+    auth: 'public',
+    errorShape: 'supabase_auth',
+    readWrite: true,
+    method: 'get',
+    path: '/auth/v1/verify',
+    summary: 'Supabase Auth: the link form of an e-mailed link: verifies it, then 303 to `redirect_to` with the session in the fragment.',
+    description:
+      "Supabase Auth's link form of verification (a browser opens it, so no API key). `type=recovery` with the `token` (a set-password link's token) signs its account in as POST /auth/v1/verify does and answers 303 to `redirect_to` with the session in the URL fragment (`#access_token=...&expires_at=...&expires_in=...&refresh_token=...&token_type=bearer&type=recovery`), which supabase-js reads (`detectSessionInUrl`; the implicit flow: PKCE codes are not offered). `type=email_change` confirms the new address and answers 303 with `#message=...&type=email_change` (no session: the link proves the mailbox, not the account). A link that is used, replaced, expired or of another type answers 303 with `#error=access_denied&error_code=otp_expired&error_description=...`. `redirect_to` must be the site's address (SITE_URL, default PUBLIC_URL) or below one of AUTH_REDIRECT_URLS; any other address is replaced by the site's (no open redirect).",
+    query: z.object({
+      type: z.string().max(32).describe('`recovery` or `email_change`.').meta({ example: 'recovery' }),
+      token: z.string().min(1).max(512).describe("The link's token (its token_hash).").meta({ example: 'Jq2v9ZkHnA7wXy1bLm5sPd8cQe4uTf6gH0rS2vW3xY4' }),
+      redirect_to: z.string().max(2048).optional().describe('Where to go next: the site, or an address of AUTH_REDIRECT_URLS (else the site).').meta({ example: 'https://app.example.com/reset' }),
+    }),
+    invalidStatus: 400,
+    responses: {
+      303: content('text/html', 'A redirect: `Location` is `redirect_to` (or the site) with the session, the message or the error in its fragment.'),
+      400: errors('validation_error'),
+    },
+    async handler(ctx) {
+      const { query } = ctx;
+      const target = redirectTarget(query.redirect_to, ctx.services.authRedirects ?? { siteUrl: ctx.services.publicUrl, allowed: [] });
+      let fragment: Record<string, string>;
+      try {
+        if (query.type === 'recovery') {
+          const [started] = await ctx.db((tx) => tx<AuthSession[]>`select * from api.auth_recovery_verify(${query.token}, ${ctx.userAgent}, ${ctx.clientIp})`);
+          const session = await sessionOf(ctx, started!);
+          fragment = {
+            access_token: session.access_token,
+            expires_at: String(session.expires_at),
+            expires_in: String(session.expires_in),
+            refresh_token: session.refresh_token,
+            token_type: 'bearer',
+            type: 'recovery',
+          };
+        } else if (query.type === 'email_change') {
+          await ctx.db((tx) => tx`select api.account_email_change_confirm(${query.token})`);
+          fragment = { message: 'Email change confirmed', type: 'email_change' };
+        } else {
+          throw new HttpError(403, 'invalid_link', 'Email link is invalid or has expired');
+        }
+      } catch (err) {
+        const httpError = toHttpError(err);
+        if (httpError.code !== 'invalid_link' && httpError.code !== 'email_taken') throw err;
+        fragment =
+          httpError.code === 'invalid_link'
+            ? { error: 'access_denied', error_code: 'otp_expired', error_description: 'Email link is invalid or has expired' }
+            : { error: 'invalid_request', error_code: 'email_exists', error_description: 'A user with this email address has already been registered' };
+      }
+      const location = `${target.split('#')[0]}#${new URLSearchParams({ ...fragment, sb: '' }).toString()}`;
+      return { status: 303, redirect: location, headers: { 'Cache-Control': 'no-store', 'Referrer-Policy': 'no-referrer' } };
+    },
+  }),
+
+  defineRoute({
     ...COMMON,
     method: 'post',
     path: '/auth/v1/otp',
@@ -426,6 +510,73 @@ export const supabaseAuthRoutes = [
         status: 200,
         body: { external: { ...off, email: true }, disable_signup: false, mailer_autoconfirm: true, phone_autoconfirm: false, sms_provider: '', saml_enabled: false, anonymous_users: false },
       };
+    },
+  }),
+
+  defineRoute({
+    ...ADMIN,
+    method: 'get',
+    path: '/auth/v1/admin/users',
+    summary: 'Supabase Auth admin: a page of the users (the service-role key only).',
+    description:
+      "Supabase Auth's user list (supabase-js `auth.admin.listUsers({ page, perPage })`), for the service-role key only: the accounts as User objects, oldest first, with `aud` and the `X-Total-Count` header. Runs the operator's SQL (admin.users_list).",
+    limits: [ADMIN_LIMIT],
+    query: z.object({
+      page: z.coerce.number().int().min(1).max(1_000_000).default(1).describe('The page, from 1.'),
+      per_page: z.coerce.number().int().min(1).max(1000).default(50).describe('Users a page (at most 1,000).'),
+    }),
+    invalidStatus: 400,
+    responses: {
+      200: z.object({ users: z.array(SupabaseUser).describe('The page of users.'), aud: z.literal('authenticated').describe('Always `authenticated`.') }).describe('A page of users.'),
+      401: errors('unauthorized'),
+      403: errors('forbidden'),
+    },
+    async handler(ctx) {
+      requireServiceRole(ctx);
+      const [row] = await ctx.db((tx) => tx<{ page: { users: unknown[]; total: number } }[]>`select admin.users_list(${ctx.query.page}, ${ctx.query.per_page}) as page`, claimsOf({ kind: 'gateway' }));
+      return { status: 200, body: { users: row!.page.users, aud: 'authenticated' }, headers: { 'X-Total-Count': String(row!.page.total) } };
+    },
+  }),
+
+  defineRoute({
+    ...ADMIN,
+    method: 'get',
+    path: '/auth/v1/admin/users/:id',
+    summary: 'Supabase Auth admin: one user (the service-role key only).',
+    description: "Supabase Auth's user lookup (supabase-js `auth.admin.getUserById`), for the service-role key only: the account as a User object (admin.user_get).",
+    limits: [ADMIN_LIMIT],
+    params: z.object({ id: z.uuid().describe("The user's id.") }),
+    invalidParamsStatus: 404,
+    responses: { 200: SupabaseUser, 401: errors('unauthorized'), 403: errors('forbidden'), 404: errors('not_found') },
+    async handler(ctx) {
+      requireServiceRole(ctx);
+      const [row] = await ctx.db((tx) => tx<{ user: unknown }[]>`select admin.user_get(${ctx.params.id}) as user`, claimsOf({ kind: 'gateway' })).catch(notFound);
+      return { status: 200, body: row!.user };
+    },
+  }),
+
+  defineRoute({
+    ...ADMIN,
+    method: 'delete',
+    path: '/auth/v1/admin/users/:id',
+    summary: 'Supabase Auth admin: delete a user (the service-role key only).',
+    description:
+      "Supabase Auth's user deletion (supabase-js `auth.admin.deleteUser`), for the service-role key only: deletes the account and everything of the person as `npm run admin -- delete-user` does (admin.user_delete); refused (409) while the account is the only manager of a community. Answers the User object as it was.",
+    limits: [ADMIN_LIMIT],
+    params: z.object({ id: z.uuid().describe("The user's id.") }),
+    invalidParamsStatus: 404,
+    idempotencyKey: false,
+    responses: { 200: SupabaseUser, 401: errors('unauthorized'), 403: errors('forbidden'), 404: errors('not_found'), 409: errors('last_manager_of_communities') },
+    async handler(ctx) {
+      requireServiceRole(ctx);
+      const [row] = await ctx
+        .db(async (tx) => {
+          const user = await tx<{ user: unknown }[]>`select admin.user_get(${ctx.params.id}) as user`;
+          await tx`select admin.user_delete(${ctx.params.id})`;
+          return user;
+        }, claimsOf({ kind: 'gateway' }))
+        .catch(notFound);
+      return { status: 200, body: row!.user };
     },
   }),
 ];

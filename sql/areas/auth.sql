@@ -240,6 +240,30 @@ $function$;
 comment on function api.auth_user() is 'GET /auth/v1/user: the caller as Supabase Auth''s User object (private.auth_user_object). PT401 invalid_token if the account no longer exists.';
 grant execute on function api.auth_user() to authenticated;
 
+CREATE OR REPLACE FUNCTION api.auth_user_update(password_proof text, email_proof text, password_hash text, new_email text, public_url text, data jsonb)
+ RETURNS jsonb
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog'
+AS $function$
+begin
+  -- One transaction: every change or none (a refusal of any undoes the others).
+  -- The e-mail change first: a password change consumes every proof of the account.
+  if auth_user_update.new_email is not null then
+    perform api.account_email_change(auth_user_update.email_proof, auth_user_update.new_email, auth_user_update.public_url);
+  end if;
+  if auth_user_update.password_hash is not null then
+    if auth_user_update.password_proof is null then
+      perform api.auth_recovery_password_set(auth_user_update.password_hash);
+    else
+      perform api.account_password_change(auth_user_update.password_proof, auth_user_update.password_hash);
+    end if;
+  end if;
+  return api.auth_user_metadata_update(coalesce(auth_user_update.data, '{}'::jsonb));
+end;
+$function$;
+comment on function api.auth_user_update(text,text,text,text,text,jsonb) is 'PUT /auth/v1/user: every change at once or none, in one transaction, each by the account''s own rules: new_email as api.account_email_change (with email_proof), password_hash as api.account_password_change (with password_proof) or, without a proof, api.auth_recovery_password_set (a recovery session), then data merged as api.auth_user_metadata_update; answers the User object. Their refusals (PT401 invalid_credentials, PT400 current_password_required, PT422, PT429 rate_limited) undo every change.';
+grant execute on function api.auth_user_update(text,text,text,text,text,jsonb) to authenticated;
+
 CREATE OR REPLACE FUNCTION api.auth_user_metadata_update(data jsonb)
  RETURNS jsonb
  LANGUAGE plpgsql

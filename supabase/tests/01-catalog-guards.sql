@@ -293,6 +293,7 @@ select set_eq(
     'api.auth_recovery_password_set(text)',
     'api.auth_user()',
     'api.auth_user_metadata_update(jsonb)',
+    'api.auth_user_update(text,text,text,text,text,jsonb)',
     'api.auth_verify()',
     'api.calendar_feed_create(text)',
     'api.calendar_feed_revoke()',

@@ -6,7 +6,7 @@
 -- links, e-mail changes confirmed by a token_hash, password changes,
 -- sessions, the export's limit and the operator's delete_user.
 begin;
-select plan(66);
+select plan(70);
 
 select tests.create_user('alice');
 select tests.create_user('bob');
@@ -247,6 +247,13 @@ select is(api.auth_user_metadata_update('{"city": "Berlin", "nick": "E"}'::jsonb
 select is(api.auth_user_metadata_update('{"nick": null}'::jsonb) -> 'user_metadata', '{"city": "Berlin"}'::jsonb, 'a key given as null is removed');
 select is(tests.error_of(format('select api.auth_user_metadata_update(%L::jsonb)', jsonb_build_object('big', repeat('x', 17000)))),
   'PT422 validation_error', 'user_metadata holds at most 16 KB');
+select is(api.auth_user_update(null, null, null, null, null, '{"nick": "Z"}'::jsonb) -> 'user_metadata', '{"city": "Berlin", "nick": "Z"}'::jsonb,
+  'auth_user_update with data alone merges it');
+select is(tests.error_of($$select api.auth_user_update(null, 'not-a-proof', null, 'erin-next@example.test', 'https://app.example.test', '{"nick": "Y"}'::jsonb)$$),
+  'PT401 invalid_credentials', 'auth_user_update: an e-mail change without a valid proof is refused');
+select is(api.auth_user() -> 'user_metadata', '{"city": "Berlin", "nick": "Z"}'::jsonb, 'and nothing of the same call is saved (every change or none)');
+select is(tests.error_of($$select api.auth_user_update(null, null, '$2a$10$abcdefghijklmnopqrstuuJ7d0m2Yd1o5o2H3xA6q7j2lKj8rU3s.', null, null, '{}'::jsonb)$$),
+  'PT400 current_password_required', 'auth_user_update: a new password without a proof outside a recovery session is refused');
 select is(api.account_sign_out('local'), '{"sessions_ended": 1}'::jsonb, 'scope local ends the calling session');
 reset role;
 select is((select count(*)::int from identity.refresh_tokens where user_id = tests.user_id('erin') and revoked_at is null), 0,

@@ -3,7 +3,7 @@
 -- without a manager, managers, plans, community flags, venues and events
 -- with their shortlinks; unknown references are P0002 and create nothing.
 begin;
-select plan(22);
+select plan(29);
 
 select set_config('tests.ada_email', 'ada-' || replace(gen_random_uuid()::text, '-', '') || '@example.test', true);
 select set_config('tests.grace_email', 'grace-' || replace(gen_random_uuid()::text, '-', '') || '@example.test', true);
@@ -17,6 +17,16 @@ select is(
      from app.profiles p join app.nodes n on n.id = p.node_id where p.id = current_setting('tests.ada')::uuid),
   '{"name": "Ada Admin", "kind": "user"}'::jsonb,
   'create_user makes the same user, profile and node that register makes');
+
+select is(admin.user_get(current_setting('tests.ada')::uuid) ->> 'email', current_setting('tests.ada_email'),
+  'user_get: the account as Supabase Auth''s User object');
+select is(tests.error_of(format('select admin.user_get(%L)', gen_random_uuid())), 'PT404 not_found', 'user_get: an unknown id is not found');
+select is(jsonb_array_length(admin.users_list(1, 1) -> 'users'), 1, 'users_list: per_page users a page');
+select ok((admin.users_list(1, 1) ->> 'total')::int >= 2, 'users_list: the total of every account');
+select is(tests.error_of('select admin.users_list(0, 10)'), 'PT400 validation_error', 'users_list: page 0 is refused');
+select set_config('tests.gone', admin.create_user('gone-' || replace(gen_random_uuid()::text, '-', '') || '@example.test', 'password123')::text, true);
+select is(admin.user_delete(current_setting('tests.gone')::uuid) ->> 'user_id', current_setting('tests.gone'), 'user_delete deletes the account as delete_user does');
+select is(tests.error_of(format('select admin.user_delete(%L)', current_setting('tests.gone'))), 'PT404 not_found', 'user_delete: an id no longer there is not found');
 
 -- Communities ------------------------------------------------------------------
 

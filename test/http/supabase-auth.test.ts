@@ -6,7 +6,7 @@
 import { createClient, type AuthChangeEvent, type RealtimeChannel, type SupabaseClient } from '@supabase/supabase-js';
 import { afterAll, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
-import { api, apiKey, baseUrl, db, forgeToken, uniqueEmail } from '../helpers.ts';
+import { api, apiKey, baseUrl, db, forgeToken, publicUrl, uniqueEmail } from '../helpers.ts';
 import { checkContract } from '../support/contract.ts';
 import { waitFor } from '../support/wait.ts';
 
@@ -284,9 +284,19 @@ describe('API keys on /auth/v1', () => {
     const asKey = await api('GET', '/auth/v1/settings', { headers: { apikey: login.body.access_token } });
     expect(asKey.status).toBe(401);
     // And an API key is not an access token.
+    // As Supabase Auth answers: a bearer token that is not valid is 403 bad_jwt; none is 401 no_authorization.
     const anonAsBearer = await api('GET', '/auth/v1/user', { headers: { apikey: ANON_KEY }, token: ANON_KEY });
-    expect(anonAsBearer.status).toBe(401);
-    expect(anonAsBearer.body).toMatchObject({ code: 401 });
+    expect(anonAsBearer.status).toBe(403);
+    expect(anonAsBearer.body).toMatchObject({ code: 403, error_code: 'bad_jwt' });
+    const noBearer = await api('GET', '/auth/v1/user', { headers: { apikey: ANON_KEY } });
+    expect(noBearer.status).toBe(401);
+    expect(noBearer.body).toMatchObject({ code: 401, error_code: 'no_authorization' });
+    const expired = await api('GET', '/auth/v1/user', { headers: { apikey: ANON_KEY }, token: await forgeToken({ sub: crypto.randomUUID() }, { expiresIn: Math.floor(Date.now() / 1000) - 60 }) });
+    expect(expired.body).toMatchObject({ code: 403, error_code: 'bad_jwt' });
+    // A session that ended: 403 session_not_found.
+    await api('POST', '/api/auth/logout', { body: { refresh_token: login.body.refresh_token } });
+    const ended = await api('GET', '/auth/v1/user', { headers: { apikey: ANON_KEY }, token: login.body.access_token });
+    expect(ended.body).toMatchObject({ code: 403, error_code: 'session_not_found' });
     const service = await apiKey('service_role');
     expect((await api('GET', '/auth/v1/settings', { headers: { apikey: service } })).status).toBe(200);
   });
@@ -304,5 +314,157 @@ describe('API keys on /auth/v1', () => {
       if (status === 429 && i % 2 === 0) expect(res.body).toMatchObject({ code: 429, error_code: 'over_request_rate_limit' });
     }
     expect(status).toBe(429);
+  });
+});
+
+describe('GET /auth/v1/verify (the link form)', () => {
+  async function recoveryToken(email: string): Promise<string> {
+    expect((await supabase().auth.resetPasswordForEmail(email)).error).toBeNull();
+    const [mail] = await db()`select link from app.email_outbox where to_email = ${email} and link like '%set-password%' order by id desc limit 1`;
+    return new URL(mail!.link as string).searchParams.get('token')!;
+  }
+  const open = (query: Record<string, string>) => fetch(`${baseUrl}/auth/v1/verify?${new URLSearchParams(query)}`, { redirect: 'manual' });
+
+  it('a recovery link signs in and redirects 303 to redirect_to with the session in the fragment, which supabase-js takes', async () => {
+    const email = uniqueEmail('sb-link');
+    await supabase().auth.signUp({ email, password: PASSWORD });
+    const target = `${publicUrl}/app/reset?x=1`;
+    const token = await recoveryToken(email);
+    const res = await open({ type: 'recovery', token, redirect_to: target });
+    expect(res.status).toBe(303);
+    const location = new URL(res.headers.get('location')!);
+    expect(`${location.origin}${location.pathname}${location.search}`).toBe(target);
+    const fragment = new URLSearchParams(location.hash.slice(1));
+    expect(fragment.get('type')).toBe('recovery');
+    expect(fragment.get('token_type')).toBe('bearer');
+    expect(Number(fragment.get('expires_at'))).toBeGreaterThan(Date.now() / 1000);
+    // The session of the fragment is a session of this service (as supabase-js's detectSessionInUrl would set it).
+    const client = supabase();
+    const set = await client.auth.setSession({ access_token: fragment.get('access_token')!, refresh_token: fragment.get('refresh_token')! });
+    expect(set.error).toBeNull();
+    expect((await client.auth.getUser()).data.user!.email).toBe(email);
+    expect((await client.auth.updateUser({ password: 'set from the link form' })).error).toBeNull();
+    expect((await supabase().auth.signInWithPassword({ email, password: 'set from the link form' })).error).toBeNull();
+
+    // Used once: the error in the fragment, as Supabase Auth redirects it.
+    const again = await open({ type: 'recovery', token, redirect_to: target });
+    expect(again.status).toBe(303);
+    const error = new URLSearchParams(new URL(again.headers.get('location')!).hash.slice(1));
+    expect(Object.fromEntries(error)).toMatchObject({ error: 'access_denied', error_code: 'otp_expired' });
+  });
+
+  it('never redirects off the allow-list: another host, a look-alike host or user-info goes to the site instead (attack: open redirect carrying a session)', async () => {
+    const site = new URL(publicUrl);
+    for (const evil of [
+      'https://evil.example/steal',
+      `${site.protocol}//${site.host}.evil.example/`,
+      `${site.protocol}//${site.host}@evil.example/`,
+      '//evil.example/x',
+      'javascript:alert(1)',
+    ]) {
+      const email = uniqueEmail('sb-open');
+      await supabase().auth.signUp({ email, password: PASSWORD });
+      const res = await open({ type: 'recovery', token: await recoveryToken(email), redirect_to: evil });
+      expect(res.status, evil).toBe(303);
+      const location = new URL(res.headers.get('location')!);
+      expect(location.host, evil).toBe(site.host);
+      expect(location.hash, evil).toContain('access_token=');
+    }
+  });
+});
+
+describe('PUT /auth/v1/user: every change or none', () => {
+  it('a new password and user_metadata that is refused: neither is saved', async () => {
+    const email = uniqueEmail('sb-atomic');
+    const client = supabase();
+    await client.auth.signUp({ email, password: PASSWORD, options: { data: { keep: 'me' } } });
+    const refused = await client.auth.updateUser({ password: 'not saved either', current_password: PASSWORD, data: { big: 'x'.repeat(20_000) } } as never);
+    expect(refused.error).toMatchObject({ status: 422 });
+    expect((await supabase().auth.signInWithPassword({ email, password: PASSWORD })).error).toBeNull();
+    expect((await supabase().auth.signInWithPassword({ email, password: 'not saved either' })).error).not.toBeNull();
+    expect((await client.auth.getUser()).data.user!.user_metadata).toEqual({ keep: 'me' });
+  });
+
+  it('a new password and e-mail address together, in one call', async () => {
+    const email = uniqueEmail('sb-both');
+    const client = supabase();
+    await client.auth.signUp({ email, password: PASSWORD });
+    const next = uniqueEmail('sb-both-new');
+    const both = await client.auth.updateUser({ email: next, password: 'both changed at once', current_password: PASSWORD, data: { n: 1 } } as never);
+    expect(both.error).toBeNull();
+    expect(both.data.user).toMatchObject({ email, new_email: next, user_metadata: { n: 1 } });
+    expect((await supabase().auth.signInWithPassword({ email, password: 'both changed at once' })).error).toBeNull();
+  });
+});
+
+describe('/auth/v1/admin/users: the service-role key only', () => {
+  it('supabase.auth.admin lists, reads and deletes users with the service-role key', async () => {
+    const service = createClient(baseUrl, await apiKey('service_role'), {
+      auth: { persistSession: false, autoRefreshToken: false },
+      global: { fetch: checkedFetch },
+      realtime: { transport: WebSocket as never },
+    });
+    const email = uniqueEmail('sb-admin');
+    const up = await supabase().auth.signUp({ email, password: PASSWORD });
+    const id = up.data.user!.id;
+    const list = await service.auth.admin.listUsers({ page: 1, perPage: 1000 });
+    expect(list.error).toBeNull();
+    expect(list.data.users.length).toBeGreaterThan(0);
+    const second = await service.auth.admin.listUsers({ page: 2, perPage: 1 });
+    expect(second.error).toBeNull();
+    expect(second.data.users).toHaveLength(1);
+    const got = await service.auth.admin.getUserById(id);
+    expect(got.error).toBeNull();
+    expect(got.data.user).toMatchObject({ id, email });
+    const deleted = await service.auth.admin.deleteUser(id);
+    expect(deleted.error).toBeNull();
+    expect((await db()`select 1 from identity.users where id = ${id}`).length).toBe(0);
+    expect((await service.auth.admin.getUserById(id)).error).toMatchObject({ status: 404, code: 'user_not_found' });
+    expect((await supabase().auth.signInWithPassword({ email, password: PASSWORD })).error).toMatchObject({ code: 'invalid_credentials' });
+  });
+
+  it('attack: the anon key, a user\'s access token or the anon key with a service-role apikey are 403 not_admin, and change nothing', async () => {
+    const email = uniqueEmail('sb-notadmin');
+    const up = await supabase().auth.signUp({ email, password: PASSWORD });
+    const id = up.data.user!.id;
+    const token = up.data.session!.access_token;
+    const service = await apiKey('service_role');
+    const attempts = [
+      { apikey: ANON_KEY, bearer: ANON_KEY },
+      { apikey: ANON_KEY, bearer: token },
+      { apikey: service, bearer: token },
+      { apikey: service, bearer: ANON_KEY },
+      { apikey: ANON_KEY, bearer: service },
+    ];
+    for (const { apikey, bearer } of attempts) {
+      for (const [method, path] of [['GET', '/auth/v1/admin/users'], ['GET', `/auth/v1/admin/users/${id}`], ['DELETE', `/auth/v1/admin/users/${id}`]] as const) {
+        const res = await api(method, path, { headers: { apikey }, token: bearer });
+        expect(res.status, `${method} ${path}`).toBe(403);
+        expect(res.body).toMatchObject({ code: 403, error_code: 'not_admin' });
+      }
+    }
+    const none = await api('GET', '/auth/v1/admin/users', { headers: { apikey: service } });
+    expect(none.body).toMatchObject({ code: 401, error_code: 'no_authorization' });
+    // And the supabase-js user client (anon key + session) is refused too.
+    const client = supabase();
+    await client.auth.signInWithPassword({ email, password: PASSWORD });
+    expect((await client.auth.admin.deleteUser(id)).error).toMatchObject({ status: 403, code: 'not_admin' });
+    expect((await db()`select 1 from identity.users where id = ${id}`).length).toBe(1);
+  });
+});
+
+describe('one client for storage', () => {
+  it('the signed-in client uploads and downloads with its session, with no extra line; signed out, it cannot', async () => {
+    const client = supabase();
+    const email = uniqueEmail('sb-storage');
+    const up = await client.auth.signUp({ email, password: PASSWORD });
+    const path = `${up.data.user!.id}/note.txt`;
+    const put = await client.storage.from('attachments').upload(path, new Blob(['from the one client'], { type: 'text/plain' }));
+    expect(put.error).toBeNull();
+    const got = await client.storage.from('attachments').download(path);
+    expect(got.error).toBeNull();
+    expect(await got.data!.text()).toBe('from the one client');
+    await client.auth.signOut();
+    expect((await client.storage.from('attachments').download(path)).error).not.toBeNull();
   });
 });

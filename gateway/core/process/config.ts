@@ -20,6 +20,10 @@ const EnvSchema = z.object({
   PORT: port(3000),
   HOST: optionalString,
   PUBLIC_URL: optionalString,
+  // The address a verified /auth/v1 link goes to by default (default PUBLIC_URL), and the
+  // others its redirect_to may name (comma-separated): docs/supabase-sdks.md#links.
+  SITE_URL: optionalString,
+  AUTH_REDIRECT_URLS: optionalString,
   APP_SCHEME: optionalString,
   // An IANA time zone name; checked against the database's at start (private.time_zone_name).
   DEFAULT_TIMEZONE: optionalString.pipe(z.string().regex(/^[A-Za-z0-9_+\-/]{1,64}$/, { message: 'an IANA time zone name, such as Europe/Paris' }).optional()),
@@ -94,6 +98,12 @@ const EnvSchema = z.object({
   STORAGE_IMAGE_MAX_QUEUED: z.coerce.number().int().min(0).optional().default(64),
 });
 
+/** Where verified /auth/v1 links may redirect (core/web/redirects.ts): the site's address (the fallback) and the allow-list. */
+export interface AuthRedirects {
+  siteUrl: string;
+  allowed: readonly string[];
+}
+
 export interface Config {
   /** Postgres to use; when unset an embedded Postgres is started. */
   databaseUrl: string | undefined;
@@ -108,6 +118,8 @@ export interface Config {
   port: number;
   host: string | undefined;
   publicUrl: string;
+  /** Where verified /auth/v1 links may redirect (SITE_URL, AUTH_REDIRECT_URLS). */
+  authRedirects: AuthRedirects;
   appScheme: string;
   /** DEFAULT_TIMEZONE: the time zone of events that have none of their own, their venue's or their community's. */
   defaultTimezone: string;
@@ -331,6 +343,10 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     host: e.HOST,
     publicUrl: (e.PUBLIC_URL ?? `http://localhost:${e.PORT}`).replace(/\/+$/, ''),
     appScheme: e.APP_SCHEME ?? 'communityapp',
+    authRedirects: {
+      siteUrl: (e.SITE_URL ?? e.PUBLIC_URL ?? `http://localhost:${e.PORT}`).replace(/\/+$/, ''),
+      allowed: (e.AUTH_REDIRECT_URLS ?? '').split(',').map((entry) => entry.trim()).filter((entry) => entry !== ''),
+    },
     defaultTimezone: e.DEFAULT_TIMEZONE ?? 'UTC',
     jwtSecret: e.JWT_SECRET,
     jwtSigningKeys: e.JWT_SIGNING_KEYS,

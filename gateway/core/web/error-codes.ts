@@ -63,20 +63,20 @@ export const ERROR_CODES = {
     also: ['gateway'],
   },
   unauthorized: {
-    status: [401],
+    status: [401, 403],
     meaning:
-      'No credential, or an access token that is not valid (signature, expiry, audience). Sign in again or refresh the access token.',
+      'No credential, or an access token that is not valid (signature, expiry, audience). Sign in again or refresh the access token. (On /auth/v1, as Supabase Auth answers: no credential is 401 `no_authorization`, one that is not valid 403 `bad_jwt`.)',
     also: ['mcp', 'mcp-tool'],
   },
   invalid_token: {
-    status: [401],
+    status: [401, 403],
     meaning:
-      'A credential that was understood but is not valid: an unknown, deactivated or expired API token; a token whose user no longer exists; an agent credential issued for another resource; the token given to /api/auth/verify.',
+      'A credential that was understood but is not valid: an unknown, deactivated or expired API token; a token whose user no longer exists; an agent credential issued for another resource; the token given to /api/auth/verify. (403 `bad_jwt` on /auth/v1.)',
     also: ['mcp'],
   },
   session_ended: {
-    status: [401],
-    meaning: "The access token's session was ended (logout, or a refresh token used twice). Sign in again.",
+    status: [401, 403],
+    meaning: "The access token's session was ended (logout, or a refresh token used twice). Sign in again. (403 `session_not_found` on /auth/v1, as Supabase Auth answers.)",
   },
   forbidden: {
     status: [403],

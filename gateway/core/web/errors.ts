@@ -14,6 +14,12 @@ export class HttpError extends Error {
     readonly code: ErrorCode,
     message: string,
     readonly details: Record<string, unknown> | null = null,
+    /**
+     * A finer reason than the code, never shown in this service's own bodies,
+     * for a shape that tells more (Supabase Auth tells a missing credential,
+     * 401 `no_authorization`, from a bad one, 403 `bad_jwt`): 'bad_credential'.
+     */
+    readonly nuance: 'bad_credential' | null = null,
   ) {
     super(message);
   }
@@ -191,6 +197,20 @@ const SUPABASE_AUTH_CODES: Partial<Record<ErrorCode, string>> = {
   internal_error: 'unexpected_failure',
 };
 
+/**
+ * Supabase Auth's status for a failure: a credential that is there but not
+ * valid is 403 `bad_jwt`, an ended session 403 `session_not_found`
+ * (internal/api/auth.go); a missing one stays 401 `no_authorization`.
+ */
+function supabaseAuthRestated(err: HttpError): HttpError {
+  if (err.status !== 401) return err;
+  if (err.code === 'session_ended') return new HttpError(403, err.code, 'Session from session_id claim in JWT does not exist', { error_code: 'session_not_found' });
+  if (err.code === 'invalid_token' || err.nuance === 'bad_credential') {
+    return new HttpError(403, err.code, `invalid JWT: unable to parse or verify signature, ${err.message}`, { error_code: 'bad_jwt' });
+  }
+  return err;
+}
+
 /** Supabase Auth's error body: the status in `code`, `error_code`, `msg` (and `weak_password.reasons` for a weak password). */
 function supabaseAuthBody(err: HttpError): Record<string, unknown> {
   const named = err.details?.error_code;
@@ -233,6 +253,8 @@ interface ErrorShapeSpec {
   readonly codeField: 'error' | 'code' | null;
   /** How docs/errors.md and the document introduce the codes of a status answered with this body (none for the default). */
   readonly note: string | null;
+  /** The failure as the body's service answers it, when its status differs (the routes declare that status too). */
+  readonly restate?: (err: HttpError) => HttpError;
   readonly body: (err: HttpError) => Record<string, unknown>;
 }
 
@@ -269,6 +291,7 @@ export const ERROR_SHAPES = {
     codeField: null,
     note: "Supabase Auth's body: its own name of the code in `error_code`",
     body: supabaseAuthBody,
+    restate: supabaseAuthRestated,
   },
 } as const satisfies Record<string, ErrorShapeSpec>;
 
@@ -277,6 +300,12 @@ export type ErrorShape = keyof typeof ERROR_SHAPES;
 /** The error body of a shape. */
 export function errorBody(shape: ErrorShape, err: HttpError): Record<string, unknown> {
   return ERROR_SHAPES[shape].body(err);
+}
+
+/** The failure as a shape's service answers it (its status may differ: Supabase Auth's 403 for a bad token). */
+export function restatedFor(shape: ErrorShape, err: HttpError): HttpError {
+  const spec: ErrorShapeSpec = ERROR_SHAPES[shape];
+  return spec.restate ? spec.restate(err) : err;
 }
 
 /** SQLSTATEs worth retrying the whole transaction for. */

@@ -97,6 +97,28 @@ begin
 end;
 $function$;
 
+CREATE OR REPLACE FUNCTION api.auth_user_update(password_proof text, email_proof text, password_hash text, new_email text, public_url text, data jsonb)
+ RETURNS jsonb
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog'
+AS $function$
+begin
+  -- One transaction: every change or none (a refusal of any undoes the others).
+  -- The e-mail change first: a password change consumes every proof of the account.
+  if auth_user_update.new_email is not null then
+    perform api.account_email_change(auth_user_update.email_proof, auth_user_update.new_email, auth_user_update.public_url);
+  end if;
+  if auth_user_update.password_hash is not null then
+    if auth_user_update.password_proof is null then
+      perform api.auth_recovery_password_set(auth_user_update.password_hash);
+    else
+      perform api.account_password_change(auth_user_update.password_proof, auth_user_update.password_hash);
+    end if;
+  end if;
+  return api.auth_user_metadata_update(coalesce(auth_user_update.data, '{}'::jsonb));
+end;
+$function$;
+
 CREATE OR REPLACE FUNCTION private.auth_user_object(user_id uuid)
  RETURNS jsonb
  LANGUAGE sql
@@ -136,6 +158,8 @@ grant execute on function api.auth_user() to authenticated;
 
 grant execute on function api.auth_user_metadata_update(jsonb) to authenticated;
 
+grant execute on function api.auth_user_update(text,text,text,text,text,jsonb) to authenticated;
+
 comment on column identity.users.user_metadata is 'What the user says about themselves through Supabase Auth''s API (`data` of sign-up and PUT /auth/v1/user): a JSON object of at most 16 KB, answered as the User object''s user_metadata. Never read by a rule.';
 
 comment on function api.auth_recovery_password_set(text) is 'PUT /auth/v1/user {password} without the current password: allowed once, within the hour, in a session a recovery link started (api.auth_recovery_verify); sets the bcrypt hash the gateway made and ends every other session. PT400 current_password_required in any other session; PT400 invalid_password_hash.';
@@ -145,6 +169,8 @@ comment on function api.auth_recovery_verify(text,text,text) is 'POST /auth/v1/v
 comment on function api.auth_user() is 'GET /auth/v1/user: the caller as Supabase Auth''s User object (private.auth_user_object). PT401 invalid_token if the account no longer exists.';
 
 comment on function api.auth_user_metadata_update(jsonb) is 'PUT /auth/v1/user {data}: merges data into the caller''s user_metadata as Supabase Auth does (a key set to null is removed; at most 16 KB, else PT422 validation_error) and answers the User object. Only the access token of a sign-in (private.account_caller: PT403 forbidden for an API token or an agent).';
+
+comment on function api.auth_user_update(text,text,text,text,text,jsonb) is 'PUT /auth/v1/user: every change at once or none, in one transaction, each by the account''s own rules: new_email as api.account_email_change (with email_proof), password_hash as api.account_password_change (with password_proof) or, without a proof, api.auth_recovery_password_set (a recovery session), then data merged as api.auth_user_metadata_update; answers the User object. Their refusals (PT401 invalid_credentials, PT400 current_password_required, PT422, PT429 rate_limited) undo every change.';
 
 comment on function private.auth_user_object(uuid) is 'A user as Supabase Auth''s User object: id, aud, role, email, email_confirmed_at (the account''s creation: sign-up needs no confirmation here), last_sign_in_at (its latest sign-in), app_metadata.provider email, user_metadata, one email identity, created_at, updated_at; new_email and email_change_sent_at while an e-mail change waits for its link.';
 
