@@ -59,6 +59,28 @@ const commands: Record<string, Command> = {
     positional: 'email',
     run: async (sql, o) => (await sql`select admin.delete_user(${o.email as string}) as deleted`)[0]?.deleted,
   },
+  'users-list': {
+    usage: '[--page N] [--per-page N]',
+    description:
+      "A page of the accounts as Supabase Auth's User objects, oldest first, and how many there are (what GET /auth/v1/admin/users answers the service-role key). Prints JSON.",
+    options: { page: z.coerce.number().int().min(1).optional(), 'per-page': z.coerce.number().int().min(1).max(1000).optional() },
+    run: async (sql, o) =>
+      (await sql`select admin.users_list(${(o.page as number | undefined) ?? 1}, ${(o['per-page'] as number | undefined) ?? 50}) as page`)[0]?.page,
+  },
+  'user-get': {
+    usage: 'ID (or --id ID)',
+    description: "An account as Supabase Auth's User object, by its id (GET /auth/v1/admin/users/{id}). Prints JSON.",
+    options: { id: Uuid },
+    positional: 'id',
+    run: async (sql, o) => (await sql`select admin.user_get(${o.id as string}) as user`)[0]?.user,
+  },
+  'user-delete': {
+    usage: 'ID (or --id ID)',
+    description: 'Delete an account by its id, as delete-user does by its e-mail (DELETE /auth/v1/admin/users/{id}). Prints what was deleted.',
+    options: { id: Uuid },
+    positional: 'id',
+    run: async (sql, o) => (await sql`select admin.user_delete(${o.id as string}) as deleted`)[0]?.deleted,
+  },
   'create-community': {
     usage: '--name N [--description D] [--tags a,b] [--manager-email E]',
     description: 'Create a community; the user with --manager-email becomes its manager. Prints the community id.',
