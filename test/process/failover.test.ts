@@ -77,7 +77,9 @@ describe.skipIf(!pg15Installed)('a multi-host DATABASE_URL (PostgreSQL 15 primar
     } finally {
       if (gateway) {
         gateway.child.kill('SIGTERM');
+        const killer = setTimeout(() => gateway!.child.kill('SIGKILL'), 20_000);
         await exited(gateway.child);
+        clearTimeout(killer);
       }
       await primary.end();
       await pair.dispose();
@@ -90,6 +92,7 @@ describe.skipIf(!pg15Installed)('a multi-host DATABASE_URL (PostgreSQL 15 primar
       server: 'pg15-standby',
       clients: 10,
       writes: true,
+      jobs: 20,
       faults: [{ kind: 'failover', seconds: 1 }],
     });
     const [report] = reports;
@@ -107,6 +110,8 @@ describe.skipIf(!pg15Installed)('a multi-host DATABASE_URL (PostgreSQL 15 primar
     expect(report!.streamGaps, 'changes missing from the stream').toEqual([]);
     expect(report!.streamDuplicates, 'changes the stream delivered twice').toEqual([]);
     expect(report!.streamInOrder).toBe(true);
+    expect(report!.jobsAdded).toBe(20);
+    expect(report!.jobsNotRun, 'jobs added before the failover and not run after it').toEqual([]);
     expect(report!.gatewayAlive).toBe(true);
   }, 180_000);
 });

@@ -80,6 +80,8 @@ export interface OutageOptions {
   processes?: number;
   /** Extra environment for the gateway process. */
   env?: Record<string, string>;
+  /** Before each fault, this many jobs added (due 1.5 s later, so across the fault), and counted as run after it. */
+  jobs?: number;
 }
 
 export interface FaultReport {
@@ -126,6 +128,9 @@ export interface FaultReport {
   streamGaps: string[];
   /** Events the stream delivered more than once. */
   streamDuplicates: string[];
+  /** Jobs added (committed) just before the fault (OutageOptions.jobs), and those of them not run within 15 s of the return. */
+  jobsAdded: number;
+  jobsNotRun: string[];
   streamInOrder: boolean;
   summary: string;
 }
@@ -388,7 +393,10 @@ export async function runOutage(options: OutageOptions): Promise<OutageRun> {
     options.server === 'pg15-standby' ? await pg15Standby(options.dir) : options.server === 'pg15' ? await pg15(options.dir) : await embedded(options.dir);
   const quiet = createLogger('silent');
   // With DATABASE_URL the gateway applies committed migrations only: current/ too, first.
-  await runMigrations(server.url, quiet, { includeCurrent: true });
+  await runMigrations(server.url, quiet, { includeCurrent: true }).catch(async (err: unknown) => {
+    await server.dispose();
+    throw err;
+  });
   let bouncer: RunningPgBouncer | undefined;
   let gateway: GatewayProcess | undefined;
   let admin = postgres(server.url, { max: 2, onnotice: () => {} });
@@ -458,6 +466,12 @@ export async function runOutage(options: OutageOptions): Promise<OutageRun> {
     for (const fault of options.faults) {
       await new Promise((r) => setTimeout(r, 1_000));
       const phaseStart = Date.now();
+      const jobKeys: string[] = [];
+      for (let j = 0; j < (options.jobs ?? 0); j++) {
+        const key = `outage-job-${crypto.randomBytes(4).toString('hex')}`;
+        await admin`select graphile_worker.add_job('prune_auth_failures', '{}'::json, run_at => now() + interval '1.5 seconds', job_key => ${key})`;
+        jobKeys.push(key);
+      }
       await admin.end({ timeout: 1 });
       const downAt = Date.now();
       let killed: Promise<void> | undefined;
@@ -524,6 +538,10 @@ export async function runOutage(options: OutageOptions): Promise<OutageRun> {
         return Math.min(...[...stream!.arrived.entries()].filter(([t]) => !arrivedBefore.has(t)).map(([, at]) => at)) - upAt;
       })();
       const [healthBackMs, servedBackMs, listenBackMs] = await Promise.all([health, served, listen]);
+      const jobsLeft = async () =>
+        (await admin<{ key: string }[]>`select key from graphile_worker.jobs where key = any(${jobKeys}::text[])`).map((r) => r.key);
+      await waitUntil(async () => (await jobsLeft()).length === 0, 15_000, 'the jobs run').catch(() => {});
+      const jobsNotRun = jobKeys.length ? await jobsLeft() : [];
       // Long enough for every request of the fault to be answered (the deadline), then a few seconds served.
       await new Promise((r) => setTimeout(r, Math.max(3_000, OUTAGE_STATEMENT_TIMEOUT_MS + 2_000 - (Date.now() - upAt))));
       creating = false;
@@ -534,7 +552,11 @@ export async function runOutage(options: OutageOptions): Promise<OutageRun> {
       const phase = samples.filter((s) => s.startedAt >= phaseStart && s.startedAt < phaseEnd);
       phases.push(phase);
       reports.push(
-        measure({ fault, server: server.name, through: bouncer ? 'PgBouncer' : 'direct', phase, downAt, upAt, killedAt, healthBackMs, servedBackMs, listenBackMs, created, inserts, gateway }),
+        {
+          ...measure({ fault, server: server.name, through: bouncer ? 'PgBouncer' : 'direct', phase, downAt, upAt, killedAt, healthBackMs, servedBackMs, listenBackMs, created, inserts, gateway }),
+          jobsAdded: jobKeys.length,
+          jobsNotRun,
+        },
       );
     }
     loading = false;
@@ -635,6 +657,8 @@ function measure(p: Phase): FaultReport {
     gatewayAlive: p.gateway.child.exitCode === null && p.gateway.child.signalCode === null,
     streamGaps: p.created.filter((t) => !p.inserts.includes(t)),
     streamDuplicates,
+    jobsAdded: 0,
+    jobsNotRun: [],
     streamInOrder: p.inserts.every((t, i) => i === 0 || Number(t.split(' ')[1]) > Number(p.inserts[i - 1]!.split(' ')[1])),
     summary: '',
   };
@@ -669,5 +693,6 @@ function settleWrites(report: FaultReport, phase: Sample[], writes: Map<string, 
     `${report.unexpected.length} unexpected, longest answer ${seconds(report.longestMs)} s, 503 while down p50 ${report.refusedP50Ms} ms / p95 ${report.refusedP95Ms} ms, ${report.slowWhileDown.length} slower than ${seconds(FAIL_FAST_MS)} s while down; ` +
     `writes: ${report.writes}, ${report.ackedButMissing.length} acknowledged but missing, ${report.savedButFailed.length} saved though answered as failed, outcome_unknown ${report.unknownSaved} saved / ${report.unknownLost} not; ` +
     `after the return: /health 200 in ${seconds(report.healthBackMs)} s, served in ${seconds(report.servedBackMs)} s, LISTEN in ${seconds(report.listenBackMs)} s; ` +
-    `stream: ${report.streamGaps.length} missing, ${report.streamDuplicates.length} duplicated; gateway ${report.gatewayAlive ? 'up' : 'GONE'}, ${report.processes} processes serving`;
+    `stream: ${report.streamGaps.length} missing, ${report.streamDuplicates.length} duplicated; ` +
+    `${report.jobsAdded ? `jobs: ${report.jobsAdded} added before, ${report.jobsNotRun.length} not run after; ` : ''}gateway ${report.gatewayAlive ? 'up' : 'GONE'}, ${report.processes} processes serving`;
 }
