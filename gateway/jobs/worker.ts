@@ -29,9 +29,11 @@
 // before each fetch, is the gate).
 import { EventEmitter } from 'node:events';
 import postgres from 'postgres';
+import type pg from 'pg';
 import { makeWorkerUtils, run, type Runner, type TaskList, type WorkerEvents } from 'graphile-worker';
 import { DEFAULT_COMMUNITY_CONCURRENCY, DEFAULT_WEBHOOK_PORTS, type Config, type StorageConfig, type WebhookConfig } from '../core/process/config.ts';
 import { reconnectDelaySeconds } from '../core/database/pool.ts';
+import { primaryFollowingPool } from '../core/database/hosts.ts';
 import type { Logger } from '../core/process/log.ts';
 import { crontab, PERIODIC_JOBS, type PeriodicSettings } from './crontab.ts';
 import { sendEmailTask, type SmtpOptions } from './mail.ts';
@@ -110,7 +112,9 @@ export async function startJobWorker(options: JobWorkerOptions): Promise<JobWork
     };
   }
 
-  const utils = await makeWorkerUtils({ connectionString: options.connectionString, noPreparedStatements: options.throughTransactionPooler, logger: workerLogger(log) });
+  // graphile-worker's pg pools take one host: these follow the primary of a multi-host URL (core/database/hosts.ts).
+  const utilsPool = primaryFollowingPool(options.connectionString, { max: 2 }, poolErrors(log));
+  const utils = await makeWorkerUtils({ pgPool: utilsPool, noPreparedStatements: options.throughTransactionPooler, logger: workerLogger(log) });
   const runners: RunningLane[] = [];
   const stopAll = async (timeoutMs: number) => {
     let timer: NodeJS.Timeout | undefined;
@@ -120,7 +124,9 @@ export async function startJobWorker(options: JobWorkerOptions): Promise<JobWork
     ]);
     clearTimeout(timer);
     await Promise.resolve(utils.release()).catch(() => {});
+    await utilsPool.end().catch(() => {});
     await Promise.all(runners.map((r) => r.liveness?.end({ timeout: 1 }).catch(() => {})));
+    await Promise.all(runners.map((r) => r.pool.end().catch(() => {})));
     for (const close of closers) close();
   };
   try {
@@ -156,6 +162,8 @@ interface RunningLane {
   id: string;
   runner: Runner;
   liveness: postgres.Sql | undefined;
+  /** The runner's pg pool (graphile-worker leaves a pool it was given open). */
+  pool: pg.Pool;
 }
 
 /** One graphile-worker runner for `taskList` (it fetches only those tasks' jobs), with its liveness connection. */
@@ -184,12 +192,12 @@ async function startLane(options: JobWorkerOptions, name: string, taskList: Task
       .finally(open);
   });
   let runner: Runner;
+  // A running webhook job holds one connection (its endpoint lock); fetching and completing jobs and LISTEN need more.
+  const pool = primaryFollowingPool(options.connectionString, { max: concurrency * 2 + 2 }, poolErrors(log));
   try {
     runner = await run({
-      connectionString: options.connectionString,
+      pgPool: pool,
       concurrency,
-      // A running webhook job holds one connection (its endpoint lock); fetching and completing jobs and LISTEN need more.
-      maxPoolSize: concurrency * 2 + 2,
       noPreparedStatements: options.throughTransactionPooler,
       noHandleSignals: true,
       pollInterval: options.pollIntervalMs ?? 1000,
@@ -205,11 +213,18 @@ async function startLane(options: JobWorkerOptions, name: string, taskList: Task
     });
   } catch (err) {
     await liveness?.end({ timeout: 1 });
+    await pool.end().catch(() => {});
     throw err;
   }
   runner.promise.catch((err: unknown) => log.error({ err, runner: name }, 'job worker stopped with an error'));
   await gate;
-  return { id: poolId, runner, liveness };
+  return { id: poolId, runner, liveness, pool };
+}
+
+/** The errors of a pool's connections (a restart, a failover), logged as graphile-worker's own pools log them: connection errors quieted (workerLogger). */
+function poolErrors(log: Logger): (err: Error) => void {
+  const logger = workerLogger(log);
+  return (err) => logger.error(`PostgreSQL client generated error: ${err.message}`, { error: err });
 }
 
 /** The job worker's options from the configuration (also used by `npm run worker`). */

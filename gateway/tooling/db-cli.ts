@@ -20,6 +20,7 @@ import { runDumpCommand } from './schema-dump.ts';
 import { runAreasCommand } from './areas.ts';
 // Logs go to stderr: stdout carries only the command's output.
 import { startupMessage } from '../core/process/startup-error.ts';
+import { primaryUrl } from '../core/database/hosts.ts';
 
 const config = loadConfigOrExit();
 const log = createLogger(process.env.LOG_LEVEL ?? 'warn', 'db', destination(2));
@@ -38,7 +39,9 @@ if (process.argv[2] === 'areas') {
   await database.stop();
   process.exit(code);
 }
-const url = new URL(database.url);
+// graphile-migrate's CLI (pg) takes one host: the primary of a multi-host DATABASE_URL.
+const single = await primaryUrl(database.url);
+const url = new URL(single);
 const withDb = (name: string) => Object.assign(new URL(url), { pathname: `/${name}` }).toString();
 const shadow = process.env.SHADOW_DATABASE_URL ?? withDb(`${url.pathname.slice(1)}_shadow`);
 const root = process.env.ROOT_DATABASE_URL ?? withDb('postgres');
@@ -47,7 +50,7 @@ if (database.embedded) await ensureDatabase(root, new URL(shadow).pathname.slice
 const cli = createRequire(import.meta.url).resolve('graphile-migrate/dist/cli.js');
 const result = spawnSync(process.execPath, [cli, ...process.argv.slice(2)], {
   stdio: 'inherit',
-  env: { ...process.env, DATABASE_URL: database.url, SHADOW_DATABASE_URL: shadow, ROOT_DATABASE_URL: root },
+  env: { ...process.env, DATABASE_URL: single, SHADOW_DATABASE_URL: shadow, ROOT_DATABASE_URL: root },
 });
 await database.stop();
 process.exitCode = result.status ?? 1;

@@ -6,6 +6,7 @@
 import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import { pg15Program } from './pg15.ts';
+import { databaseHosts, queryParam, withHost } from '../core/process/database-url.ts';
 
 export function findPsql(): string | null {
   const fromPath = (process.env.PATH ?? '').split(':').map((dir) => `${dir}/psql`).find((file) => fs.existsSync(file));
@@ -19,11 +20,15 @@ export function runPsql(databaseUrl: string, args: string[]): number {
     console.error('psql not found: apt-get install postgresql-client-15 (or set PSQL=/path/to/psql)');
     return 1;
   }
-  const url = new URL(databaseUrl);
+  // A DATABASE_URL may name several hosts (not a WHATWG URL): libpq takes them as lists, and target_session_attrs.
+  const hosts = databaseHosts(databaseUrl);
+  const url = new URL(hosts[0] ? withHost(databaseUrl, hosts[0]) : databaseUrl);
+  const targetSessionAttrs = queryParam(databaseUrl, 'target_session_attrs');
   const env: NodeJS.ProcessEnv = {
     ...process.env,
-    PGHOST: url.hostname,
-    PGPORT: url.port || '5432',
+    PGHOST: hosts.map((h) => h.host).join(',') || url.hostname,
+    PGPORT: hosts.map((h) => String(h.port)).join(',') || url.port || '5432',
+    ...(targetSessionAttrs ? { PGTARGETSESSIONATTRS: targetSessionAttrs } : {}),
     PGUSER: decodeURIComponent(url.username),
     PGDATABASE: decodeURIComponent(url.pathname.slice(1)),
     PGAPPNAME: 'admin-sql',

@@ -23,12 +23,18 @@
 //                           disk, a network partition: connections stay open and
 //                           nothing answers), SIGCONT `seconds` later
 //        pgbouncer-restart  PgBouncer stopped at once and started again on its port
+//        failover           (server 'pg15-standby': a PostgreSQL 15 primary and its
+//                           synchronous standby, the gateway on a multi-host
+//                           DATABASE_URL with target_session_attrs=read-write)
+//                           SIGKILL of the primary's postmaster, the standby
+//                           promoted `seconds` later; "back" is the promotion
 //      `killWorker`: one gateway process is SIGKILLed 0.5 s into the outage
 //      (its replacement starts while the database is down).
 //   5. Measured from the moment the database (or PgBouncer) is back: /health
 //      200, the first profile answered 200, the first change delivered to the
 //      stream (events are created every 100 ms from then on). And for every
-//      write: whether it was saved, against what its answer said.
+//      write: whether it was saved, against what its answer said (a write
+//      answered 201 and not saved is an acknowledged write lost).
 import { spawnSync } from 'node:child_process';
 import crypto from 'node:crypto';
 import fs from 'node:fs';
@@ -39,6 +45,7 @@ import { createLogger } from '../../gateway/core/process/log.ts';
 import { runMigrations } from '../../gateway/core/database/migrate.ts';
 import { pg15Program } from '../../gateway/tooling/pg15.ts';
 import { startPgBouncer, type RunningPgBouncer } from './pgbouncer.ts';
+import { startReplicatedPair } from './replication.ts';
 import { exited, freePort, startGatewayProcess, waitUntil, type GatewayProcess } from './processes.ts';
 
 /** The gateway's statement timeout during the outage runs: every answer is due within it + 2 s. */
@@ -48,7 +55,7 @@ const CLIENT_TIMEOUT_MS = 30_000;
 /** While the database is down or frozen, a request that was not already running is answered within this. */
 export const FAIL_FAST_MS = 2_000;
 
-export type FaultKind = 'stop' | 'immediate' | 'freeze' | 'pgbouncer-restart';
+export type FaultKind = 'stop' | 'immediate' | 'freeze' | 'pgbouncer-restart' | 'failover';
 
 export interface Fault {
   kind: FaultKind;
@@ -63,8 +70,8 @@ export interface OutageOptions {
   dir: string;
   clients: number;
   faults: Fault[];
-  /** 'embedded' (Postgres 18 from npm) or 'pg15' (Debian's, /usr/lib/postgresql/15). */
-  server?: 'embedded' | 'pg15';
+  /** 'embedded' (Postgres 18 from npm), 'pg15' (Debian's, /usr/lib/postgresql/15), or 'pg15-standby' (a PG15 primary and its synchronous standby: test/support/replication.ts). */
+  server?: 'embedded' | 'pg15' | 'pg15-standby';
   /** The gateway's pool through PgBouncer in transaction mode. */
   pgbouncer?: boolean;
   /** Clients alternate reads and task creations (saved writes are checked against their answers). */
@@ -73,6 +80,8 @@ export interface OutageOptions {
   processes?: number;
   /** Extra environment for the gateway process. */
   env?: Record<string, string>;
+  /** Before each fault, this many jobs added (due 1.5 s later, so across the fault), and counted as run after it. */
+  jobs?: number;
 }
 
 export interface FaultReport {
@@ -108,6 +117,8 @@ export interface FaultReport {
   writes: number;
   /** Writes answered with a failure (not 504 outcome_unknown) that were saved all the same. */
   savedButFailed: string[];
+  /** Writes answered 201 that are not in the database afterwards (acknowledged and lost). */
+  ackedButMissing: string[];
   /** Writes answered 504 outcome_unknown: saved, and not saved. */
   unknownSaved: number;
   unknownLost: number;
@@ -117,6 +128,9 @@ export interface FaultReport {
   streamGaps: string[];
   /** Events the stream delivered more than once. */
   streamDuplicates: string[];
+  /** Jobs added (committed) just before the fault (OutageOptions.jobs), and those of them not run within 15 s of the return. */
+  jobsAdded: number;
+  jobsNotRun: string[];
   streamInOrder: boolean;
   summary: string;
 }
@@ -137,6 +151,8 @@ interface Server {
   start(): Promise<void>;
   /** The postmaster and its children (SIGSTOP/SIGCONT). */
   pids(): number[];
+  /** Only 'pg15-standby': SIGKILL of the primary, and `seconds` later the standby promoted. */
+  failover?(seconds: number): Promise<void>;
   dispose(): Promise<void>;
 }
 
@@ -236,6 +252,27 @@ async function pg15(dir: string): Promise<Server> {
       }
       fs.rmSync(dir, { recursive: true, force: true });
     },
+  };
+}
+
+async function pg15Standby(dir: string): Promise<Server> {
+  const pair = await startReplicatedPair(dir);
+  const url = pair.multiHostUrl();
+  const unsupported = async () => {
+    throw new Error('pg15-standby: only the failover fault');
+  };
+  return {
+    url,
+    name: 'PostgreSQL 15 primary + synchronous standby',
+    stop: unsupported,
+    start: unsupported,
+    pids: () => clusterPids(pair.primary.data),
+    async failover(seconds) {
+      pair.killPrimary();
+      await new Promise((r) => setTimeout(r, seconds * 1000));
+      await pair.promoteStandby();
+    },
+    dispose: () => pair.dispose(),
   };
 }
 
@@ -352,10 +389,14 @@ function signalAll(pids: number[], signal: NodeJS.Signals): void {
 }
 
 export async function runOutage(options: OutageOptions): Promise<OutageRun> {
-  const server = options.server === 'pg15' ? await pg15(options.dir) : await embedded(options.dir);
+  const server =
+    options.server === 'pg15-standby' ? await pg15Standby(options.dir) : options.server === 'pg15' ? await pg15(options.dir) : await embedded(options.dir);
   const quiet = createLogger('silent');
   // With DATABASE_URL the gateway applies committed migrations only: current/ too, first.
-  await runMigrations(server.url, quiet, { includeCurrent: true });
+  await runMigrations(server.url, quiet, { includeCurrent: true }).catch(async (err: unknown) => {
+    await server.dispose();
+    throw err;
+  });
   let bouncer: RunningPgBouncer | undefined;
   let gateway: GatewayProcess | undefined;
   let admin = postgres(server.url, { max: 2, onnotice: () => {} });
@@ -425,6 +466,12 @@ export async function runOutage(options: OutageOptions): Promise<OutageRun> {
     for (const fault of options.faults) {
       await new Promise((r) => setTimeout(r, 1_000));
       const phaseStart = Date.now();
+      const jobKeys: string[] = [];
+      for (let j = 0; j < (options.jobs ?? 0); j++) {
+        const key = `outage-job-${crypto.randomBytes(4).toString('hex')}`;
+        await admin`select graphile_worker.add_job('prune_auth_failures', '{}'::json, run_at => now() + interval '1.5 seconds', job_key => ${key})`;
+        jobKeys.push(key);
+      }
       await admin.end({ timeout: 1 });
       const downAt = Date.now();
       let killed: Promise<void> | undefined;
@@ -442,6 +489,9 @@ export async function runOutage(options: OutageOptions): Promise<OutageRun> {
       if (fault.kind === 'pgbouncer-restart') {
         if (!bouncer) throw new Error('pgbouncer-restart needs pgbouncer: true');
         await bouncer.restart();
+      } else if (fault.kind === 'failover') {
+        if (!server.failover) throw new Error("failover needs server: 'pg15-standby'");
+        await server.failover(fault.seconds);
       } else if (fault.kind === 'freeze') {
         const pids = server.pids();
         signalAll(pids, 'SIGSTOP');
@@ -488,6 +538,10 @@ export async function runOutage(options: OutageOptions): Promise<OutageRun> {
         return Math.min(...[...stream!.arrived.entries()].filter(([t]) => !arrivedBefore.has(t)).map(([, at]) => at)) - upAt;
       })();
       const [healthBackMs, servedBackMs, listenBackMs] = await Promise.all([health, served, listen]);
+      const jobsLeft = async () =>
+        (await admin<{ key: string }[]>`select key from graphile_worker.jobs where key = any(${jobKeys}::text[])`).map((r) => r.key);
+      await waitUntil(async () => (await jobsLeft()).length === 0, 15_000, 'the jobs run').catch(() => {});
+      const jobsNotRun = jobKeys.length ? await jobsLeft() : [];
       // Long enough for every request of the fault to be answered (the deadline), then a few seconds served.
       await new Promise((r) => setTimeout(r, Math.max(3_000, OUTAGE_STATEMENT_TIMEOUT_MS + 2_000 - (Date.now() - upAt))));
       creating = false;
@@ -498,7 +552,11 @@ export async function runOutage(options: OutageOptions): Promise<OutageRun> {
       const phase = samples.filter((s) => s.startedAt >= phaseStart && s.startedAt < phaseEnd);
       phases.push(phase);
       reports.push(
-        measure({ fault, server: server.name, through: bouncer ? 'PgBouncer' : 'direct', phase, downAt, upAt, killedAt, healthBackMs, servedBackMs, listenBackMs, created, inserts, gateway }),
+        {
+          ...measure({ fault, server: server.name, through: bouncer ? 'PgBouncer' : 'direct', phase, downAt, upAt, killedAt, healthBackMs, servedBackMs, listenBackMs, created, inserts, gateway }),
+          jobsAdded: jobKeys.length,
+          jobsNotRun,
+        },
       );
     }
     loading = false;
@@ -593,11 +651,14 @@ function measure(p: Phase): FaultReport {
     listenBackMs: p.listenBackMs,
     writes: phase.filter((s) => s.write).length,
     savedButFailed: [],
+    ackedButMissing: [],
     unknownSaved: 0,
     unknownLost: 0,
     gatewayAlive: p.gateway.child.exitCode === null && p.gateway.child.signalCode === null,
     streamGaps: p.created.filter((t) => !p.inserts.includes(t)),
     streamDuplicates,
+    jobsAdded: 0,
+    jobsNotRun: [],
     streamInOrder: p.inserts.every((t, i) => i === 0 || Number(t.split(' ')[1]) > Number(p.inserts[i - 1]!.split(' ')[1])),
     summary: '',
   };
@@ -618,6 +679,8 @@ function settleWrites(report: FaultReport, phase: Sample[], writes: Map<string, 
       else report.unknownLost++;
     } else if (typeof s.status === 'number' && s.status >= 300 && kept) {
       report.savedButFailed.push(`${s.write}: answered ${s.status}${s.code ? ` ${s.code}` : ''}`);
+    } else if (s.status === 201 && !kept) {
+      report.ackedButMissing.push(`${s.write}: answered 201`);
     }
   }
   const seconds = (ms: number) => (ms / 1000).toFixed(2);
@@ -628,7 +691,8 @@ function settleWrites(report: FaultReport, phase: Sample[], writes: Map<string, 
     `${report.server}, ${report.fault}: ${report.requests} requests (${statuses}), ${report.unanswered.length} unanswered` +
     `${report.cutByKill ? ` (and ${report.cutByKill} cut with the killed process)` : ''}, ` +
     `${report.unexpected.length} unexpected, longest answer ${seconds(report.longestMs)} s, 503 while down p50 ${report.refusedP50Ms} ms / p95 ${report.refusedP95Ms} ms, ${report.slowWhileDown.length} slower than ${seconds(FAIL_FAST_MS)} s while down; ` +
-    `writes: ${report.writes}, ${report.savedButFailed.length} saved though answered as failed, outcome_unknown ${report.unknownSaved} saved / ${report.unknownLost} not; ` +
+    `writes: ${report.writes}, ${report.ackedButMissing.length} acknowledged but missing, ${report.savedButFailed.length} saved though answered as failed, outcome_unknown ${report.unknownSaved} saved / ${report.unknownLost} not; ` +
     `after the return: /health 200 in ${seconds(report.healthBackMs)} s, served in ${seconds(report.servedBackMs)} s, LISTEN in ${seconds(report.listenBackMs)} s; ` +
-    `stream: ${report.streamGaps.length} missing, ${report.streamDuplicates.length} duplicated; gateway ${report.gatewayAlive ? 'up' : 'GONE'}, ${report.processes} processes serving`;
+    `stream: ${report.streamGaps.length} missing, ${report.streamDuplicates.length} duplicated; ` +
+    `${report.jobsAdded ? `jobs: ${report.jobsAdded} added before, ${report.jobsNotRun.length} not run after; ` : ''}gateway ${report.gatewayAlive ? 'up' : 'GONE'}, ${report.processes} processes serving`;
 }

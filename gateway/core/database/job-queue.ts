@@ -3,6 +3,7 @@
 // (gateway/jobs/worker.ts).
 import { Logger as WorkerLogger, runMigrations } from 'graphile-worker';
 import type { Logger } from '../process/log.ts';
+import { primaryUrl } from './hosts.ts';
 
 /**
  * graphile-worker's log lines through pino: its per-job info lines at
@@ -32,7 +33,7 @@ export function workerLogger(log: Logger): WorkerLogger {
   });
 }
 
-const CONNECTION_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'ENOTFOUND', 'EAI_AGAIN']);
+const CONNECTION_CODES = new Set(['NO_PRIMARY', 'ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'ENOTFOUND', 'EAI_AGAIN']);
 
 function isConnectionError(error: unknown, message: string): boolean {
   const code = String((error as { code?: unknown } | null)?.code ?? '');
@@ -52,11 +53,12 @@ export async function installJobQueue(connectionString: string, log: Logger): Pr
   const started = Date.now();
   for (let attempt = 1; ; attempt++) {
     try {
-      await runMigrations({ connectionString, logger: workerLogger(log) });
+      // graphile-worker's pg takes one host: the primary of a multi-host URL.
+      await runMigrations({ connectionString: await primaryUrl(connectionString), logger: workerLogger(log) });
       return;
     } catch (err) {
       const code = (err as { code?: unknown } | null)?.code;
-      const retryable = code === 'ECONNREFUSED' || code === 'ECONNRESET' || code === '57P03' || code === '23505' || code === '42P06';
+      const retryable = code === 'ECONNREFUSED' || code === 'NO_PRIMARY' || code === 'ECONNRESET' || code === '57P03' || code === '23505' || code === '42P06';
       if (!retryable || Date.now() - started > 30_000) throw err;
       await new Promise((resolve) => setTimeout(resolve, Math.min(250 * attempt, 2000)));
     }

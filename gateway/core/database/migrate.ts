@@ -13,6 +13,7 @@ import { Logger, migrate, watch, type Settings } from 'graphile-migrate';
 import { projectRoot } from '../process/config.ts';
 import type { Logger as PinoLogger } from '../process/log.ts';
 import { installJobQueue } from './job-queue.ts';
+import { primaryUrl } from './hosts.ts';
 
 export const MIGRATIONS_FOLDER = path.join(projectRoot(), 'sql', 'migrations');
 
@@ -53,10 +54,11 @@ export async function runMigrations(
 ): Promise<void> {
   await installJobQueue(connectionString, log);
   const applied: Applied = { committed: [], current: false };
-  const settings = settingsFor(connectionString, log, applied, migrationsFolder);
   const started = Date.now();
   for (let attempt = 1; ; attempt++) {
     try {
+      // graphile-migrate's pg takes one host: the primary of a multi-host URL (core/database/hosts.ts).
+      const settings = settingsFor(await primaryUrl(connectionString), log, applied, migrationsFolder);
       await migrate(settings);
       if (includeCurrent) await watch(settings, true);
       releaseMigrationPools();
@@ -96,6 +98,6 @@ function releaseMigrationPools(): void {
 
 function isUnreachable(err: unknown): boolean {
   const code = (err as { code?: unknown } | null)?.code;
-  // Refused/reset connections, and Postgres still starting up (57P03).
-  return code === 'ECONNREFUSED' || code === 'ECONNRESET' || code === '57P03';
+  // Refused/reset connections, Postgres still starting up (57P03), no host of a multi-host URL taking writes yet.
+  return code === 'ECONNREFUSED' || code === 'ECONNRESET' || code === '57P03' || code === 'NO_PRIMARY';
 }

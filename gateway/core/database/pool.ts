@@ -12,7 +12,10 @@
 // behind PgBouncer a new connection whose first query fails (the server is
 // gone) ended the process with an unhandled rejection (#1192): the patch in
 // gateway/patches/, applied by `npm install`, fixes the driver, and
-// test/unit/postgres-driver.test.ts fails without it.
+// test/unit/postgres-driver.test.ts fails without it. The same patch makes
+// target_session_attrs=read-write pass over a hot standby (the driver took
+// one for a primary), so a pool on a multi-host URL follows the primary
+// (core/database/hosts.ts; test/process/failover.test.ts fails without it).
 import postgres from 'postgres';
 import { DatabaseWatch } from './watch.ts';
 import type { Logger } from '../process/log.ts';

@@ -4,6 +4,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { z } from 'zod';
 import { StartupProblem } from './startup-error.ts';
+import { databaseHosts } from './database-url.ts';
 
 const optionalString = z
   .string()
@@ -457,14 +458,10 @@ function mcpConfig(e: z.infer<typeof EnvSchema>): McpConfig {
   };
 }
 
-/** Supabase's transaction-mode pooler listens on 6543; anything else is taken as a session. */
+/** Supabase's transaction-mode pooler listens on 6543; anything else is taken as a session. (A database URL may name several hosts: not a WHATWG URL.) */
 function detectPoolMode(url: string | undefined): 'session' | 'transaction' {
   if (!url) return 'session';
-  try {
-    return new URL(url).port === '6543' ? 'transaction' : 'session';
-  } catch {
-    return 'session';
-  }
+  return databaseHosts(url).some((h) => h.port === 6543) ? 'transaction' : 'session';
 }
 
 /** The repository root (this file lives in gateway/core/process/). */
