@@ -20,6 +20,8 @@ import { ChangeHub } from './realtime/hub.ts';
 import { SessionWatch } from './realtime/session-watch.ts';
 import { attachRealtimeWebSocket } from './realtime/websocket.ts';
 import { StorageService } from './storage/service.ts';
+import type { ReadinessCheck } from './core/process/admin-server.ts';
+import { poolMax } from './core/process/metrics.ts';
 
 /** Pending connections the kernel may queue for accept (see listen below). */
 const LISTEN_BACKLOG = 8192;
@@ -29,6 +31,8 @@ export interface RunningGateway {
   server: http.Server;
   /** The realtime hub (SSE stream and websocket). */
   realtime: ChangeHub;
+  /** What the admin server's /ready asks of this gateway (core/process/admin-server.ts). */
+  readiness: Record<string, ReadinessCheck>;
   close(): Promise<void>;
 }
 
@@ -54,6 +58,7 @@ export async function startGateway(
   if (config.databasePoolMode === 'transaction' && !listenSql) {
     log.warn('DATABASE_POOL_MODE=transaction without DATABASE_DIRECT_URL: realtime changes arrive by polling only');
   }
+  poolMax.set(config.dbPoolMax);
   const tokens = await createTokenService(config);
   const realtime = new ChangeHub(sql, config.realtime, log, {
     publicUrl: config.publicUrl,
@@ -160,7 +165,16 @@ export async function startGateway(
     throw err;
   }
   ready = true;
-  return { url: `http://localhost:${port}`, server, realtime, close };
+  const readiness: Record<string, ReadinessCheck> = {
+    database: async () => {
+      if (!ready) return closing ? 'shutting down' : 'migrations are not applied yet';
+      await withDeadline(sql, 2_000, () => sql`select 1`.then(() => undefined));
+      return null;
+    },
+    realtime: async () => realtime.notReady(),
+    ...(worker ? { jobs: async () => worker!.notPolling() } : {}),
+  };
+  return { url: `http://localhost:${port}`, server, realtime, readiness, close };
 }
 
 /**

@@ -52,10 +52,10 @@ export interface McpProxyOptions {
   log: Logger;
 }
 
-/** Whether the MCP process serves `path` (one of MCP_PATHS, or below one; case-insensitive). */
-export function isMcpPath(path: string): boolean {
+/** The MCP process's path prefix `path` falls under (one of MCP_PATHS, or below one; case-insensitive), if any: also the metrics' route. */
+export function mcpPathOf(path: string): string | undefined {
   const lower = path.toLowerCase();
-  return MCP_PATHS.some((prefix) => lower === prefix || lower.startsWith(`${prefix}/`));
+  return MCP_PATHS.find((prefix) => lower === prefix || lower.startsWith(`${prefix}/`));
 }
 
 /** Passes the exchange's request to the MCP process, and its answer back. */

@@ -421,6 +421,7 @@ function send(res: ServerResponse, reply: Reply): void {
 /** Or step 5 when any step failed: the error, logged and answered as the route answers it (a response already started is cut). */
 async function fail(exchange: Exchange, def: RouteRules, err: unknown): Promise<void> {
   const httpError = httpErrorOf(def, err);
+  exchange.requestLog.cause = httpError.code;
   logFailure(exchange, httpError, err);
   if (exchange.res.headersSent) {
     exchange.res.destroy();

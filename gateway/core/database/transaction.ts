@@ -46,6 +46,7 @@ import type { WatchedOperation } from './watch.ts';
 import { isRetryable } from '../web/errors.ts';
 import { DatabaseWaitError, DEADLINE_MARGIN_MS, OutcomeUnknownError, publicUrlOf, watchOf, type Sql } from './pool.ts';
 import { isDatabaseUnavailable, noteServed } from './unavailable-log.ts';
+import { metricsOn, operationOf, poolConnections, poolPending, poolWait, sqlDuration, statementTimeouts } from '../process/metrics.ts';
 
 /**
  * The request's transaction: the connection held for the request, BEGIN
@@ -148,7 +149,69 @@ interface Progress {
   abandoned: boolean;
 }
 
+/**
+ * The pipeline's database step, measured once for every route (when metrics
+ * are on, core/process/metrics.ts): connections held and waited for, the wait,
+ * and the transaction's duration by the api function it called.
+ */
+const pool = { used: 0, pending: 0 };
+function countPool(max: number): void {
+  poolConnections.set({ db_client_connection_state: 'used' }, pool.used);
+  poolConnections.set({ db_client_connection_state: 'idle' }, Math.max(0, max - pool.used));
+  poolPending.set(pool.pending);
+}
+
 async function transaction<T>(sql: Sql, claims: RequestClaims | null, fn: (tx: Tx) => Promise<T>, options: TransactionOptions<T>): Promise<T> {
+  if (!metricsOn()) return unmeasuredTransaction(sql, claims, fn, options);
+  const started = performance.now();
+  const max = sql.options.max;
+  const operation = { name: 'other' };
+  let errorType = '';
+  try {
+    return await unmeasuredTransaction(sql, claims, fn, options, operation);
+  } catch (err) {
+    const code = (err as { code?: unknown }).code;
+    errorType = typeof code === 'string' && /^[0-9A-Z_]{1,32}$/.test(code) ? code : 'error';
+    if (code === '57014') statementTimeouts.inc({ db_operation_name: operation.name });
+    throw err;
+  } finally {
+    sqlDuration.observe({ db_system_name: 'postgresql', db_operation_name: operation.name, error_type: errorType }, (performance.now() - started) / 1000);
+    countPool(max);
+  }
+}
+
+/** Measures the wait for a connection and counts the connections held and waited for. */
+async function reserveMeasured(sql: Sql, max: number): Promise<postgres.ReservedSql> {
+  const waiting = performance.now();
+  pool.pending++;
+  countPool(max);
+  try {
+    const tx = await sql.reserve();
+    pool.used++;
+    const release = tx.release.bind(tx);
+    let released = false;
+    tx.release = () => {
+      if (!released) {
+        released = true;
+        pool.used--;
+      }
+      release();
+    };
+    return tx;
+  } finally {
+    pool.pending--;
+    poolWait.observe((performance.now() - waiting) / 1000);
+    countPool(max);
+  }
+}
+
+async function unmeasuredTransaction<T>(
+  sql: Sql,
+  claims: RequestClaims | null,
+  fn: (tx: Tx) => Promise<T>,
+  options: TransactionOptions<T>,
+  operation?: { name: string },
+): Promise<T> {
   const timeoutMs = options.statementTimeoutMs ?? 15_000;
   const watch = watchOf(sql);
   if (watch && !watch.responsive) throw new DatabaseWaitError('the database does not answer');
@@ -157,7 +220,7 @@ async function transaction<T>(sql: Sql, claims: RequestClaims | null, fn: (tx: T
   const cutOff = new Promise<never>((_, reject) => (cut = reject));
   const op: WatchedOperation | undefined = watch?.enter(() => cut(new DatabaseWaitError('the database does not answer')));
   const work = (async () => {
-    const tx = await sql.reserve();
+    const tx = operation ? await reserveMeasured(sql, sql.options.max) : await sql.reserve();
     if (progress.abandoned || (watch && !watch.responsive)) {
       // The request was answered while it waited, or the database stopped answering: give the connection back unused.
       tx.release();
@@ -165,7 +228,7 @@ async function transaction<T>(sql: Sql, claims: RequestClaims | null, fn: (tx: T
     }
     op?.sent();
     try {
-      return await run(tx, claims, publicUrlOf(sql), fn, options, timeoutMs, progress);
+      return await run(tx, claims, publicUrlOf(sql), fn, options, timeoutMs, progress, operation);
     } finally {
       tx.release();
     }
@@ -232,6 +295,7 @@ async function run<T>(
   options: TransactionOptions<T>,
   timeoutMs: number,
   progress: Progress,
+  operation?: { name: string },
 ): Promise<T> {
   const settle = async (pending: Promise<unknown>[]): Promise<unknown[]> => {
     const outcomes = await Promise.allSettled(pending);
@@ -257,6 +321,7 @@ async function run<T>(
     body = Promise.reject(err);
   }
   const readOnly = options.readOnly ?? false;
+  if (operation && isPendingQuery(body)) operation.name = operationOf((body as { strings?: readonly string[] }).strings?.join('$'));
   if (isPendingQuery(body) && !options.finish) {
     // One statement: COMMIT goes out right behind it.
     body.execute();

@@ -4,6 +4,13 @@
 // response with method, path (never the query string: it may carry
 // credentials), status, duration and user.
 //
+// Every line of a request (the request line and whatever the request's logger
+// writes) carries reqId and traceId: the trace id of an incoming W3C
+// `traceparent` (or of the request's span, when tracing is on), else a new one.
+// When metrics are on (core/process/metrics.ts), the same moment records the
+// request's duration by method, route template and status, and counts 503s
+// by cause and 429s by door.
+//
 // The line is written by a logger without redaction (its fields are fixed
 // and hold no secret): pino's redaction walks every logged object, and on a
 // request that costs a few hundred microseconds that was measurable.
@@ -11,11 +18,27 @@ import crypto from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { RequestHandler } from 'express';
 import { accessLogOf, type Logger } from '../process/log.ts';
+import { doorOf, httpDuration, routeTemplate, metricsOn, throttleRefusals, unavailableAnswers } from '../process/metrics.ts';
 
 const REQUEST_ID = /^[A-Za-z0-9._-]{1,64}$/;
+/** A W3C traceparent (version 00): its trace id is the second field; all zeros is invalid. */
+const TRACEPARENT = /^[0-9a-f]{2}-([0-9a-f]{32})-[0-9a-f]{16}-[0-9a-f]{2}$/;
+
+/** The trace id of a request: its `traceparent`'s when valid, else a new one. */
+export function traceIdOf(header: string | string[] | undefined): string {
+  const match = typeof header === 'string' ? TRACEPARENT.exec(header.trim()) : null;
+  const id = match?.[1];
+  return id && !/^0+$/.test(id) ? id : crypto.randomBytes(16).toString('hex');
+}
 
 export interface RequestLog {
   readonly id: string;
+  /** The W3C trace id the request's log lines carry. */
+  traceId: string;
+  /** The route template that served the request (`/api/mobile/tasks/{id}`), for the metrics; unset: none matched. */
+  route: string | undefined;
+  /** The error code of a refusal (503 and 429 are counted by it). */
+  cause: string | undefined;
   /** The request's logger (with reqId). */
   readonly log: Logger;
   /** The signed-in user, shown on the line. */
@@ -31,21 +54,37 @@ export function startRequestLog(req: IncomingMessage, res: ServerResponse, log: 
   let child: Logger | undefined;
   const state: RequestLog = {
     id,
+    traceId: traceIdOf(req.headers.traceparent),
+    route: undefined,
+    cause: undefined,
     get log() {
-      return (child ??= log.child({ reqId: id }));
+      return (child ??= log.child({ reqId: id, traceId: state.traceId }));
     },
     userId: undefined,
     path: undefined,
   };
   res.setHeader('X-Request-Id', id);
   const access = accessLogOf(log);
-  if (access.isLevelEnabled('info')) {
+  const logged = access.isLevelEnabled('info');
+  const measured = metricsOn();
+  if (measured) causes.set(res, state);
+  if (logged || measured) {
     res.once('finish', () => {
       const ms = performance.now() - started;
+      if (measured) measure(req.method ?? 'GET', state, res.statusCode, ms);
+      if (!logged) return;
       const url = req.url ?? '/';
       const q = url.indexOf('?');
       access.info(
-        { reqId: id, method: req.method, path: state.path ?? (q === -1 ? url : url.slice(0, q)), status: res.statusCode, ms: Math.round(ms * 10) / 10, user: state.userId },
+        {
+          reqId: id,
+          traceId: state.traceId,
+          method: req.method,
+          path: state.path ?? (q === -1 ? url : url.slice(0, q)),
+          status: res.statusCode,
+          ms: Math.round(ms * 10) / 10,
+          user: state.userId,
+        },
         'request',
       );
     });
@@ -53,10 +92,34 @@ export function startRequestLog(req: IncomingMessage, res: ServerResponse, log: 
   return state;
 }
 
+const causes = new WeakMap<ServerResponse, RequestLog>();
+
+/** Records the error code a response answers with (the cause a 503 or 429 is counted by), when metrics are on. */
+export function noteCause(res: ServerResponse, code: string): void {
+  const state = causes.get(res);
+  if (state) state.cause = code;
+}
+
+/** Methods as OpenTelemetry labels them: the known ones, else _OTHER (a label never takes what a client invents). */
+const METHODS = new Set(['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS']);
+
+function measure(method: string, state: RequestLog, status: number, ms: number): void {
+  const route = state.route ?? 'unmatched';
+  httpDuration.observe({ http_request_method: METHODS.has(method) ? method : '_OTHER', http_route: route, http_response_status_code: status }, ms / 1000);
+  if (status === 503) unavailableAnswers.inc({ cause: state.cause ?? 'other' });
+  else if (status === 429) throttleRefusals.inc({ door: doorOf(route) });
+}
+
 /** The same, as Express middleware (the MCP process): res.locals.requestId, .log and .userId. */
 export function requestLogger(log: Logger): RequestHandler {
   return (req, res, next) => {
     const state = startRequestLog(req, res, log);
+    // Express knows the route once it matched: the template, never the path.
+    Object.defineProperty(state, 'route', {
+      get: () => (req.route ? routeTemplate(`${req.baseUrl ?? ''}${String(req.route.path)}`) : undefined),
+      set: () => {},
+      configurable: true,
+    });
     res.locals.requestId = state.id;
     Object.defineProperty(res.locals, 'log', { get: () => state.log, configurable: true });
     Object.defineProperty(res.locals, 'userId', {
