@@ -213,7 +213,7 @@ async function warnAboutOtherIssuers(sql: Sql, publicUrl: string, log: Logger): 
   const others = await sql<{ application_name: string }[]>`
     select distinct application_name from pg_stat_activity
      where datname = current_database() and application_name like 'gateway iss:%'
-       and application_name <> ${gatewayApplicationName(publicUrl)}`;
+       and split_part(application_name, ' ', 2) <> split_part(${gatewayApplicationName(publicUrl)}, ' ', 2)`;
   if (others.length === 0) return;
   log.error(
     { publicUrl, others: others.map((o) => o.application_name) },

@@ -304,7 +304,7 @@ export function defineRoute<
         const caller = def.auth === 'user' ? await authenticate(exchange, services, def.tokenInQuery ?? false) : null;
         if (caller) exchange.userId = caller.user.sub;
         const ip = clientIp(exchange.req.socket.remoteAddress, exchange.req.headers['x-forwarded-for'], services.trustProxy);
-        const transaction = requestTransaction(def, services, caller, ip);
+        const transaction = requestTransaction(def, services, caller, ip, exchange.requestLog.traceId);
         const run = (db: InTransaction) => def.handler(validatedContext(def, exchange, { services, caller, ip, db }));
         const key = keyed ? idempotencyKeyOf(exchange, def.invalidStatus ?? 400) : null;
         if (key) await serveKeyed(exchange.res, key, transaction, async (db) => answerOf(await run(db)), (err) => httpErrorOf(def, err).status);
@@ -343,16 +343,17 @@ async function authenticate(exchange: Exchange, services: Services, tokenInQuery
 /**
  * Step 2: the request's transactions (core/database/transaction.ts), as the
  * caller (anon on public routes), read-only for a GET, each within the
- * client's fair share of the pool (fair-share.ts).
+ * client's fair share of the pool (fair-share.ts), its application_name
+ * carrying the request's trace id.
  */
-function requestTransaction(def: RouteRules, services: Services, caller: Caller | null, ip: string): InTransaction {
+function requestTransaction(def: RouteRules, services: Services, caller: Caller | null, ip: string, traceId: string): InTransaction {
   const claims = caller?.user ?? claimsOf({ kind: 'anon' });
   const readOnly = def.method === 'get' && !def.readWrite;
   const share = services.fairShare;
   const shareKey = fairShareKey(caller?.user.sub, ip);
   return (fn, asClaims, options) => {
     const run = () =>
-      withClaims(services.sql, asClaims === undefined ? claims : asClaims, fn, { readOnly, statementTimeoutMs: services.statementTimeoutMs, ...options });
+      withClaims(services.sql, asClaims === undefined ? claims : asClaims, fn, { readOnly, statementTimeoutMs: services.statementTimeoutMs, traceId, ...options });
     return share ? share.run(shareKey, run) : run();
   };
 }

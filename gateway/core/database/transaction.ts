@@ -8,6 +8,7 @@
 //              set_config('request.jwt.claims', …, true),    -- nothing leaks to the
 //              set_config('statement_timeout', …, true),     -- next user of the connection
 //              set_config('request.public_url', …, true)     -- (the URLs SQL builds)
+//              set_config('application_name', …, true)       -- (the request's trace id)
 //       the handler's one call
 //       COMMIT
 //   → wait for the four replies: ONE network round trip per request.
@@ -44,7 +45,7 @@
 import postgres from 'postgres';
 import type { WatchedOperation } from './watch.ts';
 import { isRetryable } from '../web/errors.ts';
-import { DatabaseWaitError, DEADLINE_MARGIN_MS, OutcomeUnknownError, publicUrlOf, watchOf, type Sql } from './pool.ts';
+import { DatabaseWaitError, DEADLINE_MARGIN_MS, OutcomeUnknownError, publicUrlOf, tracedApplicationName, watchOf, type Sql } from './pool.ts';
 import { isDatabaseUnavailable, noteServed } from './unavailable-log.ts';
 import { metricsOn, operationOf, poolConnections, poolPending, poolWait, sqlDuration, statementTimeouts } from '../process/metrics.ts';
 
@@ -65,6 +66,8 @@ export interface RequestClaims {
 export interface TransactionOptions<T = unknown> {
   readOnly?: boolean;
   statementTimeoutMs?: number;
+  /** The request's W3C trace id: the transaction's application_name carries it (pool.ts tracedApplicationName). */
+  traceId?: string;
   /**
    * Statements to send right before COMMIT, in the same round trip, once fn
    * has settled (e.g. storing an idempotent request's answer): they get fn's
@@ -228,7 +231,8 @@ async function unmeasuredTransaction<T>(
     }
     op?.sent();
     try {
-      return await run(tx, claims, publicUrlOf(sql), fn, options, timeoutMs, progress, operation);
+      const applicationName = options.traceId ? tracedApplicationName(sql, options.traceId) : null;
+      return await run(tx, claims, publicUrlOf(sql), applicationName, fn, options, timeoutMs, progress, operation);
     } finally {
       tx.release();
     }
@@ -291,6 +295,7 @@ async function run<T>(
   tx: postgres.ReservedSql,
   claims: RequestClaims | null,
   publicUrl: string,
+  applicationName: string | null,
   fn: (tx: Tx) => Promise<T>,
   options: TransactionOptions<T>,
   timeoutMs: number,
@@ -311,8 +316,10 @@ async function run<T>(
            set_config('request.jwt.claims', ${claimsJson(claims)}, true),
            set_config('statement_timeout', ${String(timeoutMs)}, true),
            set_config('request.public_url', ${publicUrl}, true),
+           case when ${applicationName}::text is not null then set_config('application_name', ${applicationName}::text, true) end,
            private.check_session(${sessionOf(claims)}::uuid)`
-      : tx`select set_config('statement_timeout', ${String(timeoutMs)}, true), set_config('request.public_url', ${publicUrl}, true)`
+      : tx`select set_config('statement_timeout', ${String(timeoutMs)}, true), set_config('request.public_url', ${publicUrl}, true),
+                  case when ${applicationName}::text is not null then set_config('application_name', ${applicationName}::text, true) end`
   ).execute();
   let body: Promise<T>;
   try {
