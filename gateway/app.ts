@@ -106,7 +106,10 @@ export function createApp({ services, log, isReady, corsOrigins, mcp }: AppOptio
       exchange.requestLog.route = '/health';
       return health(res);
     }
-    if (!isReady()) return sendError(res, new HttpError(503, 'service_unavailable', 'the service is starting'));
+    if (!isReady()) {
+      exchange.requestLog.cause = 'starting';
+      return sendError(res, new HttpError(503, 'service_unavailable', 'the service is starting'));
+    }
     // Before any body is read: the MCP process reads it itself.
     const mcpPath = proxy ? mcpPathOf(path) : undefined;
     if (mcpPath) {

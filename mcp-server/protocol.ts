@@ -112,6 +112,8 @@ export interface CallContext {
   protocolVersion: ProtocolVersion;
   publicUrl: string;
   statementTimeoutMs: number;
+  /** The request's W3C trace id (the gateway's, through traceparent): its tool calls' transactions carry it. */
+  traceId?: string;
   log: Logger;
   /** Audit records not yet written (awaited on shutdown). */
   pendingRecords: Set<Promise<void>>;
@@ -185,6 +187,7 @@ async function runTool(ctx: CallContext, tool: ToolDefinition, rawArgs: unknown,
     const value = await withClaims(ctx.sql, ctx.agent.claims, (tx) => tool.run(tx, parsed.data, { publicUrl: ctx.publicUrl }), {
       readOnly: tool.kind === 'read',
       statementTimeoutMs: ctx.statementTimeoutMs,
+      traceId: ctx.traceId,
     });
     const result: CallToolResult = { content: [{ type: 'text', text: JSON.stringify(value) }] };
     if (hasStructuredOutput(ctx.protocolVersion) && isPlainObject(value)) result.structuredContent = value;

@@ -230,6 +230,7 @@ function mcpHandler(deps: McpDeps, open: Set<{ close(): Promise<void> }>, pendin
         protocolVersion: version,
         publicUrl: deps.config.publicUrl,
         statementTimeoutMs: deps.config.statementTimeoutMs,
+        traceId: res.locals.traceId as string | undefined,
         log: reqLog,
         pendingRecords,
       });

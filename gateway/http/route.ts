@@ -422,7 +422,7 @@ function send(res: ServerResponse, reply: Reply): void {
 /** Or step 5 when any step failed: the error, logged and answered as the route answers it (a response already started is cut). */
 async function fail(exchange: Exchange, def: RouteRules, err: unknown): Promise<void> {
   const httpError = httpErrorOf(def, err);
-  exchange.requestLog.cause = httpError.code;
+  exchange.requestLog.cause = causeOf(httpError, err);
   logFailure(exchange, httpError, err);
   if (exchange.res.headersSent) {
     exchange.res.destroy();
@@ -435,6 +435,17 @@ async function fail(exchange: Exchange, def: RouteRules, err: unknown): Promise<
     await discardRest(exchange.req);
   }
   sendAnswer(exchange.res, failure(def, httpError));
+}
+
+/**
+ * Why a request failed, for the metrics: a 503 the pipeline made of a
+ * database error (unreachable, not answering, restarting) is `database`; one
+ * a step refused itself (the password queue full, a stream not accepted) is
+ * `overloaded`; other failures, their error code.
+ */
+function causeOf(httpError: HttpError, err: unknown): string {
+  if (httpError.status !== 503) return httpError.code;
+  return err instanceof HttpError ? 'overloaded' : 'database';
 }
 
 /** An error as the route answers it (the SQLSTATE table, then the route's status overrides). */

@@ -24,6 +24,11 @@ const REQUEST_ID = /^[A-Za-z0-9._-]{1,64}$/;
 /** A W3C traceparent (version 00): its trace id is the second field; all zeros is invalid. */
 const TRACEPARENT = /^[0-9a-f]{2}-([0-9a-f]{32})-[0-9a-f]{16}-[0-9a-f]{2}$/;
 
+/** A W3C traceparent continuing `traceId` (a new span id, sampled), for a request this one makes (the MCP process). */
+export function traceparentOf(traceId: string): string {
+  return `00-${traceId}-${crypto.randomBytes(8).toString('hex')}-01`;
+}
+
 /** The trace id of a request: its `traceparent`'s when valid, else a new one. */
 export function traceIdOf(header: string | string[] | undefined): string {
   const match = typeof header === 'string' ? TRACEPARENT.exec(header.trim()) : null;
@@ -37,7 +42,7 @@ export interface RequestLog {
   traceId: string;
   /** The route template that served the request (`/api/mobile/tasks/{id}`), for the metrics; unset: none matched. */
   route: string | undefined;
-  /** The error code of a refusal (503 and 429 are counted by it). */
+  /** Why a 503 was answered (the metrics' cause: database, overloaded, starting, mcp); else the error code of a refusal. */
   cause: string | undefined;
   /** The request's logger (with reqId). */
   readonly log: Logger;
@@ -94,10 +99,10 @@ export function startRequestLog(req: IncomingMessage, res: ServerResponse, log: 
 
 const causes = new WeakMap<ServerResponse, RequestLog>();
 
-/** Records the error code a response answers with (the cause a 503 or 429 is counted by), when metrics are on. */
+/** Records the error code a response answers with, unless a cause was given already (when metrics are on). */
 export function noteCause(res: ServerResponse, code: string): void {
   const state = causes.get(res);
-  if (state) state.cause = code;
+  if (state) state.cause ??= code;
 }
 
 /** Methods as OpenTelemetry labels them: the known ones, else _OTHER (a label never takes what a client invents). */
@@ -110,7 +115,7 @@ function measure(method: string, state: RequestLog, status: number, ms: number):
   else if (status === 429) throttleRefusals.inc({ door: doorOf(route) });
 }
 
-/** The same, as Express middleware (the MCP process): res.locals.requestId, .log and .userId. */
+/** The same, as Express middleware (the MCP process): res.locals.requestId, .traceId, .log and .userId. */
 export function requestLogger(log: Logger): RequestHandler {
   return (req, res, next) => {
     const state = startRequestLog(req, res, log);
@@ -121,6 +126,7 @@ export function requestLogger(log: Logger): RequestHandler {
       configurable: true,
     });
     res.locals.requestId = state.id;
+    res.locals.traceId = state.traceId;
     Object.defineProperty(res.locals, 'log', { get: () => state.log, configurable: true });
     Object.defineProperty(res.locals, 'userId', {
       get: () => state.userId,
