@@ -11,6 +11,7 @@ import { startGateway, type RunningGateway } from './server.ts';
 import { startMcpChild, type McpChild } from './mcp-child.ts';
 import { answerClusterMetricsRequests, answerReadinessRequests, startAdminServer, type AdminServer, type ReadinessCheck } from './core/process/admin-server.ts';
 import { enableMetrics } from './core/process/metrics.ts';
+import { startTracing, stopTracing } from './core/process/tracing.ts';
 
 async function main(): Promise<void> {
   const config = loadConfigOrExit();
@@ -19,6 +20,8 @@ async function main(): Promise<void> {
   if (await startWorkers(config, log, (databaseUrl) => startMcpChild(config, databaseUrl, log))) return;
   // ADMIN_PORT: metrics are kept in every gateway process (a cluster's primary gathers its workers').
   if (config.admin) enableMetrics('gateway');
+  // OTEL_EXPORTER_OTLP_ENDPOINT (or ..._TRACES_ENDPOINT): traces; else the SDK is not loaded.
+  await startTracing('community-backend');
   const started = Date.now();
   let database: Database | undefined;
   let gateway: RunningGateway | undefined;
@@ -31,6 +34,7 @@ async function main(): Promise<void> {
   const shutdown = onShutdown(log, async () => {
     await Promise.all([mcp?.stop(), gateway?.close()]);
     await admin?.close();
+    await stopTracing();
     await database?.stop();
   });
   // Under `npm start` (its script execs this process, so npm passes SIGTERM and

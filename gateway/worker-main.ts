@@ -13,6 +13,7 @@ import { onShutdown } from './core/process/shutdown.ts';
 import { jobWorkerOptions, startJobWorker, type JobWorker } from './jobs/worker.ts';
 import { startAdminServer, type AdminServer } from './core/process/admin-server.ts';
 import { enableMetrics } from './core/process/metrics.ts';
+import { startTracing, stopTracing } from './core/process/tracing.ts';
 import { withDeadline, createPool } from './core/database/pool.ts';
 
 async function main(): Promise<void> {
@@ -27,12 +28,15 @@ async function main(): Promise<void> {
     async () => {
       await worker?.stop(10_000);
       await admin?.close();
+      await stopTracing();
       await probe?.end({ timeout: 1 });
       await database?.stop();
     },
     { limitMs: 15_000 },
   );
 
+  // OTEL_EXPORTER_OTLP_ENDPOINT: a span per webhook delivery, whose traceparent the receiver gets.
+  await startTracing('community-backend-worker');
   try {
     // ADMIN_PORT: /live, /ready (the database answers, the worker polls) and /metrics (jobs, webhooks, e-mails).
     if (config.admin) {

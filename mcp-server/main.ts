@@ -12,6 +12,7 @@ import { onShutdown } from '../gateway/core/process/shutdown.ts';
 import { startMcpServer, type RunningMcpServer } from './server.ts';
 import { answerMetricsRequests, startAdminServer, type AdminServer } from '../gateway/core/process/admin-server.ts';
 import { enableMetrics } from '../gateway/core/process/metrics.ts';
+import { startTracing, stopTracing } from '../gateway/core/process/tracing.ts';
 
 async function main(): Promise<void> {
   const config = loadConfigOrExit();
@@ -24,6 +25,7 @@ async function main(): Promise<void> {
     async () => {
       await server?.close();
       await admin?.close();
+      await stopTracing();
       await database?.stop();
     },
     { limitMs: 10_000 },
@@ -43,6 +45,8 @@ async function main(): Promise<void> {
   // ADMIN_PORT: metrics kept. Started by `npm start`, the gateway's admin
   // server (or its cluster primary's) asks for them over the IPC channel and
   // its /ready asks this server's /health; alone, this process serves its own.
+  // OTEL_EXPORTER_OTLP_ENDPOINT: traces (a /mcp request continues the gateway's).
+  await startTracing('community-backend-mcp');
   if (config.admin) {
     enableMetrics('mcp');
     if (process.send) answerMetricsRequests();

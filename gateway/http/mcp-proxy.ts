@@ -74,7 +74,7 @@ export function mcpProxy({ upstreamUrl, trustProxy, proxySecret, log }: McpProxy
     headers['x-forwarded-proto'] = 'encrypted' in req.socket && req.socket.encrypted ? 'https' : 'http';
     headers['x-request-id'] = requestLog.id;
     // The same trace on both sides: the MCP process's log lines (and its transactions) carry this request's trace id.
-    headers.traceparent ??= traceparentOf(requestLog.traceId);
+    if (requestLog.span || headers.traceparent === undefined) headers.traceparent = traceparentOf(requestLog);
     const outgoing = http.request(
       {
         protocol: upstream.protocol,

@@ -33,6 +33,7 @@
 // Route modules only declare routes; they never build SQL strings, filter rows
 // by user or re-check a rule the database enforces.
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { Context as TraceContext } from '@opentelemetry/api';
 import { z } from 'zod';
 import { authenticateApiToken, isApiTokenSecret, type ApiTokenInfo } from '../core/auth/api-tokens.ts';
 import { bearerToken } from '../core/auth/bearer.ts';
@@ -304,7 +305,7 @@ export function defineRoute<
         const caller = def.auth === 'user' ? await authenticate(exchange, services, def.tokenInQuery ?? false) : null;
         if (caller) exchange.userId = caller.user.sub;
         const ip = clientIp(exchange.req.socket.remoteAddress, exchange.req.headers['x-forwarded-for'], services.trustProxy);
-        const transaction = requestTransaction(def, services, caller, ip, exchange.requestLog.traceId);
+        const transaction = requestTransaction(def, services, caller, ip, exchange.requestLog);
         const run = (db: InTransaction) => def.handler(validatedContext(def, exchange, { services, caller, ip, db }));
         const key = keyed ? idempotencyKeyOf(exchange, def.invalidStatus ?? 400) : null;
         if (key) await serveKeyed(exchange.res, key, transaction, async (db) => answerOf(await run(db)), (err) => httpErrorOf(def, err).status);
@@ -346,14 +347,16 @@ async function authenticate(exchange: Exchange, services: Services, tokenInQuery
  * client's fair share of the pool (fair-share.ts), its application_name
  * carrying the request's trace id.
  */
-function requestTransaction(def: RouteRules, services: Services, caller: Caller | null, ip: string, traceId: string): InTransaction {
+function requestTransaction(def: RouteRules, services: Services, caller: Caller | null, ip: string, trace: { traceId: string; span?: { context: TraceContext } }): InTransaction {
+  const traceId = trace.traceId;
+  const traceContext = trace.span?.context;
   const claims = caller?.user ?? claimsOf({ kind: 'anon' });
   const readOnly = def.method === 'get' && !def.readWrite;
   const share = services.fairShare;
   const shareKey = fairShareKey(caller?.user.sub, ip);
   return (fn, asClaims, options) => {
     const run = () =>
-      withClaims(services.sql, asClaims === undefined ? claims : asClaims, fn, { readOnly, statementTimeoutMs: services.statementTimeoutMs, traceId, ...options });
+      withClaims(services.sql, asClaims === undefined ? claims : asClaims, fn, { readOnly, statementTimeoutMs: services.statementTimeoutMs, traceId, traceContext, ...options });
     return share ? share.run(shareKey, run) : run();
   };
 }

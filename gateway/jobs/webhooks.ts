@@ -41,6 +41,7 @@ import type { JobHelpers, Task } from 'graphile-worker';
 import type { Logger } from '../core/process/log.ts';
 import { guardedLookup, sendRefusal, type TargetRules } from './webhook-targets.ts';
 import { metricsOn, webhookDeliveries } from '../core/process/metrics.ts';
+import { startClientSpan } from '../core/process/tracing.ts';
 
 export const WEBHOOK_TIMEOUT_MS = 10_000;
 /** A connection (and its TLS handshake) must be up within this. */
@@ -165,7 +166,13 @@ export function webhookDeliverTask(options: WebhookSenderOptions): { task: Task;
       'webhook-signature': signatures(row.secrets, row.webhook_id, timestamp, row.body),
     };
     const sending = performance.now();
-    const outcome = await post(row.url, headers, row.body, { rules: options.rules, timeoutMs, connectTimeoutMs, agents, helpers });
+    // Traces exported: the delivery is a span, and the receiver gets its traceparent.
+    const traced = startClientSpan('webhook deliver', { 'webhook.id': row.webhook_id });
+    const outcome = await post(row.url, traced ? { ...headers, traceparent: traced.traceparent } : headers, row.body, { rules: options.rules, timeoutMs, connectTimeoutMs, agents, helpers });
+    if (traced) {
+      traced.span.setAttribute('http.response.status_code', outcome.statusCode ?? 0);
+      traced.span.end();
+    }
     if (metricsOn()) {
       const result = outcome.statusCode === null ? 'no_answer' : outcome.error === null ? 'delivered' : 'refused';
       webhookDeliveries.observe({ outcome: result }, (performance.now() - sending) / 1000);

@@ -24,7 +24,7 @@ async function servedNames(): Promise<{ ours: string[]; all: Set<string> }> {
   for (const m of registry.getMetricsAsArray()) for (const label of (m as unknown as { labelNames: string[] }).labelNames) all.add(label);
   for (const m of [...(await registry.getMetricsAsJSON()), ...(await processMetrics.getMetricsAsJSON())]) {
     all.add(m.name);
-    if (m.type === 'histogram') for (const suffix of ['_bucket', '_sum', '_count']) all.add(m.name + suffix);
+    if (String(m.type) === 'histogram') for (const suffix of ['_bucket', '_sum', '_count']) all.add(m.name + suffix);
   }
   return { ours, all };
 }

@@ -47,6 +47,8 @@ import type { WatchedOperation } from './watch.ts';
 import { isRetryable } from '../web/errors.ts';
 import { DatabaseWaitError, DEADLINE_MARGIN_MS, OutcomeUnknownError, publicUrlOf, tracedApplicationName, watchOf, type Sql } from './pool.ts';
 import { isDatabaseUnavailable, noteServed } from './unavailable-log.ts';
+import type { Context } from '@opentelemetry/api';
+import { endSqlSpan, startSqlSpan } from '../process/tracing.ts';
 import { metricsOn, operationOf, poolConnections, poolPending, poolWait, sqlDuration, statementTimeouts } from '../process/metrics.ts';
 
 /**
@@ -68,6 +70,8 @@ export interface TransactionOptions<T = unknown> {
   statementTimeoutMs?: number;
   /** The request's W3C trace id: the transaction's application_name carries it (pool.ts tracedApplicationName). */
   traceId?: string;
+  /** The request's span context, when traces are exported: the transaction is a child span of it (core/process/tracing.ts). */
+  traceContext?: Context;
   /**
    * Statements to send right before COMMIT, in the same round trip, once fn
    * has settled (e.g. storing an idempotent request's answer): they get fn's
@@ -165,21 +169,26 @@ function countPool(max: number): void {
 }
 
 async function transaction<T>(sql: Sql, claims: RequestClaims | null, fn: (tx: Tx) => Promise<T>, options: TransactionOptions<T>): Promise<T> {
-  if (!metricsOn()) return unmeasuredTransaction(sql, claims, fn, options);
+  const measured = metricsOn();
+  if (!measured && !options.traceContext) return unmeasuredTransaction(sql, claims, fn, options);
   const started = performance.now();
   const max = sql.options.max;
   const operation = { name: 'other' };
+  const span = startSqlSpan(options.traceContext);
   let errorType = '';
   try {
     return await unmeasuredTransaction(sql, claims, fn, options, operation);
   } catch (err) {
     const code = (err as { code?: unknown }).code;
     errorType = typeof code === 'string' && /^[0-9A-Z_]{1,32}$/.test(code) ? code : 'error';
-    if (code === '57014') statementTimeouts.inc({ db_operation_name: operation.name });
+    if (code === '57014' && measured) statementTimeouts.inc({ db_operation_name: operation.name });
     throw err;
   } finally {
-    sqlDuration.observe({ db_system_name: 'postgresql', db_operation_name: operation.name, error_type: errorType }, (performance.now() - started) / 1000);
-    countPool(max);
+    if (span) endSqlSpan(span, operation.name, errorType);
+    if (measured) {
+      sqlDuration.observe({ db_system_name: 'postgresql', db_operation_name: operation.name, error_type: errorType }, (performance.now() - started) / 1000);
+      countPool(max);
+    }
   }
 }
 
@@ -223,7 +232,7 @@ async function unmeasuredTransaction<T>(
   const cutOff = new Promise<never>((_, reject) => (cut = reject));
   const op: WatchedOperation | undefined = watch?.enter(() => cut(new DatabaseWaitError('the database does not answer')));
   const work = (async () => {
-    const tx = operation ? await reserveMeasured(sql, sql.options.max) : await sql.reserve();
+    const tx = operation && metricsOn() ? await reserveMeasured(sql, sql.options.max) : await sql.reserve();
     if (progress.abandoned || (watch && !watch.responsive)) {
       // The request was answered while it waited, or the database stopped answering: give the connection back unused.
       tx.release();

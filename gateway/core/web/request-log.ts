@@ -18,15 +18,17 @@ import crypto from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { RequestHandler } from 'express';
 import { accessLogOf, type Logger } from '../process/log.ts';
+import { endServerSpan, startServerSpan, traceparentOfSpan, type ServerSpan } from '../process/tracing.ts';
 import { doorOf, httpDuration, routeTemplate, metricsOn, throttleRefusals, unavailableAnswers } from '../process/metrics.ts';
 
 const REQUEST_ID = /^[A-Za-z0-9._-]{1,64}$/;
 /** A W3C traceparent (version 00): its trace id is the second field; all zeros is invalid. */
 const TRACEPARENT = /^[0-9a-f]{2}-([0-9a-f]{32})-[0-9a-f]{16}-[0-9a-f]{2}$/;
 
-/** A W3C traceparent continuing `traceId` (a new span id, sampled), for a request this one makes (the MCP process). */
-export function traceparentOf(traceId: string): string {
-  return `00-${traceId}-${crypto.randomBytes(8).toString('hex')}-01`;
+/** The traceparent of a request this one makes (the MCP process): a child of its server span, or of its trace id. */
+export function traceparentOf(state: RequestLog): string {
+  if (state.span) return traceparentOfSpan(state.span.span);
+  return `00-${state.traceId}-${crypto.randomBytes(8).toString('hex')}-01`;
 }
 
 /** The trace id of a request: its `traceparent`'s when valid, else a new one. */
@@ -40,6 +42,8 @@ export interface RequestLog {
   readonly id: string;
   /** The W3C trace id the request's log lines carry. */
   traceId: string;
+  /** The request's server span, when traces are exported (core/process/tracing.ts). */
+  span: ServerSpan | undefined;
   /** The route template that served the request (`/api/mobile/tasks/{id}`), for the metrics; unset: none matched. */
   route: string | undefined;
   /** Why a 503 was answered (the metrics' cause: database, overloaded, starting, mcp); else the error code of a refusal. */
@@ -57,9 +61,11 @@ export function startRequestLog(req: IncomingMessage, res: ServerResponse, log: 
   const id = typeof incoming === 'string' && REQUEST_ID.test(incoming) ? incoming : crypto.randomUUID();
   const started = performance.now();
   let child: Logger | undefined;
+  const span = startServerSpan(req.method ?? 'GET', req.headers);
   const state: RequestLog = {
     id,
-    traceId: traceIdOf(req.headers.traceparent),
+    traceId: span ? span.span.spanContext().traceId : traceIdOf(req.headers.traceparent),
+    span,
     route: undefined,
     cause: undefined,
     get log() {
@@ -73,6 +79,8 @@ export function startRequestLog(req: IncomingMessage, res: ServerResponse, log: 
   const logged = access.isLevelEnabled('info');
   const measured = metricsOn();
   if (measured) causes.set(res, state);
+  // 'close' comes for every response, finished or cut.
+  if (span) res.once('close', () => endServerSpan(span, state.route, res.statusCode));
   if (logged || measured) {
     res.once('finish', () => {
       const ms = performance.now() - started;
@@ -127,6 +135,7 @@ export function requestLogger(log: Logger): RequestHandler {
     });
     res.locals.requestId = state.id;
     res.locals.traceId = state.traceId;
+    res.locals.traceContext = state.span?.context;
     Object.defineProperty(res.locals, 'log', { get: () => state.log, configurable: true });
     Object.defineProperty(res.locals, 'userId', {
       get: () => state.userId,
