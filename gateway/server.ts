@@ -21,7 +21,7 @@ import { SessionWatch } from './realtime/session-watch.ts';
 import { attachRealtimeWebSocket } from './realtime/websocket.ts';
 import { StorageService } from './storage/service.ts';
 import type { ReadinessCheck } from './core/process/admin-server.ts';
-import { poolMax } from './core/process/metrics.ts';
+import { setPoolMax } from './core/process/metrics.ts';
 
 /** Pending connections the kernel may queue for accept (see listen below). */
 const LISTEN_BACKLOG = 8192;
@@ -58,7 +58,7 @@ export async function startGateway(
   if (config.databasePoolMode === 'transaction' && !listenSql) {
     log.warn('DATABASE_POOL_MODE=transaction without DATABASE_DIRECT_URL: realtime changes arrive by polling only');
   }
-  poolMax.set(config.dbPoolMax);
+  setPoolMax(config.dbPoolMax);
   const tokens = await createTokenService(config);
   const realtime = new ChangeHub(sql, config.realtime, log, {
     publicUrl: config.publicUrl,

@@ -49,7 +49,7 @@ import { DatabaseWaitError, DEADLINE_MARGIN_MS, OutcomeUnknownError, publicUrlOf
 import { isDatabaseUnavailable, noteServed } from './unavailable-log.ts';
 import type { Context } from '@opentelemetry/api';
 import { endSqlSpan, startSqlSpan } from '../process/tracing.ts';
-import { metricsOn, operationOf, poolConnections, poolPending, poolWait, sqlDuration, statementTimeouts } from '../process/metrics.ts';
+import { metricsOn, observeSql, operationOf, poolWait, readPoolWith, statementTimeouts } from '../process/metrics.ts';
 
 /**
  * The request's transaction: the connection held for the request, BEGIN
@@ -158,21 +158,17 @@ interface Progress {
 
 /**
  * The pipeline's database step, measured once for every route (when metrics
- * are on, core/process/metrics.ts): connections held and waited for, the wait,
- * and the transaction's duration by the api function it called.
+ * are on, core/process/metrics.ts): connections held and waited for (plain
+ * counts, read by the gauges at each scrape), the wait, and the
+ * transaction's duration by the api function it called.
  */
 const pool = { used: 0, pending: 0 };
-function countPool(max: number): void {
-  poolConnections.set({ db_client_connection_state: 'used' }, pool.used);
-  poolConnections.set({ db_client_connection_state: 'idle' }, Math.max(0, max - pool.used));
-  poolPending.set(pool.pending);
-}
+readPoolWith(() => pool);
 
 async function transaction<T>(sql: Sql, claims: RequestClaims | null, fn: (tx: Tx) => Promise<T>, options: TransactionOptions<T>): Promise<T> {
   const measured = metricsOn();
   if (!measured && !options.traceContext) return unmeasuredTransaction(sql, claims, fn, options);
   const started = performance.now();
-  const max = sql.options.max;
   const operation = { name: 'other' };
   const span = startSqlSpan(options.traceContext);
   let errorType = '';
@@ -185,35 +181,21 @@ async function transaction<T>(sql: Sql, claims: RequestClaims | null, fn: (tx: T
     throw err;
   } finally {
     if (span) endSqlSpan(span, operation.name, errorType);
-    if (measured) {
-      sqlDuration.observe({ db_system_name: 'postgresql', db_operation_name: operation.name, error_type: errorType }, (performance.now() - started) / 1000);
-      countPool(max);
-    }
+    if (measured) observeSql(operation.name, errorType, (performance.now() - started) / 1000);
   }
 }
 
-/** Measures the wait for a connection and counts the connections held and waited for. */
-async function reserveMeasured(sql: Sql, max: number): Promise<postgres.ReservedSql> {
+/** Takes a connection, counting the requests waiting for one and the connections held, and measuring the wait. */
+async function reserveMeasured(sql: Sql): Promise<postgres.ReservedSql> {
   const waiting = performance.now();
   pool.pending++;
-  countPool(max);
   try {
     const tx = await sql.reserve();
     pool.used++;
-    const release = tx.release.bind(tx);
-    let released = false;
-    tx.release = () => {
-      if (!released) {
-        released = true;
-        pool.used--;
-      }
-      release();
-    };
     return tx;
   } finally {
     pool.pending--;
     poolWait.observe((performance.now() - waiting) / 1000);
-    countPool(max);
   }
 }
 
@@ -232,7 +214,8 @@ async function unmeasuredTransaction<T>(
   const cutOff = new Promise<never>((_, reject) => (cut = reject));
   const op: WatchedOperation | undefined = watch?.enter(() => cut(new DatabaseWaitError('the database does not answer')));
   const work = (async () => {
-    const tx = operation && metricsOn() ? await reserveMeasured(sql, sql.options.max) : await sql.reserve();
+    const counted = operation !== undefined && metricsOn();
+    const tx = counted ? await reserveMeasured(sql) : await sql.reserve();
     if (progress.abandoned || (watch && !watch.responsive)) {
       // The request was answered while it waited, or the database stopped answering: give the connection back unused.
       tx.release();
@@ -243,6 +226,7 @@ async function unmeasuredTransaction<T>(
       const applicationName = options.traceId ? tracedApplicationName(sql, options.traceId) : null;
       return await run(tx, claims, publicUrlOf(sql), applicationName, fn, options, timeoutMs, progress, operation);
     } finally {
+      if (counted) pool.used--;
       tx.release();
     }
   })();

@@ -62,10 +62,22 @@ export const idempotentReplays = new client.Counter({
   help: 'Answers replayed for a repeated Idempotency-Key.',
 });
 
+/** The request pools' counts of the process (transaction.ts keeps them; read at each scrape). */
+let poolReader: (() => { used: number; pending: number }) | undefined;
+export function readPoolWith(read: typeof poolReader): void {
+  poolReader = read;
+}
+let maxConnections = 0;
+
 export const poolConnections = new client.Gauge({
   name: 'db_client_connection_count',
   help: 'Connections of the request pool (OpenTelemetry db.client.connection.count) by state: used (held by a request) or idle.',
   labelNames: ['db_client_connection_state'] as const,
+  collect() {
+    const used = poolReader?.().used ?? 0;
+    this.set({ db_client_connection_state: 'used' }, used);
+    this.set({ db_client_connection_state: 'idle' }, Math.max(0, maxConnections - used));
+  },
 });
 
 export const poolMax = new client.Gauge({
@@ -73,9 +85,18 @@ export const poolMax = new client.Gauge({
   help: 'The most connections the request pool may open (DB_POOL_MAX; OpenTelemetry db.client.connection.max).',
 });
 
+/** The request pool's size (DB_POOL_MAX), for the gauges. */
+export function setPoolMax(max: number): void {
+  maxConnections = max;
+  poolMax.set(max);
+}
+
 export const poolPending = new client.Gauge({
   name: 'db_client_connection_pending_requests',
   help: 'Requests waiting for a connection of the pool (OpenTelemetry db.client.connection.pending_requests).',
+  collect() {
+    this.set(poolReader?.().pending ?? 0);
+  },
 });
 
 export const poolWait = new client.Histogram({
@@ -90,6 +111,34 @@ export const sqlDuration = new client.Histogram({
   labelNames: ['db_system_name', 'db_operation_name', 'error_type'] as const,
   buckets: DURATION_BUCKETS,
 });
+
+/**
+ * Observes a SQL call's duration: the labelled histogram of each (function,
+ * error) pair is looked up once, then kept (prom-client hashes the labels on
+ * every call otherwise).
+ */
+const sqlChildren = new Map<string, client.Histogram.Internal<string>>();
+export function observeSql(operation: string, errorType: string, seconds: number): void {
+  const key = `${operation} ${errorType}`;
+  let child = sqlChildren.get(key);
+  if (child === undefined) {
+    child = sqlDuration.labels({ db_system_name: 'postgresql', db_operation_name: operation, error_type: errorType });
+    sqlChildren.set(key, child);
+  }
+  child.observe(seconds);
+}
+
+/** The same for a request's duration, by method, route and status. */
+const httpChildren = new Map<string, client.Histogram.Internal<string>>();
+export function observeRequest(method: string, route: string, status: number, seconds: number): void {
+  const key = `${method} ${route} ${status}`;
+  let child = httpChildren.get(key);
+  if (child === undefined) {
+    child = httpDuration.labels({ http_request_method: method, http_route: route, http_response_status_code: status });
+    httpChildren.set(key, child);
+  }
+  child.observe(seconds);
+}
 
 export const statementTimeouts = new client.Counter({
   name: 'db_client_statement_timeouts_total',

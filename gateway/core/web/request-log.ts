@@ -19,7 +19,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { RequestHandler } from 'express';
 import { accessLogOf, type Logger } from '../process/log.ts';
 import { endServerSpan, startServerSpan, traceparentOfSpan, type ServerSpan } from '../process/tracing.ts';
-import { doorOf, httpDuration, routeTemplate, metricsOn, throttleRefusals, unavailableAnswers } from '../process/metrics.ts';
+import { doorOf, observeRequest, routeTemplate, metricsOn, throttleRefusals, unavailableAnswers } from '../process/metrics.ts';
 
 const REQUEST_ID = /^[A-Za-z0-9._-]{1,64}$/;
 /** A W3C traceparent (version 00): its trace id is the second field; all zeros is invalid. */
@@ -118,7 +118,7 @@ const METHODS = new Set(['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIO
 
 function measure(method: string, state: RequestLog, status: number, ms: number): void {
   const route = state.route ?? 'unmatched';
-  httpDuration.observe({ http_request_method: METHODS.has(method) ? method : '_OTHER', http_route: route, http_response_status_code: status }, ms / 1000);
+  observeRequest(METHODS.has(method) ? method : '_OTHER', route, status, ms / 1000);
   if (status === 503) unavailableAnswers.inc({ cause: state.cause ?? 'other' });
   else if (status === 429) throttleRefusals.inc({ door: doorOf(route) });
 }
