@@ -72,7 +72,7 @@ const bench: Bench = {
     ];
     const gateways: GatewayProcess[] = [];
     try {
-      for (const v of variants) gateways.push(await startGatewayProcess(ctx, 1, { WORKER: 'off', LOG_LEVEL: 'warn', ...v.env }));
+      for (const v of variants) gateways.push(await startGatewayProcess(ctx, 1, { WORKER: 'off', ...v.env }));
       for (const g of gateways) await load(g, me.token, 3); // warm-up
       const runs = variants.map(() => ({ rps: [] as number[], cpuUs: [] as number[], p99: [] as number[], ratio: [] as number[] }));
       for (let round = 0; round < REPEAT; round++) {
