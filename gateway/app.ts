@@ -35,7 +35,8 @@ import { discardRest, hasBody, readJsonBody } from './http/body.ts';
 import { cors } from './http/cors.ts';
 import { RouteTable } from './http/dispatch.ts';
 import { beginExchange, sendError, type Exchange } from './http/exchange.ts';
-import { isMcpPath, mcpProxy } from './http/mcp-proxy.ts';
+import { mcpPathOf, mcpProxy } from './http/mcp-proxy.ts';
+import { routeTemplate } from './core/process/metrics.ts';
 import type { TrustProxy } from './core/process/config.ts';
 import type { Route, RouteHandler, Services } from './http/route.ts';
 
@@ -81,13 +82,19 @@ export interface AppOptions {
 export type App = ((req: IncomingMessage, res: ServerResponse) => void) & { served: readonly { method: string; path: string }[] };
 
 export function createApp({ services, log, isReady, corsOrigins, mcp }: AppOptions): App {
-  const table = new RouteTable<{ handle: RouteHandler; rawBody: boolean; bodyErrorShape: ErrorShape }>(
+  const table = new RouteTable<{ handle: RouteHandler; rawBody: boolean; bodyErrorShape: ErrorShape; template: string }>(
     routes.map((route) => ({
       method: route.method,
       path: route.path,
       // A body that cannot be read is answered in the Error shape, except on
       // the routes of an interface with its own body (Supabase Storage's).
-      handler: { handle: route.build(services), rawBody: route.docs.rawBody !== undefined, bodyErrorShape: route.docs.errorShape ?? 'default' },
+      handler: {
+        handle: route.build(services),
+        rawBody: route.docs.rawBody !== undefined,
+        bodyErrorShape: route.docs.errorShape ?? 'default',
+        // The route as the metrics label it (OpenTelemetry's http.route).
+        template: routeTemplate(route.path),
+      },
     })),
   );
   const health = healthHandler(services.sql, isReady);
@@ -97,13 +104,24 @@ export function createApp({ services, log, isReady, corsOrigins, mcp }: AppOptio
   async function serve(exchange: Exchange): Promise<void> {
     const { req, res, path, method } = exchange;
     if (corsHeaders(req, res)) return;
-    if ((method === 'GET' || method === 'HEAD') && /^\/health\/?$/i.test(path)) return health(res);
-    if (!isReady()) return sendError(res, new HttpError(503, 'service_unavailable', 'the service is starting'));
+    if ((method === 'GET' || method === 'HEAD') && /^\/health\/?$/i.test(path)) {
+      exchange.requestLog.route = '/health';
+      return health(res);
+    }
+    if (!isReady()) {
+      exchange.requestLog.cause = 'starting';
+      return sendError(res, new HttpError(503, 'service_unavailable', 'the service is starting'));
+    }
     // Before any body is read: the MCP process reads it itself.
-    if (proxy && isMcpPath(path)) return proxy(exchange);
+    const mcpPath = proxy ? mcpPathOf(path) : undefined;
+    if (mcpPath) {
+      exchange.requestLog.route = mcpPath;
+      return proxy!(exchange);
+    }
     const route = table.find(method, path);
     if (!route) return sendError(res, new HttpError(404, 'not_found', `no route for ${method} ${path}`));
     exchange.params = route.params;
+    exchange.requestLog.route = route.handler.template;
     // A route with a raw body (a file upload) streams it itself.
     if (!route.handler.rawBody && hasBody(req)) {
       try {

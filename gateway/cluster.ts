@@ -18,6 +18,8 @@ import { openDatabase, type Database } from './core/process/open-database.ts';
 import type { Logger } from './core/process/log.ts';
 import { runMigrations } from './core/database/migrate.ts';
 import { startupMessage } from './core/process/startup-error.ts';
+import { readinessOf, startAdminServer, type AdminServer, type MetricsSource, type ReadinessCheck } from './core/process/admin-server.ts';
+import { createPool, withDeadline, type Sql } from './core/database/pool.ts';
 
 /** WEB_CONCURRENCY, or the core count in production (NODE_ENV=production), else 1. */
 export function webConcurrency(env: NodeJS.ProcessEnv = process.env): number {
@@ -33,6 +35,10 @@ export function webConcurrency(env: NodeJS.ProcessEnv = process.env): number {
 /** A process the primary runs beside the workers (the MCP server), stopped before the database. */
 export interface Sidecar {
   stop(): Promise<void>;
+  /** The running process, asked for its metrics (admin server). */
+  current?(): MetricsSource | undefined;
+  /** Null when it answers, else why not (admin server's /ready). */
+  notAnswering?(): Promise<string | null>;
 }
 
 /** What a worker tells the primary about its start (main.ts sends these). */
@@ -88,6 +94,42 @@ export async function startWorkers(
   }
   const db = database;
   const sidecar = startSidecar?.(db.url);
+  // ADMIN_PORT: the primary serves the admin server for all its processes.
+  let admin: { server: AdminServer; probe: Sql } | undefined;
+  if (config.admin) {
+    const probe = createPool(db.url, { max: 1, applicationName: 'gateway-admin' });
+    const running = () => Object.values(cluster.workers ?? {}).filter((w): w is NonNullable<typeof w> => w !== undefined && !w.isDead() && w.isConnected());
+    const server = await startAdminServer({
+      ...config.admin,
+      log,
+      // It serves no requests: the workers' metrics are the service's.
+      own: false,
+      checks: () => {
+        const checks: Record<string, ReadinessCheck> = {
+          database: async () => {
+            await withDeadline(probe, 2_000, () => probe`select 1`.then(() => undefined));
+            return null;
+          },
+        };
+        const live = running();
+        if (live.length < workers) checks.gateways = async () => `${live.length} of ${workers} gateway processes running`;
+        for (const w of live) checks[`gateway ${w.id}`] = ready.has(w.id) ? readinessOf(w) : async () => 'starting';
+        if (sidecar?.notAnswering) checks.mcp = () => sidecar.notAnswering!();
+        return checks;
+      },
+      sources: () => {
+        const child = sidecar?.current?.();
+        return [...running(), ...(child ? [child] : [])];
+      },
+    }).catch(async (err: unknown) => {
+      console.error(`could not start: the admin server: ${startupMessage(err)}`);
+      await sidecar?.stop().catch(() => {});
+      await probe.end({ timeout: 1 }).catch(() => {});
+      await db.stop().catch(() => {});
+      process.exit(1);
+    });
+    admin = { server, probe };
+  }
   let stopping = false;
   let exitCode = 0;
   const ready = new Set<number>();
@@ -138,6 +180,8 @@ export async function startWorkers(
     if (stoppingAll) return;
     stoppingAll = true;
     await sidecar?.stop().catch(() => {});
+    await admin?.server.close();
+    await admin?.probe.end({ timeout: 1 }).catch(() => {});
     await db.stop().finally(() => process.exit(exitCode));
   };
   const stop = (signal: NodeJS.Signals) => {

@@ -9,18 +9,32 @@ import { onShutdown } from './core/process/shutdown.ts';
 import { startupMessage } from './core/process/startup-error.ts';
 import { startGateway, type RunningGateway } from './server.ts';
 import { startMcpChild, type McpChild } from './mcp-child.ts';
+import { answerClusterMetricsRequests, answerReadinessRequests, startAdminServer, type AdminServer, type ReadinessCheck } from './core/process/admin-server.ts';
+import { enableMetrics } from './core/process/metrics.ts';
+import { startTracing, stopTracing } from './core/process/tracing.ts';
 
 async function main(): Promise<void> {
   const config = loadConfigOrExit();
   const log = createLogger(config.logLevel);
   // WEB_CONCURRENCY > 1: this process only supervises the gateway processes.
   if (await startWorkers(config, log, (databaseUrl) => startMcpChild(config, databaseUrl, log))) return;
+  // ADMIN_PORT: metrics are kept in every gateway process (a cluster's primary gathers its workers').
+  if (config.admin) enableMetrics('gateway');
+  // OTEL_EXPORTER_OTLP_ENDPOINT (or ..._TRACES_ENDPOINT): traces; else the SDK is not loaded.
+  await startTracing('community-backend');
   const started = Date.now();
   let database: Database | undefined;
   let gateway: RunningGateway | undefined;
   let mcp: McpChild | undefined;
+  let admin: AdminServer | undefined;
+  if (config.admin && cluster.isWorker) {
+    answerClusterMetricsRequests();
+    answerReadinessRequests(() => gateway?.readiness ?? { database: starting });
+  }
   const shutdown = onShutdown(log, async () => {
     await Promise.all([mcp?.stop(), gateway?.close()]);
+    await admin?.close();
+    await stopTracing();
     await database?.stop();
   });
   // Under `npm start` (its script execs this process, so npm passes SIGTERM and
@@ -29,6 +43,21 @@ async function main(): Promise<void> {
   if (process.env.npm_lifecycle_event === 'start') onParentGone(() => void shutdown('parent exited'));
 
   try {
+    // The admin server (one process: here; WEB_CONCURRENCY: the primary's, cluster.ts) answers from the start: /live at once, /ready once all is up.
+    if (config.admin && !cluster.isWorker) {
+      admin = await startAdminServer({
+        ...config.admin,
+        log,
+        checks: () => ({
+          ...(gateway?.readiness ?? { database: starting }),
+          ...(mcp ? { mcp: () => mcp!.notAnswering() } : {}),
+        }),
+        sources: () => {
+          const child = mcp?.current();
+          return child ? [child] : [];
+        },
+      });
+    }
     database = await openDatabase(config, log);
     gateway = await startGateway(config, database.url, log, {
       includeCurrentMigration: database.embedded,
@@ -53,6 +82,9 @@ async function main(): Promise<void> {
     `gateway listening on ${gateway.url} (public URL ${config.publicUrl})`,
   );
 }
+
+/** The readiness of a gateway still starting. */
+const starting: ReadinessCheck = async () => 'starting: the database is being opened and migrated';
 
 function tellPrimary(message: WorkerMessage, then?: () => void): void {
   process.send!(message, undefined, {}, () => then?.());

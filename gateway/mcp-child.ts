@@ -10,6 +10,10 @@ import type { Logger } from './core/process/log.ts';
 
 export interface McpChild {
   stop(): Promise<void>;
+  /** The running child (its metrics are asked over its IPC channel), if any. */
+  current(): ChildProcess | undefined;
+  /** Null when the MCP server answers GET /health within 2 s; else why not (the admin server's /ready). */
+  notAnswering(): Promise<string | null>;
 }
 
 export function startMcpChild(config: Config, databaseUrl: string, log: Logger): McpChild {
@@ -44,6 +48,16 @@ export function startMcpChild(config: Config, databaseUrl: string, log: Logger):
   spawn();
 
   return {
+    current: () => (child && child.exitCode === null && child.signalCode === null && child.connected ? child : undefined),
+    async notAnswering() {
+      try {
+        const res = await fetch(`${config.mcp.upstreamUrl}/health`, { signal: AbortSignal.timeout(2_000) });
+        await res.body?.cancel();
+        return res.ok ? null : `the MCP server answered ${res.status}`;
+      } catch (err) {
+        return `the MCP server does not answer (${(err as Error).message})`;
+      }
+    },
     async stop() {
       stopping = true;
       clearTimeout(restart);

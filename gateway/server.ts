@@ -20,6 +20,8 @@ import { ChangeHub } from './realtime/hub.ts';
 import { SessionWatch } from './realtime/session-watch.ts';
 import { attachRealtimeWebSocket } from './realtime/websocket.ts';
 import { StorageService } from './storage/service.ts';
+import type { ReadinessCheck } from './core/process/admin-server.ts';
+import { setPoolMax } from './core/process/metrics.ts';
 
 /** Pending connections the kernel may queue for accept (see listen below). */
 const LISTEN_BACKLOG = 8192;
@@ -29,6 +31,8 @@ export interface RunningGateway {
   server: http.Server;
   /** The realtime hub (SSE stream and websocket). */
   realtime: ChangeHub;
+  /** What the admin server's /ready asks of this gateway (core/process/admin-server.ts). */
+  readiness: Record<string, ReadinessCheck>;
   close(): Promise<void>;
 }
 
@@ -54,6 +58,7 @@ export async function startGateway(
   if (config.databasePoolMode === 'transaction' && !listenSql) {
     log.warn('DATABASE_POOL_MODE=transaction without DATABASE_DIRECT_URL: realtime changes arrive by polling only');
   }
+  setPoolMax(config.dbPoolMax);
   const tokens = await createTokenService(config);
   const realtime = new ChangeHub(sql, config.realtime, log, {
     publicUrl: config.publicUrl,
@@ -161,7 +166,16 @@ export async function startGateway(
     throw err;
   }
   ready = true;
-  return { url: `http://localhost:${port}`, server, realtime, close };
+  const readiness: Record<string, ReadinessCheck> = {
+    database: async () => {
+      if (!ready) return closing ? 'shutting down' : 'migrations are not applied yet';
+      await withDeadline(sql, 2_000, () => sql`select 1`.then(() => undefined));
+      return null;
+    },
+    realtime: async () => realtime.notReady(),
+    ...(worker ? { jobs: async () => worker!.notPolling() } : {}),
+  };
+  return { url: `http://localhost:${port}`, server, realtime, readiness, close };
 }
 
 /**
@@ -200,7 +214,7 @@ async function warnAboutOtherIssuers(sql: Sql, publicUrl: string, log: Logger): 
   const others = await sql<{ application_name: string }[]>`
     select distinct application_name from pg_stat_activity
      where datname = current_database() and application_name like 'gateway iss:%'
-       and application_name <> ${gatewayApplicationName(publicUrl)}`;
+       and split_part(application_name, ' ', 2) <> split_part(${gatewayApplicationName(publicUrl)}, ' ', 2)`;
   if (others.length === 0) return;
   log.error(
     { publicUrl, others: others.map((o) => o.application_name) },

@@ -11,23 +11,52 @@ import { openDatabase, type Database } from './core/process/open-database.ts';
 import { createLogger } from './core/process/log.ts';
 import { onShutdown } from './core/process/shutdown.ts';
 import { jobWorkerOptions, startJobWorker, type JobWorker } from './jobs/worker.ts';
+import { startAdminServer, type AdminServer } from './core/process/admin-server.ts';
+import { enableMetrics } from './core/process/metrics.ts';
+import { startTracing, stopTracing } from './core/process/tracing.ts';
+import { withDeadline, createPool } from './core/database/pool.ts';
 
 async function main(): Promise<void> {
   const config = loadConfigOrExit();
   const log = createLogger(config.logLevel, 'worker');
   let database: Database | undefined;
   let worker: JobWorker | undefined;
+  let admin: AdminServer | undefined;
+  let probe: ReturnType<typeof createPool> | undefined;
   const shutdown = onShutdown(
     log,
     async () => {
       await worker?.stop(10_000);
+      await admin?.close();
+      await stopTracing();
+      await probe?.end({ timeout: 1 });
       await database?.stop();
     },
     { limitMs: 15_000 },
   );
 
+  // OTEL_EXPORTER_OTLP_ENDPOINT: a span per webhook delivery, whose traceparent the receiver gets.
+  await startTracing('community-backend-worker');
   try {
+    // ADMIN_PORT: /live, /ready (the database answers, the worker polls) and /metrics (jobs, webhooks, e-mails).
+    if (config.admin) {
+      enableMetrics('worker');
+      admin = await startAdminServer({
+        ...config.admin,
+        log,
+        checks: () => ({
+          database: async () => {
+            if (!probe) return 'starting';
+            const sql = probe;
+            await withDeadline(sql, 2_000, () => sql`select 1`.then(() => undefined));
+            return null;
+          },
+          jobs: async () => (worker ? worker.notPolling() : 'starting'),
+        }),
+      });
+    }
     database = await openDatabase(config, log, { reuseRunning: true });
+    if (config.admin) probe = createPool(config.databaseDirectUrl ?? database.url, { max: 1, applicationName: 'job-worker-admin' });
     worker = await startJobWorker(jobWorkerOptions(config, config.databaseDirectUrl ?? database.url, log));
   } catch (err) {
     log.fatal({ err }, 'could not start');

@@ -10,16 +10,22 @@ import { openDatabase, type Database } from '../gateway/core/process/open-databa
 import { createLogger } from '../gateway/core/process/log.ts';
 import { onShutdown } from '../gateway/core/process/shutdown.ts';
 import { startMcpServer, type RunningMcpServer } from './server.ts';
+import { answerMetricsRequests, startAdminServer, type AdminServer } from '../gateway/core/process/admin-server.ts';
+import { enableMetrics } from '../gateway/core/process/metrics.ts';
+import { startTracing, stopTracing } from '../gateway/core/process/tracing.ts';
 
 async function main(): Promise<void> {
   const config = loadConfigOrExit();
   const log = createLogger(config.logLevel, 'mcp-server');
   let database: Database | undefined;
   let server: RunningMcpServer | undefined;
+  let admin: AdminServer | undefined;
   const shutdown = onShutdown(
     log,
     async () => {
       await server?.close();
+      await admin?.close();
+      await stopTracing();
       await database?.stop();
     },
     { limitMs: 10_000 },
@@ -36,7 +42,23 @@ async function main(): Promise<void> {
     if (!process.connected) return void shutdown('parent exited');
   }
 
+  // ADMIN_PORT: metrics kept. Started by `npm start`, the gateway's admin
+  // server (or its cluster primary's) asks for them over the IPC channel and
+  // its /ready asks this server's /health; alone, this process serves its own.
+  // OTEL_EXPORTER_OTLP_ENDPOINT: traces (a /mcp request continues the gateway's).
+  await startTracing('community-backend-mcp');
+  if (config.admin) {
+    enableMetrics('mcp');
+    if (process.send) answerMetricsRequests();
+  }
   try {
+    if (config.admin && !process.send) {
+      admin = await startAdminServer({
+        ...config.admin,
+        log,
+        checks: () => ({ mcp: async () => (server ? null : 'starting') }),
+      });
+    }
     database = await openDatabase(config, log, { reuseRunning: true });
     server = await startMcpServer(config, database.url, log);
   } catch (err) {

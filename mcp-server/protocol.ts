@@ -15,6 +15,7 @@ import { Server } from '@modelcontextprotocol/sdk/server/index.js';
 import { InitializeRequestSchema, ListToolsRequestSchema, type CallToolResult, type Tool } from '@modelcontextprotocol/sdk/types.js';
 import { z } from 'zod';
 import { assertStorable } from '../gateway/core/web/input.ts';
+import type { Context as TraceContext } from '@opentelemetry/api';
 import { withClaims } from '../gateway/core/database/transaction.ts';
 import type { Sql } from '../gateway/core/database/pool.ts';
 import type { ErrorCode } from '../gateway/core/web/error-codes.ts';
@@ -112,6 +113,10 @@ export interface CallContext {
   protocolVersion: ProtocolVersion;
   publicUrl: string;
   statementTimeoutMs: number;
+  /** The request's W3C trace id (the gateway's, through traceparent): its tool calls' transactions carry it. */
+  traceId?: string;
+  /** Its span context, when traces are exported (the tool call's transaction is a child span). */
+  traceContext?: TraceContext;
   log: Logger;
   /** Audit records not yet written (awaited on shutdown). */
   pendingRecords: Set<Promise<void>>;
@@ -185,6 +190,8 @@ async function runTool(ctx: CallContext, tool: ToolDefinition, rawArgs: unknown,
     const value = await withClaims(ctx.sql, ctx.agent.claims, (tx) => tool.run(tx, parsed.data, { publicUrl: ctx.publicUrl }), {
       readOnly: tool.kind === 'read',
       statementTimeoutMs: ctx.statementTimeoutMs,
+      traceId: ctx.traceId,
+      traceContext: ctx.traceContext,
     });
     const result: CallToolResult = { content: [{ type: 'text', text: JSON.stringify(value) }] };
     if (hasStructuredOutput(ctx.protocolVersion) && isPlainObject(value)) result.structuredContent = value;

@@ -20,6 +20,7 @@ import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/
 import express, { type ErrorRequestHandler, type NextFunction, type Request, type RequestHandler, type Response } from 'express';
 import type { Config } from '../gateway/core/process/config.ts';
 import { createPool, type Sql } from '../gateway/core/database/pool.ts';
+import type { Context as TraceContext } from '@opentelemetry/api';
 import { requestLogger } from '../gateway/core/web/request-log.ts';
 import { defaultCode, errorBody, HttpError, toHttpError } from '../gateway/core/web/errors.ts';
 import type { Logger } from '../gateway/core/process/log.ts';
@@ -230,6 +231,8 @@ function mcpHandler(deps: McpDeps, open: Set<{ close(): Promise<void> }>, pendin
         protocolVersion: version,
         publicUrl: deps.config.publicUrl,
         statementTimeoutMs: deps.config.statementTimeoutMs,
+        traceId: res.locals.traceId as string | undefined,
+        traceContext: res.locals.traceContext as TraceContext | undefined,
         log: reqLog,
         pendingRecords,
       });

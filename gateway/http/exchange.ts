@@ -9,7 +9,7 @@ import querystring, { type ParsedUrlQuery } from 'node:querystring';
 import { errorBody, type ErrorShape, type HttpError } from '../core/web/errors.ts';
 import type { Logger } from '../core/process/log.ts';
 import { repairPath } from '../core/web/input.ts';
-import { startRequestLog, type RequestLog } from '../core/web/request-log.ts';
+import { noteCause, startRequestLog, type RequestLog } from '../core/web/request-log.ts';
 import { retryAfterOf } from '../core/web/throttle.ts';
 
 export class Exchange {
@@ -101,6 +101,7 @@ export function sendError(res: ServerResponse, err: HttpError, shape: ErrorShape
     res.destroy();
     return;
   }
+  noteCause(res, err.code);
   const retryAfter = retryAfterOf(err);
   if (retryAfter) res.setHeader('Retry-After', retryAfter);
   sendJson(res, err.status, JSON.stringify(errorBody(shape, err)));

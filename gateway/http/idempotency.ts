@@ -23,6 +23,7 @@ import crypto from 'node:crypto';
 import type { ServerResponse } from 'node:http';
 import { z } from 'zod';
 import type { InTransaction, Tx } from '../core/database/transaction.ts';
+import { idempotentReplays, metricsOn } from '../core/process/metrics.ts';
 import { locationHeader, sendText } from './exchange.ts';
 
 export const IDEMPOTENCY_HEADER = 'idempotency-key';
@@ -75,7 +76,10 @@ export interface Answer {
 export function sendAnswer(res: ServerResponse, answer: Answer, replayed = false): void {
   const { 'content-type': contentType, ...headers } = answer.headers;
   for (const [name, value] of Object.entries(headers)) res.setHeader(name, value);
-  if (replayed) res.setHeader(REPLAYED_HEADER, 'true');
+  if (replayed) {
+    res.setHeader(REPLAYED_HEADER, 'true');
+    if (metricsOn()) idempotentReplays.inc();
+  }
   if (answer.body !== undefined) {
     sendText(res, answer.status, contentType ?? 'application/json; charset=utf-8', answer.body);
     return;

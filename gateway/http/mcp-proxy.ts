@@ -12,6 +12,7 @@
 // MCP_PROXY_SECRET set, from a request carrying the secret, which the
 // gateway adds here (any copy sent by the client is dropped).
 import http from 'node:http';
+import { traceparentOf } from '../core/web/request-log.ts';
 import { HttpError } from '../core/web/errors.ts';
 import { PROXY_SECRET_HEADER, clientIp } from '../core/web/client-ip.ts';
 import type { TrustProxy } from '../core/process/config.ts';
@@ -52,10 +53,10 @@ export interface McpProxyOptions {
   log: Logger;
 }
 
-/** Whether the MCP process serves `path` (one of MCP_PATHS, or below one; case-insensitive). */
-export function isMcpPath(path: string): boolean {
+/** The MCP process's path prefix `path` falls under (one of MCP_PATHS, or below one; case-insensitive), if any: also the metrics' route. */
+export function mcpPathOf(path: string): string | undefined {
   const lower = path.toLowerCase();
-  return MCP_PATHS.some((prefix) => lower === prefix || lower.startsWith(`${prefix}/`));
+  return MCP_PATHS.find((prefix) => lower === prefix || lower.startsWith(`${prefix}/`));
 }
 
 /** Passes the exchange's request to the MCP process, and its answer back. */
@@ -72,6 +73,8 @@ export function mcpProxy({ upstreamUrl, trustProxy, proxySecret, log }: McpProxy
     if (proxySecret) headers[PROXY_SECRET_HEADER] = proxySecret;
     headers['x-forwarded-proto'] = 'encrypted' in req.socket && req.socket.encrypted ? 'https' : 'http';
     headers['x-request-id'] = requestLog.id;
+    // The same trace on both sides: the MCP process's log lines (and its transactions) carry this request's trace id.
+    if (requestLog.span || headers.traceparent === undefined) headers.traceparent = traceparentOf(requestLog);
     const outgoing = http.request(
       {
         protocol: upstream.protocol,
@@ -116,6 +119,7 @@ export function mcpProxy({ upstreamUrl, trustProxy, proxySecret, log }: McpProxy
         return;
       }
       log.warn({ err: err.message }, 'the MCP server is not reachable');
+      requestLog.cause = 'mcp';
       sendError(res, new HttpError(503, 'service_unavailable', 'the agent interface is not available, try again'));
     });
     // The client went away (e.g. closed an SSE stream): stop the upstream request.

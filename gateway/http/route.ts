@@ -34,6 +34,7 @@
 // by user or re-check a rule the database enforces.
 import type { AuthRedirects } from '../core/process/config.ts';
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { Context as TraceContext } from '@opentelemetry/api';
 import { z } from 'zod';
 import { authenticateApiToken, isApiTokenSecret, type ApiTokenInfo } from '../core/auth/api-tokens.ts';
 import { bearerToken } from '../core/auth/bearer.ts';
@@ -322,7 +323,7 @@ export function defineRoute<
         const caller = def.auth === 'user' ? await authenticate(exchange, services, def.tokenInQuery ?? false) : null;
         if (caller) exchange.userId = caller.user.sub;
         const ip = clientIp(exchange.req.socket.remoteAddress, exchange.req.headers['x-forwarded-for'], services.trustProxy);
-        const transaction = requestTransaction(def, services, caller, ip);
+        const transaction = requestTransaction(def, services, caller, ip, exchange.requestLog);
         const run = (db: InTransaction) => def.handler(validatedContext(def, exchange, { services, caller, ip, db, apiKeyRole }));
         const key = keyed ? idempotencyKeyOf(exchange, def.invalidStatus ?? 400) : null;
         if (key) await serveKeyed(exchange.res, key, transaction, async (db) => answerOf(await run(db)), (err) => httpErrorOf(def, err).status);
@@ -370,16 +371,19 @@ function requireApiKey(exchange: Exchange, services: Services): ApiKeyRole {
 /**
  * Step 2: the request's transactions (core/database/transaction.ts), as the
  * caller (anon on public routes), read-only for a GET, each within the
- * client's fair share of the pool (fair-share.ts).
+ * client's fair share of the pool (fair-share.ts), its application_name
+ * carrying the request's trace id.
  */
-function requestTransaction(def: RouteRules, services: Services, caller: Caller | null, ip: string): InTransaction {
+function requestTransaction(def: RouteRules, services: Services, caller: Caller | null, ip: string, trace: { traceId: string; span?: { context: TraceContext } }): InTransaction {
+  const traceId = trace.traceId;
+  const traceContext = trace.span?.context;
   const claims = caller?.user ?? claimsOf({ kind: 'anon' });
   const readOnly = def.method === 'get' && !def.readWrite;
   const share = services.fairShare;
   const shareKey = fairShareKey(caller?.user.sub, ip);
   return (fn, asClaims, options) => {
     const run = () =>
-      withClaims(services.sql, asClaims === undefined ? claims : asClaims, fn, { readOnly, statementTimeoutMs: services.statementTimeoutMs, ...options });
+      withClaims(services.sql, asClaims === undefined ? claims : asClaims, fn, { readOnly, statementTimeoutMs: services.statementTimeoutMs, traceId, traceContext, ...options });
     return share ? share.run(shareKey, run) : run();
   };
 }
@@ -449,6 +453,7 @@ function send(res: ServerResponse, reply: Reply): void {
 /** Or step 5 when any step failed: the error, logged and answered as the route answers it (a response already started is cut). */
 async function fail(exchange: Exchange, def: RouteRules, err: unknown): Promise<void> {
   const httpError = httpErrorOf(def, err);
+  exchange.requestLog.cause = causeOf(httpError, err);
   logFailure(exchange, httpError, err);
   if (exchange.res.headersSent) {
     exchange.res.destroy();
@@ -461,6 +466,17 @@ async function fail(exchange: Exchange, def: RouteRules, err: unknown): Promise<
     await discardRest(exchange.req);
   }
   sendAnswer(exchange.res, failure(def, httpError));
+}
+
+/**
+ * Why a request failed, for the metrics: a 503 the pipeline made of a
+ * database error (unreachable, not answering, restarting) is `database`; one
+ * a step refused itself (the password queue full, a stream not accepted) is
+ * `overloaded`; other failures, their error code.
+ */
+function causeOf(httpError: HttpError, err: unknown): string {
+  if (httpError.status !== 503) return httpError.code;
+  return err instanceof HttpError ? 'overloaded' : 'database';
 }
 
 /** An error as the route answers it (the SQLSTATE table, then the route's status overrides). */

@@ -13,6 +13,7 @@
 // for a crash between sending and recording).
 import nodemailer, { type Transporter } from 'nodemailer';
 import type { Task } from 'graphile-worker';
+import { emails, metricsOn } from '../core/process/metrics.ts';
 
 export interface SmtpOptions {
   url: string;
@@ -37,9 +38,11 @@ export function sendEmailTask(smtp: SmtpOptions): { task: Task; close(): void } 
     try {
       await transport.sendMail({ from: smtp.from, to: message.to_email, subject: message.subject, text: message.body_text });
     } catch (err) {
+      if (metricsOn()) emails.inc({ outcome: 'failed' });
       await helpers.query('select private.email_outbox_failed($1::uuid, $2::text)', [id, err instanceof Error ? err.message : String(err)]);
       throw err;
     }
+    if (metricsOn()) emails.inc({ outcome: 'sent' });
     await helpers.query('select private.email_outbox_sent($1::uuid)', [id]);
   };
   return { task, close: () => transport.close() };

@@ -40,6 +40,8 @@ import https from 'node:https';
 import type { JobHelpers, Task } from 'graphile-worker';
 import type { Logger } from '../core/process/log.ts';
 import { guardedLookup, sendRefusal, type TargetRules } from './webhook-targets.ts';
+import { metricsOn, webhookDeliveries } from '../core/process/metrics.ts';
+import { startClientSpan } from '../core/process/tracing.ts';
 
 export const WEBHOOK_TIMEOUT_MS = 10_000;
 /** A connection (and its TLS handshake) must be up within this. */
@@ -163,7 +165,18 @@ export function webhookDeliverTask(options: WebhookSenderOptions): { task: Task;
       'webhook-timestamp': String(timestamp),
       'webhook-signature': signatures(row.secrets, row.webhook_id, timestamp, row.body),
     };
-    const outcome = await post(row.url, headers, row.body, { rules: options.rules, timeoutMs, connectTimeoutMs, agents, helpers });
+    const sending = performance.now();
+    // Traces exported: the delivery is a span, and the receiver gets its traceparent.
+    const traced = startClientSpan('webhook deliver', { 'webhook.id': row.webhook_id });
+    const outcome = await post(row.url, traced ? { ...headers, traceparent: traced.traceparent } : headers, row.body, { rules: options.rules, timeoutMs, connectTimeoutMs, agents, helpers });
+    if (traced) {
+      traced.span.setAttribute('http.response.status_code', outcome.statusCode ?? 0);
+      traced.span.end();
+    }
+    if (metricsOn()) {
+      const result = outcome.statusCode === null ? 'no_answer' : outcome.error === null ? 'delivered' : 'refused';
+      webhookDeliveries.observe({ outcome: result }, (performance.now() - sending) / 1000);
+    }
     if (outcome.reason) options.log?.info({ delivery: row.delivery_id, reason: outcome.reason }, 'webhook attempt without an answer');
     await client.query(
       'select private.webhook_delivery_finish($1::uuid, $2::int, $3::int, $4::text, $5::text, $6::float8[])',

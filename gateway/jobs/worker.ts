@@ -38,6 +38,7 @@ import type { Logger } from '../core/process/log.ts';
 import { crontab, PERIODIC_JOBS, type PeriodicSettings } from './crontab.ts';
 import { sendEmailTask, type SmtpOptions } from './mail.ts';
 import { workerLogger } from '../core/database/job-queue.ts';
+import { jobs, jobsRunning, metricsOn, readQueueWith } from '../core/process/metrics.ts';
 import { webhookDeliverTask } from './webhooks.ts';
 import { storagePurgeTask } from './storage.ts';
 import { StorageService } from '../storage/service.ts';
@@ -75,6 +76,8 @@ export interface JobWorkerOptions {
 export interface JobWorker {
   /** The graphile-worker pool ids its jobs are locked by (one per runner). */
   readonly ids: string[];
+  /** Why the worker is not polling for jobs (its last fetch failed, or a runner stopped); null while it polls (the admin server's /ready). */
+  notPolling(): string | null;
   /** Stops taking jobs and waits (at most timeoutMs) for those running; whatever is left runs again elsewhere. */
   stop(timeoutMs?: number): Promise<void>;
 }
@@ -123,6 +126,7 @@ export async function startJobWorker(options: JobWorkerOptions): Promise<JobWork
       new Promise<void>((resolve) => (timer = setTimeout(resolve, timeoutMs))),
     ]);
     clearTimeout(timer);
+    readQueueWith(undefined);
     await Promise.resolve(utils.release()).catch(() => {});
     await utilsPool.end().catch(() => {});
     await Promise.all(runners.map((r) => r.liveness?.end({ timeout: 1 }).catch(() => {})));
@@ -146,11 +150,17 @@ export async function startJobWorker(options: JobWorkerOptions): Promise<JobWork
       .catch((err: unknown) => log.warn({ err }, 'job worker: recovering the jobs of dead workers failed'));
   }
   const ids = runners.map((r) => r.id);
+  const jobQueue = utils;
+  if (metricsOn()) readQueueWith(() => jobQueue.withPgClient((client) => client.query<{ task: string; n: string }>(QUEUED_SQL)).then(({ rows }) => rows));
   log.debug({ workers: ids, concurrency: options.concurrency, smtp: Boolean(options.smtp) }, 'job worker running');
 
   let stopped: Promise<void> | undefined;
   return {
     ids,
+    notPolling() {
+      for (const lane of runners) if (lane.polling.problem) return lane.polling.problem;
+      return null;
+    },
     stop(timeoutMs = 10_000) {
       stopped ??= stopAll(timeoutMs);
       return stopped;
@@ -164,6 +174,26 @@ interface RunningLane {
   liveness: postgres.Sql | undefined;
   /** The runner's pg pool (graphile-worker leaves a pool it was given open). */
   pool: pg.Pool;
+  /** Whether its last fetch of jobs worked, and whether the runner still runs. */
+  polling: { problem: string | null };
+}
+
+/** Jobs waiting (not locked, due or not), by task: the jobs_queued gauge, read at each scrape. */
+const QUEUED_SQL = `select task_identifier as task, count(*)::text as n from graphile_worker.jobs where locked_at is null group by 1`;
+
+
+/** Counts a lane's jobs by task and outcome, and follows whether it polls (graphile-worker's events). */
+function instrumentLane(events: WorkerEvents, polling: { problem: string | null }): void {
+  events.on('worker:getJob:empty', () => (polling.problem = null));
+  events.on('worker:getJob:error', ({ error }) => (polling.problem = `the job worker cannot fetch jobs: ${(error as Error)?.message ?? String(error)}`));
+  if (!metricsOn()) return;
+  events.on('job:start', ({ job }) => {
+    polling.problem = null;
+    jobsRunning.inc({ task: job.task_identifier });
+  });
+  events.on('job:success', ({ job }) => jobs.inc({ task: job.task_identifier, outcome: 'succeeded' }));
+  events.on('job:error', ({ job }) => jobs.inc({ task: job.task_identifier, outcome: 'failed' }));
+  events.on('job:complete', ({ job }) => jobsRunning.dec({ task: job.task_identifier }));
 }
 
 /** One graphile-worker runner for `taskList` (it fetches only those tasks' jobs), with its liveness connection. */
@@ -176,6 +206,8 @@ async function startLane(options: JobWorkerOptions, name: string, taskList: Task
   let open: () => void = () => {};
   const gate = new Promise<void>((resolve) => (open = resolve));
   const events = new EventEmitter() as WorkerEvents;
+  const polling = { problem: null as string | null };
+  instrumentLane(events, polling);
   events.on('pool:create', ({ workerPool }) => {
     poolId = workerPool.id;
     if (!recovery) return open();
@@ -216,9 +248,12 @@ async function startLane(options: JobWorkerOptions, name: string, taskList: Task
     await pool.end().catch(() => {});
     throw err;
   }
-  runner.promise.catch((err: unknown) => log.error({ err, runner: name }, 'job worker stopped with an error'));
+  runner.promise.catch((err: unknown) => {
+    polling.problem = `the job worker (${name}) stopped with an error`;
+    log.error({ err, runner: name }, 'job worker stopped with an error');
+  });
   await gate;
-  return { id: poolId, runner, liveness, pool };
+  return { id: poolId, runner, liveness, pool, polling };
 }
 
 /** The errors of a pool's connections (a restart, a failover), logged as graphile-worker's own pools log them: connection errors quieted (workerLogger). */

@@ -53,6 +53,7 @@ import type { Sql } from '../core/database/pool.ts';
 import type { Logger } from '../core/process/log.ts';
 import { isDatabaseUnavailable, OutageLog } from '../core/database/unavailable-log.ts';
 import { StreamOpener } from './opener.ts';
+import { metricsOn, readRealtimeWith, realtimeSlowCloses } from '../core/process/metrics.ts';
 import { SsePayload } from './sse-messages.ts';
 
 export type SubscriberKind = 'sse' | 'websocket';
@@ -183,6 +184,8 @@ export class ChangeHub {
   private started = false;
   private readonly timers: NodeJS.Timeout[] = [];
   private listener: { unlisten(): Promise<void> } | null = null;
+  /** LISTEN has been answered (postgres.js calls back after every reconnect). */
+  private listening = false;
   /** Registrations (app.event_streams ids) this process holds. */
   private readonly registrations = new Set<string>();
   private readonly toRelease = new Set<string>();
@@ -221,6 +224,13 @@ export class ChangeHub {
     return this.streams.size + this.sockets.size;
   }
 
+  /** Why the hub is not ready (the admin server's /ready): not started, or its LISTEN not (yet) answered; null when it is. */
+  notReady(): string | null {
+    if (this.closing) return 'shutting down';
+    if (!this.started || !this.listening) return 'the LISTEN connection is not up';
+    return null;
+  }
+
   async start(): Promise<void> {
     await this.refreshHead();
     const meta = await (this.options.listenSql ?? this.sql).listen(
@@ -228,9 +238,13 @@ export class ChangeHub {
       (payload) => this.onNotification(payload),
       // Called on the first LISTEN and after every reconnect: notifications
       // may have been missed meanwhile, so read the head.
-      () => void this.refreshHead().catch((err: unknown) => this.log.warn({ err }, 'realtime: reading the change log head failed')),
+      () => {
+        this.listening = true;
+        void this.refreshHead().catch((err: unknown) => this.log.warn({ err }, 'realtime: reading the change log head failed'));
+      },
     );
     this.listener = meta;
+    readRealtimeWith(() => ({ streams: this.streams.size, websockets: this.sockets.size, messages: this.stats.writes }));
     const every = (ms: number, fn: () => unknown) => {
       const timer = setInterval(() => {
         if (!this.closing) fn();
@@ -464,7 +478,9 @@ export class ChangeHub {
       if (err instanceof postgres.PostgresError && err.code === 'PT410') {
         // Resuming from an id the log no longer holds: the clients reconnect
         // with the same id and get a fresh snapshot.
-        for (const s of [...cohort.streams()]) s.close('pruned');
+        const closing = [...cohort.streams()];
+        for (const s of closing) s.close('pruned');
+        if (metricsOn()) realtimeSlowCloses.inc({ kind: 'sse' }, closing.length);
       } else if (!this.closing) {
         this.readFailed(err, from, upto);
       }
@@ -586,6 +602,7 @@ export class ChangeHub {
         for (const m of everyone) this.isolated.add(m);
       } else if (err instanceof postgres.PostgresError && err.code === 'PT410') {
         for (const m of everyone) m.close('pruned');
+        if (metricsOn()) realtimeSlowCloses.inc({ kind: 'websocket' }, everyone.length);
       } else if (!this.closing) {
         this.readFailed(err, reads[0]?.from, reads[0]?.upto);
       }

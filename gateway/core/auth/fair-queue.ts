@@ -48,6 +48,11 @@ export class FairQueue {
 
   constructor(readonly options: FairQueueOptions) {}
 
+  /** Items waiting and running now (the metrics). */
+  get depth(): { waiting: number; running: number } {
+    return { waiting: this.queued, running: this.running };
+  }
+
   /** Work running and waiting now, and the clients waiting (for tests and diagnostics). */
   get load(): { running: number; queued: number; clients: number } {
     return { running: this.running, queued: this.queued, clients: this.turns.size };

@@ -24,6 +24,7 @@ import { sqlRefusal } from '../web/errors.ts';
 import { tooManyRequests } from '../web/throttle.ts';
 import { HashThreads } from './hash-threads.ts';
 import { FairQueue, type Place } from './fair-queue.ts';
+import { hashingDuration, metricsOn, readHashingWith } from '../process/metrics.ts';
 
 /** What bcrypt is given: the password reduced with SHA-256, base64 (as identity.hash_password does). */
 function reduced(password: string): string {
@@ -37,6 +38,7 @@ export class Passwords {
   constructor(readonly options: PasswordOptions) {
     this.queue = new FairQueue({ concurrency: options.concurrency, maxQueued: options.maxQueued, what: 'sign-ins' });
     this.threads = new HashThreads(options.concurrency);
+    readHashingWith(() => this.queue.depth);
   }
 
   /** Ends the hashing threads (when the process's server closes). */
@@ -60,16 +62,21 @@ export class Passwords {
 
   /** Whether the password matches the hash (false for anything that is not a bcrypt hash). Call in a place's turn. */
   async verifyNow(password: string, hash: string): Promise<boolean> {
+    const started = performance.now();
     try {
       return await this.threads.verify(reduced(password), hash);
     } catch {
       return false;
+    } finally {
+      if (metricsOn()) hashingDuration.observe({ operation: 'verify' }, (performance.now() - started) / 1000);
     }
   }
 
   /** A new hash at the configured cost. Call in a place's turn. */
   hashNow(password: string): Promise<string> {
-    return this.threads.hash(reduced(password), this.options.cost);
+    if (!metricsOn()) return this.threads.hash(reduced(password), this.options.cost);
+    const started = performance.now();
+    return this.threads.hash(reduced(password), this.options.cost).finally(() => hashingDuration.observe({ operation: 'hash' }, (performance.now() - started) / 1000));
   }
 }
 

@@ -44,6 +44,8 @@ export interface PoolOptions {
 const watches = new WeakMap<Sql, DatabaseWatch>();
 /** The PUBLIC_URL a pool's transactions set (PoolOptions.publicUrl). */
 const publicUrls = new WeakMap<Sql, string>();
+/** The application_name of a pool's connections (a transaction with a trace id shows it after it). */
+const applicationNames = new WeakMap<Sql, string>();
 
 export function createPool(url: string, options: PoolOptions): Sql {
   const sql = postgres(url, {
@@ -58,12 +60,23 @@ export function createPool(url: string, options: PoolOptions): Sql {
   });
   watches.set(sql, new DatabaseWatch(url, { transactionPooler: options.mode === 'transaction', log: options.log }));
   if (options.publicUrl !== undefined) publicUrls.set(sql, options.publicUrl);
+  applicationNames.set(sql, options.applicationName);
   return sql;
 }
 
 /** The PUBLIC_URL a pool's transactions set as request.public_url ('' when none was given: SQL then uses the recorded one). */
 export function publicUrlOf(sql: Sql): string {
   return publicUrls.get(sql) ?? '';
+}
+
+/**
+ * The application_name a transaction of the pool runs with, for a trace id:
+ * the connection's own followed by `trace:<id>` (at most 63 bytes, Postgres's
+ * limit). Transaction-local, so pg_stat_activity and the server log
+ * (log_line_prefix %a) show which trace a running statement belongs to.
+ */
+export function tracedApplicationName(sql: Sql, traceId: string): string {
+  return `${applicationNames.get(sql) ?? 'gateway'} trace:${traceId}`.slice(-63);
 }
 
 /** The watch of a pool made by createPool; none for other pools. */

@@ -8,6 +8,7 @@
 //              set_config('request.jwt.claims', …, true),    -- nothing leaks to the
 //              set_config('statement_timeout', …, true),     -- next user of the connection
 //              set_config('request.public_url', …, true)     -- (the URLs SQL builds)
+//              set_config('application_name', …, true)       -- (the request's trace id)
 //       the handler's one call
 //       COMMIT
 //   → wait for the four replies: ONE network round trip per request.
@@ -44,8 +45,11 @@
 import postgres from 'postgres';
 import type { WatchedOperation } from './watch.ts';
 import { isRetryable } from '../web/errors.ts';
-import { DatabaseWaitError, DEADLINE_MARGIN_MS, OutcomeUnknownError, publicUrlOf, watchOf, type Sql } from './pool.ts';
+import { DatabaseWaitError, DEADLINE_MARGIN_MS, OutcomeUnknownError, publicUrlOf, tracedApplicationName, watchOf, type Sql } from './pool.ts';
 import { isDatabaseUnavailable, noteServed } from './unavailable-log.ts';
+import type { Context } from '@opentelemetry/api';
+import { endSqlSpan, startSqlSpan } from '../process/tracing.ts';
+import { metricsOn, observeSql, operationOf, poolWait, readPoolWith, statementTimeouts } from '../process/metrics.ts';
 
 /**
  * The request's transaction: the connection held for the request, BEGIN
@@ -64,6 +68,10 @@ export interface RequestClaims {
 export interface TransactionOptions<T = unknown> {
   readOnly?: boolean;
   statementTimeoutMs?: number;
+  /** The request's W3C trace id: the transaction's application_name carries it (pool.ts tracedApplicationName). */
+  traceId?: string;
+  /** The request's span context, when traces are exported: the transaction is a child span of it (core/process/tracing.ts). */
+  traceContext?: Context;
   /**
    * Statements to send right before COMMIT, in the same round trip, once fn
    * has settled (e.g. storing an idempotent request's answer): they get fn's
@@ -148,7 +156,56 @@ interface Progress {
   abandoned: boolean;
 }
 
+/**
+ * The pipeline's database step, measured once for every route (when metrics
+ * are on, core/process/metrics.ts): connections held and waited for (plain
+ * counts, read by the gauges at each scrape), the wait, and the
+ * transaction's duration by the api function it called.
+ */
+const pool = { used: 0, pending: 0 };
+readPoolWith(() => pool);
+
 async function transaction<T>(sql: Sql, claims: RequestClaims | null, fn: (tx: Tx) => Promise<T>, options: TransactionOptions<T>): Promise<T> {
+  const measured = metricsOn();
+  if (!measured && !options.traceContext) return unmeasuredTransaction(sql, claims, fn, options);
+  const started = performance.now();
+  const operation = { name: 'other' };
+  const span = startSqlSpan(options.traceContext);
+  let errorType = '';
+  try {
+    return await unmeasuredTransaction(sql, claims, fn, options, operation);
+  } catch (err) {
+    const code = (err as { code?: unknown }).code;
+    errorType = typeof code === 'string' && /^[0-9A-Z_]{1,32}$/.test(code) ? code : 'error';
+    if (code === '57014' && measured) statementTimeouts.inc({ db_operation_name: operation.name });
+    throw err;
+  } finally {
+    if (span) endSqlSpan(span, operation.name, errorType);
+    if (measured) observeSql(operation.name, errorType, (performance.now() - started) / 1000);
+  }
+}
+
+/** Takes a connection, counting the requests waiting for one and the connections held, and measuring the wait. */
+async function reserveMeasured(sql: Sql): Promise<postgres.ReservedSql> {
+  const waiting = performance.now();
+  pool.pending++;
+  try {
+    const tx = await sql.reserve();
+    pool.used++;
+    return tx;
+  } finally {
+    pool.pending--;
+    poolWait.observe((performance.now() - waiting) / 1000);
+  }
+}
+
+async function unmeasuredTransaction<T>(
+  sql: Sql,
+  claims: RequestClaims | null,
+  fn: (tx: Tx) => Promise<T>,
+  options: TransactionOptions<T>,
+  operation?: { name: string },
+): Promise<T> {
   const timeoutMs = options.statementTimeoutMs ?? 15_000;
   const watch = watchOf(sql);
   if (watch && !watch.responsive) throw new DatabaseWaitError('the database does not answer');
@@ -157,7 +214,8 @@ async function transaction<T>(sql: Sql, claims: RequestClaims | null, fn: (tx: T
   const cutOff = new Promise<never>((_, reject) => (cut = reject));
   const op: WatchedOperation | undefined = watch?.enter(() => cut(new DatabaseWaitError('the database does not answer')));
   const work = (async () => {
-    const tx = await sql.reserve();
+    const counted = operation !== undefined && metricsOn();
+    const tx = counted ? await reserveMeasured(sql) : await sql.reserve();
     if (progress.abandoned || (watch && !watch.responsive)) {
       // The request was answered while it waited, or the database stopped answering: give the connection back unused.
       tx.release();
@@ -165,8 +223,10 @@ async function transaction<T>(sql: Sql, claims: RequestClaims | null, fn: (tx: T
     }
     op?.sent();
     try {
-      return await run(tx, claims, publicUrlOf(sql), fn, options, timeoutMs, progress);
+      const applicationName = options.traceId ? tracedApplicationName(sql, options.traceId) : null;
+      return await run(tx, claims, publicUrlOf(sql), applicationName, fn, options, timeoutMs, progress, operation);
     } finally {
+      if (counted) pool.used--;
       tx.release();
     }
   })();
@@ -228,10 +288,12 @@ async function run<T>(
   tx: postgres.ReservedSql,
   claims: RequestClaims | null,
   publicUrl: string,
+  applicationName: string | null,
   fn: (tx: Tx) => Promise<T>,
   options: TransactionOptions<T>,
   timeoutMs: number,
   progress: Progress,
+  operation?: { name: string },
 ): Promise<T> {
   const settle = async (pending: Promise<unknown>[]): Promise<unknown[]> => {
     const outcomes = await Promise.allSettled(pending);
@@ -247,8 +309,10 @@ async function run<T>(
            set_config('request.jwt.claims', ${claimsJson(claims)}, true),
            set_config('statement_timeout', ${String(timeoutMs)}, true),
            set_config('request.public_url', ${publicUrl}, true),
+           case when ${applicationName}::text is not null then set_config('application_name', ${applicationName}::text, true) end,
            private.check_session(${sessionOf(claims)}::uuid)`
-      : tx`select set_config('statement_timeout', ${String(timeoutMs)}, true), set_config('request.public_url', ${publicUrl}, true)`
+      : tx`select set_config('statement_timeout', ${String(timeoutMs)}, true), set_config('request.public_url', ${publicUrl}, true),
+                  case when ${applicationName}::text is not null then set_config('application_name', ${applicationName}::text, true) end`
   ).execute();
   let body: Promise<T>;
   try {
@@ -257,6 +321,7 @@ async function run<T>(
     body = Promise.reject(err);
   }
   const readOnly = options.readOnly ?? false;
+  if (operation && isPendingQuery(body)) operation.name = operationOf((body as { strings?: readonly string[] }).strings?.join('$'));
   if (isPendingQuery(body) && !options.finish) {
     // One statement: COMMIT goes out right behind it.
     body.execute();

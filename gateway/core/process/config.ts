@@ -20,6 +20,9 @@ const EnvSchema = z.object({
   DATABASE_POOL_MODE: z.enum(['session', 'transaction']).optional(),
   PORT: port(3000),
   HOST: optionalString,
+  // The admin server (/live, /ready, /metrics): off unless ADMIN_PORT is set (docs/operations.md#monitoring).
+  ADMIN_PORT: z.coerce.number().int().min(0).max(65535).optional(),
+  ADMIN_HOST: optionalString,
   PUBLIC_URL: optionalString,
   // The address a verified /auth/v1 link goes to by default (default PUBLIC_URL), and the
   // others its redirect_to may name (comma-separated): docs/supabase-sdks.md#links.
@@ -118,6 +121,8 @@ export interface Config {
   databasePoolMode: 'session' | 'transaction';
   port: number;
   host: string | undefined;
+  /** ADMIN_PORT and ADMIN_HOST (default 127.0.0.1): the admin server; undefined: none, and no metrics kept. */
+  admin: { port: number; host: string } | undefined;
   publicUrl: string;
   /** Where verified /auth/v1 links may redirect (SITE_URL, AUTH_REDIRECT_URLS). */
   authRedirects: AuthRedirects;
@@ -342,6 +347,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     databasePoolMode: e.DATABASE_POOL_MODE ?? detectPoolMode(e.DATABASE_URL),
     port: e.PORT,
     host: e.HOST,
+    admin: e.ADMIN_PORT === undefined ? undefined : { port: e.ADMIN_PORT, host: e.ADMIN_HOST ?? '127.0.0.1' },
     publicUrl: (e.PUBLIC_URL ?? `http://localhost:${e.PORT}`).replace(/\/+$/, ''),
     appScheme: e.APP_SCHEME ?? 'communityapp',
     authRedirects: {

@@ -4,6 +4,13 @@
 // response with method, path (never the query string: it may carry
 // credentials), status, duration and user.
 //
+// Every line of a request (the request line and whatever the request's logger
+// writes) carries reqId and traceId: the trace id of an incoming W3C
+// `traceparent` (or of the request's span, when tracing is on), else a new one.
+// When metrics are on (core/process/metrics.ts), the same moment records the
+// request's duration by method, route template and status, and counts 503s
+// by cause and 429s by door.
+//
 // The line is written by a logger without redaction (its fields are fixed
 // and hold no secret): pino's redaction walks every logged object, and on a
 // request that costs a few hundred microseconds that was measurable.
@@ -11,11 +18,36 @@ import crypto from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { RequestHandler } from 'express';
 import { accessLogOf, type Logger } from '../process/log.ts';
+import { endServerSpan, startServerSpan, traceparentOfSpan, type ServerSpan } from '../process/tracing.ts';
+import { doorOf, observeRequest, routeTemplate, metricsOn, throttleRefusals, unavailableAnswers } from '../process/metrics.ts';
 
 const REQUEST_ID = /^[A-Za-z0-9._-]{1,64}$/;
+/** A W3C traceparent (version 00): its trace id is the second field; all zeros is invalid. */
+const TRACEPARENT = /^[0-9a-f]{2}-([0-9a-f]{32})-[0-9a-f]{16}-[0-9a-f]{2}$/;
+
+/** The traceparent of a request this one makes (the MCP process): a child of its server span, or of its trace id. */
+export function traceparentOf(state: RequestLog): string {
+  if (state.span) return traceparentOfSpan(state.span.span);
+  return `00-${state.traceId}-${crypto.randomBytes(8).toString('hex')}-01`;
+}
+
+/** The trace id of a request: its `traceparent`'s when valid, else a new one. */
+export function traceIdOf(header: string | string[] | undefined): string {
+  const match = typeof header === 'string' ? TRACEPARENT.exec(header.trim()) : null;
+  const id = match?.[1];
+  return id && !/^0+$/.test(id) ? id : crypto.randomBytes(16).toString('hex');
+}
 
 export interface RequestLog {
   readonly id: string;
+  /** The W3C trace id the request's log lines carry. */
+  traceId: string;
+  /** The request's server span, when traces are exported (core/process/tracing.ts). */
+  span: ServerSpan | undefined;
+  /** The route template that served the request (`/api/mobile/tasks/{id}`), for the metrics; unset: none matched. */
+  route: string | undefined;
+  /** Why a 503 was answered (the metrics' cause: database, overloaded, starting, mcp); else the error code of a refusal. */
+  cause: string | undefined;
   /** The request's logger (with reqId). */
   readonly log: Logger;
   /** The signed-in user, shown on the line. */
@@ -29,23 +61,43 @@ export function startRequestLog(req: IncomingMessage, res: ServerResponse, log: 
   const id = typeof incoming === 'string' && REQUEST_ID.test(incoming) ? incoming : crypto.randomUUID();
   const started = performance.now();
   let child: Logger | undefined;
+  const span = startServerSpan(req.method ?? 'GET', req.headers);
   const state: RequestLog = {
     id,
+    traceId: span ? span.span.spanContext().traceId : traceIdOf(req.headers.traceparent),
+    span,
+    route: undefined,
+    cause: undefined,
     get log() {
-      return (child ??= log.child({ reqId: id }));
+      return (child ??= log.child({ reqId: id, traceId: state.traceId }));
     },
     userId: undefined,
     path: undefined,
   };
   res.setHeader('X-Request-Id', id);
   const access = accessLogOf(log);
-  if (access.isLevelEnabled('info')) {
+  const logged = access.isLevelEnabled('info');
+  const measured = metricsOn();
+  if (measured) causes.set(res, state);
+  // 'close' comes for every response, finished or cut.
+  if (span) res.once('close', () => endServerSpan(span, state.route, res.statusCode));
+  if (logged || measured) {
     res.once('finish', () => {
       const ms = performance.now() - started;
+      if (measured) measure(req.method ?? 'GET', state, res.statusCode, ms);
+      if (!logged) return;
       const url = req.url ?? '/';
       const q = url.indexOf('?');
       access.info(
-        { reqId: id, method: req.method, path: state.path ?? (q === -1 ? url : url.slice(0, q)), status: res.statusCode, ms: Math.round(ms * 10) / 10, user: state.userId },
+        {
+          reqId: id,
+          traceId: state.traceId,
+          method: req.method,
+          path: state.path ?? (q === -1 ? url : url.slice(0, q)),
+          status: res.statusCode,
+          ms: Math.round(ms * 10) / 10,
+          user: state.userId,
+        },
         'request',
       );
     });
@@ -53,11 +105,37 @@ export function startRequestLog(req: IncomingMessage, res: ServerResponse, log: 
   return state;
 }
 
-/** The same, as Express middleware (the MCP process): res.locals.requestId, .log and .userId. */
+const causes = new WeakMap<ServerResponse, RequestLog>();
+
+/** Records the error code a response answers with, unless a cause was given already (when metrics are on). */
+export function noteCause(res: ServerResponse, code: string): void {
+  const state = causes.get(res);
+  if (state) state.cause ??= code;
+}
+
+/** Methods as OpenTelemetry labels them: the known ones, else _OTHER (a label never takes what a client invents). */
+const METHODS = new Set(['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS']);
+
+function measure(method: string, state: RequestLog, status: number, ms: number): void {
+  const route = state.route ?? 'unmatched';
+  observeRequest(METHODS.has(method) ? method : '_OTHER', route, status, ms / 1000);
+  if (status === 503) unavailableAnswers.inc({ cause: state.cause ?? 'other' });
+  else if (status === 429) throttleRefusals.inc({ door: doorOf(route) });
+}
+
+/** The same, as Express middleware (the MCP process): res.locals.requestId, .traceId, .log and .userId. */
 export function requestLogger(log: Logger): RequestHandler {
   return (req, res, next) => {
     const state = startRequestLog(req, res, log);
+    // Express knows the route once it matched: the template, never the path.
+    Object.defineProperty(state, 'route', {
+      get: () => (req.route ? routeTemplate(`${req.baseUrl ?? ''}${String(req.route.path)}`) : undefined),
+      set: () => {},
+      configurable: true,
+    });
     res.locals.requestId = state.id;
+    res.locals.traceId = state.traceId;
+    res.locals.traceContext = state.span?.context;
     Object.defineProperty(res.locals, 'log', { get: () => state.log, configurable: true });
     Object.defineProperty(res.locals, 'userId', {
       get: () => state.userId,

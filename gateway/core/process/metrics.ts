@@ -1,0 +1,273 @@
+// The service's metrics (prom-client), named after OpenTelemetry's semantic
+// conventions where one exists (http.server.request.duration is the
+// Prometheus http_server_request_duration_seconds; db.client.* the pool and
+// the SQL calls), and served by the admin server (admin-server.ts) when
+// ADMIN_PORT is set. docs/operations.md#monitoring says what each one means
+// and what to alert on.
+//
+// Kept only when metrics are on (enableMetrics, called by the processes when
+// ADMIN_PORT is set): the pipeline's hooks (the request log line, the
+// request's transaction) test one boolean otherwise.
+//
+// Labels are bounded: a route template (`/api/mobile/tasks/{id}`, never the
+// path), an `api` function name taken from the code's own SQL, a status, a
+// task name, an error code. Nothing a client sends becomes a label.
+import client from 'prom-client';
+
+export const registry = client.register;
+
+let on = false;
+
+/** Whether metrics are kept (ADMIN_PORT is set in this process or its cluster primary). */
+export function metricsOn(): boolean {
+  return on;
+}
+
+/**
+ * Turns metrics on in this process: the process metrics (CPU, memory,
+ * event-loop delay, handles) start being sampled, and the hooks record.
+ * `service` labels every series (gateway, worker, mcp).
+ */
+export function enableMetrics(service: string): void {
+  if (on) return;
+  on = true;
+  registry.setDefaultLabels({ service });
+  client.collectDefaultMetrics({ register: registry });
+}
+
+/** OpenTelemetry's recommended buckets for http.server.request.duration, in seconds. */
+const DURATION_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10];
+
+export const httpDuration = new client.Histogram({
+  name: 'http_server_request_duration_seconds',
+  help: 'Duration of HTTP server requests (OpenTelemetry http.server.request.duration), by method, route template and status.',
+  labelNames: ['http_request_method', 'http_route', 'http_response_status_code'] as const,
+  buckets: DURATION_BUCKETS,
+});
+
+export const unavailableAnswers = new client.Counter({
+  name: 'http_server_unavailable_responses_total',
+  help: '503 answers by cause (the error code of the body: database_unavailable, service_unavailable, too_busy, ...).',
+  labelNames: ['cause'] as const,
+});
+
+export const throttleRefusals = new client.Counter({
+  name: 'http_server_throttled_responses_total',
+  help: '429 answers by door (the first part of the route template: auth, mobile, platform, mcp, storage, ...).',
+  labelNames: ['door'] as const,
+});
+
+export const idempotentReplays = new client.Counter({
+  name: 'http_server_idempotent_replays_total',
+  help: 'Answers replayed for a repeated Idempotency-Key.',
+});
+
+/** The request pools' counts of the process (transaction.ts keeps them; read at each scrape). */
+let poolReader: (() => { used: number; pending: number }) | undefined;
+export function readPoolWith(read: typeof poolReader): void {
+  poolReader = read;
+}
+let maxConnections = 0;
+
+export const poolConnections = new client.Gauge({
+  name: 'db_client_connection_count',
+  help: 'Connections of the request pool (OpenTelemetry db.client.connection.count) by state: used (held by a request) or idle.',
+  labelNames: ['db_client_connection_state'] as const,
+  collect() {
+    const used = poolReader?.().used ?? 0;
+    this.set({ db_client_connection_state: 'used' }, used);
+    this.set({ db_client_connection_state: 'idle' }, Math.max(0, maxConnections - used));
+  },
+});
+
+export const poolMax = new client.Gauge({
+  name: 'db_client_connection_max',
+  help: 'The most connections the request pool may open (DB_POOL_MAX; OpenTelemetry db.client.connection.max).',
+});
+
+/** The request pool's size (DB_POOL_MAX), for the gauges. */
+export function setPoolMax(max: number): void {
+  maxConnections = max;
+  poolMax.set(max);
+}
+
+export const poolPending = new client.Gauge({
+  name: 'db_client_connection_pending_requests',
+  help: 'Requests waiting for a connection of the pool (OpenTelemetry db.client.connection.pending_requests).',
+  collect() {
+    this.set(poolReader?.().pending ?? 0);
+  },
+});
+
+export const poolWait = new client.Histogram({
+  name: 'db_client_connection_wait_time_seconds',
+  help: 'Time a request waited for a connection of the pool (OpenTelemetry db.client.connection.wait_time).',
+  buckets: [0.0005, 0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
+});
+
+export const sqlDuration = new client.Histogram({
+  name: 'db_client_operation_duration_seconds',
+  help: 'Duration of a request transaction (one round trip: BEGIN, settings, the call, COMMIT) by the api function it called (OpenTelemetry db.client.operation.duration).',
+  labelNames: ['db_system_name', 'db_operation_name', 'error_type'] as const,
+  buckets: DURATION_BUCKETS,
+});
+
+/**
+ * Observes a SQL call's duration: the labelled histogram of each (function,
+ * error) pair is looked up once, then kept (prom-client hashes the labels on
+ * every call otherwise).
+ */
+const sqlChildren = new Map<string, client.Histogram.Internal<string>>();
+export function observeSql(operation: string, errorType: string, seconds: number): void {
+  const key = `${operation} ${errorType}`;
+  let child = sqlChildren.get(key);
+  if (child === undefined) {
+    child = sqlDuration.labels({ db_system_name: 'postgresql', db_operation_name: operation, error_type: errorType });
+    sqlChildren.set(key, child);
+  }
+  child.observe(seconds);
+}
+
+/** The same for a request's duration, by method, route and status. */
+const httpChildren = new Map<string, client.Histogram.Internal<string>>();
+export function observeRequest(method: string, route: string, status: number, seconds: number): void {
+  const key = `${method} ${route} ${status}`;
+  let child = httpChildren.get(key);
+  if (child === undefined) {
+    child = httpDuration.labels({ http_request_method: method, http_route: route, http_response_status_code: status });
+    httpChildren.set(key, child);
+  }
+  child.observe(seconds);
+}
+
+export const statementTimeouts = new client.Counter({
+  name: 'db_client_statement_timeouts_total',
+  help: 'Request transactions cut by the statement timeout (SQLSTATE 57014), by api function.',
+  labelNames: ['db_operation_name'] as const,
+});
+
+export const jobs = new client.Counter({
+  name: 'jobs_total',
+  help: 'Jobs the job worker ran, by task and outcome (succeeded, failed).',
+  labelNames: ['task', 'outcome'] as const,
+});
+
+export const jobsRunning = new client.Gauge({
+  name: 'jobs_running',
+  help: 'Jobs running in this process now, by task.',
+  labelNames: ['task'] as const,
+});
+
+/** How jobs_queued is read (set by the job worker of the process; none: the gauge is absent). */
+let queueReader: (() => Promise<{ task: string; n: string }[]>) | undefined;
+export function readQueueWith(read: typeof queueReader): void {
+  queueReader = read;
+}
+
+export const jobsQueued = new client.Gauge({
+  name: 'jobs_queued',
+  help: 'Jobs waiting in the queue (not locked), by task; read from the database at each scrape by the processes that run a job worker.',
+  labelNames: ['task'] as const,
+  // Every process with a worker reads the same queue: a cluster's scrape takes one reading, not their sum.
+  aggregator: 'max',
+  async collect() {
+    const rows = queueReader ? await queueReader().catch(() => undefined) : undefined;
+    this.reset();
+    for (const row of rows ?? []) this.set({ task: row.task }, Number(row.n));
+  },
+});
+
+export const webhookDeliveries = new client.Histogram({
+  name: 'webhook_delivery_duration_seconds',
+  help: 'Webhook delivery attempts and their latency, by outcome: delivered (2xx), refused (another status), no_answer (timeout, refused connection, forbidden address).',
+  labelNames: ['outcome'] as const,
+  buckets: [0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
+});
+
+export const emails = new client.Counter({
+  name: 'emails_total',
+  help: 'E-mails the job worker handed to SMTP, by outcome (sent, failed).',
+  labelNames: ['outcome'] as const,
+});
+
+/** A route template as OpenTelemetry's http.route writes it: `/api/mobile/tasks/{id}` for `/api/mobile/tasks/:id`. */
+export function routeTemplate(path: string): string {
+  return path.replace(/:([A-Za-z0-9_]+)/g, '{$1}');
+}
+
+/** The door a route template belongs to (bounded: the templates are the code's). */
+export function doorOf(route: string): string {
+  const [first, second] = route.split('/').filter(Boolean);
+  if (first === 'api' && second) return second;
+  return first ?? 'root';
+}
+
+/** The api function a request's SQL calls (`api.x(` in the statement the code wrote), or `other`. */
+export function operationOf(text: string | undefined): string {
+  if (!text) return 'other';
+  const match = /\b(api|private|admin)\.([a-z_][a-z0-9_]*)\s*\(/.exec(text);
+  return match ? `${match[1]}.${match[2]}` : 'other';
+}
+
+/** What the realtime hub of the process reports at each scrape (set by it; none: zero). */
+export interface RealtimeCounts {
+  streams: number;
+  websockets: number;
+  /** Messages written to SSE streams since the start. */
+  messages: number;
+}
+let realtimeReader: (() => RealtimeCounts) | undefined;
+export function readRealtimeWith(read: typeof realtimeReader): void {
+  realtimeReader = read;
+}
+
+export const realtimeConnections = new client.Gauge({
+  name: 'realtime_open_connections',
+  help: 'Realtime connections open now, by kind: sse (GET /api/stream) or websocket (/realtime/v1/websocket).',
+  labelNames: ['kind'] as const,
+  collect() {
+    const counts = realtimeReader?.();
+    this.set({ kind: 'sse' }, counts?.streams ?? 0);
+    this.set({ kind: 'websocket' }, counts?.websockets ?? 0);
+  },
+});
+
+export const realtimeMessages = new client.Counter({
+  name: 'realtime_messages_sent_total',
+  help: 'Change messages written to SSE streams.',
+  collect() {
+    const counts = realtimeReader?.();
+    this.reset();
+    this.inc(counts?.messages ?? 0);
+  },
+});
+
+export const realtimeSlowCloses = new client.Counter({
+  name: 'realtime_slow_closes_total',
+  help: 'Realtime streams and websocket channels closed because they fell behind what the change log keeps (a slow or stalled client), by kind.',
+  labelNames: ['kind'] as const,
+});
+
+/** The password hashing queue of the process (set by it; none: zero). */
+let hashingReader: (() => { waiting: number; running: number }) | undefined;
+export function readHashingWith(read: typeof hashingReader): void {
+  hashingReader = read;
+}
+
+export const hashingQueue = new client.Gauge({
+  name: 'password_hashing_queue_depth',
+  help: 'Password hashing work (sign-ins, new passwords) by state: waiting for a hashing thread, or running.',
+  labelNames: ['state'] as const,
+  collect() {
+    const counts = hashingReader?.();
+    this.set({ state: 'waiting' }, counts?.waiting ?? 0);
+    this.set({ state: 'running' }, counts?.running ?? 0);
+  },
+});
+
+export const hashingDuration = new client.Histogram({
+  name: 'password_hashing_duration_seconds',
+  help: 'Time a bcrypt hash or verification took on its thread, by operation (hash, verify).',
+  labelNames: ['operation'] as const,
+  buckets: [0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5],
+});

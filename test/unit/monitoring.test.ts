@@ -1,0 +1,67 @@
+// What operators are given for monitoring holds together: the Prometheus
+// alert rules pass `promtool check rules` (Debian's prometheus package, as
+// .ci/run does), and every metric the rules, the Grafana dashboard and
+// docs/operations.md#monitoring name is one the admin server serves (and
+// every metric served is documented).
+import { spawnSync } from 'node:child_process';
+import fs from 'node:fs';
+import path from 'node:path';
+import client from 'prom-client';
+import { describe, expect, it } from 'vitest';
+import { registry } from '../../gateway/core/process/metrics.ts';
+import { projectRoot } from '../support/processes.ts';
+
+const RULES = path.join(projectRoot, 'ops', 'prometheus', 'alerts.yml');
+const DASHBOARD = path.join(projectRoot, 'ops', 'grafana', 'community-backend.json');
+const OPERATIONS = path.join(projectRoot, 'docs', 'operations.md');
+
+/** The names a scrape holds: ours and the process metrics (a histogram's _bucket, _sum and _count), and our label names. */
+async function servedNames(): Promise<{ ours: string[]; all: Set<string> }> {
+  const processMetrics = new client.Registry();
+  client.collectDefaultMetrics({ register: processMetrics });
+  const all = new Set<string>();
+  const ours = (await registry.getMetricsAsJSON()).map((m) => m.name).filter((name) => !/^(process|nodejs)_/.test(name));
+  for (const m of registry.getMetricsAsArray()) for (const label of (m as unknown as { labelNames: string[] }).labelNames) all.add(label);
+  for (const m of [...(await registry.getMetricsAsJSON()), ...(await processMetrics.getMetricsAsJSON())]) {
+    all.add(m.name);
+    if (String(m.type) === 'histogram') for (const suffix of ['_bucket', '_sum', '_count']) all.add(m.name + suffix);
+  }
+  return { ours, all };
+}
+
+/** Metric names in a text (PromQL expressions, a Markdown table). */
+function namesIn(text: string): Set<string> {
+  return new Set(text.match(/\b(?:http_server|db_client|realtime|jobs|webhook|emails|password_hashing|process|nodejs)_[a-z0-9_]*[a-z0-9]/g) ?? []);
+}
+
+describe('monitoring files', () => {
+  it('the alert rules pass promtool check rules', () => {
+    const run = spawnSync('promtool', ['check', 'rules', RULES], { encoding: 'utf8' });
+    expect(run.error, 'promtool (Debian package prometheus) is needed').toBeUndefined();
+    expect(run.status, run.stdout + run.stderr).toBe(0);
+    expect(run.stdout).toMatch(/SUCCESS: \d+ rules found/);
+  });
+
+  it('the rules and the dashboard use only metrics the admin server serves', async () => {
+    const { all } = await servedNames();
+    const dashboard = JSON.parse(fs.readFileSync(DASHBOARD, 'utf8')) as { panels: { targets: { expr: string }[] }[] };
+    const exprs = dashboard.panels.flatMap((p) => p.targets.map((t) => t.expr)).join('\n');
+    for (const [file, text] of [['alerts.yml', fs.readFileSync(RULES, 'utf8')], ['dashboard', exprs]] as const) {
+      const unknown = [...namesIn(text)].filter((name) => !all.has(name));
+      expect(unknown, file).toEqual([]);
+    }
+    // The dashboard shows the request histogram and each family.
+    for (const name of ['http_server_request_duration_seconds_bucket', 'db_client_operation_duration_seconds_bucket', 'db_client_connection_count', 'realtime_open_connections', 'jobs_queued', 'webhook_delivery_duration_seconds_count']) {
+      expect(exprs).toContain(name);
+    }
+  });
+
+  it('docs/operations.md#monitoring names every metric of ours, and only served ones', async () => {
+    const { ours, all } = await servedNames();
+    const doc = fs.readFileSync(OPERATIONS, 'utf8');
+    const section = doc.slice(doc.indexOf('## Monitoring'), doc.indexOf('\n## ', doc.indexOf('## Monitoring') + 1));
+    expect(section.length).toBeGreaterThan(100);
+    for (const name of ours) expect(section, name).toContain(`\`${name}\``);
+    expect([...namesIn(section)].filter((name) => !all.has(name))).toEqual([]);
+  });
+});
