@@ -870,6 +870,78 @@ CREATE FUNCTION admin.storage_usage(max_rows integer DEFAULT 50) RETURNS TABLE(e
 COMMENT ON FUNCTION admin.storage_usage(max_rows integer) IS 'The users storing the most bytes: bytes, objects, their quota and uploads per minute.';
 
 --
+-- Name: user_delete(uuid); Type: FUNCTION; Schema: admin
+--
+
+CREATE FUNCTION admin.user_delete(user_id uuid) RETURNS jsonb
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog'
+    AS $$
+begin
+  if not exists (select from identity.users u where u.id = user_delete.user_id) then
+    raise exception 'User not found' using errcode = 'PT404', hint = 'not_found';
+  end if;
+  return private.account_delete(user_delete.user_id);
+end;
+$$;
+
+--
+-- Name: FUNCTION user_delete(user_id uuid); Type: COMMENT; Schema: admin
+--
+
+COMMENT ON FUNCTION admin.user_delete(user_id uuid) IS 'DELETE /auth/v1/admin/users/{id} (the service-role key): deletes the account as admin.delete_user does (private.account_delete: refused, PT409 last_manager_of_communities, while it is the only manager of a community). PT404 not_found for an unknown id.';
+
+--
+-- Name: user_get(uuid); Type: FUNCTION; Schema: admin
+--
+
+CREATE FUNCTION admin.user_get(user_id uuid) RETURNS jsonb
+    LANGUAGE plpgsql STABLE
+    SET search_path TO 'pg_catalog'
+    AS $$
+begin
+  if not exists (select from identity.users u where u.id = user_get.user_id) then
+    raise exception 'User not found' using errcode = 'PT404', hint = 'not_found';
+  end if;
+  return private.auth_user_object(user_get.user_id);
+end;
+$$;
+
+--
+-- Name: FUNCTION user_get(user_id uuid); Type: COMMENT; Schema: admin
+--
+
+COMMENT ON FUNCTION admin.user_get(user_id uuid) IS 'GET /auth/v1/admin/users/{id} (the service-role key): the account as Supabase Auth''s User object (private.auth_user_object). PT404 not_found for an unknown id.';
+
+--
+-- Name: users_list(integer, integer); Type: FUNCTION; Schema: admin
+--
+
+CREATE FUNCTION admin.users_list(page integer, per_page integer) RETURNS jsonb
+    LANGUAGE plpgsql STABLE
+    SET search_path TO 'pg_catalog'
+    AS $$
+begin
+  if users_list.page < 1 or users_list.per_page < 1 or users_list.per_page > 1000 then
+    raise exception 'page must be 1 or more and per_page 1 to 1000' using errcode = 'PT400', hint = 'validation_error';
+  end if;
+  return jsonb_build_object(
+    'users', coalesce((
+      select jsonb_agg(private.auth_user_object(u.id) order by u.created_at, u.id)
+        from (select x.id, x.created_at from identity.users x
+               order by x.created_at, x.id
+               offset (users_list.page - 1)::bigint * users_list.per_page limit users_list.per_page) u), '[]'::jsonb),
+    'total', (select count(*) from identity.users));
+end;
+$$;
+
+--
+-- Name: FUNCTION users_list(page integer, per_page integer); Type: COMMENT; Schema: admin
+--
+
+COMMENT ON FUNCTION admin.users_list(page integer, per_page integer) IS 'GET /auth/v1/admin/users (the service-role key): a page of the accounts as Supabase Auth''s User objects, oldest first, and how many there are (total). PT400 validation_error for a page below 1 or per_page outside 1-1000.';
+
+--
 -- Name: webhook_failures(integer); Type: FUNCTION; Schema: admin
 --
 
@@ -1391,6 +1463,40 @@ $$;
 COMMENT ON FUNCTION api.account_sessions_end_others() IS 'DELETE /api/mobile/account/sessions: ends every session of the caller but the calling one (their refresh tokens, access tokens and streams at once); returns how many. PT403 forbidden for an API token or an agent.';
 
 --
+-- Name: account_sign_out(text); Type: FUNCTION; Schema: api
+--
+
+CREATE FUNCTION api.account_sign_out(scope text) RETURNS jsonb
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog'
+    AS $$
+declare
+  me uuid := private.account_caller();
+  current_session uuid := private.account_session();
+  ended integer;
+begin
+  if account_sign_out.scope not in ('global', 'local', 'others') then
+    raise exception 'scope must be global, local or others' using errcode = 'PT422', hint = 'validation_error';
+  end if;
+  with gone as (
+    update identity.refresh_tokens r set revoked_at = now(), revoked_reason = 'logout'
+     where r.user_id = me and r.revoked_at is null
+       and case account_sign_out.scope when 'global' then true
+                                       when 'local' then r.session_id = current_session
+                                       else r.session_id <> current_session end
+    returning r.session_id)
+  select count(distinct g.session_id) into ended from gone g;
+  return jsonb_build_object('sessions_ended', ended);
+end;
+$$;
+
+--
+-- Name: FUNCTION account_sign_out(scope text); Type: COMMENT; Schema: api
+--
+
+COMMENT ON FUNCTION api.account_sign_out(scope text) IS 'POST /auth/v1/logout?scope=: ends the calling session (local), every session of the caller (global) or all but the calling one (others): their refresh tokens, access tokens and streams at once; returns how many. PT422 validation_error for another scope; PT403 forbidden for an API token or an agent.';
+
+--
 -- Name: api_endpoints_list(); Type: FUNCTION; Schema: api
 --
 
@@ -1692,6 +1798,69 @@ $$;
 COMMENT ON FUNCTION api.auth_recover(email text, public_url text) IS 'POST /api/auth/recover: e-mails a set-password link when the account exists (at most 5 an hour); answers the same either way.';
 
 --
+-- Name: auth_recovery_password_set(text); Type: FUNCTION; Schema: api
+--
+
+CREATE FUNCTION api.auth_recovery_password_set(password_hash text) RETURNS jsonb
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog'
+    AS $$
+declare
+  me uuid := private.account_caller();
+  current_session uuid := private.account_session();
+begin
+  if not private.password_hash_valid(auth_recovery_password_set.password_hash) then
+    raise exception 'password_hash must be a bcrypt hash of cost 10 or more' using errcode = 'PT400', hint = 'invalid_password_hash';
+  end if;
+  delete from identity.recovery_sessions s
+   where s.session_id = current_session and s.user_id = me and s.expires_at > now();
+  if not found then
+    raise exception 'Current password required when setting new password.' using errcode = 'PT400', hint = 'current_password_required';
+  end if;
+  update identity.users u set password_hash = auth_recovery_password_set.password_hash, updated_at = now() where u.id = me;
+  -- As a password change: every other session ends; this one stays.
+  update identity.refresh_tokens r set revoked_at = now(), revoked_reason = 'logout'
+   where r.user_id = me and r.revoked_at is null and r.session_id <> current_session;
+  return private.auth_user_object(me);
+end;
+$$;
+
+--
+-- Name: FUNCTION auth_recovery_password_set(password_hash text); Type: COMMENT; Schema: api
+--
+
+COMMENT ON FUNCTION api.auth_recovery_password_set(password_hash text) IS 'PUT /auth/v1/user {password} without the current password: allowed once, within the hour, in a session a recovery link started (api.auth_recovery_verify); sets the bcrypt hash the gateway made and ends every other session. PT400 current_password_required in any other session; PT400 invalid_password_hash.';
+
+--
+-- Name: auth_recovery_verify(text, text, text); Type: FUNCTION; Schema: api
+--
+
+CREATE FUNCTION api.auth_recovery_verify(token text, user_agent text DEFAULT NULL::text, client_ip text DEFAULT NULL::text) RETURNS TABLE(user_id uuid, email text, refresh_token text, session_id uuid)
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog'
+    AS $$
+declare
+  link identity.password_tokens := private.password_link(auth_recovery_verify.token, true);
+  started record;
+begin
+  update identity.password_tokens t set used_at = now() where t.user_id = link.user_id and t.used_at is null;
+  -- Whoever held the account before holds nothing of it now (as a set-password link does).
+  perform private.end_credentials(link.user_id);
+  delete from app.agent_members a where a.member_id = link.user_id;
+  select * into started from private.start_session(link.user_id, auth_recovery_verify.user_agent, auth_recovery_verify.client_ip);
+  delete from identity.recovery_sessions s where s.user_id = link.user_id;
+  insert into identity.recovery_sessions (session_id, user_id, expires_at) values (started.session_id, link.user_id, now() + interval '1 hour');
+  return query select u.id, u.email, started.refresh_token, started.session_id from identity.users u where u.id = link.user_id;
+end;
+$$;
+
+--
+-- Name: FUNCTION auth_recovery_verify(token text, user_agent text, client_ip text); Type: COMMENT; Schema: api
+--
+
+COMMENT ON FUNCTION api.auth_recovery_verify(token text, user_agent text, client_ip text) IS 'POST /auth/v1/verify type=recovery: the token of a set-password link (POST /api/auth/recover, /auth/v1/recover) signs its account in: the link is used up, every credential of the account ends (as a set-password link does), and a new session may set the password without the current one within the hour (api.auth_recovery_password_set). PT400 invalid_link.';
+
+--
 -- Name: auth_refresh(text, text, text); Type: FUNCTION; Schema: api
 --
 
@@ -1837,6 +2006,97 @@ $$;
 --
 
 COMMENT ON FUNCTION api.auth_set_password(token text, password_hash text) IS 'Sets the password (a bcrypt hash the gateway made) of a set-password link''s account, uses the link up, ends every credential of the account (sessions, API tokens, OAuth grants, MCP sessions) and ends an agent''s ownership of it. PT400 invalid_link / invalid_password_hash.';
+
+--
+-- Name: auth_user(); Type: FUNCTION; Schema: api
+--
+
+CREATE FUNCTION api.auth_user() RETURNS jsonb
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog'
+    AS $$
+declare
+  me uuid := auth.uid();
+  found_user jsonb;
+begin
+  select private.auth_user_object(u.id) into found_user from identity.users u where u.id = me;
+  if found_user is null then
+    raise exception 'token does not belong to an existing user' using errcode = 'PT401', hint = 'invalid_token';
+  end if;
+  return found_user;
+end;
+$$;
+
+--
+-- Name: FUNCTION auth_user(); Type: COMMENT; Schema: api
+--
+
+COMMENT ON FUNCTION api.auth_user() IS 'GET /auth/v1/user: the caller as Supabase Auth''s User object (private.auth_user_object). PT401 invalid_token if the account no longer exists.';
+
+--
+-- Name: auth_user_metadata_update(jsonb); Type: FUNCTION; Schema: api
+--
+
+CREATE FUNCTION api.auth_user_metadata_update(data jsonb) RETURNS jsonb
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog'
+    AS $$
+declare
+  me uuid := private.account_caller();
+  merged jsonb;
+begin
+  if jsonb_typeof(auth_user_metadata_update.data) is distinct from 'object' then
+    raise exception 'data must be a JSON object' using errcode = 'PT422', hint = 'validation_error';
+  end if;
+  -- Supabase Auth's merge: each key given replaces its value; a key given as null is removed.
+  select u.user_metadata || auth_user_metadata_update.data into merged
+    from identity.users u where u.id = me;
+  merged := (select coalesce(jsonb_object_agg(e.key, e.value), '{}'::jsonb)
+               from jsonb_each(merged) e where e.value <> 'null'::jsonb);
+  if octet_length(merged::text) > 16384 then
+    raise exception 'user_metadata may hold at most 16 KB' using errcode = 'PT422', hint = 'validation_error';
+  end if;
+  update identity.users u set user_metadata = merged, updated_at = now() where u.id = me;
+  return private.auth_user_object(me);
+end;
+$$;
+
+--
+-- Name: FUNCTION auth_user_metadata_update(data jsonb); Type: COMMENT; Schema: api
+--
+
+COMMENT ON FUNCTION api.auth_user_metadata_update(data jsonb) IS 'PUT /auth/v1/user {data}: merges data into the caller''s user_metadata as Supabase Auth does (a key set to null is removed; at most 16 KB, else PT422 validation_error) and answers the User object. Only the access token of a sign-in (private.account_caller: PT403 forbidden for an API token or an agent).';
+
+--
+-- Name: auth_user_update(text, text, text, text, text, jsonb); Type: FUNCTION; Schema: api
+--
+
+CREATE FUNCTION api.auth_user_update(password_proof text, email_proof text, password_hash text, new_email text, public_url text, data jsonb) RETURNS jsonb
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog'
+    AS $$
+begin
+  -- One transaction: every change or none (a refusal of any undoes the others).
+  -- The e-mail change first: a password change consumes every proof of the account.
+  if auth_user_update.new_email is not null then
+    perform api.account_email_change(auth_user_update.email_proof, auth_user_update.new_email, auth_user_update.public_url);
+  end if;
+  if auth_user_update.password_hash is not null then
+    if auth_user_update.password_proof is null then
+      perform api.auth_recovery_password_set(auth_user_update.password_hash);
+    else
+      perform api.account_password_change(auth_user_update.password_proof, auth_user_update.password_hash);
+    end if;
+  end if;
+  return api.auth_user_metadata_update(coalesce(auth_user_update.data, '{}'::jsonb));
+end;
+$$;
+
+--
+-- Name: FUNCTION auth_user_update(password_proof text, email_proof text, password_hash text, new_email text, public_url text, data jsonb); Type: COMMENT; Schema: api
+--
+
+COMMENT ON FUNCTION api.auth_user_update(password_proof text, email_proof text, password_hash text, new_email text, public_url text, data jsonb) IS 'PUT /auth/v1/user: every change at once or none, in one transaction, each by the account''s own rules: new_email as api.account_email_change (with email_proof), password_hash as api.account_password_change (with password_proof) or, without a proof, api.auth_recovery_password_set (a recovery session), then data merged as api.auth_user_metadata_update; answers the User object. Their refusals (PT401 invalid_credentials, PT400 current_password_required, PT422, PT429 rate_limited) undo every change.';
 
 --
 -- Name: auth_verify(); Type: FUNCTION; Schema: api
@@ -6616,6 +6876,41 @@ $$;
 --
 
 COMMENT ON FUNCTION private.auth_throttle_wait(scope text, key text, max_failures integer, window_seconds integer) IS 'Seconds until `key` may try again (0: now): it has max_failures failures of `scope` within the window (1 when max_failures is 0 or less and there are none).';
+
+--
+-- Name: auth_user_object(uuid); Type: FUNCTION; Schema: private
+--
+
+CREATE FUNCTION private.auth_user_object(user_id uuid) RETURNS jsonb
+    LANGUAGE sql STABLE
+    SET search_path TO 'pg_catalog'
+    AS $$
+    select jsonb_build_object(
+             'id', u.id, 'aud', 'authenticated', 'role', 'authenticated', 'email', u.email, 'phone', '',
+             'email_confirmed_at', app.iso(u.created_at), 'confirmed_at', app.iso(u.created_at),
+             'last_sign_in_at', app.iso(s.last_sign_in_at),
+             'app_metadata', jsonb_build_object('provider', 'email', 'providers', jsonb_build_array('email')),
+             'user_metadata', u.user_metadata,
+             'identities', jsonb_build_array(jsonb_build_object(
+               'identity_id', u.id, 'id', u.id, 'user_id', u.id, 'provider', 'email', 'email', u.email,
+               'identity_data', jsonb_build_object('sub', u.id, 'email', u.email, 'email_verified', true, 'phone_verified', false),
+               'last_sign_in_at', app.iso(s.last_sign_in_at), 'created_at', app.iso(u.created_at), 'updated_at', app.iso(u.updated_at))),
+             'created_at', app.iso(u.created_at), 'updated_at', app.iso(u.updated_at), 'is_anonymous', false)
+        || coalesce((select jsonb_build_object('new_email', l.new_email, 'email_change_sent_at', app.iso(l.created_at))
+                       from identity.account_links l
+                      where l.user_id = u.id and l.purpose = 'email_change' and l.used_at is null and l.expires_at > now()
+                      order by l.created_at desc limit 1), '{}'::jsonb)
+      from identity.users u
+      cross join lateral (select max(r.created_at) as last_sign_in_at from identity.refresh_tokens r
+                           where r.user_id = u.id and r.parent_id is null) s
+     where u.id = auth_user_object.user_id
+  $$;
+
+--
+-- Name: FUNCTION auth_user_object(user_id uuid); Type: COMMENT; Schema: private
+--
+
+COMMENT ON FUNCTION private.auth_user_object(user_id uuid) IS 'A user as Supabase Auth''s User object: id, aud, role, email, email_confirmed_at (the account''s creation: sign-up needs no confirmation here), last_sign_in_at (its latest sign-in), app_metadata.provider email, user_metadata, one email identity, created_at, updated_at; new_email and email_change_sent_at while an e-mail change waits for its link.';
 
 --
 -- Name: calendar_entry(private.calendar_row, text); Type: FUNCTION; Schema: private
@@ -13869,6 +14164,22 @@ CREATE TABLE identity.reauthentications (
 COMMENT ON TABLE identity.reauthentications IS 'Proofs of a signed-in user''s password check (hashed): single-use, 60 seconds, consumed by the account functions (private.reauthenticated).';
 
 --
+-- Name: recovery_sessions; Type: TABLE; Schema: identity
+--
+
+CREATE TABLE identity.recovery_sessions (
+    session_id uuid NOT NULL,
+    user_id uuid NOT NULL,
+    expires_at timestamp with time zone NOT NULL
+);
+
+--
+-- Name: TABLE recovery_sessions; Type: COMMENT; Schema: identity
+--
+
+COMMENT ON TABLE identity.recovery_sessions IS 'Sessions a password recovery link started (api.auth_recovery_verify): each may set the password once without the current one until expires_at (one hour).';
+
+--
 -- Name: refresh_tokens; Type: TABLE; Schema: identity
 --
 
@@ -13929,6 +14240,7 @@ CREATE TABLE identity.users (
     password_hash text,
     created_at timestamp with time zone DEFAULT now() NOT NULL,
     updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    user_metadata jsonb DEFAULT '{}'::jsonb NOT NULL,
     CONSTRAINT users_email_is_normalised CHECK ((email = lower(btrim(email)))),
     CONSTRAINT users_email_shape CHECK (((length(email) <= 320) AND (email ~ '^[^@\s]+@[^@\s]+$'::text)))
 );
@@ -13944,6 +14256,12 @@ COMMENT ON TABLE identity.users IS 'Sign-in identities. password_hash is null fo
 --
 
 COMMENT ON COLUMN identity.users.email IS 'Lower-case e-mail address; unique.';
+
+--
+-- Name: COLUMN users.user_metadata; Type: COMMENT; Schema: identity
+--
+
+COMMENT ON COLUMN identity.users.user_metadata IS 'What the user says about themselves through Supabase Auth''s API (`data` of sign-up and PUT /auth/v1/user): a JSON object of at most 16 KB, answered as the User object''s user_metadata. Never read by a rule.';
 
 --
 -- Name: account_exports; Type: TABLE; Schema: private
@@ -14542,6 +14860,13 @@ ALTER TABLE ONLY identity.reauthentications
     ADD CONSTRAINT reauthentications_pkey PRIMARY KEY (proof_hash);
 
 --
+-- Name: recovery_sessions recovery_sessions_pkey; Type: CONSTRAINT; Schema: identity
+--
+
+ALTER TABLE ONLY identity.recovery_sessions
+    ADD CONSTRAINT recovery_sessions_pkey PRIMARY KEY (session_id);
+
+--
 -- Name: refresh_tokens refresh_tokens_pkey; Type: CONSTRAINT; Schema: identity
 --
 
@@ -15042,6 +15367,12 @@ CREATE INDEX password_tokens_user_idx ON identity.password_tokens USING btree (u
 --
 
 CREATE INDEX reauthentications_user_idx ON identity.reauthentications USING btree (user_id);
+
+--
+-- Name: recovery_sessions_user_id_idx; Type: INDEX; Schema: identity
+--
+
+CREATE INDEX recovery_sessions_user_id_idx ON identity.recovery_sessions USING btree (user_id);
 
 --
 -- Name: refresh_tokens_ended_session_idx; Type: INDEX; Schema: identity
@@ -15782,6 +16113,13 @@ ALTER TABLE ONLY identity.reauthentications
     ADD CONSTRAINT reauthentications_user_id_fkey FOREIGN KEY (user_id) REFERENCES identity.users(id) ON DELETE CASCADE;
 
 --
+-- Name: recovery_sessions recovery_sessions_user_id_fkey; Type: FK CONSTRAINT; Schema: identity
+--
+
+ALTER TABLE ONLY identity.recovery_sessions
+    ADD CONSTRAINT recovery_sessions_user_id_fkey FOREIGN KEY (user_id) REFERENCES identity.users(id) ON DELETE CASCADE;
+
+--
 -- Name: refresh_tokens refresh_tokens_parent_id_fkey; Type: FK CONSTRAINT; Schema: identity
 --
 
@@ -16313,6 +16651,12 @@ ALTER TABLE identity.password_tokens ENABLE ROW LEVEL SECURITY;
 ALTER TABLE identity.reauthentications ENABLE ROW LEVEL SECURITY;
 
 --
+-- Name: recovery_sessions; Type: ROW SECURITY; Schema: identity
+--
+
+ALTER TABLE identity.recovery_sessions ENABLE ROW LEVEL SECURITY;
+
+--
 -- Name: refresh_tokens; Type: ROW SECURITY; Schema: identity
 --
 
@@ -16525,6 +16869,24 @@ REVOKE ALL ON FUNCTION admin.storage_set_limits(email text, quota_bytes bigint, 
 REVOKE ALL ON FUNCTION admin.storage_usage(max_rows integer) FROM PUBLIC;
 
 --
+-- Name: FUNCTION user_delete(user_id uuid); Type: ACL; Schema: admin
+--
+
+REVOKE ALL ON FUNCTION admin.user_delete(user_id uuid) FROM PUBLIC;
+
+--
+-- Name: FUNCTION user_get(user_id uuid); Type: ACL; Schema: admin
+--
+
+REVOKE ALL ON FUNCTION admin.user_get(user_id uuid) FROM PUBLIC;
+
+--
+-- Name: FUNCTION users_list(page integer, per_page integer); Type: ACL; Schema: admin
+--
+
+REVOKE ALL ON FUNCTION admin.users_list(page integer, per_page integer) FROM PUBLIC;
+
+--
 -- Name: FUNCTION webhook_failures(max_rows integer); Type: ACL; Schema: admin
 --
 
@@ -16633,6 +16995,13 @@ REVOKE ALL ON FUNCTION api.account_sessions_end_others() FROM PUBLIC;
 GRANT ALL ON FUNCTION api.account_sessions_end_others() TO authenticated;
 
 --
+-- Name: FUNCTION account_sign_out(scope text); Type: ACL; Schema: api
+--
+
+REVOKE ALL ON FUNCTION api.account_sign_out(scope text) FROM PUBLIC;
+GRANT ALL ON FUNCTION api.account_sign_out(scope text) TO authenticated;
+
+--
 -- Name: FUNCTION api_endpoints_list(); Type: ACL; Schema: api
 --
 
@@ -16708,6 +17077,21 @@ GRANT ALL ON FUNCTION api.auth_recover(email text, public_url text) TO anon;
 GRANT ALL ON FUNCTION api.auth_recover(email text, public_url text) TO authenticated;
 
 --
+-- Name: FUNCTION auth_recovery_password_set(password_hash text); Type: ACL; Schema: api
+--
+
+REVOKE ALL ON FUNCTION api.auth_recovery_password_set(password_hash text) FROM PUBLIC;
+GRANT ALL ON FUNCTION api.auth_recovery_password_set(password_hash text) TO authenticated;
+
+--
+-- Name: FUNCTION auth_recovery_verify(token text, user_agent text, client_ip text); Type: ACL; Schema: api
+--
+
+REVOKE ALL ON FUNCTION api.auth_recovery_verify(token text, user_agent text, client_ip text) FROM PUBLIC;
+GRANT ALL ON FUNCTION api.auth_recovery_verify(token text, user_agent text, client_ip text) TO anon;
+GRANT ALL ON FUNCTION api.auth_recovery_verify(token text, user_agent text, client_ip text) TO authenticated;
+
+--
 -- Name: FUNCTION auth_refresh(refresh_token text, user_agent text, client_ip text); Type: ACL; Schema: api
 --
 
@@ -16738,6 +17122,27 @@ GRANT ALL ON FUNCTION api.auth_register(email text, password_hash text, name tex
 REVOKE ALL ON FUNCTION api.auth_set_password(token text, password_hash text) FROM PUBLIC;
 GRANT ALL ON FUNCTION api.auth_set_password(token text, password_hash text) TO anon;
 GRANT ALL ON FUNCTION api.auth_set_password(token text, password_hash text) TO authenticated;
+
+--
+-- Name: FUNCTION auth_user(); Type: ACL; Schema: api
+--
+
+REVOKE ALL ON FUNCTION api.auth_user() FROM PUBLIC;
+GRANT ALL ON FUNCTION api.auth_user() TO authenticated;
+
+--
+-- Name: FUNCTION auth_user_metadata_update(data jsonb); Type: ACL; Schema: api
+--
+
+REVOKE ALL ON FUNCTION api.auth_user_metadata_update(data jsonb) FROM PUBLIC;
+GRANT ALL ON FUNCTION api.auth_user_metadata_update(data jsonb) TO authenticated;
+
+--
+-- Name: FUNCTION auth_user_update(password_proof text, email_proof text, password_hash text, new_email text, public_url text, data jsonb); Type: ACL; Schema: api
+--
+
+REVOKE ALL ON FUNCTION api.auth_user_update(password_proof text, email_proof text, password_hash text, new_email text, public_url text, data jsonb) FROM PUBLIC;
+GRANT ALL ON FUNCTION api.auth_user_update(password_proof text, email_proof text, password_hash text, new_email text, public_url text, data jsonb) TO authenticated;
 
 --
 -- Name: FUNCTION auth_verify(); Type: ACL; Schema: api
@@ -18101,6 +18506,12 @@ REVOKE ALL ON FUNCTION private.auth_throttle_record(scope text, key text) FROM P
 --
 
 REVOKE ALL ON FUNCTION private.auth_throttle_wait(scope text, key text, max_failures integer, window_seconds integer) FROM PUBLIC;
+
+--
+-- Name: FUNCTION auth_user_object(user_id uuid); Type: ACL; Schema: private
+--
+
+REVOKE ALL ON FUNCTION private.auth_user_object(user_id uuid) FROM PUBLIC;
 
 --
 -- Name: FUNCTION calendar_entry(r private.calendar_row, public_url text); Type: ACL; Schema: private

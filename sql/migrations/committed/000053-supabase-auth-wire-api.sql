@@ -1,3 +1,24 @@
+--! Previous: sha1:20b722a6b9e896851d3e2f015dfd34c21397a1da
+--! Hash: sha1:9106ed77cf4ae2b86a1aa152662df81d56a8f20b
+--! Message: supabase-auth-wire-api
+
+--! split: 100-user-metadata.sql
+-- Supabase Auth's user_metadata (PUT /auth/v1/user {data}, POST /auth/v1/signup
+-- {data}): a column of the one user table, not a second store of users.
+alter table identity.users add column if not exists user_metadata jsonb not null default '{}'::jsonb;
+
+--! split: 101-recovery-sessions.sql
+-- A session started by a password recovery link (POST /auth/v1/verify
+-- type=recovery): within its hour, the password may be set once without the
+-- current one (PUT /auth/v1/user), as in Supabase Auth's recovery session.
+create table if not exists identity.recovery_sessions (
+  session_id uuid primary key,
+  user_id uuid not null references identity.users (id) on delete cascade,
+  expires_at timestamptz not null
+);
+create index if not exists recovery_sessions_user_id_idx on identity.recovery_sessions (user_id);
+
+--! split: 901-auth.sql
 -- Made by `npm run db -- areas --diff` from sql/areas/auth.sql: the statements that make
 -- the migrated database what that file states. Each run writes it again:
 -- edit the area file, not this one. Table changes go in a file of this
@@ -175,3 +196,108 @@ comment on function api.auth_user_update(text,text,text,text,text,jsonb) is 'PUT
 comment on function private.auth_user_object(uuid) is 'A user as Supabase Auth''s User object: id, aud, role, email, email_confirmed_at (the account''s creation: sign-up needs no confirmation here), last_sign_in_at (its latest sign-in), app_metadata.provider email, user_metadata, one email identity, created_at, updated_at; new_email and email_change_sent_at while an e-mail change waits for its link.';
 
 comment on table identity.recovery_sessions is 'Sessions a password recovery link started (api.auth_recovery_verify): each may set the password once without the current one until expires_at (one hour).';
+
+--! split: 903-account.sql
+-- Made by `npm run db -- areas --diff` from sql/areas/account.sql: the statements that make
+-- the migrated database what that file states. Each run writes it again:
+-- edit the area file, not this one. Table changes go in a file of this
+-- folder numbered below 900.
+
+-- Bodies are checked once every function exists (the check validated them all).
+set local check_function_bodies = off;
+
+CREATE OR REPLACE FUNCTION api.account_sign_out(scope text)
+ RETURNS jsonb
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog'
+AS $function$
+declare
+  me uuid := private.account_caller();
+  current_session uuid := private.account_session();
+  ended integer;
+begin
+  if account_sign_out.scope not in ('global', 'local', 'others') then
+    raise exception 'scope must be global, local or others' using errcode = 'PT422', hint = 'validation_error';
+  end if;
+  with gone as (
+    update identity.refresh_tokens r set revoked_at = now(), revoked_reason = 'logout'
+     where r.user_id = me and r.revoked_at is null
+       and case account_sign_out.scope when 'global' then true
+                                       when 'local' then r.session_id = current_session
+                                       else r.session_id <> current_session end
+    returning r.session_id)
+  select count(distinct g.session_id) into ended from gone g;
+  return jsonb_build_object('sessions_ended', ended);
+end;
+$function$;
+
+set local check_function_bodies to default;
+
+grant execute on function api.account_sign_out(text) to authenticated;
+
+comment on function api.account_sign_out(text) is 'POST /auth/v1/logout?scope=: ends the calling session (local), every session of the caller (global) or all but the calling one (others): their refresh tokens, access tokens and streams at once; returns how many. PT422 validation_error for another scope; PT403 forbidden for an API token or an agent.';
+
+--! split: 919-admin.sql
+-- Made by `npm run db -- areas --diff` from sql/areas/admin.sql: the statements that make
+-- the migrated database what that file states. Each run writes it again:
+-- edit the area file, not this one. Table changes go in a file of this
+-- folder numbered below 900.
+
+-- Bodies are checked once every function exists (the check validated them all).
+set local check_function_bodies = off;
+
+CREATE OR REPLACE FUNCTION admin.user_delete(user_id uuid)
+ RETURNS jsonb
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog'
+AS $function$
+begin
+  if not exists (select from identity.users u where u.id = user_delete.user_id) then
+    raise exception 'User not found' using errcode = 'PT404', hint = 'not_found';
+  end if;
+  return private.account_delete(user_delete.user_id);
+end;
+$function$;
+
+CREATE OR REPLACE FUNCTION admin.user_get(user_id uuid)
+ RETURNS jsonb
+ LANGUAGE plpgsql
+ STABLE
+ SET search_path TO 'pg_catalog'
+AS $function$
+begin
+  if not exists (select from identity.users u where u.id = user_get.user_id) then
+    raise exception 'User not found' using errcode = 'PT404', hint = 'not_found';
+  end if;
+  return private.auth_user_object(user_get.user_id);
+end;
+$function$;
+
+CREATE OR REPLACE FUNCTION admin.users_list(page integer, per_page integer)
+ RETURNS jsonb
+ LANGUAGE plpgsql
+ STABLE
+ SET search_path TO 'pg_catalog'
+AS $function$
+begin
+  if users_list.page < 1 or users_list.per_page < 1 or users_list.per_page > 1000 then
+    raise exception 'page must be 1 or more and per_page 1 to 1000' using errcode = 'PT400', hint = 'validation_error';
+  end if;
+  return jsonb_build_object(
+    'users', coalesce((
+      select jsonb_agg(private.auth_user_object(u.id) order by u.created_at, u.id)
+        from (select x.id, x.created_at from identity.users x
+               order by x.created_at, x.id
+               offset (users_list.page - 1)::bigint * users_list.per_page limit users_list.per_page) u), '[]'::jsonb),
+    'total', (select count(*) from identity.users));
+end;
+$function$;
+
+set local check_function_bodies to default;
+
+comment on function admin.user_delete(uuid) is 'DELETE /auth/v1/admin/users/{id} (the service-role key): deletes the account as admin.delete_user does (private.account_delete: refused, PT409 last_manager_of_communities, while it is the only manager of a community). PT404 not_found for an unknown id.';
+
+comment on function admin.user_get(uuid) is 'GET /auth/v1/admin/users/{id} (the service-role key): the account as Supabase Auth''s User object (private.auth_user_object). PT404 not_found for an unknown id.';
+
+comment on function admin.users_list(integer,integer) is 'GET /auth/v1/admin/users (the service-role key): a page of the accounts as Supabase Auth''s User objects, oldest first, and how many there are (total). PT400 validation_error for a page below 1 or per_page outside 1-1000.';

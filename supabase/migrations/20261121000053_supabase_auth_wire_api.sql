@@ -1,0 +1,1 @@
+../../sql/migrations/committed/000053-supabase-auth-wire-api.sql
