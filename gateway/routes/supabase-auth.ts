@@ -146,6 +146,19 @@ const notFound = (err: unknown): never => {
   throw err;
 };
 
+/** Admin user fields Supabase Auth takes that this service does not offer: declared, so that they are refused (422) rather than ignored. */
+const NOT_OFFERED = {
+  app_metadata: z.record(z.string(), z.unknown()).optional().describe('Not offered: 422 (app_metadata is set by the service).'),
+  ban_duration: z.string().max(64).optional().describe('Not offered: 422.'),
+  role: z.string().max(64).optional().describe('Not offered: 422 (every user has the role `authenticated`).'),
+};
+
+function notOffered(body: { app_metadata?: unknown; ban_duration?: unknown; role?: unknown }): void {
+  for (const field of ['app_metadata', 'ban_duration', 'role'] as const) {
+    if (body[field] !== undefined) throw new HttpError(422, 'validation_error', `${field} is not offered by this service`, { error_code: 'validation_failed' });
+  }
+}
+
 /** Supabase Auth's 403 for a credential that is there but not valid (`bad_jwt`) or whose session ended (`session_not_found`). */
 const TOKEN_REFUSED = errors('unauthorized', 'invalid_token', 'session_ended');
 
@@ -535,6 +548,96 @@ export const supabaseAuthRoutes = [
       requireServiceRole(ctx);
       const [row] = await ctx.db((tx) => tx<{ page: { users: unknown[]; total: number } }[]>`select admin.users_list(${ctx.query.page}, ${ctx.query.per_page}) as page`, claimsOf({ kind: 'gateway' }));
       return { status: 200, body: { users: row!.page.users, aud: 'authenticated' }, headers: { 'X-Total-Count': String(row!.page.total) } };
+    },
+  }),
+
+  defineRoute({
+    ...ADMIN,
+    method: 'post',
+    path: '/auth/v1/admin/users',
+    summary: 'Supabase Auth admin: create a user (the service-role key only).',
+    description:
+      "Supabase Auth's user creation (supabase-js `auth.admin.createUser`), for the service-role key only: creates the account as sign-up does (profile and node; the password hashed in the gateway) with `user_metadata` merged, and answers the User object. Without a password the account signs in after a set-password link (POST /auth/v1/recover). Accounts need no confirmation here, so `email_confirm` changes nothing. A taken address is 422 `email_exists`; phone users are 422 `phone_provider_disabled`; `app_metadata`, `ban_duration` and `role` are not offered (422). Runs admin.user_create.",
+    limits: [ADMIN_LIMIT],
+    body: z
+      .object({
+        email: Email.optional().describe('The e-mail address the account signs in with (required: there are no phone users).'),
+        password: PasswordField.optional(),
+        user_metadata: UserMetadata.optional(),
+        email_confirm: z.boolean().optional().describe('Accepted and ignored: every account is confirmed.'),
+        phone: z.string().max(64).optional().describe('Not offered: 422 `phone_provider_disabled`.').meta({ example: '+15555550100' }),
+        ...NOT_OFFERED,
+      })
+      .meta({ example: { email: 'ada@example.com', password: 'correct horse battery staple', email_confirm: true, user_metadata: { name: 'Ada' } } }),
+    invalidStatus: 422,
+    responses: {
+      200: SupabaseUser,
+      401: errors('unauthorized'),
+      403: errors('forbidden'),
+      422: errors('email_taken', 'weak_password', 'provider_disabled', 'invalid_email', 'validation_error'),
+    },
+    async handler(ctx) {
+      requireServiceRole(ctx);
+      const { body } = ctx;
+      if (body.phone !== undefined) throw disabled('Phone signups');
+      if (body.email === undefined) throw new HttpError(422, 'validation_error', 'An email address is required', { error_code: 'validation_failed' });
+      notOffered(body);
+      if (body.password !== undefined) strongEnough(body.password);
+      const email = body.email;
+      const passwordHash = body.password !== undefined ? await ctx.services.passwords.hash(ctx.clientIp, body.password) : null;
+      const metadata = body.user_metadata === undefined ? null : (body.user_metadata as never);
+      const [row] = await ctx
+        .db((tx) => tx<{ user: unknown }[]>`select admin.user_create(${email}, ${passwordHash}, ${metadata === null ? null : tx.json(metadata)}::jsonb) as user`, claimsOf({ kind: 'gateway' }))
+        .catch(restated('email_taken', 422, 'email_exists', 'A user with this email address has already been registered'));
+      return { status: 200, body: row!.user };
+    },
+  }),
+
+  defineRoute({
+    ...ADMIN,
+    method: 'put',
+    path: '/auth/v1/admin/users/:id',
+    summary: 'Supabase Auth admin: change a user (the service-role key only).',
+    description:
+      "Supabase Auth's user update (supabase-js `auth.admin.updateUserById`), for the service-role key only, every change at once or none: `email` becomes the account's address at once (no link), `password` replaces the password (hashed in the gateway) and ends every session of the account, `user_metadata` is merged as PUT /auth/v1/user merges it. Answers the User object. A taken address is 422 `email_exists`; `phone`, `app_metadata`, `ban_duration` and `role` are not offered (422). Runs admin.user_update.",
+    limits: [ADMIN_LIMIT],
+    params: z.object({ id: z.uuid().describe("The user's id.") }),
+    invalidParamsStatus: 404,
+    body: z
+      .object({
+        email: Email.optional().describe('The new e-mail address.'),
+        password: PasswordField.optional(),
+        user_metadata: UserMetadata.optional(),
+        email_confirm: z.boolean().optional().describe('Accepted and ignored: every account is confirmed.'),
+        phone: z.string().max(64).optional().describe('Not offered: 422 `phone_provider_disabled`.').meta({ example: '+15555550100' }),
+        ...NOT_OFFERED,
+      })
+      .meta({ example: { user_metadata: { name: 'Ada' } } }),
+    invalidStatus: 422,
+    responses: {
+      200: SupabaseUser,
+      401: errors('unauthorized'),
+      403: errors('forbidden'),
+      404: errors('not_found'),
+      422: errors('email_taken', 'weak_password', 'provider_disabled', 'invalid_email', 'validation_error'),
+    },
+    async handler(ctx) {
+      requireServiceRole(ctx);
+      const { body } = ctx;
+      if (body.phone !== undefined) throw disabled('Phone signups');
+      notOffered(body);
+      if (body.password !== undefined) strongEnough(body.password);
+      const passwordHash = body.password !== undefined ? await ctx.services.passwords.hash(ctx.clientIp, body.password) : null;
+      const metadata = body.user_metadata === undefined ? null : (body.user_metadata as never);
+      const [row] = await ctx
+        .db(
+          (tx) => tx<{ user: unknown }[]>`
+            select admin.user_update(${ctx.params.id}, ${body.email ?? null}, ${passwordHash}, ${metadata === null ? null : tx.json(metadata)}::jsonb) as user`,
+          claimsOf({ kind: 'gateway' }),
+        )
+        .catch(notFound)
+        .catch(restated('email_taken', 422, 'email_exists', 'A user with this email address has already been registered'));
+      return { status: 200, body: row!.user };
     },
   }),
 

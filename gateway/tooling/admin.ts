@@ -43,6 +43,21 @@ const JOB_STATES = [
   '# Webhook deliveries have their own attempts and errors: npm run admin -- webhooks.',
 ];
 
+/** A JSON object given as an option's text (user_metadata). */
+const jsonObject = z
+  .string()
+  .transform((text, ctx) => {
+    try {
+      const value: unknown = JSON.parse(text);
+      if (value !== null && typeof value === 'object' && !Array.isArray(value)) return value as Record<string, unknown>;
+    } catch {
+      // reported below
+    }
+    ctx.addIssue({ code: 'custom', message: 'must be a JSON object' });
+    return z.NEVER;
+  })
+  .optional();
+
 const commands: Record<string, Command> = {
   'create-user': {
     usage: '--email E --password P [--name N]',
@@ -73,6 +88,26 @@ const commands: Record<string, Command> = {
     options: { id: Uuid },
     positional: 'id',
     run: async (sql, o) => (await sql`select admin.user_get(${o.id as string}) as user`)[0]?.user,
+  },
+  'user-create': {
+    usage: '--email E [--metadata JSON]',
+    description:
+      "Create an account without a password (it signs in after a set-password link), with user_metadata, as POST /auth/v1/admin/users does for the service-role key. Prints the User object as JSON.",
+    options: { email: Email, metadata: jsonObject },
+    run: async (sql, o) =>
+      (await sql`select admin.user_create(${o.email as string}, null, ${o.metadata === undefined ? null : sql.json(o.metadata as never)}::jsonb) as user`)[0]?.user,
+  },
+  'user-update': {
+    usage: 'ID (or --id ID) [--email E] [--metadata JSON]',
+    description:
+      "Change an account's e-mail address (at once, no link) and merge its user_metadata, as PUT /auth/v1/admin/users/{id} does. Prints the User object as JSON.",
+    options: { id: Uuid, email: Email.optional(), metadata: jsonObject },
+    positional: 'id',
+    run: async (sql, o) =>
+      (
+        await sql`select admin.user_update(${o.id as string}, ${(o.email as string | undefined) ?? null}, null,
+                                           ${o.metadata === undefined ? null : sql.json(o.metadata as never)}::jsonb) as user`
+      )[0]?.user,
   },
   'user-delete': {
     usage: 'ID (or --id ID)',

@@ -102,6 +102,57 @@ AS $function$
   $function$;
 comment on function admin.create_user(text,text,text) is 'Creates a user with profile and node, exactly as POST /api/auth/register does. Returns the user id.';
 
+CREATE OR REPLACE FUNCTION admin.user_create(email text, password_hash text DEFAULT NULL::text, user_metadata jsonb DEFAULT NULL::jsonb)
+ RETURNS jsonb
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog'
+AS $function$
+declare
+  new_user uuid := private.create_account_with_hash(user_create.email, user_create.password_hash, null);
+begin
+  if user_create.user_metadata is not null then
+    perform private.user_metadata_merge(new_user, user_create.user_metadata);
+  end if;
+  return private.auth_user_object(new_user);
+end;
+$function$;
+comment on function admin.user_create(text,text,jsonb) is 'POST /auth/v1/admin/users (the service-role key): creates an account as registration does (private.create_account_with_hash: profile and node; password_hash a bcrypt hash the gateway made, or null for an account that signs in only through a set-password link), merges user_metadata, and answers the User object. PT400 invalid_email / invalid_password_hash, PT409 email_taken, PT422 validation_error for user_metadata.';
+
+CREATE OR REPLACE FUNCTION admin.user_update(user_id uuid, email text DEFAULT NULL::text, password_hash text DEFAULT NULL::text, user_metadata jsonb DEFAULT NULL::jsonb)
+ RETURNS jsonb
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog'
+AS $function$
+declare
+  current_email text;
+begin
+  select u.email into current_email from identity.users u where u.id = user_update.user_id for update;
+  if not found then
+    raise exception 'User not found' using errcode = 'PT404', hint = 'not_found';
+  end if;
+  -- One transaction: every change or none.
+  if user_update.email is not null and lower(btrim(user_update.email)) is distinct from current_email then
+    -- The operator's change needs no link: the address is the account's at once (PT400 invalid_email, PT409 email_taken).
+    update identity.users u set email = private.account_email_check(user_update.email), updated_at = now()
+     where u.id = user_update.user_id;
+  end if;
+  if user_update.password_hash is not null then
+    if not private.password_hash_valid(user_update.password_hash) then
+      raise exception 'password_hash must be a bcrypt hash of cost 10 or more' using errcode = 'PT400', hint = 'invalid_password_hash';
+    end if;
+    update identity.users u set password_hash = user_update.password_hash, updated_at = now() where u.id = user_update.user_id;
+    -- As Supabase Auth does when an operator sets a password: every session of the account ends.
+    update identity.refresh_tokens r set revoked_at = now(), revoked_reason = 'logout'
+     where r.user_id = user_update.user_id and r.revoked_at is null;
+  end if;
+  if user_update.user_metadata is not null then
+    perform private.user_metadata_merge(user_update.user_id, user_update.user_metadata);
+  end if;
+  return private.auth_user_object(user_update.user_id);
+end;
+$function$;
+comment on function admin.user_update(uuid,text,text,jsonb) is 'PUT /auth/v1/admin/users/{id} (the service-role key): every change at once or none. email becomes the account''s address at once (no link; PT400 invalid_email, PT409 email_taken); password_hash (a bcrypt hash the gateway made) replaces the password and ends every session of the account; user_metadata is merged as PUT /auth/v1/user merges it. Answers the User object; PT404 not_found for an unknown id.';
+
 CREATE OR REPLACE FUNCTION admin.user_delete(user_id uuid)
  RETURNS jsonb
  LANGUAGE plpgsql

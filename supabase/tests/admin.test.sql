@@ -3,7 +3,7 @@
 -- without a manager, managers, plans, community flags, venues and events
 -- with their shortlinks; unknown references are P0002 and create nothing.
 begin;
-select plan(29);
+select plan(38);
 
 select set_config('tests.ada_email', 'ada-' || replace(gen_random_uuid()::text, '-', '') || '@example.test', true);
 select set_config('tests.grace_email', 'grace-' || replace(gen_random_uuid()::text, '-', '') || '@example.test', true);
@@ -27,6 +27,32 @@ select is(tests.error_of('select admin.users_list(0, 10)'), 'PT400 validation_er
 select set_config('tests.gone', admin.create_user('gone-' || replace(gen_random_uuid()::text, '-', '') || '@example.test', 'password123')::text, true);
 select is(admin.user_delete(current_setting('tests.gone')::uuid) ->> 'user_id', current_setting('tests.gone'), 'user_delete deletes the account as delete_user does');
 select is(tests.error_of(format('select admin.user_delete(%L)', current_setting('tests.gone'))), 'PT404 not_found', 'user_delete: an id no longer there is not found');
+
+select set_config('tests.made_email', 'made-' || replace(gen_random_uuid()::text, '-', '') || '@example.test', true);
+select set_config('tests.made', admin.user_create(current_setting('tests.made_email'), null, '{"name": "Made", "drop": null}'::jsonb) ->> 'id', true);
+select is(admin.user_get(current_setting('tests.made')::uuid) -> 'user_metadata', '{"name": "Made"}'::jsonb,
+  'user_create: user_metadata merged as PUT /auth/v1/user merges it (a null key is not kept)');
+select ok((select password_hash is null from identity.users where id = current_setting('tests.made')::uuid),
+  'user_create without a hash: an account that signs in after a set-password link');
+select is(tests.error_of(format('select admin.user_create(%L)', upper(current_setting('tests.made_email')))), 'PT409 email_taken',
+  'user_create: a taken address (in any case) is refused');
+select is(tests.error_of(format('select admin.user_update(%L, %L, null, %L::jsonb)', current_setting('tests.made'), current_setting('tests.ada_email'), '{"name": "Changed"}')),
+  'PT409 email_taken', 'user_update: another account''s address is refused');
+select is(admin.user_get(current_setting('tests.made')::uuid) -> 'user_metadata', '{"name": "Made"}'::jsonb,
+  'user_update is all or nothing: the refused call merged no metadata');
+select is(tests.error_of(format('select admin.user_update(%L, null, %L)', current_setting('tests.made'), 'not-a-hash')),
+  'PT400 invalid_password_hash', 'user_update: only a bcrypt hash the gateway made is a password');
+select private.start_session(current_setting('tests.made')::uuid);
+select is(
+  (select jsonb_build_object('email', u ->> 'email', 'name', u -> 'user_metadata' ->> 'name')
+     from admin.user_update(current_setting('tests.made')::uuid, 'Renamed-' || current_setting('tests.made_email'),
+                            identity.hash_password('a new password'), '{"name": "Renamed"}'::jsonb) u),
+  jsonb_build_object('email', lower('renamed-' || current_setting('tests.made_email')), 'name', 'Renamed'),
+  'user_update: the address at once (normalised), the password and the metadata in one call');
+select is((select count(*)::int from identity.refresh_tokens where user_id = current_setting('tests.made')::uuid and revoked_at is null), 0,
+  'user_update with a password ends every session of the account');
+select is(tests.error_of(format('select admin.user_update(%L, null, null, %L::jsonb)', gen_random_uuid(), '{}')), 'PT404 not_found',
+  'user_update: an unknown id is not found');
 
 -- Communities ------------------------------------------------------------------
 

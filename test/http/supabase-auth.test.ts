@@ -423,6 +423,50 @@ describe('/auth/v1/admin/users: the service-role key only', () => {
     expect((await supabase().auth.signInWithPassword({ email, password: PASSWORD })).error).toMatchObject({ code: 'invalid_credentials' });
   });
 
+  it('supabase.auth.admin creates and updates users: the password hashed in the gateway, every change or none, a new password ends the sessions', async () => {
+    const service = createClient(baseUrl, await apiKey('service_role'), {
+      auth: { persistSession: false, autoRefreshToken: false },
+      global: { fetch: checkedFetch },
+      realtime: { transport: WebSocket as never },
+    });
+    const email = uniqueEmail('sb-admin-made');
+    const made = await service.auth.admin.createUser({ email, password: PASSWORD, email_confirm: true, user_metadata: { name: 'Made' } });
+    expect(made.error).toBeNull();
+    expect(made.data.user).toMatchObject({ email, user_metadata: { name: 'Made' }, app_metadata: { provider: 'email' } });
+    const id = made.data.user!.id;
+    // Hashed in the gateway as every password is (bcrypt), never stored as given.
+    const [stored] = await db()<{ password_hash: string }[]>`select password_hash from identity.users where id = ${id}`;
+    expect(stored!.password_hash).toMatch(/^\$2[aby]\$/);
+    const user = supabase();
+    const signedIn = await user.auth.signInWithPassword({ email, password: PASSWORD });
+    expect(signedIn.error).toBeNull();
+
+    const again = await service.auth.admin.createUser({ email: email.toUpperCase(), password: PASSWORD });
+    expect(again.error).toMatchObject({ status: 422, code: 'email_exists' });
+    const phone = await service.auth.admin.createUser({ phone: '+15555550100', password: PASSWORD });
+    expect(phone.error).toMatchObject({ status: 422, code: 'phone_provider_disabled' });
+    const banned = await service.auth.admin.createUser({ email: uniqueEmail('sb-admin-ban'), ban_duration: '24h' });
+    expect(banned.error).toMatchObject({ status: 422, code: 'validation_failed' });
+
+    // All or nothing: a taken address with new metadata changes neither.
+    const other = uniqueEmail('sb-admin-other');
+    await supabase().auth.signUp({ email: other, password: PASSWORD });
+    const refused = await service.auth.admin.updateUserById(id, { email: other, user_metadata: { name: 'Changed' } });
+    expect(refused.error).toMatchObject({ status: 422, code: 'email_exists' });
+    expect((await service.auth.admin.getUserById(id)).data.user).toMatchObject({ email, user_metadata: { name: 'Made' } });
+
+    const renamed = uniqueEmail('sb-admin-renamed');
+    const updated = await service.auth.admin.updateUserById(id, { email: renamed, password: 'another horse battery staple', user_metadata: { name: null, city: 'Lyon' } });
+    expect(updated.error).toBeNull();
+    expect(updated.data.user).toMatchObject({ email: renamed, user_metadata: { city: 'Lyon' } });
+    expect(updated.data.user!.user_metadata).not.toHaveProperty('name');
+    // The new password ended the user's session: its refresh token no longer works.
+    expect((await user.auth.refreshSession()).error).not.toBeNull();
+    expect((await supabase().auth.signInWithPassword({ email, password: PASSWORD })).error).toMatchObject({ code: 'invalid_credentials' });
+    expect((await supabase().auth.signInWithPassword({ email: renamed, password: 'another horse battery staple' })).error).toBeNull();
+    expect((await service.auth.admin.updateUserById('00000000-0000-4000-8000-000000000000', { user_metadata: {} })).error).toMatchObject({ status: 404, code: 'user_not_found' });
+  });
+
   it('attack: the anon key, a user\'s access token or the anon key with a service-role apikey are 403 not_admin, and change nothing', async () => {
     const email = uniqueEmail('sb-notadmin');
     const up = await supabase().auth.signUp({ email, password: PASSWORD });
@@ -437,8 +481,14 @@ describe('/auth/v1/admin/users: the service-role key only', () => {
       { apikey: ANON_KEY, bearer: service },
     ];
     for (const { apikey, bearer } of attempts) {
-      for (const [method, path] of [['GET', '/auth/v1/admin/users'], ['GET', `/auth/v1/admin/users/${id}`], ['DELETE', `/auth/v1/admin/users/${id}`]] as const) {
-        const res = await api(method, path, { headers: { apikey }, token: bearer });
+      for (const [method, path, body] of [
+        ['GET', '/auth/v1/admin/users', undefined],
+        ['GET', `/auth/v1/admin/users/${id}`, undefined],
+        ['DELETE', `/auth/v1/admin/users/${id}`, undefined],
+        ['POST', '/auth/v1/admin/users', { email: uniqueEmail('sb-notadmin-made'), password: PASSWORD }],
+        ['PUT', `/auth/v1/admin/users/${id}`, { password: 'taken over by an attacker', user_metadata: { owned: true } }],
+      ] as const) {
+        const res = await api(method, path, { headers: { apikey }, token: bearer, ...(body ? { body } : {}) });
         expect(res.status, `${method} ${path}`).toBe(403);
         expect(res.body).toMatchObject({ code: 403, error_code: 'not_admin' });
       }
@@ -447,7 +497,10 @@ describe('/auth/v1/admin/users: the service-role key only', () => {
     expect(none.body).toMatchObject({ code: 401, error_code: 'no_authorization' });
     // And the supabase-js user client (anon key + session) is refused too.
     const client = supabase();
-    await client.auth.signInWithPassword({ email, password: PASSWORD });
+    // The refused PUTs changed nothing: the password still signs in, the metadata is as it was.
+    const signedIn = await client.auth.signInWithPassword({ email, password: PASSWORD });
+    expect(signedIn.error).toBeNull();
+    expect(signedIn.data.user!.user_metadata).not.toHaveProperty('owned');
     expect((await client.auth.admin.deleteUser(id)).error).toMatchObject({ status: 403, code: 'not_admin' });
     expect((await db()`select 1 from identity.users where id = ${id}`).length).toBe(1);
   });
