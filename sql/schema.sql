@@ -870,6 +870,30 @@ CREATE FUNCTION admin.storage_usage(max_rows integer DEFAULT 50) RETURNS TABLE(e
 COMMENT ON FUNCTION admin.storage_usage(max_rows integer) IS 'The users storing the most bytes: bytes, objects, their quota and uploads per minute.';
 
 --
+-- Name: user_create(text, text, jsonb); Type: FUNCTION; Schema: admin
+--
+
+CREATE FUNCTION admin.user_create(email text, password_hash text DEFAULT NULL::text, user_metadata jsonb DEFAULT NULL::jsonb) RETURNS jsonb
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog'
+    AS $$
+declare
+  new_user uuid := private.create_account_with_hash(user_create.email, user_create.password_hash, null);
+begin
+  if user_create.user_metadata is not null then
+    perform private.user_metadata_merge(new_user, user_create.user_metadata);
+  end if;
+  return private.auth_user_object(new_user);
+end;
+$$;
+
+--
+-- Name: FUNCTION user_create(email text, password_hash text, user_metadata jsonb); Type: COMMENT; Schema: admin
+--
+
+COMMENT ON FUNCTION admin.user_create(email text, password_hash text, user_metadata jsonb) IS 'POST /auth/v1/admin/users (the service-role key): creates an account as registration does (private.create_account_with_hash: profile and node; password_hash a bcrypt hash the gateway made, or null for an account that signs in only through a set-password link), merges user_metadata, and answers the User object. PT400 invalid_email / invalid_password_hash, PT409 email_taken, PT422 validation_error for user_metadata.';
+
+--
 -- Name: user_delete(uuid); Type: FUNCTION; Schema: admin
 --
 
@@ -912,6 +936,53 @@ $$;
 --
 
 COMMENT ON FUNCTION admin.user_get(user_id uuid) IS 'GET /auth/v1/admin/users/{id} (the service-role key): the account as Supabase Auth''s User object (private.auth_user_object). PT404 not_found for an unknown id.';
+
+--
+-- Name: user_update(uuid, text, text, jsonb); Type: FUNCTION; Schema: admin
+--
+
+CREATE FUNCTION admin.user_update(user_id uuid, email text DEFAULT NULL::text, password_hash text DEFAULT NULL::text, user_metadata jsonb DEFAULT NULL::jsonb) RETURNS jsonb
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog'
+    AS $$
+declare
+  current_email text;
+begin
+  select u.email into current_email from identity.users u where u.id = user_update.user_id for update;
+  if not found then
+    raise exception 'User not found' using errcode = 'PT404', hint = 'not_found';
+  end if;
+  -- One transaction: every change or none.
+  if user_update.email is not null and lower(btrim(user_update.email)) is distinct from current_email then
+    -- The operator's change needs no link: the address is the account's at once (PT400 invalid_email, PT409 email_taken).
+    update identity.users u set email = private.account_email_check(user_update.email), updated_at = now()
+     where u.id = user_update.user_id
+     returning u.email into current_email;
+    -- A name derived from the old address (private) is derived from the new one: no trace of the old address stays.
+    update app.profiles p set name = split_part(current_email, '@', 1)
+     where p.id = user_update.user_id and p.name_source = 'email';
+  end if;
+  if user_update.password_hash is not null then
+    if not private.password_hash_valid(user_update.password_hash) then
+      raise exception 'password_hash must be a bcrypt hash of cost 10 or more' using errcode = 'PT400', hint = 'invalid_password_hash';
+    end if;
+    update identity.users u set password_hash = user_update.password_hash, updated_at = now() where u.id = user_update.user_id;
+    -- As Supabase Auth does when an operator sets a password: every session of the account ends.
+    update identity.refresh_tokens r set revoked_at = now(), revoked_reason = 'logout'
+     where r.user_id = user_update.user_id and r.revoked_at is null;
+  end if;
+  if user_update.user_metadata is not null then
+    perform private.user_metadata_merge(user_update.user_id, user_update.user_metadata);
+  end if;
+  return private.auth_user_object(user_update.user_id);
+end;
+$$;
+
+--
+-- Name: FUNCTION user_update(user_id uuid, email text, password_hash text, user_metadata jsonb); Type: COMMENT; Schema: admin
+--
+
+COMMENT ON FUNCTION admin.user_update(user_id uuid, email text, password_hash text, user_metadata jsonb) IS 'PUT /auth/v1/admin/users/{id} (the service-role key): every change at once or none. email becomes the account''s address at once (no link; a name derived from the old address is derived from the new one; PT400 invalid_email, PT409 email_taken); password_hash (a bcrypt hash the gateway made) replaces the password and ends every session of the account; user_metadata is merged as PUT /auth/v1/user merges it. Answers the User object; PT404 not_found for an unknown id.';
 
 --
 -- Name: users_list(integer, integer); Type: FUNCTION; Schema: admin
@@ -2043,20 +2114,8 @@ CREATE FUNCTION api.auth_user_metadata_update(data jsonb) RETURNS jsonb
     AS $$
 declare
   me uuid := private.account_caller();
-  merged jsonb;
 begin
-  if jsonb_typeof(auth_user_metadata_update.data) is distinct from 'object' then
-    raise exception 'data must be a JSON object' using errcode = 'PT422', hint = 'validation_error';
-  end if;
-  -- Supabase Auth's merge: each key given replaces its value; a key given as null is removed.
-  select u.user_metadata || auth_user_metadata_update.data into merged
-    from identity.users u where u.id = me;
-  merged := (select coalesce(jsonb_object_agg(e.key, e.value), '{}'::jsonb)
-               from jsonb_each(merged) e where e.value <> 'null'::jsonb);
-  if octet_length(merged::text) > 16384 then
-    raise exception 'user_metadata may hold at most 16 KB' using errcode = 'PT422', hint = 'validation_error';
-  end if;
-  update identity.users u set user_metadata = merged, updated_at = now() where u.id = me;
+  perform private.user_metadata_merge(me, auth_user_metadata_update.data);
   return private.auth_user_object(me);
 end;
 $$;
@@ -12368,6 +12427,38 @@ CREATE FUNCTION private.url_host(url text) RETURNS text
 COMMENT ON FUNCTION private.url_host(url text) IS 'The host of an absolute URL (lower case; an IPv6 address in brackets), e.g. of PUBLIC_URL.';
 
 --
+-- Name: user_metadata_merge(uuid, jsonb); Type: FUNCTION; Schema: private
+--
+
+CREATE FUNCTION private.user_metadata_merge(user_id uuid, data jsonb) RETURNS void
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog'
+    AS $$
+declare
+  merged jsonb;
+begin
+  if jsonb_typeof(user_metadata_merge.data) is distinct from 'object' then
+    raise exception 'data must be a JSON object' using errcode = 'PT422', hint = 'validation_error';
+  end if;
+  -- Supabase Auth's merge: each key given replaces its value; a key given as null is removed.
+  select u.user_metadata || user_metadata_merge.data into merged
+    from identity.users u where u.id = user_metadata_merge.user_id;
+  merged := (select coalesce(jsonb_object_agg(e.key, e.value), '{}'::jsonb)
+               from jsonb_each(merged) e where e.value <> 'null'::jsonb);
+  if octet_length(merged::text) > 16384 then
+    raise exception 'user_metadata may hold at most 16 KB' using errcode = 'PT422', hint = 'validation_error';
+  end if;
+  update identity.users u set user_metadata = merged, updated_at = now() where u.id = user_metadata_merge.user_id;
+end;
+$$;
+
+--
+-- Name: FUNCTION user_metadata_merge(user_id uuid, data jsonb); Type: COMMENT; Schema: private
+--
+
+COMMENT ON FUNCTION private.user_metadata_merge(user_id uuid, data jsonb) IS 'Merges data into a user''s user_metadata as Supabase Auth does (each key given replaces its value, a key given as null is removed; at most 16 KB, else PT422 validation_error; data not an object: PT422). The one merge of PUT /auth/v1/user and the admin user functions.';
+
+--
 -- Name: user_node_by_email(text); Type: FUNCTION; Schema: private
 --
 
@@ -16869,6 +16960,12 @@ REVOKE ALL ON FUNCTION admin.storage_set_limits(email text, quota_bytes bigint, 
 REVOKE ALL ON FUNCTION admin.storage_usage(max_rows integer) FROM PUBLIC;
 
 --
+-- Name: FUNCTION user_create(email text, password_hash text, user_metadata jsonb); Type: ACL; Schema: admin
+--
+
+REVOKE ALL ON FUNCTION admin.user_create(email text, password_hash text, user_metadata jsonb) FROM PUBLIC;
+
+--
 -- Name: FUNCTION user_delete(user_id uuid); Type: ACL; Schema: admin
 --
 
@@ -16879,6 +16976,12 @@ REVOKE ALL ON FUNCTION admin.user_delete(user_id uuid) FROM PUBLIC;
 --
 
 REVOKE ALL ON FUNCTION admin.user_get(user_id uuid) FROM PUBLIC;
+
+--
+-- Name: FUNCTION user_update(user_id uuid, email text, password_hash text, user_metadata jsonb); Type: ACL; Schema: admin
+--
+
+REVOKE ALL ON FUNCTION admin.user_update(user_id uuid, email text, password_hash text, user_metadata jsonb) FROM PUBLIC;
 
 --
 -- Name: FUNCTION users_list(page integer, per_page integer); Type: ACL; Schema: admin
@@ -19813,6 +19916,12 @@ GRANT ALL ON FUNCTION private.upcoming_events_of(member_node uuid) TO authentica
 --
 
 REVOKE ALL ON FUNCTION private.url_host(url text) FROM PUBLIC;
+
+--
+-- Name: FUNCTION user_metadata_merge(user_id uuid, data jsonb); Type: ACL; Schema: private
+--
+
+REVOKE ALL ON FUNCTION private.user_metadata_merge(user_id uuid, data jsonb) FROM PUBLIC;
 
 --
 -- Name: FUNCTION user_node_by_email(email text); Type: ACL; Schema: private

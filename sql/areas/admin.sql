@@ -134,7 +134,11 @@ begin
   if user_update.email is not null and lower(btrim(user_update.email)) is distinct from current_email then
     -- The operator's change needs no link: the address is the account's at once (PT400 invalid_email, PT409 email_taken).
     update identity.users u set email = private.account_email_check(user_update.email), updated_at = now()
-     where u.id = user_update.user_id;
+     where u.id = user_update.user_id
+     returning u.email into current_email;
+    -- A name derived from the old address (private) is derived from the new one: no trace of the old address stays.
+    update app.profiles p set name = split_part(current_email, '@', 1)
+     where p.id = user_update.user_id and p.name_source = 'email';
   end if;
   if user_update.password_hash is not null then
     if not private.password_hash_valid(user_update.password_hash) then
@@ -151,7 +155,7 @@ begin
   return private.auth_user_object(user_update.user_id);
 end;
 $function$;
-comment on function admin.user_update(uuid,text,text,jsonb) is 'PUT /auth/v1/admin/users/{id} (the service-role key): every change at once or none. email becomes the account''s address at once (no link; PT400 invalid_email, PT409 email_taken); password_hash (a bcrypt hash the gateway made) replaces the password and ends every session of the account; user_metadata is merged as PUT /auth/v1/user merges it. Answers the User object; PT404 not_found for an unknown id.';
+comment on function admin.user_update(uuid,text,text,jsonb) is 'PUT /auth/v1/admin/users/{id} (the service-role key): every change at once or none. email becomes the account''s address at once (no link; a name derived from the old address is derived from the new one; PT400 invalid_email, PT409 email_taken); password_hash (a bcrypt hash the gateway made) replaces the password and ends every session of the account; user_metadata is merged as PUT /auth/v1/user merges it. Answers the User object; PT404 not_found for an unknown id.';
 
 CREATE OR REPLACE FUNCTION admin.user_delete(user_id uuid)
  RETURNS jsonb

@@ -3,7 +3,7 @@
 -- without a manager, managers, plans, community flags, venues and events
 -- with their shortlinks; unknown references are P0002 and create nothing.
 begin;
-select plan(38);
+select plan(39);
 
 select set_config('tests.ada_email', 'ada-' || replace(gen_random_uuid()::text, '-', '') || '@example.test', true);
 select set_config('tests.grace_email', 'grace-' || replace(gen_random_uuid()::text, '-', '') || '@example.test', true);
@@ -49,6 +49,8 @@ select is(
                             identity.hash_password('a new password'), '{"name": "Renamed"}'::jsonb) u),
   jsonb_build_object('email', lower('renamed-' || current_setting('tests.made_email')), 'name', 'Renamed'),
   'user_update: the address at once (normalised), the password and the metadata in one call');
+select is((select name from app.profiles where id = current_setting('tests.made')::uuid), lower('renamed-' || split_part(current_setting('tests.made_email'), '@', 1)),
+  'user_update: a name derived from the old address is derived from the new one');
 select is((select count(*)::int from identity.refresh_tokens where user_id = current_setting('tests.made')::uuid and revoked_at is null), 0,
   'user_update with a password ends every session of the account');
 select is(tests.error_of(format('select admin.user_update(%L, null, null, %L::jsonb)', gen_random_uuid(), '{}')), 'PT404 not_found',

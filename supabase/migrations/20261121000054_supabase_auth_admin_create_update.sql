@@ -1,0 +1,1 @@
+../../sql/migrations/committed/000054-supabase-auth-admin-create-update.sql
