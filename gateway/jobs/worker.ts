@@ -121,16 +121,20 @@ export async function startJobWorker(options: JobWorkerOptions): Promise<JobWork
   const runners: RunningLane[] = [];
   const stopAll = async (timeoutMs: number) => {
     let timer: NodeJS.Timeout | undefined;
-    await Promise.race([
-      Promise.all(runners.map((r) => r.runner.stop().catch((err: unknown) => log.warn({ err }, 'job worker: stopping failed')))),
-      new Promise<void>((resolve) => (timer = setTimeout(resolve, timeoutMs))),
-    ]);
+    // A lane's pool ends only once its runner has stopped: a job still running past the timeout
+    // completes (or fails) through that pool, so it must stay open until then.
+    const stops = runners.map((r) =>
+      r.runner
+        .stop()
+        .catch((err: unknown) => log.warn({ err }, 'job worker: stopping failed'))
+        .finally(() => r.pool.end().catch(() => {})),
+    );
+    await Promise.race([Promise.all(stops), new Promise<void>((resolve) => (timer = setTimeout(resolve, timeoutMs)))]);
     clearTimeout(timer);
     readQueueWith(undefined);
     await Promise.resolve(utils.release()).catch(() => {});
     await utilsPool.end().catch(() => {});
     await Promise.all(runners.map((r) => r.liveness?.end({ timeout: 1 }).catch(() => {})));
-    await Promise.all(runners.map((r) => r.pool.end().catch(() => {})));
     for (const close of closers) close();
   };
   try {
