@@ -11,8 +11,8 @@ import { describe, expect, it } from 'vitest';
 import { registry } from '../../gateway/core/process/metrics.ts';
 import { projectRoot } from '../support/processes.ts';
 
-const RULES = path.join(projectRoot, 'ops', 'prometheus', 'alerts.yml');
-const DASHBOARD = path.join(projectRoot, 'ops', 'grafana', 'community-backend.json');
+const RULES = path.join(projectRoot, 'docs', 'monitoring', 'prometheus-alerts.yml');
+const DASHBOARD = path.join(projectRoot, 'docs', 'monitoring', 'grafana-dashboard.json');
 const OPERATIONS = path.join(projectRoot, 'docs', 'operations.md');
 
 /** The names a scrape holds: ours and the process metrics (a histogram's _bucket, _sum and _count), and our label names. */
