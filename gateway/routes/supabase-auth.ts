@@ -146,19 +146,6 @@ const notFound = (err: unknown): never => {
   throw err;
 };
 
-/** Admin user fields Supabase Auth takes that this service does not offer: declared, so that they are refused (422) rather than ignored. */
-const NOT_OFFERED = {
-  app_metadata: z.record(z.string(), z.unknown()).optional().describe('Not offered: 422 (app_metadata is set by the service).'),
-  ban_duration: z.string().max(64).optional().describe('Not offered: 422.'),
-  role: z.string().max(64).optional().describe('Not offered: 422 (every user has the role `authenticated`).'),
-};
-
-function notOffered(body: { app_metadata?: unknown; ban_duration?: unknown; role?: unknown }): void {
-  for (const field of ['app_metadata', 'ban_duration', 'role'] as const) {
-    if (body[field] !== undefined) throw new HttpError(422, 'validation_error', `${field} is not offered by this service`, { error_code: 'validation_failed' });
-  }
-}
-
 /** Supabase Auth's 403 for a credential that is there but not valid (`bad_jwt`) or whose session ended (`session_not_found`). */
 const TOKEN_REFUSED = errors('unauthorized', 'invalid_token', 'session_ended');
 
@@ -169,6 +156,40 @@ function strongEnough(password: string): void {
     throw new HttpError(422, 'weak_password', `Password should be at least ${LIMITS.passwordMinLength} characters.`);
   }
 }
+
+/** The fields of an admin create or update besides `email`, as Supabase Auth takes them; those this service does not offer are declared so that they are refused (422) rather than ignored. */
+const ADMIN_USER_FIELDS = {
+  password: PasswordField.optional(),
+  user_metadata: UserMetadata.optional(),
+  email_confirm: z.boolean().optional().describe('Accepted and ignored: every account is confirmed.'),
+  phone: z.string().max(64).optional().describe('Not offered: 422 `phone_provider_disabled`.').meta({ example: '+15555550100' }),
+  app_metadata: z.record(z.string(), z.unknown()).optional().describe('Not offered: 422 (app_metadata is set by the service).'),
+  ban_duration: z.string().max(64).optional().describe('Not offered: 422.'),
+  role: z.string().max(64).optional().describe('Not offered: 422 (every user has the role `authenticated`).'),
+};
+
+/**
+ * An admin create or update's refusals and inputs, the same for both: the
+ * fields not offered, a weak password; then the password hashed in the
+ * gateway (as every password is) and user_metadata (null: unchanged).
+ */
+async function adminUserInput(
+  ctx: Context<unknown, unknown, unknown>,
+  body: { password?: string; user_metadata?: Record<string, unknown>; phone?: string; app_metadata?: unknown; ban_duration?: unknown; role?: unknown },
+) {
+  if (body.phone !== undefined) throw disabled('Phone signups');
+  for (const field of ['app_metadata', 'ban_duration', 'role'] as const) {
+    if (body[field] !== undefined) throw new HttpError(422, 'validation_error', `${field} is not offered by this service`, { error_code: 'validation_failed' });
+  }
+  if (body.password !== undefined) strongEnough(body.password);
+  return {
+    passwordHash: body.password !== undefined ? await ctx.services.passwords.hash(ctx.clientIp, body.password) : null,
+    metadata: body.user_metadata === undefined ? null : (body.user_metadata as never),
+  };
+}
+
+/** A taken address, as Supabase Auth's admin endpoints answer it. */
+const EMAIL_EXISTS = restated('email_taken', 422, 'email_exists', 'A user with this email address has already been registered');
 
 export const supabaseAuthRoutes = [
   defineRoute({
@@ -562,11 +583,7 @@ export const supabaseAuthRoutes = [
     body: z
       .object({
         email: Email.optional().describe('The e-mail address the account signs in with (required: there are no phone users).'),
-        password: PasswordField.optional(),
-        user_metadata: UserMetadata.optional(),
-        email_confirm: z.boolean().optional().describe('Accepted and ignored: every account is confirmed.'),
-        phone: z.string().max(64).optional().describe('Not offered: 422 `phone_provider_disabled`.').meta({ example: '+15555550100' }),
-        ...NOT_OFFERED,
+        ...ADMIN_USER_FIELDS,
       })
       .meta({ example: { email: 'ada@example.com', password: 'correct horse battery staple', email_confirm: true, user_metadata: { name: 'Ada' } } }),
     invalidStatus: 422,
@@ -579,16 +596,11 @@ export const supabaseAuthRoutes = [
     async handler(ctx) {
       requireServiceRole(ctx);
       const { body } = ctx;
-      if (body.phone !== undefined) throw disabled('Phone signups');
-      if (body.email === undefined) throw new HttpError(422, 'validation_error', 'An email address is required', { error_code: 'validation_failed' });
-      notOffered(body);
-      if (body.password !== undefined) strongEnough(body.password);
-      const email = body.email;
-      const passwordHash = body.password !== undefined ? await ctx.services.passwords.hash(ctx.clientIp, body.password) : null;
-      const metadata = body.user_metadata === undefined ? null : (body.user_metadata as never);
+      if (body.phone === undefined && body.email === undefined) throw new HttpError(422, 'validation_error', 'An email address is required', { error_code: 'validation_failed' });
+      const { passwordHash, metadata } = await adminUserInput(ctx, body);
       const [row] = await ctx
-        .db((tx) => tx<{ user: unknown }[]>`select admin.user_create(${email}, ${passwordHash}, ${metadata === null ? null : tx.json(metadata)}::jsonb) as user`, claimsOf({ kind: 'gateway' }))
-        .catch(restated('email_taken', 422, 'email_exists', 'A user with this email address has already been registered'));
+        .db((tx) => tx<{ user: unknown }[]>`select admin.user_create(${body.email!}, ${passwordHash}, ${metadata === null ? null : tx.json(metadata)}::jsonb) as user`, claimsOf({ kind: 'gateway' }))
+        .catch(EMAIL_EXISTS);
       return { status: 200, body: row!.user };
     },
   }),
@@ -606,11 +618,7 @@ export const supabaseAuthRoutes = [
     body: z
       .object({
         email: Email.optional().describe('The new e-mail address.'),
-        password: PasswordField.optional(),
-        user_metadata: UserMetadata.optional(),
-        email_confirm: z.boolean().optional().describe('Accepted and ignored: every account is confirmed.'),
-        phone: z.string().max(64).optional().describe('Not offered: 422 `phone_provider_disabled`.').meta({ example: '+15555550100' }),
-        ...NOT_OFFERED,
+        ...ADMIN_USER_FIELDS,
       })
       .meta({ example: { user_metadata: { name: 'Ada' } } }),
     invalidStatus: 422,
@@ -624,11 +632,7 @@ export const supabaseAuthRoutes = [
     async handler(ctx) {
       requireServiceRole(ctx);
       const { body } = ctx;
-      if (body.phone !== undefined) throw disabled('Phone signups');
-      notOffered(body);
-      if (body.password !== undefined) strongEnough(body.password);
-      const passwordHash = body.password !== undefined ? await ctx.services.passwords.hash(ctx.clientIp, body.password) : null;
-      const metadata = body.user_metadata === undefined ? null : (body.user_metadata as never);
+      const { passwordHash, metadata } = await adminUserInput(ctx, body);
       const [row] = await ctx
         .db(
           (tx) => tx<{ user: unknown }[]>`
@@ -636,7 +640,7 @@ export const supabaseAuthRoutes = [
           claimsOf({ kind: 'gateway' }),
         )
         .catch(notFound)
-        .catch(restated('email_taken', 422, 'email_exists', 'A user with this email address has already been registered'));
+        .catch(EMAIL_EXISTS);
       return { status: 200, body: row!.user };
     },
   }),
