@@ -128,7 +128,13 @@ for (const processes of [1, 2]) {
       });
       expect(res.status).toBe(401);
       const ofTrace = () => receiver.spans.filter((s) => s.traceId === traceId);
-      await waitUntil(() => ofTrace().some((s) => s.service === 'community-backend-mcp'), 20_000, 'the MCP process span');
+      // Each process exports on its own schedule: the MCP span (ended first)
+      // can arrive before the gateway's.
+      await waitUntil(
+        () => ofTrace().some((s) => s.service === 'community-backend-mcp') && ofTrace().some((s) => s.service === 'community-backend'),
+        20_000,
+        'the gateway and the MCP process spans',
+      );
       const gatewaySpan = ofTrace().find((s) => s.service === 'community-backend')!;
       const mcpSpan = ofTrace().find((s) => s.service === 'community-backend-mcp')!;
       expect(gatewaySpan.name).toBe('POST /mcp');
