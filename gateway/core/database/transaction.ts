@@ -9,6 +9,7 @@
 //              set_config('statement_timeout', …, true),     -- next user of the connection
 //              set_config('request.public_url', …, true)     -- (the URLs SQL builds)
 //              set_config('application_name', …, true)       -- (the request's trace id)
+//              set_config('request.traceparent', …, true)    -- (the trace the jobs it queues carry)
 //       the handler's one call
 //       COMMIT
 //   → wait for the four replies: ONE network round trip per request.
@@ -70,6 +71,12 @@ export interface TransactionOptions<T = unknown> {
   statementTimeoutMs?: number;
   /** The request's W3C trace id: the transaction's application_name carries it (pool.ts tracedApplicationName). */
   traceId?: string;
+  /**
+   * The request's W3C traceparent (web/request-log.ts): set as the
+   * transaction-local request.traceparent, which private.enqueue_job keeps
+   * with the jobs the transaction queues.
+   */
+  traceparent?: string;
   /** The request's span context, when traces are exported: the transaction is a child span of it (core/process/tracing.ts). */
   traceContext?: Context;
   /**
@@ -301,6 +308,7 @@ async function run<T>(
     if (failed) throw failed.reason;
     return outcomes.map((o) => (o as PromiseFulfilledResult<unknown>).value);
   };
+  const traceparent = options.traceparent ?? null;
   const begin = tx.unsafe(options.readOnly ? 'begin read only' : 'begin').execute();
   const settings = (
     claims
@@ -310,9 +318,11 @@ async function run<T>(
            set_config('statement_timeout', ${String(timeoutMs)}, true),
            set_config('request.public_url', ${publicUrl}, true),
            case when ${applicationName}::text is not null then set_config('application_name', ${applicationName}::text, true) end,
+           case when ${traceparent}::text is not null then set_config('request.traceparent', ${traceparent}::text, true) end,
            private.check_session(${sessionOf(claims)}::uuid)`
       : tx`select set_config('statement_timeout', ${String(timeoutMs)}, true), set_config('request.public_url', ${publicUrl}, true),
-                  case when ${applicationName}::text is not null then set_config('application_name', ${applicationName}::text, true) end`
+                  case when ${applicationName}::text is not null then set_config('application_name', ${applicationName}::text, true) end,
+                  case when ${traceparent}::text is not null then set_config('request.traceparent', ${traceparent}::text, true) end`
   ).execute();
   let body: Promise<T>;
   try {
