@@ -50,7 +50,7 @@ import { DatabaseWaitError, DEADLINE_MARGIN_MS, OutcomeUnknownError, publicUrlOf
 import { isDatabaseUnavailable, noteServed } from './unavailable-log.ts';
 import type { Context } from '@opentelemetry/api';
 import { endSqlSpan, startSqlSpan } from '../process/tracing.ts';
-import { metricsOn, observeSql, operationOf, poolWait, readPoolWith, statementTimeouts } from '../process/metrics.ts';
+import { metricsOn, observeSql, operationOfQuery, poolWait, readPoolWith, statementTimeouts } from '../process/metrics.ts';
 
 /**
  * The request's transaction: the connection held for the request, BEGIN
@@ -193,17 +193,24 @@ async function transaction<T>(sql: Sql, claims: RequestClaims | null, fn: (tx: T
 }
 
 /** Takes a connection, counting the requests waiting for one and the connections held, and measuring the wait. */
-async function reserveMeasured(sql: Sql): Promise<postgres.ReservedSql> {
+function reserveMeasured(sql: Sql): Promise<postgres.ReservedSql> {
   const waiting = performance.now();
   pool.pending++;
-  try {
-    const tx = await sql.reserve();
-    pool.used++;
-    return tx;
-  } finally {
+  const taken = () => {
     pool.pending--;
     poolWait.observe((performance.now() - waiting) / 1000);
-  }
+  };
+  return sql.reserve().then(
+    (tx) => {
+      taken();
+      pool.used++;
+      return tx;
+    },
+    (err: unknown) => {
+      taken();
+      throw err;
+    },
+  );
 }
 
 async function unmeasuredTransaction<T>(
@@ -331,7 +338,7 @@ async function run<T>(
     body = Promise.reject(err);
   }
   const readOnly = options.readOnly ?? false;
-  if (operation && isPendingQuery(body)) operation.name = operationOf((body as { strings?: readonly string[] }).strings?.join('$'));
+  if (operation && isPendingQuery(body)) operation.name = operationOfQuery((body as { strings?: readonly string[] }).strings);
   if (isPendingQuery(body) && !options.finish) {
     // One statement: COMMIT goes out right behind it.
     body.execute();
