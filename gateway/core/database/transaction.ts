@@ -149,6 +149,22 @@ export async function withClaims<T>(
 
 type PendingQuery = Promise<unknown> & { execute(): unknown };
 
+/** Where a measured (or traced) transaction's connection keeps the name of its operation while it runs. */
+const OPERATION = Symbol('operation');
+type Named = { [OPERATION]?: { name: string } };
+
+/**
+ * A call made inside a transaction's fn (an Idempotency-Key's transaction:
+ * the claim, the route's call, the storing of the answer) names the
+ * transaction's operation after its api function, as a handler's single
+ * call does. Returns the call.
+ */
+export function namedCall<T>(tx: Tx, call: Promise<T>): Promise<T> {
+  const operation = (tx as unknown as Named)[OPERATION];
+  if (operation && operation.name === 'other' && isPendingQuery(call)) operation.name = operationOfQuery((call as { strings?: readonly string[] }).strings);
+  return call;
+}
+
 function isPendingQuery(value: unknown): value is PendingQuery {
   return value instanceof Promise && typeof (value as { execute?: unknown }).execute === 'function';
 }
@@ -331,6 +347,7 @@ async function run<T>(
                   case when ${applicationName}::text is not null then set_config('application_name', ${applicationName}::text, true) end,
                   case when ${traceparent}::text is not null then set_config('request.traceparent', ${traceparent}::text, true) end`
   ).execute();
+  if (operation) (tx as unknown as Named)[OPERATION] = operation;
   let body: Promise<T>;
   try {
     body = fn(tx as unknown as Tx);
