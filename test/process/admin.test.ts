@@ -322,6 +322,13 @@ describe('the admin server with WEB_CONCURRENCY=2', () => {
   }, 120_000);
   afterAll(() => stopService(service));
 
+  it("adds the primary's own process metrics to its workers'", async () => {
+    // process_max_fds is summed over the processes, each with the primary's limit: three of them (the primary and two workers).
+    const limits = fs.readFileSync(`/proc/${service.gateway.child.pid}/limits`, 'utf8');
+    const maxFds = Number(/^Max open files\s+(\d+)/m.exec(limits)![1]);
+    expect(valueOf(await scrape(service.admin), 'process_max_fds', { service: 'gateway' })).toBe(3 * maxFds);
+  });
+
   it("one scrape gives every gateway process's requests, and /ready asks each process", { timeout: 60_000 }, async () => {
     const ready = (await (await fetch(`${service.admin}/ready`)).json()) as { checks: Record<string, string> };
     expect(Object.keys(ready.checks).sort()).toEqual(['database', 'gateway 1', 'gateway 2', 'mcp']);
