@@ -20,6 +20,7 @@ import { runMigrations } from './core/database/migrate.ts';
 import { startupMessage } from './core/process/startup-error.ts';
 import { readinessOf, startAdminServer, type AdminServer, type MetricsSource, type ReadinessCheck } from './core/process/admin-server.ts';
 import { createPool, withDeadline, type Sql } from './core/database/pool.ts';
+import { enableMetrics } from './core/process/metrics.ts';
 
 /** WEB_CONCURRENCY, or the core count in production (NODE_ENV=production), else 1. */
 export function webConcurrency(env: NodeJS.ProcessEnv = process.env): number {
@@ -97,13 +98,16 @@ export async function startWorkers(
   // ADMIN_PORT: the primary serves the admin server for all its processes.
   let admin: { server: AdminServer; probe: Sql } | undefined;
   if (config.admin) {
+    // Its own process metrics (CPU, memory, event loop) join the workers'.
+    enableMetrics('gateway');
     const probe = createPool(db.url, { max: 1, applicationName: 'gateway-admin' });
     const running = () => Object.values(cluster.workers ?? {}).filter((w): w is NonNullable<typeof w> => w !== undefined && !w.isDead() && w.isConnected());
     const server = await startAdminServer({
       ...config.admin,
       log,
-      // It serves no requests: the workers' metrics are the service's.
-      own: false,
+      // It serves no requests: the workers' metrics are the service's, with
+      // its own process metrics (CPU, memory) added to theirs.
+      own: 'process',
       checks: () => {
         const checks: Record<string, ReadinessCheck> = {
           database: async () => {

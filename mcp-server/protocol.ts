@@ -115,6 +115,8 @@ export interface CallContext {
   statementTimeoutMs: number;
   /** The request's W3C trace id (the gateway's, through traceparent): its tool calls' transactions carry it. */
   traceId?: string;
+  /** Its W3C traceparent: the jobs its tool calls queue carry it (core/database/transaction.ts). */
+  traceparent?: string;
   /** Its span context, when traces are exported (the tool call's transaction is a child span). */
   traceContext?: TraceContext;
   log: Logger;
@@ -191,6 +193,7 @@ async function runTool(ctx: CallContext, tool: ToolDefinition, rawArgs: unknown,
       readOnly: tool.kind === 'read',
       statementTimeoutMs: ctx.statementTimeoutMs,
       traceId: ctx.traceId,
+      traceparent: ctx.traceparent,
       traceContext: ctx.traceContext,
     });
     const result: CallToolResult = { content: [{ type: 'text', text: JSON.stringify(value) }] };

@@ -232,6 +232,7 @@ function mcpHandler(deps: McpDeps, open: Set<{ close(): Promise<void> }>, pendin
         publicUrl: deps.config.publicUrl,
         statementTimeoutMs: deps.config.statementTimeoutMs,
         traceId: res.locals.traceId as string | undefined,
+        traceparent: res.locals.traceparent as string | undefined,
         traceContext: res.locals.traceContext as TraceContext | undefined,
         log: reqLog,
         pendingRecords,

@@ -22,7 +22,7 @@
 import crypto from 'node:crypto';
 import type { ServerResponse } from 'node:http';
 import { z } from 'zod';
-import type { InTransaction, Tx } from '../core/database/transaction.ts';
+import { namedCall, type InTransaction, type Tx } from '../core/database/transaction.ts';
 import { idempotentReplays, metricsOn } from '../core/process/metrics.ts';
 import { locationHeader, sendText } from './exchange.ts';
 
@@ -159,8 +159,9 @@ export async function serveKeyed(
         const stored = claim(tx, request);
         let outcome: { answer: Answer } | { error: unknown };
         try {
-          // Every call the route makes runs in this transaction, behind the claim.
-          outcome = { answer: await handle((fn, claims, options) => (claims !== undefined ? transaction(fn, claims, options) : fn(tx))) };
+          // Every call the route makes runs in this transaction, behind the claim
+          // (and names it, for the metrics and the SQL span: core/database/transaction.ts).
+          outcome = { answer: await handle((fn, claims, options) => (claims !== undefined ? transaction(fn, claims, options) : namedCall(tx, fn(tx)))) };
         } catch (error) {
           outcome = { error };
         }

@@ -374,8 +374,14 @@ function requireApiKey(exchange: Exchange, services: Services): ApiKeyRole {
  * client's fair share of the pool (fair-share.ts), its application_name
  * carrying the request's trace id.
  */
-function requestTransaction(def: RouteRules, services: Services, caller: Caller | null, ip: string, trace: { traceId: string; span?: { context: TraceContext } }): InTransaction {
-  const traceId = trace.traceId;
+function requestTransaction(
+  def: RouteRules,
+  services: Services,
+  caller: Caller | null,
+  ip: string,
+  trace: { traceId: string; span?: { context: TraceContext }; traceparent?: string },
+): InTransaction {
+  const { traceId, traceparent } = trace;
   const traceContext = trace.span?.context;
   const claims = caller?.user ?? claimsOf({ kind: 'anon' });
   const readOnly = def.method === 'get' && !def.readWrite;
@@ -383,7 +389,7 @@ function requestTransaction(def: RouteRules, services: Services, caller: Caller 
   const shareKey = fairShareKey(caller?.user.sub, ip);
   return (fn, asClaims, options) => {
     const run = () =>
-      withClaims(services.sql, asClaims === undefined ? claims : asClaims, fn, { readOnly, statementTimeoutMs: services.statementTimeoutMs, traceId, traceContext, ...options });
+      withClaims(services.sql, asClaims === undefined ? claims : asClaims, fn, { readOnly, statementTimeoutMs: services.statementTimeoutMs, traceId, traceparent, traceContext, ...options });
     return share ? share.run(shareKey, run) : run();
   };
 }

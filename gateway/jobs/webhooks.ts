@@ -41,7 +41,7 @@ import type { JobHelpers, Task } from 'graphile-worker';
 import type { Logger } from '../core/process/log.ts';
 import { guardedLookup, sendRefusal, type TargetRules } from './webhook-targets.ts';
 import { metricsOn, webhookDeliveries } from '../core/process/metrics.ts';
-import { startClientSpan } from '../core/process/tracing.ts';
+import { jobTraceparent, startClientSpan } from '../core/process/tracing.ts';
 
 export const WEBHOOK_TIMEOUT_MS = 10_000;
 /** A connection (and its TLS handshake) must be up within this. */
@@ -166,9 +166,13 @@ export function webhookDeliverTask(options: WebhookSenderOptions): { task: Task;
       'webhook-signature': signatures(row.secrets, row.webhook_id, timestamp, row.body),
     };
     const sending = performance.now();
-    // Traces exported: the delivery is a span, and the receiver gets its traceparent.
+    // Traces exported: the delivery is a span under the job's, and the receiver
+    // gets its traceparent. Not exported: the receiver gets the traceparent of
+    // the request that queued the job, as is (OpenTelemetry's API without an
+    // SDK propagates the context it was given); none without one.
     const traced = startClientSpan('webhook deliver', { 'webhook.id': row.webhook_id });
-    const outcome = await post(row.url, traced ? { ...headers, traceparent: traced.traceparent } : headers, row.body, { rules: options.rules, timeoutMs, connectTimeoutMs, agents, helpers });
+    const traceparent = traced?.traceparent ?? jobTraceparent(helpers.job.payload);
+    const outcome = await post(row.url, traceparent ? { ...headers, traceparent } : headers, row.body, { rules: options.rules, timeoutMs, connectTimeoutMs, agents, helpers });
     if (traced) {
       traced.span.setAttribute('http.response.status_code', outcome.statusCode ?? 0);
       traced.span.end();

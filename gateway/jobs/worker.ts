@@ -17,10 +17,11 @@
 // the jobs of its own tasks.
 //
 // Jobs are added by SQL (private.enqueue_job → graphile_worker.add_job) in
-// the transaction of the change that causes them; graphile-worker's NOTIFY
-// wakes a worker at commit, and jobs are locked with `skip locked`, so any
-// number of workers (each gateway process, `npm run worker` processes) share
-// the queue safely.
+// the transaction of the change that causes them, with the traceparent of
+// the request that made it (each job runs in a span continuing it);
+// graphile-worker's NOTIFY wakes a worker at commit, and jobs are locked
+// with `skip locked`, so any number of workers (each gateway process,
+// `npm run worker` processes) share the queue safely.
 //
 // Crashes: every runner holds a connection named `job-worker <pool id>`
 // while it runs; private.jobs_recover (at every worker's start and each
@@ -40,6 +41,7 @@ import { sendEmailTask, type SmtpOptions } from './mail.ts';
 import { workerLogger } from '../core/database/job-queue.ts';
 import { jobs, jobsRunning, metricsOn, readQueueWith } from '../core/process/metrics.ts';
 import { webhookDeliverTask } from './webhooks.ts';
+import { inJobSpan } from '../core/process/tracing.ts';
 import { storagePurgeTask } from './storage.ts';
 import { StorageService } from '../storage/service.ts';
 
@@ -200,6 +202,19 @@ function instrumentLane(events: WorkerEvents, polling: { problem: string | null 
   events.on('job:complete', ({ job }) => jobsRunning.dec({ task: job.task_identifier }));
 }
 
+/**
+ * The tasks, each job run as a span that continues the trace of the request
+ * that queued it (its payload's traceparent; core/process/tracing.ts), when
+ * traces are exported.
+ */
+function inJobSpans(taskList: TaskList): TaskList {
+  const traced: TaskList = {};
+  for (const [name, task] of Object.entries(taskList)) {
+    if (task) traced[name] = (payload, helpers) => inJobSpan(name, payload, async () => task(payload, helpers));
+  }
+  return traced;
+}
+
 /** One graphile-worker runner for `taskList` (it fetches only those tasks' jobs), with its liveness connection. */
 async function startLane(options: JobWorkerOptions, name: string, taskList: TaskList, concurrency: number, cron?: string): Promise<RunningLane> {
   const { log } = options;
@@ -237,7 +252,7 @@ async function startLane(options: JobWorkerOptions, name: string, taskList: Task
       noPreparedStatements: options.throughTransactionPooler,
       noHandleSignals: true,
       pollInterval: options.pollIntervalMs ?? 1000,
-      taskList,
+      taskList: inJobSpans(taskList),
       ...(cron ? { crontab: cron } : {}),
       logger: workerLogger(log),
       events,

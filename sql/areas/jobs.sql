@@ -33,6 +33,7 @@ AS $function$
 declare
   keyed bigint;
   added bigint;
+  traceparent text;
 begin
   if to_regnamespace('graphile_worker') is null then
     raise exception 'the job queue is not installed (schema graphile_worker): start the gateway or `npm run worker` once'
@@ -40,6 +41,14 @@ begin
   end if;
   if enqueue_job.job_key is not null then
     select j.id into keyed from graphile_worker._private_jobs j where j.key = enqueue_job.job_key;
+  end if;
+  -- The trace of the request that queues the job (the gateway sets
+  -- request.traceparent, transaction-local; a W3C traceparent or nothing):
+  -- kept in the payload under `traceparent`, which the tasks ignore; the
+  -- worker starts the job's span as its child.
+  traceparent := nullif(current_setting('request.traceparent', true), '');
+  if traceparent ~ '^00-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$' and jsonb_typeof(enqueue_job.payload) = 'object' then
+    enqueue_job.payload := enqueue_job.payload || jsonb_build_object('traceparent', traceparent);
   end if;
   added := (graphile_worker.add_job(
     identifier => enqueue_job.task,
@@ -61,7 +70,7 @@ begin
   return added;
 end;
 $function$;
-comment on function private.enqueue_job(text,jsonb,text,timestamp with time zone,integer,text,text) is 'Adds a graphile-worker job in the current transaction (it exists only if the transaction commits). queue_name: jobs of one queue run one at a time; job_key: a later job with the same key replaces a pending one (job_key_mode replace, or preserve_run_at to keep its time); one running is left to finish without another attempt, dated at the replacement so that jobs_recover gives it back its attempt if its worker dies. Returns the job id.';
+comment on function private.enqueue_job(text,jsonb,text,timestamp with time zone,integer,text,text) is 'Adds a graphile-worker job in the current transaction (it exists only if the transaction commits). queue_name: jobs of one queue run one at a time; job_key: a later job with the same key replaces a pending one (job_key_mode replace, or preserve_run_at to keep its time); one running is left to finish without another attempt, dated at the replacement so that jobs_recover gives it back its attempt if its worker dies. The payload gains `traceparent` (the W3C trace context of the request that queues the job, from the transaction-local request.traceparent the gateway sets), which the tasks ignore and the worker continues. Returns the job id.';
 
 CREATE OR REPLACE FUNCTION private.jobs_recover()
  RETURNS text[]

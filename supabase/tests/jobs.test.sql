@@ -4,7 +4,7 @@
 -- worker that died are freed (a job replaced while it ran gets its attempt
 -- back; one cut off on its last attempt is failed with the reason).
 begin;
-select plan(22);
+select plan(25);
 
 select tests.create_user('jobs_user');
 
@@ -18,6 +18,24 @@ select is((select count(*)::int from graphile_worker.jobs where key = 'tests:rol
 rollback to savepoint before_job;
 select is((select count(*)::int from graphile_worker.jobs where key = 'tests:rolled-back'), 0,
   'and a rolled-back transaction leaves none');
+
+-- A job carries the trace of the request that queued it -------------------------
+
+savepoint traced;
+select set_config('request.traceparent', '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01', true);
+select private.enqueue_job('prune_mcp', '{"keep": 1}', job_key => 'tests:traced');
+select is((select payload::jsonb from graphile_worker._private_jobs where key = 'tests:traced'),
+  '{"keep": 1, "traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}'::jsonb,
+  'enqueue_job keeps the request''s traceparent in the payload, beside what the task reads');
+select set_config('request.traceparent', '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"; x', true);
+select private.enqueue_job('prune_mcp', '{"keep": 1}', job_key => 'tests:traced');
+select is((select payload::jsonb from graphile_worker._private_jobs where key = 'tests:traced'), '{"keep": 1}'::jsonb,
+  'one that is not a W3C traceparent is left out');
+select set_config('request.traceparent', '', true);
+select private.enqueue_job('prune_mcp', '{}', job_key => 'tests:traced');
+select is((select payload::jsonb from graphile_worker._private_jobs where key = 'tests:traced'), '{}'::jsonb,
+  'and without one the payload is as given');
+rollback to savepoint traced;
 
 select set_config('tests.mail', private.email_queue(tests.user_id('jobs_user'), tests.email('jobs_user'), 'test', 'Hello', 'Body')::text, true);
 select is((select task_identifier || ' ' || max_attempts from graphile_worker.jobs where key = 'email:' || current_setting('tests.mail')),

@@ -158,6 +158,29 @@ describe('the admin server of one gateway process', () => {
     expect(after).toMatch(/^process_cpu_seconds_total\{service="mcp"\} /m);
   });
 
+  it('names the transaction of a request with an Idempotency-Key after the route\'s api function, not `other`', { timeout: 60_000 }, async () => {
+    const email = `keyed-${crypto.randomBytes(5).toString('hex')}@example.com`;
+    const password = 'correct horse battery';
+    const json = { 'content-type': 'application/json' };
+    expect((await fetch(`${service.gateway.url}/api/auth/register`, { method: 'POST', headers: json, body: JSON.stringify({ email, password }) })).status).toBe(201);
+    const login = await fetch(`${service.gateway.url}/api/auth/login`, { method: 'POST', headers: json, body: JSON.stringify({ email, password }) });
+    const { access_token: token } = (await login.json()) as { access_token: string };
+    const before = await scrape(service.admin);
+    const create = () =>
+      fetch(`${service.gateway.url}/api/docs/tokens`, {
+        method: 'POST',
+        headers: { ...json, authorization: `Bearer ${token}`, 'idempotency-key': `key-${email}` },
+        body: JSON.stringify({ name: 'keyed', permissions: ['*'] }),
+      });
+    expect((await create()).status).toBe(201);
+    expect((await create()).status).toBe(201); // the replay
+    const after = await scrape(service.admin);
+    // (The replay's transaction is rolled back: it counts with an error type; the series is the route's all the same.)
+    const count = (text: string, operation: string) => valueOf(text, `${SQL}_count`, { db_operation_name: operation });
+    expect(count(after, 'api.api_token_create') - count(before, 'api.api_token_create')).toBe(2);
+    expect(count(after, 'other') - count(before, 'other')).toBe(0);
+  });
+
   it('keeps a well-formed X-Request-Id, replaces another, and writes request id and trace id on the log lines', async () => {
     const traceId = crypto.randomBytes(16).toString('hex');
     const kept = await request(`${service.gateway.url}/api/community/${crypto.randomUUID()}`, {
@@ -298,6 +321,13 @@ describe('the admin server with WEB_CONCURRENCY=2', () => {
     service = await startService({ WEB_CONCURRENCY: '2', WORKER: 'off', LOG_LEVEL: 'info' });
   }, 120_000);
   afterAll(() => stopService(service));
+
+  it("adds the primary's own process metrics to its workers'", async () => {
+    // process_max_fds is summed over the processes, each with the primary's limit: three of them (the primary and two workers).
+    const limits = fs.readFileSync(`/proc/${service.gateway.child.pid}/limits`, 'utf8');
+    const maxFds = Number(/^Max open files\s+(\d+)/m.exec(limits)![1]);
+    expect(valueOf(await scrape(service.admin), 'process_max_fds', { service: 'gateway' })).toBe(3 * maxFds);
+  });
 
   it("one scrape gives every gateway process's requests, and /ready asks each process", { timeout: 60_000 }, async () => {
     const ready = (await (await fetch(`${service.admin}/ready`)).json()) as { checks: Record<string, string> };

@@ -9,6 +9,7 @@
 //              set_config('statement_timeout', …, true),     -- next user of the connection
 //              set_config('request.public_url', …, true)     -- (the URLs SQL builds)
 //              set_config('application_name', …, true)       -- (the request's trace id)
+//              set_config('request.traceparent', …, true)    -- (the trace the jobs it queues carry)
 //       the handler's one call
 //       COMMIT
 //   → wait for the four replies: ONE network round trip per request.
@@ -49,7 +50,7 @@ import { DatabaseWaitError, DEADLINE_MARGIN_MS, OutcomeUnknownError, publicUrlOf
 import { isDatabaseUnavailable, noteServed } from './unavailable-log.ts';
 import type { Context } from '@opentelemetry/api';
 import { endSqlSpan, startSqlSpan } from '../process/tracing.ts';
-import { metricsOn, observeSql, operationOf, poolWait, readPoolWith, statementTimeouts } from '../process/metrics.ts';
+import { metricsOn, observeSql, operationOfQuery, poolWait, readPoolWith, statementTimeouts } from '../process/metrics.ts';
 
 /**
  * The request's transaction: the connection held for the request, BEGIN
@@ -70,6 +71,12 @@ export interface TransactionOptions<T = unknown> {
   statementTimeoutMs?: number;
   /** The request's W3C trace id: the transaction's application_name carries it (pool.ts tracedApplicationName). */
   traceId?: string;
+  /**
+   * The request's W3C traceparent (web/request-log.ts): set as the
+   * transaction-local request.traceparent, which private.enqueue_job keeps
+   * with the jobs the transaction queues.
+   */
+  traceparent?: string;
   /** The request's span context, when traces are exported: the transaction is a child span of it (core/process/tracing.ts). */
   traceContext?: Context;
   /**
@@ -142,6 +149,22 @@ export async function withClaims<T>(
 
 type PendingQuery = Promise<unknown> & { execute(): unknown };
 
+/** Where a measured (or traced) transaction's connection keeps the name of its operation while it runs. */
+const OPERATION = Symbol('operation');
+type Named = { [OPERATION]?: { name: string } };
+
+/**
+ * A call made inside a transaction's fn (an Idempotency-Key's transaction:
+ * the claim, the route's call, the storing of the answer) names the
+ * transaction's operation after its api function, as a handler's single
+ * call does. Returns the call.
+ */
+export function namedCall<T>(tx: Tx, call: Promise<T>): Promise<T> {
+  const operation = (tx as unknown as Named)[OPERATION];
+  if (operation && operation.name === 'other' && isPendingQuery(call)) operation.name = operationOfQuery((call as { strings?: readonly string[] }).strings);
+  return call;
+}
+
 function isPendingQuery(value: unknown): value is PendingQuery {
   return value instanceof Promise && typeof (value as { execute?: unknown }).execute === 'function';
 }
@@ -186,17 +209,24 @@ async function transaction<T>(sql: Sql, claims: RequestClaims | null, fn: (tx: T
 }
 
 /** Takes a connection, counting the requests waiting for one and the connections held, and measuring the wait. */
-async function reserveMeasured(sql: Sql): Promise<postgres.ReservedSql> {
+function reserveMeasured(sql: Sql): Promise<postgres.ReservedSql> {
   const waiting = performance.now();
   pool.pending++;
-  try {
-    const tx = await sql.reserve();
-    pool.used++;
-    return tx;
-  } finally {
+  const taken = () => {
     pool.pending--;
     poolWait.observe((performance.now() - waiting) / 1000);
-  }
+  };
+  return sql.reserve().then(
+    (tx) => {
+      taken();
+      pool.used++;
+      return tx;
+    },
+    (err: unknown) => {
+      taken();
+      throw err;
+    },
+  );
 }
 
 async function unmeasuredTransaction<T>(
@@ -301,6 +331,7 @@ async function run<T>(
     if (failed) throw failed.reason;
     return outcomes.map((o) => (o as PromiseFulfilledResult<unknown>).value);
   };
+  const traceparent = options.traceparent ?? null;
   const begin = tx.unsafe(options.readOnly ? 'begin read only' : 'begin').execute();
   const settings = (
     claims
@@ -310,10 +341,13 @@ async function run<T>(
            set_config('statement_timeout', ${String(timeoutMs)}, true),
            set_config('request.public_url', ${publicUrl}, true),
            case when ${applicationName}::text is not null then set_config('application_name', ${applicationName}::text, true) end,
+           case when ${traceparent}::text is not null then set_config('request.traceparent', ${traceparent}::text, true) end,
            private.check_session(${sessionOf(claims)}::uuid)`
       : tx`select set_config('statement_timeout', ${String(timeoutMs)}, true), set_config('request.public_url', ${publicUrl}, true),
-                  case when ${applicationName}::text is not null then set_config('application_name', ${applicationName}::text, true) end`
+                  case when ${applicationName}::text is not null then set_config('application_name', ${applicationName}::text, true) end,
+                  case when ${traceparent}::text is not null then set_config('request.traceparent', ${traceparent}::text, true) end`
   ).execute();
+  if (operation) (tx as unknown as Named)[OPERATION] = operation;
   let body: Promise<T>;
   try {
     body = fn(tx as unknown as Tx);
@@ -321,7 +355,7 @@ async function run<T>(
     body = Promise.reject(err);
   }
   const readOnly = options.readOnly ?? false;
-  if (operation && isPendingQuery(body)) operation.name = operationOf((body as { strings?: readonly string[] }).strings?.join('$'));
+  if (operation && isPendingQuery(body)) operation.name = operationOfQuery((body as { strings?: readonly string[] }).strings);
   if (isPendingQuery(body) && !options.finish) {
     // One statement: COMMIT goes out right behind it.
     body.execute();

@@ -13,7 +13,8 @@
 //   GET /metrics  Prometheus text (prom-client): this process's metrics
 //                 aggregated with those of the processes it runs (the
 //                 WEB_CONCURRENCY workers, the MCP process), asked over
-//                 their IPC channel with prom-client's own cluster protocol.
+//                 their IPC channel with prom-client's own cluster protocol
+//                 (a cluster primary adds only its process metrics).
 //
 // The answers are small JSON or text; nothing here reads a request body.
 import http from 'node:http';
@@ -40,8 +41,12 @@ export interface AdminServerOptions {
   checks: () => Record<string, ReadinessCheck>;
   /** Other processes whose metrics /metrics adds (asked at each scrape). */
   sources?: () => MetricsSource[];
-  /** Include this process's own registry (false in a cluster primary, which serves no requests). */
-  own?: boolean;
+  /**
+   * Include this process's own registry: all of it (true, the default), or
+   * only its process metrics ('process': a cluster primary, which serves no
+   * requests but has its own CPU and memory), or nothing (false).
+   */
+  own?: boolean | 'process';
 }
 
 export interface AdminServer {
@@ -126,9 +131,10 @@ let requests = 0;
 /** One process's metrics as prom-client exchanges them. */
 type MetricsJson = Awaited<ReturnType<typeof registry.getMetricsAsJSON>>;
 
-/** This process's metrics (when `own`) and each source's, aggregated as prom-client aggregates a cluster's. */
-async function gather(own: boolean, sources: MetricsSource[]): Promise<string> {
-  const parts: MetricsJson[] = own ? [await registry.getMetricsAsJSON()] : [];
+/** This process's metrics (as `own` says) and each source's, aggregated as prom-client aggregates a cluster's. */
+async function gather(own: boolean | 'process', sources: MetricsSource[]): Promise<string> {
+  const mine = own ? await registry.getMetricsAsJSON() : [];
+  const parts: MetricsJson[] = [own === 'process' ? mine.filter((m) => /^(process|nodejs)_/.test(m.name)) : mine];
   // A process that does not answer in time (restarting, stuck) is left out of this scrape.
   const answers = await Promise.all(sources.map((source) => askMetrics(source).catch(() => [] as MetricsJson[])));
   for (const answer of answers) parts.push(...answer);

@@ -9,7 +9,13 @@
 // (core/web/request-log.ts; an incoming W3C traceparent is continued), and
 // a client span for its SQL call around the request's transaction
 // (core/database/transaction.ts). No automatic instrumentation is loaded.
-import { context, propagation, SpanKind, SpanStatusCode, trace, type Context, type Span, type Tracer } from '@opentelemetry/api';
+//
+// A job carries the trace of the request that queued it: the request's
+// traceparent goes into its transaction (request.traceparent), SQL keeps it
+// in the job's payload (private.enqueue_job), and the worker runs the job as
+// a consumer span that continues it (inJobSpan); a webhook delivery is a
+// client span under the job's, whose traceparent the receiver gets.
+import { context, propagation, ROOT_CONTEXT, SpanKind, SpanStatusCode, trace, type Context, type Span, type Tracer } from '@opentelemetry/api';
 
 let tracer: Tracer | undefined;
 let shutdown: (() => Promise<void>) | undefined;
@@ -90,9 +96,40 @@ export function endSqlSpan(span: Span, operation: string, errorType: string): vo
   span.end();
 }
 
-/** A span of the job worker's (a webhook delivery), with its traceparent for the receiver; undefined when tracing is off. */
+/** A span of the job worker's (a webhook delivery), a child of the running job's (inJobSpan), with its traceparent for the receiver; undefined when tracing is off. */
 export function startClientSpan(name: string, attributes: Record<string, string>): { span: Span; traceparent: string } | undefined {
   if (!tracer) return undefined;
   const span = tracer.startSpan(name, { kind: SpanKind.CLIENT, attributes });
   return { span, traceparent: traceparentOfSpan(span) };
+}
+
+/** The W3C traceparent a job's payload carries (the request that queued it), when well-formed. */
+export function jobTraceparent(payload: unknown): string | undefined {
+  const value = (payload as { traceparent?: unknown } | null)?.traceparent;
+  return typeof value === 'string' && /^00-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$/.test(value) ? value : undefined;
+}
+
+/**
+ * Runs a job as a consumer span named after its task, a child of the
+ * traceparent its payload carries (a new trace without one); the spans it
+ * starts (a webhook delivery's) are its children. As is when tracing is off.
+ */
+export async function inJobSpan<T>(task: string, payload: unknown, run: () => Promise<T>): Promise<T> {
+  if (!tracer) return run();
+  const traceparent = jobTraceparent(payload);
+  const parent = traceparent ? propagation.extract(ROOT_CONTEXT, { traceparent }) : ROOT_CONTEXT;
+  const span = tracer.startSpan(
+    task,
+    { kind: SpanKind.CONSUMER, attributes: { 'messaging.operation.type': 'process', 'messaging.destination.name': task } },
+    parent,
+  );
+  try {
+    return await context.with(trace.setSpan(parent, span), run);
+  } catch (err) {
+    span.setAttribute('error.type', err instanceof Error ? err.name : 'error');
+    span.setStatus({ code: SpanStatusCode.ERROR });
+    throw err;
+  } finally {
+    span.end();
+  }
 }

@@ -23,7 +23,7 @@ import { doorOf, observeRequest, routeTemplate, metricsOn, throttleRefusals, una
 
 const REQUEST_ID = /^[A-Za-z0-9._-]{1,64}$/;
 /** A W3C traceparent (version 00): its trace id is the second field; all zeros is invalid. */
-const TRACEPARENT = /^[0-9a-f]{2}-([0-9a-f]{32})-[0-9a-f]{16}-[0-9a-f]{2}$/;
+const TRACEPARENT = /^[0-9a-f]{2}-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})$/;
 
 /** The traceparent of a request this one makes (the MCP process): a child of its server span, or of its trace id. */
 export function traceparentOf(state: RequestLog): string {
@@ -33,9 +33,16 @@ export function traceparentOf(state: RequestLog): string {
 
 /** The trace id of a request: its `traceparent`'s when valid, else a new one. */
 export function traceIdOf(header: string | string[] | undefined): string {
-  const match = typeof header === 'string' ? TRACEPARENT.exec(header.trim()) : null;
-  const id = match?.[1];
-  return id && !/^0+$/.test(id) ? id : crypto.randomBytes(16).toString('hex');
+  return validTraceparent(header)?.slice(3, 35) ?? crypto.randomBytes(16).toString('hex');
+}
+
+/** An incoming `traceparent` when it is a valid W3C one (version 00 form, trace id and parent id not all zeros), else undefined. */
+export function validTraceparent(header: string | string[] | undefined): string | undefined {
+  if (typeof header !== 'string') return undefined;
+  const value = header.trim();
+  const match = TRACEPARENT.exec(value);
+  if (!match || /^0+$/.test(match[1]!) || /^0+$/.test(match[2]!)) return undefined;
+  return `00-${match[1]}-${match[2]}-${match[3]}`;
 }
 
 export interface RequestLog {
@@ -44,6 +51,12 @@ export interface RequestLog {
   traceId: string;
   /** The request's server span, when traces are exported (core/process/tracing.ts). */
   span: ServerSpan | undefined;
+  /**
+   * The W3C traceparent the jobs the request queues carry (its transactions'
+   * request.traceparent): its server span's when traces are exported, else
+   * its incoming traceparent when valid, else none.
+   */
+  traceparent: string | undefined;
   /** The route template that served the request (`/api/mobile/tasks/{id}`), for the metrics; unset: none matched. */
   route: string | undefined;
   /** Why a 503 was answered (the metrics' cause: database, overloaded, starting, mcp); else the error code of a refusal. */
@@ -62,10 +75,12 @@ export function startRequestLog(req: IncomingMessage, res: ServerResponse, log: 
   const started = performance.now();
   let child: Logger | undefined;
   const span = startServerSpan(req.method ?? 'GET', req.headers);
+  const incomingTrace = span ? undefined : validTraceparent(req.headers.traceparent);
   const state: RequestLog = {
     id,
-    traceId: span ? span.span.spanContext().traceId : traceIdOf(req.headers.traceparent),
+    traceId: span ? span.span.spanContext().traceId : (incomingTrace?.slice(3, 35) ?? crypto.randomBytes(16).toString('hex')),
     span,
+    traceparent: span ? traceparentOfSpan(span.span) : incomingTrace,
     route: undefined,
     cause: undefined,
     get log() {
@@ -78,7 +93,7 @@ export function startRequestLog(req: IncomingMessage, res: ServerResponse, log: 
   const access = accessLogOf(log);
   const logged = access.isLevelEnabled('info');
   const measured = metricsOn();
-  if (measured) causes.set(res, state);
+  if (measured) (res as Noted)[CAUSE] = state;
   // 'close' comes for every response, finished or cut.
   if (span) res.once('close', () => endServerSpan(span, state.route, res.statusCode));
   if (logged || measured) {
@@ -105,11 +120,13 @@ export function startRequestLog(req: IncomingMessage, res: ServerResponse, log: 
   return state;
 }
 
-const causes = new WeakMap<ServerResponse, RequestLog>();
+/** Where a response keeps its request's state when metrics are on (a property: cheaper per request than a WeakMap entry). */
+const CAUSE = Symbol('request log');
+type Noted = ServerResponse & { [CAUSE]?: RequestLog };
 
 /** Records the error code a response answers with, unless a cause was given already (when metrics are on). */
 export function noteCause(res: ServerResponse, code: string): void {
-  const state = causes.get(res);
+  const state = (res as Noted)[CAUSE];
   if (state) state.cause ??= code;
 }
 
@@ -136,6 +153,7 @@ export function requestLogger(log: Logger): RequestHandler {
     res.locals.requestId = state.id;
     res.locals.traceId = state.traceId;
     res.locals.traceContext = state.span?.context;
+    res.locals.traceparent = state.traceparent;
     Object.defineProperty(res.locals, 'log', { get: () => state.log, configurable: true });
     Object.defineProperty(res.locals, 'userId', {
       get: () => state.userId,
