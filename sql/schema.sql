@@ -7683,10 +7683,11 @@ COMMENT ON FUNCTION private.endpoint_path_pattern(template text) IS 'A regular e
 CREATE FUNCTION private.enqueue_job(task text, payload jsonb, queue_name text DEFAULT NULL::text, run_at timestamp with time zone DEFAULT NULL::timestamp with time zone, max_attempts integer DEFAULT NULL::integer, job_key text DEFAULT NULL::text, job_key_mode text DEFAULT 'replace'::text) RETURNS bigint
     LANGUAGE plpgsql
     SET search_path TO 'pg_catalog'
-    AS $$
+    AS $_$
 declare
   keyed bigint;
   added bigint;
+  traceparent text;
 begin
   if to_regnamespace('graphile_worker') is null then
     raise exception 'the job queue is not installed (schema graphile_worker): start the gateway or `npm run worker` once'
@@ -7694,6 +7695,14 @@ begin
   end if;
   if enqueue_job.job_key is not null then
     select j.id into keyed from graphile_worker._private_jobs j where j.key = enqueue_job.job_key;
+  end if;
+  -- The trace of the request that queues the job (the gateway sets
+  -- request.traceparent, transaction-local; a W3C traceparent or nothing):
+  -- kept in the payload under `traceparent`, which the tasks ignore; the
+  -- worker starts the job's span as its child.
+  traceparent := nullif(current_setting('request.traceparent', true), '');
+  if traceparent ~ '^00-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$' and jsonb_typeof(enqueue_job.payload) = 'object' then
+    enqueue_job.payload := enqueue_job.payload || jsonb_build_object('traceparent', traceparent);
   end if;
   added := (graphile_worker.add_job(
     identifier => enqueue_job.task,
@@ -7714,13 +7723,13 @@ begin
   end if;
   return added;
 end;
-$$;
+$_$;
 
 --
 -- Name: FUNCTION enqueue_job(task text, payload jsonb, queue_name text, run_at timestamp with time zone, max_attempts integer, job_key text, job_key_mode text); Type: COMMENT; Schema: private
 --
 
-COMMENT ON FUNCTION private.enqueue_job(task text, payload jsonb, queue_name text, run_at timestamp with time zone, max_attempts integer, job_key text, job_key_mode text) IS 'Adds a graphile-worker job in the current transaction (it exists only if the transaction commits). queue_name: jobs of one queue run one at a time; job_key: a later job with the same key replaces a pending one (job_key_mode replace, or preserve_run_at to keep its time); one running is left to finish without another attempt, dated at the replacement so that jobs_recover gives it back its attempt if its worker dies. Returns the job id.';
+COMMENT ON FUNCTION private.enqueue_job(task text, payload jsonb, queue_name text, run_at timestamp with time zone, max_attempts integer, job_key text, job_key_mode text) IS 'Adds a graphile-worker job in the current transaction (it exists only if the transaction commits). queue_name: jobs of one queue run one at a time; job_key: a later job with the same key replaces a pending one (job_key_mode replace, or preserve_run_at to keep its time); one running is left to finish without another attempt, dated at the replacement so that jobs_recover gives it back its attempt if its worker dies. The payload gains `traceparent` (the W3C trace context of the request that queues the job, from the transaction-local request.traceparent the gateway sets), which the tasks ignore and the worker continues. Returns the job id.';
 
 --
 -- Name: event_checkin_location(uuid, text, text); Type: FUNCTION; Schema: private

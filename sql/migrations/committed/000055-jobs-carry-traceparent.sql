@@ -1,3 +1,8 @@
+--! Previous: sha1:9a693c1e4dc5e74241d7af4b9fdac8dc0ca4eac5
+--! Hash: sha1:61a93f22a16f77acdb8b3aae0448a13a2aadb7cd
+--! Message: jobs-carry-traceparent
+
+--! split: 918-jobs.sql
 -- Made by `npm run db -- areas --diff` from sql/areas/jobs.sql: the statements that make
 -- the migrated database what that file states. Each run writes it again:
 -- edit the area file, not this one. Table changes go in a file of this

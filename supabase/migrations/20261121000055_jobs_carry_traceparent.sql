@@ -1,0 +1,1 @@
+../../sql/migrations/committed/000055-jobs-carry-traceparent.sql
