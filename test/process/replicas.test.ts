@@ -11,6 +11,8 @@
 //     not see it yet (only the replica can be that late), and the replica's
 //     pg_stat_database counts their transactions.
 //   - A token that is not one is no error: the primary serves the read.
+//   - The replica frozen (SIGSTOP: no answer, nothing closed): every read
+//     answers 200, those caught on it run again on the primary.
 //   - The replica stopped (pg_ctl stop -m immediate): reads keep answering
 //     200, from the primary; started again: reads return to it.
 // Skipped without Debian's PostgreSQL 15 (.ci/run installs it).
@@ -97,34 +99,56 @@ describe.skipIf(!pg15Installed)('read replicas (PostgreSQL 15 primary + a standb
         expect((await fetch(`${base}/api/mobile/tasks`, { headers: { ...reader, 'x-consistency-token': bad } })).status, bad.slice(0, 20)).toBe(200);
       }
 
-      // The replica stopped under reads: every read answered 200, from the primary.
-      const statuses: number[] = [];
-      let longest = 0;
-      let reading = true;
-      const readers = Array.from({ length: 4 }, async () => {
-        while (reading) {
-          const started = Date.now();
-          const res = await fetch(`${base}/api/mobile/tasks`, { headers: reader });
-          await res.arrayBuffer();
-          statuses.push(res.status);
-          longest = Math.max(longest, Date.now() - started);
-        }
+      /** Reads from 4 clients while `fault` runs: their statuses and the slowest. */
+      const readWhile = async (fault: () => Promise<void>) => {
+        const statuses: number[] = [];
+        let longest = 0;
+        let reading = true;
+        const readers = Array.from({ length: 4 }, async () => {
+          while (reading) {
+            const started = Date.now();
+            const res = await fetch(`${base}/api/mobile/tasks`, { headers: reader });
+            await res.arrayBuffer();
+            statuses.push(res.status);
+            longest = Math.max(longest, Date.now() - started);
+          }
+        });
+        await sleep(300);
+        await fault();
+        reading = false;
+        await Promise.all(readers);
+        return { failed: statuses.filter((s) => s !== 200), count: statuses.length, longest };
+      };
+
+      // The replica frozen (it stops answering, nothing is closed): the reads
+      // already sent to it are cut when its pool's watch sees no answer and run
+      // again on the primary; within PROBE_TIMEOUT_MS the monitor stops using it.
+      const frozen = await readWhile(async () => {
+        pair.freezeStandby(true);
+        await sleep(2_500);
       });
-      await sleep(300);
-      await standby.end();
-      pair.stopStandby();
-      await sleep(1_500);
-      reading = false;
-      await Promise.all(readers);
-      expect(statuses.filter((s) => s !== 200), 'reads not answered 200 while the replica stopped').toEqual([]);
-      expect(statuses.length).toBeGreaterThan(20);
-      expect(longest, 'slowest read while the replica stopped (ms)').toBeLessThan(1_000);
-      await waitUntil(() => /read replica not used: (it does not answer|a read failed on it)/.test(gateway!.output()), 2_000, 'the replica marked down');
+      pair.freezeStandby(false);
+      expect(frozen.failed, 'reads not answered 200 while the replica was frozen').toEqual([]);
+      expect(frozen.count).toBeGreaterThan(20);
+      expect(frozen.longest, 'slowest read while the replica was frozen (ms)').toBeLessThan(3_000);
+      await waitUntil(() => /read replica in use again/.test(gateway!.output()), 10_000, 'the replica in use again after the freeze');
+
+      // The replica stopped under reads: every read answered 200, from the primary, at once.
+      const output = gateway.output().length;
+      const stopped = await readWhile(async () => {
+        await standby.end();
+        pair.stopStandby();
+        await sleep(1_500);
+      });
+      expect(stopped.failed, 'reads not answered 200 while the replica stopped').toEqual([]);
+      expect(stopped.count).toBeGreaterThan(20);
+      expect(stopped.longest, 'slowest read while the replica stopped (ms)').toBeLessThan(1_000);
+      expect(gateway.output().slice(output)).toMatch(/read replica not used: (it does not answer|a read failed on it)/);
 
       // Started again: noticed, and reads without a token go back to it (they miss a write made just before).
       pair.startStandby();
       standby = postgres(pair.standby.url, { max: 1, onnotice: () => {} });
-      await waitUntil(() => /read replica in use again/.test(gateway!.output()), 15_000, 'the replica in use again');
+      await waitUntil(() => (gateway!.output().slice(output).match(/read replica in use again/g) ?? []).length > 0, 15_000, 'the replica in use again');
       await waitUntil(
         async () => {
           const created = await fetch(`${base}/api/mobile/tasks`, { method: 'POST', headers: { ...writer, ...json }, body: JSON.stringify({ title: 'rr back' }) });

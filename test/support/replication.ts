@@ -31,6 +31,8 @@ export interface ReplicatedPair {
   stopStandby(): void;
   /** pg_ctl start of the standby again, waiting until it accepts connections. */
   startStandby(): void;
+  /** SIGSTOP (true) or SIGCONT (false) of the standby's postmaster and its processes: a replica that stops answering without closing anything. */
+  freezeStandby(frozen: boolean): void;
   /** pg_ctl promote of the standby, waiting until it takes writes. */
   promoteStandby(): Promise<void>;
   dispose(): Promise<void>;
@@ -62,6 +64,23 @@ export interface ReplicationOptions {
   synchronous?: boolean;
   /** The standby's recovery_min_apply_delay: it replays each commit this long after the primary made it. */
   applyDelayMs?: number;
+}
+
+/** The processes whose parent is `pid` (a postmaster's backends and auxiliary processes), from /proc. */
+function childrenOf(pid: number): number[] {
+  const children: number[] = [];
+  for (const entry of fs.readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      const stat = fs.readFileSync(`/proc/${entry}/stat`, 'utf8');
+      // pid (comm) state ppid ...: comm may hold spaces, so read after its last ')'.
+      const ppid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
+      if (ppid === pid) children.push(Number(entry));
+    } catch {
+      // gone meanwhile
+    }
+  }
+  return children;
 }
 
 export async function startReplicatedPair(dir: string, { synchronous = true, applyDelayMs = 0 }: ReplicationOptions = {}): Promise<ReplicatedPair> {
@@ -111,6 +130,11 @@ export async function startReplicatedPair(dir: string, { synchronous = true, app
     },
     startStandby() {
       start(standby);
+    },
+    freezeStandby(frozen) {
+      const pid = postmasterPid(standby.data);
+      if (!pid) throw new Error('the standby is not running');
+      for (const p of [pid, ...childrenOf(pid)]) process.kill(p, frozen ? 'SIGSTOP' : 'SIGCONT');
     },
     async promoteStandby() {
       run(bin('pg_ctl'), ['-D', standby.data, '-w', 'promote']);

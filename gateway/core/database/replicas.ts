@@ -98,6 +98,13 @@ interface Replica {
   probeSentAt: number | null;
   /** Marked down by a failed request: not used before this time's next good probe. */
   downUntilProbe: number;
+  /** Cuts the reads running on it (when it stops answering: they run again on the primary). */
+  running: Set<(err: Error) => void>;
+}
+
+/** The replica stopped answering while a read ran on it: the read runs again on the primary. */
+class ReplicaDownError extends Error {
+  readonly code = 'REPLICA_DOWN';
 }
 
 /** The size of each replica's pool: half the primary's, at least 2. */
@@ -143,6 +150,7 @@ export class Replicas {
       caughtUpAt: 0,
       probeSentAt: null,
       downUntilProbe: 0,
+      running: new Set(),
     }));
   }
 
@@ -164,12 +172,16 @@ export class Replicas {
    * replica (in turn), or null for the primary.
    */
   choose(need: ReadNeed = {}): Sql | null {
+    return this.pick(need)?.pool ?? null;
+  }
+
+  private pick(need: ReadNeed): Replica | null {
     const now = Date.now();
     for (let i = 0; i < this.replicas.length; i++) {
       const replica = this.replicas[(this.next + i) % this.replicas.length]!;
       if (!this.usable(replica, now, need)) continue;
       this.next = (this.next + i + 1) % this.replicas.length;
-      return replica.pool;
+      return replica;
     }
     return null;
   }
@@ -180,14 +192,24 @@ export class Replicas {
    * conflict), the replica then marked down until its next good probe.
    */
   async read<T>(primary: Sql, need: ReadNeed, work: (sql: Sql) => Promise<T>): Promise<T> {
-    const replica = this.choose(need);
+    const replica = this.pick(need);
     if (!replica) return work(primary);
+    // A replica that stops answering holds what was sent to it until the
+    // statement timeout: the monitor cuts such reads when it finds the
+    // replica silent (within PROBE_TIMEOUT_MS), and they run on the primary.
+    let cut: (err: Error) => void = () => {};
+    const down = new Promise<never>((_, reject) => (cut = reject));
+    replica.running.add(cut);
+    const running = work(replica.pool);
     try {
-      return await work(replica);
+      return await Promise.race([running, down]);
     } catch (err) {
+      running.catch(() => {}); // read-only: it settles in the background
       if (!replicaFault(err)) throw err;
       this.markDown(replica, err);
       return work(primary);
+    } finally {
+      replica.running.delete(cut);
     }
   }
 
@@ -256,9 +278,8 @@ export class Replicas {
     return true;
   }
 
-  private markDown(pool: Sql, err: unknown): void {
-    const replica = this.replicas.find((r) => r.pool === pool);
-    if (!replica) return;
+  private markDown(replica: Replica, err: unknown): void {
+    if (err instanceof ReplicaDownError) return;
     replica.downUntilProbe = Date.now();
     this.transition(replica, 'a read failed on it', String((err as { code?: unknown }).code ?? (err as Error).message));
   }
@@ -284,7 +305,7 @@ export class Replicas {
     }
     for (const replica of this.replicas) {
       if (replica.probeSentAt !== null) {
-        if (Date.now() - replica.probeSentAt > PROBE_TIMEOUT_MS) this.transition(replica, 'it does not answer', `no answer within ${PROBE_TIMEOUT_MS} ms`);
+        if (Date.now() - replica.probeSentAt > PROBE_TIMEOUT_MS) this.silent(replica, `no answer within ${PROBE_TIMEOUT_MS} ms`);
         continue;
       }
       const sentAt = Date.now();
@@ -295,7 +316,7 @@ export class Replicas {
           ([row]) => this.probed(replica, sentAt, row?.recovery === true, parseLsn(row?.replay)),
           (err: unknown) => {
             replica.up = false;
-            this.transition(replica, 'it does not answer', String((err as { code?: unknown }).code ?? (err as Error).message));
+            this.silent(replica, String((err as { code?: unknown }).code ?? (err as Error).message));
           },
         )
         .finally(() => (replica.probeSentAt = null));
@@ -323,6 +344,14 @@ export class Replicas {
     else if (replica.downUntilProbe === 0) this.transition(replica, '');
   }
 
+  /** The replica does not answer: not used, and the reads running on it run again on the primary. */
+  private silent(replica: Replica, detail: string): void {
+    this.transition(replica, 'it does not answer', detail);
+    const cuts = [...replica.running];
+    replica.running.clear();
+    for (const cut of cuts) cut(new ReplicaDownError(`${replica.name} does not answer`));
+  }
+
   /** Logs a replica's change of state (`kind` '': in use; `detail` is logged, not compared). */
   private transition(replica: Replica, kind: string, detail = ''): void {
     if (kind === replica.state) return;
@@ -344,5 +373,5 @@ export class Replicas {
 /** A replica's failure the primary may stand in for: unreachable, not answering, or a query cancelled by a recovery conflict. */
 function replicaFault(err: unknown): boolean {
   const code = (err as { code?: unknown }).code;
-  return isDatabaseUnavailable(err) || code === '40001' || code === '57P04' || code === '57P01';
+  return err instanceof ReplicaDownError || isDatabaseUnavailable(err) || code === '40001' || code === '57P04' || code === '57P01';
 }
