@@ -281,6 +281,8 @@ export interface Route {
     idempotencyKey: boolean;
     /** The request body's media type. */
     bodyType: 'json' | 'form';
+    /** A GET that runs read-only: with read replicas it may run on one (it takes X-Consistency-Token); the others answer one. */
+    readOnly: boolean;
   };
   build(services: Services): RouteHandler;
 }
@@ -318,6 +320,7 @@ export function defineRoute<
       htmlErrors: def.renderError !== undefined,
       idempotencyKey: keyed,
       bodyType: def.bodyType ?? 'json',
+      readOnly: def.method === 'get' && !def.readWrite,
     },
     build: (services) => async (exchange) => {
       if (def.secretPath) exchange.logPath = def.path;
