@@ -34,7 +34,7 @@ describe('consistency tokens', () => {
   });
   afterAll(() => replicas.close());
 
-  it('a read needs the newer of the token sent and its session's newest write; a value that is not a token, the primary', () => {
+  it("a read needs the newer of the token sent and its session's newest write; a value that is not a token, the primary", () => {
     expect(replicas.needOf(undefined, null)).toEqual({ lsn: null });
     expect(replicas.needOf('0/10', null)).toEqual({ lsn: 0x10n });
     expect(replicas.needOf('not a token', null).lsn).toBeGreaterThan(2n ** 64n - 1n);
