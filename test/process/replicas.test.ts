@@ -15,6 +15,8 @@
 //     answers 200, those caught on it run again on the primary.
 //   - The replica stopped (pg_ctl stop -m immediate): reads keep answering
 //     200, from the primary; started again: reads return to it.
+//   - A session ended by logout is refused at once (401), though the replica
+//     still has it open.
 // Skipped without Debian's PostgreSQL 15 (.ci/run installs it).
 import crypto from 'node:crypto';
 import path from 'node:path';
@@ -52,10 +54,13 @@ describe.skipIf(!pg15Installed)('read replicas (PostgreSQL 15 primary + a standb
       const registered = await fetch(`${base}/api/auth/register`, { method: 'POST', headers: json, body: JSON.stringify({ email, password: 'password123' }) });
       expect(registered.status).toBe(201);
       expect(registered.headers.get('x-consistency-token')).toMatch(/^[0-9A-F]{1,8}\/[0-9A-F]{1,8}$/);
+      const refreshTokens = new Map<string, string>();
       const login = async () => {
         const res = await fetch(`${base}/api/auth/login`, { method: 'POST', headers: json, body: JSON.stringify({ email, password: 'password123' }) });
         expect(res.status).toBe(200);
-        return { authorization: `Bearer ${((await res.json()) as { access_token: string }).access_token}` };
+        const session = (await res.json()) as { access_token: string; refresh_token: string };
+        refreshTokens.set(session.access_token, session.refresh_token);
+        return { authorization: `Bearer ${session.access_token}` };
       };
       // Two sessions of the same user: the writer, and a reader that only has what the writer tells it (the token).
       const writer = await login();
@@ -158,6 +163,14 @@ describe.skipIf(!pg15Installed)('read replicas (PostgreSQL 15 primary + a standb
         10_000,
         'reads served by the replica again',
       );
+
+      // A session ended by logout (an anonymous request with its refresh token) is refused at once,
+      // although the replica, 500 ms late, still has it open: its reads go to the primary.
+      const refreshToken = refreshTokens.get(reader.authorization.slice('Bearer '.length))!;
+      const loggedOut = await fetch(`${base}/api/auth/logout`, { method: 'POST', headers: json, body: JSON.stringify({ refresh_token: refreshToken }) });
+      expect(loggedOut.status).toBeLessThan(300);
+      const afterLogout = await fetch(`${base}/api/mobile/tasks`, { headers: reader });
+      expect(afterLogout.status, 'a read with the ended session').toBe(401);
     } finally {
       if (gateway) {
         gateway.child.kill('SIGTERM');
