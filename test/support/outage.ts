@@ -29,7 +29,8 @@
 //                           SIGKILL of the primary's postmaster, the standby
 //                           promoted `seconds` later; "back" is the promotion
 //      `killWorker`: one gateway process is SIGKILLed 0.5 s into the outage
-//      (its replacement starts while the database is down).
+//      (its replacement starts while the database is down: a stop lasts until
+//      the replacement has found it down, however slow the machine).
 //   5. Measured from the moment the database (or PgBouncer) is back: /health
 //      200, the first profile answered 200, the first change delivered to the
 //      stream (events are created every 100 ms from then on). And for every
@@ -500,6 +501,13 @@ export async function runOutage(options: OutageOptions): Promise<OutageRun> {
       } else {
         await server.stop(fault.kind === 'immediate' ? 'immediate' : 'fast');
         await new Promise((r) => setTimeout(r, fault.seconds * 1000));
+        if (fault.killWorker) {
+          // The scenario is a replacement starting while the database is down:
+          // on a loaded machine it may take longer than the stop to reach its
+          // database check, so the database stays down until it has (or 60 s).
+          await killed;
+          await waitUntil(() => /database not answering: waiting for it before starting/.test(gateway!.output()), 60_000, 'the replacement process finding the database down').catch(() => {});
+        }
         await server.start();
       }
       await killed;
