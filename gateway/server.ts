@@ -9,6 +9,7 @@ import { answerClientErrors } from './core/web/input.ts';
 import type { Services } from './http/route.ts';
 import type { Config } from './core/process/config.ts';
 import { createPool, withDeadline, type Sql } from './core/database/pool.ts';
+import { replicaPoolMax, Replicas } from './core/database/replicas.ts';
 import { discoverEndpoints, syncEndpoints } from './http/endpoints.ts';
 import { FairShare } from './http/fair-share.ts';
 import { createTokenService } from './core/auth/jwt.ts';
@@ -58,16 +59,27 @@ export async function startGateway(
   if (config.databasePoolMode === 'transaction' && !listenSql) {
     log.warn('DATABASE_POOL_MODE=transaction without DATABASE_DIRECT_URL: realtime changes arrive by polling only');
   }
+  // Read replicas (DATABASE_REPLICA_URLS): none, no monitor, nothing changes.
+  const replicas =
+    config.databaseReplicaUrls.length > 0
+      ? new Replicas(databaseUrl, config.databaseReplicaUrls, {
+          maxLagMs: config.replicaMaxLagMs,
+          pool: { max: replicaPoolMax(config.dbPoolMax), applicationName: gatewayApplicationName(config.publicUrl), mode: config.databasePoolMode, log, publicUrl: config.publicUrl },
+          log,
+        }).start()
+      : undefined;
   setPoolMax(config.dbPoolMax);
   const tokens = await createTokenService(config);
   const realtime = new ChangeHub(sql, config.realtime, log, {
     publicUrl: config.publicUrl,
     statementTimeoutMs: config.statementTimeoutMs,
     listenSql,
+    replicas,
   });
-  const sessions = new SessionWatch(listenSql ?? sql, log);
+  const sessions = new SessionWatch(listenSql ?? sql, log, replicas ? (id) => replicas.noteSessionEnded(id) : undefined);
   const services: Services = {
     sql,
+    replicas,
     tokens,
     statementTimeoutMs: config.statementTimeoutMs,
     publicUrl: config.publicUrl,
@@ -140,6 +152,7 @@ export async function startGateway(
     await drained;
     ready = false;
     await sql.end({ timeout: 5 });
+    await replicas?.close();
     await listenSql?.end({ timeout: 5 });
     await services.passwords.close();
   };

@@ -17,6 +17,7 @@ import { z } from 'zod';
 import { assertStorable } from '../gateway/core/web/input.ts';
 import type { Context as TraceContext } from '@opentelemetry/api';
 import { withClaims } from '../gateway/core/database/transaction.ts';
+import { parseLsn, type Replicas } from '../gateway/core/database/replicas.ts';
 import type { Sql } from '../gateway/core/database/pool.ts';
 import type { ErrorCode } from '../gateway/core/web/error-codes.ts';
 import { toHttpError } from '../gateway/core/web/errors.ts';
@@ -107,6 +108,8 @@ function toolList(version: ProtocolVersion): Tool[] {
 
 export interface CallContext {
   sql: Sql;
+  /** Read replicas (DATABASE_REPLICA_URLS): the read tools run on one that has the agent's user's writes (core/database/replicas.ts). */
+  replicas?: Replicas;
   agent: Agent;
   sessionId: string | null;
   /** The revision this request speaks (negotiated by its initialize, else its MCP-Protocol-Version header). */
@@ -189,13 +192,19 @@ async function runTool(ctx: CallContext, tool: ToolDefinition, rawArgs: unknown,
     return { result: toolError('insufficient_scope', message), code: 'insufficient_scope', message };
   }
   try {
-    const value = await withClaims(ctx.sql, ctx.agent.claims, (tx) => tool.run(tx, parsed.data, { publicUrl: ctx.publicUrl }), {
-      readOnly: tool.kind === 'read',
-      statementTimeoutMs: ctx.statementTimeoutMs,
-      traceId: ctx.traceId,
-      traceparent: ctx.traceparent,
-      traceContext: ctx.traceContext,
-    });
+    const replicas = ctx.replicas;
+    // With replicas, the user's writes through this process are read back by its agents' read tools.
+    const reader = replicas && ctx.agent.claims.sub ? `user:${ctx.agent.claims.sub}` : null;
+    const on = (sql: Sql) =>
+      withClaims(sql, ctx.agent.claims, (tx) => tool.run(tx, parsed.data, { publicUrl: ctx.publicUrl }), {
+        readOnly: tool.kind === 'read',
+        statementTimeoutMs: ctx.statementTimeoutMs,
+        traceId: ctx.traceId,
+        traceparent: ctx.traceparent,
+        traceContext: ctx.traceContext,
+        ...(replicas && tool.kind !== 'read' ? { onCommit: (lsn: string) => replicas.noteWrite(reader, parseLsn(lsn) ?? 0n) } : {}),
+      });
+    const value = replicas && tool.kind === 'read' ? await replicas.read(ctx.sql, replicas.needOf(undefined, reader), on) : await on(ctx.sql);
     const result: CallToolResult = { content: [{ type: 'text', text: JSON.stringify(value) }] };
     if (hasStructuredOutput(ctx.protocolVersion) && isPlainObject(value)) result.structuredContent = value;
     return { result, code: 'ok', message: null };

@@ -20,6 +20,7 @@ import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/
 import express, { type ErrorRequestHandler, type NextFunction, type Request, type RequestHandler, type Response } from 'express';
 import type { Config } from '../gateway/core/process/config.ts';
 import { createPool, type Sql } from '../gateway/core/database/pool.ts';
+import { replicaPoolMax, Replicas } from '../gateway/core/database/replicas.ts';
 import type { Context as TraceContext } from '@opentelemetry/api';
 import { requestLogger } from '../gateway/core/web/request-log.ts';
 import { defaultCode, errorBody, HttpError, toHttpError } from '../gateway/core/web/errors.ts';
@@ -226,6 +227,7 @@ function mcpHandler(deps: McpDeps, open: Set<{ close(): Promise<void> }>, pendin
 
       const mcp = createProtocolServer({
         sql: deps.sql,
+        replicas: deps.replicas,
         agent,
         sessionId: sessionId ?? (res.getHeader('mcp-session-id') as string | undefined) ?? null,
         protocolVersion: version,
@@ -321,6 +323,15 @@ function allowedHostsAndOrigins(config: Config, ownPort: number): { hosts: strin
  */
 export async function startMcpServer(config: Config, databaseUrl: string, log: Logger): Promise<RunningMcpServer> {
   const sql = createPool(databaseUrl, { max: config.dbPoolMax, applicationName: 'mcp-server', mode: config.databasePoolMode, log, publicUrl: config.publicUrl });
+  // Read replicas (DATABASE_REPLICA_URLS): the read tools' transactions, as in the gateway.
+  const replicas =
+    config.databaseReplicaUrls.length > 0
+      ? new Replicas(databaseUrl, config.databaseReplicaUrls, {
+          maxLagMs: config.replicaMaxLagMs,
+          pool: { max: replicaPoolMax(config.dbPoolMax), applicationName: 'mcp-server', mode: config.databasePoolMode, log, publicUrl: config.publicUrl },
+          log,
+        }).start()
+      : undefined;
   const app = express();
   app.disable('x-powered-by');
   app.set('etag', false);
@@ -335,6 +346,7 @@ export async function startMcpServer(config: Config, databaseUrl: string, log: L
   const { hosts, origins } = allowedHostsAndOrigins(config, port);
   const deps: McpDeps = {
     sql,
+    replicas,
     config,
     log,
     resourceUrl: `${config.publicUrl}/mcp`,
@@ -370,6 +382,7 @@ export async function startMcpServer(config: Config, databaseUrl: string, log: L
       setTimeout(() => server.closeAllConnections(), 2_000).unref();
     });
     await sql.end({ timeout: 5 });
+    await replicas?.close();
     await deps.passwords.close();
   };
   return { url: `http://127.0.0.1:${port}`, port, server, close };

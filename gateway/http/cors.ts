@@ -13,7 +13,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 
 const METHODS = 'GET, POST, PUT, PATCH, DELETE, OPTIONS';
-const EXPOSED = 'X-Request-Id, Retry-After, Location, Content-Range, WWW-Authenticate, Idempotent-Replayed, ETag, Last-Modified';
+const EXPOSED = 'X-Request-Id, Retry-After, Location, Content-Range, WWW-Authenticate, Idempotent-Replayed, ETag, Last-Modified, X-Consistency-Token';
 const HEADER_LIST = /^[A-Za-z0-9!#$%&'*+.^_`|~-]+(\s*,\s*[A-Za-z0-9!#$%&'*+.^_`|~-]+)*$/;
 
 /** Sets the CORS headers of a request; true when it answered it (a preflight). */
@@ -49,7 +49,7 @@ export function cors(origins: string[]): (req: IncomingMessage, res: ServerRespo
     if (typeof requested === 'string' && requested.length <= 1000 && HEADER_LIST.test(requested.trim())) {
       res.setHeader('Access-Control-Allow-Headers', requested.trim());
     } else {
-      res.setHeader('Access-Control-Allow-Headers', 'authorization, content-type, apikey, x-client-info, x-request-id, last-event-id, idempotency-key, if-none-match');
+      res.setHeader('Access-Control-Allow-Headers', 'authorization, content-type, apikey, x-client-info, x-request-id, last-event-id, idempotency-key, if-none-match, x-consistency-token');
     }
     res.setHeader('Access-Control-Max-Age', '600');
     res.appendHeader('Vary', 'Access-Control-Request-Method, Access-Control-Request-Headers');

@@ -364,7 +364,13 @@ function responsesOf(route: Route): Record<string, ResponseConfig> {
     } else {
       out[key] = { description: STATUS_TEXT[status] ?? `Status ${status}`, content: { 'application/json': jsonMedia(spec!) } };
     }
-    if (route.docs.idempotencyKey && status < 400) out[key]!.headers = REPLAYED_RESPONSE_HEADER;
+    if (status < 400) {
+      const headers = {
+        ...(route.docs.idempotencyKey ? REPLAYED_RESPONSE_HEADER : {}),
+        ...(route.docs.readOnly ? {} : CONSISTENCY_TOKEN_RESPONSE_HEADER),
+      };
+      if (Object.keys(headers).length > 0) out[key]!.headers = headers;
+    }
   }
   for (const [status, list] of routeErrors(route)) {
     const description = errorDescription(route, status, list);
@@ -415,7 +421,27 @@ const REPLAYED_RESPONSE_HEADER = {
   },
 };
 
-/** The header parameters a route documents (never the credential); the Idempotency-Key where the route takes one. */
+/** What a consistency token is, for both of its headers (docs/operations.md#read-replicas). */
+const CONSISTENCY_TOKEN_TEXT =
+  'With read replicas (docs/operations.md#read-replicas): the position of a write in the database (its commit), answered by every request ' +
+  'that writes. Sent back on a read, the read is served by a database replica only if that replica has the write, else by the primary: ' +
+  'a client reads its own writes whichever gateway and replica it reaches. A value that is not a token sends the read to the primary. ' +
+  'Without the header, a signed-in session still reads its writes made through the same gateway process within a few seconds.';
+
+/** A write's consistency token (documented on the success responses of the routes that are not read-only GETs). */
+const CONSISTENCY_TOKEN_RESPONSE_HEADER = {
+  'X-Consistency-Token': {
+    description: CONSISTENCY_TOKEN_TEXT,
+    schema: { type: 'string' as const, pattern: '^[0-9A-F]{1,8}/[0-9A-F]{1,8}$', example: '0/3A2B5C8' },
+  },
+};
+
+/** The token sent back on a read (read-only GETs); the pipeline never refuses it. */
+const DocumentedConsistencyTokenHeaders = z.object({
+  'X-Consistency-Token': z.string().optional().meta({ description: CONSISTENCY_TOKEN_TEXT, example: '0/3A2B5C8' }),
+});
+
+/** The header parameters a route documents (never the credential); the Idempotency-Key where the route takes one; X-Consistency-Token on read-only GETs. */
 function documentedHeaders(route: Route): z.ZodObject | undefined {
   const schema = route.schemas.headers;
   let own: z.ZodObject | undefined;
@@ -423,8 +449,12 @@ function documentedHeaders(route: Route): z.ZodObject | undefined {
     const keys = Object.keys(schema.shape).filter((name) => name !== 'authorization');
     if (keys.length > 0) own = schema.pick(Object.fromEntries(keys.map((name) => [name, true])) as Record<string, true>);
   }
-  if (!route.docs.idempotencyKey) return own;
-  return own ? own.extend(DocumentedIdempotencyKeyHeaders.shape) : DocumentedIdempotencyKeyHeaders;
+  const extra = {
+    ...(route.docs.idempotencyKey ? DocumentedIdempotencyKeyHeaders.shape : {}),
+    ...(route.docs.readOnly ? DocumentedConsistencyTokenHeaders.shape : {}),
+  };
+  if (Object.keys(extra).length === 0) return own;
+  return own ? own.extend(extra) : z.object(extra);
 }
 
 /**

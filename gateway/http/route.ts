@@ -43,6 +43,7 @@ import { clientIp } from '../core/web/client-ip.ts';
 import type { AuthLimits, TrustProxy } from '../core/process/config.ts';
 import { withClaims, type InTransaction, type RequestClaims, type Tx } from '../core/database/transaction.ts';
 import { DEADLINE_MARGIN_MS, type Sql } from '../core/database/pool.ts';
+import { CONSISTENCY_TOKEN_HEADER, parseLsn, type Replicas } from '../core/database/replicas.ts';
 import { defaultCode, errorBody, HttpError, restatedFor, toHttpError, unavailable, type ErrorShape } from '../core/web/errors.ts';
 import { fairShareKey, type FairShare } from './fair-share.ts';
 import { InvalidTokenError, type AccessClaims, type ApiKeyRole, type TokenService } from '../core/auth/jwt.ts';
@@ -79,6 +80,8 @@ export type Method = 'get' | 'post' | 'put' | 'patch' | 'delete';
  */
 export interface Services {
   sql: Sql;
+  /** Read replicas (DATABASE_REPLICA_URLS, core/database/replicas.ts); absent: everything runs on sql. */
+  replicas?: Replicas;
   tokens: TokenService;
   statementTimeoutMs: number;
   publicUrl: string;
@@ -278,6 +281,8 @@ export interface Route {
     idempotencyKey: boolean;
     /** The request body's media type. */
     bodyType: 'json' | 'form';
+    /** A GET that runs read-only: with read replicas it may run on one (it takes X-Consistency-Token); the others answer one. */
+    readOnly: boolean;
   };
   build(services: Services): RouteHandler;
 }
@@ -315,6 +320,7 @@ export function defineRoute<
       htmlErrors: def.renderError !== undefined,
       idempotencyKey: keyed,
       bodyType: def.bodyType ?? 'json',
+      readOnly: def.method === 'get' && !def.readWrite,
     },
     build: (services) => async (exchange) => {
       if (def.secretPath) exchange.logPath = def.path;
@@ -323,7 +329,7 @@ export function defineRoute<
         const caller = def.auth === 'user' ? await authenticate(exchange, services, def.tokenInQuery ?? false) : null;
         if (caller) exchange.userId = caller.user.sub;
         const ip = clientIp(exchange.req.socket.remoteAddress, exchange.req.headers['x-forwarded-for'], services.trustProxy);
-        const transaction = requestTransaction(def, services, caller, ip, exchange.requestLog);
+        const transaction = requestTransaction(def, services, caller, ip, exchange);
         const run = (db: InTransaction) => def.handler(validatedContext(def, exchange, { services, caller, ip, db, apiKeyRole }));
         const key = keyed ? idempotencyKeyOf(exchange, def.invalidStatus ?? 400) : null;
         if (key) await serveKeyed(exchange.res, key, transaction, async (db) => answerOf(await run(db)), (err) => httpErrorOf(def, err).status);
@@ -372,26 +378,57 @@ function requireApiKey(exchange: Exchange, services: Services): ApiKeyRole {
  * Step 2: the request's transactions (core/database/transaction.ts), as the
  * caller (anon on public routes), read-only for a GET, each within the
  * client's fair share of the pool (fair-share.ts), its application_name
- * carrying the request's trace id.
+ * carrying the request's trace id. With read replicas, this is where the
+ * pool is chosen (core/database/replicas.ts): a read-only transaction runs
+ * on a replica that has the client's writes (its X-Consistency-Token, or its
+ * session's newest write in this process), else on the primary; a
+ * read-write one on the primary, answering its consistency token.
  */
-function requestTransaction(
-  def: RouteRules,
-  services: Services,
-  caller: Caller | null,
-  ip: string,
-  trace: { traceId: string; span?: { context: TraceContext }; traceparent?: string },
-): InTransaction {
+function requestTransaction(def: RouteRules, services: Services, caller: Caller | null, ip: string, exchange: Exchange): InTransaction {
+  const trace = exchange.requestLog;
   const { traceId, traceparent } = trace;
   const traceContext = trace.span?.context;
   const claims = caller?.user ?? claimsOf({ kind: 'anon' });
   const readOnly = def.method === 'get' && !def.readWrite;
   const share = services.fairShare;
   const shareKey = fairShareKey(caller?.user.sub, ip);
+  const replicas = services.replicas;
+  const session = replicas && caller ? readerOf(caller) : null;
+  // An access token's iat is in whole seconds, and it was signed after what its sign-in committed.
+  const iat = (caller?.user as { iat?: unknown } | undefined)?.iat;
+  const issuedAt = typeof iat === 'number' ? (iat + 1) * 1000 : undefined;
   return (fn, asClaims, options) => {
+    const on = (sql: Sql) =>
+      withClaims(sql, asClaims === undefined ? claims : asClaims, fn, {
+        readOnly,
+        statementTimeoutMs: services.statementTimeoutMs,
+        traceId,
+        traceparent,
+        traceContext,
+        ...(replicas && !readOnly ? { onCommit: (lsn: string) => committed(exchange, replicas, session, lsn) } : {}),
+        ...options,
+      });
     const run = () =>
-      withClaims(services.sql, asClaims === undefined ? claims : asClaims, fn, { readOnly, statementTimeoutMs: services.statementTimeoutMs, traceId, traceparent, traceContext, ...options });
+      replicas && readOnly && options?.readOnly !== false
+        ? replicas.read(services.sql, replicas.needOf(exchange.req.headers[CONSISTENCY_TOKEN_HEADER], session, issuedAt), on)
+        : on(services.sql);
     return share ? share.run(shareKey, run) : run();
   };
+}
+
+/** Whose writes a reader must see: the caller's session (an access token's), or the API token's user. */
+function readerOf(caller: Caller): string | null {
+  const session = (caller.user as { session_id?: unknown }).session_id;
+  if (typeof session === 'string') return `session:${session.toLowerCase()}`;
+  return caller.user.sub ? `user:${caller.user.sub}` : null;
+}
+
+/** A read-write transaction committed at `lsn`: its consistency token is answered, and kept for the session. */
+function committed(exchange: Exchange, replicas: Replicas, session: string | null, lsn: string): void {
+  const position = parseLsn(lsn);
+  if (position === null) return;
+  replicas.noteWrite(session, position);
+  if (!exchange.res.headersSent) exchange.res.setHeader(CONSISTENCY_TOKEN_HEADER, lsn);
 }
 
 /** Step 3: the handler's context, its params, query, body and headers validated with the route's schemas (400, 404 or 422). */

@@ -50,6 +50,7 @@ import postgres from 'postgres';
 import type { RealtimeConfig } from '../core/process/config.ts';
 import type { RequestClaims } from '../core/database/transaction.ts';
 import type { Sql } from '../core/database/pool.ts';
+import type { Replicas } from '../core/database/replicas.ts';
 import type { Logger } from '../core/process/log.ts';
 import { isDatabaseUnavailable, OutageLog } from '../core/database/unavailable-log.ts';
 import { StreamOpener } from './opener.ts';
@@ -115,6 +116,12 @@ export interface HubOptions {
   statementTimeoutMs: number;
   /** Where LISTEN runs, when the pool goes through a transaction-mode pooler (DATABASE_DIRECT_URL). */
   listenSql?: Sql;
+  /**
+   * Read replicas (core/database/replicas.ts): the reads of changes run on
+   * one that has caught up with the moment the hub learned of the newest
+   * change it reads, else on the primary.
+   */
+  replicas?: Replicas;
 }
 
 /** A cohort of this many users or fewer is read for its users only. */
@@ -164,6 +171,8 @@ export class ChangeHub {
   /** Names this process in the stream registrations. */
   readonly gatewayId = `gateway-${crypto.randomUUID()}`;
   private head = 0;
+  /** When the head was last moved (learned from a notification or read from the primary): a replica read of changes up to it needs everything committed by then. */
+  private headAt = 0;
   /** Cohorts not being read, by cursor (streams starting there join them). */
   private readonly cohorts = new Map<number, Cohort>();
   /** The cohort of every SSE stream that is not parked (including cohorts being read). */
@@ -419,6 +428,7 @@ export class ChangeHub {
   private advance(id: number): void {
     if (id > this.head) {
       this.head = id;
+      this.headAt = Date.now();
       this.schedule();
     }
   }
@@ -466,13 +476,15 @@ export class ChangeHub {
     let rows: FanoutRow[] | undefined;
     const began = performance.now();
     try {
-      rows = await this.sql.begin('read only', async (tx) => {
-        await tx`select set_config('statement_timeout', ${String(this.options.statementTimeoutMs)}, true),
-                        set_config('request.public_url', ${this.options.publicUrl}, true)`;
-        return tx<FanoutRow[]>`
-          select change_id, operation, event, array_to_string(user_ids, ',') as users
-            from private.event_stream_fanout(${from}, ${upto}, ${this.options.publicUrl}, ${only}::uuid[])`;
-      });
+      rows = await this.readChanges((sql) =>
+        sql.begin('read only', async (tx) => {
+          await tx`select set_config('statement_timeout', ${String(this.options.statementTimeoutMs)}, true),
+                          set_config('request.public_url', ${this.options.publicUrl}, true)`;
+          return tx<FanoutRow[]>`
+            select change_id, operation, event, array_to_string(user_ids, ',') as users
+              from private.event_stream_fanout(${from}, ${upto}, ${this.options.publicUrl}, ${only}::uuid[])`;
+        }),
+      );
     } catch (err) {
       cohort.reading = false;
       if (err instanceof postgres.PostgresError && err.code === 'PT410') {
@@ -571,7 +583,7 @@ export class ChangeHub {
     for (const m of everyone) this.busy.add(m);
     this.inFlight++;
     try {
-      const results = await this.sql.begin('read only', async (tx) => {
+      const results = await this.readChanges((sql) => sql.begin('read only', async (tx) => {
         await tx`
           select set_config('role', 'authenticated', true),
                  set_config('statement_timeout', ${String(this.options.statementTimeoutMs)}, true)`;
@@ -586,7 +598,7 @@ export class ChangeHub {
         for (const q of queries) q.execute();
         const done = await Promise.all(queries);
         return reads.map((_, i) => done[2 * i + 1] as unknown as readonly RealtimeRow[]);
-      });
+      }));
       this.reads.success();
       this.stats.socketReads += reads.length;
       reads.forEach(({ members, from, upto }, i) => {
@@ -611,6 +623,12 @@ export class ChangeHub {
       for (const m of everyone) this.busy.delete(m);
       this.schedule();
     }
+  }
+
+  /** A read of changes up to the head: on a replica that has it (HubOptions.replicas), else on the primary. */
+  private readChanges<T>(read: (sql: Sql) => Promise<T>): Promise<T> {
+    const replicas = this.options.replicas;
+    return replicas ? replicas.read(this.sql, { since: this.headAt }, read) : read(this.sql);
   }
 
   /** A read of changes failed: tried again in a second (the cursors did not move). */

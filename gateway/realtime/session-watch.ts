@@ -9,7 +9,9 @@
 // re-checked in one query (private.sessions_ended), so a notification missed
 // during a reconnect still ends them. (REST requests need none of this:
 // withClaims checks the session, and an API token is authenticated, in the
-// request's own statements.)
+// request's own statements; with read replicas, `onEnded` hears every ended
+// session so that its reads go to the primary until every usable replica has
+// the end: core/database/replicas.ts.)
 import type { Sql } from '../core/database/pool.ts';
 import type { Logger } from '../core/process/log.ts';
 
@@ -22,6 +24,8 @@ export class SessionWatch {
   constructor(
     private readonly sql: Sql,
     private readonly log: Logger,
+    /** Told of every session (or API token) that ends, watched here or not. */
+    private readonly onEnded?: (id: string) => void,
   ) {}
 
   async start(): Promise<void> {
@@ -64,6 +68,7 @@ export class SessionWatch {
 
   private ended(sessionId: string): void {
     const key = sessionId.toLowerCase();
+    this.onEnded?.(key);
     const set = this.watchers.get(key);
     if (!set) return;
     this.watchers.delete(key);

@@ -60,7 +60,12 @@ describe('GET /api/docs/openapi.json', () => {
     }
     // Query parameters come from the zod schema (with their limits).
     const list = operationOf(doc, { method: 'get', path: '/api/mobile/communities' })!;
-    expect(list.parameters!.map((p) => `${p.in}:${p.name}`).sort()).toEqual(['query:limit', 'query:offset']);
+    // A read-only GET takes the consistency token of read replicas (docs/operations.md#read-replicas); a write answers one.
+    expect(list.parameters!.map((p) => `${p.in}:${p.name}`).sort()).toEqual(['header:X-Consistency-Token', 'query:limit', 'query:offset']);
+    const create = operationOf(doc, { method: 'post', path: '/api/mobile/tasks' })!;
+    expect(create.parameters?.some((p) => p.name === 'X-Consistency-Token') ?? false).toBe(false);
+    expect(Object.keys((create.responses[201] as { headers?: object }).headers ?? {})).toContain('X-Consistency-Token');
+    expect(Object.keys((list.responses[200] as { headers?: object }).headers ?? {})).not.toContain('X-Consistency-Token');
   });
 
   it('coverage: every route documents a success response and its error responses, each in the error shape of its route group', async () => {

@@ -3,7 +3,9 @@
 // as .ci/run does): initdb, pg_basebackup -R, synchronous_standby_names, so
 // that a commit is acknowledged only once the standby has it. The primary
 // can be killed (SIGKILL of its postmaster: no shutdown, no checkpoint) and
-// the standby promoted (pg_ctl promote). Used by test/process/failover.test.ts.
+// the standby promoted (pg_ctl promote). Used by test/process/failover.test.ts;
+// test/process/replicas.test.ts uses the standby as a read replica
+// (asynchronous, applying WAL late: ReplicationOptions), stopped and started.
 import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
@@ -25,6 +27,12 @@ export interface ReplicatedPair {
   multiHostUrl(order?: Node[]): string;
   /** SIGKILL of the primary's postmaster (its backends die with it: postmaster death). */
   killPrimary(): void;
+  /** pg_ctl stop -m immediate of the standby (its connections cut at once). */
+  stopStandby(): void;
+  /** pg_ctl start of the standby again, waiting until it accepts connections. */
+  startStandby(): void;
+  /** SIGSTOP (true) or SIGCONT (false) of the standby's postmaster and its processes: a replica that stops answering without closing anything. */
+  freezeStandby(frozen: boolean): void;
   /** pg_ctl promote of the standby, waiting until it takes writes. */
   promoteStandby(): Promise<void>;
   dispose(): Promise<void>;
@@ -51,7 +59,31 @@ function postmasterPid(data: string): number | null {
   }
 }
 
-export async function startReplicatedPair(dir: string): Promise<ReplicatedPair> {
+export interface ReplicationOptions {
+  /** false: asynchronous replication (a read replica); default synchronous_standby_names = '*'. */
+  synchronous?: boolean;
+  /** The standby's recovery_min_apply_delay: it replays each commit this long after the primary made it. */
+  applyDelayMs?: number;
+}
+
+/** The processes whose parent is `pid` (a postmaster's backends and auxiliary processes), from /proc. */
+function childrenOf(pid: number): number[] {
+  const children: number[] = [];
+  for (const entry of fs.readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      const stat = fs.readFileSync(`/proc/${entry}/stat`, 'utf8');
+      // pid (comm) state ppid ...: comm may hold spaces, so read after its last ')'.
+      const ppid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
+      if (ppid === pid) children.push(Number(entry));
+    } catch {
+      // gone meanwhile
+    }
+  }
+  return children;
+}
+
+export async function startReplicatedPair(dir: string, { synchronous = true, applyDelayMs = 0 }: ReplicationOptions = {}): Promise<ReplicatedPair> {
   fs.mkdirSync(dir, { recursive: true, mode: 0o755 });
   if (asRoot) spawnSync('chown', ['postgres:', dir]);
   const node = (name: string): Node => {
@@ -71,12 +103,16 @@ export async function startReplicatedPair(dir: string): Promise<ReplicatedPair> 
   await admin`create database app`;
   await admin.end();
   run(bin('pg_basebackup'), ['-h', '127.0.0.1', '-p', String(primary.port), '-U', 'postgres', '-D', standby.data, '-R', '-X', 'stream', '--checkpoint=fast', '--no-sync']);
+  if (applyDelayMs > 0) fs.appendFileSync(path.join(standby.data, 'postgresql.auto.conf'), `recovery_min_apply_delay = '${applyDelayMs}ms'\n`);
   start(standby);
   // Synchronous from now on (not before: with no standby yet, every commit would wait): a commit is acknowledged once the standby has flushed it.
   const check = postgres(primary.url, { max: 1, onnotice: () => {} });
-  await check`alter system set synchronous_standby_names = '*'`;
-  await check`select pg_reload_conf()`;
-  await waitUntil(async () => (await check`select count(*)::int as n from pg_stat_replication where sync_state = 'sync'`)[0]!.n === 1, 20_000, 'a synchronous standby');
+  if (synchronous) {
+    await check`alter system set synchronous_standby_names = '*'`;
+    await check`select pg_reload_conf()`;
+  }
+  const state = synchronous ? 'sync' : 'async';
+  await waitUntil(async () => (await check`select count(*)::int as n from pg_stat_replication where sync_state = ${state}`)[0]!.n === 1, 20_000, `a ${state} standby`);
   await check.end();
 
   return {
@@ -88,6 +124,17 @@ export async function startReplicatedPair(dir: string): Promise<ReplicatedPair> 
       const pid = postmasterPid(primary.data);
       if (!pid) throw new Error('the primary is not running');
       process.kill(pid, 'SIGKILL');
+    },
+    stopStandby() {
+      run(bin('pg_ctl'), ['-D', standby.data, '-m', 'immediate', 'stop']);
+    },
+    startStandby() {
+      start(standby);
+    },
+    freezeStandby(frozen) {
+      const pid = postmasterPid(standby.data);
+      if (!pid) throw new Error('the standby is not running');
+      for (const p of [pid, ...childrenOf(pid)]) process.kill(p, frozen ? 'SIGSTOP' : 'SIGCONT');
     },
     async promoteStandby() {
       run(bin('pg_ctl'), ['-D', standby.data, '-w', 'promote']);

@@ -12,6 +12,8 @@
 //              set_config('request.traceparent', …, true)    -- (the trace the jobs it queues carry)
 //       the handler's one call
 //       COMMIT
+//       [select pg_current_wal_lsn()]  -- with read replicas, a read-write transaction's
+//                                      -- consistency token (options.onCommit, core/database/replicas.ts)
 //   → wait for the four replies: ONE network round trip per request.
 //   (A request with an Idempotency-Key adds its claim before the call and
 //   sends the storing of its answer with the COMMIT, in a second round trip
@@ -86,6 +88,14 @@ export interface TransactionOptions<T = unknown> {
    * them rolls the whole transaction back and is thrown.
    */
   finish?: (tx: Tx, result: T) => Promise<unknown>[];
+  /**
+   * Read-write transactions with read replicas (core/database/replicas.ts):
+   * called with the primary's WAL position right after the COMMIT (at or
+   * past the commit's), its consistency token. The position is asked for in
+   * the same round trip, pipelined behind the COMMIT (outside the
+   * transaction), so it costs no extra wait.
+   */
+  onCommit?: (lsn: string) => void;
 }
 
 /**
@@ -361,7 +371,9 @@ async function run<T>(
     body.execute();
     const commit = tx`commit`.execute();
     progress.commitSent = true;
+    const position = commitPosition(tx, readOnly, options);
     const [, , result] = commitOutcome(await Promise.allSettled([begin, settings, body, commit]), progress, readOnly);
+    await tellPosition(position, options);
     return result as T;
   }
   let result: T;
@@ -389,6 +401,28 @@ async function run<T>(
   // In a transaction a finishing statement failed in, COMMIT rolls back.
   const commit = tx`commit`.execute();
   progress.commitSent = true;
+  const position = commitPosition(tx, readOnly, options);
   commitOutcome(await Promise.allSettled([...finals, commit]), progress, readOnly);
+  await tellPosition(position, options);
   return result;
+}
+
+/**
+ * The WAL position after a read-write transaction's COMMIT (for
+ * options.onCommit), asked for right behind the COMMIT on the same
+ * connection. Never fails: a position that does not come back is no token.
+ */
+function commitPosition(tx: postgres.ReservedSql, readOnly: boolean, options: { onCommit?: unknown }): Promise<string | null> | null {
+  if (readOnly || !options.onCommit) return null;
+  return tx<{ lsn: string }[]>`select pg_current_wal_lsn()::text as lsn`.execute().then(
+    ([row]) => row?.lsn ?? null,
+    () => null,
+  );
+}
+
+/** Hands a committed transaction's position to options.onCommit (a failed COMMIT threw before: no token). */
+async function tellPosition(position: Promise<string | null> | null, options: { onCommit?: (lsn: string) => void }): Promise<void> {
+  if (!position || !options.onCommit) return;
+  const lsn = await position;
+  if (lsn !== null) options.onCommit(lsn);
 }

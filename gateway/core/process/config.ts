@@ -18,6 +18,9 @@ const EnvSchema = z.object({
   DATABASE_URL: optionalString,
   DATABASE_DIRECT_URL: optionalString,
   DATABASE_POOL_MODE: z.enum(['session', 'transaction']).optional(),
+  // Read replicas (comma-separated database URLs, each possibly multi-host): docs/operations.md#read-replicas.
+  DATABASE_REPLICA_URLS: optionalString,
+  REPLICA_MAX_LAG_MS: z.coerce.number().int().min(0).max(3_600_000).optional().default(1000),
   PORT: port(3000),
   HOST: optionalString,
   // The admin server (/live, /ready, /metrics): off unless ADMIN_PORT is set (docs/operations.md#monitoring).
@@ -119,6 +122,14 @@ export interface Config {
    * port (6543) when DATABASE_POOL_MODE is unset.
    */
   databasePoolMode: 'session' | 'transaction';
+  /**
+   * DATABASE_REPLICA_URLS: read replicas (hot standbys of DATABASE_URL's
+   * primary) that take the read-only work (core/database/replicas.ts); empty:
+   * none, and everything runs on the primary.
+   */
+  databaseReplicaUrls: string[];
+  /** REPLICA_MAX_LAG_MS: a replica further behind the primary than this is not used until it catches up. */
+  replicaMaxLagMs: number;
   port: number;
   host: string | undefined;
   /** ADMIN_PORT and ADMIN_HOST (default 127.0.0.1): the admin server; undefined: none, and no metrics kept. */
@@ -345,6 +356,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     databaseUrl: e.DATABASE_URL,
     databaseDirectUrl: e.DATABASE_DIRECT_URL,
     databasePoolMode: e.DATABASE_POOL_MODE ?? detectPoolMode(e.DATABASE_URL),
+    databaseReplicaUrls: splitDatabaseUrls(e.DATABASE_REPLICA_URLS),
+    replicaMaxLagMs: e.REPLICA_MAX_LAG_MS,
     port: e.PORT,
     host: e.HOST,
     admin: e.ADMIN_PORT === undefined ? undefined : { port: e.ADMIN_PORT, host: e.ADMIN_HOST ?? '127.0.0.1' },
@@ -494,4 +507,21 @@ function parseTrustProxy(value: string | undefined): TrustProxy {
   const hops = Number(v);
   if (Number.isInteger(hops) && hops > 0) return hops;
   throw new Error(`TRUST_PROXY must be a number of proxy hops, true or false (got "${value}")`);
+}
+
+/**
+ * DATABASE_REPLICA_URLS split into URLs. A comma separates URLs, but a
+ * multi-host URL has commas of its own (`postgres://u@h1:5432,h2:5432/db`):
+ * a part that does not start with postgres:// or postgresql:// continues
+ * the URL before it.
+ */
+export function splitDatabaseUrls(value: string | undefined): string[] {
+  const urls: string[] = [];
+  for (const part of (value ?? '').split(',')) {
+    const trimmed = part.trim();
+    if (trimmed === '') continue;
+    if (/^postgres(ql)?:\/\//i.test(trimmed) || urls.length === 0) urls.push(trimmed);
+    else urls[urls.length - 1] += `,${trimmed}`;
+  }
+  return urls;
 }
