@@ -19,7 +19,7 @@ import { describe, expect, inject, it } from 'vitest';
 import { createLogger } from '../../gateway/core/process/log.ts';
 import { runMigrations } from '../../gateway/core/database/migrate.ts';
 import { runOutage, OUTAGE_STATEMENT_TIMEOUT_MS } from '../support/outage.ts';
-import { exited, freePort, startGatewayProcess, waitUntil } from '../support/processes.ts';
+import { freePort, startGatewayProcess, stopProcess, waitUntil } from '../support/processes.ts';
 import { pg15Installed, startReplicatedPair } from '../support/replication.ts';
 
 const dirFor = (name: string) => path.join(inject('testDir'), `${name}-${crypto.randomBytes(3).toString('hex')}`);
@@ -76,10 +76,7 @@ describe.skipIf(!pg15Installed)('a multi-host DATABASE_URL (PostgreSQL 15 primar
       await expectJobRun(primary);
     } finally {
       if (gateway) {
-        gateway.child.kill('SIGTERM');
-        const killer = setTimeout(() => gateway!.child.kill('SIGKILL'), 20_000);
-        await exited(gateway.child);
-        clearTimeout(killer);
+        await stopProcess(gateway.child, 20_000);
       }
       await primary.end();
       await pair.dispose();

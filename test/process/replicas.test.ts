@@ -24,7 +24,7 @@ import postgres from 'postgres';
 import { describe, expect, inject, it } from 'vitest';
 import { createLogger } from '../../gateway/core/process/log.ts';
 import { runMigrations } from '../../gateway/core/database/migrate.ts';
-import { exited, freePort, startGatewayProcess, waitUntil } from '../support/processes.ts';
+import { freePort, startGatewayProcess, stopProcess, waitUntil } from '../support/processes.ts';
 import { pg15Installed, startReplicatedPair } from '../support/replication.ts';
 
 const dirFor = (name: string) => path.join(inject('testDir'), `${name}-${crypto.randomBytes(3).toString('hex')}`);
@@ -173,10 +173,7 @@ describe.skipIf(!pg15Installed)('read replicas (PostgreSQL 15 primary + a standb
       expect(afterLogout.status, 'a read with the ended session').toBe(401);
     } finally {
       if (gateway) {
-        gateway.child.kill('SIGTERM');
-        const killer = setTimeout(() => gateway!.child.kill('SIGKILL'), 20_000);
-        await exited(gateway.child);
-        clearTimeout(killer);
+        await stopProcess(gateway.child, 20_000);
       }
       await primary.end();
       await standby.end({ timeout: 0 }).catch(() => {});

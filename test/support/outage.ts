@@ -47,7 +47,7 @@ import { runMigrations } from '../../gateway/core/database/migrate.ts';
 import { pg15Program } from '../../gateway/tooling/pg15.ts';
 import { startPgBouncer, type RunningPgBouncer } from './pgbouncer.ts';
 import { startReplicatedPair } from './replication.ts';
-import { exited, freePort, startGatewayProcess, waitUntil, type GatewayProcess } from './processes.ts';
+import { freePort, startGatewayProcess, stopProcess, waitUntil, type GatewayProcess } from './processes.ts';
 
 /** The gateway's statement timeout during the outage runs: every answer is due within it + 2 s. */
 export const OUTAGE_STATEMENT_TIMEOUT_MS = 5_000;
@@ -581,10 +581,7 @@ export async function runOutage(options: OutageOptions): Promise<OutageRun> {
     await Promise.all(load);
     stream?.close();
     if (gateway) {
-      gateway.child.kill('SIGTERM');
-      const killer = setTimeout(() => gateway!.child.kill('SIGKILL'), 30_000);
-      await exited(gateway.child);
-      clearTimeout(killer);
+      await stopProcess(gateway.child, 30_000);
     }
     await admin.end({ timeout: 1 });
     await bouncer?.stop();

@@ -64,6 +64,14 @@ export function exited(child: ChildProcess): Promise<number | null> {
   });
 }
 
+/** Stops a process as an operator does: SIGTERM, then SIGKILL if it has not exited within `graceMs`. */
+export async function stopProcess(child: ChildProcess, graceMs: number): Promise<void> {
+  child.kill('SIGTERM');
+  const killer = setTimeout(() => child.kill('SIGKILL'), graceMs);
+  await exited(child);
+  clearTimeout(killer);
+}
+
 /**
  * A random port for a gateway process (and its MCP process on port + 1),
  * below Linux's ephemeral range (see gateway/core/process/free-port.ts).
