@@ -17,7 +17,7 @@ import { z } from 'zod';
 import { assertStorable } from '../gateway/core/web/input.ts';
 import type { Context as TraceContext } from '@opentelemetry/api';
 import { withClaims } from '../gateway/core/database/transaction.ts';
-import { parseLsn, type Replicas } from '../gateway/core/database/replicas.ts';
+import { readerOf, type Replicas } from '../gateway/core/database/replicas.ts';
 import type { Sql } from '../gateway/core/database/pool.ts';
 import type { ErrorCode } from '../gateway/core/web/error-codes.ts';
 import { toHttpError } from '../gateway/core/web/errors.ts';
@@ -194,7 +194,7 @@ async function runTool(ctx: CallContext, tool: ToolDefinition, rawArgs: unknown,
   try {
     const replicas = ctx.replicas;
     // With replicas, the user's writes through this process are read back by its agents' read tools.
-    const reader = replicas && ctx.agent.claims.sub ? `user:${ctx.agent.claims.sub}` : null;
+    const reader = replicas ? readerOf(ctx.agent.claims) : null;
     const on = (sql: Sql) =>
       withClaims(sql, ctx.agent.claims, (tx) => tool.run(tx, parsed.data, { publicUrl: ctx.publicUrl }), {
         readOnly: tool.kind === 'read',
@@ -202,7 +202,7 @@ async function runTool(ctx: CallContext, tool: ToolDefinition, rawArgs: unknown,
         traceId: ctx.traceId,
         traceparent: ctx.traceparent,
         traceContext: ctx.traceContext,
-        ...(replicas && tool.kind !== 'read' ? { onCommit: (lsn: string) => replicas.noteWrite(reader, parseLsn(lsn) ?? 0n) } : {}),
+        ...(replicas && tool.kind !== 'read' ? { onCommit: (lsn: string) => replicas.noteCommit(reader, lsn) } : {}),
       });
     const value = replicas && tool.kind === 'read' ? await replicas.read(ctx.sql, replicas.needOf(undefined, reader), on) : await on(ctx.sql);
     const result: CallToolResult = { content: [{ type: 'text', text: JSON.stringify(value) }] };

@@ -43,7 +43,7 @@ import { clientIp } from '../core/web/client-ip.ts';
 import type { AuthLimits, TrustProxy } from '../core/process/config.ts';
 import { withClaims, type InTransaction, type RequestClaims, type Tx } from '../core/database/transaction.ts';
 import { DEADLINE_MARGIN_MS, type Sql } from '../core/database/pool.ts';
-import { CONSISTENCY_TOKEN_HEADER, parseLsn, type Replicas } from '../core/database/replicas.ts';
+import { CONSISTENCY_TOKEN_HEADER, readerOf, type Replicas } from '../core/database/replicas.ts';
 import { defaultCode, errorBody, HttpError, restatedFor, toHttpError, unavailable, type ErrorShape } from '../core/web/errors.ts';
 import { fairShareKey, type FairShare } from './fair-share.ts';
 import { InvalidTokenError, type AccessClaims, type ApiKeyRole, type TokenService } from '../core/auth/jwt.ts';
@@ -293,6 +293,11 @@ export type RouteHandler = (exchange: Exchange) => Promise<void>;
 /** What the pipeline's steps read of a route's definition (everything but its handler). */
 type RouteRules = Omit<RouteDefinition<AnySchema | undefined, AnySchema | undefined, AnySchema | undefined, AnySchema | undefined>, 'handler'>;
 
+/** A GET runs read-only unless it declares readWrite (it registers something); with read replicas it may run on one. */
+function runsReadOnly(def: RouteRules): boolean {
+  return def.method === 'get' && !def.readWrite;
+}
+
 export function defineRoute<
   P extends AnySchema | undefined = undefined,
   Q extends AnySchema | undefined = undefined,
@@ -320,7 +325,7 @@ export function defineRoute<
       htmlErrors: def.renderError !== undefined,
       idempotencyKey: keyed,
       bodyType: def.bodyType ?? 'json',
-      readOnly: def.method === 'get' && !def.readWrite,
+      readOnly: runsReadOnly(def),
     },
     build: (services) => async (exchange) => {
       if (def.secretPath) exchange.logPath = def.path;
@@ -389,11 +394,11 @@ function requestTransaction(def: RouteRules, services: Services, caller: Caller 
   const { traceId, traceparent } = trace;
   const traceContext = trace.span?.context;
   const claims = caller?.user ?? claimsOf({ kind: 'anon' });
-  const readOnly = def.method === 'get' && !def.readWrite;
+  const readOnly = runsReadOnly(def);
   const share = services.fairShare;
   const shareKey = fairShareKey(caller?.user.sub, ip);
   const replicas = services.replicas;
-  const session = replicas && caller ? readerOf(caller) : null;
+  const session = replicas && caller ? readerOf(caller.user) : null;
   // An access token's iat is in whole seconds, and it was signed after what its sign-in committed.
   const iat = (caller?.user as { iat?: unknown } | undefined)?.iat;
   const issuedAt = typeof iat === 'number' ? (iat + 1) * 1000 : undefined;
@@ -416,19 +421,10 @@ function requestTransaction(def: RouteRules, services: Services, caller: Caller 
   };
 }
 
-/** Whose writes a reader must see: the caller's session (an access token's), or the API token's user. */
-function readerOf(caller: Caller): string | null {
-  const session = (caller.user as { session_id?: unknown }).session_id;
-  if (typeof session === 'string') return `session:${session.toLowerCase()}`;
-  return caller.user.sub ? `user:${caller.user.sub}` : null;
-}
-
-/** A read-write transaction committed at `lsn`: its consistency token is answered, and kept for the session. */
-function committed(exchange: Exchange, replicas: Replicas, session: string | null, lsn: string): void {
-  const position = parseLsn(lsn);
-  if (position === null) return;
-  replicas.noteWrite(session, position);
-  if (!exchange.res.headersSent) exchange.res.setHeader(CONSISTENCY_TOKEN_HEADER, lsn);
+/** A read-write transaction committed at `lsn`: its consistency token is answered, and kept for the reader. */
+function committed(exchange: Exchange, replicas: Replicas, reader: string | null, lsn: string): void {
+  const token = replicas.noteCommit(reader, lsn);
+  if (token !== null && !exchange.res.headersSent) exchange.res.setHeader(CONSISTENCY_TOKEN_HEADER, token);
 }
 
 /** Step 3: the handler's context, its params, query, body and headers validated with the route's schemas (400, 404 or 422). */

@@ -67,6 +67,15 @@ export function parseLsn(text: unknown): bigint | null {
   return (BigInt(`0x${match[1]}`) << 32n) | BigInt(`0x${match[2]}`);
 }
 
+/**
+ * Whose writes a reader must see, the key its newest write is kept under:
+ * an access token's session, else its user (API and OAuth tokens, MCP agents).
+ */
+export function readerOf(claims: { sub?: unknown; session_id?: unknown }): string | null {
+  if (typeof claims.session_id === 'string') return `session:${claims.session_id.toLowerCase()}`;
+  return typeof claims.sub === 'string' && claims.sub !== '' ? `user:${claims.sub}` : null;
+}
+
 /** What a read needs of a replica. */
 export interface ReadNeed {
   /** The replica must have replayed at least this far (a consistency token). */
@@ -233,6 +242,18 @@ export class Replicas {
     return issuedAt === undefined ? { lsn } : { lsn, since: issuedAt };
   }
 
+  /**
+   * A reader's read-write transaction committed at `lsn` (its consistency
+   * token, as Postgres writes it): kept for the reader. Returns the token to
+   * answer, or null when `lsn` is not one.
+   */
+  noteCommit(reader: string | null, lsn: string): string | null {
+    const position = parseLsn(lsn);
+    if (position === null) return null;
+    this.noteWrite(reader, position);
+    return lsn;
+  }
+
   /** A session's write committed at `lsn`: its reads in the next SESSION_TOKEN_MS need a replica that far. */
   noteWrite(session: string | null, lsn: bigint): void {
     if (session === null) return;
@@ -249,7 +270,7 @@ export class Replicas {
    * until any usable replica has the end too.
    */
   noteSessionEnded(sessionId: string): void {
-    this.noteWrite(`session:${sessionId.toLowerCase()}`, ON_PRIMARY);
+    this.noteWrite(readerOf({ session_id: sessionId }), ON_PRIMARY);
   }
 
   /** The monitor's view, for the logs and the tests. */
