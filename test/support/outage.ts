@@ -145,7 +145,7 @@ export interface OutageRun {
 }
 
 /** A Postgres server that can be stopped, killed, frozen and started again on the same data. */
-interface Server {
+export interface Server {
   url: string;
   name: string;
   stop(mode: 'fast' | 'immediate'): Promise<void>;
@@ -389,9 +389,13 @@ function signalAll(pids: number[], signal: NodeJS.Signals): void {
   }
 }
 
+/** A Postgres server of its own in `dir` ('embedded': Postgres 18 from npm; 'pg15': Debian's PostgreSQL 15), with an `app` database. */
+export function stoppableServer(dir: string, server: OutageOptions['server'] = 'embedded'): Promise<Server> {
+  return server === 'pg15-standby' ? pg15Standby(dir) : server === 'pg15' ? pg15(dir) : embedded(dir);
+}
+
 export async function runOutage(options: OutageOptions): Promise<OutageRun> {
-  const server =
-    options.server === 'pg15-standby' ? await pg15Standby(options.dir) : options.server === 'pg15' ? await pg15(options.dir) : await embedded(options.dir);
+  const server = await stoppableServer(options.dir, options.server);
   const quiet = createLogger('silent');
   // With DATABASE_URL the gateway applies committed migrations only: current/ too, first.
   await runMigrations(server.url, quiet, { includeCurrent: true }).catch(async (err: unknown) => {

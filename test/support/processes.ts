@@ -30,6 +30,24 @@ export function startGatewayProcess(
   env: Record<string, string>,
   { cwd = projectRoot, command = [process.execPath, '--import', 'tsx', 'gateway/main.ts'], detached = false } = {},
 ): Promise<GatewayProcess> {
+  return startChild(env, { cwd, command, detached, ready: /gateway listening on (http:\/\/localhost:\d+)/, what: 'gateway' });
+}
+
+/** Starts `npm run worker`'s entry point (node itself, so that signals reach it) and resolves once its job worker runs (url: ''). */
+export function startWorkerProcess(env: Record<string, string>): Promise<GatewayProcess> {
+  return startChild(env, {
+    cwd: projectRoot,
+    command: [process.execPath, '--import', 'tsx', 'gateway/worker-main.ts'],
+    detached: false,
+    ready: /"msg":"job worker running"/,
+    what: 'worker',
+  });
+}
+
+function startChild(
+  env: Record<string, string>,
+  { cwd, command, detached, ready, what }: { cwd: string; command: string[]; detached: boolean; ready: RegExp; what: string },
+): Promise<GatewayProcess> {
   const child = spawn(command[0]!, command.slice(1), {
     cwd,
     env: { ...process.env, LOG_LEVEL: 'info', ...env },
@@ -39,20 +57,20 @@ export function startGatewayProcess(
   children.push(child);
   let output = '';
   return new Promise((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`gateway did not start:\n${output}`)), 120_000);
+    const timer = setTimeout(() => reject(new Error(`${what} did not start:\n${output}`)), 120_000);
     const onData = (chunk: Buffer) => {
       output += chunk.toString();
-      const match = /gateway listening on (http:\/\/localhost:\d+)/.exec(output);
+      const match = ready.exec(output);
       if (match) {
         clearTimeout(timer);
-        resolve({ child, url: match[1]!, output: () => output });
+        resolve({ child, url: match[1] ?? '', output: () => output });
       }
     };
     child.stdout!.on('data', onData);
     child.stderr!.on('data', onData);
     child.on('exit', (code) => {
       clearTimeout(timer);
-      reject(new Error(`gateway exited with ${code}:\n${output}`));
+      reject(new Error(`${what} exited with ${code}:\n${output}`));
     });
   });
 }

@@ -1,0 +1,145 @@
+// Jobs that end while the database is away: a gateway process (running its
+// job worker in-process, as by default) and an `npm run worker` process on a
+// Postgres of their own, webhook deliveries failing (the receiver answers 500
+// after a pause, so some are always in flight) and jobs completing, when the
+// database stops. graphile-worker records a job's result once it has ended;
+// with the database gone that write fails at once (a refused connection or
+// a terminated one is not among the errors it retries), and the worker must
+// neither die of it (an unhandled rejection ends a Node process) nor lose the
+// job: it runs again once the database is back (at least once, as documented
+// for webhooks). The receiver turns healthy while the database is down;
+// every delivery queued before the stop must reach it afterwards, and the
+// processes must carry on (a delivery queued after the return too).
+import crypto from 'node:crypto';
+import path from 'node:path';
+import postgres from 'postgres';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { createLogger } from '../../gateway/core/process/log.ts';
+import { runMigrations } from '../../gateway/core/database/migrate.ts';
+import { stoppableServer, type Server } from '../support/outage.ts';
+import { freePort, startGatewayProcess, startWorkerProcess, stopProcess, waitUntil, type GatewayProcess } from '../support/processes.ts';
+import { WebhookReceiver } from '../support/webhook-receiver.ts';
+
+// On the PostgreSQL 15 pass of CI (TEST_DATABASE_URL set) the database is a PostgreSQL 15 server.
+const kind = process.env.TEST_DATABASE_URL ? 'pg15' : 'embedded';
+const HOOKS = 4;
+const DOWN_SECONDS = 4;
+
+let server: Server;
+let gateway: GatewayProcess;
+let worker: GatewayProcess;
+const receiver = new WebhookReceiver();
+
+beforeAll(async () => {
+  await receiver.start();
+  server = await stoppableServer(path.join(inject('testDir'), `outage-jobs-${crypto.randomBytes(3).toString('hex')}`), kind);
+  // With DATABASE_URL the processes apply committed migrations only: current/ too, first.
+  await runMigrations(server.url, createLogger('silent'), { includeCurrent: true });
+  const env = {
+    DATABASE_URL: server.url,
+    WEBHOOK_ALLOW_PRIVATE_TARGETS: '1',
+    // Many quick retries: a delivery is never given up during the test.
+    WEBHOOK_RETRY_SCHEDULE: Array(20).fill('0.5').join(','),
+    WORKER_CONCURRENCY: '4',
+  };
+  gateway = await startGatewayProcess({ ...env, PORT: String(freePort()) });
+  worker = await startWorkerProcess(env);
+}, 120_000);
+
+afterAll(async () => {
+  if (gateway) await stopProcess(gateway.child, 5_000);
+  if (worker) await stopProcess(worker.child, 5_000);
+  await server?.dispose();
+  await receiver.stop();
+}, 60_000);
+
+async function call(method: string, urlPath: string, token?: string, body?: unknown) {
+  const res = await fetch(gateway.url + urlPath, {
+    method,
+    headers: { ...(token ? { authorization: `Bearer ${token}` } : {}), ...(body ? { 'content-type': 'application/json' } : {}) },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  const text = await res.text();
+  return { status: res.status, body: text ? JSON.parse(text) : undefined };
+}
+
+const alive = (p: GatewayProcess) => p.child.exitCode === null && p.child.signalCode === null;
+const tail = (output: string) => output.split('\n').slice(-15).join('\n');
+
+describe('the database stops while jobs end', () => {
+  it('the gateway and `npm run worker` survive, and every webhook delivery queued before the stop is delivered after it', { timeout: 90_000 }, async () => {
+    let admin = postgres(server.url, { max: 2, onnotice: () => {} });
+    const email = `outage-jobs-${crypto.randomBytes(4).toString('hex')}@example.com`;
+    expect((await call('POST', '/api/auth/register', undefined, { email, password: 'password123' })).status).toBe(201);
+    const login = await call('POST', '/api/auth/login', undefined, { email, password: 'password123' });
+    const [community] = await admin<{ id: string }[]>`select admin.create_community('Outage jobs', null, '{}', ${email}) as id`;
+    const paths = Array.from({ length: HOOKS }, (_, i) => `/failing-${i}`);
+    for (const p of paths) {
+      // Failing, slowly: deliveries are in flight at any moment.
+      receiver.answer(p, [], { status: 500, delayMs: 300 });
+      const res = await call('POST', '/api/v1/platform/webhooks', login.body.access_token, { community_id: community!.id, url: receiver.url(p), events: ['event.created'] });
+      expect(res.status).toBe(201);
+    }
+    const before = Array.from({ length: 5 }, (_, i) => `Before ${i}`);
+    for (const title of before) await admin`select admin.create_event(${community!.id}, ${title}, now() + interval '1 day')`;
+    // Failing deliveries on every endpoint, retried again and again; jobs completing (the periodic ones, and these).
+    for (const p of paths) await receiver.waitFor(p, (rs) => rs.length >= 3, { timeoutMs: 20_000 });
+    await admin`select graphile_worker.add_job('prune_auth_failures', '{}'::json) from generate_series(1, 10)`;
+    await admin.end({ timeout: 1 });
+
+    await server.stop('fast');
+    // The endpoints recover while the database is away.
+    for (const p of paths) receiver.answer(p, [], { status: 200 });
+    await new Promise((r) => setTimeout(r, DOWN_SECONDS * 1000));
+    await server.start();
+    const upAt = Date.now();
+
+    admin = postgres(server.url, { max: 2, onnotice: () => {} });
+    try {
+      // Both processes alive, the gateway answering.
+      await waitUntil(
+        async () => {
+          for (const p of [gateway, worker]) expect(alive(p), `a process exited:\n${tail(p.output())}`).toBe(true);
+          return (await fetch(`${gateway.url}/health`).catch(() => null))?.status === 200;
+        },
+        10_000,
+        '/health 200',
+      );
+      // Every delivery queued before the stop delivered (none lost), and one queued after the return.
+      await admin`select admin.create_event(${community!.id}, 'After', now() + interval '1 day')`;
+      const titles = [...before, 'After'];
+      for (const p of paths) {
+        await receiver.waitFor(p, (rs) => titles.every((t) => rs.some((r) => r.at >= upAt && r.payload.data.title === t)), {
+          timeoutMs: 30_000,
+          what: `every event delivered to ${p} after the return`,
+        });
+      }
+      await waitUntil(
+        async () => (await admin`select count(*)::int as n from app.webhook_deliveries where status <> 'succeeded'`)[0]!.n === 0,
+        15_000,
+        'every delivery recorded as succeeded',
+      );
+      const [{ n }] = await admin<{ n: number }[]>`select count(*)::int as n from app.webhook_deliveries where status = 'succeeded'`;
+      expect(n).toBe(HOOKS * titles.length);
+      // The jobs added before the stop ran, each recorded as done.
+      await waitUntil(
+        async () => (await admin`select count(*)::int as n from graphile_worker.jobs where task_identifier = 'prune_auth_failures'`)[0]!.n === 0,
+        15_000,
+        'the jobs added before the stop done',
+      );
+    } finally {
+      await admin.end({ timeout: 1 });
+    }
+    expect(alive(gateway), `the gateway exited:\n${gateway.output()}`).toBe(true);
+    expect(alive(worker), `the worker exited:\n${worker.output()}`).toBe(true);
+    for (const [name, p] of [
+      ['gateway', gateway],
+      ['worker', worker],
+    ] as const) {
+      const output = p.output();
+      expect(output, `${name}: an unhandled rejection`).not.toMatch(/unhandled|UnhandledPromiseRejection/i);
+      // No stack spam: graphile-worker's console.trace / multi-line stacks.
+      expect(output, `${name}: a stack trace`).not.toMatch(/^\s+at .+:\d+:\d+\)?$/m);
+    }
+  });
+});
