@@ -28,6 +28,12 @@
 // minute) frees the jobs of pool ids without one. Before that connection is
 // up the runner takes no job (graphile-worker's forbiddenFlags hook, awaited
 // before each fetch, is the gate).
+//
+// A job that ends while the database is away: its result is written again
+// until the database answers, the job locked by its runner meanwhile
+// (gateway/patches/graphile-worker+0.17.3.patch: unpatched, the failed write
+// was an unhandled rejection, which ended the process). A runner stopped
+// before that gives up; the job's lock is freed as above, and it runs again.
 import { EventEmitter } from 'node:events';
 import postgres from 'postgres';
 import type pg from 'pg';

@@ -163,7 +163,10 @@ const bench: Bench = {
         console.log(`  the stalled community's deliveries tried meanwhile: ${tried!.tried} of ${tried!.total}`);
         results.stall = { rows: stallRows, stalledTried: tried };
       } finally {
-        await stalled.stop(1_000);
+        // The worker stops before the database does: the receiver lets go of the stalled requests
+        // (each delivery then fails at once and is recorded), and the worker waits for those jobs.
+        await receiver.stop();
+        await stalled.stop(15_000);
       }
     } finally {
       await receiver.stop();
