@@ -1,0 +1,68 @@
+-- Made by `npm run db -- areas --diff` from sql/areas/storage.sql: the statements that make
+-- the migrated database what that file states. Each run writes it again:
+-- edit the area file, not this one. Table changes go in a file of this
+-- folder numbered below 900.
+
+-- Bodies are checked once every function exists (the check validated them all).
+set local check_function_bodies = off;
+
+CREATE OR REPLACE FUNCTION private.storage_upload_start(owner_id uuid, bucket_id text, name text, upsert boolean, declared_size bigint, kind text)
+ RETURNS TABLE(upload_id uuid, storage_key text, file_size_limit bigint, allowed_mime_types text[], images boolean)
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog'
+AS $function$
+declare
+  b app.storage_buckets := private.storage_bucket(storage_upload_start.bucket_id);
+  existing app.storage_objects;
+  used bigint;
+  quota bigint;
+  per_minute integer;
+  w app.storage_usage;
+  started app.storage_uploads;
+begin
+  perform private.storage_check_name(storage_upload_start.name);
+  if not private.storage_folder_owned(b.id, storage_upload_start.name, storage_upload_start.owner_id) then
+    raise exception 'Access denied: you may not write %/%', b.id, storage_upload_start.name using errcode = 'PT403', hint = 'storage_access_denied';
+  end if;
+  select * into existing from app.storage_objects o where o.bucket_id = b.id and o.name = storage_upload_start.name;
+  if existing.id is not null and not storage_upload_start.upsert then
+    raise exception 'The resource already exists' using errcode = 'PT409', hint = 'object_exists';
+  end if;
+  if storage_upload_start.declared_size > b.file_size_limit then
+    raise exception 'The object exceeded the maximum allowed size (% bytes)', b.file_size_limit
+      using errcode = 'PT413', hint = 'object_too_large';
+  end if;
+  -- The quota, with what is known now (the finish checks again with the real size).
+  quota := private.storage_quota_bytes(storage_upload_start.owner_id);
+  select coalesce(u.bytes, 0) into used from app.storage_usage u where u.user_id = storage_upload_start.owner_id;
+  if coalesce(used, 0) + coalesce(storage_upload_start.declared_size, 0)
+       - (case when existing.owner_id = storage_upload_start.owner_id then existing.size else 0 end) > quota
+     or (storage_upload_start.declared_size is null and coalesce(used, 0) >= quota) then
+    raise exception 'Storage quota exceeded: % of % bytes used', coalesce(used, 0), quota using errcode = 'PT413', hint = 'quota_exceeded';
+  end if;
+  -- Uploads per minute (a fixed window per user); a refused upload does not count.
+  per_minute := coalesce(
+    (select u.uploads_per_minute from app.storage_usage u where u.user_id = storage_upload_start.owner_id),
+    (select s.storage_uploads_per_minute from app.profiles p join app.subscription_plans s on s.id = p.subscription_type
+      where p.id = storage_upload_start.owner_id),
+    30);
+  insert into app.storage_usage as s (user_id, window_start, window_uploads)
+    values (storage_upload_start.owner_id, now(), 1)
+    on conflict (user_id) do update
+      set window_start = case when s.window_start is null or s.window_start <= now() - interval '1 minute' then now() else s.window_start end,
+          window_uploads = case when s.window_start is null or s.window_start <= now() - interval '1 minute' then 1 else s.window_uploads + 1 end
+    returning s.* into w;
+  if w.window_uploads > per_minute then
+    raise exception 'Too many uploads: at most % a minute', per_minute using errcode = 'PT429', hint = 'too_many_uploads',
+      detail = json_build_object('retry_after', greatest(1, ceil(extract(epoch from w.window_start + interval '1 minute' - now())))::integer)::text;
+  end if;
+  insert into app.storage_uploads as u (bucket_id, name, owner_id, upsert, kind, storage_key, declared_size, expires_at)
+    values (b.id, storage_upload_start.name, storage_upload_start.owner_id, storage_upload_start.upsert, storage_upload_start.kind,
+            'objects/' || gen_random_uuid(), storage_upload_start.declared_size,
+            now() + case storage_upload_start.kind when 'resumable' then interval '24 hours' else interval '1 hour' end)
+    returning u.* into started;
+  return query select started.id, started.storage_key, b.file_size_limit, b.allowed_mime_types, b.images;
+end;
+$function$;
+
+set local check_function_bodies to default;
