@@ -40,12 +40,16 @@ export interface PoolOptions {
   publicUrl?: string;
 }
 
-/** The watch of each pool made by createPool (core/database/watch.ts). */
-const watches = new WeakMap<Sql, DatabaseWatch>();
-/** The PUBLIC_URL a pool's transactions set (PoolOptions.publicUrl). */
-const publicUrls = new WeakMap<Sql, string>();
-/** The application_name of a pool's connections (a transaction with a trace id shows it after it). */
-const applicationNames = new WeakMap<Sql, string>();
+/** What createPool knows of each pool it made. */
+interface PoolFacts {
+  /** Notices the database not answering (core/database/watch.ts). */
+  watch: DatabaseWatch;
+  /** The PUBLIC_URL its transactions set (PoolOptions.publicUrl); '' when none was given. */
+  publicUrl: string;
+  /** The application_name of its connections (a transaction with a trace id shows it after it). */
+  applicationName: string;
+}
+const pools = new WeakMap<Sql, PoolFacts>();
 
 export function createPool(url: string, options: PoolOptions): Sql {
   const sql = postgres(url, {
@@ -58,15 +62,17 @@ export function createPool(url: string, options: PoolOptions): Sql {
     onnotice: () => {},
     connection: { application_name: options.applicationName },
   });
-  watches.set(sql, new DatabaseWatch(url, { transactionPooler: options.mode === 'transaction', log: options.log }));
-  if (options.publicUrl !== undefined) publicUrls.set(sql, options.publicUrl);
-  applicationNames.set(sql, options.applicationName);
+  pools.set(sql, {
+    watch: new DatabaseWatch(url, { transactionPooler: options.mode === 'transaction', log: options.log }),
+    publicUrl: options.publicUrl ?? '',
+    applicationName: options.applicationName,
+  });
   return sql;
 }
 
 /** The PUBLIC_URL a pool's transactions set as request.public_url ('' when none was given: SQL then uses the recorded one). */
 export function publicUrlOf(sql: Sql): string {
-  return publicUrls.get(sql) ?? '';
+  return pools.get(sql)?.publicUrl ?? '';
 }
 
 /**
@@ -76,17 +82,17 @@ export function publicUrlOf(sql: Sql): string {
  * (log_line_prefix %a) show which trace a running statement belongs to.
  */
 export function tracedApplicationName(sql: Sql, traceId: string): string {
-  return `${applicationNames.get(sql) ?? 'gateway'} trace:${traceId}`.slice(-63);
+  return `${pools.get(sql)?.applicationName ?? 'gateway'} trace:${traceId}`.slice(-63);
 }
 
 /** The watch of a pool made by createPool; none for other pools. */
 export function watchOf(sql: Sql): DatabaseWatch | undefined {
-  return watches.get(sql);
+  return pools.get(sql)?.watch;
 }
 
 /** False while the pool's database does not answer (core/database/watch.ts); true for pools without a watch. */
 export function databaseAnswers(sql: Sql): boolean {
-  return watches.get(sql)?.responsive ?? true;
+  return pools.get(sql)?.watch.responsive ?? true;
 }
 
 /**
