@@ -3,8 +3,12 @@
 // Postgres of their own, webhook deliveries failing (the receiver answers 500
 // after a pause, so some are always in flight) and jobs completing, when the
 // database stops. graphile-worker records a job's result once it has ended;
-// with the database gone that write fails at once (a refused connection or
-// a terminated one is not among the errors it retries), and the worker must
+// with the database gone that write fails at once (its withRetries retries
+// only serialization failures and deadlocks, 50 ms to 5 s apart, and 57P03
+// "starting up", EHOSTUNREACH and ETIMEDOUT, 3 s to 120 s apart, up to 100
+// times; a refused connection, 57P01 or "Connection terminated" is not
+// retried, so a stop of a few seconds is longer than its retries), and the
+// worker must
 // neither die of it (an unhandled rejection ends a Node process) nor lose the
 // job: it runs again once the database is back (at least once, as documented
 // for webhooks). The receiver turns healthy while the database is down;
