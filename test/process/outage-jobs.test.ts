@@ -32,6 +32,7 @@ const DOWN_SECONDS = 4;
 let server: Server;
 let gateway: GatewayProcess;
 let worker: GatewayProcess;
+let workerEnv: Record<string, string>;
 const receiver = new WebhookReceiver();
 
 beforeAll(async () => {
@@ -39,7 +40,7 @@ beforeAll(async () => {
   server = await stoppableServer(path.join(inject('testDir'), `outage-jobs-${crypto.randomBytes(3).toString('hex')}`), kind);
   // With DATABASE_URL the processes apply committed migrations only: current/ too, first.
   await runMigrations(server.url, createLogger('silent'), { includeCurrent: true });
-  const env = {
+  workerEnv = {
     DATABASE_URL: server.url,
     WEBHOOK_ALLOW_PRIVATE_TARGETS: '1',
     // Many quick retries: a delivery is never given up during the test.
@@ -48,8 +49,8 @@ beforeAll(async () => {
     LOG_LEVEL: 'debug',
     WORKER_CONCURRENCY: '4',
   };
-  gateway = await startGatewayProcess({ ...env, PORT: String(freePort()) });
-  worker = await startWorkerProcess(env);
+  gateway = await startGatewayProcess({ ...workerEnv, PORT: String(freePort()) });
+  worker = await startWorkerProcess(workerEnv);
 }, 120_000);
 
 afterAll(async () => {
@@ -72,20 +73,32 @@ async function call(method: string, urlPath: string, token?: string, body?: unkn
 const alive = (p: GatewayProcess) => p.child.exitCode === null && p.child.signalCode === null;
 const tail = (output: string) => output.split('\n').slice(-15).join('\n');
 
+/** A community with HOOKS endpoints at `prefix`-0…, failing slowly (500 after 0.8 s: deliveries are in flight at any moment). */
+async function failingHooks(admin: postgres.Sql, prefix: string) {
+  const email = `outage-jobs-${crypto.randomBytes(4).toString('hex')}@example.com`;
+  expect((await call('POST', '/api/auth/register', undefined, { email, password: 'password123' })).status).toBe(201);
+  const login = await call('POST', '/api/auth/login', undefined, { email, password: 'password123' });
+  const [community] = await admin<{ id: string }[]>`select admin.create_community(${`Outage jobs ${prefix}`}, null, '{}', ${email}) as id`;
+  const paths = Array.from({ length: HOOKS }, (_, i) => `${prefix}-${i}`);
+  for (const p of paths) {
+    receiver.answer(p, [], { status: 500, delayMs: 800 });
+    const res = await call('POST', '/api/v1/platform/webhooks', login.body.access_token, { community_id: community!.id, url: receiver.url(p), events: ['event.created'] });
+    expect(res.status).toBe(201);
+  }
+  return { communityId: community!.id, paths };
+}
+
+function expectNoUnhandled(name: string, output: string): void {
+  expect(output, `${name}: an unhandled rejection`).not.toMatch(/unhandled|UnhandledPromiseRejection/i);
+  // No stack spam: graphile-worker's console.trace / multi-line stacks.
+  expect(output, `${name}: a stack trace`).not.toMatch(/^\s+at .+:\d+:\d+\)?$/m);
+}
+
 describe('the database stops while jobs end', () => {
   it('the gateway and `npm run worker` survive, and every webhook delivery queued before the stop is delivered after it', { timeout: 90_000 }, async () => {
     let admin = postgres(server.url, { max: 2, onnotice: () => {} });
-    const email = `outage-jobs-${crypto.randomBytes(4).toString('hex')}@example.com`;
-    expect((await call('POST', '/api/auth/register', undefined, { email, password: 'password123' })).status).toBe(201);
-    const login = await call('POST', '/api/auth/login', undefined, { email, password: 'password123' });
-    const [community] = await admin<{ id: string }[]>`select admin.create_community('Outage jobs', null, '{}', ${email}) as id`;
-    const paths = Array.from({ length: HOOKS }, (_, i) => `/failing-${i}`);
-    for (const p of paths) {
-      // Failing, slowly: deliveries are in flight at any moment.
-      receiver.answer(p, [], { status: 500, delayMs: 800 });
-      const res = await call('POST', '/api/v1/platform/webhooks', login.body.access_token, { community_id: community!.id, url: receiver.url(p), events: ['event.created'] });
-      expect(res.status).toBe(201);
-    }
+    const { communityId, paths } = await failingHooks(admin, '/failing');
+    const community = { id: communityId };
     const before = Array.from({ length: 5 }, (_, i) => `Before ${i}`);
     for (const title of before) await admin`select admin.create_event(${community!.id}, ${title}, now() + interval '1 day')`;
     // Failing deliveries on every endpoint, retried again and again; jobs completing (the periodic ones, and these).
@@ -143,14 +156,50 @@ describe('the database stops while jobs end', () => {
     expect(alive(worker), `the worker exited:\n${worker.output()}`).toBe(true);
     // Results that could not be written while the database was away were written once it was back.
     expect(`${gateway.output()}${worker.output()}`).toMatch(/Recording the (failure|completion) of job \d+ succeeded after \d+ attempts/);
-    for (const [name, p] of [
-      ['gateway', gateway],
-      ['worker', worker],
-    ] as const) {
-      const output = p.output();
-      expect(output, `${name}: an unhandled rejection`).not.toMatch(/unhandled|UnhandledPromiseRejection/i);
-      // No stack spam: graphile-worker's console.trace / multi-line stacks.
-      expect(output, `${name}: a stack trace`).not.toMatch(/^\s+at .+:\d+:\d+\)?$/m);
+    expectNoUnhandled('gateway', gateway.output());
+    expectNoUnhandled('worker', worker.output());
+  });
+
+  it('`npm run worker` stopped (SIGTERM) while the database is away exits cleanly; the jobs whose results it could not write run again', { timeout: 90_000 }, async () => {
+    let admin = postgres(server.url, { max: 2, onnotice: () => {} });
+    const { communityId, paths } = await failingHooks(admin, '/stopped');
+    await admin`select admin.create_event(${communityId}, 'Stopped', now() + interval '1 day')`;
+    for (const p of paths) await receiver.waitFor(p, (rs) => rs.length >= 2, { timeoutMs: 20_000 });
+    await admin.end({ timeout: 1 });
+
+    await server.stop('fast');
+    for (const p of paths) receiver.answer(p, [], { status: 200 });
+    await new Promise((r) => setTimeout(r, 1_000));
+    // Stopped before the database returns: its jobs' results cannot be written; it gives them up and exits.
+    const stopped = worker;
+    const started = Date.now();
+    await stopProcess(stopped.child, 20_000);
+    expect(stopped.child.exitCode, `the worker's exit:\n${tail(stopped.output())}`).toBe(0);
+    expect(Date.now() - started).toBeLessThan(15_000);
+    expectNoUnhandled('worker', stopped.output());
+    await server.start();
+    const upAt = Date.now();
+
+    // A worker that starts frees the jobs of workers that are gone (private.jobs_recover): the deliveries are sent.
+    worker = await startWorkerProcess({ ...workerEnv });
+    admin = postgres(server.url, { max: 2, onnotice: () => {} });
+    try {
+      for (const p of paths) {
+        await receiver.waitFor(p, (rs) => rs.some((r) => r.at >= upAt && r.payload.data.title === 'Stopped'), {
+          timeoutMs: 30_000,
+          what: `the delivery to ${p} after the return`,
+        });
+      }
+      await waitUntil(
+        async () =>
+          (await admin`select count(*)::int as n from app.webhook_deliveries d join app.webhook_endpoints e on e.id = d.endpoint_id where e.community_id = ${communityId} and d.status <> 'succeeded'`)[0]!.n === 0,
+        15_000,
+        'every delivery recorded as succeeded',
+      );
+    } finally {
+      await admin.end({ timeout: 1 });
     }
+    expect(alive(gateway), `the gateway exited:\n${gateway.output()}`).toBe(true);
+    expectNoUnhandled('gateway', gateway.output());
   });
 });
