@@ -48,6 +48,8 @@ beforeAll(async () => {
     // graphile-worker's info lines (a result recorded after retries) are logged at debug.
     LOG_LEVEL: 'debug',
     WORKER_CONCURRENCY: '4',
+    // Every endpoint of the community at once (the default share is smaller): more deliveries in flight.
+    WEBHOOK_COMMUNITY_CONCURRENCY: '8',
   };
   gateway = await startGatewayProcess({ ...workerEnv, PORT: String(freePort()) });
   worker = await startWorkerProcess(workerEnv);
@@ -70,6 +72,8 @@ async function call(method: string, urlPath: string, token?: string, body?: unkn
   return { status: res.status, body: text ? JSON.parse(text) : undefined };
 }
 
+/** Requests to the receiver still waiting for their (0.8 s late) answer. */
+const inFlight = () => receiver.received.filter((r) => r.at > Date.now() - 600).length;
 const alive = (p: GatewayProcess) => p.child.exitCode === null && p.child.signalCode === null;
 const tail = (output: string) => output.split('\n').slice(-15).join('\n');
 
@@ -106,6 +110,8 @@ describe('the database stops while jobs end', () => {
     await admin`select graphile_worker.add_job('prune_auth_failures', '{}'::json) from generate_series(1, 10)`;
     await admin.end({ timeout: 1 });
 
+    // Stopped while deliveries are in flight (asked for within the last 0.6 s; answered after 0.8 s).
+    await waitUntil(() => inFlight() >= 2, 10_000, 'deliveries in flight');
     await server.stop('fast');
     // The endpoints recover while the database is away.
     for (const p of paths) receiver.answer(p, [], { status: 200 });
@@ -167,6 +173,7 @@ describe('the database stops while jobs end', () => {
     for (const p of paths) await receiver.waitFor(p, (rs) => rs.length >= 2, { timeoutMs: 20_000 });
     await admin.end({ timeout: 1 });
 
+    await waitUntil(() => inFlight() >= 2, 10_000, 'deliveries in flight');
     await server.stop('fast');
     for (const p of paths) receiver.answer(p, [], { status: 200 });
     await new Promise((r) => setTimeout(r, 1_000));
