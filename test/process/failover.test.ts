@@ -11,6 +11,12 @@
 //     acknowledged write missing (by the titles answered 201), the realtime
 //     stream resumed from the change log with no change missed or duplicated,
 //     and jobs run on the new primary.
+//   - A planned switchover under the same load (the primary made read-only,
+//     drained, stopped, the standby promoted, the old primary its standby
+//     again: ReplicatedPair.switchover): only successes and 503 with
+//     Retry-After (a write refused by the read-only primary, SQLSTATE 25006,
+//     is one; never a 500, never a 504 outcome_unknown), nothing
+//     acknowledged lost, writes served again within 2 s of the promotion.
 // Skipped without Debian's PostgreSQL 15 (.ci/run installs it).
 import crypto from 'node:crypto';
 import path from 'node:path';
@@ -109,6 +115,34 @@ describe.skipIf(!pg15Installed)('a multi-host DATABASE_URL (PostgreSQL 15 primar
     expect(report!.streamInOrder).toBe(true);
     expect(report!.jobsAdded).toBe(20);
     expect(report!.jobsNotRun, 'jobs added before the failover and not run after it').toEqual([]);
+    expect(report!.gatewayAlive).toBe(true);
+  }, 180_000);
+
+  it('answers only 2xx or 503 with Retry-After during a planned switchover, under writes from 10 clients', async () => {
+    const { reports, errorLines } = await runOutage({
+      dir: dirFor('switchover'),
+      server: 'pg15-standby',
+      clients: 10,
+      writes: true,
+      jobs: 20,
+      faults: [{ kind: 'switchover', seconds: 0 }],
+    });
+    const [report] = reports;
+    console.log(report!.summary);
+    expect(errorLines, 'error lines the gateway logged').toEqual([]);
+    expect(report!.unanswered, 'requests that got no answer').toEqual([]);
+    const statuses = Object.keys(report!.byStatus);
+    expect(statuses.filter((s) => !/^(200|201|503 service_unavailable)$/.test(s)), 'answers other than success and 503').toEqual([]);
+    expect(report!.unexpected, 'a 503 without Retry-After').toEqual([]);
+    expect(report!.byStatus['503 service_unavailable'] ?? 0, 'writes refused while the primary was read-only').toBeGreaterThan(0);
+    expect(report!.ackedButMissing, 'writes answered 201 that are not in the database').toEqual([]);
+    expect(report!.savedButFailed, 'writes answered as failed that were saved').toEqual([]);
+    expect(report!.writesBackMs, 'a write served after the promotion').toBeGreaterThanOrEqual(0);
+    expect(report!.writesBackMs, 'writes served again after the promotion').toBeLessThan(2_000);
+    expect(report!.refusedAfter, 'requests refused once served again').toBe(0);
+    expect(report!.streamGaps, 'changes missing from the stream').toEqual([]);
+    expect(report!.streamDuplicates, 'changes the stream delivered twice').toEqual([]);
+    expect(report!.jobsNotRun, 'jobs added before the switchover and not run after it').toEqual([]);
     expect(report!.gatewayAlive).toBe(true);
   }, 180_000);
 });

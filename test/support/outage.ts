@@ -28,6 +28,10 @@
 //                           DATABASE_URL with target_session_attrs=read-write)
 //                           SIGKILL of the primary's postmaster, the standby
 //                           promoted `seconds` later; "back" is the promotion
+//        switchover         (server 'pg15-standby') a planned switchover: the
+//                           primary made read-only, drained, stopped, the standby
+//                           promoted, the old primary rejoining as its standby
+//                           (ReplicatedPair.switchover); "back" is the promotion
 //      `killWorker`: one gateway process is SIGKILLed 0.5 s into the outage
 //      (its replacement starts while the database is down: a stop lasts until
 //      the replacement has found it down, however slow the machine).
@@ -46,7 +50,7 @@ import { createLogger } from '../../gateway/core/process/log.ts';
 import { runMigrations } from '../../gateway/core/database/migrate.ts';
 import { pg15Program } from '../../gateway/tooling/pg15.ts';
 import { startPgBouncer, type RunningPgBouncer } from './pgbouncer.ts';
-import { startReplicatedPair } from './replication.ts';
+import { startReplicatedPair, type Switchover } from './replication.ts';
 import { freePort, startGatewayProcess, stopProcess, waitUntil, type GatewayProcess } from './processes.ts';
 
 /** The gateway's statement timeout during the outage runs: every answer is due within it + 2 s. */
@@ -56,7 +60,7 @@ const CLIENT_TIMEOUT_MS = 30_000;
 /** While the database is down or frozen, a request that was not already running is answered within this. */
 export const FAIL_FAST_MS = 2_000;
 
-export type FaultKind = 'stop' | 'immediate' | 'freeze' | 'pgbouncer-restart' | 'failover';
+export type FaultKind = 'stop' | 'immediate' | 'freeze' | 'pgbouncer-restart' | 'failover' | 'switchover';
 
 export interface Fault {
   kind: FaultKind;
@@ -114,6 +118,10 @@ export interface FaultReport {
   healthBackMs: number;
   servedBackMs: number;
   listenBackMs: number;
+  /** From the return to the first write answered 201 that was sent after it (-1: none). */
+  writesBackMs: number;
+  /** A switchover's steps, in ms from its start: read-only, drained, stopped, promoted, rejoined. */
+  switchover: Record<string, number> | null;
   /** Writes sent during this fault. */
   writes: number;
   /** Writes answered with a failure (not 504 outcome_unknown) that were saved all the same. */
@@ -154,6 +162,8 @@ interface Server {
   pids(): number[];
   /** Only 'pg15-standby': SIGKILL of the primary, and `seconds` later the standby promoted. */
   failover?(seconds: number): Promise<void>;
+  /** Only 'pg15-standby': a planned switchover; `onPromoted` is called as soon as the standby takes writes. */
+  switchover?(onPromoted: () => void): Promise<Switchover>;
   dispose(): Promise<void>;
 }
 
@@ -273,6 +283,7 @@ async function pg15Standby(dir: string): Promise<Server> {
       await new Promise((r) => setTimeout(r, seconds * 1000));
       await pair.promoteStandby();
     },
+    switchover: (onPromoted) => pair.switchover(onPromoted),
     dispose: () => pair.dispose(),
   };
 }
@@ -477,6 +488,7 @@ export async function runOutage(options: OutageOptions): Promise<OutageRun> {
       const downAt = Date.now();
       let killed: Promise<void> | undefined;
       let killedAt: number | null = null;
+      let switching: Promise<Switchover> | null = null;
       if (fault.killWorker) {
         killed = (async () => {
           // Early in the outage: its replacement starts while the database is still down.
@@ -490,6 +502,12 @@ export async function runOutage(options: OutageOptions): Promise<OutageRun> {
       if (fault.kind === 'pgbouncer-restart') {
         if (!bouncer) throw new Error('pgbouncer-restart needs pgbouncer: true');
         await bouncer.restart();
+      } else if (fault.kind === 'switchover') {
+        if (!server.switchover) throw new Error("switchover needs server: 'pg15-standby'");
+        let promoted: () => void = () => {};
+        const promotion = new Promise<void>((r) => (promoted = r));
+        switching = server.switchover(promoted);
+        await Promise.race([promotion, switching]);
       } else if (fault.kind === 'failover') {
         if (!server.failover) throw new Error("failover needs server: 'pg15-standby'");
         await server.failover(fault.seconds);
@@ -555,6 +573,7 @@ export async function runOutage(options: OutageOptions): Promise<OutageRun> {
       creating = false;
       await creator;
       const phaseEnd = Date.now();
+      const steps = switching ? await switching : null;
       await waitUntil(() => created.every((t) => stream!.inserts.includes(t)), 10_000, 'every change on the stream').catch(() => {});
       const inserts = stream.inserts.filter((t) => created.includes(t));
       const phase = samples.filter((s) => s.startedAt >= phaseStart && s.startedAt < phaseEnd);
@@ -562,6 +581,9 @@ export async function runOutage(options: OutageOptions): Promise<OutageRun> {
       reports.push(
         {
           ...measure({ fault, server: server.name, through: bouncer ? 'PgBouncer' : 'direct', phase, downAt, upAt, killedAt, healthBackMs, servedBackMs, listenBackMs, created, inserts, gateway }),
+          switchover: steps
+            ? { readOnly: steps.readOnlyAt - downAt, drained: steps.drainedAt - downAt, stopped: steps.stoppedAt - downAt, promoted: steps.promotedAt - downAt, rejoined: steps.rejoinedAt - downAt }
+            : null,
           jobsAdded: jobKeys.length,
           jobsNotRun,
         },
@@ -654,6 +676,11 @@ function measure(p: Phase): FaultReport {
     healthBackMs: p.healthBackMs,
     servedBackMs: p.servedBackMs,
     listenBackMs: p.listenBackMs,
+    writesBackMs: (() => {
+      const back = phase.filter((s) => s.write && s.status === 201 && s.startedAt >= upAt).map((s) => s.endedAt);
+      return back.length ? Math.min(...back) - upAt : -1;
+    })(),
+    switchover: null,
     writes: phase.filter((s) => s.write).length,
     savedButFailed: [],
     ackedButMissing: [],
@@ -697,7 +724,8 @@ function settleWrites(report: FaultReport, phase: Sample[], writes: Map<string, 
     `${report.cutByKill ? ` (and ${report.cutByKill} cut with the killed process)` : ''}, ` +
     `${report.unexpected.length} unexpected, longest answer ${seconds(report.longestMs)} s, 503 while down p50 ${report.refusedP50Ms} ms / p95 ${report.refusedP95Ms} ms, ${report.slowWhileDown.length} slower than ${seconds(FAIL_FAST_MS)} s while down; ` +
     `writes: ${report.writes}, ${report.ackedButMissing.length} acknowledged but missing, ${report.savedButFailed.length} saved though answered as failed, outcome_unknown ${report.unknownSaved} saved / ${report.unknownLost} not; ` +
-    `after the return: /health 200 in ${seconds(report.healthBackMs)} s, served in ${seconds(report.servedBackMs)} s, LISTEN in ${seconds(report.listenBackMs)} s; ` +
+    `after the return: /health 200 in ${seconds(report.healthBackMs)} s, served in ${seconds(report.servedBackMs)} s, a write in ${seconds(report.writesBackMs)} s, LISTEN in ${seconds(report.listenBackMs)} s; ` +
+    `${report.switchover ? `switchover steps (ms from its start): ${Object.entries(report.switchover).map(([k, v]) => `${k} ${v}`).join(', ')}; ` : ''}` +
     `stream: ${report.streamGaps.length} missing, ${report.streamDuplicates.length} duplicated; ` +
     `${report.jobsAdded ? `jobs: ${report.jobsAdded} added before, ${report.jobsNotRun.length} not run after; ` : ''}gateway ${report.gatewayAlive ? 'up' : 'GONE'}, ${report.processes} processes serving`;
 }

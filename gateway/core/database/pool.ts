@@ -108,6 +108,17 @@ export class DatabaseWaitError extends Error {
   readonly code = 'DATABASE_WAIT_TIMEOUT';
 }
 
+/**
+ * A read-write transaction was refused with SQLSTATE 25006
+ * (read_only_sql_transaction): the host it ran on no longer takes writes (a
+ * planned switchover turned it read-only, or it became a standby). The
+ * statement failed, so nothing of the transaction was written; the
+ * connection is dropped, so that the next one finds the primary.
+ */
+export class NotPrimaryError extends Error {
+  readonly code = 'NOT_PRIMARY';
+}
+
 /** The transaction's COMMIT was sent and no answer came back (the connection died, or the deadline passed): it may have committed. */
 export class OutcomeUnknownError extends Error {
   readonly code = 'OUTCOME_UNKNOWN';

@@ -44,11 +44,14 @@
 //     (504 outcome_unknown) when its COMMIT was sent and neither its answer
 //     nor an error of the server came back: the connection died, or the
 //     deadline passed. (Refused connections fail at once; an unreachable host
-//     after connect_timeout.)
+//     after connect_timeout.) NotPrimaryError (503 with Retry-After) when a
+//     read-write transaction is refused with SQLSTATE 25006: its host no
+//     longer takes writes (a planned switchover), nothing was written, and
+//     the connection is dropped so that the next one finds the primary.
 import postgres from 'postgres';
 import type { WatchedOperation } from './watch.ts';
 import { isRetryable } from '../web/errors.ts';
-import { DatabaseWaitError, DEADLINE_MARGIN_MS, OutcomeUnknownError, publicUrlOf, tracedApplicationName, watchOf, type Sql } from './pool.ts';
+import { DatabaseWaitError, DEADLINE_MARGIN_MS, NotPrimaryError, OutcomeUnknownError, publicUrlOf, tracedApplicationName, watchOf, type Sql } from './pool.ts';
 import { isDatabaseUnavailable, noteServed } from './unavailable-log.ts';
 import type { Context } from '@opentelemetry/api';
 import { endSqlSpan, startSqlSpan } from '../process/tracing.ts';
@@ -265,6 +268,13 @@ async function unmeasuredTransaction<T>(
     try {
       const applicationName = options.traceId ? tracedApplicationName(sql, options.traceId) : null;
       return await run(tx, claims, publicUrlOf(sql), applicationName, fn, options, timeoutMs, progress, operation);
+    } catch (err) {
+      if (!options.readOnly && isReadOnlyRefusal(err)) {
+        // This host no longer takes writes (a switchover): drop the connection, so that the next is made to the primary.
+        await dropConnection(tx);
+        throw new NotPrimaryError('the database host no longer takes writes', { cause: err });
+      }
+      throw err;
     } finally {
       if (counted) pool.used--;
       tx.release();
@@ -294,6 +304,27 @@ async function unmeasuredTransaction<T>(
     clearTimeout(timer);
     op?.done(answered);
   }
+}
+
+/**
+ * SQLSTATE 25006 (read_only_sql_transaction) answered to a read-write
+ * transaction: the host was made read-only (default_transaction_read_only,
+ * a planned switchover) or is a standby now. The statement failed, so
+ * nothing of the transaction was written.
+ */
+function isReadOnlyRefusal(err: unknown): boolean {
+  return err instanceof postgres.PostgresError && err.code === '25006';
+}
+
+/**
+ * Ends a pooled connection from the server's side (postgres.js offers no
+ * way to close one reserved connection): the pool replaces it with a new
+ * one, which target_session_attrs=read-write sends to the host that takes
+ * writes (gateway/patches: a read-only host or a standby is passed over).
+ * The transaction is over (rolled back) by then.
+ */
+async function dropConnection(tx: postgres.ReservedSql): Promise<void> {
+  await tx`select pg_terminate_backend(pg_backend_pid())`.execute().catch(() => {});
 }
 
 /** An error the server sent (a statement's error, or FATAL before it closed the connection), not a connection that failed. */
