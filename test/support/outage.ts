@@ -51,6 +51,7 @@ import { runMigrations } from '../../gateway/core/database/migrate.ts';
 import { pg15Program } from '../../gateway/tooling/pg15.ts';
 import { startPgBouncer, type RunningPgBouncer } from './pgbouncer.ts';
 import { startReplicatedPair, type Switchover } from './replication.ts';
+import { startAutoFailover } from './pg-auto-failover.ts';
 import { freePort, startGatewayProcess, stopProcess, waitUntil, type GatewayProcess } from './processes.ts';
 
 /** The gateway's statement timeout during the outage runs: every answer is due within it + 2 s. */
@@ -68,6 +69,8 @@ export interface Fault {
   seconds: number;
   /** SIGKILL one gateway process 0.5 s into the outage (with WEB_CONCURRENCY > 1). */
   killWorker?: boolean;
+  /** switchover on 'pg-auto-failover': the primary made read-only and drained first (on 'pg15-standby' it always is). */
+  drained?: boolean;
 }
 
 export interface OutageOptions {
@@ -75,8 +78,12 @@ export interface OutageOptions {
   dir: string;
   clients: number;
   faults: Fault[];
-  /** 'embedded' (Postgres 18 from npm), 'pg15' (Debian's, /usr/lib/postgresql/15), or 'pg15-standby' (a PG15 primary and its synchronous standby: test/support/replication.ts). */
-  server?: 'embedded' | 'pg15' | 'pg15-standby';
+  /**
+   * 'embedded' (Postgres 18 from npm), 'pg15' (Debian's, /usr/lib/postgresql/15),
+   * 'pg15-standby' (a PG15 primary and its synchronous standby: test/support/replication.ts),
+   * or 'pg-auto-failover' (a monitor and two nodes: test/support/pg-auto-failover.ts).
+   */
+  server?: 'embedded' | 'pg15' | 'pg15-standby' | 'pg-auto-failover';
   /** The gateway's pool through PgBouncer in transaction mode. */
   pgbouncer?: boolean;
   /** Clients alternate reads and task creations (saved writes are checked against their answers). */
@@ -120,8 +127,8 @@ export interface FaultReport {
   listenBackMs: number;
   /** From the return to the first write answered 201 that was sent after it (-1: none). */
   writesBackMs: number;
-  /** A switchover's steps, in ms from its start: read-only, drained, stopped, promoted, rejoined. */
-  switchover: Record<string, number> | null;
+  /** A failover's or switchover's steps, in ms from its start (a switchover's: readOnly, drained, stopped, promoted, rejoined). */
+  steps: Record<string, number> | null;
   /** Writes sent during this fault. */
   writes: number;
   /** Writes answered with a failure (not 504 outcome_unknown) that were saved all the same. */
@@ -160,10 +167,16 @@ interface Server {
   start(): Promise<void>;
   /** The postmaster and its children (SIGSTOP/SIGCONT). */
   pids(): number[];
-  /** Only 'pg15-standby': SIGKILL of the primary, and `seconds` later the standby promoted. */
-  failover?(seconds: number): Promise<void>;
-  /** Only 'pg15-standby': a planned switchover; `onPromoted` is called as soon as the standby takes writes. */
-  switchover?(onPromoted: () => void): Promise<Switchover>;
+  /**
+   * 'pg15-standby': SIGKILL of the primary, and `seconds` later the standby
+   * promoted; 'pg-auto-failover': the primary's machine killed, the monitor
+   * failing over by itself. `onBack` is called as soon as a node takes
+   * writes; the promise resolves with the moments of its steps (Date.now())
+   * once the pair is whole again.
+   */
+  failover?(seconds: number, onBack: () => void): Promise<Record<string, number>>;
+  /** A planned switchover ('pg15-standby': ReplicatedPair.switchover; 'pg-auto-failover': `pg_autoctl perform switchover`), as failover. */
+  switchover?(seconds: number, onBack: () => void, drained: boolean): Promise<Record<string, number>>;
   dispose(): Promise<void>;
 }
 
@@ -278,13 +291,36 @@ async function pg15Standby(dir: string): Promise<Server> {
     stop: unsupported,
     start: unsupported,
     pids: () => clusterPids(pair.primary.data),
-    async failover(seconds) {
+    async failover(seconds, onBack) {
+      const killed = Date.now();
       pair.killPrimary();
       await new Promise((r) => setTimeout(r, seconds * 1000));
       await pair.promoteStandby();
+      onBack();
+      return { killed, promoted: Date.now() };
     },
-    switchover: (onPromoted) => pair.switchover(onPromoted),
+    async switchover(_seconds, onBack) {
+      const steps: Switchover = await pair.switchover(onBack);
+      return { ...steps };
+    },
     dispose: () => pair.dispose(),
+  };
+}
+
+async function autoFailover(dir: string): Promise<Server> {
+  const cluster = await startAutoFailover(dir);
+  const unsupported = async () => {
+    throw new Error('pg-auto-failover: only the failover and switchover faults');
+  };
+  return {
+    url: cluster.url,
+    name: 'pg_auto_failover, 2 PostgreSQL 15 nodes',
+    stop: unsupported,
+    start: unsupported,
+    pids: () => [],
+    failover: (_seconds, onBack) => cluster.failover(onBack),
+    switchover: (_seconds, onBack, drained) => cluster.switchover(onBack, drained),
+    dispose: () => cluster.dispose(),
   };
 }
 
@@ -402,7 +438,13 @@ function signalAll(pids: number[], signal: NodeJS.Signals): void {
 
 export async function runOutage(options: OutageOptions): Promise<OutageRun> {
   const server =
-    options.server === 'pg15-standby' ? await pg15Standby(options.dir) : options.server === 'pg15' ? await pg15(options.dir) : await embedded(options.dir);
+    options.server === 'pg-auto-failover'
+      ? await autoFailover(options.dir)
+      : options.server === 'pg15-standby'
+        ? await pg15Standby(options.dir)
+        : options.server === 'pg15'
+          ? await pg15(options.dir)
+          : await embedded(options.dir);
   const quiet = createLogger('silent');
   // With DATABASE_URL the gateway applies committed migrations only: current/ too, first.
   await runMigrations(server.url, quiet, { includeCurrent: true }).catch(async (err: unknown) => {
@@ -488,7 +530,7 @@ export async function runOutage(options: OutageOptions): Promise<OutageRun> {
       const downAt = Date.now();
       let killed: Promise<void> | undefined;
       let killedAt: number | null = null;
-      let switching: Promise<Switchover> | null = null;
+      let switching: Promise<Record<string, number>> | null = null;
       if (fault.killWorker) {
         killed = (async () => {
           // Early in the outage: its replacement starts while the database is still down.
@@ -502,15 +544,13 @@ export async function runOutage(options: OutageOptions): Promise<OutageRun> {
       if (fault.kind === 'pgbouncer-restart') {
         if (!bouncer) throw new Error('pgbouncer-restart needs pgbouncer: true');
         await bouncer.restart();
-      } else if (fault.kind === 'switchover') {
-        if (!server.switchover) throw new Error("switchover needs server: 'pg15-standby'");
-        let promoted: () => void = () => {};
-        const promotion = new Promise<void>((r) => (promoted = r));
-        switching = server.switchover(promoted);
-        await Promise.race([promotion, switching]);
-      } else if (fault.kind === 'failover') {
-        if (!server.failover) throw new Error("failover needs server: 'pg15-standby'");
-        await server.failover(fault.seconds);
+      } else if (fault.kind === 'switchover' || fault.kind === 'failover') {
+        const act = fault.kind === 'switchover' ? server.switchover : server.failover;
+        if (!act) throw new Error(`${fault.kind} needs server: 'pg15-standby' or 'pg-auto-failover'`);
+        let back: () => void = () => {};
+        const isBack = new Promise<void>((r) => (back = r));
+        switching = act.call(server, fault.seconds, back, fault.drained ?? false);
+        await Promise.race([isBack, switching]);
       } else if (fault.kind === 'freeze') {
         const pids = server.pids();
         signalAll(pids, 'SIGSTOP');
@@ -581,9 +621,7 @@ export async function runOutage(options: OutageOptions): Promise<OutageRun> {
       reports.push(
         {
           ...measure({ fault, server: server.name, through: bouncer ? 'PgBouncer' : 'direct', phase, downAt, upAt, killedAt, healthBackMs, servedBackMs, listenBackMs, created, inserts, gateway }),
-          switchover: steps
-            ? { readOnly: steps.readOnlyAt - downAt, drained: steps.drainedAt - downAt, stopped: steps.stoppedAt - downAt, promoted: steps.promotedAt - downAt, rejoined: steps.rejoinedAt - downAt }
-            : null,
+          steps: steps ? Object.fromEntries(Object.entries(steps).map(([k, at]) => [k.replace(/At$/, ''), at - downAt])) : null,
           jobsAdded: jobKeys.length,
           jobsNotRun,
         },
@@ -654,7 +692,7 @@ function measure(p: Phase): FaultReport {
     .filter((s) => s.status === 503 && s.startedAt >= downAt && s.startedAt < upAt)
     .map((s) => s.endedAt - s.startedAt)
     .sort((a, b) => a - b);
-  const fault = `${p.fault.kind}${p.fault.seconds ? ` ${p.fault.seconds} s` : ''}${p.fault.killWorker ? ', a gateway process killed meanwhile' : ''} (${p.through})`;
+  const fault = `${p.fault.kind}${p.fault.seconds ? ` ${p.fault.seconds} s` : ''}${p.fault.killWorker ? ', a gateway process killed meanwhile' : ''}${p.fault.drained ? ', drained first' : ''} (${p.through})`;
   const streamDuplicates = p.inserts.filter((t, i) => p.inserts.indexOf(t) !== i);
   const report: FaultReport = {
     fault,
@@ -680,7 +718,7 @@ function measure(p: Phase): FaultReport {
       const back = phase.filter((s) => s.write && s.status === 201 && s.startedAt >= upAt).map((s) => s.endedAt);
       return back.length ? Math.min(...back) - upAt : -1;
     })(),
-    switchover: null,
+    steps: null,
     writes: phase.filter((s) => s.write).length,
     savedButFailed: [],
     ackedButMissing: [],
@@ -725,7 +763,7 @@ function settleWrites(report: FaultReport, phase: Sample[], writes: Map<string, 
     `${report.unexpected.length} unexpected, longest answer ${seconds(report.longestMs)} s, 503 while down p50 ${report.refusedP50Ms} ms / p95 ${report.refusedP95Ms} ms, ${report.slowWhileDown.length} slower than ${seconds(FAIL_FAST_MS)} s while down; ` +
     `writes: ${report.writes}, ${report.ackedButMissing.length} acknowledged but missing, ${report.savedButFailed.length} saved though answered as failed, outcome_unknown ${report.unknownSaved} saved / ${report.unknownLost} not; ` +
     `after the return: /health 200 in ${seconds(report.healthBackMs)} s, served in ${seconds(report.servedBackMs)} s, a write in ${seconds(report.writesBackMs)} s, LISTEN in ${seconds(report.listenBackMs)} s; ` +
-    `${report.switchover ? `switchover steps (ms from its start): ${Object.entries(report.switchover).map(([k, v]) => `${k} ${v}`).join(', ')}; ` : ''}` +
+    `${report.steps ? `steps (ms from the start): ${Object.entries(report.steps).map(([k, v]) => `${k} ${v}`).join(', ')}; ` : ''}` +
     `stream: ${report.streamGaps.length} missing, ${report.streamDuplicates.length} duplicated; ` +
     `${report.jobsAdded ? `jobs: ${report.jobsAdded} added before, ${report.jobsNotRun.length} not run after; ` : ''}gateway ${report.gatewayAlive ? 'up' : 'GONE'}, ${report.processes} processes serving`;
 }

@@ -109,6 +109,48 @@ function childrenOf(pid: number): number[] {
   return children;
 }
 
+/**
+ * The first steps of a planned switchover (docs/operations.md#planned-switchover)
+ * on the primary at `url` (a superuser's): it refuses new writes
+ * (ALTER SYSTEM SET default_transaction_read_only = on, reloaded; a write
+ * then fails with SQLSTATE 25006, nothing written, which the gateway answers
+ * 503), and every transaction begun before that, which may still write and
+ * COMMIT, has ended. After this, stopping it cuts no COMMIT of a write.
+ */
+export async function drainWrites(url: string): Promise<{ readOnlyAt: number; drainedAt: number }> {
+  const sql = postgres(url, { max: 1, onnotice: () => {} });
+  try {
+    await sql`alter system set default_transaction_read_only = on`;
+    await sql`select pg_reload_conf()`;
+    // The postmaster reloads, then signals its backends: once a new backend (forked after the reload) sees the setting, every backend has been signalled, and applies it before its next statement.
+    await waitUntil(
+      async () => {
+        const fresh = postgres(url, { max: 1, onnotice: () => {} });
+        try {
+          return (await fresh<{ on: string }[]>`select current_setting('default_transaction_read_only') as on`)[0]!.on === 'on';
+        } finally {
+          await fresh.end();
+        }
+      },
+      10_000,
+      'the primary read-only',
+    );
+    const readOnlyAt = Date.now();
+    // One that has not written yet has no backend_xid: its start time says it began before.
+    const since = (await sql<{ since: Date }[]>`select clock_timestamp() as since`)[0]!.since;
+    for (;;) {
+      const [open] = await sql<{ n: number }[]>`
+        select count(*)::int as n from pg_stat_activity
+         where backend_type = 'client backend' and pid <> pg_backend_pid() and xact_start < ${since}`;
+      if (open!.n === 0) break;
+      await new Promise((r) => setTimeout(r, 10));
+    }
+    return { readOnlyAt, drainedAt: Date.now() };
+  } finally {
+    await sql.end();
+  }
+}
+
 export async function startReplicatedPair(dir: string, { synchronous = true, applyDelayMs = 0 }: ReplicationOptions = {}): Promise<ReplicatedPair> {
   fs.mkdirSync(dir, { recursive: true, mode: 0o755 });
   if (asRoot) spawnSync('chown', ['postgres:', dir]);
@@ -153,29 +195,8 @@ export async function startReplicatedPair(dir: string, { synchronous = true, app
     let readOnlyAt = 0;
     let drainedAt = 0;
     try {
-      // 1. No new write: every transaction that begins from now on is read-only (a write in it fails with 25006, nothing written).
-      await sql`alter system set default_transaction_read_only = on`;
-      await sql`select pg_reload_conf()`;
-      // The postmaster reloads, then signals its backends: once a new backend (forked after the reload) sees the setting, every backend has been signalled, and applies it before its next statement.
-      await waitUntil(async () => {
-        const fresh = postgres(adminUrl(old), { max: 1, onnotice: () => {} });
-        try {
-          return (await fresh<{ on: string }[]>`select current_setting('default_transaction_read_only') as on`)[0]!.on === 'on';
-        } finally {
-          await fresh.end();
-        }
-      }, 10_000, 'the old primary read-only');
-      readOnlyAt = Date.now();
-      // 2. Every transaction begun before that (it may still write, and COMMIT) has ended. One that has not written yet has no backend_xid: the start time says it.
-      const since = (await sql<{ since: Date }[]>`select clock_timestamp() as since`)[0]!.since;
-      for (;;) {
-        const [open] = await sql<{ n: number }[]>`
-          select count(*)::int as n from pg_stat_activity
-           where backend_type = 'client backend' and pid <> pg_backend_pid() and xact_start < ${since}`;
-        if (open!.n === 0) break;
-        await sleep(10);
-      }
-      drainedAt = Date.now();
+      // 1-2. No new write, and every transaction that could still write ended.
+      ({ readOnlyAt, drainedAt } = await drainWrites(adminUrl(old)));
       // 3. The standby has everything (synchronous replication says so already; checked all the same).
       const lsn = (await sql<{ lsn: string }[]>`select pg_current_wal_lsn()::text as lsn`)[0]!.lsn;
       await waitUntil(
