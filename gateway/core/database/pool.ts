@@ -18,6 +18,7 @@
 // (core/database/hosts.ts; test/process/failover.test.ts fails without it).
 import postgres from 'postgres';
 import { DatabaseWatch } from './watch.ts';
+import { queryParam } from '../process/database-url.ts';
 import type { Logger } from '../process/log.ts';
 
 export type Sql = postgres.Sql;
@@ -46,6 +47,8 @@ const watches = new WeakMap<Sql, DatabaseWatch>();
 const publicUrls = new WeakMap<Sql, string>();
 /** The application_name of a pool's connections (a transaction with a trace id shows it after it). */
 const applicationNames = new WeakMap<Sql, string>();
+/** Pools whose URL asks for a host that takes writes (target_session_attrs read-write or primary). */
+const writablePools = new WeakSet<Sql>();
 
 export function createPool(url: string, options: PoolOptions): Sql {
   const sql = postgres(url, {
@@ -61,7 +64,19 @@ export function createPool(url: string, options: PoolOptions): Sql {
   watches.set(sql, new DatabaseWatch(url, { transactionPooler: options.mode === 'transaction', log: options.log }));
   if (options.publicUrl !== undefined) publicUrls.set(sql, options.publicUrl);
   applicationNames.set(sql, options.applicationName);
+  const attrs = queryParam(url, 'target_session_attrs');
+  if (attrs === 'read-write' || attrs === 'primary') writablePools.add(sql);
   return sql;
+}
+
+/**
+ * Whether the pool's URL asks for the host that takes writes
+ * (target_session_attrs=read-write or primary): a connection on a host that
+ * stopped taking writes (a switchover) is then dropped, and the next one is
+ * made to the host that takes them (core/database/transaction.ts).
+ */
+export function followsWritable(sql: Sql): boolean {
+  return writablePools.has(sql);
 }
 
 /** The PUBLIC_URL a pool's transactions set as request.public_url ('' when none was given: SQL then uses the recorded one). */

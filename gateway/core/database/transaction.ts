@@ -51,7 +51,7 @@
 import postgres from 'postgres';
 import type { WatchedOperation } from './watch.ts';
 import { isRetryable } from '../web/errors.ts';
-import { DatabaseWaitError, DEADLINE_MARGIN_MS, NotPrimaryError, OutcomeUnknownError, publicUrlOf, tracedApplicationName, watchOf, type Sql } from './pool.ts';
+import { DatabaseWaitError, DEADLINE_MARGIN_MS, followsWritable, NotPrimaryError, OutcomeUnknownError, publicUrlOf, tracedApplicationName, watchOf, type Sql } from './pool.ts';
 import { isDatabaseUnavailable, noteServed } from './unavailable-log.ts';
 import type { Context } from '@opentelemetry/api';
 import { endSqlSpan, startSqlSpan } from '../process/tracing.ts';
@@ -190,6 +190,8 @@ interface Progress {
   settled: boolean;
   /** The request gave up on it (deadline): whatever comes later must not commit. */
   abandoned: boolean;
+  /** The host said it takes no new writes (default_transaction_read_only = on, the first step of a switchover). */
+  hostReadOnly: boolean;
 }
 
 /**
@@ -252,7 +254,7 @@ async function unmeasuredTransaction<T>(
   const timeoutMs = options.statementTimeoutMs ?? 15_000;
   const watch = watchOf(sql);
   if (watch && !watch.responsive) throw new DatabaseWaitError('the database does not answer');
-  const progress: Progress = { commitSent: false, settled: false, abandoned: false };
+  const progress: Progress = { commitSent: false, settled: false, abandoned: false, hostReadOnly: false };
   let cut: (err: Error) => void = () => {};
   const cutOff = new Promise<never>((_, reject) => (cut = reject));
   const op: WatchedOperation | undefined = watch?.enter(() => cut(new DatabaseWaitError('the database does not answer')));
@@ -276,6 +278,9 @@ async function unmeasuredTransaction<T>(
       }
       throw err;
     } finally {
+      // A read served by a host that takes no new writes: its connection leaves it too (a pool on the primary only),
+      // so that no connection is left there when it stops (a write sent as it stops could not be told apart from a lost COMMIT).
+      if (progress.hostReadOnly && followsWritable(sql)) await dropConnection(tx);
       if (counted) pool.used--;
       tx.release();
     }
@@ -383,11 +388,20 @@ async function run<T>(
            set_config('request.public_url', ${publicUrl}, true),
            case when ${applicationName}::text is not null then set_config('application_name', ${applicationName}::text, true) end,
            case when ${traceparent}::text is not null then set_config('request.traceparent', ${traceparent}::text, true) end,
-           private.check_session(${sessionOf(claims)}::uuid)`
+           private.check_session(${sessionOf(claims)}::uuid),
+           current_setting('default_transaction_read_only') = 'on' as host_read_only`
       : tx`select set_config('statement_timeout', ${String(timeoutMs)}, true), set_config('request.public_url', ${publicUrl}, true),
                   case when ${applicationName}::text is not null then set_config('application_name', ${applicationName}::text, true) end,
-                  case when ${traceparent}::text is not null then set_config('request.traceparent', ${traceparent}::text, true) end`
+                  case when ${traceparent}::text is not null then set_config('request.traceparent', ${traceparent}::text, true) end,
+                  current_setting('default_transaction_read_only') = 'on' as host_read_only`
   ).execute();
+  // The host's default_transaction_read_only, as of this transaction: on, it takes no new writes (a switchover's first step).
+  settings.then(
+    (rows) => {
+      if ((rows as unknown as { host_read_only?: boolean }[])[0]?.host_read_only) progress.hostReadOnly = true;
+    },
+    () => {},
+  );
   if (operation) (tx as unknown as Named)[OPERATION] = operation;
   let body: Promise<T>;
   try {
