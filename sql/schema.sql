@@ -3554,7 +3554,7 @@ begin
   if not pg_try_advisory_xact_lock(hashtextextended(
            'idempotency ' || me::text || ' ' || encode(caller_credential, 'hex') || ' ' || encode(key_digest, 'hex'), 0)) then
     raise exception 'a request with this Idempotency-Key is still being processed'
-      using errcode = 'PT409', hint = 'idempotency_key_in_progress';
+      using errcode = 'PT409', hint = 'idempotency_key_in_progress', detail = '{"retry_after": 1}';
   end if;
   -- A new statement, a new snapshot: whoever held the lock before has committed or rolled back.
   -- The credential's own record, or one made before credentials were recorded (empty).
@@ -11276,7 +11276,7 @@ begin
     returning s.* into w;
   if w.window_uploads > per_minute then
     raise exception 'Too many uploads: at most % a minute', per_minute using errcode = 'PT429', hint = 'too_many_uploads',
-      detail = 'retry_after=' || greatest(1, ceil(extract(epoch from w.window_start + interval '1 minute' - now())))::integer;
+      detail = json_build_object('retry_after', greatest(1, ceil(extract(epoch from w.window_start + interval '1 minute' - now())))::integer)::text;
   end if;
   insert into app.storage_uploads as u (bucket_id, name, owner_id, upsert, kind, storage_key, declared_size, expires_at)
     values (b.id, storage_upload_start.name, storage_upload_start.owner_id, storage_upload_start.upsert, storage_upload_start.kind,

@@ -524,8 +524,6 @@ function httpErrorOf(def: RouteRules, err: unknown): HttpError {
   // A GET changes nothing the client asked for (at most bookkeeping, such as
   // a stream's registration): trying again is always safe, so say so.
   if (httpError.code === 'outcome_unknown' && def.method === 'get') httpError = unavailable('the database is not answering');
-  // The key's first request is still running: try again in a second (Retry-After, details.retry_after).
-  if (httpError.code === 'idempotency_key_in_progress') return new HttpError(409, httpError.code, httpError.message, { retry_after: 1 });
   const override = isIdempotencyRefusal(httpError.code) ? undefined : def.statusOverrides?.[httpError.status];
   return override === undefined ? httpError : new HttpError(override, httpError.code, httpError.message, httpError.details);
 }

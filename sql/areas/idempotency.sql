@@ -61,7 +61,7 @@ begin
   if not pg_try_advisory_xact_lock(hashtextextended(
            'idempotency ' || me::text || ' ' || encode(caller_credential, 'hex') || ' ' || encode(key_digest, 'hex'), 0)) then
     raise exception 'a request with this Idempotency-Key is still being processed'
-      using errcode = 'PT409', hint = 'idempotency_key_in_progress';
+      using errcode = 'PT409', hint = 'idempotency_key_in_progress', detail = '{"retry_after": 1}';
   end if;
   -- A new statement, a new snapshot: whoever held the lock before has committed or rolled back.
   -- The credential's own record, or one made before credentials were recorded (empty).

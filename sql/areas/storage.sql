@@ -851,7 +851,7 @@ begin
     returning s.* into w;
   if w.window_uploads > per_minute then
     raise exception 'Too many uploads: at most % a minute', per_minute using errcode = 'PT429', hint = 'too_many_uploads',
-      detail = 'retry_after=' || greatest(1, ceil(extract(epoch from w.window_start + interval '1 minute' - now())))::integer;
+      detail = json_build_object('retry_after', greatest(1, ceil(extract(epoch from w.window_start + interval '1 minute' - now())))::integer)::text;
   end if;
   insert into app.storage_uploads as u (bucket_id, name, owner_id, upsert, kind, storage_key, declared_size, expires_at)
     values (b.id, storage_upload_start.name, storage_upload_start.owner_id, storage_upload_start.upsert, storage_upload_start.kind,

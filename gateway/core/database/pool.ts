@@ -41,14 +41,18 @@ export interface PoolOptions {
   publicUrl?: string;
 }
 
-/** The watch of each pool made by createPool (core/database/watch.ts). */
-const watches = new WeakMap<Sql, DatabaseWatch>();
-/** The PUBLIC_URL a pool's transactions set (PoolOptions.publicUrl). */
-const publicUrls = new WeakMap<Sql, string>();
-/** The application_name of a pool's connections (a transaction with a trace id shows it after it). */
-const applicationNames = new WeakMap<Sql, string>();
-/** Pools whose URL asks for a host that takes writes (target_session_attrs read-write or primary). */
-const writablePools = new WeakSet<Sql>();
+/** What createPool knows of each pool it made. */
+interface PoolFacts {
+  /** Notices the database not answering (core/database/watch.ts). */
+  watch: DatabaseWatch;
+  /** The PUBLIC_URL its transactions set (PoolOptions.publicUrl); '' when none was given. */
+  publicUrl: string;
+  /** The application_name of its connections (a transaction with a trace id shows it after it). */
+  applicationName: string;
+  /** Its URL asks for the host that takes writes (target_session_attrs read-write or primary). */
+  followsWritable: boolean;
+}
+const pools = new WeakMap<Sql, PoolFacts>();
 
 export function createPool(url: string, options: PoolOptions): Sql {
   const sql = postgres(url, {
@@ -61,11 +65,12 @@ export function createPool(url: string, options: PoolOptions): Sql {
     onnotice: () => {},
     connection: { application_name: options.applicationName },
   });
-  watches.set(sql, new DatabaseWatch(url, { transactionPooler: options.mode === 'transaction', log: options.log }));
-  if (options.publicUrl !== undefined) publicUrls.set(sql, options.publicUrl);
-  applicationNames.set(sql, options.applicationName);
-  const attrs = queryParam(url, 'target_session_attrs');
-  if (attrs === 'read-write' || attrs === 'primary') writablePools.add(sql);
+  pools.set(sql, {
+    watch: new DatabaseWatch(url, { transactionPooler: options.mode === 'transaction', log: options.log }),
+    publicUrl: options.publicUrl ?? '',
+    applicationName: options.applicationName,
+    followsWritable: ['read-write', 'primary'].includes(queryParam(url, 'target_session_attrs') ?? ''),
+  });
   return sql;
 }
 
@@ -76,12 +81,12 @@ export function createPool(url: string, options: PoolOptions): Sql {
  * made to the host that takes them (core/database/transaction.ts).
  */
 export function followsWritable(sql: Sql): boolean {
-  return writablePools.has(sql);
+  return pools.get(sql)?.followsWritable ?? false;
 }
 
 /** The PUBLIC_URL a pool's transactions set as request.public_url ('' when none was given: SQL then uses the recorded one). */
 export function publicUrlOf(sql: Sql): string {
-  return publicUrls.get(sql) ?? '';
+  return pools.get(sql)?.publicUrl ?? '';
 }
 
 /**
@@ -91,17 +96,17 @@ export function publicUrlOf(sql: Sql): string {
  * (log_line_prefix %a) show which trace a running statement belongs to.
  */
 export function tracedApplicationName(sql: Sql, traceId: string): string {
-  return `${applicationNames.get(sql) ?? 'gateway'} trace:${traceId}`.slice(-63);
+  return `${pools.get(sql)?.applicationName ?? 'gateway'} trace:${traceId}`.slice(-63);
 }
 
 /** The watch of a pool made by createPool; none for other pools. */
 export function watchOf(sql: Sql): DatabaseWatch | undefined {
-  return watches.get(sql);
+  return pools.get(sql)?.watch;
 }
 
 /** False while the pool's database does not answer (core/database/watch.ts); true for pools without a watch. */
 export function databaseAnswers(sql: Sql): boolean {
-  return watches.get(sql)?.responsive ?? true;
+  return pools.get(sql)?.watch.responsive ?? true;
 }
 
 /**

@@ -122,9 +122,6 @@ export function sqlRefusal(sqlstate: string, hint: string | null | undefined, me
   const status = Number(custom[1]);
   // A registered code (test/unit/error-codes.test.ts checks every hint of the migrations).
   const code = hint && /^[a-z][a-z0-9_]*$/.test(hint) ? (hint as ErrorCode) : defaultCode(status);
-  // A limit counted in SQL says when to try again in its DETAIL: `retry_after=<seconds>`.
-  const retryAfter = status === 429 ? /^retry_after=(\d+)$/.exec(detail ?? '')?.[1] : undefined;
-  if (retryAfter) return new HttpError(status, code, message, { retry_after: Number(retryAfter) });
   return new HttpError(status, code, message, detailsOf(detail));
 }
 

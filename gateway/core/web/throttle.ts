@@ -24,9 +24,13 @@ export function tooManyRequests(retryAfterSeconds: number, message = 'too many a
   return new HttpError(429, 'rate_limited', message, { retry_after: seconds });
 }
 
-/** The Retry-After value for an error, if it has one (429 and 503 answers, and 409 idempotency_key_in_progress). */
+/**
+ * The Retry-After value for an error: its details' retry_after (a limit, or
+ * SQL's JSON DETAIL such as 409 idempotency_key_in_progress's), else 1 s on
+ * any 429 or 503.
+ */
 export function retryAfterOf(err: HttpError): string | undefined {
   const seconds = err.details?.retry_after;
-  if (err.status !== 429 && err.status !== 503 && err.code !== 'idempotency_key_in_progress') return undefined;
-  return typeof seconds === 'number' ? String(Math.max(1, Math.ceil(seconds))) : '1';
+  if (typeof seconds === 'number' && Number.isFinite(seconds)) return String(Math.max(1, Math.ceil(seconds)));
+  return err.status === 429 || err.status === 503 ? '1' : undefined;
 }

@@ -1,0 +1,1 @@
+../../sql/migrations/committed/000056-sql-refusals-retry-after-as-json.sql
