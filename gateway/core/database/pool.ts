@@ -133,7 +133,8 @@ export class DatabaseWaitError extends Error {
  * (read_only_sql_transaction): the host it ran on no longer takes writes (a
  * planned switchover turned it read-only, or it became a standby). The
  * statement failed, so nothing of the transaction was written; the
- * connection is dropped, so that the next one finds the primary.
+ * connection is dropped (followsWritable), so that the next one finds the
+ * primary.
  */
 export class NotPrimaryError extends Error {
   readonly code = 'NOT_PRIMARY';

@@ -47,7 +47,8 @@
 //     after connect_timeout.) NotPrimaryError (503 with Retry-After) when a
 //     read-write transaction is refused with SQLSTATE 25006: its host no
 //     longer takes writes (a planned switchover), nothing was written, and
-//     the connection is dropped so that the next one finds the primary.
+//     (target_session_attrs=read-write) the connection is dropped so that
+//     the next one finds the primary.
 import postgres from 'postgres';
 import type { WatchedOperation } from './watch.ts';
 import { isRetryable } from '../web/errors.ts';
@@ -272,14 +273,16 @@ async function unmeasuredTransaction<T>(
       return await run(tx, claims, publicUrlOf(sql), applicationName, fn, options, timeoutMs, progress, operation);
     } catch (err) {
       if (!options.readOnly && isReadOnlyRefusal(err)) {
-        // This host no longer takes writes (a switchover): drop the connection, so that the next is made to the primary.
-        await dropConnection(tx);
+        // This host no longer takes writes (a switchover): nothing was written, and the connection is dropped below.
+        progress.hostReadOnly = true;
         throw new NotPrimaryError('the database host no longer takes writes', { cause: err });
       }
       throw err;
     } finally {
-      // A read served by a host that takes no new writes: its connection leaves it too (a pool on the primary only),
-      // so that no connection is left there when it stops (a write sent as it stops could not be told apart from a lost COMMIT).
+      // A connection on a host that takes no new writes (a write refused there, or any transaction there: the settings
+      // statement says so) leaves it, when the pool follows the host that takes writes (target_session_attrs; a single
+      // host, or a pooler's address, would only be connected to again): the next one finds the primary, and none is left
+      // there to be cut when it stops (a write sent as it stops could not be told apart from a lost COMMIT).
       if (progress.hostReadOnly && followsWritable(sql)) await dropConnection(tx);
       if (counted) pool.used--;
       tx.release();
