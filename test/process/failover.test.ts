@@ -11,6 +11,17 @@
 //     acknowledged write missing (by the titles answered 201), the realtime
 //     stream resumed from the change log with no change missed or duplicated,
 //     and jobs run on the new primary.
+//   - A planned switchover under the same load (the primary made read-only,
+//     drained, stopped, the standby promoted, the old primary its standby
+//     again: ReplicatedPair.switchover): only successes and 503 with
+//     Retry-After (a write refused by the read-only primary, SQLSTATE 25006,
+//     is one; never a 500, never a 504 outcome_unknown), nothing
+//     acknowledged lost, writes served again within 2 s of the promotion.
+//   - A primary made read-only and left running: writes are 503 with
+//     Retry-After (25006, was a 500), and the pool's connections leave it
+//     (each is dropped at its first refused write; a new one passes over a
+//     read-only host), so that they would find the new primary; writable
+//     again, it is used again.
 // Skipped without Debian's PostgreSQL 15 (.ci/run installs it).
 import crypto from 'node:crypto';
 import path from 'node:path';
@@ -20,7 +31,7 @@ import { createLogger } from '../../gateway/core/process/log.ts';
 import { runMigrations } from '../../gateway/core/database/migrate.ts';
 import { runOutage, OUTAGE_STATEMENT_TIMEOUT_MS } from '../support/outage.ts';
 import { freePort, startGatewayProcess, stopProcess, waitUntil } from '../support/processes.ts';
-import { pg15Installed, startReplicatedPair } from '../support/replication.ts';
+import { drainWrites, pg15Installed, startReplicatedPair } from '../support/replication.ts';
 
 const dirFor = (name: string) => path.join(inject('testDir'), `${name}-${crypto.randomBytes(3).toString('hex')}`);
 
@@ -83,6 +94,57 @@ describe.skipIf(!pg15Installed)('a multi-host DATABASE_URL (PostgreSQL 15 primar
     }
   }, 120_000);
 
+  it('answers writes 503 with Retry-After when the primary turns read-only, and its pool leaves that host', async () => {
+    const pair = await startReplicatedPair(dirFor('read-only'));
+    const url = pair.multiHostUrl();
+    const superuser = `postgres://postgres@127.0.0.1:${pair.primary.port}/postgres`;
+    const primary = postgres(pair.primary.url, { max: 1, onnotice: () => {} });
+    let gateway: Awaited<ReturnType<typeof startGatewayProcess>> | undefined;
+    try {
+      await runMigrations(url, createLogger('silent'), { includeCurrent: true });
+      gateway = await startGatewayProcess({ DATABASE_URL: url, PORT: String(freePort()), DATA_DIR: dirFor('read-only-gw'), REALTIME_POLL_SECONDS: '600', FAIR_SHARE_PER_CLIENT: '10' });
+      const base = gateway.url;
+      const json = { 'content-type': 'application/json' };
+      const email = `ro-${crypto.randomBytes(5).toString('hex')}@example.com`;
+      expect((await fetch(`${base}/api/auth/register`, { method: 'POST', headers: json, body: JSON.stringify({ email, password: 'password123' }) })).status).toBe(201);
+      const login = await fetch(`${base}/api/auth/login`, { method: 'POST', headers: json, body: JSON.stringify({ email, password: 'password123' }) });
+      const token = ((await login.json()) as { access_token: string }).access_token;
+      const write = async (title: string) => {
+        const res = await fetch(`${base}/api/mobile/tasks`, { method: 'POST', headers: { ...json, authorization: `Bearer ${token}` }, body: JSON.stringify({ title }) });
+        const body = (await res.json()) as { error?: string };
+        return { status: res.status, error: body.error ?? null, retryAfter: res.headers.get('retry-after') };
+      };
+      /** The gateway pool's connections on the primary (not its LISTEN connection). */
+      const poolConnections = async () =>
+        (await primary<{ n: number }[]>`
+          select count(*)::int as n from pg_stat_activity
+           where application_name like 'gateway iss:%' and query not ilike 'listen%'`)[0]!.n;
+      // Every connection of the pool opened, on the primary.
+      const before = await Promise.all(Array.from({ length: 20 }, (_, i) => write(`before ${i}`)));
+      expect(before.map((r) => r.status)).toEqual(Array(20).fill(201));
+      expect(await poolConnections()).toBeGreaterThan(1);
+
+      await drainWrites(superuser);
+      const refused: Awaited<ReturnType<typeof write>>[] = [];
+      for (let round = 0; round < 20 && (await poolConnections()) > 0; round++) {
+        refused.push(...(await Promise.all(Array.from({ length: 10 }, (_, i) => write(`during ${round}-${i}`)))));
+      }
+      expect(refused.length).toBeGreaterThan(0);
+      expect(refused.filter((r) => !(r.status === 503 && r.error === 'service_unavailable' && r.retryAfter !== null)), 'writes answered other than 503 with Retry-After').toEqual([]);
+      expect(await poolConnections(), 'pool connections left on the read-only host').toBe(0);
+      expect((await primary`select count(*)::int as n from app.tasks where meta->>'title' like 'during %'`)[0]!.n).toBe(0);
+
+      // Writable again: the pool connects to it again.
+      await primary.unsafe('alter system reset default_transaction_read_only');
+      await primary`select pg_reload_conf()`;
+      await waitUntil(async () => (await write('after')).status === 201, 10_000, 'a write served again');
+    } finally {
+      if (gateway) await stopProcess(gateway.child, 20_000);
+      await primary.end();
+      await pair.dispose();
+    }
+  }, 120_000);
+
   it('follows the primary when it is killed and the standby promoted, under writes from 10 clients', async () => {
     const { reports, errorLines } = await runOutage({
       dir: dirFor('failover'),
@@ -109,6 +171,34 @@ describe.skipIf(!pg15Installed)('a multi-host DATABASE_URL (PostgreSQL 15 primar
     expect(report!.streamInOrder).toBe(true);
     expect(report!.jobsAdded).toBe(20);
     expect(report!.jobsNotRun, 'jobs added before the failover and not run after it').toEqual([]);
+    expect(report!.gatewayAlive).toBe(true);
+  }, 180_000);
+
+  it('answers only 2xx or 503 with Retry-After during a planned switchover, under writes from 10 clients', async () => {
+    const { reports, errorLines } = await runOutage({
+      dir: dirFor('switchover'),
+      server: 'pg15-standby',
+      clients: 10,
+      writes: true,
+      jobs: 20,
+      faults: [{ kind: 'switchover', seconds: 0 }],
+    });
+    const [report] = reports;
+    console.log(report!.summary);
+    expect(errorLines, 'error lines the gateway logged').toEqual([]);
+    expect(report!.unanswered, 'requests that got no answer').toEqual([]);
+    const statuses = Object.keys(report!.byStatus);
+    expect(statuses.filter((s) => !/^(200|201|503 service_unavailable)$/.test(s)), 'answers other than success and 503').toEqual([]);
+    expect(report!.unexpected, 'a 503 without Retry-After').toEqual([]);
+    expect(report!.byStatus['503 service_unavailable'] ?? 0, 'writes refused while the primary was read-only').toBeGreaterThan(0);
+    expect(report!.ackedButMissing, 'writes answered 201 that are not in the database').toEqual([]);
+    expect(report!.savedButFailed, 'writes answered as failed that were saved').toEqual([]);
+    expect(report!.writesBackMs, 'a write served after the promotion').toBeGreaterThanOrEqual(0);
+    expect(report!.writesBackMs, 'writes served again after the promotion').toBeLessThan(2_000);
+    expect(report!.refusedAfter, 'requests refused once served again').toBe(0);
+    expect(report!.streamGaps, 'changes missing from the stream').toEqual([]);
+    expect(report!.streamDuplicates, 'changes the stream delivered twice').toEqual([]);
+    expect(report!.jobsNotRun, 'jobs added before the switchover and not run after it').toEqual([]);
     expect(report!.gatewayAlive).toBe(true);
   }, 180_000);
 });

@@ -28,6 +28,10 @@
 //                           DATABASE_URL with target_session_attrs=read-write)
 //                           SIGKILL of the primary's postmaster, the standby
 //                           promoted `seconds` later; "back" is the promotion
+//        switchover         (server 'pg15-standby') a planned switchover: the
+//                           primary made read-only, drained, stopped, the standby
+//                           promoted, the old primary rejoining as its standby
+//                           (ReplicatedPair.switchover); "back" is the promotion
 //      `killWorker`: one gateway process is SIGKILLed 0.5 s into the outage
 //      (its replacement starts while the database is down: a stop lasts until
 //      the replacement has found it down, however slow the machine).
@@ -46,7 +50,8 @@ import { createLogger } from '../../gateway/core/process/log.ts';
 import { runMigrations } from '../../gateway/core/database/migrate.ts';
 import { pg15Program } from '../../gateway/tooling/pg15.ts';
 import { startPgBouncer, type RunningPgBouncer } from './pgbouncer.ts';
-import { startReplicatedPair } from './replication.ts';
+import { startReplicatedPair, type Switchover } from './replication.ts';
+import { startAutoFailover } from './pg-auto-failover.ts';
 import { freePort, startGatewayProcess, stopProcess, waitUntil, type GatewayProcess } from './processes.ts';
 
 /** The gateway's statement timeout during the outage runs: every answer is due within it + 2 s. */
@@ -56,7 +61,7 @@ const CLIENT_TIMEOUT_MS = 30_000;
 /** While the database is down or frozen, a request that was not already running is answered within this. */
 export const FAIL_FAST_MS = 2_000;
 
-export type FaultKind = 'stop' | 'immediate' | 'freeze' | 'pgbouncer-restart' | 'failover';
+export type FaultKind = 'stop' | 'immediate' | 'freeze' | 'pgbouncer-restart' | 'failover' | 'switchover';
 
 export interface Fault {
   kind: FaultKind;
@@ -64,6 +69,8 @@ export interface Fault {
   seconds: number;
   /** SIGKILL one gateway process 0.5 s into the outage (with WEB_CONCURRENCY > 1). */
   killWorker?: boolean;
+  /** switchover on 'pg-auto-failover': the primary made read-only and drained first (on 'pg15-standby' it always is). */
+  drained?: boolean;
 }
 
 export interface OutageOptions {
@@ -71,8 +78,12 @@ export interface OutageOptions {
   dir: string;
   clients: number;
   faults: Fault[];
-  /** 'embedded' (Postgres 18 from npm), 'pg15' (Debian's, /usr/lib/postgresql/15), or 'pg15-standby' (a PG15 primary and its synchronous standby: test/support/replication.ts). */
-  server?: 'embedded' | 'pg15' | 'pg15-standby';
+  /**
+   * 'embedded' (Postgres 18 from npm), 'pg15' (Debian's, /usr/lib/postgresql/15),
+   * 'pg15-standby' (a PG15 primary and its synchronous standby: test/support/replication.ts),
+   * or 'pg-auto-failover' (a monitor and two nodes: test/support/pg-auto-failover.ts).
+   */
+  server?: 'embedded' | 'pg15' | 'pg15-standby' | 'pg-auto-failover';
   /** The gateway's pool through PgBouncer in transaction mode. */
   pgbouncer?: boolean;
   /** Clients alternate reads and task creations (saved writes are checked against their answers). */
@@ -114,6 +125,10 @@ export interface FaultReport {
   healthBackMs: number;
   servedBackMs: number;
   listenBackMs: number;
+  /** From the return to the first write answered 201 that was sent after it (-1: none). */
+  writesBackMs: number;
+  /** A failover's or switchover's steps, in ms from its start (a switchover's: readOnly, drained, stopped, promoted, rejoined). */
+  steps: Record<string, number> | null;
   /** Writes sent during this fault. */
   writes: number;
   /** Writes answered with a failure (not 504 outcome_unknown) that were saved all the same. */
@@ -152,8 +167,16 @@ export interface Server {
   start(): Promise<void>;
   /** The postmaster and its children (SIGSTOP/SIGCONT). */
   pids(): number[];
-  /** Only 'pg15-standby': SIGKILL of the primary, and `seconds` later the standby promoted. */
-  failover?(seconds: number): Promise<void>;
+  /**
+   * 'pg15-standby': SIGKILL of the primary, and `seconds` later the standby
+   * promoted; 'pg-auto-failover': the primary's machine killed, the monitor
+   * failing over by itself. `onBack` is called as soon as a node takes
+   * writes; the promise resolves with the moments of its steps (Date.now())
+   * once the pair is whole again.
+   */
+  failover?(seconds: number, onBack: () => void): Promise<Record<string, number>>;
+  /** A planned switchover ('pg15-standby': ReplicatedPair.switchover; 'pg-auto-failover': `pg_autoctl perform switchover`), as failover. */
+  switchover?(seconds: number, onBack: () => void, drained: boolean): Promise<Record<string, number>>;
   dispose(): Promise<void>;
 }
 
@@ -268,12 +291,36 @@ async function pg15Standby(dir: string): Promise<Server> {
     stop: unsupported,
     start: unsupported,
     pids: () => clusterPids(pair.primary.data),
-    async failover(seconds) {
+    async failover(seconds, onBack) {
+      const killed = Date.now();
       pair.killPrimary();
       await new Promise((r) => setTimeout(r, seconds * 1000));
       await pair.promoteStandby();
+      onBack();
+      return { killed, promoted: Date.now() };
+    },
+    async switchover(_seconds, onBack) {
+      const steps: Switchover = await pair.switchover(onBack);
+      return { ...steps };
     },
     dispose: () => pair.dispose(),
+  };
+}
+
+async function autoFailover(dir: string): Promise<Server> {
+  const cluster = await startAutoFailover(dir);
+  const unsupported = async () => {
+    throw new Error('pg-auto-failover: only the failover and switchover faults');
+  };
+  return {
+    url: cluster.url,
+    name: 'pg_auto_failover, 2 PostgreSQL 15 nodes',
+    stop: unsupported,
+    start: unsupported,
+    pids: () => [],
+    failover: (_seconds, onBack) => cluster.failover(onBack),
+    switchover: (_seconds, onBack, drained) => cluster.switchover(onBack, drained),
+    dispose: () => cluster.dispose(),
   };
 }
 
@@ -391,7 +438,7 @@ function signalAll(pids: number[], signal: NodeJS.Signals): void {
 
 /** A Postgres server of its own in `dir` ('embedded': Postgres 18 from npm; 'pg15': Debian's PostgreSQL 15), with an `app` database. */
 export function stoppableServer(dir: string, server: OutageOptions['server'] = 'embedded'): Promise<Server> {
-  return server === 'pg15-standby' ? pg15Standby(dir) : server === 'pg15' ? pg15(dir) : embedded(dir);
+  return server === 'pg-auto-failover' ? autoFailover(dir) : server === 'pg15-standby' ? pg15Standby(dir) : server === 'pg15' ? pg15(dir) : embedded(dir);
 }
 
 export async function runOutage(options: OutageOptions): Promise<OutageRun> {
@@ -481,6 +528,7 @@ export async function runOutage(options: OutageOptions): Promise<OutageRun> {
       const downAt = Date.now();
       let killed: Promise<void> | undefined;
       let killedAt: number | null = null;
+      let switching: Promise<Record<string, number>> | null = null;
       if (fault.killWorker) {
         killed = (async () => {
           // Early in the outage: its replacement starts while the database is still down.
@@ -494,9 +542,13 @@ export async function runOutage(options: OutageOptions): Promise<OutageRun> {
       if (fault.kind === 'pgbouncer-restart') {
         if (!bouncer) throw new Error('pgbouncer-restart needs pgbouncer: true');
         await bouncer.restart();
-      } else if (fault.kind === 'failover') {
-        if (!server.failover) throw new Error("failover needs server: 'pg15-standby'");
-        await server.failover(fault.seconds);
+      } else if (fault.kind === 'switchover' || fault.kind === 'failover') {
+        const act = fault.kind === 'switchover' ? server.switchover : server.failover;
+        if (!act) throw new Error(`${fault.kind} needs server: 'pg15-standby' or 'pg-auto-failover'`);
+        let back: () => void = () => {};
+        const isBack = new Promise<void>((r) => (back = r));
+        switching = act.call(server, fault.seconds, back, fault.drained ?? false);
+        await Promise.race([isBack, switching]);
       } else if (fault.kind === 'freeze') {
         const pids = server.pids();
         signalAll(pids, 'SIGSTOP');
@@ -559,6 +611,7 @@ export async function runOutage(options: OutageOptions): Promise<OutageRun> {
       creating = false;
       await creator;
       const phaseEnd = Date.now();
+      const steps = switching ? await switching : null;
       await waitUntil(() => created.every((t) => stream!.inserts.includes(t)), 10_000, 'every change on the stream').catch(() => {});
       const inserts = stream.inserts.filter((t) => created.includes(t));
       const phase = samples.filter((s) => s.startedAt >= phaseStart && s.startedAt < phaseEnd);
@@ -566,6 +619,7 @@ export async function runOutage(options: OutageOptions): Promise<OutageRun> {
       reports.push(
         {
           ...measure({ fault, server: server.name, through: bouncer ? 'PgBouncer' : 'direct', phase, downAt, upAt, killedAt, healthBackMs, servedBackMs, listenBackMs, created, inserts, gateway }),
+          steps: steps ? Object.fromEntries(Object.entries(steps).map(([k, at]) => [k.replace(/At$/, ''), at - downAt])) : null,
           jobsAdded: jobKeys.length,
           jobsNotRun,
         },
@@ -636,7 +690,7 @@ function measure(p: Phase): FaultReport {
     .filter((s) => s.status === 503 && s.startedAt >= downAt && s.startedAt < upAt)
     .map((s) => s.endedAt - s.startedAt)
     .sort((a, b) => a - b);
-  const fault = `${p.fault.kind}${p.fault.seconds ? ` ${p.fault.seconds} s` : ''}${p.fault.killWorker ? ', a gateway process killed meanwhile' : ''} (${p.through})`;
+  const fault = `${p.fault.kind}${p.fault.seconds ? ` ${p.fault.seconds} s` : ''}${p.fault.killWorker ? ', a gateway process killed meanwhile' : ''}${p.fault.drained ? ', drained first' : ''} (${p.through})`;
   const streamDuplicates = p.inserts.filter((t, i) => p.inserts.indexOf(t) !== i);
   const report: FaultReport = {
     fault,
@@ -658,6 +712,11 @@ function measure(p: Phase): FaultReport {
     healthBackMs: p.healthBackMs,
     servedBackMs: p.servedBackMs,
     listenBackMs: p.listenBackMs,
+    writesBackMs: (() => {
+      const back = phase.filter((s) => s.write && s.status === 201 && s.startedAt >= upAt).map((s) => s.endedAt);
+      return back.length ? Math.min(...back) - upAt : -1;
+    })(),
+    steps: null,
     writes: phase.filter((s) => s.write).length,
     savedButFailed: [],
     ackedButMissing: [],
@@ -701,7 +760,8 @@ function settleWrites(report: FaultReport, phase: Sample[], writes: Map<string, 
     `${report.cutByKill ? ` (and ${report.cutByKill} cut with the killed process)` : ''}, ` +
     `${report.unexpected.length} unexpected, longest answer ${seconds(report.longestMs)} s, 503 while down p50 ${report.refusedP50Ms} ms / p95 ${report.refusedP95Ms} ms, ${report.slowWhileDown.length} slower than ${seconds(FAIL_FAST_MS)} s while down; ` +
     `writes: ${report.writes}, ${report.ackedButMissing.length} acknowledged but missing, ${report.savedButFailed.length} saved though answered as failed, outcome_unknown ${report.unknownSaved} saved / ${report.unknownLost} not; ` +
-    `after the return: /health 200 in ${seconds(report.healthBackMs)} s, served in ${seconds(report.servedBackMs)} s, LISTEN in ${seconds(report.listenBackMs)} s; ` +
+    `after the return: /health 200 in ${seconds(report.healthBackMs)} s, served in ${seconds(report.servedBackMs)} s, a write in ${seconds(report.writesBackMs)} s, LISTEN in ${seconds(report.listenBackMs)} s; ` +
+    `${report.steps ? `steps (ms from the start): ${Object.entries(report.steps).map(([k, v]) => `${k} ${v}`).join(', ')}; ` : ''}` +
     `stream: ${report.streamGaps.length} missing, ${report.streamDuplicates.length} duplicated; ` +
     `${report.jobsAdded ? `jobs: ${report.jobsAdded} added before, ${report.jobsNotRun.length} not run after; ` : ''}gateway ${report.gatewayAlive ? 'up' : 'GONE'}, ${report.processes} processes serving`;
 }

@@ -20,7 +20,22 @@ export interface Node {
   url: string;
 }
 
+/** The moments of a planned switchover (Date.now()), and how long its steps took. */
+export interface Switchover {
+  /** The old primary refuses new writes (default_transaction_read_only reloaded). */
+  readOnlyAt: number;
+  /** No transaction begun before that is still open on it. */
+  drainedAt: number;
+  /** The old primary stopped (fast: its connections closed). */
+  stoppedAt: number;
+  /** The standby promoted: it takes writes. */
+  promotedAt: number;
+  /** The old primary streaming from the new one, and replication synchronous again. */
+  rejoinedAt: number;
+}
+
 export interface ReplicatedPair {
+  /** The node that takes writes now (a switchover swaps the two). */
   primary: Node;
   standby: Node;
   /** `postgres://postgres@h:p1,h:p2/app?target_session_attrs=read-write`, in the order given. */
@@ -35,6 +50,17 @@ export interface ReplicatedPair {
   freezeStandby(frozen: boolean): void;
   /** pg_ctl promote of the standby, waiting until it takes writes. */
   promoteStandby(): Promise<void>;
+  /**
+   * A planned switchover (docs/operations.md#planned-switchover), nothing
+   * acknowledged lost: the primary made read-only (ALTER SYSTEM SET
+   * default_transaction_read_only = on, reloaded: new transactions only),
+   * every transaction begun before that waited for, the standby's replay
+   * checked up to the primary's last WAL position, the primary stopped
+   * (fast), the standby promoted, the old primary started as a standby of
+   * the new one, and replication made synchronous again. `primary` and
+   * `standby` swap.
+   */
+  switchover(onPromoted?: () => void): Promise<Switchover>;
   dispose(): Promise<void>;
 }
 
@@ -83,6 +109,48 @@ function childrenOf(pid: number): number[] {
   return children;
 }
 
+/**
+ * The first steps of a planned switchover (docs/operations.md#planned-switchover)
+ * on the primary at `url` (a superuser's): it refuses new writes
+ * (ALTER SYSTEM SET default_transaction_read_only = on, reloaded; a write
+ * then fails with SQLSTATE 25006, nothing written, which the gateway answers
+ * 503), and every transaction begun before that, which may still write and
+ * COMMIT, has ended. After this, stopping it cuts no COMMIT of a write.
+ */
+export async function drainWrites(url: string): Promise<{ readOnlyAt: number; drainedAt: number }> {
+  const sql = postgres(url, { max: 1, onnotice: () => {} });
+  try {
+    await sql`alter system set default_transaction_read_only = on`;
+    await sql`select pg_reload_conf()`;
+    // The postmaster reloads, then signals its backends: once a new backend (forked after the reload) sees the setting, every backend has been signalled, and applies it before its next statement.
+    await waitUntil(
+      async () => {
+        const fresh = postgres(url, { max: 1, onnotice: () => {} });
+        try {
+          return (await fresh<{ on: string }[]>`select current_setting('default_transaction_read_only') as on`)[0]!.on === 'on';
+        } finally {
+          await fresh.end();
+        }
+      },
+      10_000,
+      'the primary read-only',
+    );
+    const readOnlyAt = Date.now();
+    // One that has not written yet has no backend_xid: its start time says it began before.
+    const since = (await sql<{ since: Date }[]>`select clock_timestamp() as since`)[0]!.since;
+    for (;;) {
+      const [open] = await sql<{ n: number }[]>`
+        select count(*)::int as n from pg_stat_activity
+         where backend_type = 'client backend' and pid <> pg_backend_pid() and xact_start < ${since}`;
+      if (open!.n === 0) break;
+      await new Promise((r) => setTimeout(r, 10));
+    }
+    return { readOnlyAt, drainedAt: Date.now() };
+  } finally {
+    await sql.end();
+  }
+}
+
 export async function startReplicatedPair(dir: string, { synchronous = true, applyDelayMs = 0 }: ReplicationOptions = {}): Promise<ReplicatedPair> {
   fs.mkdirSync(dir, { recursive: true, mode: 0o755 });
   if (asRoot) spawnSync('chown', ['postgres:', dir]);
@@ -115,30 +183,86 @@ export async function startReplicatedPair(dir: string, { synchronous = true, app
   await waitUntil(async () => (await check`select count(*)::int as n from pg_stat_replication where sync_state = ${state}`)[0]!.n === 1, 20_000, `a ${state} standby`);
   await check.end();
 
+  const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+  const adminUrl = (n: Node) => `postgres://postgres@127.0.0.1:${n.port}/postgres`;
+  const nodes = { primary, standby };
+
+  async function switchover(onPromoted: () => void = () => {}): Promise<Switchover> {
+    const old = nodes.primary;
+    const next = nodes.standby;
+    const sql = postgres(adminUrl(old), { max: 1, onnotice: () => {} });
+    const replica = postgres(adminUrl(next), { max: 1, onnotice: () => {} });
+    let readOnlyAt = 0;
+    let drainedAt = 0;
+    try {
+      // 1-2. No new write, and every transaction that could still write ended.
+      ({ readOnlyAt, drainedAt } = await drainWrites(adminUrl(old)));
+      // 3. The standby has everything (synchronous replication says so already; checked all the same).
+      const lsn = (await sql<{ lsn: string }[]>`select pg_current_wal_lsn()::text as lsn`)[0]!.lsn;
+      await waitUntil(
+        async () => (await replica<{ behind: boolean }[]>`select pg_wal_lsn_diff(${lsn}::pg_lsn, pg_last_wal_replay_lsn()) > 0 as behind`)[0]!.behind === false,
+        10_000,
+        'the standby replaying up to the primary',
+      );
+    } finally {
+      await sql.end();
+    }
+    // 4. Stop the old primary (fast: its sessions are ended, its last WAL, the shutdown checkpoint, sent to the standby), 5. promote the standby.
+    run(bin('pg_ctl'), ['-D', old.data, '-m', 'fast', '-w', 'stop']);
+    const stoppedAt = Date.now();
+    run(bin('pg_ctl'), ['-D', next.data, '-w', 'promote']);
+    await waitUntil(async () => !(await replica`select pg_is_in_recovery() as r`)[0]!.r, 10_000, 'the standby promoted');
+    const promotedAt = Date.now();
+    onPromoted();
+    // 6. The old primary follows the new one (its own WAL ends where the new timeline starts): writable again later, a standby now.
+    const autoConf = path.join(old.data, 'postgresql.auto.conf');
+    const kept = fs
+      .readFileSync(autoConf, 'utf8')
+      .split('\n')
+      .filter((line) => !/^\s*(default_transaction_read_only|synchronous_standby_names|primary_conninfo)\b/.test(line));
+    fs.writeFileSync(autoConf, [...kept, `primary_conninfo = 'host=127.0.0.1 port=${next.port} user=postgres application_name=${path.basename(old.data)}'`, ''].join('\n'));
+    fs.writeFileSync(path.join(old.data, 'standby.signal'), '');
+    start(old);
+    // 7. Synchronous again once it streams (not before: every commit would wait for a standby not there yet).
+    await waitUntil(async () => (await replica`select count(*)::int as n from pg_stat_replication where state = 'streaming'`)[0]!.n === 1, 30_000, 'the old primary streaming');
+    await replica`alter system set synchronous_standby_names = '*'`;
+    await replica`select pg_reload_conf()`;
+    await waitUntil(async () => (await replica`select count(*)::int as n from pg_stat_replication where sync_state = 'sync'`)[0]!.n === 1, 10_000, 'a sync standby again');
+    await replica.end();
+    nodes.primary = next;
+    nodes.standby = old;
+    return { readOnlyAt, drainedAt, stoppedAt, promotedAt, rejoinedAt: Date.now() };
+  }
+
   return {
-    primary,
-    standby,
+    get primary() {
+      return nodes.primary;
+    },
+    get standby() {
+      return nodes.standby;
+    },
+    switchover,
     multiHostUrl: (order = [primary, standby]) =>
       `postgres://postgres@${order.map((n) => `127.0.0.1:${n.port}`).join(',')}/app?target_session_attrs=read-write`,
     killPrimary() {
-      const pid = postmasterPid(primary.data);
+      const pid = postmasterPid(nodes.primary.data);
       if (!pid) throw new Error('the primary is not running');
       process.kill(pid, 'SIGKILL');
     },
     stopStandby() {
-      run(bin('pg_ctl'), ['-D', standby.data, '-m', 'immediate', 'stop']);
+      run(bin('pg_ctl'), ['-D', nodes.standby.data, '-m', 'immediate', 'stop']);
     },
     startStandby() {
-      start(standby);
+      start(nodes.standby);
     },
     freezeStandby(frozen) {
-      const pid = postmasterPid(standby.data);
+      const pid = postmasterPid(nodes.standby.data);
       if (!pid) throw new Error('the standby is not running');
       for (const p of [pid, ...childrenOf(pid)]) process.kill(p, frozen ? 'SIGSTOP' : 'SIGCONT');
     },
     async promoteStandby() {
-      run(bin('pg_ctl'), ['-D', standby.data, '-w', 'promote']);
-      const sql = postgres(standby.url, { max: 1, onnotice: () => {} });
+      run(bin('pg_ctl'), ['-D', nodes.standby.data, '-w', 'promote']);
+      const sql = postgres(nodes.standby.url, { max: 1, onnotice: () => {} });
       await waitUntil(async () => !(await sql`select pg_is_in_recovery() as r`)[0]!.r, 10_000, 'the standby promoted');
       await sql.end();
     },

@@ -18,6 +18,7 @@
 // (core/database/hosts.ts; test/process/failover.test.ts fails without it).
 import postgres from 'postgres';
 import { DatabaseWatch } from './watch.ts';
+import { queryParam } from '../process/database-url.ts';
 import type { Logger } from '../process/log.ts';
 
 export type Sql = postgres.Sql;
@@ -48,6 +49,8 @@ interface PoolFacts {
   publicUrl: string;
   /** The application_name of its connections (a transaction with a trace id shows it after it). */
   applicationName: string;
+  /** Its URL asks for the host that takes writes (target_session_attrs read-write or primary). */
+  followsWritable: boolean;
 }
 const pools = new WeakMap<Sql, PoolFacts>();
 
@@ -66,8 +69,19 @@ export function createPool(url: string, options: PoolOptions): Sql {
     watch: new DatabaseWatch(url, { transactionPooler: options.mode === 'transaction', log: options.log }),
     publicUrl: options.publicUrl ?? '',
     applicationName: options.applicationName,
+    followsWritable: ['read-write', 'primary'].includes(queryParam(url, 'target_session_attrs') ?? ''),
   });
   return sql;
+}
+
+/**
+ * Whether the pool's URL asks for the host that takes writes
+ * (target_session_attrs=read-write or primary): a connection on a host that
+ * stopped taking writes (a switchover) is then dropped, and the next one is
+ * made to the host that takes them (core/database/transaction.ts).
+ */
+export function followsWritable(sql: Sql): boolean {
+  return pools.get(sql)?.followsWritable ?? false;
 }
 
 /** The PUBLIC_URL a pool's transactions set as request.public_url ('' when none was given: SQL then uses the recorded one). */
@@ -112,6 +126,18 @@ export const DEADLINE_MARGIN_MS = 1_000;
 /** No connection, or no answer on it, within the bounds above, and nothing of the transaction committed: the database is not reachable now. */
 export class DatabaseWaitError extends Error {
   readonly code = 'DATABASE_WAIT_TIMEOUT';
+}
+
+/**
+ * A read-write transaction was refused with SQLSTATE 25006
+ * (read_only_sql_transaction): the host it ran on no longer takes writes (a
+ * planned switchover turned it read-only, or it became a standby). The
+ * statement failed, so nothing of the transaction was written; the
+ * connection is dropped (followsWritable), so that the next one finds the
+ * primary.
+ */
+export class NotPrimaryError extends Error {
+  readonly code = 'NOT_PRIMARY';
 }
 
 /** The transaction's COMMIT was sent and no answer came back (the connection died, or the deadline passed): it may have committed. */

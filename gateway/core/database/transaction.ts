@@ -44,11 +44,15 @@
 //     (504 outcome_unknown) when its COMMIT was sent and neither its answer
 //     nor an error of the server came back: the connection died, or the
 //     deadline passed. (Refused connections fail at once; an unreachable host
-//     after connect_timeout.)
+//     after connect_timeout.) NotPrimaryError (503 with Retry-After) when a
+//     read-write transaction is refused with SQLSTATE 25006: its host no
+//     longer takes writes (a planned switchover), nothing was written, and
+//     (target_session_attrs=read-write) the connection is dropped so that
+//     the next one finds the primary.
 import postgres from 'postgres';
 import type { WatchedOperation } from './watch.ts';
 import { isRetryable } from '../web/errors.ts';
-import { DatabaseWaitError, DEADLINE_MARGIN_MS, OutcomeUnknownError, publicUrlOf, tracedApplicationName, watchOf, type Sql } from './pool.ts';
+import { DatabaseWaitError, DEADLINE_MARGIN_MS, followsWritable, NotPrimaryError, OutcomeUnknownError, publicUrlOf, tracedApplicationName, watchOf, type Sql } from './pool.ts';
 import { isDatabaseUnavailable, noteServed } from './unavailable-log.ts';
 import type { Context } from '@opentelemetry/api';
 import { endSqlSpan, startSqlSpan } from '../process/tracing.ts';
@@ -187,6 +191,8 @@ interface Progress {
   settled: boolean;
   /** The request gave up on it (deadline): whatever comes later must not commit. */
   abandoned: boolean;
+  /** The host said it takes no new writes (default_transaction_read_only = on, the first step of a switchover). */
+  hostReadOnly: boolean;
 }
 
 /**
@@ -249,7 +255,7 @@ async function unmeasuredTransaction<T>(
   const timeoutMs = options.statementTimeoutMs ?? 15_000;
   const watch = watchOf(sql);
   if (watch && !watch.responsive) throw new DatabaseWaitError('the database does not answer');
-  const progress: Progress = { commitSent: false, settled: false, abandoned: false };
+  const progress: Progress = { commitSent: false, settled: false, abandoned: false, hostReadOnly: false };
   let cut: (err: Error) => void = () => {};
   const cutOff = new Promise<never>((_, reject) => (cut = reject));
   const op: WatchedOperation | undefined = watch?.enter(() => cut(new DatabaseWaitError('the database does not answer')));
@@ -265,7 +271,19 @@ async function unmeasuredTransaction<T>(
     try {
       const applicationName = options.traceId ? tracedApplicationName(sql, options.traceId) : null;
       return await run(tx, claims, publicUrlOf(sql), applicationName, fn, options, timeoutMs, progress, operation);
+    } catch (err) {
+      if (!options.readOnly && isReadOnlyRefusal(err)) {
+        // This host no longer takes writes (a switchover): nothing was written, and the connection is dropped below.
+        progress.hostReadOnly = true;
+        throw new NotPrimaryError('the database host no longer takes writes', { cause: err });
+      }
+      throw err;
     } finally {
+      // A connection on a host that takes no new writes (a write refused there, or any transaction there: the settings
+      // statement says so) leaves it, when the pool follows the host that takes writes (target_session_attrs; a single
+      // host, or a pooler's address, would only be connected to again): the next one finds the primary, and none is left
+      // there to be cut when it stops (a write sent as it stops could not be told apart from a lost COMMIT).
+      if (progress.hostReadOnly && followsWritable(sql)) await dropConnection(tx);
       if (counted) pool.used--;
       tx.release();
     }
@@ -294,6 +312,27 @@ async function unmeasuredTransaction<T>(
     clearTimeout(timer);
     op?.done(answered);
   }
+}
+
+/**
+ * SQLSTATE 25006 (read_only_sql_transaction) answered to a read-write
+ * transaction: the host was made read-only (default_transaction_read_only,
+ * a planned switchover) or is a standby now. The statement failed, so
+ * nothing of the transaction was written.
+ */
+function isReadOnlyRefusal(err: unknown): boolean {
+  return err instanceof postgres.PostgresError && err.code === '25006';
+}
+
+/**
+ * Ends a pooled connection from the server's side (postgres.js offers no
+ * way to close one reserved connection): the pool replaces it with a new
+ * one, which target_session_attrs=read-write sends to the host that takes
+ * writes (gateway/patches: a read-only host or a standby is passed over).
+ * The transaction is over (rolled back) by then.
+ */
+async function dropConnection(tx: postgres.ReservedSql): Promise<void> {
+  await tx`select pg_terminate_backend(pg_backend_pid())`.execute().catch(() => {});
 }
 
 /** An error the server sent (a statement's error, or FATAL before it closed the connection), not a connection that failed. */
@@ -352,11 +391,20 @@ async function run<T>(
            set_config('request.public_url', ${publicUrl}, true),
            case when ${applicationName}::text is not null then set_config('application_name', ${applicationName}::text, true) end,
            case when ${traceparent}::text is not null then set_config('request.traceparent', ${traceparent}::text, true) end,
-           private.check_session(${sessionOf(claims)}::uuid)`
+           private.check_session(${sessionOf(claims)}::uuid),
+           current_setting('default_transaction_read_only') = 'on' as host_read_only`
       : tx`select set_config('statement_timeout', ${String(timeoutMs)}, true), set_config('request.public_url', ${publicUrl}, true),
                   case when ${applicationName}::text is not null then set_config('application_name', ${applicationName}::text, true) end,
-                  case when ${traceparent}::text is not null then set_config('request.traceparent', ${traceparent}::text, true) end`
+                  case when ${traceparent}::text is not null then set_config('request.traceparent', ${traceparent}::text, true) end,
+                  current_setting('default_transaction_read_only') = 'on' as host_read_only`
   ).execute();
+  // The host's default_transaction_read_only, as of this transaction: on, it takes no new writes (a switchover's first step).
+  settings.then(
+    (rows) => {
+      if ((rows as unknown as { host_read_only?: boolean }[])[0]?.host_read_only) progress.hostReadOnly = true;
+    },
+    () => {},
+  );
   if (operation) (tx as unknown as Named)[OPERATION] = operation;
   let body: Promise<T>;
   try {

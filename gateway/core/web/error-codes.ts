@@ -120,7 +120,7 @@ export const ERROR_CODES = {
   service_unavailable: {
     status: [503],
     meaning:
-      'The service is starting or stopping, or the database is unreachable, restarting or busy. Retry after the Retry-After seconds.',
+      'The service is starting or stopping, or the database is unreachable, restarting, busy or switching to another primary (a failover or a planned switchover); nothing of the request was saved. Retry after the Retry-After seconds.',
     also: ['gateway', 'realtime', 'mcp', 'mcp-tool'],
   },
   statement_timeout: {

@@ -67,6 +67,10 @@ const SQLSTATE_STATUS: Record<string, number> = {
   '55P03': 503, // lock_not_available
   '57014': 504, // query_canceled (statement timeout)
   '53300': 503, // too_many_connections
+  // '25006' read_only_sql_transaction: in a read-write transaction, the host
+  // is no longer the primary (a switchover): core/database/transaction.ts
+  // turns it into NotPrimaryError, a 503 below. In a read-only transaction
+  // (a GET) it is a route that writes where it must not: a 500.
 };
 
 const SAFE_MESSAGES: Record<number, string> = {
@@ -151,6 +155,7 @@ export function toHttpError(err: unknown): HttpError {
     }
   }
   if ((err as { code?: unknown } | null)?.code === 'OUTCOME_UNKNOWN') return outcomeUnknown();
+  if ((err as { code?: unknown } | null)?.code === 'NOT_PRIMARY') return unavailable('the database is switching to another primary; nothing was saved, try again');
   if (isConnectionError(err)) return unavailable('the database is not reachable');
   return new HttpError(500, 'internal_error', 'internal server error');
 }
