@@ -3,7 +3,7 @@
 // a newer server, and the embedded Postgres ships no `pg_dump` or `psql`.
 // As root, Postgres refuses to run, so the server runs as the `postgres` OS
 // user (as .ci/run does); the client programs run as whoever we are.
-import { execFileSync, spawnSync } from 'node:child_process';
+import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -23,16 +23,32 @@ export interface ThrowawayCluster {
 }
 
 
-/** Runs a server program, as `postgres` when we are root. */
-function runServerProgram(program: string, args: string[]): void {
-  const asRoot = process.getuid?.() === 0;
+/**
+ * The `postgres` OS user's ids when we are root (Postgres, PgBouncer and
+ * pg_autoctl refuse to run as root: their processes run as it), else null.
+ */
+export function postgresOsUser(): { uid: number; gid: number } | null {
+  if (process.getuid?.() !== 0) return null;
+  const line = fs
+    .readFileSync('/etc/passwd', 'utf8')
+    .split('\n')
+    .find((l) => l.startsWith('postgres:'));
+  if (!line) throw new Error('running as root needs a `postgres` OS user to run the server programs as');
+  const [, , uid, gid] = line.split(':');
+  return { uid: Number(uid), gid: Number(gid) };
+}
+
+/** Runs a server program (initdb, pg_ctl, ...), as the `postgres` OS user when we are root; returns its output. */
+export function runAsPostgres(program: string, args: string[]): string {
   const quoted = [program, ...args].map((a) => `'${a.replaceAll("'", `'\\''`)}'`).join(' ');
-  const result = asRoot
-    ? spawnSync('su', ['postgres', '-s', '/bin/sh', '-c', quoted], { encoding: 'utf8' })
-    : spawnSync(program, args, { encoding: 'utf8' });
+  const result =
+    process.getuid?.() === 0
+      ? spawnSync('su', ['postgres', '-s', '/bin/sh', '-c', quoted], { encoding: 'utf8' })
+      : spawnSync(program, args, { encoding: 'utf8' });
   if (result.status !== 0) {
     throw new Error(`${path.basename(program)} failed: ${result.stderr || result.stdout || result.error?.message}`);
   }
+  return result.stdout;
 }
 
 export async function startThrowawayPg15(): Promise<ThrowawayCluster> {
@@ -43,16 +59,13 @@ export async function startThrowawayPg15(): Promise<ThrowawayCluster> {
   }
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pg15-'));
   fs.chmodSync(dir, 0o755);
-  if (process.getuid?.() === 0) {
-    const uid = Number(execFileSync('id', ['-u', 'postgres'], { encoding: 'utf8' }));
-    const gid = Number(execFileSync('id', ['-g', 'postgres'], { encoding: 'utf8' }));
-    fs.chownSync(dir, uid, gid);
-  }
+  const owner = postgresOsUser();
+  if (owner) fs.chownSync(dir, owner.uid, owner.gid);
   const data = path.join(dir, 'data');
   const port = await freePort();
   try {
-    runServerProgram(initdb, ['-D', data, '-U', 'postgres', '--auth=trust', '-E', 'UTF8', '--locale=C', '--no-sync']);
-    runServerProgram(pgCtl, [
+    runAsPostgres(initdb, ['-D', data, '-U', 'postgres', '--auth=trust', '-E', 'UTF8', '--locale=C', '--no-sync']);
+    runAsPostgres(pgCtl, [
       '-D', data, '-l', path.join(dir, 'server.log'), '-w', 'start',
       '-o', `-p ${port} -c listen_addresses=127.0.0.1 -c unix_socket_directories=${dir} -c fsync=off`,
     ]);
@@ -64,7 +77,7 @@ export async function startThrowawayPg15(): Promise<ThrowawayCluster> {
     url: (database) => `postgres://postgres@127.0.0.1:${port}/${encodeURIComponent(database)}`,
     stop() {
       try {
-        runServerProgram(pgCtl, ['-D', data, '-m', 'immediate', '-w', 'stop']);
+        runAsPostgres(pgCtl, ['-D', data, '-m', 'immediate', '-w', 'stop']);
       } finally {
         fs.rmSync(dir, { recursive: true, force: true });
       }

@@ -23,7 +23,7 @@
 import crypto from 'node:crypto';
 import os from 'node:os';
 import path from 'node:path';
-import { runOutage, type FaultReport } from '../support/outage.ts';
+import { reportCounts, runOutage, statusesOf, type FaultReport } from '../support/outage.ts';
 import { pgAutoctlInstalled } from '../support/pg-auto-failover.ts';
 import type { Bench } from './harness.ts';
 
@@ -52,11 +52,6 @@ const bench: Bench = {
     for (const report of reports) console.log(report.summary);
     if (run.errorLines.length) console.log(`${run.errorLines.length} error lines logged:\n${run.errorLines.slice(0, 5).join('\n')}`);
     const seconds = (ms: number | undefined) => (ms === undefined || ms < 0 ? '—' : (ms / 1000).toFixed(2));
-    const statuses = (r: FaultReport) =>
-      Object.entries(r.byStatus)
-        .sort()
-        .map(([k, v]) => `${v} × ${k}`)
-        .join(', ');
     /** From the start of the fault (the kill, or the switchover's start) to a step. */
     const step = (r: FaultReport, name: string) => r.steps?.[name];
     console.log(`\n${reports[0]?.server ?? ''}, 10 clients (reads and task writes), statement timeout 5 s, the whole run ${seconds(Date.now() - started)} s`);
@@ -67,7 +62,7 @@ const bench: Bench = {
     for (const r of reports) {
       const from = step(r, 'killed') ?? step(r, 'started') ?? 0;
       console.log(
-        `| ${r.fault} | ${r.requests} | ${statuses(r)} | ${r.unanswered.length} | ${r.ackedButMissing.length} | ${r.unknownSaved} / ${r.unknownLost} | ${seconds(r.longestMs)} s | ` +
+        `| ${r.fault} | ${r.requests} | ${statusesOf(r)} | ${r.unanswered.length} | ${r.ackedButMissing.length} | ${r.unknownSaved} / ${r.unknownLost} | ${seconds(r.longestMs)} s | ` +
           `${seconds((step(r, 'promoted') ?? NaN) - from)} s | ${seconds((step(r, 'writable') ?? NaN) - from)} s | ${seconds(r.writesBackMs)} s | ` +
           `${r.streamGaps.length} / ${r.streamDuplicates.length} | ${r.jobsAdded}, ${r.jobsNotRun.length} |`,
       );
@@ -75,32 +70,7 @@ const bench: Bench = {
     return {
       seconds: (Date.now() - started) / 1000,
       errorLines: run.errorLines.length,
-      ...Object.fromEntries(
-        reports.map((r) => [
-          r.fault,
-          {
-            server: r.server,
-            requests: r.requests,
-            byStatus: r.byStatus,
-            unanswered: r.unanswered.length,
-            unexpected: r.unexpected.length,
-            ackedButMissing: r.ackedButMissing.length,
-            savedButFailed: r.savedButFailed.length,
-            unknownSaved: r.unknownSaved,
-            unknownLost: r.unknownLost,
-            longestMs: r.longestMs,
-            steps: r.steps,
-            writesBackMs: r.writesBackMs,
-            servedBackMs: r.servedBackMs,
-            listenBackMs: r.listenBackMs,
-            streamGaps: r.streamGaps.length,
-            streamDuplicates: r.streamDuplicates.length,
-            jobsAdded: r.jobsAdded,
-            jobsNotRun: r.jobsNotRun.length,
-            gatewayAlive: r.gatewayAlive,
-          },
-        ]),
-      ),
+      ...Object.fromEntries(reports.map((r) => [r.fault, reportCounts(r)])),
     };
   },
 };

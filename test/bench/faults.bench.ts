@@ -19,7 +19,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { pg15Program } from '../../gateway/tooling/pg15.ts';
-import { runOutage, type FaultReport, type OutageOptions } from '../support/outage.ts';
+import { reportCounts, runOutage, statusesOf, type FaultReport, type OutageOptions } from '../support/outage.ts';
 import { PGBOUNCER_BINARY } from '../support/pgbouncer.ts';
 import type { Bench } from './harness.ts';
 
@@ -73,11 +73,6 @@ const bench: Bench = {
       reports.push(...run.reports);
     }
     const seconds = (ms: number) => (ms / 1000).toFixed(2);
-    const statuses = (r: FaultReport) =>
-      Object.entries(r.byStatus)
-        .sort()
-        .map(([k, v]) => `${k}: ${v}`)
-        .join(', ');
     console.log(`\n${reports[0]?.server ?? ''}, 10 clients (reads and task writes), statement timeout 5 s`);
     console.log(
       '\n| fault | requests | answers by status | unanswered | saved, answered as failed | outcome_unknown saved / not | longest answer | 503 while down p50 / p95 | > 2 s while down | /health back | served back | LISTEN back |',
@@ -85,33 +80,11 @@ const bench: Bench = {
     console.log('|---|---|---|---|---|---|---|---|---|---|---|---|');
     for (const r of reports) {
       console.log(
-        `| ${r.fault} | ${r.requests} | ${statuses(r)} | ${r.unanswered.length} | ${r.savedButFailed.length} | ${r.unknownSaved} / ${r.unknownLost} | ` +
+        `| ${r.fault} | ${r.requests} | ${statusesOf(r)} | ${r.unanswered.length} | ${r.savedButFailed.length} | ${r.unknownSaved} / ${r.unknownLost} | ` +
           `${seconds(r.longestMs)} s | ${r.refusedP50Ms} / ${r.refusedP95Ms} ms | ${r.slowWhileDown.length} | ${seconds(r.healthBackMs)} s | ${seconds(r.servedBackMs)} s | ${seconds(r.listenBackMs)} s |`,
       );
     }
-    return Object.fromEntries(
-      reports.map((r) => [
-        r.fault,
-        {
-          server: r.server,
-          requests: r.requests,
-          byStatus: r.byStatus,
-          unanswered: r.unanswered.length,
-          unexpected: r.unexpected.length,
-          savedButFailed: r.savedButFailed.length,
-          unknownSaved: r.unknownSaved,
-          unknownLost: r.unknownLost,
-          longestMs: r.longestMs,
-          refusedP50Ms: r.refusedP50Ms,
-          refusedP95Ms: r.refusedP95Ms,
-          slowWhileDown: r.slowWhileDown.length,
-          healthBackMs: r.healthBackMs,
-          servedBackMs: r.servedBackMs,
-          listenBackMs: r.listenBackMs,
-          gatewayAlive: r.gatewayAlive,
-        },
-      ]),
-    );
+    return Object.fromEntries(reports.map((r) => [r.fault, reportCounts(r)]));
   },
 };
 

@@ -40,7 +40,6 @@
 //      stream (events are created every 100 ms from then on). And for every
 //      write: whether it was saved, against what its answer said (a write
 //      answered 201 and not saved is an acknowledged write lost).
-import { spawnSync } from 'node:child_process';
 import crypto from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
@@ -48,7 +47,7 @@ import postgres from 'postgres';
 import { ensureDatabase, isAlive, startEmbeddedPostgres, type RunningPostgres } from '../../gateway/core/process/embedded-postgres.ts';
 import { createLogger } from '../../gateway/core/process/log.ts';
 import { runMigrations } from '../../gateway/core/database/migrate.ts';
-import { pg15Program } from '../../gateway/tooling/pg15.ts';
+import { pg15Program, postgresOsUser, runAsPostgres } from '../../gateway/tooling/pg15.ts';
 import { startPgBouncer, type RunningPgBouncer } from './pgbouncer.ts';
 import { startReplicatedPair, type Switchover } from './replication.ts';
 import { startAutoFailover } from './pg-auto-failover.ts';
@@ -241,13 +240,10 @@ async function pg15(dir: string): Promise<Server> {
   const initdb = pg15Program('initdb');
   if (!pgCtl || !initdb) throw new Error('PostgreSQL 15 is not installed (apt-get install postgresql-15)');
   fs.mkdirSync(dir, { recursive: true, mode: 0o755 });
-  const asRoot = process.getuid?.() === 0;
-  if (asRoot) spawnSync('chown', ['postgres:', dir]);
-  const run = (program: string, args: string[]) => {
-    const quoted = [program, ...args].map((a) => `'${a.replaceAll("'", `'\\''`)}'`).join(' ');
-    const result = asRoot ? spawnSync('su', ['postgres', '-s', '/bin/sh', '-c', quoted], { encoding: 'utf8' }) : spawnSync(program, args, { encoding: 'utf8' });
-    if (result.status !== 0) throw new Error(`${path.basename(program)}: ${result.stderr || result.stdout}`);
-  };
+  const owner = postgresOsUser();
+  if (owner) fs.chownSync(dir, owner.uid, owner.gid);
+  const run = (program: string, args: string[]): void => void runAsPostgres(program, args);
+
   const data = path.join(dir, 'data');
   const port = freePort();
   run(initdb, ['-D', data, '-U', 'postgres', '--auth=trust', '-E', 'UTF8', '--locale=C', '--no-sync']);
@@ -752,11 +748,8 @@ function settleWrites(report: FaultReport, phase: Sample[], writes: Map<string, 
     }
   }
   const seconds = (ms: number) => (ms / 1000).toFixed(2);
-  const statuses = Object.entries(report.byStatus)
-    .map(([k, v]) => `${v} × ${k}`)
-    .join(', ');
   report.summary =
-    `${report.server}, ${report.fault}: ${report.requests} requests (${statuses}), ${report.unanswered.length} unanswered` +
+    `${report.server}, ${report.fault}: ${report.requests} requests (${statusesOf(report)}), ${report.unanswered.length} unanswered` +
     `${report.cutByKill ? ` (and ${report.cutByKill} cut with the killed process)` : ''}, ` +
     `${report.unexpected.length} unexpected, longest answer ${seconds(report.longestMs)} s, 503 while down p50 ${report.refusedP50Ms} ms / p95 ${report.refusedP95Ms} ms, ${report.slowWhileDown.length} slower than ${seconds(FAIL_FAST_MS)} s while down; ` +
     `writes: ${report.writes}, ${report.ackedButMissing.length} acknowledged but missing, ${report.savedButFailed.length} saved though answered as failed, outcome_unknown ${report.unknownSaved} saved / ${report.unknownLost} not; ` +
@@ -764,4 +757,21 @@ function settleWrites(report: FaultReport, phase: Sample[], writes: Map<string, 
     `${report.steps ? `steps (ms from the start): ${Object.entries(report.steps).map(([k, v]) => `${k} ${v}`).join(', ')}; ` : ''}` +
     `stream: ${report.streamGaps.length} missing, ${report.streamDuplicates.length} duplicated; ` +
     `${report.jobsAdded ? `jobs: ${report.jobsAdded} added before, ${report.jobsNotRun.length} not run after; ` : ''}gateway ${report.gatewayAlive ? 'up' : 'GONE'}, ${report.processes} processes serving`;
+}
+
+/** A report's answers by status, as its summary and the benches' tables give them: `1120 × 200, 5 × 503 service_unavailable`. */
+export function statusesOf(report: FaultReport): string {
+  return Object.entries(report.byStatus)
+    .sort()
+    .map(([k, v]) => `${v} × ${k}`)
+    .join(', ');
+}
+
+/** A report as the benches' JSON gives it: each list (unanswered, missing writes, ...) as its length; the summary line left out. */
+export function reportCounts(report: FaultReport): Record<string, unknown> {
+  return Object.fromEntries(
+    Object.entries(report)
+      .filter(([key]) => key !== 'summary')
+      .map(([key, value]) => [key, Array.isArray(value) ? value.length : value]),
+  );
 }

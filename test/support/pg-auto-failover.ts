@@ -29,6 +29,7 @@ import path from 'node:path';
 import postgres from 'postgres';
 import { freePort, waitUntil } from './processes.ts';
 import { drainWrites } from './replication.ts';
+import { postgresOsUser } from '../../gateway/tooling/pg15.ts';
 
 export const pgAutoctlInstalled = fs.existsSync('/usr/bin/pg_autoctl') && fs.existsSync('/usr/lib/postgresql/15/bin/pg_ctl');
 
@@ -61,20 +62,9 @@ export interface AutoFailoverCluster {
   dispose(): Promise<void>;
 }
 
-function postgresUser(): { uid: number; gid: number } | null {
-  if (process.getuid?.() !== 0) return null;
-  const line = fs
-    .readFileSync('/etc/passwd', 'utf8')
-    .split('\n')
-    .find((l) => l.startsWith('postgres:'));
-  if (!line) throw new Error('no `postgres` OS user');
-  const [, , uid, gid] = line.split(':');
-  return { uid: Number(uid), gid: Number(gid) };
-}
-
 export async function startAutoFailover(dir: string): Promise<AutoFailoverCluster> {
   fs.mkdirSync(dir, { recursive: true, mode: 0o755 });
-  const user = postgresUser();
+  const user = postgresOsUser();
   if (user) fs.chownSync(dir, user.uid, user.gid);
   const env = {
     PATH: `/usr/lib/postgresql/15/bin:${process.env.PATH ?? '/usr/bin:/bin'}`,

@@ -8,6 +8,7 @@ import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { freePort } from '../../gateway/core/process/free-port.ts';
+import { postgresOsUser } from '../../gateway/tooling/pg15.ts';
 
 export const PGBOUNCER_BINARY = process.env.PGBOUNCER_BINARY ?? '/usr/sbin/pgbouncer';
 
@@ -75,15 +76,8 @@ export async function startPgBouncer(databaseUrl: string, { poolSize = 20 } = {}
     { mode: 0o644 },
   );
   // PgBouncer refuses to run as root: run it as the postgres user then.
-  const asRoot = process.getuid?.() === 0;
-  let ids: { uid: number; gid: number } | undefined;
-  if (asRoot) {
-    const line = fs.readFileSync('/etc/passwd', 'utf8').split('\n').find((l) => l.startsWith('postgres:'));
-    if (!line) throw new Error('running as root needs a postgres user for pgbouncer');
-    const [, , uid, gid] = line.split(':');
-    ids = { uid: Number(uid), gid: Number(gid) };
-    fs.chownSync(dir, ids.uid, ids.gid);
-  }
+  const ids = postgresOsUser();
+  if (ids) fs.chownSync(dir, ids.uid, ids.gid);
   const launch = async (): Promise<ChildProcess> => {
     const child = spawn(PGBOUNCER_BINARY, [path.join(dir, 'pgbouncer.ini')], {
       stdio: ['ignore', 'ignore', 'pipe'],

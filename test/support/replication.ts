@@ -6,11 +6,10 @@
 // the standby promoted (pg_ctl promote). Used by test/process/failover.test.ts;
 // test/process/replicas.test.ts uses the standby as a read replica
 // (asynchronous, applying WAL late: ReplicationOptions), stopped and started.
-import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import postgres from 'postgres';
-import { pg15Program } from '../../gateway/tooling/pg15.ts';
+import { pg15Program, postgresOsUser, runAsPostgres } from '../../gateway/tooling/pg15.ts';
 import { freePort, waitUntil } from './processes.ts';
 
 export interface Node {
@@ -66,14 +65,6 @@ export interface ReplicatedPair {
 
 export const pg15Installed = Boolean(pg15Program('pg_ctl') && pg15Program('initdb') && fs.existsSync('/usr/lib/postgresql/15/bin/pg_basebackup'));
 
-const asRoot = process.getuid?.() === 0;
-
-function run(program: string, args: string[]): string {
-  const quoted = [program, ...args].map((a) => `'${a.replaceAll("'", `'\\''`)}'`).join(' ');
-  const result = asRoot ? spawnSync('su', ['postgres', '-s', '/bin/sh', '-c', quoted], { encoding: 'utf8' }) : spawnSync(program, args, { encoding: 'utf8' });
-  if (result.status !== 0) throw new Error(`${path.basename(program)}: ${result.stderr || result.stdout}`);
-  return result.stdout;
-}
 
 const bin = (name: string) => path.join('/usr/lib/postgresql/15/bin', name);
 
@@ -153,7 +144,8 @@ export async function drainWrites(url: string): Promise<{ readOnlyAt: number; dr
 
 export async function startReplicatedPair(dir: string, { synchronous = true, applyDelayMs = 0 }: ReplicationOptions = {}): Promise<ReplicatedPair> {
   fs.mkdirSync(dir, { recursive: true, mode: 0o755 });
-  if (asRoot) spawnSync('chown', ['postgres:', dir]);
+  const owner = postgresOsUser();
+  if (owner) fs.chownSync(dir, owner.uid, owner.gid);
   const node = (name: string): Node => {
     const port = freePort();
     return { port, data: path.join(dir, name), url: `postgres://postgres@127.0.0.1:${port}/app` };
@@ -162,15 +154,15 @@ export async function startReplicatedPair(dir: string, { synchronous = true, app
   const standby = node('standby');
   const options = (n: Node) =>
     `-p ${n.port} -c listen_addresses=127.0.0.1 -c unix_socket_directories=${dir} -c fsync=off -c max_connections=200 -c wal_level=replica -c max_wal_senders=5 -c hot_standby=on -c wal_receiver_status_interval=1s`;
-  const start = (n: Node) => run(bin('pg_ctl'), ['-D', n.data, '-l', `${n.data}.log`, '-w', 'start', '-o', options(n)]);
+  const start = (n: Node) => runAsPostgres(bin('pg_ctl'), ['-D', n.data, '-l', `${n.data}.log`, '-w', 'start', '-o', options(n)]);
 
-  run(bin('initdb'), ['-D', primary.data, '-U', 'postgres', '--auth=trust', '-E', 'UTF8', '--locale=C', '--no-sync']);
+  runAsPostgres(bin('initdb'), ['-D', primary.data, '-U', 'postgres', '--auth=trust', '-E', 'UTF8', '--locale=C', '--no-sync']);
   fs.appendFileSync(path.join(primary.data, 'pg_hba.conf'), 'host replication all 127.0.0.1/32 trust\n');
   start(primary);
   const admin = postgres(`postgres://postgres@127.0.0.1:${primary.port}/postgres`, { max: 1, onnotice: () => {} });
   await admin`create database app`;
   await admin.end();
-  run(bin('pg_basebackup'), ['-h', '127.0.0.1', '-p', String(primary.port), '-U', 'postgres', '-D', standby.data, '-R', '-X', 'stream', '--checkpoint=fast', '--no-sync']);
+  runAsPostgres(bin('pg_basebackup'), ['-h', '127.0.0.1', '-p', String(primary.port), '-U', 'postgres', '-D', standby.data, '-R', '-X', 'stream', '--checkpoint=fast', '--no-sync']);
   if (applyDelayMs > 0) fs.appendFileSync(path.join(standby.data, 'postgresql.auto.conf'), `recovery_min_apply_delay = '${applyDelayMs}ms'\n`);
   start(standby);
   // Synchronous from now on (not before: with no standby yet, every commit would wait): a commit is acknowledged once the standby has flushed it.
@@ -183,9 +175,19 @@ export async function startReplicatedPair(dir: string, { synchronous = true, app
   await waitUntil(async () => (await check`select count(*)::int as n from pg_stat_replication where sync_state = ${state}`)[0]!.n === 1, 20_000, `a ${state} standby`);
   await check.end();
 
-  const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
   const adminUrl = (n: Node) => `postgres://postgres@127.0.0.1:${n.port}/postgres`;
   const nodes = { primary, standby };
+
+  /** pg_ctl promote of a standby, waiting until it takes writes. */
+  async function promote(node: Node): Promise<void> {
+    runAsPostgres(bin('pg_ctl'), ['-D', node.data, '-w', 'promote']);
+    const sql = postgres(node.url, { max: 1, onnotice: () => {} });
+    try {
+      await waitUntil(async () => !(await sql`select pg_is_in_recovery() as r`)[0]!.r, 10_000, 'the standby promoted');
+    } finally {
+      await sql.end();
+    }
+  }
 
   async function switchover(onPromoted: () => void = () => {}): Promise<Switchover> {
     const old = nodes.primary;
@@ -208,10 +210,9 @@ export async function startReplicatedPair(dir: string, { synchronous = true, app
       await sql.end();
     }
     // 4. Stop the old primary (fast: its sessions are ended, its last WAL, the shutdown checkpoint, sent to the standby), 5. promote the standby.
-    run(bin('pg_ctl'), ['-D', old.data, '-m', 'fast', '-w', 'stop']);
+    runAsPostgres(bin('pg_ctl'), ['-D', old.data, '-m', 'fast', '-w', 'stop']);
     const stoppedAt = Date.now();
-    run(bin('pg_ctl'), ['-D', next.data, '-w', 'promote']);
-    await waitUntil(async () => !(await replica`select pg_is_in_recovery() as r`)[0]!.r, 10_000, 'the standby promoted');
+    await promote(next);
     const promotedAt = Date.now();
     onPromoted();
     // 6. The old primary follows the new one (its own WAL ends where the new timeline starts): writable again later, a standby now.
@@ -250,7 +251,7 @@ export async function startReplicatedPair(dir: string, { synchronous = true, app
       process.kill(pid, 'SIGKILL');
     },
     stopStandby() {
-      run(bin('pg_ctl'), ['-D', nodes.standby.data, '-m', 'immediate', 'stop']);
+      runAsPostgres(bin('pg_ctl'), ['-D', nodes.standby.data, '-m', 'immediate', 'stop']);
     },
     startStandby() {
       start(nodes.standby);
@@ -260,12 +261,7 @@ export async function startReplicatedPair(dir: string, { synchronous = true, app
       if (!pid) throw new Error('the standby is not running');
       for (const p of [pid, ...childrenOf(pid)]) process.kill(p, frozen ? 'SIGSTOP' : 'SIGCONT');
     },
-    async promoteStandby() {
-      run(bin('pg_ctl'), ['-D', nodes.standby.data, '-w', 'promote']);
-      const sql = postgres(nodes.standby.url, { max: 1, onnotice: () => {} });
-      await waitUntil(async () => !(await sql`select pg_is_in_recovery() as r`)[0]!.r, 10_000, 'the standby promoted');
-      await sql.end();
-    },
+    promoteStandby: () => promote(nodes.standby),
     async dispose() {
       for (const n of [primary, standby]) {
         const pid = postmasterPid(n.data);
