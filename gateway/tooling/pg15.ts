@@ -8,6 +8,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { freePort } from '../core/process/free-port.ts';
+import { postgresUser } from '../core/process/postgres-binaries.ts';
 
 export const PG15_BIN = process.env.PG15_BIN ?? '/usr/lib/postgresql/15/bin';
 
@@ -22,21 +23,6 @@ export interface ThrowawayCluster {
   stop(): void;
 }
 
-
-/**
- * The `postgres` OS user's ids when we are root (Postgres, PgBouncer and
- * pg_autoctl refuse to run as root: their processes run as it), else null.
- */
-export function postgresOsUser(): { uid: number; gid: number } | null {
-  if (process.getuid?.() !== 0) return null;
-  const line = fs
-    .readFileSync('/etc/passwd', 'utf8')
-    .split('\n')
-    .find((l) => l.startsWith('postgres:'));
-  if (!line) throw new Error('running as root needs a `postgres` OS user to run the server programs as');
-  const [, , uid, gid] = line.split(':');
-  return { uid: Number(uid), gid: Number(gid) };
-}
 
 /** Runs a server program (initdb, pg_ctl, ...), as the `postgres` OS user when we are root; returns its output. */
 export function runAsPostgres(program: string, args: string[]): string {
@@ -59,7 +45,7 @@ export async function startThrowawayPg15(): Promise<ThrowawayCluster> {
   }
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pg15-'));
   fs.chmodSync(dir, 0o755);
-  const owner = postgresOsUser();
+  const owner = postgresUser();
   if (owner) fs.chownSync(dir, owner.uid, owner.gid);
   const data = path.join(dir, 'data');
   const port = await freePort();

@@ -47,7 +47,8 @@ import postgres from 'postgres';
 import { ensureDatabase, isAlive, startEmbeddedPostgres, type RunningPostgres } from '../../gateway/core/process/embedded-postgres.ts';
 import { createLogger } from '../../gateway/core/process/log.ts';
 import { runMigrations } from '../../gateway/core/database/migrate.ts';
-import { pg15Program, postgresOsUser, runAsPostgres } from '../../gateway/tooling/pg15.ts';
+import { pg15Program, runAsPostgres } from '../../gateway/tooling/pg15.ts';
+import { postgresUser } from '../../gateway/core/process/postgres-binaries.ts';
 import { startPgBouncer, type RunningPgBouncer } from './pgbouncer.ts';
 import { startReplicatedPair, type Switchover } from './replication.ts';
 import { startAutoFailover } from './pg-auto-failover.ts';
@@ -240,7 +241,7 @@ async function pg15(dir: string): Promise<Server> {
   const initdb = pg15Program('initdb');
   if (!pgCtl || !initdb) throw new Error('PostgreSQL 15 is not installed (apt-get install postgresql-15)');
   fs.mkdirSync(dir, { recursive: true, mode: 0o755 });
-  const owner = postgresOsUser();
+  const owner = postgresUser();
   if (owner) fs.chownSync(dir, owner.uid, owner.gid);
   const run = (program: string, args: string[]): void => void runAsPostgres(program, args);
 

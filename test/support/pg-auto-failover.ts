@@ -29,7 +29,7 @@ import path from 'node:path';
 import postgres from 'postgres';
 import { freePort, waitUntil } from './processes.ts';
 import { drainWrites } from './replication.ts';
-import { postgresOsUser } from '../../gateway/tooling/pg15.ts';
+import { postgresUser } from '../../gateway/core/process/postgres-binaries.ts';
 
 export const pgAutoctlInstalled = fs.existsSync('/usr/bin/pg_autoctl') && fs.existsSync('/usr/lib/postgresql/15/bin/pg_ctl');
 
@@ -64,7 +64,7 @@ export interface AutoFailoverCluster {
 
 export async function startAutoFailover(dir: string): Promise<AutoFailoverCluster> {
   fs.mkdirSync(dir, { recursive: true, mode: 0o755 });
-  const user = postgresOsUser();
+  const user = postgresUser();
   if (user) fs.chownSync(dir, user.uid, user.gid);
   const env = {
     PATH: `/usr/lib/postgresql/15/bin:${process.env.PATH ?? '/usr/bin:/bin'}`,

@@ -8,7 +8,7 @@ import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { freePort } from '../../gateway/core/process/free-port.ts';
-import { postgresOsUser } from '../../gateway/tooling/pg15.ts';
+import { postgresUser } from '../../gateway/core/process/postgres-binaries.ts';
 
 export const PGBOUNCER_BINARY = process.env.PGBOUNCER_BINARY ?? '/usr/sbin/pgbouncer';
 
@@ -76,7 +76,7 @@ export async function startPgBouncer(databaseUrl: string, { poolSize = 20 } = {}
     { mode: 0o644 },
   );
   // PgBouncer refuses to run as root: run it as the postgres user then.
-  const ids = postgresOsUser();
+  const ids = postgresUser();
   if (ids) fs.chownSync(dir, ids.uid, ids.gid);
   const launch = async (): Promise<ChildProcess> => {
     const child = spawn(PGBOUNCER_BINARY, [path.join(dir, 'pgbouncer.ini')], {

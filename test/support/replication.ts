@@ -9,7 +9,8 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import postgres from 'postgres';
-import { pg15Program, postgresOsUser, runAsPostgres } from '../../gateway/tooling/pg15.ts';
+import { pg15Program, runAsPostgres } from '../../gateway/tooling/pg15.ts';
+import { postgresUser } from '../../gateway/core/process/postgres-binaries.ts';
 import { freePort, waitUntil } from './processes.ts';
 
 export interface Node {
@@ -144,7 +145,7 @@ export async function drainWrites(url: string): Promise<{ readOnlyAt: number; dr
 
 export async function startReplicatedPair(dir: string, { synchronous = true, applyDelayMs = 0 }: ReplicationOptions = {}): Promise<ReplicatedPair> {
   fs.mkdirSync(dir, { recursive: true, mode: 0o755 });
-  const owner = postgresOsUser();
+  const owner = postgresUser();
   if (owner) fs.chownSync(dir, owner.uid, owner.gid);
   const node = (name: string): Node => {
     const port = freePort();
