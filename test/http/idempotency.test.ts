@@ -234,7 +234,7 @@ describe('concurrency', () => {
       const first = api('POST', `/api/mobile/tasks/${id}/start`, keyed(key, user));
       // Until the first request has claimed the key and waits on the row.
       for (let i = 0; i < 100; i++) {
-        const [waiting] = await db()`select count(*)::int as n from pg_stat_activity where wait_event_type = 'Lock' and query like '%api.task_start%'`;
+        const [waiting] = await db()`select count(*)::int as n from pg_stat_activity where datname = current_database() and wait_event_type = 'Lock' and query like '%api.task_start%'`;
         if (waiting!.n > 0) break;
         await new Promise((resolve) => setTimeout(resolve, 50));
       }

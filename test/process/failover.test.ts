@@ -26,14 +26,15 @@
 import crypto from 'node:crypto';
 import path from 'node:path';
 import postgres from 'postgres';
-import { describe, expect, inject, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { createLogger } from '../../gateway/core/process/log.ts';
 import { runMigrations } from '../../gateway/core/database/migrate.ts';
 import { runOutage, OUTAGE_STATEMENT_TIMEOUT_MS } from '../support/outage.ts';
 import { freePort, startGatewayProcess, stopProcess, waitUntil } from '../support/processes.ts';
 import { drainWrites, pg15Installed, startReplicatedPair } from '../support/replication.ts';
+import { testDir } from '../support/test-dir.ts';
 
-const dirFor = (name: string) => path.join(inject('testDir'), `${name}-${crypto.randomBytes(3).toString('hex')}`);
+const dirFor = (name: string) => path.join(testDir, `${name}-${crypto.randomBytes(3).toString('hex')}`);
 
 /** Waits until a job added now is run (and so gone from graphile-worker's queue). */
 async function expectJobRun(sql: postgres.Sql): Promise<void> {
