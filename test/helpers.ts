@@ -2,18 +2,56 @@
 // through the real endpoints, and a direct database connection for SQL-level
 // tests and for setting up states no endpoint creates.
 import crypto from 'node:crypto';
+import path from 'node:path';
 import { SignJWT } from 'jose';
 import postgres from 'postgres';
+import { destination } from 'pino';
 import { afterAll, inject } from 'vitest';
 import { withClaims, type RequestClaims, type Tx } from '../gateway/core/database/transaction.ts';
 import type { Sql } from '../gateway/core/database/pool.ts';
 import { Passwords } from '../gateway/core/auth/passwords.ts';
+import { createLogger } from '../gateway/core/process/log.ts';
 import { checkContract } from './support/contract.ts';
+import { startTestEnvironment, type EnvironmentOptions } from './support/environment.ts';
 
-export const baseUrl = inject('baseUrl');
-export const databaseUrl = inject('databaseUrl');
-export const jwtSecret = inject('jwtSecret');
-export const publicUrl = inject('publicUrl');
+/**
+ * Where another throwaway database of this run is made (support/environment.ts):
+ * a copy of the run's migrated template, on the run's server.
+ */
+export const databaseServer: Pick<EnvironmentOptions, 'serverUrl' | 'template' | 'databasePrefix' | 'parentDir'> = {
+  serverUrl: inject('testServerUrl'),
+  template: inject('testTemplate'),
+  databasePrefix: inject('testDatabasePrefix'),
+  parentDir: inject('testRoot'),
+};
+
+// This file's own database (a copy of the template) and its own gateway and
+// MCP server, started when a test file first imports this module and stopped
+// after its last test: files never share state, so they run in parallel.
+// The gateway logs everything (debug) to a file, so tests can check that no
+// password or token ever reaches the logs.
+let gatewayLogFile = '';
+const environment = await startTestEnvironment({
+  ...databaseServer,
+  // TEST_PGBOUNCER=1: every file's gateway behind PgBouncer in transaction mode.
+  pgbouncer: process.env.TEST_PGBOUNCER === '1',
+  gatewayLog: (dir) => {
+    gatewayLogFile = path.join(dir, 'gateway.log');
+    return createLogger('debug', 'gateway', destination({ dest: gatewayLogFile, sync: true }));
+  },
+});
+afterAll(() => environment.stop(), 120_000);
+
+export const baseUrl = environment.baseUrl;
+/** The MCP process's own address (the gateway proxies /mcp to it). */
+export const mcpUrl = environment.mcpUrl;
+export const databaseUrl = environment.databaseUrl;
+export const jwtSecret = environment.jwtSecret;
+export const publicUrl = environment.config.publicUrl;
+/** The gateway's DATA_DIR: its stored files are under `storage/`. */
+export const dataDir = environment.dir;
+/** The gateway's log (every line, at debug). */
+export const logFile = gatewayLogFile;
 
 export interface ApiResponse<T = any> {
   status: number;

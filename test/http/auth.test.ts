@@ -1,8 +1,8 @@
 // Authentication over HTTP: every status of register, signup, login, verify,
 // refresh and logout; JWT tampering; refresh-token reuse; what reaches the logs.
 import fs from 'node:fs';
-import { describe, expect, inject, it } from 'vitest';
-import { api, expectErrorShape, forgeToken, registerUser, uniqueEmail, unsignedToken } from '../helpers.ts';
+import { describe, expect, it } from 'vitest';
+import { api, expectErrorShape, forgeToken, logFile, registerUser, uniqueEmail, unsignedToken } from '../helpers.ts';
 import { UUID } from '../support/formats.ts';
 
 describe('POST /api/auth/register', () => {
@@ -242,7 +242,7 @@ describe('the pipeline', () => {
     await api('POST', '/api/auth/verify', { body: { token: user.accessToken } });
     await api('GET', '/api/mobile/profile', { token: user.accessToken });
     await api('POST', '/api/auth/refresh', { body: { refresh_token: user.refreshToken } });
-    const logs = fs.readFileSync(inject('logFile'), 'utf8');
+    const logs = fs.readFileSync(logFile, 'utf8');
     expect(logs).toContain(user.userId); // the requests were logged...
     for (const secret of [user.password, 'definitely-wrong-pw', user.accessToken, user.refreshToken]) {
       expect(logs).not.toContain(secret); // ...their secrets were not

@@ -10,11 +10,11 @@
 import crypto from 'node:crypto';
 import fs from 'node:fs';
 import ICAL from 'ical.js';
-import { describe, expect, inject, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { loadConfig } from '../../gateway/core/process/config.ts';
 import { createLogger } from '../../gateway/core/process/log.ts';
 import { startGateway } from '../../gateway/server.ts';
-import { api, baseUrl, databaseUrl, db, jwtSecret, publicUrl, registerUser } from '../helpers.ts';
+import { api, baseUrl, databaseUrl, db, jwtSecret, logFile, publicUrl, registerUser } from '../helpers.ts';
 import { createCommunity, createEvent, createVenue } from '../support/event-fixtures.ts';
 import { UUID } from '../support/formats.ts';
 import { addMember } from '../support/sql-fixtures.ts';
@@ -337,7 +337,7 @@ describe('personal feed: POST/DELETE /api/mobile/calendar/feed, GET /cal/{token}
     expect((await ics(path)).status).toBe(200);
     const token = path.slice('/cal/'.length, -'.ics'.length);
     await new Promise((resolve) => setTimeout(resolve, 300)); // the log line is written when the response finishes
-    const log = fs.readFileSync(inject('logFile'), 'utf8');
+    const log = fs.readFileSync(logFile, 'utf8');
     expect(log).toContain('/cal/:token.ics');
     expect(log).not.toContain(token);
   });

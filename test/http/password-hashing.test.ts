@@ -15,8 +15,8 @@ import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { afterAll, describe, expect, inject, it } from 'vitest';
-import { api, databaseUrl, db, jwtSecret, publicUrl, registerUser, uniqueEmail } from '../helpers.ts';
+import { afterAll, describe, expect, it } from 'vitest';
+import { api, databaseUrl, db, jwtSecret, logFile, publicUrl, registerUser, uniqueEmail } from '../helpers.ts';
 import { authorize, consent, registerClient } from '../mcp/support.ts';
 import { freePort, startGatewayProcess } from '../support/processes.ts';
 import { eventually } from '../support/wait.ts';
@@ -116,7 +116,7 @@ describe('a hash never leaves the server', () => {
     texts.push(consented.html, consented.location ?? '');
 
     const responses = texts.join('\n');
-    const log = fs.readFileSync(inject('logFile'), 'utf8');
+    const log = fs.readFileSync(logFile, 'utf8');
     expect(log).toContain(reg.body.user_id); // the requests were logged...
     for (const hash of [first, second]) {
       // ...neither the hash nor its salt is in any answer or log line

@@ -7,13 +7,12 @@
 import fs from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
-import { describe, expect, inject, it } from 'vitest';
-import { baseUrl, db, registerUser } from '../helpers.ts';
+import { describe, expect, it } from 'vitest';
+import { baseUrl, dataDir, db, registerUser } from '../helpers.ts';
 import { storageClient } from '../support/storage.ts';
 import { eventually } from '../support/wait.ts';
 
-const testDir = inject('testDir');
-const storedFile = (key: string) => path.join(testDir, 'storage', key);
+const storedFile = (key: string) => path.join(dataDir, 'storage', key);
 
 /** Runs the storage_collect job now (the test gateway's worker takes it at once). */
 async function collect(): Promise<void> {
@@ -105,7 +104,7 @@ describe('faults', () => {
     const [left] = await db()`select count(*)::int as n from app.storage_garbage where collect_after <= now()`;
     expect(left!.n).toBe(0);
     // Nothing of it in the byte store: no object file, no temporary file left behind.
-    const files = fs.readdirSync(path.join(testDir, 'storage', 'objects'));
+    const files = fs.readdirSync(path.join(dataDir, 'storage', 'objects'));
     const known = new Set((await db()`select storage_key from app.storage_objects union select storage_key from app.storage_garbage union select storage_key from app.storage_uploads`).map((r) => String(r.storage_key).replace('objects/', '')));
     expect(files.filter((f) => !known.has(f))).toEqual([]);
   });

@@ -11,10 +11,9 @@ import exifr from 'exifr';
 import sharp from 'sharp';
 import { describe, expect, it } from 'vitest';
 import { inject } from 'vitest';
-import { baseUrl, db, registerUser } from '../helpers.ts';
+import { baseUrl, dataDir, db, registerUser } from '../helpers.ts';
 import { HTML_PAGE, phonePhoto, pixelBomb, png, storageClient, SVG_WITH_SCRIPT } from '../support/storage.ts';
 
-const testDir = inject('testDir');
 
 async function user(prefix: string) {
   const u = await registerUser(prefix);
@@ -127,7 +126,7 @@ describe('transformations', () => {
 
     // Kept beside the image in the byte store.
     const [object] = await db()`select storage_key from app.storage_objects where name = ${`${eve.userId}/wide.png`}`;
-    const cached = path.join(testDir, 'storage', 'renders', String(object!.storage_key).replace('objects/', ''));
+    const cached = path.join(dataDir, 'storage', 'renders', String(object!.storage_key).replace('objects/', ''));
     expect(fs.readdirSync(cached)).toEqual(['256x256-cover-q80.webp']);
     const again = await fetch(url, { headers: { accept: 'image/avif,image/webp,*/*' } });
     expect(Buffer.from(await again.arrayBuffer()).equals(bytes)).toBe(true);

@@ -8,11 +8,10 @@ import fs from 'node:fs';
 import path from 'node:path';
 import exifr from 'exifr';
 import * as tus from 'tus-js-client';
-import { describe, expect, inject, it } from 'vitest';
-import { baseUrl, db, registerUser, type TestUser } from '../helpers.ts';
+import { describe, expect, it } from 'vitest';
+import { baseUrl, dataDir, db, registerUser, type TestUser } from '../helpers.ts';
 import { phonePhoto, storageClient } from '../support/storage.ts';
 
-const testDir = inject('testDir');
 const endpoint = `${baseUrl}/storage/v1/upload/resumable`;
 
 interface Options {
@@ -76,7 +75,7 @@ describe('resumable uploads (TUS) with tus-js-client', () => {
     expect(Buffer.from(await down.data!.arrayBuffer()).equals(data)).toBe(true);
     const [row] = await db()`select count(*)::int as n from app.storage_uploads where id = ${id}`;
     expect(row!.n).toBe(0);
-    expect(fs.existsSync(path.join(testDir, 'storage', 'tus', id))).toBe(false);
+    expect(fs.existsSync(path.join(dataDir, 'storage', 'tus', id))).toBe(false);
   });
 
   it("another user's upload is not there for them; without a credential, 401", async () => {

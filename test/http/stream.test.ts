@@ -9,7 +9,7 @@ import { inject } from 'vitest';
 import { loadConfig, type Config } from '../../gateway/core/process/config.ts';
 import { createLogger } from '../../gateway/core/process/log.ts';
 import { startGateway, type RunningGateway } from '../../gateway/server.ts';
-import { databaseUrl, db, expectErrorShape, forgeToken, jwtSecret, publicUrl, registerUser, type TestUser } from '../helpers.ts';
+import { databaseUrl, db, expectErrorShape, forgeToken, jwtSecret, logFile, publicUrl, registerUser, type TestUser } from '../helpers.ts';
 import { createCommunity, createEvent, type Community } from '../support/event-fixtures.ts';
 import { ISO } from '../support/formats.ts';
 import { addMember } from '../support/sql-fixtures.ts';
@@ -71,7 +71,7 @@ describe('upcoming stream: access', () => {
     await s.until((m) => m.event === 'ready');
     s.close();
     await new Promise((r) => setTimeout(r, 200));
-    const log = fs.readFileSync(inject('logFile'), 'utf8');
+    const log = fs.readFileSync(logFile, 'utf8');
     expect(log).toContain(STREAM_PATH);
     expect(log).not.toContain(user.accessToken);
   });

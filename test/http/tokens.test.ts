@@ -7,8 +7,8 @@
 // and no secret in the gateway's log.
 import crypto from 'node:crypto';
 import fs from 'node:fs';
-import { describe, expect, inject, it } from 'vitest';
-import { api, db, expectErrorShape, registerUser } from '../helpers.ts';
+import { describe, expect, it } from 'vitest';
+import { api, db, expectErrorShape, logFile, registerUser } from '../helpers.ts';
 import { createToken, joinCommunity, SECRET } from '../support/api-tokens.ts';
 import { ISO, UUID } from '../support/formats.ts';
 import { openStream } from '../support/sse.ts';
@@ -376,7 +376,7 @@ describe('logging', () => {
     const { id: goneId, secret: gone } = await createToken(user);
     await api('DELETE', `/api/docs/tokens/${goneId}`, { token: user.accessToken });
     await api('GET', '/api/mobile/profile', { token: gone }); // 401
-    const logs = fs.readFileSync(inject('logFile'), 'utf8');
+    const logs = fs.readFileSync(logFile, 'utf8');
     expect(logs).toContain(user.userId);
     for (const s of [secret, gone]) {
       expect(logs).not.toContain(s);

@@ -18,7 +18,7 @@ import { SMTPServer } from 'smtp-server';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startJobWorker, type JobWorker } from '../../gateway/jobs/worker.ts';
 import { createLogger } from '../../gateway/core/process/log.ts';
-import { databaseUrl } from '../helpers.ts';
+import { databaseServer, databaseUrl } from '../helpers.ts';
 import { checkContract } from '../support/contract.ts';
 import { startTestEnvironment, type TestEnvironment } from '../support/environment.ts';
 import { WebhookReceiver } from '../support/webhook-receiver.ts';
@@ -45,7 +45,7 @@ beforeAll(async () => {
     },
   });
   await new Promise<void>((resolve) => smtp.listen(0, '127.0.0.1', () => resolve()));
-  env = await startTestEnvironment({ serverUrl: databaseUrl, env: { WORKER: 'off' } });
+  env = await startTestEnvironment({ ...databaseServer, env: { WORKER: 'off' } });
   sql = postgres(env.databaseUrl, { max: 4, onnotice: () => {} });
   worker = await startJobWorker({
     connectionString: env.databaseUrl,

@@ -277,7 +277,7 @@ describe('audit', () => {
     const client = await connect(deep.apiToken);
     expect((await callTool(client, 'search_onboarding_communities', {})).isError).toBe(false);
     const stuck = await db()`select count(*)::int as n from pg_stat_activity
-                              where application_name = 'mcp-server' and state like 'idle in transaction%'
+                              where datname = current_database() and application_name = 'mcp-server' and state like 'idle in transaction%'
                                 and state_change < now() - interval '1 second'`;
     expect(stuck[0]!.n).toBe(0);
   });

@@ -4,14 +4,14 @@
 import crypto from 'node:crypto';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
-import { afterAll, expect, inject } from 'vitest';
+import { afterAll, expect } from 'vitest';
 import { loadConfig } from '../../gateway/core/process/config.ts';
 import { createLogger } from '../../gateway/core/process/log.ts';
 import { startMcpServer, type RunningMcpServer } from '../../mcp-server/server.ts';
-import { api, baseUrl, databaseUrl, db, publicUrl, registerUser, type TestUser } from '../helpers.ts';
+import { api, baseUrl, databaseUrl, db, mcpUrl, publicUrl, registerUser, type TestUser } from '../helpers.ts';
 import { newCommunity } from '../support/sql-fixtures.ts';
 
-export const mcpUrl = inject('mcpUrl');
+export { mcpUrl };
 
 export interface Agent extends TestUser {
   /** A personal API token (cbk_...). */

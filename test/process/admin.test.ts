@@ -11,14 +11,15 @@ import fs from 'node:fs';
 import http from 'node:http';
 import path from 'node:path';
 import postgres from 'postgres';
-import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ensureDatabase, startEmbeddedPostgres, type RunningPostgres } from '../../gateway/core/process/embedded-postgres.ts';
 import { createLogger } from '../../gateway/core/process/log.ts';
 import { runMigrations } from '../../gateway/core/database/migrate.ts';
 import { exited, freePort, startGatewayProcess, waitUntil, type GatewayProcess } from '../support/processes.ts';
+import { testDir } from '../support/test-dir.ts';
 
 const quiet = createLogger('silent');
-const dir = path.join(inject('testDir'), `admin-${crypto.randomBytes(3).toString('hex')}`);
+const dir = path.join(testDir, `admin-${crypto.randomBytes(3).toString('hex')}`);
 const pgPort = freePort();
 let pg: RunningPostgres;
 let databaseUrl: string;

@@ -7,12 +7,13 @@
 import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
-import { describe, expect, inject, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { createLogger } from '../../gateway/core/process/log.ts';
 import { runMigrations } from '../../gateway/core/database/migrate.ts';
 import { pg15Program, startThrowawayPg15 } from '../../gateway/tooling/pg15.ts';
 import { baseUrl } from '../helpers.ts';
 import { exited, freePort, projectRoot, startGatewayProcess } from '../support/processes.ts';
+import { testDir } from '../support/test-dir.ts';
 
 const readme = fs.readFileSync(path.join(projectRoot, 'README.md'), 'utf8');
 const operations = fs.readFileSync(path.join(projectRoot, 'docs', 'operations.md'), 'utf8');
@@ -36,7 +37,7 @@ describe.skipIf(!pg15Program('psql'))('deploying on PostgreSQL 15 without a supe
       const ownerUrl = cluster.url('app').replace('postgres://postgres@', 'postgres://app_owner:change%20me@');
       // As the owner (no superuser, no CREATEROLE): every migration, then the gateway.
       await runMigrations(ownerUrl, createLogger('silent'), { includeCurrent: true });
-      const gw = await startGatewayProcess({ DATABASE_URL: ownerUrl, PORT: String(freePort()), DATA_DIR: path.join(inject('testDir'), 'recipe'), JWT_SECRET: 'a-secret-of-at-least-32-characters-long' });
+      const gw = await startGatewayProcess({ DATABASE_URL: ownerUrl, PORT: String(freePort()), DATA_DIR: path.join(testDir, 'recipe'), JWT_SECRET: 'a-secret-of-at-least-32-characters-long' });
       try {
         expect((await fetch(`${gw.url}/health`)).status).toBe(200);
         const body = JSON.stringify({ email: 'owner-recipe@example.com', password: 'password123' });
@@ -63,7 +64,7 @@ describe.skipIf(!pg15Program('pg_dump'))('backup and restore as the owner, witho
     const roles = blockAfter('<!-- recipe: owner-without-superuser', 'sql');
     const commands = blockAfter('<!-- recipe: backup-restore', 'sh');
     const cluster = await startThrowawayPg15();
-    const work = fs.mkdtempSync(path.join(inject('testDir'), 'backup-'));
+    const work = fs.mkdtempSync(path.join(testDir, 'backup-'));
     try {
       const superuser = (sql: string) => {
         const psql = spawnSync(pg15Program('psql')!, [cluster.url('postgres'), '-v', 'ON_ERROR_STOP=1', '-q', '-f', '-'], { input: sql, encoding: 'utf8' });

@@ -10,13 +10,14 @@ import crypto from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import postgres from 'postgres';
-import { describe, expect, inject, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { ensureDatabase, isAlive, startEmbeddedPostgres } from '../../gateway/core/process/embedded-postgres.ts';
 import { createLogger } from '../../gateway/core/process/log.ts';
 import { runMigrations } from '../../gateway/core/database/migrate.ts';
 import { uniqueEmail } from '../helpers.ts';
 import { openStream, type SseStream } from '../support/sse.ts';
 import { exited, freePort, startGatewayProcess, waitUntil } from '../support/processes.ts';
+import { testDir } from '../support/test-dir.ts';
 
 async function call(base: string, method: string, path: string, token?: string, body?: unknown) {
   const res = await fetch(base + path, {
@@ -45,7 +46,7 @@ async function signUp(base: string): Promise<{ email: string; token: string }> {
 
 describe('the gateway killed with SIGKILL under a parallel write load', () => {
   it('loses no acknowledged write, half-writes nothing, leaves no Postgres, and starts again', { timeout: 300_000 }, async () => {
-    const dataDir = path.join(inject('testDir'), `kill-${crypto.randomBytes(3).toString('hex')}`);
+    const dataDir = path.join(testDir, `kill-${crypto.randomBytes(3).toString('hex')}`);
     const env = { DATA_DIR: dataDir, PORT: String(freePort()), EMBEDDED_PG_PORT: String(freePort()) };
     const first = await startGatewayProcess(env);
     const password = fs.readFileSync(path.join(dataDir, 'postgres', 'superuser-password'), 'utf8').trim();
@@ -148,7 +149,7 @@ describe('the gateway killed with SIGKILL under a parallel write load', () => {
 
 describe('Postgres stopped and started under a running gateway', () => {
   it('fails fast with 503, says so on /health, and recovers by itself, the stream included', { timeout: 300_000 }, async () => {
-    const dir = path.join(inject('testDir'), `restart-${crypto.randomBytes(3).toString('hex')}`);
+    const dir = path.join(testDir, `restart-${crypto.randomBytes(3).toString('hex')}`);
     const port = freePort();
     const quiet = createLogger('silent');
     let cluster = await startEmbeddedPostgres({ dir, port, persistent: true, log: quiet });

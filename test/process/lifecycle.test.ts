@@ -5,16 +5,17 @@ import { spawnSync } from 'node:child_process';
 import crypto from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
-import { describe, expect, inject, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { isAlive, relocatedDataDir } from '../../gateway/core/process/embedded-postgres.ts';
 import { databaseUrl, uniqueEmail } from '../helpers.ts';
 import { exited, freePort, postgresOnPort, projectRoot, startGatewayProcess } from '../support/processes.ts';
+import { testDir } from '../support/test-dir.ts';
 
 const root = projectRoot;
 
 describe('npm start (gateway/main.ts)', () => {
   it('starts an embedded Postgres, serves, stops it cleanly, and keeps the data for the next start', async () => {
-    const dataDir = path.join(inject('testDir'), `start-${crypto.randomBytes(3).toString('hex')}`);
+    const dataDir = path.join(testDir, `start-${crypto.randomBytes(3).toString('hex')}`);
     const env = { DATA_DIR: dataDir, PORT: String(freePort()), EMBEDDED_PG_PORT: String(freePort()) };
 
     const first = await startGatewayProcess(env);
@@ -58,7 +59,7 @@ describe('npm start (gateway/main.ts)', () => {
 
   it('with no EMBEDDED_PG_PORT, two data folders started at once each get a free port, kept for the next start', { timeout: 180_000 }, async () => {
     // Another checkout already running took 54329: each folder gets its own port (was: the second start failed).
-    const dirs = ['a', 'b'].map((n) => path.join(inject('testDir'), `ports-${n}-${crypto.randomBytes(3).toString('hex')}`));
+    const dirs = ['a', 'b'].map((n) => path.join(testDir, `ports-${n}-${crypto.randomBytes(3).toString('hex')}`));
     const envOf = (dataDir: string) => ({ DATA_DIR: dataDir, PORT: String(freePort()), EMBEDDED_PG_PORT: '' });
     const gateways = await Promise.all(dirs.map((dir) => startGatewayProcess(envOf(dir))));
     try {
@@ -80,7 +81,7 @@ describe('npm start (gateway/main.ts)', () => {
   });
 
   it('uses DATABASE_URL instead when it is set (no embedded cluster)', async () => {
-    const dataDir = path.join(inject('testDir'), `url-${crypto.randomBytes(3).toString('hex')}`);
+    const dataDir = path.join(testDir, `url-${crypto.randomBytes(3).toString('hex')}`);
     const gw = await startGatewayProcess({ DATABASE_URL: databaseUrl, DATA_DIR: dataDir, PORT: String(freePort()) });
     expect((await fetch(`${gw.url}/health`)).status).toBe(200);
     expect(fs.existsSync(path.join(dataDir, 'postgres'))).toBe(false);
@@ -233,7 +234,7 @@ describe('a fresh copy in a private folder (mode 700, as `mktemp -d` or /root ma
 
   it('a failure to start Postgres is one line, exit code 1, no stack trace', () => {
     // The port is taken by a running Postgres? Simplest reliable failure: a data folder that is a file.
-    const dataDir = path.join(inject('testDir'), `broken-${crypto.randomBytes(3).toString('hex')}`);
+    const dataDir = path.join(testDir, `broken-${crypto.randomBytes(3).toString('hex')}`);
     fs.mkdirSync(dataDir, { recursive: true });
     fs.writeFileSync(path.join(dataDir, 'postgres'), 'not a folder');
     const result = spawnSync(process.execPath, ['--import', 'tsx', 'gateway/main.ts'], {

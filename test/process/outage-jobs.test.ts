@@ -17,12 +17,13 @@
 import crypto from 'node:crypto';
 import path from 'node:path';
 import postgres from 'postgres';
-import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createLogger } from '../../gateway/core/process/log.ts';
 import { runMigrations } from '../../gateway/core/database/migrate.ts';
 import { stoppableServer, type Server } from '../support/outage.ts';
 import { freePort, startGatewayProcess, startWorkerProcess, stopProcess, waitUntil, type GatewayProcess } from '../support/processes.ts';
 import { WebhookReceiver } from '../support/webhook-receiver.ts';
+import { testDir } from '../support/test-dir.ts';
 
 // On the PostgreSQL 15 pass of CI (TEST_DATABASE_URL set) the database is a PostgreSQL 15 server.
 const kind = process.env.TEST_DATABASE_URL ? 'pg15' : 'embedded';
@@ -37,7 +38,7 @@ const receiver = new WebhookReceiver();
 
 beforeAll(async () => {
   await receiver.start();
-  server = await stoppableServer(path.join(inject('testDir'), `outage-jobs-${crypto.randomBytes(3).toString('hex')}`), kind);
+  server = await stoppableServer(path.join(testDir, `outage-jobs-${crypto.randomBytes(3).toString('hex')}`), kind);
   // With DATABASE_URL the processes apply committed migrations only: current/ too, first.
   await runMigrations(server.url, createLogger('silent'), { includeCurrent: true });
   workerEnv = {

@@ -9,9 +9,9 @@
 // authentication grace.
 import { spawn, type ChildProcess } from 'node:child_process';
 import path from 'node:path';
-import { afterAll, describe, expect, inject, it } from 'vitest';
+import { afterAll, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
-import { databaseUrl, registerUser } from '../helpers.ts';
+import { databaseUrl, registerUser, jwtSecret, publicUrl } from '../helpers.ts';
 import { freePort } from '../support/processes.ts';
 import { rssMb, runWebsocketAttack } from '../support/ws-attack.ts';
 
@@ -34,7 +34,7 @@ afterAll(() => {
 function startGateway(env: Record<string, string>): Promise<{ child: ChildProcess; url: string }> {
   const child = spawn(process.execPath, [YOUNG_GENERATION, '--import', 'tsx', 'gateway/main.ts'], {
     cwd: root,
-    env: { ...process.env, LOG_LEVEL: 'info', DATABASE_URL: databaseUrl, JWT_SECRET: inject('jwtSecret'), ...env },
+    env: { ...process.env, LOG_LEVEL: 'info', DATABASE_URL: databaseUrl, JWT_SECRET: jwtSecret, ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   children.push(child);
@@ -63,7 +63,7 @@ describe('realtime websocket limits (a gateway process under attack)', () => {
   it(`unauthenticated floods keep the gateway within ${ATTACK_RSS_BOUND_MB} MB of its start and /health under ${HEALTH_BOUND_MS} ms`, async () => {
     const { child, url } = await startGateway({
       PORT: String(freePort()),
-      PUBLIC_URL: inject('publicUrl'),
+      PUBLIC_URL: publicUrl,
       REALTIME_AUTH_GRACE_SECONDS: '2',
       REALTIME_MAX_CONNECTIONS_PER_IP: '10',
     });

@@ -21,13 +21,14 @@
 import crypto from 'node:crypto';
 import path from 'node:path';
 import postgres from 'postgres';
-import { describe, expect, inject, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { createLogger } from '../../gateway/core/process/log.ts';
 import { runMigrations } from '../../gateway/core/database/migrate.ts';
 import { freePort, startGatewayProcess, stopProcess, waitUntil } from '../support/processes.ts';
 import { pg15Installed, startReplicatedPair } from '../support/replication.ts';
+import { testDir } from '../support/test-dir.ts';
 
-const dirFor = (name: string) => path.join(inject('testDir'), `${name}-${crypto.randomBytes(3).toString('hex')}`);
+const dirFor = (name: string) => path.join(testDir, `${name}-${crypto.randomBytes(3).toString('hex')}`);
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 describe.skipIf(!pg15Installed)('read replicas (PostgreSQL 15 primary + a standby applying WAL 500 ms late)', () => {

@@ -8,9 +8,10 @@ import crypto from 'node:crypto';
 import fs from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
-import { describe, expect, inject, it } from 'vitest';
-import { databaseUrl, db, registerUser } from '../helpers.ts';
+import { describe, expect, it } from 'vitest';
+import { databaseUrl, db, registerUser, jwtSecret, publicUrl } from '../helpers.ts';
 import { exited, freePort, postgresOnPort, projectRoot, startGatewayProcess, waitUntil } from '../support/processes.ts';
+import { testDir } from '../support/test-dir.ts';
 
 /** Node processes of this project whose environment has PORT=<port> (the gateway, its workers, its MCP child). */
 function projectProcessesOn(port: number): number[] {
@@ -48,7 +49,7 @@ function runGateway(env: Record<string, string>, timeoutMs = 60_000) {
   });
 }
 
-const dataDir = (name: string) => path.join(inject('testDir'), `${name}-${crypto.randomBytes(3).toString('hex')}`);
+const dataDir = (name: string) => path.join(testDir, `${name}-${crypto.randomBytes(3).toString('hex')}`);
 
 describe('signals to `npm start`', () => {
   it('SIGTERM to the npm process stops the gateway, the MCP server and Postgres', { timeout: 120_000 }, async () => {
@@ -188,8 +189,8 @@ describe('a request past the statement timeout', () => {
     // The test gateway's secret and issuer, so that the user's access token is valid here too.
     const gw = await startGatewayProcess({
       DATABASE_URL: databaseUrl,
-      JWT_SECRET: inject('jwtSecret'),
-      PUBLIC_URL: inject('publicUrl'),
+      JWT_SECRET: jwtSecret,
+      PUBLIC_URL: publicUrl,
       DATA_DIR: dataDir('timeout'),
       PORT: String(freePort()),
       STATEMENT_TIMEOUT_MS: '500',
@@ -221,8 +222,8 @@ describe('a request past the statement timeout', () => {
 describe('replicas on one database', () => {
   it('a gateway whose PUBLIC_URL differs from a running one says so at start (its tokens would be refused)', { timeout: 60_000 }, async () => {
     const start = (publicUrl: string) =>
-      startGatewayProcess({ DATABASE_URL: databaseUrl, JWT_SECRET: inject('jwtSecret'), PUBLIC_URL: publicUrl, DATA_DIR: dataDir('replica'), PORT: String(freePort()) });
-    const same = await start(inject('publicUrl'));
+      startGatewayProcess({ DATABASE_URL: databaseUrl, JWT_SECRET: jwtSecret, PUBLIC_URL: publicUrl, DATA_DIR: dataDir('replica'), PORT: String(freePort()) });
+    const same = await start(publicUrl);
     const other = await start('https://other.example.com');
     try {
       expect(same.output()).not.toContain('different PUBLIC_URL');
@@ -239,8 +240,8 @@ describe('SIGTERM while requests arrive', () => {
     const http = await import('node:http');
     const gw = await startGatewayProcess({
       DATABASE_URL: databaseUrl,
-      JWT_SECRET: inject('jwtSecret'),
-      PUBLIC_URL: inject('publicUrl'),
+      JWT_SECRET: jwtSecret,
+      PUBLIC_URL: publicUrl,
       DATA_DIR: dataDir('drain'),
       PORT: String(freePort()),
     });

@@ -7,12 +7,13 @@ import crypto from 'node:crypto';
 import fs from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
-import { describe, expect, inject, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { databaseUrl, db, jwtSecret, uniqueEmail } from '../helpers.ts';
 import { exited, freePort, startGatewayProcess, waitUntil } from '../support/processes.ts';
 import { eventually } from '../support/wait.ts';
+import { testDir } from '../support/test-dir.ts';
 
-const storageDir = path.join(inject('testDir'), 'storage');
+const storageDir = path.join(testDir, 'storage');
 
 async function collect(): Promise<void> {
   const [job] = await db()`select (graphile_worker.add_job('storage_collect', '{}'::json)).id`;
@@ -27,7 +28,7 @@ describe('a gateway killed mid-upload', () => {
     const gateway = await startGatewayProcess({
       DATABASE_URL: databaseUrl,
       PORT: String(freePort()),
-      DATA_DIR: path.join(inject('testDir'), `kill-upload-${crypto.randomBytes(3).toString('hex')}`),
+      DATA_DIR: path.join(testDir, `kill-upload-${crypto.randomBytes(3).toString('hex')}`),
       STORAGE_DIR: storageDir,
       JWT_SECRET: jwtSecret,
       WORKER: 'off',

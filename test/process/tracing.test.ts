@@ -13,7 +13,7 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import postgres from 'postgres';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { databaseUrl } from '../helpers.ts';
+import { databaseServer, databaseUrl } from '../helpers.ts';
 import { startTestEnvironment, type TestEnvironment } from '../support/environment.ts';
 import { exited, freePort, startGatewayProcess, waitUntil, type GatewayProcess } from '../support/processes.ts';
 import { WebhookReceiver } from '../support/webhook-receiver.ts';
@@ -177,7 +177,7 @@ for (const exported of [true, false]) {
       await hooks.start();
       if (exported) receiver = await startReceiver();
       // A database of its own: this gateway's worker is the only one on it.
-      env = await startTestEnvironment({ serverUrl: databaseUrl, env: { WORKER: 'off' } });
+      env = await startTestEnvironment({ ...databaseServer, env: { WORKER: 'off' } });
       gateway = await startGatewayProcess({
         DATABASE_URL: env.databaseUrl,
         PORT: String(freePort()),

@@ -12,7 +12,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startJobWorker } from '../../gateway/jobs/worker.ts';
 import { createLogger } from '../../gateway/core/process/log.ts';
 import { startGateway, type RunningGateway } from '../../gateway/server.ts';
-import { databaseUrl } from '../helpers.ts';
+import { databaseServer, databaseUrl } from '../helpers.ts';
 import { startTestEnvironment, type TestEnvironment } from '../support/environment.ts';
 import { exited, projectRoot } from '../support/processes.ts';
 import { verifyWebhook, WebhookReceiver } from '../support/webhook-receiver.ts';
@@ -29,7 +29,7 @@ const children: ChildProcess[] = [];
 beforeAll(async () => {
   await receiver.start();
   // A database of its own on the test server; its gateway runs no worker (and allows private targets).
-  env = await startTestEnvironment({ serverUrl: databaseUrl, env: { WORKER: 'off' } });
+  env = await startTestEnvironment({ ...databaseServer, env: { WORKER: 'off' } });
   // A second gateway on it WITHOUT the allow flag, for the registration rule.
   strict = await startGateway(
     { ...env.config, port: 0, webhooks: { ...env.config.webhooks, allowPrivateTargets: false } },

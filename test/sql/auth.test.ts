@@ -29,19 +29,6 @@ const finish = async (attempt: string, matched: boolean, newHash: string | null 
   (await db()`select * from private.auth_login_finish(${attempt}, ${matched}, ${newHash})`)[0]!;
 const ip = () => `198.51.100.${Math.floor(Math.random() * 250) + 1}`;
 
-/** The fastest of n runs of each of a and b, alternated (the least disturbed by other work on the machine), in ms. */
-async function fastestMs(n: number, a: () => Promise<unknown>, b: () => Promise<unknown>): Promise<[number, number]> {
-  const best = [Infinity, Infinity];
-  for (let i = 0; i < n; i++) {
-    for (const [k, fn] of [a, b].entries()) {
-      const t0 = performance.now();
-      await fn();
-      best[k] = Math.min(best[k]!, performance.now() - t0);
-    }
-  }
-  return best as [number, number];
-}
-
 describe('passwords compared in the process', () => {
   it('passwords longer than 72 bytes are not truncated (in the process, and in pgcrypto for operators)', async () => {
     const long = 'x'.repeat(80);
@@ -91,15 +78,9 @@ describe('passwords compared in the process', () => {
     // At BCRYPT_COST 12 the dummy is a cost-12 hash too.
     expect((await start(uniqueEmail('nobody'), ip(), 12)).password_hash).toMatch(/^\$2a\$12\$/);
 
-    // The dummy is a real bcrypt hash: comparing with it takes the time a wrong password takes.
-    const [real, dummy] = await fastestMs(
-      7,
-      () => passwords.verifyNow('wrong-password', known.password_hash!),
-      () => passwords.verifyNow('wrong-password', unknown.password_hash!),
-    );
-    console.log(`verify: account hash ${real.toFixed(1)} ms, dummy ${dummy.toFixed(1)} ms`);
-    expect(dummy).toBeGreaterThan(real * 0.5);
-    expect(dummy).toBeLessThan(real * 2);
+    // The dummy is a real bcrypt hash of the account's cost (above: well formed, `$2a$10$`), and
+    // bcrypt's work is set by the cost alone: comparing with it is the work a wrong password is.
+    expect(unknown.password_hash!.slice(0, 7)).toBe(known.password_hash!.slice(0, 7));
     expect(await passwords.verifyNow('password123', unknown.password_hash!)).toBe(false);
 
     // All three finish the same way.

@@ -21,7 +21,7 @@ describe('venue concurrency window', () => {
       await expect(
         sql.begin(async (tx) => {
           const community = await newCommunity();
-          // 200 venues with 100 events each, over ten years.
+          // 200 venues with 100 events each, over ten years around now.
           await tx`
             with v as (insert into app.nodes (kind) select 'venue' from generate_series(1, 200) returning id)
             insert into app.venues (node_id, name) select id, 'bulk' from v`;
@@ -33,7 +33,7 @@ describe('venue concurrency window', () => {
               insert into app.nodes (kind) select 'event' from picked returning id
             )
             insert into app.events (node_id, community_id, title, starts_at, venue_node_id)
-            select n.id, ${community}, 'bulk', now() - interval '10 years' + p.g * interval '36 days', p.venue
+            select n.id, ${community}, 'bulk', now() - interval '5 years' + p.g * interval '36 days', p.venue
               from (select id, row_number() over () as r from n) n
               join (select *, row_number() over () as r from picked) p using (r)`;
           await tx`analyze app.events`;

@@ -32,6 +32,15 @@ export interface TestEnvironment {
 export interface EnvironmentOptions {
   /** Server URL (any database) on which to create the throwaway database. */
   serverUrl?: string;
+  /**
+   * A migrated database on serverUrl to copy (CREATE DATABASE … TEMPLATE, as
+   * the test run's global setup makes one): the copy needs no migrating.
+   */
+  template?: string;
+  /** The start of the throwaway database's name (default `test_`). */
+  databasePrefix?: string;
+  /** The folder in which the environment's temporary folder is made (default: the OS's). */
+  parentDir?: string;
   /** Logger for the gateway (default: silent). */
   gatewayLog?: (dir: string) => Logger;
   dbPoolMax?: number;
@@ -47,17 +56,18 @@ export interface EnvironmentOptions {
 }
 
 export async function startTestEnvironment(options: EnvironmentOptions = {}): Promise<TestEnvironment> {
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'community-backend-test-'));
+  const dir = fs.mkdtempSync(path.join(options.parentDir ?? os.tmpdir(), 'community-backend-test-'));
   fs.chmodSync(dir, 0o755);
   const quiet = createLogger(process.env.TEST_LOG_LEVEL ?? 'warn', 'test-setup');
-  const databaseName = `test_${crypto.randomBytes(4).toString('hex')}`;
+  const databaseName = `${options.databasePrefix ?? 'test_'}${crypto.randomBytes(4).toString('hex')}`;
   let cluster: RunningPostgres | undefined;
   let dropDatabase: (() => Promise<void>) | undefined;
   let databaseUrl: string;
 
   if (options.serverUrl) {
     const serverUrl = options.serverUrl;
-    await ensureDatabase(serverUrl, databaseName);
+    if (options.template) await cloneDatabase(serverUrl, options.template, databaseName);
+    else await ensureDatabase(serverUrl, databaseName);
     databaseUrl = Object.assign(new URL(serverUrl), { pathname: `/${databaseName}` }).toString();
     dropDatabase = async () => {
       const sql = postgres(serverUrl, { max: 1, onnotice: () => {} });
@@ -142,3 +152,17 @@ export async function startTestEnvironment(options: EnvironmentOptions = {}): Pr
   };
 }
 
+/**
+ * Creates `database` on the server as a copy of `template`, a migrated
+ * database no one is connected to (graphile-worker's and PostgREST's test
+ * suites do the same): a file's own database in a fraction of a second,
+ * where migrating a new one takes many.
+ */
+export async function cloneDatabase(serverUrl: string, template: string, database: string): Promise<void> {
+  const sql = postgres(serverUrl, { max: 1, onnotice: () => {} });
+  try {
+    await sql`create database ${sql(database)} template ${sql(template)}`;
+  } finally {
+    await sql.end();
+  }
+}

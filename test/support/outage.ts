@@ -69,6 +69,16 @@ export interface Fault {
   seconds: number;
   /** SIGKILL one gateway process 0.5 s into the outage (with WEB_CONCURRENCY > 1). */
   killWorker?: boolean;
+  /**
+   * 'freeze': this many writes certain to be cut off. The load pauses until
+   * nothing is in flight (the pool's connections are idle and open), Postgres
+   * is frozen, then these writes go out on those connections, long before the
+   * gateway's watch could find the database silent (it probes after 0.5 s and
+   * waits 1 s): each one's BEGIN … COMMIT is sent and unread, so its outcome
+   * is unknown to the gateway (504 outcome_unknown), and it is saved when
+   * Postgres resumes. Then the load goes on, frozen.
+   */
+  cutOffWrites?: number;
   /** switchover on 'pg-auto-failover': the primary made read-only and drained first (on 'pg15-standby' it always is). */
   drained?: boolean;
 }
@@ -485,27 +495,47 @@ export async function runOutage(options: OutageOptions): Promise<OutageRun> {
     const [community] = await admin`select admin.create_community(${'Outage ' + crypto.randomBytes(3).toString('hex')}, null, '{}', ${users[0]!.email}) as id`;
     stream = await watchStream(base, users[0]!.token);
 
+    /** A write or a read of a client, recorded as a sample (and a write among the writes). */
+    const request = async (user: { token: string }, client: number, write: string | null): Promise<Sample> => {
+      const startedAt = Date.now();
+      let status: number | string;
+      let code: string | null = null;
+      let retryAfter: string | null = null;
+      try {
+        const res = write
+          ? await call(base, 'POST', '/api/mobile/tasks', user.token, { title: write }, client % 2 ? { 'idempotency-key': crypto.randomUUID() } : {})
+          : await call(base, 'GET', '/api/mobile/profile', user.token);
+        status = res.status;
+        code = typeof res.json?.error === 'string' && res.status >= 500 ? res.json.error : null;
+        retryAfter = res.headers.get('retry-after');
+      } catch (err) {
+        const e = err as Error & { cause?: { code?: string } };
+        status = e.name === 'TimeoutError' ? 'no answer' : `no answer (${e.cause?.code ?? e.message})`;
+      }
+      const sample: Sample = { client, startedAt, endedAt: Date.now(), status, code, retryAfter, write };
+      samples.push(sample);
+      if (write) writes.set(write, sample);
+      return sample;
+    };
+    // The load can be paused (a fault that needs nothing in flight as it begins): clients wait before their next request.
+    let resumeLoad: (() => void) | null = null;
+    let paused: Promise<void> | null = null;
+    let inFlight = 0;
+    const pauseLoad = async () => {
+      paused = new Promise<void>((resolve) => (resumeLoad = resolve));
+      await waitUntil(() => inFlight === 0, 60_000, 'the load to pause');
+    };
+    const resume = () => {
+      paused = null;
+      resumeLoad?.();
+    };
+
     load = users.map(async (user, client) => {
       for (let i = 0; loading; i++) {
-        const startedAt = Date.now();
+        if (paused) await paused;
         const write = options.writes && i % 2 === 1 ? `outage w${client}-${i}` : null;
-        let status: number | string;
-        let code: string | null = null;
-        let retryAfter: string | null = null;
-        try {
-          const res = write
-            ? await call(base, 'POST', '/api/mobile/tasks', user.token, { title: write }, client % 2 ? { 'idempotency-key': crypto.randomUUID() } : {})
-            : await call(base, 'GET', '/api/mobile/profile', user.token);
-          status = res.status;
-          code = typeof res.json?.error === 'string' && res.status >= 500 ? res.json.error : null;
-          retryAfter = res.headers.get('retry-after');
-        } catch (err) {
-          const e = err as Error & { cause?: { code?: string } };
-          status = e.name === 'TimeoutError' ? 'no answer' : `no answer (${e.cause?.code ?? e.message})`;
-        }
-        const sample: Sample = { client, startedAt, endedAt: Date.now(), status, code, retryAfter, write };
-        samples.push(sample);
-        if (write) writes.set(write, sample);
+        inFlight++;
+        const { status } = await request(user, client, write).finally(() => inFlight--);
         // A refused request is retried after a short pause, as a client honouring Retry-After soon would.
         if (typeof status !== 'number' || status >= 300) await new Promise((r) => setTimeout(r, 50));
       }
@@ -548,9 +578,14 @@ export async function runOutage(options: OutageOptions): Promise<OutageRun> {
         await Promise.race([isBack, switching]);
       } else if (fault.kind === 'freeze') {
         const pids = server.pids();
+        const cutOff = fault.cutOffWrites ?? 0;
+        if (cutOff > 0) await pauseLoad();
         signalAll(pids, 'SIGSTOP');
+        const cutOffAnswers = Array.from({ length: cutOff }, (_, n) => request(users[n % users.length]!, n, `outage w-cut-off-${phases.length}-${n}`));
+        resume();
         await new Promise((r) => setTimeout(r, fault.seconds * 1000));
         signalAll(pids, 'SIGCONT');
+        await Promise.all(cutOffAnswers);
       } else {
         await server.stop(fault.kind === 'immediate' ? 'immediate' : 'fast');
         await new Promise((r) => setTimeout(r, fault.seconds * 1000));

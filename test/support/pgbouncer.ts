@@ -1,6 +1,6 @@
 // Debian's PgBouncer (/usr/sbin/pgbouncer) in transaction mode in front of a
 // test database, on a random port: the shape of Supabase's and most managed
-// Postgres's pooler. Used by test/http/pgbouncer.test.ts and, with
+// Postgres's pooler. Used by test/process/pgbouncer.test.ts and, with
 // TEST_PGBOUNCER=1, by the whole test run (global-setup.ts).
 import { spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';

@@ -3,9 +3,10 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { exportJWK, generateKeyPair } from 'jose';
-import { describe, expect, inject, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { loadConfig } from '../../gateway/core/process/config.ts';
 import { createTokenService, InvalidTokenError } from '../../gateway/core/auth/jwt.ts';
+import { testDir } from '../support/test-dir.ts';
 
 const user = { id: crypto.randomUUID(), email: 'a@example.com', sessionId: crypto.randomUUID() };
 
@@ -16,7 +17,7 @@ async function privateJwk(kid: string) {
 
 describe('token service', () => {
   it('generates a dev secret once and keeps it', async () => {
-    const dir = path.join(inject('testDir'), `jwt-${crypto.randomUUID()}`);
+    const dir = path.join(testDir, `jwt-${crypto.randomUUID()}`);
     const a = await createTokenService(loadConfig({ DATA_DIR: dir }));
     const b = await createTokenService(loadConfig({ DATA_DIR: dir }));
     const { accessToken } = await a.issue(user);

@@ -18,7 +18,7 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { projectRoot } from '../../gateway/core/process/config.ts';
 import { baseUrl } from '../helpers.ts';
-import { createAgent } from './support.ts';
+import { createAgent } from '../mcp/support.ts';
 
 const SUITE = path.join(projectRoot(), 'node_modules', '@modelcontextprotocol', 'conformance', 'dist', 'index.js');
 const BASELINE = path.join(projectRoot(), 'test', 'mcp', 'conformance-baseline.yml');

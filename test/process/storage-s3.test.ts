@@ -12,7 +12,7 @@ import * as tus from 'tus-js-client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import postgres from 'postgres';
 import { s3ClientConfig } from '../../gateway/storage/s3-store.ts';
-import { databaseUrl } from '../helpers.ts';
+import { databaseServer, databaseUrl } from '../helpers.ts';
 import { startTestEnvironment, type TestEnvironment } from '../support/environment.ts';
 import { startS3, type RunningS3 } from '../support/s3rver.ts';
 import { phonePhoto, storageClient } from '../support/storage.ts';
@@ -25,7 +25,7 @@ let sql: postgres.Sql;
 
 beforeAll(async () => {
   s3 = await startS3();
-  env = await startTestEnvironment({ serverUrl: databaseUrl, env: s3.env });
+  env = await startTestEnvironment({ ...databaseServer, env: s3.env });
   client = new S3Client(s3ClientConfig(env.config.storage.s3!));
   sql = postgres(env.databaseUrl, { max: 2, onnotice: () => {} });
 }, 180_000);

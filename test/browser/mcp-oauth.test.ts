@@ -14,7 +14,7 @@ import type { BrowserContext } from 'playwright-core';
 import { chromiumAvailable, launchChromium, type Browser } from '../support/browser.ts';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { api, baseUrl, db, publicUrl, registerUser, type TestUser } from '../helpers.ts';
-import { callTool, createManagedCommunity } from './support.ts';
+import { callTool, createManagedCommunity } from '../mcp/support.ts';
 
 const available = chromiumAvailable('mcp-oauth');
 
