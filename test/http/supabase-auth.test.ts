@@ -6,7 +6,8 @@
 import { createClient, type AuthChangeEvent, type RealtimeChannel, type SupabaseClient } from '@supabase/supabase-js';
 import { afterAll, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
-import { api, apiKey, baseUrl, db, forgeToken, publicUrl, uniqueEmail } from '../helpers.ts';
+import { api, apiKey, baseUrl, db, forgeToken, publicUrl, registerUser, uniqueEmail } from '../helpers.ts';
+import { createToken } from '../support/api-tokens.ts';
 import { checkContract } from '../support/contract.ts';
 import { waitFor } from '../support/wait.ts';
 
@@ -503,6 +504,20 @@ describe('/auth/v1/admin/users: the service-role key only', () => {
     expect(signedIn.data.user!.user_metadata).not.toHaveProperty('owned');
     expect((await client.auth.admin.deleteUser(id)).error).toMatchObject({ status: 403, code: 'not_admin' });
     expect((await db()`select 1 from identity.users where id = ${id}`).length).toBe(1);
+  });
+
+  it('a credential refused outside the admin routes is 403 forbidden, not not_admin (security review round 5)', async () => {
+    const user = await registerUser('sb-narrow');
+    const narrow = await createToken(user, { permissions: ['/api/mobile/tasks*'] });
+    const wide = await createToken(user, { permissions: ['/*'] });
+    // A token whose permissions do not name the path.
+    const get = await api('GET', '/auth/v1/user', { headers: { apikey: ANON_KEY }, token: narrow.secret });
+    expect(get.status).toBe(403);
+    expect(get.body).toMatchObject({ code: 403, error_code: 'forbidden' });
+    // An API token cannot change the account, whatever its permissions.
+    const put = await api('PUT', '/auth/v1/user', { headers: { apikey: ANON_KEY }, token: wide.secret, body: { data: { x: 1 } } });
+    expect(put.status).toBe(403);
+    expect(put.body).toMatchObject({ code: 403, error_code: 'forbidden' });
   });
 });
 
