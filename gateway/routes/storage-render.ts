@@ -19,6 +19,7 @@ import {
   readSigned,
   renderOptions,
   RenderQuery,
+  servedCacheControl,
   streamTo,
   type ObjectRow,
 } from './storage.ts';
@@ -53,7 +54,7 @@ async function renderReply(ctx: RenderContext, object: ObjectRow, transform: Par
   }
   const headers: Record<string, string> = {
     ETag: rendered.etag,
-    'Cache-Control': object.public ? object.cache_control : `private, ${object.cache_control}`,
+    'Cache-Control': servedCacheControl(object),
     Vary: 'Accept',
     'X-Content-Type-Options': 'nosniff',
     'Content-Security-Policy': "default-src 'none'; sandbox",

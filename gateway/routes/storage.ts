@@ -233,8 +233,22 @@ export async function readObject(ctx: Pick<AnyContext, 'db'>, bucket: string, pa
   return row!;
 }
 
-/** The object a signed URL names: api.storage_object_signed. */
-export async function readSigned(ctx: Pick<AnyContext, 'db'>, bucket: string, path: string, token: string): Promise<ObjectRow> {
+/**
+ * The object a signed URL names: api.storage_object_signed. The URL's path is
+ * percent-encoded where it needs to be (a space, `?`), and supabase-js encodes
+ * the URL it is given once more (`encodeURI`), so such a character arrives
+ * escaped twice: a name never holds `%`, so an escape left after the router's
+ * decoding is decoded again.
+ */
+export async function readSigned(ctx: Pick<AnyContext, 'db'>, bucket: string, encodedPath: string, token: string): Promise<ObjectRow> {
+  let path = encodedPath;
+  if (path.includes('%')) {
+    try {
+      path = decodeURIComponent(path);
+    } catch {
+      // Not an escape: the name is refused as it is.
+    }
+  }
   const [row] = await ctx.db((tx) => tx<ObjectRow[]>`select * from api.storage_object_signed(${bucket}, ${path}, ${token})`);
   return row!;
 }
@@ -266,14 +280,27 @@ export function attachment(name: string): string {
   return `attachment; filename="${ascii}"; filename*=UTF-8''${encodeURIComponent(name)}`;
 }
 
+/**
+ * The Cache-Control an object (or a transformation of it) is served with: its
+ * own; a private bucket's never sits in a shared cache, whatever its uploader
+ * asked (`public` and `s-maxage` are dropped, `private` comes first).
+ */
+export function servedCacheControl(object: Pick<ObjectRow, 'public' | 'cache_control'>): string {
+  if (object.public) return object.cache_control;
+  const kept = object.cache_control
+    .split(',')
+    .map((d) => d.trim())
+    .filter((d) => d !== '' && !/^(public|private|s-maxage\s*=.*)$/i.test(d));
+  return ['private', ...kept].join(', ');
+}
+
 /** The headers every answer of an object's bytes carries (its type, validators, caching, and that browsers run nothing of it). */
 export function objectHeaders(object: ObjectRow, download: string | undefined): Record<string, string> {
   const headers: Record<string, string> = {
     'Content-Type': object.content_type,
     ETag: object.etag,
     'Last-Modified': new Date(object.updated_at).toUTCString(),
-    // A private bucket's objects never sit in shared caches.
-    'Cache-Control': object.public ? object.cache_control : `private, ${object.cache_control}`,
+    'Cache-Control': servedCacheControl(object),
     'Accept-Ranges': 'bytes',
     'X-Content-Type-Options': 'nosniff',
     // An object opened by itself runs nothing (an HTML or SVG attachment).

@@ -318,14 +318,14 @@ begin
       'path', object_name,
       'error', case when readable then null else 'Either the object does not exist or you do not have access to it' end,
       'signedURL', case when readable then
-        route || b.id || '/' || object_name || '?token=' || private.storage_token(pg_catalog.jsonb_strip_nulls(pg_catalog.jsonb_build_object(
+        route || b.id || '/' || private.storage_url_path(object_name) || '?token=' || private.storage_token(pg_catalog.jsonb_strip_nulls(pg_catalog.jsonb_build_object(
           'scope', 'download', 'url', b.id || '/' || object_name, 'sub', caller, 'transform', storage_sign.transform)),
           storage_sign.expires_in) end));
   end loop;
   return result;
 end;
 $function$;
-comment on function api.storage_sign(text,text[],integer,jsonb) is 'POST /storage/v1/object/sign/{bucket}[/{path}]: a signed download URL (valid expires_in seconds) for each path the caller may read, with the transformation to apply, if any; an `error` for the others. PT400 for an expiry outside 1 s to a year; PT404 bucket_not_found.';
+comment on function api.storage_sign(text,text[],integer,jsonb) is 'POST /storage/v1/object/sign/{bucket}[/{path}]: a signed download URL (valid expires_in seconds; the path percent-encoded where a URL needs it) for each path the caller may read, with the transformation to apply, if any; an `error` for the others. PT400 for an expiry outside 1 s to a year; PT404 bucket_not_found.';
 grant execute on function api.storage_sign(text,text[],integer,jsonb) to authenticated;
 
 CREATE OR REPLACE FUNCTION api.storage_sign_upload(bucket_id text, name text, upsert boolean)
@@ -345,7 +345,7 @@ begin
   end if;
   token := private.storage_token(pg_catalog.jsonb_build_object('scope', 'upload', 'url', b.id || '/' || storage_sign_upload.name,
     'sub', caller, 'upsert', coalesce(storage_sign_upload.upsert, false)), 7200);
-  return pg_catalog.jsonb_build_object('url', '/object/upload/sign/' || b.id || '/' || storage_sign_upload.name || '?token=' || token,
+  return pg_catalog.jsonb_build_object('url', '/object/upload/sign/' || b.id || '/' || private.storage_url_path(storage_sign_upload.name) || '?token=' || token,
                                        'token', token);
 end;
 $function$;
