@@ -363,7 +363,7 @@ export const supabaseAuthRoutes = [
     path: '/auth/v1/logout',
     summary: 'Supabase Auth: sign out this session, every session, or the others.',
     description:
-      "Supabase Auth's logout (supabase-js `auth.signOut`): `scope=global` (the default) ends every session of the user, `local` the calling one, `others` all but the calling one: their refresh tokens, access tokens, streams and realtime channels stop at once.",
+      "Supabase Auth's logout (supabase-js `auth.signOut`): `scope=global` (the default) ends every session of the user, `local` the calling one, `others` all but the calling one: their refresh tokens, access tokens, streams and realtime channels stop at once. `global` also ends every signed storage URL the user made (downloads and uploads).",
     limits: [API_KEY_LIMIT],
     query: z.object({
       scope: z.enum(['global', 'local', 'others']).default('global').describe('Which sessions end.'),

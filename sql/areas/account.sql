@@ -387,13 +387,15 @@ begin
   delete from identity.oauth_codes c where c.user_id = me and c.used_at is null;
   -- Proofs and e-mailed links made with the old password.
   delete from identity.reauthentications r where r.user_id = me;
+  -- Signed storage URLs the account made (whoever holds one keeps no access).
+  perform private.storage_signed_urls_end(me);
   return jsonb_build_object(
     'sessions_ended', ended,
     'api_tokens', (select count(*) from app.api_tokens t where t.user_id = me and t.active
                      and (t.expires_at is null or t.expires_at > now())));
 end;
 $function$;
-comment on function api.account_password_change(text,text) is 'POST /api/mobile/account/password: once the current password was checked again (reauthentication), sets the new one (a bcrypt hash the process made) and ends every other session of the account and every OAuth grant (tokens and pending codes); the calling session, the API tokens and the calendar feed stay. Returns sessions_ended and how many active API tokens the account has. PT400 invalid_password_hash; PT401 invalid_credentials without a valid proof; PT403 forbidden for an API token or an agent.';
+comment on function api.account_password_change(text,text) is 'POST /api/mobile/account/password: once the current password was checked again (reauthentication), sets the new one (a bcrypt hash the process made) and ends every other session of the account, every OAuth grant (tokens and pending codes) and every signed storage URL it made; the calling session, the API tokens and the calendar feed stay. Returns sessions_ended and how many active API tokens the account has. PT400 invalid_password_hash; PT401 invalid_credentials without a valid proof; PT403 forbidden for an API token or an agent.';
 grant execute on function api.account_password_change(text,text) to authenticated;
 
 CREATE OR REPLACE FUNCTION api.account_session_end(id uuid)
@@ -440,10 +442,14 @@ begin
                                        else r.session_id <> current_session end
     returning r.session_id)
   select count(distinct g.session_id) into ended from gone g;
+  -- Signing out everywhere ends the signed storage URLs the account made too.
+  if account_sign_out.scope = 'global' then
+    perform private.storage_signed_urls_end(me);
+  end if;
   return jsonb_build_object('sessions_ended', ended);
 end;
 $function$;
-comment on function api.account_sign_out(text) is 'POST /auth/v1/logout?scope=: ends the calling session (local), every session of the caller (global) or all but the calling one (others): their refresh tokens, access tokens and streams at once; returns how many. PT422 validation_error for another scope; PT403 forbidden for an API token or an agent.';
+comment on function api.account_sign_out(text) is 'POST /auth/v1/logout?scope=: ends the calling session (local), every session of the caller (global, which also ends every signed storage URL the caller made) or all but the calling one (others): their refresh tokens, access tokens and streams at once; returns how many. PT422 validation_error for another scope; PT403 forbidden for an API token or an agent.';
 grant execute on function api.account_sign_out(text) to authenticated;
 
 CREATE OR REPLACE FUNCTION api.account_sessions()

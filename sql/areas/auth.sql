@@ -92,13 +92,14 @@ begin
     raise exception 'Current password required when setting new password.' using errcode = 'PT400', hint = 'current_password_required';
   end if;
   update identity.users u set password_hash = auth_recovery_password_set.password_hash, updated_at = now() where u.id = me;
-  -- As a password change: every other session ends; this one stays.
+  -- As a password change: every other session ends; this one stays. Signed storage URLs end.
   update identity.refresh_tokens r set revoked_at = now(), revoked_reason = 'logout'
    where r.user_id = me and r.revoked_at is null and r.session_id <> current_session;
+  perform private.storage_signed_urls_end(me);
   return private.auth_user_object(me);
 end;
 $function$;
-comment on function api.auth_recovery_password_set(text) is 'PUT /auth/v1/user {password} without the current password: allowed once, within the hour, in a session a recovery link started (api.auth_recovery_verify); sets the bcrypt hash the gateway made and ends every other session. PT400 current_password_required in any other session; PT400 invalid_password_hash.';
+comment on function api.auth_recovery_password_set(text) is 'PUT /auth/v1/user {password} without the current password: allowed once, within the hour, in a session a recovery link started (api.auth_recovery_verify); sets the bcrypt hash the gateway made and ends every other session and every signed storage URL. PT400 current_password_required in any other session; PT400 invalid_password_hash.';
 grant execute on function api.auth_recovery_password_set(text) to authenticated;
 
 CREATE OR REPLACE FUNCTION api.auth_recovery_verify(token text, user_agent text DEFAULT NULL::text, client_ip text DEFAULT NULL::text)
@@ -580,8 +581,7 @@ begin
   -- The personal calendar feed URL.
   delete from app.calendar_feeds f where f.user_id = end_credentials.user_id;
   -- Signed URLs of storage objects the user made.
-  insert into app.storage_usage as u (user_id, signed_urls_valid_after) values (end_credentials.user_id, now())
-    on conflict on constraint storage_usage_pkey do update set signed_urls_valid_after = now();
+  perform private.storage_signed_urls_end(end_credentials.user_id);
 end;
 $function$;
 comment on function private.end_credentials(uuid) is 'Ends every credential of a user: sessions, API tokens, OAuth tokens and pending codes, MCP sessions, the calendar feed URL, signed storage URLs (a password set through a set-password link calls it; a re-hash at sign-in does not).';

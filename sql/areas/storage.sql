@@ -682,6 +682,16 @@ AS $function$
   $function$;
 comment on function private.storage_render_url(uuid,integer,integer,text) is 'The absolute URL of a transformation of an image of a public bucket (the og:image of the event page: 1200×630, cover).';
 
+CREATE OR REPLACE FUNCTION private.storage_signed_urls_end(user_id uuid)
+ RETURNS void
+ LANGUAGE sql
+ SET search_path TO 'pg_catalog'
+AS $function$
+    insert into app.storage_usage as u (user_id, signed_urls_valid_after) values (storage_signed_urls_end.user_id, now())
+      on conflict on constraint storage_usage_pkey do update set signed_urls_valid_after = now();
+  $function$;
+comment on function private.storage_signed_urls_end(uuid) is 'Ends every signed download and upload URL the user made until now (private.storage_token_claims refuses a token issued at or before signed_urls_valid_after): a password set or changed, every session ended at once (a global sign-out), the account deleted.';
+
 CREATE OR REPLACE FUNCTION private.storage_token(claims jsonb, expires_in integer)
  RETURNS text
  LANGUAGE plpgsql
@@ -723,7 +733,8 @@ begin
   if (claims->>'exp')::bigint <= extract(epoch from now()) then
     raise exception 'The signed URL has expired' using errcode = 'PT400', hint = 'signature_expired';
   end if;
-  -- The signer's credentials ended (a password reset) after it was signed.
+  -- The signer's credentials ended after it was signed (private.storage_signed_urls_end: a password set or
+  -- changed, a global sign-out), or the account is gone.
   select u.signed_urls_valid_after into valid_after from app.storage_usage u where u.user_id = (claims->>'sub')::uuid;
   if valid_after is not null and (claims->>'iat')::numeric <= extract(epoch from valid_after)
      or not exists (select from identity.users u where u.id = (claims->>'sub')::uuid) then

@@ -60,6 +60,51 @@ begin
 end;
 $function$;
 
+CREATE OR REPLACE FUNCTION private.storage_signed_urls_end(user_id uuid)
+ RETURNS void
+ LANGUAGE sql
+ SET search_path TO 'pg_catalog'
+AS $function$
+    insert into app.storage_usage as u (user_id, signed_urls_valid_after) values (storage_signed_urls_end.user_id, now())
+      on conflict on constraint storage_usage_pkey do update set signed_urls_valid_after = now();
+  $function$;
+
+CREATE OR REPLACE FUNCTION private.storage_token_claims(token text, scope text, url text)
+ RETURNS jsonb
+ LANGUAGE plpgsql
+ STABLE SECURITY DEFINER
+ SET search_path TO 'pg_catalog'
+AS $function$
+declare
+  parts text[] := pg_catalog.string_to_array(coalesce(storage_token_claims.token, ''), '.');
+  claims jsonb;
+  valid_after timestamptz;
+begin
+  if cardinality(parts) <> 3
+     or parts[3] is distinct from private.storage_base64url(extensions.hmac(pg_catalog.convert_to(parts[1] || '.' || parts[2], 'UTF8'),
+                                     (select k.secret from private.storage_signing_keys k), 'sha256')) then
+    raise exception 'Invalid signature' using errcode = 'PT400', hint = 'invalid_signature';
+  end if;
+  claims := pg_catalog.convert_from(private.storage_base64url_decode(parts[2]), 'UTF8')::jsonb;
+  if claims->>'scope' is distinct from storage_token_claims.scope or claims->>'url' is distinct from storage_token_claims.url then
+    raise exception 'Invalid signature' using errcode = 'PT400', hint = 'invalid_signature';
+  end if;
+  if (claims->>'exp')::bigint <= extract(epoch from now()) then
+    raise exception 'The signed URL has expired' using errcode = 'PT400', hint = 'signature_expired';
+  end if;
+  -- The signer's credentials ended after it was signed (private.storage_signed_urls_end: a password set or
+  -- changed, a global sign-out), or the account is gone.
+  select u.signed_urls_valid_after into valid_after from app.storage_usage u where u.user_id = (claims->>'sub')::uuid;
+  if valid_after is not null and (claims->>'iat')::numeric <= extract(epoch from valid_after)
+     or not exists (select from identity.users u where u.id = (claims->>'sub')::uuid) then
+    raise exception 'The signed URL has expired' using errcode = 'PT400', hint = 'signature_expired';
+  end if;
+  return claims;
+end;
+$function$;
+
 set local check_function_bodies to default;
 
 comment on function api.storage_sign(text,text[],integer,jsonb) is 'POST /storage/v1/object/sign/{bucket}[/{path}]: a signed download URL (valid expires_in seconds; the path percent-encoded where a URL needs it) for each path the caller may read, with the transformation to apply, if any; an `error` for the others. PT400 for an expiry outside 1 s to a year; PT404 bucket_not_found.';
+
+comment on function private.storage_signed_urls_end(uuid) is 'Ends every signed download and upload URL the user made until now (private.storage_token_claims refuses a token issued at or before signed_urls_valid_after): a password set or changed, every session ended at once (a global sign-out), the account deleted.';

@@ -1,0 +1,79 @@
+-- Made by `npm run db -- areas --diff` from sql/areas/account.sql: the statements that make
+-- the migrated database what that file states. Each run writes it again:
+-- edit the area file, not this one. Table changes go in a file of this
+-- folder numbered below 900.
+
+-- Bodies are checked once every function exists (the check validated them all).
+set local check_function_bodies = off;
+
+CREATE OR REPLACE FUNCTION api.account_password_change(reauthentication text, password_hash text)
+ RETURNS jsonb
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog'
+AS $function$
+declare
+  me uuid := private.account_caller();
+  current_session uuid := private.account_session();
+  ended integer;
+begin
+  if not private.password_hash_valid(account_password_change.password_hash) then
+    raise exception 'password_hash must be a bcrypt hash of cost 10 or more' using errcode = 'PT400', hint = 'invalid_password_hash';
+  end if;
+  perform private.reauthenticated(me, account_password_change.reauthentication);
+  update identity.users u set password_hash = account_password_change.password_hash where u.id = me;
+  -- Every other session: its refresh tokens, access tokens and streams.
+  with gone as (
+    update identity.refresh_tokens r set revoked_at = now(), revoked_reason = 'logout'
+     where r.user_id = me and r.revoked_at is null and r.session_id <> current_session
+    returning r.session_id)
+  select count(distinct g.session_id) into ended from gone g;
+  -- OAuth grants: access and refresh tokens, and codes not exchanged yet.
+  update identity.oauth_tokens o set revoked_at = now() where o.user_id = me and o.revoked_at is null;
+  delete from identity.oauth_codes c where c.user_id = me and c.used_at is null;
+  -- Proofs and e-mailed links made with the old password.
+  delete from identity.reauthentications r where r.user_id = me;
+  -- Signed storage URLs the account made (whoever holds one keeps no access).
+  perform private.storage_signed_urls_end(me);
+  return jsonb_build_object(
+    'sessions_ended', ended,
+    'api_tokens', (select count(*) from app.api_tokens t where t.user_id = me and t.active
+                     and (t.expires_at is null or t.expires_at > now())));
+end;
+$function$;
+
+CREATE OR REPLACE FUNCTION api.account_sign_out(scope text)
+ RETURNS jsonb
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog'
+AS $function$
+declare
+  me uuid := private.account_caller();
+  current_session uuid := private.account_session();
+  ended integer;
+begin
+  if account_sign_out.scope not in ('global', 'local', 'others') then
+    raise exception 'scope must be global, local or others' using errcode = 'PT422', hint = 'validation_error';
+  end if;
+  with gone as (
+    update identity.refresh_tokens r set revoked_at = now(), revoked_reason = 'logout'
+     where r.user_id = me and r.revoked_at is null
+       and case account_sign_out.scope when 'global' then true
+                                       when 'local' then r.session_id = current_session
+                                       else r.session_id <> current_session end
+    returning r.session_id)
+  select count(distinct g.session_id) into ended from gone g;
+  -- Signing out everywhere ends the signed storage URLs the account made too.
+  if account_sign_out.scope = 'global' then
+    perform private.storage_signed_urls_end(me);
+  end if;
+  return jsonb_build_object('sessions_ended', ended);
+end;
+$function$;
+
+set local check_function_bodies to default;
+
+comment on function api.account_password_change(text,text) is 'POST /api/mobile/account/password: once the current password was checked again (reauthentication), sets the new one (a bcrypt hash the process made) and ends every other session of the account, every OAuth grant (tokens and pending codes) and every signed storage URL it made; the calling session, the API tokens and the calendar feed stay. Returns sessions_ended and how many active API tokens the account has. PT400 invalid_password_hash; PT401 invalid_credentials without a valid proof; PT403 forbidden for an API token or an agent.';
+
+comment on function api.account_sign_out(text) is 'POST /auth/v1/logout?scope=: ends the calling session (local), every session of the caller (global, which also ends every signed storage URL the caller made) or all but the calling one (others): their refresh tokens, access tokens and streams at once; returns how many. PT422 validation_error for another scope; PT403 forbidden for an API token or an agent.';
