@@ -672,7 +672,7 @@ export const storageRoutes = [
     path: '/storage/v1/object/upload/sign/:bucket/:path*',
     summary: 'A signed upload URL.',
     description:
-      'A URL to upload one object to a path the caller may write, valid 2 hours (supabase-js `createSignedUploadUrl(path, {upsert})`): whoever has it uploads as the caller, without a credential (`uploadToSignedUrl`).',
+      'A URL to upload one object to a path the caller may write, once, within 2 hours (supabase-js `createSignedUploadUrl(path, {upsert})`): whoever has it uploads as the caller, without a credential (`uploadToSignedUrl`). It ends early when the caller\'s password changes, they sign out everywhere or the account is deleted.',
     auth: 'user',
     ...storageRoute,
     params: ObjectParams,
@@ -698,7 +698,8 @@ export const storageRoutes = [
     method: 'put',
     path: '/storage/v1/object/upload/sign/:bucket/:path*',
     summary: 'Upload through a signed upload URL (no credential).',
-    description: 'Uploads the object a signed upload URL names, as the user who signed it (supabase-js `uploadToSignedUrl(path, token, file)`).',
+    description:
+      'Uploads the object a signed upload URL names, as the user who signed it (supabase-js `uploadToSignedUrl(path, token, file)`). A signed upload URL uploads once: another upload with it is 409 `signed_url_used` (an upload through it that is refused or cut off gives it back).',
     limits: limits.upload,
     auth: 'public',
     ...storageRoute,
@@ -706,7 +707,12 @@ export const storageRoutes = [
     query: z.object({ token: z.string().min(1).max(8192).describe("The signed upload URL's token.").meta({ example: 'eyJhbGciOiJIUzI1NiJ9.e30.sig' }) }),
     headers: UploadHeaders,
     rawBody: UPLOAD_BODY,
-    responses: { 200: Uploaded.pick({ Key: true }).extend({ Id: Id.describe("The object's id.") }), ...UPLOAD_ERRORS, 400: errors('invalid_key', 'invalid_signature', 'signature_expired') },
+    responses: {
+      200: Uploaded.pick({ Key: true }).extend({ Id: Id.describe("The object's id.") }),
+      ...UPLOAD_ERRORS,
+      400: errors('invalid_key', 'invalid_signature', 'signature_expired'),
+      409: errors('object_exists', 'signed_url_used'),
+    },
     async handler(ctx) {
       const { params, query } = ctx;
       const object = await upload(ctx, ctx.headers, async (declared) => {

@@ -33,7 +33,8 @@
 -- Its tables (created and altered by the migrations; their comments, row-level
 -- security, policies, grants and triggers are below):
 --   app.storage_buckets, app.storage_garbage, app.storage_objects,
---   app.storage_uploads, app.storage_usage, private.storage_signing_keys
+--   app.storage_signed_uploads, app.storage_uploads, app.storage_usage,
+--   private.storage_signing_keys
 --
 -- The current definition of every function, view, policy, trigger, grant and
 -- comment of this area. To change a rule: edit it here, then
@@ -383,12 +384,24 @@ AS $function$
 declare
   claims jsonb := private.storage_token_claims(storage_upload_begin_signed.token, 'upload',
     storage_upload_begin_signed.bucket_id || '/' || storage_upload_begin_signed.name);
+  token_digest bytea := identity.token_hash(storage_upload_begin_signed.token);
+  started record;
 begin
-  return query select * from private.storage_upload_start((claims->>'sub')::uuid, storage_upload_begin_signed.bucket_id,
+  -- Once: the token's digest is kept until it expires. A second upload waits
+  -- for the first's transaction here, then finds it.
+  insert into app.storage_signed_uploads (token_hash, expires_at)
+    values (token_digest, pg_catalog.to_timestamp((claims->>'exp')::bigint))
+    on conflict (token_hash) do nothing;
+  if not found then
+    raise exception 'The signed upload URL was used already' using errcode = 'PT409', hint = 'signed_url_used';
+  end if;
+  select * into started from private.storage_upload_start((claims->>'sub')::uuid, storage_upload_begin_signed.bucket_id,
     storage_upload_begin_signed.name, coalesce((claims->>'upsert')::boolean, false), storage_upload_begin_signed.declared_size, 'signed');
+  update app.storage_uploads u set signed_token_hash = token_digest where u.id = started.upload_id;
+  return query select started.upload_id, started.storage_key, started.file_size_limit, started.allowed_mime_types, started.images;
 end;
 $function$;
-comment on function api.storage_upload_begin_signed(text,text,text,bigint) is 'PUT /storage/v1/object/upload/sign/{bucket}/{path}?token=: an upload through a signed upload URL, as the user who signed it (their right to write the path, quota and rate are checked again). PT400 invalid_signature or signature_expired, and the refusals of api.storage_upload_begin.';
+comment on function api.storage_upload_begin_signed(text,text,text,bigint) is 'PUT /storage/v1/object/upload/sign/{bucket}/{path}?token=: an upload through a signed upload URL, as the user who signed it (their right to write the path, quota and rate are checked again). A token uploads once: PT409 signed_url_used when an upload began with it already (one refused or cut off gives it back: private.storage_upload_abort). PT400 invalid_signature or signature_expired, and the refusals of api.storage_upload_begin.';
 grant execute on function api.storage_upload_begin_signed(text,text,text,bigint) to anon, authenticated;
 
 -- -----------------------------------------------------------------------------
@@ -763,14 +776,18 @@ CREATE OR REPLACE FUNCTION private.storage_upload_abort(upload_id uuid, storage_
  LANGUAGE sql
  SET search_path TO 'pg_catalog'
 AS $function$
-    delete from app.storage_uploads u where u.id = storage_upload_abort.upload_id;
+    with gone as (
+      delete from app.storage_uploads u where u.id = storage_upload_abort.upload_id returning u.signed_token_hash
+    )
+    -- The signed upload URL it began with may be used again.
+    delete from app.storage_signed_uploads t where t.token_hash in (select g.signed_token_hash from gone g);
     -- Never the bytes of a visible object (a finish whose answer was lost may have committed).
     insert into app.storage_garbage (storage_key, collect_after)
       select storage_upload_abort.storage_key, now()
        where not exists (select from app.storage_objects o where o.storage_key = storage_upload_abort.storage_key)
       on conflict do nothing;
   $function$;
-comment on function private.storage_upload_abort(uuid,text) is 'An upload that will not finish (refused, cut off): forgets it, and its key goes to app.storage_garbage unless an object uses it.';
+comment on function private.storage_upload_abort(uuid,text) is 'An upload that will not finish (refused, cut off, cancelled): forgets it (the quota it reserved is free again, and the signed upload URL it began with may be used again), and its key goes to app.storage_garbage unless an object uses it.';
 
 CREATE OR REPLACE FUNCTION private.storage_upload_finish(upload_id uuid, size bigint, etag text, content_type text, cache_control text, user_metadata jsonb, width integer, height integer)
  RETURNS jsonb
@@ -883,7 +900,13 @@ AS $function$
       delete from app.storage_uploads u
        where u.id in (select x.id from app.storage_uploads x where x.expires_at <= now()
                        order by x.expires_at limit storage_uploads_expire.max_rows for update skip locked)
-      returning u.storage_key
+      returning u.storage_key, u.signed_token_hash
+    ), tokens as (
+      -- Given back (the upload did not finish), or past the token's own expiry.
+      delete from app.storage_signed_uploads t
+       where t.token_hash in (select g.signed_token_hash from gone g)
+          or t.token_hash in (select x.token_hash from app.storage_signed_uploads x where x.expires_at <= now()
+                               limit storage_uploads_expire.max_rows)
     ), kept as (
       insert into app.storage_garbage (storage_key, collect_after)
         select g.storage_key, now() from gone g
@@ -892,7 +915,7 @@ AS $function$
     )
     select count(*)::integer from gone
   $function$;
-comment on function private.storage_uploads_expire(integer) is 'Uploads past their expiry (cut off, or their gateway killed): forgotten, their keys to app.storage_garbage. Returns how many (the storage_collect job).';
+comment on function private.storage_uploads_expire(integer) is 'Uploads past their expiry (cut off, or their gateway killed): forgotten (a signed upload URL they began with given back), their keys to app.storage_garbage; used signed upload URLs past their own expiry forgotten. Returns how many uploads (the storage_collect job).';
 
 CREATE OR REPLACE FUNCTION private.storage_url_path(name text)
  RETURNS text
@@ -998,6 +1021,10 @@ drop trigger if exists storage_objects_set_updated_at on app.storage_objects;
 CREATE TRIGGER storage_objects_set_updated_at BEFORE UPDATE ON app.storage_objects FOR EACH ROW EXECUTE FUNCTION private.tg__set_updated_at();
 drop trigger if exists storage_objects_usage on app.storage_objects;
 CREATE TRIGGER storage_objects_usage AFTER INSERT OR DELETE OR UPDATE OF owner_id, size ON app.storage_objects FOR EACH ROW EXECUTE FUNCTION private.tg_storage_objects__usage();
+
+-- app.storage_signed_uploads
+comment on table app.storage_signed_uploads is 'Signed upload URLs used (or in use): the digest of each token that began an upload, until the token expires, so that it uploads once.';
+alter table app.storage_signed_uploads enable row level security;
 
 -- app.storage_uploads
 comment on table app.storage_uploads is 'Uploads under way: the key their bytes are written to before the object exists. One that expires (cut off, gateway killed) has its bytes collected.';

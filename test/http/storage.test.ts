@@ -328,6 +328,43 @@ describe('public URLs and signed URLs', () => {
     expect(twice.error).toMatchObject({ status: 409 });
   });
 
+  it('a signed upload URL uploads once, with or without upsert; a refused upload gives it back (security review round 5)', async () => {
+    const kim = await user('st-kim');
+    const put = (url: string, body: string | Buffer, type = 'text/html') =>
+      fetch(`${baseUrl}/storage/v1${url}`, { method: 'PUT', headers: { 'content-type': type }, body });
+    // Signed with x-upsert: true, then used three times with HTML bodies.
+    const upsert = await api('POST', `/storage/v1/object/upload/sign/attachments/${kim.userId}/page.html`, {
+      token: kim.accessToken,
+      headers: { 'x-upsert': 'true' },
+    });
+    const answers = [];
+    for (let i = 0; i < 3; i++) answers.push(await put(upsert.body.url, `<h1>${i}</h1>`));
+    expect(answers.map((r) => r.status)).toEqual([200, 409, 409]);
+    expect(await answers[1]!.json()).toMatchObject({ statusCode: '409', code: 'signed_url_used' });
+    expect(await (await kim.storage.from('attachments').download(`${kim.userId}/page.html`)).data!.text()).toBe('<h1>0</h1>');
+
+    // Without upsert: used, then the owner deletes the object; the token does not upload again.
+    const once = await api('POST', `/storage/v1/object/upload/sign/attachments/${kim.userId}/once.txt`, { token: kim.accessToken });
+    expect((await put(once.body.url, 'first', 'text/plain')).status).toBe(200);
+    expect((await kim.storage.from('attachments').remove([`${kim.userId}/once.txt`])).error).toBeNull();
+    const again = await put(once.body.url, 'second', 'text/plain');
+    expect(again.status).toBe(409);
+    expect(await again.json()).toMatchObject({ code: 'signed_url_used' });
+    expect((await kim.storage.from('attachments').exists(`${kim.userId}/once.txt`)).data).toBe(false);
+
+    // Two at once: one object, one refusal.
+    const race = await api('POST', `/storage/v1/object/upload/sign/attachments/${kim.userId}/race.txt`, { token: kim.accessToken, headers: { 'x-upsert': 'true' } });
+    const both = await Promise.all([put(race.body.url, 'a', 'text/plain'), put(race.body.url, 'b', 'text/plain')]);
+    expect(both.map((r) => r.status).sort()).toEqual([200, 409]);
+
+    // A refused upload (not an image, in an image bucket) gives the token back; the next one uses it up.
+    const avatar = await api('POST', `/storage/v1/object/upload/sign/avatars/${kim.userId}/me.png`, { token: kim.accessToken });
+    const refused = await put(avatar.body.url, 'not an image', 'image/png');
+    expect(refused.status).toBe(415);
+    expect((await put(avatar.body.url, await png(8, 8), 'image/png')).status).toBe(200);
+    expect((await put(avatar.body.url, await png(8, 8), 'image/png')).status).toBe(409);
+  });
+
   it('buckets are listed and described', async () => {
     const jo = await user('st-jo');
     const list = await jo.storage.listBuckets();

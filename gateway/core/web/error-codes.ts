@@ -342,6 +342,11 @@ export const ERROR_CODES = {
     meaning: "The signed URL has expired, or its signer's credentials ended since (a password reset): ask for a new one.",
     storage: 'InvalidJWT',
   },
+  signed_url_used: {
+    status: [409],
+    meaning: 'The signed upload URL was used already: it uploads one object, once (an upload through it that was refused or cut off gives it back). Ask its signer for a new one.',
+    storage: 'Duplicate',
+  },
   invalid_range: { status: [416], meaning: 'The Range asks for bytes past the end of the object.', storage: 'InvalidRange' },
   resumable_upload_refused: {
     status: [400, 409, 412, 415],

@@ -60,6 +60,33 @@ begin
 end;
 $function$;
 
+CREATE OR REPLACE FUNCTION api.storage_upload_begin_signed(bucket_id text, name text, token text, declared_size bigint)
+ RETURNS TABLE(upload_id uuid, storage_key text, file_size_limit bigint, allowed_mime_types text[], images boolean)
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog'
+AS $function$
+declare
+  claims jsonb := private.storage_token_claims(storage_upload_begin_signed.token, 'upload',
+    storage_upload_begin_signed.bucket_id || '/' || storage_upload_begin_signed.name);
+  token_digest bytea := identity.token_hash(storage_upload_begin_signed.token);
+  started record;
+begin
+  -- Once: the token's digest is kept until it expires. A second upload waits
+  -- for the first's transaction here, then finds it.
+  insert into app.storage_signed_uploads (token_hash, expires_at)
+    values (token_digest, pg_catalog.to_timestamp((claims->>'exp')::bigint))
+    on conflict (token_hash) do nothing;
+  if not found then
+    raise exception 'The signed upload URL was used already' using errcode = 'PT409', hint = 'signed_url_used';
+  end if;
+  select * into started from private.storage_upload_start((claims->>'sub')::uuid, storage_upload_begin_signed.bucket_id,
+    storage_upload_begin_signed.name, coalesce((claims->>'upsert')::boolean, false), storage_upload_begin_signed.declared_size, 'signed');
+  update app.storage_uploads u set signed_token_hash = token_digest where u.id = started.upload_id;
+  return query select started.upload_id, started.storage_key, started.file_size_limit, started.allowed_mime_types, started.images;
+end;
+$function$;
+
 CREATE OR REPLACE FUNCTION private.storage_signed_urls_end(user_id uuid)
  RETURNS void
  LANGUAGE sql
@@ -103,8 +130,56 @@ begin
 end;
 $function$;
 
+CREATE OR REPLACE FUNCTION private.storage_upload_abort(upload_id uuid, storage_key text)
+ RETURNS void
+ LANGUAGE sql
+ SET search_path TO 'pg_catalog'
+AS $function$
+    with gone as (
+      delete from app.storage_uploads u where u.id = storage_upload_abort.upload_id returning u.signed_token_hash
+    )
+    -- The signed upload URL it began with may be used again.
+    delete from app.storage_signed_uploads t where t.token_hash in (select g.signed_token_hash from gone g);
+    -- Never the bytes of a visible object (a finish whose answer was lost may have committed).
+    insert into app.storage_garbage (storage_key, collect_after)
+      select storage_upload_abort.storage_key, now()
+       where not exists (select from app.storage_objects o where o.storage_key = storage_upload_abort.storage_key)
+      on conflict do nothing;
+  $function$;
+
+CREATE OR REPLACE FUNCTION private.storage_uploads_expire(max_rows integer DEFAULT 1000)
+ RETURNS integer
+ LANGUAGE sql
+ SET search_path TO 'pg_catalog'
+AS $function$
+    with gone as (
+      delete from app.storage_uploads u
+       where u.id in (select x.id from app.storage_uploads x where x.expires_at <= now()
+                       order by x.expires_at limit storage_uploads_expire.max_rows for update skip locked)
+      returning u.storage_key, u.signed_token_hash
+    ), tokens as (
+      -- Given back (the upload did not finish), or past the token's own expiry.
+      delete from app.storage_signed_uploads t
+       where t.token_hash in (select g.signed_token_hash from gone g)
+          or t.token_hash in (select x.token_hash from app.storage_signed_uploads x where x.expires_at <= now()
+                               limit storage_uploads_expire.max_rows)
+    ), kept as (
+      insert into app.storage_garbage (storage_key, collect_after)
+        select g.storage_key, now() from gone g
+         where not exists (select from app.storage_objects o where o.storage_key = g.storage_key)
+        on conflict do nothing
+    )
+    select count(*)::integer from gone
+  $function$;
+
 set local check_function_bodies to default;
 
 comment on function api.storage_sign(text,text[],integer,jsonb) is 'POST /storage/v1/object/sign/{bucket}[/{path}]: a signed download URL (valid expires_in seconds; the path percent-encoded where a URL needs it) for each path the caller may read, with the transformation to apply, if any; an `error` for the others. PT400 for an expiry outside 1 s to a year; PT404 bucket_not_found.';
 
+comment on function api.storage_upload_begin_signed(text,text,text,bigint) is 'PUT /storage/v1/object/upload/sign/{bucket}/{path}?token=: an upload through a signed upload URL, as the user who signed it (their right to write the path, quota and rate are checked again). A token uploads once: PT409 signed_url_used when an upload began with it already (one refused or cut off gives it back: private.storage_upload_abort). PT400 invalid_signature or signature_expired, and the refusals of api.storage_upload_begin.';
+
 comment on function private.storage_signed_urls_end(uuid) is 'Ends every signed download and upload URL the user made until now (private.storage_token_claims refuses a token issued at or before signed_urls_valid_after): a password set or changed, every session ended at once (a global sign-out), the account deleted.';
+
+comment on function private.storage_upload_abort(uuid,text) is 'An upload that will not finish (refused, cut off, cancelled): forgets it (the quota it reserved is free again, and the signed upload URL it began with may be used again), and its key goes to app.storage_garbage unless an object uses it.';
+
+comment on function private.storage_uploads_expire(integer) is 'Uploads past their expiry (cut off, or their gateway killed): forgotten (a signed upload URL they began with given back), their keys to app.storage_garbage; used signed upload URLs past their own expiry forgotten. Returns how many uploads (the storage_collect job).';
