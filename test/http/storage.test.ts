@@ -206,7 +206,7 @@ describe('caching of private objects (security review round 5)', () => {
     const imagePut = await fetch(`${baseUrl}/storage/v1/object/${bucket}/${image}`, {
       method: 'POST',
       headers: { authorization: `Bearer ${pat.accessToken}`, 'content-type': 'image/png', 'cache-control': 'PUBLIC,s-maxage=86400,immutable' },
-      body: await png(40, 30),
+      body: new Uint8Array(await png(40, 30)),
     });
     expect(imagePut.status).toBe(200);
     const render = await fetch(`${baseUrl}/storage/v1/render/image/authenticated/${bucket}/${image}?width=16`, { headers: { authorization: `Bearer ${pat.accessToken}` } });
@@ -331,7 +331,7 @@ describe('public URLs and signed URLs', () => {
   it('a signed upload URL uploads once, with or without upsert; a refused upload gives it back (security review round 5)', async () => {
     const kim = await user('st-kim');
     const put = (url: string, body: string | Buffer, type = 'text/html') =>
-      fetch(`${baseUrl}/storage/v1${url}`, { method: 'PUT', headers: { 'content-type': type }, body });
+      fetch(`${baseUrl}/storage/v1${url}`, { method: 'PUT', headers: { 'content-type': type }, body: typeof body === 'string' ? body : new Uint8Array(body) });
     // Signed with x-upsert: true, then used three times with HTML bodies.
     const upsert = await api('POST', `/storage/v1/object/upload/sign/attachments/${kim.userId}/page.html`, {
       token: kim.accessToken,

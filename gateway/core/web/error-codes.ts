@@ -297,12 +297,17 @@ export const ERROR_CODES = {
   object_too_large: { status: [413], meaning: "The object is larger than the bucket's size limit.", storage: 'Payload too large' },
   quota_exceeded: {
     status: [413],
-    meaning: "The upload would take the user past their storage quota (their plan's, 100 MB on basic); delete objects first.",
+    meaning: "The upload would take the user past their storage quota (their plan's, 100 MB on basic), counting what their uploads under way reserved (their declared sizes); delete objects, or finish or cancel uploads, first.",
     storage: 'Payload too large',
   },
   too_many_uploads: {
     status: [429],
     meaning: "More uploads in a minute than the user's plan allows (30 on basic); Retry-After says when to try again.",
+    storage: 'too_many_requests',
+  },
+  too_many_open_uploads: {
+    status: [429],
+    meaning: 'The user has 10 resumable uploads under way already (not finished, cancelled or expired): finish or cancel one (TUS DELETE). Retry-After says when the oldest expires.',
     storage: 'too_many_requests',
   },
   invalid_mime_type: {

@@ -87,6 +87,15 @@ begin
 end;
 $function$;
 
+CREATE OR REPLACE FUNCTION private.storage_open_uploads_max()
+ RETURNS integer
+ LANGUAGE sql
+ IMMUTABLE
+ SET search_path TO 'pg_catalog'
+AS $function$
+    select 10
+  $function$;
+
 CREATE OR REPLACE FUNCTION private.storage_signed_urls_end(user_id uuid)
  RETURNS void
  LANGUAGE sql
@@ -147,6 +156,86 @@ AS $function$
       on conflict do nothing;
   $function$;
 
+CREATE OR REPLACE FUNCTION private.storage_upload_start(owner_id uuid, bucket_id text, name text, upsert boolean, declared_size bigint, kind text)
+ RETURNS TABLE(upload_id uuid, storage_key text, file_size_limit bigint, allowed_mime_types text[], images boolean)
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog'
+AS $function$
+declare
+  b app.storage_buckets := private.storage_bucket(storage_upload_start.bucket_id);
+  existing app.storage_objects;
+  reserved bigint;
+  quota bigint;
+  per_minute integer;
+  open_uploads integer;
+  oldest_open timestamptz;
+  w app.storage_usage;
+  started app.storage_uploads;
+begin
+  perform private.storage_check_name(storage_upload_start.name);
+  if not private.storage_folder_owned(b.id, storage_upload_start.name, storage_upload_start.owner_id) then
+    raise exception 'Access denied: you may not write %/%', b.id, storage_upload_start.name using errcode = 'PT403', hint = 'storage_access_denied';
+  end if;
+  select * into existing from app.storage_objects o where o.bucket_id = b.id and o.name = storage_upload_start.name;
+  if existing.id is not null and not storage_upload_start.upsert then
+    raise exception 'The resource already exists' using errcode = 'PT409', hint = 'object_exists';
+  end if;
+  if storage_upload_start.declared_size > b.file_size_limit then
+    raise exception 'The object exceeded the maximum allowed size (% bytes)', b.file_size_limit
+      using errcode = 'PT413', hint = 'object_too_large';
+  end if;
+  -- The owner's usage row, locked: one owner's uploads begin one at a time,
+  -- so what the others reserved is counted right. The upload is counted in
+  -- the minute's window (a refused upload does not count: its transaction
+  -- rolls back).
+  insert into app.storage_usage as s (user_id, window_start, window_uploads)
+    values (storage_upload_start.owner_id, now(), 1)
+    on conflict (user_id) do update
+      set window_start = case when s.window_start is null or s.window_start <= now() - interval '1 minute' then now() else s.window_start end,
+          window_uploads = case when s.window_start is null or s.window_start <= now() - interval '1 minute' then 1 else s.window_uploads + 1 end
+    returning s.* into w;
+  -- The quota: what is stored, plus what the owner's uploads under way
+  -- reserved (their declared sizes: a resumable upload's Upload-Length, a
+  -- body's Content-Length), plus this one; an object this one replaces
+  -- frees its bytes. The finish checks again with the real size.
+  quota := private.storage_quota_bytes(storage_upload_start.owner_id);
+  select coalesce(sum(u.declared_size), 0) into reserved
+    from app.storage_uploads u where u.owner_id = storage_upload_start.owner_id and u.expires_at > now();
+  if w.bytes + reserved + coalesce(storage_upload_start.declared_size, 0)
+       - (case when existing.owner_id = storage_upload_start.owner_id then existing.size else 0 end) > quota
+     or (storage_upload_start.declared_size is null and w.bytes + reserved >= quota) then
+    raise exception 'Storage quota exceeded: % of % bytes used, % reserved by uploads under way', w.bytes, quota, reserved
+      using errcode = 'PT413', hint = 'quota_exceeded';
+  end if;
+  -- Uploads per minute (a fixed window per user).
+  per_minute := coalesce(w.uploads_per_minute,
+    (select s.storage_uploads_per_minute from app.profiles p join app.subscription_plans s on s.id = p.subscription_type
+      where p.id = storage_upload_start.owner_id),
+    30);
+  if w.window_uploads > per_minute then
+    raise exception 'Too many uploads: at most % a minute', per_minute using errcode = 'PT429', hint = 'too_many_uploads',
+      detail = json_build_object('retry_after', greatest(1, ceil(extract(epoch from w.window_start + interval '1 minute' - now())))::integer)::text;
+  end if;
+  -- Resumable uploads open at once (each holds staged bytes until it finishes, is cancelled or expires).
+  if storage_upload_start.kind = 'resumable' then
+    select count(*), min(u.expires_at) into open_uploads, oldest_open
+      from app.storage_uploads u
+     where u.owner_id = storage_upload_start.owner_id and u.kind = 'resumable' and u.expires_at > now();
+    if open_uploads >= private.storage_open_uploads_max() then
+      raise exception 'Too many resumable uploads under way: at most %; finish or cancel one', private.storage_open_uploads_max()
+        using errcode = 'PT429', hint = 'too_many_open_uploads',
+              detail = json_build_object('retry_after', greatest(1, ceil(extract(epoch from oldest_open - now())))::integer)::text;
+    end if;
+  end if;
+  insert into app.storage_uploads as u (bucket_id, name, owner_id, upsert, kind, storage_key, declared_size, expires_at)
+    values (b.id, storage_upload_start.name, storage_upload_start.owner_id, storage_upload_start.upsert, storage_upload_start.kind,
+            'objects/' || gen_random_uuid(), storage_upload_start.declared_size,
+            now() + case storage_upload_start.kind when 'resumable' then interval '24 hours' else interval '1 hour' end)
+    returning u.* into started;
+  return query select started.id, started.storage_key, b.file_size_limit, b.allowed_mime_types, b.images;
+end;
+$function$;
+
 CREATE OR REPLACE FUNCTION private.storage_uploads_expire(max_rows integer DEFAULT 1000)
  RETURNS integer
  LANGUAGE sql
@@ -178,8 +267,12 @@ comment on function api.storage_sign(text,text[],integer,jsonb) is 'POST /storag
 
 comment on function api.storage_upload_begin_signed(text,text,text,bigint) is 'PUT /storage/v1/object/upload/sign/{bucket}/{path}?token=: an upload through a signed upload URL, as the user who signed it (their right to write the path, quota and rate are checked again). A token uploads once: PT409 signed_url_used when an upload began with it already (one refused or cut off gives it back: private.storage_upload_abort). PT400 invalid_signature or signature_expired, and the refusals of api.storage_upload_begin.';
 
+comment on function private.storage_open_uploads_max() is 'How many resumable uploads one user may have open at once (not finished, cancelled or expired): 10.';
+
 comment on function private.storage_signed_urls_end(uuid) is 'Ends every signed download and upload URL the user made until now (private.storage_token_claims refuses a token issued at or before signed_urls_valid_after): a password set or changed, every session ended at once (a global sign-out), the account deleted.';
 
 comment on function private.storage_upload_abort(uuid,text) is 'An upload that will not finish (refused, cut off, cancelled): forgets it (the quota it reserved is free again, and the signed upload URL it began with may be used again), and its key goes to app.storage_garbage unless an object uses it.';
+
+comment on function private.storage_upload_start(uuid,text,text,boolean,bigint,text) is 'Begins an upload for owner_id (the caller, or the signer of a signed upload URL): the bucket, the path, the owner''s right to write it, an existing object (without upsert), the declared size against the bucket''s limit and against the quota together with what the owner''s uploads under way reserved (their declared sizes, held until they finish, are given up or expire), the upload rate, and at most private.storage_open_uploads_max() resumable uploads open, before a byte is read; registers it under a fresh byte-store key (expiring after 1 hour, 24 for resumable uploads). PT413 quota_exceeded, PT429 too_many_uploads or too_many_open_uploads (detail: retry_after).';
 
 comment on function private.storage_uploads_expire(integer) is 'Uploads past their expiry (cut off, or their gateway killed): forgotten (a signed upload URL they began with given back), their keys to app.storage_garbage; used signed upload URLs past their own expiry forgotten. Returns how many uploads (the storage_collect job).';
