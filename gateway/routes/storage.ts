@@ -896,7 +896,7 @@ export const RenderQuery = DownloadQuery.extend({
   format: z.enum(['origin']).optional().describe('`origin`: keep the original format whatever the client accepts.'),
 });
 
-/** Render options with their defaults. */
+/** Render options with their defaults (gateway/storage/images.ts normalizeRender makes them a cached variant's). */
 export function renderOptions(t: Partial<z.infer<typeof Transform>>): RenderOptions {
-  return { width: t.width, height: t.height, resize: t.resize ?? 'cover', quality: t.quality ?? 80, format: t.format };
+  return { width: t.width, height: t.height, resize: t.resize ?? 'cover', quality: t.quality, format: t.format };
 }

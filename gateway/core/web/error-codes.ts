@@ -305,6 +305,11 @@ export const ERROR_CODES = {
     meaning: "More uploads in a minute than the user's plan allows (30 on basic); Retry-After says when to try again.",
     storage: 'too_many_requests',
   },
+  too_many_renders: {
+    status: [429],
+    meaning: 'This client address had more image transformations made (not served from the cache) in a minute than the service allows (STORAGE_RENDER_MISSES_PER_MINUTE, 120 by default); Retry-After says when to try again. Repeats of cached transformations are not counted.',
+    storage: 'too_many_requests',
+  },
   too_many_open_uploads: {
     status: [429],
     meaning: 'The user has 10 resumable uploads under way already (not finished, cancelled or expired): finish or cancel one (TUS DELETE). Retry-After says when the oldest expires.',

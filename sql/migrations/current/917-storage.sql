@@ -87,6 +87,22 @@ begin
 end;
 $function$;
 
+CREATE OR REPLACE FUNCTION private.storage_garbage_done(storage_keys text[], failures jsonb DEFAULT NULL::jsonb)
+ RETURNS void
+ LANGUAGE sql
+ SET search_path TO 'pg_catalog'
+AS $function$
+    delete from app.storage_garbage g
+     where g.storage_key = any (storage_garbage_done.storage_keys)
+       and not (coalesce(storage_garbage_done.failures, '{}'::jsonb) ? g.storage_key);
+    -- A version's transformations went with its bytes.
+    delete from app.storage_renders r
+     where r.storage_key = any (storage_garbage_done.storage_keys)
+       and not (coalesce(storage_garbage_done.failures, '{}'::jsonb) ? r.storage_key);
+    update app.storage_garbage g set last_error = left(storage_garbage_done.failures->>g.storage_key, 1000)
+     where coalesce(storage_garbage_done.failures, '{}'::jsonb) ? g.storage_key;
+  $function$;
+
 CREATE OR REPLACE FUNCTION private.storage_open_uploads_max()
  RETURNS integer
  LANGUAGE sql
@@ -95,6 +111,108 @@ CREATE OR REPLACE FUNCTION private.storage_open_uploads_max()
 AS $function$
     select 10
   $function$;
+
+CREATE OR REPLACE FUNCTION private.storage_render_begin(storage_key text, variant text, client_ip text, misses_per_minute integer, variants_per_object integer)
+ RETURNS text[]
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog'
+AS $function$
+declare
+  counted app.storage_render_misses;
+  evicted text[];
+begin
+  -- Transformations made per client address, in fixed one-minute windows (a
+  -- refused one is not counted: its transaction rolls back).
+  if storage_render_begin.client_ip is not null then
+    insert into app.storage_render_misses as m (client_ip, window_start, misses)
+      values (storage_render_begin.client_ip, now(), 1)
+      on conflict on constraint storage_render_misses_pkey do update
+        set window_start = case when m.window_start <= now() - interval '1 minute' then now() else m.window_start end,
+            misses = case when m.window_start <= now() - interval '1 minute' then 1 else m.misses + 1 end
+      returning m.* into counted;
+    if counted.misses > storage_render_begin.misses_per_minute then
+      raise exception 'Too many image transformations: at most % a minute', storage_render_begin.misses_per_minute
+        using errcode = 'PT429', hint = 'too_many_renders',
+              detail = json_build_object('retry_after',
+                         greatest(1, ceil(extract(epoch from counted.window_start + interval '1 minute' - now())))::integer)::text;
+    end if;
+  end if;
+  insert into app.storage_renders (storage_key, variant) values (storage_render_begin.storage_key, storage_render_begin.variant)
+    on conflict on constraint storage_renders_pkey do nothing;
+  -- The version's oldest transformations past the bound go (their bytes: the
+  -- gateway deletes them now, and app.storage_garbage holds them until then).
+  with gone as (
+    delete from app.storage_renders r
+     where r.storage_key = storage_render_begin.storage_key
+       and r.variant in (select x.variant from app.storage_renders x
+                          where x.storage_key = storage_render_begin.storage_key
+                          order by x.created_at desc, x.variant = storage_render_begin.variant desc, x.variant
+                          offset greatest(storage_render_begin.variants_per_object, 1))
+    returning private.storage_render_key(r.storage_key, r.variant) as key
+  ), kept as (
+    insert into app.storage_garbage (storage_key, collect_after) select g.key, now() from gone g on conflict do nothing
+  )
+  select coalesce(pg_catalog.array_agg(g.key), '{}') into evicted from gone g;
+  return evicted;
+end;
+$function$;
+
+CREATE OR REPLACE FUNCTION private.storage_render_key(storage_key text, variant text)
+ RETURNS text
+ LANGUAGE sql
+ IMMUTABLE
+ SET search_path TO 'pg_catalog'
+AS $function$
+    select 'renders/' || pg_catalog.regexp_replace(storage_render_key.storage_key, '^objects/', '') || '/' || storage_render_key.variant
+  $function$;
+
+CREATE OR REPLACE FUNCTION private.storage_render_misses_prune()
+ RETURNS integer
+ LANGUAGE sql
+ SET search_path TO 'pg_catalog'
+AS $function$
+    with gone as (
+      delete from app.storage_render_misses m where m.window_start <= now() - interval '1 minute' returning 1
+    )
+    select count(*)::integer from gone
+  $function$;
+
+CREATE OR REPLACE FUNCTION private.storage_render_stored(storage_key text, variant text, size bigint, budget_bytes bigint)
+ RETURNS text[]
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog'
+AS $function$
+declare
+  evicted text[];
+begin
+  -- One total at a time: every gateway's records take turns here.
+  perform pg_advisory_xact_lock(pg_catalog.hashtextextended('app.storage_renders', 0));
+  update app.storage_renders r set size = storage_render_stored.size
+   where r.storage_key = storage_render_stored.storage_key and r.variant = storage_render_stored.variant;
+  if not found then
+    -- Evicted while it was being made: its bytes go at once.
+    evicted := array[private.storage_render_key(storage_render_stored.storage_key, storage_render_stored.variant)];
+    insert into app.storage_garbage (storage_key, collect_after) values (evicted[1], now()) on conflict do nothing;
+    return evicted;
+  end if;
+  -- Past the budget, the oldest go (newest first, each counted with those newer than it).
+  with ranked as (
+    select r.storage_key, r.variant,
+           sum(coalesce(r.size, 0)) over (order by r.created_at desc, r.storage_key desc, r.variant desc) as running
+      from app.storage_renders r
+  ), gone as (
+    delete from app.storage_renders r
+     using ranked k
+     where k.running > storage_render_stored.budget_bytes
+       and r.storage_key = k.storage_key and r.variant = k.variant
+    returning private.storage_render_key(r.storage_key, r.variant) as key
+  ), kept as (
+    insert into app.storage_garbage (storage_key, collect_after) select g.key, now() from gone g on conflict do nothing
+  )
+  select coalesce(pg_catalog.array_agg(g.key), '{}') into evicted from gone g;
+  return evicted;
+end;
+$function$;
 
 CREATE OR REPLACE FUNCTION private.storage_signed_urls_end(user_id uuid)
  RETURNS void
@@ -267,7 +385,17 @@ comment on function api.storage_sign(text,text[],integer,jsonb) is 'POST /storag
 
 comment on function api.storage_upload_begin_signed(text,text,text,bigint) is 'PUT /storage/v1/object/upload/sign/{bucket}/{path}?token=: an upload through a signed upload URL, as the user who signed it (their right to write the path, quota and rate are checked again). A token uploads once: PT409 signed_url_used when an upload began with it already (one refused or cut off gives it back: private.storage_upload_abort). PT400 invalid_signature or signature_expired, and the refusals of api.storage_upload_begin.';
 
+comment on function private.storage_garbage_done(text[],jsonb) is 'Forgets the keys whose bytes were deleted (and the records of their transformations, deleted with them); records the error of those that failed (failures: key → message), which are tried again later.';
+
 comment on function private.storage_open_uploads_max() is 'How many resumable uploads one user may have open at once (not finished, cancelled or expired): 10.';
+
+comment on function private.storage_render_begin(text,text,text,integer,integer) is 'A transformation not in the cache, about to be made (the gateway calls it, as its own role): counts it for the client address (PT429 too_many_renders past misses_per_minute in the current minute, detail retry_after), records it, and evicts the object version''s oldest transformations past variants_per_object. Returns the byte-store keys evicted (also put in app.storage_garbage), for the gateway to delete now.';
+
+comment on function private.storage_render_key(text,text) is 'The byte-store key of a transformation: renders/<uuid of the version>/<variant> (gateway/storage/byte-store.ts renderKey).';
+
+comment on function private.storage_render_misses_prune() is 'Forgets the transformation counts of client addresses whose minute is over (the storage_collect job). Returns how many.';
+
+comment on function private.storage_render_stored(text,text,bigint,bigint) is 'A transformation stored (the gateway calls it, as its own role): records its size, then evicts the oldest transformations while all of them together are more than budget_bytes. Returns the byte-store keys evicted (also put in app.storage_garbage), for the gateway to delete now; the transformation itself when it was evicted while being made.';
 
 comment on function private.storage_signed_urls_end(uuid) is 'Ends every signed download and upload URL the user made until now (private.storage_token_claims refuses a token issued at or before signed_urls_valid_after): a password set or changed, every session ended at once (a global sign-out), the account deleted.';
 
