@@ -131,24 +131,20 @@ $function$;
 comment on function api.account_delete_link_send(text) is 'DELETE /api/mobile/account for an account without a password: e-mails its owner a single-use deletion link (1 hour). PT429 rate_limited past 5 an hour (detail: retry_after); PT401 invalid_credentials for an account with a password (it confirms with it); PT403 forbidden for an API token or an agent.';
 grant execute on function api.account_delete_link_send(text) to authenticated;
 
-CREATE OR REPLACE FUNCTION api.account_delete_request(email text, public_url text)
+CREATE OR REPLACE FUNCTION api.account_delete_request(email text, public_url text, client_ip text, max_per_ip integer, window_seconds integer)
  RETURNS void
  LANGUAGE plpgsql
  SECURITY DEFINER
  SET search_path TO 'pg_catalog'
 AS $function$
-declare
-  account_id uuid;
 begin
-  select u.id into account_id from identity.users u where u.email = lower(btrim(account_delete_request.email));
-  -- The same answer whether or not the account exists.
-  if account_id is not null then
-    perform private.account_delete_link_queue(account_id, account_delete_request.public_url);
-  end if;
+  -- The same work whether or not the account exists: the lookup and the e-mail are a job's.
+  perform private.email_link_enqueue('delete_account', account_delete_request.email, account_delete_request.public_url,
+                                     account_delete_request.client_ip, account_delete_request.max_per_ip, account_delete_request.window_seconds);
 end;
 $function$;
-comment on function api.account_delete_request(text,text) is 'POST /account/delete (the web page): e-mails the account with this address a single-use deletion link (1 hour; at most 5 an hour per account); does and answers the same whether or not the account exists.';
-grant execute on function api.account_delete_request(text,text) to anon, authenticated;
+comment on function api.account_delete_request(text,text,text,integer,integer) is 'POST /account/delete (the web page): queues the job that e-mails the account with this address a single-use deletion link (1 hour; at most 5 an hour per account; private.email_link_send); does and answers the same whether or not the account exists. PT429 rate_limited past max_per_ip requests of the client address in window_seconds.';
+grant execute on function api.account_delete_request(text,text,text,integer,integer) to anon, authenticated;
 
 CREATE OR REPLACE FUNCTION api.account_email_change(reauthentication text, new_email text, public_url text)
  RETURNS void

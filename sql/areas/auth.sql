@@ -989,7 +989,7 @@ drop trigger if exists _900_notify_session_ended on identity.refresh_tokens;
 CREATE TRIGGER _900_notify_session_ended AFTER UPDATE ON identity.refresh_tokens REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION private.tg_refresh_tokens__notify_session_ended();
 
 -- private.auth_failures
-comment on table private.auth_failures is 'Failed sign-ins (per e-mail and client address, per e-mail, per client IP), failed refresh/verify attempts (per client IP) and requests at the doors that set a password (password_set, per client IP), for throttling.';
+comment on table private.auth_failures is 'Failed sign-ins (per e-mail and client address, per e-mail, per client IP), failed refresh/verify attempts (per client IP), requests at the doors that set a password (password_set, per client IP) and at the doors that e-mail a link (email_link, per client IP), for throttling.';
 
 -- private.password_attempts
 comment on table private.password_attempts is 'Sign-ins whose password is being checked by a process (private.password_attempt_start): single-use, 60 seconds; they count as failures in the throttling until their outcome is recorded.';

@@ -11,6 +11,7 @@ import { createCommunity, createEvent } from '../support/event-fixtures.ts';
 import { addMember } from '../support/sql-fixtures.ts';
 import { openStream, type SseStream } from '../support/sse.ts';
 import { callTool, connect, mintOAuthToken, rawMcp } from '../mcp/support.ts';
+import { emailLinkRun } from '../support/email-links.ts';
 
 const open: SseStream[] = [];
 afterAll(() => open.forEach((s) => s.close()));
@@ -39,6 +40,7 @@ async function streamingMember(): Promise<{ user: TestUser; communityId: string;
 
 async function resetPassword(user: TestUser, password = 'a-brand-new-password'): Promise<void> {
   await api('POST', '/api/auth/recover', { body: { email: user.email } });
+  await emailLinkRun('recover', user.email);
   const [row] = await db()<{ link: string }[]>`
     select link from app.email_outbox where to_email = ${user.email} and purpose = 'recover' order by created_at desc limit 1`;
   const token = new URL(row!.link).searchParams.get('token')!;

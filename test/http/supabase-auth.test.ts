@@ -10,6 +10,7 @@ import { api, apiKey, baseUrl, db, forgeToken, publicUrl, registerUser, uniqueEm
 import { createToken } from '../support/api-tokens.ts';
 import { checkContract } from '../support/contract.ts';
 import { waitFor } from '../support/wait.ts';
+import { emailLinkRun } from '../support/email-links.ts';
 
 const PASSWORD = 'correct horse battery staple';
 
@@ -210,6 +211,7 @@ describe('supabase-js against /auth/v1', () => {
     await before.auth.signUp({ email, password: PASSWORD });
     const client = supabase();
     expect((await client.auth.resetPasswordForEmail(email)).error).toBeNull();
+    await emailLinkRun('recover', email);
     const [mail] = await db()`select link from app.email_outbox where to_email = ${email} and link like '%set-password%'`;
     const token = new URL(mail!.link as string).searchParams.get('token')!;
 
@@ -321,6 +323,7 @@ describe('API keys on /auth/v1', () => {
 describe('GET /auth/v1/verify (the link form)', () => {
   async function recoveryToken(email: string): Promise<string> {
     expect((await supabase().auth.resetPasswordForEmail(email)).error).toBeNull();
+    await emailLinkRun('recover', email);
     const [mail] = await db()`select link from app.email_outbox where to_email = ${email} and link like '%set-password%' order by id desc limit 1`;
     return new URL(mail!.link as string).searchParams.get('token')!;
   }

@@ -4,6 +4,7 @@
 import { beforeAll, describe, expect, it } from 'vitest';
 import { api, db, registerUser, uniqueEmail } from '../helpers.ts';
 import { callTool, connect, createAgent, createManagedCommunity, mintOAuthToken, rawMcp, type Agent } from './support.ts';
+import { emailLinkRun } from '../support/email-links.ts';
 
 let alice: Agent;
 let bob: Agent;
@@ -315,6 +316,7 @@ describe('accounts that exist, and members who claim theirs (issue 27, findings 
 
     // The real person: recovery link, new password, sign in, rename.
     expect((await api('POST', '/api/auth/recover', { body: { email } })).status).toBe(200);
+    await emailLinkRun('recover', email);
     const [row] = await db()<{ link: string }[]>`
       select link from app.email_outbox where to_email = ${email} order by created_at desc limit 1`;
     const token = new URL(row!.link).searchParams.get('token')!;

@@ -281,7 +281,7 @@ export interface AuthLimits {
   maxFailuresPerEmail: number;
   /** LOGIN_MAX_FAILURES_PER_IP: failures from one client address (and separately refreshes, verifies). */
   maxFailuresPerIp: number;
-  /** PASSWORD_SET_MAX_PER_IP: requests from one client address at the doors that set a password (register, signup, set-password). */
+  /** PASSWORD_SET_MAX_PER_IP: requests from one client address at the doors that set a password (register, signup, set-password); and, counted apart, at those that e-mail a link (recover, the deletion page). */
   maxPasswordSetsPerIp: number;
   /** LOGIN_FAILURE_WINDOW_SECONDS: the window of every count above. */
   windowSeconds: number;

@@ -3,8 +3,23 @@
 -- edit the area file, not this one. Table changes go in a file of this
 -- folder numbered below 900.
 
+drop function if exists api.account_delete_request(text,text);
+
 -- Bodies are checked once every function exists (the check validated them all).
 set local check_function_bodies = off;
+
+CREATE OR REPLACE FUNCTION api.account_delete_request(email text, public_url text, client_ip text, max_per_ip integer, window_seconds integer)
+ RETURNS void
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog'
+AS $function$
+begin
+  -- The same work whether or not the account exists: the lookup and the e-mail are a job's.
+  perform private.email_link_enqueue('delete_account', account_delete_request.email, account_delete_request.public_url,
+                                     account_delete_request.client_ip, account_delete_request.max_per_ip, account_delete_request.window_seconds);
+end;
+$function$;
 
 CREATE OR REPLACE FUNCTION api.account_password_change(reauthentication text, password_hash text)
  RETURNS jsonb
@@ -73,6 +88,10 @@ end;
 $function$;
 
 set local check_function_bodies to default;
+
+grant execute on function api.account_delete_request(text,text,text,integer,integer) to anon, authenticated;
+
+comment on function api.account_delete_request(text,text,text,integer,integer) is 'POST /account/delete (the web page): queues the job that e-mails the account with this address a single-use deletion link (1 hour; at most 5 an hour per account; private.email_link_send); does and answers the same whether or not the account exists. PT429 rate_limited past max_per_ip requests of the client address in window_seconds.';
 
 comment on function api.account_password_change(text,text) is 'POST /api/mobile/account/password: once the current password was checked again (reauthentication), sets the new one (a bcrypt hash the process made) and ends every other session of the account, every OAuth grant (tokens and pending codes) and every signed storage URL it made; the calling session, the API tokens and the calendar feed stay. Returns sessions_ended and how many active API tokens the account has. PT400 invalid_password_hash; PT401 invalid_credentials without a valid proof; PT403 forbidden for an API token or an agent.';
 
