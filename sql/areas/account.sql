@@ -571,6 +571,11 @@ begin
   update identity.refresh_tokens r set user_agent = null, ip = null where r.user_id = account.id;
   -- What no foreign key ties to the account.
   delete from private.agent_tool_usage a where a.agent_id = account.id;
+  -- What agents were answered about the address (placeholders) and the communities they handed it to.
+  delete from app.agent_member_joins j
+   where j.member_id = account.id
+      or j.member_id in (select x.id from app.agent_member_placeholders x where x.email = account.email);
+  delete from app.agent_member_placeholders x where x.email = account.email;
   delete from private.password_attempts a where a.email_key = account.email;
   delete from private.auth_failures f
    where (f.scope = 'email' and f.key = account.email)

@@ -115,7 +115,8 @@ begin
   update identity.password_tokens t set used_at = now() where t.user_id = link.user_id and t.used_at is null;
   -- Whoever held the account before holds nothing of it now (as a set-password link does).
   perform private.end_credentials(link.user_id);
-  delete from app.agent_members a where a.member_id = link.user_id;
+  -- The person has claimed the account: the agent that created it no longer owns it; it joins what it was handed to.
+  perform private.agent_member_claim(link.user_id);
   select * into started from private.start_session(link.user_id, auth_recovery_verify.user_agent, auth_recovery_verify.client_ip);
   delete from identity.recovery_sessions s where s.user_id = link.user_id;
   insert into identity.recovery_sessions (session_id, user_id, expires_at) values (started.session_id, link.user_id, now() + interval '1 hour');

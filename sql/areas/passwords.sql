@@ -84,8 +84,8 @@ begin
    where u.id = link.user_id;
   -- Whoever held the account before holds nothing of it now.
   perform private.end_credentials(link.user_id);
-  -- The person has claimed the account: the agent that created it no longer owns it.
-  delete from app.agent_members a where a.member_id = link.user_id;
+  -- The person has claimed the account: the agent that created it no longer owns it; it joins what it was handed to.
+  perform private.agent_member_claim(link.user_id);
   return query select u.id, u.email from identity.users u where u.id = link.user_id;
 end;
 $function$;

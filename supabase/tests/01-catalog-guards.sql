@@ -418,7 +418,7 @@ select set_eq(
     'private.mcp_call_json(app.mcp_tool_calls)',
     'private.mcp_community_json(app.communities)',
     'private.mcp_managed_community(uuid)',
-    'private.mcp_own_member(uuid)',
+    'private.mcp_member_of_agent(uuid,boolean)',
     'private.my_upcoming_events()',
     'private.platform_authorize(uuid)',
     'private.storage_bucket(text)',

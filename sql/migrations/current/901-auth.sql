@@ -33,6 +33,28 @@ begin
 end;
 $function$;
 
+CREATE OR REPLACE FUNCTION api.auth_recovery_verify(token text, user_agent text DEFAULT NULL::text, client_ip text DEFAULT NULL::text)
+ RETURNS TABLE(user_id uuid, email text, refresh_token text, session_id uuid)
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog'
+AS $function$
+declare
+  link identity.password_tokens := private.password_link(auth_recovery_verify.token, true);
+  started record;
+begin
+  update identity.password_tokens t set used_at = now() where t.user_id = link.user_id and t.used_at is null;
+  -- Whoever held the account before holds nothing of it now (as a set-password link does).
+  perform private.end_credentials(link.user_id);
+  -- The person has claimed the account: the agent that created it no longer owns it; it joins what it was handed to.
+  perform private.agent_member_claim(link.user_id);
+  select * into started from private.start_session(link.user_id, auth_recovery_verify.user_agent, auth_recovery_verify.client_ip);
+  delete from identity.recovery_sessions s where s.user_id = link.user_id;
+  insert into identity.recovery_sessions (session_id, user_id, expires_at) values (started.session_id, link.user_id, now() + interval '1 hour');
+  return query select u.id, u.email, started.refresh_token, started.session_id from identity.users u where u.id = link.user_id;
+end;
+$function$;
+
 CREATE OR REPLACE FUNCTION private.end_credentials(user_id uuid)
  RETURNS void
  LANGUAGE plpgsql

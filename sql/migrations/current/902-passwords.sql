@@ -22,6 +22,31 @@ begin
 end;
 $function$;
 
+CREATE OR REPLACE FUNCTION api.auth_set_password(token text, password_hash text)
+ RETURNS TABLE(user_id uuid, email text)
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog'
+AS $function$
+declare
+  link identity.password_tokens := private.password_link(auth_set_password.token, true);
+begin
+  if not private.password_hash_valid(auth_set_password.password_hash) then
+    raise exception 'password_hash must be a bcrypt hash of cost 10 or more' using errcode = 'PT400', hint = 'invalid_password_hash';
+  end if;
+
+  update identity.password_tokens t set used_at = now()
+   where t.user_id = link.user_id and t.used_at is null;
+  update identity.users u set password_hash = auth_set_password.password_hash
+   where u.id = link.user_id;
+  -- Whoever held the account before holds nothing of it now.
+  perform private.end_credentials(link.user_id);
+  -- The person has claimed the account: the agent that created it no longer owns it; it joins what it was handed to.
+  perform private.agent_member_claim(link.user_id);
+  return query select u.id, u.email from identity.users u where u.id = link.user_id;
+end;
+$function$;
+
 CREATE OR REPLACE FUNCTION private.email_link_enqueue(kind text, email text, public_url text, client_ip text, max_per_ip integer, window_seconds integer)
  RETURNS void
  LANGUAGE plpgsql

@@ -87,6 +87,86 @@ begin
 end;
 $function$;
 
+CREATE OR REPLACE FUNCTION private.account_delete(user_id uuid)
+ RETURNS jsonb
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog'
+AS $function$
+declare
+  account identity.users;
+  node uuid;
+  sole jsonb;
+  member_of uuid[];
+  sole_count integer;
+begin
+  -- One deletion of an account at a time; a second one finds nothing.
+  select * into account from identity.users u where u.id = account_delete.user_id for update;
+  if account.id is null then
+    raise exception 'no such account' using errcode = 'P0002';
+  end if;
+  select p.node_id into node from app.profiles p where p.id = account.id;
+
+  if node is not null then
+    -- The node first: a membership being added (it holds a key-share lock on
+    -- the node) commits before this goes on, or waits for it and then fails.
+    perform from app.nodes n where n.id = node for update;
+    -- The communities it manages, locked in id order (their membership
+    -- changes take the same lock, private.tg_community_members__keep_a_manager),
+    -- then each counted afresh: a community keeps a manager.
+    perform from app.communities c
+      where c.id in (select m.community_id from app.community_members m
+                      where m.member_node_id = node and m.role = 'manager')
+      order by c.id
+      for update;
+    select jsonb_agg(jsonb_build_object('id', c.id, 'name', c.name) order by c.name, c.id), count(*)
+      into sole, sole_count
+      from app.communities c
+      join app.community_members m on m.community_id = c.id and m.member_node_id = node and m.role = 'manager'
+     where not exists (select from app.community_members o
+                        where o.community_id = c.id and o.role = 'manager' and o.member_node_id <> node);
+    if sole_count > 0 then
+      raise exception 'the account is the only manager of % %: make another member a manager first',
+                      sole_count, case when sole_count = 1 then 'community' else 'communities' end
+        using errcode = 'PT409', hint = 'last_manager_of_communities',
+              detail = jsonb_build_object('communities', sole)::text;
+    end if;
+    member_of := array(select m.community_id from app.community_members m where m.member_node_id = node order by m.community_id);
+    -- Integrators: member.deleted, ids only (member.left is not sent for these).
+    perform private.webhook_member_deleted(account.id, node, account.email);
+  end if;
+
+  -- Every credential ends first, so that open streams and channels close at
+  -- once (NOTIFY session_ended). The refresh tokens outlive the account
+  -- without it (user_id set null by the delete below), so the sessions' access
+  -- tokens stay refused until they expire.
+  perform private.end_credentials(account.id);
+  update identity.refresh_tokens r set user_agent = null, ip = null where r.user_id = account.id;
+  -- What no foreign key ties to the account.
+  delete from private.agent_tool_usage a where a.agent_id = account.id;
+  -- What agents were answered about the address (placeholders) and the communities they handed it to.
+  delete from app.agent_member_joins j
+   where j.member_id = account.id
+      or j.member_id in (select x.id from app.agent_member_placeholders x where x.email = account.email);
+  delete from app.agent_member_placeholders x where x.email = account.email;
+  delete from private.password_attempts a where a.email_key = account.email;
+  delete from private.auth_failures f
+   where (f.scope = 'email' and f.key = account.email)
+      or (f.scope = 'email_client' and left(f.key, length(account.email) + 1) = account.email || ' ');
+  -- Stored files: a job deletes them (and their bytes).
+  perform private.account_files_delete(account.id);
+  -- The node: memberships (member counts fall now, in this transaction),
+  -- connections on both sides, what agents recorded on it.
+  delete from app.nodes n where n.id = node;
+  -- The account: identity, profile, hats, check-ins, event registrations,
+  -- tasks, links and deals, API tokens and their test results, OAuth grants,
+  -- set-password and account links, the calendar feed, MCP sessions and tool
+  -- calls, agent ownership both ways, idempotency records, mail not sent.
+  delete from identity.users u where u.id = account.id;
+  return jsonb_build_object('user_id', account.id, 'node_id', node, 'communities_left', coalesce(cardinality(member_of), 0));
+end;
+$function$;
+
 set local check_function_bodies to default;
 
 grant execute on function api.account_delete_request(text,text,text,integer,integer) to anon, authenticated;
