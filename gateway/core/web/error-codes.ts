@@ -255,6 +255,10 @@ export const ERROR_CODES = {
   webhook_not_found: { status: [404], meaning: 'No webhook endpoint with this id in a community the caller may manage.' },
   delivery_not_found: { status: [404], meaning: 'No delivery with this id for this webhook endpoint.' },
   webhook_inactive: { status: [409], meaning: 'The webhook endpoint is not active (paused, or turned off after 20 failed deliveries): activate it with PATCH first.' },
+  webhook_url_changed: {
+    status: [409],
+    meaning: "The delivery was queued for an earlier URL of the webhook endpoint: it is sent to the URL it was queued for only, never to the one the endpoint has now.",
+  },
   invalid_url: {
     status: [422],
     meaning: 'The webhook URL is not an https URL of at most 2,000 characters, or names a private, loopback, link-local, multicast or metadata address.',
