@@ -6,7 +6,7 @@
 -- links, e-mail changes confirmed by a token_hash, password changes,
 -- sessions, the export's limit and the operator's delete_user.
 begin;
-select plan(71);
+select plan(72);
 
 select tests.create_user('alice');
 select tests.create_user('bob');
@@ -262,6 +262,14 @@ select is(api.account_sign_out('local'), '{"sessions_ended": 1}'::jsonb, 'scope 
 reset role;
 select is((select count(*)::int from identity.refresh_tokens where user_id = tests.user_id('erin') and revoked_at is null), 0,
   'and then no session of the account is left');
+-- A global sign-out ends the signed storage URLs the account made (a local or others one does not).
+select set_config('tests.erin_url', private.storage_token(jsonb_build_object('scope', 'download', 'url', 'attachments/x', 'sub', tests.user_id('erin')), 60), true);
+select set_config('tests.erin_g', pg_temp.sign_in('erin')::text, true);
+select pg_temp.act_as('erin', current_setting('tests.erin_g')::uuid);
+select api.account_sign_out('global');
+reset role;
+select is(tests.error_of(format($$select private.storage_token_claims(%L, 'download', 'attachments/x')$$, current_setting('tests.erin_url'))),
+  'PT400 signature_expired', 'a global sign-out ends the signed storage URLs the account made');
 
 -- A recovery link signs in once; that session sets the password once without the current one.
 select private.email_link_send('recover', tests.email('erin'), 'https://app.example.test');
