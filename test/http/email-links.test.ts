@@ -13,37 +13,24 @@
 // one without. Then a job worker runs the jobs, and only the account gets its
 // e-mail.
 import crypto from 'node:crypto';
-import postgres from 'postgres';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { SignJWT } from 'jose';
+import { describe, expect, it } from 'vitest';
 import { createLogger } from '../../gateway/core/process/log.ts';
 import { startJobWorker } from '../../gateway/jobs/worker.ts';
-import { SignJWT } from 'jose';
-import { databaseUrl } from '../helpers.ts';
-import { startTestEnvironment, type TestEnvironment } from '../support/environment.ts';
+import { ownGateway } from '../support/own-gateway.ts';
 import { eventually } from '../support/wait.ts';
 
-let env: TestEnvironment;
-let sql: postgres.Sql;
-
-beforeAll(async () => {
-  env = await startTestEnvironment({ serverUrl: databaseUrl, env: { WORKER: 'off' } });
-  sql = postgres(env.databaseUrl, { max: 2, onnotice: () => {} });
-}, 180_000);
-
-afterAll(async () => {
-  await sql?.end();
-  await env?.stop();
-});
+const gateway = ownGateway({ WORKER: 'off' });
 
 /** How many rows every table of the service (and of the job queue) holds. */
 async function rowCounts(): Promise<Record<string, number>> {
-  const tables = await sql<{ name: string }[]>`
+  const tables = await gateway.sql<{ name: string }[]>`
     select n.nspname || '.' || c.relname as name
       from pg_catalog.pg_class c join pg_catalog.pg_namespace n on n.oid = c.relnamespace
      where c.relkind in ('r', 'p') and n.nspname in ('api', 'app', 'identity', 'private', 'admin', 'graphile_worker')
      order by 1`;
   const counts: Record<string, number> = {};
-  for (const { name } of tables) counts[name] = (await sql<{ n: number }[]>`select count(*)::int as n from ${sql(name)}`)[0]!.n;
+  for (const { name } of tables) counts[name] = (await gateway.sql<{ n: number }[]>`select count(*)::int as n from ${gateway.sql(name)}`)[0]!.n;
   return counts;
 }
 
@@ -59,15 +46,15 @@ async function written(request: () => Promise<unknown>): Promise<Record<string, 
 function anonKey(): Promise<string> {
   return new SignJWT({ role: 'anon', ref: 'api-key' })
     .setProtectedHeader({ alg: 'HS256', typ: 'JWT' })
-    .setIssuer(`${env.config.publicUrl}/api/auth`)
+    .setIssuer(`${gateway.env.config.publicUrl}/api/auth`)
     .setIssuedAt()
     .setExpirationTime('1h')
-    .sign(new TextEncoder().encode(env.jwtSecret));
+    .sign(new TextEncoder().encode(gateway.env.jwtSecret));
 }
 
 async function account(): Promise<string> {
   const email = `has-account-${crypto.randomBytes(4).toString('hex')}@example.com`;
-  const res = await fetch(`${env.baseUrl}/api/auth/register`, {
+  const res = await fetch(`${gateway.env.baseUrl}/api/auth/register`, {
     method: 'POST',
     headers: { 'content-type': 'application/json' },
     body: JSON.stringify({ email, password: 'password-links' }),
@@ -85,14 +72,14 @@ const doors: Record<string, { kind: 'recover' | 'delete_account'; send: (email: 
   'POST /api/auth/recover': {
     kind: 'recover',
     send: async (email) => {
-      const res = await fetch(`${env.baseUrl}/api/auth/recover`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ email }) });
+      const res = await fetch(`${gateway.env.baseUrl}/api/auth/recover`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ email }) });
       return { status: res.status, body: await res.text() };
     },
   },
   'POST /auth/v1/recover': {
     kind: 'recover',
     send: async (email) => {
-      const res = await fetch(`${env.baseUrl}/auth/v1/recover`, {
+      const res = await fetch(`${gateway.env.baseUrl}/auth/v1/recover`, {
         method: 'POST',
         headers: { 'content-type': 'application/json', apikey: await anonKey() },
         body: JSON.stringify({ email }),
@@ -103,7 +90,7 @@ const doors: Record<string, { kind: 'recover' | 'delete_account'; send: (email: 
   'POST /account/delete': {
     kind: 'delete_account',
     send: async (email) => {
-      const res = await fetch(`${env.baseUrl}/account/delete`, { method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded' }, body: new URLSearchParams({ email }) });
+      const res = await fetch(`${gateway.env.baseUrl}/account/delete`, { method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded' }, body: new URLSearchParams({ email }) });
       // The page's script nonce differs from answer to answer.
       return { status: res.status, body: (await res.text()).replace(/nonce-[A-Za-z0-9+/=_-]+|nonce="[^"]*"/g, 'nonce') };
     },
@@ -126,7 +113,7 @@ describe('a door that e-mails a link does the same for an address with an accoun
       // The same rows: the request counted per client address and one job queued, nothing looked up or written for the account.
       expect(knownRows, JSON.stringify([knownRows, unknownRows])).toEqual(unknownRows);
       expect(knownRows).toEqual({ 'graphile_worker._private_jobs': 1, 'private.auth_failures': 1 });
-      const jobs = await sql<{ key: string; task: string; kind: string }[]>`
+      const jobs = await gateway.sql<{ key: string; task: string; kind: string }[]>`
         select j.key, j.task_identifier as task, p.payload->>'kind' as kind
           from graphile_worker.jobs j join graphile_worker._private_jobs p on p.id = j.id
          where j.key in (${`email_link:${kind}:${known}`}, ${`email_link:${kind}:${unknown}`}) order by j.key`;
@@ -137,7 +124,7 @@ describe('a door that e-mails a link does the same for an address with an accoun
 
       // The jobs run: the account's e-mail is queued, nothing for the other address.
       const worker = await startJobWorker({
-        connectionString: env.databaseUrl,
+        connectionString: gateway.env.databaseUrl,
         concurrency: 1,
         webhooks: { allowPrivateTargets: true, retrySchedule: [1] },
         changeLogRetentionSeconds: 3600,
@@ -145,13 +132,13 @@ describe('a door that e-mails a link does the same for an address with an accoun
       });
       try {
         await eventually('the email_link jobs to run', async () => {
-          const [left] = await sql<{ n: number }[]>`select count(*)::int as n from graphile_worker.jobs where key like 'email_link:%'`;
+          const [left] = await gateway.sql<{ n: number }[]>`select count(*)::int as n from graphile_worker.jobs where key like 'email_link:%'`;
           return left!.n === 0;
         });
       } finally {
         await worker.stop();
       }
-      const mail = await sql<{ to_email: string; purpose: string }[]>`
+      const mail = await gateway.sql<{ to_email: string; purpose: string }[]>`
         select to_email, purpose from app.email_outbox where to_email in (${known}, ${unknown})`;
       expect(mail).toEqual([{ to_email: known, purpose: kind }]);
     });

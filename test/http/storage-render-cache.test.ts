@@ -14,64 +14,48 @@
 import crypto from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
-import postgres from 'postgres';
 import sharp from 'sharp';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { databaseUrl } from '../helpers.ts';
-import { startTestEnvironment, type TestEnvironment } from '../support/environment.ts';
+import { describe, expect, it } from 'vitest';
+import { ownGateway } from '../support/own-gateway.ts';
 
 const BUDGET = 400_000;
 const VARIANTS = 4;
 const PER_MINUTE = 10;
 
-let env: TestEnvironment;
-let sql: postgres.Sql;
-
-beforeAll(async () => {
-  env = await startTestEnvironment({
-    serverUrl: databaseUrl,
-    env: {
-      STORAGE_RENDER_CACHE_BYTES: String(BUDGET),
-      STORAGE_RENDER_VARIANTS: String(VARIANTS),
-      STORAGE_RENDER_MISSES_PER_MINUTE: String(PER_MINUTE),
-      TRUST_PROXY: '1',
-    },
-  });
-  sql = postgres(env.databaseUrl, { max: 2, onnotice: () => {} });
-}, 180_000);
-
-afterAll(async () => {
-  await sql?.end();
-  await env?.stop();
+const gateway = ownGateway({
+  STORAGE_RENDER_CACHE_BYTES: String(BUDGET),
+  STORAGE_RENDER_VARIANTS: String(VARIANTS),
+  STORAGE_RENDER_MISSES_PER_MINUTE: String(PER_MINUTE),
+  TRUST_PROXY: '1',
 });
 
 /** A user's public image of random noise (it compresses badly: large transformations). */
 async function noiseImage(prefix: string, side: number): Promise<{ name: string; storageKey: string }> {
   const email = `${prefix}-${crypto.randomBytes(4).toString('hex')}@example.com`;
   const json = { 'content-type': 'application/json' };
-  const reg = await fetch(`${env.baseUrl}/api/auth/register`, { method: 'POST', headers: json, body: JSON.stringify({ email, password: 'password-render' }) });
-  const login = await fetch(`${env.baseUrl}/api/auth/login`, { method: 'POST', headers: json, body: JSON.stringify({ email, password: 'password-render' }) });
+  const reg = await fetch(`${gateway.env.baseUrl}/api/auth/register`, { method: 'POST', headers: json, body: JSON.stringify({ email, password: 'password-render' }) });
+  const login = await fetch(`${gateway.env.baseUrl}/api/auth/login`, { method: 'POST', headers: json, body: JSON.stringify({ email, password: 'password-render' }) });
   const userId = ((await reg.json()) as { user_id: string }).user_id;
   const token = ((await login.json()) as { access_token: string }).access_token;
   const noise = await sharp(crypto.randomBytes(side * side * 3), { raw: { width: side, height: side, channels: 3 } }).png().toBuffer();
   const name = `${userId}/noise.png`;
-  const put = await fetch(`${env.baseUrl}/storage/v1/object/avatars/${name}`, {
+  const put = await fetch(`${gateway.env.baseUrl}/storage/v1/object/avatars/${name}`, {
     method: 'POST',
     headers: { authorization: `Bearer ${token}`, 'content-type': 'image/png' },
     body: new Uint8Array(noise),
   });
   expect(put.status).toBe(200);
-  const [row] = await sql<{ storage_key: string }[]>`select storage_key from app.storage_objects where bucket_id = 'avatars' and name = ${name}`;
+  const [row] = await gateway.sql<{ storage_key: string }[]>`select storage_key from app.storage_objects where bucket_id = 'avatars' and name = ${name}`;
   return { name, storageKey: row!.storage_key };
 }
 
 function render(name: string, query: string, address: string, accept = 'image/png'): Promise<Response> {
-  return fetch(`${env.baseUrl}/storage/v1/render/image/public/avatars/${name}?${query}`, { headers: { 'x-forwarded-for': address, accept } });
+  return fetch(`${gateway.env.baseUrl}/storage/v1/render/image/public/avatars/${name}?${query}`, { headers: { 'x-forwarded-for': address, accept } });
 }
 
 /** The transformations on disk: their files under renders/, per object version. */
 function onDisk(): { bytes: number; perVersion: Map<string, number> } {
-  const root = path.join(env.config.storage.dir, 'renders');
+  const root = path.join(gateway.env.config.storage.dir, 'renders');
   const perVersion = new Map<string, number>();
   let bytes = 0;
   for (const version of fs.existsSync(root) ? fs.readdirSync(root) : []) {
@@ -106,7 +90,7 @@ describe('the cache of transformations', () => {
     const disk = onDisk();
     expect(disk.bytes).toBeLessThanOrEqual(BUDGET);
     for (const count of disk.perVersion.values()) expect(count).toBeLessThanOrEqual(VARIANTS);
-    const [recorded] = await sql<{ bytes: string; rows: number }[]>`select coalesce(sum(size), 0)::bigint as bytes, count(*)::int as rows from app.storage_renders`;
+    const [recorded] = await gateway.sql<{ bytes: string; rows: number }[]>`select coalesce(sum(size), 0)::bigint as bytes, count(*)::int as rows from app.storage_renders`;
     expect(Number(recorded!.bytes)).toBeLessThanOrEqual(BUDGET);
     expect(Number(recorded!.bytes)).toBe(disk.bytes);
   });

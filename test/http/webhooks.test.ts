@@ -7,9 +7,8 @@
 import crypto from 'node:crypto';
 import net from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import postgres from 'postgres';
-import { api, databaseUrl, db, registerUser, type TestUser } from '../helpers.ts';
-import { startTestEnvironment, type TestEnvironment } from '../support/environment.ts';
+import { api, db, registerUser, type TestUser } from '../helpers.ts';
+import { ownGateway } from '../support/own-gateway.ts';
 import { verifyWebhook, WebhookReceiver, type ReceivedWebhook } from '../support/webhook-receiver.ts';
 import { eventually } from '../support/wait.ts';
 import { NO_ANSWER } from '../../gateway/jobs/webhooks.ts';
@@ -83,6 +82,18 @@ async function received(hook: Hook, type: string, match: (r: ReceivedWebhook) =>
   ).filter((r) => r.payload.type === type && match(r));
   expect(verifyWebhook(hook.secret, request!)).toEqual(request!.payload);
   return request!;
+}
+
+/**
+ * `count` deliveries of an endpoint that failed past their retries, queued
+ * from `first` ago on, `step` apart (SQL intervals); each body's data is {n}.
+ */
+function failedDeliveries(sql: ReturnType<typeof db>, hookId: string, count: number, first: string, step: string) {
+  return sql`
+    insert into app.webhook_deliveries (endpoint_id, event_type, payload, status, attempts, next_attempt_at, last_status_code, last_error, created_at)
+    select ${hookId}, 'event.created', jsonb_build_object('type', 'event.created', 'timestamp', now(), 'data', jsonb_build_object('n', g)),
+           'failed', 8, null, 500, 'HTTP 500', now() - ${first}::interval + ${step}::interval * g
+      from generate_series(1, ${count}::int) g`;
 }
 
 describe('managing webhook endpoints', () => {
@@ -640,11 +651,7 @@ describe('operating an endpoint: order, filters, recovery', () => {
     const c = await managedCommunity();
     const hook = await createWebhook(c, ['event.created']);
     // 25 deliveries that failed (past their retries) over the last hours; the endpoint was turned off.
-    await db()`
-      insert into app.webhook_deliveries (endpoint_id, event_type, payload, status, attempts, next_attempt_at, last_status_code, last_error, created_at)
-      select ${hook.id}, 'event.created', jsonb_build_object('type', 'event.created', 'timestamp', now(), 'data', jsonb_build_object('n', g)),
-             'failed', 8, null, 500, 'HTTP 500', now() - interval '26 hours' + make_interval(hours => g)
-        from generate_series(1, 25) g`;
+    await failedDeliveries(db(), hook.id, 25, '26 hours', '1 hour');
     await db()`update app.webhook_endpoints set active = false, disabled_reason = 'failing' where id = ${hook.id}`;
     const since = (await db()`select (now() - interval '20 hours' - interval '30 minutes') as t`)[0]!.t as Date;
     const recover = (body: unknown, token = c.manager.accessToken) => api('POST', `/api/v1/platform/webhooks/${hook.id}/recover`, { token, body });
@@ -684,11 +691,7 @@ describe('a URL change (security review round 5)', () => {
     const c = await managedCommunity();
     const hook = await createWebhook(c, ['event.created']);
     // Failed deliveries of the old URL (past their retries), queued over the last hours.
-    await db()`
-      insert into app.webhook_deliveries (endpoint_id, event_type, payload, status, attempts, next_attempt_at, last_status_code, last_error, created_at)
-      select ${hook.id}, 'event.created', jsonb_build_object('type', 'event.created', 'timestamp', now(), 'data', jsonb_build_object('n', g)),
-             'failed', 8, null, 500, 'HTTP 500', now() - interval '3 hours' + make_interval(mins => g)
-        from generate_series(1, 30) g`;
+    await failedDeliveries(db(), hook.id, 30, '3 hours', '1 minute');
     // One waiting for its retry at the old URL.
     receiver.answer(hook.path, [{ status: 503 }, { status: 503 }, { status: 503 }]);
     const waiting = await platformEvent(c, 'Waiting at the old URL');
@@ -727,42 +730,29 @@ describe('a URL change (security review round 5)', () => {
 
 describe('recover is rate-limited per endpoint (security review round 5)', () => {
   // A gateway of its own with no job worker: the recovered deliveries wait, none is sent.
-  let env: TestEnvironment;
-  let sql: postgres.Sql;
-  beforeAll(async () => {
-    env = await startTestEnvironment({ serverUrl: databaseUrl, env: { WORKER: 'off' } });
-    sql = postgres(env.databaseUrl, { max: 2, onnotice: () => {} });
-  }, 180_000);
-  afterAll(async () => {
-    await sql?.end();
-    await env?.stop();
-  });
+  const gateway = ownGateway({ WORKER: 'off' });
 
   it('at most 10,000 deliveries an hour: the next call is 429 rate_limited with Retry-After', async () => {
     const email = `hookrate-${tag()}@example.com`;
     const json = { 'content-type': 'application/json' };
-    await fetch(`${env.baseUrl}/api/auth/register`, { method: 'POST', headers: json, body: JSON.stringify({ email, password: 'password-hooks' }) });
-    const login = await fetch(`${env.baseUrl}/api/auth/login`, { method: 'POST', headers: json, body: JSON.stringify({ email, password: 'password-hooks' }) });
+    await fetch(`${gateway.env.baseUrl}/api/auth/register`, { method: 'POST', headers: json, body: JSON.stringify({ email, password: 'password-hooks' }) });
+    const login = await fetch(`${gateway.env.baseUrl}/api/auth/login`, { method: 'POST', headers: json, body: JSON.stringify({ email, password: 'password-hooks' }) });
     const auth = { ...json, authorization: `Bearer ${((await login.json()) as { access_token: string }).access_token}` };
-    const [community] = await sql<{ id: string }[]>`select admin.create_community(${`Rate ${tag()}`}, null, '{}', ${email}) as id`;
-    const created = await fetch(`${env.baseUrl}/api/v1/platform/webhooks`, {
+    const [community] = await gateway.sql<{ id: string }[]>`select admin.create_community(${`Rate ${tag()}`}, null, '{}', ${email}) as id`;
+    const created = await fetch(`${gateway.env.baseUrl}/api/v1/platform/webhooks`, {
       method: 'POST',
       headers: auth,
       body: JSON.stringify({ community_id: community!.id, url: receiver.url(`/rate-${tag()}`), events: ['event.created'] }),
     });
     const hookId = ((await created.json()) as { data: { id: string } }).data.id;
-    await sql`
-      insert into app.webhook_deliveries (endpoint_id, event_type, payload, status, attempts, next_attempt_at, last_error, created_at)
-      select ${hookId}, 'event.created', jsonb_build_object('type', 'event.created', 'data', jsonb_build_object('n', g)),
-             'failed', 8, null, 'HTTP 500', now() - interval '2 hours' + make_interval(secs => g / 10.0)
-        from generate_series(1, 10_005) g`;
+    await failedDeliveries(gateway.sql, hookId, 10_005, '2 hours', '0.1 second');
     const recover = () =>
-      fetch(`${env.baseUrl}/api/v1/platform/webhooks/${hookId}/recover`, { method: 'POST', headers: auth, body: JSON.stringify({ since: new Date(Date.now() - 3 * 3_600_000).toISOString() }) });
+      fetch(`${gateway.env.baseUrl}/api/v1/platform/webhooks/${hookId}/recover`, { method: 'POST', headers: auth, body: JSON.stringify({ since: new Date(Date.now() - 3 * 3_600_000).toISOString() }) });
     const first = await recover();
     expect(first.status).toBe(202);
     expect(((await first.json()) as { data: unknown }).data).toEqual({ recovered: 10_000, remaining: 5 });
     // They fail again (the receiver was down): recovering them all again at once is refused for the hour.
-    await sql`update app.webhook_deliveries set status = 'failed', next_attempt_at = null where endpoint_id = ${hookId}`;
+    await gateway.sql`update app.webhook_deliveries set status = 'failed', next_attempt_at = null where endpoint_id = ${hookId}`;
     const second = await recover();
     expect(second.status).toBe(429);
     expect(((await second.json()) as { error: string }).error).toBe('rate_limited');
