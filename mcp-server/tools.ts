@@ -83,13 +83,13 @@ const Member = z
     communities: z
       .array(
         z.object({
-          community_id: Id.describe('A community you manage that the member is in.'),
+          community_id: Id.describe('A community you manage that you handed the member to (add_member_to_community).'),
           name: z.string().describe("The community's name.").meta({ example: 'Berlin Climbers' }),
           role: Role.describe("The member's role in it."),
-          joined_at: DateTime.describe('When the member joined it.'),
+          joined_at: DateTime.describe('When you handed the member to it.'),
         }),
       )
-      .describe('The communities you manage that the member is in, first joined first.'),
+      .describe('The communities you manage that you handed the member to, first handed first (the member joins them when they claim their account).'),
     created_at: DateTime.describe('When you created the member.'),
     updated_at: DateTime.describe('When you last changed the member.'),
   })
@@ -161,7 +161,7 @@ export const tools: ToolDefinition[] = [
     name: 'create_member',
     title: 'Create member',
     description:
-      'Creates a member account with no password and e-mails the member a link to set one (no password passes through you). `data` (the signup data you collected) is stored on the member. Limited to 20 per hour.',
+      'Creates a member account with no password and e-mails the member a link to set one (no password passes through you). `data` (the signup data you collected) is stored on the member. An address that already has an account is answered the same way (its owner gets a link; the member you get reaches no account), so nothing tells whether an address has one. Limited to 20 per hour.',
     kind: 'write',
     annotations: { readOnlyHint: false, destructiveHint: false, idempotentHint: false, openWorldHint: true },
     input: z.strictObject({
@@ -197,7 +197,7 @@ export const tools: ToolDefinition[] = [
     name: 'add_member_to_community',
     title: 'Add member to community',
     description:
-      'Hands a member you created to a community you manage (joins them as a member, under your manager authority). Adding a member twice is not an error. Limited to 60 per hour.',
+      'Hands a member you created to a community you manage, under your manager authority: the member joins it as a member when they claim their account (set a password from the link they were e-mailed); until then the community, its member count and its roster do not change. Adding a member twice is not an error. Limited to 60 per hour.',
     kind: 'write',
     annotations: { readOnlyHint: false, destructiveHint: false, idempotentHint: true, openWorldHint: false },
     input: z.strictObject({
@@ -208,9 +208,9 @@ export const tools: ToolDefinition[] = [
       member_id: Id.describe('The member.'),
       community_id: Id.describe('The community.'),
       role: Role.describe("The member's role in it."),
-      joined_at: DateTime.describe('When the member joined it.'),
-      added: z.boolean().describe('Whether this call added the member (false: they were in it already).'),
-      member_count: z.number().int().describe("The community's member count now.").meta({ example: 42 }),
+      joined_at: DateTime.describe('When you handed the member to it (they join it when they claim their account).'),
+      added: z.boolean().describe('Whether this call handed the member to it (false: you had already).'),
+      member_count: z.number().int().describe("The community's member count now (a member joins when they claim their account).").meta({ example: 42 }),
     }),
     run: (tx, a) => one(tx`select api.mcp_member_add_to_community(${a.member_id}, ${a.community_id}) as result`),
   }),

@@ -73,8 +73,9 @@ export function mcpProxy({ upstreamUrl, trustProxy, proxySecret, log }: McpProxy
     if (proxySecret) headers[PROXY_SECRET_HEADER] = proxySecret;
     headers['x-forwarded-proto'] = 'encrypted' in req.socket && req.socket.encrypted ? 'https' : 'http';
     headers['x-request-id'] = requestLog.id;
-    // The same trace on both sides: the MCP process's log lines (and its transactions) carry this request's trace id.
-    if (requestLog.span || headers.traceparent === undefined) headers.traceparent = traceparentOf(requestLog);
+    // The same trace on both sides: the MCP process's log lines (and its transactions) carry this request's trace id
+    // (an incoming traceparent that is not valid, which this request did not continue, is not passed on).
+    if (requestLog.span || requestLog.traceparent === undefined) headers.traceparent = traceparentOf(requestLog);
     const outgoing = http.request(
       {
         protocol: upstream.protocol,

@@ -160,9 +160,10 @@ export interface Context<P, Q, B, H = undefined> {
    * (or the claims given). GET routes run read-only. `null` claims: as the
    * gateway's own database role, for the private functions only the
    * processes may run (the sign-in's password attempts: a request role never
-   * reaches a password hash).
+   * reaches a password hash). `{ readOnly: false }`: a write from a GET
+   * route (on the primary), such as a cache's record.
    */
-  db<T>(fn: (tx: Tx) => Promise<T>, claims?: RequestClaims | null): Promise<T>;
+  db<T>(fn: (tx: Tx) => Promise<T>, claims?: RequestClaims | null, options?: { readOnly: false }): Promise<T>;
 }
 
 type AnySchema = z.ZodType;

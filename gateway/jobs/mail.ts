@@ -47,3 +47,16 @@ export function sendEmailTask(smtp: SmtpOptions): { task: Task; close(): void } 
   };
   return { task, close: () => transport.close() };
 }
+
+/**
+ * The `email_link` task: {kind: 'recover' | 'delete_account', email,
+ * public_url}, queued by a door that e-mails a link to whoever has an address
+ * (private.email_link_enqueue) and run after it answered, so that the
+ * answer does not depend on whether an account has the address:
+ * private.email_link_send looks it up and queues the e-mail.
+ */
+export const emailLinkTask: Task = async (payload, helpers) => {
+  const { kind, email, public_url: publicUrl } = (payload ?? {}) as { kind?: unknown; email?: unknown; public_url?: unknown };
+  if (typeof kind !== 'string' || typeof email !== 'string' || typeof publicUrl !== 'string') return;
+  await helpers.query('select private.email_link_send($1, $2, $3)', [kind, email, publicUrl]);
+};

@@ -2,7 +2,8 @@
 //
 //   storage_collect  every minute (crontab.ts): uploads past their expiry
 //                    (cut off, or their gateway killed) are forgotten and their
-//                    keys become garbage; garbage keys are deleted from the
+//                    keys become garbage (and transformation counts of past
+//                    minutes are forgotten); garbage keys are deleted from the
 //                    byte store with their transformations, a batch at a
 //                    time (one that fails is tried again later, with
 //                    back-off); leftovers of killed processes (temporary files,
@@ -21,6 +22,7 @@ const BATCH = 200;
 /** One storage_collect run: how much it did. */
 export async function collectStorage(helpers: JobHelpers, storage: StorageService): Promise<{ expired: number; deleted: number; failed: number; swept: number }> {
   const { rows: expiredRows } = await helpers.query<{ n: number }>('select private.storage_uploads_expire() as n');
+  await helpers.query('select private.storage_render_misses_prune()');
   let deleted = 0;
   let failed = 0;
   for (;;) {

@@ -8,7 +8,9 @@
 //                every worker)
 //   mail and upkeep
 //                send_email: one message of the e-mail outbox (mail.ts; only
-//                with SMTP_URL), first; then the periodic jobs of the crontab
+//                with SMTP_URL), first; email_link: the account an address
+//                names looked up, and its link queued, after the request
+//                that asked answered (mail.ts); then the periodic jobs of the crontab
 //                (crontab.ts: prunes, recover_jobs, the webhook sweep);
 //                MAIL_CONCURRENCY (2) at once
 //
@@ -43,7 +45,7 @@ import { reconnectDelaySeconds } from '../core/database/pool.ts';
 import { primaryFollowingPool } from '../core/database/hosts.ts';
 import type { Logger } from '../core/process/log.ts';
 import { crontab, PERIODIC_JOBS, type PeriodicSettings } from './crontab.ts';
-import { sendEmailTask, type SmtpOptions } from './mail.ts';
+import { emailLinkTask, sendEmailTask, type SmtpOptions } from './mail.ts';
 import { workerLogger } from '../core/database/job-queue.ts';
 import { jobs, jobsRunning, metricsOn, readQueueWith } from '../core/process/metrics.ts';
 import { webhookDeliverTask } from './webhooks.ts';
@@ -105,7 +107,8 @@ export async function startJobWorker(options: JobWorkerOptions): Promise<JobWork
   });
   closers.push(webhooks.close);
 
-  const upkeep: TaskList = {};
+  // A link to whoever has an address: looked up and queued as an e-mail after the request answered (with or without SMTP).
+  const upkeep: TaskList = { email_link: emailLinkTask };
   if (options.smtp) {
     const mail = sendEmailTask(options.smtp);
     upkeep.send_email = mail.task;

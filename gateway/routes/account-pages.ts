@@ -17,6 +17,8 @@ import { HttpError } from '../core/web/errors.ts';
 import { Email } from '../core/web/schemas.ts';
 import { defineRoute } from '../http/route.ts';
 import { content } from '../http/responses.ts';
+import { EMAIL_LINK_LIMIT } from '../core/web/throttle.ts';
+import { queueEmailLink } from './password.ts';
 
 const LinkToken = (what: string) =>
   z
@@ -159,15 +161,20 @@ export const accountPageRoutes = [
     description:
       'The form of GET /account/delete. E-mails the account with this address a single-use link (1 hour) to a page that confirms the ' +
       'deletion. The answer is the same page whether or not an account has the address.',
-    limits: ['At most 5 deletion links an hour are e-mailed to an account (later requests answer the same page and send nothing).'],
+    limits: ['At most 5 deletion links an hour are e-mailed to an account (later requests answer the same page and send nothing).', EMAIL_LINK_LIMIT],
     auth: 'public',
     bodyType: 'form',
     body: z.object({ email: Email.describe("The account's e-mail address.") }).meta({ example: { email: 'ada@example.com' } }),
     invalidStatus: 400,
     renderError: accountErrorPage,
-    responses: { 200: content('text/html', 'A page saying a link is on its way if an account has the address.'), 400: PAGE_ERRORS[400], 503: PAGE_ERRORS[503] },
-    async handler({ body, db, services }) {
-      await db((tx) => tx`select api.account_delete_request(${body.email}, ${services.publicUrl})`);
+    responses: {
+      200: content('text/html', 'A page saying a link is on its way if an account has the address.'),
+      400: PAGE_ERRORS[400],
+      429: PAGE_ERRORS[429],
+      503: PAGE_ERRORS[503],
+    },
+    async handler(ctx) {
+      await queueEmailLink(ctx, 'delete_account', ctx.body.email);
       return { status: 200, page: requestSentPage(), headers: NO_STORE };
     },
   }),

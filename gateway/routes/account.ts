@@ -468,7 +468,7 @@ export const accountRoutes = [
     summary: 'Change the password: every other session and OAuth grant ends; this session and the API tokens stay.',
     description:
       'Changes the password. The current password confirms it, checked as a sign-in is. Every other session of the account ends at once ' +
-      '(their access and refresh tokens, streams and websockets), and so does every OAuth grant to an agent. The calling session stays ' +
+      '(their access and refresh tokens, streams and websockets), and so does every OAuth grant to an agent and every signed storage URL the account made. The calling session stays ' +
       'signed in; API tokens and the calendar feed are separate credentials and stay (the answer says how many API tokens are active: ' +
       'end them with DELETE /api/docs/tokens/{id}).',
     limits: [REAUTHENTICATION_LIMIT, `The new password is at least ${LIMITS.passwordMinLength} characters.`, ACCESS_TOKEN_ONLY],

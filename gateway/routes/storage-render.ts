@@ -10,7 +10,9 @@ import { z } from 'zod';
 import { defineRoute, type Context, type Reply } from '../http/route.ts';
 import { HttpError } from '../core/web/errors.ts';
 import { content, errors, noContent } from '../http/responses.ts';
+import type { Tx } from '../core/database/transaction.ts';
 import { NotStoredError } from '../storage/byte-store.ts';
+import type { RenderCache } from '../storage/service.ts';
 import {
   clientKey,
   notModified,
@@ -19,6 +21,7 @@ import {
   readSigned,
   renderOptions,
   RenderQuery,
+  servedCacheControl,
   streamTo,
   type ObjectRow,
 } from './storage.ts';
@@ -34,6 +37,7 @@ const RENDER_ERRORS = {
   404: errors('bucket_not_found', 'object_not_found'),
   415: errors('not_an_image'),
   422: errors('image_too_many_pixels', 'invalid_image'),
+  429: errors('too_many_renders'),
 } as const;
 
 type RenderContext = Context<z.infer<typeof ObjectParams>, z.infer<typeof RenderQuery>, undefined, z.infer<typeof AcceptHeaders>>;
@@ -44,16 +48,27 @@ async function renderReply(ctx: RenderContext, object: ObjectRow, transform: Par
   const { storage } = ctx.services;
   const options = renderOptions(transform);
   const output = storage.images.outputType(object.content_type, options, ctx.headers.accept);
+  const { renderMissesPerMinute, renderVariants, renderCacheBytes } = storage.config;
+  // The cache's records (SQL, as the gateway's own role, on the primary): a
+  // miss counted per client address and recorded, then its size; each answers
+  // what to evict.
+  const record = async (call: (tx: Tx) => Promise<{ keys: string[] }[]>) => (await ctx.db(call, null, { readOnly: false }))[0]!.keys;
+  const cache: RenderCache = {
+    begin: (variant) =>
+      record((tx) => tx`select private.storage_render_begin(${object.storage_key}, ${variant}, ${ctx.clientIp}, ${renderMissesPerMinute}, ${renderVariants}) as keys`),
+    stored: (variant, size) =>
+      record((tx) => tx`select private.storage_render_stored(${object.storage_key}, ${variant}, ${size}, ${renderCacheBytes}) as keys`),
+  };
   let rendered;
   try {
-    rendered = await storage.render(clientKey(ctx), object, options, output);
+    rendered = await storage.render(clientKey(ctx), object, options, output, cache);
   } catch (err) {
     if (err instanceof NotStoredError) throw new HttpError(404, 'object_not_found', 'Object not found');
     throw err;
   }
   const headers: Record<string, string> = {
     ETag: rendered.etag,
-    'Cache-Control': object.public ? object.cache_control : `private, ${object.cache_control}`,
+    'Cache-Control': servedCacheControl(object),
     Vary: 'Accept',
     'X-Content-Type-Options': 'nosniff',
     'Content-Security-Policy': "default-src 'none'; sandbox",
@@ -70,7 +85,8 @@ async function renderReply(ctx: RenderContext, object: ObjectRow, transform: Par
 }
 
 const LIMITS = [
-  'Width and height are at most 2,500 px; an image is not enlarged. Transformations are made a few at a time per process, in turn between clients: past the queue, 503 with Retry-After.',
+  'Width and height are at most 2,500 px; an image is not enlarged. The larger side asked for is rounded up to one of a few sizes (16 to 2,500 px), the other keeps the ratio; quality is rounded to a multiple of 10 and ignored for PNG and GIF.',
+  'Transformations are made a few at a time per process, in turn between clients: past the queue, 503 with Retry-After. A client address has at most STORAGE_RENDER_MISSES_PER_MINUTE (120) made a minute (a repeat served from the cache is not counted): past it, 429 `too_many_renders` with Retry-After.',
 ];
 
 export const storageRenderRoutes = [

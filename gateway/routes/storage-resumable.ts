@@ -30,6 +30,7 @@ import { z } from 'zod';
 import { defineRoute, type Context, type Reply, type Services } from '../http/route.ts';
 import { defaultCode, errorBody, HttpError, toHttpError } from '../core/web/errors.ts';
 import { errors, noContent } from '../http/responses.ts';
+import { retryAfterOf } from '../core/web/throttle.ts';
 import { abortUpload, clientKey, finishUpload, receive } from './storage.ts';
 import { cacheControlOf, type UploadTarget } from '../storage/uploads.ts';
 
@@ -37,10 +38,21 @@ export const RESUMABLE_PATH = '/storage/v1/upload/resumable';
 
 type AnyContext = Context<unknown, unknown, unknown, unknown>;
 
-/** The request's pipeline context, for the hooks (@tus/server hands them srvx's Request). */
-const contexts = new WeakMap<IncomingMessage, { ctx: AnyContext; target?: UploadTarget }>();
+/**
+ * The request's pipeline context, for the hooks (@tus/server hands them
+ * srvx's Request); `ended`: the upload whose last chunk this request carried,
+ * whose staged bytes go once the request is answered (finished or refused).
+ */
+interface TusEntry {
+  ctx: AnyContext;
+  target?: UploadTarget;
+  ended?: string;
+  /** A hook's refusal's Retry-After (a limit's), which @tus/server's answer does not carry. */
+  retryAfter?: string;
+}
+const contexts = new WeakMap<IncomingMessage, TusEntry>();
 
-function contextOf(req: Request): { ctx: AnyContext; target?: UploadTarget } {
+function contextOf(req: Request): TusEntry {
   const node = (req as unknown as { runtime?: { node?: { req: IncomingMessage } } }).runtime?.node?.req;
   const entry = node ? contexts.get(node) : undefined;
   if (!entry) throw new Error('a resumable upload request outside the pipeline');
@@ -53,13 +65,15 @@ function refusal(err: unknown): { status_code: number; body: string } {
   return { status_code: httpError.status, body: JSON.stringify(errorBody('supabase_storage', httpError)) };
 }
 
-/** Runs a hook; what it throws is answered as the storage error it is. */
-function hook<A extends unknown[], T>(fn: (...args: A) => Promise<T>): (...args: A) => Promise<T> {
+/** Runs a hook (its first argument is the request); what it throws is answered as the storage error it is. */
+function hook<A extends [Request, ...unknown[]], T>(fn: (...args: A) => Promise<T>): (...args: A) => Promise<T> {
   return async (...args) => {
     try {
       return await fn(...args);
     } catch (err) {
       if (!(err instanceof HttpError) && (err as { status_code?: unknown })?.status_code !== undefined) throw err;
+      const retryAfter = retryAfterOf(toHttpError(err));
+      if (retryAfter) contextOf(args[0]).retryAfter = retryAfter;
       throw refusal(err);
     }
   };
@@ -110,14 +124,23 @@ function tusServer(services: Services): Server {
     onUploadFinish: hook(async (req: Request, upload: Upload) => {
       const entry = contextOf(req);
       const { ctx } = entry;
+      // Stored or refused, the staged bytes are not needed after this request
+      // (tusReply removes them once @tus/server is done with the upload: a
+      // creation that carried the whole file still reads it for its answer).
+      entry.ended = upload.id;
       const target = entry.target ?? (await ownUpload(ctx, upload.id));
       const metadata = upload.metadata ?? {};
-      const cacheControl = cacheControlOf(metadata.cacheControl ?? undefined);
+      let cacheControl: string | undefined;
+      try {
+        cacheControl = cacheControlOf(metadata.cacheControl ?? undefined);
+      } catch (err) {
+        await abortUpload(ctx, target);
+        throw err;
+      }
       const received = await receive(ctx, target, async () =>
         storage.uploads.fromStream(await storage.staged(upload.id), metadata.contentType ?? undefined, target, clientKey(ctx)),
       );
       await finishUpload(ctx, target, received, cacheControl, undefined);
-      await storage.staging.remove(upload.id).catch((err: unknown) => ctx.log.warn({ err }, 'storage: removing a finished resumable upload failed; it expires'));
       return {};
     }),
   };
@@ -148,13 +171,21 @@ async function asStorageError(response: Response): Promise<Response> {
 /** Hands the request to the TUS server; its answer (or refusal) goes out as it is, refusals in the storage body. */
 function tusReply(ctx: AnyContext, target?: UploadTarget): Reply {
   const server = tusServer(ctx.services);
-  contexts.set(ctx.request, { ctx, target });
+  const entry: TusEntry = { ctx, target };
+  contexts.set(ctx.request, entry);
   return {
     status: 200,
     stream: (res: ServerResponse) => {
       void (async () => {
         try {
           const response = await asStorageError(await server.handleWeb(new NodeRequest({ req: ctx.request, res })));
+          if (entry.retryAfter && response.status >= 400) response.headers.set('Retry-After', entry.retryAfter);
+          if (entry.ended) {
+            // At once, stored or refused: a refused finish leaves nothing staged (the upload is given up, its quota free).
+            await ctx.services.storage.staging
+              .remove(entry.ended)
+              .catch((err: unknown) => ctx.log.warn({ err }, 'storage: removing a resumable upload\'s staged bytes failed; they expire'));
+          }
           await sendNodeResponse(res, response);
         } catch (err) {
           ctx.log.error({ err }, 'storage: a resumable upload request failed');
@@ -178,7 +209,7 @@ const TUS_ERRORS = {
   413: errors('object_too_large', 'quota_exceeded'),
   415: errors('invalid_mime_type', 'mime_type_mismatch', 'svg_not_allowed', 'html_not_allowed', 'not_an_image', 'resumable_upload_refused'),
   422: errors('image_too_many_pixels', 'invalid_image'),
-  429: errors('too_many_uploads'),
+  429: errors('too_many_uploads', 'too_many_open_uploads'),
 } as const;
 
 const IdParams = z.object({ id: z.string().max(100).describe('The upload, as the Location of its creation names it.').meta({ example: '5f0c8a9e-3b1d-4c62-9a7e-2d4b6f8a1c03' }) });
@@ -197,11 +228,17 @@ export const storageResumableRoutes = [
     summary: 'Start a resumable upload (TUS).',
     description:
       "Creates a resumable upload (the TUS protocol's creation, with creation-with-upload): Upload-Length, Upload-Metadata naming `bucketName`, `objectName` and optionally `contentType` and `cacheControl` (tus-js-client's `metadata`), `x-upsert: true` to replace an object. The same checks as a direct upload come first. Answers 201 with the upload's URL in Location.",
-    limits: ['Upload-Length is required and at most the bucket\'s size limit; a deferred length is not supported. An upload not finished within 24 hours is dropped.'],
+    limits: [
+      "Upload-Length is required and at most the bucket's size limit; a deferred length is not supported. It is reserved against the quota until the upload finishes, is cancelled or expires (413 `quota_exceeded` past it).",
+      'At most 10 resumable uploads open at once per user (429 `too_many_open_uploads`). An upload not finished within 24 hours is dropped.',
+    ],
     ...common,
     headers: TusHeaders,
     rawBody: TUS_BODY,
-    responses: { 201: noContent('Created: Location names the upload; Upload-Offset says how much of it the request carried.'), 204: noContent('The last chunk: the object is stored.'), ...TUS_ERRORS },
+    responses: {
+      201: noContent('Created: Location names the upload; Upload-Offset says how much of it the request carried (creation-with-upload). When that is the whole file, the object is stored.'),
+      ...TUS_ERRORS,
+    },
     async handler(ctx) {
       return tusReply(ctx as AnyContext);
     },
@@ -242,7 +279,7 @@ export const storageResumableRoutes = [
     method: 'delete',
     path: `${RESUMABLE_PATH}/:id`,
     summary: 'Cancel a resumable upload (TUS).',
-    description: "Cancels the caller's upload under way: its staged bytes are deleted (TUS termination).",
+    description: "Cancels the caller's upload under way (TUS termination): its staged bytes are deleted at once and the quota it reserved is free again.",
     ...common,
     params: IdParams,
     headers: TusHeaders,

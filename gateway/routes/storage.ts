@@ -233,8 +233,22 @@ export async function readObject(ctx: Pick<AnyContext, 'db'>, bucket: string, pa
   return row!;
 }
 
-/** The object a signed URL names: api.storage_object_signed. */
-export async function readSigned(ctx: Pick<AnyContext, 'db'>, bucket: string, path: string, token: string): Promise<ObjectRow> {
+/**
+ * The object a signed URL names: api.storage_object_signed. The URL's path is
+ * percent-encoded where it needs to be (a space, `?`), and supabase-js encodes
+ * the URL it is given once more (`encodeURI`), so such a character arrives
+ * escaped twice: a name never holds `%`, so an escape left after the router's
+ * decoding is decoded again.
+ */
+export async function readSigned(ctx: Pick<AnyContext, 'db'>, bucket: string, encodedPath: string, token: string): Promise<ObjectRow> {
+  let path = encodedPath;
+  if (path.includes('%')) {
+    try {
+      path = decodeURIComponent(path);
+    } catch {
+      // Not an escape: the name is refused as it is.
+    }
+  }
   const [row] = await ctx.db((tx) => tx<ObjectRow[]>`select * from api.storage_object_signed(${bucket}, ${path}, ${token})`);
   return row!;
 }
@@ -266,14 +280,27 @@ export function attachment(name: string): string {
   return `attachment; filename="${ascii}"; filename*=UTF-8''${encodeURIComponent(name)}`;
 }
 
+/**
+ * The Cache-Control an object (or a transformation of it) is served with: its
+ * own; a private bucket's never sits in a shared cache, whatever its uploader
+ * asked (`public` and `s-maxage` are dropped, `private` comes first).
+ */
+export function servedCacheControl(object: Pick<ObjectRow, 'public' | 'cache_control'>): string {
+  if (object.public) return object.cache_control;
+  const kept = object.cache_control
+    .split(',')
+    .map((d) => d.trim())
+    .filter((d) => d !== '' && !/^(public|private|s-maxage\s*=.*)$/i.test(d));
+  return ['private', ...kept].join(', ');
+}
+
 /** The headers every answer of an object's bytes carries (its type, validators, caching, and that browsers run nothing of it). */
 export function objectHeaders(object: ObjectRow, download: string | undefined): Record<string, string> {
   const headers: Record<string, string> = {
     'Content-Type': object.content_type,
     ETag: object.etag,
     'Last-Modified': new Date(object.updated_at).toUTCString(),
-    // A private bucket's objects never sit in shared caches.
-    'Cache-Control': object.public ? object.cache_control : `private, ${object.cache_control}`,
+    'Cache-Control': servedCacheControl(object),
     'Accept-Ranges': 'bytes',
     'X-Content-Type-Options': 'nosniff',
     // An object opened by itself runs nothing (an HTML or SVG attachment).
@@ -645,7 +672,7 @@ export const storageRoutes = [
     path: '/storage/v1/object/upload/sign/:bucket/:path*',
     summary: 'A signed upload URL.',
     description:
-      'A URL to upload one object to a path the caller may write, valid 2 hours (supabase-js `createSignedUploadUrl(path, {upsert})`): whoever has it uploads as the caller, without a credential (`uploadToSignedUrl`).',
+      'A URL to upload one object to a path the caller may write, once, within 2 hours (supabase-js `createSignedUploadUrl(path, {upsert})`): whoever has it uploads as the caller, without a credential (`uploadToSignedUrl`). It ends early when the caller\'s password changes, they sign out everywhere or the account is deleted.',
     auth: 'user',
     ...storageRoute,
     params: ObjectParams,
@@ -671,7 +698,8 @@ export const storageRoutes = [
     method: 'put',
     path: '/storage/v1/object/upload/sign/:bucket/:path*',
     summary: 'Upload through a signed upload URL (no credential).',
-    description: 'Uploads the object a signed upload URL names, as the user who signed it (supabase-js `uploadToSignedUrl(path, token, file)`).',
+    description:
+      'Uploads the object a signed upload URL names, as the user who signed it (supabase-js `uploadToSignedUrl(path, token, file)`). A signed upload URL uploads once: another upload with it is 409 `signed_url_used` (an upload through it that is refused or cut off gives it back).',
     limits: limits.upload,
     auth: 'public',
     ...storageRoute,
@@ -679,7 +707,12 @@ export const storageRoutes = [
     query: z.object({ token: z.string().min(1).max(8192).describe("The signed upload URL's token.").meta({ example: 'eyJhbGciOiJIUzI1NiJ9.e30.sig' }) }),
     headers: UploadHeaders,
     rawBody: UPLOAD_BODY,
-    responses: { 200: Uploaded.pick({ Key: true }).extend({ Id: Id.describe("The object's id.") }), ...UPLOAD_ERRORS, 400: errors('invalid_key', 'invalid_signature', 'signature_expired') },
+    responses: {
+      200: Uploaded.pick({ Key: true }).extend({ Id: Id.describe("The object's id.") }),
+      ...UPLOAD_ERRORS,
+      400: errors('invalid_key', 'invalid_signature', 'signature_expired'),
+      409: errors('object_exists', 'signed_url_used'),
+    },
     async handler(ctx) {
       const { params, query } = ctx;
       const object = await upload(ctx, ctx.headers, async (declared) => {
@@ -863,7 +896,7 @@ export const RenderQuery = DownloadQuery.extend({
   format: z.enum(['origin']).optional().describe('`origin`: keep the original format whatever the client accepts.'),
 });
 
-/** Render options with their defaults. */
+/** Render options with their defaults (gateway/storage/images.ts normalizeRender makes them a cached variant's). */
 export function renderOptions(t: Partial<z.infer<typeof Transform>>): RenderOptions {
-  return { width: t.width, height: t.height, resize: t.resize ?? 'cover', quality: t.quality ?? 80, format: t.format };
+  return { width: t.width, height: t.height, resize: t.resize ?? 'cover', quality: t.quality, format: t.format };
 }

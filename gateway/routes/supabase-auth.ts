@@ -16,12 +16,13 @@ import type { ErrorCode } from '../core/web/error-codes.ts';
 import { claimsOf } from '../core/auth/identity.ts';
 import { LIMITS } from '../core/web/limits.ts';
 import { Email } from '../core/web/schemas.ts';
-import { DEFAULT_AUTH_LIMITS, PASSWORD_SET_LIMIT } from '../core/web/throttle.ts';
+import { DEFAULT_AUTH_LIMITS, EMAIL_LINK_LIMIT, PASSWORD_SET_LIMIT } from '../core/web/throttle.ts';
 import { content, errors, noContent, type SecurityScheme } from '../http/responses.ts';
 import { redirectTarget } from '../core/web/redirects.ts';
 import { bearerToken } from '../core/auth/bearer.ts';
 import { refreshSession, register, registrationHash, REFRESH_TOKEN_REUSED, signInWithPassword, type AuthSession } from './auth.ts';
 import { reauthenticate } from './account.ts';
+import { queueEmailLink } from './password.ts';
 
 const WINDOW_MINUTES = DEFAULT_AUTH_LIMITS.windowSeconds / 60;
 
@@ -363,7 +364,7 @@ export const supabaseAuthRoutes = [
     path: '/auth/v1/logout',
     summary: 'Supabase Auth: sign out this session, every session, or the others.',
     description:
-      "Supabase Auth's logout (supabase-js `auth.signOut`): `scope=global` (the default) ends every session of the user, `local` the calling one, `others` all but the calling one: their refresh tokens, access tokens, streams and realtime channels stop at once.",
+      "Supabase Auth's logout (supabase-js `auth.signOut`): `scope=global` (the default) ends every session of the user, `local` the calling one, `others` all but the calling one: their refresh tokens, access tokens, streams and realtime channels stop at once. `global` also ends every signed storage URL the user made (downloads and uploads).",
     limits: [API_KEY_LIMIT],
     query: z.object({
       scope: z.enum(['global', 'local', 'others']).default('global').describe('Which sessions end.'),
@@ -383,12 +384,12 @@ export const supabaseAuthRoutes = [
     summary: 'Supabase Auth: e-mail a password-reset link.',
     description:
       "Supabase Auth's password recovery (supabase-js `auth.resetPasswordForEmail`): e-mails the account with this address a link to set a new password, as POST /api/auth/recover does; the same answer when there is no such account.",
-    limits: [API_KEY_LIMIT],
+    limits: [API_KEY_LIMIT, EMAIL_LINK_LIMIT],
     body: z.object({ email: Email.describe('The e-mail address of the account.') }).meta({ example: { email: 'ada@example.com' } }),
     invalidStatus: 422,
-    responses: { 200: z.object({}).describe('Always empty.'), 401: errors('unauthorized') },
-    async handler({ body, db, services }) {
-      await db((tx) => tx`select api.auth_recover(${body.email}, ${services.publicUrl})`);
+    responses: { 200: z.object({}).describe('Always empty.'), 401: errors('unauthorized'), 429: errors('rate_limited') },
+    async handler(ctx) {
+      await queueEmailLink(ctx, 'recover', ctx.body.email);
       return { status: 200, body: {} };
     },
   }),

@@ -100,7 +100,7 @@ const RecoverBody = z
   .meta({ example: { since: '2026-05-14T00:00:00Z' } });
 const Recovered = z
   .object({
-    recovered: z.number().int().describe('How many failed deliveries were queued again (at most 10,000 a call).').meta({ example: 42 }),
+    recovered: z.number().int().describe('How many failed deliveries were queued again (at most 10,000 an hour per endpoint).').meta({ example: 42 }),
     remaining: z
       .number()
       .int()
@@ -431,11 +431,17 @@ export const webhookRoutes = [
     summary: 'Send a delivery again now, as a new attempt with the same webhook-id and body (202: queued).',
     description:
       'Sends a delivery again now, with the same `webhook-id` and body and a fresh round of retries: e.g. what an endpoint missed while it was off. ' +
-      '202 with the delivery, `pending` again. 409 `webhook_inactive` when the endpoint is off (turn it on first).',
+      '202 with the delivery, `pending` again. 409 `webhook_inactive` when the endpoint is off (turn it on first); 409 `webhook_url_changed` for a delivery ' +
+      'queued before the endpoint\'s URL changed (it goes to the URL it was queued for, or nowhere).',
     auth: 'user',
     params: DeliveryPath,
     invalidParamsStatus: 404,
-    responses: { 202: succeeded({ data: Delivery }), 403: FORBIDDEN, 404: errors('webhook_not_found', 'delivery_not_found'), 409: errors('webhook_inactive') },
+    responses: {
+      202: succeeded({ data: Delivery }),
+      403: FORBIDDEN,
+      404: errors('webhook_not_found', 'delivery_not_found'),
+      409: errors('webhook_inactive', 'webhook_url_changed'),
+    },
     async handler({ params, db }) {
       const [row] = await db((tx) => tx<Row[]>`select api.webhook_delivery_replay(${params.id}, ${params.delivery_id}) as data`);
       return { status: 202, body: { success: true, data: row!.data } };
@@ -447,16 +453,24 @@ export const webhookRoutes = [
     path: '/api/v1/platform/webhooks/:id/recover',
     summary: 'Send again every failed delivery queued since a time (202: queued, oldest first), e.g. after the endpoint was turned off.',
     description:
-      'Queues again, now, every `failed` delivery of the endpoint queued at or after `since` (and before `until`), with the same `webhook-id` and body and a fresh round of retries, ' +
+      'Queues again, now, every `failed` delivery of the endpoint queued at or after `since` (and before `until`) for the URL it has now, with the same `webhook-id` and body and a fresh round of retries, ' +
       'oldest first: what an endpoint missed while it was down or turned off, in one call instead of one replay each. It ends a back-off. ' +
+      'Deliveries queued before the endpoint\'s URL changed are not sent to the new URL. ' +
       'At most 10,000 a call: `remaining` says how many are left; call again while it is above 0. 409 `webhook_inactive` when the endpoint is off (turn it on first).',
-    limits: ['At most 10,000 deliveries a call (`remaining` counts the rest).'],
+    limits: ['At most 10,000 deliveries an hour per endpoint (`remaining` counts the rest): past it, 429 `rate_limited` with Retry-After.'],
     auth: 'user',
     params: WebhookPath,
     body: RecoverBody,
     invalidStatus: 422,
     invalidParamsStatus: 404,
-    responses: { 202: succeeded({ data: Recovered }), 403: FORBIDDEN, 404: NOT_FOUND, 409: errors('webhook_inactive'), 422: errors('validation_error') },
+    responses: {
+      202: succeeded({ data: Recovered }),
+      403: FORBIDDEN,
+      404: NOT_FOUND,
+      409: errors('webhook_inactive'),
+      422: errors('validation_error'),
+      429: errors('rate_limited'),
+    },
     async handler({ params, body, db }) {
       const [row] = await db((tx) => tx<Row[]>`select api.webhook_recover(${params.id}, ${body.since}, ${body.until ?? null}) as data`);
       return { status: 202, body: { success: true, data: row!.data } };

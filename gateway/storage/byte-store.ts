@@ -34,7 +34,7 @@ export interface ByteStore {
   size(key: string): Promise<number | null>;
   /** Copies the bytes under `from` to `to` (durable when it resolves). */
   copy(from: string, to: string): Promise<void>;
-  /** Deletes the keys and everything under the `renders/` of each; missing keys are no error. */
+  /** Deletes the keys and everything under the `renders/` of each object version among them; missing keys are no error. */
   delete(keys: string[]): Promise<void>;
   /** Deletes leftovers of puts cut off by a killed process, older than `olderThanMs` (the fs backend's temporary files). */
   sweep(olderThanMs: number): Promise<number>;
@@ -48,6 +48,11 @@ export class NotStoredError extends Error {
 /** The folder of the transformations of an object version's bytes: `renders/<uuid>/`. */
 export function rendersOf(storageKey: string): string {
   return `renders/${storageKey.replace(/^objects\//, '')}/`;
+}
+
+/** Whether a key has transformations of its own (an object version's; a transformation, evicted alone, has none). */
+export function hasRenders(key: string): boolean {
+  return key.startsWith('objects/');
 }
 
 /** The key of one transformation of an object version's bytes: `renders/<uuid>/<variant>`. */

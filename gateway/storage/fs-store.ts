@@ -15,7 +15,7 @@ import path from 'node:path';
 import type { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { promisify } from 'node:util';
-import { checkKey, NotStoredError, rendersOf, type ByteRange, type ByteStore } from './byte-store.ts';
+import { checkKey, hasRenders, NotStoredError, rendersOf, type ByteRange, type ByteStore } from './byte-store.ts';
 
 export class FsByteStore implements ByteStore {
   readonly kind = 'fs' as const;
@@ -84,7 +84,7 @@ export class FsByteStore implements ByteStore {
   async delete(keys: string[]): Promise<void> {
     for (const key of keys) {
       await fsp.rm(this.pathOf(key), { force: true });
-      await fsp.rm(path.join(this.dir, rendersOf(checkKey(key))), { recursive: true, force: true });
+      if (hasRenders(key)) await fsp.rm(path.join(this.dir, rendersOf(checkKey(key))), { recursive: true, force: true });
     }
   }
 

@@ -59,9 +59,55 @@ export interface RenderOptions {
   width?: number;
   height?: number;
   resize: 'cover' | 'contain' | 'fill';
-  quality: number;
+  /** 20 to 100; after normalizeRender, only for the formats that use it (JPEG, WebP, AVIF). */
+  quality?: number;
   /** `origin`: the original's format whatever the client accepts. */
   format?: 'origin';
+}
+
+/**
+ * The sizes the larger side of a transformation is rounded up to; the other
+ * side keeps the ratio asked for. A few steps make the many sizes clients ask
+ * for a few cached variants.
+ */
+export const RENDER_STEPS = [16, 32, 48, 64, 96, 128, 192, 256, 320, 384, 480, 512, 640, 768, 1024, 1200, 1280, 1600, 1920, 2048, MAX_RENDER_SIDE] as const;
+
+/** The output formats whose encoder takes a quality. */
+const QUALITY_TYPES: ReadonlySet<ImageType> = new Set(['image/jpeg', 'image/webp', 'image/avif']);
+
+/**
+ * The options a transformation is made (and cached) with: the larger side
+ * asked for rounded up to a step of RENDER_STEPS, the other scaled by the
+ * same factor; `resize` only when both sides are given (one side keeps the
+ * image's ratio whatever it says); `quality` rounded to a multiple of 10, and
+ * only for an output that uses it (PNG and GIF do not). Options that make the
+ * same image make the same variant.
+ */
+export function normalizeRender(options: RenderOptions, output: ImageType): RenderOptions {
+  let { width, height } = options;
+  if (width !== undefined || height !== undefined) {
+    const larger = Math.max(width ?? 0, height ?? 0);
+    const step = RENDER_STEPS.find((s) => s >= larger) ?? MAX_RENDER_SIDE;
+    const scale = (side: number | undefined) => (side === undefined ? undefined : Math.min(MAX_RENDER_SIDE, Math.max(1, Math.round((side * step) / larger))));
+    width = scale(width);
+    height = scale(height);
+  }
+  return {
+    width,
+    height,
+    resize: width !== undefined && height !== undefined ? options.resize : 'cover',
+    quality: QUALITY_TYPES.has(output) ? Math.min(100, Math.max(20, Math.round((options.quality ?? DEFAULT_QUALITY) / 10) * 10)) : undefined,
+    format: options.format,
+  };
+}
+
+/** The quality of a transformation that names none. */
+export const DEFAULT_QUALITY = 80;
+
+/** The name of a transformation among an object version's cached ones (normalized options and output type). */
+export function renderVariant(options: RenderOptions, output: ImageType): string {
+  const quality = options.quality === undefined ? '' : `-q${options.quality}`;
+  return `${options.width ?? 0}x${options.height ?? 0}-${options.resize}${quality}.${output.slice('image/'.length)}`;
 }
 
 export interface ImageWorkOptions {
@@ -184,7 +230,7 @@ export class ImageWork {
       } else {
         pipeline.resize({ width: MAX_RENDER_SIDE, height: MAX_RENDER_SIDE, fit: 'inside', withoutEnlargement: true });
       }
-      pipeline.toFormat(format, outputOptions(format, options.quality));
+      pipeline.toFormat(format, outputOptions(format, options.quality ?? DEFAULT_QUALITY));
       source.on('error', (err) => pipeline.destroy(err));
       try {
         return await source.pipe(pipeline).toBuffer();

@@ -19,7 +19,7 @@ import {
 } from '@aws-sdk/client-s3';
 import { Upload } from '@aws-sdk/lib-storage';
 import type { S3Config } from '../core/process/config.ts';
-import { checkKey, NotStoredError, rendersOf, type ByteRange, type ByteStore } from './byte-store.ts';
+import { checkKey, hasRenders, NotStoredError, rendersOf, type ByteRange, type ByteStore } from './byte-store.ts';
 
 /** The client configuration of an S3Config (also what @tus/s3-store is given). */
 export function s3ClientConfig(config: S3Config): S3ClientConfig {
@@ -106,7 +106,7 @@ export class S3ByteStore implements ByteStore {
 
   async delete(keys: string[]): Promise<void> {
     const all = [...keys.map((k) => this.keyOf(k))];
-    for (const key of keys) all.push(...(await this.list(`${this.config.prefix}${rendersOf(checkKey(key))}`)));
+    for (const key of keys.filter(hasRenders)) all.push(...(await this.list(`${this.config.prefix}${rendersOf(checkKey(key))}`)));
     for (let i = 0; i < all.length; i += 1000) {
       const batch = all.slice(i, i + 1000);
       const out = await this.client.send(

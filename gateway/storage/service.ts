@@ -13,7 +13,7 @@ import type { DataStore } from '@tus/utils';
 import type { StorageConfig } from '../core/process/config.ts';
 import { renderKey, type ByteStore } from './byte-store.ts';
 import { FsByteStore } from './fs-store.ts';
-import { ImageWork, type ImageType, type RenderOptions } from './images.ts';
+import { ImageWork, normalizeRender, renderVariant, type ImageType, type RenderOptions } from './images.ts';
 import { S3ByteStore, s3ClientConfig } from './s3-store.ts';
 import { Uploads } from './uploads.ts';
 
@@ -30,6 +30,18 @@ export interface RenderSource {
   storage_key: string;
   etag: string;
   content_type: string;
+}
+
+/**
+ * What the cache of transformations records (SQL: app.storage_renders, the
+ * rules in sql/areas/storage.sql): each answers the keys of transformations
+ * to delete now (past the bound per object, past the budget).
+ */
+export interface RenderCache {
+  /** A miss of `variant`: counted against the client's rate (a refusal throws), recorded. */
+  begin(variant: string): Promise<string[]>;
+  /** `variant` is stored, `size` bytes. */
+  stored(variant: string, size: number): Promise<string[]>;
 }
 
 /** A transformation: its bytes (made now or read from the cache) and its ETag. */
@@ -70,11 +82,15 @@ export class StorageService {
   }
 
   /**
-   * A transformation of an image: from the cache (the byte store, under the
-   * version's renders/) or made now, once however many ask at the same time.
+   * A transformation of an image (its options normalized: images.ts
+   * normalizeRender): from the cache (the byte store, under the version's
+   * renders/) or made now, once however many ask at the same time in this
+   * process. A miss is recorded in `cache` before the work and its size
+   * after; the transformations it evicts are deleted at once.
    */
-  async render(client: string, source: RenderSource, options: RenderOptions, output: ImageType): Promise<Rendered> {
-    const variant = `${options.width ?? 0}x${options.height ?? 0}-${options.resize}-q${options.quality}.${output.slice('image/'.length)}`;
+  async render(client: string, source: RenderSource, asked: RenderOptions, output: ImageType, cache: RenderCache): Promise<Rendered> {
+    const options = normalizeRender(asked, output);
+    const variant = renderVariant(options, output);
     const key = renderKey(source.storage_key, variant);
     const etag = `"${crypto.createHash('md5').update(`${source.etag}:${variant}`).digest('hex')}"`;
     const cached = await this.bytes.size(key);
@@ -82,8 +98,10 @@ export class StorageService {
     let made = this.rendering.get(key);
     if (!made) {
       made = (async () => {
+        await this.evict(await cache.begin(variant));
         const buffer = await this.images.render(client, await this.bytes.get(source.storage_key), options, output);
         await this.bytes.put(key, Readable.from([buffer]), { contentType: output });
+        await this.evict(await cache.stored(variant, buffer.length));
         return buffer;
       })();
       this.rendering.set(key, made);
@@ -91,6 +109,11 @@ export class StorageService {
     }
     const buffer = await made;
     return { etag, contentType: output, size: buffer.length, body: async () => Readable.from([buffer]) };
+  }
+
+  /** Deletes evicted transformations now; one that fails waits in app.storage_garbage, where SQL put it too. */
+  private async evict(keys: string[]): Promise<void> {
+    if (keys.length > 0) await this.bytes.delete(keys).catch(() => {});
   }
 
   /** Deletes leftovers older than a day: cut-off puts, image work files, expired staged uploads. */

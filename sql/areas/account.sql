@@ -131,24 +131,20 @@ $function$;
 comment on function api.account_delete_link_send(text) is 'DELETE /api/mobile/account for an account without a password: e-mails its owner a single-use deletion link (1 hour). PT429 rate_limited past 5 an hour (detail: retry_after); PT401 invalid_credentials for an account with a password (it confirms with it); PT403 forbidden for an API token or an agent.';
 grant execute on function api.account_delete_link_send(text) to authenticated;
 
-CREATE OR REPLACE FUNCTION api.account_delete_request(email text, public_url text)
+CREATE OR REPLACE FUNCTION api.account_delete_request(email text, public_url text, client_ip text, max_per_ip integer, window_seconds integer)
  RETURNS void
  LANGUAGE plpgsql
  SECURITY DEFINER
  SET search_path TO 'pg_catalog'
 AS $function$
-declare
-  account_id uuid;
 begin
-  select u.id into account_id from identity.users u where u.email = lower(btrim(account_delete_request.email));
-  -- The same answer whether or not the account exists.
-  if account_id is not null then
-    perform private.account_delete_link_queue(account_id, account_delete_request.public_url);
-  end if;
+  -- The same work whether or not the account exists: the lookup and the e-mail are a job's.
+  perform private.email_link_enqueue('delete_account', account_delete_request.email, account_delete_request.public_url,
+                                     account_delete_request.client_ip, account_delete_request.max_per_ip, account_delete_request.window_seconds);
 end;
 $function$;
-comment on function api.account_delete_request(text,text) is 'POST /account/delete (the web page): e-mails the account with this address a single-use deletion link (1 hour; at most 5 an hour per account); does and answers the same whether or not the account exists.';
-grant execute on function api.account_delete_request(text,text) to anon, authenticated;
+comment on function api.account_delete_request(text,text,text,integer,integer) is 'POST /account/delete (the web page): queues the job that e-mails the account with this address a single-use deletion link (1 hour; at most 5 an hour per account; private.email_link_send); does and answers the same whether or not the account exists. PT429 rate_limited past max_per_ip requests of the client address in window_seconds.';
+grant execute on function api.account_delete_request(text,text,text,integer,integer) to anon, authenticated;
 
 CREATE OR REPLACE FUNCTION api.account_email_change(reauthentication text, new_email text, public_url text)
  RETURNS void
@@ -387,13 +383,15 @@ begin
   delete from identity.oauth_codes c where c.user_id = me and c.used_at is null;
   -- Proofs and e-mailed links made with the old password.
   delete from identity.reauthentications r where r.user_id = me;
+  -- Signed storage URLs the account made (whoever holds one keeps no access).
+  perform private.storage_signed_urls_end(me);
   return jsonb_build_object(
     'sessions_ended', ended,
     'api_tokens', (select count(*) from app.api_tokens t where t.user_id = me and t.active
                      and (t.expires_at is null or t.expires_at > now())));
 end;
 $function$;
-comment on function api.account_password_change(text,text) is 'POST /api/mobile/account/password: once the current password was checked again (reauthentication), sets the new one (a bcrypt hash the process made) and ends every other session of the account and every OAuth grant (tokens and pending codes); the calling session, the API tokens and the calendar feed stay. Returns sessions_ended and how many active API tokens the account has. PT400 invalid_password_hash; PT401 invalid_credentials without a valid proof; PT403 forbidden for an API token or an agent.';
+comment on function api.account_password_change(text,text) is 'POST /api/mobile/account/password: once the current password was checked again (reauthentication), sets the new one (a bcrypt hash the process made) and ends every other session of the account, every OAuth grant (tokens and pending codes) and every signed storage URL it made; the calling session, the API tokens and the calendar feed stay. Returns sessions_ended and how many active API tokens the account has. PT400 invalid_password_hash; PT401 invalid_credentials without a valid proof; PT403 forbidden for an API token or an agent.';
 grant execute on function api.account_password_change(text,text) to authenticated;
 
 CREATE OR REPLACE FUNCTION api.account_session_end(id uuid)
@@ -440,10 +438,14 @@ begin
                                        else r.session_id <> current_session end
     returning r.session_id)
   select count(distinct g.session_id) into ended from gone g;
+  -- Signing out everywhere ends the signed storage URLs the account made too.
+  if account_sign_out.scope = 'global' then
+    perform private.storage_signed_urls_end(me);
+  end if;
   return jsonb_build_object('sessions_ended', ended);
 end;
 $function$;
-comment on function api.account_sign_out(text) is 'POST /auth/v1/logout?scope=: ends the calling session (local), every session of the caller (global) or all but the calling one (others): their refresh tokens, access tokens and streams at once; returns how many. PT422 validation_error for another scope; PT403 forbidden for an API token or an agent.';
+comment on function api.account_sign_out(text) is 'POST /auth/v1/logout?scope=: ends the calling session (local), every session of the caller (global, which also ends every signed storage URL the caller made) or all but the calling one (others): their refresh tokens, access tokens and streams at once; returns how many. PT422 validation_error for another scope; PT403 forbidden for an API token or an agent.';
 grant execute on function api.account_sign_out(text) to authenticated;
 
 CREATE OR REPLACE FUNCTION api.account_sessions()
@@ -569,6 +571,11 @@ begin
   update identity.refresh_tokens r set user_agent = null, ip = null where r.user_id = account.id;
   -- What no foreign key ties to the account.
   delete from private.agent_tool_usage a where a.agent_id = account.id;
+  -- What agents were answered about the address (placeholders) and the communities they handed it to.
+  delete from app.agent_member_joins j
+   where j.member_id = account.id
+      or j.member_id in (select x.id from app.agent_member_placeholders x where x.email = account.email);
+  delete from app.agent_member_placeholders x where x.email = account.email;
   delete from private.password_attempts a where a.email_key = account.email;
   delete from private.auth_failures f
    where (f.scope = 'email' and f.key = account.email)

@@ -145,9 +145,10 @@ begin
       raise exception 'password_hash must be a bcrypt hash of cost 10 or more' using errcode = 'PT400', hint = 'invalid_password_hash';
     end if;
     update identity.users u set password_hash = user_update.password_hash, updated_at = now() where u.id = user_update.user_id;
-    -- As Supabase Auth does when an operator sets a password: every session of the account ends.
+    -- As Supabase Auth does when an operator sets a password: every session of the account ends (and its signed storage URLs).
     update identity.refresh_tokens r set revoked_at = now(), revoked_reason = 'logout'
      where r.user_id = user_update.user_id and r.revoked_at is null;
+    perform private.storage_signed_urls_end(user_update.user_id);
   end if;
   if user_update.user_metadata is not null then
     perform private.user_metadata_merge(user_update.user_id, user_update.user_metadata);
@@ -155,7 +156,7 @@ begin
   return private.auth_user_object(user_update.user_id);
 end;
 $function$;
-comment on function admin.user_update(uuid,text,text,jsonb) is 'PUT /auth/v1/admin/users/{id} (the service-role key): every change at once or none. email becomes the account''s address at once (no link; a name derived from the old address is derived from the new one; PT400 invalid_email, PT409 email_taken); password_hash (a bcrypt hash the gateway made) replaces the password and ends every session of the account; user_metadata is merged as PUT /auth/v1/user merges it. Answers the User object; PT404 not_found for an unknown id.';
+comment on function admin.user_update(uuid,text,text,jsonb) is 'PUT /auth/v1/admin/users/{id} (the service-role key): every change at once or none. email becomes the account''s address at once (no link; a name derived from the old address is derived from the new one; PT400 invalid_email, PT409 email_taken); password_hash (a bcrypt hash the gateway made) replaces the password and ends every session of the account and its signed storage URLs; user_metadata is merged as PUT /auth/v1/user merges it. Answers the User object; PT404 not_found for an unknown id.';
 
 CREATE OR REPLACE FUNCTION admin.user_delete(user_id uuid)
  RETURNS jsonb

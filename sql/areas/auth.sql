@@ -92,13 +92,14 @@ begin
     raise exception 'Current password required when setting new password.' using errcode = 'PT400', hint = 'current_password_required';
   end if;
   update identity.users u set password_hash = auth_recovery_password_set.password_hash, updated_at = now() where u.id = me;
-  -- As a password change: every other session ends; this one stays.
+  -- As a password change: every other session ends; this one stays. Signed storage URLs end.
   update identity.refresh_tokens r set revoked_at = now(), revoked_reason = 'logout'
    where r.user_id = me and r.revoked_at is null and r.session_id <> current_session;
+  perform private.storage_signed_urls_end(me);
   return private.auth_user_object(me);
 end;
 $function$;
-comment on function api.auth_recovery_password_set(text) is 'PUT /auth/v1/user {password} without the current password: allowed once, within the hour, in a session a recovery link started (api.auth_recovery_verify); sets the bcrypt hash the gateway made and ends every other session. PT400 current_password_required in any other session; PT400 invalid_password_hash.';
+comment on function api.auth_recovery_password_set(text) is 'PUT /auth/v1/user {password} without the current password: allowed once, within the hour, in a session a recovery link started (api.auth_recovery_verify); sets the bcrypt hash the gateway made and ends every other session and every signed storage URL. PT400 current_password_required in any other session; PT400 invalid_password_hash.';
 grant execute on function api.auth_recovery_password_set(text) to authenticated;
 
 CREATE OR REPLACE FUNCTION api.auth_recovery_verify(token text, user_agent text DEFAULT NULL::text, client_ip text DEFAULT NULL::text)
@@ -114,7 +115,8 @@ begin
   update identity.password_tokens t set used_at = now() where t.user_id = link.user_id and t.used_at is null;
   -- Whoever held the account before holds nothing of it now (as a set-password link does).
   perform private.end_credentials(link.user_id);
-  delete from app.agent_members a where a.member_id = link.user_id;
+  -- The person has claimed the account: the agent that created it no longer owns it; it joins what it was handed to.
+  perform private.agent_member_claim(link.user_id);
   select * into started from private.start_session(link.user_id, auth_recovery_verify.user_agent, auth_recovery_verify.client_ip);
   delete from identity.recovery_sessions s where s.user_id = link.user_id;
   insert into identity.recovery_sessions (session_id, user_id, expires_at) values (started.session_id, link.user_id, now() + interval '1 hour');
@@ -580,8 +582,7 @@ begin
   -- The personal calendar feed URL.
   delete from app.calendar_feeds f where f.user_id = end_credentials.user_id;
   -- Signed URLs of storage objects the user made.
-  insert into app.storage_usage as u (user_id, signed_urls_valid_after) values (end_credentials.user_id, now())
-    on conflict on constraint storage_usage_pkey do update set signed_urls_valid_after = now();
+  perform private.storage_signed_urls_end(end_credentials.user_id);
 end;
 $function$;
 comment on function private.end_credentials(uuid) is 'Ends every credential of a user: sessions, API tokens, OAuth tokens and pending codes, MCP sessions, the calendar feed URL, signed storage URLs (a password set through a set-password link calls it; a re-hash at sign-in does not).';
@@ -989,7 +990,7 @@ drop trigger if exists _900_notify_session_ended on identity.refresh_tokens;
 CREATE TRIGGER _900_notify_session_ended AFTER UPDATE ON identity.refresh_tokens REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION private.tg_refresh_tokens__notify_session_ended();
 
 -- private.auth_failures
-comment on table private.auth_failures is 'Failed sign-ins (per e-mail and client address, per e-mail, per client IP), failed refresh/verify attempts (per client IP) and requests at the doors that set a password (password_set, per client IP), for throttling.';
+comment on table private.auth_failures is 'Failed sign-ins (per e-mail and client address, per e-mail, per client IP), failed refresh/verify attempts (per client IP), requests at the doors that set a password (password_set, per client IP) and at the doors that e-mail a link (email_link, per client IP), for throttling.';
 
 -- private.password_attempts
 comment on table private.password_attempts is 'Sign-ins whose password is being checked by a process (private.password_attempt_start): single-use, 60 seconds; they count as failures in the throttling until their outcome is recorded.';

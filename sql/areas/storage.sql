@@ -33,6 +33,7 @@
 -- Its tables (created and altered by the migrations; their comments, row-level
 -- security, policies, grants and triggers are below):
 --   app.storage_buckets, app.storage_garbage, app.storage_objects,
+--   app.storage_render_misses, app.storage_renders, app.storage_signed_uploads,
 --   app.storage_uploads, app.storage_usage, private.storage_signing_keys
 --
 -- The current definition of every function, view, policy, trigger, grant and
@@ -318,14 +319,14 @@ begin
       'path', object_name,
       'error', case when readable then null else 'Either the object does not exist or you do not have access to it' end,
       'signedURL', case when readable then
-        route || b.id || '/' || object_name || '?token=' || private.storage_token(pg_catalog.jsonb_strip_nulls(pg_catalog.jsonb_build_object(
+        route || b.id || '/' || private.storage_url_path(object_name) || '?token=' || private.storage_token(pg_catalog.jsonb_strip_nulls(pg_catalog.jsonb_build_object(
           'scope', 'download', 'url', b.id || '/' || object_name, 'sub', caller, 'transform', storage_sign.transform)),
           storage_sign.expires_in) end));
   end loop;
   return result;
 end;
 $function$;
-comment on function api.storage_sign(text,text[],integer,jsonb) is 'POST /storage/v1/object/sign/{bucket}[/{path}]: a signed download URL (valid expires_in seconds) for each path the caller may read, with the transformation to apply, if any; an `error` for the others. PT400 for an expiry outside 1 s to a year; PT404 bucket_not_found.';
+comment on function api.storage_sign(text,text[],integer,jsonb) is 'POST /storage/v1/object/sign/{bucket}[/{path}]: a signed download URL (valid expires_in seconds; the path percent-encoded where a URL needs it) for each path the caller may read, with the transformation to apply, if any; an `error` for the others. PT400 for an expiry outside 1 s to a year; PT404 bucket_not_found.';
 grant execute on function api.storage_sign(text,text[],integer,jsonb) to authenticated;
 
 CREATE OR REPLACE FUNCTION api.storage_sign_upload(bucket_id text, name text, upsert boolean)
@@ -345,7 +346,7 @@ begin
   end if;
   token := private.storage_token(pg_catalog.jsonb_build_object('scope', 'upload', 'url', b.id || '/' || storage_sign_upload.name,
     'sub', caller, 'upsert', coalesce(storage_sign_upload.upsert, false)), 7200);
-  return pg_catalog.jsonb_build_object('url', '/object/upload/sign/' || b.id || '/' || storage_sign_upload.name || '?token=' || token,
+  return pg_catalog.jsonb_build_object('url', '/object/upload/sign/' || b.id || '/' || private.storage_url_path(storage_sign_upload.name) || '?token=' || token,
                                        'token', token);
 end;
 $function$;
@@ -383,12 +384,24 @@ AS $function$
 declare
   claims jsonb := private.storage_token_claims(storage_upload_begin_signed.token, 'upload',
     storage_upload_begin_signed.bucket_id || '/' || storage_upload_begin_signed.name);
+  token_digest bytea := identity.token_hash(storage_upload_begin_signed.token);
+  started record;
 begin
-  return query select * from private.storage_upload_start((claims->>'sub')::uuid, storage_upload_begin_signed.bucket_id,
+  -- Once: the token's digest is kept until it expires. A second upload waits
+  -- for the first's transaction here, then finds it.
+  insert into app.storage_signed_uploads (token_hash, expires_at)
+    values (token_digest, pg_catalog.to_timestamp((claims->>'exp')::bigint))
+    on conflict (token_hash) do nothing;
+  if not found then
+    raise exception 'The signed upload URL was used already' using errcode = 'PT409', hint = 'signed_url_used';
+  end if;
+  select * into started from private.storage_upload_start((claims->>'sub')::uuid, storage_upload_begin_signed.bucket_id,
     storage_upload_begin_signed.name, coalesce((claims->>'upsert')::boolean, false), storage_upload_begin_signed.declared_size, 'signed');
+  update app.storage_uploads u set signed_token_hash = token_digest where u.id = started.upload_id;
+  return query select started.upload_id, started.storage_key, started.file_size_limit, started.allowed_mime_types, started.images;
 end;
 $function$;
-comment on function api.storage_upload_begin_signed(text,text,text,bigint) is 'PUT /storage/v1/object/upload/sign/{bucket}/{path}?token=: an upload through a signed upload URL, as the user who signed it (their right to write the path, quota and rate are checked again). PT400 invalid_signature or signature_expired, and the refusals of api.storage_upload_begin.';
+comment on function api.storage_upload_begin_signed(text,text,text,bigint) is 'PUT /storage/v1/object/upload/sign/{bucket}/{path}?token=: an upload through a signed upload URL, as the user who signed it (their right to write the path, quota and rate are checked again). A token uploads once: PT409 signed_url_used when an upload began with it already (one refused or cut off gives it back: private.storage_upload_abort). PT400 invalid_signature or signature_expired, and the refusals of api.storage_upload_begin.';
 grant execute on function api.storage_upload_begin_signed(text,text,text,bigint) to anon, authenticated;
 
 -- -----------------------------------------------------------------------------
@@ -528,10 +541,14 @@ AS $function$
     delete from app.storage_garbage g
      where g.storage_key = any (storage_garbage_done.storage_keys)
        and not (coalesce(storage_garbage_done.failures, '{}'::jsonb) ? g.storage_key);
+    -- A version's transformations went with its bytes.
+    delete from app.storage_renders r
+     where r.storage_key = any (storage_garbage_done.storage_keys)
+       and not (coalesce(storage_garbage_done.failures, '{}'::jsonb) ? r.storage_key);
     update app.storage_garbage g set last_error = left(storage_garbage_done.failures->>g.storage_key, 1000)
      where coalesce(storage_garbage_done.failures, '{}'::jsonb) ? g.storage_key;
   $function$;
-comment on function private.storage_garbage_done(text[],jsonb) is 'Forgets the keys whose bytes were deleted; records the error of those that failed (failures: key → message), which are tried again later.';
+comment on function private.storage_garbage_done(text[],jsonb) is 'Forgets the keys whose bytes were deleted (and the records of their transformations, deleted with them); records the error of those that failed (failures: key → message), which are tried again later.';
 
 CREATE OR REPLACE FUNCTION private.storage_garbage_take(max_rows integer DEFAULT 200)
  RETURNS TABLE(storage_key text)
@@ -617,6 +634,16 @@ AS $function$
 comment on function private.storage_object_name(uuid) is 'An object''s path in its bucket (image_path of an event whose image is stored here).';
 grant execute on function private.storage_object_name(uuid) to authenticated;
 
+CREATE OR REPLACE FUNCTION private.storage_open_uploads_max()
+ RETURNS integer
+ LANGUAGE sql
+ IMMUTABLE
+ SET search_path TO 'pg_catalog'
+AS $function$
+    select 10
+  $function$;
+comment on function private.storage_open_uploads_max() is 'How many resumable uploads one user may have open at once (not finished, cancelled or expired): 10.';
+
 CREATE OR REPLACE FUNCTION private.storage_purge(folder_owner text, folder_id uuid, max_rows integer DEFAULT 500)
  RETURNS integer
  LANGUAGE sql
@@ -668,6 +695,112 @@ AS $function$
   $function$;
 comment on function private.storage_quota_bytes(uuid) is 'The bytes of objects the user may own: their override in app.storage_usage, else their plan''s storage_quota_bytes.';
 
+CREATE OR REPLACE FUNCTION private.storage_render_begin(storage_key text, variant text, client_ip text, misses_per_minute integer, variants_per_object integer)
+ RETURNS text[]
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog'
+AS $function$
+declare
+  counted app.storage_render_misses;
+  evicted text[];
+begin
+  -- Transformations made per client address, in fixed one-minute windows (a
+  -- refused one is not counted: its transaction rolls back).
+  if storage_render_begin.client_ip is not null then
+    insert into app.storage_render_misses as m (client_ip, window_start, misses)
+      values (storage_render_begin.client_ip, now(), 1)
+      on conflict on constraint storage_render_misses_pkey do update
+        set window_start = case when m.window_start <= now() - interval '1 minute' then now() else m.window_start end,
+            misses = case when m.window_start <= now() - interval '1 minute' then 1 else m.misses + 1 end
+      returning m.* into counted;
+    if counted.misses > storage_render_begin.misses_per_minute then
+      raise exception 'Too many image transformations: at most % a minute', storage_render_begin.misses_per_minute
+        using errcode = 'PT429', hint = 'too_many_renders',
+              detail = json_build_object('retry_after',
+                         greatest(1, ceil(extract(epoch from counted.window_start + interval '1 minute' - now())))::integer)::text;
+    end if;
+  end if;
+  insert into app.storage_renders (storage_key, variant) values (storage_render_begin.storage_key, storage_render_begin.variant)
+    on conflict on constraint storage_renders_pkey do nothing;
+  -- The version's oldest transformations past the bound go (their bytes: the
+  -- gateway deletes them now, and app.storage_garbage holds them until then).
+  with gone as (
+    delete from app.storage_renders r
+     where r.storage_key = storage_render_begin.storage_key
+       and r.variant in (select x.variant from app.storage_renders x
+                          where x.storage_key = storage_render_begin.storage_key
+                          order by x.created_at desc, x.variant = storage_render_begin.variant desc, x.variant
+                          offset greatest(storage_render_begin.variants_per_object, 1))
+    returning private.storage_render_key(r.storage_key, r.variant) as key
+  ), kept as (
+    insert into app.storage_garbage (storage_key, collect_after) select g.key, now() from gone g on conflict do nothing
+  )
+  select coalesce(pg_catalog.array_agg(g.key), '{}') into evicted from gone g;
+  return evicted;
+end;
+$function$;
+comment on function private.storage_render_begin(text,text,text,integer,integer) is 'A transformation not in the cache, about to be made (the gateway calls it, as its own role): counts it for the client address (PT429 too_many_renders past misses_per_minute in the current minute, detail retry_after), records it, and evicts the object version''s oldest transformations past variants_per_object. Returns the byte-store keys evicted (also put in app.storage_garbage), for the gateway to delete now.';
+
+CREATE OR REPLACE FUNCTION private.storage_render_key(storage_key text, variant text)
+ RETURNS text
+ LANGUAGE sql
+ IMMUTABLE
+ SET search_path TO 'pg_catalog'
+AS $function$
+    select 'renders/' || pg_catalog.regexp_replace(storage_render_key.storage_key, '^objects/', '') || '/' || storage_render_key.variant
+  $function$;
+comment on function private.storage_render_key(text,text) is 'The byte-store key of a transformation: renders/<uuid of the version>/<variant> (gateway/storage/byte-store.ts renderKey).';
+
+CREATE OR REPLACE FUNCTION private.storage_render_misses_prune()
+ RETURNS integer
+ LANGUAGE sql
+ SET search_path TO 'pg_catalog'
+AS $function$
+    with gone as (
+      delete from app.storage_render_misses m where m.window_start <= now() - interval '1 minute' returning 1
+    )
+    select count(*)::integer from gone
+  $function$;
+comment on function private.storage_render_misses_prune() is 'Forgets the transformation counts of client addresses whose minute is over (the storage_collect job). Returns how many.';
+
+CREATE OR REPLACE FUNCTION private.storage_render_stored(storage_key text, variant text, size bigint, budget_bytes bigint)
+ RETURNS text[]
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog'
+AS $function$
+declare
+  evicted text[];
+begin
+  -- One total at a time: every gateway's records take turns here.
+  perform pg_advisory_xact_lock(pg_catalog.hashtextextended('app.storage_renders', 0));
+  update app.storage_renders r set size = storage_render_stored.size
+   where r.storage_key = storage_render_stored.storage_key and r.variant = storage_render_stored.variant;
+  if not found then
+    -- Evicted while it was being made: its bytes go at once.
+    evicted := array[private.storage_render_key(storage_render_stored.storage_key, storage_render_stored.variant)];
+    insert into app.storage_garbage (storage_key, collect_after) values (evicted[1], now()) on conflict do nothing;
+    return evicted;
+  end if;
+  -- Past the budget, the oldest go (newest first, each counted with those newer than it).
+  with ranked as (
+    select r.storage_key, r.variant,
+           sum(coalesce(r.size, 0)) over (order by r.created_at desc, r.storage_key desc, r.variant desc) as running
+      from app.storage_renders r
+  ), gone as (
+    delete from app.storage_renders r
+     using ranked k
+     where k.running > storage_render_stored.budget_bytes
+       and r.storage_key = k.storage_key and r.variant = k.variant
+    returning private.storage_render_key(r.storage_key, r.variant) as key
+  ), kept as (
+    insert into app.storage_garbage (storage_key, collect_after) select g.key, now() from gone g on conflict do nothing
+  )
+  select coalesce(pg_catalog.array_agg(g.key), '{}') into evicted from gone g;
+  return evicted;
+end;
+$function$;
+comment on function private.storage_render_stored(text,text,bigint,bigint) is 'A transformation stored (the gateway calls it, as its own role): records its size, then evicts the oldest transformations while all of them together are more than budget_bytes. Returns the byte-store keys evicted (also put in app.storage_garbage), for the gateway to delete now; the transformation itself when it was evicted while being made.';
+
 CREATE OR REPLACE FUNCTION private.storage_render_url(object_id uuid, width integer, height integer, resize text)
  RETURNS text
  LANGUAGE sql
@@ -681,6 +814,16 @@ AS $function$
      where o.id = storage_render_url.object_id
   $function$;
 comment on function private.storage_render_url(uuid,integer,integer,text) is 'The absolute URL of a transformation of an image of a public bucket (the og:image of the event page: 1200×630, cover).';
+
+CREATE OR REPLACE FUNCTION private.storage_signed_urls_end(user_id uuid)
+ RETURNS void
+ LANGUAGE sql
+ SET search_path TO 'pg_catalog'
+AS $function$
+    insert into app.storage_usage as u (user_id, signed_urls_valid_after) values (storage_signed_urls_end.user_id, now())
+      on conflict on constraint storage_usage_pkey do update set signed_urls_valid_after = now();
+  $function$;
+comment on function private.storage_signed_urls_end(uuid) is 'Ends every signed download and upload URL the user made until now (private.storage_token_claims refuses a token issued at or before signed_urls_valid_after): a password set or changed, every session ended at once (a global sign-out), the account deleted.';
 
 CREATE OR REPLACE FUNCTION private.storage_token(claims jsonb, expires_in integer)
  RETURNS text
@@ -723,7 +866,8 @@ begin
   if (claims->>'exp')::bigint <= extract(epoch from now()) then
     raise exception 'The signed URL has expired' using errcode = 'PT400', hint = 'signature_expired';
   end if;
-  -- The signer's credentials ended (a password reset) after it was signed.
+  -- The signer's credentials ended after it was signed (private.storage_signed_urls_end: a password set or
+  -- changed, a global sign-out), or the account is gone.
   select u.signed_urls_valid_after into valid_after from app.storage_usage u where u.user_id = (claims->>'sub')::uuid;
   if valid_after is not null and (claims->>'iat')::numeric <= extract(epoch from valid_after)
      or not exists (select from identity.users u where u.id = (claims->>'sub')::uuid) then
@@ -752,14 +896,18 @@ CREATE OR REPLACE FUNCTION private.storage_upload_abort(upload_id uuid, storage_
  LANGUAGE sql
  SET search_path TO 'pg_catalog'
 AS $function$
-    delete from app.storage_uploads u where u.id = storage_upload_abort.upload_id;
+    with gone as (
+      delete from app.storage_uploads u where u.id = storage_upload_abort.upload_id returning u.signed_token_hash
+    )
+    -- The signed upload URL it began with may be used again.
+    delete from app.storage_signed_uploads t where t.token_hash in (select g.signed_token_hash from gone g);
     -- Never the bytes of a visible object (a finish whose answer was lost may have committed).
     insert into app.storage_garbage (storage_key, collect_after)
       select storage_upload_abort.storage_key, now()
        where not exists (select from app.storage_objects o where o.storage_key = storage_upload_abort.storage_key)
       on conflict do nothing;
   $function$;
-comment on function private.storage_upload_abort(uuid,text) is 'An upload that will not finish (refused, cut off): forgets it, and its key goes to app.storage_garbage unless an object uses it.';
+comment on function private.storage_upload_abort(uuid,text) is 'An upload that will not finish (refused, cut off, cancelled): forgets it (the quota it reserved is free again, and the signed upload URL it began with may be used again), and its key goes to app.storage_garbage unless an object uses it.';
 
 CREATE OR REPLACE FUNCTION private.storage_upload_finish(upload_id uuid, size bigint, etag text, content_type text, cache_control text, user_metadata jsonb, width integer, height integer)
  RETURNS jsonb
@@ -811,9 +959,11 @@ AS $function$
 declare
   b app.storage_buckets := private.storage_bucket(storage_upload_start.bucket_id);
   existing app.storage_objects;
-  used bigint;
+  reserved bigint;
   quota bigint;
   per_minute integer;
+  open_uploads integer;
+  oldest_open timestamptz;
   w app.storage_usage;
   started app.storage_uploads;
 begin
@@ -829,29 +979,48 @@ begin
     raise exception 'The object exceeded the maximum allowed size (% bytes)', b.file_size_limit
       using errcode = 'PT413', hint = 'object_too_large';
   end if;
-  -- The quota, with what is known now (the finish checks again with the real size).
-  quota := private.storage_quota_bytes(storage_upload_start.owner_id);
-  select coalesce(u.bytes, 0) into used from app.storage_usage u where u.user_id = storage_upload_start.owner_id;
-  if coalesce(used, 0) + coalesce(storage_upload_start.declared_size, 0)
-       - (case when existing.owner_id = storage_upload_start.owner_id then existing.size else 0 end) > quota
-     or (storage_upload_start.declared_size is null and coalesce(used, 0) >= quota) then
-    raise exception 'Storage quota exceeded: % of % bytes used', coalesce(used, 0), quota using errcode = 'PT413', hint = 'quota_exceeded';
-  end if;
-  -- Uploads per minute (a fixed window per user); a refused upload does not count.
-  per_minute := coalesce(
-    (select u.uploads_per_minute from app.storage_usage u where u.user_id = storage_upload_start.owner_id),
-    (select s.storage_uploads_per_minute from app.profiles p join app.subscription_plans s on s.id = p.subscription_type
-      where p.id = storage_upload_start.owner_id),
-    30);
+  -- The owner's usage row, locked: one owner's uploads begin one at a time,
+  -- so what the others reserved is counted right. The upload is counted in
+  -- the minute's window (a refused upload does not count: its transaction
+  -- rolls back).
   insert into app.storage_usage as s (user_id, window_start, window_uploads)
     values (storage_upload_start.owner_id, now(), 1)
     on conflict (user_id) do update
       set window_start = case when s.window_start is null or s.window_start <= now() - interval '1 minute' then now() else s.window_start end,
           window_uploads = case when s.window_start is null or s.window_start <= now() - interval '1 minute' then 1 else s.window_uploads + 1 end
     returning s.* into w;
+  -- The quota: what is stored, plus what the owner's uploads under way
+  -- reserved (their declared sizes: a resumable upload's Upload-Length, a
+  -- body's Content-Length), plus this one; an object this one replaces
+  -- frees its bytes. The finish checks again with the real size.
+  quota := private.storage_quota_bytes(storage_upload_start.owner_id);
+  select coalesce(sum(u.declared_size), 0) into reserved
+    from app.storage_uploads u where u.owner_id = storage_upload_start.owner_id and u.expires_at > now();
+  if w.bytes + reserved + coalesce(storage_upload_start.declared_size, 0)
+       - (case when existing.owner_id = storage_upload_start.owner_id then existing.size else 0 end) > quota
+     or (storage_upload_start.declared_size is null and w.bytes + reserved >= quota) then
+    raise exception 'Storage quota exceeded: % of % bytes used, % reserved by uploads under way', w.bytes, quota, reserved
+      using errcode = 'PT413', hint = 'quota_exceeded';
+  end if;
+  -- Uploads per minute (a fixed window per user).
+  per_minute := coalesce(w.uploads_per_minute,
+    (select s.storage_uploads_per_minute from app.profiles p join app.subscription_plans s on s.id = p.subscription_type
+      where p.id = storage_upload_start.owner_id),
+    30);
   if w.window_uploads > per_minute then
     raise exception 'Too many uploads: at most % a minute', per_minute using errcode = 'PT429', hint = 'too_many_uploads',
       detail = json_build_object('retry_after', greatest(1, ceil(extract(epoch from w.window_start + interval '1 minute' - now())))::integer)::text;
+  end if;
+  -- Resumable uploads open at once (each holds staged bytes until it finishes, is cancelled or expires).
+  if storage_upload_start.kind = 'resumable' then
+    select count(*), min(u.expires_at) into open_uploads, oldest_open
+      from app.storage_uploads u
+     where u.owner_id = storage_upload_start.owner_id and u.kind = 'resumable' and u.expires_at > now();
+    if open_uploads >= private.storage_open_uploads_max() then
+      raise exception 'Too many resumable uploads under way: at most %; finish or cancel one', private.storage_open_uploads_max()
+        using errcode = 'PT429', hint = 'too_many_open_uploads',
+              detail = json_build_object('retry_after', greatest(1, ceil(extract(epoch from oldest_open - now())))::integer)::text;
+    end if;
   end if;
   insert into app.storage_uploads as u (bucket_id, name, owner_id, upsert, kind, storage_key, declared_size, expires_at)
     values (b.id, storage_upload_start.name, storage_upload_start.owner_id, storage_upload_start.upsert, storage_upload_start.kind,
@@ -861,7 +1030,7 @@ begin
   return query select started.id, started.storage_key, b.file_size_limit, b.allowed_mime_types, b.images;
 end;
 $function$;
-comment on function private.storage_upload_start(uuid,text,text,boolean,bigint,text) is 'Begins an upload for owner_id (the caller, or the signer of a signed upload URL): the bucket, the path, the owner''s right to write it, an existing object (without upsert), the declared size against the bucket''s limit and the quota, and the upload rate, before a byte is read; registers it under a fresh byte-store key (expiring after 1 hour, 24 for resumable uploads).';
+comment on function private.storage_upload_start(uuid,text,text,boolean,bigint,text) is 'Begins an upload for owner_id (the caller, or the signer of a signed upload URL): the bucket, the path, the owner''s right to write it, an existing object (without upsert), the declared size against the bucket''s limit and against the quota together with what the owner''s uploads under way reserved (their declared sizes, held until they finish, are given up or expire), the upload rate, and at most private.storage_open_uploads_max() resumable uploads open, before a byte is read; registers it under a fresh byte-store key (expiring after 1 hour, 24 for resumable uploads). PT413 quota_exceeded, PT429 too_many_uploads or too_many_open_uploads (detail: retry_after).';
 
 CREATE OR REPLACE FUNCTION private.storage_uploads_expire(max_rows integer DEFAULT 1000)
  RETURNS integer
@@ -872,7 +1041,13 @@ AS $function$
       delete from app.storage_uploads u
        where u.id in (select x.id from app.storage_uploads x where x.expires_at <= now()
                        order by x.expires_at limit storage_uploads_expire.max_rows for update skip locked)
-      returning u.storage_key
+      returning u.storage_key, u.signed_token_hash
+    ), tokens as (
+      -- Given back (the upload did not finish), or past the token's own expiry.
+      delete from app.storage_signed_uploads t
+       where t.token_hash in (select g.signed_token_hash from gone g)
+          or t.token_hash in (select x.token_hash from app.storage_signed_uploads x where x.expires_at <= now()
+                               limit storage_uploads_expire.max_rows)
     ), kept as (
       insert into app.storage_garbage (storage_key, collect_after)
         select g.storage_key, now() from gone g
@@ -881,7 +1056,7 @@ AS $function$
     )
     select count(*)::integer from gone
   $function$;
-comment on function private.storage_uploads_expire(integer) is 'Uploads past their expiry (cut off, or their gateway killed): forgotten, their keys to app.storage_garbage. Returns how many (the storage_collect job).';
+comment on function private.storage_uploads_expire(integer) is 'Uploads past their expiry (cut off, or their gateway killed): forgotten (a signed upload URL they began with given back), their keys to app.storage_garbage; used signed upload URLs past their own expiry forgotten. Returns how many uploads (the storage_collect job).';
 
 CREATE OR REPLACE FUNCTION private.storage_url_path(name text)
  RETURNS text
@@ -987,6 +1162,18 @@ drop trigger if exists storage_objects_set_updated_at on app.storage_objects;
 CREATE TRIGGER storage_objects_set_updated_at BEFORE UPDATE ON app.storage_objects FOR EACH ROW EXECUTE FUNCTION private.tg__set_updated_at();
 drop trigger if exists storage_objects_usage on app.storage_objects;
 CREATE TRIGGER storage_objects_usage AFTER INSERT OR DELETE OR UPDATE OF owner_id, size ON app.storage_objects FOR EACH ROW EXECUTE FUNCTION private.tg_storage_objects__usage();
+
+-- app.storage_render_misses
+comment on table app.storage_render_misses is 'Transformations made (not served from the cache) per client address in its current one-minute window.';
+alter table app.storage_render_misses enable row level security;
+
+-- app.storage_renders
+comment on table app.storage_renders is 'Transformations kept in the byte store (renders/...): per object version and in all at most what the gateway''s configuration says, the oldest evicted first.';
+alter table app.storage_renders enable row level security;
+
+-- app.storage_signed_uploads
+comment on table app.storage_signed_uploads is 'Signed upload URLs used (or in use): the digest of each token that began an upload, until the token expires, so that it uploads once.';
+alter table app.storage_signed_uploads enable row level security;
 
 -- app.storage_uploads
 comment on table app.storage_uploads is 'Uploads under way: the key their bytes are written to before the object exists. One that expires (cut off, gateway killed) has its bytes collected.';

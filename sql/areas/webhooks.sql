@@ -124,20 +124,26 @@ begin
   if not target.active then
     raise exception 'the webhook is not active' using errcode = 'PT409', hint = 'webhook_inactive';
   end if;
-  -- A new round of attempts now (retries counted afresh), same webhook-id.
-  update app.webhook_deliveries d
-     set status = 'pending', next_attempt_at = now(), round_base = d.attempts
-   where d.id = webhook_delivery_replay.delivery_id and d.endpoint_id = target.id
-  returning * into replayed;
+  select * into replayed from app.webhook_deliveries d
+   where d.id = webhook_delivery_replay.delivery_id and d.endpoint_id = target.id;
   if replayed.id is null then
     raise exception 'delivery not found' using errcode = 'PT404', hint = 'delivery_not_found';
   end if;
+  if replayed.url is distinct from target.url then
+    raise exception 'the delivery was queued for an earlier URL of the endpoint: it is not sent to the new one'
+      using errcode = 'PT409', hint = 'webhook_url_changed';
+  end if;
+  -- A new round of attempts now (retries counted afresh), same webhook-id.
+  update app.webhook_deliveries d
+     set status = 'pending', next_attempt_at = now(), round_base = d.attempts
+   where d.id = replayed.id
+  returning * into replayed;
   update app.webhook_endpoints e set backoff_until = null where e.id = target.id and e.backoff_until is not null;
   perform private.webhook_schedule(target.id);
   return private.webhook_delivery_json(replayed);
 end;
 $function$;
-comment on function api.webhook_delivery_replay(uuid,uuid) is 'POST /api/v1/platform/webhooks/{id}/deliveries/{delivery_id}/replay: sends the delivery again now (ending a back-off), with the same webhook-id and body. PT404 webhook_not_found / delivery_not_found; PT403; PT409 webhook_inactive.';
+comment on function api.webhook_delivery_replay(uuid,uuid) is 'POST /api/v1/platform/webhooks/{id}/deliveries/{delivery_id}/replay: sends the delivery again now (ending a back-off), with the same webhook-id and body, to the URL it was queued for. PT404 webhook_not_found / delivery_not_found; PT403; PT409 webhook_inactive, or webhook_url_changed for a delivery queued for an earlier URL of the endpoint.';
 grant execute on function api.webhook_delivery_replay(uuid,uuid) to authenticated;
 
 CREATE OR REPLACE FUNCTION api.webhook_ping(id uuid)
@@ -173,9 +179,12 @@ CREATE OR REPLACE FUNCTION api.webhook_recover(id uuid, since timestamp with tim
  SET search_path TO 'pg_catalog'
 AS $function$
 declare
-  target app.webhook_endpoints := private.webhook_endpoint_of_caller(webhook_recover.id, false);
+  -- Locked: one endpoint's recoveries take turns, so the hour's count holds.
+  target app.webhook_endpoints := private.webhook_endpoint_of_caller(webhook_recover.id, true);
   recovered integer;
   remaining integer;
+  window_start timestamptz;
+  allowed integer;
 begin
   if not target.active then
     raise exception 'the webhook is not active' using errcode = 'PT409', hint = 'webhook_inactive';
@@ -183,31 +192,44 @@ begin
   if since is null then
     raise exception 'since is required' using errcode = 'PT422', hint = 'validation_error';
   end if;
-  -- The failed deliveries queued in [since, until), oldest first, at most
+  -- At most 10,000 deliveries sent again an hour per endpoint.
+  window_start := case when target.recover_window_start > now() - interval '1 hour' then target.recover_window_start else now() end;
+  allowed := 10000 - case when window_start = target.recover_window_start then target.recovered_in_window else 0 end;
+  if allowed <= 0 then
+    raise exception 'at most 10,000 deliveries are recovered an hour per endpoint, try again later'
+      using errcode = 'PT429', hint = 'rate_limited',
+            detail = jsonb_build_object('retry_after', greatest(1, ceil(extract(epoch from window_start + interval '1 hour' - now())))::integer)::text;
+  end if;
+  -- The failed deliveries queued in [since, until) for the URL the endpoint
+  -- has now (never those queued for an earlier one), oldest first, at most
   -- 10,000 a call: each a new round of attempts now, same webhook-id and
   -- body. They are sent oldest first, before anything queued after them.
   update app.webhook_deliveries d
      set status = 'pending', next_attempt_at = now(), round_base = d.attempts
    where d.id = any (array(
            select w.id from app.webhook_deliveries w
-            where w.endpoint_id = target.id and w.status = 'failed'
+            where w.endpoint_id = target.id and w.status = 'failed' and w.url = target.url
               and w.created_at >= webhook_recover.since
               and (webhook_recover.until is null or w.created_at < webhook_recover.until)
             order by w.created_at, w.id
-            limit 10000));
+            limit allowed));
   get diagnostics recovered = row_count;
   select count(*) into remaining from app.webhook_deliveries w
-   where w.endpoint_id = target.id and w.status = 'failed'
+   where w.endpoint_id = target.id and w.status = 'failed' and w.url = target.url
      and w.created_at >= webhook_recover.since
      and (webhook_recover.until is null or w.created_at < webhook_recover.until);
+  update app.webhook_endpoints e
+     set recover_window_start = window_start,
+         recovered_in_window = case when window_start = target.recover_window_start then e.recovered_in_window else 0 end + recovered,
+         backoff_until = case when recovered > 0 then null else e.backoff_until end
+   where e.id = target.id;
   if recovered > 0 then
-    update app.webhook_endpoints e set backoff_until = null where e.id = target.id and e.backoff_until is not null;
     perform private.webhook_schedule(target.id);
   end if;
   return jsonb_build_object('recovered', recovered, 'remaining', remaining);
 end;
 $function$;
-comment on function api.webhook_recover(uuid,timestamp with time zone,timestamp with time zone) is 'POST /api/v1/platform/webhooks/{id}/recover: sends again every failed delivery queued at or after since (and before until), oldest first, at most 10,000 a call ({recovered, remaining}: call again while remaining > 0), ending a back-off. PT404; PT403; PT409 webhook_inactive; PT422 without since.';
+comment on function api.webhook_recover(uuid,timestamp with time zone,timestamp with time zone) is 'POST /api/v1/platform/webhooks/{id}/recover: sends again every failed delivery queued for the endpoint''s current URL at or after since (and before until), oldest first, ending a back-off; at most 10,000 deliveries an hour per endpoint ({recovered, remaining}: call again while remaining > 0). PT404; PT403; PT409 webhook_inactive; PT422 without since; PT429 rate_limited past the hour''s 10,000 (detail: retry_after).';
 grant execute on function api.webhook_recover(uuid,timestamp with time zone,timestamp with time zone) to authenticated;
 
 CREATE OR REPLACE FUNCTION api.webhook_rotate_secret(id uuid)
@@ -287,10 +309,15 @@ begin
          updated_at = now()
    where e.id = target.id
   returning * into target;
+  -- What waits for the old URL does not follow the new one: it fails (and is
+  -- never recovered or replayed to the new URL).
+  update app.webhook_deliveries w
+     set status = 'failed', next_attempt_at = null, last_error = 'the endpoint''s URL changed after it was queued'
+   where w.endpoint_id = target.id and w.status in ('pending', 'retrying') and w.url is distinct from target.url;
   return private.webhook_endpoint_json(target);
 end;
 $function$;
-comment on function api.webhook_update(uuid,jsonb) is 'PATCH /api/v1/platform/webhooks/{id}: changes url, events, active and description (the keys given). PT404 webhook_not_found; PT403; PT422.';
+comment on function api.webhook_update(uuid,jsonb) is 'PATCH /api/v1/platform/webhooks/{id}: changes url, events, active and description (the keys given). A new url: what waits for the old one fails (deliveries go to the URL they were queued for only). PT404 webhook_not_found; PT403; PT422.';
 grant execute on function api.webhook_update(uuid,jsonb) to authenticated;
 
 CREATE OR REPLACE FUNCTION api.webhooks_list(community_id uuid)
@@ -618,22 +645,44 @@ begin
   if e.backoff_until > clock_timestamp() then
     return;
   end if;
-  -- The oldest due delivery: in the order of the changes.
-  select * into d from app.webhook_deliveries w
-   where w.endpoint_id = e.id and w.status in ('pending', 'retrying') and w.next_attempt_at <= clock_timestamp()
-   order by w.created_at, w.id
-   limit 1
-   for update;
-  if d.id is null then
-    return;
-  end if;
+  -- The oldest due delivery: in the order of the changes. One queued for an
+  -- earlier URL of the endpoint (a change that raced the URL's) fails instead.
+  loop
+    select * into d from app.webhook_deliveries w
+     where w.endpoint_id = e.id and w.status in ('pending', 'retrying') and w.next_attempt_at <= clock_timestamp()
+     order by w.created_at, w.id
+     limit 1
+     for update;
+    if d.id is null then
+      return;
+    end if;
+    exit when d.url is not distinct from e.url;
+    update app.webhook_deliveries w
+       set status = 'failed', next_attempt_at = null, last_error = 'the endpoint''s URL changed after it was queued'
+     where w.id = d.id;
+  end loop;
   update app.webhook_deliveries w set attempts = w.attempts + 1 where w.id = d.id returning * into d;
   return query select d.id, e.url,
                       array_remove(array[e.secret, case when e.previous_secret_expires_at > now() then e.previous_secret end], null),
                       private.webhook_message_id(d.id), private.webhook_body(d)::text, d.attempts;
 end;
 $function$;
-comment on function private.webhook_delivery_next(uuid) is 'The webhook_deliver task, holding the endpoint''s lock: its oldest due delivery (URL, the secrets that sign it, webhook-id, body) with one more attempt counted; nothing when none is due, the endpoint backs off or is gone (inactive: its waiting deliveries fail).';
+comment on function private.webhook_delivery_next(uuid) is 'The webhook_deliver task, holding the endpoint''s lock: its oldest due delivery (URL, the secrets that sign it, webhook-id, body) with one more attempt counted; nothing when none is due, the endpoint backs off or is gone (inactive: its waiting deliveries fail). A delivery queued for an earlier URL of the endpoint fails instead of being sent.';
+
+CREATE OR REPLACE FUNCTION private.webhook_delivery_url()
+ RETURNS trigger
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog'
+AS $function$
+begin
+  if new.url is null then
+    select e.url into new.url from app.webhook_endpoints e where e.id = new.endpoint_id;
+  end if;
+  return new;
+end;
+$function$;
+comment on function private.webhook_delivery_url() is 'Trigger: a delivery records the URL its endpoint has when it is queued; it is sent there only.';
 
 CREATE OR REPLACE FUNCTION private.webhook_due(endpoint_id uuid)
  RETURNS boolean
@@ -1023,9 +1072,13 @@ comment on table app.webhook_endpoints is 'Webhook endpoints of a community (man
 comment on column app.webhook_endpoints.consecutive_failures is 'Failed attempts since the last success (any delivery); from the third on, the endpoint backs off.';
 comment on column app.webhook_endpoints.backoff_until is 'While the endpoint keeps failing: no attempt to it before this time (null: none).';
 comment on column app.webhook_endpoints.waiting_since is 'Since when the endpoint has deliveries waiting for one of its community''s sending slots (null: not waiting).';
+comment on column app.webhook_endpoints.recovered_in_window is 'Deliveries sent again by `recover` since recover_window_start (an hour''s window): at most 10,000 an hour per endpoint.';
 alter table app.webhook_endpoints enable row level security;
 
 -- app.webhook_deliveries
 comment on table app.webhook_deliveries is 'One message to one endpoint (its webhook-id is msg_ + the id without dashes, the same for every attempt and replay), with the outcome of its last attempt.';
+comment on column app.webhook_deliveries.url is 'The endpoint''s URL when the delivery was queued (set on insert): it is sent there only; once the endpoint''s URL changes, it is not sent (nor recovered or replayed) to the new one.';
 comment on column app.webhook_deliveries.sequence is 'The delivery''s number, sent as `sequence` in its body: increasing in the order deliveries are queued, so of two deliveries about one object the later change has the higher number; not consecutive. Null for deliveries queued before it existed.';
 alter table app.webhook_deliveries enable row level security;
+drop trigger if exists _100_url on app.webhook_deliveries;
+CREATE TRIGGER _100_url BEFORE INSERT ON app.webhook_deliveries FOR EACH ROW EXECUTE FUNCTION private.webhook_delivery_url();

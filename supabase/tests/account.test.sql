@@ -6,7 +6,7 @@
 -- links, e-mail changes confirmed by a token_hash, password changes,
 -- sessions, the export's limit and the operator's delete_user.
 begin;
-select plan(70);
+select plan(72);
 
 select tests.create_user('alice');
 select tests.create_user('bob');
@@ -218,10 +218,14 @@ select pg_temp.act_as('nopass', current_setting('tests.nopass_session')::uuid);
 select is(api.account_delete_link_send('https://app.example.test'), '{"link_sent": true}'::jsonb, 'an account without a password gets a deletion link');
 reset role;
 select tests.authenticate_as_anon();
-select api.account_delete_request(upper(tests.email('nopass')), 'https://app.example.test') from generate_series(1, 6);
-select lives_ok(format('select api.account_delete_request(%L, %L)', 'nobody-' || gen_random_uuid() || '@example.test', 'https://app.example.test'),
+select api.account_delete_request(upper(tests.email('nopass')), 'https://app.example.test', '203.0.113.3', 100, 900);
+select lives_ok(format('select api.account_delete_request(%L, %L, %L, 100, 900)', 'nobody-' || gen_random_uuid() || '@example.test', 'https://app.example.test', '203.0.113.3'),
   'the web page''s request: the same for an unknown address');
 reset role;
+select is((select count(*)::int from graphile_worker.jobs where key = 'email_link:delete_account:' || tests.email('nopass') and task_identifier = 'email_link'), 1,
+  'the request queues the email_link job that looks the address up');
+-- The job, run again and again.
+select private.email_link_send('delete_account', tests.email('nopass'), 'https://app.example.test') from generate_series(1, 6);
 select is((select count(*)::int from app.email_outbox where user_id = tests.user_id('nopass') and purpose = 'delete_account'), 5,
   'at most 5 deletion links an hour per account');
 select set_config('tests.link', (select split_part(o.link, 'token=', 2) from app.email_outbox o
@@ -258,9 +262,17 @@ select is(api.account_sign_out('local'), '{"sessions_ended": 1}'::jsonb, 'scope 
 reset role;
 select is((select count(*)::int from identity.refresh_tokens where user_id = tests.user_id('erin') and revoked_at is null), 0,
   'and then no session of the account is left');
+-- A global sign-out ends the signed storage URLs the account made (a local or others one does not).
+select set_config('tests.erin_url', private.storage_token(jsonb_build_object('scope', 'download', 'url', 'attachments/x', 'sub', tests.user_id('erin')), 60), true);
+select set_config('tests.erin_g', pg_temp.sign_in('erin')::text, true);
+select pg_temp.act_as('erin', current_setting('tests.erin_g')::uuid);
+select api.account_sign_out('global');
+reset role;
+select is(tests.error_of(format($$select private.storage_token_claims(%L, 'download', 'attachments/x')$$, current_setting('tests.erin_url'))),
+  'PT400 signature_expired', 'a global sign-out ends the signed storage URLs the account made');
 
 -- A recovery link signs in once; that session sets the password once without the current one.
-select api.auth_recover(tests.email('erin'), 'https://app.example.test');
+select private.email_link_send('recover', tests.email('erin'), 'https://app.example.test');
 select set_config('tests.erin_link', (select split_part(o.link, 'token=', 2) from app.email_outbox o
                                         where o.user_id = tests.user_id('erin') and o.link like '%set-password%' order by o.created_at desc limit 1), true);
 select tests.authenticate_as_anon();

@@ -5,10 +5,11 @@
 -- address and minute, the audit of tool calls (secrets redacted, each user
 -- reads their own), and stored records pruned after 30 days.
 begin;
-select plan(44);
+select plan(50);
 
 select tests.create_user('agent');
 select tests.create_user('rival');
+select tests.create_user('taken');
 select set_config('tests.tag', substr(md5(gen_random_uuid()::text), 1, 10), true);
 select set_config('tests.community', admin.create_community('Agents'' club ' || current_setting('tests.tag'), null, '{}', tests.email('agent'))::text, true);
 select set_config('tests.other_community', admin.create_community('Rival club', null, '{}', tests.email('rival'))::text, true);
@@ -85,6 +86,39 @@ reset role;
 select is(
   (select count(*)::int from app.email_outbox o where o.user_id = current_setting('tests.member')::uuid),
   2, 'create_member queued the set-password e-mail, and a link again when the e-mail was given a second time');
+select is(
+  (select count(*)::int from app.community_members m join app.profiles p on p.node_id = m.member_node_id
+    where p.id = current_setting('tests.member')::uuid),
+  0, 'a member handed to a community is not in it before the person claims the account');
+
+-- An address that has an account: a placeholder, answered as a created member ---------------
+
+select tests.authenticate_as('agent');
+select set_config('tests.placeholder', api.mcp_member_create(upper(tests.email('taken')), 'Probe', '{"k": 1}', 'https://x.test') ->> 'id', true);
+select is(
+  api.mcp_member_get(current_setting('tests.placeholder')::uuid) - 'id' - 'node_id' - 'created_at' - 'updated_at',
+  jsonb_build_object('email', tests.email('taken'), 'name', 'Probe', 'data', '{"k": 1}'::jsonb,
+                     'attributes', '{}'::jsonb, 'password_set', false, 'communities', '[]'::jsonb),
+  'get_member: the placeholder an address with an account got reads as a created member does');
+select is(
+  api.mcp_member_set_attributes(current_setting('tests.placeholder')::uuid, '{"tier": "gold"}') -> 'attributes',
+  '{"tier": "gold"}'::jsonb, 'set_member_attributes: on the placeholder as on a member');
+select is(
+  api.mcp_member_add_to_community(current_setting('tests.placeholder')::uuid, current_setting('tests.community')::uuid) - 'joined_at',
+  jsonb_build_object('member_id', current_setting('tests.placeholder')::uuid, 'community_id', current_setting('tests.community')::uuid,
+                     'role', 'member', 'added', true,
+                     'member_count', (select c.member_count from app.communities c where c.id = current_setting('tests.community')::uuid)),
+  'add_member_to_community: the placeholder is handed over as a member is; the community does not change');
+reset role;
+select is(
+  (select count(*)::int from app.community_members m join app.profiles p on p.node_id = m.member_node_id where p.id = tests.user_id('taken')),
+  0, 'and the account is in no community for it');
+-- The claim: the member joins what it was handed to.
+select private.agent_member_claim(current_setting('tests.member')::uuid);
+select is(
+  (select array_agg(m.community_id) from app.community_members m join app.profiles p on p.node_id = m.member_node_id
+    where p.id = current_setting('tests.member')::uuid),
+  array[current_setting('tests.community')::uuid], 'claimed, the member joins the community it was handed to');
 
 -- Another agent ---------------------------------------------------------------
 

@@ -1,10 +1,11 @@
 -- Set-password links and the e-mail outbox (sql/areas/passwords.sql): a
--- recovery e-mail for an account (the same answer for an unknown address, at
--- most 5 links an hour), only the newest link working, a link that works once
+-- recovery request queues the same job for an account and for an unknown
+-- address (the job e-mails the account; at most 5 links an hour; requests
+-- counted per client address), only the newest link working, a link that works once
 -- with a bcrypt hash the process made, and setting a password ending the
 -- account's sessions.
 begin;
-select plan(13);
+select plan(17);
 
 select tests.create_user('forgetful');
 -- The link of the newest e-mail to the user, and its token.
@@ -18,14 +19,27 @@ select set_config('tests.hash', extensions.crypt(encode(extensions.digest('new p
 
 -- Recovery ---------------------------------------------------------------------------------
 
+select set_config('tests.nobody', 'nobody-' || gen_random_uuid() || '@example.test', true);
 select tests.authenticate_as_anon();
-select lives_ok(format('select api.auth_recover(%L, %L)', upper(tests.email('forgetful')), 'https://app.example.test/'),
+select lives_ok(format('select api.auth_recover(%L, %L, %L, 100, 900)', upper(tests.email('forgetful')), 'https://app.example.test/', '203.0.113.1'),
   'auth_recover for an account (the address in any case)');
-select lives_ok(format('select api.auth_recover(%L, %L)', 'nobody-' || gen_random_uuid() || '@example.test', 'https://app.example.test'),
+select lives_ok(format('select api.auth_recover(%L, %L, %L, 100, 900)', current_setting('tests.nobody'), 'https://app.example.test/', '203.0.113.1'),
   'and for an unknown address: the same answer');
 reset role;
+-- The request looks nothing up: the same job either way, no e-mail yet.
+select is(
+  (select jsonb_agg(jsonb_build_object('task', j.task_identifier, 'kind', p.payload->>'kind', 'public_url', p.payload->>'public_url') order by j.id)
+     from graphile_worker.jobs j join graphile_worker._private_jobs p on p.id = j.id
+    where j.key in ('email_link:recover:' || tests.email('forgetful'), 'email_link:recover:' || current_setting('tests.nobody'))),
+  '[{"task": "email_link", "kind": "recover", "public_url": "https://app.example.test/"}, {"task": "email_link", "kind": "recover", "public_url": "https://app.example.test/"}]'::jsonb,
+  'each request queues the same email_link job, whether or not the address has an account');
+select is((select count(*)::int from app.email_outbox where user_id = tests.user_id('forgetful')), 0, 'and no e-mail is queued by the request itself');
+-- The jobs run (private.email_link_send, as the email_link task does).
+select private.email_link_send(p.payload->>'kind', p.payload->>'email', p.payload->>'public_url')
+  from graphile_worker._private_jobs p where p.key in ('email_link:recover:' || tests.email('forgetful'), 'email_link:recover:' || current_setting('tests.nobody'));
 select matches(pg_temp.newest_link('forgetful'), '^https://app\.example\.test/auth/set-password\?token=[A-Za-z0-9_-]{43}$',
-  'the e-mail carries a link to the set-password page of the public URL');
+  'the job e-mails the account a link to the set-password page of the public URL');
+select is((select count(*)::int from app.email_outbox where to_email = current_setting('tests.nobody')), 0, 'and nothing to an unknown address');
 select set_config('tests.first', pg_temp.token_of(pg_temp.newest_link('forgetful')), true);
 select is(
   (select jsonb_build_object('purpose', purpose, 'to', to_email, 'subject', subject) from app.email_outbox where link = pg_temp.newest_link('forgetful')),
@@ -33,11 +47,15 @@ select is(
 select is((select count(*)::int from identity.password_tokens where token_hash = identity.token_hash(current_setting('tests.first'))), 1,
   'the link''s token is stored as its hash');
 
-select tests.authenticate_as_anon();
-select api.auth_recover(tests.email('forgetful'), 'https://app.example.test') from generate_series(1, 6);
-reset role;
+select private.email_link_send('recover', tests.email('forgetful'), 'https://app.example.test') from generate_series(1, 6);
 select is((select count(*)::int from app.email_outbox where user_id = tests.user_id('forgetful') and purpose = 'recover'), 5,
   'at most 5 recovery links an hour per account');
+-- Requests per client address.
+select tests.authenticate_as_anon();
+select api.auth_recover('someone-' || i || '@example.test', 'https://app.example.test', '203.0.113.2', 3, 900) from generate_series(1, 3) i;
+select is(tests.error_of($$select api.auth_recover('one-more@example.test', 'https://app.example.test', '203.0.113.2', 3, 900)$$), 'PT429 rate_limited',
+  'past max_per_ip requests of one client address in the window: PT429 rate_limited');
+reset role;
 -- The newest link: the one whose token is not used up.
 select set_config('tests.newest', (
   select pg_temp.token_of(o.link) from app.email_outbox o

@@ -7,7 +7,7 @@
 -- ended with the signer's credentials), garbage, expiry and purge, and the
 -- images of profiles, communities and events.
 begin;
-select plan(88);
+select plan(103);
 
 select tests.create_user('st_alice');
 select tests.create_user('st_bob');
@@ -245,6 +245,70 @@ select is(tests.error_of(format($$select * from api.storage_object_signed('attac
     tests.user_id('st_alice') || '/moved/race.txt', current_setting('tests.token'))),
   'PT400 signature_expired', 'a signed URL ends with its signer''s credentials (a password reset)');
 reset role;
+
+-- Security review round 5 ----------------------------------------------------------
+
+-- A signed upload URL uploads once; an upload given up gives it back.
+select tests.authenticate_as('st_bob');
+select set_config('tests.once', api.storage_sign_upload('attachments', tests.user_id('st_bob') || '/once.txt', true)::text, false);
+reset role;
+select set_config('tests.once_begin', format($$select upload_id from api.storage_upload_begin_signed('attachments', %L, %L, 10)$$,
+  tests.user_id('st_bob') || '/once.txt', split_part(current_setting('tests.once')::jsonb ->> 'url', 'token=', 2)), false);
+select tests.authenticate_as_anon();
+select lives_ok(current_setting('tests.once_begin'), 'a signed upload URL begins an upload');
+select is(tests.error_of(current_setting('tests.once_begin')), 'PT409 signed_url_used', 'and no second one, upsert or not: PT409 signed_url_used');
+reset role;
+select private.storage_upload_abort(u.id, u.storage_key) from app.storage_uploads u where u.name = tests.user_id('st_bob') || '/once.txt';
+select tests.authenticate_as_anon();
+select lives_ok(current_setting('tests.once_begin'), 'an upload given up gives the token back');
+reset role;
+select set_config('tests.bob_token',
+  private.storage_token(jsonb_build_object('scope', 'download', 'url', 'attachments/x', 'sub', tests.user_id('st_bob')), 60), false);
+select private.storage_signed_urls_end(tests.user_id('st_bob'));
+select is(tests.error_of(format($$select private.storage_token_claims(%L, 'download', 'attachments/x')$$, current_setting('tests.bob_token'))),
+  'PT400 signature_expired', 'private.storage_signed_urls_end: what the user signed before is refused');
+delete from app.storage_uploads where owner_id = tests.user_id('st_bob');
+
+-- What uploads under way declared is reserved against the quota.
+select admin.storage_set_limits(tests.email('st_bob'), 100, 1000);
+select tests.authenticate_as('st_bob');
+select set_config('tests.reserve', pg_temp.begin_upload('attachments', tests.user_id('st_bob') || '/r60.bin', false, 60), false);
+select is(tests.error_of(format($$select pg_temp.begin_upload('attachments', %L, false, 41)$$, tests.user_id('st_bob') || '/r41.bin')),
+  'PT413 quota_exceeded', 'a declared size is reserved while the upload is under way: 60 + 41 is past 100');
+select lives_ok(format($$select pg_temp.begin_upload('attachments', %L, false, 40)$$, tests.user_id('st_bob') || '/r40.bin'), 'and 60 + 40 is not');
+reset role;
+select private.storage_upload_abort(split_part(current_setting('tests.reserve'), ' ', 1)::uuid, split_part(current_setting('tests.reserve'), ' ', 2));
+select tests.authenticate_as('st_bob');
+select lives_ok(format($$select pg_temp.begin_upload('attachments', %L, false, 60)$$, tests.user_id('st_bob') || '/r60-again.bin'),
+  'an upload given up frees what it reserved');
+reset role;
+delete from app.storage_uploads where owner_id = tests.user_id('st_bob');
+select admin.storage_set_limits(tests.email('st_bob'), null, 1000);
+select tests.authenticate_as('st_bob');
+select count(*) from (select api.storage_upload_begin('attachments', tests.user_id('st_bob') || '/open-' || i, false, 1, 'resumable')
+                        from generate_series(1, 10) i) started;
+select is(tests.error_of(format($$select api.storage_upload_begin('attachments', %L, false, 1, 'resumable')$$, tests.user_id('st_bob') || '/open-11')),
+  'PT429 too_many_open_uploads', 'at most 10 resumable uploads open at once: PT429 too_many_open_uploads');
+reset role;
+delete from app.storage_uploads where owner_id = tests.user_id('st_bob');
+select admin.storage_set_limits(tests.email('st_bob'), null, null);
+
+-- The cache of transformations: bounded per object version and in all; misses counted per address.
+select is(private.storage_render_begin('objects/r5', 'a.png', '203.0.113.1', 100, 2), '{}'::text[], 'a miss is recorded');
+select is(private.storage_render_stored('objects/r5', 'a.png', 100, 1000), '{}'::text[], 'with its size');
+select private.storage_render_begin('objects/r5', 'b.png', '203.0.113.2', 100, 2), private.storage_render_stored('objects/r5', 'b.png', 100, 1000);
+update app.storage_renders set created_at = created_at - interval '1 minute' * (case variant when 'a.png' then 2 else 1 end) where storage_key = 'objects/r5';
+select is(private.storage_render_begin('objects/r5', 'c.png', '203.0.113.3', 100, 2), array['renders/r5/a.png'],
+  'past the variants of a version, its oldest is evicted');
+select is(private.storage_render_stored('objects/r5', 'c.png', 950, 1000), array['renders/r5/b.png'],
+  'past the budget in all, the oldest of any version is evicted');
+select is((select array_agg(storage_key order by storage_key) from app.storage_garbage where storage_key like 'renders/r5/%'),
+  array['renders/r5/a.png', 'renders/r5/b.png'], 'what is evicted waits in the garbage until the gateway deletes it');
+select private.storage_render_begin('objects/r5', 'd' || i || '.png', '203.0.113.9', 2, 100) from generate_series(1, 2) i;
+select is(tests.error_of($$select private.storage_render_begin('objects/r5', 'd3.png', '203.0.113.9', 2, 100)$$), 'PT429 too_many_renders',
+  'past its transformations a minute, an address is refused: PT429 too_many_renders');
+select private.storage_garbage_done(array['objects/r5']);
+select is((select count(*)::integer from app.storage_renders where storage_key = 'objects/r5'), 0, 'a version''s bytes collected, its transformations are forgotten');
 
 -- Images of profiles, communities and events -------------------------------------
 

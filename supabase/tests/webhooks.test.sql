@@ -5,7 +5,7 @@
 -- 20 failed deliveries, rotation and replay; the sequence each body carries,
 -- the delivery list's filters and recovering what failed since a time.
 begin;
-select plan(47);
+select plan(52);
 
 select tests.create_user('hooks_owner');
 select tests.create_user('hooks_other');
@@ -187,10 +187,32 @@ reset role;
 select is((select min(created_at) from app.webhook_deliveries where endpoint_id = current_setting('tests.hook')::uuid and status = 'failed'
             and created_at >= '2020-01-01'), timestamptz '2020-01-01 00:00:00+00' + interval '10001 seconds', '... the oldest first');
 select tests.authenticate_as('hooks_owner');
+select is(tests.error_of(format($$select api.webhook_recover(%L, '2020-01-01T00:00:00Z', '2020-01-02T00:00:00Z')$$, current_setting('tests.hook'))),
+  'PT429 rate_limited', 'at most 10,000 recovered an hour per endpoint: the next call within the hour is PT429 rate_limited');
+reset role;
+update app.webhook_endpoints set recover_window_start = now() - interval '61 minutes' where id = current_setting('tests.hook')::uuid;
+select tests.authenticate_as('hooks_owner');
 select is(api.webhook_recover(current_setting('tests.hook')::uuid, '2020-01-01T00:00:00Z', '2020-01-02T00:00:00Z'), '{"recovered": 5, "remaining": 0}'::jsonb,
-  'the next call takes the rest');
+  'an hour later the next call takes the rest');
 select is(tests.error_of(format('select api.webhook_recover(%L, null)', current_setting('tests.hook'))), 'PT422 validation_error',
   'since is required');
+-- A URL change: what was queued for the old URL does not follow it.
+reset role;
+update app.webhook_deliveries set status = 'failed', next_attempt_at = null where endpoint_id = current_setting('tests.hook')::uuid;
+update app.webhook_endpoints set recover_window_start = null, recovered_in_window = 0 where id = current_setting('tests.hook')::uuid;
+select set_config('tests.old_delivery', (select d.id::text from pg_temp.deliveries(current_setting('tests.hook')) d limit 1), true);
+select tests.authenticate_as('hooks_owner');
+select lives_ok(format($$select api.webhook_update(%L, '{"url": "https://elsewhere.example.com/hook"}')$$, current_setting('tests.hook')),
+  'the endpoint is aimed at another URL');
+select is(api.webhook_recover(current_setting('tests.hook')::uuid, '2020-01-01T00:00:00Z', '2020-01-02T00:00:00Z'), '{"recovered": 0, "remaining": 0}'::jsonb,
+  'webhook_recover: deliveries queued for the old URL are not sent to the new one');
+select is(tests.error_of(format('select api.webhook_delivery_replay(%L, %L)', current_setting('tests.hook'), current_setting('tests.old_delivery'))),
+  'PT409 webhook_url_changed', 'nor replayed to it: PT409 webhook_url_changed');
+reset role;
+insert into app.webhook_deliveries (endpoint_id, event_type, payload, created_at)
+  values (current_setting('tests.hook')::uuid, 'event.created', '{"type": "event.created", "data": {}}', timestamptz '2030-01-01 00:00:00+00');
+select is((select d.url from app.webhook_deliveries d where d.endpoint_id = current_setting('tests.hook')::uuid and d.created_at = '2030-01-01'),
+  'https://elsewhere.example.com/hook', 'a delivery queued now records the URL the endpoint has now');
 
 select * from finish();
 rollback;

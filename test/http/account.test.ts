@@ -14,6 +14,7 @@ import { addMember } from '../support/sql-fixtures.ts';
 import { openStream, type SseStream } from '../support/sse.ts';
 import { channelClosed, joinedSocket, type JoinedSocket } from '../support/ws-channel.ts';
 import { callTool, connect, mintOAuthToken, rawMcp } from '../mcp/support.ts';
+import { emailLinkRun } from '../support/email-links.ts';
 
 const streams: SseStream[] = [];
 const sockets: JoinedSocket[] = [];
@@ -281,13 +282,19 @@ describe('POST /account/delete (the web page)', () => {
       text: (await res.text()).replace(/nonce="[^"]+"/g, 'nonce'),
     }));
 
-  it('answers the same page for any address; 8 requests at once e-mail the owner 5 links, the newest the only one that works', async () => {
+  it('answers the same page for any address; of 8 requests at once and 6 more the owner gets 5 links, the newest the only one that works', async () => {
     const user = await registerUser('webdelburst');
     const answers = await Promise.all([...Array.from({ length: 8 }, () => ask(user.email)), ask(uniqueEmail('webdel-none'))]);
     for (const a of answers) expect(a).toEqual(answers[0]);
     expect(answers[0]!.status).toBe(200);
     expect(answers[0]!.csp).toContain("default-src 'none'");
     expect(answers[0]!.text).toContain('Check your inbox');
+    // Requests at once wait as one job (a repeat replaces it); one after another, each its own: never past 5 an hour.
+    await emailLinkRun('delete_account', user.email);
+    for (let i = 0; i < 6; i++) {
+      expect((await ask(user.email)).status).toBe(200);
+      await emailLinkRun('delete_account', user.email);
+    }
     const mails = await db()<{ link: string }[]>`
       select link from app.email_outbox where user_id = ${user.userId} and purpose = 'delete_account' order by created_at, id`;
     expect(mails).toHaveLength(5);

@@ -18,6 +18,7 @@ import { api, baseUrl, databaseUrl, db, jwtSecret, logFile, publicUrl, registerU
 import { createCommunity, createEvent, createVenue } from '../support/event-fixtures.ts';
 import { UUID } from '../support/formats.ts';
 import { addMember } from '../support/sql-fixtures.ts';
+import { emailLinkRun } from '../support/email-links.ts';
 
 const HOST = new URL(publicUrl).hostname;
 
@@ -375,6 +376,7 @@ describe('the personal feed and passwords (security review round 4)', () => {
 
     // A real password change (through a set-password link) ends the feed URL.
     await api('POST', '/api/auth/recover', { body: { email: user.email } });
+    await emailLinkRun('recover', user.email);
     const [mail] = await db()`
       select link from app.email_outbox where to_email = ${user.email} and purpose = 'recover' order by created_at desc limit 1`;
     const token = new URL(mail!.link as string).searchParams.get('token')!;

@@ -6,11 +6,12 @@
 //   * A password reset (POST /api/auth/set-password) ends every session, API
 //     token and OAuth grant (access and refresh) of the account.
 import { afterAll, describe, expect, it } from 'vitest';
-import { api, baseUrl, db, registerUser, type TestUser } from '../helpers.ts';
+import { api, apiKey, baseUrl, db, registerUser, type TestUser } from '../helpers.ts';
 import { createCommunity, createEvent } from '../support/event-fixtures.ts';
 import { addMember } from '../support/sql-fixtures.ts';
 import { openStream, type SseStream } from '../support/sse.ts';
 import { callTool, connect, mintOAuthToken, rawMcp } from '../mcp/support.ts';
+import { emailLinkRun } from '../support/email-links.ts';
 
 const open: SseStream[] = [];
 afterAll(() => open.forEach((s) => s.close()));
@@ -39,6 +40,7 @@ async function streamingMember(): Promise<{ user: TestUser; communityId: string;
 
 async function resetPassword(user: TestUser, password = 'a-brand-new-password'): Promise<void> {
   await api('POST', '/api/auth/recover', { body: { email: user.email } });
+  await emailLinkRun('recover', user.email);
   const [row] = await db()<{ link: string }[]>`
     select link from app.email_outbox where to_email = ${user.email} and purpose = 'recover' order by created_at desc limit 1`;
   const token = new URL(row!.link).searchParams.get('token')!;
@@ -130,5 +132,66 @@ describe('a password reset ends everything the account had handed out', () => {
     expect(login.status).toBe(200);
     const fresh = await tokenFor({ ...user, accessToken: login.body.access_token });
     expect((await api('GET', '/api/mobile/profile', { token: fresh.secret })).status).toBe(200);
+  });
+});
+
+describe('signed storage URLs end with the account\'s credentials (security review round 5)', () => {
+  /** A user with a 1-year signed download URL and a signed upload URL of their attachments. */
+  async function signedLinks(prefix: string): Promise<{ user: TestUser; download: string; upload: string }> {
+    const user = await registerUser(prefix);
+    const name = `${user.userId}/kept.txt`;
+    const put = await fetch(`${baseUrl}/storage/v1/object/attachments/${name}`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${user.accessToken}`, 'content-type': 'text/plain' },
+      body: 'kept',
+    });
+    expect(put.status).toBe(200);
+    const signed = await api('POST', `/storage/v1/object/sign/attachments/${name}`, { token: user.accessToken, body: { expiresIn: 31_536_000 } });
+    const upload = await api('POST', `/storage/v1/object/upload/sign/attachments/${user.userId}/dropped.txt`, { token: user.accessToken });
+    expect([signed.status, upload.status]).toEqual([200, 200]);
+    const links = { user, download: `${baseUrl}/storage/v1${signed.body.signedURL}`, upload: `${baseUrl}/storage/v1${upload.body.url}` };
+    expect((await fetch(links.download)).status).toBe(200);
+    return links;
+  }
+
+  async function expectEnded(links: { download: string; upload: string }): Promise<void> {
+    const download = await fetch(links.download);
+    expect(download.status).toBe(400);
+    expect(await download.json()).toMatchObject({ code: 'signature_expired' });
+    const upload = await fetch(links.upload, { method: 'PUT', headers: { 'content-type': 'text/plain' }, body: 'after the end' });
+    expect(upload.status).toBe(400);
+    expect(await upload.json()).toMatchObject({ code: 'signature_expired' });
+  }
+
+  it('a password change (POST /api/mobile/account/password)', async () => {
+    const links = await signedLinks('signed-pw');
+    const changed = await api('POST', '/api/mobile/account/password', {
+      token: links.user.accessToken,
+      body: { current_password: links.user.password, new_password: 'another-long-password' },
+    });
+    expect(changed.status).toBe(200);
+    await expectEnded(links);
+    // What the account signs from now on works.
+    const again = await api('POST', `/storage/v1/object/sign/attachments/${links.user.userId}/kept.txt`, { token: links.user.accessToken, body: { expiresIn: 60 } });
+    expect((await fetch(`${baseUrl}/storage/v1${again.body.signedURL}`)).status).toBe(200);
+  });
+
+  it('a global sign-out (POST /auth/v1/logout?scope=global), not a local one', async () => {
+    const links = await signedLinks('signed-out');
+    const anon = await apiKey('anon');
+    const other = await api('POST', '/api/auth/login', { body: { email: links.user.email, password: links.user.password } });
+    const local = await api('POST', '/auth/v1/logout?scope=local', { headers: { apikey: anon }, token: other.body.access_token });
+    expect(local.status).toBe(204);
+    expect((await fetch(links.download)).status).toBe(200);
+    const global = await api('POST', '/auth/v1/logout?scope=global', { headers: { apikey: anon }, token: links.user.accessToken });
+    expect(global.status).toBe(204);
+    await expectEnded(links);
+  });
+
+  it('the account deleted (DELETE /api/mobile/account)', async () => {
+    const links = await signedLinks('signed-gone');
+    const deleted = await api('DELETE', '/api/mobile/account', { token: links.user.accessToken, body: { password: links.user.password } });
+    expect(deleted.status).toBe(200);
+    await expectEnded(links);
   });
 });

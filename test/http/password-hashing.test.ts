@@ -20,6 +20,7 @@ import { api, databaseUrl, db, jwtSecret, logFile, publicUrl, registerUser, uniq
 import { authorize, consent, registerClient } from '../mcp/support.ts';
 import { freePort, startGatewayProcess } from '../support/processes.ts';
 import { eventually } from '../support/wait.ts';
+import { emailLinkRun } from '../support/email-links.ts';
 
 /** The flood: CLIENTS loops posting logins until stdin ends; prints the statuses, the Retry-After values and a few 503 bodies. */
 const FLOOD = `
@@ -103,6 +104,7 @@ describe('a hash never leaves the server', () => {
     const first = await hashOf(reg.body.user_id);
 
     await call('POST', '/api/auth/recover', { email });
+    await emailLinkRun('recover', email);
     const [link] = await db()`select link from app.email_outbox where to_email = ${email} order by created_at desc limit 1`;
     const token = new URL(link!.link).searchParams.get('token')!;
     await call('POST', '/api/auth/set-password', { token, password: 'second password' });

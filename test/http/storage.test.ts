@@ -7,7 +7,7 @@
 // checked against the OpenAPI document.
 import { describe, expect, it } from 'vitest';
 import { api, baseUrl, db, registerUser, type TestUser } from '../helpers.ts';
-import { storageClient } from '../support/storage.ts';
+import { png, storageClient } from '../support/storage.ts';
 
 const text = (s: string) => Buffer.from(s, 'utf8');
 
@@ -179,6 +179,42 @@ describe('downloads: Range, ETag, Cache-Control, attachments', () => {
   });
 });
 
+describe('caching of private objects (security review round 5)', () => {
+  it('a private object asked to be public or shared-cached is served private only, by every door', async () => {
+    const pat = await user('st-pat');
+    const path = `${pat.userId}/secret.txt`;
+    const put = await fetch(`${baseUrl}/storage/v1/object/attachments/${path}`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${pat.accessToken}`, 'content-type': 'text/plain', 'cache-control': 'public, s-maxage=600, max-age=60' },
+      body: 'private words',
+    });
+    expect(put.status).toBe(200);
+    const direct = await fetch(`${baseUrl}/storage/v1/object/attachments/${path}`, { headers: { authorization: `Bearer ${pat.accessToken}` } });
+    expect(direct.headers.get('cache-control')).toBe('private, max-age=60');
+    const signed = await pat.storage.from('attachments').createSignedUrl(path, 60);
+    const viaLink = await fetch(signed.data!.signedUrl);
+    expect(viaLink.status).toBe(200);
+    expect(viaLink.headers.get('cache-control')).toBe('private, max-age=60');
+    const notModified = await fetch(signed.data!.signedUrl, { headers: { 'if-none-match': viaLink.headers.get('etag')! } });
+    expect(notModified.status).toBe(304);
+    expect(notModified.headers.get('cache-control')).toBe('private, max-age=60');
+
+    // A transformation of an image of a private image bucket, the same.
+    const bucket = `private-images-${pat.userId.slice(0, 8)}`;
+    await db()`select admin.storage_bucket_create(${bucket}, false, 'user', 5242880, array['image/*'], true)`;
+    const image = `${pat.userId}/photo.png`;
+    const imagePut = await fetch(`${baseUrl}/storage/v1/object/${bucket}/${image}`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${pat.accessToken}`, 'content-type': 'image/png', 'cache-control': 'PUBLIC,s-maxage=86400,immutable' },
+      body: new Uint8Array(await png(40, 30)),
+    });
+    expect(imagePut.status).toBe(200);
+    const render = await fetch(`${baseUrl}/storage/v1/render/image/authenticated/${bucket}/${image}?width=16`, { headers: { authorization: `Bearer ${pat.accessToken}` } });
+    expect(render.status).toBe(200);
+    expect(render.headers.get('cache-control')).toBe('private, immutable');
+  });
+});
+
 describe('public URLs and signed URLs', () => {
   it('getPublicUrl of a public bucket downloads without a credential; a private bucket has none', async () => {
     const gi = await user('st-gi');
@@ -239,6 +275,40 @@ describe('public URLs and signed URLs', () => {
     expect(many.data![1]).toMatchObject({ signedUrl: null, error: 'Either the object does not exist or you do not have access to it' });
   });
 
+  it('a signed URL of a name with a space or a ? is a working URL, raw and through supabase-js (security review round 5)', async () => {
+    const qu = await user('st-qu');
+    const name = `${qu.userId}/what is this?v=2.txt`;
+    const encoded = name.split('/').map(encodeURIComponent).join('/');
+    const put = await fetch(`${baseUrl}/storage/v1/object/attachments/${encoded}`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${qu.accessToken}`, 'content-type': 'text/plain' },
+      body: 'the question',
+    });
+    expect(put.status).toBe(200);
+    const raw = await api('POST', `/storage/v1/object/sign/attachments/${encoded}`, { token: qu.accessToken, body: { expiresIn: 60 } });
+    expect(raw.status).toBe(200);
+    expect(raw.body.signedURL).toMatch(new RegExp(`^/object/sign/attachments/${qu.userId}/what%20is%20this%3Fv=2\\.txt\\?token=[^?]+$`));
+    const viaRaw = await fetch(`${baseUrl}/storage/v1${raw.body.signedURL}`);
+    expect(viaRaw.status).toBe(200);
+    expect(await viaRaw.text()).toBe('the question');
+    // supabase-js encodes the URL it is given once more (encodeURI). (Its createSignedUrl puts the name in its
+    // request's path unencoded, so it can sign a name with a space but not one with a `?`; createSignedUrls sends names in the body.)
+    const many = await qu.storage.from('attachments').createSignedUrls([name], 60);
+    expect(many.error).toBeNull();
+    expect(await (await fetch(many.data![0]!.signedUrl!)).text()).toBe('the question');
+    const spaced = `${qu.userId}/two words.txt`;
+    expect((await qu.storage.from('attachments').upload(spaced, text('spaced'), { contentType: 'text/plain' })).error).toBeNull();
+    const viaClient = await qu.storage.from('attachments').createSignedUrl(spaced, 60);
+    expect(viaClient.error).toBeNull();
+    expect(await (await fetch(viaClient.data!.signedUrl)).text()).toBe('spaced');
+    // A signed upload URL of such a name, the same.
+    const upload = await api('POST', `/storage/v1/object/upload/sign/attachments/${qu.userId}/${encodeURIComponent('drop here?.txt')}`, { token: qu.accessToken });
+    expect(upload.status).toBe(200);
+    expect(upload.body.url).toContain('/drop%20here%3F.txt?token=');
+    const dropped = await fetch(`${baseUrl}/storage/v1${upload.body.url}`, { method: 'PUT', headers: { 'content-type': 'text/plain' }, body: 'dropped' });
+    expect(dropped.status).toBe(200);
+  });
+
   it('a signed upload URL uploads as its signer, without a credential', async () => {
     const ivy = await user('st-ivy');
     const files = ivy.storage.from('attachments');
@@ -256,6 +326,43 @@ describe('public URLs and signed URLs', () => {
     // Once: the path is taken now.
     const twice = await anonymous.uploadToSignedUrl(`${ivy.userId}/dropped.txt`, signed.data!.token, text('again'));
     expect(twice.error).toMatchObject({ status: 409 });
+  });
+
+  it('a signed upload URL uploads once, with or without upsert; a refused upload gives it back (security review round 5)', async () => {
+    const kim = await user('st-kim');
+    const put = (url: string, body: string | Buffer, type = 'text/html') =>
+      fetch(`${baseUrl}/storage/v1${url}`, { method: 'PUT', headers: { 'content-type': type }, body: typeof body === 'string' ? body : new Uint8Array(body) });
+    // Signed with x-upsert: true, then used three times with HTML bodies.
+    const upsert = await api('POST', `/storage/v1/object/upload/sign/attachments/${kim.userId}/page.html`, {
+      token: kim.accessToken,
+      headers: { 'x-upsert': 'true' },
+    });
+    const answers = [];
+    for (let i = 0; i < 3; i++) answers.push(await put(upsert.body.url, `<h1>${i}</h1>`));
+    expect(answers.map((r) => r.status)).toEqual([200, 409, 409]);
+    expect(await answers[1]!.json()).toMatchObject({ statusCode: '409', code: 'signed_url_used' });
+    expect(await (await kim.storage.from('attachments').download(`${kim.userId}/page.html`)).data!.text()).toBe('<h1>0</h1>');
+
+    // Without upsert: used, then the owner deletes the object; the token does not upload again.
+    const once = await api('POST', `/storage/v1/object/upload/sign/attachments/${kim.userId}/once.txt`, { token: kim.accessToken });
+    expect((await put(once.body.url, 'first', 'text/plain')).status).toBe(200);
+    expect((await kim.storage.from('attachments').remove([`${kim.userId}/once.txt`])).error).toBeNull();
+    const again = await put(once.body.url, 'second', 'text/plain');
+    expect(again.status).toBe(409);
+    expect(await again.json()).toMatchObject({ code: 'signed_url_used' });
+    expect((await kim.storage.from('attachments').exists(`${kim.userId}/once.txt`)).data).toBe(false);
+
+    // Two at once: one object, one refusal.
+    const race = await api('POST', `/storage/v1/object/upload/sign/attachments/${kim.userId}/race.txt`, { token: kim.accessToken, headers: { 'x-upsert': 'true' } });
+    const both = await Promise.all([put(race.body.url, 'a', 'text/plain'), put(race.body.url, 'b', 'text/plain')]);
+    expect(both.map((r) => r.status).sort()).toEqual([200, 409]);
+
+    // A refused upload (not an image, in an image bucket) gives the token back; the next one uses it up.
+    const avatar = await api('POST', `/storage/v1/object/upload/sign/avatars/${kim.userId}/me.png`, { token: kim.accessToken });
+    const refused = await put(avatar.body.url, 'not an image', 'image/png');
+    expect(refused.status).toBe(415);
+    expect((await put(avatar.body.url, await png(8, 8), 'image/png')).status).toBe(200);
+    expect((await put(avatar.body.url, await png(8, 8), 'image/png')).status).toBe(409);
   });
 
   it('buckets are listed and described', async () => {

@@ -6,9 +6,11 @@
 import { createClient, type AuthChangeEvent, type RealtimeChannel, type SupabaseClient } from '@supabase/supabase-js';
 import { afterAll, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
-import { api, apiKey, baseUrl, db, forgeToken, publicUrl, uniqueEmail } from '../helpers.ts';
+import { api, apiKey, baseUrl, db, forgeToken, publicUrl, registerUser, uniqueEmail } from '../helpers.ts';
+import { createToken } from '../support/api-tokens.ts';
 import { checkContract } from '../support/contract.ts';
 import { waitFor } from '../support/wait.ts';
+import { emailLinkRun } from '../support/email-links.ts';
 
 const PASSWORD = 'correct horse battery staple';
 
@@ -209,6 +211,7 @@ describe('supabase-js against /auth/v1', () => {
     await before.auth.signUp({ email, password: PASSWORD });
     const client = supabase();
     expect((await client.auth.resetPasswordForEmail(email)).error).toBeNull();
+    await emailLinkRun('recover', email);
     const [mail] = await db()`select link from app.email_outbox where to_email = ${email} and link like '%set-password%'`;
     const token = new URL(mail!.link as string).searchParams.get('token')!;
 
@@ -320,6 +323,7 @@ describe('API keys on /auth/v1', () => {
 describe('GET /auth/v1/verify (the link form)', () => {
   async function recoveryToken(email: string): Promise<string> {
     expect((await supabase().auth.resetPasswordForEmail(email)).error).toBeNull();
+    await emailLinkRun('recover', email);
     const [mail] = await db()`select link from app.email_outbox where to_email = ${email} and link like '%set-password%' order by id desc limit 1`;
     return new URL(mail!.link as string).searchParams.get('token')!;
   }
@@ -503,6 +507,20 @@ describe('/auth/v1/admin/users: the service-role key only', () => {
     expect(signedIn.data.user!.user_metadata).not.toHaveProperty('owned');
     expect((await client.auth.admin.deleteUser(id)).error).toMatchObject({ status: 403, code: 'not_admin' });
     expect((await db()`select 1 from identity.users where id = ${id}`).length).toBe(1);
+  });
+
+  it('a credential refused outside the admin routes is 403 forbidden, not not_admin (security review round 5)', async () => {
+    const user = await registerUser('sb-narrow');
+    const narrow = await createToken(user, { permissions: ['/api/mobile/tasks*'] });
+    const wide = await createToken(user, { permissions: ['/*'] });
+    // A token whose permissions do not name the path.
+    const get = await api('GET', '/auth/v1/user', { headers: { apikey: ANON_KEY }, token: narrow.secret });
+    expect(get.status).toBe(403);
+    expect(get.body).toMatchObject({ code: 403, error_code: 'forbidden' });
+    // An API token cannot change the account, whatever its permissions.
+    const put = await api('PUT', '/auth/v1/user', { headers: { apikey: ANON_KEY }, token: wide.secret, body: { data: { x: 1 } } });
+    expect(put.status).toBe(403);
+    expect(put.body).toMatchObject({ code: 403, error_code: 'forbidden' });
   });
 });
 

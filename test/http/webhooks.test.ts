@@ -8,6 +8,7 @@ import crypto from 'node:crypto';
 import net from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { api, db, registerUser, type TestUser } from '../helpers.ts';
+import { ownGateway } from '../support/own-gateway.ts';
 import { verifyWebhook, WebhookReceiver, type ReceivedWebhook } from '../support/webhook-receiver.ts';
 import { eventually } from '../support/wait.ts';
 import { NO_ANSWER } from '../../gateway/jobs/webhooks.ts';
@@ -81,6 +82,18 @@ async function received(hook: Hook, type: string, match: (r: ReceivedWebhook) =>
   ).filter((r) => r.payload.type === type && match(r));
   expect(verifyWebhook(hook.secret, request!)).toEqual(request!.payload);
   return request!;
+}
+
+/**
+ * `count` deliveries of an endpoint that failed past their retries, queued
+ * from `first` ago on, `step` apart (SQL intervals); each body's data is {n}.
+ */
+function failedDeliveries(sql: ReturnType<typeof db>, hookId: string, count: number, first: string, step: string) {
+  return sql`
+    insert into app.webhook_deliveries (endpoint_id, event_type, payload, status, attempts, next_attempt_at, last_status_code, last_error, created_at)
+    select ${hookId}, 'event.created', jsonb_build_object('type', 'event.created', 'timestamp', now(), 'data', jsonb_build_object('n', g)),
+           'failed', 8, null, 500, 'HTTP 500', now() - ${first}::interval + ${step}::interval * g
+      from generate_series(1, ${count}::int) g`;
 }
 
 describe('managing webhook endpoints', () => {
@@ -638,11 +651,7 @@ describe('operating an endpoint: order, filters, recovery', () => {
     const c = await managedCommunity();
     const hook = await createWebhook(c, ['event.created']);
     // 25 deliveries that failed (past their retries) over the last hours; the endpoint was turned off.
-    await db()`
-      insert into app.webhook_deliveries (endpoint_id, event_type, payload, status, attempts, next_attempt_at, last_status_code, last_error, created_at)
-      select ${hook.id}, 'event.created', jsonb_build_object('type', 'event.created', 'timestamp', now(), 'data', jsonb_build_object('n', g)),
-             'failed', 8, null, 500, 'HTTP 500', now() - interval '26 hours' + make_interval(hours => g)
-        from generate_series(1, 25) g`;
+    await failedDeliveries(db(), hook.id, 25, '26 hours', '1 hour');
     await db()`update app.webhook_endpoints set active = false, disabled_reason = 'failing' where id = ${hook.id}`;
     const since = (await db()`select (now() - interval '20 hours' - interval '30 minutes') as t`)[0]!.t as Date;
     const recover = (body: unknown, token = c.manager.accessToken) => api('POST', `/api/v1/platform/webhooks/${hook.id}/recover`, { token, body });
@@ -674,5 +683,79 @@ describe('operating an endpoint: order, filters, recovery', () => {
     expect(after.filter((d: any) => d.status === 'failed').map((d: any) => d.payload.data.n).sort((a: number, b: number) => a - b)).toEqual([1, 2, 3, 4, 5]);
     // Recovering again finds nothing failed in the range.
     expect((await recover({ since: since.toISOString() })).body.data).toEqual({ recovered: 0, remaining: 0 });
+  });
+});
+
+describe('a URL change (security review round 5)', () => {
+  it('deliveries queued for the old URL never go to the new one: not sent, not recovered, not replayed; new ones are', async () => {
+    const c = await managedCommunity();
+    const hook = await createWebhook(c, ['event.created']);
+    // Failed deliveries of the old URL (past their retries), queued over the last hours.
+    await failedDeliveries(db(), hook.id, 30, '3 hours', '1 minute');
+    // One waiting for its retry at the old URL.
+    receiver.answer(hook.path, [{ status: 503 }, { status: 503 }, { status: 503 }]);
+    const waiting = await platformEvent(c, 'Waiting at the old URL');
+    await receiver.waitFor(hook.path, (rs) => rs.length >= 1);
+
+    // The manager aims the endpoint at someone else.
+    const victim = `/victim-${tag()}`;
+    const changed = await api('PATCH', `/api/v1/platform/webhooks/${hook.id}`, { token: c.manager.accessToken, body: { url: receiver.url(victim) } });
+    expect(changed.status).toBe(200);
+    const recovered = await api('POST', `/api/v1/platform/webhooks/${hook.id}/recover`, {
+      token: c.manager.accessToken,
+      body: { since: new Date(Date.now() - 24 * 3_600_000).toISOString() },
+    });
+    expect(recovered.status).toBe(202);
+    expect(recovered.body.data).toEqual({ recovered: 0, remaining: 0 });
+    const all = await deliveries(c, hook);
+    const old = all.find((d) => d.payload.data.n === 1)!;
+    const replay = await api('POST', `/api/v1/platform/webhooks/${hook.id}/deliveries/${old.id}/replay`, { token: c.manager.accessToken });
+    expect(replay.status).toBe(409);
+    expect(replay.body.error).toBe('webhook_url_changed');
+    // The one that waited for its retry failed with the change.
+    await eventually('the waiting delivery to fail with the change', async () => {
+      const retried = (await deliveries(c, hook)).find((d) => d.payload.data.title === waiting.title)!;
+      return retried.status === 'failed' && retried.last_error === "the endpoint's URL changed after it was queued";
+    });
+
+    // What is queued from now on goes to the new URL, and only that.
+    const fresh = await platformEvent(c, 'After the change');
+    const got = await receiver.waitFor(victim, (rs) => rs.length >= 1);
+    await new Promise((resolve) => setTimeout(resolve, 1500)); // a retry of the old one would have come by now
+    const atVictim = receiver.received.filter((r) => r.path === victim);
+    expect(atVictim.map((r) => r.payload.data.title)).toEqual([fresh.title]);
+    expect(got[0]!.payload.data.title).toBe('After the change');
+  });
+});
+
+describe('recover is rate-limited per endpoint (security review round 5)', () => {
+  // A gateway of its own with no job worker: the recovered deliveries wait, none is sent.
+  const gateway = ownGateway({ WORKER: 'off' });
+
+  it('at most 10,000 deliveries an hour: the next call is 429 rate_limited with Retry-After', async () => {
+    const email = `hookrate-${tag()}@example.com`;
+    const json = { 'content-type': 'application/json' };
+    await fetch(`${gateway.env.baseUrl}/api/auth/register`, { method: 'POST', headers: json, body: JSON.stringify({ email, password: 'password-hooks' }) });
+    const login = await fetch(`${gateway.env.baseUrl}/api/auth/login`, { method: 'POST', headers: json, body: JSON.stringify({ email, password: 'password-hooks' }) });
+    const auth = { ...json, authorization: `Bearer ${((await login.json()) as { access_token: string }).access_token}` };
+    const [community] = await gateway.sql<{ id: string }[]>`select admin.create_community(${`Rate ${tag()}`}, null, '{}', ${email}) as id`;
+    const created = await fetch(`${gateway.env.baseUrl}/api/v1/platform/webhooks`, {
+      method: 'POST',
+      headers: auth,
+      body: JSON.stringify({ community_id: community!.id, url: receiver.url(`/rate-${tag()}`), events: ['event.created'] }),
+    });
+    const hookId = ((await created.json()) as { data: { id: string } }).data.id;
+    await failedDeliveries(gateway.sql, hookId, 10_005, '2 hours', '0.1 second');
+    const recover = () =>
+      fetch(`${gateway.env.baseUrl}/api/v1/platform/webhooks/${hookId}/recover`, { method: 'POST', headers: auth, body: JSON.stringify({ since: new Date(Date.now() - 3 * 3_600_000).toISOString() }) });
+    const first = await recover();
+    expect(first.status).toBe(202);
+    expect(((await first.json()) as { data: unknown }).data).toEqual({ recovered: 10_000, remaining: 5 });
+    // They fail again (the receiver was down): recovering them all again at once is refused for the hour.
+    await gateway.sql`update app.webhook_deliveries set status = 'failed', next_attempt_at = null where endpoint_id = ${hookId}`;
+    const second = await recover();
+    expect(second.status).toBe(429);
+    expect(((await second.json()) as { error: string }).error).toBe('rate_limited');
+    expect(Number(second.headers.get('retry-after'))).toBeGreaterThan(3000);
   });
 });

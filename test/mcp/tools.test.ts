@@ -4,6 +4,7 @@
 import { beforeAll, describe, expect, it } from 'vitest';
 import { api, db, registerUser, uniqueEmail } from '../helpers.ts';
 import { callTool, connect, createAgent, createManagedCommunity, mintOAuthToken, rawMcp, type Agent } from './support.ts';
+import { emailLinkRun } from '../support/email-links.ts';
 
 let alice: Agent;
 let bob: Agent;
@@ -218,13 +219,18 @@ describe('member tools', () => {
     const set2 = await callTool(client, 'set_member_attributes', { member_id: memberId, attributes: { level: 'advanced', shoe: null } });
     expect(set2.body.attributes).toEqual({ level: 'advanced' });
 
+    const [before] = await db()`select member_count from app.communities where id = ${aliceCommunity}`;
     const added = await callTool(client, 'add_member_to_community', { member_id: memberId, community_id: aliceCommunity });
     expect(added.isError).toBe(false);
-    expect(added.body).toMatchObject({ member_id: memberId, community_id: aliceCommunity, role: 'member', added: true });
+    expect(added.body).toMatchObject({ member_id: memberId, community_id: aliceCommunity, role: 'member', added: true, member_count: before!.member_count });
     const again = await callTool(client, 'add_member_to_community', { member_id: memberId, community_id: aliceCommunity });
-    expect(again.body).toMatchObject({ added: false, member_count: added.body.member_count });
+    expect(again.body).toMatchObject({ added: false, member_count: added.body.member_count, joined_at: added.body.joined_at });
     const after = await callTool(client, 'get_member', { member_id: memberId });
     expect(after.body.communities.map((c: any) => c.community_id)).toEqual([aliceCommunity]);
+    // Handed to it: the member joins when the person claims the account, not before.
+    const [joined] = await db()`select count(*)::int as n from app.community_members m join app.profiles p on p.node_id = m.member_node_id
+                                where p.id = ${memberId}`;
+    expect(joined!.n).toBe(0);
 
     // Name derived from the e-mail when not given; data defaults to {}.
     const plain = await callTool(client, 'create_member', { email: uniqueEmail('plain') });
@@ -285,12 +291,10 @@ describe('accounts that exist, and members who claim theirs (issue 27, findings 
       set_password_email: 'queued',
     });
     expect(existing.body.id).not.toBe(person.userId);
-    // The ids name nothing: the account stays out of the agent's reach.
-    for (const ref of [existing.body.id, existing.body.node_id, person.userId]) {
-      expect(await callTool(client, 'get_member', { member_id: ref })).toMatchObject({ isError: true, body: { error: 'not_found' } });
-      const add = await callTool(client, 'add_member_to_community', { member_id: ref, community_id: aliceCommunity });
-      expect(add).toMatchObject({ isError: true, body: { error: 'not_found' } });
-    }
+    // The account stays out of the agent's reach: its own ids name nothing the agent may use.
+    expect(await callTool(client, 'get_member', { member_id: person.userId })).toMatchObject({ isError: true, body: { error: 'not_found' } });
+    const add = await callTool(client, 'add_member_to_community', { member_id: person.userId, community_id: aliceCommunity });
+    expect(add).toMatchObject({ isError: true, body: { error: 'not_found' } });
     const [owned] = await db()`select count(*)::int as n from app.agent_members where member_id = ${person.userId}`;
     expect(owned!.n).toBe(0);
     const [node] = await db()`select n.data from app.nodes n join app.profiles p on p.node_id = n.id where p.id = ${person.userId}`;
@@ -306,15 +310,54 @@ describe('accounts that exist, and members who claim theirs (issue 27, findings 
     expect(links!.n).toBe(5);
   });
 
+  it('attack: create_member, then every member tool, answers an address with an account as a new one (security review round 5)', async () => {
+    const client = await connect(alice.apiToken);
+    const person = await registerUser('has-account');
+    const [countBefore] = await db()`select member_count from app.communities where id = ${aliceCommunity}`;
+    const run = async (email: string) => {
+      const created = await callTool(client, 'create_member', { email, name: 'Probe', data: { from: 'probe' } });
+      const id = created.body.id as string;
+      const got = await callTool(client, 'get_member', { member_id: id });
+      const byNode = await callTool(client, 'get_member', { member_id: created.body.node_id });
+      const attributes = await callTool(client, 'set_member_attributes', { member_id: id, attributes: { probe: true } });
+      const added = await callTool(client, 'add_member_to_community', { member_id: id, community_id: aliceCommunity });
+      const addedAgain = await callTool(client, 'add_member_to_community', { member_id: id, community_id: aliceCommunity });
+      const after = await callTool(client, 'get_member', { member_id: id });
+      const again = await callTool(client, 'create_member', { email });
+      // What differs by nature (ids, times, the address itself) aside.
+      const plain = (v: any): unknown =>
+        JSON.parse(JSON.stringify(v), (k, x) => (['id', 'node_id', 'member_id', 'created_at', 'updated_at', 'joined_at', 'email'].includes(k) ? typeof x : x));
+      return {
+        answers: plain([created, got, byNode, attributes, added, addedAgain, after]),
+        sameAgain: again.body.id === id,
+        idsGiven: [got.body.id, byNode.body.id, after.body.id].every((x) => x === id),
+      };
+    };
+    const fresh = await run(uniqueEmail('probe-new'));
+    const taken = await run(person.email);
+    expect(taken).toEqual(fresh);
+    expect(fresh.sameAgain && fresh.idsGiven).toBe(true);
+    expect(fresh.answers).toContainEqual(expect.objectContaining({ isError: false }));
+    // Neither changed the community: the count and the roster are as before.
+    const [countAfter] = await db()`select member_count from app.communities where id = ${aliceCommunity}`;
+    expect(countAfter!.member_count).toBe(countBefore!.member_count);
+    // Nothing of the account was touched; its owner got a link.
+    const [node] = await db()`select n.data from app.nodes n join app.profiles p on p.node_id = n.id where p.id = ${person.userId}`;
+    expect(node!.data).toBeNull();
+    expect((await db()`select 1 from app.agent_members where member_id = ${person.userId}`).length).toBe(0);
+  });
+
   it("once the person claims the account (recovers it and sets a password), it is no longer the agent's", async () => {
     const client = await connect(alice.apiToken);
     const email = uniqueEmail('claimed');
     const created = await callTool(client, 'create_member', { email, name: 'Agent name' });
     const memberId = created.body.id as string;
     expect((await callTool(client, 'get_member', { member_id: memberId })).isError).toBe(false);
+    expect((await callTool(client, 'add_member_to_community', { member_id: memberId, community_id: aliceCommunity })).body.added).toBe(true);
 
     // The real person: recovery link, new password, sign in, rename.
     expect((await api('POST', '/api/auth/recover', { body: { email } })).status).toBe(200);
+    await emailLinkRun('recover', email);
     const [row] = await db()<{ link: string }[]>`
       select link from app.email_outbox where to_email = ${email} order by created_at desc limit 1`;
     const token = new URL(row!.link).searchParams.get('token')!;
@@ -325,13 +368,14 @@ describe('accounts that exist, and members who claim theirs (issue 27, findings 
 
     const unknown = await callTool(client, 'get_member', { member_id: crypto.randomUUID() });
     expect(await callTool(client, 'get_member', { member_id: memberId })).toEqual(unknown);
-    const add = await callTool(client, 'add_member_to_community', { member_id: memberId, community_id: aliceCommunity });
+    const add = await callTool(client, 'add_member_to_community', { member_id: memberId, community_id: bobCommunity });
     expect(add).toMatchObject({ isError: true, body: { error: 'not_found' } });
     const attrs = await callTool(client, 'set_member_attributes', { member_id: memberId, attributes: { x: 1 } });
     expect(attrs).toMatchObject({ isError: true, body: { error: 'not_found' } });
-    const [joined] = await db()`select count(*)::int as n from app.community_members m join app.profiles p on p.node_id = m.member_node_id
-                                where p.id = ${memberId}`;
-    expect(joined!.n).toBe(0);
+    // The community the agent handed the member to is joined now that the person claimed the account.
+    const joined = await db()`select m.community_id, m.role from app.community_members m join app.profiles p on p.node_id = m.member_node_id
+                              where p.id = ${memberId}`;
+    expect(joined.map((j) => [j.community_id, j.role])).toEqual([[aliceCommunity, 'member']]);
     // And create_member for that e-mail now answers as for any other account.
     const again = await callTool(client, 'create_member', { email });
     expect(again.isError).toBe(false);

@@ -136,11 +136,11 @@ describe('npm run admin', () => {
     expect(pruned.stdout.trim()).toMatch(/^\d+$/);
     expect(admin('prune-change-log', '--older-than', 'forever').status).toBe(1);
 
-    // The outbox shows an unsent recovery e-mail with its link.
+    // The outbox shows an unsent recovery e-mail with its link (queued as the email_link job of POST /api/auth/recover does).
     const recovered = spawnSync(process.execPath, ['--import', 'tsx', '-e', `
       import postgres from 'postgres';
       const sql = postgres(process.env.DATABASE_URL, { max: 1 });
-      await sql\`select api.auth_recover(\${process.argv[1]}, 'https://example.test')\`;
+      await sql\`select private.email_link_send('recover', \${process.argv[1]}, 'https://example.test')\`;
       await sql.end();`, email], { cwd: root, env: { ...process.env, DATABASE_URL: databaseUrl }, encoding: 'utf8' });
     expect(recovered.status).toBe(0);
     const outbox = admin('outbox', '--unsent', 'true', '--limit', '1000');

@@ -73,14 +73,14 @@ describe('the S3 byte store (s3rver)', () => {
 
     const photo = await phonePhoto(300, 200);
     expect((await storage.from('avatars').upload(`${user.id}/me.jpg`, photo, { contentType: 'image/jpeg' })).error).toBeNull();
-    const url = storage.from('avatars').getPublicUrl(`${user.id}/me.jpg`, { transform: { width: 50, height: 50 } }).data.publicUrl;
+    const url = storage.from('avatars').getPublicUrl(`${user.id}/me.jpg`, { transform: { width: 64, height: 64 } }).data.publicUrl;
     const rendered = await fetch(url, { headers: { accept: 'image/webp' } });
     expect(rendered.status).toBe(200);
     const meta = await sharp(Buffer.from(await rendered.arrayBuffer())).metadata();
-    expect([meta.format, meta.width, meta.height]).toEqual(['webp', 50, 50]);
+    expect([meta.format, meta.width, meta.height]).toEqual(['webp', 64, 64]);
     const [avatar] = await sql`select storage_key from app.storage_objects where name = ${`${user.id}/me.jpg`}`;
     const renders = await client.send(new ListObjectsV2Command({ Bucket: s3.bucket, Prefix: `community/renders/${String(avatar!.storage_key).replace('objects/', '')}/` }));
-    expect(renders.Contents?.map((c) => c.Key!.split('/').pop())).toEqual(['50x50-cover-q80.webp']);
+    expect(renders.Contents?.map((c) => c.Key!.split('/').pop())).toEqual(['64x64-cover-q80.webp']);
   });
 
   it('a resumable upload is cut off, resumed and stored in the bucket', async () => {

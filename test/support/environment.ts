@@ -101,6 +101,7 @@ export async function startTestEnvironment(options: EnvironmentOptions = {}): Pr
     LOGIN_MAX_FAILURES_PER_IP: '1000000',
     PASSWORD_SET_MAX_PER_IP: '1000000',
     MCP_REQUESTS_PER_MINUTE: '1000000',
+    STORAGE_RENDER_MISSES_PER_MINUTE: '1000000',
     // The gateway vouches for the client address it forwards to the MCP process with this secret.
     MCP_PROXY_SECRET: crypto.randomBytes(24).toString('base64url'),
     // Webhook tests use receivers on loopback, and retries about a second apart.

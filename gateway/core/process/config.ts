@@ -103,6 +103,9 @@ const EnvSchema = z.object({
   STORAGE_MAX_IMAGE_PIXELS: z.coerce.number().int().min(1_000_000).max(500_000_000).optional().default(50_000_000),
   STORAGE_IMAGE_CONCURRENCY: z.coerce.number().int().min(1).max(64).optional(),
   STORAGE_IMAGE_MAX_QUEUED: z.coerce.number().int().min(0).optional().default(64),
+  STORAGE_RENDER_CACHE_BYTES: z.coerce.number().int().min(0).optional().default(1024 * 1024 * 1024),
+  STORAGE_RENDER_VARIANTS: z.coerce.number().int().min(1).max(1000).optional().default(12),
+  STORAGE_RENDER_MISSES_PER_MINUTE: z.coerce.number().int().min(1).optional().default(120),
 });
 
 /** Where verified /auth/v1 links may redirect (core/web/redirects.ts): the site's address (the fallback) and the allow-list. */
@@ -190,6 +193,16 @@ export interface StorageConfig {
   /** STORAGE_IMAGE_CONCURRENCY: images processed at once in this process (uploads and transformations); STORAGE_IMAGE_MAX_QUEUED waiting at most. */
   imageConcurrency: number;
   imageMaxQueued: number;
+  /**
+   * The cache of transformations (gateway/routes/storage-render.ts, SQL's
+   * app.storage_renders): STORAGE_RENDER_CACHE_BYTES kept at most in all
+   * (the oldest evicted first), STORAGE_RENDER_VARIANTS per object version,
+   * and STORAGE_RENDER_MISSES_PER_MINUTE transformations made (not served
+   * from the cache) per client address a minute.
+   */
+  renderCacheBytes: number;
+  renderVariants: number;
+  renderMissesPerMinute: number;
 }
 
 export interface S3Config {
@@ -268,7 +281,7 @@ export interface AuthLimits {
   maxFailuresPerEmail: number;
   /** LOGIN_MAX_FAILURES_PER_IP: failures from one client address (and separately refreshes, verifies). */
   maxFailuresPerIp: number;
-  /** PASSWORD_SET_MAX_PER_IP: requests from one client address at the doors that set a password (register, signup, set-password). */
+  /** PASSWORD_SET_MAX_PER_IP: requests from one client address at the doors that set a password (register, signup, set-password); and, counted apart, at those that e-mail a link (recover, the deletion page). */
   maxPasswordSetsPerIp: number;
   /** LOGIN_FAILURE_WINDOW_SECONDS: the window of every count above. */
   windowSeconds: number;
@@ -460,6 +473,9 @@ function storageConfig(e: z.infer<typeof EnvSchema>, dataDir: string): StorageCo
     // libvips uses threads of its own per image: a few images at once keep the cores busy.
     imageConcurrency: e.STORAGE_IMAGE_CONCURRENCY ?? Math.max(1, Math.min(os.availableParallelism(), 4)),
     imageMaxQueued: e.STORAGE_IMAGE_MAX_QUEUED,
+    renderCacheBytes: e.STORAGE_RENDER_CACHE_BYTES,
+    renderVariants: e.STORAGE_RENDER_VARIANTS,
+    renderMissesPerMinute: e.STORAGE_RENDER_MISSES_PER_MINUTE,
   };
 }
 

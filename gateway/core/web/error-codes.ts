@@ -255,6 +255,10 @@ export const ERROR_CODES = {
   webhook_not_found: { status: [404], meaning: 'No webhook endpoint with this id in a community the caller may manage.' },
   delivery_not_found: { status: [404], meaning: 'No delivery with this id for this webhook endpoint.' },
   webhook_inactive: { status: [409], meaning: 'The webhook endpoint is not active (paused, or turned off after 20 failed deliveries): activate it with PATCH first.' },
+  webhook_url_changed: {
+    status: [409],
+    meaning: "The delivery was queued for an earlier URL of the webhook endpoint: it is sent to the URL it was queued for only, never to the one the endpoint has now.",
+  },
   invalid_url: {
     status: [422],
     meaning: 'The webhook URL is not an https URL of at most 2,000 characters, or names a private, loopback, link-local, multicast or metadata address.',
@@ -297,12 +301,22 @@ export const ERROR_CODES = {
   object_too_large: { status: [413], meaning: "The object is larger than the bucket's size limit.", storage: 'Payload too large' },
   quota_exceeded: {
     status: [413],
-    meaning: "The upload would take the user past their storage quota (their plan's, 100 MB on basic); delete objects first.",
+    meaning: "The upload would take the user past their storage quota (their plan's, 100 MB on basic), counting what their uploads under way reserved (their declared sizes); delete objects, or finish or cancel uploads, first.",
     storage: 'Payload too large',
   },
   too_many_uploads: {
     status: [429],
     meaning: "More uploads in a minute than the user's plan allows (30 on basic); Retry-After says when to try again.",
+    storage: 'too_many_requests',
+  },
+  too_many_renders: {
+    status: [429],
+    meaning: 'This client address had more image transformations made (not served from the cache) in a minute than the service allows (STORAGE_RENDER_MISSES_PER_MINUTE, 120 by default); Retry-After says when to try again. Repeats of cached transformations are not counted.',
+    storage: 'too_many_requests',
+  },
+  too_many_open_uploads: {
+    status: [429],
+    meaning: 'The user has 10 resumable uploads under way already (not finished, cancelled or expired): finish or cancel one (TUS DELETE). Retry-After says when the oldest expires.',
     storage: 'too_many_requests',
   },
   invalid_mime_type: {
@@ -341,6 +355,11 @@ export const ERROR_CODES = {
     status: [400],
     meaning: "The signed URL has expired, or its signer's credentials ended since (a password reset): ask for a new one.",
     storage: 'InvalidJWT',
+  },
+  signed_url_used: {
+    status: [409],
+    meaning: 'The signed upload URL was used already: it uploads one object, once (an upload through it that was refused or cut off gives it back). Ask its signer for a new one.',
+    storage: 'Duplicate',
   },
   invalid_range: { status: [416], meaning: 'The Range asks for bytes past the end of the object.', storage: 'InvalidRange' },
   resumable_upload_refused: {

@@ -195,7 +195,6 @@ const SUPABASE_AUTH_CODES: Partial<Record<ErrorCode, string>> = {
   invalid_refresh_token: 'refresh_token_not_found',
   service_unavailable: 'request_timeout',
   statement_timeout: 'request_timeout',
-  forbidden: 'not_admin',
   internal_error: 'unexpected_failure',
 };
 

@@ -22,8 +22,8 @@ import { endServerSpan, startServerSpan, traceparentOfSpan, type ServerSpan } fr
 import { doorOf, observeRequest, routeTemplate, metricsOn, throttleRefusals, unavailableAnswers } from '../process/metrics.ts';
 
 const REQUEST_ID = /^[A-Za-z0-9._-]{1,64}$/;
-/** A W3C traceparent (version 00): its trace id is the second field; all zeros is invalid. */
-const TRACEPARENT = /^[0-9a-f]{2}-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})$/;
+/** A W3C traceparent: version, trace id, parent id, flags (lower-case hex); its trace id is the second field. */
+const TRACEPARENT = /^([0-9a-f]{2})-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})$/;
 
 /** The traceparent of a request this one makes (the MCP process): a child of its server span, or of its trace id. */
 export function traceparentOf(state: RequestLog): string {
@@ -36,13 +36,18 @@ export function traceIdOf(header: string | string[] | undefined): string {
   return validTraceparent(header)?.slice(3, 35) ?? crypto.randomBytes(16).toString('hex');
 }
 
-/** An incoming `traceparent` when it is a valid W3C one (version 00 form, trace id and parent id not all zeros), else undefined. */
+/**
+ * An incoming `traceparent` when it is a valid W3C one, else undefined (the
+ * request then starts a trace of its own): the version 00 form, a version
+ * other than `ff` (W3C Trace Context: ff is invalid), trace id and parent id
+ * not all zeros.
+ */
 export function validTraceparent(header: string | string[] | undefined): string | undefined {
   if (typeof header !== 'string') return undefined;
   const value = header.trim();
   const match = TRACEPARENT.exec(value);
-  if (!match || /^0+$/.test(match[1]!) || /^0+$/.test(match[2]!)) return undefined;
-  return `00-${match[1]}-${match[2]}-${match[3]}`;
+  if (!match || match[1] === 'ff' || /^0+$/.test(match[2]!) || /^0+$/.test(match[3]!)) return undefined;
+  return `00-${match[2]}-${match[3]}-${match[4]}`;
 }
 
 export interface RequestLog {

@@ -18,6 +18,12 @@ export const PASSWORD_SET_LIMIT =
   `${DEFAULT_AUTH_LIMITS.maxPasswordSetsPerIp} in ${DEFAULT_AUTH_LIMITS.windowSeconds / 60} minutes); past them: 429 with Retry-After. ` +
   `The password is hashed only after the request's other checks, each client address taking its turn.`;
 
+/** What the doors that e-mail a link to whoever has an address (recover, the deletion page) say about their limits. */
+export const EMAIL_LINK_LIMIT =
+  `Requests are counted per client address, POST /api/auth/recover, /auth/v1/recover and /account/delete together (by default ` +
+  `${DEFAULT_AUTH_LIMITS.maxPasswordSetsPerIp} in ${DEFAULT_AUTH_LIMITS.windowSeconds / 60} minutes, PASSWORD_SET_MAX_PER_IP); past them: 429 with Retry-After. ` +
+  'Whether an account has the address is looked up by a job after the answer, so the answer and its time are the same either way.';
+
 /** A 429 whose details carry `retry_after` (seconds); the pipeline turns it into Retry-After. */
 export function tooManyRequests(retryAfterSeconds: number, message = 'too many attempts, try again later'): HttpError {
   const seconds = Math.max(1, Math.ceil(retryAfterSeconds));
