@@ -145,7 +145,7 @@ function patch(user: TestUser, url: string, offset: number, data: Buffer): Promi
   });
 }
 
-const staging = path.join(testDir, 'storage', 'tus');
+const staging = path.join(dataDir, 'storage', 'tus');
 /** Bytes staged for these uploads (their data files). */
 const stagedBytes = (ids: string[]) => ids.reduce((sum, id) => sum + (fs.existsSync(path.join(staging, id)) ? fs.statSync(path.join(staging, id)).size : 0), 0);
 const idOf = (res: Response) => res.headers.get('location')!.split('/').pop()!;

@@ -4,15 +4,15 @@
 // absent: the request starts a trace of its own.
 import crypto from 'node:crypto';
 import fs from 'node:fs';
-import { describe, expect, inject, it } from 'vitest';
-import { baseUrl } from '../helpers.ts';
+import { describe, expect, it } from 'vitest';
+import { baseUrl, logFile } from '../helpers.ts';
 import { eventually } from '../support/wait.ts';
 
 /** The trace id of the request log line of a request, by its x-request-id. */
 async function loggedTraceId(requestId: string): Promise<string> {
   return eventually(`the log line of ${requestId}`, async () => {
     const line = fs
-      .readFileSync(inject('logFile'), 'utf8')
+      .readFileSync(logFile, 'utf8')
       .split('\n')
       .filter((l) => l.includes(requestId))
       .map((l) => JSON.parse(l) as { reqId?: string; msg?: string; traceId?: string })

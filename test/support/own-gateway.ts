@@ -1,10 +1,10 @@
 // A gateway of its own, for the tests of a file that need settings the shared
 // test gateway does not have (no job worker, small limits, a trusted proxy):
-// a fresh database on the test server (support/environment.ts), started
+// another copy of the run's template database (support/environment.ts), started
 // before the file's (or the describe block's) tests and stopped after them.
 import postgres from 'postgres';
 import { afterAll, beforeAll } from 'vitest';
-import { databaseUrl } from '../helpers.ts';
+import { databaseServer } from '../helpers.ts';
 import { startTestEnvironment, type TestEnvironment } from './environment.ts';
 
 export interface OwnGateway {
@@ -19,7 +19,7 @@ export function ownGateway(settings: Record<string, string>): OwnGateway {
   let env: TestEnvironment | undefined;
   let sql: postgres.Sql | undefined;
   beforeAll(async () => {
-    env = await startTestEnvironment({ serverUrl: databaseUrl, env: settings });
+    env = await startTestEnvironment({ ...databaseServer, env: settings });
     sql = postgres(env.databaseUrl, { max: 2, onnotice: () => {} });
   }, 180_000);
   afterAll(async () => {
