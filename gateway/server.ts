@@ -44,10 +44,13 @@ export async function startGateway(
   {
     includeCurrentMigration,
     waitForDatabase = false,
+    mcpUpstream,
   }: {
     includeCurrentMigration: boolean;
     /** Wait for a database that does not answer (as long as it takes) rather than fail to start. */
     waitForDatabase?: boolean;
+    /** Where /mcp goes when MCP_UPSTREAM_URL (or MCP_PORT) does not say: the MCP process `npm start` runs, as it tells its address. */
+    mcpUpstream?: () => string | undefined;
   },
 ): Promise<RunningGateway> {
   let ready = false;
@@ -99,7 +102,7 @@ export async function startGateway(
     log,
     isReady: () => ready,
     corsOrigins: config.corsOrigins,
-    mcp: { upstreamUrl: config.mcp.upstreamUrl, trustProxy: config.trustProxy, proxySecret: config.mcp.proxySecret },
+    mcp: { upstreamUrl: () => config.mcp.upstreamUrl ?? mcpUpstream?.(), trustProxy: config.trustProxy, proxySecret: config.mcp.proxySecret },
   });
 
   const server = http.createServer(app);

@@ -18,7 +18,7 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
 import express, { type ErrorRequestHandler, type NextFunction, type Request, type RequestHandler, type Response } from 'express';
-import type { Config } from '../gateway/core/process/config.ts';
+import { mcpStandalonePort, type Config } from '../gateway/core/process/config.ts';
 import { createPool, type Sql } from '../gateway/core/database/pool.ts';
 import { replicaPoolMax, Replicas } from '../gateway/core/database/replicas.ts';
 import type { Context as TraceContext } from '@opentelemetry/api';
@@ -317,7 +317,7 @@ function allowedHostsAndOrigins(config: Config, ownPort: number): { hosts: strin
 }
 
 /**
- * Starts the MCP server on config.mcp.port (0: any free port). It needs a
+ * Starts the MCP server on MCP_PORT (0: any free port; unset: PORT + 1). It needs a
  * migrated database only when requests arrive (the gateway, or whoever
  * started it, migrates).
  */
@@ -340,7 +340,7 @@ export async function startMcpServer(config: Config, databaseUrl: string, log: L
   server.headersTimeout = 66_000;
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
-    server.listen(config.mcp.port, config.mcp.host, () => resolve());
+    server.listen(mcpStandalonePort(config), config.mcp.host, () => resolve());
   });
   const { port } = server.address() as AddressInfo;
   const { hosts, origins } = allowedHostsAndOrigins(config, port);

@@ -276,11 +276,20 @@ export interface AuthLimits {
 
 /** The MCP server (agent interface). */
 export interface McpConfig {
-  /** Where the MCP process listens (default PORT + 1, loopback). */
-  port: number;
+  /**
+   * MCP_PORT: where the MCP process listens. Unset: under `npm start` a free
+   * port the MCP process tells the gateway (gateway/mcp-child.ts), so that a
+   * port taken by another program never takes /mcp down; `npm run mcp` alone
+   * listens on PORT + 1 (mcpStandalonePort).
+   */
+  port: number | undefined;
   host: string;
-  /** Where the gateway sends /mcp and the OAuth paths. */
-  upstreamUrl: string;
+  /**
+   * Where the gateway sends /mcp and the OAuth paths: MCP_UPSTREAM_URL, or
+   * MCP_PORT's address on MCP_HOST. Unset: the address the MCP process
+   * `npm start` runs tells the gateway.
+   */
+  upstreamUrl: string | undefined;
   /** Requests per minute per client IP on /mcp and the OAuth endpoints (default 120). */
   requestsPerMinute: number;
   /** Extra Host header values accepted besides PUBLIC_URL's host and localhost (DNS-rebinding protection). */
@@ -464,17 +473,27 @@ function storageConfig(e: z.infer<typeof EnvSchema>, dataDir: string): StorageCo
 }
 
 function mcpConfig(e: z.infer<typeof EnvSchema>): McpConfig {
-  const port = e.MCP_PORT ?? (e.PORT === 0 ? 0 : e.PORT + 1);
   const host = e.MCP_HOST ?? '127.0.0.1';
-  const reachable = host === '0.0.0.0' || host === '::' ? '127.0.0.1' : host.includes(':') ? `[${host}]` : host;
   return {
-    port,
+    port: e.MCP_PORT,
     host,
-    upstreamUrl: (e.MCP_UPSTREAM_URL ?? `http://${reachable}:${port}`).replace(/\/+$/, ''),
+    // MCP_PORT 0 (any free port) is an address only the MCP process knows, as when it is unset.
+    upstreamUrl: (e.MCP_UPSTREAM_URL ?? (e.MCP_PORT ? mcpAddress(host, e.MCP_PORT) : undefined))?.replace(/\/+$/, ''),
     requestsPerMinute: e.MCP_REQUESTS_PER_MINUTE,
     allowedHosts: (e.MCP_ALLOWED_HOSTS ?? '').split(',').map((h) => h.trim()).filter(Boolean),
     proxySecret: e.MCP_PROXY_SECRET,
   };
+}
+
+/** The address the gateway reaches an MCP process at, listening on `host` (a wildcard: loopback) and `port`. */
+export function mcpAddress(host: string, port: number): string {
+  const reachable = host === '0.0.0.0' || host === '::' ? '127.0.0.1' : host.includes(':') ? `[${host}]` : host;
+  return `http://${reachable}:${port}`;
+}
+
+/** Where `npm run mcp` alone listens without MCP_PORT: PORT + 1 (0 with PORT 0: any free port). */
+export function mcpStandalonePort(config: Pick<Config, 'port' | 'mcp'>): number {
+  return config.mcp.port ?? (config.port === 0 ? 0 : config.port + 1);
 }
 
 /** Supabase's transaction-mode pooler listens on 6543; anything else is taken as a session. (A database URL may name several hosts: not a WHATWG URL.) */
