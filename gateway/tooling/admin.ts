@@ -1,14 +1,18 @@
 // `npm run admin -- <command> [--option value ...]`: the operator functions of
 // schema `admin` (docs/dba.md#operator-functions) from the command line. Uses
 // DATABASE_URL, or the embedded database (started and migrated for the
-// command if no `npm start` is running).
+// command if no `npm start` is running), and says which on stderr. A command
+// that reads data refuses an embedded database that `npm start` never made
+// or migrated: it would only find it empty (an operator who forgot
+// DATABASE_URL would read "no user with email" about their real users).
+import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { z } from 'zod';
-import { loadConfigOrExit } from '../core/process/config.ts';
-import { openDatabase } from '../core/process/open-database.ts';
+import { loadConfigOrExit, type Config } from '../core/process/config.ts';
+import { openDatabase, type Database } from '../core/process/open-database.ts';
 import { createPool, type Sql } from '../core/database/pool.ts';
 import { destination } from 'pino';
-import { createLogger } from '../core/process/log.ts';
+import { createLogger, type Logger } from '../core/process/log.ts';
 // Logs go to stderr: stdout carries only the command's output.
 import { runMigrations } from '../core/database/migrate.ts';
 import { runPsql } from './psql.ts';
@@ -22,6 +26,8 @@ interface Command {
   options: Record<string, z.ZodType>;
   /** The option a single positional argument fills (`delete-user EMAIL` for `--email EMAIL`). */
   positional?: string;
+  /** False for a command that only creates (it may run on a new embedded database); others read data and refuse an empty one. */
+  reads?: false;
   run(sql: Sql, o: Record<string, unknown>): Promise<unknown>;
 }
 
@@ -60,6 +66,7 @@ const jsonObject = z
 
 const commands: Record<string, Command> = {
   'create-user': {
+    reads: false,
     usage: '--email E --password P [--name N]',
     description: 'Create a user with profile and node (as register does). Prints the user id.',
     options: { email: Email, password: Password, name: optionalText },
@@ -90,6 +97,7 @@ const commands: Record<string, Command> = {
     run: async (sql, o) => (await sql`select admin.user_get(${o.id as string}) as user`)[0]?.user,
   },
   'user-create': {
+    reads: false,
     usage: '--email E [--metadata JSON]',
     description:
       "Create an account without a password (it signs in after a set-password link), with user_metadata, as POST /auth/v1/admin/users does for the service-role key. Prints the User object as JSON.",
@@ -117,6 +125,7 @@ const commands: Record<string, Command> = {
     run: async (sql, o) => (await sql`select admin.user_delete(${o.id as string}) as deleted`)[0]?.deleted,
   },
   'create-community': {
+    reads: false,
     usage: '--name N [--description D] [--tags a,b] [--manager-email E]',
     description: 'Create a community; the user with --manager-email becomes its manager. Prints the community id.',
     options: { name: z.string().min(1), description: optionalText, tags: tagList, 'manager-email': Email.optional() },
@@ -175,6 +184,7 @@ const commands: Record<string, Command> = {
       )[0]?.zone,
   },
   'create-venue': {
+    reads: false,
     usage: '--name N [--address A] [--latitude LAT] [--longitude LNG]',
     description: 'Create a venue. Prints its node id.',
     options: { name: z.string().min(1), address: optionalText, latitude: float.optional(), longitude: float.optional() },
@@ -229,6 +239,7 @@ const commands: Record<string, Command> = {
     },
   },
   'storage-bucket-create': {
+    reads: false,
     usage:
       '--id NAME --public true|false --folder-owner user|community|event --max-bytes N [--types image/*,application/pdf] [--images true|false] [--attachment true|false]',
     description:
@@ -306,6 +317,7 @@ const commands: Record<string, Command> = {
     },
   },
   'publish-events-to-supabase-realtime': {
+    reads: false,
     usage: '',
     description:
       'Add app.events to the supabase_realtime publication where it exists (Supabase). Prints true if it is (now) published, false where there is no such publication.',
@@ -403,19 +415,38 @@ async function main(): Promise<number> {
 
   const config = loadConfigOrExit();
   const log = createLogger(process.env.LOG_LEVEL ?? 'warn', 'admin', destination(2));
-  let database;
+  return withDatabase(config, log, command.reads !== false, (sql) => command.run(sql, values).then((output) => {
+    console.log(typeof output === 'string' ? output : JSON.stringify(output));
+  }));
+}
+
+/**
+ * Opens the service's database for a command (DATABASE_URL, or the embedded
+ * one, started and migrated for it if no `npm start` runs), says which on
+ * stderr, runs `work`, and returns the exit code. `reads`: refuse an
+ * embedded database that does not exist or was never migrated.
+ */
+async function withDatabase(config: Config, log: Logger, reads: boolean, work: (sql: Sql, database: Database) => Promise<void>): Promise<number> {
+  let database: Database;
   try {
-    database = await openDatabase(config, log, { reuseRunning: true });
+    database = await openDatabase(config, log, { reuseRunning: true, mustExist: reads });
   } catch (err) {
     console.error(`error: ${startupMessage(err)}`);
     return 1;
   }
+  console.error(`database: ${database.description}`);
   const sql = createPool(database.url, { max: 1, applicationName: 'admin-cli' });
   try {
-    // The embedded database may never have been started by `npm start` yet.
-    if (database.embedded) await runMigrations(database.url, log, { includeCurrent: true });
-    const output = await command.run(sql, values);
-    console.log(typeof output === 'string' ? output : JSON.stringify(output));
+    if (database.embedded) {
+      const [row] = await sql<{ migrated: boolean }[]>`select to_regclass('graphile_migrate.migrations') is not null as migrated`;
+      if (reads && !row?.migrated) {
+        console.error(`error: the embedded development database was never migrated: nothing to read (\`npm start\` never ran on it); set DATABASE_URL to the service's database`);
+        return 1;
+      }
+      // The embedded database may never have been started by `npm start` yet.
+      await runMigrations(database.url, log, { includeCurrent: true });
+    }
+    await work(sql, database);
     return 0;
   } catch (err) {
     console.error(`error: ${(err as Error).message}`);
@@ -429,19 +460,40 @@ async function main(): Promise<number> {
 const KEYS_COMMAND = {
   usage: '',
   description:
-    "Print the API keys as Supabase issues them (docs/supabase-sdks.md#api-keys): SUPABASE_ANON_KEY (role anon: give it to apps, it is public) and SUPABASE_SERVICE_ROLE_KEY (role service_role: the operator's, keep it secret), JWTs signed with the service's key (JWT_SIGNING_KEYS, JWT_SECRET or DATA_DIR/jwt-secret). A key stays valid until that key changes.",
+    "Print the API keys as Supabase issues them (docs/supabase-sdks.md#api-keys): SUPABASE_ANON_KEY (role anon: give it to apps, it is public) and SUPABASE_SERVICE_ROLE_KEY (role service_role: the operator's, keep it secret), JWTs signed with the service's key (JWT_SIGNING_KEYS, JWT_SECRET or DATA_DIR/jwt-secret; run it with the gateway's) for the gateway's issuer: PUBLIC_URL (or PORT) when set here, else the PUBLIC_URL the gateway on this database started with. A first line (# issuer ...) says which. A key stays valid until that key or the issuer changes.",
 };
 
-/** `keys`: the anon and service-role keys, one `NAME=value` line each (no database needed). */
+/** `keys`: the issuer it signs for (a # line), then the anon and service-role keys, one `NAME=value` line each. */
 async function printKeys(args: string[]): Promise<number> {
   if (args.length > 0) {
     console.log(`Usage: npm run admin -- keys\n\n${KEYS_COMMAND.description}`);
     return args.includes('--help') || args.includes('-h') ? 0 : 1;
   }
-  const tokens = await createTokenService(loadConfigOrExit());
-  console.log(`SUPABASE_ANON_KEY=${await tokens.apiKey('anon')}`);
-  console.log(`SUPABASE_SERVICE_ROLE_KEY=${await tokens.apiKey('service_role')}`);
-  return 0;
+  const config = loadConfigOrExit();
+  const log = createLogger(process.env.LOG_LEVEL ?? 'warn', 'admin', destination(2));
+  return withDatabase(config, log, true, async (sql) => {
+    // What the gateway records at its start (server.ts): the PUBLIC_URL it issues tokens as.
+    const [row] = await sql<{ value: string }[]>`select value from private.service_settings where name = 'public_url'`;
+    const recorded = row?.value;
+    // The gateway reads PUBLIC_URL, else PORT: the same variables here give the same issuer.
+    const given = Boolean(process.env.PUBLIC_URL?.trim() || process.env.PORT?.trim());
+    const publicUrl = given || !recorded ? config.publicUrl : recorded;
+    const source = given
+      ? process.env.PUBLIC_URL?.trim()
+        ? 'PUBLIC_URL'
+        : 'PORT (PUBLIC_URL is unset)'
+      : recorded
+        ? 'the PUBLIC_URL the gateway on this database started with'
+        : 'no PUBLIC_URL, PORT or gateway start on this database: the default';
+    if (given && recorded && recorded !== publicUrl) {
+      console.error(`warning: the gateway on this database started with PUBLIC_URL ${recorded}: it refuses keys of the issuer ${publicUrl}/api/auth`);
+    }
+    const keySource = config.jwtSigningKeys ? 'JWT_SIGNING_KEYS' : config.jwtSecret ? 'JWT_SECRET' : `the generated ${path.join(config.dataDir, 'jwt-secret')} (JWT_SECRET is unset)`;
+    const tokens = await createTokenService({ ...config, publicUrl });
+    console.log(`# issuer ${publicUrl}/api/auth (${source}); signed with ${keySource}`);
+    console.log(`SUPABASE_ANON_KEY=${await tokens.apiKey('anon')}`);
+    console.log(`SUPABASE_SERVICE_ROLE_KEY=${await tokens.apiKey('service_role')}`);
+  });
 }
 
 const SQL_COMMAND = {
@@ -458,6 +510,7 @@ async function sqlShell(args: string[]): Promise<number> {
   }
   const log = createLogger(process.env.LOG_LEVEL ?? 'warn', 'admin');
   const database = await openDatabase(loadConfigOrExit(), log, { reuseRunning: true });
+  console.error(`database: ${database.description}`);
   try {
     if (database.embedded) await runMigrations(database.url, log, { includeCurrent: true });
     return runPsql(database.url, args);
