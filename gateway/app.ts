@@ -105,7 +105,7 @@ export function createApp({ services, log, isReady, corsOrigins, mcp }: AppOptio
     if (corsHeaders(req, res)) return;
     if ((method === 'GET' || method === 'HEAD') && /^\/health\/?$/i.test(path)) {
       exchange.requestLog.route = '/health';
-      return health(res);
+      return health(res, exchange.requestLog);
     }
     if (!isReady()) {
       exchange.requestLog.cause = 'starting';

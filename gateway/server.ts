@@ -22,7 +22,7 @@ import { SessionWatch } from './realtime/session-watch.ts';
 import { attachRealtimeWebSocket } from './realtime/websocket.ts';
 import { StorageService } from './storage/service.ts';
 import type { ReadinessCheck } from './core/process/admin-server.ts';
-import { setPoolMax } from './core/process/metrics.ts';
+import { measureStorageVolume, setPoolMax } from './core/process/metrics.ts';
 
 /** Pending connections the kernel may queue for accept (see listen below). */
 const LISTEN_BACKLOG = 8192;
@@ -72,6 +72,8 @@ export async function startGateway(
         }).start()
       : undefined;
   setPoolMax(config.dbPoolMax);
+  // storage_volume_*_bytes: the file system of STORAGE_DIR (uploads on it are refused when it is full).
+  measureStorageVolume(config.storage.dir);
   const tokens = await createTokenService(config);
   const realtime = new ChangeHub(sql, config.realtime, log, {
     publicUrl: config.publicUrl,

@@ -22,7 +22,7 @@ import { mcpStandalonePort, type Config } from '../gateway/core/process/config.t
 import { createPool, type Sql } from '../gateway/core/database/pool.ts';
 import { replicaPoolMax, Replicas } from '../gateway/core/database/replicas.ts';
 import type { Context as TraceContext } from '@opentelemetry/api';
-import { requestLogger } from '../gateway/core/web/request-log.ts';
+import { noteCause, requestLogger } from '../gateway/core/web/request-log.ts';
 import { defaultCode, errorBody, HttpError, toHttpError } from '../gateway/core/web/errors.ts';
 import type { Logger } from '../gateway/core/process/log.ts';
 import { Passwords } from '../gateway/core/auth/passwords.ts';
@@ -294,6 +294,8 @@ const errorHandler: ErrorRequestHandler = (err, req, res, _next) => {
     return jsonRpcError(res, type === 'entity.too.large' ? 413 : 400, -32700, 'Parse error: invalid JSON');
   }
   const httpError = bodyParserError(err) ?? toHttpError(err);
+  // The metrics' cause of a 503 (core/process/metrics.ts), as the gateway's pipeline counts it.
+  if (httpError.status === 503) noteCause(res, err instanceof HttpError ? 'overloaded' : 'database');
   if (httpError.status >= 500) (res.locals.log as Logger | undefined)?.error({ err }, 'mcp request failed');
   res.status(httpError.status).json(errorBody('default', httpError));
 };
