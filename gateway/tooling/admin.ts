@@ -28,6 +28,8 @@ interface Command {
   positional?: string;
   /** False for a command that only creates (it may run on a new embedded database); others read data and refuse an empty one. */
   reads?: false;
+  /** Options that take no value (`--now`): true when given. */
+  flags?: string[];
   run(sql: Sql, o: Record<string, unknown>): Promise<unknown>;
 }
 
@@ -282,6 +284,28 @@ const commands: Record<string, Command> = {
     run: async (sql, o) =>
       (await sql`select * from admin.storage_usage(${(o.limit as number | undefined) ?? 50})`).map((row) => JSON.stringify(row)).join('\n'),
   },
+  'storage-collect': {
+    usage: '[--now]',
+    description:
+      "Has a job worker delete the bytes of deleted and replaced objects now (the storage_collect job, queued at once) and waits for it (at most a minute): a deleted object's bytes otherwise wait 10 minutes (downloads under way) for the job's next minute. --now: also those still in that wait, to reclaim a full storage volume at once. Needs a job worker running (npm start, or npm run worker): it has the byte store. Prints the keys collected and left.",
+    options: { now: z.boolean().optional() },
+    flags: ['now'],
+    run: async (sql, o) => {
+      const garbage = async () => Number((await sql<{ n: string }[]>`select count(*) as n from app.storage_garbage`)[0]?.n ?? 0);
+      const before = await garbage();
+      const due = (await sql<{ due: number }[]>`select admin.storage_collect(${o.now === true}) as due`)[0]?.due ?? 0;
+      // The worker forgets each key once its bytes are deleted: wait until the due ones are gone (or a minute).
+      let left = before;
+      for (const started = Date.now(); Date.now() - started < 60_000; ) {
+        left = await garbage();
+        if (before - left >= due) break;
+        await new Promise((resolve) => setTimeout(resolve, 500));
+      }
+      const collected = Math.max(0, before - left);
+      const waiting = collected < due ? `; ${due - collected} due keys not collected within a minute: is a job worker running (npm run admin -- job-workers)? npm run admin -- jobs shows storage_collect` : '';
+      return `${collected} byte-store keys collected, ${left} left (in their 10-minute wait, or failing: app.storage_garbage.last_error)${waiting}`;
+    },
+  },
   'webhook-failures': {
     usage: '[--limit N]',
     description: 'The most recent failed or retrying webhook deliveries (default 20), newest first, one JSON object a line.',
@@ -395,7 +419,9 @@ async function main(): Promise<number> {
   try {
     const parsed = parseArgs({
       args: rest,
-      options: Object.fromEntries(Object.keys(command.options).map((k) => [k, { type: 'string' as const }])),
+      options: Object.fromEntries(
+        Object.keys(command.options).map((k) => [k, { type: command.flags?.includes(k) ? ('boolean' as const) : ('string' as const) }]),
+      ) as Record<string, { type: 'string' | 'boolean' }>,
       strict: true,
       allowPositionals: command.positional !== undefined,
     });
