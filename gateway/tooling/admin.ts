@@ -19,6 +19,7 @@ import { runPsql } from './psql.ts';
 import { Email, Password, Uuid } from '../core/web/schemas.ts';
 import { startupMessage } from '../core/process/startup-error.ts';
 import { createTokenService } from '../core/auth/jwt.ts';
+import { backup, restore } from './backup.ts';
 
 interface Command {
   usage: string;
@@ -30,7 +31,9 @@ interface Command {
   reads?: false;
   /** Options that take no value (`--now`): true when given. */
   flags?: string[];
-  run(sql: Sql, o: Record<string, unknown>): Promise<unknown>;
+  /** False: an embedded database is not migrated for it (restore wants an empty one). */
+  migrates?: false;
+  run(sql: Sql, o: Record<string, unknown>, service: { config: Config; database: Database }): Promise<unknown>;
 }
 
 const optionalText = z.string().min(1).optional();
@@ -306,6 +309,24 @@ const commands: Record<string, Command> = {
       return `${collected} byte-store keys collected, ${left} left (in their 10-minute wait, or failing: app.storage_garbage.last_error)${waiting}`;
     },
   },
+  backup: {
+    usage: 'DIR',
+    description:
+      "A consistent backup of everything the service keeps into the new folder DIR: the database (pg_dump of one snapshot: database.dump) and the bytes of every stored file that snapshot lists, from the configured byte store (STORAGE_DIR, or the S3 bucket: files/), and the generated JWT secret when the service signs with it. While it copies, no stored file is collected. Run it as the database owner, with the gateway's configuration, while the service runs; it needs a pg_dump of the server's major version or newer (docs/operations.md#backup-and-restore).",
+    options: { dir: z.string().min(1) },
+    positional: 'dir',
+    run: (_sql, o, { config, database }) => backup(config, database, o.dir as string),
+  },
+  restore: {
+    usage: 'DIR',
+    description:
+      'Restores a backup (npm run admin -- backup) into an empty database (DATABASE_URL, made by a superuser with the roles of docs/operations.md#on-any-postgres-15) and the configured byte store (an empty STORAGE_DIR, or the S3 bucket): the files first, then the database in one transaction, as the owner. Then start the gateway on it. Needs a pg_restore of the server\'s major version or newer.',
+    options: { dir: z.string().min(1) },
+    positional: 'dir',
+    reads: false,
+    migrates: false,
+    run: (_sql, o, { config, database }) => restore(config, database, o.dir as string),
+  },
   'webhook-failures': {
     usage: '[--limit N]',
     description: 'The most recent failed or retrying webhook deliveries (default 20), newest first, one JSON object a line.',
@@ -441,18 +462,26 @@ async function main(): Promise<number> {
 
   const config = loadConfigOrExit();
   const log = createLogger(process.env.LOG_LEVEL ?? 'warn', 'admin', destination(2));
-  return withDatabase(config, log, command.reads !== false, (sql) => command.run(sql, values).then((output) => {
-    console.log(typeof output === 'string' ? output : JSON.stringify(output));
-  }));
+  return withDatabase(config, log, { reads: command.reads !== false, migrates: command.migrates !== false }, (sql, database) =>
+    command.run(sql, values, { config, database }).then((output) => {
+      console.log(typeof output === 'string' ? output : JSON.stringify(output));
+    }),
+  );
 }
 
 /**
  * Opens the service's database for a command (DATABASE_URL, or the embedded
  * one, started and migrated for it if no `npm start` runs), says which on
  * stderr, runs `work`, and returns the exit code. `reads`: refuse an
- * embedded database that does not exist or was never migrated.
+ * embedded database that does not exist or was never migrated; `migrates`:
+ * migrate an embedded one first.
  */
-async function withDatabase(config: Config, log: Logger, reads: boolean, work: (sql: Sql, database: Database) => Promise<void>): Promise<number> {
+async function withDatabase(
+  config: Config,
+  log: Logger,
+  { reads, migrates = true }: { reads: boolean; migrates?: boolean },
+  work: (sql: Sql, database: Database) => Promise<void>,
+): Promise<number> {
   let database: Database;
   try {
     database = await openDatabase(config, log, { reuseRunning: true, mustExist: reads });
@@ -470,7 +499,7 @@ async function withDatabase(config: Config, log: Logger, reads: boolean, work: (
         return 1;
       }
       // The embedded database may never have been started by `npm start` yet.
-      await runMigrations(database.url, log, { includeCurrent: true });
+      if (migrates) await runMigrations(database.url, log, { includeCurrent: true });
     }
     await work(sql, database);
     return 0;
@@ -497,7 +526,7 @@ async function printKeys(args: string[]): Promise<number> {
   }
   const config = loadConfigOrExit();
   const log = createLogger(process.env.LOG_LEVEL ?? 'warn', 'admin', destination(2));
-  return withDatabase(config, log, true, async (sql) => {
+  return withDatabase(config, log, { reads: true }, async (sql) => {
     // What the gateway records at its start (server.ts): the PUBLIC_URL it issues tokens as.
     const [row] = await sql<{ value: string }[]>`select value from private.service_settings where name = 'public_url'`;
     const recorded = row?.value;
