@@ -7,9 +7,10 @@
 //      mode (test/support/pgbouncer.ts), the gateway then using
 //      DATABASE_POOL_MODE=transaction and DATABASE_DIRECT_URL.
 //   2. A real gateway process on it (`npm start`'s entry point, DATABASE_URL;
-//      WEB_CONCURRENCY processes), with a short statement timeout and the
-//      realtime safety poll off, so that a change reaching a stream soon
-//      after a fault can only have come through LISTEN.
+//      WEB_CONCURRENCY processes), with the default statement timeout (5 s:
+//      what an operator who sets nothing gets) and the realtime safety poll
+//      off, so that a change reaching a stream soon after a fault can only
+//      have come through LISTEN.
 //   3. `clients` users each reading their profile in a loop (a new request as
 //      soon as the last is answered), or, with `writes`, alternating that read
 //      with the creation of a task with a unique title (every other client
@@ -46,6 +47,7 @@ import path from 'node:path';
 import postgres from 'postgres';
 import { ensureDatabase, isAlive, startEmbeddedPostgres, type RunningPostgres } from '../../gateway/core/process/embedded-postgres.ts';
 import { createLogger } from '../../gateway/core/process/log.ts';
+import { DEFAULT_STATEMENT_TIMEOUT_MS } from '../../gateway/core/process/config.ts';
 import { runMigrations } from '../../gateway/core/database/migrate.ts';
 import { pg15Program, runAsPostgres } from '../../gateway/tooling/pg15.ts';
 import { postgresUser } from '../../gateway/core/process/postgres-binaries.ts';
@@ -54,8 +56,8 @@ import { startReplicatedPair, type Switchover } from './replication.ts';
 import { startAutoFailover } from './pg-auto-failover.ts';
 import { freePort, startGatewayProcess, stopProcess, waitUntil, type GatewayProcess } from './processes.ts';
 
-/** The gateway's statement timeout during the outage runs: every answer is due within it + 2 s. */
-export const OUTAGE_STATEMENT_TIMEOUT_MS = 5_000;
+/** The gateway's statement timeout during the outage runs, its default: every answer is due within it + 2 s. */
+export const OUTAGE_STATEMENT_TIMEOUT_MS = DEFAULT_STATEMENT_TIMEOUT_MS;
 /** A client gives up on a request after this long (and counts it as unanswered). */
 const CLIENT_TIMEOUT_MS = 30_000;
 /** While the database is down or frozen, a request that was not already running is answered within this. */
@@ -465,7 +467,6 @@ export async function runOutage(options: OutageOptions): Promise<OutageRun> {
       PORT: String(freePort()),
       DATA_DIR: options.dir,
       LOG_LEVEL: 'info',
-      STATEMENT_TIMEOUT_MS: String(OUTAGE_STATEMENT_TIMEOUT_MS),
       REALTIME_POLL_SECONDS: '600',
       WEB_CONCURRENCY: String(options.processes ?? 1),
       ...options.env,

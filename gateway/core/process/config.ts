@@ -11,6 +11,14 @@ const optionalString = z
   .optional()
   .transform((v) => (v === undefined || v.trim() === '' ? undefined : v.trim()));
 
+/**
+ * STATEMENT_TIMEOUT_MS's default: a request's statement is cancelled after
+ * 5 s, and every request is answered within it + 1 s, behind a pooler too,
+ * where a request sent while the server is away waits in the pooler until
+ * then (docs/operations.md#poolers). It was 15 s: 16 s of waiting for a 503.
+ */
+export const DEFAULT_STATEMENT_TIMEOUT_MS = 5_000;
+
 const port = (fallback: number) =>
   z.coerce.number().int().min(0).max(65535).optional().default(fallback);
 
@@ -45,7 +53,7 @@ const EnvSchema = z.object({
   // Unset: a free port, kept with the data (gateway/core/process/embedded-postgres.ts).
   EMBEDDED_PG_PORT: optionalString.pipe(z.coerce.number<string | undefined>().int().min(1).max(65535).optional()),
   DB_POOL_MAX: z.coerce.number().int().min(1).max(500).optional().default(10),
-  STATEMENT_TIMEOUT_MS: z.coerce.number().int().min(100).optional().default(15_000),
+  STATEMENT_TIMEOUT_MS: z.coerce.number().int().min(100).optional().default(DEFAULT_STATEMENT_TIMEOUT_MS),
   STREAM_KEEPALIVE_SECONDS: z.coerce.number().min(0.05).max(3600).optional().default(15),
   STREAM_MAX_BUFFER_BYTES: z.coerce.number().int().min(1024).optional().default(1_048_576),
   CHANGE_LOG_RETENTION_HOURS: z.coerce.number().min(0).optional().default(24),
