@@ -526,10 +526,7 @@ async function printKeys(args: string[]): Promise<number> {
   }
   const config = loadConfigOrExit();
   const log = createLogger(process.env.LOG_LEVEL ?? 'warn', 'admin', destination(2));
-  return withDatabase(config, log, { reads: true }, async (sql) => {
-    // What the gateway records at its start (server.ts): the PUBLIC_URL it issues tokens as.
-    const [row] = await sql<{ value: string }[]>`select value from private.service_settings where name = 'public_url'`;
-    const recorded = row?.value;
+  const print = async (recorded: string | undefined) => {
     // The gateway reads PUBLIC_URL, else PORT: the same variables here give the same issuer.
     const given = Boolean(process.env.PUBLIC_URL?.trim() || process.env.PORT?.trim());
     const publicUrl = given || !recorded ? config.publicUrl : recorded;
@@ -548,6 +545,16 @@ async function printKeys(args: string[]): Promise<number> {
     console.log(`# issuer ${publicUrl}/api/auth (${source}); signed with ${keySource}`);
     console.log(`SUPABASE_ANON_KEY=${await tokens.apiKey('anon')}`);
     console.log(`SUPABASE_SERVICE_ROLE_KEY=${await tokens.apiKey('service_role')}`);
+  };
+  // No database yet (a development checkout before its first `npm start`): the configuration alone.
+  if (!config.databaseUrl && !(await import('../core/process/embedded-postgres.ts')).embeddedClusterExists(path.join(config.dataDir, 'postgres'))) {
+    await print(undefined);
+    return 0;
+  }
+  return withDatabase(config, log, { reads: true }, async (sql) => {
+    // What the gateway records at its start (server.ts): the PUBLIC_URL it issues tokens as.
+    const [row] = await sql<{ value: string }[]>`select value from private.service_settings where name = 'public_url'`;
+    await print(row?.value);
   });
 }
 
