@@ -84,6 +84,21 @@ function valueOf(text: string, name: string, labels: Record<string, string>): nu
   return matching.reduce((sum, [, value]) => sum + value, 0);
 }
 
+/** The body of /ready once it answers 503 (within 15 s). */
+async function notReady(admin: string): Promise<{ status: string; checks: Record<string, string> }> {
+  let body: { status: string; checks: Record<string, string> } | undefined;
+  await waitUntil(
+    async () => {
+      const res = await fetch(`${admin}/ready`);
+      body = (await res.json()) as typeof body;
+      return res.status === 503;
+    },
+    15_000,
+    '/ready 503',
+  );
+  return body!;
+}
+
 /** A request on a fresh connection (so that a cluster's workers share them). */
 function request(url: string, headers: Record<string, string> = {}): Promise<{ status: number; headers: http.IncomingHttpHeaders; body: string }> {
   return new Promise((resolve, reject) => {
@@ -290,21 +305,12 @@ describe('the admin server of one gateway process', () => {
   it('with the database stopped: /ready 503 naming the database, /live 200; back to 200 once it is up again', { timeout: 120_000 }, async () => {
     await pg.stop();
     try {
-      let body: { status: string; checks: Record<string, string> } | undefined;
-      await waitUntil(
-        async () => {
-          const res = await fetch(`${service.admin}/ready`);
-          body = (await res.json()) as typeof body;
-          return res.status === 503;
-        },
-        15_000,
-        '/ready 503',
-      );
-      expect(body!.status).toBe('not_ready');
-      expect(body!.checks.database).not.toBe('ok');
+      const body = await notReady(service.admin);
+      expect(body.status).toBe('not_ready');
+      expect(body.checks.database).not.toBe('ok');
       // The realtime check is real: its notification cannot make the round trip.
-      expect(body!.checks.realtime).not.toBe('ok');
-      expect(body!.checks.mcp).toBe('ok');
+      expect(body.checks.realtime).not.toBe('ok');
+      expect(body.checks.mcp).toBe('ok');
       // A load balancer's /health during the outage: 503s counted under the cause the alert rules match.
       const before = valueOf(await scrape(service.admin), 'http_server_unavailable_responses_total', { cause: 'database' });
       for (let i = 0; i < 3; i++) expect((await fetch(`${service.gateway.url}/health`)).status).toBe(503);
@@ -347,18 +353,9 @@ describe("/ready's realtime check while the LISTEN connection alone is cut", () 
     expect((await fetch(`${service.admin}/ready`)).status).toBe(200);
     await proxy.down();
     try {
-      let body: { status: string; checks: Record<string, string> } | undefined;
-      await waitUntil(
-        async () => {
-          const res = await fetch(`${service.admin}/ready`);
-          body = (await res.json()) as typeof body;
-          return res.status === 503;
-        },
-        15_000,
-        '/ready 503',
-      );
-      expect(body!.checks.database).toBe('ok');
-      expect(body!.checks.realtime).toMatch(/LISTEN/);
+      const body = await notReady(service.admin);
+      expect(body.checks.database).toBe('ok');
+      expect(body.checks.realtime).toMatch(/LISTEN/);
       expect(valueOf(await scrape(service.admin), 'readiness_check_ok', { check: 'realtime' })).toBe(0);
       // Requests are served all the same: only realtime is not ready.
       expect((await fetch(`${service.gateway.url}/health`)).status).toBe(200);

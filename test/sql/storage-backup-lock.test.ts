@@ -6,19 +6,11 @@
 // before it is copied. Sessions of their own, as the backup and a worker are.
 import crypto from 'node:crypto';
 import postgres from 'postgres';
-import { afterAll, describe, expect, it } from 'vitest';
-import { databaseUrl } from '../helpers.ts';
+import { describe, expect, it } from 'vitest';
+import { ownSession } from '../support/sql-fixtures.ts';
 import { eventually } from '../support/wait.ts';
 
-const sessions: postgres.Sql[] = [];
-const session = () => {
-  const sql = postgres(databaseUrl, { max: 1, onnotice: () => {} });
-  sessions.push(sql);
-  return sql;
-};
-afterAll(async () => {
-  await Promise.all(sessions.map((s) => s.end({ timeout: 5 })));
-});
+const session = ownSession;
 
 describe('storage garbage collection and a backup', () => {
   it('takes no key while a backup holds its lock, and the lock waits for a take under way', async () => {
