@@ -25,6 +25,18 @@ function edges(from: string, to: (target: string) => boolean): string[] {
   return imports.flatMap(([file, targets]) => (file.startsWith(from) ? targets.filter(to).map((t) => `${file} -> ${t}`) : []));
 }
 
+/** The TypeScript files of both processes, relative, with forward slashes. */
+const sources = ['gateway', 'mcp-server'].flatMap((dir) =>
+  fs
+    .readdirSync(path.join(projectRoot, dir), { recursive: true, encoding: 'utf8' })
+    .filter((f) => f.endsWith('.ts'))
+    .map((f) => path.posix.join(dir, f.split(path.sep).join('/'))),
+);
+
+/** The files, other than `allowed`, whose text matches `pattern`. */
+const found = (pattern: RegExp, allowed: string[]) =>
+  sources.filter((file) => !allowed.includes(file) && pattern.test(fs.readFileSync(path.join(projectRoot, file), 'utf8')));
+
 describe('the layout', () => {
   it('has no import cycle', () => {
     expect(graph.circular()).toEqual([]);
@@ -65,17 +77,18 @@ describe('the layout', () => {
   });
 
   it("the caller's claims and the bearer header are each made in one place (core/auth/identity.ts, core/auth/bearer.ts)", () => {
-    const sources = ['gateway', 'mcp-server'].flatMap((dir) =>
-      fs
-        .readdirSync(path.join(projectRoot, dir), { recursive: true, encoding: 'utf8' })
-        .filter((f) => f.endsWith('.ts'))
-        .map((f) => path.posix.join(dir, f.split(path.sep).join('/'))),
-    );
-    const found = (pattern: RegExp, allowed: string[]) =>
-      sources.filter((file) => !allowed.includes(file) && pattern.test(fs.readFileSync(path.join(projectRoot, file), 'utf8')));
     // A claims object is a role given as a value (not a type); jwt.ts signs the access token's own.
     expect(found(/\brole:\s*'(anon|authenticated|service_role)'\s*[,})]/, ['gateway/core/auth/identity.ts', 'gateway/core/auth/jwt.ts'])).toEqual([]);
     expect(found(/Bearer\\s/, ['gateway/core/auth/bearer.ts'])).toEqual([]);
+  });
+
+  it("a transaction takes on its caller in one place, and a request's transaction is opened in one (core/database/transaction.ts asCaller, core/database/request-transaction.ts)", () => {
+    // role and request.jwt.claims are set by asCaller alone, for the request's transaction and the realtime hub's reads.
+    expect(found(/set_config\(\s*'(role|request\.jwt\.claims)'/, ['gateway/core/database/transaction.ts'])).toEqual([]);
+    // The primary or a replica, and the commit's consistency token, for the REST routes and the MCP tools alike.
+    expect(found(/\.needOf\(|\.noteCommit\(/, ['gateway/core/database/request-transaction.ts'])).toEqual([]);
+    // A caller's call opens its transaction there; the websocket's own calls (its registration, the columns) run on the primary.
+    expect(found(/\bwithClaims\(/, ['gateway/core/database/transaction.ts', 'gateway/core/database/request-transaction.ts', 'gateway/realtime/websocket.ts'])).toEqual([]);
   });
 
   it('is described in docs/development.md: its Layout names every module of gateway/', () => {
