@@ -12,8 +12,20 @@ import { accountPageRoutes } from './routes/account-pages.ts';
 import { accountRoutes } from './routes/account.ts';
 import { agentCallRoutes } from './routes/agent-calls.ts';
 import { assetRoutes } from './routes/assets.ts';
-import { authRoutes } from './routes/auth.ts';
-import { supabaseAuthRoutes } from './routes/supabase-auth.ts';
+import { authSignupRoutes } from './auth/api/signup.ts';
+import { authTokenRoutes } from './auth/api/token.ts';
+import { authLogoutRoutes } from './auth/api/logout.ts';
+import { authVerifyRoutes } from './auth/api/verify.ts';
+import { authRecoverRoutes } from './auth/api/recover.ts';
+import { supabaseAuthSignupRoutes } from './auth/v1/signup.ts';
+import { supabaseAuthTokenRoutes } from './auth/v1/token.ts';
+import { supabaseAuthUserRoutes } from './auth/v1/user.ts';
+import { supabaseAuthLogoutRoutes } from './auth/v1/logout.ts';
+import { supabaseAuthRecoverRoutes } from './auth/v1/recover.ts';
+import { supabaseAuthVerifyRoutes } from './auth/v1/verify.ts';
+import { supabaseAuthOtpRoutes } from './auth/v1/otp.ts';
+import { supabaseAuthSettingsRoutes } from './auth/v1/settings.ts';
+import { supabaseAuthAdminRoutes } from './auth/v1/admin.ts';
 import { calendarRoutes } from './routes/calendars.ts';
 import { communityRoutes } from './routes/communities.ts';
 import { connectionRoutes } from './routes/connections.ts';
@@ -21,7 +33,6 @@ import { deeplinkRoutes } from './routes/deeplinks.ts';
 import { docsRoutes } from './routes/docs.ts';
 import { eventRoutes } from './routes/events.ts';
 import { healthHandler } from './routes/health.ts';
-import { passwordRoutes } from './routes/password.ts';
 import { platformRoutes } from './routes/platform.ts';
 import { profileRoutes } from './routes/profile.ts';
 import { storageRoutes } from './routes/storage.ts';
@@ -42,9 +53,23 @@ import type { Route, RouteHandler, Services } from './http/route.ts';
 
 /** Every REST route the gateway serves, in one list (the docs read it too). */
 export const routes: Route[] = [
-  ...authRoutes,
-  ...supabaseAuthRoutes,
-  ...passwordRoutes,
+  // Sign-in (gateway/auth/): this service's own door, /api/auth ...
+  ...authSignupRoutes,
+  ...authTokenRoutes,
+  ...authLogoutRoutes,
+  ...authVerifyRoutes,
+  // ... Supabase Auth's, /auth/v1 ...
+  ...supabaseAuthSignupRoutes,
+  ...supabaseAuthTokenRoutes,
+  ...supabaseAuthUserRoutes,
+  ...supabaseAuthLogoutRoutes,
+  ...supabaseAuthRecoverRoutes,
+  ...supabaseAuthVerifyRoutes,
+  ...supabaseAuthOtpRoutes,
+  ...supabaseAuthSettingsRoutes,
+  ...supabaseAuthAdminRoutes,
+  // ... and the set-password link's.
+  ...authRecoverRoutes,
   ...accountRoutes,
   ...accountPageRoutes,
   ...profileRoutes,

@@ -36,7 +36,6 @@
 // by user or re-check a rule the database enforces.
 import type { AuthRedirects } from '../core/process/config.ts';
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import type { Context as TraceContext } from '@opentelemetry/api';
 import { z } from 'zod';
 import { authenticateApiToken, isApiTokenSecret, type ApiTokenInfo } from '../core/auth/api-tokens.ts';
 import { bearerToken } from '../core/auth/bearer.ts';

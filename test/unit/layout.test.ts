@@ -37,6 +37,13 @@ const sources = ['gateway', 'mcp-server'].flatMap((dir) =>
 const found = (pattern: RegExp, allowed: string[]) =>
   sources.filter((file) => !allowed.includes(file) && pattern.test(fs.readFileSync(path.join(projectRoot, file), 'utf8')));
 
+/** The modules that declare routes (defineRoute). */
+const routeModules = new Set(sources.filter((file) => /\bdefineRoute\(/.test(fs.readFileSync(path.join(projectRoot, file), 'utf8'))));
+
+/** The rooms of the gateway that hold their own doors: services at the top, route modules below. */
+const ROOMS = { 'gateway/auth/': ['gateway/auth/api/', 'gateway/auth/v1/'] } as const;
+const inRoom = (file: string) => Object.keys(ROOMS).some((room) => file.startsWith(room));
+
 describe('the layout', () => {
   it('has no import cycle', () => {
     expect(graph.circular()).toEqual([]);
@@ -89,6 +96,24 @@ describe('the layout', () => {
     expect(found(/\.needOf\(|\.noteCommit\(/, ['gateway/core/database/request-transaction.ts'])).toEqual([]);
     // A caller's call opens its transaction there; the websocket's own calls (its registration, the columns) run on the primary.
     expect(found(/\bwithClaims\(/, ['gateway/core/database/transaction.ts', 'gateway/core/database/request-transaction.ts', 'gateway/realtime/websocket.ts'])).toEqual([]);
+  });
+
+  it('sign-in (gateway/auth/) is a room: its route modules import the room, never another route module', () => {
+    const between = imports.flatMap(([file, targets]) =>
+      routeModules.has(file) ? targets.filter((t) => routeModules.has(t) && (inRoom(file) || inRoom(t))).map((t) => `${file} -> ${t}`) : [],
+    );
+    expect(between).toEqual([]);
+    // The services below the doors import none of them; the HTTP layer and the core import neither room.
+    for (const [room, doors] of Object.entries(ROOMS)) {
+      const door = (t: string) => doors.some((d) => t.startsWith(d));
+      expect(edges(room, door).filter((edge) => !door(edge))).toEqual([]);
+    }
+    expect(edges('gateway/http/', inRoom)).toEqual([]);
+    expect(edges('gateway/core/', inRoom)).toEqual([]);
+    // Each door is a folder of route modules (and what only they share).
+    for (const doors of Object.values(ROOMS)) {
+      for (const d of doors) expect(sources.filter((f) => f.startsWith(d) && routeModules.has(f)).length, d).toBeGreaterThan(0);
+    }
   });
 
   it('is described in docs/development.md: its Layout names every module of gateway/', () => {
