@@ -35,9 +35,11 @@ import { eventRoutes } from './routes/events.ts';
 import { healthHandler } from './routes/health.ts';
 import { platformRoutes } from './routes/platform.ts';
 import { profileRoutes } from './routes/profile.ts';
-import { storageRoutes } from './routes/storage.ts';
-import { storageRenderRoutes } from './routes/storage-render.ts';
-import { storageResumableRoutes } from './routes/storage-resumable.ts';
+import { storageBucketRoutes } from './storage/routes/bucket.ts';
+import { storageSignRoutes } from './storage/routes/sign.ts';
+import { storageObjectRoutes } from './storage/routes/object.ts';
+import { storageRenderRoutes } from './storage/routes/render.ts';
+import { storageResumableRoutes } from './storage/routes/resumable.ts';
 import { streamRoutes } from './routes/stream.ts';
 import { dealRoutes, taskRoutes } from './routes/tasks.ts';
 import { tokenRoutes } from './routes/tokens.ts';
@@ -85,7 +87,10 @@ export const routes: Route[] = [
   ...tokenRoutes,
   ...platformRoutes,
   ...webhookRoutes,
-  ...storageRoutes,
+  // Storage (gateway/storage/): the signed URLs' paths before the objects' (/object/sign/... is not a bucket).
+  ...storageBucketRoutes,
+  ...storageSignRoutes,
+  ...storageObjectRoutes,
   ...storageRenderRoutes,
   ...storageResumableRoutes,
   ...docsRoutes(() => routes),

@@ -41,7 +41,7 @@ const found = (pattern: RegExp, allowed: string[]) =>
 const routeModules = new Set(sources.filter((file) => /\bdefineRoute\(/.test(fs.readFileSync(path.join(projectRoot, file), 'utf8'))));
 
 /** The rooms of the gateway that hold their own doors: services at the top, route modules below. */
-const ROOMS = { 'gateway/auth/': ['gateway/auth/api/', 'gateway/auth/v1/'] } as const;
+const ROOMS = { 'gateway/auth/': ['gateway/auth/api/', 'gateway/auth/v1/'], 'gateway/storage/': ['gateway/storage/routes/'] } as const;
 const inRoom = (file: string) => Object.keys(ROOMS).some((room) => file.startsWith(room));
 
 describe('the layout', () => {
@@ -98,7 +98,7 @@ describe('the layout', () => {
     expect(found(/\bwithClaims\(/, ['gateway/core/database/transaction.ts', 'gateway/core/database/request-transaction.ts', 'gateway/realtime/websocket.ts'])).toEqual([]);
   });
 
-  it('sign-in (gateway/auth/) is a room: its route modules import the room, never another route module', () => {
+  it('sign-in (gateway/auth/) and storage (gateway/storage/) are rooms: their route modules import the room, never another route module', () => {
     const between = imports.flatMap(([file, targets]) =>
       routeModules.has(file) ? targets.filter((t) => routeModules.has(t) && (inRoom(file) || inRoom(t))).map((t) => `${file} -> ${t}`) : [],
     );
