@@ -4,6 +4,7 @@
 // imports only gateway/core; the gateway never imports the MCP server (it
 // starts it by its file path); the HTTP layer imports no route, realtime
 // module or composition root; and there is no import cycle anywhere.
+import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import madge from 'madge';
@@ -114,6 +115,35 @@ describe('the layout', () => {
     for (const doors of Object.values(ROOMS)) {
       for (const d of doors) expect(sources.filter((f) => f.startsWith(d) && routeModules.has(f)).length, d).toBeGreaterThan(0);
     }
+  });
+
+  it("is the README's (Where things live): every path it names exists, and it names every folder of gateway/ and of its rooms", () => {
+    const readme = fs.readFileSync(path.join(projectRoot, 'README.md'), 'utf8');
+    const section = readme.slice(readme.indexOf('## Where things live'));
+    const block = /```\n([\s\S]*?)```/.exec(section)![1]!;
+    const named = new Set<string>();
+    const folders: string[] = [];
+    for (const line of block.split('\n')) {
+      // An entry: its names (`a.ts, b.ts` or `folder/`) at an indentation of two spaces a level, then its description.
+      const entry = /^((?: {2})*)([\w.-]+\/?(?:, [\w.-]+\/?)*)(?: {2,}|$)/.exec(line);
+      if (!entry) continue;
+      const depth = entry[1]!.length / 2;
+      folders.length = depth;
+      for (const name of entry[2]!.split(', ')) named.add(path.posix.join(...folders, name));
+      if (entry[2]!.endsWith('/')) folders.push(entry[2]!.slice(0, -1));
+    }
+    expect([...named].filter((p) => !fs.existsSync(path.join(projectRoot, p)))).toEqual([]);
+    const foldersOf = (dir: string) =>
+      fs
+        .readdirSync(path.join(projectRoot, dir), { withFileTypes: true })
+        .filter((e) => e.isDirectory() && !e.name.startsWith('.') && e.name !== 'node_modules')
+        .map((e) => `${dir === '.' ? '' : `${dir}/`}${e.name}/`);
+    const top = spawnSync('git', ['ls-files'], { cwd: projectRoot, encoding: 'utf8' })
+      .stdout.split('\n')
+      .filter((f) => f.includes('/') && !f.startsWith('.'))
+      .map((f) => `${f.split('/')[0]}/`);
+    const expected = new Set([...top, ...['gateway', 'gateway/core', ...Object.keys(ROOMS).map((r) => r.slice(0, -1))].flatMap(foldersOf)]);
+    expect([...expected].filter((folder) => !named.has(folder)).sort()).toEqual([]);
   });
 
   it('is described in docs/development.md: its Layout names every module of gateway/', () => {
