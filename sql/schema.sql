@@ -820,6 +820,35 @@ $$;
 COMMENT ON FUNCTION admin.storage_bucket_create(id text, public boolean, folder_owner text, file_size_limit bigint, allowed_mime_types text[], images boolean, download_as_attachment boolean) IS 'Creates (or changes) a storage bucket: public or private, whose folders (user, community or event), the size limit in bytes, the types it takes (null: any; image/* patterns), whether it holds images (sniffed, metadata stripped, transformations) and whether downloads are attachments.';
 
 --
+-- Name: storage_collect(boolean); Type: FUNCTION; Schema: admin
+--
+
+CREATE FUNCTION admin.storage_collect(due_now boolean DEFAULT false) RETURNS integer
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog'
+    AS $$
+declare
+  due integer;
+begin
+  -- The bytes of deleted and replaced objects wait 10 minutes (collect_after),
+  -- for downloads under way; due_now skips that wait and any retry back-off.
+  if storage_collect.due_now then
+    update app.storage_garbage g set collect_after = now() where g.collect_after > now();
+  end if;
+  select count(*)::integer into due from app.storage_garbage g where g.collect_after <= now();
+  -- The job worker that has the byte store deletes them, now rather than at its next minute.
+  perform private.enqueue_job('storage_collect', '{}'::jsonb, job_key => 'cron_storage_collect');
+  return due;
+end;
+$$;
+
+--
+-- Name: FUNCTION storage_collect(due_now boolean); Type: COMMENT; Schema: admin
+--
+
+COMMENT ON FUNCTION admin.storage_collect(due_now boolean) IS 'Has a job worker collect storage garbage now (the storage_collect job, queued at once): the bytes of deleted and replaced objects, expired uploads. due_now: also the bytes still in their 10-minute grace period (collect_after) or retry back-off. Returns how many byte-store keys are due.';
+
+--
 -- Name: storage_set_limits(text, bigint, integer); Type: FUNCTION; Schema: admin
 --
 
@@ -967,9 +996,10 @@ begin
       raise exception 'password_hash must be a bcrypt hash of cost 10 or more' using errcode = 'PT400', hint = 'invalid_password_hash';
     end if;
     update identity.users u set password_hash = user_update.password_hash, updated_at = now() where u.id = user_update.user_id;
-    -- As Supabase Auth does when an operator sets a password: every session of the account ends.
+    -- As Supabase Auth does when an operator sets a password: every session of the account ends (and its signed storage URLs).
     update identity.refresh_tokens r set revoked_at = now(), revoked_reason = 'logout'
      where r.user_id = user_update.user_id and r.revoked_at is null;
+    perform private.storage_signed_urls_end(user_update.user_id);
   end if;
   if user_update.user_metadata is not null then
     perform private.user_metadata_merge(user_update.user_id, user_update.user_metadata);
@@ -982,7 +1012,7 @@ $$;
 -- Name: FUNCTION user_update(user_id uuid, email text, password_hash text, user_metadata jsonb); Type: COMMENT; Schema: admin
 --
 
-COMMENT ON FUNCTION admin.user_update(user_id uuid, email text, password_hash text, user_metadata jsonb) IS 'PUT /auth/v1/admin/users/{id} (the service-role key): every change at once or none. email becomes the account''s address at once (no link; a name derived from the old address is derived from the new one; PT400 invalid_email, PT409 email_taken); password_hash (a bcrypt hash the gateway made) replaces the password and ends every session of the account; user_metadata is merged as PUT /auth/v1/user merges it. Answers the User object; PT404 not_found for an unknown id.';
+COMMENT ON FUNCTION admin.user_update(user_id uuid, email text, password_hash text, user_metadata jsonb) IS 'PUT /auth/v1/admin/users/{id} (the service-role key): every change at once or none. email becomes the account''s address at once (no link; a name derived from the old address is derived from the new one; PT400 invalid_email, PT409 email_taken); password_hash (a bcrypt hash the gateway made) replaces the password and ends every session of the account and its signed storage URLs; user_metadata is merged as PUT /auth/v1/user merges it. Answers the User object; PT404 not_found for an unknown id.';
 
 --
 -- Name: users_list(integer, integer); Type: FUNCTION; Schema: admin
@@ -1158,29 +1188,25 @@ $$;
 COMMENT ON FUNCTION api.account_delete_link_send(public_url text) IS 'DELETE /api/mobile/account for an account without a password: e-mails its owner a single-use deletion link (1 hour). PT429 rate_limited past 5 an hour (detail: retry_after); PT401 invalid_credentials for an account with a password (it confirms with it); PT403 forbidden for an API token or an agent.';
 
 --
--- Name: account_delete_request(text, text); Type: FUNCTION; Schema: api
+-- Name: account_delete_request(text, text, text, integer, integer); Type: FUNCTION; Schema: api
 --
 
-CREATE FUNCTION api.account_delete_request(email text, public_url text) RETURNS void
+CREATE FUNCTION api.account_delete_request(email text, public_url text, client_ip text, max_per_ip integer, window_seconds integer) RETURNS void
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog'
     AS $$
-declare
-  account_id uuid;
 begin
-  select u.id into account_id from identity.users u where u.email = lower(btrim(account_delete_request.email));
-  -- The same answer whether or not the account exists.
-  if account_id is not null then
-    perform private.account_delete_link_queue(account_id, account_delete_request.public_url);
-  end if;
+  -- The same work whether or not the account exists: the lookup and the e-mail are a job's.
+  perform private.email_link_enqueue('delete_account', account_delete_request.email, account_delete_request.public_url,
+                                     account_delete_request.client_ip, account_delete_request.max_per_ip, account_delete_request.window_seconds);
 end;
 $$;
 
 --
--- Name: FUNCTION account_delete_request(email text, public_url text); Type: COMMENT; Schema: api
+-- Name: FUNCTION account_delete_request(email text, public_url text, client_ip text, max_per_ip integer, window_seconds integer); Type: COMMENT; Schema: api
 --
 
-COMMENT ON FUNCTION api.account_delete_request(email text, public_url text) IS 'POST /account/delete (the web page): e-mails the account with this address a single-use deletion link (1 hour; at most 5 an hour per account); does and answers the same whether or not the account exists.';
+COMMENT ON FUNCTION api.account_delete_request(email text, public_url text, client_ip text, max_per_ip integer, window_seconds integer) IS 'POST /account/delete (the web page): queues the job that e-mails the account with this address a single-use deletion link (1 hour; at most 5 an hour per account; private.email_link_send); does and answers the same whether or not the account exists. PT429 rate_limited past max_per_ip requests of the client address in window_seconds.';
 
 --
 -- Name: account_email_change(text, text, text); Type: FUNCTION; Schema: api
@@ -1445,6 +1471,8 @@ begin
   delete from identity.oauth_codes c where c.user_id = me and c.used_at is null;
   -- Proofs and e-mailed links made with the old password.
   delete from identity.reauthentications r where r.user_id = me;
+  -- Signed storage URLs the account made (whoever holds one keeps no access).
+  perform private.storage_signed_urls_end(me);
   return jsonb_build_object(
     'sessions_ended', ended,
     'api_tokens', (select count(*) from app.api_tokens t where t.user_id = me and t.active
@@ -1456,7 +1484,7 @@ $$;
 -- Name: FUNCTION account_password_change(reauthentication text, password_hash text); Type: COMMENT; Schema: api
 --
 
-COMMENT ON FUNCTION api.account_password_change(reauthentication text, password_hash text) IS 'POST /api/mobile/account/password: once the current password was checked again (reauthentication), sets the new one (a bcrypt hash the process made) and ends every other session of the account and every OAuth grant (tokens and pending codes); the calling session, the API tokens and the calendar feed stay. Returns sessions_ended and how many active API tokens the account has. PT400 invalid_password_hash; PT401 invalid_credentials without a valid proof; PT403 forbidden for an API token or an agent.';
+COMMENT ON FUNCTION api.account_password_change(reauthentication text, password_hash text) IS 'POST /api/mobile/account/password: once the current password was checked again (reauthentication), sets the new one (a bcrypt hash the process made) and ends every other session of the account, every OAuth grant (tokens and pending codes) and every signed storage URL it made; the calling session, the API tokens and the calendar feed stay. Returns sessions_ended and how many active API tokens the account has. PT400 invalid_password_hash; PT401 invalid_credentials without a valid proof; PT403 forbidden for an API token or an agent.';
 
 --
 -- Name: account_session_end(uuid); Type: FUNCTION; Schema: api
@@ -1557,6 +1585,10 @@ begin
                                        else r.session_id <> current_session end
     returning r.session_id)
   select count(distinct g.session_id) into ended from gone g;
+  -- Signing out everywhere ends the signed storage URLs the account made too.
+  if account_sign_out.scope = 'global' then
+    perform private.storage_signed_urls_end(me);
+  end if;
   return jsonb_build_object('sessions_ended', ended);
 end;
 $$;
@@ -1565,7 +1597,7 @@ $$;
 -- Name: FUNCTION account_sign_out(scope text); Type: COMMENT; Schema: api
 --
 
-COMMENT ON FUNCTION api.account_sign_out(scope text) IS 'POST /auth/v1/logout?scope=: ends the calling session (local), every session of the caller (global) or all but the calling one (others): their refresh tokens, access tokens and streams at once; returns how many. PT422 validation_error for another scope; PT403 forbidden for an API token or an agent.';
+COMMENT ON FUNCTION api.account_sign_out(scope text) IS 'POST /auth/v1/logout?scope=: ends the calling session (local), every session of the caller (global, which also ends every signed storage URL the caller made) or all but the calling one (others): their refresh tokens, access tokens and streams at once; returns how many. PT422 validation_error for another scope; PT403 forbidden for an API token or an agent.';
 
 --
 -- Name: api_endpoints_list(); Type: FUNCTION; Schema: api
@@ -1840,33 +1872,26 @@ CREATE FUNCTION api.auth_password_link_valid(token text) RETURNS boolean
 COMMENT ON FUNCTION api.auth_password_link_valid(token text) IS 'GET /auth/set-password: whether a set-password link can still be used (the page says so before the user types).';
 
 --
--- Name: auth_recover(text, text); Type: FUNCTION; Schema: api
+-- Name: auth_recover(text, text, text, integer, integer); Type: FUNCTION; Schema: api
 --
 
-CREATE FUNCTION api.auth_recover(email text, public_url text) RETURNS void
+CREATE FUNCTION api.auth_recover(email text, public_url text, client_ip text, max_per_ip integer, window_seconds integer) RETURNS void
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog'
     AS $$
-declare
-  account_id uuid;
 begin
-  select u.id into account_id from identity.users u where u.email = lower(btrim(auth_recover.email));
-  -- The same answer whether or not the account exists. At most 5 links an
-  -- hour per account, so the address cannot be flooded through this endpoint.
-  if account_id is not null
-     and (select count(*) from app.email_outbox o
-           where o.user_id = account_id and o.purpose = 'recover'
-             and o.created_at > now() - interval '1 hour') < 5 then
-    perform private.queue_password_email(account_id, 'recover', auth_recover.public_url);
-  end if;
+  -- The request does the same work whether or not the account exists: the
+  -- lookup and the e-mail are a job's (private.email_link_send).
+  perform private.email_link_enqueue('recover', auth_recover.email, auth_recover.public_url,
+                                     auth_recover.client_ip, auth_recover.max_per_ip, auth_recover.window_seconds);
 end;
 $$;
 
 --
--- Name: FUNCTION auth_recover(email text, public_url text); Type: COMMENT; Schema: api
+-- Name: FUNCTION auth_recover(email text, public_url text, client_ip text, max_per_ip integer, window_seconds integer); Type: COMMENT; Schema: api
 --
 
-COMMENT ON FUNCTION api.auth_recover(email text, public_url text) IS 'POST /api/auth/recover: e-mails a set-password link when the account exists (at most 5 an hour); answers the same either way.';
+COMMENT ON FUNCTION api.auth_recover(email text, public_url text, client_ip text, max_per_ip integer, window_seconds integer) IS 'POST /api/auth/recover and /auth/v1/recover: queues the job that e-mails a set-password link when the account exists (at most 5 an hour; private.email_link_send); does and answers the same either way. PT429 rate_limited past max_per_ip requests of the client address in window_seconds (detail: retry_after).';
 
 --
 -- Name: auth_recovery_password_set(text); Type: FUNCTION; Schema: api
@@ -1889,9 +1914,10 @@ begin
     raise exception 'Current password required when setting new password.' using errcode = 'PT400', hint = 'current_password_required';
   end if;
   update identity.users u set password_hash = auth_recovery_password_set.password_hash, updated_at = now() where u.id = me;
-  -- As a password change: every other session ends; this one stays.
+  -- As a password change: every other session ends; this one stays. Signed storage URLs end.
   update identity.refresh_tokens r set revoked_at = now(), revoked_reason = 'logout'
    where r.user_id = me and r.revoked_at is null and r.session_id <> current_session;
+  perform private.storage_signed_urls_end(me);
   return private.auth_user_object(me);
 end;
 $$;
@@ -1900,7 +1926,7 @@ $$;
 -- Name: FUNCTION auth_recovery_password_set(password_hash text); Type: COMMENT; Schema: api
 --
 
-COMMENT ON FUNCTION api.auth_recovery_password_set(password_hash text) IS 'PUT /auth/v1/user {password} without the current password: allowed once, within the hour, in a session a recovery link started (api.auth_recovery_verify); sets the bcrypt hash the gateway made and ends every other session. PT400 current_password_required in any other session; PT400 invalid_password_hash.';
+COMMENT ON FUNCTION api.auth_recovery_password_set(password_hash text) IS 'PUT /auth/v1/user {password} without the current password: allowed once, within the hour, in a session a recovery link started (api.auth_recovery_verify); sets the bcrypt hash the gateway made and ends every other session and every signed storage URL. PT400 current_password_required in any other session; PT400 invalid_password_hash.';
 
 --
 -- Name: auth_recovery_verify(text, text, text); Type: FUNCTION; Schema: api
@@ -1917,7 +1943,8 @@ begin
   update identity.password_tokens t set used_at = now() where t.user_id = link.user_id and t.used_at is null;
   -- Whoever held the account before holds nothing of it now (as a set-password link does).
   perform private.end_credentials(link.user_id);
-  delete from app.agent_members a where a.member_id = link.user_id;
+  -- The person has claimed the account: the agent that created it no longer owns it; it joins what it was handed to.
+  perform private.agent_member_claim(link.user_id);
   select * into started from private.start_session(link.user_id, auth_recovery_verify.user_agent, auth_recovery_verify.client_ip);
   delete from identity.recovery_sessions s where s.user_id = link.user_id;
   insert into identity.recovery_sessions (session_id, user_id, expires_at) values (started.session_id, link.user_id, now() + interval '1 hour');
@@ -2066,8 +2093,8 @@ begin
    where u.id = link.user_id;
   -- Whoever held the account before holds nothing of it now.
   perform private.end_credentials(link.user_id);
-  -- The person has claimed the account: the agent that created it no longer owns it.
-  delete from app.agent_members a where a.member_id = link.user_id;
+  -- The person has claimed the account: the agent that created it no longer owns it; it joins what it was handed to.
+  perform private.agent_member_claim(link.user_id);
   return query select u.id, u.email from identity.users u where u.id = link.user_id;
 end;
 $$;
@@ -3876,36 +3903,33 @@ CREATE FUNCTION api.mcp_member_add_to_community(member_id uuid, community_id uui
     SET search_path TO 'pg_catalog'
     AS $$
 declare
-  member app.agent_members;
+  member uuid;
   community app.communities;
-  member_node uuid;
-  joined timestamptz;
+  asked timestamptz;
   added boolean := true;
-  member_role text := 'member';
 begin
   perform private.mcp_agent();
-  member := private.mcp_own_member(member_id);
-  community := private.mcp_managed_community(community_id);
+  member := private.mcp_member_of_agent(mcp_member_add_to_community.member_id);
+  community := private.mcp_managed_community(mcp_member_add_to_community.community_id);
   perform private.agent_quota_take('add_member_to_community');
-  select p.node_id into member_node from app.profiles p where p.id = member.member_id;
-  if member_node is null then
+  if exists (select from app.agent_members a join app.profiles p on p.id = a.member_id where a.member_id = member and p.node_id is null) then
     raise exception 'the member has no node' using errcode = 'PT409', hint = 'user_has_no_node';
   end if;
-  insert into app.community_members as m (community_id, member_node_id, role)
-    values (community.id, member_node, 'member')
-    on conflict on constraint community_members_pkey do nothing
-    returning m.joined_at into joined;
-  if joined is null then
+  -- The member joins when the person claims the account (private.agent_member_claim):
+  -- until then nothing of the community changes, for a member and a placeholder alike.
+  insert into app.agent_member_joins as j (member_id, community_id, agent_id)
+    values (member, community.id, auth.uid())
+    on conflict on constraint agent_member_joins_pkey do nothing
+    returning j.created_at into asked;
+  if asked is null then
     added := false;
-    select m.joined_at, m.role into joined, member_role
-      from app.community_members m
-     where m.community_id = community.id and m.member_node_id = member_node;
+    select j.created_at into asked from app.agent_member_joins j where j.member_id = member and j.community_id = community.id;
   end if;
   return jsonb_build_object(
-    'member_id', member.member_id,
+    'member_id', member,
     'community_id', community.id,
-    'role', member_role,
-    'joined_at', app.iso(joined),
+    'role', 'member',
+    'joined_at', app.iso(asked),
     'added', added,
     'member_count', (select c.member_count from app.communities c where c.id = community.id));
 end;
@@ -3915,7 +3939,7 @@ $$;
 -- Name: FUNCTION mcp_member_add_to_community(member_id uuid, community_id uuid); Type: COMMENT; Schema: api
 --
 
-COMMENT ON FUNCTION api.mcp_member_add_to_community(member_id uuid, community_id uuid) IS 'MCP add_member_to_community: joins a member the caller created to a community the caller manages. PT404 not_found for either; PT429 rate_limited.';
+COMMENT ON FUNCTION api.mcp_member_add_to_community(member_id uuid, community_id uuid) IS 'MCP add_member_to_community: hands a member the caller created to a community the caller manages; the member joins it when the person claims the account (sets a password: private.agent_member_claim), so the community, its member count and its roster do not change before then. joined_at: when it was asked. PT404 not_found for either; PT409 user_has_no_node; PT429 rate_limited.';
 
 --
 -- Name: mcp_member_create(text, text, jsonb, text); Type: FUNCTION; Schema: api
@@ -3931,6 +3955,7 @@ declare
   chosen_name text := nullif(btrim(mcp_member_create.name), '');
   existing identity.users;
   new_member uuid;
+  placeholder uuid;
   recent_links integer;
 begin
   if data is not null and jsonb_typeof(data) <> 'object' then
@@ -3966,18 +3991,14 @@ begin
   if exists (select from app.agent_members a where a.member_id = existing.id and a.agent_id = agent) then
     return private.mcp_member_json(existing.id) || jsonb_build_object('set_password_email', 'queued');
   end if;
-  return jsonb_build_object(
-    'id', gen_random_uuid(),
-    'node_id', gen_random_uuid(),
-    'email', normalised_email,
-    'name', coalesce(chosen_name, split_part(normalised_email, '@', 1)),
-    'data', coalesce(mcp_member_create.data, '{}'),
-    'attributes', '{}'::jsonb,
-    'password_set', false,
-    'communities', '[]'::jsonb,
-    'created_at', app.iso(now()),
-    'updated_at', app.iso(now()),
-    'set_password_email', 'queued');
+  -- Anyone else's account: a placeholder, which the member tools answer as
+  -- they answer a member the agent created (the same placeholder again for
+  -- the same address), and which reaches no account.
+  insert into app.agent_member_placeholders as p (agent_id, email, name, data)
+    values (agent, normalised_email, coalesce(chosen_name, split_part(normalised_email, '@', 1)), coalesce(mcp_member_create.data, '{}'))
+    on conflict on constraint agent_member_placeholders_agent_email_key do update set email = excluded.email
+    returning p.id into placeholder;
+  return private.mcp_member_json(placeholder) || jsonb_build_object('set_password_email', 'queued');
 end;
 $$;
 
@@ -3985,7 +4006,7 @@ $$;
 -- Name: FUNCTION mcp_member_create(email text, name text, data jsonb, public_url text); Type: COMMENT; Schema: api
 --
 
-COMMENT ON FUNCTION api.mcp_member_create(email text, name text, data jsonb, public_url text) IS 'MCP create_member: a password-less account (user, profile, node with data), owned by the calling agent; queues the set-password e-mail. An e-mail that has an account is answered the same way (fresh ids, nothing of the account) and its owner gets a link. PT429 rate_limited.';
+COMMENT ON FUNCTION api.mcp_member_create(email text, name text, data jsonb, public_url text) IS 'MCP create_member: a password-less account (user, profile, node with data), owned by the calling agent; queues the set-password e-mail. An e-mail that has an account (not the agent''s own member) is answered the same way with a placeholder member (app.agent_member_placeholders: ids that name nothing, which the member tools answer as they answer a created member), and its owner gets a link. PT429 rate_limited.';
 
 --
 -- Name: mcp_member_get(uuid); Type: FUNCTION; Schema: api
@@ -3995,20 +4016,9 @@ CREATE FUNCTION api.mcp_member_get(member_id uuid) RETURNS jsonb
     LANGUAGE plpgsql STABLE SECURITY DEFINER
     SET search_path TO 'pg_catalog'
     AS $$
-declare
-  agent uuid := private.mcp_agent();
-  found_member uuid;
 begin
-  select a.member_id into found_member
-    from app.agent_members a
-    join app.profiles p on p.id = a.member_id
-   where (a.member_id = mcp_member_get.member_id or p.node_id = mcp_member_get.member_id)
-     and a.agent_id = agent
-   limit 1;
-  if found_member is null then
-    raise exception 'member not found' using errcode = 'PT404', hint = 'not_found';
-  end if;
-  return private.mcp_member_json(found_member);
+  perform private.mcp_agent();
+  return private.mcp_member_json(private.mcp_member_of_agent(mcp_member_get.member_id, false));
 end;
 $$;
 
@@ -4016,7 +4026,7 @@ $$;
 -- Name: FUNCTION mcp_member_get(member_id uuid); Type: COMMENT; Schema: api
 --
 
-COMMENT ON FUNCTION api.mcp_member_get(member_id uuid) IS 'MCP get_member: a member the caller created (user id or node id): profile, signup data, attributes. PT404 not_found otherwise.';
+COMMENT ON FUNCTION api.mcp_member_get(member_id uuid) IS 'MCP get_member: a member the caller created (user id or node id; a placeholder alike): profile, signup data, attributes, the communities it was handed to. PT404 not_found otherwise.';
 
 --
 -- Name: mcp_member_set_attributes(uuid, jsonb); Type: FUNCTION; Schema: api
@@ -4027,19 +4037,23 @@ CREATE FUNCTION api.mcp_member_set_attributes(member_id uuid, attributes jsonb) 
     SET search_path TO 'pg_catalog'
     AS $$
 declare
-  member app.agent_members;
+  member uuid;
+  removed text[];
 begin
   perform private.mcp_agent();
   if attributes is null or jsonb_typeof(attributes) <> 'object' then
     raise exception 'attributes must be an object' using errcode = 'PT400', hint = 'invalid_arguments';
   end if;
-  member := private.mcp_own_member(member_id);
+  member := private.mcp_member_of_agent(mcp_member_set_attributes.member_id);
   perform private.agent_quota_take('set_member_attributes');
+  removed := array(select k.key from jsonb_each(mcp_member_set_attributes.attributes) k where k.value = 'null'::jsonb);
   update app.agent_members a
-     set attributes = (a.attributes || mcp_member_set_attributes.attributes)
-                      - array(select k.key from jsonb_each(mcp_member_set_attributes.attributes) k where k.value = 'null'::jsonb)
-   where a.member_id = member.member_id;
-  return private.mcp_member_json(member.member_id);
+     set attributes = (a.attributes || mcp_member_set_attributes.attributes) - removed
+   where a.member_id = member;
+  update app.agent_member_placeholders p
+     set attributes = (p.attributes || mcp_member_set_attributes.attributes) - removed
+   where p.id = member;
+  return private.mcp_member_json(member);
 end;
 $$;
 
@@ -4047,7 +4061,7 @@ $$;
 -- Name: FUNCTION mcp_member_set_attributes(member_id uuid, attributes jsonb); Type: COMMENT; Schema: api
 --
 
-COMMENT ON FUNCTION api.mcp_member_set_attributes(member_id uuid, attributes jsonb) IS 'MCP set_member_attributes: merges attributes (top-level keys; null removes a key) onto a member the caller created. PT404 not_found; PT429 rate_limited.';
+COMMENT ON FUNCTION api.mcp_member_set_attributes(member_id uuid, attributes jsonb) IS 'MCP set_member_attributes: merges attributes (top-level keys; null removes a key) onto a member the caller created (or a placeholder). PT404 not_found; PT429 rate_limited.';
 
 --
 -- Name: mcp_onboarding_communities(); Type: FUNCTION; Schema: api
@@ -4910,7 +4924,7 @@ begin
       'path', object_name,
       'error', case when readable then null else 'Either the object does not exist or you do not have access to it' end,
       'signedURL', case when readable then
-        route || b.id || '/' || object_name || '?token=' || private.storage_token(pg_catalog.jsonb_strip_nulls(pg_catalog.jsonb_build_object(
+        route || b.id || '/' || private.storage_url_path(object_name) || '?token=' || private.storage_token(pg_catalog.jsonb_strip_nulls(pg_catalog.jsonb_build_object(
           'scope', 'download', 'url', b.id || '/' || object_name, 'sub', caller, 'transform', storage_sign.transform)),
           storage_sign.expires_in) end));
   end loop;
@@ -4922,7 +4936,7 @@ $$;
 -- Name: FUNCTION storage_sign(bucket_id text, names text[], expires_in integer, transform jsonb); Type: COMMENT; Schema: api
 --
 
-COMMENT ON FUNCTION api.storage_sign(bucket_id text, names text[], expires_in integer, transform jsonb) IS 'POST /storage/v1/object/sign/{bucket}[/{path}]: a signed download URL (valid expires_in seconds) for each path the caller may read, with the transformation to apply, if any; an `error` for the others. PT400 for an expiry outside 1 s to a year; PT404 bucket_not_found.';
+COMMENT ON FUNCTION api.storage_sign(bucket_id text, names text[], expires_in integer, transform jsonb) IS 'POST /storage/v1/object/sign/{bucket}[/{path}]: a signed download URL (valid expires_in seconds; the path percent-encoded where a URL needs it) for each path the caller may read, with the transformation to apply, if any; an `error` for the others. PT400 for an expiry outside 1 s to a year; PT404 bucket_not_found.';
 
 --
 -- Name: storage_sign_upload(text, text, boolean); Type: FUNCTION; Schema: api
@@ -4943,7 +4957,7 @@ begin
   end if;
   token := private.storage_token(pg_catalog.jsonb_build_object('scope', 'upload', 'url', b.id || '/' || storage_sign_upload.name,
     'sub', caller, 'upsert', coalesce(storage_sign_upload.upsert, false)), 7200);
-  return pg_catalog.jsonb_build_object('url', '/object/upload/sign/' || b.id || '/' || storage_sign_upload.name || '?token=' || token,
+  return pg_catalog.jsonb_build_object('url', '/object/upload/sign/' || b.id || '/' || private.storage_url_path(storage_sign_upload.name) || '?token=' || token,
                                        'token', token);
 end;
 $$;
@@ -4993,9 +5007,21 @@ CREATE FUNCTION api.storage_upload_begin_signed(bucket_id text, name text, token
 declare
   claims jsonb := private.storage_token_claims(storage_upload_begin_signed.token, 'upload',
     storage_upload_begin_signed.bucket_id || '/' || storage_upload_begin_signed.name);
+  token_digest bytea := identity.token_hash(storage_upload_begin_signed.token);
+  started record;
 begin
-  return query select * from private.storage_upload_start((claims->>'sub')::uuid, storage_upload_begin_signed.bucket_id,
+  -- Once: the token's digest is kept until it expires. A second upload waits
+  -- for the first's transaction here, then finds it.
+  insert into app.storage_signed_uploads (token_hash, expires_at)
+    values (token_digest, pg_catalog.to_timestamp((claims->>'exp')::bigint))
+    on conflict (token_hash) do nothing;
+  if not found then
+    raise exception 'The signed upload URL was used already' using errcode = 'PT409', hint = 'signed_url_used';
+  end if;
+  select * into started from private.storage_upload_start((claims->>'sub')::uuid, storage_upload_begin_signed.bucket_id,
     storage_upload_begin_signed.name, coalesce((claims->>'upsert')::boolean, false), storage_upload_begin_signed.declared_size, 'signed');
+  update app.storage_uploads u set signed_token_hash = token_digest where u.id = started.upload_id;
+  return query select started.upload_id, started.storage_key, started.file_size_limit, started.allowed_mime_types, started.images;
 end;
 $$;
 
@@ -5003,7 +5029,7 @@ $$;
 -- Name: FUNCTION storage_upload_begin_signed(bucket_id text, name text, token text, declared_size bigint); Type: COMMENT; Schema: api
 --
 
-COMMENT ON FUNCTION api.storage_upload_begin_signed(bucket_id text, name text, token text, declared_size bigint) IS 'PUT /storage/v1/object/upload/sign/{bucket}/{path}?token=: an upload through a signed upload URL, as the user who signed it (their right to write the path, quota and rate are checked again). PT400 invalid_signature or signature_expired, and the refusals of api.storage_upload_begin.';
+COMMENT ON FUNCTION api.storage_upload_begin_signed(bucket_id text, name text, token text, declared_size bigint) IS 'PUT /storage/v1/object/upload/sign/{bucket}/{path}?token=: an upload through a signed upload URL, as the user who signed it (their right to write the path, quota and rate are checked again). A token uploads once: PT409 signed_url_used when an upload began with it already (one refused or cut off gives it back: private.storage_upload_abort). PT400 invalid_signature or signature_expired, and the refusals of api.storage_upload_begin.';
 
 --
 -- Name: task_chain(uuid, text, integer); Type: FUNCTION; Schema: api
@@ -5646,14 +5672,20 @@ begin
   if not target.active then
     raise exception 'the webhook is not active' using errcode = 'PT409', hint = 'webhook_inactive';
   end if;
-  -- A new round of attempts now (retries counted afresh), same webhook-id.
-  update app.webhook_deliveries d
-     set status = 'pending', next_attempt_at = now(), round_base = d.attempts
-   where d.id = webhook_delivery_replay.delivery_id and d.endpoint_id = target.id
-  returning * into replayed;
+  select * into replayed from app.webhook_deliveries d
+   where d.id = webhook_delivery_replay.delivery_id and d.endpoint_id = target.id;
   if replayed.id is null then
     raise exception 'delivery not found' using errcode = 'PT404', hint = 'delivery_not_found';
   end if;
+  if replayed.url is distinct from target.url then
+    raise exception 'the delivery was queued for an earlier URL of the endpoint: it is not sent to the new one'
+      using errcode = 'PT409', hint = 'webhook_url_changed';
+  end if;
+  -- A new round of attempts now (retries counted afresh), same webhook-id.
+  update app.webhook_deliveries d
+     set status = 'pending', next_attempt_at = now(), round_base = d.attempts
+   where d.id = replayed.id
+  returning * into replayed;
   update app.webhook_endpoints e set backoff_until = null where e.id = target.id and e.backoff_until is not null;
   perform private.webhook_schedule(target.id);
   return private.webhook_delivery_json(replayed);
@@ -5664,7 +5696,7 @@ $$;
 -- Name: FUNCTION webhook_delivery_replay(id uuid, delivery_id uuid); Type: COMMENT; Schema: api
 --
 
-COMMENT ON FUNCTION api.webhook_delivery_replay(id uuid, delivery_id uuid) IS 'POST /api/v1/platform/webhooks/{id}/deliveries/{delivery_id}/replay: sends the delivery again now (ending a back-off), with the same webhook-id and body. PT404 webhook_not_found / delivery_not_found; PT403; PT409 webhook_inactive.';
+COMMENT ON FUNCTION api.webhook_delivery_replay(id uuid, delivery_id uuid) IS 'POST /api/v1/platform/webhooks/{id}/deliveries/{delivery_id}/replay: sends the delivery again now (ending a back-off), with the same webhook-id and body, to the URL it was queued for. PT404 webhook_not_found / delivery_not_found; PT403; PT409 webhook_inactive, or webhook_url_changed for a delivery queued for an earlier URL of the endpoint.';
 
 --
 -- Name: webhook_ping(uuid); Type: FUNCTION; Schema: api
@@ -5707,9 +5739,12 @@ CREATE FUNCTION api.webhook_recover(id uuid, since timestamp with time zone, unt
     SET search_path TO 'pg_catalog'
     AS $$
 declare
-  target app.webhook_endpoints := private.webhook_endpoint_of_caller(webhook_recover.id, false);
+  -- Locked: one endpoint's recoveries take turns, so the hour's count holds.
+  target app.webhook_endpoints := private.webhook_endpoint_of_caller(webhook_recover.id, true);
   recovered integer;
   remaining integer;
+  window_start timestamptz;
+  allowed integer;
 begin
   if not target.active then
     raise exception 'the webhook is not active' using errcode = 'PT409', hint = 'webhook_inactive';
@@ -5717,25 +5752,38 @@ begin
   if since is null then
     raise exception 'since is required' using errcode = 'PT422', hint = 'validation_error';
   end if;
-  -- The failed deliveries queued in [since, until), oldest first, at most
+  -- At most 10,000 deliveries sent again an hour per endpoint.
+  window_start := case when target.recover_window_start > now() - interval '1 hour' then target.recover_window_start else now() end;
+  allowed := 10000 - case when window_start = target.recover_window_start then target.recovered_in_window else 0 end;
+  if allowed <= 0 then
+    raise exception 'at most 10,000 deliveries are recovered an hour per endpoint, try again later'
+      using errcode = 'PT429', hint = 'rate_limited',
+            detail = jsonb_build_object('retry_after', greatest(1, ceil(extract(epoch from window_start + interval '1 hour' - now())))::integer)::text;
+  end if;
+  -- The failed deliveries queued in [since, until) for the URL the endpoint
+  -- has now (never those queued for an earlier one), oldest first, at most
   -- 10,000 a call: each a new round of attempts now, same webhook-id and
   -- body. They are sent oldest first, before anything queued after them.
   update app.webhook_deliveries d
      set status = 'pending', next_attempt_at = now(), round_base = d.attempts
    where d.id = any (array(
            select w.id from app.webhook_deliveries w
-            where w.endpoint_id = target.id and w.status = 'failed'
+            where w.endpoint_id = target.id and w.status = 'failed' and w.url = target.url
               and w.created_at >= webhook_recover.since
               and (webhook_recover.until is null or w.created_at < webhook_recover.until)
             order by w.created_at, w.id
-            limit 10000));
+            limit allowed));
   get diagnostics recovered = row_count;
   select count(*) into remaining from app.webhook_deliveries w
-   where w.endpoint_id = target.id and w.status = 'failed'
+   where w.endpoint_id = target.id and w.status = 'failed' and w.url = target.url
      and w.created_at >= webhook_recover.since
      and (webhook_recover.until is null or w.created_at < webhook_recover.until);
+  update app.webhook_endpoints e
+     set recover_window_start = window_start,
+         recovered_in_window = case when window_start = target.recover_window_start then e.recovered_in_window else 0 end + recovered,
+         backoff_until = case when recovered > 0 then null else e.backoff_until end
+   where e.id = target.id;
   if recovered > 0 then
-    update app.webhook_endpoints e set backoff_until = null where e.id = target.id and e.backoff_until is not null;
     perform private.webhook_schedule(target.id);
   end if;
   return jsonb_build_object('recovered', recovered, 'remaining', remaining);
@@ -5746,7 +5794,7 @@ $$;
 -- Name: FUNCTION webhook_recover(id uuid, since timestamp with time zone, until timestamp with time zone); Type: COMMENT; Schema: api
 --
 
-COMMENT ON FUNCTION api.webhook_recover(id uuid, since timestamp with time zone, until timestamp with time zone) IS 'POST /api/v1/platform/webhooks/{id}/recover: sends again every failed delivery queued at or after since (and before until), oldest first, at most 10,000 a call ({recovered, remaining}: call again while remaining > 0), ending a back-off. PT404; PT403; PT409 webhook_inactive; PT422 without since.';
+COMMENT ON FUNCTION api.webhook_recover(id uuid, since timestamp with time zone, until timestamp with time zone) IS 'POST /api/v1/platform/webhooks/{id}/recover: sends again every failed delivery queued for the endpoint''s current URL at or after since (and before until), oldest first, ending a back-off; at most 10,000 deliveries an hour per endpoint ({recovered, remaining}: call again while remaining > 0). PT404; PT403; PT409 webhook_inactive; PT422 without since; PT429 rate_limited past the hour''s 10,000 (detail: retry_after).';
 
 --
 -- Name: webhook_rotate_secret(uuid); Type: FUNCTION; Schema: api
@@ -5833,6 +5881,11 @@ begin
          updated_at = now()
    where e.id = target.id
   returning * into target;
+  -- What waits for the old URL does not follow the new one: it fails (and is
+  -- never recovered or replayed to the new URL).
+  update app.webhook_deliveries w
+     set status = 'failed', next_attempt_at = null, last_error = 'the endpoint''s URL changed after it was queued'
+   where w.endpoint_id = target.id and w.status in ('pending', 'retrying') and w.url is distinct from target.url;
   return private.webhook_endpoint_json(target);
 end;
 $$;
@@ -5841,7 +5894,7 @@ $$;
 -- Name: FUNCTION webhook_update(id uuid, patch jsonb); Type: COMMENT; Schema: api
 --
 
-COMMENT ON FUNCTION api.webhook_update(id uuid, patch jsonb) IS 'PATCH /api/v1/platform/webhooks/{id}: changes url, events, active and description (the keys given). PT404 webhook_not_found; PT403; PT422.';
+COMMENT ON FUNCTION api.webhook_update(id uuid, patch jsonb) IS 'PATCH /api/v1/platform/webhooks/{id}: changes url, events, active and description (the keys given). A new url: what waits for the old one fails (deliveries go to the URL they were queued for only). PT404 webhook_not_found; PT403; PT422.';
 
 --
 -- Name: webhooks_list(uuid); Type: FUNCTION; Schema: api
@@ -6305,6 +6358,11 @@ begin
   update identity.refresh_tokens r set user_agent = null, ip = null where r.user_id = account.id;
   -- What no foreign key ties to the account.
   delete from private.agent_tool_usage a where a.agent_id = account.id;
+  -- What agents were answered about the address (placeholders) and the communities they handed it to.
+  delete from app.agent_member_joins j
+   where j.member_id = account.id
+      or j.member_id in (select x.id from app.agent_member_placeholders x where x.email = account.email);
+  delete from app.agent_member_placeholders x where x.email = account.email;
   delete from private.password_attempts a where a.email_key = account.email;
   delete from private.auth_failures f
    where (f.scope = 'email' and f.key = account.email)
@@ -6620,6 +6678,36 @@ CREATE FUNCTION private.account_sessions_of(user_id uuid) RETURNS jsonb
 --
 
 COMMENT ON FUNCTION private.account_sessions_of(user_id uuid) IS 'The user''s sessions that can still be refreshed, most recently used first, as [{id, created_at, last_used_at, user_agent, ip, current}] (current: the request''s own session).';
+
+--
+-- Name: agent_member_claim(uuid); Type: FUNCTION; Schema: private
+--
+
+CREATE FUNCTION private.agent_member_claim(user_id uuid) RETURNS void
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog'
+    AS $$
+declare
+  node uuid;
+begin
+  -- The communities an agent handed the member to: joined now.
+  select p.node_id into node from app.profiles p where p.id = agent_member_claim.user_id;
+  if node is not null then
+    insert into app.community_members (community_id, member_node_id, role)
+      select j.community_id, node, 'member' from app.agent_member_joins j where j.member_id = agent_member_claim.user_id
+      on conflict on constraint community_members_pkey do nothing;
+  end if;
+  delete from app.agent_member_joins j where j.member_id = agent_member_claim.user_id;
+  -- The agent that created it no longer owns it.
+  delete from app.agent_members a where a.member_id = agent_member_claim.user_id;
+end;
+$$;
+
+--
+-- Name: FUNCTION agent_member_claim(user_id uuid); Type: COMMENT; Schema: private
+--
+
+COMMENT ON FUNCTION private.agent_member_claim(user_id uuid) IS 'The person claimed the account (set a password through a set-password or recovery link): it joins the communities its agent handed it to, and the agent no longer owns it (every member tool answers not_found for it).';
 
 --
 -- Name: agent_quota_take(text); Type: FUNCTION; Schema: private
@@ -7537,6 +7625,81 @@ CREATE FUNCTION private.default_timezone() RETURNS text
 COMMENT ON FUNCTION private.default_timezone() IS 'DEFAULT_TIMEZONE as the gateway last recorded it (UTC before any gateway started): the time zone of an event made without one, at a venue and in a community that have none.';
 
 --
+-- Name: email_link_enqueue(text, text, text, text, integer, integer); Type: FUNCTION; Schema: private
+--
+
+CREATE FUNCTION private.email_link_enqueue(kind text, email text, public_url text, client_ip text, max_per_ip integer, window_seconds integer) RETURNS void
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog'
+    AS $$
+declare
+  wait integer;
+  address text := lower(btrim(email_link_enqueue.email));
+begin
+  if email_link_enqueue.kind not in ('recover', 'delete_account') then
+    raise exception 'unknown link kind %', email_link_enqueue.kind using errcode = '22023';
+  end if;
+  if email_link_enqueue.client_ip is not null then
+    -- Requests of one address take turns, so a burst cannot slip past the count.
+    perform pg_advisory_xact_lock(hashtextextended('auth_failures:email_link:' || email_link_enqueue.client_ip, 0));
+    wait := private.auth_throttle_wait('email_link', email_link_enqueue.client_ip, email_link_enqueue.max_per_ip, email_link_enqueue.window_seconds);
+    if wait > 0 then
+      raise exception 'too many e-mailed links asked for from this address, try again later'
+        using errcode = 'PT429', hint = 'rate_limited', detail = jsonb_build_object('retry_after', wait)::text;
+    end if;
+    perform private.auth_throttle_record('email_link', email_link_enqueue.client_ip);
+  end if;
+  -- Nothing here reads whether the address has an account. One job per
+  -- address and kind waits at a time (a repeat replaces it).
+  perform private.enqueue_job('email_link',
+    jsonb_build_object('kind', email_link_enqueue.kind, 'email', address, 'public_url', email_link_enqueue.public_url),
+    max_attempts => 5, job_key => 'email_link:' || email_link_enqueue.kind || ':' || address);
+end;
+$$;
+
+--
+-- Name: FUNCTION email_link_enqueue(kind text, email text, public_url text, client_ip text, max_per_ip integer, window_seconds integer); Type: COMMENT; Schema: private
+--
+
+COMMENT ON FUNCTION private.email_link_enqueue(kind text, email text, public_url text, client_ip text, max_per_ip integer, window_seconds integer) IS 'The request half of a door that e-mails a link to whoever has an address (kind recover: POST /api/auth/recover, /auth/v1/recover; delete_account: POST /account/delete): counts the request per client address (PT429 rate_limited past max_per_ip in window_seconds, detail retry_after) and queues the email_link job, the same whether or not an account has the address; the job (private.email_link_send) looks it up.';
+
+--
+-- Name: email_link_send(text, text, text); Type: FUNCTION; Schema: private
+--
+
+CREATE FUNCTION private.email_link_send(kind text, email text, public_url text) RETURNS void
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog'
+    AS $$
+declare
+  account_id uuid;
+begin
+  select u.id into account_id from identity.users u where u.email = lower(btrim(email_link_send.email));
+  if account_id is null then
+    return;
+  end if;
+  if email_link_send.kind = 'recover' then
+    -- At most 5 links an hour per account, so the address cannot be flooded through this door.
+    if (select count(*) from app.email_outbox o
+         where o.user_id = account_id and o.purpose = 'recover'
+           and o.created_at > now() - interval '1 hour') < 5 then
+      perform private.queue_password_email(account_id, 'recover', email_link_send.public_url);
+    end if;
+  elsif email_link_send.kind = 'delete_account' then
+    perform private.account_delete_link_queue(account_id, email_link_send.public_url);
+  else
+    raise exception 'unknown link kind %', email_link_send.kind using errcode = '22023';
+  end if;
+end;
+$$;
+
+--
+-- Name: FUNCTION email_link_send(kind text, email text, public_url text); Type: COMMENT; Schema: private
+--
+
+COMMENT ON FUNCTION private.email_link_send(kind text, email text, public_url text) IS 'The email_link job (gateway/jobs/mail.ts), after the request answered: when an account has the address, queues its e-mail (kind recover: a set-password link, at most 5 an hour; delete_account: a deletion link, private.account_delete_link_queue); nothing otherwise.';
+
+--
 -- Name: email_outbox_begin(uuid); Type: FUNCTION; Schema: private
 --
 
@@ -7646,8 +7809,7 @@ begin
   -- The personal calendar feed URL.
   delete from app.calendar_feeds f where f.user_id = end_credentials.user_id;
   -- Signed URLs of storage objects the user made.
-  insert into app.storage_usage as u (user_id, signed_urls_valid_after) values (end_credentials.user_id, now())
-    on conflict on constraint storage_usage_pkey do update set signed_urls_valid_after = now();
+  perform private.storage_signed_urls_end(end_credentials.user_id);
 end;
 $$;
 
@@ -9077,6 +9239,26 @@ CREATE FUNCTION private.mcp_member_json(member_id uuid) RETURNS jsonb
     LANGUAGE sql STABLE SECURITY DEFINER
     SET search_path TO 'pg_catalog'
     AS $$
+    -- The communities it was handed to (and, for members added before joins
+    -- waited for the claim, those its node is in), of those the caller manages.
+    with handed as (
+      select c.id, c.name, 'member'::text as role, j.created_at as joined_at
+        from app.agent_member_joins j join app.communities c on c.id = j.community_id
+       where j.member_id = mcp_member_json.member_id
+      union
+      select c.id, c.name, cm.role, cm.joined_at
+        from app.profiles p
+        join app.community_members cm on cm.member_node_id = p.node_id
+        join app.communities c on c.id = cm.community_id
+       where p.id = mcp_member_json.member_id
+    ), communities as (
+      select coalesce(jsonb_agg(jsonb_build_object('community_id', h.id, 'name', h.name, 'role', h.role, 'joined_at', app.iso(h.joined_at))
+                                order by h.joined_at, h.id), '[]') as list
+        from handed h
+       where exists (select from app.community_members mine
+                      where mine.community_id = h.id and mine.role = 'manager'
+                        and mine.member_node_id = app.my_node_id())
+    )
     select jsonb_build_object(
       'id', p.id,
       'node_id', p.node_id,
@@ -9085,16 +9267,7 @@ CREATE FUNCTION private.mcp_member_json(member_id uuid) RETURNS jsonb
       'data', coalesce(n.data, '{}'),
       'attributes', a.attributes,
       'password_set', u.password_hash is not null,
-      'communities', (
-        select coalesce(jsonb_agg(jsonb_build_object('community_id', c.id, 'name', c.name, 'role', cm.role,
-                                                     'joined_at', app.iso(cm.joined_at))
-                                  order by cm.joined_at, c.id), '[]')
-          from app.community_members cm
-          join app.communities c on c.id = cm.community_id
-         where cm.member_node_id = p.node_id
-           and exists (select from app.community_members mine
-                        where mine.community_id = c.id and mine.role = 'manager'
-                          and mine.member_node_id = app.my_node_id())),
+      'communities', (select list from communities),
       'created_at', app.iso(a.created_at),
       'updated_at', app.iso(a.updated_at))
     from app.agent_members a
@@ -9102,52 +9275,67 @@ CREATE FUNCTION private.mcp_member_json(member_id uuid) RETURNS jsonb
     join identity.users u on u.id = a.member_id
     left join app.nodes n on n.id = p.node_id
    where a.member_id = mcp_member_json.member_id
+    union all
+    select jsonb_build_object(
+      'id', x.id,
+      'node_id', x.node_id,
+      'email', x.email,
+      'name', x.name,
+      'data', x.data,
+      'attributes', x.attributes,
+      'password_set', false,
+      'communities', (select list from communities),
+      'created_at', app.iso(x.created_at),
+      'updated_at', app.iso(x.updated_at))
+    from app.agent_member_placeholders x
+   where x.id = mcp_member_json.member_id
   $$;
 
 --
 -- Name: FUNCTION mcp_member_json(member_id uuid); Type: COMMENT; Schema: private
 --
 
-COMMENT ON FUNCTION private.mcp_member_json(member_id uuid) IS 'The Agent-interface member object: id, node_id, email, name, data, attributes, password_set, communities (managed by the caller), timestamps.';
+COMMENT ON FUNCTION private.mcp_member_json(member_id uuid) IS 'The Agent-interface member object of a member an agent created, or of a placeholder in the same shape: id, node_id, email, name, data, attributes, password_set, communities (handed to, or joined; of those the caller manages), timestamps.';
 
 --
--- Name: agent_members; Type: TABLE; Schema: app
+-- Name: mcp_member_of_agent(uuid, boolean); Type: FUNCTION; Schema: private
 --
 
-CREATE TABLE app.agent_members (
-    member_id uuid NOT NULL,
-    agent_id uuid NOT NULL,
-    attributes jsonb DEFAULT '{}'::jsonb NOT NULL,
-    created_at timestamp with time zone DEFAULT now() NOT NULL,
-    updated_at timestamp with time zone DEFAULT now() NOT NULL,
-    CONSTRAINT agent_members_attributes_check CHECK ((jsonb_typeof(attributes) = 'object'::text))
-);
-
---
--- Name: TABLE agent_members; Type: COMMENT; Schema: app
---
-
-COMMENT ON TABLE app.agent_members IS 'Members created through the agent interface: which agent (user) created them, and the attributes it merged.';
-
---
--- Name: mcp_own_member(uuid); Type: FUNCTION; Schema: private
---
-
-CREATE FUNCTION private.mcp_own_member(member_ref uuid) RETURNS app.agent_members
+CREATE FUNCTION private.mcp_member_of_agent(member_ref uuid, for_update boolean DEFAULT true) RETURNS uuid
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog'
     AS $$
 declare
-  found_member app.agent_members;
+  found_member uuid;
 begin
-  select a.* into found_member
-    from app.agent_members a
-    join app.profiles p on p.id = a.member_id
-   where (a.member_id = member_ref or p.node_id = member_ref)
-     and a.agent_id = auth.uid()
-   limit 1
-   for update of a;
-  if found_member.member_id is null then
+  if for_update then
+    select a.member_id into found_member
+      from app.agent_members a
+      join app.profiles p on p.id = a.member_id
+     where (a.member_id = member_ref or p.node_id = member_ref) and a.agent_id = auth.uid()
+     limit 1
+     for update of a;
+    if found_member is null then
+      select x.id into found_member
+        from app.agent_member_placeholders x
+       where (x.id = member_ref or x.node_id = member_ref) and x.agent_id = auth.uid()
+       limit 1
+       for update;
+    end if;
+  else
+    select a.member_id into found_member
+      from app.agent_members a
+      join app.profiles p on p.id = a.member_id
+     where (a.member_id = member_ref or p.node_id = member_ref) and a.agent_id = auth.uid()
+     limit 1;
+    if found_member is null then
+      select x.id into found_member
+        from app.agent_member_placeholders x
+       where (x.id = member_ref or x.node_id = member_ref) and x.agent_id = auth.uid()
+       limit 1;
+    end if;
+  end if;
+  if found_member is null then
     raise exception 'member not found' using errcode = 'PT404', hint = 'not_found';
   end if;
   return found_member;
@@ -9155,10 +9343,10 @@ end;
 $$;
 
 --
--- Name: FUNCTION mcp_own_member(member_ref uuid); Type: COMMENT; Schema: private
+-- Name: FUNCTION mcp_member_of_agent(member_ref uuid, for_update boolean); Type: COMMENT; Schema: private
 --
 
-COMMENT ON FUNCTION private.mcp_own_member(member_ref uuid) IS 'The agent-created member (by user id or node id) if the signed-in agent created it; PT404 not_found otherwise.';
+COMMENT ON FUNCTION private.mcp_member_of_agent(member_ref uuid, for_update boolean) IS 'The id of the member (by user id or node id) the signed-in agent created, or of its placeholder (by its id or node id), locked when for_update; PT404 not_found otherwise (another agent''s, a claimed account, an unknown id).';
 
 --
 -- Name: mcp_prune(); Type: FUNCTION; Schema: private
@@ -10625,6 +10813,23 @@ $$;
 COMMENT ON FUNCTION private.start_session(user_id uuid, user_agent text, client_ip text) IS 'Starts a session (a refresh-token family) for the user: its first refresh token, valid 30 days, with the User-Agent and client address of the sign-in (shown in the owner''s list of sessions).';
 
 --
+-- Name: storage_backup_lock_id(); Type: FUNCTION; Schema: private
+--
+
+CREATE FUNCTION private.storage_backup_lock_id() RETURNS bigint
+    LANGUAGE sql IMMUTABLE
+    SET search_path TO 'pg_catalog'
+    AS $$
+    select 4871232390914563012::bigint
+  $$;
+
+--
+-- Name: FUNCTION storage_backup_lock_id(); Type: COMMENT; Schema: private
+--
+
+COMMENT ON FUNCTION private.storage_backup_lock_id() IS 'The advisory lock a backup (npm run admin -- backup) holds, in its session, from before its dump''s snapshot until it has copied the files the dump lists: private.storage_garbage_take takes no key meanwhile, so no byte of an object the dump lists is deleted before it is copied.';
+
+--
 -- Name: storage_base64url(bytea); Type: FUNCTION; Schema: private
 --
 
@@ -10813,6 +11018,10 @@ CREATE FUNCTION private.storage_garbage_done(storage_keys text[], failures jsonb
     delete from app.storage_garbage g
      where g.storage_key = any (storage_garbage_done.storage_keys)
        and not (coalesce(storage_garbage_done.failures, '{}'::jsonb) ? g.storage_key);
+    -- A version's transformations went with its bytes.
+    delete from app.storage_renders r
+     where r.storage_key = any (storage_garbage_done.storage_keys)
+       and not (coalesce(storage_garbage_done.failures, '{}'::jsonb) ? r.storage_key);
     update app.storage_garbage g set last_error = left(storage_garbage_done.failures->>g.storage_key, 1000)
      where coalesce(storage_garbage_done.failures, '{}'::jsonb) ? g.storage_key;
   $$;
@@ -10821,7 +11030,7 @@ CREATE FUNCTION private.storage_garbage_done(storage_keys text[], failures jsonb
 -- Name: FUNCTION storage_garbage_done(storage_keys text[], failures jsonb); Type: COMMENT; Schema: private
 --
 
-COMMENT ON FUNCTION private.storage_garbage_done(storage_keys text[], failures jsonb) IS 'Forgets the keys whose bytes were deleted; records the error of those that failed (failures: key → message), which are tried again later.';
+COMMENT ON FUNCTION private.storage_garbage_done(storage_keys text[], failures jsonb) IS 'Forgets the keys whose bytes were deleted (and the records of their transformations, deleted with them); records the error of those that failed (failures: key → message), which are tried again later.';
 
 --
 -- Name: storage_garbage_take(integer); Type: FUNCTION; Schema: private
@@ -10836,8 +11045,10 @@ CREATE FUNCTION private.storage_garbage_take(max_rows integer DEFAULT 200) RETUR
       delete from app.storage_garbage g
        where g.collect_after <= now() and exists (select from app.storage_objects o where o.storage_key = g.storage_key)
     ), due as (
+      -- Nothing while a backup copies the stored files (private.storage_backup_lock_id).
       select g.storage_key from app.storage_garbage g
-       where g.collect_after <= now()
+       where (select pg_try_advisory_xact_lock_shared(private.storage_backup_lock_id()))
+         and g.collect_after <= now()
          and not exists (select from app.storage_objects o where o.storage_key = g.storage_key)
        order by g.collect_after
        limit storage_garbage_take.max_rows
@@ -10854,7 +11065,7 @@ CREATE FUNCTION private.storage_garbage_take(max_rows integer DEFAULT 200) RETUR
 -- Name: FUNCTION storage_garbage_take(max_rows integer); Type: COMMENT; Schema: private
 --
 
-COMMENT ON FUNCTION private.storage_garbage_take(max_rows integer) IS 'A batch of byte-store keys to delete (the storage_collect job), each put off with back-off in case the job dies; private.storage_garbage_done forgets them once deleted.';
+COMMENT ON FUNCTION private.storage_garbage_take(max_rows integer) IS 'A batch of byte-store keys to delete (the storage_collect job), each put off with back-off in case the job dies; private.storage_garbage_done forgets them once deleted. None while a backup holds private.storage_backup_lock_id.';
 
 --
 -- Name: storage_image_object(text, text, uuid); Type: FUNCTION; Schema: private
@@ -10974,6 +11185,23 @@ CREATE FUNCTION private.storage_object_name(object_id uuid) RETURNS text
 COMMENT ON FUNCTION private.storage_object_name(object_id uuid) IS 'An object''s path in its bucket (image_path of an event whose image is stored here).';
 
 --
+-- Name: storage_open_uploads_max(); Type: FUNCTION; Schema: private
+--
+
+CREATE FUNCTION private.storage_open_uploads_max() RETURNS integer
+    LANGUAGE sql IMMUTABLE
+    SET search_path TO 'pg_catalog'
+    AS $$
+    select 10
+  $$;
+
+--
+-- Name: FUNCTION storage_open_uploads_max(); Type: COMMENT; Schema: private
+--
+
+COMMENT ON FUNCTION private.storage_open_uploads_max() IS 'How many resumable uploads one user may have open at once (not finished, cancelled or expired): 10.';
+
+--
 -- Name: storage_purge(text, uuid, integer); Type: FUNCTION; Schema: private
 --
 
@@ -11047,6 +11275,143 @@ CREATE FUNCTION private.storage_quota_bytes(user_id uuid) RETURNS bigint
 COMMENT ON FUNCTION private.storage_quota_bytes(user_id uuid) IS 'The bytes of objects the user may own: their override in app.storage_usage, else their plan''s storage_quota_bytes.';
 
 --
+-- Name: storage_render_begin(text, text, text, integer, integer); Type: FUNCTION; Schema: private
+--
+
+CREATE FUNCTION private.storage_render_begin(storage_key text, variant text, client_ip text, misses_per_minute integer, variants_per_object integer) RETURNS text[]
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog'
+    AS $$
+declare
+  counted app.storage_render_misses;
+  evicted text[];
+begin
+  -- Transformations made per client address, in fixed one-minute windows (a
+  -- refused one is not counted: its transaction rolls back).
+  if storage_render_begin.client_ip is not null then
+    insert into app.storage_render_misses as m (client_ip, window_start, misses)
+      values (storage_render_begin.client_ip, now(), 1)
+      on conflict on constraint storage_render_misses_pkey do update
+        set window_start = case when m.window_start <= now() - interval '1 minute' then now() else m.window_start end,
+            misses = case when m.window_start <= now() - interval '1 minute' then 1 else m.misses + 1 end
+      returning m.* into counted;
+    if counted.misses > storage_render_begin.misses_per_minute then
+      raise exception 'Too many image transformations: at most % a minute', storage_render_begin.misses_per_minute
+        using errcode = 'PT429', hint = 'too_many_renders',
+              detail = json_build_object('retry_after',
+                         greatest(1, ceil(extract(epoch from counted.window_start + interval '1 minute' - now())))::integer)::text;
+    end if;
+  end if;
+  insert into app.storage_renders (storage_key, variant) values (storage_render_begin.storage_key, storage_render_begin.variant)
+    on conflict on constraint storage_renders_pkey do nothing;
+  -- The version's oldest transformations past the bound go (their bytes: the
+  -- gateway deletes them now, and app.storage_garbage holds them until then).
+  with gone as (
+    delete from app.storage_renders r
+     where r.storage_key = storage_render_begin.storage_key
+       and r.variant in (select x.variant from app.storage_renders x
+                          where x.storage_key = storage_render_begin.storage_key
+                          order by x.created_at desc, x.variant = storage_render_begin.variant desc, x.variant
+                          offset greatest(storage_render_begin.variants_per_object, 1))
+    returning private.storage_render_key(r.storage_key, r.variant) as key
+  ), kept as (
+    insert into app.storage_garbage (storage_key, collect_after) select g.key, now() from gone g on conflict do nothing
+  )
+  select coalesce(pg_catalog.array_agg(g.key), '{}') into evicted from gone g;
+  return evicted;
+end;
+$$;
+
+--
+-- Name: FUNCTION storage_render_begin(storage_key text, variant text, client_ip text, misses_per_minute integer, variants_per_object integer); Type: COMMENT; Schema: private
+--
+
+COMMENT ON FUNCTION private.storage_render_begin(storage_key text, variant text, client_ip text, misses_per_minute integer, variants_per_object integer) IS 'A transformation not in the cache, about to be made (the gateway calls it, as its own role): counts it for the client address (PT429 too_many_renders past misses_per_minute in the current minute, detail retry_after), records it, and evicts the object version''s oldest transformations past variants_per_object. Returns the byte-store keys evicted (also put in app.storage_garbage), for the gateway to delete now.';
+
+--
+-- Name: storage_render_key(text, text); Type: FUNCTION; Schema: private
+--
+
+CREATE FUNCTION private.storage_render_key(storage_key text, variant text) RETURNS text
+    LANGUAGE sql IMMUTABLE
+    SET search_path TO 'pg_catalog'
+    AS $$
+    select 'renders/' || pg_catalog.regexp_replace(storage_render_key.storage_key, '^objects/', '') || '/' || storage_render_key.variant
+  $$;
+
+--
+-- Name: FUNCTION storage_render_key(storage_key text, variant text); Type: COMMENT; Schema: private
+--
+
+COMMENT ON FUNCTION private.storage_render_key(storage_key text, variant text) IS 'The byte-store key of a transformation: renders/<uuid of the version>/<variant> (gateway/storage/byte-store.ts renderKey).';
+
+--
+-- Name: storage_render_misses_prune(); Type: FUNCTION; Schema: private
+--
+
+CREATE FUNCTION private.storage_render_misses_prune() RETURNS integer
+    LANGUAGE sql
+    SET search_path TO 'pg_catalog'
+    AS $$
+    with gone as (
+      delete from app.storage_render_misses m where m.window_start <= now() - interval '1 minute' returning 1
+    )
+    select count(*)::integer from gone
+  $$;
+
+--
+-- Name: FUNCTION storage_render_misses_prune(); Type: COMMENT; Schema: private
+--
+
+COMMENT ON FUNCTION private.storage_render_misses_prune() IS 'Forgets the transformation counts of client addresses whose minute is over (the storage_collect job). Returns how many.';
+
+--
+-- Name: storage_render_stored(text, text, bigint, bigint); Type: FUNCTION; Schema: private
+--
+
+CREATE FUNCTION private.storage_render_stored(storage_key text, variant text, size bigint, budget_bytes bigint) RETURNS text[]
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog'
+    AS $$
+declare
+  evicted text[];
+begin
+  -- One total at a time: every gateway's records take turns here.
+  perform pg_advisory_xact_lock(pg_catalog.hashtextextended('app.storage_renders', 0));
+  update app.storage_renders r set size = storage_render_stored.size
+   where r.storage_key = storage_render_stored.storage_key and r.variant = storage_render_stored.variant;
+  if not found then
+    -- Evicted while it was being made: its bytes go at once.
+    evicted := array[private.storage_render_key(storage_render_stored.storage_key, storage_render_stored.variant)];
+    insert into app.storage_garbage (storage_key, collect_after) values (evicted[1], now()) on conflict do nothing;
+    return evicted;
+  end if;
+  -- Past the budget, the oldest go (newest first, each counted with those newer than it).
+  with ranked as (
+    select r.storage_key, r.variant,
+           sum(coalesce(r.size, 0)) over (order by r.created_at desc, r.storage_key desc, r.variant desc) as running
+      from app.storage_renders r
+  ), gone as (
+    delete from app.storage_renders r
+     using ranked k
+     where k.running > storage_render_stored.budget_bytes
+       and r.storage_key = k.storage_key and r.variant = k.variant
+    returning private.storage_render_key(r.storage_key, r.variant) as key
+  ), kept as (
+    insert into app.storage_garbage (storage_key, collect_after) select g.key, now() from gone g on conflict do nothing
+  )
+  select coalesce(pg_catalog.array_agg(g.key), '{}') into evicted from gone g;
+  return evicted;
+end;
+$$;
+
+--
+-- Name: FUNCTION storage_render_stored(storage_key text, variant text, size bigint, budget_bytes bigint); Type: COMMENT; Schema: private
+--
+
+COMMENT ON FUNCTION private.storage_render_stored(storage_key text, variant text, size bigint, budget_bytes bigint) IS 'A transformation stored (the gateway calls it, as its own role): records its size, then evicts the oldest transformations while all of them together are more than budget_bytes. Returns the byte-store keys evicted (also put in app.storage_garbage), for the gateway to delete now; the transformation itself when it was evicted while being made.';
+
+--
 -- Name: storage_render_url(uuid, integer, integer, text); Type: FUNCTION; Schema: private
 --
 
@@ -11066,6 +11431,24 @@ CREATE FUNCTION private.storage_render_url(object_id uuid, width integer, height
 --
 
 COMMENT ON FUNCTION private.storage_render_url(object_id uuid, width integer, height integer, resize text) IS 'The absolute URL of a transformation of an image of a public bucket (the og:image of the event page: 1200×630, cover).';
+
+--
+-- Name: storage_signed_urls_end(uuid); Type: FUNCTION; Schema: private
+--
+
+CREATE FUNCTION private.storage_signed_urls_end(user_id uuid) RETURNS void
+    LANGUAGE sql
+    SET search_path TO 'pg_catalog'
+    AS $$
+    insert into app.storage_usage as u (user_id, signed_urls_valid_after) values (storage_signed_urls_end.user_id, now())
+      on conflict on constraint storage_usage_pkey do update set signed_urls_valid_after = now();
+  $$;
+
+--
+-- Name: FUNCTION storage_signed_urls_end(user_id uuid); Type: COMMENT; Schema: private
+--
+
+COMMENT ON FUNCTION private.storage_signed_urls_end(user_id uuid) IS 'Ends every signed download and upload URL the user made until now (private.storage_token_claims refuses a token issued at or before signed_urls_valid_after): a password set or changed, every session ended at once (a global sign-out), the account deleted.';
 
 --
 -- Name: storage_token(jsonb, integer); Type: FUNCTION; Schema: private
@@ -11117,7 +11500,8 @@ begin
   if (claims->>'exp')::bigint <= extract(epoch from now()) then
     raise exception 'The signed URL has expired' using errcode = 'PT400', hint = 'signature_expired';
   end if;
-  -- The signer's credentials ended (a password reset) after it was signed.
+  -- The signer's credentials ended after it was signed (private.storage_signed_urls_end: a password set or
+  -- changed, a global sign-out), or the account is gone.
   select u.signed_urls_valid_after into valid_after from app.storage_usage u where u.user_id = (claims->>'sub')::uuid;
   if valid_after is not null and (claims->>'iat')::numeric <= extract(epoch from valid_after)
      or not exists (select from identity.users u where u.id = (claims->>'sub')::uuid) then
@@ -11161,7 +11545,11 @@ CREATE FUNCTION private.storage_upload_abort(upload_id uuid, storage_key text) R
     LANGUAGE sql
     SET search_path TO 'pg_catalog'
     AS $$
-    delete from app.storage_uploads u where u.id = storage_upload_abort.upload_id;
+    with gone as (
+      delete from app.storage_uploads u where u.id = storage_upload_abort.upload_id returning u.signed_token_hash
+    )
+    -- The signed upload URL it began with may be used again.
+    delete from app.storage_signed_uploads t where t.token_hash in (select g.signed_token_hash from gone g);
     -- Never the bytes of a visible object (a finish whose answer was lost may have committed).
     insert into app.storage_garbage (storage_key, collect_after)
       select storage_upload_abort.storage_key, now()
@@ -11173,7 +11561,7 @@ CREATE FUNCTION private.storage_upload_abort(upload_id uuid, storage_key text) R
 -- Name: FUNCTION storage_upload_abort(upload_id uuid, storage_key text); Type: COMMENT; Schema: private
 --
 
-COMMENT ON FUNCTION private.storage_upload_abort(upload_id uuid, storage_key text) IS 'An upload that will not finish (refused, cut off): forgets it, and its key goes to app.storage_garbage unless an object uses it.';
+COMMENT ON FUNCTION private.storage_upload_abort(upload_id uuid, storage_key text) IS 'An upload that will not finish (refused, cut off, cancelled): forgets it (the quota it reserved is free again, and the signed upload URL it began with may be used again), and its key goes to app.storage_garbage unless an object uses it.';
 
 --
 -- Name: storage_upload_finish(uuid, bigint, text, text, text, jsonb, integer, integer); Type: FUNCTION; Schema: private
@@ -11236,9 +11624,11 @@ CREATE FUNCTION private.storage_upload_start(owner_id uuid, bucket_id text, name
 declare
   b app.storage_buckets := private.storage_bucket(storage_upload_start.bucket_id);
   existing app.storage_objects;
-  used bigint;
+  reserved bigint;
   quota bigint;
   per_minute integer;
+  open_uploads integer;
+  oldest_open timestamptz;
   w app.storage_usage;
   started app.storage_uploads;
 begin
@@ -11254,29 +11644,48 @@ begin
     raise exception 'The object exceeded the maximum allowed size (% bytes)', b.file_size_limit
       using errcode = 'PT413', hint = 'object_too_large';
   end if;
-  -- The quota, with what is known now (the finish checks again with the real size).
-  quota := private.storage_quota_bytes(storage_upload_start.owner_id);
-  select coalesce(u.bytes, 0) into used from app.storage_usage u where u.user_id = storage_upload_start.owner_id;
-  if coalesce(used, 0) + coalesce(storage_upload_start.declared_size, 0)
-       - (case when existing.owner_id = storage_upload_start.owner_id then existing.size else 0 end) > quota
-     or (storage_upload_start.declared_size is null and coalesce(used, 0) >= quota) then
-    raise exception 'Storage quota exceeded: % of % bytes used', coalesce(used, 0), quota using errcode = 'PT413', hint = 'quota_exceeded';
-  end if;
-  -- Uploads per minute (a fixed window per user); a refused upload does not count.
-  per_minute := coalesce(
-    (select u.uploads_per_minute from app.storage_usage u where u.user_id = storage_upload_start.owner_id),
-    (select s.storage_uploads_per_minute from app.profiles p join app.subscription_plans s on s.id = p.subscription_type
-      where p.id = storage_upload_start.owner_id),
-    30);
+  -- The owner's usage row, locked: one owner's uploads begin one at a time,
+  -- so what the others reserved is counted right. The upload is counted in
+  -- the minute's window (a refused upload does not count: its transaction
+  -- rolls back).
   insert into app.storage_usage as s (user_id, window_start, window_uploads)
     values (storage_upload_start.owner_id, now(), 1)
     on conflict (user_id) do update
       set window_start = case when s.window_start is null or s.window_start <= now() - interval '1 minute' then now() else s.window_start end,
           window_uploads = case when s.window_start is null or s.window_start <= now() - interval '1 minute' then 1 else s.window_uploads + 1 end
     returning s.* into w;
+  -- The quota: what is stored, plus what the owner's uploads under way
+  -- reserved (their declared sizes: a resumable upload's Upload-Length, a
+  -- body's Content-Length), plus this one; an object this one replaces
+  -- frees its bytes. The finish checks again with the real size.
+  quota := private.storage_quota_bytes(storage_upload_start.owner_id);
+  select coalesce(sum(u.declared_size), 0) into reserved
+    from app.storage_uploads u where u.owner_id = storage_upload_start.owner_id and u.expires_at > now();
+  if w.bytes + reserved + coalesce(storage_upload_start.declared_size, 0)
+       - (case when existing.owner_id = storage_upload_start.owner_id then existing.size else 0 end) > quota
+     or (storage_upload_start.declared_size is null and w.bytes + reserved >= quota) then
+    raise exception 'Storage quota exceeded: % of % bytes used, % reserved by uploads under way', w.bytes, quota, reserved
+      using errcode = 'PT413', hint = 'quota_exceeded';
+  end if;
+  -- Uploads per minute (a fixed window per user).
+  per_minute := coalesce(w.uploads_per_minute,
+    (select s.storage_uploads_per_minute from app.profiles p join app.subscription_plans s on s.id = p.subscription_type
+      where p.id = storage_upload_start.owner_id),
+    30);
   if w.window_uploads > per_minute then
     raise exception 'Too many uploads: at most % a minute', per_minute using errcode = 'PT429', hint = 'too_many_uploads',
       detail = json_build_object('retry_after', greatest(1, ceil(extract(epoch from w.window_start + interval '1 minute' - now())))::integer)::text;
+  end if;
+  -- Resumable uploads open at once (each holds staged bytes until it finishes, is cancelled or expires).
+  if storage_upload_start.kind = 'resumable' then
+    select count(*), min(u.expires_at) into open_uploads, oldest_open
+      from app.storage_uploads u
+     where u.owner_id = storage_upload_start.owner_id and u.kind = 'resumable' and u.expires_at > now();
+    if open_uploads >= private.storage_open_uploads_max() then
+      raise exception 'Too many resumable uploads under way: at most %; finish or cancel one', private.storage_open_uploads_max()
+        using errcode = 'PT429', hint = 'too_many_open_uploads',
+              detail = json_build_object('retry_after', greatest(1, ceil(extract(epoch from oldest_open - now())))::integer)::text;
+    end if;
   end if;
   insert into app.storage_uploads as u (bucket_id, name, owner_id, upsert, kind, storage_key, declared_size, expires_at)
     values (b.id, storage_upload_start.name, storage_upload_start.owner_id, storage_upload_start.upsert, storage_upload_start.kind,
@@ -11291,7 +11700,7 @@ $$;
 -- Name: FUNCTION storage_upload_start(owner_id uuid, bucket_id text, name text, upsert boolean, declared_size bigint, kind text); Type: COMMENT; Schema: private
 --
 
-COMMENT ON FUNCTION private.storage_upload_start(owner_id uuid, bucket_id text, name text, upsert boolean, declared_size bigint, kind text) IS 'Begins an upload for owner_id (the caller, or the signer of a signed upload URL): the bucket, the path, the owner''s right to write it, an existing object (without upsert), the declared size against the bucket''s limit and the quota, and the upload rate, before a byte is read; registers it under a fresh byte-store key (expiring after 1 hour, 24 for resumable uploads).';
+COMMENT ON FUNCTION private.storage_upload_start(owner_id uuid, bucket_id text, name text, upsert boolean, declared_size bigint, kind text) IS 'Begins an upload for owner_id (the caller, or the signer of a signed upload URL): the bucket, the path, the owner''s right to write it, an existing object (without upsert), the declared size against the bucket''s limit and against the quota together with what the owner''s uploads under way reserved (their declared sizes, held until they finish, are given up or expire), the upload rate, and at most private.storage_open_uploads_max() resumable uploads open, before a byte is read; registers it under a fresh byte-store key (expiring after 1 hour, 24 for resumable uploads). PT413 quota_exceeded, PT429 too_many_uploads or too_many_open_uploads (detail: retry_after).';
 
 --
 -- Name: storage_uploads_expire(integer); Type: FUNCTION; Schema: private
@@ -11305,7 +11714,13 @@ CREATE FUNCTION private.storage_uploads_expire(max_rows integer DEFAULT 1000) RE
       delete from app.storage_uploads u
        where u.id in (select x.id from app.storage_uploads x where x.expires_at <= now()
                        order by x.expires_at limit storage_uploads_expire.max_rows for update skip locked)
-      returning u.storage_key
+      returning u.storage_key, u.signed_token_hash
+    ), tokens as (
+      -- Given back (the upload did not finish), or past the token's own expiry.
+      delete from app.storage_signed_uploads t
+       where t.token_hash in (select g.signed_token_hash from gone g)
+          or t.token_hash in (select x.token_hash from app.storage_signed_uploads x where x.expires_at <= now()
+                               limit storage_uploads_expire.max_rows)
     ), kept as (
       insert into app.storage_garbage (storage_key, collect_after)
         select g.storage_key, now() from gone g
@@ -11319,7 +11734,7 @@ CREATE FUNCTION private.storage_uploads_expire(max_rows integer DEFAULT 1000) RE
 -- Name: FUNCTION storage_uploads_expire(max_rows integer); Type: COMMENT; Schema: private
 --
 
-COMMENT ON FUNCTION private.storage_uploads_expire(max_rows integer) IS 'Uploads past their expiry (cut off, or their gateway killed): forgotten, their keys to app.storage_garbage. Returns how many (the storage_collect job).';
+COMMENT ON FUNCTION private.storage_uploads_expire(max_rows integer) IS 'Uploads past their expiry (cut off, or their gateway killed): forgotten (a signed upload URL they began with given back), their keys to app.storage_garbage; used signed upload URLs past their own expiry forgotten. Returns how many uploads (the storage_collect job).';
 
 --
 -- Name: storage_url_path(text); Type: FUNCTION; Schema: private
@@ -12555,6 +12970,7 @@ CREATE TABLE app.webhook_deliveries (
     created_at timestamp with time zone DEFAULT clock_timestamp() NOT NULL,
     delivered_at timestamp with time zone,
     sequence bigint,
+    url text,
     CONSTRAINT webhook_deliveries_status_check CHECK ((status = ANY (ARRAY['pending'::text, 'succeeded'::text, 'retrying'::text, 'failed'::text])))
 );
 
@@ -12569,6 +12985,12 @@ COMMENT ON TABLE app.webhook_deliveries IS 'One message to one endpoint (its web
 --
 
 COMMENT ON COLUMN app.webhook_deliveries.sequence IS 'The delivery''s number, sent as `sequence` in its body: increasing in the order deliveries are queued, so of two deliveries about one object the later change has the higher number; not consecutive. Null for deliveries queued before it existed.';
+
+--
+-- Name: COLUMN webhook_deliveries.url; Type: COMMENT; Schema: app
+--
+
+COMMENT ON COLUMN app.webhook_deliveries.url IS 'The endpoint''s URL when the delivery was queued (set on insert): it is sent there only; once the endpoint''s URL changes, it is not sent (nor recovered or replayed) to the new one.';
 
 --
 -- Name: webhook_body(app.webhook_deliveries); Type: FUNCTION; Schema: private
@@ -12936,15 +13358,22 @@ begin
   if e.backoff_until > clock_timestamp() then
     return;
   end if;
-  -- The oldest due delivery: in the order of the changes.
-  select * into d from app.webhook_deliveries w
-   where w.endpoint_id = e.id and w.status in ('pending', 'retrying') and w.next_attempt_at <= clock_timestamp()
-   order by w.created_at, w.id
-   limit 1
-   for update;
-  if d.id is null then
-    return;
-  end if;
+  -- The oldest due delivery: in the order of the changes. One queued for an
+  -- earlier URL of the endpoint (a change that raced the URL's) fails instead.
+  loop
+    select * into d from app.webhook_deliveries w
+     where w.endpoint_id = e.id and w.status in ('pending', 'retrying') and w.next_attempt_at <= clock_timestamp()
+     order by w.created_at, w.id
+     limit 1
+     for update;
+    if d.id is null then
+      return;
+    end if;
+    exit when d.url is not distinct from e.url;
+    update app.webhook_deliveries w
+       set status = 'failed', next_attempt_at = null, last_error = 'the endpoint''s URL changed after it was queued'
+     where w.id = d.id;
+  end loop;
   update app.webhook_deliveries w set attempts = w.attempts + 1 where w.id = d.id returning * into d;
   return query select d.id, e.url,
                       array_remove(array[e.secret, case when e.previous_secret_expires_at > now() then e.previous_secret end], null),
@@ -12956,7 +13385,29 @@ $$;
 -- Name: FUNCTION webhook_delivery_next(endpoint_id uuid); Type: COMMENT; Schema: private
 --
 
-COMMENT ON FUNCTION private.webhook_delivery_next(endpoint_id uuid) IS 'The webhook_deliver task, holding the endpoint''s lock: its oldest due delivery (URL, the secrets that sign it, webhook-id, body) with one more attempt counted; nothing when none is due, the endpoint backs off or is gone (inactive: its waiting deliveries fail).';
+COMMENT ON FUNCTION private.webhook_delivery_next(endpoint_id uuid) IS 'The webhook_deliver task, holding the endpoint''s lock: its oldest due delivery (URL, the secrets that sign it, webhook-id, body) with one more attempt counted; nothing when none is due, the endpoint backs off or is gone (inactive: its waiting deliveries fail). A delivery queued for an earlier URL of the endpoint fails instead of being sent.';
+
+--
+-- Name: webhook_delivery_url(); Type: FUNCTION; Schema: private
+--
+
+CREATE FUNCTION private.webhook_delivery_url() RETURNS trigger
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog'
+    AS $$
+begin
+  if new.url is null then
+    select e.url into new.url from app.webhook_endpoints e where e.id = new.endpoint_id;
+  end if;
+  return new;
+end;
+$$;
+
+--
+-- Name: FUNCTION webhook_delivery_url(); Type: COMMENT; Schema: private
+--
+
+COMMENT ON FUNCTION private.webhook_delivery_url() IS 'Trigger: a delivery records the URL its endpoint has when it is queued; it is sent there only.';
 
 --
 -- Name: webhook_due(uuid); Type: FUNCTION; Schema: private
@@ -13084,6 +13535,8 @@ CREATE TABLE app.webhook_endpoints (
     consecutive_failures integer DEFAULT 0 NOT NULL,
     backoff_until timestamp with time zone,
     waiting_since timestamp with time zone,
+    recover_window_start timestamp with time zone,
+    recovered_in_window integer DEFAULT 0 NOT NULL,
     CONSTRAINT webhook_endpoints_description_check CHECK ((length(description) <= 500)),
     CONSTRAINT webhook_endpoints_events_check CHECK ((((cardinality(events) >= 1) AND (cardinality(events) <= 8)) AND (events <@ ARRAY['event.created'::text, 'event.updated'::text, 'event.deleted'::text, 'attendee.registered'::text, 'checkin.created'::text, 'member.joined'::text, 'member.left'::text, 'member.deleted'::text]))),
     CONSTRAINT webhook_endpoints_url_check CHECK (((length(url) <= 2000) AND (url ~* '^https?://[^/?#]'::text)))
@@ -13112,6 +13565,12 @@ COMMENT ON COLUMN app.webhook_endpoints.backoff_until IS 'While the endpoint kee
 --
 
 COMMENT ON COLUMN app.webhook_endpoints.waiting_since IS 'Since when the endpoint has deliveries waiting for one of its community''s sending slots (null: not waiting).';
+
+--
+-- Name: COLUMN webhook_endpoints.recovered_in_window; Type: COMMENT; Schema: app
+--
+
+COMMENT ON COLUMN app.webhook_endpoints.recovered_in_window IS 'Deliveries sent again by `recover` since recover_window_start (an hour''s window): at most 10,000 an hour per endpoint.';
 
 --
 -- Name: webhook_endpoint_json(app.webhook_endpoints); Type: FUNCTION; Schema: private
@@ -13530,6 +13989,65 @@ $$;
 --
 
 COMMENT ON FUNCTION private.webhook_sweep() IS 'Gives every endpoint with a delivery overdue by a minute a webhook_deliver job (one already waiting keeps its time; not before its back-off ends); returns how many endpoints. The worker runs it every minute.';
+
+--
+-- Name: agent_member_joins; Type: TABLE; Schema: app
+--
+
+CREATE TABLE app.agent_member_joins (
+    member_id uuid NOT NULL,
+    community_id uuid NOT NULL,
+    agent_id uuid NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL
+);
+
+--
+-- Name: TABLE agent_member_joins; Type: COMMENT; Schema: app
+--
+
+COMMENT ON TABLE app.agent_member_joins IS 'Communities an agent handed its member to (add_member_to_community): the member joins them when the person claims the account.';
+
+--
+-- Name: agent_member_placeholders; Type: TABLE; Schema: app
+--
+
+CREATE TABLE app.agent_member_placeholders (
+    id uuid DEFAULT gen_random_uuid() NOT NULL,
+    node_id uuid DEFAULT gen_random_uuid() NOT NULL,
+    agent_id uuid NOT NULL,
+    email text NOT NULL,
+    name text NOT NULL,
+    data jsonb DEFAULT '{}'::jsonb NOT NULL,
+    attributes jsonb DEFAULT '{}'::jsonb NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT agent_member_placeholders_attributes_check CHECK ((jsonb_typeof(attributes) = 'object'::text))
+);
+
+--
+-- Name: TABLE agent_member_placeholders; Type: COMMENT; Schema: app
+--
+
+COMMENT ON TABLE app.agent_member_placeholders IS 'What create_member answered an agent for an address that already had an account: a member object answered as a created member is (get_member, set_member_attributes, add_member_to_community), which reaches no account.';
+
+--
+-- Name: agent_members; Type: TABLE; Schema: app
+--
+
+CREATE TABLE app.agent_members (
+    member_id uuid NOT NULL,
+    agent_id uuid NOT NULL,
+    attributes jsonb DEFAULT '{}'::jsonb NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT agent_members_attributes_check CHECK ((jsonb_typeof(attributes) = 'object'::text))
+);
+
+--
+-- Name: TABLE agent_members; Type: COMMENT; Schema: app
+--
+
+COMMENT ON TABLE app.agent_members IS 'Members created through the agent interface: which agent (user) created them, and the attributes it merged.';
 
 --
 -- Name: api_endpoints; Type: TABLE; Schema: app
@@ -14033,6 +14551,55 @@ CREATE TABLE app.storage_garbage (
 COMMENT ON TABLE app.storage_garbage IS 'Byte-store keys no object uses any more (replaced, deleted, orphaned uploads), with their transformations: deleted by the storage_collect job.';
 
 --
+-- Name: storage_render_misses; Type: TABLE; Schema: app
+--
+
+CREATE TABLE app.storage_render_misses (
+    client_ip text NOT NULL,
+    window_start timestamp with time zone NOT NULL,
+    misses integer NOT NULL
+);
+
+--
+-- Name: TABLE storage_render_misses; Type: COMMENT; Schema: app
+--
+
+COMMENT ON TABLE app.storage_render_misses IS 'Transformations made (not served from the cache) per client address in its current one-minute window.';
+
+--
+-- Name: storage_renders; Type: TABLE; Schema: app
+--
+
+CREATE TABLE app.storage_renders (
+    storage_key text NOT NULL COLLATE pg_catalog."C",
+    variant text NOT NULL COLLATE pg_catalog."C",
+    size bigint,
+    created_at timestamp with time zone DEFAULT now() NOT NULL
+);
+
+--
+-- Name: TABLE storage_renders; Type: COMMENT; Schema: app
+--
+
+COMMENT ON TABLE app.storage_renders IS 'Transformations kept in the byte store (renders/...): per object version and in all at most what the gateway''s configuration says, the oldest evicted first.';
+
+--
+-- Name: storage_signed_uploads; Type: TABLE; Schema: app
+--
+
+CREATE TABLE app.storage_signed_uploads (
+    token_hash bytea NOT NULL,
+    expires_at timestamp with time zone NOT NULL,
+    used_at timestamp with time zone DEFAULT now() NOT NULL
+);
+
+--
+-- Name: TABLE storage_signed_uploads; Type: COMMENT; Schema: app
+--
+
+COMMENT ON TABLE app.storage_signed_uploads IS 'Signed upload URLs used (or in use): the digest of each token that began an upload, until the token expires, so that it uploads once.';
+
+--
 -- Name: storage_uploads; Type: TABLE; Schema: app
 --
 
@@ -14047,6 +14614,7 @@ CREATE TABLE app.storage_uploads (
     declared_size bigint,
     created_at timestamp with time zone DEFAULT now() NOT NULL,
     expires_at timestamp with time zone NOT NULL,
+    signed_token_hash bytea,
     CONSTRAINT storage_uploads_kind_check CHECK ((kind = ANY (ARRAY['direct'::text, 'signed'::text, 'resumable'::text, 'copy'::text])))
 );
 
@@ -14418,14 +14986,14 @@ CREATE TABLE private.auth_failures (
     scope text NOT NULL,
     key text NOT NULL,
     failed_at timestamp with time zone DEFAULT now() NOT NULL,
-    CONSTRAINT auth_failures_scope_check CHECK ((scope = ANY (ARRAY['email'::text, 'email_client'::text, 'ip'::text, 'refresh'::text, 'verify'::text, 'password_set'::text])))
+    CONSTRAINT auth_failures_scope_check CHECK ((scope = ANY (ARRAY['email'::text, 'email_client'::text, 'ip'::text, 'refresh'::text, 'verify'::text, 'password_set'::text, 'email_link'::text])))
 );
 
 --
 -- Name: TABLE auth_failures; Type: COMMENT; Schema: private
 --
 
-COMMENT ON TABLE private.auth_failures IS 'Failed sign-ins (per e-mail and client address, per e-mail, per client IP), failed refresh/verify attempts (per client IP) and requests at the doors that set a password (password_set, per client IP), for throttling.';
+COMMENT ON TABLE private.auth_failures IS 'Failed sign-ins (per e-mail and client address, per e-mail, per client IP), failed refresh/verify attempts (per client IP), requests at the doors that set a password (password_set, per client IP) and at the doors that e-mail a link (email_link, per client IP), for throttling.';
 
 --
 -- Name: mcp_request_counts; Type: TABLE; Schema: private
@@ -14538,6 +15106,27 @@ COMMENT ON TABLE private.time_zones IS 'The names of pg_timezone_names, copied (
 --
 
 ALTER TABLE ONLY app.webhook_deliveries ALTER COLUMN sequence SET DEFAULT nextval('app.webhook_deliveries_sequence_seq'::regclass);
+
+--
+-- Name: agent_member_joins agent_member_joins_pkey; Type: CONSTRAINT; Schema: app
+--
+
+ALTER TABLE ONLY app.agent_member_joins
+    ADD CONSTRAINT agent_member_joins_pkey PRIMARY KEY (member_id, community_id);
+
+--
+-- Name: agent_member_placeholders agent_member_placeholders_agent_email_key; Type: CONSTRAINT; Schema: app
+--
+
+ALTER TABLE ONLY app.agent_member_placeholders
+    ADD CONSTRAINT agent_member_placeholders_agent_email_key UNIQUE (agent_id, email);
+
+--
+-- Name: agent_member_placeholders agent_member_placeholders_pkey; Type: CONSTRAINT; Schema: app
+--
+
+ALTER TABLE ONLY app.agent_member_placeholders
+    ADD CONSTRAINT agent_member_placeholders_pkey PRIMARY KEY (id);
 
 --
 -- Name: agent_members agent_members_pkey; Type: CONSTRAINT; Schema: app
@@ -14813,6 +15402,27 @@ ALTER TABLE ONLY app.storage_objects
     ADD CONSTRAINT storage_objects_storage_key_key UNIQUE (storage_key);
 
 --
+-- Name: storage_render_misses storage_render_misses_pkey; Type: CONSTRAINT; Schema: app
+--
+
+ALTER TABLE ONLY app.storage_render_misses
+    ADD CONSTRAINT storage_render_misses_pkey PRIMARY KEY (client_ip);
+
+--
+-- Name: storage_renders storage_renders_pkey; Type: CONSTRAINT; Schema: app
+--
+
+ALTER TABLE ONLY app.storage_renders
+    ADD CONSTRAINT storage_renders_pkey PRIMARY KEY (storage_key, variant);
+
+--
+-- Name: storage_signed_uploads storage_signed_uploads_pkey; Type: CONSTRAINT; Schema: app
+--
+
+ALTER TABLE ONLY app.storage_signed_uploads
+    ADD CONSTRAINT storage_signed_uploads_pkey PRIMARY KEY (token_hash);
+
+--
 -- Name: storage_uploads storage_uploads_pkey; Type: CONSTRAINT; Schema: app
 --
 
@@ -15035,6 +15645,18 @@ ALTER TABLE ONLY private.storage_signing_keys
 
 ALTER TABLE ONLY private.time_zones
     ADD CONSTRAINT time_zones_pkey PRIMARY KEY (name);
+
+--
+-- Name: agent_member_joins_agent_idx; Type: INDEX; Schema: app
+--
+
+CREATE INDEX agent_member_joins_agent_idx ON app.agent_member_joins USING btree (agent_id);
+
+--
+-- Name: agent_member_placeholders_email_idx; Type: INDEX; Schema: app
+--
+
+CREATE INDEX agent_member_placeholders_email_idx ON app.agent_member_placeholders USING btree (email);
 
 --
 -- Name: agent_members_agent_idx; Type: INDEX; Schema: app
@@ -15349,6 +15971,18 @@ CREATE INDEX storage_garbage_due_idx ON app.storage_garbage USING btree (collect
 CREATE INDEX storage_objects_owner_idx ON app.storage_objects USING btree (owner_id) WHERE (owner_id IS NOT NULL);
 
 --
+-- Name: storage_renders_created_idx; Type: INDEX; Schema: app
+--
+
+CREATE INDEX storage_renders_created_idx ON app.storage_renders USING btree (created_at);
+
+--
+-- Name: storage_signed_uploads_expires_idx; Type: INDEX; Schema: app
+--
+
+CREATE INDEX storage_signed_uploads_expires_idx ON app.storage_signed_uploads USING btree (expires_at);
+
+--
 -- Name: storage_uploads_expires_idx; Type: INDEX; Schema: app
 --
 
@@ -15553,6 +16187,12 @@ CREATE UNIQUE INDEX time_zones_lower_name_idx ON private.time_zones USING btree 
 CREATE TRIGGER _100_keep_a_manager BEFORE DELETE OR UPDATE OF role ON app.community_members FOR EACH ROW EXECUTE FUNCTION private.tg_community_members__keep_a_manager();
 
 --
+-- Name: agent_member_placeholders _100_set_updated_at; Type: TRIGGER; Schema: app
+--
+
+CREATE TRIGGER _100_set_updated_at BEFORE UPDATE ON app.agent_member_placeholders FOR EACH ROW EXECUTE FUNCTION private.tg__set_updated_at();
+
+--
 -- Name: agent_members _100_set_updated_at; Type: TRIGGER; Schema: app
 --
 
@@ -15605,6 +16245,12 @@ CREATE TRIGGER _100_set_updated_at BEFORE UPDATE ON app.tasks FOR EACH ROW EXECU
 --
 
 CREATE TRIGGER _100_set_updated_at BEFORE UPDATE ON app.venues FOR EACH ROW EXECUTE FUNCTION private.tg__set_updated_at();
+
+--
+-- Name: webhook_deliveries _100_url; Type: TRIGGER; Schema: app
+--
+
+CREATE TRIGGER _100_url BEFORE INSERT ON app.webhook_deliveries FOR EACH ROW EXECUTE FUNCTION private.webhook_delivery_url();
 
 --
 -- Name: events _120_timezone; Type: TRIGGER; Schema: app
@@ -15791,6 +16437,27 @@ CREATE TRIGGER _900_notify_session_ended AFTER UPDATE ON identity.refresh_tokens
 --
 
 CREATE TRIGGER _900_storage_purge AFTER DELETE ON identity.users FOR EACH ROW EXECUTE FUNCTION private.tg_users__storage_purge();
+
+--
+-- Name: agent_member_joins agent_member_joins_agent_id_fkey; Type: FK CONSTRAINT; Schema: app
+--
+
+ALTER TABLE ONLY app.agent_member_joins
+    ADD CONSTRAINT agent_member_joins_agent_id_fkey FOREIGN KEY (agent_id) REFERENCES identity.users(id) ON DELETE CASCADE;
+
+--
+-- Name: agent_member_joins agent_member_joins_community_id_fkey; Type: FK CONSTRAINT; Schema: app
+--
+
+ALTER TABLE ONLY app.agent_member_joins
+    ADD CONSTRAINT agent_member_joins_community_id_fkey FOREIGN KEY (community_id) REFERENCES app.communities(id) ON DELETE CASCADE;
+
+--
+-- Name: agent_member_placeholders agent_member_placeholders_agent_id_fkey; Type: FK CONSTRAINT; Schema: app
+--
+
+ALTER TABLE ONLY app.agent_member_placeholders
+    ADD CONSTRAINT agent_member_placeholders_agent_id_fkey FOREIGN KEY (agent_id) REFERENCES identity.users(id) ON DELETE CASCADE;
 
 --
 -- Name: agent_members agent_members_agent_id_fkey; Type: FK CONSTRAINT; Schema: app
@@ -16487,6 +17154,18 @@ CREATE POLICY "Users read their own agent's tool calls" ON app.mcp_tool_calls FO
 CREATE POLICY "Venues are visible to signed-in users" ON app.venues FOR SELECT TO authenticated USING (true);
 
 --
+-- Name: agent_member_joins; Type: ROW SECURITY; Schema: app
+--
+
+ALTER TABLE app.agent_member_joins ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: agent_member_placeholders; Type: ROW SECURITY; Schema: app
+--
+
+ALTER TABLE app.agent_member_placeholders ENABLE ROW LEVEL SECURITY;
+
+--
 -- Name: agent_members; Type: ROW SECURITY; Schema: app
 --
 
@@ -16653,6 +17332,24 @@ ALTER TABLE app.storage_garbage ENABLE ROW LEVEL SECURITY;
 --
 
 ALTER TABLE app.storage_objects ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: storage_render_misses; Type: ROW SECURITY; Schema: app
+--
+
+ALTER TABLE app.storage_render_misses ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: storage_renders; Type: ROW SECURITY; Schema: app
+--
+
+ALTER TABLE app.storage_renders ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: storage_signed_uploads; Type: ROW SECURITY; Schema: app
+--
+
+ALTER TABLE app.storage_signed_uploads ENABLE ROW LEVEL SECURITY;
 
 --
 -- Name: storage_uploads; Type: ROW SECURITY; Schema: app
@@ -16957,6 +17654,12 @@ REVOKE ALL ON FUNCTION admin.set_venue_timezone(venue_node_id uuid, timezone tex
 REVOKE ALL ON FUNCTION admin.storage_bucket_create(id text, public boolean, folder_owner text, file_size_limit bigint, allowed_mime_types text[], images boolean, download_as_attachment boolean) FROM PUBLIC;
 
 --
+-- Name: FUNCTION storage_collect(due_now boolean); Type: ACL; Schema: admin
+--
+
+REVOKE ALL ON FUNCTION admin.storage_collect(due_now boolean) FROM PUBLIC;
+
+--
 -- Name: FUNCTION storage_set_limits(email text, quota_bytes bigint, uploads_per_minute integer); Type: ACL; Schema: admin
 --
 
@@ -17041,12 +17744,12 @@ REVOKE ALL ON FUNCTION api.account_delete_link_send(public_url text) FROM PUBLIC
 GRANT ALL ON FUNCTION api.account_delete_link_send(public_url text) TO authenticated;
 
 --
--- Name: FUNCTION account_delete_request(email text, public_url text); Type: ACL; Schema: api
+-- Name: FUNCTION account_delete_request(email text, public_url text, client_ip text, max_per_ip integer, window_seconds integer); Type: ACL; Schema: api
 --
 
-REVOKE ALL ON FUNCTION api.account_delete_request(email text, public_url text) FROM PUBLIC;
-GRANT ALL ON FUNCTION api.account_delete_request(email text, public_url text) TO anon;
-GRANT ALL ON FUNCTION api.account_delete_request(email text, public_url text) TO authenticated;
+REVOKE ALL ON FUNCTION api.account_delete_request(email text, public_url text, client_ip text, max_per_ip integer, window_seconds integer) FROM PUBLIC;
+GRANT ALL ON FUNCTION api.account_delete_request(email text, public_url text, client_ip text, max_per_ip integer, window_seconds integer) TO anon;
+GRANT ALL ON FUNCTION api.account_delete_request(email text, public_url text, client_ip text, max_per_ip integer, window_seconds integer) TO authenticated;
 
 --
 -- Name: FUNCTION account_email_change(reauthentication text, new_email text, public_url text); Type: ACL; Schema: api
@@ -17181,12 +17884,12 @@ GRANT ALL ON FUNCTION api.auth_password_link_valid(token text) TO anon;
 GRANT ALL ON FUNCTION api.auth_password_link_valid(token text) TO authenticated;
 
 --
--- Name: FUNCTION auth_recover(email text, public_url text); Type: ACL; Schema: api
+-- Name: FUNCTION auth_recover(email text, public_url text, client_ip text, max_per_ip integer, window_seconds integer); Type: ACL; Schema: api
 --
 
-REVOKE ALL ON FUNCTION api.auth_recover(email text, public_url text) FROM PUBLIC;
-GRANT ALL ON FUNCTION api.auth_recover(email text, public_url text) TO anon;
-GRANT ALL ON FUNCTION api.auth_recover(email text, public_url text) TO authenticated;
+REVOKE ALL ON FUNCTION api.auth_recover(email text, public_url text, client_ip text, max_per_ip integer, window_seconds integer) FROM PUBLIC;
+GRANT ALL ON FUNCTION api.auth_recover(email text, public_url text, client_ip text, max_per_ip integer, window_seconds integer) TO anon;
+GRANT ALL ON FUNCTION api.auth_recover(email text, public_url text, client_ip text, max_per_ip integer, window_seconds integer) TO authenticated;
 
 --
 -- Name: FUNCTION auth_recovery_password_set(password_hash text); Type: ACL; Schema: api
@@ -18492,6 +19195,12 @@ REVOKE ALL ON FUNCTION private.account_session() FROM PUBLIC;
 REVOKE ALL ON FUNCTION private.account_sessions_of(user_id uuid) FROM PUBLIC;
 
 --
+-- Name: FUNCTION agent_member_claim(user_id uuid); Type: ACL; Schema: private
+--
+
+REVOKE ALL ON FUNCTION private.agent_member_claim(user_id uuid) FROM PUBLIC;
+
+--
 -- Name: FUNCTION agent_quota_take(tool text); Type: ACL; Schema: private
 --
 
@@ -18840,6 +19549,18 @@ GRANT ALL ON FUNCTION private.deal_lock(deal_id uuid) TO authenticated;
 REVOKE ALL ON FUNCTION private.default_timezone() FROM PUBLIC;
 
 --
+-- Name: FUNCTION email_link_enqueue(kind text, email text, public_url text, client_ip text, max_per_ip integer, window_seconds integer); Type: ACL; Schema: private
+--
+
+REVOKE ALL ON FUNCTION private.email_link_enqueue(kind text, email text, public_url text, client_ip text, max_per_ip integer, window_seconds integer) FROM PUBLIC;
+
+--
+-- Name: FUNCTION email_link_send(kind text, email text, public_url text); Type: ACL; Schema: private
+--
+
+REVOKE ALL ON FUNCTION private.email_link_send(kind text, email text, public_url text) FROM PUBLIC;
+
+--
 -- Name: FUNCTION email_outbox_begin(id uuid); Type: ACL; Schema: private
 --
 
@@ -19154,17 +19875,11 @@ GRANT ALL ON FUNCTION private.mcp_managed_community(community_id uuid) TO authen
 REVOKE ALL ON FUNCTION private.mcp_member_json(member_id uuid) FROM PUBLIC;
 
 --
--- Name: TABLE agent_members; Type: ACL; Schema: app
+-- Name: FUNCTION mcp_member_of_agent(member_ref uuid, for_update boolean); Type: ACL; Schema: private
 --
 
-GRANT SELECT ON TABLE app.agent_members TO authenticated;
-
---
--- Name: FUNCTION mcp_own_member(member_ref uuid); Type: ACL; Schema: private
---
-
-REVOKE ALL ON FUNCTION private.mcp_own_member(member_ref uuid) FROM PUBLIC;
-GRANT ALL ON FUNCTION private.mcp_own_member(member_ref uuid) TO authenticated;
+REVOKE ALL ON FUNCTION private.mcp_member_of_agent(member_ref uuid, for_update boolean) FROM PUBLIC;
+GRANT ALL ON FUNCTION private.mcp_member_of_agent(member_ref uuid, for_update boolean) TO authenticated;
 
 --
 -- Name: FUNCTION mcp_prune(); Type: ACL; Schema: private
@@ -19475,6 +20190,12 @@ REVOKE ALL ON FUNCTION private.sign_in_wait(email_key text, client_ip text, max_
 REVOKE ALL ON FUNCTION private.start_session(user_id uuid, user_agent text, client_ip text) FROM PUBLIC;
 
 --
+-- Name: FUNCTION storage_backup_lock_id(); Type: ACL; Schema: private
+--
+
+REVOKE ALL ON FUNCTION private.storage_backup_lock_id() FROM PUBLIC;
+
+--
 -- Name: FUNCTION storage_base64url(data bytea); Type: ACL; Schema: private
 --
 
@@ -19577,6 +20298,12 @@ REVOKE ALL ON FUNCTION private.storage_object_name(object_id uuid) FROM PUBLIC;
 GRANT ALL ON FUNCTION private.storage_object_name(object_id uuid) TO authenticated;
 
 --
+-- Name: FUNCTION storage_open_uploads_max(); Type: ACL; Schema: private
+--
+
+REVOKE ALL ON FUNCTION private.storage_open_uploads_max() FROM PUBLIC;
+
+--
 -- Name: FUNCTION storage_purge(folder_owner text, folder_id uuid, max_rows integer); Type: ACL; Schema: private
 --
 
@@ -19595,10 +20322,40 @@ REVOKE ALL ON FUNCTION private.storage_purge_enqueue(folder_owner text, folder_i
 REVOKE ALL ON FUNCTION private.storage_quota_bytes(user_id uuid) FROM PUBLIC;
 
 --
+-- Name: FUNCTION storage_render_begin(storage_key text, variant text, client_ip text, misses_per_minute integer, variants_per_object integer); Type: ACL; Schema: private
+--
+
+REVOKE ALL ON FUNCTION private.storage_render_begin(storage_key text, variant text, client_ip text, misses_per_minute integer, variants_per_object integer) FROM PUBLIC;
+
+--
+-- Name: FUNCTION storage_render_key(storage_key text, variant text); Type: ACL; Schema: private
+--
+
+REVOKE ALL ON FUNCTION private.storage_render_key(storage_key text, variant text) FROM PUBLIC;
+
+--
+-- Name: FUNCTION storage_render_misses_prune(); Type: ACL; Schema: private
+--
+
+REVOKE ALL ON FUNCTION private.storage_render_misses_prune() FROM PUBLIC;
+
+--
+-- Name: FUNCTION storage_render_stored(storage_key text, variant text, size bigint, budget_bytes bigint); Type: ACL; Schema: private
+--
+
+REVOKE ALL ON FUNCTION private.storage_render_stored(storage_key text, variant text, size bigint, budget_bytes bigint) FROM PUBLIC;
+
+--
 -- Name: FUNCTION storage_render_url(object_id uuid, width integer, height integer, resize text); Type: ACL; Schema: private
 --
 
 REVOKE ALL ON FUNCTION private.storage_render_url(object_id uuid, width integer, height integer, resize text) FROM PUBLIC;
+
+--
+-- Name: FUNCTION storage_signed_urls_end(user_id uuid); Type: ACL; Schema: private
+--
+
+REVOKE ALL ON FUNCTION private.storage_signed_urls_end(user_id uuid) FROM PUBLIC;
 
 --
 -- Name: FUNCTION storage_token(claims jsonb, expires_in integer); Type: ACL; Schema: private
@@ -20018,6 +20775,12 @@ REVOKE ALL ON FUNCTION private.webhook_delivery_json(d app.webhook_deliveries) F
 REVOKE ALL ON FUNCTION private.webhook_delivery_next(endpoint_id uuid) FROM PUBLIC;
 
 --
+-- Name: FUNCTION webhook_delivery_url(); Type: ACL; Schema: private
+--
+
+REVOKE ALL ON FUNCTION private.webhook_delivery_url() FROM PUBLIC;
+
+--
 -- Name: FUNCTION webhook_due(endpoint_id uuid); Type: ACL; Schema: private
 --
 
@@ -20130,6 +20893,12 @@ REVOKE ALL ON FUNCTION private.webhook_send_end(endpoint_id uuid, community_id u
 --
 
 REVOKE ALL ON FUNCTION private.webhook_sweep() FROM PUBLIC;
+
+--
+-- Name: TABLE agent_members; Type: ACL; Schema: app
+--
+
+GRANT SELECT ON TABLE app.agent_members TO authenticated;
 
 --
 -- Name: TABLE api_endpoints; Type: ACL; Schema: app

@@ -113,6 +113,7 @@ export const UPLOAD_ERRORS = {
   415: errors('invalid_mime_type', 'mime_type_mismatch', 'svg_not_allowed', 'html_not_allowed', 'not_an_image'),
   422: errors('image_too_many_pixels', 'invalid_image'),
   429: errors('too_many_uploads'),
+  507: errors('storage_full'),
 } as const;
 
 /** What an upload route says of its limits. */

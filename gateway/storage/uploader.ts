@@ -31,7 +31,7 @@ import { PassThrough, Transform, type Readable, type TransformCallback } from 'n
 import { pipeline } from 'node:stream/promises';
 import busboy from 'busboy';
 import type { Context } from '../http/route.ts';
-import { HttpError } from '../core/web/errors.ts';
+import { HttpError, isDiskFull, storageFull } from '../core/web/errors.ts';
 import { NotStoredError, type ByteStore } from './byte-store.ts';
 import { bareType, imageClient, type ImageWork } from './images.ts';
 
@@ -189,7 +189,8 @@ async function fromForm(req: IncomingMessage, receive: (body: Readable, type: st
       if (settled) return;
       settled = true;
       req.unpipe(form);
-      reject(err instanceof HttpError ? err : new HttpError(400, 'bad_request', 'the multipart form cannot be read'));
+      // (A full storage volume is the server's, not a malformed form: 507.)
+      reject(err instanceof HttpError ? err : isDiskFull(err) ? storageFull() : new HttpError(400, 'bad_request', 'the multipart form cannot be read'));
     };
     form.on('field', (name, value) => (fields[name] = value));
     form.on('file', (_name, stream, info) => {

@@ -182,6 +182,7 @@ export const storageObjectRoutes = [
       413: errors('object_too_large', 'quota_exceeded'),
       415: errors('invalid_mime_type'),
       429: errors('too_many_uploads'),
+      507: errors('storage_full'),
     },
     async handler(ctx) {
       const { body, headers } = ctx;
