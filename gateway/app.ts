@@ -12,8 +12,20 @@ import { accountPageRoutes } from './routes/account-pages.ts';
 import { accountRoutes } from './routes/account.ts';
 import { agentCallRoutes } from './routes/agent-calls.ts';
 import { assetRoutes } from './routes/assets.ts';
-import { authRoutes } from './routes/auth.ts';
-import { supabaseAuthRoutes } from './routes/supabase-auth.ts';
+import { authSignupRoutes } from './auth/api/signup.ts';
+import { authTokenRoutes } from './auth/api/token.ts';
+import { authLogoutRoutes } from './auth/api/logout.ts';
+import { authVerifyRoutes } from './auth/api/verify.ts';
+import { authRecoverRoutes } from './auth/api/recover.ts';
+import { supabaseAuthSignupRoutes } from './auth/v1/signup.ts';
+import { supabaseAuthTokenRoutes } from './auth/v1/token.ts';
+import { supabaseAuthUserRoutes } from './auth/v1/user.ts';
+import { supabaseAuthLogoutRoutes } from './auth/v1/logout.ts';
+import { supabaseAuthRecoverRoutes } from './auth/v1/recover.ts';
+import { supabaseAuthVerifyRoutes } from './auth/v1/verify.ts';
+import { supabaseAuthOtpRoutes } from './auth/v1/otp.ts';
+import { supabaseAuthSettingsRoutes } from './auth/v1/settings.ts';
+import { supabaseAuthAdminRoutes } from './auth/v1/admin.ts';
 import { calendarRoutes } from './routes/calendars.ts';
 import { communityRoutes } from './routes/communities.ts';
 import { connectionRoutes } from './routes/connections.ts';
@@ -21,12 +33,13 @@ import { deeplinkRoutes } from './routes/deeplinks.ts';
 import { docsRoutes } from './routes/docs.ts';
 import { eventRoutes } from './routes/events.ts';
 import { healthHandler } from './routes/health.ts';
-import { passwordRoutes } from './routes/password.ts';
 import { platformRoutes } from './routes/platform.ts';
 import { profileRoutes } from './routes/profile.ts';
-import { storageRoutes } from './routes/storage.ts';
-import { storageRenderRoutes } from './routes/storage-render.ts';
-import { storageResumableRoutes } from './routes/storage-resumable.ts';
+import { storageBucketRoutes } from './storage/routes/bucket.ts';
+import { storageSignRoutes } from './storage/routes/sign.ts';
+import { storageObjectRoutes } from './storage/routes/object.ts';
+import { storageRenderRoutes } from './storage/routes/render.ts';
+import { storageResumableRoutes } from './storage/routes/resumable.ts';
 import { streamRoutes } from './routes/stream.ts';
 import { dealRoutes, taskRoutes } from './routes/tasks.ts';
 import { tokenRoutes } from './routes/tokens.ts';
@@ -41,9 +54,23 @@ import type { Route, RouteHandler, Services } from './http/route.ts';
 
 /** Every REST route the gateway serves, in one list (the docs read it too). */
 export const routes: Route[] = [
-  ...authRoutes,
-  ...supabaseAuthRoutes,
-  ...passwordRoutes,
+  // Sign-in (gateway/auth/): this service's own door, /api/auth ...
+  ...authSignupRoutes,
+  ...authTokenRoutes,
+  ...authLogoutRoutes,
+  ...authVerifyRoutes,
+  // ... Supabase Auth's, /auth/v1 ...
+  ...supabaseAuthSignupRoutes,
+  ...supabaseAuthTokenRoutes,
+  ...supabaseAuthUserRoutes,
+  ...supabaseAuthLogoutRoutes,
+  ...supabaseAuthRecoverRoutes,
+  ...supabaseAuthVerifyRoutes,
+  ...supabaseAuthOtpRoutes,
+  ...supabaseAuthSettingsRoutes,
+  ...supabaseAuthAdminRoutes,
+  // ... and the set-password link's.
+  ...authRecoverRoutes,
   ...accountRoutes,
   ...accountPageRoutes,
   ...profileRoutes,
@@ -59,7 +86,10 @@ export const routes: Route[] = [
   ...tokenRoutes,
   ...platformRoutes,
   ...webhookRoutes,
-  ...storageRoutes,
+  // Storage (gateway/storage/): the signed URLs' paths before the objects' (/object/sign/... is not a bucket).
+  ...storageBucketRoutes,
+  ...storageSignRoutes,
+  ...storageObjectRoutes,
   ...storageRenderRoutes,
   ...storageResumableRoutes,
   ...docsRoutes(() => routes),

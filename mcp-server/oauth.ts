@@ -271,7 +271,7 @@ interface ApprovalRow {
 /**
  * The consent form's answer: sign in, then a code to the client (or
  * access_denied). The password is checked as POST /api/auth/login checks it
- * (gateway/routes/auth.ts): the login's throttling and attempt in SQL
+ * (gateway/auth/sign-in.ts): the login's throttling and attempt in SQL
  * (private.password_attempt_start), bcrypt here in this process's bounded
  * hashing, then private.oauth_request_approve records the outcome.
  */

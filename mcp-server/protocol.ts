@@ -16,8 +16,8 @@ import { InitializeRequestSchema, ListToolsRequestSchema, type CallToolResult, t
 import { z } from 'zod';
 import { assertStorable } from '../gateway/core/web/input.ts';
 import type { Context as TraceContext } from '@opentelemetry/api';
-import { withClaims } from '../gateway/core/database/transaction.ts';
-import { readerOf, type Replicas } from '../gateway/core/database/replicas.ts';
+import { requestTransaction } from '../gateway/core/database/request-transaction.ts';
+import type { Replicas } from '../gateway/core/database/replicas.ts';
 import type { Sql } from '../gateway/core/database/pool.ts';
 import type { ErrorCode } from '../gateway/core/web/error-codes.ts';
 import { toHttpError } from '../gateway/core/web/errors.ts';
@@ -192,19 +192,18 @@ async function runTool(ctx: CallContext, tool: ToolDefinition, rawArgs: unknown,
     return { result: toolError('insufficient_scope', message), code: 'insufficient_scope', message };
   }
   try {
-    const replicas = ctx.replicas;
-    // With replicas, the user's writes through this process are read back by its agents' read tools.
-    const reader = replicas ? readerOf(ctx.agent.claims) : null;
-    const on = (sql: Sql) =>
-      withClaims(sql, ctx.agent.claims, (tx) => tool.run(tx, parsed.data, { publicUrl: ctx.publicUrl }), {
-        readOnly: tool.kind === 'read',
-        statementTimeoutMs: ctx.statementTimeoutMs,
-        traceId: ctx.traceId,
-        traceparent: ctx.traceparent,
-        traceContext: ctx.traceContext,
-        ...(replicas && tool.kind !== 'read' ? { onCommit: (lsn: string) => replicas.noteCommit(reader, lsn) } : {}),
-      });
-    const value = replicas && tool.kind === 'read' ? await replicas.read(ctx.sql, replicas.needOf(undefined, reader), on) : await on(ctx.sql);
+    // As a REST route's: on a replica that has the agent's user's writes for a read tool, else the primary.
+    const db = requestTransaction({
+      sql: ctx.sql,
+      replicas: ctx.replicas,
+      claims: ctx.agent.claims,
+      readOnly: tool.kind === 'read',
+      statementTimeoutMs: ctx.statementTimeoutMs,
+      traceId: ctx.traceId,
+      traceparent: ctx.traceparent,
+      traceContext: ctx.traceContext,
+    });
+    const value = await db((tx) => tool.run(tx, parsed.data, { publicUrl: ctx.publicUrl }));
     const result: CallToolResult = { content: [{ type: 'text', text: JSON.stringify(value) }] };
     if (hasStructuredOutput(ctx.protocolVersion) && isPlainObject(value)) result.structuredContent = value;
     return { result, code: 'ok', message: null };

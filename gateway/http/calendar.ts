@@ -1,7 +1,8 @@
 // iCalendar (RFC 5545) answers: the calendar SQL built (api.calendar_*),
 // rendered with ical-generator (CRLF, lines folded at 75 octets, TEXT
 // escaped, the file ending with CRLF), and the conditional-GET headers (ETag,
-// Last-Modified, 304), compressed (br, gzip) when the client accepts it.
+// Last-Modified, 304; the request's are read by conditional.ts), compressed
+// (br, gzip) when the client accepts it.
 // Which events a calendar lists, their UID, end, SEQUENCE, status, time zone
 // and the validators are SQL's; this module only writes them down.
 //
@@ -21,6 +22,7 @@ import Negotiator from 'negotiator';
 import { tzlib_get_ical_block, tzlib_get_timezones } from 'timezones-ical-library';
 import { usableZone } from '../core/web/time-zones.ts';
 import type { Reply } from './route.ts';
+import { entityTags, httpDate } from './conditional.ts';
 
 /**
  * The renderer's output format, part of every ETag (SQL hashes it in): change
@@ -139,28 +141,6 @@ export function renderCalendar(document: CalendarDocument, ttlSeconds?: number):
   }
   // RFC 5545 3.1: every content line ends with CRLF, the last one too.
   return `${calendar.toString()}\r\n`;
-}
-
-/**
- * The entity tags of If-None-Match (`W/` dropped: a GET compares weakly;
- * `*` kept), or null when the header is absent.
- */
-export function entityTags(header: string | undefined): string[] | null {
-  if (header === undefined) return null;
-  const tags: string[] = [];
-  for (const match of header.matchAll(/\s*(\*|(?:W\/)?"[^"]*")\s*(?:,|$)/g)) {
-    const tag = match[1]!;
-    tags.push(tag.startsWith('W/') ? tag.slice(2) : tag);
-    if (tags.length >= 50) break;
-  }
-  return tags;
-}
-
-/** An HTTP date (If-Modified-Since), or null when absent or not a date. */
-export function httpDate(header: string | undefined): Date | null {
-  if (header === undefined) return null;
-  const date = new Date(header);
-  return Number.isNaN(date.getTime()) ? null : date;
 }
 
 /** The conditional-GET inputs of a request, as the SQL functions take them (a compressed answer's tag, `"…-br"`, names the same calendar). */

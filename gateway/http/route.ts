@@ -6,11 +6,13 @@
 //                          caller: an API token (SQL) or an access token
 //                          (its signature, cached until it expires); the
 //                          caller's claims come from core/auth/identity.ts
-//   2. requestTransaction  how the handler reaches the database: one
+//   2. transactionOf       how the handler reaches the database: one
 //                          transaction per call, as the caller (anon on
 //                          public routes), read-only for a GET, within the
-//                          client's fair share of the pool; one pipelined
-//                          round trip (core/database/transaction.ts)
+//                          client's fair share of the pool, on the primary
+//                          or a replica as the MCP tools' are
+//                          (core/database/request-transaction.ts); one
+//                          pipelined round trip (core/database/transaction.ts)
 //   3. validatedContext    params, query, body and headers validated with the
 //                          route's zod schemas; the handler then calls one SQL
 //                          function inside ctx.db(...)
@@ -34,16 +36,16 @@
 // by user or re-check a rule the database enforces.
 import type { AuthRedirects } from '../core/process/config.ts';
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import type { Context as TraceContext } from '@opentelemetry/api';
 import { z } from 'zod';
 import { authenticateApiToken, isApiTokenSecret, type ApiTokenInfo } from '../core/auth/api-tokens.ts';
 import { bearerToken } from '../core/auth/bearer.ts';
 import { callerOf, claimsOf, type Caller } from '../core/auth/identity.ts';
 import { clientIp } from '../core/web/client-ip.ts';
 import type { AuthLimits, TrustProxy } from '../core/process/config.ts';
-import { withClaims, type InTransaction, type RequestClaims, type Tx } from '../core/database/transaction.ts';
+import type { InTransaction, RequestClaims, Tx } from '../core/database/transaction.ts';
+import { requestTransaction } from '../core/database/request-transaction.ts';
 import { DEADLINE_MARGIN_MS, type Sql } from '../core/database/pool.ts';
-import { CONSISTENCY_TOKEN_HEADER, readerOf, type Replicas } from '../core/database/replicas.ts';
+import { CONSISTENCY_TOKEN_HEADER, type Replicas } from '../core/database/replicas.ts';
 import { defaultCode, errorBody, HttpError, restatedFor, toHttpError, unavailable, type ErrorShape } from '../core/web/errors.ts';
 import { fairShareKey, type FairShare } from './fair-share.ts';
 import { InvalidTokenError, type AccessClaims, type ApiKeyRole, type TokenService } from '../core/auth/jwt.ts';
@@ -335,7 +337,7 @@ export function defineRoute<
         const caller = def.auth === 'user' ? await authenticate(exchange, services, def.tokenInQuery ?? false) : null;
         if (caller) exchange.userId = caller.user.sub;
         const ip = clientIp(exchange.req.socket.remoteAddress, exchange.req.headers['x-forwarded-for'], services.trustProxy);
-        const transaction = requestTransaction(def, services, caller, ip, exchange);
+        const transaction = transactionOf(def, services, caller, ip, exchange);
         const run = (db: InTransaction) => def.handler(validatedContext(def, exchange, { services, caller, ip, db, apiKeyRole }));
         const key = keyed ? idempotencyKeyOf(exchange, def.invalidStatus ?? 400) : null;
         if (key) await serveKeyed(exchange.res, key, transaction, async (db) => answerOf(await run(db)), (err) => httpErrorOf(def, err).status);
@@ -381,51 +383,31 @@ function requireApiKey(exchange: Exchange, services: Services): ApiKeyRole {
 }
 
 /**
- * Step 2: the request's transactions (core/database/transaction.ts), as the
- * caller (anon on public routes), read-only for a GET, each within the
- * client's fair share of the pool (fair-share.ts), its application_name
- * carrying the request's trace id. With read replicas, this is where the
- * pool is chosen (core/database/replicas.ts): a read-only transaction runs
- * on a replica that has the client's writes (its X-Consistency-Token, or its
- * session's newest write in this process), else on the primary; a
- * read-write one on the primary, answering its consistency token.
+ * Step 2: the request's transactions (core/database/request-transaction.ts:
+ * the primary or a replica, as the caller, anon on public routes), read-only
+ * for a GET, each within the client's fair share of the pool
+ * (fair-share.ts); a read-write one answers its consistency token.
  */
-function requestTransaction(def: RouteRules, services: Services, caller: Caller | null, ip: string, exchange: Exchange): InTransaction {
+function transactionOf(def: RouteRules, services: Services, caller: Caller | null, ip: string, exchange: Exchange): InTransaction {
   const trace = exchange.requestLog;
-  const { traceId, traceparent } = trace;
-  const traceContext = trace.span?.context;
-  const claims = caller?.user ?? claimsOf({ kind: 'anon' });
-  const readOnly = runsReadOnly(def);
+  const db = requestTransaction({
+    sql: services.sql,
+    replicas: services.replicas,
+    claims: caller?.user ?? claimsOf({ kind: 'anon' }),
+    readOnly: runsReadOnly(def),
+    statementTimeoutMs: services.statementTimeoutMs,
+    traceId: trace.traceId,
+    traceparent: trace.traceparent,
+    traceContext: trace.span?.context,
+    consistencyToken: exchange.req.headers[CONSISTENCY_TOKEN_HEADER],
+    onToken: (token) => {
+      if (!exchange.res.headersSent) exchange.res.setHeader(CONSISTENCY_TOKEN_HEADER, token);
+    },
+  });
   const share = services.fairShare;
+  if (!share) return db;
   const shareKey = fairShareKey(caller?.user.sub, ip);
-  const replicas = services.replicas;
-  const session = replicas && caller ? readerOf(caller.user) : null;
-  // An access token's iat is in whole seconds, and it was signed after what its sign-in committed.
-  const iat = (caller?.user as { iat?: unknown } | undefined)?.iat;
-  const issuedAt = typeof iat === 'number' ? (iat + 1) * 1000 : undefined;
-  return (fn, asClaims, options) => {
-    const on = (sql: Sql) =>
-      withClaims(sql, asClaims === undefined ? claims : asClaims, fn, {
-        readOnly,
-        statementTimeoutMs: services.statementTimeoutMs,
-        traceId,
-        traceparent,
-        traceContext,
-        ...(replicas && !readOnly ? { onCommit: (lsn: string) => committed(exchange, replicas, session, lsn) } : {}),
-        ...options,
-      });
-    const run = () =>
-      replicas && readOnly && options?.readOnly !== false
-        ? replicas.read(services.sql, replicas.needOf(exchange.req.headers[CONSISTENCY_TOKEN_HEADER], session, issuedAt), on)
-        : on(services.sql);
-    return share ? share.run(shareKey, run) : run();
-  };
-}
-
-/** A read-write transaction committed at `lsn`: its consistency token is answered, and kept for the reader. */
-function committed(exchange: Exchange, replicas: Replicas, reader: string | null, lsn: string): void {
-  const token = replicas.noteCommit(reader, lsn);
-  if (token !== null && !exchange.res.headersSent) exchange.res.setHeader(CONSISTENCY_TOKEN_HEADER, token);
+  return (fn, asClaims, options) => share.run(shareKey, () => db(fn, asClaims, options));
 }
 
 /** Step 3: the handler's context, its params, query, body and headers validated with the route's schemas (400, 404 or 422). */

@@ -10,7 +10,7 @@
 // and the hub's timer for Idempotency-Key records and event tombstones.
 import type { JobHelpers } from 'graphile-worker';
 import type { StorageService } from '../storage/service.ts';
-import { collectStorage } from './storage.ts';
+import { collectStorage } from '../storage/jobs.ts';
 
 export interface PeriodicJob {
   /** The task identifier. */
@@ -25,7 +25,7 @@ export interface PeriodicJob {
 export interface PeriodicSettings {
   /** CHANGE_LOG_RETENTION_HOURS, in seconds. */
   changeLogRetentionSeconds: number;
-  /** The byte store and staging area the storage jobs clean up (gateway/jobs/storage.ts); absent: no storage job runs here. */
+  /** The byte store and staging area the storage jobs clean up (gateway/storage/jobs.ts); absent: no storage job runs here. */
   storage?: StorageService;
 }
 
@@ -52,7 +52,7 @@ export const PERIODIC_JOBS: PeriodicJob[] = [
   // Idempotency-Key records past 24 hours, and tombstones of deleted events no calendar lists any more.
   { task: 'prune_idempotency_keys', schedule: '*/5 * * * *', run: sql('select private.idempotency_keys_prune()') },
   { task: 'prune_event_tombstones', schedule: '41 * * * *', run: sql('select private.event_tombstones_prune()') },
-  // Expired uploads, deleted and replaced objects' bytes, leftovers of killed processes (gateway/jobs/storage.ts).
+  // Expired uploads, deleted and replaced objects' bytes, leftovers of killed processes (gateway/storage/jobs.ts).
   { task: 'storage_collect', schedule: '* * * * *', needsStorage: true, run: (helpers, settings) => collectStorage(helpers, settings.storage!) },
   // Jobs held by workers that died (see private.jobs_recover).
   { task: 'recover_jobs', schedule: '* * * * *', run: sql('select private.jobs_recover()') },

@@ -50,7 +50,7 @@ import { workerLogger } from '../core/database/job-queue.ts';
 import { jobs, jobsRunning, metricsOn, readQueueWith } from '../core/process/metrics.ts';
 import { webhookDeliverTask } from './webhooks.ts';
 import { inJobSpan } from '../core/process/tracing.ts';
-import { storagePurgeTask } from './storage.ts';
+import { storagePurgeTask } from '../storage/jobs.ts';
 import { StorageService } from '../storage/service.ts';
 
 /** Jobs the runner of e-mail and the periodic jobs runs at once. */

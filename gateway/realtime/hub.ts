@@ -48,7 +48,7 @@
 import crypto from 'node:crypto';
 import postgres from 'postgres';
 import type { RealtimeConfig } from '../core/process/config.ts';
-import type { RequestClaims } from '../core/database/transaction.ts';
+import { asCaller, type RequestClaims } from '../core/database/transaction.ts';
 import { withDeadline, type Sql } from '../core/database/pool.ts';
 import type { Replicas } from '../core/database/replicas.ts';
 import type { Logger } from '../core/process/log.ts';
@@ -619,11 +619,9 @@ export class ChangeHub {
     this.inFlight++;
     try {
       const results = await this.readChanges((sql) => sql.begin('read only', async (tx) => {
-        await tx`
-          select set_config('role', 'authenticated', true),
-                 set_config('statement_timeout', ${String(this.options.statementTimeoutMs)}, true)`;
+        await tx`select set_config('statement_timeout', ${String(this.options.statementTimeoutMs)}, true)`;
         const queries = reads.flatMap(({ members, from, upto }) => [
-          tx`select set_config('request.jwt.claims', ${JSON.stringify(members[0]!.claims)}, true)`,
+          tx`select ${asCaller(tx, members[0]!.claims)}`,
           tx<RealtimeRow[]>`
             select change_id, type, commit_timestamp, record, old_record
               from api.realtime_event_changes(${from}, ${upto})`,

@@ -18,7 +18,7 @@ import { Email } from '../core/web/schemas.ts';
 import { defineRoute } from '../http/route.ts';
 import { content } from '../http/responses.ts';
 import { EMAIL_LINK_LIMIT } from '../core/web/throttle.ts';
-import { queueEmailLink } from './password.ts';
+import { queueEmailLink } from '../auth/email-links.ts';
 
 const LinkToken = (what: string) =>
   z

@@ -11,20 +11,18 @@
 //
 // Only the access token of a sign-in manages an account (SQL refuses an API
 // token or an agent's credential: private.account_caller). The routes that
-// act destructively check the password again as a sign-in does, at the
-// login throttle's door `reauthenticate` (private.reauthenticate_start, the
-// comparison here, private.reauthenticate_finish: a wrong password is a
-// failed sign-in), and hand the api function the single-use proof that
-// comes of it. Every rule is SQL (sql/areas/account.sql); the web pages that
+// act destructively check the password again as a sign-in does
+// (gateway/auth/reauthenticate.ts: a wrong password is a failed sign-in), and
+// hand the api function the single-use proof that comes of it. Every rule is SQL (sql/areas/account.sql); the web pages that
 // e-mailed links open are routes/account-pages.ts.
 import { z } from 'zod';
-import { defineRoute, type Context } from '../http/route.ts';
+import { defineRoute } from '../http/route.ts';
 import { ApiToken } from '../core/auth/api-tokens.ts';
-import { HttpError, unavailable } from '../core/web/errors.ts';
+import { HttpError } from '../core/web/errors.ts';
 import { LIMITS } from '../core/web/limits.ts';
-import { checkPassword, type PasswordAttempt } from '../core/auth/passwords.ts';
 import { Email, Password, Uuid } from '../core/web/schemas.ts';
-import { DEFAULT_AUTH_LIMITS, tooManyRequests } from '../core/web/throttle.ts';
+import { DEFAULT_AUTH_LIMITS } from '../core/web/throttle.ts';
+import { reauthenticate } from '../auth/reauthenticate.ts';
 import { DateTime, errors, Id, succeeded } from '../http/responses.ts';
 import { Webhook } from './webhooks.ts';
 
@@ -35,59 +33,6 @@ const REAUTHENTICATION_LIMIT =
   `${DEFAULT_AUTH_LIMITS.windowSeconds / 60} minutes, POST /api/auth/login included); past them: 429 with Retry-After.`;
 
 const ACCESS_TOKEN_ONLY = 'Only the access token of a sign-in manages an account: an API token is 403 `forbidden`.';
-
-/** A row of private.reauthenticate_start: a sign-in attempt (throttled, check), or no_password / password_required. */
-interface ReauthenticationStart extends Omit<PasswordAttempt, 'status'> {
-  status: PasswordAttempt['status'] | 'no_password' | 'password_required';
-}
-
-type Reauthentication = { kind: 'proof'; proof: string } | { kind: 'no_password' };
-
-/**
- * The caller's password checked again, as a sign-in checks it (its place in
- * the hashing queue first, then SQL, the comparison, SQL): the single-use
- * proof the api function consumes, or no_password for an account without
- * one. A wrong password is 401 and is counted by the login throttle.
- */
-export async function reauthenticate(
-  { db, services, clientIp, user }: Pick<Context<unknown, unknown, unknown, unknown>, 'db' | 'services' | 'clientIp' | 'user'>,
-  password: string | undefined,
-  field: string,
-): Promise<Reauthentication> {
-  const limits = services.authLimits ?? DEFAULT_AUTH_LIMITS;
-  const { passwords } = services;
-  const place = password === undefined ? null : passwords.enter(clientIp);
-  let start: ReauthenticationStart | undefined;
-  let checked: { matched: boolean; newHash: string | null };
-  try {
-    [start] = await db(
-      (tx) => tx<ReauthenticationStart[]>`
-        select * from private.reauthenticate_start(${user!.sub}, ${typeof user!.session_id === 'string' ? user!.session_id : null},
-                                                   ${clientIp}, ${passwords.cost}, ${limits.maxFailuresPerEmailAndClient},
-                                                   ${limits.maxFailuresPerEmail}, ${limits.maxFailuresPerIp}, ${limits.windowSeconds},
-                                                   ${password !== undefined})`,
-      null,
-    );
-    if (start?.status === 'throttled') throw tooManyRequests(start.retry_after, 'too many failed sign-ins, try again later');
-    if (start?.status === 'no_password') return { kind: 'no_password' };
-    if (start?.status === 'password_required') {
-      throw new HttpError(422, 'validation_error', `${field}: the account's password is required`, {
-        issues: [{ path: field, message: "the account's password is required" }],
-      });
-    }
-    checked = await checkPassword(passwords, place!, password!, start!);
-  } finally {
-    place?.leave();
-  }
-  const [result] = await db(
-    (tx) => tx<{ status: string; reauthentication: string | null }[]>`
-      select * from private.reauthenticate_finish(${user!.sub}, ${start!.attempt}, ${checked.matched}, ${checked.newHash})`,
-    null,
-  );
-  if (result?.status === 'expired') throw unavailable('the password check took too long, try again');
-  if (result?.status !== 'ok') throw new HttpError(401, 'invalid_credentials', 'the password is not right');
-  return { kind: 'proof', proof: result.reauthentication! };
-}
 
 // ---------------------------------------------------------------------------
 // Shapes

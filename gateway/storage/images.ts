@@ -110,6 +110,11 @@ export function renderVariant(options: RenderOptions, output: ImageType): string
   return `${options.width ?? 0}x${options.height ?? 0}-${options.resize}${quality}.${output.slice('image/'.length)}`;
 }
 
+/** Whose turn it is in the image queue (core/auth/fair-queue.ts): the user, else the client address. */
+export function imageClient(caller: { user: { sub?: string } | null; clientIp: string }): string {
+  return caller.user?.sub ?? `ip:${caller.clientIp}`;
+}
+
 export interface ImageWorkOptions {
   maxPixels: number;
   concurrency: number;

@@ -1,6 +1,6 @@
 // File storage as one service a process builds once (gateway/server.ts; the
 // job worker for the byte store alone): the byte store, the image work, the
-// upload receiver, the cached transformations and the staging area of
+// uploader (uploader.ts), the cached transformations and the staging area of
 // resumable uploads (TUS: STORAGE_DIR/tus on this machine, or, with
 // STORAGE_RESUMABLE_STAGING=s3, the S3 bucket, shared by every machine).
 import crypto from 'node:crypto';
@@ -15,7 +15,7 @@ import { renderKey, type ByteStore } from './byte-store.ts';
 import { FsByteStore } from './fs-store.ts';
 import { ImageWork, normalizeRender, renderVariant, type ImageType, type RenderOptions } from './images.ts';
 import { S3ByteStore, s3ClientConfig } from './s3-store.ts';
-import { Uploads } from './uploads.ts';
+import { Uploader } from './uploader.ts';
 
 /** The byte store the configuration names (STORAGE_BACKEND). */
 export function createByteStore(config: StorageConfig): ByteStore {
@@ -55,7 +55,8 @@ export interface Rendered {
 export class StorageService {
   readonly bytes: ByteStore;
   readonly images: ImageWork;
-  readonly uploads: Uploads;
+  /** Every upload, from its first byte to its commit or abort. */
+  readonly uploader: Uploader;
   /** The staging area of resumable uploads. */
   readonly staging: DataStore;
   private readonly rendering = new Map<string, Promise<Buffer>>();
@@ -63,7 +64,7 @@ export class StorageService {
   constructor(readonly config: StorageConfig) {
     this.bytes = createByteStore(config);
     this.images = new ImageWork({ maxPixels: config.maxImagePixels, concurrency: config.imageConcurrency, maxQueued: config.imageMaxQueued });
-    this.uploads = new Uploads(this.bytes, this.images, config.dir);
+    this.uploader = new Uploader(this.bytes, this.images, config.dir);
     this.staging =
       config.resumableStaging === 's3'
         ? new S3Store({

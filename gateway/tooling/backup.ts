@@ -6,7 +6,7 @@
 // "Backup and restore" says how to use them.
 //
 // Why the copy is consistent. A file's bytes are durable before the row that
-// lists it commits (gateway/storage/uploads.ts, private.storage_upload_finish),
+// lists it commits (gateway/storage/uploader.ts, private.storage_upload_finish),
 // and they are deleted only by the storage_collect job, after the row is gone
 // and its key was taken by private.storage_garbage_take. The backup holds
 // private.storage_backup_lock_id (a session advisory lock) from before its

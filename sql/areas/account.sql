@@ -39,7 +39,7 @@
 -- account.
 --
 -- Code: gateway/routes/account.ts, gateway/routes/account-pages.ts,
---   gateway/tooling/admin.ts
+--   gateway/auth/reauthenticate.ts, gateway/tooling/admin.ts
 -- pgTAP: supabase/tests/account.test.sql
 --
 -- Its tables (created and altered by the migrations; their comments, row-level

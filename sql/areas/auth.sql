@@ -24,7 +24,8 @@
 -- reset). identity.hash_password (pgcrypto) stays for operators in psql; both
 -- hash formats verify.
 --
--- Code: gateway/routes/auth.ts, gateway/core/auth/passwords.ts
+-- Code: gateway/auth/sign-in.ts, gateway/auth/sessions.ts, gateway/auth/api/,
+--   gateway/auth/v1/, gateway/core/auth/passwords.ts
 -- pgTAP: supabase/tests/auth.test.sql,
 --   supabase/tests/auth.password-doors.test.sql
 --

@@ -15,7 +15,8 @@
 -- (private.email_outbox_begin / _sent / _failed). Without SMTP an operator reads
 -- the outbox, links included, with admin.outbox().
 --
--- Code: gateway/routes/password.ts, gateway/jobs/mail.ts
+-- Code: gateway/auth/api/recover.ts, gateway/auth/email-links.ts,
+--   gateway/jobs/mail.ts
 -- pgTAP: supabase/tests/passwords.test.sql
 --
 -- Its tables (created and altered by the migrations; their comments, row-level

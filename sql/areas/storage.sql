@@ -26,8 +26,8 @@
 -- leaves the database; a user's signed URLs end with their credentials
 -- (a password reset).
 --
--- Code: gateway/routes/storage.ts, gateway/storage/uploads.ts,
---   gateway/jobs/storage.ts
+-- Code: gateway/storage/routes/, gateway/storage/uploader.ts,
+--   gateway/storage/downloads.ts, gateway/storage/jobs.ts
 -- pgTAP: supabase/tests/storage.test.sql
 --
 -- Its tables (created and altered by the migrations; their comments, row-level

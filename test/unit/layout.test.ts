@@ -4,6 +4,7 @@
 // imports only gateway/core; the gateway never imports the MCP server (it
 // starts it by its file path); the HTTP layer imports no route, realtime
 // module or composition root; and there is no import cycle anywhere.
+import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import madge from 'madge';
@@ -24,6 +25,25 @@ const CORE_ROOMS = ['process', 'web', 'database', 'auth'] as const;
 function edges(from: string, to: (target: string) => boolean): string[] {
   return imports.flatMap(([file, targets]) => (file.startsWith(from) ? targets.filter(to).map((t) => `${file} -> ${t}`) : []));
 }
+
+/** The TypeScript files of both processes, relative, with forward slashes. */
+const sources = ['gateway', 'mcp-server'].flatMap((dir) =>
+  fs
+    .readdirSync(path.join(projectRoot, dir), { recursive: true, encoding: 'utf8' })
+    .filter((f) => f.endsWith('.ts'))
+    .map((f) => path.posix.join(dir, f.split(path.sep).join('/'))),
+);
+
+/** The files, other than `allowed`, whose text matches `pattern`. */
+const found = (pattern: RegExp, allowed: string[]) =>
+  sources.filter((file) => !allowed.includes(file) && pattern.test(fs.readFileSync(path.join(projectRoot, file), 'utf8')));
+
+/** The modules that declare routes (defineRoute). */
+const routeModules = new Set(sources.filter((file) => /\bdefineRoute\(/.test(fs.readFileSync(path.join(projectRoot, file), 'utf8'))));
+
+/** The rooms of the gateway that hold their own doors: services at the top, route modules below. */
+const ROOMS = { 'gateway/auth/': ['gateway/auth/api/', 'gateway/auth/v1/'], 'gateway/storage/': ['gateway/storage/routes/'] } as const;
+const inRoom = (file: string) => Object.keys(ROOMS).some((room) => file.startsWith(room));
 
 describe('the layout', () => {
   it('has no import cycle', () => {
@@ -65,17 +85,65 @@ describe('the layout', () => {
   });
 
   it("the caller's claims and the bearer header are each made in one place (core/auth/identity.ts, core/auth/bearer.ts)", () => {
-    const sources = ['gateway', 'mcp-server'].flatMap((dir) =>
-      fs
-        .readdirSync(path.join(projectRoot, dir), { recursive: true, encoding: 'utf8' })
-        .filter((f) => f.endsWith('.ts'))
-        .map((f) => path.posix.join(dir, f.split(path.sep).join('/'))),
-    );
-    const found = (pattern: RegExp, allowed: string[]) =>
-      sources.filter((file) => !allowed.includes(file) && pattern.test(fs.readFileSync(path.join(projectRoot, file), 'utf8')));
     // A claims object is a role given as a value (not a type); jwt.ts signs the access token's own.
     expect(found(/\brole:\s*'(anon|authenticated|service_role)'\s*[,})]/, ['gateway/core/auth/identity.ts', 'gateway/core/auth/jwt.ts'])).toEqual([]);
     expect(found(/Bearer\\s/, ['gateway/core/auth/bearer.ts'])).toEqual([]);
+  });
+
+  it("a transaction takes on its caller in one place, and a request's transaction is opened in one (core/database/transaction.ts asCaller, core/database/request-transaction.ts)", () => {
+    // role and request.jwt.claims are set by asCaller alone, for the request's transaction and the realtime hub's reads.
+    expect(found(/set_config\(\s*'(role|request\.jwt\.claims)'/, ['gateway/core/database/transaction.ts'])).toEqual([]);
+    // The primary or a replica, and the commit's consistency token, for the REST routes and the MCP tools alike.
+    expect(found(/\.needOf\(|\.noteCommit\(/, ['gateway/core/database/request-transaction.ts'])).toEqual([]);
+    // A caller's call opens its transaction there; the websocket's own calls (its registration, the columns) run on the primary.
+    expect(found(/\bwithClaims\(/, ['gateway/core/database/transaction.ts', 'gateway/core/database/request-transaction.ts', 'gateway/realtime/websocket.ts'])).toEqual([]);
+  });
+
+  it('sign-in (gateway/auth/) and storage (gateway/storage/) are rooms: their route modules import the room, never another route module', () => {
+    const between = imports.flatMap(([file, targets]) =>
+      routeModules.has(file) ? targets.filter((t) => routeModules.has(t) && (inRoom(file) || inRoom(t))).map((t) => `${file} -> ${t}`) : [],
+    );
+    expect(between).toEqual([]);
+    // The services below the doors import none of them; the HTTP layer and the core import neither room.
+    for (const [room, doors] of Object.entries(ROOMS)) {
+      const door = (t: string) => doors.some((d) => t.startsWith(d));
+      expect(edges(room, door).filter((edge) => !door(edge))).toEqual([]);
+    }
+    expect(edges('gateway/http/', inRoom)).toEqual([]);
+    expect(edges('gateway/core/', inRoom)).toEqual([]);
+    // Each door is a folder of route modules (and what only they share).
+    for (const doors of Object.values(ROOMS)) {
+      for (const d of doors) expect(sources.filter((f) => f.startsWith(d) && routeModules.has(f)).length, d).toBeGreaterThan(0);
+    }
+  });
+
+  it("is the README's (Where things live): every path it names exists, and it names every folder of gateway/ and of its rooms", () => {
+    const readme = fs.readFileSync(path.join(projectRoot, 'README.md'), 'utf8');
+    const section = readme.slice(readme.indexOf('## Where things live'));
+    const block = /```\n([\s\S]*?)```/.exec(section)![1]!;
+    const named = new Set<string>();
+    const folders: string[] = [];
+    for (const line of block.split('\n')) {
+      // An entry: its names (`a.ts, b.ts` or `folder/`) at an indentation of two spaces a level, then its description.
+      const entry = /^((?: {2})*)([\w.-]+\/?(?:, [\w.-]+\/?)*)(?: {2,}|$)/.exec(line);
+      if (!entry) continue;
+      const depth = entry[1]!.length / 2;
+      folders.length = depth;
+      for (const name of entry[2]!.split(', ')) named.add(path.posix.join(...folders, name));
+      if (entry[2]!.endsWith('/')) folders.push(entry[2]!.slice(0, -1));
+    }
+    expect([...named].filter((p) => !fs.existsSync(path.join(projectRoot, p)))).toEqual([]);
+    const foldersOf = (dir: string) =>
+      fs
+        .readdirSync(path.join(projectRoot, dir), { withFileTypes: true })
+        .filter((e) => e.isDirectory() && !e.name.startsWith('.') && e.name !== 'node_modules')
+        .map((e) => `${dir === '.' ? '' : `${dir}/`}${e.name}/`);
+    const top = spawnSync('git', ['ls-files'], { cwd: projectRoot, encoding: 'utf8' })
+      .stdout.split('\n')
+      .filter((f) => f.includes('/') && !f.startsWith('.'))
+      .map((f) => `${f.split('/')[0]}/`);
+    const expected = new Set([...top, ...['gateway', 'gateway/core', ...Object.keys(ROOMS).map((r) => r.slice(0, -1))].flatMap(foldersOf)]);
+    expect([...expected].filter((folder) => !named.has(folder)).sort()).toEqual([]);
   });
 
   it('is described in docs/development.md: its Layout names every module of gateway/', () => {

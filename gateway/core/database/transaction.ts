@@ -130,6 +130,18 @@ function claimsJson(claims: RequestClaims): string {
   return text;
 }
 
+/**
+ * The one place a transaction takes on its caller, for every door (the
+ * request's transaction below; the realtime hub's reads of changes, one user
+ * after another in one transaction): `role` and `request.jwt.claims`, set
+ * transaction-locally as Supabase does, which auth.uid() and row-level
+ * security read. A fragment of a select, so that it rides in the statement
+ * that carries the transaction's other settings.
+ */
+export function asCaller(tx: postgres.Sql | postgres.TransactionSql, claims: RequestClaims): postgres.Fragment {
+  return tx`set_config('role', ${claims.role}, true), set_config('request.jwt.claims', ${claimsJson(claims)}, true)`;
+}
+
 /** The session an access token belongs to (its session_id claim), if any. */
 function sessionOf(claims: RequestClaims): string | null {
   return typeof claims.session_id === 'string' && UUID.test(claims.session_id) ? claims.session_id : null;
@@ -386,8 +398,7 @@ async function run<T>(
   const settings = (
     claims
       ? tx`
-    select set_config('role', ${claims.role}, true),
-           set_config('request.jwt.claims', ${claimsJson(claims)}, true),
+    select ${asCaller(tx, claims)},
            set_config('statement_timeout', ${String(timeoutMs)}, true),
            set_config('request.public_url', ${publicUrl}, true),
            case when ${applicationName}::text is not null then set_config('application_name', ${applicationName}::text, true) end,

@@ -202,7 +202,7 @@ export interface StorageConfig {
   imageConcurrency: number;
   imageMaxQueued: number;
   /**
-   * The cache of transformations (gateway/routes/storage-render.ts, SQL's
+   * The cache of transformations (gateway/storage/routes/render.ts, SQL's
    * app.storage_renders): STORAGE_RENDER_CACHE_BYTES kept at most in all
    * (the oldest evicted first), STORAGE_RENDER_VARIANTS per object version,
    * and STORAGE_RENDER_MISSES_PER_MINUTE transformations made (not served

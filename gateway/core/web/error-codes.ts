@@ -267,7 +267,7 @@ export const ERROR_CODES = {
   too_many_webhooks: { status: [422], meaning: 'The community has the most webhook endpoints allowed (20).' },
 
   // -------------------------------------------------------------------------
-  // Storage (/storage/v1: routes/storage.ts; sql/areas/storage.sql). These
+  // Storage (/storage/v1: gateway/storage/; sql/areas/storage.sql). These
   // routes answer Supabase Storage's body: {statusCode, error, code, message},
   // `error` being Supabase's name and `code` this code.
   // -------------------------------------------------------------------------

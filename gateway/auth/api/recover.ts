@@ -7,18 +7,18 @@
 //   GET  /auth/set-password       the page the e-mailed link opens (it posts to the route above)
 //
 // Links, their expiry and single use are SQL (api.auth_recover,
-// api.auth_set_password); a job (jobs/mail.ts email_link) looks the address
-// up after the answer and queues the e-mail, which a job worker sends.
+// api.auth_set_password); the link is e-mailed by gateway/auth/email-links.ts.
 import { z } from 'zod';
-import { html, page, type Page } from '../core/web/html.ts';
-import { LIMITS } from '../core/web/limits.ts';
-import { defineRoute, type Context } from '../http/route.ts';
-import { HttpError } from '../core/web/errors.ts';
-import { content, errors, Id, succeeded } from '../http/responses.ts';
-import { Email, Password } from '../core/web/schemas.ts';
-import { hashNewPassword, type PasswordSetStart } from '../core/auth/passwords.ts';
-import { claimsOf } from '../core/auth/identity.ts';
-import { DEFAULT_AUTH_LIMITS, EMAIL_LINK_LIMIT, PASSWORD_SET_LIMIT } from '../core/web/throttle.ts';
+import { html, page, type Page } from '../../core/web/html.ts';
+import { LIMITS } from '../../core/web/limits.ts';
+import { defineRoute } from '../../http/route.ts';
+import { HttpError } from '../../core/web/errors.ts';
+import { content, errors, Id, succeeded } from '../../http/responses.ts';
+import { Email, Password } from '../../core/web/schemas.ts';
+import { hashNewPassword, type PasswordSetStart } from '../../core/auth/passwords.ts';
+import { claimsOf } from '../../core/auth/identity.ts';
+import { DEFAULT_AUTH_LIMITS, EMAIL_LINK_LIMIT, PASSWORD_SET_LIMIT } from '../../core/web/throttle.ts';
+import { queueEmailLink } from '../email-links.ts';
 
 const LinkToken = z
   .string()
@@ -88,27 +88,7 @@ function invalidLinkPage(_err: HttpError): Page {
   });
 }
 
-/**
- * The request half of a door that e-mails a link to whoever has an address
- * (api.auth_recover, api.account_delete_request): counted per client
- * address, the link queued as a job that looks the address up after the
- * answer, so that nothing about the answer tells whether an account has it.
- */
-export async function queueEmailLink(
-  ctx: Pick<Context<unknown, unknown, unknown, unknown>, 'db' | 'services' | 'clientIp'>,
-  kind: 'recover' | 'delete_account',
-  email: string,
-): Promise<void> {
-  const { publicUrl, authLimits } = ctx.services;
-  const { maxPasswordSetsPerIp, windowSeconds } = authLimits ?? DEFAULT_AUTH_LIMITS;
-  await ctx.db((tx) =>
-    kind === 'recover'
-      ? tx`select api.auth_recover(${email}, ${publicUrl}, ${ctx.clientIp}, ${maxPasswordSetsPerIp}, ${windowSeconds})`
-      : tx`select api.account_delete_request(${email}, ${publicUrl}, ${ctx.clientIp}, ${maxPasswordSetsPerIp}, ${windowSeconds})`,
-  );
-}
-
-export const passwordRoutes = [
+export const authRecoverRoutes = [
   defineRoute({
     method: 'post',
     path: '/api/auth/recover',

@@ -7,17 +7,17 @@
 // credential, fair share, the log, Supabase Storage's error body) and hook the
 // rules in:
 //
-//   POST   api.storage_upload_begin (kind resumable) names the upload: the
-//          same checks as a direct upload, before a byte is staged; its id is
-//          the upload's URL
+//   POST   the Uploader's begin (api.storage_upload_begin, kind resumable)
+//          names the upload: the same checks as a direct upload, before a
+//          byte is staged; its id is the upload's URL
 //   HEAD, PATCH, DELETE
-//          api.storage_resumable_upload: only the caller's own upload, under
-//          way (404 otherwise)
+//          the Uploader's resumed (api.storage_resumable_upload): only the
+//          caller's own upload, under way (404 otherwise)
 //   the last PATCH
-//          the staged bytes go through the same receiver as a direct upload
-//          (limits, images) into the byte store, then
-//          private.storage_upload_finish makes the object; the staging is
-//          removed
+//          the Uploader's finishStaged: the staged bytes go through the same
+//          receiver as a direct upload (limits, images) into the byte store,
+//          then private.storage_upload_finish makes the object; the staging
+//          is removed
 //
 // An upload cut off after some chunks resumes from its offset (HEAD), on any
 // process sharing the staging area. One never finished is dropped after 24
@@ -27,12 +27,11 @@ import { Server, type ServerOptions } from '@tus/server';
 import type { Upload } from '@tus/utils';
 import { NodeRequest, sendNodeResponse } from 'srvx/node';
 import { z } from 'zod';
-import { defineRoute, type Context, type Reply, type Services } from '../http/route.ts';
-import { defaultCode, errorBody, HttpError, toHttpError } from '../core/web/errors.ts';
-import { errors, noContent } from '../http/responses.ts';
-import { retryAfterOf } from '../core/web/throttle.ts';
-import { abortUpload, clientKey, finishUpload, receive } from './storage.ts';
-import { cacheControlOf, type UploadTarget } from '../storage/uploads.ts';
+import { defineRoute, type Context, type Reply, type Services } from '../../http/route.ts';
+import { defaultCode, errorBody, HttpError, toHttpError } from '../../core/web/errors.ts';
+import { errors, noContent } from '../../http/responses.ts';
+import { retryAfterOf } from '../../core/web/throttle.ts';
+import type { UploadTarget } from '../uploader.ts';
 
 export const RESUMABLE_PATH = '/storage/v1/upload/resumable';
 
@@ -79,15 +78,6 @@ function hook<A extends [Request, ...unknown[]], T>(fn: (...args: A) => Promise<
   };
 }
 
-/** The caller's upload under way (api.storage_resumable_upload: 404 when not theirs). */
-async function ownUpload(ctx: AnyContext, id: string): Promise<UploadTarget> {
-  if (!/^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/.test(id)) {
-    throw new HttpError(404, 'upload_not_found', 'Upload not found');
-  }
-  const [row] = await ctx.db((tx) => tx<(UploadTarget & { upload_id?: string })[]>`select * from api.storage_resumable_upload(${id})`);
-  return { ...row!, upload_id: id };
-}
-
 const servers = new WeakMap<Services, Server>();
 
 /** The TUS server of a process (one per set of services). */
@@ -112,14 +102,12 @@ function tusServer(services: Services): Server {
         throw new HttpError(400, 'bad_request', 'Upload-Length is required (a deferred length is not supported)');
       }
       const upsert = req.headers.get('x-upsert') === 'true';
-      const [target] = await ctx.db(
-        (tx) => tx<UploadTarget[]>`select * from api.storage_upload_begin(${bucket}, ${name}, ${upsert}, ${Number(length)}, 'resumable')`,
-      );
-      return target!.upload_id;
+      const target = await storage.uploader.begin(ctx, { via: 'resumable', bucket, path: name, upsert }, Number(length));
+      return target.upload_id;
     }),
     onIncomingRequest: hook(async (req: Request, id: string) => {
       const entry = contextOf(req);
-      entry.target ??= await ownUpload(entry.ctx, id);
+      entry.target ??= await storage.uploader.resumed(entry.ctx, id);
     }),
     onUploadFinish: hook(async (req: Request, upload: Upload) => {
       const entry = contextOf(req);
@@ -128,19 +116,9 @@ function tusServer(services: Services): Server {
       // (tusReply removes them once @tus/server is done with the upload: a
       // creation that carried the whole file still reads it for its answer).
       entry.ended = upload.id;
-      const target = entry.target ?? (await ownUpload(ctx, upload.id));
+      const target = entry.target ?? (await storage.uploader.resumed(ctx, upload.id));
       const metadata = upload.metadata ?? {};
-      let cacheControl: string | undefined;
-      try {
-        cacheControl = cacheControlOf(metadata.cacheControl ?? undefined);
-      } catch (err) {
-        await abortUpload(ctx, target);
-        throw err;
-      }
-      const received = await receive(ctx, target, async () =>
-        storage.uploads.fromStream(await storage.staged(upload.id), metadata.contentType ?? undefined, target, clientKey(ctx)),
-      );
-      await finishUpload(ctx, target, received, cacheControl, undefined);
+      await storage.uploader.finishStaged(ctx, target, () => storage.staged(upload.id), metadata);
       return {};
     }),
   };
@@ -285,9 +263,10 @@ export const storageResumableRoutes = [
     headers: TusHeaders,
     responses: { 204: noContent('Cancelled.'), 404: errors('upload_not_found'), 412: errors('resumable_upload_refused') },
     async handler(ctx) {
-      const target = await ownUpload(ctx as AnyContext, ctx.params.id);
+      const { uploader } = ctx.services.storage;
+      const target = await uploader.resumed(ctx as AnyContext, ctx.params.id);
       // Forgotten first: whatever the staging does, the upload can no longer finish.
-      await abortUpload(ctx, target);
+      await uploader.abort(ctx, target);
       return tusReply(ctx as AnyContext, target);
     },
   }),

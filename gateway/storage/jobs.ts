@@ -1,6 +1,7 @@
-// The storage jobs (sql/areas/storage.sql decides what; this moves bytes):
+// The storage jobs' entry points (sql/areas/storage.sql decides what; this
+// moves bytes; gateway/jobs/ runs them on graphile-worker):
 //
-//   storage_collect  every minute (crontab.ts): uploads past their expiry
+//   storage_collect  every minute (jobs/crontab.ts): uploads past their expiry
 //                    (cut off, or their gateway killed) are forgotten and their
 //                    keys become garbage (and transformation counts of past
 //                    minutes are forgotten); garbage keys are deleted from the
@@ -14,7 +15,7 @@
 //                    its folders, a batch at a time; their bytes follow as
 //                    garbage.
 import type { JobHelpers, Task } from 'graphile-worker';
-import type { StorageService } from '../storage/service.ts';
+import type { StorageService } from './service.ts';
 
 /** Garbage keys deleted per batch. */
 const BATCH = 200;

@@ -7,24 +7,31 @@
 // plain read. The format follows Accept (WebP, else AVIF, else the
 // original's): answers vary with Accept.
 import { z } from 'zod';
-import { defineRoute, type Context, type Reply } from '../http/route.ts';
-import { HttpError } from '../core/web/errors.ts';
-import { content, errors, noContent } from '../http/responses.ts';
-import type { Tx } from '../core/database/transaction.ts';
-import { NotStoredError } from '../storage/byte-store.ts';
-import type { RenderCache } from '../storage/service.ts';
-import {
-  clientKey,
-  notModified,
-  ObjectParams,
-  readObject,
-  readSigned,
-  renderOptions,
-  RenderQuery,
-  servedCacheControl,
-  streamTo,
-  type ObjectRow,
-} from './storage.ts';
+import { defineRoute, type Context, type Reply } from '../../http/route.ts';
+import { noneMatch } from '../../http/conditional.ts';
+import { HttpError } from '../../core/web/errors.ts';
+import { QueryInteger } from '../../core/web/schemas.ts';
+import { content, errors, noContent } from '../../http/responses.ts';
+import type { Tx } from '../../core/database/transaction.ts';
+import { NotStoredError } from '../byte-store.ts';
+import { readObject, readSigned, servedCacheControl, streamTo } from '../downloads.ts';
+import { imageClient, MAX_RENDER_SIDE, type RenderOptions } from '../images.ts';
+import type { RenderCache } from '../service.ts';
+import { DownloadQuery, ObjectParams, type ObjectRow, type Transform } from '../shapes.ts';
+
+/** The transformation options of a render query. */
+const RenderQuery = DownloadQuery.extend({
+  width: QueryInteger(1, MAX_RENDER_SIDE).optional().describe('Width in pixels (at most 2,500).').meta({ example: 256 }),
+  height: QueryInteger(1, MAX_RENDER_SIDE).optional().describe('Height in pixels (at most 2,500).').meta({ example: 256 }),
+  resize: z.enum(['cover', 'contain', 'fill']).optional().describe('cover (default): fill the size, cropping; contain: fit inside it; fill: stretch to it.'),
+  quality: QueryInteger(20, 100).optional().describe('Quality, 20 to 100 (default 80).').meta({ example: 80 }),
+  format: z.enum(['origin']).optional().describe('`origin`: keep the original format whatever the client accepts.'),
+});
+
+/** Render options with their defaults (gateway/storage/images.ts normalizeRender makes them a cached variant's). */
+function renderOptions(t: Partial<z.infer<typeof Transform>>): RenderOptions {
+  return { width: t.width, height: t.height, resize: t.resize ?? 'cover', quality: t.quality, format: t.format };
+}
 
 const AcceptHeaders = z.object({
   accept: z.string().max(1024).optional().describe('WebP is answered when accepted (image/webp), else AVIF (image/avif), else the original format.').meta({ example: 'image/webp,image/*' }),
@@ -61,7 +68,7 @@ async function renderReply(ctx: RenderContext, object: ObjectRow, transform: Par
   };
   let rendered;
   try {
-    rendered = await storage.render(clientKey(ctx), object, options, output, cache);
+    rendered = await storage.render(imageClient(ctx), object, options, output, cache);
   } catch (err) {
     if (err instanceof NotStoredError) throw new HttpError(404, 'object_not_found', 'Object not found');
     throw err;
@@ -73,7 +80,7 @@ async function renderReply(ctx: RenderContext, object: ObjectRow, transform: Par
     'X-Content-Type-Options': 'nosniff',
     'Content-Security-Policy': "default-src 'none'; sandbox",
   };
-  if (notModified(ctx.headers['if-none-match'], rendered.etag)) return { status: 304, headers };
+  if (noneMatch(ctx.headers['if-none-match'], rendered.etag)) return { status: 304, headers };
   headers['Content-Type'] = rendered.contentType;
   headers['Content-Length'] = String(rendered.size);
   if (ctx.query.download !== undefined) {

@@ -1,0 +1,59 @@
+// POST /auth/v1/signup (supabase-js `auth.signUp`): an account made as
+// POST /api/auth/register makes one (gateway/auth/sign-in.ts), signed in at
+// once as any sign-in is.
+import { z } from 'zod';
+import { defineRoute } from '../../http/route.ts';
+import { claimsOf } from '../../core/auth/identity.ts';
+import { Email } from '../../core/web/schemas.ts';
+import { PASSWORD_SET_LIMIT } from '../../core/web/throttle.ts';
+import { errors } from '../../http/responses.ts';
+import { register, registrationHash, signInWithPassword } from '../sign-in.ts';
+import { API_KEY_LIMIT, COMMON, disabled, PasswordField, restated, Session, sessionOf, strongEnough, UserMetadata } from './shapes.ts';
+
+export const supabaseAuthSignupRoutes = [
+  defineRoute({
+    ...COMMON,
+    method: 'post',
+    path: '/auth/v1/signup',
+    summary: 'Supabase Auth: sign up with e-mail and password; answers a session.',
+    description:
+      "Supabase Auth's sign-up (supabase-js `auth.signUp`): creates the account as POST /api/auth/register does and signs it in at once (no confirmation e-mail: `mailer_autoconfirm` is true in GET /auth/v1/settings). A taken address is 422 `user_already_exists`. `data` becomes user_metadata. Phone and anonymous sign-ups are 422, as Supabase Auth answers when they are disabled.",
+    limits: [API_KEY_LIMIT, PASSWORD_SET_LIMIT],
+    body: z
+      .object({
+        email: Email.optional().describe('The e-mail address to sign in with.'),
+        password: PasswordField.optional(),
+        phone: z.string().max(64).optional().describe('Not offered: 422 `phone_provider_disabled`.').meta({ example: '+15555550100' }),
+        data: UserMetadata.optional(),
+      })
+      .meta({ example: { email: 'ada@example.com', password: 'correct horse battery staple', data: { name: 'Ada' } } }),
+    invalidStatus: 422,
+    responses: {
+      200: Session,
+      401: errors('unauthorized'),
+      422: errors('email_taken', 'weak_password', 'provider_disabled', 'invalid_email'),
+      429: errors('rate_limited'),
+      503: errors('service_unavailable'),
+    },
+    async handler(ctx) {
+      const { body } = ctx;
+      if (body.phone !== undefined) throw disabled('Phone signups');
+      if (body.email === undefined || body.password === undefined) throw disabled('Anonymous sign-ins');
+      strongEnough(body.password);
+      const credentials = { email: body.email, password: body.password, name: null };
+      const taken = restated('email_taken', 422, 'user_already_exists', 'User already registered');
+      const passwordHash = await registrationHash({ ...ctx, body: credentials }).catch(taken);
+      await ctx.db((tx) => register(tx, credentials, passwordHash)).catch(taken);
+      // The new account signs in as any sign-in does (the same throttle and sessions).
+      const session = await signInWithPassword(ctx, body.email, body.password);
+      const answer = await sessionOf(ctx, session);
+      if (body.data && Object.keys(body.data).length > 0) {
+        // As the new session's own access token, with the claims every sign-in runs with (core/auth/identity.ts).
+        const claims = claimsOf({ kind: 'access_token', claims: await ctx.services.tokens.verify(answer.access_token) });
+        const [row] = await ctx.db((tx) => tx<{ user: unknown }[]>`select api.auth_user_metadata_update(${tx.json(body.data as never)}::jsonb) as user`, claims);
+        answer.user = row!.user;
+      }
+      return { status: 200, body: answer };
+    },
+  }),
+];
