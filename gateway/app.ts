@@ -35,9 +35,8 @@ import { discardRest, hasBody, readJsonBody } from './http/body.ts';
 import { cors } from './http/cors.ts';
 import { RouteTable } from './http/dispatch.ts';
 import { beginExchange, sendError, type Exchange } from './http/exchange.ts';
-import { mcpPathOf, mcpProxy } from './http/mcp-proxy.ts';
+import { mcpPathOf, mcpProxy, type McpProxyOptions } from './http/mcp-proxy.ts';
 import { routeTemplate } from './core/process/metrics.ts';
-import type { TrustProxy } from './core/process/config.ts';
 import type { Route, RouteHandler, Services } from './http/route.ts';
 
 /** Every REST route the gateway serves, in one list (the docs read it too). */
@@ -75,7 +74,7 @@ export interface AppOptions {
   /** CORS_ORIGINS (gateway/http/cors.ts); empty or absent: no CORS. */
   corsOrigins?: string[];
   /** Where /mcp and the OAuth paths go (the MCP process); unset: not served. */
-  mcp?: { upstreamUrl: string; trustProxy: TrustProxy; proxySecret?: string };
+  mcp?: Omit<McpProxyOptions, 'log'>;
 }
 
 /** The request listener (http.createServer(app)), with the method and path of every route it serves (http/endpoints.ts records them). */
@@ -106,7 +105,7 @@ export function createApp({ services, log, isReady, corsOrigins, mcp }: AppOptio
     if (corsHeaders(req, res)) return;
     if ((method === 'GET' || method === 'HEAD') && /^\/health\/?$/i.test(path)) {
       exchange.requestLog.route = '/health';
-      return health(res);
+      return health(res, exchange.requestLog);
     }
     if (!isReady()) {
       exchange.requestLog.cause = 'starting';

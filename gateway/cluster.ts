@@ -11,7 +11,7 @@
 // predecessor died), and one that fails to start all the same is replaced
 // again, within the crash limit: a replacement never takes the service down
 // by itself. SIGINT/SIGTERM stop the workers, then the database.
-import cluster from 'node:cluster';
+import cluster, { type Worker } from 'node:cluster';
 import os from 'node:os';
 import type { Config } from './core/process/config.ts';
 import { openDatabase, type Database } from './core/process/open-database.ts';
@@ -36,6 +36,12 @@ export function webConcurrency(env: NodeJS.ProcessEnv = process.env): number {
 /** A process the primary runs beside the workers (the MCP server), stopped before the database. */
 export interface Sidecar {
   stop(): Promise<void>;
+  /** Resolves once it first runs; rejects with why its first start failed (the service then does not start). */
+  readonly started?: Promise<void>;
+  /** The address the workers send its requests to (undefined while it is not up): told to each worker as it changes. */
+  url?(): string | undefined;
+  /** Calls `listener` whenever url() changes. */
+  onUrlChange?(listener: () => void): void;
   /** The running process, asked for its metrics (admin server). */
   current?(): MetricsSource | undefined;
   /** Null when it answers, else why not (admin server's /ready). */
@@ -44,6 +50,9 @@ export interface Sidecar {
 
 /** What a worker tells the primary about its start (main.ts sends these). */
 export type WorkerMessage = { type: 'gateway-ready' } | { type: 'gateway-failed'; message: string };
+
+/** What the primary tells its workers: where the MCP process it runs listens now (main.ts proxies /mcp there). */
+export type PrimaryMessage = { type: 'mcp-upstream'; url: string };
 
 /**
  * In the environment of a worker that replaces one that died: it waits for
@@ -139,9 +148,18 @@ export async function startWorkers(
   const ready = new Set<number>();
   const replacements = new Set<number>();
   const crashes: number[] = [];
+  // Where the MCP process listens, told to every worker at its start and whenever it changes (a restarted MCP process takes another free port).
+  const tellUpstream = (worker: Worker) => {
+    const url = sidecar?.url?.();
+    if (url && worker.isConnected()) worker.send({ type: 'mcp-upstream', url } satisfies PrimaryMessage);
+  };
+  sidecar?.onUrlChange?.(() => {
+    for (const worker of Object.values(cluster.workers ?? {})) if (worker) tellUpstream(worker);
+  });
   const fork = (replacement: boolean) => {
     const worker = cluster.fork({ DATABASE_URL: db.url, ...(replacement ? { [REPLACEMENT_ENV]: '1' } : {}) });
     if (replacement) replacements.add(worker.id);
+    worker.on('online', () => tellUpstream(worker));
     worker.on('message', (message: WorkerMessage) => {
       if (message?.type === 'gateway-ready') ready.add(worker.id);
       if (message?.type !== 'gateway-failed') return;
@@ -198,6 +216,7 @@ export async function startWorkers(
   };
   process.on('SIGINT', () => stop('SIGINT'));
   process.on('SIGTERM', () => stop('SIGTERM'));
+  sidecar?.started?.catch((err: Error) => fail(`the MCP server: ${err.message}`));
   for (let i = 0; i < workers; i++) fork(false);
   log.info({ workers, database: db.embedded ? 'embedded' : 'DATABASE_URL' }, `starting ${workers} gateway processes`);
   return true;

@@ -1,7 +1,7 @@
 // `npm start`: the database (embedded unless DATABASE_URL is set), migrations,
 // and the gateway on PORT. SIGINT/SIGTERM stop everything, Postgres included.
 import cluster from 'node:cluster';
-import { REPLACEMENT_ENV, startWorkers, type WorkerMessage } from './cluster.ts';
+import { REPLACEMENT_ENV, startWorkers, type PrimaryMessage, type WorkerMessage } from './cluster.ts';
 import { loadConfigOrExit } from './core/process/config.ts';
 import { openDatabase, type Database } from './core/process/open-database.ts';
 import { createLogger } from './core/process/log.ts';
@@ -27,6 +27,13 @@ async function main(): Promise<void> {
   let gateway: RunningGateway | undefined;
   let mcp: McpChild | undefined;
   let admin: AdminServer | undefined;
+  // In a WEB_CONCURRENCY worker: the address of the MCP process the primary runs, as it tells it (cluster.ts).
+  let primaryMcpUrl: string | undefined;
+  if (cluster.isWorker) {
+    process.on('message', (message: PrimaryMessage | null) => {
+      if (message?.type === 'mcp-upstream') primaryMcpUrl = message.url;
+    });
+  }
   if (config.admin && cluster.isWorker) {
     answerClusterMetricsRequests();
     answerReadinessRequests(() => gateway?.readiness ?? { database: starting });
@@ -61,12 +68,21 @@ async function main(): Promise<void> {
     database = await openDatabase(config, log);
     gateway = await startGateway(config, database.url, log, {
       includeCurrentMigration: database.embedded,
+      // Where /mcp goes: the MCP process this process runs, or (WEB_CONCURRENCY) the one the primary runs.
+      mcpUpstream: () => (cluster.isWorker ? primaryMcpUrl : mcp?.url()),
       // A WEB_CONCURRENCY worker replacing one that died waits for the database (gateway/cluster.ts).
       waitForDatabase: cluster.isWorker && process.env[REPLACEMENT_ENV] === '1',
     });
     // In a WEB_CONCURRENCY worker the primary runs the one MCP process.
     // (Not once shutting down: a SIGTERM during startup must not leave a child behind.)
-    if (!cluster.isWorker && !shutdown.stopping) mcp = startMcpChild(config, database.url, log);
+    if (!cluster.isWorker && !shutdown.stopping) {
+      mcp = startMcpChild(config, database.url, log);
+      // A first start that fails (MCP_PORT taken, ...) fails `npm start`, loudly: later exits are restarted.
+      mcp.started.catch((err: Error) => {
+        console.error(`could not start: the MCP server: ${err.message}`);
+        void shutdown('the MCP server could not start', 1);
+      });
+    }
   } catch (err) {
     // One line for the user; the details only at debug level.
     log.debug({ err }, 'could not start');

@@ -22,7 +22,7 @@ import { SessionWatch } from './realtime/session-watch.ts';
 import { attachRealtimeWebSocket } from './realtime/websocket.ts';
 import { StorageService } from './storage/service.ts';
 import type { ReadinessCheck } from './core/process/admin-server.ts';
-import { setPoolMax } from './core/process/metrics.ts';
+import { measureStorageVolume, setPoolMax } from './core/process/metrics.ts';
 
 /** Pending connections the kernel may queue for accept (see listen below). */
 const LISTEN_BACKLOG = 8192;
@@ -44,10 +44,13 @@ export async function startGateway(
   {
     includeCurrentMigration,
     waitForDatabase = false,
+    mcpUpstream,
   }: {
     includeCurrentMigration: boolean;
     /** Wait for a database that does not answer (as long as it takes) rather than fail to start. */
     waitForDatabase?: boolean;
+    /** Where /mcp goes when MCP_UPSTREAM_URL (or MCP_PORT) does not say: the MCP process `npm start` runs, as it tells its address. */
+    mcpUpstream?: () => string | undefined;
   },
 ): Promise<RunningGateway> {
   let ready = false;
@@ -69,6 +72,8 @@ export async function startGateway(
         }).start()
       : undefined;
   setPoolMax(config.dbPoolMax);
+  // storage_volume_*_bytes: the file system of STORAGE_DIR (uploads on it are refused when it is full).
+  measureStorageVolume(config.storage.dir);
   const tokens = await createTokenService(config);
   const realtime = new ChangeHub(sql, config.realtime, log, {
     publicUrl: config.publicUrl,
@@ -99,7 +104,7 @@ export async function startGateway(
     log,
     isReady: () => ready,
     corsOrigins: config.corsOrigins,
-    mcp: { upstreamUrl: config.mcp.upstreamUrl, trustProxy: config.trustProxy, proxySecret: config.mcp.proxySecret },
+    mcp: { upstreamUrl: () => config.mcp.upstreamUrl ?? mcpUpstream?.(), trustProxy: config.trustProxy, proxySecret: config.mcp.proxySecret },
   });
 
   const server = http.createServer(app);

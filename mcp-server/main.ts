@@ -4,8 +4,12 @@
 // `npm start`. It does not migrate: the gateway does.
 //
 // `npm start` runs this file as a child process (with an IPC channel): the
-// child exits when its parent goes away, so it is never orphaned.
+// child exits when its parent goes away, so it is never orphaned. Without
+// MCP_PORT it listens on a free port and tells its parent which
+// ({ ready, port }); a start that fails is told too ({ failed: why }), in one
+// line, before it exits.
 import { loadConfigOrExit } from '../gateway/core/process/config.ts';
+import { startupMessage } from '../gateway/core/process/startup-error.ts';
 import { openDatabase, type Database } from '../gateway/core/process/open-database.ts';
 import { createLogger } from '../gateway/core/process/log.ts';
 import { onShutdown } from '../gateway/core/process/shutdown.ts';
@@ -62,9 +66,13 @@ async function main(): Promise<void> {
     database = await openDatabase(config, log, { reuseRunning: true });
     server = await startMcpServer(config, database.url, log);
   } catch (err) {
-    log.fatal({ err }, 'could not start');
+    const why = mcpStartupMessage(err, config.mcp.port);
+    log.debug({ err }, 'could not start');
+    log.fatal(`could not start: ${why}`);
     await database?.stop().catch(() => {});
-    process.exit(1);
+    if (process.connected) process.send?.({ failed: why }, undefined, {}, () => process.exit(1));
+    else process.exit(1);
+    return;
   }
   if (shutdown.stopping) return;
   log.info(`MCP server listening on ${config.mcp.host}:${server.port} (public ${config.publicUrl}/mcp)`);
@@ -73,6 +81,15 @@ async function main(): Promise<void> {
   if (process.connected) process.send?.({ ready: true, port: server.port }, undefined, {}, (err) => {
     if (err) void shutdown('parent exited');
   });
+}
+
+/** Why the MCP server could not start, in one line (a taken port names MCP_PORT, not PORT). */
+function mcpStartupMessage(err: unknown, port: number | undefined): string {
+  const e = err as { code?: unknown; syscall?: unknown; port?: unknown } | null;
+  if (e?.code === 'EADDRINUSE' && e.syscall === 'listen') {
+    return `port ${String(e.port)} is already in use: ${port === undefined ? 'set MCP_PORT to a free port' : 'set MCP_PORT to a free port, or unset it under `npm start` (a free port is then chosen)'}, or stop what uses it`;
+  }
+  return startupMessage(err);
 }
 
 void main();

@@ -18,11 +18,11 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
 import express, { type ErrorRequestHandler, type NextFunction, type Request, type RequestHandler, type Response } from 'express';
-import type { Config } from '../gateway/core/process/config.ts';
+import { mcpStandalonePort, type Config } from '../gateway/core/process/config.ts';
 import { createPool, type Sql } from '../gateway/core/database/pool.ts';
 import { replicaPoolMax, Replicas } from '../gateway/core/database/replicas.ts';
 import type { Context as TraceContext } from '@opentelemetry/api';
-import { requestLogger } from '../gateway/core/web/request-log.ts';
+import { noteCause, requestLogger } from '../gateway/core/web/request-log.ts';
 import { defaultCode, errorBody, HttpError, toHttpError } from '../gateway/core/web/errors.ts';
 import type { Logger } from '../gateway/core/process/log.ts';
 import { Passwords } from '../gateway/core/auth/passwords.ts';
@@ -294,6 +294,8 @@ const errorHandler: ErrorRequestHandler = (err, req, res, _next) => {
     return jsonRpcError(res, type === 'entity.too.large' ? 413 : 400, -32700, 'Parse error: invalid JSON');
   }
   const httpError = bodyParserError(err) ?? toHttpError(err);
+  // The metrics' cause of a 503 (core/process/metrics.ts), as the gateway's pipeline counts it.
+  if (httpError.status === 503) noteCause(res, err instanceof HttpError ? 'overloaded' : 'database');
   if (httpError.status >= 500) (res.locals.log as Logger | undefined)?.error({ err }, 'mcp request failed');
   res.status(httpError.status).json(errorBody('default', httpError));
 };
@@ -317,7 +319,7 @@ function allowedHostsAndOrigins(config: Config, ownPort: number): { hosts: strin
 }
 
 /**
- * Starts the MCP server on config.mcp.port (0: any free port). It needs a
+ * Starts the MCP server on MCP_PORT (0: any free port; unset: PORT + 1). It needs a
  * migrated database only when requests arrive (the gateway, or whoever
  * started it, migrates).
  */
@@ -340,7 +342,7 @@ export async function startMcpServer(config: Config, databaseUrl: string, log: L
   server.headersTimeout = 66_000;
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
-    server.listen(config.mcp.port, config.mcp.host, () => resolve());
+    server.listen(mcpStandalonePort(config), config.mcp.host, () => resolve());
   });
   const { port } = server.address() as AddressInfo;
   const { hosts, origins } = allowedHostsAndOrigins(config, port);

@@ -46,7 +46,8 @@ const HOP_BY_HOP = new Set([
 
 
 export interface McpProxyOptions {
-  upstreamUrl: string;
+  /** Where the MCP process listens now (it may move: gateway/mcp-child.ts); undefined while it is not up (503). */
+  upstreamUrl: () => string | undefined;
   trustProxy: TrustProxy;
   /** MCP_PROXY_SECRET, sent with every request passed on. */
   proxySecret?: string;
@@ -61,9 +62,17 @@ export function mcpPathOf(path: string): string | undefined {
 
 /** Passes the exchange's request to the MCP process, and its answer back. */
 export function mcpProxy({ upstreamUrl, trustProxy, proxySecret, log }: McpProxyOptions): (exchange: Exchange) => void {
-  const upstream = new URL(upstreamUrl);
   const agent = new http.Agent({ keepAlive: true, maxSockets: 256 });
+  const unavailable = () => new HttpError(503, 'service_unavailable', 'the agent interface is not available, try again');
+  let parsed: { url: string; upstream: URL } | undefined;
   return ({ req, res, originalUrl, requestLog }) => {
+    const url = upstreamUrl();
+    if (!url) {
+      requestLog.cause = 'mcp';
+      return sendError(res, unavailable());
+    }
+    if (parsed?.url !== url) parsed = { url, upstream: new URL(url) };
+    const { upstream } = parsed;
     const headers: http.OutgoingHttpHeaders = {};
     for (const [name, value] of Object.entries(req.headers)) {
       if (value !== undefined && !HOP_BY_HOP.has(name) && name !== PROXY_SECRET_HEADER) headers[name] = value;
@@ -121,7 +130,7 @@ export function mcpProxy({ upstreamUrl, trustProxy, proxySecret, log }: McpProxy
       }
       log.warn({ err: err.message }, 'the MCP server is not reachable');
       requestLog.cause = 'mcp';
-      sendError(res, new HttpError(503, 'service_unavailable', 'the agent interface is not available, try again'));
+      sendError(res, unavailable());
     });
     // The client went away (e.g. closed an SSE stream): stop the upstream request.
     res.on('close', () => {

@@ -155,6 +155,7 @@ const STATUS_TEXT: Record<number, string> = {
   422: 'Validation error',
   429: 'Too many requests',
   503: 'Service unavailable',
+  507: 'Insufficient storage',
   504: 'Statement timeout, or no answer after the request was sent',
 };
 

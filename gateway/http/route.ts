@@ -552,6 +552,8 @@ function failure(def: RouteRules, refused: HttpError): Answer {
 
 function logFailure(exchange: Exchange, httpError: HttpError, err: unknown): void {
   if (httpError.status === 503 || httpError.code === 'outcome_unknown') noteUnavailable(exchange.log, err);
+  // A full storage volume: a line per refused upload, no stack (the operator's alert says the rest).
+  else if (httpError.code === 'storage_full') exchange.log.warn({ code: (err as { code?: unknown }).code }, 'storage volume full: upload refused (507)');
   else if (httpError.status === 504) exchange.log.warn({ code: (err as { code?: unknown }).code }, 'statement timeout');
   else if (httpError.status >= 500) exchange.log.error({ err }, 'request failed');
   else exchange.log.debug({ status: httpError.status, error: httpError.message }, 'request refused');

@@ -148,12 +148,16 @@ export async function startJobWorker(options: JobWorkerOptions): Promise<JobWork
     await Promise.all(runners.map((r) => r.liveness?.end({ timeout: 1 }).catch(() => {})));
     for (const close of closers) close();
   };
-  try {
-    runners.push(await startLane(options, 'deliveries', { webhook_deliver: webhooks.task }, options.concurrency));
-    runners.push(await startLane(options, 'mail and upkeep', upkeep, MAIL_CONCURRENCY, crontab(periodic)));
-  } catch (err) {
+  // The two lanes start side by side: each waits on its own pool's connections and LISTEN.
+  const lanes = await Promise.allSettled([
+    startLane(options, 'deliveries', { webhook_deliver: webhooks.task }, options.concurrency),
+    startLane(options, 'mail and upkeep', upkeep, MAIL_CONCURRENCY, crontab(periodic)),
+  ]);
+  for (const lane of lanes) if (lane.status === 'fulfilled') runners.push(lane.value);
+  const failed = lanes.find((lane) => lane.status === 'rejected');
+  if (failed) {
     await stopAll(1_000);
-    throw err;
+    throw failed.reason;
   }
   if (!options.throughTransactionPooler) {
     await utils

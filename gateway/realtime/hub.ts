@@ -49,7 +49,7 @@ import crypto from 'node:crypto';
 import postgres from 'postgres';
 import type { RealtimeConfig } from '../core/process/config.ts';
 import type { RequestClaims } from '../core/database/transaction.ts';
-import type { Sql } from '../core/database/pool.ts';
+import { withDeadline, type Sql } from '../core/database/pool.ts';
 import type { Replicas } from '../core/database/replicas.ts';
 import type { Logger } from '../core/process/log.ts';
 import { isDatabaseUnavailable, OutageLog } from '../core/database/unavailable-log.ts';
@@ -58,6 +58,11 @@ import { metricsOn, readRealtimeWith, realtimeSlowCloses } from '../core/process
 import { SsePayload } from './sse-messages.ts';
 
 export type SubscriberKind = 'sse' | 'websocket';
+
+/** The channel of the readiness probe (notReady): a token sent through the pool, awaited on the LISTEN connection. */
+const PROBE_CHANNEL = 'realtime_probe';
+/** How long the probe's notification may take to come back. */
+const PROBE_MS = 1_500;
 
 /** A message of the SSE stream (api.event_stream_changes, private.event_stream_fanout). */
 export interface StreamRow {
@@ -193,8 +198,11 @@ export class ChangeHub {
   private started = false;
   private readonly timers: NodeJS.Timeout[] = [];
   private listener: { unlisten(): Promise<void> } | null = null;
+  private probeListener: { unlisten(): Promise<void> } | null = null;
   /** LISTEN has been answered (postgres.js calls back after every reconnect). */
   private listening = false;
+  /** Readiness probes waiting for their notification to come back on the LISTEN connection, by token. */
+  private readonly probes = new Map<string, () => void>();
   /** Registrations (app.event_streams ids) this process holds. */
   private readonly registrations = new Set<string>();
   private readonly toRelease = new Set<string>();
@@ -233,11 +241,32 @@ export class ChangeHub {
     return this.streams.size + this.sockets.size;
   }
 
-  /** Why the hub is not ready (the admin server's /ready): not started, or its LISTEN not (yet) answered; null when it is. */
-  notReady(): string | null {
+  /**
+   * Why the hub is not ready (the admin server's /ready), null when it is:
+   * a notification sent now through the pool must come back on the LISTEN
+   * connection within PROBE_MS. A LISTEN connection that is gone (and being
+   * reconnected), silent (a frozen network, a DATABASE_DIRECT_URL that no
+   * longer answers) or cut from the database the pool writes to fails it,
+   * as does a database that does not answer at all.
+   */
+  async notReady(): Promise<string | null> {
     if (this.closing) return 'shutting down';
     if (!this.started || !this.listening) return 'the LISTEN connection is not up';
-    return null;
+    const token = crypto.randomUUID();
+    let timer: NodeJS.Timeout | undefined;
+    const arrived = new Promise<boolean>((resolve) => {
+      this.probes.set(token, () => resolve(true));
+      timer = setTimeout(() => resolve(false), PROBE_MS);
+    });
+    try {
+      await withDeadline(this.sql, PROBE_MS, () => this.sql`select pg_notify(${PROBE_CHANNEL}, ${token})`.then(() => undefined));
+      return (await arrived) ? null : `a notification did not come back on the LISTEN connection within ${PROBE_MS / 1000} s`;
+    } catch (err) {
+      return `a notification could not be sent (${(err as Error).message})`;
+    } finally {
+      clearTimeout(timer);
+      this.probes.delete(token);
+    }
   }
 
   async start(): Promise<void> {
@@ -253,6 +282,8 @@ export class ChangeHub {
       },
     );
     this.listener = meta;
+    // The readiness probe's channel, on the same LISTEN connection (postgres.js listens on it again after a reconnect too).
+    this.probeListener = await (this.options.listenSql ?? this.sql).listen(PROBE_CHANNEL, (token) => this.probes.get(token)?.());
     readRealtimeWith(() => ({ streams: this.streams.size, websockets: this.sockets.size, messages: this.stats.writes }));
     const every = (ms: number, fn: () => unknown) => {
       const timer = setInterval(() => {
@@ -371,6 +402,10 @@ export class ChangeHub {
     for (const id of this.registrations) this.toRelease.add(id);
     this.registrations.clear();
     await this.flushReleases();
+    if (this.probeListener) {
+      await this.probeListener.unlisten().catch(() => {});
+      this.probeListener = null;
+    }
     if (this.listener) {
       await this.listener.unlisten().catch((err: unknown) => this.log.warn({ err }, 'realtime: unlisten failed'));
       this.listener = null;

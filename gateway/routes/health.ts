@@ -4,6 +4,7 @@ import { z } from 'zod';
 import { sendJson } from '../http/exchange.ts';
 import type { PlainOperation } from '../http/openapi.ts';
 import { withDeadline, type Sql } from '../core/database/pool.ts';
+import type { RequestLog } from '../core/web/request-log.ts';
 
 /** The body of both answers. */
 const HealthStatus = z
@@ -31,15 +32,20 @@ export const healthOperation: PlainOperation = {
   },
 };
 
-export function healthHandler(sql: Sql, isReady: () => boolean): (res: ServerResponse) => Promise<void> {
+export function healthHandler(sql: Sql, isReady: () => boolean): (res: ServerResponse, requestLog?: Pick<RequestLog, 'cause'>) => Promise<void> {
   const answer = (res: ServerResponse, status: number, body: Record<string, string>) => sendJson(res, status, JSON.stringify(body));
-  return async (res) => {
-    if (!isReady()) return answer(res, 503, { status: 'starting', database: 'migrating' });
+  return async (res, requestLog) => {
+    if (!isReady()) {
+      if (requestLog) requestLog.cause = 'starting';
+      return answer(res, 503, { status: 'starting', database: 'migrating' });
+    }
     try {
       // At once 503 while the database does not answer (core/database/watch.ts).
       await withDeadline(sql, 2000, () => sql`select 1`.then(() => undefined));
       answer(res, 200, { status: 'ok', database: 'ok' });
     } catch {
+      // The metrics' cause (core/process/metrics.ts): a load balancer polling /health through an outage counts there.
+      if (requestLog) requestLog.cause = 'database';
       answer(res, 503, { status: 'unavailable', database: 'unreachable' });
     }
   };

@@ -194,6 +194,7 @@ const UPLOAD_ERRORS = {
   415: errors('invalid_mime_type', 'mime_type_mismatch', 'svg_not_allowed', 'html_not_allowed', 'not_an_image'),
   422: errors('image_too_many_pixels', 'invalid_image'),
   429: errors('too_many_uploads'),
+  507: errors('storage_full'),
 } as const;
 
 // ---------------------------------------------------------------------------
@@ -556,6 +557,7 @@ export const storageRoutes = [
       413: errors('object_too_large', 'quota_exceeded'),
       415: errors('invalid_mime_type'),
       429: errors('too_many_uploads'),
+      507: errors('storage_full'),
     },
     async handler(ctx) {
       const { body, headers, db, services } = ctx;

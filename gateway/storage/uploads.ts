@@ -21,7 +21,7 @@ import path from 'node:path';
 import { PassThrough, Transform, type Readable, type TransformCallback } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import busboy from 'busboy';
-import { HttpError } from '../core/web/errors.ts';
+import { HttpError, isDiskFull, storageFull } from '../core/web/errors.ts';
 import type { ByteStore } from './byte-store.ts';
 import { bareType, type ImageWork } from './images.ts';
 
@@ -151,7 +151,8 @@ export class Uploads {
         if (settled) return;
         settled = true;
         req.unpipe(form);
-        reject(err instanceof HttpError ? err : new HttpError(400, 'bad_request', 'the multipart form cannot be read'));
+        // (A full storage volume is the server's, not a malformed form: 507.)
+        reject(err instanceof HttpError ? err : isDiskFull(err) ? storageFull() : new HttpError(400, 'bad_request', 'the multipart form cannot be read'));
       };
       form.on('field', (name, value) => (fields[name] = value));
       form.on('file', (_name, stream, info) => {

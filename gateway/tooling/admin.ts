@@ -1,20 +1,25 @@
 // `npm run admin -- <command> [--option value ...]`: the operator functions of
 // schema `admin` (docs/dba.md#operator-functions) from the command line. Uses
 // DATABASE_URL, or the embedded database (started and migrated for the
-// command if no `npm start` is running).
+// command if no `npm start` is running), and says which on stderr. A command
+// that reads data refuses an embedded database that `npm start` never made
+// or migrated: it would only find it empty (an operator who forgot
+// DATABASE_URL would read "no user with email" about their real users).
+import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { z } from 'zod';
-import { loadConfigOrExit } from '../core/process/config.ts';
-import { openDatabase } from '../core/process/open-database.ts';
+import { loadConfigOrExit, type Config } from '../core/process/config.ts';
+import { openDatabase, type Database } from '../core/process/open-database.ts';
 import { createPool, type Sql } from '../core/database/pool.ts';
 import { destination } from 'pino';
-import { createLogger } from '../core/process/log.ts';
+import { createLogger, type Logger } from '../core/process/log.ts';
 // Logs go to stderr: stdout carries only the command's output.
 import { runMigrations } from '../core/database/migrate.ts';
 import { runPsql } from './psql.ts';
 import { Email, Password, Uuid } from '../core/web/schemas.ts';
 import { startupMessage } from '../core/process/startup-error.ts';
 import { createTokenService } from '../core/auth/jwt.ts';
+import { backup, restore } from './backup.ts';
 
 interface Command {
   usage: string;
@@ -22,7 +27,13 @@ interface Command {
   options: Record<string, z.ZodType>;
   /** The option a single positional argument fills (`delete-user EMAIL` for `--email EMAIL`). */
   positional?: string;
-  run(sql: Sql, o: Record<string, unknown>): Promise<unknown>;
+  /** False for a command that only creates (it may run on a new embedded database); others read data and refuse an empty one. */
+  reads?: false;
+  /** Options that take no value (`--now`): true when given. */
+  flags?: string[];
+  /** False: an embedded database is not migrated for it (restore wants an empty one). */
+  migrates?: false;
+  run(sql: Sql, o: Record<string, unknown>, service: { config: Config; database: Database }): Promise<unknown>;
 }
 
 const optionalText = z.string().min(1).optional();
@@ -60,6 +71,7 @@ const jsonObject = z
 
 const commands: Record<string, Command> = {
   'create-user': {
+    reads: false,
     usage: '--email E --password P [--name N]',
     description: 'Create a user with profile and node (as register does). Prints the user id.',
     options: { email: Email, password: Password, name: optionalText },
@@ -90,6 +102,7 @@ const commands: Record<string, Command> = {
     run: async (sql, o) => (await sql`select admin.user_get(${o.id as string}) as user`)[0]?.user,
   },
   'user-create': {
+    reads: false,
     usage: '--email E [--metadata JSON]',
     description:
       "Create an account without a password (it signs in after a set-password link), with user_metadata, as POST /auth/v1/admin/users does for the service-role key. Prints the User object as JSON.",
@@ -117,6 +130,7 @@ const commands: Record<string, Command> = {
     run: async (sql, o) => (await sql`select admin.user_delete(${o.id as string}) as deleted`)[0]?.deleted,
   },
   'create-community': {
+    reads: false,
     usage: '--name N [--description D] [--tags a,b] [--manager-email E]',
     description: 'Create a community; the user with --manager-email becomes its manager. Prints the community id.',
     options: { name: z.string().min(1), description: optionalText, tags: tagList, 'manager-email': Email.optional() },
@@ -175,6 +189,7 @@ const commands: Record<string, Command> = {
       )[0]?.zone,
   },
   'create-venue': {
+    reads: false,
     usage: '--name N [--address A] [--latitude LAT] [--longitude LNG]',
     description: 'Create a venue. Prints its node id.',
     options: { name: z.string().min(1), address: optionalText, latitude: float.optional(), longitude: float.optional() },
@@ -229,6 +244,7 @@ const commands: Record<string, Command> = {
     },
   },
   'storage-bucket-create': {
+    reads: false,
     usage:
       '--id NAME --public true|false --folder-owner user|community|event --max-bytes N [--types image/*,application/pdf] [--images true|false] [--attachment true|false]',
     description:
@@ -271,6 +287,46 @@ const commands: Record<string, Command> = {
     run: async (sql, o) =>
       (await sql`select * from admin.storage_usage(${(o.limit as number | undefined) ?? 50})`).map((row) => JSON.stringify(row)).join('\n'),
   },
+  'storage-collect': {
+    usage: '[--now]',
+    description:
+      "Has a job worker delete the bytes of deleted and replaced objects now (the storage_collect job, queued at once) and waits for it (at most a minute): a deleted object's bytes otherwise wait 10 minutes (downloads under way) for the job's next minute. --now: also those still in that wait, to reclaim a full storage volume at once. Needs a job worker running (npm start, or npm run worker): it has the byte store. Prints the keys collected and left.",
+    options: { now: z.boolean().optional() },
+    flags: ['now'],
+    run: async (sql, o) => {
+      const garbage = async () => Number((await sql<{ n: string }[]>`select count(*) as n from app.storage_garbage`)[0]?.n ?? 0);
+      const before = await garbage();
+      const due = (await sql<{ due: number }[]>`select admin.storage_collect(${o.now === true}) as due`)[0]?.due ?? 0;
+      // The worker forgets each key once its bytes are deleted: wait until the due ones are gone (or a minute).
+      let left = before;
+      for (const started = Date.now(); Date.now() - started < 60_000; ) {
+        left = await garbage();
+        if (before - left >= due) break;
+        await new Promise((resolve) => setTimeout(resolve, 500));
+      }
+      const collected = Math.max(0, before - left);
+      const waiting = collected < due ? `; ${due - collected} due keys not collected within a minute: is a job worker running (npm run admin -- job-workers)? npm run admin -- jobs shows storage_collect` : '';
+      return `${collected} byte-store keys collected, ${left} left (in their 10-minute wait, or failing: app.storage_garbage.last_error)${waiting}`;
+    },
+  },
+  backup: {
+    usage: 'DIR',
+    description:
+      "A consistent backup of everything the service keeps into the new folder DIR: the database (pg_dump of one snapshot: database.dump) and the bytes of every stored file that snapshot lists, from the configured byte store (STORAGE_DIR, or the S3 bucket: files/), and the generated JWT secret when the service signs with it. While it copies, no stored file is collected. Run it as the database owner, with the gateway's configuration, while the service runs; it needs a pg_dump of the server's major version or newer (docs/operations.md#backup-and-restore).",
+    options: { dir: z.string().min(1) },
+    positional: 'dir',
+    run: (_sql, o, { config, database }) => backup(config, database, o.dir as string),
+  },
+  restore: {
+    usage: 'DIR',
+    description:
+      'Restores a backup (npm run admin -- backup) into an empty database (DATABASE_URL, made by a superuser with the roles of docs/operations.md#on-any-postgres-15) and the configured byte store (an empty STORAGE_DIR, or the S3 bucket): the files first, then the database in one transaction, as the owner. Then start the gateway on it. Needs a pg_restore of the server\'s major version or newer.',
+    options: { dir: z.string().min(1) },
+    positional: 'dir',
+    reads: false,
+    migrates: false,
+    run: (_sql, o, { config, database }) => restore(config, database, o.dir as string),
+  },
   'webhook-failures': {
     usage: '[--limit N]',
     description: 'The most recent failed or retrying webhook deliveries (default 20), newest first, one JSON object a line.',
@@ -306,6 +362,7 @@ const commands: Record<string, Command> = {
     },
   },
   'publish-events-to-supabase-realtime': {
+    reads: false,
     usage: '',
     description:
       'Add app.events to the supabase_realtime publication where it exists (Supabase). Prints true if it is (now) published, false where there is no such publication.',
@@ -383,7 +440,9 @@ async function main(): Promise<number> {
   try {
     const parsed = parseArgs({
       args: rest,
-      options: Object.fromEntries(Object.keys(command.options).map((k) => [k, { type: 'string' as const }])),
+      options: Object.fromEntries(
+        Object.keys(command.options).map((k) => [k, { type: command.flags?.includes(k) ? ('boolean' as const) : ('string' as const) }]),
+      ) as Record<string, { type: 'string' | 'boolean' }>,
       strict: true,
       allowPositionals: command.positional !== undefined,
     });
@@ -403,19 +462,46 @@ async function main(): Promise<number> {
 
   const config = loadConfigOrExit();
   const log = createLogger(process.env.LOG_LEVEL ?? 'warn', 'admin', destination(2));
-  let database;
+  return withDatabase(config, log, { reads: command.reads !== false, migrates: command.migrates !== false }, (sql, database) =>
+    command.run(sql, values, { config, database }).then((output) => {
+      console.log(typeof output === 'string' ? output : JSON.stringify(output));
+    }),
+  );
+}
+
+/**
+ * Opens the service's database for a command (DATABASE_URL, or the embedded
+ * one, started and migrated for it if no `npm start` runs), says which on
+ * stderr, runs `work`, and returns the exit code. `reads`: refuse an
+ * embedded database that does not exist or was never migrated; `migrates`:
+ * migrate an embedded one first.
+ */
+async function withDatabase(
+  config: Config,
+  log: Logger,
+  { reads, migrates = true }: { reads: boolean; migrates?: boolean },
+  work: (sql: Sql, database: Database) => Promise<void>,
+): Promise<number> {
+  let database: Database;
   try {
-    database = await openDatabase(config, log, { reuseRunning: true });
+    database = await openDatabase(config, log, { reuseRunning: true, mustExist: reads });
   } catch (err) {
     console.error(`error: ${startupMessage(err)}`);
     return 1;
   }
+  console.error(`database: ${database.description}`);
   const sql = createPool(database.url, { max: 1, applicationName: 'admin-cli' });
   try {
-    // The embedded database may never have been started by `npm start` yet.
-    if (database.embedded) await runMigrations(database.url, log, { includeCurrent: true });
-    const output = await command.run(sql, values);
-    console.log(typeof output === 'string' ? output : JSON.stringify(output));
+    if (database.embedded) {
+      const [row] = await sql<{ migrated: boolean }[]>`select to_regclass('graphile_migrate.migrations') is not null as migrated`;
+      if (reads && !row?.migrated) {
+        console.error(`error: the embedded development database was never migrated: nothing to read (\`npm start\` never ran on it); set DATABASE_URL to the service's database`);
+        return 1;
+      }
+      // The embedded database may never have been started by `npm start` yet.
+      if (migrates) await runMigrations(database.url, log, { includeCurrent: true });
+    }
+    await work(sql, database);
     return 0;
   } catch (err) {
     console.error(`error: ${(err as Error).message}`);
@@ -429,19 +515,47 @@ async function main(): Promise<number> {
 const KEYS_COMMAND = {
   usage: '',
   description:
-    "Print the API keys as Supabase issues them (docs/supabase-sdks.md#api-keys): SUPABASE_ANON_KEY (role anon: give it to apps, it is public) and SUPABASE_SERVICE_ROLE_KEY (role service_role: the operator's, keep it secret), JWTs signed with the service's key (JWT_SIGNING_KEYS, JWT_SECRET or DATA_DIR/jwt-secret). A key stays valid until that key changes.",
+    "Print the API keys as Supabase issues them (docs/supabase-sdks.md#api-keys): SUPABASE_ANON_KEY (role anon: give it to apps, it is public) and SUPABASE_SERVICE_ROLE_KEY (role service_role: the operator's, keep it secret), JWTs signed with the service's key (JWT_SIGNING_KEYS, JWT_SECRET or DATA_DIR/jwt-secret; run it with the gateway's) for the gateway's issuer: PUBLIC_URL (or PORT) when set here, else the PUBLIC_URL the gateway on this database started with. A first line (# issuer ...) says which. A key stays valid until that key or the issuer changes.",
 };
 
-/** `keys`: the anon and service-role keys, one `NAME=value` line each (no database needed). */
+/** `keys`: the issuer it signs for (a # line), then the anon and service-role keys, one `NAME=value` line each. */
 async function printKeys(args: string[]): Promise<number> {
   if (args.length > 0) {
     console.log(`Usage: npm run admin -- keys\n\n${KEYS_COMMAND.description}`);
     return args.includes('--help') || args.includes('-h') ? 0 : 1;
   }
-  const tokens = await createTokenService(loadConfigOrExit());
-  console.log(`SUPABASE_ANON_KEY=${await tokens.apiKey('anon')}`);
-  console.log(`SUPABASE_SERVICE_ROLE_KEY=${await tokens.apiKey('service_role')}`);
-  return 0;
+  const config = loadConfigOrExit();
+  const log = createLogger(process.env.LOG_LEVEL ?? 'warn', 'admin', destination(2));
+  const print = async (recorded: string | undefined) => {
+    // The gateway reads PUBLIC_URL, else PORT: the same variables here give the same issuer.
+    const given = Boolean(process.env.PUBLIC_URL?.trim() || process.env.PORT?.trim());
+    const publicUrl = given || !recorded ? config.publicUrl : recorded;
+    const source = given
+      ? process.env.PUBLIC_URL?.trim()
+        ? 'PUBLIC_URL'
+        : 'PORT (PUBLIC_URL is unset)'
+      : recorded
+        ? 'the PUBLIC_URL the gateway on this database started with'
+        : 'no PUBLIC_URL, PORT or gateway start on this database: the default';
+    if (given && recorded && recorded !== publicUrl) {
+      console.error(`warning: the gateway on this database started with PUBLIC_URL ${recorded}: it refuses keys of the issuer ${publicUrl}/api/auth`);
+    }
+    const keySource = config.jwtSigningKeys ? 'JWT_SIGNING_KEYS' : config.jwtSecret ? 'JWT_SECRET' : `the generated ${path.join(config.dataDir, 'jwt-secret')} (JWT_SECRET is unset)`;
+    const tokens = await createTokenService({ ...config, publicUrl });
+    console.log(`# issuer ${publicUrl}/api/auth (${source}); signed with ${keySource}`);
+    console.log(`SUPABASE_ANON_KEY=${await tokens.apiKey('anon')}`);
+    console.log(`SUPABASE_SERVICE_ROLE_KEY=${await tokens.apiKey('service_role')}`);
+  };
+  // No database yet (a development checkout before its first `npm start`): the configuration alone.
+  if (!config.databaseUrl && !(await import('../core/process/embedded-postgres.ts')).embeddedClusterExists(path.join(config.dataDir, 'postgres'))) {
+    await print(undefined);
+    return 0;
+  }
+  return withDatabase(config, log, { reads: true }, async (sql) => {
+    // What the gateway records at its start (server.ts): the PUBLIC_URL it issues tokens as.
+    const [row] = await sql<{ value: string }[]>`select value from private.service_settings where name = 'public_url'`;
+    await print(row?.value);
+  });
 }
 
 const SQL_COMMAND = {
@@ -458,6 +572,7 @@ async function sqlShell(args: string[]): Promise<number> {
   }
   const log = createLogger(process.env.LOG_LEVEL ?? 'warn', 'admin');
   const database = await openDatabase(loadConfigOrExit(), log, { reuseRunning: true });
+  console.error(`database: ${database.description}`);
   try {
     if (database.embedded) await runMigrations(database.url, log, { includeCurrent: true });
     return runPsql(database.url, args);

@@ -467,6 +467,27 @@ end;
 $function$;
 comment on function admin.storage_bucket_create(text,boolean,text,bigint,text[],boolean,boolean) is 'Creates (or changes) a storage bucket: public or private, whose folders (user, community or event), the size limit in bytes, the types it takes (null: any; image/* patterns), whether it holds images (sniffed, metadata stripped, transformations) and whether downloads are attachments.';
 
+CREATE OR REPLACE FUNCTION admin.storage_collect(due_now boolean DEFAULT false)
+ RETURNS integer
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog'
+AS $function$
+declare
+  due integer;
+begin
+  -- The bytes of deleted and replaced objects wait 10 minutes (collect_after),
+  -- for downloads under way; due_now skips that wait and any retry back-off.
+  if storage_collect.due_now then
+    update app.storage_garbage g set collect_after = now() where g.collect_after > now();
+  end if;
+  select count(*)::integer into due from app.storage_garbage g where g.collect_after <= now();
+  -- The job worker that has the byte store deletes them, now rather than at its next minute.
+  perform private.enqueue_job('storage_collect', '{}'::jsonb, job_key => 'cron_storage_collect');
+  return due;
+end;
+$function$;
+comment on function admin.storage_collect(boolean) is 'Has a job worker collect storage garbage now (the storage_collect job, queued at once): the bytes of deleted and replaced objects, expired uploads. due_now: also the bytes still in their 10-minute grace period (collect_after) or retry back-off. Returns how many byte-store keys are due.';
+
 CREATE OR REPLACE FUNCTION admin.storage_set_limits(email text, quota_bytes bigint, uploads_per_minute integer)
  RETURNS void
  LANGUAGE plpgsql

@@ -427,6 +427,16 @@ grant execute on function app.storage_public_url(uuid) to anon, authenticated;
 -- run only those granted here)
 -- -----------------------------------------------------------------------------
 
+CREATE OR REPLACE FUNCTION private.storage_backup_lock_id()
+ RETURNS bigint
+ LANGUAGE sql
+ IMMUTABLE
+ SET search_path TO 'pg_catalog'
+AS $function$
+    select 4871232390914563012::bigint
+  $function$;
+comment on function private.storage_backup_lock_id() is 'The advisory lock a backup (npm run admin -- backup) holds, in its session, from before its dump''s snapshot until it has copied the files the dump lists: private.storage_garbage_take takes no key meanwhile, so no byte of an object the dump lists is deleted before it is copied.';
+
 CREATE OR REPLACE FUNCTION private.storage_base64url(data bytea)
  RETURNS text
  LANGUAGE sql
@@ -560,8 +570,10 @@ AS $function$
       delete from app.storage_garbage g
        where g.collect_after <= now() and exists (select from app.storage_objects o where o.storage_key = g.storage_key)
     ), due as (
+      -- Nothing while a backup copies the stored files (private.storage_backup_lock_id).
       select g.storage_key from app.storage_garbage g
-       where g.collect_after <= now()
+       where (select pg_try_advisory_xact_lock_shared(private.storage_backup_lock_id()))
+         and g.collect_after <= now()
          and not exists (select from app.storage_objects o where o.storage_key = g.storage_key)
        order by g.collect_after
        limit storage_garbage_take.max_rows
@@ -573,7 +585,7 @@ AS $function$
       from due d where g.storage_key = d.storage_key
     returning g.storage_key
   $function$;
-comment on function private.storage_garbage_take(integer) is 'A batch of byte-store keys to delete (the storage_collect job), each put off with back-off in case the job dies; private.storage_garbage_done forgets them once deleted.';
+comment on function private.storage_garbage_take(integer) is 'A batch of byte-store keys to delete (the storage_collect job), each put off with back-off in case the job dies; private.storage_garbage_done forgets them once deleted. None while a backup holds private.storage_backup_lock_id.';
 
 CREATE OR REPLACE FUNCTION private.storage_image_object(bucket_id text, name text, user_id uuid)
  RETURNS uuid

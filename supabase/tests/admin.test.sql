@@ -3,7 +3,7 @@
 -- without a manager, managers, plans, community flags, venues and events
 -- with their shortlinks; unknown references are P0002 and create nothing.
 begin;
-select plan(39);
+select plan(43);
 
 select set_config('tests.ada_email', 'ada-' || replace(gen_random_uuid()::text, '-', '') || '@example.test', true);
 select set_config('tests.grace_email', 'grace-' || replace(gen_random_uuid()::text, '-', '') || '@example.test', true);
@@ -160,6 +160,17 @@ select count(*) from (
 select is(
   (select jsonb_build_object('n', count(*), 'd', count(distinct shortlink)) from app.events where community_id = current_setting('tests.many')::uuid),
   '{"n": 300, "d": 300}'::jsonb, 'shortlinks are unique across 300 events');
+
+-- storage_collect: the bytes of a deleted object wait 10 minutes; due_now makes them due at once, and the job is queued now.
+select set_config('tests.garbage', 'objects/' || gen_random_uuid(), true);
+insert into app.storage_garbage (storage_key) values (current_setting('tests.garbage'));
+select ok((select collect_after > now() from app.storage_garbage where storage_key = current_setting('tests.garbage')),
+  'a deleted object''s bytes wait for their collect_after (10 minutes)');
+select cmp_ok(admin.storage_collect(true), '>=', 1, 'storage_collect(due_now => true) counts the keys due');
+select ok((select collect_after <= now() from app.storage_garbage where storage_key = current_setting('tests.garbage')),
+  'with due_now, the key is due at once');
+select is((select count(*)::integer from graphile_worker.jobs where key = 'cron_storage_collect' and run_at <= now() and attempts = 0), 1,
+  'the storage_collect job is queued to run now (in place of the crontab''s next one)');
 
 select * from finish();
 rollback;

@@ -2,18 +2,16 @@
 // postgres_changes on app.events through this gateway, plus the protocol
 // edges with a raw websocket (heartbeat, refusals, broadcast and presence).
 import { spawn } from 'node:child_process';
-import fs from 'node:fs';
-import path from 'node:path';
 import readline from 'node:readline';
 import { createClient, type RealtimeChannel, type SupabaseClient } from '@supabase/supabase-js';
 import { afterAll, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
-import { projectRoot } from '../../gateway/core/process/config.ts';
 import { api, baseUrl, db, forgeToken, registerUser } from '../helpers.ts';
 import { createCommunity, createEvent } from '../support/event-fixtures.ts';
 import { addMember } from '../support/sql-fixtures.ts';
 import { openStream } from '../support/sse.ts';
 import { waitFor } from '../support/wait.ts';
+import { jsBlockAfter, writeSnippet } from '../support/docs-snippet.ts';
 
 const clients: SupabaseClient[] = [];
 afterAll(async () => {
@@ -303,23 +301,16 @@ describe("docs/realtime.md's supabase-js block, run as written", () => {
   it('in its own Node process, receives every event made each second from subscribe on, none of the first ones lost', async () => {
     const user = await registerUser('ws-docs');
     const community = await createCommunity();
-    const markdown = fs.readFileSync(path.join(projectRoot(), 'docs', 'realtime.md'), 'utf8');
-    const block = /```js\n([\s\S]*?)```/.exec(markdown.slice(markdown.indexOf('## supabase-js (websocket)')))?.[1];
-    expect(block, 'the js block of "supabase-js (websocket)"').toBeDefined();
     // What the block leaves to the reader, then the block as it stands.
-    const program = [
-      '// Written by test/http/realtime-ws.test.ts (git-ignored): the block of docs/realtime.md, after what it leaves to the reader.',
+    const file = writeSnippet('realtime-snippet', 'test/http/realtime-ws.test.ts', [
       'const GATEWAY_URL = process.env.GATEWAY_URL',
       "const ANON_KEY = 'any non-empty string'",
       'const accessToken = process.env.ACCESS_TOKEN',
       'const communityId = process.env.COMMUNITY_ID',
       'const onChange = (payload) => console.log(JSON.stringify(payload))',
-      block!,
+      jsBlockAfter('realtime.md', '## supabase-js (websocket)'),
       "console.log(JSON.stringify({ subscribed: true }))",
-    ].join('\n');
-    const file = path.join(projectRoot(), 'test', 'http', 'generated', 'realtime-snippet.mjs');
-    fs.mkdirSync(path.dirname(file), { recursive: true });
-    fs.writeFileSync(file, program);
+    ]);
 
     const child = spawn(process.execPath, [file], {
       env: { ...process.env, GATEWAY_URL: baseUrl, ACCESS_TOKEN: user.accessToken, COMMUNITY_ID: community.id },

@@ -1,5 +1,7 @@
 // The admin server (ADMIN_PORT) of a real gateway process on a Postgres of
-// its own: /live and /ready through a database outage, /metrics parsed after
+// its own: /live and /ready through a database outage (the readiness checks
+// as readiness_check_ok, the 503s counted under cause="database"), /ready's
+// realtime check while the LISTEN connection alone is cut, /metrics parsed after
 // known traffic (route templates, never ids; a thousand distinct ids leave
 // the series unchanged), a real Prometheus scraping it, the request id and
 // trace id on the log lines and the trace id in pg_stat_activity during a
@@ -17,6 +19,7 @@ import { createLogger } from '../../gateway/core/process/log.ts';
 import { runMigrations } from '../../gateway/core/database/migrate.ts';
 import { exited, freePort, startGatewayProcess, waitUntil, type GatewayProcess } from '../support/processes.ts';
 import { testDir } from '../support/test-dir.ts';
+import { startTcpProxy, type TcpProxy } from '../support/tcp-proxy.ts';
 
 const quiet = createLogger('silent');
 const dir = path.join(testDir, `admin-${crypto.randomBytes(3).toString('hex')}`);
@@ -80,6 +83,21 @@ function series(text: string, name: string): Map<string, number> {
 function valueOf(text: string, name: string, labels: Record<string, string>): number {
   const matching = [...series(text, name)].filter(([key]) => key.startsWith(`${name}{`) && Object.entries(labels).every(([k, v]) => key.includes(`${k}="${v}"`)));
   return matching.reduce((sum, [, value]) => sum + value, 0);
+}
+
+/** The body of /ready once it answers 503 (within 15 s). */
+async function notReady(admin: string): Promise<{ status: string; checks: Record<string, string> }> {
+  let body: { status: string; checks: Record<string, string> } | undefined;
+  await waitUntil(
+    async () => {
+      const res = await fetch(`${admin}/ready`);
+      body = (await res.json()) as typeof body;
+      return res.status === 503;
+    },
+    15_000,
+    '/ready 503',
+  );
+  return body!;
 }
 
 /** A request on a fresh connection (so that a cluster's workers share them). */
@@ -288,19 +306,20 @@ describe('the admin server of one gateway process', () => {
   it('with the database stopped: /ready 503 naming the database, /live 200; back to 200 once it is up again', { timeout: 120_000 }, async () => {
     await pg.stop();
     try {
-      let body: { status: string; checks: Record<string, string> } | undefined;
-      await waitUntil(
-        async () => {
-          const res = await fetch(`${service.admin}/ready`);
-          body = (await res.json()) as typeof body;
-          return res.status === 503;
-        },
-        15_000,
-        '/ready 503',
-      );
-      expect(body!.status).toBe('not_ready');
-      expect(body!.checks.database).not.toBe('ok');
-      expect(body!.checks.mcp).toBe('ok');
+      const body = await notReady(service.admin);
+      expect(body.status).toBe('not_ready');
+      expect(body.checks.database).not.toBe('ok');
+      // The realtime check is real: its notification cannot make the round trip.
+      expect(body.checks.realtime).not.toBe('ok');
+      expect(body.checks.mcp).toBe('ok');
+      // A load balancer's /health during the outage: 503s counted under the cause the alert rules match.
+      const before = valueOf(await scrape(service.admin), 'http_server_unavailable_responses_total', { cause: 'database' });
+      for (let i = 0; i < 3; i++) expect((await fetch(`${service.gateway.url}/health`)).status).toBe(503);
+      const during = await scrape(service.admin);
+      expect(valueOf(during, 'http_server_unavailable_responses_total', { cause: 'database' }) - before).toBe(3);
+      expect(valueOf(during, 'http_server_unavailable_responses_total', { cause: 'other' })).toBe(0);
+      expect(valueOf(during, 'readiness_check_ok', { check: 'database', service: 'gateway' })).toBe(0);
+      expect(valueOf(during, 'readiness_check_ok', { check: 'mcp' })).toBe(1);
       for (let i = 0; i < 5; i++) {
         const live = await fetch(`${service.admin}/live`);
         expect(live.status).toBe(200);
@@ -312,6 +331,40 @@ describe('the admin server of one gateway process', () => {
       pg = await startPostgres();
     }
     await waitUntil(async () => (await fetch(`${service.admin}/ready`)).status === 200, 60_000, '/ready 200 again');
+    const after = await scrape(service.admin);
+    for (const check of ['database', 'realtime', 'jobs', 'mcp']) expect(valueOf(after, 'readiness_check_ok', { check }), check).toBe(1);
+  });
+});
+
+describe("/ready's realtime check while the LISTEN connection alone is cut", () => {
+  let service: Service;
+  let proxy: TcpProxy;
+  beforeAll(async () => {
+    // LISTEN (and migrations) through DATABASE_DIRECT_URL, here a forwarder the test can cut; the pool is direct.
+    const url = new URL(databaseUrl);
+    proxy = await startTcpProxy({ host: url.hostname, port: Number(url.port) });
+    service = await startService({ DATABASE_DIRECT_URL: proxy.via(databaseUrl), WORKER: 'off' });
+  }, 120_000);
+  afterAll(async () => {
+    await stopService(service);
+    await proxy?.close();
+  });
+
+  it('fails (503, readiness_check_ok 0) while the database answers the pool, and passes again once LISTEN is back', { timeout: 120_000 }, async () => {
+    expect((await fetch(`${service.admin}/ready`)).status).toBe(200);
+    await proxy.down();
+    try {
+      const body = await notReady(service.admin);
+      expect(body.checks.database).toBe('ok');
+      expect(body.checks.realtime).toMatch(/LISTEN/);
+      expect(valueOf(await scrape(service.admin), 'readiness_check_ok', { check: 'realtime' })).toBe(0);
+      // Requests are served all the same: only realtime is not ready.
+      expect((await fetch(`${service.gateway.url}/health`)).status).toBe(200);
+    } finally {
+      await proxy.up();
+    }
+    await waitUntil(async () => (await fetch(`${service.admin}/ready`)).status === 200, 60_000, '/ready 200 again');
+    expect(valueOf(await scrape(service.admin), 'readiness_check_ok', { check: 'realtime' })).toBe(1);
   });
 });
 

@@ -1,12 +1,16 @@
 // The documented recipes, run as written: the deployment on a PostgreSQL 15
 // server with no superuser at run time (docs/operations.md#on-any-postgres-15:
 // a superuser runs the SQL block once, then the gateway migrates and serves as
-// the owner), the backup and restore as the owner
-// (docs/operations.md#backup-and-restore), and the curl examples of the
-// README's "Run it". A recipe that no longer works fails here.
+// the owner), the backup and restore as the owner, stored files included
+// (docs/operations.md#backup-and-restore: a backup while the service runs,
+// restored into a fresh database and an empty data folder, every object then
+// downloaded byte for byte), and the curl examples of the README's "Run it".
+// A recipe that no longer works fails here.
 import { spawnSync } from 'node:child_process';
+import crypto from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
+import sharp from 'sharp';
 import { describe, expect, it } from 'vitest';
 import { createLogger } from '../../gateway/core/process/log.ts';
 import { runMigrations } from '../../gateway/core/database/migrate.ts';
@@ -59,10 +63,11 @@ describe.skipIf(!pg15Program('psql'))('deploying on PostgreSQL 15 without a supe
   });
 });
 
-describe.skipIf(!pg15Program('pg_dump'))('backup and restore as the owner, without a superuser', () => {
-  it('the documented commands: pg_dump and pg_restore as the owner into a fresh database, and the service runs on it with its data', { timeout: 180_000 }, async () => {
+describe.skipIf(!pg15Program('pg_dump'))('backup and restore with the stored files, as the owner', () => {
+  it('the documented commands: backup while the service runs, restore into a fresh database and an empty data folder; every object downloads byte for byte', { timeout: 300_000 }, async () => {
     const roles = blockAfter('<!-- recipe: owner-without-superuser', 'sql');
-    const commands = blockAfter('<!-- recipe: backup-restore', 'sh');
+    const backupCommands = blockAfter('<!-- recipe: backup', 'sh');
+    const restoreCommands = blockAfter('<!-- recipe: restore', 'sh');
     const cluster = await startThrowawayPg15();
     const work = fs.mkdtempSync(path.join(testDir, 'backup-'));
     try {
@@ -73,43 +78,104 @@ describe.skipIf(!pg15Program('pg_dump'))('backup and restore as the owner, witho
       superuser(roles);
       const owner = (database: string) => cluster.url(database).replace('postgres://postgres@', 'postgres://app_owner:change%20me@');
       await runMigrations(owner('app'), createLogger('silent'), { includeCurrent: true });
-      // The same JWT_SECRET and PUBLIC_URL on both sides (the issuer of the access tokens), as the docs say.
-      const env = { PORT: String(freePort()), PUBLIC_URL: 'http://localhost:3000', DATA_DIR: path.join(work, 'data'), JWT_SECRET: 'a-secret-of-at-least-32-characters-long' };
+      // The same PUBLIC_URL on both sides; no JWT_SECRET: the generated DATA_DIR/jwt-secret goes with the backup.
+      const env = { PORT: String(freePort()), PUBLIC_URL: 'http://localhost:3000' };
+      const first = { ...env, DATABASE_URL: owner('app'), DATA_DIR: path.join(work, 'data') };
       const headers = { 'content-type': 'application/json' };
       const alice = JSON.stringify({ email: 'backup-alice@example.com', password: 'password123' });
-      const first = await startGatewayProcess({ ...env, DATABASE_URL: owner('app') });
+      const service = await startGatewayProcess(first);
       let token: string;
+      let userId: string;
+      /** Every object the service stores, as it served it: path → bytes. */
+      const stored = new Map<string, Buffer>();
+      const backupDir = path.join(work, 'backup');
+      let backupRun: ReturnType<typeof spawnSync>;
       try {
-        expect((await fetch(`${first.url}/api/auth/register`, { method: 'POST', headers, body: alice })).status).toBe(201);
-        token = ((await (await fetch(`${first.url}/api/auth/login`, { method: 'POST', headers, body: alice })).json()) as { access_token: string }).access_token;
-        const task = await fetch(`${first.url}/api/mobile/tasks`, { method: 'POST', headers: { ...headers, authorization: `Bearer ${token}` }, body: JSON.stringify({ title: 'Kept by the backup' }) });
+        expect((await fetch(`${service.url}/api/auth/register`, { method: 'POST', headers, body: alice })).status).toBe(201);
+        const login = (await (await fetch(`${service.url}/api/auth/login`, { method: 'POST', headers, body: alice })).json()) as { access_token: string; user_id: string };
+        token = login.access_token;
+        userId = login.user_id;
+        const auth = { authorization: `Bearer ${token}` };
+        const task = await fetch(`${service.url}/api/mobile/tasks`, { method: 'POST', headers: { ...headers, ...auth }, body: JSON.stringify({ title: 'Kept by the backup' }) });
         expect(task.status).toBe(201);
+        // 20 files: private attachments of 1 byte to 1 MB, and avatars (images: stored re-encoded, so compared as served).
+        const put = async (bucket: string, name: string, body: Buffer, type: string, upsert = false) => {
+          const res = await fetch(`${service.url}/storage/v1/object/${bucket}/${userId}/${name}`, {
+            method: 'POST',
+            headers: { ...auth, 'content-type': type, ...(upsert ? { 'x-upsert': 'true' } : {}) },
+            body: new Uint8Array(body),
+          });
+          expect(res.status, await res.clone().text()).toBe(200);
+        };
+        for (let i = 0; i < 16; i++) await put('attachments', `doc-${i}.bin`, crypto.randomBytes([1, 100, 65_536, 1_048_576][i % 4]! + i), 'application/octet-stream');
+        for (let i = 0; i < 4; i++) {
+          const png = await sharp({ create: { width: 64 + i, height: 48, channels: 3, background: { r: 10 * i, g: 80, b: 160 } } }).png().toBuffer();
+          await put('avatars', `face-${i}.png`, png, 'image/png');
+        }
+        // Replaced and deleted before the backup: their old bytes are garbage, not in it.
+        await put('attachments', 'doc-0.bin', crypto.randomBytes(2_000), 'application/octet-stream', true);
+        const removed = await fetch(`${service.url}/storage/v1/object/attachments/${userId}/doc-1.bin`, { method: 'DELETE', headers: auth });
+        expect(removed.status).toBe(200);
+        for (const [bucket, prefix, count] of [['attachments', 'doc-', 16], ['avatars', 'face-', 4]] as const) {
+          for (let i = 0; i < count; i++) {
+            const name = `${bucket}/${userId}/${prefix}${i}.${bucket === 'avatars' ? 'png' : 'bin'}`;
+            const res = await fetch(`${service.url}/storage/v1/object/authenticated/${name}`, { headers: auth });
+            if (name.endsWith('doc-1.bin')) expect(res.status).toBe(404);
+            else stored.set(name, Buffer.from(await res.arrayBuffer()));
+          }
+        }
+        expect(stored.size).toBe(19);
+
+        // The documented backup, as the owner, with the service's configuration, while it runs.
+        backupRun = spawnSync('sh', ['-euc', backupCommands], {
+          cwd: projectRoot,
+          env: { ...process.env, ...first, PATH: `${path.dirname(pg15Program('pg_dump')!)}:${process.env.PATH}`, BACKUP: backupDir },
+          encoding: 'utf8',
+        });
+        expect(backupRun.status, String(backupRun.stderr)).toBe(0);
+        expect(String(backupRun.stdout)).toMatch(/backed up into .*: the database \(database\.dump\) and 19 stored files \(\d+ bytes, from fs:.*\), and the generated JWT secret/);
       } finally {
-        first.child.kill('SIGTERM');
-        await exited(first.child);
+        service.child.kill('SIGTERM');
+        await exited(service.child);
       }
 
-      // The fresh database, owned by the owner; then the commands as written, as the owner.
+      // A fresh database owned by the owner and an empty data folder; then the documented restore.
       superuser('create database app_restored owner app_owner;');
-      const run = spawnSync('sh', ['-euc', commands], {
-        cwd: work,
-        env: { ...process.env, PATH: `${path.dirname(pg15Program('pg_dump')!)}:${process.env.PATH}`, DATABASE_URL: owner('app'), RESTORE_URL: owner('app_restored') },
+      const second = { ...env, PORT: String(freePort()), DATABASE_URL: owner('app_restored'), DATA_DIR: path.join(work, 'restored') };
+      const restoreRun = spawnSync('sh', ['-euc', restoreCommands], {
+        cwd: projectRoot,
+        env: { ...process.env, ...second, PATH: `${path.dirname(pg15Program('pg_dump')!)}:${process.env.PATH}`, BACKUP: backupDir },
         encoding: 'utf8',
       });
-      expect(run.status, run.stderr).toBe(0);
+      expect(restoreRun.status, restoreRun.stderr).toBe(0);
+      expect(restoreRun.stdout).toMatch(/restored 19 stored files into fs:.*restored.* and the database of .* into .*app_restored.*, and the generated JWT secret into/);
+      // Restoring again is refused: the database is no longer empty.
+      const again = spawnSync('sh', ['-euc', restoreCommands], { cwd: projectRoot, env: { ...process.env, ...second, BACKUP: backupDir }, encoding: 'utf8' });
+      expect(again.status).toBe(1);
+      expect(again.stderr).toMatch(/is not empty/);
 
-      const restored = await startGatewayProcess({ ...env, PORT: String(freePort()), DATABASE_URL: owner('app_restored') });
+      const restored = await startGatewayProcess(second);
       try {
         expect((await fetch(`${restored.url}/health`)).status).toBe(200);
         // Nothing left to migrate, and the data is there: the old access token, the account, its task.
         expect(restored.output()).not.toMatch(/migrations applied/);
-        const tasks = await fetch(`${restored.url}/api/mobile/tasks`, { headers: { authorization: `Bearer ${token!}` } });
+        const auth = { authorization: `Bearer ${token!}` };
+        const tasks = await fetch(`${restored.url}/api/mobile/tasks`, { headers: auth });
         expect(tasks.status).toBe(200);
         expect(((await tasks.json()) as { tasks: { meta: { title: string } }[] }).tasks.map((t) => t.meta.title)).toEqual(['Kept by the backup']);
         expect((await fetch(`${restored.url}/api/auth/login`, { method: 'POST', headers, body: alice })).status).toBe(200);
-        // And it takes new writes.
+        // Every object, byte for byte; the deleted one stays deleted.
+        for (const [name, bytes] of stored) {
+          const res = await fetch(`${restored.url}/storage/v1/object/authenticated/${name}`, { headers: auth });
+          expect(res.status, name).toBe(200);
+          expect(Buffer.from(await res.arrayBuffer()).equals(bytes), name).toBe(true);
+        }
+        expect((await fetch(`${restored.url}/storage/v1/object/authenticated/attachments/${userId!}/doc-1.bin`, { headers: auth })).status).toBe(404);
+        // And it takes new writes, files included.
         const bob = JSON.stringify({ email: 'backup-bob@example.com', password: 'password123' });
         expect((await fetch(`${restored.url}/api/auth/register`, { method: 'POST', headers, body: bob })).status).toBe(201);
+        const upload = await fetch(`${restored.url}/storage/v1/object/attachments/${userId!}/after.txt`, { method: 'POST', headers: { ...auth, 'content-type': 'text/plain' }, body: 'after' });
+        expect(upload.status).toBe(200);
       } finally {
         restored.child.kill('SIGTERM');
         await exited(restored.child);

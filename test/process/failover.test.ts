@@ -64,7 +64,7 @@ describe.skipIf(!pg15Installed)('a multi-host DATABASE_URL (PostgreSQL 15 primar
       expect(task.status).toBe(201);
       // The write is on the primary, and replicated (synchronously) to the standby.
       expect((await primary`select count(*)::int as n from app.tasks where meta->>'title' = 'multi-host'`)[0]!.n).toBe(1);
-      // The MCP process (its own pool, on PORT + 1) writes too: an OAuth client registration.
+      // The MCP process (its own pool, on a port of its own) writes too: an OAuth client registration.
       await waitUntil(() => /MCP server listening/.test(gateway!.output()), 20_000, 'the MCP process');
       const registered = await fetch(`http://127.0.0.1:${port + 1}/register`, {
         method: 'POST',

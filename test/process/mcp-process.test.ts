@@ -1,6 +1,9 @@
 // `npm start` runs the MCP server as a child process: /mcp answers through
 // the gateway; Ctrl-C (SIGINT) or SIGTERM stops both; a killed gateway does
-// not leave the MCP process behind; a crashed MCP process is restarted.
+// not leave the MCP process behind; a crashed MCP process is restarted (on
+// another free port, which the gateway follows). Without MCP_PORT a PORT + 1
+// taken by something else (an ADMIN_PORT) is no obstacle; a taken MCP_PORT
+// fails the start in one line.
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import net from 'node:net';
 import path from 'node:path';
@@ -30,11 +33,14 @@ async function freePortPair(): Promise<number> {
   }
 }
 
-async function startProcess(): Promise<{ child: ChildProcess; url: string }> {
-  const port = await freePortPair();
+/** `npm start` on the test database, without MCP_PORT (the MCP process takes a free port), once /mcp answers through the gateway. */
+async function startProcess(env: Record<string, string> = {}, port?: number): Promise<{ child: ChildProcess; url: string }> {
+  port ??= await freePortPair();
+  // (Not the test environment's MCP_PORT: the default, as `npm start` runs.)
+  const { MCP_PORT: _mcpPort, ...inherited } = process.env;
   const child = spawn(process.execPath, ['--import', 'tsx', 'gateway/main.ts'], {
     cwd: root,
-    env: { ...process.env, DATABASE_URL: databaseUrl, PORT: String(port), MCP_PORT: String(port + 1), LOG_LEVEL: 'warn' },
+    env: { ...inherited, DATABASE_URL: databaseUrl, PORT: String(port), LOG_LEVEL: 'warn', ...env },
     stdio: ['ignore', 'ignore', 'pipe'],
   });
   started.push(child);
@@ -125,5 +131,40 @@ describe('npm start with the MCP child process', () => {
     // It did not start serving (and then crash on its closed channel).
     expect(output).not.toContain('MCP server listening');
     expect(output).not.toContain('ERR_IPC_CHANNEL_CLOSED');
+  });
+
+  it('without MCP_PORT, PORT + 1 taken by the admin server (ADMIN_PORT): /mcp is the MCP process, and /ready says it answers', { timeout: 180_000 }, async () => {
+    const port = await freePortPair();
+    const { child, url } = await startProcess({ ADMIN_PORT: String(port + 1) }, port);
+    // (startProcess waited for the MCP process's 401: the admin server would answer 404.)
+    expect((await fetch(`${url}/mcp`, { method: 'POST' })).status).toBe(401);
+    const ready = (await (await fetch(`http://127.0.0.1:${port + 1}/ready`)).json()) as { checks: Record<string, string> };
+    expect(ready.checks.mcp).toBe('ok');
+    child.kill('SIGTERM');
+    expect(await exited(child)).toBe(0);
+  });
+
+  it('a taken MCP_PORT fails the start: one line naming it, exit code 1, nothing left running', { timeout: 180_000 }, async () => {
+    const port = await freePortPair();
+    const squatter = net.createServer().listen(port + 1, '127.0.0.1');
+    await new Promise((resolve) => squatter.once('listening', resolve));
+    try {
+      const { MCP_PORT: _mcpPort, ...inherited } = process.env;
+      const child = spawn(process.execPath, ['--import', 'tsx', 'gateway/main.ts'], {
+        cwd: root,
+        env: { ...inherited, DATABASE_URL: databaseUrl, PORT: String(port), MCP_PORT: String(port + 1), LOG_LEVEL: 'silent' },
+        stdio: ['ignore', 'ignore', 'pipe'],
+      });
+      started.push(child);
+      let stderr = '';
+      child.stderr!.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+      expect(await exited(child)).toBe(1);
+      expect(stderr.trim().split('\n')).toEqual([
+        `could not start: the MCP server: port ${port + 1} is already in use: set MCP_PORT to a free port, or unset it under \`npm start\` (a free port is then chosen), or stop what uses it`,
+      ]);
+      expect(await gone(child.pid!)).toBe(true);
+    } finally {
+      squatter.close();
+    }
   });
 });

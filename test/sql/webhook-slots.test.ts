@@ -5,21 +5,13 @@
 // unaffected, an endpoint already being sent to is busy, and an endpoint that
 // found no slot waits (a job 30 s later) until a sender lets go and wakes it.
 import postgres from 'postgres';
-import { afterAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { databaseUrl, db } from '../helpers.ts';
-import { newCommunity } from '../support/sql-fixtures.ts';
+import { newCommunity, ownSession } from '../support/sql-fixtures.ts';
 import { eventually } from '../support/wait.ts';
 
-const sessions: postgres.Sql[] = [];
 /** A connection of its own (a worker's session). */
-const session = () => {
-  const sql = postgres(databaseUrl, { max: 1, onnotice: () => {} });
-  sessions.push(sql);
-  return sql;
-};
-afterAll(async () => {
-  await Promise.all(sessions.map((s) => s.end({ timeout: 5 })));
-});
+const session = ownSession;
 
 async function endpoint(communityId: string): Promise<string> {
   const [row] = await db()<{ id: string }[]>`

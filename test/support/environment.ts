@@ -162,7 +162,9 @@ export async function startTestEnvironment(options: EnvironmentOptions = {}): Pr
 export async function cloneDatabase(serverUrl: string, template: string, database: string): Promise<void> {
   const sql = postgres(serverUrl, { max: 1, onnotice: () => {} });
   try {
-    await sql`create database ${sql(database)} template ${sql(template)}`;
+    // FILE_COPY (PostgreSQL 15+): a checkpoint and a copy of the files, several times faster
+    // for a small database than WAL_LOG, the default, which writes every block to the WAL.
+    await sql`create database ${sql(database)} template ${sql(template)} strategy file_copy`;
   } finally {
     await sql.end();
   }

@@ -7,9 +7,10 @@
 //      mode (test/support/pgbouncer.ts), the gateway then using
 //      DATABASE_POOL_MODE=transaction and DATABASE_DIRECT_URL.
 //   2. A real gateway process on it (`npm start`'s entry point, DATABASE_URL;
-//      WEB_CONCURRENCY processes), with a short statement timeout and the
-//      realtime safety poll off, so that a change reaching a stream soon
-//      after a fault can only have come through LISTEN.
+//      WEB_CONCURRENCY processes), with the default statement timeout (5 s:
+//      what an operator who sets nothing gets) and the realtime safety poll
+//      off, so that a change reaching a stream soon after a fault can only
+//      have come through LISTEN.
 //   3. `clients` users each reading their profile in a loop (a new request as
 //      soon as the last is answered), or, with `writes`, alternating that read
 //      with the creation of a task with a unique title (every other client
@@ -32,6 +33,11 @@
 //                           primary made read-only, drained, stopped, the standby
 //                           promoted, the old primary rejoining as its standby
 //                           (ReplicatedPair.switchover); "back" is the promotion
+//        calm               nothing at all for `seconds` (server 'pg-auto-failover':
+//                           a failover the monitor begins meanwhile is a false one)
+//        stall              (server 'pg-auto-failover') the primary's machine stopped
+//                           for `seconds` (SIGSTOP of its keeper and Postgres), then
+//                           going on: a failover begun for it is a false one
 //      `killWorker`: one gateway process is SIGKILLed 0.5 s into the outage
 //      (its replacement starts while the database is down: a stop lasts until
 //      the replacement has found it down, however slow the machine).
@@ -46,22 +52,23 @@ import path from 'node:path';
 import postgres from 'postgres';
 import { ensureDatabase, isAlive, startEmbeddedPostgres, type RunningPostgres } from '../../gateway/core/process/embedded-postgres.ts';
 import { createLogger } from '../../gateway/core/process/log.ts';
+import { DEFAULT_STATEMENT_TIMEOUT_MS } from '../../gateway/core/process/config.ts';
 import { runMigrations } from '../../gateway/core/database/migrate.ts';
 import { pg15Program, runAsPostgres } from '../../gateway/tooling/pg15.ts';
 import { postgresUser } from '../../gateway/core/process/postgres-binaries.ts';
 import { startPgBouncer, type RunningPgBouncer } from './pgbouncer.ts';
 import { startReplicatedPair, type Switchover } from './replication.ts';
-import { startAutoFailover } from './pg-auto-failover.ts';
+import { MONITOR_PROFILES, startAutoFailover, type FailoverProfileName } from './pg-auto-failover.ts';
 import { freePort, startGatewayProcess, stopProcess, waitUntil, type GatewayProcess } from './processes.ts';
 
-/** The gateway's statement timeout during the outage runs: every answer is due within it + 2 s. */
-export const OUTAGE_STATEMENT_TIMEOUT_MS = 5_000;
+/** The gateway's statement timeout during the outage runs, its default: every answer is due within it + 2 s. */
+export const OUTAGE_STATEMENT_TIMEOUT_MS = DEFAULT_STATEMENT_TIMEOUT_MS;
 /** A client gives up on a request after this long (and counts it as unanswered). */
 const CLIENT_TIMEOUT_MS = 30_000;
 /** While the database is down or frozen, a request that was not already running is answered within this. */
 export const FAIL_FAST_MS = 2_000;
 
-export type FaultKind = 'stop' | 'immediate' | 'freeze' | 'pgbouncer-restart' | 'failover' | 'switchover';
+export type FaultKind = 'stop' | 'immediate' | 'freeze' | 'pgbouncer-restart' | 'failover' | 'switchover' | 'calm' | 'stall';
 
 export interface Fault {
   kind: FaultKind;
@@ -94,6 +101,8 @@ export interface OutageOptions {
    * or 'pg-auto-failover' (a monitor and two nodes: test/support/pg-auto-failover.ts).
    */
   server?: 'embedded' | 'pg15' | 'pg15-standby' | 'pg-auto-failover';
+  /** 'pg-auto-failover': the monitor's failure detection (test/support/pg-auto-failover.ts; default 'safe'). */
+  failoverProfile?: FailoverProfileName;
   /** The gateway's pool through PgBouncer in transaction mode. */
   pgbouncer?: boolean;
   /** Clients alternate reads and task creations (saved writes are checked against their answers). */
@@ -139,6 +148,9 @@ export interface FaultReport {
   writesBackMs: number;
   /** A failover's or switchover's steps, in ms from its start (a switchover's: readOnly, drained, stopped, promoted, rejoined). */
   steps: Record<string, number> | null;
+  /** 'pg-auto-failover': the failovers the monitor began during the phase (a calm phase: false ones), and its events. */
+  failovers: number | null;
+  events: string[];
   /** Writes sent during this fault. */
   writes: number;
   /** Writes answered with a failure (not 504 outcome_unknown) that were saved all the same. */
@@ -187,6 +199,12 @@ export interface Server {
   failover?(seconds: number, onBack: () => void): Promise<Record<string, number>>;
   /** A planned switchover ('pg15-standby': ReplicatedPair.switchover; 'pg-auto-failover': `pg_autoctl perform switchover`), as failover. */
   switchover?(seconds: number, onBack: () => void, drained: boolean): Promise<Record<string, number>>;
+  /** Failovers begun since a moment (Date.now()), where the server has something that fails over by itself. */
+  failoversSince?(since: number): Promise<number>;
+  /** What that something recorded since a moment (pg_auto_failover's monitor events). */
+  eventsSince?(since: number): Promise<string[]>;
+  /** 'pg-auto-failover': the primary's machine stopped for `seconds`, then going on. */
+  stall?(seconds: number): Promise<Record<string, number>>;
   dispose(): Promise<void>;
 }
 
@@ -314,8 +332,8 @@ async function pg15Standby(dir: string): Promise<Server> {
   };
 }
 
-async function autoFailover(dir: string): Promise<Server> {
-  const cluster = await startAutoFailover(dir);
+async function autoFailover(dir: string, profile: FailoverProfileName): Promise<Server> {
+  const cluster = await startAutoFailover(dir, MONITOR_PROFILES[profile]);
   const unsupported = async () => {
     throw new Error('pg-auto-failover: only the failover and switchover faults');
   };
@@ -327,6 +345,9 @@ async function autoFailover(dir: string): Promise<Server> {
     pids: () => [],
     failover: (_seconds, onBack) => cluster.failover(onBack),
     switchover: (_seconds, onBack, drained) => cluster.switchover(onBack, drained),
+    failoversSince: (since) => cluster.failoversSince(since),
+    eventsSince: (since) => cluster.eventsSince(since),
+    stall: (seconds) => cluster.stall(seconds),
     dispose: () => cluster.dispose(),
   };
 }
@@ -444,12 +465,12 @@ function signalAll(pids: number[], signal: NodeJS.Signals): void {
 }
 
 /** A Postgres server of its own in `dir` ('embedded': Postgres 18 from npm; 'pg15': Debian's PostgreSQL 15), with an `app` database. */
-export function stoppableServer(dir: string, server: OutageOptions['server'] = 'embedded'): Promise<Server> {
-  return server === 'pg-auto-failover' ? autoFailover(dir) : server === 'pg15-standby' ? pg15Standby(dir) : server === 'pg15' ? pg15(dir) : embedded(dir);
+export function stoppableServer(dir: string, server: OutageOptions['server'] = 'embedded', profile: FailoverProfileName = 'safe'): Promise<Server> {
+  return server === 'pg-auto-failover' ? autoFailover(dir, profile) : server === 'pg15-standby' ? pg15Standby(dir) : server === 'pg15' ? pg15(dir) : embedded(dir);
 }
 
 export async function runOutage(options: OutageOptions): Promise<OutageRun> {
-  const server = await stoppableServer(options.dir, options.server);
+  const server = await stoppableServer(options.dir, options.server, options.failoverProfile);
   const quiet = createLogger('silent');
   // With DATABASE_URL the gateway applies committed migrations only: current/ too, first.
   await runMigrations(server.url, quiet, { includeCurrent: true }).catch(async (err: unknown) => {
@@ -475,7 +496,6 @@ export async function runOutage(options: OutageOptions): Promise<OutageRun> {
       PORT: String(freePort()),
       DATA_DIR: options.dir,
       LOG_LEVEL: 'info',
-      STATEMENT_TIMEOUT_MS: String(OUTAGE_STATEMENT_TIMEOUT_MS),
       REALTIME_POLL_SECONDS: '600',
       WEB_CONCURRENCY: String(options.processes ?? 1),
       ...options.env,
@@ -576,6 +596,12 @@ export async function runOutage(options: OutageOptions): Promise<OutageRun> {
         const isBack = new Promise<void>((r) => (back = r));
         switching = act.call(server, fault.seconds, back, fault.drained ?? false);
         await Promise.race([isBack, switching]);
+      } else if (fault.kind === 'calm') {
+        await new Promise((r) => setTimeout(r, fault.seconds * 1000));
+      } else if (fault.kind === 'stall') {
+        if (!server.stall) throw new Error("stall needs server: 'pg-auto-failover'");
+        switching = server.stall(fault.seconds);
+        await switching;
       } else if (fault.kind === 'freeze') {
         const pids = server.pids();
         const cutOff = fault.cutOffWrites ?? 0;
@@ -652,6 +678,8 @@ export async function runOutage(options: OutageOptions): Promise<OutageRun> {
         {
           ...measure({ fault, server: server.name, through: bouncer ? 'PgBouncer' : 'direct', phase, downAt, upAt, killedAt, healthBackMs, servedBackMs, listenBackMs, created, inserts, gateway }),
           steps: steps ? Object.fromEntries(Object.entries(steps).map(([k, at]) => [k.replace(/At$/, ''), at - downAt])) : null,
+          failovers: server.failoversSince ? await server.failoversSince(downAt) : null,
+          events: server.eventsSince ? await server.eventsSince(downAt) : [],
           jobsAdded: jobKeys.length,
           jobsNotRun,
         },
@@ -749,6 +777,8 @@ function measure(p: Phase): FaultReport {
       return back.length ? Math.min(...back) - upAt : -1;
     })(),
     steps: null,
+    failovers: null,
+    events: [],
     writes: phase.filter((s) => s.write).length,
     savedButFailed: [],
     ackedButMissing: [],
@@ -791,6 +821,7 @@ function settleWrites(report: FaultReport, phase: Sample[], writes: Map<string, 
     `writes: ${report.writes}, ${report.ackedButMissing.length} acknowledged but missing, ${report.savedButFailed.length} saved though answered as failed, outcome_unknown ${report.unknownSaved} saved / ${report.unknownLost} not; ` +
     `after the return: /health 200 in ${seconds(report.healthBackMs)} s, served in ${seconds(report.servedBackMs)} s, a write in ${seconds(report.writesBackMs)} s, LISTEN in ${seconds(report.listenBackMs)} s; ` +
     `${report.steps ? `steps (ms from the start): ${Object.entries(report.steps).map(([k, v]) => `${k} ${v}`).join(', ')}; ` : ''}` +
+    `${report.failovers !== null ? `failovers begun by the monitor: ${report.failovers}; ` : ''}` +
     `stream: ${report.streamGaps.length} missing, ${report.streamDuplicates.length} duplicated; ` +
     `${report.jobsAdded ? `jobs: ${report.jobsAdded} added before, ${report.jobsNotRun.length} not run after; ` : ''}gateway ${report.gatewayAlive ? 'up' : 'GONE'}, ${report.processes} processes serving`;
 }

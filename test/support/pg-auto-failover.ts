@@ -1,14 +1,22 @@
 // pg_auto_failover on one machine (Debian's postgresql-15-auto-failover,
 // /usr/bin/pg_autoctl): a monitor and two PostgreSQL 15 nodes, each run by
-// its own `pg_autoctl run` (as the `postgres` OS user when we are root), the
-// nodes made with --auth trust and --no-ssl, their configuration and state
-// kept inside the folder (XDG_CONFIG_HOME, XDG_DATA_HOME, XDG_RUNTIME_DIR).
-// The monitor's failure detection is lowered from its defaults (a failover
-// after some 30 s) to about a second: health checks every 0.5 s, a node
-// unhealthy after 1 s without a report, the old primary given 1 s to
-// demote (pgautofailover.primary_demote_timeout: on one machine, where the
-// node is known dead, nothing to wait for; across machines it must stay
-// above the keepers' network_partition_timeout).
+// its own `pg_autoctl run` in a process group of its own (as the `postgres`
+// OS user when we are root), the nodes made with --auth trust and --no-ssl,
+// their configuration and state kept inside the folder (XDG_CONFIG_HOME,
+// XDG_DATA_HOME, XDG_RUNTIME_DIR).
+//
+// The monitor's failure detection is one of three profiles (MONITOR_PROFILES,
+// docs/operations.md#with-pg_auto_failover):
+//   default  pg_auto_failover's own (health checks every 5 s, a node
+//            unhealthy after 20 s without a report, 30 s for the old primary
+//            to demote itself before the standby is promoted)
+//   safe     what the docs recommend: about half of each (a node unhealthy
+//            after 10 s; the keepers' network_partition_timeout lowered to
+//            10 s, primary_demote_timeout 15 s above it)
+//   fast     health checks every 0.5 s, a node unhealthy after 1 s, 1 s to
+//            demote: a failover within seconds on an idle machine, and
+//            failovers of a healthy primary on a busy one (the docs listed
+//            these once)
 //
 //   failover    the primary's machine dies: SIGKILL of its `pg_autoctl run`
 //               process group (the keeper and its Postgres together; killing
@@ -20,6 +28,13 @@
 //               flight included; `drained`: the primary first made read-only
 //               and drained (drainWrites in test/support/replication.ts, the
 //               first steps of docs/operations.md#planned-switchover)
+//   stall       the primary's machine stops for `seconds` and goes on (SIGSTOP,
+//               then SIGCONT, of its process group: a VM paused, an I/O
+//               stall, a swap storm): a healthy primary, which a failover
+//               would be a false one of
+//   failovers   how many failovers the monitor began since a moment (its
+//               events with a node's goal set to prepare_promotion): a calm
+//               phase with no fault injected must have none
 //
 // Used by `npm run bench -- failover` (test/bench/failover.bench.ts) through
 // test/support/outage.ts.
@@ -35,15 +50,40 @@ export const pgAutoctlInstalled = fs.existsSync('/usr/bin/pg_autoctl') && fs.exi
 
 const PG_CTL = '/usr/lib/postgresql/15/bin/pg_ctl';
 
-/** The monitor's settings for a failover within about a second (see the top of this file). */
-const MONITOR_SETTINGS: Record<string, string> = {
-  'pgautofailover.health_check_period': '500',
-  'pgautofailover.health_check_timeout': '500',
-  'pgautofailover.health_check_max_retries': '1',
-  'pgautofailover.health_check_retry_delay': '200',
-  'pgautofailover.node_considered_unhealthy_timeout': '1000',
-  'pgautofailover.primary_demote_timeout': '1000',
-  'pgautofailover.startup_grace_period': '1000',
+/** A profile of the monitor's failure detection (pgautofailover.* settings) and the keepers' partition timeout. */
+export interface FailoverProfile {
+  monitor: Record<string, string>;
+  /** `pg_autoctl config set` on each node before it runs (timeout.network_partition_timeout). */
+  keeper: Record<string, string>;
+}
+
+export type FailoverProfileName = 'default' | 'safe' | 'fast';
+
+export const MONITOR_PROFILES: Record<FailoverProfileName, FailoverProfile> = {
+  default: { monitor: {}, keeper: {} },
+  safe: {
+    monitor: {
+      'pgautofailover.health_check_period': '2000',
+      'pgautofailover.health_check_timeout': '2000',
+      'pgautofailover.health_check_max_retries': '2',
+      'pgautofailover.health_check_retry_delay': '1000',
+      'pgautofailover.node_considered_unhealthy_timeout': '10000',
+      'pgautofailover.primary_demote_timeout': '15000',
+    },
+    keeper: { 'timeout.network_partition_timeout': '10' },
+  },
+  fast: {
+    monitor: {
+      'pgautofailover.health_check_period': '500',
+      'pgautofailover.health_check_timeout': '500',
+      'pgautofailover.health_check_max_retries': '1',
+      'pgautofailover.health_check_retry_delay': '200',
+      'pgautofailover.node_considered_unhealthy_timeout': '1000',
+      'pgautofailover.primary_demote_timeout': '1000',
+      'pgautofailover.startup_grace_period': '1000',
+    },
+    keeper: {},
+  },
 };
 
 export interface AutoFailoverNode {
@@ -59,10 +99,16 @@ export interface AutoFailoverCluster {
   /** The node the monitor has as primary, and when it takes writes (Date.now()). */
   failover(onWritable: () => void): Promise<Record<string, number>>;
   switchover(onWritable: () => void, drained: boolean): Promise<Record<string, number>>;
+  /** The primary's machine stopped for `seconds` (its process group SIGSTOPped), then going on: when it stopped and when it went on. */
+  stall(seconds: number): Promise<Record<string, number>>;
+  /** Failovers the monitor began since `since` (Date.now()): its events setting a node's goal to prepare_promotion (not the node's report of it). */
+  failoversSince(since: number): Promise<number>;
+  /** The monitor's events since `since`: each a time (ms after it), a node, its reported and goal states, and the monitor's description. */
+  eventsSince(since: number): Promise<string[]>;
   dispose(): Promise<void>;
 }
 
-export async function startAutoFailover(dir: string): Promise<AutoFailoverCluster> {
+export async function startAutoFailover(dir: string, profile: FailoverProfile = MONITOR_PROFILES.safe): Promise<AutoFailoverCluster> {
   fs.mkdirSync(dir, { recursive: true, mode: 0o755 });
   const user = postgresUser();
   if (user) fs.chownSync(dir, user.uid, user.gid);
@@ -87,6 +133,10 @@ export async function startAutoFailover(dir: string): Promise<AutoFailoverCluste
     const child = spawn('pg_autoctl', ['run', '--pgdata', data], { ...options, detached: true, stdio: ['ignore', log, log] });
     fs.closeSync(log);
     running.set(data, child);
+  };
+  const signalGroup = (data: string, signal: NodeJS.Signals) => {
+    const pid = running.get(data)?.pid;
+    if (pid) process.kill(-pid, signal);
   };
   const killGroup = (data: string) => {
     const child = running.get(data);
@@ -117,7 +167,7 @@ export async function startAutoFailover(dir: string): Promise<AutoFailoverCluste
     monitor = postgres(`postgres://postgres@127.0.0.1:${monitorPort}/pg_auto_failover`, { max: 1, onnotice: () => {} });
     const mon = monitor;
     await waitUntil(async () => mon`select 1`.then(() => true, () => false), 30_000, 'the pg_auto_failover monitor');
-    for (const [name, value] of Object.entries(MONITOR_SETTINGS)) await mon.unsafe(`alter system set ${name} = '${value}'`);
+    for (const [name, value] of Object.entries(profile.monitor)) await mon.unsafe(`alter system set ${name} = '${value}'`);
     await mon`select pg_reload_conf()`;
     const monitorUri = `postgres://autoctl_node@127.0.0.1:${monitorPort}/pg_auto_failover?sslmode=disable`;
     const states = async () =>
@@ -131,6 +181,7 @@ export async function startAutoFailover(dir: string): Promise<AutoFailoverCluste
     for (const name of ['node1', 'node2']) {
       const node = { name, port: freePort(), data: path.join(dir, name) };
       autoctl(['create', 'postgres', '--pgdata', node.data, '--pgport', String(node.port), '--name', name, '--dbname', 'app', '--monitor', monitorUri, ...common]);
+      for (const [key, value] of Object.entries(profile.keeper)) autoctl(['config', 'set', '--pgdata', node.data, key, value]);
       run(node.data);
       nodes.push(node);
       await waitUntil(async () => (await states()).some((s) => s.startsWith(`${name}:`) && /:(single|primary|secondary)\/(single|primary|secondary)$/.test(s)), 60_000, `${name} running`);
@@ -201,6 +252,33 @@ export async function startAutoFailover(dir: string): Promise<AutoFailoverCluste
         const [{ promoted, writable }] = await Promise.all([watching, performing]);
         await waitUntil(stable, 120_000, `${old.name} back as a standby`);
         return { started, ...(drain ? { readOnly: drain.readOnlyAt, drained: drain.drainedAt } : {}), promoted, writable, rejoined: Date.now() };
+      },
+      async stall(seconds) {
+        const node = await primaryNode();
+        const stopped = Date.now();
+        signalGroup(node.data, 'SIGSTOP');
+        try {
+          await new Promise((r) => setTimeout(r, seconds * 1000));
+        } finally {
+          signalGroup(node.data, 'SIGCONT');
+        }
+        const resumed = Date.now();
+        // A failover begun meanwhile (a false one) runs its course: a primary and a secondary again.
+        await waitUntil(stable, 120_000, 'a primary and a secondary after the stall');
+        return { stopped, resumed, settled: Date.now() };
+      },
+      async failoversSince(since) {
+        const [row] = await mon<{ n: number }[]>`
+          select count(*)::int as n from pgautofailover.event
+           where goalstate = 'prepare_promotion' and reportedstate <> 'prepare_promotion' and eventtime >= to_timestamp(${since / 1000})`;
+        return row?.n ?? 0;
+      },
+      async eventsSince(since) {
+        const rows = await mon<{ ms: number; node: string; reported: string; goal: string; description: string | null }[]>`
+          select (extract(epoch from eventtime) * 1000 - ${since})::int as ms, nodename as node, reportedstate::text as reported,
+                 goalstate::text as goal, description
+            from pgautofailover.event where eventtime >= to_timestamp(${since / 1000}) order by eventid`;
+        return rows.map((r) => `+${(r.ms / 1000).toFixed(1)} s ${r.node} ${r.reported}/${r.goal}: ${r.description ?? ''}`);
       },
       dispose,
     };

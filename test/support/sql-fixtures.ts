@@ -3,7 +3,21 @@
 // communities, memberships and task graphs. One definition of each, used by
 // the SQL tests and by the HTTP tests that need a state no endpoint makes.
 // Events and venues: event-fixtures.ts.
-import { db, uniqueEmail } from '../helpers.ts';
+import postgres from 'postgres';
+import { afterAll } from 'vitest';
+import { databaseUrl, db, uniqueEmail } from '../helpers.ts';
+
+const sessions: postgres.Sql[] = [];
+afterAll(async () => {
+  await Promise.all(sessions.splice(0).map((s) => s.end({ timeout: 5 })));
+});
+
+/** A connection of its own (a worker's or a backup's session, where session-level locks hold), ended after the test file. */
+export function ownSession(): postgres.Sql {
+  const sql = postgres(databaseUrl, { max: 1, onnotice: () => {} });
+  sessions.push(sql);
+  return sql;
+}
 
 /** A user made by admin.create_user (as POST /api/auth/register makes one). */
 export interface SqlUser {

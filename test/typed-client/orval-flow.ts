@@ -2,7 +2,7 @@
 // /api/docs/openapi.json with `output.headers: true` (into generated/orval.ts,
 // at test time, not committed): orval leaves every header parameter out of
 // the functions it generates unless that option is on, the Idempotency-Key
-// included. test/http/typed-client.test.ts generates it, compiles this file
+// included. test/process/typed-client-orval.test.ts generates it, compiles this file
 // with `tsc --strict` and runs it against the test gateway.
 import assert from 'node:assert/strict';
 import crypto from 'node:crypto';

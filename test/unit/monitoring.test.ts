@@ -1,6 +1,9 @@
 // What operators are given for monitoring holds together: the Prometheus
-// alert rules pass `promtool check rules` (Debian's prometheus package, as
-// .ci/run does), and every metric the rules, the Grafana dashboard and
+// alert rules pass `promtool check rules` and their unit tests
+// (docs/monitoring/prometheus-alerts.test.yml: every alert fires during its
+// fault and resolves after it) pass `promtool test rules` (Debian's
+// prometheus package, as .ci/run does; skipped with a message without it),
+// and every metric the rules, the Grafana dashboard and
 // docs/operations.md#monitoring name is one the admin server serves (and
 // every metric served is documented).
 import { spawnSync } from 'node:child_process';
@@ -8,10 +11,13 @@ import fs from 'node:fs';
 import path from 'node:path';
 import client from 'prom-client';
 import { describe, expect, it } from 'vitest';
-import { registry } from '../../gateway/core/process/metrics.ts';
+import { readinessMetric, registry } from '../../gateway/core/process/metrics.ts';
 import { projectRoot } from '../support/processes.ts';
 
 const RULES = path.join(projectRoot, 'docs', 'monitoring', 'prometheus-alerts.yml');
+const RULE_TESTS = path.join(projectRoot, 'docs', 'monitoring', 'prometheus-alerts.test.yml');
+const promtool = spawnSync('promtool', ['--version']).error ? undefined : 'promtool';
+if (!promtool) console.log('skipped: the promtool checks of docs/monitoring need Debian\'s prometheus package (apt-get install prometheus)');
 const DASHBOARD = path.join(projectRoot, 'docs', 'monitoring', 'grafana-dashboard.json');
 const OPERATIONS = path.join(projectRoot, 'docs', 'operations.md');
 
@@ -20,7 +26,10 @@ async function servedNames(): Promise<{ ours: string[]; all: Set<string> }> {
   const processMetrics = new client.Registry();
   client.collectDefaultMetrics({ register: processMetrics });
   const all = new Set<string>();
-  const ours = (await registry.getMetricsAsJSON()).map((m) => m.name).filter((name) => !/^(process|nodejs)_/.test(name));
+  // The readiness gauge is the admin server's, added to each scrape (not in the registry).
+  const readiness = readinessMetric({}).name;
+  const ours = [...(await registry.getMetricsAsJSON()).map((m) => m.name).filter((name) => !/^(process|nodejs)_/.test(name)), readiness];
+  all.add(readiness);
   for (const m of registry.getMetricsAsArray()) for (const label of (m as unknown as { labelNames: string[] }).labelNames) all.add(label);
   for (const m of [...(await registry.getMetricsAsJSON()), ...(await processMetrics.getMetricsAsJSON())]) {
     all.add(m.name);
@@ -31,15 +40,29 @@ async function servedNames(): Promise<{ ours: string[]; all: Set<string> }> {
 
 /** Metric names in a text (PromQL expressions, a Markdown table). */
 function namesIn(text: string): Set<string> {
-  return new Set(text.match(/\b(?:http_server|db_client|realtime|jobs|webhook|emails|password_hashing|process|nodejs)_[a-z0-9_]*[a-z0-9]/g) ?? []);
+  return new Set(text.match(/\b(?:http_server|db_client|db_replica|realtime|readiness|jobs|webhook|emails|password_hashing|storage_volume|process|nodejs)_[a-z0-9_]*[a-z0-9]/g) ?? []);
 }
 
 describe('monitoring files', () => {
-  it('the alert rules pass promtool check rules', () => {
+  it.skipIf(!promtool)('the alert rules pass promtool check rules', () => {
     const run = spawnSync('promtool', ['check', 'rules', RULES], { encoding: 'utf8' });
-    expect(run.error, 'promtool (Debian package prometheus) is needed').toBeUndefined();
     expect(run.status, run.stdout + run.stderr).toBe(0);
     expect(run.stdout).toMatch(/SUCCESS: \d+ rules found/);
+  });
+
+  it.skipIf(!promtool)('every alert fires during its fault and resolves after it: promtool test rules', () => {
+    const run = spawnSync('promtool', ['test', 'rules', RULE_TESTS], { encoding: 'utf8' });
+    expect(run.status, run.stdout + run.stderr).toBe(0);
+    expect(run.stdout).toMatch(/SUCCESS/);
+    // Every alert the rules name is tested (and fires in some test).
+    const alerts = [...fs.readFileSync(RULES, 'utf8').matchAll(/^\s+- alert: (\S+)$/gm)].map((m) => m[1]!);
+    const tests = fs.readFileSync(RULE_TESTS, 'utf8');
+    const fired = new Set([...tests.matchAll(/alertname: (\S+)\n\s+exp_alerts:\n\s+- exp_labels/g)].map((m) => m[1]!));
+    const required = ['CommunityBackendDown', 'CommunityBackendNotReady', 'CommunityBackendDatabaseUnavailable', 'CommunityBackendHighErrorRate', 'CommunityBackendStorageVolumeFilling', 'CommunityBackendStorageVolumeFull', 'CommunityBackendJobQueueGrowing', 'CommunityBackendReplicaLagging'];
+    for (const alert of required) {
+      expect(alerts).toContain(alert);
+      expect(fired.has(alert), `${alert} fires in a test of ${path.basename(RULE_TESTS)}`).toBe(true);
+    }
   });
 
   it('the rules and the dashboard use only metrics the admin server serves', async () => {

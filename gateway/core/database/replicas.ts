@@ -42,6 +42,7 @@ import postgres from 'postgres';
 import { createPool, type PoolOptions, type Sql } from './pool.ts';
 import { isDatabaseUnavailable } from './unavailable-log.ts';
 import type { Logger } from '../process/log.ts';
+import { readReplicasWith } from '../process/metrics.ts';
 
 /** How often the monitor reads the primary's and each replica's WAL position. */
 export const MONITOR_INTERVAL_MS = 250;
@@ -163,8 +164,9 @@ export class Replicas {
     }));
   }
 
-  /** Starts the monitor (one tick at once, then every MONITOR_INTERVAL_MS). */
+  /** Starts the monitor (one tick at once, then every MONITOR_INTERVAL_MS); the metrics read its status (db_replica_lag_seconds, db_replica_used). */
   start(): this {
+    readReplicasWith(() => this.status());
     this.tick();
     this.ticker = setInterval(() => this.tick(), MONITOR_INTERVAL_MS);
     this.ticker.unref();

@@ -56,6 +56,7 @@ import { DatabaseWaitError, DEADLINE_MARGIN_MS, followsWritable, NotPrimaryError
 import { isDatabaseUnavailable, noteServed } from './unavailable-log.ts';
 import type { Context } from '@opentelemetry/api';
 import { endSqlSpan, startSqlSpan } from '../process/tracing.ts';
+import { DEFAULT_STATEMENT_TIMEOUT_MS } from '../process/config.ts';
 import { metricsOn, observeSql, operationOfQuery, poolWait, readPoolWith, statementTimeouts } from '../process/metrics.ts';
 
 /**
@@ -252,7 +253,7 @@ async function unmeasuredTransaction<T>(
   options: TransactionOptions<T>,
   operation?: { name: string },
 ): Promise<T> {
-  const timeoutMs = options.statementTimeoutMs ?? 15_000;
+  const timeoutMs = options.statementTimeoutMs ?? DEFAULT_STATEMENT_TIMEOUT_MS;
   const watch = watchOf(sql);
   if (watch && !watch.responsive) throw new DatabaseWaitError('the database does not answer');
   const progress: Progress = { commitSent: false, settled: false, abandoned: false, hostReadOnly: false };

@@ -14,14 +14,17 @@
 //                 aggregated with those of the processes it runs (the
 //                 WEB_CONCURRENCY workers, the MCP process), asked over
 //                 their IPC channel with prom-client's own cluster protocol
-//                 (a cluster primary adds only its process metrics).
+//                 (a cluster primary adds only its process metrics), and
+//                 the readiness checks of /ready, run at each scrape, as
+//                 readiness_check_ok{check} (1 passing, 0 failing): alert
+//                 rules see what /ready says.
 //
 // The answers are small JSON or text; nothing here reads a request body.
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { AggregatorRegistry } from 'prom-client';
 import type { Logger } from './log.ts';
-import { registry } from './metrics.ts';
+import { readinessMetric, registry } from './metrics.ts';
 
 /** A readiness check: resolves to null when ready, else why not (a short sentence). */
 export type ReadinessCheck = () => Promise<string | null>;
@@ -80,7 +83,7 @@ export async function startAdminServer(options: AdminServerOptions): Promise<Adm
       );
     }
     if (path === '/metrics') {
-      return void gather(options.own ?? true, options.sources?.() ?? []).then(
+      return void gather(options.own ?? true, options.sources?.() ?? [], options.checks()).then(
         (text) => send(200, registry.contentType, text),
         (err: unknown) => {
           options.log.warn({ err }, 'admin: the metrics could not be gathered');
@@ -131,10 +134,10 @@ let requests = 0;
 /** One process's metrics as prom-client exchanges them. */
 type MetricsJson = Awaited<ReturnType<typeof registry.getMetricsAsJSON>>;
 
-/** This process's metrics (as `own` says) and each source's, aggregated as prom-client aggregates a cluster's. */
-async function gather(own: boolean | 'process', sources: MetricsSource[]): Promise<string> {
-  const mine = own ? await registry.getMetricsAsJSON() : [];
-  const parts: MetricsJson[] = [own === 'process' ? mine.filter((m) => /^(process|nodejs)_/.test(m.name)) : mine];
+/** This process's metrics (as `own` says), each source's, aggregated as prom-client aggregates a cluster's, and the readiness checks. */
+async function gather(own: boolean | 'process', sources: MetricsSource[], checks: Record<string, ReadinessCheck>): Promise<string> {
+  const [mine, ready] = await Promise.all([own ? registry.getMetricsAsJSON() : [], readiness(checks)]);
+  const parts: MetricsJson[] = [own === 'process' ? mine.filter((m) => /^(process|nodejs)_/.test(m.name)) : mine, [readinessMetric(ready)]];
   // A process that does not answer in time (restarting, stuck) is left out of this scrape.
   const answers = await Promise.all(sources.map((source) => askMetrics(source).catch(() => [] as MetricsJson[])));
   for (const answer of answers) parts.push(...answer);

@@ -11,6 +11,14 @@ const optionalString = z
   .optional()
   .transform((v) => (v === undefined || v.trim() === '' ? undefined : v.trim()));
 
+/**
+ * STATEMENT_TIMEOUT_MS's default: a request's statement is cancelled after
+ * 5 s, and every request is answered within it + 1 s, behind a pooler too,
+ * where a request sent while the server is away waits in the pooler until
+ * then (docs/operations.md#poolers). It was 15 s: 16 s of waiting for a 503.
+ */
+export const DEFAULT_STATEMENT_TIMEOUT_MS = 5_000;
+
 const port = (fallback: number) =>
   z.coerce.number().int().min(0).max(65535).optional().default(fallback);
 
@@ -45,7 +53,7 @@ const EnvSchema = z.object({
   // Unset: a free port, kept with the data (gateway/core/process/embedded-postgres.ts).
   EMBEDDED_PG_PORT: optionalString.pipe(z.coerce.number<string | undefined>().int().min(1).max(65535).optional()),
   DB_POOL_MAX: z.coerce.number().int().min(1).max(500).optional().default(10),
-  STATEMENT_TIMEOUT_MS: z.coerce.number().int().min(100).optional().default(15_000),
+  STATEMENT_TIMEOUT_MS: z.coerce.number().int().min(100).optional().default(DEFAULT_STATEMENT_TIMEOUT_MS),
   STREAM_KEEPALIVE_SECONDS: z.coerce.number().min(0.05).max(3600).optional().default(15),
   STREAM_MAX_BUFFER_BYTES: z.coerce.number().int().min(1024).optional().default(1_048_576),
   CHANGE_LOG_RETENTION_HOURS: z.coerce.number().min(0).optional().default(24),
@@ -289,11 +297,20 @@ export interface AuthLimits {
 
 /** The MCP server (agent interface). */
 export interface McpConfig {
-  /** Where the MCP process listens (default PORT + 1, loopback). */
-  port: number;
+  /**
+   * MCP_PORT: where the MCP process listens. Unset: under `npm start` a free
+   * port the MCP process tells the gateway (gateway/mcp-child.ts), so that a
+   * port taken by another program never takes /mcp down; `npm run mcp` alone
+   * listens on PORT + 1 (mcpStandalonePort).
+   */
+  port: number | undefined;
   host: string;
-  /** Where the gateway sends /mcp and the OAuth paths. */
-  upstreamUrl: string;
+  /**
+   * Where the gateway sends /mcp and the OAuth paths: MCP_UPSTREAM_URL, or
+   * MCP_PORT's address on MCP_HOST. Unset: the address the MCP process
+   * `npm start` runs tells the gateway.
+   */
+  upstreamUrl: string | undefined;
   /** Requests per minute per client IP on /mcp and the OAuth endpoints (default 120). */
   requestsPerMinute: number;
   /** Extra Host header values accepted besides PUBLIC_URL's host and localhost (DNS-rebinding protection). */
@@ -480,17 +497,27 @@ function storageConfig(e: z.infer<typeof EnvSchema>, dataDir: string): StorageCo
 }
 
 function mcpConfig(e: z.infer<typeof EnvSchema>): McpConfig {
-  const port = e.MCP_PORT ?? (e.PORT === 0 ? 0 : e.PORT + 1);
   const host = e.MCP_HOST ?? '127.0.0.1';
-  const reachable = host === '0.0.0.0' || host === '::' ? '127.0.0.1' : host.includes(':') ? `[${host}]` : host;
   return {
-    port,
+    port: e.MCP_PORT,
     host,
-    upstreamUrl: (e.MCP_UPSTREAM_URL ?? `http://${reachable}:${port}`).replace(/\/+$/, ''),
+    // MCP_PORT 0 (any free port) is an address only the MCP process knows, as when it is unset.
+    upstreamUrl: (e.MCP_UPSTREAM_URL ?? (e.MCP_PORT ? mcpAddress(host, e.MCP_PORT) : undefined))?.replace(/\/+$/, ''),
     requestsPerMinute: e.MCP_REQUESTS_PER_MINUTE,
     allowedHosts: (e.MCP_ALLOWED_HOSTS ?? '').split(',').map((h) => h.trim()).filter(Boolean),
     proxySecret: e.MCP_PROXY_SECRET,
   };
+}
+
+/** The address the gateway reaches an MCP process at, listening on `host` (a wildcard: loopback) and `port`. */
+export function mcpAddress(host: string, port: number): string {
+  const reachable = host === '0.0.0.0' || host === '::' ? '127.0.0.1' : host.includes(':') ? `[${host}]` : host;
+  return `http://${reachable}:${port}`;
+}
+
+/** Where `npm run mcp` alone listens without MCP_PORT: PORT + 1 (0 with PORT 0: any free port). */
+export function mcpStandalonePort(config: Pick<Config, 'port' | 'mcp'>): number {
+  return config.mcp.port ?? (config.port === 0 ? 0 : config.port + 1);
 }
 
 /** Supabase's transaction-mode pooler listens on 6543; anything else is taken as a session. (A database URL may name several hosts: not a WHATWG URL.) */

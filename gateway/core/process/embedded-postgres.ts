@@ -374,6 +374,11 @@ function parentPid(pid: number): number | undefined {
  * to reach the data folder. Returns `dir` if every parent is traversable by
  * others, else a folder under the system temp directory.
  */
+/** Whether the cluster of `dir` was ever made (initdb), in `dir` or where it moved to as root (relocatedDataDir). */
+export function embeddedClusterExists(dir: string): boolean {
+  return [dir, relocatedDataDir(dir)].some((candidate) => fs.existsSync(path.join(candidate, 'data', 'PG_VERSION')));
+}
+
 /** Where the data of `dir` goes when user postgres cannot reach `dir` (a private folder, as root). */
 export function relocatedDataDir(dir: string): string {
   return path.join(os.tmpdir(), 'community-backend-' + crypto.createHash('sha256').update(dir).digest('hex').slice(0, 12));

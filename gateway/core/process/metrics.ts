@@ -12,11 +12,14 @@
 // Labels are bounded: a route template (`/api/mobile/tasks/{id}`, never the
 // path), an `api` function name taken from the code's own SQL, a status, a
 // task name, an error code. Nothing a client sends becomes a label.
+import fs from 'node:fs/promises';
 import client from 'prom-client';
 
 export const registry = client.register;
 
 let on = false;
+/** The `service` label of this process's series (gateway, worker, mcp). */
+let serviceName: string | undefined;
 
 /** Whether metrics are kept (ADMIN_PORT is set in this process or its cluster primary). */
 export function metricsOn(): boolean {
@@ -31,6 +34,7 @@ export function metricsOn(): boolean {
 export function enableMetrics(service: string): void {
   if (on) return;
   on = true;
+  serviceName = service;
   registry.setDefaultLabels({ service });
   client.collectDefaultMetrics({ register: registry });
 }
@@ -135,11 +139,31 @@ export function observeRequest(method: string, route: string, status: number, se
   series.observe(seconds);
 }
 
+/**
+ * Why a 503 was answered: the `cause` label's values, and nothing else (a
+ * value not in this list is counted as `other`):
+ *   database    the database unreachable, not answering, restarting, or
+ *               switching primaries (the pipeline's, /health's and the MCP
+ *               process's 503s of a database error)
+ *   overloaded  a bound of this process refused the request: the password
+ *               hashing queue, the image queue, a stream not accepted
+ *   starting    the gateway is still migrating (or stopping)
+ *   mcp         /mcp and the OAuth paths while the MCP process is not up
+ *   other       any other 503 (none is known: the log says what it was)
+ */
+export const UNAVAILABLE_CAUSES = ['database', 'overloaded', 'starting', 'mcp', 'other'] as const;
+export type UnavailableCause = (typeof UNAVAILABLE_CAUSES)[number];
+
 export const unavailableAnswers = new client.Counter({
   name: 'http_server_unavailable_responses_total',
-  help: '503 answers by cause (the error code of the body: database_unavailable, service_unavailable, too_busy, ...).',
+  help: '503 answers by cause: database (unreachable, not answering, restarting, switching primaries), overloaded (a queue of this process full, a stream refused), starting (migrating or stopping), mcp (the MCP process not up), other.',
   labelNames: ['cause'] as const,
 });
+
+/** Counts a 503 under its cause (an unknown one as `other`). */
+export function countUnavailable(cause: string | undefined): void {
+  unavailableAnswers.inc({ cause: (UNAVAILABLE_CAUSES as readonly string[]).includes(cause ?? '') ? cause : 'other' });
+}
 
 export const throttleRefusals = new client.Counter({
   name: 'http_server_throttled_responses_total',
@@ -200,7 +224,7 @@ export const poolWait = poolWaitTime.series({});
 
 const sqlDuration = new LeanHistogram(
   'db_client_operation_duration_seconds',
-  'Duration of a request transaction (one round trip: BEGIN, settings, the call, COMMIT) by the api function it called (OpenTelemetry db.client.operation.duration).',
+  'Duration of a request transaction (one round trip: BEGIN, settings, the call, COMMIT) by the api function it called (OpenTelemetry db.client.operation.duration); error_type: the SQLSTATE of a failure the database answered, else the code of the driver or the pool (CONNECTION_CLOSED, ECONNREFUSED, DATABASE_WAIT_TIMEOUT, OUTCOME_UNKNOWN, ...), empty on success.',
   ['db_system_name', 'db_operation_name', 'error_type'],
   DURATION_BUCKETS,
 );
@@ -364,3 +388,84 @@ export const hashingDuration = new client.Histogram({
   labelNames: ['operation'] as const,
   buckets: [0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5],
 });
+
+/** The read replicas of the process (core/database/replicas.ts sets it; none: no series). */
+let replicaReader: (() => { name: string; used: boolean; lagMs: number | null }[]) | undefined;
+export function readReplicasWith(read: typeof replicaReader): void {
+  replicaReader = read;
+}
+
+export const replicaLag = new client.Gauge({
+  name: 'db_replica_lag_seconds',
+  help: 'How far each read replica (replica N: the Nth URL of DATABASE_REPLICA_URLS) is behind the primary, as its monitor measures it (the time since the newest primary position it has replayed past); absent until it first caught up.',
+  labelNames: ['replica'] as const,
+  // Every process of a cluster monitors the same replicas: the worst reading, not a sum.
+  aggregator: 'max',
+  collect() {
+    this.reset();
+    for (const r of replicaReader?.() ?? []) if (r.lagMs !== null) this.set({ replica: r.name }, r.lagMs / 1000);
+  },
+});
+
+export const replicaUsed = new client.Gauge({
+  name: 'db_replica_used',
+  help: 'Whether each read replica takes reads now (1), or is skipped (0: not answering, no longer a standby, or further behind than REPLICA_MAX_LAG_MS).',
+  labelNames: ['replica'] as const,
+  aggregator: 'min',
+  collect() {
+    this.reset();
+    for (const r of replicaReader?.() ?? []) this.set({ replica: r.name }, r.used ? 1 : 0);
+  },
+});
+
+/** The folder whose volume the storage gauges measure (STORAGE_DIR; set by the processes that store files). */
+let storageDir: string | undefined;
+export function measureStorageVolume(dir: string): void {
+  storageDir = dir;
+}
+
+/** STORAGE_DIR's file system (statfs at each scrape; absent while the folder does not exist). */
+async function storageVolume(): Promise<{ size: number; free: number } | undefined> {
+  if (!storageDir) return undefined;
+  const stats = await fs.statfs(storageDir).catch(() => undefined);
+  // bavail: what a process that is not root may still write.
+  return stats ? { size: stats.blocks * stats.bsize, free: stats.bavail * stats.bsize } : undefined;
+}
+
+export const storageVolumeSize = new client.Gauge({
+  name: 'storage_volume_size_bytes',
+  help: 'The size of the file system holding STORAGE_DIR (the fs byte store, temporary files, resumable uploads staged on this machine).',
+  aggregator: 'max',
+  async collect() {
+    const volume = await storageVolume();
+    this.reset();
+    if (volume) this.set(volume.size);
+  },
+});
+
+export const storageVolumeFree = new client.Gauge({
+  name: 'storage_volume_free_bytes',
+  help: 'The bytes still free for the service on the file system holding STORAGE_DIR; at 0, uploads are refused with 507 storage_full.',
+  aggregator: 'max',
+  async collect() {
+    const volume = await storageVolume();
+    this.reset();
+    if (volume) this.set(volume.free);
+  },
+});
+
+/**
+ * The readiness checks of the admin server's /ready as a gauge, one series
+ * per check: 1 passing, 0 failing (admin-server.ts runs the checks at each
+ * scrape and adds it). Not in the registry: the checks are the admin
+ * server's, and a cluster's primary answers for all its processes.
+ */
+export function readinessMetric(outcomes: Record<string, string>): Awaited<ReturnType<typeof registry.getMetricsAsJSON>>[number] {
+  return {
+    name: 'readiness_check_ok',
+    help: "The admin server's /ready checks (database, realtime, jobs, mcp; with WEB_CONCURRENCY each gateway process): 1 while the check passes, 0 while it fails (/ready says why).",
+    type: 'gauge',
+    aggregator: 'first',
+    values: Object.entries(outcomes).map(([check, outcome]) => ({ labels: { check, ...(serviceName ? { service: serviceName } : {}) }, value: outcome === 'ok' ? 1 : 0 })),
+  } as unknown as Awaited<ReturnType<typeof registry.getMetricsAsJSON>>[number];
+}

@@ -304,6 +304,12 @@ export const ERROR_CODES = {
     meaning: "The upload would take the user past their storage quota (their plan's, 100 MB on basic), counting what their uploads under way reserved (their declared sizes); delete objects, or finish or cancel uploads, first.",
     storage: 'Payload too large',
   },
+  storage_full: {
+    status: [507],
+    meaning:
+      "The service's storage volume is full: the file was not stored (nothing of it is kept). Downloads and deletions still work; try the upload again later (the operator is paged: docs/operations.md#disk-full).",
+    storage: 'InsufficientStorage',
+  },
   too_many_uploads: {
     status: [429],
     meaning: "More uploads in a minute than the user's plan allows (30 on basic); Retry-After says when to try again.",

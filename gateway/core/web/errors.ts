@@ -38,6 +38,7 @@ const DEFAULT_CODES: Record<number, ErrorCode> = {
   500: 'internal_error',
   503: 'service_unavailable',
   504: 'statement_timeout',
+  507: 'storage_full',
 };
 
 export function defaultCode(status: number): ErrorCode {
@@ -154,10 +155,22 @@ export function toHttpError(err: unknown): HttpError {
       return new HttpError(status, defaultCode(status), SAFE_MESSAGES[status] ?? 'request failed');
     }
   }
+  if (isDiskFull(err)) return storageFull();
   if ((err as { code?: unknown } | null)?.code === 'OUTCOME_UNKNOWN') return outcomeUnknown();
   if ((err as { code?: unknown } | null)?.code === 'NOT_PRIMARY') return unavailable('the database is switching to another primary; nothing was saved, try again');
   if (isConnectionError(err)) return unavailable('the database is not reachable');
   return new HttpError(500, 'internal_error', 'internal server error');
+}
+
+/** A write the file system refused for want of space (ENOSPC) or of quota (EDQUOT): the storage volume is full. */
+export function isDiskFull(err: unknown): boolean {
+  const code = (err as { code?: unknown } | null)?.code;
+  return code === 'ENOSPC' || code === 'EDQUOT';
+}
+
+/** 507 storage_full: the storage volume has no room for the file (STORAGE_DIR's file system; docs/operations.md#disk-full). */
+export function storageFull(): HttpError {
+  return new HttpError(507, 'storage_full', 'the storage volume is full: the file was not stored; try again later');
 }
 
 /** 503 service_unavailable with a Retry-After (details.retry_after, as the 429 answers carry it). */
@@ -239,6 +252,7 @@ const STORAGE_ERRORS: Record<number, string> = {
   500: 'InternalError',
   503: 'DatabaseError',
   504: 'DatabaseTimeout',
+  507: 'InsufficientStorage',
 };
 
 /** The `error` of Supabase Storage's body for a code and status. */

@@ -19,7 +19,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { RequestHandler } from 'express';
 import { accessLogOf, type Logger } from '../process/log.ts';
 import { endServerSpan, startServerSpan, traceparentOfSpan, type ServerSpan } from '../process/tracing.ts';
-import { doorOf, observeRequest, routeTemplate, metricsOn, throttleRefusals, unavailableAnswers } from '../process/metrics.ts';
+import { countUnavailable, doorOf, observeRequest, routeTemplate, metricsOn, throttleRefusals } from '../process/metrics.ts';
 
 const REQUEST_ID = /^[A-Za-z0-9._-]{1,64}$/;
 /** A W3C traceparent: version, trace id, parent id, flags (lower-case hex); its trace id is the second field. */
@@ -64,7 +64,7 @@ export interface RequestLog {
   traceparent: string | undefined;
   /** The route template that served the request (`/api/mobile/tasks/{id}`), for the metrics; unset: none matched. */
   route: string | undefined;
-  /** Why a 503 was answered (the metrics' cause: database, overloaded, starting, mcp); else the error code of a refusal. */
+  /** Why a 503 was answered (the metrics' cause: core/process/metrics.ts UNAVAILABLE_CAUSES); else the error code of a refusal. */
   cause: string | undefined;
   /** The request's logger (with reqId). */
   readonly log: Logger;
@@ -141,7 +141,7 @@ const METHODS = new Set(['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIO
 function measure(method: string, state: RequestLog, status: number, ms: number): void {
   const route = state.route ?? 'unmatched';
   observeRequest(METHODS.has(method) ? method : '_OTHER', route, status, ms / 1000);
-  if (status === 503) unavailableAnswers.inc({ cause: state.cause ?? 'other' });
+  if (status === 503) countUnavailable(state.cause);
   else if (status === 429) throttleRefusals.inc({ door: doorOf(route) });
 }
 

@@ -87,6 +87,15 @@ begin
 end;
 $function$;
 
+CREATE OR REPLACE FUNCTION private.storage_backup_lock_id()
+ RETURNS bigint
+ LANGUAGE sql
+ IMMUTABLE
+ SET search_path TO 'pg_catalog'
+AS $function$
+    select 4871232390914563012::bigint
+  $function$;
+
 CREATE OR REPLACE FUNCTION private.storage_garbage_done(storage_keys text[], failures jsonb DEFAULT NULL::jsonb)
  RETURNS void
  LANGUAGE sql
@@ -101,6 +110,32 @@ AS $function$
        and not (coalesce(storage_garbage_done.failures, '{}'::jsonb) ? r.storage_key);
     update app.storage_garbage g set last_error = left(storage_garbage_done.failures->>g.storage_key, 1000)
      where coalesce(storage_garbage_done.failures, '{}'::jsonb) ? g.storage_key;
+  $function$;
+
+CREATE OR REPLACE FUNCTION private.storage_garbage_take(max_rows integer DEFAULT 200)
+ RETURNS TABLE(storage_key text)
+ LANGUAGE sql
+ SET search_path TO 'pg_catalog'
+AS $function$
+    -- A key an object uses again (a finish whose answer was lost) is not garbage.
+    with used as (
+      delete from app.storage_garbage g
+       where g.collect_after <= now() and exists (select from app.storage_objects o where o.storage_key = g.storage_key)
+    ), due as (
+      -- Nothing while a backup copies the stored files (private.storage_backup_lock_id).
+      select g.storage_key from app.storage_garbage g
+       where (select pg_try_advisory_xact_lock_shared(private.storage_backup_lock_id()))
+         and g.collect_after <= now()
+         and not exists (select from app.storage_objects o where o.storage_key = g.storage_key)
+       order by g.collect_after
+       limit storage_garbage_take.max_rows
+       for update skip locked
+    )
+    update app.storage_garbage g
+       set attempts = g.attempts + 1,
+           collect_after = now() + least(interval '1 hour', interval '1 minute' * power(2, g.attempts))
+      from due d where g.storage_key = d.storage_key
+    returning g.storage_key
   $function$;
 
 CREATE OR REPLACE FUNCTION private.storage_open_uploads_max()
@@ -385,7 +420,11 @@ comment on function api.storage_sign(text,text[],integer,jsonb) is 'POST /storag
 
 comment on function api.storage_upload_begin_signed(text,text,text,bigint) is 'PUT /storage/v1/object/upload/sign/{bucket}/{path}?token=: an upload through a signed upload URL, as the user who signed it (their right to write the path, quota and rate are checked again). A token uploads once: PT409 signed_url_used when an upload began with it already (one refused or cut off gives it back: private.storage_upload_abort). PT400 invalid_signature or signature_expired, and the refusals of api.storage_upload_begin.';
 
+comment on function private.storage_backup_lock_id() is 'The advisory lock a backup (npm run admin -- backup) holds, in its session, from before its dump''s snapshot until it has copied the files the dump lists: private.storage_garbage_take takes no key meanwhile, so no byte of an object the dump lists is deleted before it is copied.';
+
 comment on function private.storage_garbage_done(text[],jsonb) is 'Forgets the keys whose bytes were deleted (and the records of their transformations, deleted with them); records the error of those that failed (failures: key → message), which are tried again later.';
+
+comment on function private.storage_garbage_take(integer) is 'A batch of byte-store keys to delete (the storage_collect job), each put off with back-off in case the job dies; private.storage_garbage_done forgets them once deleted. None while a backup holds private.storage_backup_lock_id.';
 
 comment on function private.storage_open_uploads_max() is 'How many resumable uploads one user may have open at once (not finished, cancelled or expired): 10.';
 

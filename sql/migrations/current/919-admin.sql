@@ -6,6 +6,26 @@
 -- Bodies are checked once every function exists (the check validated them all).
 set local check_function_bodies = off;
 
+CREATE OR REPLACE FUNCTION admin.storage_collect(due_now boolean DEFAULT false)
+ RETURNS integer
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog'
+AS $function$
+declare
+  due integer;
+begin
+  -- The bytes of deleted and replaced objects wait 10 minutes (collect_after),
+  -- for downloads under way; due_now skips that wait and any retry back-off.
+  if storage_collect.due_now then
+    update app.storage_garbage g set collect_after = now() where g.collect_after > now();
+  end if;
+  select count(*)::integer into due from app.storage_garbage g where g.collect_after <= now();
+  -- The job worker that has the byte store deletes them, now rather than at its next minute.
+  perform private.enqueue_job('storage_collect', '{}'::jsonb, job_key => 'cron_storage_collect');
+  return due;
+end;
+$function$;
+
 CREATE OR REPLACE FUNCTION admin.user_update(user_id uuid, email text DEFAULT NULL::text, password_hash text DEFAULT NULL::text, user_metadata jsonb DEFAULT NULL::jsonb)
  RETURNS jsonb
  LANGUAGE plpgsql
@@ -46,5 +66,7 @@ end;
 $function$;
 
 set local check_function_bodies to default;
+
+comment on function admin.storage_collect(boolean) is 'Has a job worker collect storage garbage now (the storage_collect job, queued at once): the bytes of deleted and replaced objects, expired uploads. due_now: also the bytes still in their 10-minute grace period (collect_after) or retry back-off. Returns how many byte-store keys are due.';
 
 comment on function admin.user_update(uuid,text,text,jsonb) is 'PUT /auth/v1/admin/users/{id} (the service-role key): every change at once or none. email becomes the account''s address at once (no link; a name derived from the old address is derived from the new one; PT400 invalid_email, PT409 email_taken); password_hash (a bcrypt hash the gateway made) replaces the password and ends every session of the account and its signed storage URLs; user_metadata is merged as PUT /auth/v1/user merges it. Answers the User object; PT404 not_found for an unknown id.';

@@ -2,7 +2,7 @@
 // the Zodios client it generated from /api/docs/openapi.json (into
 // generated/, at test time, not committed; axios, with zod 3 checking every
 // request and every answer against the document's schemas), and nothing
-// else of this repository. test/http/typed-client.test.ts generates the
+// else of this repository. test/process/typed-client-zodios.test.ts generates the
 // client, compiles this file with `tsc --strict` (tsconfig.json beside it)
 // and runs it against the test gateway.
 //
