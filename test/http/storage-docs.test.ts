@@ -4,7 +4,8 @@
 // without the `ws` transport the blocks give. The first signs in at
 // /auth/v1 with the anon key, uploads and downloads a note; the second, with
 // an access token, goes through every call it lists on the avatars bucket.
-import { spawnSync } from 'node:child_process';
+import { execFile } from 'node:child_process';
+import { promisify } from 'node:util';
 import fs from 'node:fs';
 import path from 'node:path';
 import sharp from 'sharp';
@@ -13,11 +14,14 @@ import { apiKey, baseUrl, registerUser } from '../helpers.ts';
 import { jsBlockAfter, writeSnippet } from '../support/docs-snippet.ts';
 import { testDir } from '../support/test-dir.ts';
 
-/** Runs a written snippet; the JSON of its last line of output. */
-function run(file: string, env: Record<string, string>): any {
-  const result = spawnSync(process.execPath, [file], { env: { ...process.env, ...env }, encoding: 'utf8', timeout: 60_000 });
-  expect(result.status, result.stderr).toBe(0);
-  return JSON.parse(result.stdout.trim().split('\n').at(-1)!);
+/**
+ * Runs a written snippet; the JSON of its last line of output. Asynchronous:
+ * the gateway it talks to runs in this process, so a synchronous spawn
+ * would leave the snippet's requests unanswered.
+ */
+async function run(file: string, env: Record<string, string>): Promise<any> {
+  const { stdout } = await promisify(execFile)(process.execPath, [file], { env: { ...process.env, ...env }, encoding: 'utf8', timeout: 60_000 });
+  return JSON.parse(stdout.trim().split('\n').at(-1)!);
 }
 
 describe("docs/storage.md's supabase-js blocks, run as written", () => {
@@ -33,7 +37,7 @@ describe("docs/storage.md's supabase-js blocks, run as written", () => {
       'console.log(JSON.stringify({ user: user.id, downloaded: await data.text() }))',
       'process.exit(0)',
     ]);
-    const out = run(file, { BASE_URL: baseUrl, ANON_KEY: await apiKey('anon'), EMAIL: user.email, PASSWORD: user.password });
+    const out = await run(file, { BASE_URL: baseUrl, ANON_KEY: await apiKey('anon'), EMAIL: user.email, PASSWORD: user.password });
     expect(out).toEqual({ user: user.userId, downloaded: 'a note the docs stored' });
   });
 
@@ -52,7 +56,7 @@ describe("docs/storage.md's supabase-js blocks, run as written", () => {
       'console.log(JSON.stringify({ error, names: listed?.map((f) => f.name), url: avatars.getPublicUrl(`${userId}/me.jpg`).data.publicUrl }))',
       'process.exit(0)',
     ]);
-    const out = run(file, { BASE_URL: baseUrl, ACCESS_TOKEN: user.accessToken, USER_ID: user.userId, JPEG: jpeg });
+    const out = await run(file, { BASE_URL: baseUrl, ACCESS_TOKEN: user.accessToken, USER_ID: user.userId, JPEG: jpeg });
     // me.jpg moved to old.jpg, copied back to me.jpg, old.jpg removed.
     expect(out).toEqual({ error: null, names: ['me.jpg'], url: `${baseUrl}/storage/v1/object/public/avatars/${user.userId}/me.jpg` });
     const served = await fetch(out.url);

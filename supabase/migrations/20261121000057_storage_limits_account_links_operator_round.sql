@@ -1,0 +1,1 @@
+../../sql/migrations/committed/000057-storage-limits-account-links-operator-round.sql
