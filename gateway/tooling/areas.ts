@@ -1,113 +1,40 @@
-// The rules by area (`npm run db -- areas`): sql/areas/<area>.sql holds the
-// current definition of every function, view, policy, trigger, grant and
-// comment of one area, as a DBA reads and edits it. The migrations stay the
-// history that builds the database; the area files are checked against them.
+// The rules by area (`npm run db -- areas`): sql/areas/<area>.sql are the
+// declarative source of the schema (areas-build.ts builds a database from
+// them); the migrations stay the history that changes a live database. Both
+// run on a throwaway PostgreSQL 15 cluster (pg15.ts), whose pg_dump compares
+// them (schema-dump.ts).
 //
-//   --write   renders every area file from a freshly migrated database (keeping
-//             the prose at the top of each file), placing each object by the
-//             map sql/areas/areas.json (areas-map.ts, areas-render.ts)
-//   --check   applies every area file to a freshly migrated database, in one
-//             transaction that is rolled back: no definition may change, and
-//             every definition of the database must be stated by exactly one
-//             area file, the one the map places it in (areas-check.ts)
-//   --diff    writes, for each area whose file differs from the migrations,
-//             sql/migrations/current/9NN-<area>.sql: the statements that make
-//             the database what the area file says (here)
+//   --check  the database the migrations make (committed and current/) and the
+//            one the area files make do not differ: their schema dumps are
+//            the same, or the diff is printed
+//   --diff   writes sql/migrations/current/900-areas.sql, the migration from
+//            the migrated database to the area files' schema, planned by
+//            pg-delta (@supabase/pg-delta), then proves it: applied to a copy
+//            of the migrated database, the dumps must not differ
 //
-// What the catalog holds and how each object is written: areas-catalog.ts.
+// docs/decisions.md says why pg_dump and pg-delta (and not @pgkit/migra).
+import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
+import { createRequire } from 'node:module';
+import os from 'node:os';
 import path from 'node:path';
+import { fileURLToPath } from 'node:url';
 import postgres from 'postgres';
 import type { Logger } from '../core/process/log.ts';
-import { MIGRATIONS_FOLDER } from '../core/database/migrate.ts';
-import { grantStatements, readCatalog, type GrantLine } from './areas-catalog.ts';
-import { compareAreas, describe, withMigratedDatabase, type Difference } from './areas-check.ts';
-import { loadAreaMap, readAreaFiles, shown, type AreaMap } from './areas-map.ts';
-import { writeAreas } from './areas-render.ts';
+import { MIGRATIONS_FOLDER, runMigrations } from '../core/database/migrate.ts';
+import { ensureDatabase } from '../core/process/embedded-postgres.ts';
+import { buildFromAreas, loadAreaMap, readAreaFiles, statementsOf, type AreaFile } from './areas-build.ts';
+import { startThrowawayPg15, type ThrowawayCluster } from './pg15.ts';
+import { dumpDatabase, unifiedDiff } from './schema-dump.ts';
 
-/** The lowest prefix of the migrations `--diff` writes into sql/migrations/current/ (after hand-written table changes, numbered lower). */
-export const DIFF_PREFIX = '900';
-
-/**
- * The file `--diff` writes for an area: 9NN-<area>.sql, NN its place in
- * areas.json (900-common.sql, 905-events.sql, ...). graphile-migrate wants
- * one numeric prefix per file of current/ (it refuses two 900s), and runs
- * them in that order, the order of the area files.
- */
-export function diffFileName(map: AreaMap, area: string): string {
-  const index = map.areas.findIndex((a) => a.name === area);
-  if (index < 0 || index > 99) throw new Error(`area ${area}: no place in sql/areas/areas.json for a ${DIFF_PREFIX}-range migration`);
-  return `${Number(DIFF_PREFIX) + index}-${area}.sql`;
-}
-const DIFF_MARKER = '-- Made by `npm run db -- areas --diff`';
-
-// ---------------------------------------------------------------------------
-// --diff
-
-const RANK: Record<string, number> = { trigger: 0, policy: 1, view: 2, function: 3, rls: 4, grants: 6, comment: 7 };
-
-/** The statements that make the migrated database what the area files state, for the differences of one area. */
-export function migrationStatements(differences: Difference[]): string[] {
-  // A function or view that goes takes its grants and comment with it.
-  const gone = new Set(
-    differences
-      .filter((d) => d.stated === null && d.migrated && (d.migrated.kind === 'function' || d.migrated.kind === 'view'))
-      .flatMap((d) => {
-        const target = d.key.replace(/^view /, 'table ');
-        return [`grants on ${target}`, `comment on ${d.key}`, `grants on ${d.key.replace(/^function /, 'procedure ')}`, `comment on ${d.key.replace(/^function /, 'procedure ')}`];
-      }),
-  );
-  const removals = differences.filter((d) => d.stated === null && d.migrated !== null && !gone.has(d.key));
-  const changes = differences.filter((d) => d.stated !== null);
-  const kindOf = (d: Difference) => (d.stated ?? d.migrated)!.kind;
-  const order = (list: Difference[], rank: (d: Difference) => number) =>
-    [...list].sort((a, b) => rank(a) - rank(b) || (a.key < b.key ? -1 : 1));
-  const statements: string[] = [];
-  // Removed first, dependents before what they depend on.
-  for (const d of order(removals, (d) => RANK[kindOf(d)] ?? 9)) statements.push(d.migrated!.removal);
-  const CREATE_RANK: Record<string, number> = { function: 0, view: 1, rls: 2, policy: 3, trigger: 4, grants: 5, comment: 6 };
-  const creates = order(changes, (d) => CREATE_RANK[kindOf(d)] ?? 9);
-  const hasFunctions = creates.some((d) => kindOf(d) === 'function');
-  if (hasFunctions) statements.push('-- Bodies are checked once every function exists (the check validated them all).\nset local check_function_bodies = off;');
-  let reset = hasFunctions;
-  for (const d of creates) {
-    const s = d.stated!;
-    if (reset && s.kind !== 'function') {
-      statements.push('set local check_function_bodies to default;');
-      reset = false;
-    }
-    if (s.kind === 'grants') {
-      const line = (l: GrantLine) => `${l.grantee} ${l.privilege} ${l.column ?? ''} ${l.grantable}`;
-      const had = new Set((d.migrated?.grants ?? []).map(line));
-      const has = new Set((s.grants ?? []).map(line));
-      const revoke = (d.migrated?.grants ?? []).filter((l) => !has.has(line(l)));
-      const grant = (s.grants ?? []).filter((l) => !had.has(line(l)));
-      statements.push([...grantStatements(s.grantTarget!, revoke, 'revoke'), ...grantStatements(s.grantTarget!, grant)].join('\n'));
-    } else if (s.kind === 'rls') {
-      const table = s.key.replace(/^row level security on /, '');
-      statements.push(
-        `alter table ${table} ${s.definition.startsWith('enabled') ? 'enable' : 'disable'} row level security, ${s.definition.endsWith('forced') ? 'force' : 'no force'} row level security;`,
-      );
-    } else {
-      statements.push(s.statement);
-    }
-  }
-  if (reset) statements.push('set local check_function_bodies to default;');
-  return statements;
-}
-
-/** The migration `--diff` writes for one area. */
-export function renderMigration(area: string, statements: string[]): string {
-  return [
-    `${DIFF_MARKER} from sql/areas/${area}.sql: the statements that make`,
-    `-- the migrated database what that file states. Each run writes it again:`,
-    `-- edit the area file, not this one. Table changes go in a file of this`,
-    `-- folder numbered below ${DIFF_PREFIX}.`,
-    '',
-    statements.join('\n\n'),
-    '',
-  ].join('\n');
-}
+/** The migration `--diff` writes (after the hand-written changes of current/, numbered below it). */
+export const DIFF_FILE = '900-areas.sql';
+/** The first line of every migration `--diff` made (earlier versions wrote one file per area, 9NN-<area>.sql). */
+export const DIFF_MARKER = '-- Made by `npm run db -- areas --diff`';
+/** pg-delta's profile: what it manages (everything but graphile-migrate's and graphile-worker's schemas). */
+export const PG_DELTA_PROFILE = path.join(path.dirname(fileURLToPath(import.meta.url)), 'pg-delta-profile.json');
+const MIGRATIONS_LABEL = 'the migrations (sql/migrations: committed and current/)';
+const AREAS_LABEL = 'the area files (sql/areas)';
 
 /** The files of current/ that `--diff` made. */
 export function diffMigrations(folder = path.join(MIGRATIONS_FOLDER, 'current')): string[] {
@@ -115,84 +42,241 @@ export function diffMigrations(folder = path.join(MIGRATIONS_FOLDER, 'current'))
   return fs.readdirSync(folder).filter((f) => f.endsWith('.sql') && fs.readFileSync(path.join(folder, f), 'utf8').startsWith(DIFF_MARKER));
 }
 
+/** A new database of the cluster, migrated with the committed migrations and current/ (less `withoutCurrent`). */
+export async function migratedDatabase(cluster: ThrowawayCluster, name: string, log: Logger, withoutCurrent: string[] = []): Promise<string> {
+  const url = cluster.url(name);
+  await ensureDatabase(cluster.url('postgres'), name);
+  let folder: string | undefined;
+  try {
+    if (withoutCurrent.length > 0) {
+      folder = fs.mkdtempSync(path.join(os.tmpdir(), 'areas-migrations-'));
+      fs.cpSync(path.join(MIGRATIONS_FOLDER, 'committed'), path.join(folder, 'committed'), { recursive: true, dereference: true });
+      fs.mkdirSync(path.join(folder, 'current'));
+      for (const f of fs.readdirSync(path.join(MIGRATIONS_FOLDER, 'current'))) {
+        if (!withoutCurrent.includes(f)) fs.copyFileSync(path.join(MIGRATIONS_FOLDER, 'current', f), path.join(folder, 'current', f));
+      }
+    }
+    await runMigrations(url, log, { includeCurrent: true, migrationsFolder: folder });
+  } finally {
+    if (folder) fs.rmSync(folder, { recursive: true, force: true });
+  }
+  return url;
+}
+
+/** A new database of the cluster, built from the area files. */
+export async function builtDatabase(cluster: ThrowawayCluster, name: string, log: Logger, files: AreaFile[]): Promise<string> {
+  const url = cluster.url(name);
+  await ensureDatabase(cluster.url('postgres'), name);
+  await buildFromAreas(url, log, files);
+  return url;
+}
+
+/** The diff from the migrated database's schema to the built one's (empty: they do not differ). */
+export function schemaDiff(migratedUrl: string, builtUrl: string): string {
+  return unifiedDiff(dumpDatabase(migratedUrl), dumpDatabase(builtUrl), MIGRATIONS_LABEL, AREAS_LABEL);
+}
+
+export async function withThrowawayCluster<T>(fn: (cluster: ThrowawayCluster) => Promise<T>): Promise<T> {
+  const cluster = await startThrowawayPg15();
+  try {
+    return await fn(cluster);
+  } finally {
+    cluster.stop();
+  }
+}
+
+// ---------------------------------------------------------------------------
+// --diff
+
+/** pg-delta's command line (its package's bin), run with this Node. */
+function pgDelta(args: string[]): { status: number | null; stdout: string; stderr: string } {
+  const cli = path.join(path.dirname(createRequire(import.meta.url).resolve('@supabase/pg-delta')), 'cli', 'main.js');
+  const result = spawnSync(process.execPath, [cli, ...args], { encoding: 'utf8', maxBuffer: 64 * 1024 * 1024 });
+  return { status: result.status, stdout: result.stdout, stderr: result.stderr };
+}
+
+/**
+ * The statements pg-delta plans from `sourceUrl` to `desiredUrl`, without
+ * those that name the role that ran the build (`owner`): ownership follows
+ * whoever runs the migration, as in every hand-written one. Null: no change.
+ * `extra`: arguments for `pgdelta plan` (`--accept-rename FROM=TO`).
+ */
+export async function planMigration(sourceUrl: string, desiredUrl: string, owner: string, extra: string[] = []): Promise<{ statements: string[] | null; notes: string }> {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'areas-plan-'));
+  try {
+    const plan = pgDelta(['plan', '--source', sourceUrl, '--desired', desiredUrl, '--profile', PG_DELTA_PROFILE, '--out', path.join(dir, 'plan.json'), ...extra]);
+    // Its warnings about graphile-worker's objects it does not manage say nothing here.
+    const notes = `${plan.stdout}\n${plan.stderr}`.split('\n').filter((l) => l.trim() !== '' && !/WARNING \[dangling_edge\]/.test(l)).join('\n');
+    if (plan.status !== 0 && plan.status !== 1) throw new Error(`pgdelta plan failed:\n${notes}`);
+    if (/actions:\s+0\b/.test(notes)) return { statements: null, notes };
+    const render = pgDelta(['render', '--plan', path.join(dir, 'plan.json'), '--out', path.join(dir, 'migration.sql'), '--allow-drops']);
+    if (render.stdout.includes('"changes":false')) return { statements: null, notes };
+    if (render.status !== 0) throw new Error(`pgdelta render failed:\n${render.stdout}${render.stderr}`);
+    const named = (s: string) => new RegExp(`^(ALTER [A-Z ]+ .* OWNER TO|GRANT .* TO|REVOKE .* FROM) "${owner.replaceAll('"', '""').replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}"$`).test(s);
+    const statements: string[] = [];
+    for (const { sql: text } of await statementsOf('migration', fs.readFileSync(path.join(dir, 'migration.sql'), 'utf8'))) {
+      const statement = text.trim();
+      if (named(statement)) continue;
+      statements.push(`${statement};`);
+      statements.push(...(await columnGrantsAfter(statement, desiredUrl)));
+    }
+    return { statements, notes };
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+/**
+ * pg-delta (1.0.0-alpha.34) takes a table privilege back with `REVOKE ALL ON
+ * TABLE t FROM r` and grants again what stays; PostgreSQL's REVOKE on a table
+ * takes r's column privileges on it too, which pg-delta does not grant again.
+ * So after each such statement, r's column privileges on t in the desired
+ * database are granted again (the proof caught it: docs/decisions.md).
+ */
+async function columnGrantsAfter(statement: string, desiredUrl: string): Promise<string[]> {
+  const m = /^REVOKE ALL ON TABLE "((?:[^"]|"")+)"\."((?:[^"]|"")+)" FROM "((?:[^"]|"")+)"$/.exec(statement);
+  if (!m) return [];
+  const name = (quoted: string) => quoted.replaceAll('""', '"');
+  const [schema, table, role] = [name(m[1]!), name(m[2]!), name(m[3]!)];
+  const sql = postgres(desiredUrl, { max: 1, onnotice: () => {} });
+  try {
+    const rows = await sql<{ statement: string }[]>`
+      select format('GRANT %s ON TABLE %I.%I TO %I;', string_agg(format('%s (%I)', x.privilege_type, a.attname), ', ' order by a.attnum, x.privilege_type),
+                    n.nspname, c.relname, r.rolname) as statement
+        from pg_attribute a join pg_class c on c.oid = a.attrelid join pg_namespace n on n.oid = c.relnamespace
+        cross join lateral aclexplode(a.attacl) x join pg_roles r on r.oid = x.grantee
+       where n.nspname = ${schema} and c.relname = ${table} and r.rolname = ${role} and a.attnum > 0 and not a.attisdropped
+       group by n.nspname, c.relname, r.rolname`;
+    return rows.map((r) => r.statement);
+  } finally {
+    await sql.end({ timeout: 5 });
+  }
+}
+
+/** The migration file `--diff` writes. */
+export function renderMigration(statements: string[]): string {
+  return [
+    `${DIFF_MARKER} from sql/areas: the statements that make the`,
+    '-- migrated database what the area files state, planned by pg-delta. Each run',
+    '-- writes it again: edit the area files, not this one. Data changes go in a',
+    `-- file of this folder numbered below ${DIFF_FILE.split('-')[0]} (docs/dba.md, "Changing a rule").`,
+    '',
+    statements.join('\n\n'),
+    '',
+  ].join('\n');
+}
+
+/** Applies a migration's text to a database in one transaction. */
+async function applyMigration(url: string, text: string): Promise<void> {
+  const sql = postgres(url, { max: 1, onnotice: () => {} });
+  try {
+    await sql.begin((tx) => tx.unsafe(text));
+  } finally {
+    await sql.end({ timeout: 5 });
+  }
+}
+
+async function currentUser(url: string): Promise<string> {
+  const sql = postgres(url, { max: 1, onnotice: () => {} });
+  try {
+    return (await sql<{ u: string }[]>`select current_user as u`)[0]!.u;
+  } finally {
+    await sql.end({ timeout: 5 });
+  }
+}
+
+/**
+ * `--diff`: plans the migration from the database the migrations make
+ * (without the files an earlier `--diff` wrote) to the one the area files
+ * make, and proves it on a copy. Returns the migration's text (null: the
+ * area files state what the migrations make) and, when the proof fails, the
+ * diff that remains.
+ */
+export async function diffAreas(cluster: ThrowawayCluster, log: Logger, files: AreaFile[], extra: string[] = []): Promise<{ migration: string | null; residue: string; notes: string }> {
+  const source = await migratedDatabase(cluster, 'areas_source', log, diffMigrations());
+  const desired = await builtDatabase(cluster, 'areas_desired', log, files);
+  const { statements, notes } = await planMigration(source, desired, await currentUser(desired), extra);
+  if (!statements) return { migration: null, residue: '', notes };
+  const migration = renderMigration(statements);
+  const copy = cluster.url('areas_proof');
+  const admin = postgres(cluster.url('postgres'), { max: 1, onnotice: () => {} });
+  try {
+    await admin.unsafe('create database areas_proof template areas_source');
+  } finally {
+    await admin.end({ timeout: 5 });
+  }
+  let residue: string;
+  try {
+    await applyMigration(copy, migration);
+    residue = schemaDiff(copy, desired);
+  } catch (err) {
+    residue = `the migration does not apply: ${(err as Error).message}`;
+  }
+  return { migration, residue, notes };
+}
+
 // ---------------------------------------------------------------------------
 // The command
 
-const HELP = `Usage: npm run db -- areas --check | --write | --diff
+const HELP = `Usage: npm run db -- areas --check | --diff [--accept-rename FROM=TO ...]
 
-The rules by area: sql/areas/<area>.sql, placed by sql/areas/areas.json.
-Each works on a new database of the development server (the embedded cluster,
-or DATABASE_URL's server: it needs a superuser), migrated with the committed
-migrations and sql/migrations/current/, and dropped after.
+The rules by area: sql/areas/<area>.sql, applied in the order of
+sql/areas/areas.json, are the declarative source of the schema. Both commands
+work on a throwaway PostgreSQL 15 cluster (apt-get install postgresql-15).
 
-  --check  apply every area file to it (rolled back) and fail when a
-           definition changes, or a definition of the database is stated
-           by no area file or by the wrong one
-  --write  render every area file from it (the prose at the top is kept)
-  --diff   write sql/migrations/current/9NN-<area>.sql (NN: the area's place in
-           areas.json) for each area whose file differs from it (rewriting the
-           ones an earlier --diff made)`;
+  --check  fail, with the diff of the two schema dumps, when the database the
+           migrations make (committed and current/) and the one the area files
+           make differ
+  --diff   write sql/migrations/current/${DIFF_FILE}: the migration from the
+           migrated database (without the files an earlier --diff wrote) to
+           the area files, planned by pg-delta and proved on a copy. pg-delta
+           asks before it renames (a column, a table): repeat with
+           --accept-rename as it says, or the old one is dropped`;
 
 /** `npm run db -- areas ...`; returns the exit code. */
-export async function runAreasCommand(log: Logger, serverUrl: string, args: string[]): Promise<number> {
-  const mode = args.find((a) => ['--check', '--write', '--diff'].includes(a));
+export async function runAreasCommand(log: Logger, args: string[]): Promise<number> {
+  const mode = args.find((a) => ['--check', '--diff'].includes(a));
   if (args.includes('--help') || !mode) {
     console.log(HELP);
-    return mode || args.includes('--help') ? 0 : 1;
+    return args.includes('--help') ? 0 : 1;
   }
   const map = loadAreaMap();
-  if (mode === '--write') {
-    const { written, problems } = await withMigratedDatabase(serverUrl, log, {}, async (url) => {
-      const sql = postgres(url, { max: 1, onnotice: () => {} });
-      try {
-        const migrated = await sql.begin((tx) => readCatalog(tx));
-        return writeAreas(map, migrated);
-      } finally {
-        await sql.end({ timeout: 5 });
-      }
-    });
-    for (const p of problems) console.error(p);
-    for (const f of written) console.log(`wrote ${shown(f)}`);
-    if (problems.length === 0 && written.length === 0) console.log('the area files are as the migrations make them');
-    return problems.length > 0 ? 1 : 0;
-  }
+  const files = readAreaFiles(map);
   if (mode === '--check') {
-    const comparison = await withMigratedDatabase(serverUrl, log, {}, (url) => compareAreas(url, map, readAreaFiles()));
-    const problems = [...comparison.problems, ...comparison.differences.map(describe)];
-    for (const p of problems) console.error(`${p}\n`);
-    if (problems.length > 0) {
-      console.error(`${problems.length} problem(s): the area files (sql/areas) and the migrations disagree. After a migration: \`npm run db -- areas --write\`; after an area-file edit: \`npm run db -- areas --diff\`.`);
+    const diff = await withThrowawayCluster(async (cluster) => {
+      const migrated = await migratedDatabase(cluster, 'areas_migrated', log);
+      const built = await builtDatabase(cluster, 'areas_built', log, files);
+      return schemaDiff(migrated, built);
+    });
+    if (diff) {
+      console.error(diff);
+      console.error(
+        'the area files (sql/areas) and the migrations make different schemas (above: - the migrations, + the area files). ' +
+          'After an area-file edit: `npm run db -- areas --diff`; after a migration: state the change in its area file.',
+      );
       return 1;
     }
-    console.log(`the area files state exactly what the migrations make (${map.areas.length} areas)`);
+    console.log(`the area files make exactly the schema the migrations make (${map.areas.length} areas)`);
     return 0;
   }
-  // --diff
+  const extra = args.filter((a, i) => a === '--accept-rename' || args[i - 1] === '--accept-rename');
   const current = path.join(MIGRATIONS_FOLDER, 'current');
   const previous = diffMigrations(current);
-  const comparison = await withMigratedDatabase(serverUrl, log, { withoutCurrent: previous }, (url) => compareAreas(url, map, readAreaFiles()));
-  const byArea = new Map<string, Difference[]>();
-  for (const d of comparison.differences) if (d.area) byArea.set(d.area, [...(byArea.get(d.area) ?? []), d]);
-  const unplaced = comparison.differences.filter((d) => !d.area);
-  if (comparison.problems.length > 0 || unplaced.length > 0) {
-    for (const p of [...comparison.problems, ...unplaced.map(describe)]) console.error(`${p}\n`);
-    console.error('nothing written: fix the problems above first');
-    return 1;
+  const { migration, residue, notes } = await withThrowawayCluster((cluster) => diffAreas(cluster, log, files, extra));
+  for (const f of previous) fs.rmSync(path.join(current, f));
+  if (!migration) {
+    console.log(`no area file differs from the migrations: nothing to write${previous.length ? ` (removed ${previous.join(', ')})` : ''}`);
+    return 0;
   }
   fs.mkdirSync(current, { recursive: true });
-  const kept = new Set<string>();
-  for (const [area, differences] of [...byArea].sort()) {
-    const name = diffFileName(map, area);
-    fs.writeFileSync(path.join(current, name), renderMigration(area, migrationStatements(differences)));
-    kept.add(name);
-    console.log(`wrote ${shown(path.join(current, name))}: ${differences.map((d) => d.key).join('; ')}`);
+  fs.writeFileSync(path.join(current, DIFF_FILE), migration);
+  if (/Rename candidates:/.test(notes)) console.error(notes.slice(notes.indexOf('Rename candidates:')));
+  console.log(`wrote sql/migrations/current/${DIFF_FILE}${previous.filter((f) => f !== DIFF_FILE).length ? ` (in place of ${previous.filter((f) => f !== DIFF_FILE).join(', ')})` : ''}`);
+  if (residue) {
+    console.error(residue);
+    console.error(`sql/migrations/current/${DIFF_FILE}, applied to the migrated database, leaves the differences above: correct it by hand (or report the case), then \`npm run db -- areas --check\`.`);
+    return 1;
   }
-  for (const f of previous) {
-    if (!kept.has(f)) {
-      fs.rmSync(path.join(current, f));
-      console.log(`removed ${shown(path.join(current, f))}: its area file states what the migrations make again`);
-    }
-  }
-  if (byArea.size === 0) console.log('no area file differs from the migrations: nothing to write');
+  console.log('proved: applied to a copy of the migrated database, it makes exactly what the area files state');
   return 0;
 }

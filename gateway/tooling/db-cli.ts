@@ -4,10 +4,12 @@
 //   npm run db -- watch            apply sql/migrations/current/*.sql on every save
 //   npm run db -- commit -m name   turn current/ into a committed migration
 //   npm run db -- status
-//   npm run db -- dump [--check]   write sql/schema.sql (or diff against it);
-//                                  commit and uncommit refresh it too
-//   npm run db -- areas --check | --write | --diff
-//                                  the rules by area, sql/areas (areas.ts)
+//   npm run db -- dump [FILE]      write the whole schema to sql/schema.sql
+//                                  (git-ignored build output; schema-dump.ts)
+//   npm run db -- areas --check | --diff
+//                                  the area files, sql/areas, and the
+//                                  migrations (areas.ts); both dump and areas
+//                                  run on a throwaway PostgreSQL 15 cluster
 import { spawnSync } from 'node:child_process';
 import { createRequire } from 'node:module';
 import { loadConfigOrExit } from '../core/process/config.ts';
@@ -15,7 +17,6 @@ import { openDatabase } from '../core/process/open-database.ts';
 import { ensureDatabase } from '../core/process/embedded-postgres.ts';
 import { destination } from 'pino';
 import { createLogger } from '../core/process/log.ts';
-import { pg15Program } from './pg15.ts';
 import { runDumpCommand } from './schema-dump.ts';
 import { runAreasCommand } from './areas.ts';
 // Logs go to stderr: stdout carries only the command's output.
@@ -27,18 +28,17 @@ const log = createLogger(process.env.LOG_LEVEL ?? 'warn', 'db', destination(2));
 if (process.argv[2] === 'dump') {
   process.exit(await runDumpCommand(log, process.argv.slice(3)));
 }
+if (process.argv[2] === 'areas') {
+  const code = await runAreasCommand(log, process.argv.slice(3)).catch((err: unknown) => {
+    console.error(`error: ${(err as Error).message}`);
+    return 1;
+  });
+  process.exit(code);
+}
 const database = await openDatabase(config, log, { reuseRunning: true }).catch((err: unknown) => {
   console.error(`error: ${startupMessage(err)}`);
   process.exit(1);
 });
-if (process.argv[2] === 'areas') {
-  const code = await runAreasCommand(log, database.url, process.argv.slice(3)).catch((err: unknown) => {
-    console.error(`error: ${(err as Error).message}`);
-    return 1;
-  });
-  await database.stop();
-  process.exit(code);
-}
 // graphile-migrate's CLI (pg) takes one host: the primary of a multi-host DATABASE_URL.
 const single = await primaryUrl(database.url);
 const url = new URL(single);
@@ -54,8 +54,3 @@ const result = spawnSync(process.execPath, [cli, ...process.argv.slice(2)], {
 });
 await database.stop();
 process.exitCode = result.status ?? 1;
-// A commit (or uncommit) changes the committed migrations: refresh sql/schema.sql.
-if (result.status === 0 && ['commit', 'uncommit'].includes(process.argv[2] ?? '')) {
-  if (pg15Program('pg_dump')) process.exitCode = await runDumpCommand(log, []);
-  else console.warn('sql/schema.sql not refreshed: no PostgreSQL 15 binaries here; run `npm run db -- dump` where they are');
-}

@@ -42,76 +42,71 @@
 --   gateway/auth/reauthenticate.ts, gateway/tooling/admin.ts
 -- pgTAP: supabase/tests/account.test.sql
 --
--- Its tables (created and altered by the migrations; their comments, row-level
--- security, policies, grants and triggers are below):
---   identity.reauthentications, identity.account_links, private.account_exports
---
--- The current definition of every function, view, policy, trigger, grant and
--- comment of this area. To change a rule: edit it here, then
--- `npm run db -- areas --diff` writes its migration (docs/dba.md, "Changing a
--- rule"). CI (`npm run db -- areas --check`) fails while this file and the
--- migrated database disagree. `npm run db -- areas --write` renders all below
--- `-- Code:` again from a freshly migrated database.
+-- The whole source of this area, after the areas before it in
+-- sql/areas/areas.json: types, tables, indexes, triggers, policies, the api
+-- functions, the helpers. To change it: edit it here, then
+-- `npm run db -- areas --diff` writes the migration (docs/dba.md).
 -- =============================================================================
 
--- -----------------------------------------------------------------------------
--- Functions of api: what the gateway and the MCP server call, as the request's
--- role
--- -----------------------------------------------------------------------------
+-- =============================================================================
+-- Tables
+-- =============================================================================
 
-CREATE OR REPLACE FUNCTION api.account_delete(reauthentication text)
- RETURNS jsonb
- LANGUAGE plpgsql
- SECURITY DEFINER
- SET search_path TO 'pg_catalog'
-AS $function$
-declare
-  me uuid := private.account_caller();
-begin
-  perform private.reauthenticated(me, account_delete.reauthentication);
-  return private.account_delete(me);
-end;
-$function$;
-comment on function api.account_delete(text) is 'DELETE /api/mobile/account: deletes the caller''s account (private.account_delete) once the password was checked again (reauthentication: the proof of private.reauthenticate_finish). PT401 invalid_credentials without a valid proof; PT403 forbidden for an API token or an agent; PT409 last_manager_of_communities.';
-grant execute on function api.account_delete(text) to authenticated;
+CREATE TABLE identity.reauthentications (
+    proof_hash bytea NOT NULL,
+    user_id uuid NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    expires_at timestamp with time zone NOT NULL,
+    CONSTRAINT reauthentications_proof_hash_check CHECK ((octet_length(proof_hash) = 32)),
+    CONSTRAINT reauthentications_pkey PRIMARY KEY (proof_hash),
+    CONSTRAINT reauthentications_user_id_fkey FOREIGN KEY (user_id) REFERENCES identity.users(id) ON DELETE CASCADE
+);
+COMMENT ON TABLE identity.reauthentications IS 'Proofs of a signed-in user''s password check (hashed): single-use, 60 seconds, consumed by the account functions (private.reauthenticated).';
+ALTER TABLE identity.reauthentications ENABLE ROW LEVEL SECURITY;
 
-CREATE OR REPLACE FUNCTION api.account_delete_confirm(token text)
- RETURNS jsonb
- LANGUAGE plpgsql
- SECURITY DEFINER
- SET search_path TO 'pg_catalog'
-AS $function$
-declare
-  link identity.account_links := private.account_link(account_delete_confirm.token, 'delete_account', true);
-begin
-  update identity.account_links l set used_at = now() where l.id = link.id;
-  return private.account_delete(link.user_id);
-end;
-$function$;
-comment on function api.account_delete_confirm(text) is 'POST /account/delete/confirm (the page an e-mailed deletion link opens): deletes the account of a valid link (private.account_delete). PT400 invalid_link for a used, replaced or expired link; PT409 last_manager_of_communities.';
-grant execute on function api.account_delete_confirm(text) to anon, authenticated;
+CREATE TABLE identity.account_links (
+    id bigint GENERATED ALWAYS AS IDENTITY NOT NULL,
+    token_hash bytea NOT NULL,
+    user_id uuid NOT NULL,
+    purpose text NOT NULL,
+    new_email text,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    expires_at timestamp with time zone NOT NULL,
+    used_at timestamp with time zone,
+    CONSTRAINT account_links_email_change_has_email CHECK (((purpose = 'email_change'::text) = (new_email IS NOT NULL))),
+    CONSTRAINT account_links_new_email_check CHECK (((new_email = lower(btrim(new_email))) AND (length(new_email) <= 320))),
+    CONSTRAINT account_links_purpose_check CHECK ((purpose = ANY (ARRAY['delete_account'::text, 'email_change'::text]))),
+    CONSTRAINT account_links_pkey PRIMARY KEY (id),
+    CONSTRAINT account_links_token_hash_key UNIQUE (token_hash),
+    CONSTRAINT account_links_user_id_fkey FOREIGN KEY (user_id) REFERENCES identity.users(id) ON DELETE CASCADE
+);
+COMMENT ON TABLE identity.account_links IS 'E-mailed account links (hashed): delete the account (1 hour), confirm a new e-mail address (24 hours). Single-use; a newer link of a purpose voids the user''s older ones.';
+ALTER TABLE identity.account_links ENABLE ROW LEVEL SECURITY;
 
-CREATE OR REPLACE FUNCTION api.account_delete_link(token text)
- RETURNS jsonb
- LANGUAGE sql
- STABLE SECURITY DEFINER
- SET search_path TO 'pg_catalog'
-AS $function$
-    select jsonb_build_object('email', u.email, 'expires_at', app.iso(l.expires_at))
-      from identity.account_links l
-      join identity.users u on u.id = l.user_id
-     where l.token_hash = identity.token_hash(account_delete_link.token)
-       and l.purpose = 'delete_account' and l.used_at is null and l.expires_at > now()
-  $function$;
-comment on function api.account_delete_link(text) is 'GET /account/delete/confirm: the account (its e-mail) an e-mailed deletion link would delete, while the link is usable; null otherwise.';
-grant execute on function api.account_delete_link(text) to anon, authenticated;
+CREATE TABLE private.account_exports (
+    user_id uuid NOT NULL,
+    exported_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT account_exports_user_id_fkey FOREIGN KEY (user_id) REFERENCES identity.users(id) ON DELETE CASCADE
+);
+COMMENT ON TABLE private.account_exports IS 'Exports of a user''s data in the last hour, for the limit of 5 an hour.';
+ALTER TABLE private.account_exports ENABLE ROW LEVEL SECURITY;
 
-CREATE OR REPLACE FUNCTION api.account_delete_link_send(public_url text)
- RETURNS jsonb
- LANGUAGE plpgsql
- SECURITY DEFINER
- SET search_path TO 'pg_catalog'
-AS $function$
+-- =============================================================================
+-- Indexes
+-- =============================================================================
+
+CREATE INDEX reauthentications_user_idx ON identity.reauthentications USING btree (user_id);
+CREATE INDEX account_links_user_idx ON identity.account_links USING btree (user_id, purpose, created_at);
+CREATE INDEX account_exports_user_idx ON private.account_exports USING btree (user_id, exported_at);
+
+-- =============================================================================
+-- Functions of api: what the gateway and the MCP server call, as the request's role
+-- =============================================================================
+
+CREATE FUNCTION api.account_delete_link_send(public_url text) RETURNS jsonb
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog'
+    AS $$
 declare
   me uuid := private.account_caller();
   wait integer;
@@ -127,116 +122,30 @@ begin
   perform private.account_delete_link_queue(me, account_delete_link_send.public_url);
   return jsonb_build_object('link_sent', true);
 end;
-$function$;
-comment on function api.account_delete_link_send(text) is 'DELETE /api/mobile/account for an account without a password: e-mails its owner a single-use deletion link (1 hour). PT429 rate_limited past 5 an hour (detail: retry_after); PT401 invalid_credentials for an account with a password (it confirms with it); PT403 forbidden for an API token or an agent.';
-grant execute on function api.account_delete_link_send(text) to authenticated;
+$$;
 
-CREATE OR REPLACE FUNCTION api.account_delete_request(email text, public_url text, client_ip text, max_per_ip integer, window_seconds integer)
- RETURNS void
- LANGUAGE plpgsql
- SECURITY DEFINER
- SET search_path TO 'pg_catalog'
-AS $function$
-begin
-  -- The same work whether or not the account exists: the lookup and the e-mail are a job's.
-  perform private.email_link_enqueue('delete_account', account_delete_request.email, account_delete_request.public_url,
-                                     account_delete_request.client_ip, account_delete_request.max_per_ip, account_delete_request.window_seconds);
-end;
-$function$;
-comment on function api.account_delete_request(text,text,text,integer,integer) is 'POST /account/delete (the web page): queues the job that e-mails the account with this address a single-use deletion link (1 hour; at most 5 an hour per account; private.email_link_send); does and answers the same whether or not the account exists. PT429 rate_limited past max_per_ip requests of the client address in window_seconds.';
-grant execute on function api.account_delete_request(text,text,text,integer,integer) to anon, authenticated;
+COMMENT ON FUNCTION api.account_delete_link_send(public_url text) IS 'DELETE /api/mobile/account for an account without a password: e-mails its owner a single-use deletion link (1 hour). PT429 rate_limited past 5 an hour (detail: retry_after); PT401 invalid_credentials for an account with a password (it confirms with it); PT403 forbidden for an API token or an agent.';
+GRANT EXECUTE ON FUNCTION api.account_delete_link_send(public_url text) TO authenticated;
 
-CREATE OR REPLACE FUNCTION api.account_email_change(reauthentication text, new_email text, public_url text)
- RETURNS void
- LANGUAGE plpgsql
- SECURITY DEFINER
- SET search_path TO 'pg_catalog'
-AS $function$
+CREATE FUNCTION api.account_delete(reauthentication text) RETURNS jsonb
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog'
+    AS $$
 declare
   me uuid := private.account_caller();
-  account identity.users;
-  address text := lower(btrim(account_email_change.new_email));
-  token text;
-  link text;
-  wait integer;
 begin
-  if address is null or address !~ '^[^@\s]+@[^@\s]+$' or length(address) > 320 then
-    raise exception 'invalid email address' using errcode = 'PT422', hint = 'invalid_email';
-  end if;
-  perform private.reauthenticated(me, account_email_change.reauthentication);
-  select * into strict account from identity.users u where u.id = me for update;
-  wait := private.account_links_wait(me, 'email_change');
-  if wait > 0 then
-    raise exception 'too many e-mail changes asked for in the last hour, try again later'
-      using errcode = 'PT429', hint = 'rate_limited', detail = jsonb_build_object('retry_after', wait)::text;
-  end if;
-  -- A taken address (this account's own included) gets its link all the
-  -- same: the answer does not tell, and the link's page says it cannot be used.
-  token := private.account_link_create(me, 'email_change', address);
-  link := rtrim(account_email_change.public_url, '/') || '/account/email/confirm?type=email_change&token_hash=' || token;
-  perform private.email_queue(
-    me, address, 'email_change', 'Confirm your new e-mail address',
-    'Someone asked to use ' || address || E' as the e-mail address of an account.\n\n'
-    || E'To confirm it, open this link (it works once, for 24 hours):\n' || link || E'\n\n'
-    || E'If it was not you, ignore this message; nothing changes.\n',
-    link);
-  perform private.email_queue(
-    me, account.email, 'email_change_notice', 'A change of your e-mail address was asked for',
-    'Someone signed in to your account (' || account.email || ') asked to change its e-mail address to '
-    || address || E'.\n\n'
-    || E'Nothing changes until it is confirmed from the new address; until then you sign in with this one.\n'
-    || E'If it was not you, change your password now: that ends every other session of the account.\n');
+  perform private.reauthenticated(me, account_delete.reauthentication);
+  return private.account_delete(me);
 end;
-$function$;
-comment on function api.account_email_change(text,text,text) is 'POST /api/mobile/account/email: once the password was checked again (reauthentication), e-mails a confirmation link (24 hours, single use; its token_hash confirms) to the new address and a notice to the current one; the account keeps its address until the link is confirmed. A taken address is handled the same (its link page says it cannot be used). PT422 invalid_email; PT401 invalid_credentials without a valid proof; PT429 rate_limited past 5 an hour (detail: retry_after); PT403 forbidden for an API token or an agent.';
-grant execute on function api.account_email_change(text,text,text) to authenticated;
+$$;
 
-CREATE OR REPLACE FUNCTION api.account_email_change_confirm(token_hash text)
- RETURNS jsonb
- LANGUAGE plpgsql
- SECURITY DEFINER
- SET search_path TO 'pg_catalog'
-AS $function$
-declare
-  link identity.account_links := private.account_link(account_email_change_confirm.token_hash, 'email_change', true);
-  old_email text;
-begin
-  if exists (select from identity.users u where u.email = link.new_email) then
-    raise exception 'this address cannot be used: another account has it' using errcode = 'PT409', hint = 'email_taken';
-  end if;
-  select u.email into old_email from identity.users u where u.id = link.user_id for update;
-  update identity.account_links l set used_at = now() where l.id = link.id;
-  -- A unique violation here (a registration in between) is a 409 too.
-  update identity.users u set email = link.new_email where u.id = link.user_id;
-  return jsonb_build_object('user_id', link.user_id, 'email', link.new_email, 'previous_email', old_email);
-end;
-$function$;
-comment on function api.account_email_change_confirm(text) is 'POST /account/email/confirm (and the e-mail change verification of any door): the e-mail address of an e-mail change link''s account becomes the new one; token_hash is the value of the link''s token_hash parameter (only its SHA-256 is stored). PT400 invalid_link for a used, replaced or expired link; PT409 email_taken when another account has the address.';
-grant execute on function api.account_email_change_confirm(text) to anon, authenticated;
+COMMENT ON FUNCTION api.account_delete(reauthentication text) IS 'DELETE /api/mobile/account: deletes the caller''s account (private.account_delete) once the password was checked again (reauthentication: the proof of private.reauthenticate_finish). PT401 invalid_credentials without a valid proof; PT403 forbidden for an API token or an agent; PT409 last_manager_of_communities.';
+GRANT EXECUTE ON FUNCTION api.account_delete(reauthentication text) TO authenticated;
 
-CREATE OR REPLACE FUNCTION api.account_email_change_link(token_hash text)
- RETURNS jsonb
- LANGUAGE sql
- STABLE SECURITY DEFINER
- SET search_path TO 'pg_catalog'
-AS $function$
-    select jsonb_build_object(
-             'email', l.new_email,
-             'available', not exists (select from identity.users o where o.email = l.new_email),
-             'expires_at', app.iso(l.expires_at))
-      from identity.account_links l
-     where l.token_hash = identity.token_hash(account_email_change_link.token_hash)
-       and l.purpose = 'email_change' and l.used_at is null and l.expires_at > now()
-  $function$;
-comment on function api.account_email_change_link(text) is 'GET /account/email/confirm: the new address of a usable e-mail change link and whether it can be used (no other account has it); null for a used, replaced or expired link.';
-grant execute on function api.account_email_change_link(text) to anon, authenticated;
-
-CREATE OR REPLACE FUNCTION api.account_export()
- RETURNS jsonb
- LANGUAGE plpgsql
- SECURITY DEFINER
- SET search_path TO 'pg_catalog'
-AS $function$
+CREATE FUNCTION api.account_export() RETURNS jsonb
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog'
+    AS $$
 declare
   me uuid := private.account_caller();
   node uuid;
@@ -352,16 +261,58 @@ begin
   ) into doc;
   return doc;
 end;
-$function$;
-comment on function api.account_export() is 'GET /api/mobile/account/export: everything the service holds about the caller in one JSON document: account, profile, hats, memberships with roles, check-ins, event registrations, connections (the other person as the caller sees them), tasks, task links and deals, sessions, API tokens and OAuth grants (never a secret or a hash), the calendar feed (whether one exists), stored files, webhook endpoints of the communities the caller manages (never their secrets), what an agent recorded about them, their agents'' calls and live test results (the newest 1,000 of each). At most 5 an hour: PT429 rate_limited (detail: retry_after). PT403 forbidden for an API token or an agent.';
-grant execute on function api.account_export() to authenticated;
+$$;
+COMMENT ON FUNCTION api.account_export() IS 'GET /api/mobile/account/export: everything the service holds about the caller in one JSON document: account, profile, hats, memberships with roles, check-ins, event registrations, connections (the other person as the caller sees them), tasks, task links and deals, sessions, API tokens and OAuth grants (never a secret or a hash), the calendar feed (whether one exists), stored files, webhook endpoints of the communities the caller manages (never their secrets), what an agent recorded about them, their agents'' calls and live test results (the newest 1,000 of each). At most 5 an hour: PT429 rate_limited (detail: retry_after). PT403 forbidden for an API token or an agent.';
+GRANT EXECUTE ON FUNCTION api.account_export() TO authenticated;
 
-CREATE OR REPLACE FUNCTION api.account_password_change(reauthentication text, password_hash text)
- RETURNS jsonb
- LANGUAGE plpgsql
- SECURITY DEFINER
- SET search_path TO 'pg_catalog'
-AS $function$
+CREATE FUNCTION api.account_email_change(reauthentication text, new_email text, public_url text) RETURNS void
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog'
+    AS $_$
+declare
+  me uuid := private.account_caller();
+  account identity.users;
+  address text := lower(btrim(account_email_change.new_email));
+  token text;
+  link text;
+  wait integer;
+begin
+  if address is null or address !~ '^[^@\s]+@[^@\s]+$' or length(address) > 320 then
+    raise exception 'invalid email address' using errcode = 'PT422', hint = 'invalid_email';
+  end if;
+  perform private.reauthenticated(me, account_email_change.reauthentication);
+  select * into strict account from identity.users u where u.id = me for update;
+  wait := private.account_links_wait(me, 'email_change');
+  if wait > 0 then
+    raise exception 'too many e-mail changes asked for in the last hour, try again later'
+      using errcode = 'PT429', hint = 'rate_limited', detail = jsonb_build_object('retry_after', wait)::text;
+  end if;
+  -- A taken address (this account's own included) gets its link all the
+  -- same: the answer does not tell, and the link's page says it cannot be used.
+  token := private.account_link_create(me, 'email_change', address);
+  link := rtrim(account_email_change.public_url, '/') || '/account/email/confirm?type=email_change&token_hash=' || token;
+  perform private.email_queue(
+    me, address, 'email_change', 'Confirm your new e-mail address',
+    'Someone asked to use ' || address || E' as the e-mail address of an account.\n\n'
+    || E'To confirm it, open this link (it works once, for 24 hours):\n' || link || E'\n\n'
+    || E'If it was not you, ignore this message; nothing changes.\n',
+    link);
+  perform private.email_queue(
+    me, account.email, 'email_change_notice', 'A change of your e-mail address was asked for',
+    'Someone signed in to your account (' || account.email || ') asked to change its e-mail address to '
+    || address || E'.\n\n'
+    || E'Nothing changes until it is confirmed from the new address; until then you sign in with this one.\n'
+    || E'If it was not you, change your password now: that ends every other session of the account.\n');
+end;
+$_$;
+
+COMMENT ON FUNCTION api.account_email_change(reauthentication text, new_email text, public_url text) IS 'POST /api/mobile/account/email: once the password was checked again (reauthentication), e-mails a confirmation link (24 hours, single use; its token_hash confirms) to the new address and a notice to the current one; the account keeps its address until the link is confirmed. A taken address is handled the same (its link page says it cannot be used). PT422 invalid_email; PT401 invalid_credentials without a valid proof; PT429 rate_limited past 5 an hour (detail: retry_after); PT403 forbidden for an API token or an agent.';
+GRANT EXECUTE ON FUNCTION api.account_email_change(reauthentication text, new_email text, public_url text) TO authenticated;
+
+CREATE FUNCTION api.account_password_change(reauthentication text, password_hash text) RETURNS jsonb
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog'
+    AS $$
 declare
   me uuid := private.account_caller();
   current_session uuid := private.account_session();
@@ -390,16 +341,26 @@ begin
     'api_tokens', (select count(*) from app.api_tokens t where t.user_id = me and t.active
                      and (t.expires_at is null or t.expires_at > now())));
 end;
-$function$;
-comment on function api.account_password_change(text,text) is 'POST /api/mobile/account/password: once the current password was checked again (reauthentication), sets the new one (a bcrypt hash the process made) and ends every other session of the account, every OAuth grant (tokens and pending codes) and every signed storage URL it made; the calling session, the API tokens and the calendar feed stay. Returns sessions_ended and how many active API tokens the account has. PT400 invalid_password_hash; PT401 invalid_credentials without a valid proof; PT403 forbidden for an API token or an agent.';
-grant execute on function api.account_password_change(text,text) to authenticated;
+$$;
 
-CREATE OR REPLACE FUNCTION api.account_session_end(id uuid)
- RETURNS jsonb
- LANGUAGE plpgsql
- SECURITY DEFINER
- SET search_path TO 'pg_catalog'
-AS $function$
+COMMENT ON FUNCTION api.account_password_change(reauthentication text, password_hash text) IS 'POST /api/mobile/account/password: once the current password was checked again (reauthentication), sets the new one (a bcrypt hash the process made) and ends every other session of the account, every OAuth grant (tokens and pending codes) and every signed storage URL it made; the calling session, the API tokens and the calendar feed stay. Returns sessions_ended and how many active API tokens the account has. PT400 invalid_password_hash; PT401 invalid_credentials without a valid proof; PT403 forbidden for an API token or an agent.';
+GRANT EXECUTE ON FUNCTION api.account_password_change(reauthentication text, password_hash text) TO authenticated;
+
+CREATE FUNCTION api.account_sessions() RETURNS jsonb
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog'
+    AS $$
+begin
+  return private.account_sessions_of(private.account_caller());
+end;
+$$;
+COMMENT ON FUNCTION api.account_sessions() IS 'GET /api/mobile/account/sessions: the caller''s sessions that can still be refreshed, most recently used first: id, created_at (the sign-in), last_used_at (the sign-in or the latest refresh), user_agent and ip of that sign-in or refresh, current. PT403 forbidden for an API token or an agent.';
+GRANT EXECUTE ON FUNCTION api.account_sessions() TO authenticated;
+
+CREATE FUNCTION api.account_session_end(id uuid) RETURNS jsonb
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog'
+    AS $$
 declare
   me uuid := private.account_caller();
 begin
@@ -412,16 +373,121 @@ begin
    where r.session_id = account_session_end.id and r.user_id = me and r.revoked_at is null;
   return jsonb_build_object('id', account_session_end.id, 'current', account_session_end.id = private.account_session());
 end;
-$function$;
-comment on function api.account_session_end(uuid) is 'DELETE /api/mobile/account/sessions/{id}: ends one of the caller''s sessions (its refresh token, its access tokens and its streams at once; the calling session too, as a logout). PT404 session_not_found for an unknown, ended or another user''s session; PT403 forbidden for an API token or an agent.';
-grant execute on function api.account_session_end(uuid) to authenticated;
+$$;
 
-CREATE OR REPLACE FUNCTION api.account_sign_out(scope text)
- RETURNS jsonb
- LANGUAGE plpgsql
- SECURITY DEFINER
- SET search_path TO 'pg_catalog'
-AS $function$
+COMMENT ON FUNCTION api.account_session_end(id uuid) IS 'DELETE /api/mobile/account/sessions/{id}: ends one of the caller''s sessions (its refresh token, its access tokens and its streams at once; the calling session too, as a logout). PT404 session_not_found for an unknown, ended or another user''s session; PT403 forbidden for an API token or an agent.';
+GRANT EXECUTE ON FUNCTION api.account_session_end(id uuid) TO authenticated;
+
+CREATE FUNCTION api.account_sessions_end_others() RETURNS jsonb
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog'
+    AS $$
+declare
+  me uuid := private.account_caller();
+  current_session uuid := private.account_session();
+  ended integer;
+begin
+  with gone as (
+    update identity.refresh_tokens r set revoked_at = now(), revoked_reason = 'logout'
+     where r.user_id = me and r.revoked_at is null and r.session_id <> current_session
+    returning r.session_id)
+  select count(distinct g.session_id) into ended from gone g;
+  return jsonb_build_object('sessions_ended', ended);
+end;
+$$;
+COMMENT ON FUNCTION api.account_sessions_end_others() IS 'DELETE /api/mobile/account/sessions: ends every session of the caller but the calling one (their refresh tokens, access tokens and streams at once); returns how many. PT403 forbidden for an API token or an agent.';
+GRANT EXECUTE ON FUNCTION api.account_sessions_end_others() TO authenticated;
+
+CREATE FUNCTION api.account_delete_confirm(token text) RETURNS jsonb
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog'
+    AS $$
+declare
+  link identity.account_links := private.account_link(account_delete_confirm.token, 'delete_account', true);
+begin
+  update identity.account_links l set used_at = now() where l.id = link.id;
+  return private.account_delete(link.user_id);
+end;
+$$;
+
+COMMENT ON FUNCTION api.account_delete_confirm(token text) IS 'POST /account/delete/confirm (the page an e-mailed deletion link opens): deletes the account of a valid link (private.account_delete). PT400 invalid_link for a used, replaced or expired link; PT409 last_manager_of_communities.';
+GRANT EXECUTE ON FUNCTION api.account_delete_confirm(token text) TO anon;
+GRANT EXECUTE ON FUNCTION api.account_delete_confirm(token text) TO authenticated;
+
+CREATE FUNCTION api.account_email_change_confirm(token_hash text) RETURNS jsonb
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog'
+    AS $$
+declare
+  link identity.account_links := private.account_link(account_email_change_confirm.token_hash, 'email_change', true);
+  old_email text;
+begin
+  if exists (select from identity.users u where u.email = link.new_email) then
+    raise exception 'this address cannot be used: another account has it' using errcode = 'PT409', hint = 'email_taken';
+  end if;
+  select u.email into old_email from identity.users u where u.id = link.user_id for update;
+  update identity.account_links l set used_at = now() where l.id = link.id;
+  -- A unique violation here (a registration in between) is a 409 too.
+  update identity.users u set email = link.new_email where u.id = link.user_id;
+  return jsonb_build_object('user_id', link.user_id, 'email', link.new_email, 'previous_email', old_email);
+end;
+$$;
+
+COMMENT ON FUNCTION api.account_email_change_confirm(token_hash text) IS 'POST /account/email/confirm (and the e-mail change verification of any door): the e-mail address of an e-mail change link''s account becomes the new one; token_hash is the value of the link''s token_hash parameter (only its SHA-256 is stored). PT400 invalid_link for a used, replaced or expired link; PT409 email_taken when another account has the address.';
+GRANT EXECUTE ON FUNCTION api.account_email_change_confirm(token_hash text) TO anon;
+GRANT EXECUTE ON FUNCTION api.account_email_change_confirm(token_hash text) TO authenticated;
+
+CREATE FUNCTION api.account_delete_link(token text) RETURNS jsonb
+    LANGUAGE sql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog'
+    AS $$
+    select jsonb_build_object('email', u.email, 'expires_at', app.iso(l.expires_at))
+      from identity.account_links l
+      join identity.users u on u.id = l.user_id
+     where l.token_hash = identity.token_hash(account_delete_link.token)
+       and l.purpose = 'delete_account' and l.used_at is null and l.expires_at > now()
+  $$;
+
+COMMENT ON FUNCTION api.account_delete_link(token text) IS 'GET /account/delete/confirm: the account (its e-mail) an e-mailed deletion link would delete, while the link is usable; null otherwise.';
+GRANT EXECUTE ON FUNCTION api.account_delete_link(token text) TO anon;
+GRANT EXECUTE ON FUNCTION api.account_delete_link(token text) TO authenticated;
+
+CREATE FUNCTION api.account_email_change_link(token_hash text) RETURNS jsonb
+    LANGUAGE sql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog'
+    AS $$
+    select jsonb_build_object(
+             'email', l.new_email,
+             'available', not exists (select from identity.users o where o.email = l.new_email),
+             'expires_at', app.iso(l.expires_at))
+      from identity.account_links l
+     where l.token_hash = identity.token_hash(account_email_change_link.token_hash)
+       and l.purpose = 'email_change' and l.used_at is null and l.expires_at > now()
+  $$;
+
+COMMENT ON FUNCTION api.account_email_change_link(token_hash text) IS 'GET /account/email/confirm: the new address of a usable e-mail change link and whether it can be used (no other account has it); null for a used, replaced or expired link.';
+GRANT EXECUTE ON FUNCTION api.account_email_change_link(token_hash text) TO anon;
+GRANT EXECUTE ON FUNCTION api.account_email_change_link(token_hash text) TO authenticated;
+
+CREATE FUNCTION api.account_delete_request(email text, public_url text, client_ip text, max_per_ip integer, window_seconds integer) RETURNS void
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog'
+    AS $$
+begin
+  -- The same work whether or not the account exists: the lookup and the e-mail are a job's.
+  perform private.email_link_enqueue('delete_account', account_delete_request.email, account_delete_request.public_url,
+                                     account_delete_request.client_ip, account_delete_request.max_per_ip, account_delete_request.window_seconds);
+end;
+$$;
+
+COMMENT ON FUNCTION api.account_delete_request(email text, public_url text, client_ip text, max_per_ip integer, window_seconds integer) IS 'POST /account/delete (the web page): queues the job that e-mails the account with this address a single-use deletion link (1 hour; at most 5 an hour per account; private.email_link_send); does and answers the same whether or not the account exists. PT429 rate_limited past max_per_ip requests of the client address in window_seconds.';
+GRANT EXECUTE ON FUNCTION api.account_delete_request(email text, public_url text, client_ip text, max_per_ip integer, window_seconds integer) TO anon;
+GRANT EXECUTE ON FUNCTION api.account_delete_request(email text, public_url text, client_ip text, max_per_ip integer, window_seconds integer) TO authenticated;
+
+CREATE FUNCTION api.account_sign_out(scope text) RETURNS jsonb
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog'
+    AS $$
 declare
   me uuid := private.account_caller();
   current_session uuid := private.account_session();
@@ -444,56 +510,19 @@ begin
   end if;
   return jsonb_build_object('sessions_ended', ended);
 end;
-$function$;
-comment on function api.account_sign_out(text) is 'POST /auth/v1/logout?scope=: ends the calling session (local), every session of the caller (global, which also ends every signed storage URL the caller made) or all but the calling one (others): their refresh tokens, access tokens and streams at once; returns how many. PT422 validation_error for another scope; PT403 forbidden for an API token or an agent.';
-grant execute on function api.account_sign_out(text) to authenticated;
+$$;
 
-CREATE OR REPLACE FUNCTION api.account_sessions()
- RETURNS jsonb
- LANGUAGE plpgsql
- STABLE SECURITY DEFINER
- SET search_path TO 'pg_catalog'
-AS $function$
-begin
-  return private.account_sessions_of(private.account_caller());
-end;
-$function$;
-comment on function api.account_sessions() is 'GET /api/mobile/account/sessions: the caller''s sessions that can still be refreshed, most recently used first: id, created_at (the sign-in), last_used_at (the sign-in or the latest refresh), user_agent and ip of that sign-in or refresh, current. PT403 forbidden for an API token or an agent.';
-grant execute on function api.account_sessions() to authenticated;
+COMMENT ON FUNCTION api.account_sign_out(scope text) IS 'POST /auth/v1/logout?scope=: ends the calling session (local), every session of the caller (global, which also ends every signed storage URL the caller made) or all but the calling one (others): their refresh tokens, access tokens and streams at once; returns how many. PT422 validation_error for another scope; PT403 forbidden for an API token or an agent.';
+GRANT EXECUTE ON FUNCTION api.account_sign_out(scope text) TO authenticated;
 
-CREATE OR REPLACE FUNCTION api.account_sessions_end_others()
- RETURNS jsonb
- LANGUAGE plpgsql
- SECURITY DEFINER
- SET search_path TO 'pg_catalog'
-AS $function$
-declare
-  me uuid := private.account_caller();
-  current_session uuid := private.account_session();
-  ended integer;
-begin
-  with gone as (
-    update identity.refresh_tokens r set revoked_at = now(), revoked_reason = 'logout'
-     where r.user_id = me and r.revoked_at is null and r.session_id <> current_session
-    returning r.session_id)
-  select count(distinct g.session_id) into ended from gone g;
-  return jsonb_build_object('sessions_ended', ended);
-end;
-$function$;
-comment on function api.account_sessions_end_others() is 'DELETE /api/mobile/account/sessions: ends every session of the caller but the calling one (their refresh tokens, access tokens and streams at once); returns how many. PT403 forbidden for an API token or an agent.';
-grant execute on function api.account_sessions_end_others() to authenticated;
+-- =============================================================================
+-- Helpers (private, app, identity): internal helpers and trigger functions; request roles run only those granted here
+-- =============================================================================
 
--- -----------------------------------------------------------------------------
--- Functions of private: internal helpers and trigger functions (request roles
--- run only those granted here)
--- -----------------------------------------------------------------------------
-
-CREATE OR REPLACE FUNCTION private.account_caller()
- RETURNS uuid
- LANGUAGE plpgsql
- STABLE
- SET search_path TO 'pg_catalog'
-AS $function$
+CREATE FUNCTION private.account_caller() RETURNS uuid
+    LANGUAGE plpgsql STABLE
+    SET search_path TO 'pg_catalog'
+    AS $$
 declare
   me uuid := auth.uid();
 begin
@@ -511,15 +540,111 @@ begin
   end if;
   return me;
 end;
-$function$;
-comment on function private.account_caller() is 'The signed-in user the account functions act for: the claims of a sign-in''s access token (a session_id). PT401 unauthorized without a user, invalid_token for a user that no longer exists; PT403 forbidden for an API token (token_id) or an agent''s OAuth credential (oauth_client_id), which cannot manage the account.';
+$$;
+COMMENT ON FUNCTION private.account_caller() IS 'The signed-in user the account functions act for: the claims of a sign-in''s access token (a session_id). PT401 unauthorized without a user, invalid_token for a user that no longer exists; PT403 forbidden for an API token (token_id) or an agent''s OAuth credential (oauth_client_id), which cannot manage the account.';
 
-CREATE OR REPLACE FUNCTION private.account_delete(user_id uuid)
- RETURNS jsonb
- LANGUAGE plpgsql
- SECURITY DEFINER
- SET search_path TO 'pg_catalog'
-AS $function$
+
+CREATE FUNCTION private.account_session() RETURNS uuid
+    LANGUAGE sql STABLE
+    SET search_path TO 'pg_catalog'
+    AS $_$
+    select case when auth.jwt() ->> 'session_id' ~* '^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$'
+                then (auth.jwt() ->> 'session_id')::uuid end
+  $_$;
+COMMENT ON FUNCTION private.account_session() IS 'The session of the request''s access token (its session_id claim), or null.';
+
+
+CREATE FUNCTION private.account_links_wait(user_id uuid, purpose text) RETURNS integer
+    LANGUAGE sql STABLE
+    SET search_path TO 'pg_catalog'
+    AS $$
+    select case when count(*) < 5 then 0
+                else greatest(1, ceil(extract(epoch from min(l.created_at) + interval '1 hour' - now())))::integer end
+      from identity.account_links l
+     where l.user_id = account_links_wait.user_id and l.purpose = account_links_wait.purpose
+       and l.created_at > now() - interval '1 hour'
+  $$;
+
+COMMENT ON FUNCTION private.account_links_wait(user_id uuid, purpose text) IS 'Seconds until the user may be sent another link of the purpose (0: now): at most 5 an hour.';
+
+
+CREATE FUNCTION private.account_delete_link_queue(user_id uuid, public_url text) RETURNS boolean
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog'
+    AS $$
+declare
+  account identity.users;
+  token text;
+  link text;
+begin
+  select * into account from identity.users u where u.id = account_delete_link_queue.user_id for update;
+  if account.id is null or private.account_links_wait(account.id, 'delete_account') > 0 then
+    return false;
+  end if;
+  token := private.account_link_create(account.id, 'delete_account', null);
+  link := rtrim(account_delete_link_queue.public_url, '/') || '/account/delete/confirm?token=' || token;
+  perform private.email_queue(
+    account.id, account.email, 'delete_account', 'Delete your account',
+    'Someone asked to delete the account of ' || account.email || E'.\n\n'
+    || E'To delete it and everything in it for good, open this link (it works once, for 1 hour) and confirm:\n'
+    || link || E'\n\n'
+    || E'If it was not you, ignore this message; nothing is deleted.\n',
+    link);
+  return true;
+end;
+$$;
+
+COMMENT ON FUNCTION private.account_delete_link_queue(user_id uuid, public_url text) IS 'Makes a single-use deletion link (1 hour; older ones of the account void) and queues its e-mail to the account''s address; false (nothing sent) past 5 an hour or for an unknown account.';
+
+
+CREATE FUNCTION private.account_link_create(user_id uuid, purpose text, new_email text) RETURNS text
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog'
+    AS $$
+declare
+  token text := identity.new_token();
+begin
+  -- Only the newest link of a purpose works.
+  update identity.account_links l set used_at = now()
+   where l.user_id = account_link_create.user_id and l.purpose = account_link_create.purpose and l.used_at is null;
+  insert into identity.account_links (token_hash, user_id, purpose, new_email, expires_at)
+    values (identity.token_hash(token), account_link_create.user_id, account_link_create.purpose, account_link_create.new_email,
+            now() + case account_link_create.purpose when 'delete_account' then interval '1 hour' else interval '24 hours' end);
+  return token;
+end;
+$$;
+
+COMMENT ON FUNCTION private.account_link_create(user_id uuid, purpose text, new_email text) IS 'A new single-use account link (delete_account: 1 hour; email_change: 24 hours, with the new address), voiding the user''s older links of that purpose; returns its token (only its SHA-256 is stored).';
+
+
+CREATE FUNCTION private.reauthenticated(user_id uuid, reauthentication text) RETURNS void
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog'
+    AS $$
+begin
+  -- One change of an account at a time (its deletion takes the proofs with it).
+  perform from identity.users u where u.id = reauthenticated.user_id for update;
+  delete from identity.reauthentications r
+   where r.proof_hash = identity.token_hash(coalesce(reauthenticated.reauthentication, ''))
+     and r.user_id = reauthenticated.user_id and r.expires_at > now();
+  if not found then
+    -- A deletion of the account that committed meanwhile took the proof with it.
+    if not exists (select from identity.users u where u.id = reauthenticated.user_id) then
+      raise exception 'token does not belong to an existing user' using errcode = 'PT401', hint = 'invalid_token';
+    end if;
+    raise exception 'the password check is missing or has expired: send the password again'
+      using errcode = 'PT401', hint = 'invalid_credentials';
+  end if;
+end;
+$$;
+
+COMMENT ON FUNCTION private.reauthenticated(user_id uuid, reauthentication text) IS 'Locks the user''s account and consumes their single-use proof of a password check (private.reauthenticate_finish); PT401 invalid_credentials when it is missing, used, another user''s or older than 60 seconds, invalid_token when the account was deleted meanwhile.';
+
+
+CREATE FUNCTION private.account_delete(user_id uuid) RETURNS jsonb
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog'
+    AS $$
 declare
   account identity.users;
   node uuid;
@@ -592,42 +717,31 @@ begin
   delete from identity.users u where u.id = account.id;
   return jsonb_build_object('user_id', account.id, 'node_id', node, 'communities_left', coalesce(cardinality(member_of), 0));
 end;
-$function$;
-comment on function private.account_delete(uuid) is 'Deletes an account and everything of the person, in one transaction: its memberships (member counts fall), connections on both sides, hats, check-ins, event registrations, tasks, links and deals, API tokens, OAuth grants, sessions (ended first: their access tokens, streams and channels stop at once; the revoked refresh tokens stay, without the account, until pruned), calendar feed, MCP sessions and calls, agent ownership both ways, its profile, node and identity (the e-mail can register again); its stored files by a job (private.account_files_delete). Sends member.deleted (ids only) to the webhooks of its communities. PT409 last_manager_of_communities (detail: {communities: [{id, name}]}) while it is the only manager of a community; P0002 for an unknown account. Returns user_id, node_id, communities_left.';
+$$;
 
-CREATE OR REPLACE FUNCTION private.account_delete_link_queue(user_id uuid, public_url text)
- RETURNS boolean
- LANGUAGE plpgsql
- SET search_path TO 'pg_catalog'
-AS $function$
-declare
-  account identity.users;
-  token text;
-  link text;
+COMMENT ON FUNCTION private.account_delete(user_id uuid) IS 'Deletes an account and everything of the person, in one transaction: its memberships (member counts fall), connections on both sides, hats, check-ins, event registrations, tasks, links and deals, API tokens, OAuth grants, sessions (ended first: their access tokens, streams and channels stop at once; the revoked refresh tokens stay, without the account, until pruned), calendar feed, MCP sessions and calls, agent ownership both ways, its profile, node and identity (the e-mail can register again); its stored files by a job (private.account_files_delete). Sends member.deleted (ids only) to the webhooks of its communities. PT409 last_manager_of_communities (detail: {communities: [{id, name}]}) while it is the only manager of a community; P0002 for an unknown account. Returns user_id, node_id, communities_left.';
+
+
+CREATE FUNCTION private.account_files_delete(user_id uuid) RETURNS void
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog'
+    AS $$
 begin
-  select * into account from identity.users u where u.id = account_delete_link_queue.user_id for update;
-  if account.id is null or private.account_links_wait(account.id, 'delete_account') > 0 then
-    return false;
-  end if;
-  token := private.account_link_create(account.id, 'delete_account', null);
-  link := rtrim(account_delete_link_queue.public_url, '/') || '/account/delete/confirm?token=' || token;
-  perform private.email_queue(
-    account.id, account.email, 'delete_account', 'Delete your account',
-    'Someone asked to delete the account of ' || account.email || E'.\n\n'
-    || E'To delete it and everything in it for good, open this link (it works once, for 1 hour) and confirm:\n'
-    || link || E'\n\n'
-    || E'If it was not you, ignore this message; nothing is deleted.\n',
-    link);
-  return true;
+  -- The job that deletes the objects of the user's folders and then their
+  -- bytes; file storage runs it (a job nobody runs yet waits in the queue).
+  perform private.enqueue_job('storage_purge',
+    jsonb_build_object('folder_owner', 'user', 'id', account_files_delete.user_id),
+    job_key => 'storage_purge:user:' || account_files_delete.user_id::text);
 end;
-$function$;
-comment on function private.account_delete_link_queue(uuid,text) is 'Makes a single-use deletion link (1 hour; older ones of the account void) and queues its e-mail to the account''s address; false (nothing sent) past 5 an hour or for an unknown account.';
+$$;
 
-CREATE OR REPLACE FUNCTION private.account_export_take(user_id uuid)
- RETURNS void
- LANGUAGE plpgsql
- SET search_path TO 'pg_catalog'
-AS $function$
+COMMENT ON FUNCTION private.account_files_delete(user_id uuid) IS 'Queues the storage_purge job of a deleted user''s files (payload {folder_owner: user, id}; job key storage_purge:user:<id>), in the deleting transaction. The hook of file storage, whose worker task deletes the objects and their bytes.';
+
+
+CREATE FUNCTION private.account_export_take(user_id uuid) RETURNS void
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog'
+    AS $$
 declare
   recent integer;
   oldest timestamptz;
@@ -647,15 +761,35 @@ begin
    where x.user_id = account_export_take.user_id and x.exported_at <= now() - interval '1 hour';
   insert into private.account_exports (user_id) values (account_export_take.user_id);
 end;
-$function$;
-comment on function private.account_export_take(uuid) is 'Counts an export of the user''s data: at most 5 an hour, else PT429 rate_limited with detail {retry_after} (seconds).';
+$$;
 
-CREATE OR REPLACE FUNCTION private.account_files(user_id uuid)
- RETURNS jsonb
- LANGUAGE sql
- STABLE
- SET search_path TO 'pg_catalog'
-AS $function$
+COMMENT ON FUNCTION private.account_export_take(user_id uuid) IS 'Counts an export of the user''s data: at most 5 an hour, else PT429 rate_limited with detail {retry_after} (seconds).';
+
+
+CREATE FUNCTION private.account_sessions_of(user_id uuid) RETURNS jsonb
+    LANGUAGE sql STABLE
+    SET search_path TO 'pg_catalog'
+    AS $$
+    select coalesce(jsonb_agg(jsonb_build_object(
+             'id', s.session_id, 'created_at', app.iso(s.created_at), 'last_used_at', app.iso(s.last_used_at),
+             'user_agent', s.user_agent, 'ip', s.ip, 'current', s.session_id is not distinct from private.account_session())
+           order by s.last_used_at desc, s.session_id), '[]'::jsonb)
+      from (select r.session_id, min(r.created_at) as created_at, max(r.created_at) as last_used_at,
+                   (array_agg(r.user_agent order by r.created_at desc, r.id desc))[1] as user_agent,
+                   (array_agg(r.ip order by r.created_at desc, r.id desc))[1] as ip
+              from identity.refresh_tokens r
+             where r.user_id = account_sessions_of.user_id
+             group by r.session_id
+            having bool_or(r.revoked_at is null and r.expires_at > now())) s
+  $$;
+
+COMMENT ON FUNCTION private.account_sessions_of(user_id uuid) IS 'The user''s sessions that can still be refreshed, most recently used first, as [{id, created_at, last_used_at, user_agent, ip, current}] (current: the request''s own session).';
+
+
+CREATE FUNCTION private.account_files(user_id uuid) RETURNS jsonb
+    LANGUAGE sql STABLE
+    SET search_path TO 'pg_catalog'
+    AS $$
     -- The objects the user uploaded (owner_id), in every bucket.
     select coalesce(jsonb_agg(jsonb_build_object(
              'bucket', o.bucket_id, 'path', o.name, 'size', o.size,
@@ -663,29 +797,15 @@ AS $function$
              order by o.bucket_id, o.name), '[]'::jsonb)
       from app.storage_objects o
      where o.owner_id = account_files.user_id
-  $function$;
-comment on function private.account_files(uuid) is 'The stored files of a user for the export of their data: [{bucket, path, size, content_type, created_at}], every object they uploaded (app.storage_objects.owner_id).';
+  $$;
 
-CREATE OR REPLACE FUNCTION private.account_files_delete(user_id uuid)
- RETURNS void
- LANGUAGE plpgsql
- SET search_path TO 'pg_catalog'
-AS $function$
-begin
-  -- The job that deletes the objects of the user's folders and then their
-  -- bytes; file storage runs it (a job nobody runs yet waits in the queue).
-  perform private.enqueue_job('storage_purge',
-    jsonb_build_object('folder_owner', 'user', 'id', account_files_delete.user_id),
-    job_key => 'storage_purge:user:' || account_files_delete.user_id::text);
-end;
-$function$;
-comment on function private.account_files_delete(uuid) is 'Queues the storage_purge job of a deleted user''s files (payload {folder_owner: user, id}; job key storage_purge:user:<id>), in the deleting transaction. The hook of file storage, whose worker task deletes the objects and their bytes.';
+COMMENT ON FUNCTION private.account_files(user_id uuid) IS 'The stored files of a user for the export of their data: [{bucket, path, size, content_type, created_at}], every object they uploaded (app.storage_objects.owner_id).';
 
-CREATE OR REPLACE FUNCTION private.account_link(token text, purpose text, for_update boolean DEFAULT false)
- RETURNS identity.account_links
- LANGUAGE plpgsql
- SET search_path TO 'pg_catalog'
-AS $function$
+
+CREATE FUNCTION private.account_link(token text, purpose text, for_update boolean DEFAULT false) RETURNS identity.account_links
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog'
+    AS $$
 declare
   link identity.account_links;
 begin
@@ -701,79 +821,15 @@ begin
   end if;
   return link;
 end;
-$function$;
-comment on function private.account_link(text,text,boolean) is 'The account link of a token for a purpose while it is usable (not used, replaced or expired), locked when for_update; PT400 invalid_link otherwise.';
+$$;
 
-CREATE OR REPLACE FUNCTION private.account_link_create(user_id uuid, purpose text, new_email text)
- RETURNS text
- LANGUAGE plpgsql
- SET search_path TO 'pg_catalog'
-AS $function$
-declare
-  token text := identity.new_token();
-begin
-  -- Only the newest link of a purpose works.
-  update identity.account_links l set used_at = now()
-   where l.user_id = account_link_create.user_id and l.purpose = account_link_create.purpose and l.used_at is null;
-  insert into identity.account_links (token_hash, user_id, purpose, new_email, expires_at)
-    values (identity.token_hash(token), account_link_create.user_id, account_link_create.purpose, account_link_create.new_email,
-            now() + case account_link_create.purpose when 'delete_account' then interval '1 hour' else interval '24 hours' end);
-  return token;
-end;
-$function$;
-comment on function private.account_link_create(uuid,text,text) is 'A new single-use account link (delete_account: 1 hour; email_change: 24 hours, with the new address), voiding the user''s older links of that purpose; returns its token (only its SHA-256 is stored).';
+COMMENT ON FUNCTION private.account_link(token text, purpose text, for_update boolean) IS 'The account link of a token for a purpose while it is usable (not used, replaced or expired), locked when for_update; PT400 invalid_link otherwise.';
 
-CREATE OR REPLACE FUNCTION private.account_links_wait(user_id uuid, purpose text)
- RETURNS integer
- LANGUAGE sql
- STABLE
- SET search_path TO 'pg_catalog'
-AS $function$
-    select case when count(*) < 5 then 0
-                else greatest(1, ceil(extract(epoch from min(l.created_at) + interval '1 hour' - now())))::integer end
-      from identity.account_links l
-     where l.user_id = account_links_wait.user_id and l.purpose = account_links_wait.purpose
-       and l.created_at > now() - interval '1 hour'
-  $function$;
-comment on function private.account_links_wait(uuid,text) is 'Seconds until the user may be sent another link of the purpose (0: now): at most 5 an hour.';
 
-CREATE OR REPLACE FUNCTION private.account_session()
- RETURNS uuid
- LANGUAGE sql
- STABLE
- SET search_path TO 'pg_catalog'
-AS $function$
-    select case when auth.jwt() ->> 'session_id' ~* '^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$'
-                then (auth.jwt() ->> 'session_id')::uuid end
-  $function$;
-comment on function private.account_session() is 'The session of the request''s access token (its session_id claim), or null.';
-
-CREATE OR REPLACE FUNCTION private.account_sessions_of(user_id uuid)
- RETURNS jsonb
- LANGUAGE sql
- STABLE
- SET search_path TO 'pg_catalog'
-AS $function$
-    select coalesce(jsonb_agg(jsonb_build_object(
-             'id', s.session_id, 'created_at', app.iso(s.created_at), 'last_used_at', app.iso(s.last_used_at),
-             'user_agent', s.user_agent, 'ip', s.ip, 'current', s.session_id is not distinct from private.account_session())
-           order by s.last_used_at desc, s.session_id), '[]'::jsonb)
-      from (select r.session_id, min(r.created_at) as created_at, max(r.created_at) as last_used_at,
-                   (array_agg(r.user_agent order by r.created_at desc, r.id desc))[1] as user_agent,
-                   (array_agg(r.ip order by r.created_at desc, r.id desc))[1] as ip
-              from identity.refresh_tokens r
-             where r.user_id = account_sessions_of.user_id
-             group by r.session_id
-            having bool_or(r.revoked_at is null and r.expires_at > now())) s
-  $function$;
-comment on function private.account_sessions_of(uuid) is 'The user''s sessions that can still be refreshed, most recently used first, as [{id, created_at, last_used_at, user_agent, ip, current}] (current: the request''s own session).';
-
-CREATE OR REPLACE FUNCTION private.reauthenticate_finish(user_id uuid, attempt text, matched boolean, new_hash text)
- RETURNS TABLE(status text, reauthentication text)
- LANGUAGE plpgsql
- SECURITY DEFINER
- SET search_path TO 'pg_catalog'
-AS $function$
+CREATE FUNCTION private.reauthenticate_finish(user_id uuid, attempt text, matched boolean, new_hash text) RETURNS TABLE(status text, reauthentication text)
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog'
+    AS $$
 declare
   checked record;
   proof text := identity.new_token();
@@ -793,15 +849,15 @@ begin
     values (identity.token_hash(proof), checked.user_id, now() + interval '60 seconds');
   return query select 'ok'::text, proof;
 end;
-$function$;
-comment on function private.reauthenticate_finish(uuid,text,boolean,text) is 'Second half of a signed-in user''s password check, run by the processes'' own role after comparing the password with the hash of private.reauthenticate_start: status ok (reauthentication: a single-use proof, valid 60 seconds, that the account''s functions consume), invalid (counted as a failed sign-in) or expired; PT401 invalid_token when the account was deleted meanwhile.';
+$$;
 
-CREATE OR REPLACE FUNCTION private.reauthenticate_start(user_id uuid, session_id uuid, client_ip text, bcrypt_cost integer, max_failures_per_email_client integer, max_failures_per_email integer, max_failures_per_ip integer, window_seconds integer, password_given boolean DEFAULT true)
- RETURNS TABLE(status text, retry_after integer, attempt text, password_hash text, rehash boolean)
- LANGUAGE plpgsql
- SECURITY DEFINER
- SET search_path TO 'pg_catalog'
-AS $function$
+COMMENT ON FUNCTION private.reauthenticate_finish(user_id uuid, attempt text, matched boolean, new_hash text) IS 'Second half of a signed-in user''s password check, run by the processes'' own role after comparing the password with the hash of private.reauthenticate_start: status ok (reauthentication: a single-use proof, valid 60 seconds, that the account''s functions consume), invalid (counted as a failed sign-in) or expired; PT401 invalid_token when the account was deleted meanwhile.';
+
+
+CREATE FUNCTION private.reauthenticate_start(user_id uuid, session_id uuid, client_ip text, bcrypt_cost integer, max_failures_per_email_client integer, max_failures_per_email integer, max_failures_per_ip integer, window_seconds integer, password_given boolean DEFAULT true) RETURNS TABLE(status text, retry_after integer, attempt text, password_hash text, rehash boolean)
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog'
+    AS $$
 declare
   account identity.users;
 begin
@@ -828,44 +884,6 @@ begin
                                                             max_failures_per_email_client, max_failures_per_email,
                                                             max_failures_per_ip, window_seconds);
 end;
-$function$;
-comment on function private.reauthenticate_start(uuid,uuid,text,integer,integer,integer,integer,integer,boolean) is 'First half of a signed-in user''s password check (deleting the account, changing its e-mail or password), run by the processes'' own role for the user and session of a verified access token (PT403 forbidden without a session: an API token; PT401 session_ended): a sign-in attempt of the account''s e-mail at door reauthenticate (private.password_attempt_start: throttled, or check with the hash to compare), or status no_password (the account has none: it confirms by e-mail) or password_required (password_given false for an account that has one).';
+$$;
 
-CREATE OR REPLACE FUNCTION private.reauthenticated(user_id uuid, reauthentication text)
- RETURNS void
- LANGUAGE plpgsql
- SET search_path TO 'pg_catalog'
-AS $function$
-begin
-  -- One change of an account at a time (its deletion takes the proofs with it).
-  perform from identity.users u where u.id = reauthenticated.user_id for update;
-  delete from identity.reauthentications r
-   where r.proof_hash = identity.token_hash(coalesce(reauthenticated.reauthentication, ''))
-     and r.user_id = reauthenticated.user_id and r.expires_at > now();
-  if not found then
-    -- A deletion of the account that committed meanwhile took the proof with it.
-    if not exists (select from identity.users u where u.id = reauthenticated.user_id) then
-      raise exception 'token does not belong to an existing user' using errcode = 'PT401', hint = 'invalid_token';
-    end if;
-    raise exception 'the password check is missing or has expired: send the password again'
-      using errcode = 'PT401', hint = 'invalid_credentials';
-  end if;
-end;
-$function$;
-comment on function private.reauthenticated(uuid,text) is 'Locks the user''s account and consumes their single-use proof of a password check (private.reauthenticate_finish); PT401 invalid_credentials when it is missing, used, another user''s or older than 60 seconds, invalid_token when the account was deleted meanwhile.';
-
--- -----------------------------------------------------------------------------
--- Tables: comments, row-level security, policies, grants, triggers
--- -----------------------------------------------------------------------------
-
--- identity.reauthentications
-comment on table identity.reauthentications is 'Proofs of a signed-in user''s password check (hashed): single-use, 60 seconds, consumed by the account functions (private.reauthenticated).';
-alter table identity.reauthentications enable row level security;
-
--- identity.account_links
-comment on table identity.account_links is 'E-mailed account links (hashed): delete the account (1 hour), confirm a new e-mail address (24 hours). Single-use; a newer link of a purpose voids the user''s older ones.';
-alter table identity.account_links enable row level security;
-
--- private.account_exports
-comment on table private.account_exports is 'Exports of a user''s data in the last hour, for the limit of 5 an hour.';
-alter table private.account_exports enable row level security;
+COMMENT ON FUNCTION private.reauthenticate_start(user_id uuid, session_id uuid, client_ip text, bcrypt_cost integer, max_failures_per_email_client integer, max_failures_per_email integer, max_failures_per_ip integer, window_seconds integer, password_given boolean) IS 'First half of a signed-in user''s password check (deleting the account, changing its e-mail or password), run by the processes'' own role for the user and session of a verified access token (PT403 forbidden without a session: an API token; PT401 session_ended): a sign-in attempt of the account''s e-mail at door reauthenticate (private.password_attempt_start: throttled, or check with the hash to compare), or status no_password (the account has none: it confirms by e-mail) or password_required (password_given false for an account that has one).';

@@ -26,33 +26,239 @@
 -- Code: mcp-server/tools.ts, mcp-server/oauth.ts, gateway/routes/agent-calls.ts
 -- pgTAP: supabase/tests/agents.test.sql
 --
--- Its tables (created and altered by the migrations; their comments, row-level
--- security, policies, grants and triggers are below):
---   app.agent_member_joins, app.agent_member_placeholders, app.agent_members,
---   app.mcp_tool_calls, private.agent_tool_limits,
---   private.agent_tool_usage, private.mcp_request_counts, private.mcp_sessions,
---   identity.oauth_clients, identity.oauth_codes, identity.oauth_requests,
---   identity.oauth_tokens
---
--- The current definition of every function, view, policy, trigger, grant and
--- comment of this area. To change a rule: edit it here, then
--- `npm run db -- areas --diff` writes its migration (docs/dba.md, "Changing a
--- rule"). CI (`npm run db -- areas --check`) fails while this file and the
--- migrated database disagree. `npm run db -- areas --write` renders all below
--- `-- Code:` again from a freshly migrated database.
+-- The whole source of this area, after the areas before it in
+-- sql/areas/areas.json: types, tables, indexes, triggers, policies, the api
+-- functions, the helpers. To change it: edit it here, then
+-- `npm run db -- areas --diff` writes the migration (docs/dba.md).
 -- =============================================================================
 
--- -----------------------------------------------------------------------------
--- Functions of api: what the gateway and the MCP server call, as the request's
--- role
--- -----------------------------------------------------------------------------
+-- =============================================================================
+-- Tables
+-- =============================================================================
 
-CREATE OR REPLACE FUNCTION api.mcp_community_events(community_id uuid, public_url text)
- RETURNS jsonb
- LANGUAGE plpgsql
- STABLE
- SET search_path TO 'pg_catalog'
-AS $function$
+CREATE TABLE app.agent_members (
+    member_id uuid NOT NULL,
+    agent_id uuid NOT NULL,
+    attributes jsonb DEFAULT '{}'::jsonb NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT agent_members_attributes_check CHECK ((jsonb_typeof(attributes) = 'object'::text)),
+    CONSTRAINT agent_members_pkey PRIMARY KEY (member_id),
+    CONSTRAINT agent_members_agent_id_fkey FOREIGN KEY (agent_id) REFERENCES identity.users(id) ON DELETE CASCADE,
+    CONSTRAINT agent_members_member_id_fkey FOREIGN KEY (member_id) REFERENCES app.profiles(id) ON DELETE CASCADE
+);
+COMMENT ON TABLE app.agent_members IS 'Members created through the agent interface: which agent (user) created them, and the attributes it merged.';
+ALTER TABLE app.agent_members ENABLE ROW LEVEL SECURITY;
+GRANT SELECT ON TABLE app.agent_members TO authenticated;
+
+CREATE TABLE app.mcp_tool_calls (
+    id bigint GENERATED ALWAYS AS IDENTITY NOT NULL,
+    user_id uuid NOT NULL,
+    credential_kind text NOT NULL,
+    credential_id uuid,
+    client_id text,
+    session_id uuid,
+    tool text NOT NULL,
+    arguments jsonb,
+    outcome text NOT NULL,
+    error_message text,
+    duration_ms numeric(12,3) NOT NULL,
+    called_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT mcp_tool_calls_credential_kind_check CHECK ((credential_kind = ANY (ARRAY['api_token'::text, 'oauth'::text]))),
+    CONSTRAINT mcp_tool_calls_duration_ms_check CHECK ((duration_ms >= (0)::numeric)),
+    CONSTRAINT mcp_tool_calls_pkey PRIMARY KEY (id),
+    CONSTRAINT mcp_tool_calls_user_id_fkey FOREIGN KEY (user_id) REFERENCES identity.users(id) ON DELETE CASCADE
+);
+COMMENT ON TABLE app.mcp_tool_calls IS 'Every MCP tool call: who (user and credential), which tool, arguments (secrets redacted), outcome (ok or the error code), duration.';
+COMMENT ON COLUMN app.mcp_tool_calls.client_id IS 'The OAuth client (for OAuth access tokens).';
+ALTER TABLE app.mcp_tool_calls ENABLE ROW LEVEL SECURITY;
+GRANT SELECT ON TABLE app.mcp_tool_calls TO authenticated;
+
+CREATE TABLE private.agent_tool_limits (
+    tool text NOT NULL,
+    per_hour integer NOT NULL,
+    CONSTRAINT agent_tool_limits_per_hour_check CHECK ((per_hour >= 0)),
+    CONSTRAINT agent_tool_limits_pkey PRIMARY KEY (tool)
+);
+COMMENT ON TABLE private.agent_tool_limits IS 'How many successful calls of a write tool one agent may make per hour (docs/agents.md). Tools not listed are unlimited.';
+
+CREATE TABLE private.agent_tool_usage (
+    agent_id uuid NOT NULL,
+    tool text NOT NULL,
+    called_at timestamp with time zone DEFAULT clock_timestamp() NOT NULL
+);
+COMMENT ON TABLE private.agent_tool_usage IS 'One row per counted tool call of the last hour (older rows are pruned as calls arrive).';
+
+CREATE TABLE private.mcp_request_counts (
+    client_ip text NOT NULL,
+    window_start timestamp with time zone NOT NULL,
+    requests integer NOT NULL,
+    CONSTRAINT mcp_request_counts_pkey PRIMARY KEY (client_ip, window_start)
+);
+COMMENT ON TABLE private.mcp_request_counts IS 'Requests to /mcp (and the OAuth endpoints) per client IP per minute.';
+
+CREATE TABLE private.mcp_sessions (
+    id uuid DEFAULT gen_random_uuid() NOT NULL,
+    user_id uuid NOT NULL,
+    client_name text,
+    client_version text,
+    protocol_version text,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    last_seen_at timestamp with time zone DEFAULT now() NOT NULL,
+    ended_at timestamp with time zone,
+    CONSTRAINT mcp_sessions_pkey PRIMARY KEY (id),
+    CONSTRAINT mcp_sessions_user_id_fkey FOREIGN KEY (user_id) REFERENCES identity.users(id) ON DELETE CASCADE
+);
+COMMENT ON TABLE private.mcp_sessions IS 'MCP sessions (Mcp-Session-Id), shared by every MCP process.';
+
+CREATE TABLE app.agent_member_joins (
+    member_id uuid NOT NULL,
+    community_id uuid NOT NULL,
+    agent_id uuid NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT agent_member_joins_pkey PRIMARY KEY (member_id, community_id),
+    CONSTRAINT agent_member_joins_agent_id_fkey FOREIGN KEY (agent_id) REFERENCES identity.users(id) ON DELETE CASCADE,
+    CONSTRAINT agent_member_joins_community_id_fkey FOREIGN KEY (community_id) REFERENCES app.communities(id) ON DELETE CASCADE
+);
+COMMENT ON TABLE app.agent_member_joins IS 'Communities an agent handed its member to (add_member_to_community): the member joins them when the person claims the account.';
+ALTER TABLE app.agent_member_joins ENABLE ROW LEVEL SECURITY;
+
+CREATE TABLE app.agent_member_placeholders (
+    id uuid DEFAULT gen_random_uuid() NOT NULL,
+    node_id uuid DEFAULT gen_random_uuid() NOT NULL,
+    agent_id uuid NOT NULL,
+    email text NOT NULL,
+    name text NOT NULL,
+    data jsonb DEFAULT '{}'::jsonb NOT NULL,
+    attributes jsonb DEFAULT '{}'::jsonb NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT agent_member_placeholders_attributes_check CHECK ((jsonb_typeof(attributes) = 'object'::text)),
+    CONSTRAINT agent_member_placeholders_agent_email_key UNIQUE (agent_id, email),
+    CONSTRAINT agent_member_placeholders_pkey PRIMARY KEY (id),
+    CONSTRAINT agent_member_placeholders_agent_id_fkey FOREIGN KEY (agent_id) REFERENCES identity.users(id) ON DELETE CASCADE
+);
+COMMENT ON TABLE app.agent_member_placeholders IS 'What create_member answered an agent for an address that already had an account: a member object answered as a created member is (get_member, set_member_attributes, add_member_to_community), which reaches no account.';
+ALTER TABLE app.agent_member_placeholders ENABLE ROW LEVEL SECURITY;
+
+CREATE TABLE identity.oauth_clients (
+    client_id text NOT NULL,
+    client_secret_hash bytea,
+    client_secret_expires_at bigint DEFAULT 0 NOT NULL,
+    client_id_issued_at bigint NOT NULL,
+    metadata jsonb NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT oauth_clients_metadata_check CHECK ((jsonb_typeof(metadata) = 'object'::text)),
+    CONSTRAINT oauth_clients_pkey PRIMARY KEY (client_id)
+);
+COMMENT ON TABLE identity.oauth_clients IS 'OAuth clients registered dynamically (RFC 7591). metadata holds what the client registered, never the secret.';
+ALTER TABLE identity.oauth_clients ENABLE ROW LEVEL SECURITY;
+
+CREATE TABLE identity.oauth_codes (
+    code_hash bytea NOT NULL,
+    client_id text NOT NULL,
+    user_id uuid NOT NULL,
+    redirect_uri text NOT NULL,
+    code_challenge text NOT NULL,
+    scopes text[] NOT NULL,
+    resource text,
+    family_id uuid DEFAULT gen_random_uuid() NOT NULL,
+    expires_at timestamp with time zone NOT NULL,
+    used_at timestamp with time zone,
+    CONSTRAINT oauth_codes_pkey PRIMARY KEY (code_hash),
+    CONSTRAINT oauth_codes_client_id_fkey FOREIGN KEY (client_id) REFERENCES identity.oauth_clients(client_id) ON DELETE CASCADE,
+    CONSTRAINT oauth_codes_user_id_fkey FOREIGN KEY (user_id) REFERENCES identity.users(id) ON DELETE CASCADE
+);
+COMMENT ON TABLE identity.oauth_codes IS 'Authorization codes (hashed), single-use.';
+ALTER TABLE identity.oauth_codes ENABLE ROW LEVEL SECURITY;
+
+CREATE TABLE identity.oauth_requests (
+    request_hash bytea NOT NULL,
+    client_id text NOT NULL,
+    redirect_uri text NOT NULL,
+    code_challenge text NOT NULL,
+    state text,
+    scopes text[] NOT NULL,
+    resource text,
+    failures integer DEFAULT 0 NOT NULL,
+    expires_at timestamp with time zone NOT NULL,
+    CONSTRAINT oauth_requests_pkey PRIMARY KEY (request_hash),
+    CONSTRAINT oauth_requests_client_id_fkey FOREIGN KEY (client_id) REFERENCES identity.oauth_clients(client_id) ON DELETE CASCADE
+);
+COMMENT ON TABLE identity.oauth_requests IS 'Authorization requests waiting for the user to sign in and consent.';
+ALTER TABLE identity.oauth_requests ENABLE ROW LEVEL SECURITY;
+
+CREATE TABLE identity.oauth_tokens (
+    id uuid DEFAULT gen_random_uuid() NOT NULL,
+    token_hash bytea NOT NULL,
+    kind text NOT NULL,
+    client_id text NOT NULL,
+    user_id uuid NOT NULL,
+    family_id uuid NOT NULL,
+    scopes text[] NOT NULL,
+    resource text,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    expires_at timestamp with time zone NOT NULL,
+    revoked_at timestamp with time zone,
+    CONSTRAINT oauth_tokens_kind_check CHECK ((kind = ANY (ARRAY['access'::text, 'refresh'::text]))),
+    CONSTRAINT oauth_tokens_pkey PRIMARY KEY (id),
+    CONSTRAINT oauth_tokens_token_hash_key UNIQUE (token_hash),
+    CONSTRAINT oauth_tokens_client_id_fkey FOREIGN KEY (client_id) REFERENCES identity.oauth_clients(client_id) ON DELETE CASCADE,
+    CONSTRAINT oauth_tokens_user_id_fkey FOREIGN KEY (user_id) REFERENCES identity.users(id) ON DELETE CASCADE
+);
+COMMENT ON TABLE identity.oauth_tokens IS 'OAuth access and refresh tokens (hashed). One family per authorization; rotation keeps the family.';
+ALTER TABLE identity.oauth_tokens ENABLE ROW LEVEL SECURITY;
+
+-- =============================================================================
+-- Indexes
+-- =============================================================================
+
+CREATE INDEX agent_members_agent_idx ON app.agent_members USING btree (agent_id, created_at);
+CREATE INDEX mcp_tool_calls_called_idx ON app.mcp_tool_calls USING btree (called_at);
+CREATE INDEX mcp_tool_calls_user_idx ON app.mcp_tool_calls USING btree (user_id, id DESC);
+CREATE INDEX agent_tool_usage_idx ON private.agent_tool_usage USING btree (agent_id, tool, called_at);
+CREATE INDEX mcp_sessions_user_idx ON private.mcp_sessions USING btree (user_id);
+CREATE INDEX agent_member_joins_agent_idx ON app.agent_member_joins USING btree (agent_id);
+CREATE INDEX agent_member_placeholders_email_idx ON app.agent_member_placeholders USING btree (email);
+CREATE INDEX oauth_tokens_family_idx ON identity.oauth_tokens USING btree (family_id);
+CREATE INDEX oauth_tokens_user_idx ON identity.oauth_tokens USING btree (user_id);
+
+-- =============================================================================
+-- Triggers
+-- =============================================================================
+
+CREATE TRIGGER _100_set_updated_at BEFORE UPDATE ON app.agent_members FOR EACH ROW EXECUTE FUNCTION private.tg__set_updated_at();
+CREATE TRIGGER _100_set_updated_at BEFORE UPDATE ON app.agent_member_placeholders FOR EACH ROW EXECUTE FUNCTION private.tg__set_updated_at();
+
+-- =============================================================================
+-- Policies
+-- =============================================================================
+
+CREATE POLICY "Agents see the members they created" ON app.agent_members FOR SELECT TO authenticated USING ((agent_id = ( SELECT auth.uid() AS uid)));
+
+CREATE POLICY "Users read their own agent's tool calls" ON app.mcp_tool_calls FOR SELECT TO authenticated USING ((user_id = ( SELECT auth.uid() AS uid)));
+
+-- =============================================================================
+-- Functions of api: what the gateway and the MCP server call, as the request's role
+-- =============================================================================
+
+CREATE FUNCTION api.mcp_community_profile(community_id uuid) RETURNS jsonb
+    LANGUAGE plpgsql STABLE
+    SET search_path TO 'pg_catalog'
+    AS $$
+begin
+  perform private.mcp_agent();
+  return private.mcp_community_json(private.mcp_managed_community(community_id));
+end;
+$$;
+
+COMMENT ON FUNCTION api.mcp_community_profile(community_id uuid) IS 'MCP community_profile: profile, member count, managers, tags, sandbox/draft flags of a community the caller manages. PT404 not_found otherwise.';
+GRANT EXECUTE ON FUNCTION api.mcp_community_profile(community_id uuid) TO authenticated;
+
+CREATE FUNCTION api.mcp_community_events(community_id uuid, public_url text) RETURNS jsonb
+    LANGUAGE plpgsql STABLE
+    SET search_path TO 'pg_catalog'
+    AS $$
 declare
   community app.communities;
 begin
@@ -79,53 +285,15 @@ begin
          order by e.starts_at desc, e.id
          limit 100) past));
 end;
-$function$;
-comment on function api.mcp_community_events(uuid,text) is 'MCP list_community_events: upcoming/ongoing (soonest first) and past (latest first) events of a managed community, 100 of each at most, with status.';
-grant execute on function api.mcp_community_events(uuid,text) to authenticated;
+$$;
 
-CREATE OR REPLACE FUNCTION api.mcp_community_profile(community_id uuid)
- RETURNS jsonb
- LANGUAGE plpgsql
- STABLE
- SET search_path TO 'pg_catalog'
-AS $function$
-begin
-  perform private.mcp_agent();
-  return private.mcp_community_json(private.mcp_managed_community(community_id));
-end;
-$function$;
-comment on function api.mcp_community_profile(uuid) is 'MCP community_profile: profile, member count, managers, tags, sandbox/draft flags of a community the caller manages. PT404 not_found otherwise.';
-grant execute on function api.mcp_community_profile(uuid) to authenticated;
+COMMENT ON FUNCTION api.mcp_community_events(community_id uuid, public_url text) IS 'MCP list_community_events: upcoming/ongoing (soonest first) and past (latest first) events of a managed community, 100 of each at most, with status.';
+GRANT EXECUTE ON FUNCTION api.mcp_community_events(community_id uuid, public_url text) TO authenticated;
 
-CREATE OR REPLACE FUNCTION api.mcp_community_set_onboarding(community_id uuid, accepts_handoffs boolean)
- RETURNS jsonb
- LANGUAGE plpgsql
- SECURITY DEFINER
- SET search_path TO 'pg_catalog'
-AS $function$
-declare
-  community app.communities;
-begin
-  perform private.mcp_agent();
-  if accepts_handoffs is null then
-    raise exception 'accepts_handoffs must be true or false' using errcode = 'PT400', hint = 'invalid_arguments';
-  end if;
-  community := private.mcp_managed_community(community_id);
-  update app.communities c set accepts_handoffs = mcp_community_set_onboarding.accepts_handoffs
-   where c.id = community.id
-   returning c.* into community;
-  return private.mcp_community_json(community);
-end;
-$function$;
-comment on function api.mcp_community_set_onboarding(uuid,boolean) is 'MCP set_onboarding_opt_in: opts a community the caller manages in or out of onboarding hand-offs. PT404 not_found otherwise.';
-grant execute on function api.mcp_community_set_onboarding(uuid,boolean) to authenticated;
-
-CREATE OR REPLACE FUNCTION api.mcp_event_get(event_id uuid, public_url text)
- RETURNS jsonb
- LANGUAGE plpgsql
- STABLE
- SET search_path TO 'pg_catalog'
-AS $function$
+CREATE FUNCTION api.mcp_event_get(event_id uuid, public_url text) RETURNS jsonb
+    LANGUAGE plpgsql STABLE
+    SET search_path TO 'pg_catalog'
+    AS $$
 declare
   found_event app.events;
 begin
@@ -144,57 +312,44 @@ begin
          || jsonb_build_object('status', private.event_status(found_event.starts_at, found_event.ends_at),
                                'community_id', found_event.community_id);
 end;
-$function$;
-comment on function api.mcp_event_get(uuid,text) is 'MCP get_event: one event (id or node id) of a community the caller manages, with status. PT404 not_found otherwise.';
-grant execute on function api.mcp_event_get(uuid,text) to authenticated;
+$$;
 
-CREATE OR REPLACE FUNCTION api.mcp_member_add_to_community(member_id uuid, community_id uuid)
- RETURNS jsonb
- LANGUAGE plpgsql
- SECURITY DEFINER
- SET search_path TO 'pg_catalog'
-AS $function$
-declare
-  member uuid;
-  community app.communities;
-  asked timestamptz;
-  added boolean := true;
+COMMENT ON FUNCTION api.mcp_event_get(event_id uuid, public_url text) IS 'MCP get_event: one event (id or node id) of a community the caller manages, with status. PT404 not_found otherwise.';
+GRANT EXECUTE ON FUNCTION api.mcp_event_get(event_id uuid, public_url text) TO authenticated;
+
+CREATE FUNCTION api.mcp_onboarding_communities() RETURNS jsonb
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog'
+    AS $$
 begin
   perform private.mcp_agent();
-  member := private.mcp_member_of_agent(mcp_member_add_to_community.member_id);
-  community := private.mcp_managed_community(mcp_member_add_to_community.community_id);
-  perform private.agent_quota_take('add_member_to_community');
-  if exists (select from app.agent_members a join app.profiles p on p.id = a.member_id where a.member_id = member and p.node_id is null) then
-    raise exception 'the member has no node' using errcode = 'PT409', hint = 'user_has_no_node';
-  end if;
-  -- The member joins when the person claims the account (private.agent_member_claim):
-  -- until then nothing of the community changes, for a member and a placeholder alike.
-  insert into app.agent_member_joins as j (member_id, community_id, agent_id)
-    values (member, community.id, auth.uid())
-    on conflict on constraint agent_member_joins_pkey do nothing
-    returning j.created_at into asked;
-  if asked is null then
-    added := false;
-    select j.created_at into asked from app.agent_member_joins j where j.member_id = member and j.community_id = community.id;
-  end if;
-  return jsonb_build_object(
-    'member_id', member,
-    'community_id', community.id,
-    'role', 'member',
-    'joined_at', app.iso(asked),
-    'added', added,
-    'member_count', (select c.member_count from app.communities c where c.id = community.id));
+  return jsonb_build_object('communities', (
+    select coalesce(jsonb_agg(private.mcp_community_json(c) order by lower(c.name), c.id), '[]')
+      from app.communities c
+      join app.community_members m on m.community_id = c.id
+     where m.member_node_id = app.my_node_id() and m.role = 'manager' and c.accepts_handoffs));
 end;
-$function$;
-comment on function api.mcp_member_add_to_community(uuid,uuid) is 'MCP add_member_to_community: hands a member the caller created to a community the caller manages; the member joins it when the person claims the account (sets a password: private.agent_member_claim), so the community, its member count and its roster do not change before then. joined_at: when it was asked. PT404 not_found for either; PT409 user_has_no_node; PT429 rate_limited.';
-grant execute on function api.mcp_member_add_to_community(uuid,uuid) to authenticated;
+$$;
+COMMENT ON FUNCTION api.mcp_onboarding_communities() IS 'MCP search_onboarding_communities: the communities the caller manages that accept onboarding hand-offs, by name.';
+GRANT EXECUTE ON FUNCTION api.mcp_onboarding_communities() TO authenticated;
 
-CREATE OR REPLACE FUNCTION api.mcp_member_create(email text, name text, data jsonb, public_url text)
- RETURNS jsonb
- LANGUAGE plpgsql
- SECURITY DEFINER
- SET search_path TO 'pg_catalog'
-AS $function$
+CREATE FUNCTION api.mcp_member_get(member_id uuid) RETURNS jsonb
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog'
+    AS $$
+begin
+  perform private.mcp_agent();
+  return private.mcp_member_json(private.mcp_member_of_agent(mcp_member_get.member_id, false));
+end;
+$$;
+
+COMMENT ON FUNCTION api.mcp_member_get(member_id uuid) IS 'MCP get_member: a member the caller created (user id or node id; a placeholder alike): profile, signup data, attributes, the communities it was handed to. PT404 not_found otherwise.';
+GRANT EXECUTE ON FUNCTION api.mcp_member_get(member_id uuid) TO authenticated;
+
+CREATE FUNCTION api.mcp_member_create(email text, name text, data jsonb, public_url text) RETURNS jsonb
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog'
+    AS $$
 declare
   agent uuid := private.mcp_agent();
   normalised_email text := lower(btrim(mcp_member_create.email));
@@ -246,30 +401,15 @@ begin
     returning p.id into placeholder;
   return private.mcp_member_json(placeholder) || jsonb_build_object('set_password_email', 'queued');
 end;
-$function$;
-comment on function api.mcp_member_create(text,text,jsonb,text) is 'MCP create_member: a password-less account (user, profile, node with data), owned by the calling agent; queues the set-password e-mail. An e-mail that has an account (not the agent''s own member) is answered the same way with a placeholder member (app.agent_member_placeholders: ids that name nothing, which the member tools answer as they answer a created member), and its owner gets a link. PT429 rate_limited.';
-grant execute on function api.mcp_member_create(text,text,jsonb,text) to authenticated;
+$$;
 
-CREATE OR REPLACE FUNCTION api.mcp_member_get(member_id uuid)
- RETURNS jsonb
- LANGUAGE plpgsql
- STABLE SECURITY DEFINER
- SET search_path TO 'pg_catalog'
-AS $function$
-begin
-  perform private.mcp_agent();
-  return private.mcp_member_json(private.mcp_member_of_agent(mcp_member_get.member_id, false));
-end;
-$function$;
-comment on function api.mcp_member_get(uuid) is 'MCP get_member: a member the caller created (user id or node id; a placeholder alike): profile, signup data, attributes, the communities it was handed to. PT404 not_found otherwise.';
-grant execute on function api.mcp_member_get(uuid) to authenticated;
+COMMENT ON FUNCTION api.mcp_member_create(email text, name text, data jsonb, public_url text) IS 'MCP create_member: a password-less account (user, profile, node with data), owned by the calling agent; queues the set-password e-mail. An e-mail that has an account (not the agent''s own member) is answered the same way with a placeholder member (app.agent_member_placeholders: ids that name nothing, which the member tools answer as they answer a created member), and its owner gets a link. PT429 rate_limited.';
+GRANT EXECUTE ON FUNCTION api.mcp_member_create(email text, name text, data jsonb, public_url text) TO authenticated;
 
-CREATE OR REPLACE FUNCTION api.mcp_member_set_attributes(member_id uuid, attributes jsonb)
- RETURNS jsonb
- LANGUAGE plpgsql
- SECURITY DEFINER
- SET search_path TO 'pg_catalog'
-AS $function$
+CREATE FUNCTION api.mcp_member_set_attributes(member_id uuid, attributes jsonb) RETURNS jsonb
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog'
+    AS $$
 declare
   member uuid;
   removed text[];
@@ -289,34 +429,77 @@ begin
    where p.id = member;
   return private.mcp_member_json(member);
 end;
-$function$;
-comment on function api.mcp_member_set_attributes(uuid,jsonb) is 'MCP set_member_attributes: merges attributes (top-level keys; null removes a key) onto a member the caller created (or a placeholder). PT404 not_found; PT429 rate_limited.';
-grant execute on function api.mcp_member_set_attributes(uuid,jsonb) to authenticated;
+$$;
 
-CREATE OR REPLACE FUNCTION api.mcp_onboarding_communities()
- RETURNS jsonb
- LANGUAGE plpgsql
- STABLE SECURITY DEFINER
- SET search_path TO 'pg_catalog'
-AS $function$
+COMMENT ON FUNCTION api.mcp_member_set_attributes(member_id uuid, attributes jsonb) IS 'MCP set_member_attributes: merges attributes (top-level keys; null removes a key) onto a member the caller created (or a placeholder). PT404 not_found; PT429 rate_limited.';
+GRANT EXECUTE ON FUNCTION api.mcp_member_set_attributes(member_id uuid, attributes jsonb) TO authenticated;
+
+CREATE FUNCTION api.mcp_member_add_to_community(member_id uuid, community_id uuid) RETURNS jsonb
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog'
+    AS $$
+declare
+  member uuid;
+  community app.communities;
+  asked timestamptz;
+  added boolean := true;
 begin
   perform private.mcp_agent();
-  return jsonb_build_object('communities', (
-    select coalesce(jsonb_agg(private.mcp_community_json(c) order by lower(c.name), c.id), '[]')
-      from app.communities c
-      join app.community_members m on m.community_id = c.id
-     where m.member_node_id = app.my_node_id() and m.role = 'manager' and c.accepts_handoffs));
+  member := private.mcp_member_of_agent(mcp_member_add_to_community.member_id);
+  community := private.mcp_managed_community(mcp_member_add_to_community.community_id);
+  perform private.agent_quota_take('add_member_to_community');
+  if exists (select from app.agent_members a join app.profiles p on p.id = a.member_id where a.member_id = member and p.node_id is null) then
+    raise exception 'the member has no node' using errcode = 'PT409', hint = 'user_has_no_node';
+  end if;
+  -- The member joins when the person claims the account (private.agent_member_claim):
+  -- until then nothing of the community changes, for a member and a placeholder alike.
+  insert into app.agent_member_joins as j (member_id, community_id, agent_id)
+    values (member, community.id, auth.uid())
+    on conflict on constraint agent_member_joins_pkey do nothing
+    returning j.created_at into asked;
+  if asked is null then
+    added := false;
+    select j.created_at into asked from app.agent_member_joins j where j.member_id = member and j.community_id = community.id;
+  end if;
+  return jsonb_build_object(
+    'member_id', member,
+    'community_id', community.id,
+    'role', 'member',
+    'joined_at', app.iso(asked),
+    'added', added,
+    'member_count', (select c.member_count from app.communities c where c.id = community.id));
 end;
-$function$;
-comment on function api.mcp_onboarding_communities() is 'MCP search_onboarding_communities: the communities the caller manages that accept onboarding hand-offs, by name.';
-grant execute on function api.mcp_onboarding_communities() to authenticated;
+$$;
 
-CREATE OR REPLACE FUNCTION api.mcp_tool_calls_mine(page_limit integer DEFAULT 50, before_id bigint DEFAULT NULL::bigint)
- RETURNS jsonb
- LANGUAGE plpgsql
- STABLE
- SET search_path TO 'pg_catalog'
-AS $function$
+COMMENT ON FUNCTION api.mcp_member_add_to_community(member_id uuid, community_id uuid) IS 'MCP add_member_to_community: hands a member the caller created to a community the caller manages; the member joins it when the person claims the account (sets a password: private.agent_member_claim), so the community, its member count and its roster do not change before then. joined_at: when it was asked. PT404 not_found for either; PT409 user_has_no_node; PT429 rate_limited.';
+GRANT EXECUTE ON FUNCTION api.mcp_member_add_to_community(member_id uuid, community_id uuid) TO authenticated;
+
+CREATE FUNCTION api.mcp_community_set_onboarding(community_id uuid, accepts_handoffs boolean) RETURNS jsonb
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog'
+    AS $$
+declare
+  community app.communities;
+begin
+  perform private.mcp_agent();
+  if accepts_handoffs is null then
+    raise exception 'accepts_handoffs must be true or false' using errcode = 'PT400', hint = 'invalid_arguments';
+  end if;
+  community := private.mcp_managed_community(community_id);
+  update app.communities c set accepts_handoffs = mcp_community_set_onboarding.accepts_handoffs
+   where c.id = community.id
+   returning c.* into community;
+  return private.mcp_community_json(community);
+end;
+$$;
+
+COMMENT ON FUNCTION api.mcp_community_set_onboarding(community_id uuid, accepts_handoffs boolean) IS 'MCP set_onboarding_opt_in: opts a community the caller manages in or out of onboarding hand-offs. PT404 not_found otherwise.';
+GRANT EXECUTE ON FUNCTION api.mcp_community_set_onboarding(community_id uuid, accepts_handoffs boolean) TO authenticated;
+
+CREATE FUNCTION api.mcp_tool_calls_mine(page_limit integer DEFAULT 50, before_id bigint DEFAULT NULL::bigint) RETURNS jsonb
+    LANGUAGE plpgsql STABLE
+    SET search_path TO 'pg_catalog'
+    AS $$
 begin
   if page_limit is null or page_limit < 1 or page_limit > 100 then
     raise exception 'limit must be between 1 and 100' using errcode = 'PT400', hint = 'invalid_limit';
@@ -328,104 +511,19 @@ begin
              order by t.id desc
              limit page_limit) c));
 end;
-$function$;
-comment on function api.mcp_tool_calls_mine(integer,bigint) is 'GET /api/docs/agent-calls: the tool calls made with the caller''s credentials through the agent interface, newest first.';
-grant execute on function api.mcp_tool_calls_mine(integer,bigint) to authenticated;
+$$;
 
--- -----------------------------------------------------------------------------
--- Functions of private: internal helpers and trigger functions (request roles
--- run only those granted here)
--- -----------------------------------------------------------------------------
+COMMENT ON FUNCTION api.mcp_tool_calls_mine(page_limit integer, before_id bigint) IS 'GET /api/docs/agent-calls: the tool calls made with the caller''s credentials through the agent interface, newest first.';
+GRANT EXECUTE ON FUNCTION api.mcp_tool_calls_mine(page_limit integer, before_id bigint) TO authenticated;
 
-CREATE OR REPLACE FUNCTION private.agent_member_claim(user_id uuid)
- RETURNS void
- LANGUAGE plpgsql
- SET search_path TO 'pg_catalog'
-AS $function$
-declare
-  node uuid;
-begin
-  -- The communities an agent handed the member to: joined now.
-  select p.node_id into node from app.profiles p where p.id = agent_member_claim.user_id;
-  if node is not null then
-    insert into app.community_members (community_id, member_node_id, role)
-      select j.community_id, node, 'member' from app.agent_member_joins j where j.member_id = agent_member_claim.user_id
-      on conflict on constraint community_members_pkey do nothing;
-  end if;
-  delete from app.agent_member_joins j where j.member_id = agent_member_claim.user_id;
-  -- The agent that created it no longer owns it.
-  delete from app.agent_members a where a.member_id = agent_member_claim.user_id;
-end;
-$function$;
-comment on function private.agent_member_claim(uuid) is 'The person claimed the account (set a password through a set-password or recovery link): it joins the communities its agent handed it to, and the agent no longer owns it (every member tool answers not_found for it).';
+-- =============================================================================
+-- Helpers (private, app, identity): internal helpers and trigger functions; request roles run only those granted here
+-- =============================================================================
 
-CREATE OR REPLACE FUNCTION private.agent_quota_take(tool text)
- RETURNS void
- LANGUAGE plpgsql
- SECURITY DEFINER
- SET search_path TO 'pg_catalog'
-AS $function$
-declare
-  agent uuid := auth.uid();
-  allowance integer;
-  used integer;
-  oldest timestamptz;
-begin
-  select l.per_hour into allowance from private.agent_tool_limits l where l.tool = agent_quota_take.tool;
-  if allowance is null then
-    return;
-  end if;
-  perform pg_advisory_xact_lock(hashtextextended('agent_quota:' || agent::text || ':' || agent_quota_take.tool, 0));
-  delete from private.agent_tool_usage u
-   where u.agent_id = agent and u.tool = agent_quota_take.tool and u.called_at <= now() - interval '1 hour';
-  select count(*), min(u.called_at) into used, oldest
-    from private.agent_tool_usage u
-   where u.agent_id = agent and u.tool = agent_quota_take.tool;
-  if used >= allowance then
-    raise exception '% is limited to % calls per hour; retry in % seconds', tool, allowance,
-      greatest(1, ceil(extract(epoch from (oldest + interval '1 hour' - now()))))::integer
-      using errcode = 'PT429', hint = 'rate_limited';
-  end if;
-  insert into private.agent_tool_usage (agent_id, tool) values (agent, agent_quota_take.tool);
-end;
-$function$;
-comment on function private.agent_quota_take(text) is 'Counts one call of a limited write tool for the signed-in agent; PT429 rate_limited past private.agent_tool_limits in the last hour.';
-grant execute on function private.agent_quota_take(text) to authenticated;
-
-CREATE OR REPLACE FUNCTION private.mcp_admit(client_ip text, per_minute integer, session_id uuid DEFAULT NULL::uuid)
- RETURNS TABLE(allowed boolean, request_limit integer, remaining integer, reset_at timestamp with time zone, session_user_id uuid)
- LANGUAGE plpgsql
- SET search_path TO 'pg_catalog'
-AS $function$
-declare
-  this_window timestamptz := date_trunc('minute', now());
-  counted integer;
-  owner uuid;
-begin
-  insert into private.mcp_request_counts as r (client_ip, window_start, requests)
-    values (mcp_admit.client_ip, this_window, 1)
-    on conflict on constraint mcp_request_counts_pkey do update set requests = r.requests + 1
-    returning r.requests into counted;
-  if mcp_admit.session_id is not null then
-    update private.mcp_sessions s
-       set last_seen_at = case when s.last_seen_at < now() - interval '1 minute' then now() else s.last_seen_at end
-     where s.id = mcp_admit.session_id
-       and s.ended_at is null
-       and s.last_seen_at > now() - private.mcp_session_idle_limit()
-    returning s.user_id into owner;
-  end if;
-  return query select counted <= per_minute, per_minute, greatest(per_minute - counted, 0),
-                      this_window + interval '1 minute', owner;
-end;
-$function$;
-comment on function private.mcp_admit(text,integer,uuid) is 'Counts a request of a client IP (per-minute window) and returns whether it is within per_minute, plus the owner of the named live session.';
-
-CREATE OR REPLACE FUNCTION private.mcp_agent()
- RETURNS uuid
- LANGUAGE plpgsql
- STABLE SECURITY DEFINER
- SET search_path TO 'pg_catalog'
-AS $function$
+CREATE FUNCTION private.mcp_agent() RETURNS uuid
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog'
+    AS $$
 declare
   agent uuid := auth.uid();
   token uuid := nullif(auth.jwt() ->> 'token_id', '')::uuid;
@@ -447,29 +545,14 @@ begin
   end if;
   return agent;
 end;
-$function$;
-comment on function private.mcp_agent() is 'The calling agent (auth.uid()); PT401 when signed out, PT403 for a community-scoped token or an API token whose permissions do not match /mcp (or that has ended).';
-grant execute on function private.mcp_agent() to authenticated;
+$$;
+COMMENT ON FUNCTION private.mcp_agent() IS 'The calling agent (auth.uid()); PT401 when signed out, PT403 for a community-scoped token or an API token whose permissions do not match /mcp (or that has ended).';
+GRANT EXECUTE ON FUNCTION private.mcp_agent() TO authenticated;
 
-CREATE OR REPLACE FUNCTION private.mcp_call_json(c app.mcp_tool_calls)
- RETURNS jsonb
- LANGUAGE sql
- STABLE
- SET search_path TO 'pg_catalog'
-AS $function$
-    select jsonb_build_object('id', c.id, 'tool', c.tool, 'arguments', c.arguments, 'outcome', c.outcome,
-                              'error_message', c.error_message, 'duration_ms', c.duration_ms,
-                              'credential_kind', c.credential_kind, 'credential_id', c.credential_id,
-                              'client_id', c.client_id, 'session_id', c.session_id, 'called_at', app.iso(c.called_at))
-  $function$;
-grant execute on function private.mcp_call_json(app.mcp_tool_calls) to authenticated;
-
-CREATE OR REPLACE FUNCTION private.mcp_community_json(c app.communities)
- RETURNS jsonb
- LANGUAGE sql
- STABLE SECURITY DEFINER
- SET search_path TO 'pg_catalog'
-AS $function$
+CREATE FUNCTION private.mcp_community_json(c app.communities) RETURNS jsonb
+    LANGUAGE sql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog'
+    AS $$
     select app.community_json(c) || jsonb_build_object(
       'node_id', c.node_id,
       'is_sandbox', c.is_sandbox,
@@ -480,16 +563,15 @@ AS $function$
                                   order by m.joined_at, m.member_node_id), '[]')
           from app.community_members m
          where m.community_id = c.id and m.role = 'manager'))
-  $function$;
-comment on function private.mcp_community_json(app.communities) is 'A community as community_profile shows it: public fields, node_id, flags (sandbox, draft, accepts_handoffs) and managers.';
-grant execute on function private.mcp_community_json(app.communities) to authenticated;
+  $$;
 
-CREATE OR REPLACE FUNCTION private.mcp_managed_community(community_id uuid)
- RETURNS app.communities
- LANGUAGE plpgsql
- STABLE SECURITY DEFINER
- SET search_path TO 'pg_catalog'
-AS $function$
+COMMENT ON FUNCTION private.mcp_community_json(c app.communities) IS 'A community as community_profile shows it: public fields, node_id, flags (sandbox, draft, accepts_handoffs) and managers.';
+GRANT EXECUTE ON FUNCTION private.mcp_community_json(c app.communities) TO authenticated;
+
+CREATE FUNCTION private.mcp_managed_community(community_id uuid) RETURNS app.communities
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog'
+    AS $$
 declare
   found_community app.communities;
 begin
@@ -504,16 +586,15 @@ begin
   end if;
   return found_community;
 end;
-$function$;
-comment on function private.mcp_managed_community(uuid) is 'The community if the signed-in user manages it; PT404 not_found otherwise (unknown and unmanaged look the same).';
-grant execute on function private.mcp_managed_community(uuid) to authenticated;
+$$;
 
-CREATE OR REPLACE FUNCTION private.mcp_member_json(member_id uuid)
- RETURNS jsonb
- LANGUAGE sql
- STABLE SECURITY DEFINER
- SET search_path TO 'pg_catalog'
-AS $function$
+COMMENT ON FUNCTION private.mcp_managed_community(community_id uuid) IS 'The community if the signed-in user manages it; PT404 not_found otherwise (unknown and unmanaged look the same).';
+GRANT EXECUTE ON FUNCTION private.mcp_managed_community(community_id uuid) TO authenticated;
+
+CREATE FUNCTION private.mcp_member_json(member_id uuid) RETURNS jsonb
+    LANGUAGE sql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog'
+    AS $$
     -- The communities it was handed to (and, for members added before joins
     -- waited for the claim, those its node is in), of those the caller manages.
     with handed as (
@@ -564,15 +645,15 @@ AS $function$
       'updated_at', app.iso(x.updated_at))
     from app.agent_member_placeholders x
    where x.id = mcp_member_json.member_id
-  $function$;
-comment on function private.mcp_member_json(uuid) is 'The Agent-interface member object of a member an agent created, or of a placeholder in the same shape: id, node_id, email, name, data, attributes, password_set, communities (handed to, or joined; of those the caller manages), timestamps.';
+  $$;
 
-CREATE OR REPLACE FUNCTION private.mcp_member_of_agent(member_ref uuid, for_update boolean DEFAULT true)
- RETURNS uuid
- LANGUAGE plpgsql
- SECURITY DEFINER
- SET search_path TO 'pg_catalog'
-AS $function$
+COMMENT ON FUNCTION private.mcp_member_json(member_id uuid) IS 'The Agent-interface member object of a member an agent created, or of a placeholder in the same shape: id, node_id, email, name, data, attributes, password_set, communities (handed to, or joined; of those the caller manages), timestamps.';
+
+
+CREATE FUNCTION private.mcp_member_of_agent(member_ref uuid, for_update boolean DEFAULT true) RETURNS uuid
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog'
+    AS $$
 declare
   found_member uuid;
 begin
@@ -608,111 +689,210 @@ begin
   end if;
   return found_member;
 end;
-$function$;
-comment on function private.mcp_member_of_agent(uuid,boolean) is 'The id of the member (by user id or node id) the signed-in agent created, or of its placeholder (by its id or node id), locked when for_update; PT404 not_found otherwise (another agent''s, a claimed account, an unknown id).';
-grant execute on function private.mcp_member_of_agent(uuid,boolean) to authenticated;
+$$;
 
-CREATE OR REPLACE FUNCTION private.mcp_prune()
- RETURNS void
- LANGUAGE sql
- SET search_path TO 'pg_catalog'
-AS $function$
+COMMENT ON FUNCTION private.mcp_member_of_agent(member_ref uuid, for_update boolean) IS 'The id of the member (by user id or node id) the signed-in agent created, or of its placeholder (by its id or node id), locked when for_update; PT404 not_found otherwise (another agent''s, a claimed account, an unknown id).';
+GRANT EXECUTE ON FUNCTION private.mcp_member_of_agent(member_ref uuid, for_update boolean) TO authenticated;
+
+CREATE FUNCTION private.agent_quota_take(tool text) RETURNS void
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog'
+    AS $$
+declare
+  agent uuid := auth.uid();
+  allowance integer;
+  used integer;
+  oldest timestamptz;
+begin
+  select l.per_hour into allowance from private.agent_tool_limits l where l.tool = agent_quota_take.tool;
+  if allowance is null then
+    return;
+  end if;
+  perform pg_advisory_xact_lock(hashtextextended('agent_quota:' || agent::text || ':' || agent_quota_take.tool, 0));
+  delete from private.agent_tool_usage u
+   where u.agent_id = agent and u.tool = agent_quota_take.tool and u.called_at <= now() - interval '1 hour';
+  select count(*), min(u.called_at) into used, oldest
+    from private.agent_tool_usage u
+   where u.agent_id = agent and u.tool = agent_quota_take.tool;
+  if used >= allowance then
+    raise exception '% is limited to % calls per hour; retry in % seconds', tool, allowance,
+      greatest(1, ceil(extract(epoch from (oldest + interval '1 hour' - now()))))::integer
+      using errcode = 'PT429', hint = 'rate_limited';
+  end if;
+  insert into private.agent_tool_usage (agent_id, tool) values (agent, agent_quota_take.tool);
+end;
+$$;
+
+COMMENT ON FUNCTION private.agent_quota_take(tool text) IS 'Counts one call of a limited write tool for the signed-in agent; PT429 rate_limited past private.agent_tool_limits in the last hour.';
+GRANT EXECUTE ON FUNCTION private.agent_quota_take(tool text) TO authenticated;
+
+CREATE FUNCTION private.agent_member_claim(user_id uuid) RETURNS void
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog'
+    AS $$
+declare
+  node uuid;
+begin
+  -- The communities an agent handed the member to: joined now.
+  select p.node_id into node from app.profiles p where p.id = agent_member_claim.user_id;
+  if node is not null then
+    insert into app.community_members (community_id, member_node_id, role)
+      select j.community_id, node, 'member' from app.agent_member_joins j where j.member_id = agent_member_claim.user_id
+      on conflict on constraint community_members_pkey do nothing;
+  end if;
+  delete from app.agent_member_joins j where j.member_id = agent_member_claim.user_id;
+  -- The agent that created it no longer owns it.
+  delete from app.agent_members a where a.member_id = agent_member_claim.user_id;
+end;
+$$;
+
+COMMENT ON FUNCTION private.agent_member_claim(user_id uuid) IS 'The person claimed the account (set a password through a set-password or recovery link): it joins the communities its agent handed it to, and the agent no longer owns it (every member tool answers not_found for it).';
+
+
+CREATE FUNCTION private.mcp_call_json(c app.mcp_tool_calls) RETURNS jsonb
+    LANGUAGE sql STABLE
+    SET search_path TO 'pg_catalog'
+    AS $$
+    select jsonb_build_object('id', c.id, 'tool', c.tool, 'arguments', c.arguments, 'outcome', c.outcome,
+                              'error_message', c.error_message, 'duration_ms', c.duration_ms,
+                              'credential_kind', c.credential_kind, 'credential_id', c.credential_id,
+                              'client_id', c.client_id, 'session_id', c.session_id, 'called_at', app.iso(c.called_at))
+  $$;
+
+GRANT EXECUTE ON FUNCTION private.mcp_call_json(c app.mcp_tool_calls) TO authenticated;
+
+CREATE FUNCTION private.mcp_admit(client_ip text, per_minute integer, session_id uuid DEFAULT NULL::uuid) RETURNS TABLE(allowed boolean, request_limit integer, remaining integer, reset_at timestamp with time zone, session_user_id uuid)
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog'
+    AS $$
+declare
+  this_window timestamptz := date_trunc('minute', now());
+  counted integer;
+  owner uuid;
+begin
+  insert into private.mcp_request_counts as r (client_ip, window_start, requests)
+    values (mcp_admit.client_ip, this_window, 1)
+    on conflict on constraint mcp_request_counts_pkey do update set requests = r.requests + 1
+    returning r.requests into counted;
+  if mcp_admit.session_id is not null then
+    update private.mcp_sessions s
+       set last_seen_at = case when s.last_seen_at < now() - interval '1 minute' then now() else s.last_seen_at end
+     where s.id = mcp_admit.session_id
+       and s.ended_at is null
+       and s.last_seen_at > now() - private.mcp_session_idle_limit()
+    returning s.user_id into owner;
+  end if;
+  return query select counted <= per_minute, per_minute, greatest(per_minute - counted, 0),
+                      this_window + interval '1 minute', owner;
+end;
+$$;
+
+COMMENT ON FUNCTION private.mcp_admit(client_ip text, per_minute integer, session_id uuid) IS 'Counts a request of a client IP (per-minute window) and returns whether it is within per_minute, plus the owner of the named live session.';
+
+
+CREATE FUNCTION private.mcp_prune() RETURNS void
+    LANGUAGE sql
+    SET search_path TO 'pg_catalog'
+    AS $$
     delete from private.mcp_request_counts where window_start < now() - interval '5 minutes';
     delete from private.mcp_sessions
      where coalesce(ended_at, last_seen_at + private.mcp_session_idle_limit()) < now() - interval '7 days';
     delete from private.agent_tool_usage where called_at < now() - interval '1 hour';
-  $function$;
-comment on function private.mcp_prune() is 'Deletes expired request counts, long-dead sessions and stale quota rows.';
+  $$;
+COMMENT ON FUNCTION private.mcp_prune() IS 'Deletes expired request counts, long-dead sessions and stale quota rows.';
 
-CREATE OR REPLACE FUNCTION private.mcp_record_call(user_id uuid, credential_kind text, credential_id uuid, client_id text, session_id uuid, tool text, arguments jsonb, outcome text, error_message text, duration_ms numeric)
- RETURNS void
- LANGUAGE sql
- SET search_path TO 'pg_catalog'
-AS $function$
+
+CREATE FUNCTION private.mcp_record_call(user_id uuid, credential_kind text, credential_id uuid, client_id text, session_id uuid, tool text, arguments jsonb, outcome text, error_message text, duration_ms numeric) RETURNS void
+    LANGUAGE sql
+    SET search_path TO 'pg_catalog'
+    AS $$
     insert into app.mcp_tool_calls (user_id, credential_kind, credential_id, client_id, session_id, tool, arguments,
                                     outcome, error_message, duration_ms)
       values (user_id, credential_kind, credential_id, left(client_id, 200), session_id, left(tool, 100),
               private.json_capped(private.redact_secrets(arguments)), left(outcome, 100), left(error_message, 1000),
               greatest(duration_ms, 0))
-  $function$;
-comment on function private.mcp_record_call(uuid,text,uuid,text,uuid,text,jsonb,text,text,numeric) is 'Records one MCP tool call in the audit log (arguments redacted, then capped at 16 KB by private.json_capped).';
+  $$;
 
-CREATE OR REPLACE FUNCTION private.mcp_session_end(session_id uuid, user_id uuid)
- RETURNS boolean
- LANGUAGE sql
- SET search_path TO 'pg_catalog'
-AS $function$
+COMMENT ON FUNCTION private.mcp_record_call(user_id uuid, credential_kind text, credential_id uuid, client_id text, session_id uuid, tool text, arguments jsonb, outcome text, error_message text, duration_ms numeric) IS 'Records one MCP tool call in the audit log (arguments redacted, then capped at 16 KB by private.json_capped).';
+
+
+CREATE FUNCTION private.mcp_session_end(session_id uuid, user_id uuid) RETURNS boolean
+    LANGUAGE sql
+    SET search_path TO 'pg_catalog'
+    AS $$
     with ended as (
       update private.mcp_sessions s set ended_at = now()
        where s.id = mcp_session_end.session_id and s.user_id = mcp_session_end.user_id and s.ended_at is null
       returning 1)
     select exists (select from ended)
-  $function$;
-comment on function private.mcp_session_end(uuid,uuid) is 'Ends a live session of the user (DELETE /mcp); false when there is none.';
+  $$;
 
-CREATE OR REPLACE FUNCTION private.mcp_session_idle_limit()
- RETURNS interval
- LANGUAGE sql
- IMMUTABLE
- SET search_path TO 'pg_catalog'
-AS $function$
+COMMENT ON FUNCTION private.mcp_session_end(session_id uuid, user_id uuid) IS 'Ends a live session of the user (DELETE /mcp); false when there is none.';
+
+
+CREATE FUNCTION private.mcp_session_idle_limit() RETURNS interval
+    LANGUAGE sql IMMUTABLE
+    SET search_path TO 'pg_catalog'
+    AS $$
     select interval '24 hours'
-  $function$;
+  $$;
 
-CREATE OR REPLACE FUNCTION private.mcp_session_open(user_id uuid, client_name text, client_version text, protocol_version text)
- RETURNS uuid
- LANGUAGE sql
- SET search_path TO 'pg_catalog'
-AS $function$
+
+CREATE FUNCTION private.mcp_session_open(user_id uuid, client_name text, client_version text, protocol_version text) RETURNS uuid
+    LANGUAGE sql
+    SET search_path TO 'pg_catalog'
+    AS $$
     insert into private.mcp_sessions (user_id, client_name, client_version, protocol_version)
       values (user_id, left(client_name, 200), left(client_version, 100), left(protocol_version, 20))
       returning id
-  $function$;
-comment on function private.mcp_session_open(uuid,text,text,text) is 'Starts an MCP session for a user (at initialize); returns its id.';
+  $$;
 
-CREATE OR REPLACE FUNCTION private.oauth_client_get(client_id text)
- RETURNS TABLE(metadata jsonb, has_secret boolean, client_secret_expires_at bigint, client_id_issued_at bigint)
- LANGUAGE sql
- STABLE
- SET search_path TO 'pg_catalog'
-AS $function$
+COMMENT ON FUNCTION private.mcp_session_open(user_id uuid, client_name text, client_version text, protocol_version text) IS 'Starts an MCP session for a user (at initialize); returns its id.';
+
+
+CREATE FUNCTION private.oauth_client_get(client_id text) RETURNS TABLE(metadata jsonb, has_secret boolean, client_secret_expires_at bigint, client_id_issued_at bigint)
+    LANGUAGE sql STABLE
+    SET search_path TO 'pg_catalog'
+    AS $$
     select c.metadata, c.client_secret_hash is not null, c.client_secret_expires_at, c.client_id_issued_at
       from identity.oauth_clients c
      where c.client_id = oauth_client_get.client_id
-  $function$;
-comment on function private.oauth_client_get(text) is 'A registered client''s metadata and whether it has a secret.';
+  $$;
 
-CREATE OR REPLACE FUNCTION private.oauth_client_register(client_id text, client_secret text, client_secret_expires_at bigint, client_id_issued_at bigint, metadata jsonb)
- RETURNS void
- LANGUAGE sql
- SET search_path TO 'pg_catalog'
-AS $function$
+COMMENT ON FUNCTION private.oauth_client_get(client_id text) IS 'A registered client''s metadata and whether it has a secret.';
+
+
+CREATE FUNCTION private.oauth_client_register(client_id text, client_secret text, client_secret_expires_at bigint, client_id_issued_at bigint, metadata jsonb) RETURNS void
+    LANGUAGE sql
+    SET search_path TO 'pg_catalog'
+    AS $$
     insert into identity.oauth_clients (client_id, client_secret_hash, client_secret_expires_at, client_id_issued_at, metadata)
       values (client_id, identity.token_hash(client_secret), coalesce(client_secret_expires_at, 0), client_id_issued_at,
               metadata - 'client_secret' - 'client_id' - 'client_id_issued_at' - 'client_secret_expires_at')
-  $function$;
-comment on function private.oauth_client_register(text,text,bigint,bigint,jsonb) is 'Stores a dynamically registered client (secret hashed; null for public clients).';
+  $$;
 
-CREATE OR REPLACE FUNCTION private.oauth_client_secret_matches(client_id text, client_secret text)
- RETURNS boolean
- LANGUAGE sql
- STABLE
- SET search_path TO 'pg_catalog'
-AS $function$
+COMMENT ON FUNCTION private.oauth_client_register(client_id text, client_secret text, client_secret_expires_at bigint, client_id_issued_at bigint, metadata jsonb) IS 'Stores a dynamically registered client (secret hashed; null for public clients).';
+
+
+CREATE FUNCTION private.oauth_client_secret_matches(client_id text, client_secret text) RETURNS boolean
+    LANGUAGE sql STABLE
+    SET search_path TO 'pg_catalog'
+    AS $$
     select coalesce((
       select c.client_secret_hash is null
              or (c.client_secret_hash = identity.token_hash(coalesce(client_secret, ''))
                  and (c.client_secret_expires_at = 0 or c.client_secret_expires_at > extract(epoch from now())))
         from identity.oauth_clients c
        where c.client_id = oauth_client_secret_matches.client_id), false)
-  $function$;
-comment on function private.oauth_client_secret_matches(text,text) is 'True for a public client, or a confidential client presenting its (unexpired) secret.';
+  $$;
 
-CREATE OR REPLACE FUNCTION private.oauth_code_challenge(client_id text, code text)
- RETURNS text
- LANGUAGE plpgsql
- SET search_path TO 'pg_catalog'
-AS $function$
+COMMENT ON FUNCTION private.oauth_client_secret_matches(client_id text, client_secret text) IS 'True for a public client, or a confidential client presenting its (unexpired) secret.';
+
+
+CREATE FUNCTION private.oauth_code_challenge(client_id text, code text) RETURNS text
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog'
+    AS $$
 declare
   challenge text;
 begin
@@ -724,14 +904,15 @@ begin
   end if;
   return challenge;
 end;
-$function$;
-comment on function private.oauth_code_challenge(text,text) is 'The PKCE challenge of a live code of the client; null when unknown, expired or used (a used code''s tokens are revoked).';
+$$;
 
-CREATE OR REPLACE FUNCTION private.oauth_code_exchange(client_id text, code text, redirect_uri text, resource text, access_ttl integer)
- RETURNS TABLE(access_token text, refresh_token text, expires_in integer, scope text)
- LANGUAGE plpgsql
- SET search_path TO 'pg_catalog'
-AS $function$
+COMMENT ON FUNCTION private.oauth_code_challenge(client_id text, code text) IS 'The PKCE challenge of a live code of the client; null when unknown, expired or used (a used code''s tokens are revoked).';
+
+
+CREATE FUNCTION private.oauth_code_exchange(client_id text, code text, redirect_uri text, resource text, access_ttl integer) RETURNS TABLE(access_token text, refresh_token text, expires_in integer, scope text)
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog'
+    AS $$
 declare
   grant_row identity.oauth_codes;
 begin
@@ -753,14 +934,15 @@ begin
   return query select * from private.oauth_issue_tokens(grant_row.client_id, grant_row.user_id, grant_row.family_id,
                                                         grant_row.scopes, coalesce(grant_row.resource, resource), access_ttl);
 end;
-$function$;
-comment on function private.oauth_code_exchange(text,text,text,text,integer) is 'Exchanges a code (single use; PKCE checked before) for tokens. No row when unknown, expired or reused; PT400 invalid_grant when mismatched.';
+$$;
 
-CREATE OR REPLACE FUNCTION private.oauth_code_reused(code text)
- RETURNS boolean
- LANGUAGE sql
- SET search_path TO 'pg_catalog'
-AS $function$
+COMMENT ON FUNCTION private.oauth_code_exchange(client_id text, code text, redirect_uri text, resource text, access_ttl integer) IS 'Exchanges a code (single use; PKCE checked before) for tokens. No row when unknown, expired or reused; PT400 invalid_grant when mismatched.';
+
+
+CREATE FUNCTION private.oauth_code_reused(code text) RETURNS boolean
+    LANGUAGE sql
+    SET search_path TO 'pg_catalog'
+    AS $$
     with revoked as (
       update identity.oauth_tokens t set revoked_at = now()
         from identity.oauth_codes c
@@ -768,23 +950,25 @@ AS $function$
          and t.family_id = c.family_id and t.revoked_at is null
       returning 1)
     select exists (select from revoked)
-  $function$;
+  $$;
 
-CREATE OR REPLACE FUNCTION private.oauth_invalid_grant(message text)
- RETURNS void
- LANGUAGE plpgsql
- SET search_path TO 'pg_catalog'
-AS $function$
+
+
+CREATE FUNCTION private.oauth_invalid_grant(message text) RETURNS void
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog'
+    AS $$
 begin
   raise exception '%', message using errcode = 'PT400', hint = 'invalid_grant';
 end;
-$function$;
+$$;
 
-CREATE OR REPLACE FUNCTION private.oauth_issue_tokens(client_id text, user_id uuid, family_id uuid, scopes text[], resource text, access_ttl integer)
- RETURNS TABLE(access_token text, refresh_token text, expires_in integer, scope text)
- LANGUAGE plpgsql
- SET search_path TO 'pg_catalog'
-AS $function$
+
+
+CREATE FUNCTION private.oauth_issue_tokens(client_id text, user_id uuid, family_id uuid, scopes text[], resource text, access_ttl integer) RETURNS TABLE(access_token text, refresh_token text, expires_in integer, scope text)
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog'
+    AS $$
 declare
   access text := 'cboa_' || identity.new_token();
   refresh text := 'cbor_' || identity.new_token();
@@ -795,25 +979,26 @@ begin
     (identity.token_hash(refresh), 'refresh', client_id, user_id, family_id, scopes, resource, now() + interval '30 days');
   return query select access, refresh, access_ttl, array_to_string(scopes, ' ');
 end;
-$function$;
-comment on function private.oauth_issue_tokens(text,uuid,uuid,text[],text,integer) is 'Issues an access token and a refresh token of one family (tests use it to mint tokens directly).';
+$$;
 
-CREATE OR REPLACE FUNCTION private.oauth_prune()
- RETURNS void
- LANGUAGE sql
- SET search_path TO 'pg_catalog'
-AS $function$
+COMMENT ON FUNCTION private.oauth_issue_tokens(client_id text, user_id uuid, family_id uuid, scopes text[], resource text, access_ttl integer) IS 'Issues an access token and a refresh token of one family (tests use it to mint tokens directly).';
+
+
+CREATE FUNCTION private.oauth_prune() RETURNS void
+    LANGUAGE sql
+    SET search_path TO 'pg_catalog'
+    AS $$
     delete from identity.oauth_requests where expires_at < now();
     delete from identity.oauth_codes where expires_at < now() - interval '1 day';
     delete from identity.oauth_tokens where expires_at < now() - interval '1 day';
-  $function$;
-comment on function private.oauth_prune() is 'Deletes expired pending requests, codes and tokens.';
+  $$;
+COMMENT ON FUNCTION private.oauth_prune() IS 'Deletes expired pending requests, codes and tokens.';
 
-CREATE OR REPLACE FUNCTION private.oauth_request_approve(request_token text, attempt text, matched boolean, new_hash text)
- RETURNS TABLE(status text, redirect_uri text, code text, state text)
- LANGUAGE plpgsql
- SET search_path TO 'pg_catalog'
-AS $function$
+
+CREATE FUNCTION private.oauth_request_approve(request_token text, attempt text, matched boolean, new_hash text) RETURNS TABLE(status text, redirect_uri text, code text, state text)
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog'
+    AS $$
 declare
   request identity.oauth_requests;
   checked record;
@@ -845,14 +1030,15 @@ begin
             request.scopes, request.resource, now() + interval '1 minute');
   return query select 'ok'::text, request.redirect_uri, new_code, request.state;
 end;
-$function$;
-comment on function private.oauth_request_approve(text,text,boolean,text) is 'The consent form, after the MCP process compared the password with the hash of private.password_attempt_start (door oauth_consent): finishes the attempt (the login''s throttling) and turns the pending request into a single-use code. status ok (redirect_uri, code, state), invalid (counted; the request allows 5), expired (the attempt) or request_expired.';
+$$;
 
-CREATE OR REPLACE FUNCTION private.oauth_request_begin(client_id text, redirect_uri text, code_challenge text, state text, scopes text[], resource text)
- RETURNS text
- LANGUAGE plpgsql
- SET search_path TO 'pg_catalog'
-AS $function$
+COMMENT ON FUNCTION private.oauth_request_approve(request_token text, attempt text, matched boolean, new_hash text) IS 'The consent form, after the MCP process compared the password with the hash of private.password_attempt_start (door oauth_consent): finishes the attempt (the login''s throttling) and turns the pending request into a single-use code. status ok (redirect_uri, code, state), invalid (counted; the request allows 5), expired (the attempt) or request_expired.';
+
+
+CREATE FUNCTION private.oauth_request_begin(client_id text, redirect_uri text, code_challenge text, state text, scopes text[], resource text) RETURNS text
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog'
+    AS $$
 declare
   token text := identity.new_token();
 begin
@@ -862,39 +1048,40 @@ begin
             now() + interval '10 minutes');
   return token;
 end;
-$function$;
-comment on function private.oauth_request_begin(text,text,text,text,text[],text) is 'Keeps a validated authorization request until the user consents; returns the request''s secret id (for the consent form).';
+$$;
 
-CREATE OR REPLACE FUNCTION private.oauth_request_deny(request_token text)
- RETURNS TABLE(redirect_uri text, state text)
- LANGUAGE sql
- SET search_path TO 'pg_catalog'
-AS $function$
+COMMENT ON FUNCTION private.oauth_request_begin(client_id text, redirect_uri text, code_challenge text, state text, scopes text[], resource text) IS 'Keeps a validated authorization request until the user consents; returns the request''s secret id (for the consent form).';
+
+
+CREATE FUNCTION private.oauth_request_deny(request_token text) RETURNS TABLE(redirect_uri text, state text)
+    LANGUAGE sql
+    SET search_path TO 'pg_catalog'
+    AS $$
     delete from identity.oauth_requests r
      where r.request_hash = identity.token_hash(request_token) and r.expires_at > now()
     returning r.redirect_uri, r.state
-  $function$;
-comment on function private.oauth_request_deny(text) is 'The user declined: forgets the request and returns where to send the error.';
+  $$;
 
-CREATE OR REPLACE FUNCTION private.oauth_request_get(request_token text)
- RETURNS TABLE(client_id text, client_name text, client_uri text, redirect_uri text, scopes text[], state text)
- LANGUAGE sql
- STABLE
- SET search_path TO 'pg_catalog'
-AS $function$
+COMMENT ON FUNCTION private.oauth_request_deny(request_token text) IS 'The user declined: forgets the request and returns where to send the error.';
+
+
+CREATE FUNCTION private.oauth_request_get(request_token text) RETURNS TABLE(client_id text, client_name text, client_uri text, redirect_uri text, scopes text[], state text)
+    LANGUAGE sql STABLE
+    SET search_path TO 'pg_catalog'
+    AS $$
     select r.client_id, c.metadata->>'client_name', c.metadata->>'client_uri', r.redirect_uri, r.scopes, r.state
       from identity.oauth_requests r
       join identity.oauth_clients c on c.client_id = r.client_id
      where r.request_hash = identity.token_hash(request_token) and r.expires_at > now()
-  $function$;
-comment on function private.oauth_request_get(text) is 'A pending authorization request (for the consent page); no row when unknown or expired.';
+  $$;
 
-CREATE OR REPLACE FUNCTION private.oauth_token_authenticate(access_token text)
- RETURNS TABLE(token_id uuid, user_id uuid, client_id text, scopes text[], resource text, expires_at timestamp with time zone)
- LANGUAGE plpgsql
- STABLE
- SET search_path TO 'pg_catalog'
-AS $function$
+COMMENT ON FUNCTION private.oauth_request_get(request_token text) IS 'A pending authorization request (for the consent page); no row when unknown or expired.';
+
+
+CREATE FUNCTION private.oauth_token_authenticate(access_token text) RETURNS TABLE(token_id uuid, user_id uuid, client_id text, scopes text[], resource text, expires_at timestamp with time zone)
+    LANGUAGE plpgsql STABLE
+    SET search_path TO 'pg_catalog'
+    AS $$
 begin
   return query
     select t.id, t.user_id, t.client_id, t.scopes, t.resource, t.expires_at
@@ -905,14 +1092,15 @@ begin
     raise exception 'invalid or expired access token' using errcode = 'PT401', hint = 'invalid_token';
   end if;
 end;
-$function$;
-comment on function private.oauth_token_authenticate(text) is 'The owner, client and scopes of a live OAuth access token; PT401 invalid_token otherwise.';
+$$;
 
-CREATE OR REPLACE FUNCTION private.oauth_token_refresh(client_id text, presented_token text, scopes text[], resource text, access_ttl integer)
- RETURNS TABLE(access_token text, refresh_token text, expires_in integer, scope text)
- LANGUAGE plpgsql
- SET search_path TO 'pg_catalog'
-AS $function$
+COMMENT ON FUNCTION private.oauth_token_authenticate(access_token text) IS 'The owner, client and scopes of a live OAuth access token; PT401 invalid_token otherwise.';
+
+
+CREATE FUNCTION private.oauth_token_refresh(client_id text, presented_token text, scopes text[], resource text, access_ttl integer) RETURNS TABLE(access_token text, refresh_token text, expires_in integer, scope text)
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog'
+    AS $$
 -- `resource` is part of the OAuth provider's call; a refreshed token keeps the
 -- resource of its grant, so the argument is not used.
 -- @plpgsql_check_options: extra_warnings = false
@@ -938,27 +1126,28 @@ begin
   return query select * from private.oauth_issue_tokens(old.client_id, old.user_id, old.family_id,
                                                         coalesce(nullif(scopes, '{}'), old.scopes), old.resource, access_ttl);
 end;
-$function$;
-comment on function private.oauth_token_refresh(text,text,text[],text,integer) is 'Rotates a refresh token. No row when a rotated one is presented again (the family is revoked); PT400 invalid_grant / invalid_scope.';
+$$;
 
-CREATE OR REPLACE FUNCTION private.oauth_token_revoke(client_id text, token text)
- RETURNS void
- LANGUAGE sql
- SET search_path TO 'pg_catalog'
-AS $function$
+COMMENT ON FUNCTION private.oauth_token_refresh(client_id text, presented_token text, scopes text[], resource text, access_ttl integer) IS 'Rotates a refresh token. No row when a rotated one is presented again (the family is revoked); PT400 invalid_grant / invalid_scope.';
+
+
+CREATE FUNCTION private.oauth_token_revoke(client_id text, token text) RETURNS void
+    LANGUAGE sql
+    SET search_path TO 'pg_catalog'
+    AS $$
     update identity.oauth_tokens t set revoked_at = now()
      where t.revoked_at is null
        and t.family_id in (select r.family_id from identity.oauth_tokens r
                             where r.token_hash = identity.token_hash(token) and r.client_id = oauth_token_revoke.client_id)
-  $function$;
-comment on function private.oauth_token_revoke(text,text) is 'Revokes the token''s whole family (RFC 7009); unknown tokens are ignored.';
+  $$;
 
-CREATE OR REPLACE FUNCTION private.redact_secrets(value jsonb)
- RETURNS jsonb
- LANGUAGE plpgsql
- IMMUTABLE
- SET search_path TO 'pg_catalog'
-AS $function$
+COMMENT ON FUNCTION private.oauth_token_revoke(client_id text, token text) IS 'Revokes the token''s whole family (RFC 7009); unknown tokens are ignored.';
+
+
+CREATE FUNCTION private.redact_secrets(value jsonb) RETURNS jsonb
+    LANGUAGE plpgsql IMMUTABLE
+    SET search_path TO 'pg_catalog'
+    AS $$
 begin
   if value is null then
     return null;
@@ -978,14 +1167,15 @@ begin
       return value;
   end case;
 end;
-$function$;
-comment on function private.redact_secrets(jsonb) is 'The JSON value with every value under a secret-looking key (password, token, secret, ...) replaced by "[redacted]".';
+$$;
 
-CREATE OR REPLACE FUNCTION private.stored_records_prune(keep interval DEFAULT '30 days'::interval, batch integer DEFAULT 10000)
- RETURNS integer
- LANGUAGE plpgsql
- SET search_path TO 'pg_catalog'
-AS $function$
+COMMENT ON FUNCTION private.redact_secrets(value jsonb) IS 'The JSON value with every value under a secret-looking key (password, token, secret, ...) replaced by "[redacted]".';
+
+
+CREATE FUNCTION private.stored_records_prune(keep interval DEFAULT '30 days'::interval, batch integer DEFAULT 10000) RETURNS integer
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog'
+    AS $$
 declare
   tests integer;
   calls integer;
@@ -1002,68 +1192,6 @@ begin
   get diagnostics calls = row_count;
   return tests + calls;
 end;
-$function$;
-comment on function private.stored_records_prune(interval,integer) is 'Deletes live test results and MCP tool-call records older than `keep` (30 days), at most `batch` rows of each table per call; returns how many. The MCP process calls it every minute.';
+$$;
 
--- -----------------------------------------------------------------------------
--- Tables: comments, row-level security, policies, grants, triggers
--- -----------------------------------------------------------------------------
-
--- app.agent_members
-comment on table app.agent_members is 'Members created through the agent interface: which agent (user) created them, and the attributes it merged.';
-alter table app.agent_members enable row level security;
-drop policy if exists "Agents see the members they created" on app.agent_members;
-create policy "Agents see the members they created" on app.agent_members
-  as permissive for select to authenticated
-  using ((agent_id = ( SELECT auth.uid() AS uid)));
-grant select on table app.agent_members to authenticated;
-drop trigger if exists _100_set_updated_at on app.agent_members;
-CREATE TRIGGER _100_set_updated_at BEFORE UPDATE ON app.agent_members FOR EACH ROW EXECUTE FUNCTION private.tg__set_updated_at();
-
--- app.agent_member_joins
-comment on table app.agent_member_joins is 'Communities an agent handed its member to (add_member_to_community): the member joins them when the person claims the account.';
-alter table app.agent_member_joins enable row level security;
-
--- app.agent_member_placeholders
-comment on table app.agent_member_placeholders is 'What create_member answered an agent for an address that already had an account: a member object answered as a created member is (get_member, set_member_attributes, add_member_to_community), which reaches no account.';
-alter table app.agent_member_placeholders enable row level security;
-drop trigger if exists _100_set_updated_at on app.agent_member_placeholders;
-CREATE TRIGGER _100_set_updated_at BEFORE UPDATE ON app.agent_member_placeholders FOR EACH ROW EXECUTE FUNCTION private.tg__set_updated_at();
-
--- app.mcp_tool_calls
-comment on table app.mcp_tool_calls is 'Every MCP tool call: who (user and credential), which tool, arguments (secrets redacted), outcome (ok or the error code), duration.';
-comment on column app.mcp_tool_calls.client_id is 'The OAuth client (for OAuth access tokens).';
-alter table app.mcp_tool_calls enable row level security;
-drop policy if exists "Users read their own agent's tool calls" on app.mcp_tool_calls;
-create policy "Users read their own agent's tool calls" on app.mcp_tool_calls
-  as permissive for select to authenticated
-  using ((user_id = ( SELECT auth.uid() AS uid)));
-grant select on table app.mcp_tool_calls to authenticated;
-
--- private.agent_tool_limits
-comment on table private.agent_tool_limits is 'How many successful calls of a write tool one agent may make per hour (docs/agents.md). Tools not listed are unlimited.';
-
--- private.agent_tool_usage
-comment on table private.agent_tool_usage is 'One row per counted tool call of the last hour (older rows are pruned as calls arrive).';
-
--- private.mcp_request_counts
-comment on table private.mcp_request_counts is 'Requests to /mcp (and the OAuth endpoints) per client IP per minute.';
-
--- private.mcp_sessions
-comment on table private.mcp_sessions is 'MCP sessions (Mcp-Session-Id), shared by every MCP process.';
-
--- identity.oauth_clients
-comment on table identity.oauth_clients is 'OAuth clients registered dynamically (RFC 7591). metadata holds what the client registered, never the secret.';
-alter table identity.oauth_clients enable row level security;
-
--- identity.oauth_codes
-comment on table identity.oauth_codes is 'Authorization codes (hashed), single-use.';
-alter table identity.oauth_codes enable row level security;
-
--- identity.oauth_requests
-comment on table identity.oauth_requests is 'Authorization requests waiting for the user to sign in and consent.';
-alter table identity.oauth_requests enable row level security;
-
--- identity.oauth_tokens
-comment on table identity.oauth_tokens is 'OAuth access and refresh tokens (hashed). One family per authorization; rotation keeps the family.';
-alter table identity.oauth_tokens enable row level security;
+COMMENT ON FUNCTION private.stored_records_prune(keep interval, batch integer) IS 'Deletes live test results and MCP tool-call records older than `keep` (30 days), at most `batch` rows of each table per call; returns how many. The MCP process calls it every minute.';

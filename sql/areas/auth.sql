@@ -29,33 +29,199 @@
 -- pgTAP: supabase/tests/auth.test.sql,
 --   supabase/tests/auth.password-doors.test.sql
 --
--- Its tables (created and altered by the migrations; their comments, row-level
--- security, policies, grants and triggers are below):
---   identity.users, identity.refresh_tokens, identity.recovery_sessions, private.auth_failures,
---   private.password_attempts
---
--- Its types (made by the migrations):
---   api.auth_refresh_result, api.auth_session, api.auth_user
---
--- The current definition of every function, view, policy, trigger, grant and
--- comment of this area. To change a rule: edit it here, then
--- `npm run db -- areas --diff` writes its migration (docs/dba.md, "Changing a
--- rule"). CI (`npm run db -- areas --check`) fails while this file and the
--- migrated database disagree. `npm run db -- areas --write` renders all below
--- `-- Code:` again from a freshly migrated database.
+-- The whole source of this area, after the areas before it in
+-- sql/areas/areas.json: types, tables, indexes, triggers, policies, the api
+-- functions, the helpers. To change it: edit it here, then
+-- `npm run db -- areas --diff` writes the migration (docs/dba.md).
 -- =============================================================================
 
--- -----------------------------------------------------------------------------
--- Functions of api: what the gateway and the MCP server call, as the request's
--- role
--- -----------------------------------------------------------------------------
+-- =============================================================================
+-- Types
+-- =============================================================================
 
-CREATE OR REPLACE FUNCTION api.auth_logout(refresh_token text)
- RETURNS boolean
- LANGUAGE plpgsql
- SECURITY DEFINER
- SET search_path TO 'pg_catalog'
-AS $function$
+CREATE TYPE api.auth_refresh_result AS (
+	status text,
+	user_id uuid,
+	email text,
+	refresh_token text,
+	session_id uuid
+);
+
+CREATE TYPE api.auth_session AS (
+	user_id uuid,
+	email text,
+	refresh_token text,
+	session_id uuid
+);
+
+CREATE TYPE api.auth_user AS (
+	user_id uuid,
+	email text
+);
+
+-- =============================================================================
+-- Tables
+-- =============================================================================
+
+CREATE TABLE identity.users (
+    id uuid DEFAULT gen_random_uuid() NOT NULL,
+    email text NOT NULL,
+    password_hash text,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    user_metadata jsonb DEFAULT '{}'::jsonb NOT NULL,
+    CONSTRAINT users_email_is_normalised CHECK ((email = lower(btrim(email)))),
+    CONSTRAINT users_email_shape CHECK (((length(email) <= 320) AND (email ~ '^[^@\s]+@[^@\s]+$'::text))),
+    CONSTRAINT users_pkey PRIMARY KEY (id)
+);
+COMMENT ON TABLE identity.users IS 'Sign-in identities. password_hash is null for accounts that cannot sign in yet.';
+COMMENT ON COLUMN identity.users.email IS 'Lower-case e-mail address; unique.';
+COMMENT ON COLUMN identity.users.user_metadata IS 'What the user says about themselves through Supabase Auth''s API (`data` of sign-up and PUT /auth/v1/user): a JSON object of at most 16 KB, answered as the User object''s user_metadata. Never read by a rule.';
+ALTER TABLE identity.users ENABLE ROW LEVEL SECURITY;
+GRANT SELECT(id) ON TABLE identity.users TO authenticated;
+GRANT SELECT(email) ON TABLE identity.users TO authenticated;
+GRANT SELECT(created_at) ON TABLE identity.users TO authenticated;
+GRANT SELECT(updated_at) ON TABLE identity.users TO authenticated;
+
+CREATE TABLE identity.refresh_tokens (
+    id bigint GENERATED ALWAYS AS IDENTITY NOT NULL,
+    token_hash bytea NOT NULL,
+    user_id uuid,
+    session_id uuid NOT NULL,
+    parent_id bigint,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    expires_at timestamp with time zone NOT NULL,
+    revoked_at timestamp with time zone,
+    revoked_reason text,
+    user_agent text,
+    ip text,
+    CONSTRAINT refresh_tokens_revocation_complete CHECK (((revoked_at IS NULL) = (revoked_reason IS NULL))),
+    CONSTRAINT refresh_tokens_revoked_reason_check CHECK ((revoked_reason = ANY (ARRAY['rotated'::text, 'reused'::text, 'logout'::text]))),
+    CONSTRAINT refresh_tokens_pkey PRIMARY KEY (id),
+    CONSTRAINT refresh_tokens_token_hash_key UNIQUE (token_hash),
+    CONSTRAINT refresh_tokens_parent_id_fkey FOREIGN KEY (parent_id) REFERENCES identity.refresh_tokens(id) ON DELETE SET NULL
+);
+ALTER TABLE ONLY identity.refresh_tokens
+    ADD CONSTRAINT refresh_tokens_user_id_fkey FOREIGN KEY (user_id) REFERENCES identity.users(id) ON DELETE SET NULL NOT VALID;
+COMMENT ON TABLE identity.refresh_tokens IS 'Refresh tokens (hashed). All tokens descending from one login share session_id (the family). A deleted account''s tokens stay, revoked and without it (user_id null), until pruned.';
+COMMENT ON COLUMN identity.refresh_tokens.user_agent IS 'The User-Agent of the sign-in or refresh that made this token (at most 512 characters); shown to the account''s owner in its list of sessions.';
+COMMENT ON COLUMN identity.refresh_tokens.ip IS 'The client address of the sign-in or refresh that made this token; shown to the account''s owner in its list of sessions.';
+ALTER TABLE identity.refresh_tokens ENABLE ROW LEVEL SECURITY;
+
+CREATE TABLE identity.recovery_sessions (
+    session_id uuid NOT NULL,
+    user_id uuid NOT NULL,
+    expires_at timestamp with time zone NOT NULL,
+    CONSTRAINT recovery_sessions_pkey PRIMARY KEY (session_id),
+    CONSTRAINT recovery_sessions_user_id_fkey FOREIGN KEY (user_id) REFERENCES identity.users(id) ON DELETE CASCADE
+);
+COMMENT ON TABLE identity.recovery_sessions IS 'Sessions a password recovery link started (api.auth_recovery_verify): each may set the password once without the current one until expires_at (one hour).';
+ALTER TABLE identity.recovery_sessions ENABLE ROW LEVEL SECURITY;
+
+CREATE TABLE private.auth_failures (
+    scope text NOT NULL,
+    key text NOT NULL,
+    failed_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT auth_failures_scope_check CHECK ((scope = ANY (ARRAY['email'::text, 'email_client'::text, 'ip'::text, 'refresh'::text, 'verify'::text, 'password_set'::text, 'email_link'::text])))
+);
+COMMENT ON TABLE private.auth_failures IS 'Failed sign-ins (per e-mail and client address, per e-mail, per client IP), failed refresh/verify attempts (per client IP), requests at the doors that set a password (password_set, per client IP) and at the doors that e-mail a link (email_link, per client IP), for throttling.';
+
+CREATE TABLE private.password_attempts (
+    attempt_hash bytea NOT NULL,
+    door text NOT NULL,
+    email_key text NOT NULL,
+    client_ip text,
+    user_id uuid,
+    hash_digest bytea,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    expires_at timestamp with time zone NOT NULL,
+    CONSTRAINT password_attempts_door_check CHECK ((door = ANY (ARRAY['login'::text, 'oauth_consent'::text, 'reauthenticate'::text]))),
+    CONSTRAINT password_attempts_pkey PRIMARY KEY (attempt_hash),
+    CONSTRAINT password_attempts_user_id_fkey FOREIGN KEY (user_id) REFERENCES identity.users(id) ON DELETE CASCADE
+);
+COMMENT ON TABLE private.password_attempts IS 'Sign-ins whose password is being checked by a process (private.password_attempt_start): single-use, 60 seconds; they count as failures in the throttling until their outcome is recorded.';
+ALTER TABLE private.password_attempts ENABLE ROW LEVEL SECURITY;
+
+-- =============================================================================
+-- Indexes
+-- =============================================================================
+
+CREATE UNIQUE INDEX users_email_key ON identity.users USING btree (email);
+CREATE INDEX refresh_tokens_ended_session_idx ON identity.refresh_tokens USING btree (session_id) WHERE (revoked_reason = ANY (ARRAY['logout'::text, 'reused'::text]));
+CREATE INDEX refresh_tokens_session_idx ON identity.refresh_tokens USING btree (session_id);
+CREATE INDEX refresh_tokens_user_idx ON identity.refresh_tokens USING btree (user_id);
+CREATE INDEX recovery_sessions_user_id_idx ON identity.recovery_sessions USING btree (user_id);
+CREATE INDEX auth_failures_age ON private.auth_failures USING btree (failed_at);
+CREATE INDEX auth_failures_key ON private.auth_failures USING btree (scope, key, failed_at);
+CREATE INDEX password_attempts_client ON private.password_attempts USING btree (client_ip);
+CREATE INDEX password_attempts_email ON private.password_attempts USING btree (email_key);
+
+-- =============================================================================
+-- Triggers
+-- =============================================================================
+
+CREATE TRIGGER _100_set_updated_at BEFORE UPDATE ON identity.users FOR EACH ROW EXECUTE FUNCTION private.tg__set_updated_at();
+CREATE TRIGGER _900_storage_purge AFTER DELETE ON identity.users FOR EACH ROW EXECUTE FUNCTION private.tg_users__storage_purge();
+CREATE TRIGGER _900_notify_session_ended AFTER UPDATE ON identity.refresh_tokens REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION private.tg_refresh_tokens__notify_session_ended();
+
+-- =============================================================================
+-- Policies
+-- =============================================================================
+
+CREATE POLICY "Users can read their own identity" ON identity.users FOR SELECT TO authenticated USING ((id = ( SELECT auth.uid() AS uid)));
+
+-- =============================================================================
+-- Functions of api: what the gateway and the MCP server call, as the request's role
+-- =============================================================================
+
+CREATE FUNCTION api.auth_register(email text, password_hash text, name text DEFAULT NULL::text) RETURNS SETOF api.auth_user
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog'
+    AS $$
+declare
+  new_user uuid;
+begin
+  if auth_register.password_hash is null then
+    raise exception 'password_hash must be a bcrypt hash of cost 10 or more' using errcode = 'PT400', hint = 'invalid_password_hash';
+  end if;
+  new_user := private.create_account_with_hash(auth_register.email, auth_register.password_hash, auth_register.name);
+  return query select u.id, u.email from identity.users u where u.id = new_user;
+end;
+$$;
+
+COMMENT ON FUNCTION api.auth_register(email text, password_hash text, name text) IS 'POST /api/auth/register and /signup: creates user, profile and node with the bcrypt hash the gateway made of the password (name optional; without one it is derived and private). PT409 (hint email_taken) for a duplicate e-mail; PT400 invalid_password_hash.';
+GRANT EXECUTE ON FUNCTION api.auth_register(email text, password_hash text, name text) TO anon;
+GRANT EXECUTE ON FUNCTION api.auth_register(email text, password_hash text, name text) TO authenticated;
+
+CREATE FUNCTION api.auth_refresh_throttled(refresh_token text, client_ip text, max_failures_per_ip integer, window_seconds integer, user_agent text DEFAULT NULL::text) RETURNS TABLE(status text, retry_after integer, user_id uuid, email text, new_refresh_token text, session_id uuid)
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog'
+    AS $$
+declare
+  wait integer := case when client_ip is null then 0
+                       else private.auth_throttle_wait('refresh', client_ip, max_failures_per_ip, window_seconds) end;
+  result api.auth_refresh_result;
+begin
+  if wait > 0 then
+    return query select 'throttled'::text, wait, null::uuid, null::text, null::text, null::uuid;
+    return;
+  end if;
+  select * into strict result from api.auth_refresh(auth_refresh_throttled.refresh_token, auth_refresh_throttled.user_agent, auth_refresh_throttled.client_ip);
+  if result.status <> 'ok' and client_ip is not null then
+    perform private.auth_throttle_record('refresh', client_ip);
+  end if;
+  return query select result.status, 0, result.user_id, result.email, result.refresh_token, result.session_id;
+end;
+$$;
+
+COMMENT ON FUNCTION api.auth_refresh_throttled(refresh_token text, client_ip text, max_failures_per_ip integer, window_seconds integer, user_agent text) IS 'POST /api/auth/refresh with throttling: api.auth_refresh, but a client IP with too many failed refreshes gets status throttled (retry_after seconds).';
+GRANT EXECUTE ON FUNCTION api.auth_refresh_throttled(refresh_token text, client_ip text, max_failures_per_ip integer, window_seconds integer, user_agent text) TO anon;
+GRANT EXECUTE ON FUNCTION api.auth_refresh_throttled(refresh_token text, client_ip text, max_failures_per_ip integer, window_seconds integer, user_agent text) TO authenticated;
+
+CREATE FUNCTION api.auth_logout(refresh_token text) RETURNS boolean
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog'
+    AS $$
 declare
   family uuid;
 begin
@@ -70,16 +236,52 @@ begin
     where t.session_id = family and t.revoked_at is null;
   return true;
 end;
-$function$;
-comment on function api.auth_logout(text) is 'POST /api/auth/logout: ends the session of the refresh token (revokes its family). PT401 for an unknown token.';
-grant execute on function api.auth_logout(text) to anon, authenticated;
+$$;
 
-CREATE OR REPLACE FUNCTION api.auth_recovery_password_set(password_hash text)
- RETURNS jsonb
- LANGUAGE plpgsql
- SECURITY DEFINER
- SET search_path TO 'pg_catalog'
-AS $function$
+COMMENT ON FUNCTION api.auth_logout(refresh_token text) IS 'POST /api/auth/logout: ends the session of the refresh token (revokes its family). PT401 for an unknown token.';
+GRANT EXECUTE ON FUNCTION api.auth_logout(refresh_token text) TO anon;
+GRANT EXECUTE ON FUNCTION api.auth_logout(refresh_token text) TO authenticated;
+
+CREATE FUNCTION api.auth_verify_wait(client_ip text, max_failures_per_ip integer, window_seconds integer) RETURNS integer
+    LANGUAGE sql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog'
+    AS $$
+  select private.auth_throttle_wait('verify', client_ip, max_failures_per_ip, window_seconds);
+$$;
+
+COMMENT ON FUNCTION api.auth_verify_wait(client_ip text, max_failures_per_ip integer, window_seconds integer) IS 'POST /api/auth/verify: seconds the client IP must wait after too many invalid tokens (0: go ahead).';
+GRANT EXECUTE ON FUNCTION api.auth_verify_wait(client_ip text, max_failures_per_ip integer, window_seconds integer) TO anon;
+GRANT EXECUTE ON FUNCTION api.auth_verify_wait(client_ip text, max_failures_per_ip integer, window_seconds integer) TO authenticated;
+
+CREATE FUNCTION api.auth_verify_failed(client_ip text) RETURNS void
+    LANGUAGE sql SECURITY DEFINER
+    SET search_path TO 'pg_catalog'
+    AS $$
+  select private.auth_throttle_record('verify', client_ip);
+$$;
+
+COMMENT ON FUNCTION api.auth_verify_failed(client_ip text) IS 'POST /api/auth/verify: counts an invalid token against the client IP.';
+GRANT EXECUTE ON FUNCTION api.auth_verify_failed(client_ip text) TO anon;
+GRANT EXECUTE ON FUNCTION api.auth_verify_failed(client_ip text) TO authenticated;
+
+CREATE FUNCTION api.auth_verify() RETURNS SETOF api.auth_user
+    LANGUAGE plpgsql STABLE
+    SET search_path TO 'pg_catalog'
+    AS $$
+begin
+  return query select u.id, u.email from identity.users u where u.id = auth.uid();
+  if not found then
+    raise exception 'token does not belong to an existing user' using errcode = 'PT401', hint = 'invalid_token';
+  end if;
+end;
+$$;
+COMMENT ON FUNCTION api.auth_verify() IS 'POST /api/auth/verify: the user of the current (already signature-checked) token, PT401 if it no longer exists.';
+GRANT EXECUTE ON FUNCTION api.auth_verify() TO authenticated;
+
+CREATE FUNCTION api.auth_recovery_password_set(password_hash text) RETURNS jsonb
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog'
+    AS $$
 declare
   me uuid := private.account_caller();
   current_session uuid := private.account_session();
@@ -99,16 +301,15 @@ begin
   perform private.storage_signed_urls_end(me);
   return private.auth_user_object(me);
 end;
-$function$;
-comment on function api.auth_recovery_password_set(text) is 'PUT /auth/v1/user {password} without the current password: allowed once, within the hour, in a session a recovery link started (api.auth_recovery_verify); sets the bcrypt hash the gateway made and ends every other session and every signed storage URL. PT400 current_password_required in any other session; PT400 invalid_password_hash.';
-grant execute on function api.auth_recovery_password_set(text) to authenticated;
+$$;
 
-CREATE OR REPLACE FUNCTION api.auth_recovery_verify(token text, user_agent text DEFAULT NULL::text, client_ip text DEFAULT NULL::text)
- RETURNS TABLE(user_id uuid, email text, refresh_token text, session_id uuid)
- LANGUAGE plpgsql
- SECURITY DEFINER
- SET search_path TO 'pg_catalog'
-AS $function$
+COMMENT ON FUNCTION api.auth_recovery_password_set(password_hash text) IS 'PUT /auth/v1/user {password} without the current password: allowed once, within the hour, in a session a recovery link started (api.auth_recovery_verify); sets the bcrypt hash the gateway made and ends every other session and every signed storage URL. PT400 current_password_required in any other session; PT400 invalid_password_hash.';
+GRANT EXECUTE ON FUNCTION api.auth_recovery_password_set(password_hash text) TO authenticated;
+
+CREATE FUNCTION api.auth_recovery_verify(token text, user_agent text DEFAULT NULL::text, client_ip text DEFAULT NULL::text) RETURNS TABLE(user_id uuid, email text, refresh_token text, session_id uuid)
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog'
+    AS $$
 declare
   link identity.password_tokens := private.password_link(auth_recovery_verify.token, true);
   started record;
@@ -123,16 +324,16 @@ begin
   insert into identity.recovery_sessions (session_id, user_id, expires_at) values (started.session_id, link.user_id, now() + interval '1 hour');
   return query select u.id, u.email, started.refresh_token, started.session_id from identity.users u where u.id = link.user_id;
 end;
-$function$;
-comment on function api.auth_recovery_verify(text,text,text) is 'POST /auth/v1/verify type=recovery: the token of a set-password link (POST /api/auth/recover, /auth/v1/recover) signs its account in: the link is used up, every credential of the account ends (as a set-password link does), and a new session may set the password without the current one within the hour (api.auth_recovery_password_set). PT400 invalid_link.';
-grant execute on function api.auth_recovery_verify(text,text,text) to anon, authenticated;
+$$;
 
-CREATE OR REPLACE FUNCTION api.auth_refresh(refresh_token text, user_agent text DEFAULT NULL::text, client_ip text DEFAULT NULL::text)
- RETURNS SETOF api.auth_refresh_result
- LANGUAGE plpgsql
- SECURITY DEFINER
- SET search_path TO 'pg_catalog'
-AS $function$
+COMMENT ON FUNCTION api.auth_recovery_verify(token text, user_agent text, client_ip text) IS 'POST /auth/v1/verify type=recovery: the token of a set-password link (POST /api/auth/recover, /auth/v1/recover) signs its account in: the link is used up, every credential of the account ends (as a set-password link does), and a new session may set the password without the current one within the hour (api.auth_recovery_password_set). PT400 invalid_link.';
+GRANT EXECUTE ON FUNCTION api.auth_recovery_verify(token text, user_agent text, client_ip text) TO anon;
+GRANT EXECUTE ON FUNCTION api.auth_recovery_verify(token text, user_agent text, client_ip text) TO authenticated;
+
+CREATE FUNCTION api.auth_refresh(refresh_token text, user_agent text DEFAULT NULL::text, client_ip text DEFAULT NULL::text) RETURNS SETOF api.auth_refresh_result
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog'
+    AS $$
 declare
   presented identity.refresh_tokens;
   next_token text := identity.new_token();
@@ -175,60 +376,16 @@ begin
     select 'ok'::text, u.id, u.email, next_token, presented.session_id
       from identity.users u where u.id = presented.user_id;
 end;
-$function$;
-comment on function api.auth_refresh(text,text,text) is 'POST /api/auth/refresh: rotates a refresh token (the new one records user_agent and client_ip, shown in the owner''s list of sessions). Status ok, invalid, expired, revoked, or reused (the family is then revoked).';
-grant execute on function api.auth_refresh(text,text,text) to anon, authenticated;
+$$;
 
-CREATE OR REPLACE FUNCTION api.auth_refresh_throttled(refresh_token text, client_ip text, max_failures_per_ip integer, window_seconds integer, user_agent text DEFAULT NULL::text)
- RETURNS TABLE(status text, retry_after integer, user_id uuid, email text, new_refresh_token text, session_id uuid)
- LANGUAGE plpgsql
- SECURITY DEFINER
- SET search_path TO 'pg_catalog'
-AS $function$
-declare
-  wait integer := case when client_ip is null then 0
-                       else private.auth_throttle_wait('refresh', client_ip, max_failures_per_ip, window_seconds) end;
-  result api.auth_refresh_result;
-begin
-  if wait > 0 then
-    return query select 'throttled'::text, wait, null::uuid, null::text, null::text, null::uuid;
-    return;
-  end if;
-  select * into strict result from api.auth_refresh(auth_refresh_throttled.refresh_token, auth_refresh_throttled.user_agent, auth_refresh_throttled.client_ip);
-  if result.status <> 'ok' and client_ip is not null then
-    perform private.auth_throttle_record('refresh', client_ip);
-  end if;
-  return query select result.status, 0, result.user_id, result.email, result.refresh_token, result.session_id;
-end;
-$function$;
-comment on function api.auth_refresh_throttled(text,text,integer,integer,text) is 'POST /api/auth/refresh with throttling: api.auth_refresh, but a client IP with too many failed refreshes gets status throttled (retry_after seconds).';
-grant execute on function api.auth_refresh_throttled(text,text,integer,integer,text) to anon, authenticated;
+COMMENT ON FUNCTION api.auth_refresh(refresh_token text, user_agent text, client_ip text) IS 'POST /api/auth/refresh: rotates a refresh token (the new one records user_agent and client_ip, shown in the owner''s list of sessions). Status ok, invalid, expired, revoked, or reused (the family is then revoked).';
+GRANT EXECUTE ON FUNCTION api.auth_refresh(refresh_token text, user_agent text, client_ip text) TO anon;
+GRANT EXECUTE ON FUNCTION api.auth_refresh(refresh_token text, user_agent text, client_ip text) TO authenticated;
 
-CREATE OR REPLACE FUNCTION api.auth_register(email text, password_hash text, name text DEFAULT NULL::text)
- RETURNS SETOF api.auth_user
- LANGUAGE plpgsql
- SECURITY DEFINER
- SET search_path TO 'pg_catalog'
-AS $function$
-declare
-  new_user uuid;
-begin
-  if auth_register.password_hash is null then
-    raise exception 'password_hash must be a bcrypt hash of cost 10 or more' using errcode = 'PT400', hint = 'invalid_password_hash';
-  end if;
-  new_user := private.create_account_with_hash(auth_register.email, auth_register.password_hash, auth_register.name);
-  return query select u.id, u.email from identity.users u where u.id = new_user;
-end;
-$function$;
-comment on function api.auth_register(text,text,text) is 'POST /api/auth/register and /signup: creates user, profile and node with the bcrypt hash the gateway made of the password (name optional; without one it is derived and private). PT409 (hint email_taken) for a duplicate e-mail; PT400 invalid_password_hash.';
-grant execute on function api.auth_register(text,text,text) to anon, authenticated;
-
-CREATE OR REPLACE FUNCTION api.auth_user()
- RETURNS jsonb
- LANGUAGE plpgsql
- STABLE SECURITY DEFINER
- SET search_path TO 'pg_catalog'
-AS $function$
+CREATE FUNCTION api.auth_user() RETURNS jsonb
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog'
+    AS $$
 declare
   me uuid := auth.uid();
   found_user jsonb;
@@ -239,15 +396,29 @@ begin
   end if;
   return found_user;
 end;
-$function$;
-comment on function api.auth_user() is 'GET /auth/v1/user: the caller as Supabase Auth''s User object (private.auth_user_object). PT401 invalid_token if the account no longer exists.';
-grant execute on function api.auth_user() to authenticated;
+$$;
+COMMENT ON FUNCTION api.auth_user() IS 'GET /auth/v1/user: the caller as Supabase Auth''s User object (private.auth_user_object). PT401 invalid_token if the account no longer exists.';
+GRANT EXECUTE ON FUNCTION api.auth_user() TO authenticated;
 
-CREATE OR REPLACE FUNCTION api.auth_user_update(password_proof text, email_proof text, password_hash text, new_email text, public_url text, data jsonb)
- RETURNS jsonb
- LANGUAGE plpgsql
- SET search_path TO 'pg_catalog'
-AS $function$
+CREATE FUNCTION api.auth_user_metadata_update(data jsonb) RETURNS jsonb
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog'
+    AS $$
+declare
+  me uuid := private.account_caller();
+begin
+  perform private.user_metadata_merge(me, auth_user_metadata_update.data);
+  return private.auth_user_object(me);
+end;
+$$;
+
+COMMENT ON FUNCTION api.auth_user_metadata_update(data jsonb) IS 'PUT /auth/v1/user {data}: merges data into the caller''s user_metadata as Supabase Auth does (a key set to null is removed; at most 16 KB, else PT422 validation_error) and answers the User object. Only the access token of a sign-in (private.account_caller: PT403 forbidden for an API token or an agent).';
+GRANT EXECUTE ON FUNCTION api.auth_user_metadata_update(data jsonb) TO authenticated;
+
+CREATE FUNCTION api.auth_user_update(password_proof text, email_proof text, password_hash text, new_email text, public_url text, data jsonb) RETURNS jsonb
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog'
+    AS $$
 begin
   -- One transaction: every change or none (a refusal of any undoes the others).
   -- The e-mail change first: a password change consumes every proof of the account.
@@ -263,266 +434,19 @@ begin
   end if;
   return api.auth_user_metadata_update(coalesce(auth_user_update.data, '{}'::jsonb));
 end;
-$function$;
-comment on function api.auth_user_update(text,text,text,text,text,jsonb) is 'PUT /auth/v1/user: every change at once or none, in one transaction, each by the account''s own rules: new_email as api.account_email_change (with email_proof), password_hash as api.account_password_change (with password_proof) or, without a proof, api.auth_recovery_password_set (a recovery session), then data merged as api.auth_user_metadata_update; answers the User object. Their refusals (PT401 invalid_credentials, PT400 current_password_required, PT422, PT429 rate_limited) undo every change.';
-grant execute on function api.auth_user_update(text,text,text,text,text,jsonb) to authenticated;
+$$;
 
-CREATE OR REPLACE FUNCTION api.auth_user_metadata_update(data jsonb)
- RETURNS jsonb
- LANGUAGE plpgsql
- SECURITY DEFINER
- SET search_path TO 'pg_catalog'
-AS $function$
-declare
-  me uuid := private.account_caller();
-begin
-  perform private.user_metadata_merge(me, auth_user_metadata_update.data);
-  return private.auth_user_object(me);
-end;
-$function$;
-comment on function api.auth_user_metadata_update(jsonb) is 'PUT /auth/v1/user {data}: merges data into the caller''s user_metadata as Supabase Auth does (a key set to null is removed; at most 16 KB, else PT422 validation_error) and answers the User object. Only the access token of a sign-in (private.account_caller: PT403 forbidden for an API token or an agent).';
-grant execute on function api.auth_user_metadata_update(jsonb) to authenticated;
+COMMENT ON FUNCTION api.auth_user_update(password_proof text, email_proof text, password_hash text, new_email text, public_url text, data jsonb) IS 'PUT /auth/v1/user: every change at once or none, in one transaction, each by the account''s own rules: new_email as api.account_email_change (with email_proof), password_hash as api.account_password_change (with password_proof) or, without a proof, api.auth_recovery_password_set (a recovery session), then data merged as api.auth_user_metadata_update; answers the User object. Their refusals (PT401 invalid_credentials, PT400 current_password_required, PT422, PT429 rate_limited) undo every change.';
+GRANT EXECUTE ON FUNCTION api.auth_user_update(password_proof text, email_proof text, password_hash text, new_email text, public_url text, data jsonb) TO authenticated;
 
-CREATE OR REPLACE FUNCTION api.auth_verify()
- RETURNS SETOF api.auth_user
- LANGUAGE plpgsql
- STABLE
- SET search_path TO 'pg_catalog'
-AS $function$
-begin
-  return query select u.id, u.email from identity.users u where u.id = auth.uid();
-  if not found then
-    raise exception 'token does not belong to an existing user' using errcode = 'PT401', hint = 'invalid_token';
-  end if;
-end;
-$function$;
-comment on function api.auth_verify() is 'POST /api/auth/verify: the user of the current (already signature-checked) token, PT401 if it no longer exists.';
-grant execute on function api.auth_verify() to authenticated;
+-- =============================================================================
+-- Helpers (private, app, identity): internal helpers and trigger functions; request roles run only those granted here
+-- =============================================================================
 
-CREATE OR REPLACE FUNCTION api.auth_verify_failed(client_ip text)
- RETURNS void
- LANGUAGE sql
- SECURITY DEFINER
- SET search_path TO 'pg_catalog'
-AS $function$
-  select private.auth_throttle_record('verify', client_ip);
-$function$;
-comment on function api.auth_verify_failed(text) is 'POST /api/auth/verify: counts an invalid token against the client IP.';
-grant execute on function api.auth_verify_failed(text) to anon, authenticated;
-
-CREATE OR REPLACE FUNCTION api.auth_verify_wait(client_ip text, max_failures_per_ip integer, window_seconds integer)
- RETURNS integer
- LANGUAGE sql
- STABLE SECURITY DEFINER
- SET search_path TO 'pg_catalog'
-AS $function$
-  select private.auth_throttle_wait('verify', client_ip, max_failures_per_ip, window_seconds);
-$function$;
-comment on function api.auth_verify_wait(text,integer,integer) is 'POST /api/auth/verify: seconds the client IP must wait after too many invalid tokens (0: go ahead).';
-grant execute on function api.auth_verify_wait(text,integer,integer) to anon, authenticated;
-
--- -----------------------------------------------------------------------------
--- Functions of identity: credential helpers
--- -----------------------------------------------------------------------------
-
-CREATE OR REPLACE FUNCTION identity.hash_password(password text)
- RETURNS text
- LANGUAGE sql
- STRICT
- SET search_path TO 'pg_catalog'
-AS $function$
-    select extensions.crypt(
-      encode(extensions.digest(password, 'sha256'), 'base64'),
-      extensions.gen_salt('bf', 10)
-    )
-  $function$;
-comment on function identity.hash_password(text) is 'bcrypt (cost 10) of the SHA-256 of the password.';
-
-CREATE OR REPLACE FUNCTION identity.new_token()
- RETURNS text
- LANGUAGE sql
-AS $function$
-    select pg_catalog.rtrim(pg_catalog.translate(pg_catalog.encode(extensions.gen_random_bytes(32), 'base64'), '+/', '-_'), '=')
-  $function$;
-
-CREATE OR REPLACE FUNCTION identity.token_hash(token text)
- RETURNS bytea
- LANGUAGE sql
- IMMUTABLE STRICT
-AS $function$
-    select extensions.digest(token, 'sha256')
-  $function$;
-
--- -----------------------------------------------------------------------------
--- Functions of private: internal helpers and trigger functions (request roles
--- run only those granted here)
--- -----------------------------------------------------------------------------
-
-CREATE OR REPLACE FUNCTION private.account_email_check(email text)
- RETURNS text
- LANGUAGE plpgsql
- STABLE
- SET search_path TO 'pg_catalog'
-AS $function$
-declare
-  normalised text := lower(btrim(account_email_check.email));
-begin
-  if normalised is null or normalised !~ '^[^@\s]+@[^@\s]+$' then
-    raise exception 'invalid email address' using errcode = 'PT400', hint = 'invalid_email';
-  end if;
-  if exists (select from identity.users u where u.email = normalised) then
-    raise exception 'an account with this email already exists' using errcode = 'PT409', hint = 'email_taken';
-  end if;
-  return normalised;
-end;
-$function$;
-comment on function private.account_email_check(text) is 'The normalised e-mail of a new account: PT400 invalid_email, PT409 email_taken (the same refusals as private.create_account_with_hash).';
-
-CREATE OR REPLACE FUNCTION private.auth_user_object(user_id uuid)
- RETURNS jsonb
- LANGUAGE sql
- STABLE
- SET search_path TO 'pg_catalog'
-AS $function$
-    select jsonb_build_object(
-             'id', u.id, 'aud', 'authenticated', 'role', 'authenticated', 'email', u.email, 'phone', '',
-             'email_confirmed_at', app.iso(u.created_at), 'confirmed_at', app.iso(u.created_at),
-             'last_sign_in_at', app.iso(s.last_sign_in_at),
-             'app_metadata', jsonb_build_object('provider', 'email', 'providers', jsonb_build_array('email')),
-             'user_metadata', u.user_metadata,
-             'identities', jsonb_build_array(jsonb_build_object(
-               'identity_id', u.id, 'id', u.id, 'user_id', u.id, 'provider', 'email', 'email', u.email,
-               'identity_data', jsonb_build_object('sub', u.id, 'email', u.email, 'email_verified', true, 'phone_verified', false),
-               'last_sign_in_at', app.iso(s.last_sign_in_at), 'created_at', app.iso(u.created_at), 'updated_at', app.iso(u.updated_at))),
-             'created_at', app.iso(u.created_at), 'updated_at', app.iso(u.updated_at), 'is_anonymous', false)
-        || coalesce((select jsonb_build_object('new_email', l.new_email, 'email_change_sent_at', app.iso(l.created_at))
-                       from identity.account_links l
-                      where l.user_id = u.id and l.purpose = 'email_change' and l.used_at is null and l.expires_at > now()
-                      order by l.created_at desc limit 1), '{}'::jsonb)
-      from identity.users u
-      cross join lateral (select max(r.created_at) as last_sign_in_at from identity.refresh_tokens r
-                           where r.user_id = u.id and r.parent_id is null) s
-     where u.id = auth_user_object.user_id
-  $function$;
-comment on function private.auth_user_object(uuid) is 'A user as Supabase Auth''s User object: id, aud, role, email, email_confirmed_at (the account''s creation: sign-up needs no confirmation here), last_sign_in_at (its latest sign-in), app_metadata.provider email, user_metadata, one email identity, created_at, updated_at; new_email and email_change_sent_at while an e-mail change waits for its link.';
-
-CREATE OR REPLACE FUNCTION private.auth_failures_prune(batch integer DEFAULT 10000)
- RETURNS integer
- LANGUAGE plpgsql
- SET search_path TO 'pg_catalog'
-AS $function$
-declare
-  gone integer;
-begin
-  -- LOGIN_FAILURE_WINDOW_SECONDS is at most a day: older failures count nowhere.
-  delete from private.auth_failures f
-   where f.ctid = any (array(select a.ctid from private.auth_failures a
-                              where a.failed_at < now() - interval '1 day'
-                              limit auth_failures_prune.batch));
-  get diagnostics gone = row_count;
-  return gone;
-end;
-$function$;
-comment on function private.auth_failures_prune(integer) is 'Deletes failed sign-in counts older than any throttling window (a day), at most `batch` a call; returns how many. The worker runs it every 10 minutes.';
-
-CREATE OR REPLACE FUNCTION private.auth_login_finish(attempt text, matched boolean, new_hash text, user_agent text DEFAULT NULL::text, client_ip text DEFAULT NULL::text)
- RETURNS TABLE(status text, user_id uuid, user_email text, refresh_token text, session_id uuid)
- LANGUAGE plpgsql
- SECURITY DEFINER
- SET search_path TO 'pg_catalog'
-AS $function$
-declare
-  checked record;
-begin
-  select * into strict checked from private.password_attempt_finish('login', attempt, matched, new_hash);
-  if checked.status <> 'ok' then
-    -- Not raised: a failure must be counted, so this transaction commits.
-    return query select checked.status, null::uuid, null::text, null::text, null::uuid;
-    return;
-  end if;
-  return query
-    select 'ok'::text, u.id, u.email, s.refresh_token, s.session_id
-      from identity.users u
-     cross join lateral private.start_session(u.id, auth_login_finish.user_agent, auth_login_finish.client_ip) s
-     where u.id = checked.user_id;
-end;
-$function$;
-comment on function private.auth_login_finish(text,boolean,text,text,text) is 'POST /api/auth/login, after the gateway compared the password with the hash of private.password_attempt_start: status ok (a session: refresh_token, session_id; user_agent and client_ip are recorded with it), invalid (counted) or expired.';
-
-CREATE OR REPLACE FUNCTION private.auth_throttle_record(scope text, key text)
- RETURNS void
- LANGUAGE plpgsql
- SECURITY DEFINER
- SET search_path TO 'pg_catalog'
-AS $function$
-begin
-  -- Old failures are deleted by private.auth_failures_prune (the worker's crontab).
-  insert into private.auth_failures (scope, key) values (auth_throttle_record.scope, auth_throttle_record.key);
-end;
-$function$;
-comment on function private.auth_throttle_record(text,text) is 'Counts one failure of `scope` for `key`.';
-
-CREATE OR REPLACE FUNCTION private.auth_throttle_wait(scope text, key text, max_failures integer, window_seconds integer)
- RETURNS integer
- LANGUAGE plpgsql
- STABLE SECURITY DEFINER
- SET search_path TO 'pg_catalog'
-AS $function$
-declare
-  failures bigint;
-  oldest timestamptz;
-begin
-  select count(*), min(f.failed_at) into failures, oldest
-    from private.auth_failures f
-   where f.scope = auth_throttle_wait.scope
-     and f.key = auth_throttle_wait.key
-     and f.failed_at > now() - make_interval(secs => window_seconds);
-  if failures < max_failures then
-    return 0;
-  end if;
-  return greatest(1, ceil(extract(epoch from oldest + make_interval(secs => window_seconds) - now())))::integer;
-end;
-$function$;
-comment on function private.auth_throttle_wait(text,text,integer,integer) is 'Seconds until `key` may try again (0: now): it has max_failures failures of `scope` within the window (1 when max_failures is 0 or less and there are none).';
-
-CREATE OR REPLACE FUNCTION private.check_session(session_id uuid)
- RETURNS boolean
- LANGUAGE plpgsql
- STABLE SECURITY DEFINER
- SET search_path TO 'pg_catalog'
-AS $function$
-begin
-  if private.session_ended(check_session.session_id) then
-    raise exception 'the session of this access token has ended' using errcode = 'PT401', hint = 'session_ended';
-  end if;
-  return true;
-end;
-$function$;
-comment on function private.check_session(uuid) is 'True unless the session (an access token''s session_id claim) was ended by logout or refresh-token reuse: then PT401 (hint session_ended). Null (no session): true.';
-grant execute on function private.check_session(uuid) to anon, authenticated, service_role;
-
-CREATE OR REPLACE FUNCTION private.create_account(email text, password text, name text DEFAULT NULL::text)
- RETURNS uuid
- LANGUAGE plpgsql
- SET search_path TO 'pg_catalog'
-AS $function$
-begin
-  if create_account.password is not null and length(create_account.password) < 8 then
-    raise exception 'password must be at least 8 characters' using errcode = 'PT400', hint = 'weak_password';
-  end if;
-  return private.create_account_with_hash(
-    create_account.email,
-    case when create_account.password is not null then identity.hash_password(create_account.password) end,
-    create_account.name);
-end;
-$function$;
-comment on function private.create_account(text,text,text) is 'Creates a user with a clear password hashed here with pgcrypto (operators: admin.create_user), or none when null; otherwise as private.create_account_with_hash. PT400 weak_password under 8 characters.';
-
-CREATE OR REPLACE FUNCTION private.create_account_with_hash(email text, password_hash text, name text DEFAULT NULL::text)
- RETURNS uuid
- LANGUAGE plpgsql
- SET search_path TO 'pg_catalog'
-AS $function$
+CREATE FUNCTION private.create_account_with_hash(email text, password_hash text, name text DEFAULT NULL::text) RETURNS uuid
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog'
+    AS $_$
 #variable_conflict use_column
 declare
   normalised_email text := lower(btrim(create_account_with_hash.email));
@@ -557,14 +481,138 @@ begin
             new_node_id);
   return new_user_id;
 end;
-$function$;
-comment on function private.create_account_with_hash(text,text,text) is 'Creates a user (a bcrypt hash made by the process, or no password when null), their node and profile. Without a name the name is derived from the e-mail (name_source email, private). PT400 invalid_email / invalid_password_hash / invalid_name; PT409 when the e-mail is taken.';
+$_$;
 
-CREATE OR REPLACE FUNCTION private.end_credentials(user_id uuid)
- RETURNS void
- LANGUAGE plpgsql
- SET search_path TO 'pg_catalog'
-AS $function$
+COMMENT ON FUNCTION private.create_account_with_hash(email text, password_hash text, name text) IS 'Creates a user (a bcrypt hash made by the process, or no password when null), their node and profile. Without a name the name is derived from the e-mail (name_source email, private). PT400 invalid_email / invalid_password_hash / invalid_name; PT409 when the e-mail is taken.';
+
+
+CREATE FUNCTION private.password_hash_valid(password_hash text) RETURNS boolean
+    LANGUAGE sql IMMUTABLE
+    AS $_$
+    select coalesce(password_hash OPERATOR(pg_catalog.~) '^\$2[aby]\$(1[0-9]|2[0-9]|3[01])\$[./A-Za-z0-9]{53}$', false)
+  $_$;
+
+COMMENT ON FUNCTION private.password_hash_valid(password_hash text) IS 'True for a bcrypt hash ($2a$/$2b$/$2y$) of cost 10 to 31: what account creation and set-password accept.';
+
+
+CREATE FUNCTION private.auth_throttle_wait(scope text, key text, max_failures integer, window_seconds integer) RETURNS integer
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog'
+    AS $$
+declare
+  failures bigint;
+  oldest timestamptz;
+begin
+  select count(*), min(f.failed_at) into failures, oldest
+    from private.auth_failures f
+   where f.scope = auth_throttle_wait.scope
+     and f.key = auth_throttle_wait.key
+     and f.failed_at > now() - make_interval(secs => window_seconds);
+  if failures < max_failures then
+    return 0;
+  end if;
+  return greatest(1, ceil(extract(epoch from oldest + make_interval(secs => window_seconds) - now())))::integer;
+end;
+$$;
+
+COMMENT ON FUNCTION private.auth_throttle_wait(scope text, key text, max_failures integer, window_seconds integer) IS 'Seconds until `key` may try again (0: now): it has max_failures failures of `scope` within the window (1 when max_failures is 0 or less and there are none).';
+
+
+CREATE FUNCTION private.auth_throttle_record(scope text, key text) RETURNS void
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog'
+    AS $$
+begin
+  -- Old failures are deleted by private.auth_failures_prune (the worker's crontab).
+  insert into private.auth_failures (scope, key) values (auth_throttle_record.scope, auth_throttle_record.key);
+end;
+$$;
+
+COMMENT ON FUNCTION private.auth_throttle_record(scope text, key text) IS 'Counts one failure of `scope` for `key`.';
+
+
+CREATE FUNCTION private.auth_failures_prune(batch integer DEFAULT 10000) RETURNS integer
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog'
+    AS $$
+declare
+  gone integer;
+begin
+  -- LOGIN_FAILURE_WINDOW_SECONDS is at most a day: older failures count nowhere.
+  delete from private.auth_failures f
+   where f.ctid = any (array(select a.ctid from private.auth_failures a
+                              where a.failed_at < now() - interval '1 day'
+                              limit auth_failures_prune.batch));
+  get diagnostics gone = row_count;
+  return gone;
+end;
+$$;
+
+COMMENT ON FUNCTION private.auth_failures_prune(batch integer) IS 'Deletes failed sign-in counts older than any throttling window (a day), at most `batch` a call; returns how many. The worker runs it every 10 minutes.';
+
+
+CREATE FUNCTION identity.token_hash(token text) RETURNS bytea
+    LANGUAGE sql IMMUTABLE STRICT
+    AS $$
+    select extensions.digest(token, 'sha256')
+  $$;
+
+
+
+CREATE FUNCTION private.auth_user_object(user_id uuid) RETURNS jsonb
+    LANGUAGE sql STABLE
+    SET search_path TO 'pg_catalog'
+    AS $$
+    select jsonb_build_object(
+             'id', u.id, 'aud', 'authenticated', 'role', 'authenticated', 'email', u.email, 'phone', '',
+             'email_confirmed_at', app.iso(u.created_at), 'confirmed_at', app.iso(u.created_at),
+             'last_sign_in_at', app.iso(s.last_sign_in_at),
+             'app_metadata', jsonb_build_object('provider', 'email', 'providers', jsonb_build_array('email')),
+             'user_metadata', u.user_metadata,
+             'identities', jsonb_build_array(jsonb_build_object(
+               'identity_id', u.id, 'id', u.id, 'user_id', u.id, 'provider', 'email', 'email', u.email,
+               'identity_data', jsonb_build_object('sub', u.id, 'email', u.email, 'email_verified', true, 'phone_verified', false),
+               'last_sign_in_at', app.iso(s.last_sign_in_at), 'created_at', app.iso(u.created_at), 'updated_at', app.iso(u.updated_at))),
+             'created_at', app.iso(u.created_at), 'updated_at', app.iso(u.updated_at), 'is_anonymous', false)
+        || coalesce((select jsonb_build_object('new_email', l.new_email, 'email_change_sent_at', app.iso(l.created_at))
+                       from identity.account_links l
+                      where l.user_id = u.id and l.purpose = 'email_change' and l.used_at is null and l.expires_at > now()
+                      order by l.created_at desc limit 1), '{}'::jsonb)
+      from identity.users u
+      cross join lateral (select max(r.created_at) as last_sign_in_at from identity.refresh_tokens r
+                           where r.user_id = u.id and r.parent_id is null) s
+     where u.id = auth_user_object.user_id
+  $$;
+
+COMMENT ON FUNCTION private.auth_user_object(user_id uuid) IS 'A user as Supabase Auth''s User object: id, aud, role, email, email_confirmed_at (the account''s creation: sign-up needs no confirmation here), last_sign_in_at (its latest sign-in), app_metadata.provider email, user_metadata, one email identity, created_at, updated_at; new_email and email_change_sent_at while an e-mail change waits for its link.';
+
+
+CREATE FUNCTION private.password_link(token text, for_update boolean DEFAULT false) RETURNS identity.password_tokens
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog'
+    AS $$
+declare
+  link identity.password_tokens;
+begin
+  if for_update then
+    select * into link from identity.password_tokens t where t.token_hash = identity.token_hash(password_link.token) for update;
+  else
+    select * into link from identity.password_tokens t where t.token_hash = identity.token_hash(password_link.token);
+  end if;
+  if link.id is null or link.used_at is not null or link.expires_at <= now() then
+    raise exception 'this link is not valid or has expired' using errcode = 'PT400', hint = 'invalid_link';
+  end if;
+  return link;
+end;
+$$;
+
+COMMENT ON FUNCTION private.password_link(token text, for_update boolean) IS 'The set-password link of a token while it is usable (not used, replaced or expired), locked when for_update; PT400 invalid_link otherwise.';
+
+
+CREATE FUNCTION private.end_credentials(user_id uuid) RETURNS void
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog'
+    AS $$
 begin
   -- Sessions (refresh tokens; their access tokens fail with session_ended, their streams close).
   update identity.refresh_tokens r set revoked_at = now(), revoked_reason = 'logout'
@@ -585,15 +633,184 @@ begin
   -- Signed URLs of storage objects the user made.
   perform private.storage_signed_urls_end(end_credentials.user_id);
 end;
-$function$;
-comment on function private.end_credentials(uuid) is 'Ends every credential of a user: sessions, API tokens, OAuth tokens and pending codes, MCP sessions, the calendar feed URL, signed storage URLs (a password set through a set-password link calls it; a re-hash at sign-in does not).';
+$$;
 
-CREATE OR REPLACE FUNCTION private.password_attempt_finish(door text, attempt text, matched boolean, new_hash text)
- RETURNS TABLE(status text, user_id uuid)
- LANGUAGE plpgsql
- SECURITY DEFINER
- SET search_path TO 'pg_catalog'
-AS $function$
+COMMENT ON FUNCTION private.end_credentials(user_id uuid) IS 'Ends every credential of a user: sessions, API tokens, OAuth tokens and pending codes, MCP sessions, the calendar feed URL, signed storage URLs (a password set through a set-password link calls it; a re-hash at sign-in does not).';
+
+
+CREATE FUNCTION private.start_session(user_id uuid, user_agent text DEFAULT NULL::text, client_ip text DEFAULT NULL::text) RETURNS TABLE(refresh_token text, session_id uuid)
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog'
+    AS $$
+declare
+  token text := identity.new_token();
+  new_session uuid := gen_random_uuid();
+begin
+  insert into identity.refresh_tokens (token_hash, user_id, session_id, expires_at, user_agent, ip)
+    values (identity.token_hash(token), start_session.user_id, new_session, now() + interval '30 days',
+            left(start_session.user_agent, 512), left(start_session.client_ip, 100));
+  return query select token, new_session;
+end;
+$$;
+
+COMMENT ON FUNCTION private.start_session(user_id uuid, user_agent text, client_ip text) IS 'Starts a session (a refresh-token family) for the user: its first refresh token, valid 30 days, with the User-Agent and client address of the sign-in (shown in the owner''s list of sessions).';
+
+
+CREATE FUNCTION identity.new_token() RETURNS text
+    LANGUAGE sql
+    AS $$
+    select pg_catalog.rtrim(pg_catalog.translate(pg_catalog.encode(extensions.gen_random_bytes(32), 'base64'), '+/', '-_'), '=')
+  $$;
+
+
+CREATE FUNCTION private.user_metadata_merge(user_id uuid, data jsonb) RETURNS void
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog'
+    AS $$
+declare
+  merged jsonb;
+begin
+  if jsonb_typeof(user_metadata_merge.data) is distinct from 'object' then
+    raise exception 'data must be a JSON object' using errcode = 'PT422', hint = 'validation_error';
+  end if;
+  -- Supabase Auth's merge: each key given replaces its value; a key given as null is removed.
+  select u.user_metadata || user_metadata_merge.data into merged
+    from identity.users u where u.id = user_metadata_merge.user_id;
+  merged := (select coalesce(jsonb_object_agg(e.key, e.value), '{}'::jsonb)
+               from jsonb_each(merged) e where e.value <> 'null'::jsonb);
+  if octet_length(merged::text) > 16384 then
+    raise exception 'user_metadata may hold at most 16 KB' using errcode = 'PT422', hint = 'validation_error';
+  end if;
+  update identity.users u set user_metadata = merged, updated_at = now() where u.id = user_metadata_merge.user_id;
+end;
+$$;
+
+COMMENT ON FUNCTION private.user_metadata_merge(user_id uuid, data jsonb) IS 'Merges data into a user''s user_metadata as Supabase Auth does (each key given replaces its value, a key given as null is removed; at most 16 KB, else PT422 validation_error; data not an object: PT422). The one merge of PUT /auth/v1/user and the admin user functions.';
+
+
+CREATE FUNCTION private.tg_users__storage_purge() RETURNS trigger
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog'
+    AS $$
+begin
+  perform private.storage_purge_enqueue('user', old.id);
+  return null;
+end;
+$$;
+COMMENT ON FUNCTION private.tg_users__storage_purge() IS 'Trigger: an account deleted, the objects of its storage folder are deleted by a storage_purge job.';
+
+
+CREATE FUNCTION private.tg_refresh_tokens__notify_session_ended() RETURNS trigger
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog'
+    AS $$
+-- new_rows is the statement's transition table (see the trigger below).
+-- @plpgsql_check_options: newtable = new_rows
+begin
+  perform pg_notify('session_ended', s.session_id::text)
+     from (select distinct n.session_id from new_rows n where n.revoked_reason in ('logout', 'reused')) s;
+  return null;
+end;
+$$;
+COMMENT ON FUNCTION private.tg_refresh_tokens__notify_session_ended() IS 'Trigger: NOTIFY session_ended with the id of every session a statement ended (logout or reuse).';
+
+
+CREATE FUNCTION identity.hash_password(password text) RETURNS text
+    LANGUAGE sql STRICT
+    SET search_path TO 'pg_catalog'
+    AS $$
+    select extensions.crypt(
+      encode(extensions.digest(password, 'sha256'), 'base64'),
+      extensions.gen_salt('bf', 10)
+    )
+  $$;
+
+COMMENT ON FUNCTION identity.hash_password(password text) IS 'bcrypt (cost 10) of the SHA-256 of the password.';
+
+
+CREATE FUNCTION private.account_email_check(email text) RETURNS text
+    LANGUAGE plpgsql STABLE
+    SET search_path TO 'pg_catalog'
+    AS $_$
+declare
+  normalised text := lower(btrim(account_email_check.email));
+begin
+  if normalised is null or normalised !~ '^[^@\s]+@[^@\s]+$' then
+    raise exception 'invalid email address' using errcode = 'PT400', hint = 'invalid_email';
+  end if;
+  if exists (select from identity.users u where u.email = normalised) then
+    raise exception 'an account with this email already exists' using errcode = 'PT409', hint = 'email_taken';
+  end if;
+  return normalised;
+end;
+$_$;
+
+COMMENT ON FUNCTION private.account_email_check(email text) IS 'The normalised e-mail of a new account: PT400 invalid_email, PT409 email_taken (the same refusals as private.create_account_with_hash).';
+
+
+CREATE FUNCTION private.auth_login_finish(attempt text, matched boolean, new_hash text, user_agent text DEFAULT NULL::text, client_ip text DEFAULT NULL::text) RETURNS TABLE(status text, user_id uuid, user_email text, refresh_token text, session_id uuid)
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog'
+    AS $$
+declare
+  checked record;
+begin
+  select * into strict checked from private.password_attempt_finish('login', attempt, matched, new_hash);
+  if checked.status <> 'ok' then
+    -- Not raised: a failure must be counted, so this transaction commits.
+    return query select checked.status, null::uuid, null::text, null::text, null::uuid;
+    return;
+  end if;
+  return query
+    select 'ok'::text, u.id, u.email, s.refresh_token, s.session_id
+      from identity.users u
+     cross join lateral private.start_session(u.id, auth_login_finish.user_agent, auth_login_finish.client_ip) s
+     where u.id = checked.user_id;
+end;
+$$;
+
+COMMENT ON FUNCTION private.auth_login_finish(attempt text, matched boolean, new_hash text, user_agent text, client_ip text) IS 'POST /api/auth/login, after the gateway compared the password with the hash of private.password_attempt_start: status ok (a session: refresh_token, session_id; user_agent and client_ip are recorded with it), invalid (counted) or expired.';
+
+
+CREATE FUNCTION private.check_session(session_id uuid) RETURNS boolean
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog'
+    AS $$
+begin
+  if private.session_ended(check_session.session_id) then
+    raise exception 'the session of this access token has ended' using errcode = 'PT401', hint = 'session_ended';
+  end if;
+  return true;
+end;
+$$;
+
+COMMENT ON FUNCTION private.check_session(session_id uuid) IS 'True unless the session (an access token''s session_id claim) was ended by logout or refresh-token reuse: then PT401 (hint session_ended). Null (no session): true.';
+GRANT EXECUTE ON FUNCTION private.check_session(session_id uuid) TO anon;
+GRANT EXECUTE ON FUNCTION private.check_session(session_id uuid) TO authenticated;
+GRANT EXECUTE ON FUNCTION private.check_session(session_id uuid) TO service_role;
+
+CREATE FUNCTION private.create_account(email text, password text, name text DEFAULT NULL::text) RETURNS uuid
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog'
+    AS $$
+begin
+  if create_account.password is not null and length(create_account.password) < 8 then
+    raise exception 'password must be at least 8 characters' using errcode = 'PT400', hint = 'weak_password';
+  end if;
+  return private.create_account_with_hash(
+    create_account.email,
+    case when create_account.password is not null then identity.hash_password(create_account.password) end,
+    create_account.name);
+end;
+$$;
+
+COMMENT ON FUNCTION private.create_account(email text, password text, name text) IS 'Creates a user with a clear password hashed here with pgcrypto (operators: admin.create_user), or none when null; otherwise as private.create_account_with_hash. PT400 weak_password under 8 characters.';
+
+
+CREATE FUNCTION private.password_attempt_finish(door text, attempt text, matched boolean, new_hash text) RETURNS TABLE(status text, user_id uuid)
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog'
+    AS $$
 declare
   a private.password_attempts;
   client_key text;
@@ -635,15 +852,15 @@ begin
   end if;
   return query select 'ok'::text, account.id;
 end;
-$function$;
-comment on function private.password_attempt_finish(text,text,boolean,text) is 'Second half of a sign-in: consumes the attempt and records whether the process found the password right. status ok (user_id; the failures of that e-mail from that client are cleared; new_hash, a bcrypt hash of a higher cost, replaces the stored one), invalid (counted per e-mail and client, per e-mail and per client address; also when the account''s password changed since the start) or expired (the attempt is unknown, used, or older than 60 seconds).';
+$$;
 
-CREATE OR REPLACE FUNCTION private.password_attempt_start(door text, email text, client_ip text, bcrypt_cost integer, max_failures_per_email_client integer, max_failures_per_email integer, max_failures_per_ip integer, window_seconds integer)
- RETURNS TABLE(status text, retry_after integer, attempt text, password_hash text, rehash boolean)
- LANGUAGE plpgsql
- SECURITY DEFINER
- SET search_path TO 'pg_catalog'
-AS $function$
+COMMENT ON FUNCTION private.password_attempt_finish(door text, attempt text, matched boolean, new_hash text) IS 'Second half of a sign-in: consumes the attempt and records whether the process found the password right. status ok (user_id; the failures of that e-mail from that client are cleared; new_hash, a bcrypt hash of a higher cost, replaces the stored one), invalid (counted per e-mail and client, per e-mail and per client address; also when the account''s password changed since the start) or expired (the attempt is unknown, used, or older than 60 seconds).';
+
+
+CREATE FUNCTION private.password_attempt_start(door text, email text, client_ip text, bcrypt_cost integer, max_failures_per_email_client integer, max_failures_per_email integer, max_failures_per_ip integer, window_seconds integer) RETURNS TABLE(status text, retry_after integer, attempt text, password_hash text, rehash boolean)
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog'
+    AS $$
 declare
   email_key text := lower(btrim(coalesce(password_attempt_start.email, '')));
   wait integer;
@@ -677,64 +894,34 @@ begin
            coalesce(account_hash, private.password_dummy_hash(bcrypt_cost)),
            coalesce(private.password_hash_cost(account_hash) < bcrypt_cost, false);
 end;
-$function$;
-comment on function private.password_attempt_start(text,text,text,integer,integer,integer,integer,integer) is 'First half of a sign-in (door login or oauth_consent; reauthenticate: a signed-in user''s password check, private.reauthenticate_start), run by the processes'' own role: status throttled (retry_after seconds; nothing to check) or check: the hash to compare the password with (the account''s, or a dummy at bcrypt_cost for an unknown e-mail), whether to re-hash it (its cost is below bcrypt_cost), and the single-use attempt to finish with.';
+$$;
 
-CREATE OR REPLACE FUNCTION private.password_dummy_hash(bcrypt_cost integer)
- RETURNS text
- LANGUAGE sql
- IMMUTABLE
-AS $function$
+COMMENT ON FUNCTION private.password_attempt_start(door text, email text, client_ip text, bcrypt_cost integer, max_failures_per_email_client integer, max_failures_per_email integer, max_failures_per_ip integer, window_seconds integer) IS 'First half of a sign-in (door login or oauth_consent; reauthenticate: a signed-in user''s password check, private.reauthenticate_start), run by the processes'' own role: status throttled (retry_after seconds; nothing to check) or check: the hash to compare the password with (the account''s, or a dummy at bcrypt_cost for an unknown e-mail), whether to re-hash it (its cost is below bcrypt_cost), and the single-use attempt to finish with.';
+
+
+CREATE FUNCTION private.password_dummy_hash(bcrypt_cost integer) RETURNS text
+    LANGUAGE sql IMMUTABLE
+    AS $_$
     select '$2a$' OPERATOR(pg_catalog.||) pg_catalog.lpad(greatest(10, least(31, bcrypt_cost))::pg_catalog.text, 2, '0')
            OPERATOR(pg_catalog.||) '$' OPERATOR(pg_catalog.||) 'CwTycUXWue0Thq9StjUM0uJ8.ly9B7Ys2t6MfmbsV8RnQEh8EPLAa'
-  $function$;
-comment on function private.password_dummy_hash(integer) is 'The fixed bcrypt hash an unknown e-mail (or an account without a password) is compared against, at the given cost (10 to 31).';
+  $_$;
 
-CREATE OR REPLACE FUNCTION private.password_hash_cost(password_hash text)
- RETURNS integer
- LANGUAGE sql
- IMMUTABLE
-AS $function$
+COMMENT ON FUNCTION private.password_dummy_hash(bcrypt_cost integer) IS 'The fixed bcrypt hash an unknown e-mail (or an account without a password) is compared against, at the given cost (10 to 31).';
+
+
+CREATE FUNCTION private.password_hash_cost(password_hash text) RETURNS integer
+    LANGUAGE sql IMMUTABLE
+    AS $_$
     select (pg_catalog.regexp_match(password_hash, '^\$2[abxy]\$(\d\d)\$'))[1]::pg_catalog.int4
-  $function$;
-comment on function private.password_hash_cost(text) is 'The cost of a bcrypt hash; null when it is not one.';
+  $_$;
 
-CREATE OR REPLACE FUNCTION private.password_hash_valid(password_hash text)
- RETURNS boolean
- LANGUAGE sql
- IMMUTABLE
-AS $function$
-    select coalesce(password_hash OPERATOR(pg_catalog.~) '^\$2[aby]\$(1[0-9]|2[0-9]|3[01])\$[./A-Za-z0-9]{53}$', false)
-  $function$;
-comment on function private.password_hash_valid(text) is 'True for a bcrypt hash ($2a$/$2b$/$2y$) of cost 10 to 31: what account creation and set-password accept.';
+COMMENT ON FUNCTION private.password_hash_cost(password_hash text) IS 'The cost of a bcrypt hash; null when it is not one.';
 
-CREATE OR REPLACE FUNCTION private.password_link(token text, for_update boolean DEFAULT false)
- RETURNS identity.password_tokens
- LANGUAGE plpgsql
- SET search_path TO 'pg_catalog'
-AS $function$
-declare
-  link identity.password_tokens;
-begin
-  if for_update then
-    select * into link from identity.password_tokens t where t.token_hash = identity.token_hash(password_link.token) for update;
-  else
-    select * into link from identity.password_tokens t where t.token_hash = identity.token_hash(password_link.token);
-  end if;
-  if link.id is null or link.used_at is not null or link.expires_at <= now() then
-    raise exception 'this link is not valid or has expired' using errcode = 'PT400', hint = 'invalid_link';
-  end if;
-  return link;
-end;
-$function$;
-comment on function private.password_link(text,boolean) is 'The set-password link of a token while it is usable (not used, replaced or expired), locked when for_update; PT400 invalid_link otherwise.';
 
-CREATE OR REPLACE FUNCTION private.password_set_start(door text, client_ip text, max_per_ip integer, window_seconds integer, email text DEFAULT NULL::text, link_token text DEFAULT NULL::text)
- RETURNS TABLE(status text, retry_after integer, error_state text, error_hint text, error_message text)
- LANGUAGE plpgsql
- SECURITY DEFINER
- SET search_path TO 'pg_catalog'
-AS $function$
+CREATE FUNCTION private.password_set_start(door text, client_ip text, max_per_ip integer, window_seconds integer, email text DEFAULT NULL::text, link_token text DEFAULT NULL::text) RETURNS TABLE(status text, retry_after integer, error_state text, error_hint text, error_message text)
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog'
+    AS $$
 declare
   wait integer;
   refused_state text;
@@ -769,15 +956,15 @@ begin
   end;
   return query select 'hash'::text, 0, null::text, null::text, null::text;
 end;
-$function$;
-comment on function private.password_set_start(text,text,integer,integer,text,text) is 'First step of a door that sets a password (door register: POST /api/auth/register and /signup with email; set_password: POST /api/auth/set-password with link_token), before the process hashes it, run by the processes'' own role: counts the request per client address and answers status throttled (retry_after seconds: more than max_per_ip in window_seconds), refused (error_state, error_hint and error_message: what the door''s function would raise, invalid_email, email_taken or invalid_link) or hash.';
+$$;
 
-CREATE OR REPLACE FUNCTION private.session_ended(session_id uuid)
- RETURNS boolean
- LANGUAGE plpgsql
- STABLE SECURITY DEFINER
- SET search_path TO 'pg_catalog'
-AS $function$
+COMMENT ON FUNCTION private.password_set_start(door text, client_ip text, max_per_ip integer, window_seconds integer, email text, link_token text) IS 'First step of a door that sets a password (door register: POST /api/auth/register and /signup with email; set_password: POST /api/auth/set-password with link_token), before the process hashes it, run by the processes'' own role: counts the request per client address and answers status throttled (retry_after seconds: more than max_per_ip in window_seconds), refused (error_state, error_hint and error_message: what the door''s function would raise, invalid_email, email_taken or invalid_link) or hash.';
+
+
+CREATE FUNCTION private.session_ended(session_id uuid) RETURNS boolean
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog'
+    AS $$
 begin
   return session_ended.session_id is not null and (
     exists (
@@ -789,15 +976,15 @@ begin
        where k.id = session_ended.session_id
          and (not k.active or k.expires_at <= now())));
 end;
-$function$;
-comment on function private.session_ended(uuid) is 'Whether a credential has ended: a session (an access token''s session_id claim) ended by logout or refresh-token reuse, or an API token (its id) deactivated or expired. Null: false. PL/pgSQL so that its plans are kept (a SQL function is planned on every call before PostgreSQL 18).';
+$$;
 
-CREATE OR REPLACE FUNCTION private.sessions_ended(session_ids uuid[])
- RETURNS SETOF uuid
- LANGUAGE sql
- STABLE SECURITY DEFINER
- SET search_path TO 'pg_catalog'
-AS $function$
+COMMENT ON FUNCTION private.session_ended(session_id uuid) IS 'Whether a credential has ended: a session (an access token''s session_id claim) ended by logout or refresh-token reuse, or an API token (its id) deactivated or expired. Null: false. PL/pgSQL so that its plans are kept (a SQL function is planned on every call before PostgreSQL 18).';
+
+
+CREATE FUNCTION private.sessions_ended(session_ids uuid[]) RETURNS SETOF uuid
+    LANGUAGE sql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog'
+    AS $$
     select distinct t.session_id
       from identity.refresh_tokens t
      where t.session_id = any (sessions_ended.session_ids)
@@ -807,14 +994,15 @@ AS $function$
       from app.api_tokens k
      where k.id = any (sessions_ended.session_ids)
        and (not k.active or k.expires_at <= now())
-  $function$;
-comment on function private.sessions_ended(uuid[]) is 'The credentials among session_ids that have ended: sessions ended by logout or refresh-token reuse, API tokens deactivated or expired.';
+  $$;
 
-CREATE OR REPLACE FUNCTION private.sessions_prune(batch integer DEFAULT 1000)
- RETURNS integer
- LANGUAGE plpgsql
- SET search_path TO 'pg_catalog'
-AS $function$
+COMMENT ON FUNCTION private.sessions_ended(session_ids uuid[]) IS 'The credentials among session_ids that have ended: sessions ended by logout or refresh-token reuse, API tokens deactivated or expired.';
+
+
+CREATE FUNCTION private.sessions_prune(batch integer DEFAULT 1000) RETURNS integer
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog'
+    AS $$
 declare
   gone integer;
 begin
@@ -834,15 +1022,15 @@ begin
   get diagnostics gone = row_count;
   return gone;
 end;
-$function$;
-comment on function private.sessions_prune(integer) is 'Deletes the refresh tokens of ended sessions (no usable token, newest older than two days), at most `batch` sessions a call; returns how many tokens. The worker runs it hourly.';
+$$;
 
-CREATE OR REPLACE FUNCTION private.sign_in_wait(email_key text, client_ip text, max_failures_per_email_client integer, max_failures_per_email integer, max_failures_per_ip integer, window_seconds integer)
- RETURNS integer
- LANGUAGE plpgsql
- STABLE
- SET search_path TO 'pg_catalog'
-AS $function$
+COMMENT ON FUNCTION private.sessions_prune(batch integer) IS 'Deletes the refresh tokens of ended sessions (no usable token, newest older than two days), at most `batch` sessions a call; returns how many tokens. The worker runs it hourly.';
+
+
+CREATE FUNCTION private.sign_in_wait(email_key text, client_ip text, max_failures_per_email_client integer, max_failures_per_email integer, max_failures_per_ip integer, window_seconds integer) RETURNS integer
+    LANGUAGE plpgsql STABLE
+    SET search_path TO 'pg_catalog'
+    AS $$
 declare
   open_email integer;
   open_email_client integer;
@@ -863,84 +1051,15 @@ begin
     case when client_ip is null then 0
          else private.auth_throttle_wait('ip', client_ip, max_failures_per_ip - open_ip, window_seconds) end);
 end;
-$function$;
-comment on function private.sign_in_wait(text,text,integer,integer,integer,integer) is 'Seconds until a sign-in for this e-mail from this client may be checked (0: now): failed sign-ins within the window and attempts still being checked, per e-mail and client, per e-mail and per client address, against their limits.';
+$$;
 
-CREATE OR REPLACE FUNCTION private.start_session(user_id uuid, user_agent text DEFAULT NULL::text, client_ip text DEFAULT NULL::text)
- RETURNS TABLE(refresh_token text, session_id uuid)
- LANGUAGE plpgsql
- SET search_path TO 'pg_catalog'
-AS $function$
-declare
-  token text := identity.new_token();
-  new_session uuid := gen_random_uuid();
-begin
-  insert into identity.refresh_tokens (token_hash, user_id, session_id, expires_at, user_agent, ip)
-    values (identity.token_hash(token), start_session.user_id, new_session, now() + interval '30 days',
-            left(start_session.user_agent, 512), left(start_session.client_ip, 100));
-  return query select token, new_session;
-end;
-$function$;
-comment on function private.start_session(uuid,text,text) is 'Starts a session (a refresh-token family) for the user: its first refresh token, valid 30 days, with the User-Agent and client address of the sign-in (shown in the owner''s list of sessions).';
+COMMENT ON FUNCTION private.sign_in_wait(email_key text, client_ip text, max_failures_per_email_client integer, max_failures_per_email integer, max_failures_per_ip integer, window_seconds integer) IS 'Seconds until a sign-in for this e-mail from this client may be checked (0: now): failed sign-ins within the window and attempts still being checked, per e-mail and client, per e-mail and per client address, against their limits.';
 
-CREATE OR REPLACE FUNCTION private.tg_refresh_tokens__notify_session_ended()
- RETURNS trigger
- LANGUAGE plpgsql
- SET search_path TO 'pg_catalog'
-AS $function$
--- new_rows is the statement's transition table (see the trigger below).
--- @plpgsql_check_options: newtable = new_rows
-begin
-  perform pg_notify('session_ended', s.session_id::text)
-     from (select distinct n.session_id from new_rows n where n.revoked_reason in ('logout', 'reused')) s;
-  return null;
-end;
-$function$;
-comment on function private.tg_refresh_tokens__notify_session_ended() is 'Trigger: NOTIFY session_ended with the id of every session a statement ended (logout or reuse).';
 
-CREATE OR REPLACE FUNCTION private.tg_users__storage_purge()
- RETURNS trigger
- LANGUAGE plpgsql
- SECURITY DEFINER
- SET search_path TO 'pg_catalog'
-AS $function$
-begin
-  perform private.storage_purge_enqueue('user', old.id);
-  return null;
-end;
-$function$;
-comment on function private.tg_users__storage_purge() is 'Trigger: an account deleted, the objects of its storage folder are deleted by a storage_purge job.';
-
-CREATE OR REPLACE FUNCTION private.user_metadata_merge(user_id uuid, data jsonb)
- RETURNS void
- LANGUAGE plpgsql
- SET search_path TO 'pg_catalog'
-AS $function$
-declare
-  merged jsonb;
-begin
-  if jsonb_typeof(user_metadata_merge.data) is distinct from 'object' then
-    raise exception 'data must be a JSON object' using errcode = 'PT422', hint = 'validation_error';
-  end if;
-  -- Supabase Auth's merge: each key given replaces its value; a key given as null is removed.
-  select u.user_metadata || user_metadata_merge.data into merged
-    from identity.users u where u.id = user_metadata_merge.user_id;
-  merged := (select coalesce(jsonb_object_agg(e.key, e.value), '{}'::jsonb)
-               from jsonb_each(merged) e where e.value <> 'null'::jsonb);
-  if octet_length(merged::text) > 16384 then
-    raise exception 'user_metadata may hold at most 16 KB' using errcode = 'PT422', hint = 'validation_error';
-  end if;
-  update identity.users u set user_metadata = merged, updated_at = now() where u.id = user_metadata_merge.user_id;
-end;
-$function$;
-comment on function private.user_metadata_merge(uuid,jsonb) is 'Merges data into a user''s user_metadata as Supabase Auth does (each key given replaces its value, a key given as null is removed; at most 16 KB, else PT422 validation_error; data not an object: PT422). The one merge of PUT /auth/v1/user and the admin user functions.';
-
-CREATE OR REPLACE FUNCTION private.user_node_by_email(email text)
- RETURNS uuid
- LANGUAGE plpgsql
- STABLE
- SET search_path TO 'pg_catalog'
-AS $function$
+CREATE FUNCTION private.user_node_by_email(email text) RETURNS uuid
+    LANGUAGE plpgsql STABLE
+    SET search_path TO 'pg_catalog'
+    AS $$
 declare
   found_user uuid;
   found_node uuid;
@@ -957,42 +1076,4 @@ begin
   end if;
   return found_node;
 end;
-$function$;
-
--- -----------------------------------------------------------------------------
--- Tables: comments, row-level security, policies, grants, triggers
--- -----------------------------------------------------------------------------
-
--- identity.users
-comment on table identity.users is 'Sign-in identities. password_hash is null for accounts that cannot sign in yet.';
-comment on column identity.users.email is 'Lower-case e-mail address; unique.';
-comment on column identity.users.user_metadata is 'What the user says about themselves through Supabase Auth''s API (`data` of sign-up and PUT /auth/v1/user): a JSON object of at most 16 KB, answered as the User object''s user_metadata. Never read by a rule.';
-alter table identity.users enable row level security;
-
--- identity.recovery_sessions
-comment on table identity.recovery_sessions is 'Sessions a password recovery link started (api.auth_recovery_verify): each may set the password once without the current one until expires_at (one hour).';
-alter table identity.recovery_sessions enable row level security;
-drop policy if exists "Users can read their own identity" on identity.users;
-create policy "Users can read their own identity" on identity.users
-  as permissive for select to authenticated
-  using ((id = ( SELECT auth.uid() AS uid)));
-grant select (created_at, email, id, updated_at) on table identity.users to authenticated;
-drop trigger if exists _100_set_updated_at on identity.users;
-CREATE TRIGGER _100_set_updated_at BEFORE UPDATE ON identity.users FOR EACH ROW EXECUTE FUNCTION private.tg__set_updated_at();
-drop trigger if exists _900_storage_purge on identity.users;
-CREATE TRIGGER _900_storage_purge AFTER DELETE ON identity.users FOR EACH ROW EXECUTE FUNCTION private.tg_users__storage_purge();
-
--- identity.refresh_tokens
-comment on table identity.refresh_tokens is 'Refresh tokens (hashed). All tokens descending from one login share session_id (the family). A deleted account''s tokens stay, revoked and without it (user_id null), until pruned.';
-comment on column identity.refresh_tokens.user_agent is 'The User-Agent of the sign-in or refresh that made this token (at most 512 characters); shown to the account''s owner in its list of sessions.';
-comment on column identity.refresh_tokens.ip is 'The client address of the sign-in or refresh that made this token; shown to the account''s owner in its list of sessions.';
-alter table identity.refresh_tokens enable row level security;
-drop trigger if exists _900_notify_session_ended on identity.refresh_tokens;
-CREATE TRIGGER _900_notify_session_ended AFTER UPDATE ON identity.refresh_tokens REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION private.tg_refresh_tokens__notify_session_ended();
-
--- private.auth_failures
-comment on table private.auth_failures is 'Failed sign-ins (per e-mail and client address, per e-mail, per client IP), failed refresh/verify attempts (per client IP), requests at the doors that set a password (password_set, per client IP) and at the doors that e-mail a link (email_link, per client IP), for throttling.';
-
--- private.password_attempts
-comment on table private.password_attempts is 'Sign-ins whose password is being checked by a process (private.password_attempt_start): single-use, 60 seconds; they count as failures in the throttling until their outcome is recorded.';
-alter table private.password_attempts enable row level security;
+$$;

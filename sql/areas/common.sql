@@ -20,31 +20,86 @@
 -- error code clients see (docs/dba.md, "Errors from SQL").
 --
 -- Code: gateway/core/database/transaction.ts, gateway/http/route.ts
--- pgTAP: supabase/tests/common.test.sql, supabase/tests/01-catalog-guards.sql,
---   supabase/tests/05-rls-isolation.sql
+-- pgTAP: supabase/tests/common.test.sql, supabase/tests/01-catalog-guards.sql, supabase/tests/05-rls-isolation.sql
 --
--- Its tables (created and altered by the migrations; their comments, row-level
--- security, policies, grants and triggers are below):
---   app.nodes, private.service_settings
---
--- The current definition of every function, view, policy, trigger, grant and
--- comment of this area. To change a rule: edit it here, then
--- `npm run db -- areas --diff` writes its migration (docs/dba.md, "Changing a
--- rule"). CI (`npm run db -- areas --check`) fails while this file and the
--- migrated database disagree. `npm run db -- areas --write` renders all below
--- `-- Code:` again from a freshly migrated database.
+-- The whole source of this area, after the areas before it in
+-- sql/areas/areas.json: types, tables, indexes, triggers, policies, the api
+-- functions, the helpers. To change it: edit it here, then
+-- `npm run db -- areas --diff` writes the migration (docs/dba.md).
 -- =============================================================================
 
--- -----------------------------------------------------------------------------
--- Functions of app: helpers of policies and list functions
--- -----------------------------------------------------------------------------
+-- =============================================================================
+-- Schemas, extensions and default privileges
+-- =============================================================================
 
-CREATE OR REPLACE FUNCTION app.check_page(page_limit integer, page_offset integer)
- RETURNS void
- LANGUAGE plpgsql
- IMMUTABLE
- SET search_path TO 'pg_catalog'
-AS $function$
+-- No one may execute a function unless granted it: each grant stands below its function.
+ALTER DEFAULT PRIVILEGES REVOKE ALL ON FUNCTIONS FROM PUBLIC;
+
+CREATE SCHEMA admin;
+
+CREATE SCHEMA api;
+
+CREATE SCHEMA app;
+
+CREATE SCHEMA identity;
+
+CREATE SCHEMA private;
+
+GRANT USAGE ON SCHEMA api TO anon;
+GRANT USAGE ON SCHEMA api TO authenticated;
+GRANT USAGE ON SCHEMA api TO service_role;
+
+GRANT USAGE ON SCHEMA app TO authenticated;
+GRANT USAGE ON SCHEMA app TO service_role;
+GRANT USAGE ON SCHEMA app TO anon;
+
+GRANT USAGE ON SCHEMA identity TO authenticated;
+
+GRANT USAGE ON SCHEMA private TO authenticated;
+
+CREATE EXTENSION IF NOT EXISTS pg_trgm WITH SCHEMA extensions;
+
+-- =============================================================================
+-- Tables
+-- =============================================================================
+
+CREATE TABLE app.nodes (
+    id uuid DEFAULT gen_random_uuid() NOT NULL,
+    kind text NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    data jsonb,
+    CONSTRAINT nodes_kind_check CHECK ((kind = ANY (ARRAY['user'::text, 'community'::text, 'event'::text, 'venue'::text]))),
+    CONSTRAINT nodes_pkey PRIMARY KEY (id)
+);
+COMMENT ON TABLE app.nodes IS 'One row per user, community, event and venue; the id that node_id paths take.';
+COMMENT ON COLUMN app.nodes.data IS 'Free-form data attached to a node: the signup data an agent collected for a member it created.';
+ALTER TABLE app.nodes ENABLE ROW LEVEL SECURITY;
+GRANT SELECT(id) ON TABLE app.nodes TO authenticated;
+GRANT SELECT(kind) ON TABLE app.nodes TO authenticated;
+GRANT SELECT(created_at) ON TABLE app.nodes TO authenticated;
+
+CREATE TABLE private.service_settings (
+    name text NOT NULL,
+    value text NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT service_settings_pkey PRIMARY KEY (name)
+);
+COMMENT ON TABLE private.service_settings IS 'Settings of the running service that SQL outside a request needs (public_url: PUBLIC_URL, for the Event objects of webhook payloads). Written by the gateway at start.';
+
+-- =============================================================================
+-- Policies
+-- =============================================================================
+
+CREATE POLICY "Nodes are visible to signed-in users" ON app.nodes FOR SELECT TO authenticated USING (true);
+
+-- =============================================================================
+-- Helpers (private, app, identity): internal helpers and trigger functions; request roles run only those granted here
+-- =============================================================================
+
+CREATE FUNCTION app.check_page(page_limit integer, page_offset integer) RETURNS void
+    LANGUAGE plpgsql IMMUTABLE
+    SET search_path TO 'pg_catalog'
+    AS $$
 begin
   if page_limit is null or page_limit < 1 or page_limit > 100 then
     raise exception 'limit must be between 1 and 100' using errcode = 'PT400', hint = 'invalid_limit';
@@ -53,63 +108,66 @@ begin
     raise exception 'offset must be 0 or more' using errcode = 'PT400', hint = 'invalid_offset';
   end if;
 end;
-$function$;
-grant execute on function app.check_page(integer,integer) to authenticated;
+$$;
 
-CREATE OR REPLACE FUNCTION app.contains_pattern(needle text)
- RETURNS text
- LANGUAGE sql
- IMMUTABLE STRICT
- SET search_path TO 'pg_catalog'
-AS $function$
+
+SET default_tablespace = '';
+
+SET default_table_access_method = heap;
+
+GRANT EXECUTE ON FUNCTION app.check_page(page_limit integer, page_offset integer) TO authenticated;
+
+CREATE FUNCTION app.contains_pattern(needle text) RETURNS text
+    LANGUAGE sql IMMUTABLE STRICT
+    SET search_path TO 'pg_catalog'
+    AS $$
     select '%' || replace(replace(replace(needle, '\', '\\'), '%', '\%'), '_', '\_') || '%'
-  $function$;
-comment on function app.contains_pattern(text) is 'LIKE pattern for a literal substring match.';
-grant execute on function app.contains_pattern(text) to anon, authenticated;
+  $$;
 
-CREATE OR REPLACE FUNCTION app.iso(ts timestamp with time zone)
- RETURNS text
- LANGUAGE sql
- STABLE
-AS $function$
+COMMENT ON FUNCTION app.contains_pattern(needle text) IS 'LIKE pattern for a literal substring match.';
+GRANT EXECUTE ON FUNCTION app.contains_pattern(needle text) TO anon;
+GRANT EXECUTE ON FUNCTION app.contains_pattern(needle text) TO authenticated;
+
+CREATE FUNCTION app.iso(ts timestamp with time zone) RETURNS text
+    LANGUAGE sql STABLE
+    AS $$
     select pg_catalog.to_char(pg_catalog.timezone('UTC', ts), 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')
-  $function$;
-comment on function app.iso(timestamp with time zone) is 'ISO 8601 in UTC with milliseconds, as the gateway writes timestamps (inlined by the planner).';
-grant execute on function app.iso(timestamp with time zone) to anon, authenticated;
+  $$;
 
-CREATE OR REPLACE FUNCTION app.my_node_id()
- RETURNS uuid
- LANGUAGE sql
- STABLE SECURITY DEFINER
- SET search_path TO 'pg_catalog'
-AS $function$
+COMMENT ON FUNCTION app.iso(ts timestamp with time zone) IS 'ISO 8601 in UTC with milliseconds, as the gateway writes timestamps (inlined by the planner).';
+GRANT EXECUTE ON FUNCTION app.iso(ts timestamp with time zone) TO anon;
+GRANT EXECUTE ON FUNCTION app.iso(ts timestamp with time zone) TO authenticated;
+
+CREATE FUNCTION app.my_node_id() RETURNS uuid
+    LANGUAGE sql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog'
+    AS $$
     select p.node_id from app.profiles p where p.id = auth.uid()
-  $function$;
-comment on function app.my_node_id() is 'The node id of the signed-in user, or null.';
-grant execute on function app.my_node_id() to anon, authenticated;
+  $$;
+COMMENT ON FUNCTION app.my_node_id() IS 'The node id of the signed-in user, or null.';
+GRANT EXECUTE ON FUNCTION app.my_node_id() TO anon;
+GRANT EXECUTE ON FUNCTION app.my_node_id() TO authenticated;
 
-CREATE OR REPLACE FUNCTION app.pagination(total_count bigint, page_limit integer, page_offset integer)
- RETURNS jsonb
- LANGUAGE sql
- IMMUTABLE
- SET search_path TO 'pg_catalog'
-AS $function$
+CREATE FUNCTION app.pagination(total_count bigint, page_limit integer, page_offset integer) RETURNS jsonb
+    LANGUAGE sql IMMUTABLE
+    SET search_path TO 'pg_catalog'
+    AS $$
     select jsonb_build_object(
       'total_count', total_count,
       'page', page_offset / page_limit + 1,
       'page_size', page_limit,
       'total_pages', ceil(total_count::numeric / page_limit)::integer
     )
-  $function$;
-comment on function app.pagination(bigint,integer,integer) is 'The pagination object: total_count, page, page_size, total_pages.';
-grant execute on function app.pagination(bigint,integer,integer) to anon, authenticated;
+  $$;
 
-CREATE OR REPLACE FUNCTION app.require_my_node()
- RETURNS uuid
- LANGUAGE plpgsql
- STABLE
- SET search_path TO 'pg_catalog'
-AS $function$
+COMMENT ON FUNCTION app.pagination(total_count bigint, page_limit integer, page_offset integer) IS 'The pagination object: total_count, page, page_size, total_pages.';
+GRANT EXECUTE ON FUNCTION app.pagination(total_count bigint, page_limit integer, page_offset integer) TO anon;
+GRANT EXECUTE ON FUNCTION app.pagination(total_count bigint, page_limit integer, page_offset integer) TO authenticated;
+
+CREATE FUNCTION app.require_my_node() RETURNS uuid
+    LANGUAGE plpgsql STABLE
+    SET search_path TO 'pg_catalog'
+    AS $$
 declare
   me uuid := app.my_node_id();
 begin
@@ -118,20 +176,13 @@ begin
   end if;
   return me;
 end;
-$function$;
-grant execute on function app.require_my_node() to authenticated;
+$$;
+GRANT EXECUTE ON FUNCTION app.require_my_node() TO authenticated;
 
--- -----------------------------------------------------------------------------
--- Functions of private: internal helpers and trigger functions (request roles
--- run only those granted here)
--- -----------------------------------------------------------------------------
-
-CREATE OR REPLACE FUNCTION private.json_capped(value jsonb, max_bytes integer DEFAULT 16384)
- RETURNS jsonb
- LANGUAGE plpgsql
- IMMUTABLE
- SET search_path TO 'pg_catalog'
-AS $function$
+CREATE FUNCTION private.json_capped(value jsonb, max_bytes integer DEFAULT 16384) RETURNS jsonb
+    LANGUAGE plpgsql IMMUTABLE
+    SET search_path TO 'pg_catalog'
+    AS $$
 declare
   json_text text;
   size integer;
@@ -155,83 +206,50 @@ begin
   end loop;
   return jsonb_build_object('truncated', true, 'bytes', size, 'preview', preview);
 end;
-$function$;
-comment on function private.json_capped(jsonb,integer) is 'The value when its JSON text is at most max_bytes (default 16 KB); otherwise the marker {truncated: true, bytes, preview: the first max_bytes/2 bytes of its JSON text}.';
-grant execute on function private.json_capped(jsonb,integer) to authenticated;
+$$;
 
-CREATE OR REPLACE FUNCTION private.public_url()
- RETURNS text
- LANGUAGE sql
- STABLE
- SET search_path TO 'pg_catalog'
-AS $function$
+COMMENT ON FUNCTION private.json_capped(value jsonb, max_bytes integer) IS 'The value when its JSON text is at most max_bytes (default 16 KB); otherwise the marker {truncated: true, bytes, preview: the first max_bytes/2 bytes of its JSON text}.';
+GRANT EXECUTE ON FUNCTION private.json_capped(value jsonb, max_bytes integer) TO authenticated;
+
+CREATE FUNCTION private.public_url() RETURNS text
+    LANGUAGE sql STABLE
+    SET search_path TO 'pg_catalog'
+    AS $$
     select coalesce(nullif(current_setting('request.public_url', true), ''),
                     (select s.value from private.service_settings s where s.name = 'public_url'),
                     'http://localhost:3000')
-  $function$;
-comment on function private.public_url() is 'PUBLIC_URL of the gateway the request came through (request.public_url, set by each transaction); outside a request (jobs) as the gateway last recorded it; http://localhost:3000 before any gateway started.';
+  $$;
+COMMENT ON FUNCTION private.public_url() IS 'PUBLIC_URL of the gateway the request came through (request.public_url, set by each transaction); outside a request (jobs) as the gateway last recorded it; http://localhost:3000 before any gateway started.';
 
-CREATE OR REPLACE FUNCTION private.service_setting_set(name text, value text)
- RETURNS void
- LANGUAGE sql
- SET search_path TO 'pg_catalog'
-AS $function$
+
+CREATE FUNCTION private.service_setting_set(name text, value text) RETURNS void
+    LANGUAGE sql
+    SET search_path TO 'pg_catalog'
+    AS $$
     insert into private.service_settings as s (name, value) values (service_setting_set.name, service_setting_set.value)
       on conflict (name) do update set value = excluded.value, updated_at = now()
       where s.value is distinct from excluded.value
-  $function$;
-comment on function private.service_setting_set(text,text) is 'Records a setting of the running service (the gateway records public_url at start).';
+  $$;
 
-CREATE OR REPLACE FUNCTION private.tg__set_updated_at()
- RETURNS trigger
- LANGUAGE plpgsql
- SET search_path TO 'pg_catalog'
-AS $function$
+COMMENT ON FUNCTION private.service_setting_set(name text, value text) IS 'Records a setting of the running service (the gateway records public_url at start).';
+
+
+CREATE FUNCTION private.tg__set_updated_at() RETURNS trigger
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog'
+    AS $$
 begin
   new.updated_at := now();
   return new;
 end;
-$function$;
-comment on function private.tg__set_updated_at() is 'Trigger: sets updated_at to now() on update.';
+$$;
+COMMENT ON FUNCTION private.tg__set_updated_at() IS 'Trigger: sets updated_at to now() on update.';
 
-CREATE OR REPLACE FUNCTION private.url_host(url text)
- RETURNS text
- LANGUAGE sql
- IMMUTABLE
-AS $function$
+
+CREATE FUNCTION private.url_host(url text) RETURNS text
+    LANGUAGE sql IMMUTABLE
+    AS $$
     select pg_catalog.lower(pg_catalog.substring(url, '^[A-Za-z][A-Za-z0-9+.-]*://(?:[^/?#@]*@)?(\[[^]/]*\]|[^/?#:]*)'))
-  $function$;
-comment on function private.url_host(text) is 'The host of an absolute URL (lower case; an IPv6 address in brackets), e.g. of PUBLIC_URL.';
+  $$;
 
--- -----------------------------------------------------------------------------
--- Tables: comments, row-level security, policies, grants, triggers
--- -----------------------------------------------------------------------------
-
--- app.nodes
-comment on table app.nodes is 'One row per user, community, event and venue; the id that node_id paths take.';
-comment on column app.nodes.data is 'Free-form data attached to a node: the signup data an agent collected for a member it created.';
-alter table app.nodes enable row level security;
-drop policy if exists "Nodes are visible to signed-in users" on app.nodes;
-create policy "Nodes are visible to signed-in users" on app.nodes
-  as permissive for select to authenticated
-  using (true);
-grant select (created_at, id, kind) on table app.nodes to authenticated;
-
--- private.service_settings
-comment on table private.service_settings is 'Settings of the running service that SQL outside a request needs (public_url: PUBLIC_URL, for the Event objects of webhook payloads). Written by the gateway at start.';
-
--- -----------------------------------------------------------------------------
--- Schemas: comments and grants
--- -----------------------------------------------------------------------------
-
--- schema api
-grant usage on schema api to anon, authenticated, service_role;
-
--- schema app
-grant usage on schema app to anon, authenticated, service_role;
-
--- schema identity
-grant usage on schema identity to authenticated;
-
--- schema private
-grant usage on schema private to authenticated;
+COMMENT ON FUNCTION private.url_host(url text) IS 'The host of an absolute URL (lower case; an IPv6 address in brackets), e.g. of PUBLIC_URL.';

@@ -10,31 +10,135 @@
 -- Code: gateway/routes/connections.ts
 -- pgTAP: supabase/tests/connections.test.sql
 --
--- Its tables (created and altered by the migrations; their comments, row-level
--- security, policies, grants and triggers are below):
---   app.connections
---
--- Its types (made by the migrations):
---   api.connection
---
--- The current definition of every function, view, policy, trigger, grant and
--- comment of this area. To change a rule: edit it here, then
--- `npm run db -- areas --diff` writes its migration (docs/dba.md, "Changing a
--- rule"). CI (`npm run db -- areas --check`) fails while this file and the
--- migrated database disagree. `npm run db -- areas --write` renders all below
--- `-- Code:` again from a freshly migrated database.
+-- The whole source of this area, after the areas before it in
+-- sql/areas/areas.json: types, tables, indexes, triggers, policies, the api
+-- functions, the helpers. To change it: edit it here, then
+-- `npm run db -- areas --diff` writes the migration (docs/dba.md).
 -- =============================================================================
 
--- -----------------------------------------------------------------------------
--- Functions of api: what the gateway and the MCP server call, as the request's
--- role
--- -----------------------------------------------------------------------------
+-- =============================================================================
+-- Types
+-- =============================================================================
 
-CREATE OR REPLACE FUNCTION api.connection_create(target_node_id uuid, connection_type text DEFAULT NULL::text, event_id uuid DEFAULT NULL::uuid, my_hat_id uuid DEFAULT NULL::uuid, their_hat_id uuid DEFAULT NULL::uuid, notes text DEFAULT NULL::text, strength text DEFAULT NULL::text, tags text[] DEFAULT NULL::text[])
- RETURNS SETOF api.connection
- LANGUAGE plpgsql
- SET search_path TO 'pg_catalog'
-AS $function$
+CREATE TYPE api.connection AS (
+	id uuid,
+	owner_node_id uuid,
+	target_node_id uuid,
+	connection_type text,
+	event_id uuid,
+	my_hat_id uuid,
+	their_hat_id uuid,
+	notes text,
+	strength text,
+	tags text[],
+	created_at timestamp with time zone,
+	updated_at timestamp with time zone
+);
+
+-- =============================================================================
+-- Tables
+-- =============================================================================
+
+CREATE TABLE app.connections (
+    id uuid DEFAULT gen_random_uuid() NOT NULL,
+    owner_node_id uuid NOT NULL,
+    target_node_id uuid NOT NULL,
+    connection_type text DEFAULT 'async'::text NOT NULL,
+    event_id uuid,
+    my_hat_id uuid,
+    their_hat_id uuid,
+    notes text,
+    strength text,
+    tags text[] DEFAULT '{}'::text[] NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT connections_connection_type_check CHECK ((connection_type = ANY (ARRAY['in_event'::text, 'post_event'::text, 'async'::text]))),
+    CONSTRAINT connections_notes_check CHECK ((length(notes) <= 5000)),
+    CONSTRAINT connections_strength_check CHECK ((strength = ANY (ARRAY['weak'::text, 'medium'::text, 'strong'::text]))),
+    CONSTRAINT connections_tags_check CHECK ((cardinality(tags) <= 50)),
+    CONSTRAINT connections_pkey PRIMARY KEY (id),
+    CONSTRAINT connections_event_id_fkey FOREIGN KEY (event_id) REFERENCES app.events(id) ON DELETE SET NULL,
+    CONSTRAINT connections_my_hat_id_fkey FOREIGN KEY (my_hat_id) REFERENCES app.hats(id) ON DELETE SET NULL,
+    CONSTRAINT connections_owner_node_id_fkey FOREIGN KEY (owner_node_id) REFERENCES app.nodes(id) ON DELETE CASCADE,
+    CONSTRAINT connections_target_node_id_fkey FOREIGN KEY (target_node_id) REFERENCES app.nodes(id) ON DELETE CASCADE,
+    CONSTRAINT connections_their_hat_id_fkey FOREIGN KEY (their_hat_id) REFERENCES app.hats(id) ON DELETE SET NULL
+);
+ALTER TABLE app.connections
+    ADD CONSTRAINT connections_tags_size CHECK ((octet_length(array_to_string(tags, ''::text)) <= 5000)) NOT VALID;
+COMMENT ON TABLE app.connections IS 'Connections a user (owner node) made with another node, optionally at an event and wearing hats.';
+ALTER TABLE app.connections ENABLE ROW LEVEL SECURITY;
+GRANT SELECT ON TABLE app.connections TO authenticated;
+GRANT INSERT(owner_node_id) ON TABLE app.connections TO authenticated;
+GRANT INSERT(target_node_id) ON TABLE app.connections TO authenticated;
+GRANT INSERT(connection_type) ON TABLE app.connections TO authenticated;
+GRANT INSERT(event_id) ON TABLE app.connections TO authenticated;
+GRANT INSERT(my_hat_id) ON TABLE app.connections TO authenticated;
+GRANT INSERT(their_hat_id) ON TABLE app.connections TO authenticated;
+GRANT INSERT(notes),UPDATE(notes) ON TABLE app.connections TO authenticated;
+GRANT INSERT(strength),UPDATE(strength) ON TABLE app.connections TO authenticated;
+GRANT INSERT(tags),UPDATE(tags) ON TABLE app.connections TO authenticated;
+
+-- =============================================================================
+-- Indexes
+-- =============================================================================
+
+CREATE INDEX connections_event_idx ON app.connections USING btree (event_id) WHERE (event_id IS NOT NULL);
+CREATE INDEX connections_my_hat_idx ON app.connections USING btree (my_hat_id) WHERE (my_hat_id IS NOT NULL);
+CREATE INDEX connections_owner_event_idx ON app.connections USING btree (owner_node_id, event_id) WHERE (event_id IS NOT NULL);
+CREATE INDEX connections_owner_idx ON app.connections USING btree (owner_node_id, created_at DESC, id);
+CREATE INDEX connections_target_idx ON app.connections USING btree (target_node_id);
+CREATE INDEX connections_their_hat_idx ON app.connections USING btree (their_hat_id) WHERE (their_hat_id IS NOT NULL);
+
+-- =============================================================================
+-- Triggers
+-- =============================================================================
+
+CREATE TRIGGER _100_set_updated_at BEFORE UPDATE ON app.connections FOR EACH ROW EXECUTE FUNCTION private.tg__set_updated_at();
+CREATE TRIGGER _200_check_hats BEFORE INSERT OR UPDATE OF my_hat_id, their_hat_id, owner_node_id, target_node_id ON app.connections FOR EACH ROW EXECUTE FUNCTION private.tg_connections__check_hats();
+
+-- =============================================================================
+-- Policies
+-- =============================================================================
+
+CREATE POLICY "Users can create their own connections" ON app.connections FOR INSERT TO authenticated WITH CHECK ((owner_node_id = ( SELECT app.my_node_id() AS my_node_id)));
+
+CREATE POLICY "Users can read their own connections" ON app.connections FOR SELECT TO authenticated USING ((owner_node_id = ( SELECT app.my_node_id() AS my_node_id)));
+
+CREATE POLICY "Users can update their own connections" ON app.connections FOR UPDATE TO authenticated USING ((owner_node_id = ( SELECT app.my_node_id() AS my_node_id))) WITH CHECK ((owner_node_id = ( SELECT app.my_node_id() AS my_node_id)));
+
+-- =============================================================================
+-- Functions of api: what the gateway and the MCP server call, as the request's role
+-- =============================================================================
+
+CREATE FUNCTION api.connections_list() RETURNS SETOF api.connection
+    LANGUAGE sql STABLE
+    SET search_path TO 'pg_catalog'
+    AS $$
+    select c.id, c.owner_node_id, c.target_node_id, c.connection_type, c.event_id, c.my_hat_id,
+           c.their_hat_id, c.notes, c.strength, c.tags, c.created_at, c.updated_at
+      from app.connections c
+     order by c.created_at desc, c.id desc
+  $$;
+COMMENT ON FUNCTION api.connections_list() IS 'GET /api/mobile/connections: the caller''s connections, newest first.';
+GRANT EXECUTE ON FUNCTION api.connections_list() TO authenticated;
+
+CREATE FUNCTION api.connections_recent() RETURNS SETOF api.connection
+    LANGUAGE sql STABLE
+    SET search_path TO 'pg_catalog'
+    AS $$
+    select c.id, c.owner_node_id, c.target_node_id, c.connection_type, c.event_id, c.my_hat_id,
+           c.their_hat_id, c.notes, c.strength, c.tags, c.created_at, c.updated_at
+      from app.connections c
+     order by c.created_at desc, c.id desc
+     limit 20
+  $$;
+COMMENT ON FUNCTION api.connections_recent() IS 'GET /api/mobile/connections/recent: the caller''s 20 most recently created connections, newest first.';
+GRANT EXECUTE ON FUNCTION api.connections_recent() TO authenticated;
+
+CREATE FUNCTION api.connection_create(target_node_id uuid, connection_type text DEFAULT NULL::text, event_id uuid DEFAULT NULL::uuid, my_hat_id uuid DEFAULT NULL::uuid, their_hat_id uuid DEFAULT NULL::uuid, notes text DEFAULT NULL::text, strength text DEFAULT NULL::text, tags text[] DEFAULT NULL::text[]) RETURNS SETOF api.connection
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog'
+    AS $$
 declare
   owner_node uuid := app.my_node_id();
   found_event app.events;
@@ -63,16 +167,15 @@ begin
     returning c.id, c.owner_node_id, c.target_node_id, c.connection_type, c.event_id, c.my_hat_id,
               c.their_hat_id, c.notes, c.strength, c.tags, c.created_at, c.updated_at;
 end;
-$function$;
-comment on function api.connection_create(uuid,text,uuid,uuid,uuid,text,text,text[]) is 'POST /api/mobile/connections: a connection owned by the caller''s node. connection_type defaults to in_event with an event, else async. PT422 for an unknown target node or event, or a hat that is not the caller''s (their_hat_id: not the target''s).';
-grant execute on function api.connection_create(uuid,text,uuid,uuid,uuid,text,text,text[]) to authenticated;
+$$;
 
-CREATE OR REPLACE FUNCTION api.connection_get(id uuid)
- RETURNS SETOF api.connection
- LANGUAGE plpgsql
- STABLE
- SET search_path TO 'pg_catalog'
-AS $function$
+COMMENT ON FUNCTION api.connection_create(target_node_id uuid, connection_type text, event_id uuid, my_hat_id uuid, their_hat_id uuid, notes text, strength text, tags text[]) IS 'POST /api/mobile/connections: a connection owned by the caller''s node. connection_type defaults to in_event with an event, else async. PT422 for an unknown target node or event, or a hat that is not the caller''s (their_hat_id: not the target''s).';
+GRANT EXECUTE ON FUNCTION api.connection_create(target_node_id uuid, connection_type text, event_id uuid, my_hat_id uuid, their_hat_id uuid, notes text, strength text, tags text[]) TO authenticated;
+
+CREATE FUNCTION api.connection_get(id uuid) RETURNS SETOF api.connection
+    LANGUAGE plpgsql STABLE
+    SET search_path TO 'pg_catalog'
+    AS $$
 begin
   return query
     select c.id, c.owner_node_id, c.target_node_id, c.connection_type, c.event_id, c.my_hat_id,
@@ -83,15 +186,15 @@ begin
     raise exception 'connection not found' using errcode = 'PT404', hint = 'connection_not_found';
   end if;
 end;
-$function$;
-comment on function api.connection_get(uuid) is 'GET /api/mobile/connections/{id}: one of the caller''s connections. PT404 when unknown or someone else''s.';
-grant execute on function api.connection_get(uuid) to authenticated;
+$$;
 
-CREATE OR REPLACE FUNCTION api.connection_update(id uuid, patch jsonb)
- RETURNS SETOF api.connection
- LANGUAGE plpgsql
- SET search_path TO 'pg_catalog'
-AS $function$
+COMMENT ON FUNCTION api.connection_get(id uuid) IS 'GET /api/mobile/connections/{id}: one of the caller''s connections. PT404 when unknown or someone else''s.';
+GRANT EXECUTE ON FUNCTION api.connection_get(id uuid) TO authenticated;
+
+CREATE FUNCTION api.connection_update(id uuid, patch jsonb) RETURNS SETOF api.connection
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog'
+    AS $$
 begin
   return query
     update app.connections c
@@ -110,45 +213,15 @@ begin
     raise exception 'connection not found' using errcode = 'PT404', hint = 'connection_not_found';
   end if;
 end;
-$function$;
-comment on function api.connection_update(uuid,jsonb) is 'PATCH /api/mobile/connections/{id}: changes notes, strength and tags given in the patch. PT404 when unknown or someone else''s.';
-grant execute on function api.connection_update(uuid,jsonb) to authenticated;
+$$;
 
-CREATE OR REPLACE FUNCTION api.connections_list()
- RETURNS SETOF api.connection
- LANGUAGE sql
- STABLE
- SET search_path TO 'pg_catalog'
-AS $function$
-    select c.id, c.owner_node_id, c.target_node_id, c.connection_type, c.event_id, c.my_hat_id,
-           c.their_hat_id, c.notes, c.strength, c.tags, c.created_at, c.updated_at
-      from app.connections c
-     order by c.created_at desc, c.id desc
-  $function$;
-comment on function api.connections_list() is 'GET /api/mobile/connections: the caller''s connections, newest first.';
-grant execute on function api.connections_list() to authenticated;
+COMMENT ON FUNCTION api.connection_update(id uuid, patch jsonb) IS 'PATCH /api/mobile/connections/{id}: changes notes, strength and tags given in the patch. PT404 when unknown or someone else''s.';
+GRANT EXECUTE ON FUNCTION api.connection_update(id uuid, patch jsonb) TO authenticated;
 
-CREATE OR REPLACE FUNCTION api.connections_recent()
- RETURNS SETOF api.connection
- LANGUAGE sql
- STABLE
- SET search_path TO 'pg_catalog'
-AS $function$
-    select c.id, c.owner_node_id, c.target_node_id, c.connection_type, c.event_id, c.my_hat_id,
-           c.their_hat_id, c.notes, c.strength, c.tags, c.created_at, c.updated_at
-      from app.connections c
-     order by c.created_at desc, c.id desc
-     limit 20
-  $function$;
-comment on function api.connections_recent() is 'GET /api/mobile/connections/recent: the caller''s 20 most recently created connections, newest first.';
-grant execute on function api.connections_recent() to authenticated;
-
-CREATE OR REPLACE FUNCTION api.event_connections(event_id uuid)
- RETURNS SETOF api.connection
- LANGUAGE plpgsql
- STABLE
- SET search_path TO 'pg_catalog'
-AS $function$
+CREATE FUNCTION api.event_connections(event_id uuid) RETURNS SETOF api.connection
+    LANGUAGE plpgsql STABLE
+    SET search_path TO 'pg_catalog'
+    AS $$
 declare
   found_event app.events := private.find_event(event_connections.event_id);
 begin
@@ -163,21 +236,19 @@ begin
        and c.owner_node_id = (select app.my_node_id())
      order by c.created_at desc, c.id desc;
 end;
-$function$;
-comment on function api.event_connections(uuid) is 'GET /api/mobile/events/{event_id}/connections: the caller''s connections made at the event, newest first. PT404 unknown event.';
-grant execute on function api.event_connections(uuid) to authenticated;
+$$;
 
--- -----------------------------------------------------------------------------
--- Functions of private: internal helpers and trigger functions (request roles
--- run only those granted here)
--- -----------------------------------------------------------------------------
+COMMENT ON FUNCTION api.event_connections(event_id uuid) IS 'GET /api/mobile/events/{event_id}/connections: the caller''s connections made at the event, newest first. PT404 unknown event.';
+GRANT EXECUTE ON FUNCTION api.event_connections(event_id uuid) TO authenticated;
 
-CREATE OR REPLACE FUNCTION private.tg_connections__check_hats()
- RETURNS trigger
- LANGUAGE plpgsql
- SECURITY DEFINER
- SET search_path TO 'pg_catalog'
-AS $function$
+-- =============================================================================
+-- Helpers (private, app, identity): internal helpers and trigger functions; request roles run only those granted here
+-- =============================================================================
+
+CREATE FUNCTION private.tg_connections__check_hats() RETURNS trigger
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog'
+    AS $$
 begin
   if new.my_hat_id is not null and not exists (
     select from app.hats h join app.profiles p on p.id = h.user_id
@@ -193,31 +264,5 @@ begin
   end if;
   return new;
 end;
-$function$;
-comment on function private.tg_connections__check_hats() is 'Trigger: my_hat_id must be the owner''s hat and their_hat_id the target''s (PT422).';
-
--- -----------------------------------------------------------------------------
--- Tables: comments, row-level security, policies, grants, triggers
--- -----------------------------------------------------------------------------
-
--- app.connections
-comment on table app.connections is 'Connections a user (owner node) made with another node, optionally at an event and wearing hats.';
-alter table app.connections enable row level security;
-drop policy if exists "Users can create their own connections" on app.connections;
-create policy "Users can create their own connections" on app.connections
-  as permissive for insert to authenticated
-  with check ((owner_node_id = ( SELECT app.my_node_id() AS my_node_id)));
-drop policy if exists "Users can read their own connections" on app.connections;
-create policy "Users can read their own connections" on app.connections
-  as permissive for select to authenticated
-  using ((owner_node_id = ( SELECT app.my_node_id() AS my_node_id)));
-drop policy if exists "Users can update their own connections" on app.connections;
-create policy "Users can update their own connections" on app.connections
-  as permissive for update to authenticated
-  using ((owner_node_id = ( SELECT app.my_node_id() AS my_node_id)))
-  with check ((owner_node_id = ( SELECT app.my_node_id() AS my_node_id)));
-grant select, insert (connection_type, event_id, my_hat_id, notes, owner_node_id, strength, tags, target_node_id, their_hat_id), update (notes, strength, tags) on table app.connections to authenticated;
-drop trigger if exists _100_set_updated_at on app.connections;
-CREATE TRIGGER _100_set_updated_at BEFORE UPDATE ON app.connections FOR EACH ROW EXECUTE FUNCTION private.tg__set_updated_at();
-drop trigger if exists _200_check_hats on app.connections;
-CREATE TRIGGER _200_check_hats BEFORE INSERT OR UPDATE OF my_hat_id, their_hat_id, owner_node_id, target_node_id ON app.connections FOR EACH ROW EXECUTE FUNCTION private.tg_connections__check_hats();
+$$;
+COMMENT ON FUNCTION private.tg_connections__check_hats() IS 'Trigger: my_hat_id must be the owner''s hat and their_hat_id the target''s (PT422).';

@@ -15,29 +15,62 @@
 -- Code: gateway/http/idempotency.ts
 -- pgTAP: supabase/tests/idempotency.test.sql
 --
--- Its tables (created and altered by the migrations; their comments, row-level
--- security, policies, grants and triggers are below):
---   app.idempotency_keys, app.idempotency_callers
---
--- The current definition of every function, view, policy, trigger, grant and
--- comment of this area. To change a rule: edit it here, then
--- `npm run db -- areas --diff` writes its migration (docs/dba.md, "Changing a
--- rule"). CI (`npm run db -- areas --check`) fails while this file and the
--- migrated database disagree. `npm run db -- areas --write` renders all below
--- `-- Code:` again from a freshly migrated database.
+-- The whole source of this area, after the areas before it in
+-- sql/areas/areas.json: types, tables, indexes, triggers, policies, the api
+-- functions, the helpers. To change it: edit it here, then
+-- `npm run db -- areas --diff` writes the migration (docs/dba.md).
 -- =============================================================================
 
--- -----------------------------------------------------------------------------
--- Functions of api: what the gateway and the MCP server call, as the request's
--- role
--- -----------------------------------------------------------------------------
+-- =============================================================================
+-- Tables
+-- =============================================================================
 
-CREATE OR REPLACE FUNCTION api.idempotency_claim(key text, request_hash text)
- RETURNS jsonb
- LANGUAGE plpgsql
- SECURITY DEFINER
- SET search_path TO 'pg_catalog'
-AS $function$
+CREATE TABLE app.idempotency_keys (
+    user_id uuid NOT NULL,
+    key_hash bytea NOT NULL,
+    request_hash bytea NOT NULL,
+    status integer,
+    answer bytea,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    credential bytea NOT NULL,
+    CONSTRAINT idempotency_keys_status_check CHECK (((status IS NULL) OR ((status >= 200) AND (status <= 499)))),
+    CONSTRAINT idempotency_keys_pkey PRIMARY KEY (user_id, credential, key_hash),
+    CONSTRAINT idempotency_keys_user_id_fkey FOREIGN KEY (user_id) REFERENCES identity.users(id) ON DELETE CASCADE
+);
+COMMENT ON TABLE app.idempotency_keys IS 'Idempotency keys of the last 24 hours, per user and credential (at most 1,000 a user): the key''s SHA-256, the request''s SHA-256 (method, path, body), the status of a success and the answer (encrypted with a key derived from the user, the credential and the idempotency key). Written only in the transaction of the request they answer. Not granted to request roles.';
+COMMENT ON COLUMN app.idempotency_keys.credential IS 'SHA-256 of the credential the key belongs to (private.idempotency_credential); empty for records made before credentials were recorded (replayed to nobody).';
+ALTER TABLE app.idempotency_keys ENABLE ROW LEVEL SECURITY;
+
+CREATE TABLE app.idempotency_callers (
+    user_id uuid NOT NULL,
+    records integer NOT NULL,
+    CONSTRAINT idempotency_callers_pkey PRIMARY KEY (user_id),
+    CONSTRAINT idempotency_callers_user_id_fkey FOREIGN KEY (user_id) REFERENCES identity.users(id) ON DELETE CASCADE
+);
+COMMENT ON TABLE app.idempotency_callers IS 'How many answered idempotency keys each user has (app.idempotency_keys), kept by api.idempotency_store and the prune for the per-caller cap; counted again whenever the store trims. Not granted to request roles.';
+ALTER TABLE app.idempotency_callers ENABLE ROW LEVEL SECURITY;
+
+-- =============================================================================
+-- Indexes
+-- =============================================================================
+
+CREATE INDEX idempotency_keys_created_idx ON app.idempotency_keys USING btree (created_at);
+CREATE INDEX idempotency_keys_user_created_idx ON app.idempotency_keys USING btree (user_id, created_at);
+
+-- =============================================================================
+-- Triggers
+-- =============================================================================
+
+CREATE CONSTRAINT TRIGGER _900_answered AFTER INSERT ON app.idempotency_keys DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION private.tg_idempotency_keys__answered();
+
+-- =============================================================================
+-- Functions of api: what the gateway and the MCP server call, as the request's role
+-- =============================================================================
+
+CREATE FUNCTION api.idempotency_claim(key text, request_hash text) RETURNS jsonb
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog'
+    AS $_$
 declare
   me uuid := auth.uid();
   caller_credential bytea := private.idempotency_credential();
@@ -92,16 +125,15 @@ begin
     values (me, caller_credential, key_digest, request_digest);
   return null;
 end;
-$function$;
-comment on function api.idempotency_claim(text,text) is 'Claims an Idempotency-Key for the caller''s credential (private.idempotency_credential) in the request''s transaction, before the route''s call, and returns null; or, when the credential sent the same request (request_hash: SHA-256 of method, path and body, hex) in the last 24 hours, returns its stored answer {status, answer: {headers, body}}, which the gateway sends only if the route does not refuse the caller now. PT409 idempotency_key_in_progress while another transaction holds the key; PT422 idempotency_key_reused for another request.';
-grant execute on function api.idempotency_claim(text,text) to authenticated;
+$_$;
 
-CREATE OR REPLACE FUNCTION api.idempotency_store(key text, status integer, answer jsonb)
- RETURNS void
- LANGUAGE plpgsql
- SECURITY DEFINER
- SET search_path TO 'pg_catalog'
-AS $function$
+COMMENT ON FUNCTION api.idempotency_claim(key text, request_hash text) IS 'Claims an Idempotency-Key for the caller''s credential (private.idempotency_credential) in the request''s transaction, before the route''s call, and returns null; or, when the credential sent the same request (request_hash: SHA-256 of method, path and body, hex) in the last 24 hours, returns its stored answer {status, answer: {headers, body}}, which the gateway sends only if the route does not refuse the caller now. PT409 idempotency_key_in_progress while another transaction holds the key; PT422 idempotency_key_reused for another request.';
+GRANT EXECUTE ON FUNCTION api.idempotency_claim(key text, request_hash text) TO authenticated;
+
+CREATE FUNCTION api.idempotency_store(key text, status integer, answer jsonb) RETURNS void
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog'
+    AS $$
 declare
   me uuid := auth.uid();
   caller_credential bytea := private.idempotency_credential();
@@ -142,29 +174,19 @@ begin
      where c.user_id = me;
   end if;
 end;
-$function$;
-comment on function api.idempotency_store(text,integer,jsonb) is 'Stores the answer (a success: status 200-399, and {headers, body}) of the request that claimed the Idempotency-Key in this transaction, right before COMMIT; the answer is encrypted with a key derived from the user, the credential and the idempotency key. A refusal is not stored: the gateway rolls its transaction back, the claim with it. Counts the caller''s answers; past private.idempotency_keys_per_caller() deletes the caller''s oldest 100. Nothing is kept when the request deleted the caller''s account.';
-grant execute on function api.idempotency_store(text,integer,jsonb) to authenticated;
+$$;
 
--- -----------------------------------------------------------------------------
--- Functions of private: internal helpers and trigger functions (request roles
--- run only those granted here)
--- -----------------------------------------------------------------------------
+COMMENT ON FUNCTION api.idempotency_store(key text, status integer, answer jsonb) IS 'Stores the answer (a success: status 200-399, and {headers, body}) of the request that claimed the Idempotency-Key in this transaction, right before COMMIT; the answer is encrypted with a key derived from the user, the credential and the idempotency key. A refusal is not stored: the gateway rolls its transaction back, the claim with it. Counts the caller''s answers; past private.idempotency_keys_per_caller() deletes the caller''s oldest 100. Nothing is kept when the request deleted the caller''s account.';
+GRANT EXECUTE ON FUNCTION api.idempotency_store(key text, status integer, answer jsonb) TO authenticated;
 
-CREATE OR REPLACE FUNCTION private.idempotency_answer_key(user_id uuid, credential bytea, key text)
- RETURNS bytea
- LANGUAGE sql
- IMMUTABLE
- SET search_path TO 'pg_catalog'
-AS $function$ select extensions.digest('idempotency answer ' || user_id::text || ' ' || encode(credential, 'hex') || ' ' || key, 'sha256') $function$;
-comment on function private.idempotency_answer_key(uuid,bytea,text) is 'The AES-256 key of a stored answer: derived from the user, the credential and the idempotency key, never stored.';
+-- =============================================================================
+-- Helpers (private, app, identity): internal helpers and trigger functions; request roles run only those granted here
+-- =============================================================================
 
-CREATE OR REPLACE FUNCTION private.idempotency_credential()
- RETURNS bytea
- LANGUAGE sql
- STABLE
- SET search_path TO 'pg_catalog'
-AS $function$
+CREATE FUNCTION private.idempotency_credential() RETURNS bytea
+    LANGUAGE sql STABLE
+    SET search_path TO 'pg_catalog'
+    AS $$
     select extensions.digest(
              case
                when nullif(c ->> 'token_id', '') is not null
@@ -174,29 +196,50 @@ AS $function$
                else 'access token of ' || coalesce(c ->> 'sub', '')
              end, 'sha256')
       from (select auth.jwt() as c) claims
-  $function$;
-comment on function private.idempotency_credential() is 'The credential of the request (request.jwt.claims), as an idempotency record holds it: an API token''s id and community scope, else an access token''s session, else (an access token without a session) its user; SHA-256.';
+  $$;
+COMMENT ON FUNCTION private.idempotency_credential() IS 'The credential of the request (request.jwt.claims), as an idempotency record holds it: an API token''s id and community scope, else an access token''s session, else (an access token without a session) its user; SHA-256.';
 
-CREATE OR REPLACE FUNCTION private.idempotency_key_lifetime()
- RETURNS interval
- LANGUAGE sql
- IMMUTABLE
-AS $function$ select interval '24 hours' $function$;
-comment on function private.idempotency_key_lifetime() is 'How long an idempotency key and its answer are kept: 24 hours.';
 
-CREATE OR REPLACE FUNCTION private.idempotency_keys_per_caller()
- RETURNS integer
- LANGUAGE sql
- IMMUTABLE
-AS $function$ select 1000 $function$;
-comment on function private.idempotency_keys_per_caller() is 'How many answered idempotency keys a caller (a user, all their credentials together) keeps: 1,000; the answer that would pass it first deletes the caller''s oldest 100.';
+CREATE FUNCTION private.idempotency_key_lifetime() RETURNS interval
+    LANGUAGE sql IMMUTABLE
+    AS $$ select interval '24 hours' $$;
+COMMENT ON FUNCTION private.idempotency_key_lifetime() IS 'How long an idempotency key and its answer are kept: 24 hours.';
 
-CREATE OR REPLACE FUNCTION private.idempotency_keys_prune(max_rows integer DEFAULT 10000)
- RETURNS integer
- LANGUAGE sql
- SECURITY DEFINER
- SET search_path TO 'pg_catalog'
-AS $function$
+
+CREATE FUNCTION private.idempotency_answer_key(user_id uuid, credential bytea, key text) RETURNS bytea
+    LANGUAGE sql IMMUTABLE
+    SET search_path TO 'pg_catalog'
+    AS $$ select extensions.digest('idempotency answer ' || user_id::text || ' ' || encode(credential, 'hex') || ' ' || key, 'sha256') $$;
+
+COMMENT ON FUNCTION private.idempotency_answer_key(user_id uuid, credential bytea, key text) IS 'The AES-256 key of a stored answer: derived from the user, the credential and the idempotency key, never stored.';
+
+
+CREATE FUNCTION private.idempotency_keys_per_caller() RETURNS integer
+    LANGUAGE sql IMMUTABLE
+    AS $$ select 1000 $$;
+COMMENT ON FUNCTION private.idempotency_keys_per_caller() IS 'How many answered idempotency keys a caller (a user, all their credentials together) keeps: 1,000; the answer that would pass it first deletes the caller''s oldest 100.';
+
+
+CREATE FUNCTION private.tg_idempotency_keys__answered() RETURNS trigger
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog'
+    AS $$
+begin
+  if exists (select from app.idempotency_keys k
+              where k.user_id = new.user_id and k.credential = new.credential and k.key_hash = new.key_hash
+                and k.status is null) then
+    raise exception 'an idempotency key would be kept without its answer';
+  end if;
+  return null;
+end;
+$$;
+COMMENT ON FUNCTION private.tg_idempotency_keys__answered() IS 'Deferred constraint trigger: a transaction that claimed an idempotency key cannot commit without storing its answer.';
+
+
+CREATE FUNCTION private.idempotency_keys_prune(max_rows integer DEFAULT 10000) RETURNS integer
+    LANGUAGE sql SECURITY DEFINER
+    SET search_path TO 'pg_catalog'
+    AS $$
     with gone as (
       delete from app.idempotency_keys k
        where (k.user_id, k.credential, k.key_hash) in (
@@ -211,37 +254,6 @@ AS $function$
         from per_user p where c.user_id = p.user_id
       returning 1)
     select coalesce(sum(p.n), 0)::integer from per_user p
-  $function$;
-comment on function private.idempotency_keys_prune(integer) is 'Deletes idempotency keys older than 24 hours, at most max_rows (oldest first), and counts them off their callers; returns how many. The background worker''s crontab runs it.';
+  $$;
 
-CREATE OR REPLACE FUNCTION private.tg_idempotency_keys__answered()
- RETURNS trigger
- LANGUAGE plpgsql
- SECURITY DEFINER
- SET search_path TO 'pg_catalog'
-AS $function$
-begin
-  if exists (select from app.idempotency_keys k
-              where k.user_id = new.user_id and k.credential = new.credential and k.key_hash = new.key_hash
-                and k.status is null) then
-    raise exception 'an idempotency key would be kept without its answer';
-  end if;
-  return null;
-end;
-$function$;
-comment on function private.tg_idempotency_keys__answered() is 'Deferred constraint trigger: a transaction that claimed an idempotency key cannot commit without storing its answer.';
-
--- -----------------------------------------------------------------------------
--- Tables: comments, row-level security, policies, grants, triggers
--- -----------------------------------------------------------------------------
-
--- app.idempotency_keys
-comment on table app.idempotency_keys is 'Idempotency keys of the last 24 hours, per user and credential (at most 1,000 a user): the key''s SHA-256, the request''s SHA-256 (method, path, body), the status of a success and the answer (encrypted with a key derived from the user, the credential and the idempotency key). Written only in the transaction of the request they answer. Not granted to request roles.';
-comment on column app.idempotency_keys.credential is 'SHA-256 of the credential the key belongs to (private.idempotency_credential); empty for records made before credentials were recorded (replayed to nobody).';
-alter table app.idempotency_keys enable row level security;
-drop trigger if exists _900_answered on app.idempotency_keys;
-CREATE CONSTRAINT TRIGGER _900_answered AFTER INSERT ON app.idempotency_keys DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION private.tg_idempotency_keys__answered();
-
--- app.idempotency_callers
-comment on table app.idempotency_callers is 'How many answered idempotency keys each user has (app.idempotency_keys), kept by api.idempotency_store and the prune for the per-caller cap; counted again whenever the store trims. Not granted to request roles.';
-alter table app.idempotency_callers enable row level security;
+COMMENT ON FUNCTION private.idempotency_keys_prune(max_rows integer) IS 'Deletes idempotency keys older than 24 hours, at most max_rows (oldest first), and counts them off their callers; returns how many. The background worker''s crontab runs it.';

@@ -12,24 +12,20 @@
 -- Code: gateway/jobs/worker.ts, gateway/core/database/job-queue.ts
 -- pgTAP: supabase/tests/jobs.test.sql
 --
--- The current definition of every function, view, policy, trigger, grant and
--- comment of this area. To change a rule: edit it here, then
--- `npm run db -- areas --diff` writes its migration (docs/dba.md, "Changing a
--- rule"). CI (`npm run db -- areas --check`) fails while this file and the
--- migrated database disagree. `npm run db -- areas --write` renders all below
--- `-- Code:` again from a freshly migrated database.
+-- The whole source of this area, after the areas before it in
+-- sql/areas/areas.json: types, tables, indexes, triggers, policies, the api
+-- functions, the helpers. To change it: edit it here, then
+-- `npm run db -- areas --diff` writes the migration (docs/dba.md).
 -- =============================================================================
 
--- -----------------------------------------------------------------------------
--- Functions of private: internal helpers and trigger functions (request roles
--- run only those granted here)
--- -----------------------------------------------------------------------------
+-- =============================================================================
+-- Helpers (private, app, identity): internal helpers and trigger functions; request roles run only those granted here
+-- =============================================================================
 
-CREATE OR REPLACE FUNCTION private.enqueue_job(task text, payload jsonb, queue_name text DEFAULT NULL::text, run_at timestamp with time zone DEFAULT NULL::timestamp with time zone, max_attempts integer DEFAULT NULL::integer, job_key text DEFAULT NULL::text, job_key_mode text DEFAULT 'replace'::text)
- RETURNS bigint
- LANGUAGE plpgsql
- SET search_path TO 'pg_catalog'
-AS $function$
+CREATE FUNCTION private.enqueue_job(task text, payload jsonb, queue_name text DEFAULT NULL::text, run_at timestamp with time zone DEFAULT NULL::timestamp with time zone, max_attempts integer DEFAULT NULL::integer, job_key text DEFAULT NULL::text, job_key_mode text DEFAULT 'replace'::text) RETURNS bigint
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog'
+    AS $_$
 declare
   keyed bigint;
   added bigint;
@@ -69,14 +65,15 @@ begin
   end if;
   return added;
 end;
-$function$;
-comment on function private.enqueue_job(text,jsonb,text,timestamp with time zone,integer,text,text) is 'Adds a graphile-worker job in the current transaction (it exists only if the transaction commits). queue_name: jobs of one queue run one at a time; job_key: a later job with the same key replaces a pending one (job_key_mode replace, or preserve_run_at to keep its time); one running is left to finish without another attempt, dated at the replacement so that jobs_recover gives it back its attempt if its worker dies. The payload gains `traceparent` (the W3C trace context of the request that queues the job, from the transaction-local request.traceparent the gateway sets), which the tasks ignore and the worker continues. Returns the job id.';
+$_$;
 
-CREATE OR REPLACE FUNCTION private.jobs_recover()
- RETURNS text[]
- LANGUAGE plpgsql
- SET search_path TO 'pg_catalog'
-AS $function$
+COMMENT ON FUNCTION private.enqueue_job(task text, payload jsonb, queue_name text, run_at timestamp with time zone, max_attempts integer, job_key text, job_key_mode text) IS 'Adds a graphile-worker job in the current transaction (it exists only if the transaction commits). queue_name: jobs of one queue run one at a time; job_key: a later job with the same key replaces a pending one (job_key_mode replace, or preserve_run_at to keep its time); one running is left to finish without another attempt, dated at the replacement so that jobs_recover gives it back its attempt if its worker dies. The payload gains `traceparent` (the W3C trace context of the request that queues the job, from the transaction-local request.traceparent the gateway sets), which the tasks ignore and the worker continues. Returns the job id.';
+
+
+CREATE FUNCTION private.jobs_recover() RETURNS text[]
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog'
+    AS $$
 declare
   dead text[];
 begin
@@ -111,5 +108,5 @@ begin
   perform graphile_worker.force_unlock_workers(dead);
   return dead;
 end;
-$function$;
-comment on function private.jobs_recover() is 'Frees the jobs and queues of workers that are gone (no connection named job-worker <pool id> any more), so they run again; a job replaced while it ran (no attempt left) gets its attempt back, and one cut off on its last attempt stays failed with the reason in last_error. Returns those pool ids.';
+$$;
+COMMENT ON FUNCTION private.jobs_recover() IS 'Frees the jobs and queues of workers that are gone (no connection named job-worker <pool id> any more), so they run again; a job replaced while it ran (no attempt left) gets its attempt back, and one cut off on its last attempt stays failed with the reason in last_error. Returns those pool ids.';

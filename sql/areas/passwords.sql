@@ -19,59 +19,83 @@
 --   gateway/jobs/mail.ts
 -- pgTAP: supabase/tests/passwords.test.sql
 --
--- Its tables (created and altered by the migrations; their comments, row-level
--- security, policies, grants and triggers are below):
---   identity.password_tokens, app.email_outbox
---
--- The current definition of every function, view, policy, trigger, grant and
--- comment of this area. To change a rule: edit it here, then
--- `npm run db -- areas --diff` writes its migration (docs/dba.md, "Changing a
--- rule"). CI (`npm run db -- areas --check`) fails while this file and the
--- migrated database disagree. `npm run db -- areas --write` renders all below
--- `-- Code:` again from a freshly migrated database.
+-- The whole source of this area, after the areas before it in
+-- sql/areas/areas.json: types, tables, indexes, triggers, policies, the api
+-- functions, the helpers. To change it: edit it here, then
+-- `npm run db -- areas --diff` writes the migration (docs/dba.md).
 -- =============================================================================
 
--- -----------------------------------------------------------------------------
--- Functions of api: what the gateway and the MCP server call, as the request's
--- role
--- -----------------------------------------------------------------------------
+-- =============================================================================
+-- Tables
+-- =============================================================================
 
-CREATE OR REPLACE FUNCTION api.auth_password_link_valid(token text)
- RETURNS boolean
- LANGUAGE sql
- STABLE SECURITY DEFINER
- SET search_path TO 'pg_catalog'
-AS $function$
-    select exists (
-      select 1 from identity.password_tokens t
-       where t.token_hash = identity.token_hash(auth_password_link_valid.token)
-         and t.used_at is null and t.expires_at > now())
-  $function$;
-comment on function api.auth_password_link_valid(text) is 'GET /auth/set-password: whether a set-password link can still be used (the page says so before the user types).';
-grant execute on function api.auth_password_link_valid(text) to anon, authenticated;
+CREATE TABLE identity.password_tokens (
+    id bigint GENERATED ALWAYS AS IDENTITY NOT NULL,
+    token_hash bytea NOT NULL,
+    user_id uuid NOT NULL,
+    purpose text NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    expires_at timestamp with time zone NOT NULL,
+    used_at timestamp with time zone,
+    CONSTRAINT password_tokens_purpose_check CHECK ((purpose = ANY (ARRAY['invite'::text, 'recover'::text]))),
+    CONSTRAINT password_tokens_pkey PRIMARY KEY (id),
+    CONSTRAINT password_tokens_token_hash_key UNIQUE (token_hash),
+    CONSTRAINT password_tokens_user_id_fkey FOREIGN KEY (user_id) REFERENCES identity.users(id) ON DELETE CASCADE
+);
+COMMENT ON TABLE identity.password_tokens IS 'Set-password links (hashed). A link is usable once, before expires_at; a newer link for the user voids older ones.';
+ALTER TABLE identity.password_tokens ENABLE ROW LEVEL SECURITY;
 
-CREATE OR REPLACE FUNCTION api.auth_recover(email text, public_url text, client_ip text, max_per_ip integer, window_seconds integer)
- RETURNS void
- LANGUAGE plpgsql
- SECURITY DEFINER
- SET search_path TO 'pg_catalog'
-AS $function$
+CREATE TABLE app.email_outbox (
+    id uuid DEFAULT gen_random_uuid() NOT NULL,
+    user_id uuid,
+    to_email text NOT NULL,
+    purpose text NOT NULL,
+    subject text NOT NULL,
+    body_text text NOT NULL,
+    link text,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    send_after timestamp with time zone DEFAULT now() NOT NULL,
+    sent_at timestamp with time zone,
+    attempts integer DEFAULT 0 NOT NULL,
+    last_error text,
+    CONSTRAINT email_outbox_pkey PRIMARY KEY (id),
+    CONSTRAINT email_outbox_user_id_fkey FOREIGN KEY (user_id) REFERENCES identity.users(id) ON DELETE CASCADE
+);
+COMMENT ON TABLE app.email_outbox IS 'E-mails waiting to be sent (sent_at null) and sent. Read by operators with admin.outbox().';
+ALTER TABLE app.email_outbox ENABLE ROW LEVEL SECURITY;
+
+-- =============================================================================
+-- Indexes
+-- =============================================================================
+
+CREATE INDEX password_tokens_user_idx ON identity.password_tokens USING btree (user_id);
+CREATE INDEX email_outbox_unsent_idx ON app.email_outbox USING btree (send_after) WHERE (sent_at IS NULL);
+CREATE INDEX email_outbox_user_idx ON app.email_outbox USING btree (user_id, created_at);
+
+-- =============================================================================
+-- Functions of api: what the gateway and the MCP server call, as the request's role
+-- =============================================================================
+
+CREATE FUNCTION api.auth_recover(email text, public_url text, client_ip text, max_per_ip integer, window_seconds integer) RETURNS void
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog'
+    AS $$
 begin
   -- The request does the same work whether or not the account exists: the
   -- lookup and the e-mail are a job's (private.email_link_send).
   perform private.email_link_enqueue('recover', auth_recover.email, auth_recover.public_url,
                                      auth_recover.client_ip, auth_recover.max_per_ip, auth_recover.window_seconds);
 end;
-$function$;
-comment on function api.auth_recover(text,text,text,integer,integer) is 'POST /api/auth/recover and /auth/v1/recover: queues the job that e-mails a set-password link when the account exists (at most 5 an hour; private.email_link_send); does and answers the same either way. PT429 rate_limited past max_per_ip requests of the client address in window_seconds (detail: retry_after).';
-grant execute on function api.auth_recover(text,text,text,integer,integer) to anon, authenticated;
+$$;
 
-CREATE OR REPLACE FUNCTION api.auth_set_password(token text, password_hash text)
- RETURNS TABLE(user_id uuid, email text)
- LANGUAGE plpgsql
- SECURITY DEFINER
- SET search_path TO 'pg_catalog'
-AS $function$
+COMMENT ON FUNCTION api.auth_recover(email text, public_url text, client_ip text, max_per_ip integer, window_seconds integer) IS 'POST /api/auth/recover and /auth/v1/recover: queues the job that e-mails a set-password link when the account exists (at most 5 an hour; private.email_link_send); does and answers the same either way. PT429 rate_limited past max_per_ip requests of the client address in window_seconds (detail: retry_after).';
+GRANT EXECUTE ON FUNCTION api.auth_recover(email text, public_url text, client_ip text, max_per_ip integer, window_seconds integer) TO anon;
+GRANT EXECUTE ON FUNCTION api.auth_recover(email text, public_url text, client_ip text, max_per_ip integer, window_seconds integer) TO authenticated;
+
+CREATE FUNCTION api.auth_set_password(token text, password_hash text) RETURNS TABLE(user_id uuid, email text)
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog'
+    AS $$
 declare
   link identity.password_tokens := private.password_link(auth_set_password.token, true);
 begin
@@ -89,51 +113,34 @@ begin
   perform private.agent_member_claim(link.user_id);
   return query select u.id, u.email from identity.users u where u.id = link.user_id;
 end;
-$function$;
-comment on function api.auth_set_password(text,text) is 'Sets the password (a bcrypt hash the gateway made) of a set-password link''s account, uses the link up, ends every credential of the account (sessions, API tokens, OAuth grants, MCP sessions) and ends an agent''s ownership of it. PT400 invalid_link / invalid_password_hash.';
-grant execute on function api.auth_set_password(text,text) to anon, authenticated;
+$$;
 
--- -----------------------------------------------------------------------------
--- Functions of private: internal helpers and trigger functions (request roles
--- run only those granted here)
--- -----------------------------------------------------------------------------
+COMMENT ON FUNCTION api.auth_set_password(token text, password_hash text) IS 'Sets the password (a bcrypt hash the gateway made) of a set-password link''s account, uses the link up, ends every credential of the account (sessions, API tokens, OAuth grants, MCP sessions) and ends an agent''s ownership of it. PT400 invalid_link / invalid_password_hash.';
+GRANT EXECUTE ON FUNCTION api.auth_set_password(token text, password_hash text) TO anon;
+GRANT EXECUTE ON FUNCTION api.auth_set_password(token text, password_hash text) TO authenticated;
 
-CREATE OR REPLACE FUNCTION private.email_link_enqueue(kind text, email text, public_url text, client_ip text, max_per_ip integer, window_seconds integer)
- RETURNS void
- LANGUAGE plpgsql
- SET search_path TO 'pg_catalog'
-AS $function$
-declare
-  wait integer;
-  address text := lower(btrim(email_link_enqueue.email));
-begin
-  if email_link_enqueue.kind not in ('recover', 'delete_account') then
-    raise exception 'unknown link kind %', email_link_enqueue.kind using errcode = '22023';
-  end if;
-  if email_link_enqueue.client_ip is not null then
-    -- Requests of one address take turns, so a burst cannot slip past the count.
-    perform pg_advisory_xact_lock(hashtextextended('auth_failures:email_link:' || email_link_enqueue.client_ip, 0));
-    wait := private.auth_throttle_wait('email_link', email_link_enqueue.client_ip, email_link_enqueue.max_per_ip, email_link_enqueue.window_seconds);
-    if wait > 0 then
-      raise exception 'too many e-mailed links asked for from this address, try again later'
-        using errcode = 'PT429', hint = 'rate_limited', detail = jsonb_build_object('retry_after', wait)::text;
-    end if;
-    perform private.auth_throttle_record('email_link', email_link_enqueue.client_ip);
-  end if;
-  -- Nothing here reads whether the address has an account. One job per
-  -- address and kind waits at a time (a repeat replaces it).
-  perform private.enqueue_job('email_link',
-    jsonb_build_object('kind', email_link_enqueue.kind, 'email', address, 'public_url', email_link_enqueue.public_url),
-    max_attempts => 5, job_key => 'email_link:' || email_link_enqueue.kind || ':' || address);
-end;
-$function$;
-comment on function private.email_link_enqueue(text,text,text,text,integer,integer) is 'The request half of a door that e-mails a link to whoever has an address (kind recover: POST /api/auth/recover, /auth/v1/recover; delete_account: POST /account/delete): counts the request per client address (PT429 rate_limited past max_per_ip in window_seconds, detail retry_after) and queues the email_link job, the same whether or not an account has the address; the job (private.email_link_send) looks it up.';
+CREATE FUNCTION api.auth_password_link_valid(token text) RETURNS boolean
+    LANGUAGE sql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog'
+    AS $$
+    select exists (
+      select 1 from identity.password_tokens t
+       where t.token_hash = identity.token_hash(auth_password_link_valid.token)
+         and t.used_at is null and t.expires_at > now())
+  $$;
 
-CREATE OR REPLACE FUNCTION private.email_link_send(kind text, email text, public_url text)
- RETURNS void
- LANGUAGE plpgsql
- SET search_path TO 'pg_catalog'
-AS $function$
+COMMENT ON FUNCTION api.auth_password_link_valid(token text) IS 'GET /auth/set-password: whether a set-password link can still be used (the page says so before the user types).';
+GRANT EXECUTE ON FUNCTION api.auth_password_link_valid(token text) TO anon;
+GRANT EXECUTE ON FUNCTION api.auth_password_link_valid(token text) TO authenticated;
+
+-- =============================================================================
+-- Helpers (private, app, identity): internal helpers and trigger functions; request roles run only those granted here
+-- =============================================================================
+
+CREATE FUNCTION private.email_link_send(kind text, email text, public_url text) RETURNS void
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog'
+    AS $$
 declare
   account_id uuid;
 begin
@@ -154,66 +161,15 @@ begin
     raise exception 'unknown link kind %', email_link_send.kind using errcode = '22023';
   end if;
 end;
-$function$;
-comment on function private.email_link_send(text,text,text) is 'The email_link job (gateway/jobs/mail.ts), after the request answered: when an account has the address, queues its e-mail (kind recover: a set-password link, at most 5 an hour; delete_account: a deletion link, private.account_delete_link_queue); nothing otherwise.';
+$$;
 
-CREATE OR REPLACE FUNCTION private.email_outbox_begin(id uuid)
- RETURNS TABLE(id uuid, to_email text, subject text, body_text text)
- LANGUAGE sql
- SET search_path TO 'pg_catalog'
-AS $function$
-    update app.email_outbox o set attempts = o.attempts + 1
-     where o.id = email_outbox_begin.id and o.sent_at is null
-    returning o.id, o.to_email, o.subject, o.body_text
-  $function$;
-comment on function private.email_outbox_begin(uuid) is 'The send_email task: the message to send and one more attempt counted; nothing when it was sent already.';
+COMMENT ON FUNCTION private.email_link_send(kind text, email text, public_url text) IS 'The email_link job (gateway/jobs/mail.ts), after the request answered: when an account has the address, queues its e-mail (kind recover: a set-password link, at most 5 an hour; delete_account: a deletion link, private.account_delete_link_queue); nothing otherwise.';
 
-CREATE OR REPLACE FUNCTION private.email_outbox_failed(id uuid, error text)
- RETURNS void
- LANGUAGE sql
- SET search_path TO 'pg_catalog'
-AS $function$
-    update app.email_outbox o set last_error = left(email_outbox_failed.error, 1000)
-     where o.id = email_outbox_failed.id
-  $function$;
-comment on function private.email_outbox_failed(uuid,text) is 'Records why a send failed (the send_email job is then retried by the worker, with back-off, 10 attempts in all).';
 
-CREATE OR REPLACE FUNCTION private.email_outbox_sent(id uuid)
- RETURNS void
- LANGUAGE sql
- SET search_path TO 'pg_catalog'
-AS $function$
-    update app.email_outbox o
-       set sent_at = now(), last_error = null, link = null,
-           body_text = case when o.link is null then o.body_text else replace(o.body_text, o.link, '[link sent]') end
-     where o.id = email_outbox_sent.id
-  $function$;
-comment on function private.email_outbox_sent(uuid) is 'Marks a message sent and removes its link from the stored copy.';
-
-CREATE OR REPLACE FUNCTION private.email_queue(user_id uuid, to_email text, purpose text, subject text, body_text text, link text DEFAULT NULL::text)
- RETURNS uuid
- LANGUAGE plpgsql
- SET search_path TO 'pg_catalog'
-AS $function$
-declare
-  message_id uuid;
-begin
-  insert into app.email_outbox (user_id, to_email, purpose, subject, body_text, link)
-    values (email_queue.user_id, email_queue.to_email, email_queue.purpose, email_queue.subject, email_queue.body_text,
-            email_queue.link)
-    returning id into message_id;
-  perform private.enqueue_job('send_email', jsonb_build_object('id', message_id),
-                              max_attempts => 10, job_key => 'email:' || message_id::text);
-  return message_id;
-end;
-$function$;
-comment on function private.email_queue(uuid,text,text,text,text,text) is 'Puts an e-mail in the outbox and adds its send_email job (sent over SMTP_URL by a worker; without SMTP it waits, readable with admin.outbox()). Returns the outbox id.';
-
-CREATE OR REPLACE FUNCTION private.queue_password_email(user_id uuid, purpose text, public_url text)
- RETURNS uuid
- LANGUAGE plpgsql
- SET search_path TO 'pg_catalog'
-AS $function$
+CREATE FUNCTION private.queue_password_email(user_id uuid, purpose text, public_url text) RETURNS uuid
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog'
+    AS $$
 declare
   account identity.users;
   token text := identity.new_token();
@@ -257,17 +213,94 @@ begin
     end,
     link);
 end;
-$function$;
-comment on function private.queue_password_email(uuid,text,text) is 'Makes a single-use set-password link (purpose invite: 7 days, recover: 1 hour), voids older links of the user, and queues the e-mail. Returns the outbox id.';
+$$;
 
--- -----------------------------------------------------------------------------
--- Tables: comments, row-level security, policies, grants, triggers
--- -----------------------------------------------------------------------------
+COMMENT ON FUNCTION private.queue_password_email(user_id uuid, purpose text, public_url text) IS 'Makes a single-use set-password link (purpose invite: 7 days, recover: 1 hour), voids older links of the user, and queues the e-mail. Returns the outbox id.';
 
--- identity.password_tokens
-comment on table identity.password_tokens is 'Set-password links (hashed). A link is usable once, before expires_at; a newer link for the user voids older ones.';
-alter table identity.password_tokens enable row level security;
 
--- app.email_outbox
-comment on table app.email_outbox is 'E-mails waiting to be sent (sent_at null) and sent. Read by operators with admin.outbox().';
-alter table app.email_outbox enable row level security;
+CREATE FUNCTION private.email_queue(user_id uuid, to_email text, purpose text, subject text, body_text text, link text DEFAULT NULL::text) RETURNS uuid
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog'
+    AS $$
+declare
+  message_id uuid;
+begin
+  insert into app.email_outbox (user_id, to_email, purpose, subject, body_text, link)
+    values (email_queue.user_id, email_queue.to_email, email_queue.purpose, email_queue.subject, email_queue.body_text,
+            email_queue.link)
+    returning id into message_id;
+  perform private.enqueue_job('send_email', jsonb_build_object('id', message_id),
+                              max_attempts => 10, job_key => 'email:' || message_id::text);
+  return message_id;
+end;
+$$;
+
+COMMENT ON FUNCTION private.email_queue(user_id uuid, to_email text, purpose text, subject text, body_text text, link text) IS 'Puts an e-mail in the outbox and adds its send_email job (sent over SMTP_URL by a worker; without SMTP it waits, readable with admin.outbox()). Returns the outbox id.';
+
+
+CREATE FUNCTION private.email_link_enqueue(kind text, email text, public_url text, client_ip text, max_per_ip integer, window_seconds integer) RETURNS void
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog'
+    AS $$
+declare
+  wait integer;
+  address text := lower(btrim(email_link_enqueue.email));
+begin
+  if email_link_enqueue.kind not in ('recover', 'delete_account') then
+    raise exception 'unknown link kind %', email_link_enqueue.kind using errcode = '22023';
+  end if;
+  if email_link_enqueue.client_ip is not null then
+    -- Requests of one address take turns, so a burst cannot slip past the count.
+    perform pg_advisory_xact_lock(hashtextextended('auth_failures:email_link:' || email_link_enqueue.client_ip, 0));
+    wait := private.auth_throttle_wait('email_link', email_link_enqueue.client_ip, email_link_enqueue.max_per_ip, email_link_enqueue.window_seconds);
+    if wait > 0 then
+      raise exception 'too many e-mailed links asked for from this address, try again later'
+        using errcode = 'PT429', hint = 'rate_limited', detail = jsonb_build_object('retry_after', wait)::text;
+    end if;
+    perform private.auth_throttle_record('email_link', email_link_enqueue.client_ip);
+  end if;
+  -- Nothing here reads whether the address has an account. One job per
+  -- address and kind waits at a time (a repeat replaces it).
+  perform private.enqueue_job('email_link',
+    jsonb_build_object('kind', email_link_enqueue.kind, 'email', address, 'public_url', email_link_enqueue.public_url),
+    max_attempts => 5, job_key => 'email_link:' || email_link_enqueue.kind || ':' || address);
+end;
+$$;
+
+COMMENT ON FUNCTION private.email_link_enqueue(kind text, email text, public_url text, client_ip text, max_per_ip integer, window_seconds integer) IS 'The request half of a door that e-mails a link to whoever has an address (kind recover: POST /api/auth/recover, /auth/v1/recover; delete_account: POST /account/delete): counts the request per client address (PT429 rate_limited past max_per_ip in window_seconds, detail retry_after) and queues the email_link job, the same whether or not an account has the address; the job (private.email_link_send) looks it up.';
+
+
+CREATE FUNCTION private.email_outbox_begin(id uuid) RETURNS TABLE(id uuid, to_email text, subject text, body_text text)
+    LANGUAGE sql
+    SET search_path TO 'pg_catalog'
+    AS $$
+    update app.email_outbox o set attempts = o.attempts + 1
+     where o.id = email_outbox_begin.id and o.sent_at is null
+    returning o.id, o.to_email, o.subject, o.body_text
+  $$;
+
+COMMENT ON FUNCTION private.email_outbox_begin(id uuid) IS 'The send_email task: the message to send and one more attempt counted; nothing when it was sent already.';
+
+
+CREATE FUNCTION private.email_outbox_failed(id uuid, error text) RETURNS void
+    LANGUAGE sql
+    SET search_path TO 'pg_catalog'
+    AS $$
+    update app.email_outbox o set last_error = left(email_outbox_failed.error, 1000)
+     where o.id = email_outbox_failed.id
+  $$;
+
+COMMENT ON FUNCTION private.email_outbox_failed(id uuid, error text) IS 'Records why a send failed (the send_email job is then retried by the worker, with back-off, 10 attempts in all).';
+
+
+CREATE FUNCTION private.email_outbox_sent(id uuid) RETURNS void
+    LANGUAGE sql
+    SET search_path TO 'pg_catalog'
+    AS $$
+    update app.email_outbox o
+       set sent_at = now(), last_error = null, link = null,
+           body_text = case when o.link is null then o.body_text else replace(o.body_text, o.link, '[link sent]') end
+     where o.id = email_outbox_sent.id
+  $$;
+
+COMMENT ON FUNCTION private.email_outbox_sent(id uuid) IS 'Marks a message sent and removes its link from the stored copy.';

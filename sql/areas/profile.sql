@@ -16,95 +16,171 @@
 -- Code: gateway/routes/profile.ts
 -- pgTAP: supabase/tests/profile.test.sql
 --
--- Its tables (created and altered by the migrations; their comments, row-level
--- security, policies, grants and triggers are below):
---   app.profiles, app.hats, app.hat_types, app.subscription_plans
---
--- Its types (made by the migrations):
---   api.hat, api.hat_type, api.user_profile
---
--- The current definition of every function, view, policy, trigger, grant and
--- comment of this area. To change a rule: edit it here, then
--- `npm run db -- areas --diff` writes its migration (docs/dba.md, "Changing a
--- rule"). CI (`npm run db -- areas --check`) fails while this file and the
--- migrated database disagree. `npm run db -- areas --write` renders all below
--- `-- Code:` again from a freshly migrated database.
+-- The whole source of this area, after the areas before it in
+-- sql/areas/areas.json: types, tables, indexes, triggers, policies, the api
+-- functions, the helpers. To change it: edit it here, then
+-- `npm run db -- areas --diff` writes the migration (docs/dba.md).
 -- =============================================================================
 
--- -----------------------------------------------------------------------------
--- Functions of api: what the gateway and the MCP server call, as the request's
--- role
--- -----------------------------------------------------------------------------
+-- =============================================================================
+-- Types
+-- =============================================================================
 
-CREATE OR REPLACE FUNCTION api.hat_create(name text, hat_type text, description text DEFAULT NULL::text)
- RETURNS SETOF api.hat
- LANGUAGE plpgsql
- SET search_path TO 'pg_catalog'
-AS $function$
-declare
-  caller uuid := auth.uid();
-begin
-  if caller is null then
-    raise exception 'not signed in' using errcode = 'PT401';
-  end if;
-  if not exists (select from app.hat_types t where t.id = hat_create.hat_type) then
-    raise exception 'unknown hat_type "%"', hat_create.hat_type
-      using errcode = 'PT422', hint = 'unknown_hat_type';
-  end if;
+CREATE TYPE api.hat AS (
+	id uuid,
+	name text,
+	hat_type text,
+	description text,
+	is_primary boolean,
+	created_at timestamp with time zone
+);
 
-  return query
-    insert into app.hats as h (user_id, name, hat_type, description)
-      values (caller, btrim(hat_create.name), hat_create.hat_type, hat_create.description)
-      returning h.id, h.name, h.hat_type, h.description, h.is_primary, h.created_at;
-end;
-$function$;
-comment on function api.hat_create(text,text,text) is 'POST /api/mobile/hats: creates a hat for the caller. PT422 for an unknown hat_type or past the plan''s max_hats.';
-grant execute on function api.hat_create(text,text,text) to authenticated;
+CREATE TYPE api.hat_type AS (
+	id text,
+	name text,
+	description text
+);
 
-CREATE OR REPLACE FUNCTION api.hat_types_list()
- RETURNS SETOF api.hat_type
- LANGUAGE sql
- STABLE
- SET search_path TO 'pg_catalog'
-AS $function$
-    select t.id, t.name, t.description from app.hat_types t order by t.sort_order, t.id
-  $function$;
-comment on function api.hat_types_list() is 'GET /api/mobile/hat_types: the hat types, in display order.';
-grant execute on function api.hat_types_list() to authenticated;
+CREATE TYPE api.user_profile AS (
+	id uuid,
+	email text,
+	name text,
+	is_premium boolean,
+	subscription_type text,
+	max_hats integer,
+	node_id uuid,
+	created_at timestamp with time zone,
+	updated_at timestamp with time zone,
+	avatar_url text
+);
 
-CREATE OR REPLACE FUNCTION api.hats_list()
- RETURNS SETOF api.hat
- LANGUAGE sql
- STABLE
- SET search_path TO 'pg_catalog'
-AS $function$
-    select h.id, h.name, h.hat_type, h.description, h.is_primary, h.created_at
-      from app.hats h
-      order by h.is_primary desc, h.created_at, h.id
-  $function$;
-comment on function api.hats_list() is 'GET /api/mobile/hats: the caller''s hats (row-level security), primary first, then oldest first.';
-grant execute on function api.hats_list() to authenticated;
+-- =============================================================================
+-- Tables
+-- =============================================================================
 
-CREATE OR REPLACE FUNCTION api.profile_get()
- RETURNS SETOF api.user_profile
- LANGUAGE sql
- STABLE
-AS $function$
+CREATE TABLE app.subscription_plans (
+    id text NOT NULL,
+    max_hats integer NOT NULL,
+    is_premium boolean DEFAULT false NOT NULL,
+    storage_quota_bytes bigint DEFAULT 104857600 NOT NULL,
+    storage_uploads_per_minute integer DEFAULT 30 NOT NULL,
+    CONSTRAINT subscription_plans_id_check CHECK ((id ~ '^[a-z_]+$'::text)),
+    CONSTRAINT subscription_plans_max_hats_check CHECK ((max_hats >= 0)),
+    CONSTRAINT subscription_plans_pkey PRIMARY KEY (id)
+);
+COMMENT ON TABLE app.subscription_plans IS 'Subscription types and what they allow. A DBA changes a limit here.';
+ALTER TABLE app.subscription_plans ENABLE ROW LEVEL SECURITY;
+GRANT SELECT ON TABLE app.subscription_plans TO authenticated;
+
+CREATE TABLE app.profiles (
+    id uuid NOT NULL,
+    name text NOT NULL,
+    subscription_type text DEFAULT 'basic'::text NOT NULL,
+    node_id uuid,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    name_source text DEFAULT 'chosen'::text NOT NULL,
+    avatar_object_id uuid,
+    CONSTRAINT profiles_name_check CHECK (((length(btrim(name)) >= 1) AND (length(btrim(name)) <= 200))),
+    CONSTRAINT profiles_name_source_valid CHECK ((name_source = ANY (ARRAY['chosen'::text, 'email'::text]))),
+    CONSTRAINT profiles_node_id_key UNIQUE (node_id),
+    CONSTRAINT profiles_pkey PRIMARY KEY (id),
+    CONSTRAINT profiles_id_fkey FOREIGN KEY (id) REFERENCES identity.users(id) ON DELETE CASCADE,
+    CONSTRAINT profiles_node_id_fkey FOREIGN KEY (node_id) REFERENCES app.nodes(id) ON DELETE SET NULL,
+    CONSTRAINT profiles_subscription_type_fkey FOREIGN KEY (subscription_type) REFERENCES app.subscription_plans(id) ON UPDATE CASCADE
+);
+ALTER TABLE ONLY app.profiles
+    ADD CONSTRAINT profiles_avatar_object_id_fkey FOREIGN KEY (avatar_object_id) REFERENCES app.storage_objects(id) ON DELETE SET NULL;
+COMMENT ON TABLE app.profiles IS 'A user''s profile. node_id is null only when an operator removed the node.';
+COMMENT ON COLUMN app.profiles.name_source IS 'Where name came from: chosen (by the user or an operator) or email (derived from the e-mail address; shown only to the user and to managers of their communities).';
+ALTER TABLE app.profiles ENABLE ROW LEVEL SECURITY;
+GRANT SELECT ON TABLE app.profiles TO authenticated;
+
+CREATE TABLE app.hat_types (
+    id text NOT NULL,
+    name text NOT NULL,
+    description text,
+    sort_order integer DEFAULT 0 NOT NULL,
+    CONSTRAINT hat_types_id_check CHECK ((id ~ '^[a-z_]+$'::text)),
+    CONSTRAINT hat_types_pkey PRIMARY KEY (id)
+);
+COMMENT ON TABLE app.hat_types IS 'The kinds of hat a user may wear; `id` is the slug clients send as hat_type.';
+ALTER TABLE app.hat_types ENABLE ROW LEVEL SECURITY;
+GRANT SELECT ON TABLE app.hat_types TO authenticated;
+
+CREATE TABLE app.hats (
+    id uuid DEFAULT gen_random_uuid() NOT NULL,
+    user_id uuid NOT NULL,
+    name text NOT NULL,
+    hat_type text NOT NULL,
+    description text,
+    is_primary boolean DEFAULT false NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT hats_description_check CHECK ((length(description) <= 2000)),
+    CONSTRAINT hats_name_check CHECK (((length(btrim(name)) >= 1) AND (length(btrim(name)) <= 100))),
+    CONSTRAINT hats_pkey PRIMARY KEY (id),
+    CONSTRAINT hats_hat_type_fkey FOREIGN KEY (hat_type) REFERENCES app.hat_types(id) ON UPDATE CASCADE,
+    CONSTRAINT hats_user_id_fkey FOREIGN KEY (user_id) REFERENCES app.profiles(id) ON DELETE CASCADE
+);
+COMMENT ON TABLE app.hats IS 'A user''s personas. At most one primary hat per user; the count is limited by the plan.';
+ALTER TABLE app.hats ENABLE ROW LEVEL SECURITY;
+GRANT SELECT ON TABLE app.hats TO authenticated;
+GRANT INSERT(user_id) ON TABLE app.hats TO authenticated;
+GRANT INSERT(name) ON TABLE app.hats TO authenticated;
+GRANT INSERT(hat_type) ON TABLE app.hats TO authenticated;
+GRANT INSERT(description) ON TABLE app.hats TO authenticated;
+
+-- =============================================================================
+-- Indexes
+-- =============================================================================
+
+CREATE INDEX profiles_avatar_object_idx ON app.profiles USING btree (avatar_object_id) WHERE (avatar_object_id IS NOT NULL);
+CREATE UNIQUE INDEX hats_one_primary_per_user ON app.hats USING btree (user_id) WHERE is_primary;
+CREATE INDEX hats_user_idx ON app.hats USING btree (user_id, created_at);
+
+-- =============================================================================
+-- Triggers
+-- =============================================================================
+
+CREATE TRIGGER _100_set_updated_at BEFORE UPDATE ON app.profiles FOR EACH ROW EXECUTE FUNCTION private.tg__set_updated_at();
+CREATE TRIGGER _100_set_updated_at BEFORE UPDATE ON app.hats FOR EACH ROW EXECUTE FUNCTION private.tg__set_updated_at();
+CREATE TRIGGER _200_enforce_limit BEFORE INSERT ON app.hats FOR EACH ROW EXECUTE FUNCTION private.tg_hats__enforce_limit();
+
+-- =============================================================================
+-- Policies
+-- =============================================================================
+
+CREATE POLICY "Plans are visible to signed-in users" ON app.subscription_plans FOR SELECT TO authenticated USING (true);
+
+CREATE POLICY "Users can read their own profile" ON app.profiles FOR SELECT TO authenticated USING ((id = ( SELECT auth.uid() AS uid)));
+
+CREATE POLICY "Hat types are visible to signed-in users" ON app.hat_types FOR SELECT TO authenticated USING (true);
+
+CREATE POLICY "Users can create their own hats" ON app.hats FOR INSERT TO authenticated WITH CHECK ((user_id = ( SELECT auth.uid() AS uid)));
+
+CREATE POLICY "Users can read their own hats" ON app.hats FOR SELECT TO authenticated USING ((user_id = ( SELECT auth.uid() AS uid)));
+
+-- =============================================================================
+-- Functions of api: what the gateway and the MCP server call, as the request's role
+-- =============================================================================
+
+CREATE FUNCTION api.profile_get() RETURNS SETOF api.user_profile
+    LANGUAGE sql STABLE
+    AS $$
     select p.id, u.email, p.name, s.is_premium, p.subscription_type,
            s.max_hats, p.node_id, p.created_at, p.updated_at, app.storage_public_url(p.avatar_object_id)
       from app.profiles p
       join identity.users u on u.id = p.id
       join app.subscription_plans s on s.id = p.subscription_type
-  $function$;
-comment on function api.profile_get() is 'GET /api/mobile/profile: the caller''s UserProfile (row-level security picks the row); no row when it is missing (the route''s 404). Inlined into the calling statement (plain SQL, no search_path of its own: every name is qualified).';
-grant execute on function api.profile_get() to authenticated;
+  $$;
+COMMENT ON FUNCTION api.profile_get() IS 'GET /api/mobile/profile: the caller''s UserProfile (row-level security picks the row); no row when it is missing (the route''s 404). Inlined into the calling statement (plain SQL, no search_path of its own: every name is qualified).';
+GRANT EXECUTE ON FUNCTION api.profile_get() TO authenticated;
 
-CREATE OR REPLACE FUNCTION api.profile_patch(patch jsonb)
- RETURNS SETOF api.user_profile
- LANGUAGE plpgsql
- SECURITY DEFINER
- SET search_path TO 'pg_catalog'
-AS $function$
+CREATE FUNCTION api.profile_patch(patch jsonb) RETURNS SETOF api.user_profile
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog'
+    AS $$
 declare
   caller uuid := auth.uid();
 begin
@@ -134,16 +210,60 @@ begin
     raise exception 'profile not found' using errcode = 'PT404', hint = 'profile_not_found';
   end if;
 end;
-$function$;
-comment on function api.profile_patch(jsonb) is 'PATCH /api/mobile/profile: changes what the patch names: name (as api.profile_update) and avatar_path (an object of the avatars bucket in the caller''s folder, or null to clear). PT422 validation_error or invalid_image_path, PT404 without a profile.';
-grant execute on function api.profile_patch(jsonb) to authenticated;
+$$;
 
-CREATE OR REPLACE FUNCTION api.profile_update(name text)
- RETURNS SETOF api.user_profile
- LANGUAGE plpgsql
- SECURITY DEFINER
- SET search_path TO 'pg_catalog'
-AS $function$
+COMMENT ON FUNCTION api.profile_patch(patch jsonb) IS 'PATCH /api/mobile/profile: changes what the patch names: name (as api.profile_update) and avatar_path (an object of the avatars bucket in the caller''s folder, or null to clear). PT422 validation_error or invalid_image_path, PT404 without a profile.';
+GRANT EXECUTE ON FUNCTION api.profile_patch(patch jsonb) TO authenticated;
+
+CREATE FUNCTION api.hats_list() RETURNS SETOF api.hat
+    LANGUAGE sql STABLE
+    SET search_path TO 'pg_catalog'
+    AS $$
+    select h.id, h.name, h.hat_type, h.description, h.is_primary, h.created_at
+      from app.hats h
+      order by h.is_primary desc, h.created_at, h.id
+  $$;
+COMMENT ON FUNCTION api.hats_list() IS 'GET /api/mobile/hats: the caller''s hats (row-level security), primary first, then oldest first.';
+GRANT EXECUTE ON FUNCTION api.hats_list() TO authenticated;
+
+CREATE FUNCTION api.hat_create(name text, hat_type text, description text DEFAULT NULL::text) RETURNS SETOF api.hat
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog'
+    AS $$
+declare
+  caller uuid := auth.uid();
+begin
+  if caller is null then
+    raise exception 'not signed in' using errcode = 'PT401';
+  end if;
+  if not exists (select from app.hat_types t where t.id = hat_create.hat_type) then
+    raise exception 'unknown hat_type "%"', hat_create.hat_type
+      using errcode = 'PT422', hint = 'unknown_hat_type';
+  end if;
+
+  return query
+    insert into app.hats as h (user_id, name, hat_type, description)
+      values (caller, btrim(hat_create.name), hat_create.hat_type, hat_create.description)
+      returning h.id, h.name, h.hat_type, h.description, h.is_primary, h.created_at;
+end;
+$$;
+
+COMMENT ON FUNCTION api.hat_create(name text, hat_type text, description text) IS 'POST /api/mobile/hats: creates a hat for the caller. PT422 for an unknown hat_type or past the plan''s max_hats.';
+GRANT EXECUTE ON FUNCTION api.hat_create(name text, hat_type text, description text) TO authenticated;
+
+CREATE FUNCTION api.hat_types_list() RETURNS SETOF api.hat_type
+    LANGUAGE sql STABLE
+    SET search_path TO 'pg_catalog'
+    AS $$
+    select t.id, t.name, t.description from app.hat_types t order by t.sort_order, t.id
+  $$;
+COMMENT ON FUNCTION api.hat_types_list() IS 'GET /api/mobile/hat_types: the hat types, in display order.';
+GRANT EXECUTE ON FUNCTION api.hat_types_list() TO authenticated;
+
+CREATE FUNCTION api.profile_update(name text) RETURNS SETOF api.user_profile
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog'
+    AS $$
 declare
   new_name text := btrim(profile_update.name);
 begin
@@ -164,79 +284,19 @@ begin
       join app.subscription_plans s on s.id = p.subscription_type
      where p.id = auth.uid();
 end;
-$function$;
-comment on function api.profile_update(text) is 'Sets the caller''s name (then chosen: visible to other members). PT422 for an empty or too long name, PT404 without a profile.';
-grant execute on function api.profile_update(text) to authenticated;
+$$;
 
--- -----------------------------------------------------------------------------
--- Functions of app: helpers of policies and list functions
--- -----------------------------------------------------------------------------
+COMMENT ON FUNCTION api.profile_update(name text) IS 'Sets the caller''s name (then chosen: visible to other members). PT422 for an empty or too long name, PT404 without a profile.';
+GRANT EXECUTE ON FUNCTION api.profile_update(name text) TO authenticated;
 
-CREATE OR REPLACE FUNCTION app.node_display_name(node_id uuid)
- RETURNS text
- LANGUAGE sql
- STABLE
- SET search_path TO 'pg_catalog'
-AS $function$
-    select n.name from app.node_display_names(array[node_display_name.node_id]) n
-  $function$;
-comment on function app.node_display_name(uuid) is 'The display name of a user node (profile name), and nothing else: null when the name was derived from the e-mail, unless the caller is that user or manages one of their communities.';
-grant execute on function app.node_display_name(uuid) to authenticated;
+-- =============================================================================
+-- Helpers (private, app, identity): internal helpers and trigger functions; request roles run only those granted here
+-- =============================================================================
 
-CREATE OR REPLACE FUNCTION app.node_display_names(node_ids uuid[])
- RETURNS TABLE(node_id uuid, name text)
- LANGUAGE plpgsql
- STABLE SECURITY DEFINER
- SET search_path TO 'pg_catalog'
-AS $function$
-declare
-  caller constant uuid := auth.uid();
-  -- the communities the caller manages: their members' names are visible to the caller
-  managed constant uuid[] := array(
-    select mine.community_id
-      from app.community_members mine
-      join app.profiles me on me.node_id = mine.member_node_id
-     where me.id = caller
-       and mine.role = 'manager');
-begin
-  return query
-    select p.node_id, p.name
-      from app.profiles p
-     where p.node_id = any(node_display_names.node_ids)
-       and (p.name_source = 'chosen'
-            or p.id = caller
-            or exists (
-              select
-                from app.community_members theirs
-               where theirs.member_node_id = p.node_id
-                 and theirs.community_id = any(managed)));
-end;
-$function$;
-comment on function app.node_display_names(uuid[]) is 'The display names (profile names) of these user nodes that the caller may see: a name chosen by its user, the caller''s own, or a member of a community the caller manages. Nodes whose name the caller may not see are left out. The one definition of name privacy (node_display_name is it for one node).';
-grant execute on function app.node_display_names(uuid[]) to authenticated;
-
--- -----------------------------------------------------------------------------
--- Functions of private: internal helpers and trigger functions (request roles
--- run only those granted here)
--- -----------------------------------------------------------------------------
-
-CREATE OR REPLACE FUNCTION private.hat_belongs_to(hat_id uuid, user_id uuid)
- RETURNS boolean
- LANGUAGE sql
- STABLE SECURITY DEFINER
- SET search_path TO 'pg_catalog'
-AS $function$
-    select exists (select from app.hats h where h.id = hat_belongs_to.hat_id and h.user_id = hat_belongs_to.user_id)
-  $function$;
-comment on function private.hat_belongs_to(uuid,uuid) is 'Whether the hat is one of the user''s hats.';
-grant execute on function private.hat_belongs_to(uuid,uuid) to authenticated;
-
-CREATE OR REPLACE FUNCTION private.tg_hats__enforce_limit()
- RETURNS trigger
- LANGUAGE plpgsql
- SECURITY DEFINER
- SET search_path TO 'pg_catalog'
-AS $function$
+CREATE FUNCTION private.tg_hats__enforce_limit() RETURNS trigger
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog'
+    AS $$
 declare
   allowed integer;
   plan text;
@@ -261,56 +321,57 @@ begin
   new.is_primary := (existing = 0);
   return new;
 end;
-$function$;
-comment on function private.tg_hats__enforce_limit() is 'Trigger: enforces max_hats of the owner''s plan (PT422) and makes the first hat primary.';
+$$;
+COMMENT ON FUNCTION private.tg_hats__enforce_limit() IS 'Trigger: enforces max_hats of the owner''s plan (PT422) and makes the first hat primary.';
 
--- -----------------------------------------------------------------------------
--- Tables: comments, row-level security, policies, grants, triggers
--- -----------------------------------------------------------------------------
 
--- app.profiles
-comment on table app.profiles is 'A user''s profile. node_id is null only when an operator removed the node.';
-comment on column app.profiles.name_source is 'Where name came from: chosen (by the user or an operator) or email (derived from the e-mail address; shown only to the user and to managers of their communities).';
-alter table app.profiles enable row level security;
-drop policy if exists "Users can read their own profile" on app.profiles;
-create policy "Users can read their own profile" on app.profiles
-  as permissive for select to authenticated
-  using ((id = ( SELECT auth.uid() AS uid)));
-grant select on table app.profiles to authenticated;
-drop trigger if exists _100_set_updated_at on app.profiles;
-CREATE TRIGGER _100_set_updated_at BEFORE UPDATE ON app.profiles FOR EACH ROW EXECUTE FUNCTION private.tg__set_updated_at();
+CREATE FUNCTION app.node_display_name(node_id uuid) RETURNS text
+    LANGUAGE sql STABLE
+    SET search_path TO 'pg_catalog'
+    AS $$
+    select n.name from app.node_display_names(array[node_display_name.node_id]) n
+  $$;
 
--- app.hats
-comment on table app.hats is 'A user''s personas. At most one primary hat per user; the count is limited by the plan.';
-alter table app.hats enable row level security;
-drop policy if exists "Users can create their own hats" on app.hats;
-create policy "Users can create their own hats" on app.hats
-  as permissive for insert to authenticated
-  with check ((user_id = ( SELECT auth.uid() AS uid)));
-drop policy if exists "Users can read their own hats" on app.hats;
-create policy "Users can read their own hats" on app.hats
-  as permissive for select to authenticated
-  using ((user_id = ( SELECT auth.uid() AS uid)));
-grant select, insert (description, hat_type, name, user_id) on table app.hats to authenticated;
-drop trigger if exists _100_set_updated_at on app.hats;
-CREATE TRIGGER _100_set_updated_at BEFORE UPDATE ON app.hats FOR EACH ROW EXECUTE FUNCTION private.tg__set_updated_at();
-drop trigger if exists _200_enforce_limit on app.hats;
-CREATE TRIGGER _200_enforce_limit BEFORE INSERT ON app.hats FOR EACH ROW EXECUTE FUNCTION private.tg_hats__enforce_limit();
+COMMENT ON FUNCTION app.node_display_name(node_id uuid) IS 'The display name of a user node (profile name), and nothing else: null when the name was derived from the e-mail, unless the caller is that user or manages one of their communities.';
+GRANT EXECUTE ON FUNCTION app.node_display_name(node_id uuid) TO authenticated;
 
--- app.hat_types
-comment on table app.hat_types is 'The kinds of hat a user may wear; `id` is the slug clients send as hat_type.';
-alter table app.hat_types enable row level security;
-drop policy if exists "Hat types are visible to signed-in users" on app.hat_types;
-create policy "Hat types are visible to signed-in users" on app.hat_types
-  as permissive for select to authenticated
-  using (true);
-grant select on table app.hat_types to authenticated;
+CREATE FUNCTION app.node_display_names(node_ids uuid[]) RETURNS TABLE(node_id uuid, name text)
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog'
+    AS $$
+declare
+  caller constant uuid := auth.uid();
+  -- the communities the caller manages: their members' names are visible to the caller
+  managed constant uuid[] := array(
+    select mine.community_id
+      from app.community_members mine
+      join app.profiles me on me.node_id = mine.member_node_id
+     where me.id = caller
+       and mine.role = 'manager');
+begin
+  return query
+    select p.node_id, p.name
+      from app.profiles p
+     where p.node_id = any(node_display_names.node_ids)
+       and (p.name_source = 'chosen'
+            or p.id = caller
+            or exists (
+              select
+                from app.community_members theirs
+               where theirs.member_node_id = p.node_id
+                 and theirs.community_id = any(managed)));
+end;
+$$;
 
--- app.subscription_plans
-comment on table app.subscription_plans is 'Subscription types and what they allow. A DBA changes a limit here.';
-alter table app.subscription_plans enable row level security;
-drop policy if exists "Plans are visible to signed-in users" on app.subscription_plans;
-create policy "Plans are visible to signed-in users" on app.subscription_plans
-  as permissive for select to authenticated
-  using (true);
-grant select on table app.subscription_plans to authenticated;
+COMMENT ON FUNCTION app.node_display_names(node_ids uuid[]) IS 'The display names (profile names) of these user nodes that the caller may see: a name chosen by its user, the caller''s own, or a member of a community the caller manages. Nodes whose name the caller may not see are left out. The one definition of name privacy (node_display_name is it for one node).';
+GRANT EXECUTE ON FUNCTION app.node_display_names(node_ids uuid[]) TO authenticated;
+
+CREATE FUNCTION private.hat_belongs_to(hat_id uuid, user_id uuid) RETURNS boolean
+    LANGUAGE sql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog'
+    AS $$
+    select exists (select from app.hats h where h.id = hat_belongs_to.hat_id and h.user_id = hat_belongs_to.user_id)
+  $$;
+
+COMMENT ON FUNCTION private.hat_belongs_to(hat_id uuid, user_id uuid) IS 'Whether the hat is one of the user''s hats.';
+GRANT EXECUTE ON FUNCTION private.hat_belongs_to(hat_id uuid, user_id uuid) TO authenticated;

@@ -21,38 +21,159 @@
 -- upcoming events; a moved event is judged before and after. The log is pruned
 -- with a watermark; a Last-Event-ID below it resets the stream.
 --
--- Code: gateway/routes/stream.ts, gateway/realtime/hub.ts,
---   gateway/realtime/opener.ts, gateway/realtime/websocket.ts
+-- Code: gateway/routes/stream.ts, gateway/realtime/hub.ts, gateway/realtime/opener.ts, gateway/realtime/websocket.ts
 -- pgTAP: supabase/tests/realtime.test.sql
 --
--- Its tables (created and altered by the migrations; their comments, row-level
--- security, policies, grants and triggers are below):
---   app.change_log, app.change_log_state, app.event_streams
---
--- Its types (made by the migrations):
---   api.event_stream_message, api.event_stream_start, api.realtime_change,
---   api.realtime_column, private.event_stream_delivery
---
--- The current definition of every function, view, policy, trigger, grant and
--- comment of this area. To change a rule: edit it here, then
--- `npm run db -- areas --diff` writes its migration (docs/dba.md, "Changing a
--- rule"). CI (`npm run db -- areas --check`) fails while this file and the
--- migrated database disagree. `npm run db -- areas --write` renders all below
--- `-- Code:` again from a freshly migrated database.
+-- The whole source of this area, after the areas before it in
+-- sql/areas/areas.json: types, tables, indexes, triggers, policies, the api
+-- functions, the helpers. To change it: edit it here, then
+-- `npm run db -- areas --diff` writes the migration (docs/dba.md).
 -- =============================================================================
 
--- -----------------------------------------------------------------------------
--- Functions of api: what the gateway and the MCP server call, as the request's
--- role
--- -----------------------------------------------------------------------------
+-- =============================================================================
+-- Types
+-- =============================================================================
 
-CREATE OR REPLACE FUNCTION api.event_stream_changes(after_id bigint, upto_id bigint, public_url text)
- RETURNS SETOF api.event_stream_message
- LANGUAGE plpgsql
- STABLE SECURITY DEFINER
- SET search_path TO 'pg_catalog'
- SET jit TO 'off'
-AS $function$
+CREATE TYPE api.event_stream_message AS (
+	change_id bigint,
+	operation text,
+	event jsonb
+);
+
+CREATE TYPE api.event_stream_start AS (
+	stream_id uuid,
+	mode text,
+	last_event_id bigint,
+	events jsonb
+);
+
+CREATE TYPE api.realtime_change AS (
+	change_id bigint,
+	type text,
+	commit_timestamp text,
+	record jsonb,
+	old_record jsonb
+);
+
+CREATE TYPE api.realtime_column AS (
+	name text,
+	type text
+);
+
+CREATE TYPE private.event_stream_delivery AS (
+	change_id bigint,
+	operation text,
+	event jsonb,
+	user_ids uuid[]
+);
+COMMENT ON TYPE private.event_stream_delivery IS 'One message of the upcoming stream and the users who get it (private.event_stream_fanout).';
+
+-- =============================================================================
+-- Tables
+-- =============================================================================
+
+CREATE TABLE app.change_log (
+    id bigint GENERATED ALWAYS AS IDENTITY NOT NULL,
+    operation text NOT NULL,
+    table_name text NOT NULL,
+    record_id uuid NOT NULL,
+    changed_at timestamp with time zone DEFAULT now() NOT NULL,
+    row_data jsonb NOT NULL,
+    old_data jsonb,
+    CONSTRAINT change_log_operation_check CHECK ((operation = ANY (ARRAY['insert'::text, 'update'::text, 'delete'::text, 'expire'::text]))),
+    CONSTRAINT change_log_pkey PRIMARY KEY (id)
+);
+COMMENT ON TABLE app.change_log IS 'Changes in commit order (id): app.events rows (insert, update, delete, and expire when an event ends) and app.community_members rows. Read by the realtime feed. Not granted to request roles.';
+COMMENT ON COLUMN app.change_log.changed_at IS 'When the change took the log''s lock (clock time, so increasing with id); pruning is by this age.';
+COMMENT ON COLUMN app.change_log.row_data IS 'The row after the change (before it, for a delete).';
+COMMENT ON COLUMN app.change_log.old_data IS 'For an update: the row before it. Null otherwise.';
+ALTER TABLE app.change_log ENABLE ROW LEVEL SECURITY;
+
+CREATE TABLE app.change_log_state (
+    singleton boolean DEFAULT true NOT NULL,
+    pruned_through bigint DEFAULT 0 NOT NULL,
+    expired_through timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT change_log_state_singleton_check CHECK (singleton),
+    CONSTRAINT change_log_state_pkey PRIMARY KEY (singleton)
+);
+COMMENT ON TABLE app.change_log_state IS 'Watermarks of the change log: pruned_through (ids at or below may be gone), expired_through (expiries logged up to).';
+ALTER TABLE app.change_log_state ENABLE ROW LEVEL SECURITY;
+
+CREATE TABLE app.event_streams (
+    id uuid DEFAULT gen_random_uuid() NOT NULL,
+    user_id uuid NOT NULL,
+    gateway text NOT NULL,
+    kind text NOT NULL,
+    opened_at timestamp with time zone DEFAULT now() NOT NULL,
+    expires_at timestamp with time zone NOT NULL,
+    CONSTRAINT event_streams_gateway_check CHECK (((length(gateway) >= 1) AND (length(gateway) <= 100))),
+    CONSTRAINT event_streams_kind_check CHECK ((kind = ANY (ARRAY['sse'::text, 'websocket'::text]))),
+    CONSTRAINT event_streams_pkey PRIMARY KEY (id),
+    CONSTRAINT event_streams_user_id_fkey FOREIGN KEY (user_id) REFERENCES app.profiles(id) ON DELETE CASCADE
+);
+COMMENT ON TABLE app.event_streams IS 'Open realtime connections (SSE streams, websockets), one row each; counted for the per-user cap while expires_at is in the future.';
+ALTER TABLE app.event_streams ENABLE ROW LEVEL SECURITY;
+GRANT SELECT ON TABLE app.event_streams TO authenticated;
+GRANT INSERT(user_id) ON TABLE app.event_streams TO authenticated;
+GRANT INSERT(gateway) ON TABLE app.event_streams TO authenticated;
+GRANT INSERT(kind) ON TABLE app.event_streams TO authenticated;
+GRANT INSERT(expires_at) ON TABLE app.event_streams TO authenticated;
+
+-- =============================================================================
+-- Indexes
+-- =============================================================================
+
+CREATE INDEX change_log_changed_at_idx ON app.change_log USING btree (changed_at);
+CREATE INDEX change_log_record_idx ON app.change_log USING btree (table_name, record_id, id);
+CREATE INDEX event_streams_expires_idx ON app.event_streams USING btree (expires_at);
+CREATE INDEX event_streams_user_idx ON app.event_streams USING btree (user_id, expires_at);
+
+-- =============================================================================
+-- Policies
+-- =============================================================================
+
+CREATE POLICY "Users can open their own streams" ON app.event_streams FOR INSERT TO authenticated WITH CHECK ((user_id = ( SELECT auth.uid() AS uid)));
+
+CREATE POLICY "Users can see their own streams" ON app.event_streams FOR SELECT TO authenticated USING ((user_id = ( SELECT auth.uid() AS uid)));
+
+-- =============================================================================
+-- Functions of api: what the gateway and the MCP server call, as the request's role
+-- =============================================================================
+
+CREATE FUNCTION api.event_stream_open(gateway text, last_event_id bigint, public_url text, ttl_seconds integer) RETURNS SETOF api.event_stream_start
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog'
+    SET jit TO 'off'
+    AS $$
+declare
+  stream uuid := private.event_stream_register(gateway, 'sse', ttl_seconds);
+  log_head bigint;
+  log_pruned bigint;
+begin
+  if last_event_id is not null then
+    select p.head, p.pruned_through into log_head, log_pruned from private.change_log_position() p;
+    if last_event_id >= log_pruned and last_event_id <= log_head then
+      return query select stream, 'resume'::text, last_event_id, null::jsonb;
+      return;
+    end if;
+  end if;
+  return query
+    select stream,
+           case when last_event_id is null then 'snapshot' else 'reset' end,
+           p.head,
+           private.event_snapshot(app.my_node_id(), event_stream_open.public_url, p.expired_through)
+      from private.change_log_position() p;
+end;
+$$;
+
+COMMENT ON FUNCTION api.event_stream_open(gateway text, last_event_id bigint, public_url text, ttl_seconds integer) IS 'GET /api/mobile/events/upcoming/stream: registers the stream (PT429 too_many_streams past the cap) and returns the snapshot (upcoming events with __sync_meta, and the change id it is consistent with) or the resume point.';
+GRANT EXECUTE ON FUNCTION api.event_stream_open(gateway text, last_event_id bigint, public_url text, ttl_seconds integer) TO authenticated;
+
+CREATE FUNCTION api.event_stream_changes(after_id bigint, upto_id bigint, public_url text) RETURNS SETOF api.event_stream_message
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog'
+    SET jit TO 'off'
+    AS $$
 begin
   if after_id < (select s.pruned_through from app.change_log_state s) then
     raise exception 'the changes after % are no longer kept', after_id
@@ -125,70 +246,15 @@ begin
       from messages ms
      order by ms.id, ms.ord;
 end;
-$function$;
-comment on function api.event_stream_changes(bigint,bigint,text) is 'Messages of the upcoming-events stream for the changes after_id < id <= upto_id, as the caller sees them: (change_id, insert|update|delete, Event with __sync_meta). PT410 last_event_id_expired when after_id is older than the log keeps.';
-grant execute on function api.event_stream_changes(bigint,bigint,text) to authenticated;
+$$;
 
-CREATE OR REPLACE FUNCTION api.event_stream_open(gateway text, last_event_id bigint, public_url text, ttl_seconds integer)
- RETURNS SETOF api.event_stream_start
- LANGUAGE plpgsql
- SET search_path TO 'pg_catalog'
- SET jit TO 'off'
-AS $function$
-declare
-  stream uuid := private.event_stream_register(gateway, 'sse', ttl_seconds);
-  log_head bigint;
-  log_pruned bigint;
-begin
-  if last_event_id is not null then
-    select p.head, p.pruned_through into log_head, log_pruned from private.change_log_position() p;
-    if last_event_id >= log_pruned and last_event_id <= log_head then
-      return query select stream, 'resume'::text, last_event_id, null::jsonb;
-      return;
-    end if;
-  end if;
-  return query
-    select stream,
-           case when last_event_id is null then 'snapshot' else 'reset' end,
-           p.head,
-           private.event_snapshot(app.my_node_id(), event_stream_open.public_url, p.expired_through)
-      from private.change_log_position() p;
-end;
-$function$;
-comment on function api.event_stream_open(text,bigint,text,integer) is 'GET /api/mobile/events/upcoming/stream: registers the stream (PT429 too_many_streams past the cap) and returns the snapshot (upcoming events with __sync_meta, and the change id it is consistent with) or the resume point.';
-grant execute on function api.event_stream_open(text,bigint,text,integer) to authenticated;
+COMMENT ON FUNCTION api.event_stream_changes(after_id bigint, upto_id bigint, public_url text) IS 'Messages of the upcoming-events stream for the changes after_id < id <= upto_id, as the caller sees them: (change_id, insert|update|delete, Event with __sync_meta). PT410 last_event_id_expired when after_id is older than the log keeps.';
+GRANT EXECUTE ON FUNCTION api.event_stream_changes(after_id bigint, upto_id bigint, public_url text) TO authenticated;
 
-CREATE OR REPLACE FUNCTION api.realtime_columns()
- RETURNS SETOF api.realtime_column
- LANGUAGE sql
- STABLE
- SET search_path TO 'pg_catalog'
-AS $function$
-    select a.attname::text, t.typname::text
-      from pg_catalog.pg_attribute a
-      join pg_catalog.pg_type t on t.oid = a.atttypid
-     where a.attrelid = 'app.events'::regclass and a.attnum > 0 and not a.attisdropped
-     order by a.attnum
-  $function$;
-comment on function api.realtime_columns() is 'The columns of app.events with their type names, as postgres_changes messages list them.';
-grant execute on function api.realtime_columns() to authenticated;
-
-CREATE OR REPLACE FUNCTION api.realtime_connect(gateway text, ttl_seconds integer)
- RETURNS uuid
- LANGUAGE sql
- SET search_path TO 'pg_catalog'
-AS $function$
-    select private.event_stream_register(gateway, 'websocket', ttl_seconds)
-  $function$;
-comment on function api.realtime_connect(text,integer) is '/realtime/v1/websocket: registers the caller''s websocket (first joined channel) under the same cap as SSE streams (PT429 too_many_streams).';
-grant execute on function api.realtime_connect(text,integer) to authenticated;
-
-CREATE OR REPLACE FUNCTION api.realtime_event_changes(after_id bigint, upto_id bigint)
- RETURNS SETOF api.realtime_change
- LANGUAGE sql
- STABLE
- SET search_path TO 'pg_catalog'
-AS $function$
+CREATE FUNCTION api.realtime_event_changes(after_id bigint, upto_id bigint) RETURNS SETOF api.realtime_change
+    LANGUAGE sql STABLE
+    SET search_path TO 'pg_catalog'
+    AS $$
     select l.id,
            upper(l.operation),
            to_char(l.changed_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'),
@@ -198,68 +264,131 @@ AS $function$
      where l.operation = 'delete'
         or private.event_readable((l.row_data ->> 'community_id')::uuid)
      order by l.id
-  $function$;
-comment on function api.realtime_event_changes(bigint,bigint) is 'Row changes of app.events after_id < id <= upto_id that the caller may read (private.event_readable on the row as changed), for postgres_changes: (change_id, INSERT|UPDATE|DELETE, commit_timestamp, record, old_record with the primary key).';
-grant execute on function api.realtime_event_changes(bigint,bigint) to authenticated;
+  $$;
 
--- -----------------------------------------------------------------------------
--- Functions of private: internal helpers and trigger functions (request roles
--- run only those granted here)
--- -----------------------------------------------------------------------------
+COMMENT ON FUNCTION api.realtime_event_changes(after_id bigint, upto_id bigint) IS 'Row changes of app.events after_id < id <= upto_id that the caller may read (private.event_readable on the row as changed), for postgres_changes: (change_id, INSERT|UPDATE|DELETE, commit_timestamp, record, old_record with the primary key).';
+GRANT EXECUTE ON FUNCTION api.realtime_event_changes(after_id bigint, upto_id bigint) TO authenticated;
 
-CREATE OR REPLACE FUNCTION private.append_change(operation text, table_name text, record_id uuid, row_data jsonb, old_data jsonb)
- RETURNS bigint
- LANGUAGE plpgsql
- SET search_path TO 'pg_catalog'
-AS $function$
+CREATE FUNCTION api.realtime_columns() RETURNS SETOF api.realtime_column
+    LANGUAGE sql STABLE
+    SET search_path TO 'pg_catalog'
+    AS $$
+    select a.attname::text, t.typname::text
+      from pg_catalog.pg_attribute a
+      join pg_catalog.pg_type t on t.oid = a.atttypid
+     where a.attrelid = 'app.events'::regclass and a.attnum > 0 and not a.attisdropped
+     order by a.attnum
+  $$;
+COMMENT ON FUNCTION api.realtime_columns() IS 'The columns of app.events with their type names, as postgres_changes messages list them.';
+GRANT EXECUTE ON FUNCTION api.realtime_columns() TO authenticated;
+
+CREATE FUNCTION api.realtime_connect(gateway text, ttl_seconds integer) RETURNS uuid
+    LANGUAGE sql
+    SET search_path TO 'pg_catalog'
+    AS $$
+    select private.event_stream_register(gateway, 'websocket', ttl_seconds)
+  $$;
+
+COMMENT ON FUNCTION api.realtime_connect(gateway text, ttl_seconds integer) IS '/realtime/v1/websocket: registers the caller''s websocket (first joined channel) under the same cap as SSE streams (PT429 too_many_streams).';
+GRANT EXECUTE ON FUNCTION api.realtime_connect(gateway text, ttl_seconds integer) TO authenticated;
+
+-- =============================================================================
+-- Helpers (private, app, identity): internal helpers and trigger functions; request roles run only those granted here
+-- =============================================================================
+
+CREATE FUNCTION private.event_stream_register(gateway text, kind text, ttl_seconds integer) RETURNS uuid
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog'
+    AS $$
 declare
-  change_id bigint;
+  caller uuid := auth.uid();
+  stream uuid;
 begin
-  perform private.lock_change_log();
-  insert into app.change_log as c (operation, table_name, record_id, row_data, old_data, changed_at)
-    values (append_change.operation, append_change.table_name, append_change.record_id,
-            append_change.row_data, append_change.old_data, clock_timestamp())
-    returning c.id into change_id;
-  return change_id;
+  if caller is null then
+    raise exception 'not signed in' using errcode = 'PT401';
+  end if;
+  select r.stream_id into stream
+    from private.event_streams_register(gateway, kind, ttl_seconds, array[caller]) r;
+  if stream is null then
+    raise exception 'too many open streams: at most % per user', private.max_event_streams()
+      using errcode = 'PT429', hint = 'too_many_streams';
+  end if;
+  return stream;
 end;
-$function$;
-comment on function private.append_change(text,text,uuid,jsonb,jsonb) is 'Appends a change-log entry under private.lock_change_log(); returns its id.';
+$$;
 
-CREATE OR REPLACE FUNCTION private.change_log_position()
- RETURNS TABLE(head bigint, pruned_through bigint, expired_through timestamp with time zone)
- LANGUAGE sql
- STABLE SECURITY DEFINER ROWS 1
- SET search_path TO 'pg_catalog'
-AS $function$
+COMMENT ON FUNCTION private.event_stream_register(gateway text, kind text, ttl_seconds integer) IS 'Registers a realtime connection of the caller for ttl_seconds (renewed by the gateway). PT429 too_many_streams past the cap.';
+GRANT EXECUTE ON FUNCTION private.event_stream_register(gateway text, kind text, ttl_seconds integer) TO authenticated;
+
+CREATE FUNCTION private.event_streams_register(gateway text, kind text, ttl_seconds integer, users uuid[]) RETURNS TABLE(n integer, stream_id uuid)
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog'
+    AS $$
+declare
+  lock_key bigint;
+begin
+  for lock_key in
+    select distinct hashtextextended('app.event_streams:' || u::text, 0) from unnest(users) u where u is not null order by 1
+  loop
+    perform pg_advisory_xact_lock(lock_key);
+  end loop;
+  return query
+    with numbered as (
+      select r.n::integer as n, r.user_id,
+             row_number() over (partition by r.user_id order by r.n) as k
+        from unnest(users) with ordinality as r(user_id, n)
+    ),
+    wanted as (
+      select nb.n, nb.user_id, nb.k,
+             nb.user_id is not null
+               and coalesce((select count(*) from app.event_streams s
+                              where s.user_id = nb.user_id and s.expires_at > now()), 0) + nb.k
+                   <= private.max_event_streams() as fits
+        from numbered nb
+    ),
+    registered as (
+      insert into app.event_streams as s (user_id, gateway, kind, expires_at)
+      select w.user_id, event_streams_register.gateway, event_streams_register.kind,
+             now() + make_interval(secs => greatest(ttl_seconds, 1))
+        from wanted w
+       where w.fits
+      returning s.id, s.user_id
+    ),
+    -- A user's new streams are alike: the k-th goes to the user's k-th element.
+    given as (
+      select g.id, g.user_id, row_number() over (partition by g.user_id) as k from registered g
+    )
+    select w.n, g.id from wanted w left join given g on g.user_id = w.user_id and g.k = w.k order by w.n;
+end;
+$$;
+
+COMMENT ON FUNCTION private.event_streams_register(gateway text, kind text, ttl_seconds integer, users uuid[]) IS 'Registers a realtime connection for each element of users for ttl_seconds (renewed by the gateway): (n, stream_id) per element in order; stream_id null for a null element and past the per-user cap (private.max_event_streams, counting live streams and earlier elements).';
+GRANT EXECUTE ON FUNCTION private.event_streams_register(gateway text, kind text, ttl_seconds integer, users uuid[]) TO authenticated;
+
+CREATE FUNCTION private.max_event_streams() RETURNS integer
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    SET search_path TO 'pg_catalog'
+    AS $$
+    select 5
+  $$;
+COMMENT ON FUNCTION private.max_event_streams() IS 'How many realtime connections (SSE streams and websockets together) one user may hold open at once.';
+GRANT EXECUTE ON FUNCTION private.max_event_streams() TO authenticated;
+
+CREATE FUNCTION private.change_log_position() RETURNS TABLE(head bigint, pruned_through bigint, expired_through timestamp with time zone)
+    LANGUAGE sql STABLE SECURITY DEFINER ROWS 1
+    SET search_path TO 'pg_catalog'
+    AS $$
     select greatest(s.pruned_through, coalesce((select max(c.id) from app.change_log c), 0)),
            s.pruned_through, s.expired_through
       from app.change_log_state s
-  $function$;
-comment on function private.change_log_position() is 'The newest change id (or the prune watermark when the log is empty), the prune watermark and the expiry watermark.';
-grant execute on function private.change_log_position() to authenticated;
+  $$;
+COMMENT ON FUNCTION private.change_log_position() IS 'The newest change id (or the prune watermark when the log is empty), the prune watermark and the expiry watermark.';
+GRANT EXECUTE ON FUNCTION private.change_log_position() TO authenticated;
 
-CREATE OR REPLACE FUNCTION private.event_log_range(after_id bigint, upto_id bigint)
- RETURNS TABLE(id bigint, operation text, record_id uuid, changed_at timestamp with time zone, row_data jsonb)
- LANGUAGE sql
- STABLE SECURITY DEFINER
- SET search_path TO 'pg_catalog'
-AS $function$
-    select c.id, c.operation, c.record_id, c.changed_at,
-           case when c.operation = 'delete' then null else c.row_data end
-      from app.change_log c
-     where c.id > after_id and c.id <= upto_id
-       and c.table_name = 'events'
-       and c.operation in ('insert', 'update', 'delete')
-  $function$;
-comment on function private.event_log_range(bigint,bigint) is 'Row changes of app.events in an id range (the row after an insert or update; nothing but the id for a delete).';
-grant execute on function private.event_log_range(bigint,bigint) to authenticated;
-
-CREATE OR REPLACE FUNCTION private.event_snapshot(member_node uuid, public_url text, expired_through timestamp with time zone)
- RETURNS jsonb
- LANGUAGE plpgsql
- STABLE
- SET search_path TO 'pg_catalog'
-AS $function$
+CREATE FUNCTION private.event_snapshot(member_node uuid, public_url text, expired_through timestamp with time zone) RETURNS jsonb
+    LANGUAGE plpgsql STABLE
+    SET search_path TO 'pg_catalog'
+    AS $$
 begin
   return (
     select coalesce(jsonb_agg(private.event_object(u.event, u.community_node_id, u.manages, event_snapshot.public_url)
@@ -271,16 +400,49 @@ begin
      -- log at or below head: leave them out, as that entry says.
      where private.event_effective_end((u.event).starts_at, (u.event).ends_at) >= greatest(now(), event_snapshot.expired_through));
 end;
-$function$;
-comment on function private.event_snapshot(uuid,text,timestamp with time zone) is 'The snapshot of an upcoming-events stream for the member with this node id: their upcoming events as Event JSON with __sync_meta insert, soonest first, without those whose end is before expired_through (the log holds their expiry). Read by api.event_stream_open and private.event_streams_open.';
-grant execute on function private.event_snapshot(uuid,text,timestamp with time zone) to authenticated;
+$$;
 
-CREATE OR REPLACE FUNCTION private.event_stream_audience(after_id bigint, upto_id bigint)
- RETURNS SETOF uuid
- LANGUAGE plpgsql
- STABLE SECURITY DEFINER
- SET search_path TO 'pg_catalog'
-AS $function$
+COMMENT ON FUNCTION private.event_snapshot(member_node uuid, public_url text, expired_through timestamp with time zone) IS 'The snapshot of an upcoming-events stream for the member with this node id: their upcoming events as Event JSON with __sync_meta insert, soonest first, without those whose end is before expired_through (the log holds their expiry). Read by api.event_stream_open and private.event_streams_open.';
+GRANT EXECUTE ON FUNCTION private.event_snapshot(member_node uuid, public_url text, expired_through timestamp with time zone) TO authenticated;
+
+CREATE FUNCTION private.event_log_range(after_id bigint, upto_id bigint) RETURNS TABLE(id bigint, operation text, record_id uuid, changed_at timestamp with time zone, row_data jsonb)
+    LANGUAGE sql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog'
+    AS $$
+    select c.id, c.operation, c.record_id, c.changed_at,
+           case when c.operation = 'delete' then null else c.row_data end
+      from app.change_log c
+     where c.id > after_id and c.id <= upto_id
+       and c.table_name = 'events'
+       and c.operation in ('insert', 'update', 'delete')
+  $$;
+
+COMMENT ON FUNCTION private.event_log_range(after_id bigint, upto_id bigint) IS 'Row changes of app.events in an id range (the row after an insert or update; nothing but the id for a delete).';
+GRANT EXECUTE ON FUNCTION private.event_log_range(after_id bigint, upto_id bigint) TO authenticated;
+
+CREATE FUNCTION private.append_change(operation text, table_name text, record_id uuid, row_data jsonb, old_data jsonb) RETURNS bigint
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog'
+    AS $$
+declare
+  change_id bigint;
+begin
+  perform private.lock_change_log();
+  insert into app.change_log as c (operation, table_name, record_id, row_data, old_data, changed_at)
+    values (append_change.operation, append_change.table_name, append_change.record_id,
+            append_change.row_data, append_change.old_data, clock_timestamp())
+    returning c.id into change_id;
+  return change_id;
+end;
+$$;
+
+COMMENT ON FUNCTION private.append_change(operation text, table_name text, record_id uuid, row_data jsonb, old_data jsonb) IS 'Appends a change-log entry under private.lock_change_log(); returns its id.';
+
+
+CREATE FUNCTION private.event_stream_audience(after_id bigint, upto_id bigint) RETURNS SETOF uuid
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog'
+    AS $$
 begin
   if after_id < (select s.pruned_through from app.change_log_state s) then
     raise exception 'the changes after % are no longer kept', after_id
@@ -307,16 +469,16 @@ begin
       join app.profiles p on p.node_id = (l.row_data ->> 'member_node_id')::uuid
      where l.table_name = 'community_members';
 end;
-$function$;
-comment on function private.event_stream_audience(bigint,bigint) is 'The users who may get a message of the upcoming stream from the changes after_id < id <= upto_id (a superset). Called by the gateway to skip everyone else. PT410 below the prune watermark.';
+$$;
 
-CREATE OR REPLACE FUNCTION private.event_stream_fanout(after_id bigint, upto_id bigint, public_url text, only_users uuid[] DEFAULT NULL::uuid[])
- RETURNS SETOF private.event_stream_delivery
- LANGUAGE plpgsql
- SECURITY DEFINER ROWS 10
- SET search_path TO 'pg_catalog'
- SET jit TO 'off'
-AS $function$
+COMMENT ON FUNCTION private.event_stream_audience(after_id bigint, upto_id bigint) IS 'The users who may get a message of the upcoming stream from the changes after_id < id <= upto_id (a superset). Called by the gateway to skip everyone else. PT410 below the prune watermark.';
+
+
+CREATE FUNCTION private.event_stream_fanout(after_id bigint, upto_id bigint, public_url text, only_users uuid[] DEFAULT NULL::uuid[]) RETURNS SETOF private.event_stream_delivery
+    LANGUAGE plpgsql SECURITY DEFINER ROWS 10
+    SET search_path TO 'pg_catalog'
+    SET jit TO 'off'
+    AS $$
 declare
   saved_claims text := current_setting('request.jwt.claims', true);
   movers uuid[];
@@ -419,50 +581,27 @@ begin
 
   perform set_config('request.jwt.claims', coalesce(saved_claims, ''), true);
 end;
-$function$;
-comment on function private.event_stream_fanout(bigint,bigint,text,uuid[]) is 'Messages of the upcoming stream for the changes after_id < id <= upto_id for every user at once (or only_users): (change_id, insert|update|delete, Event with __sync_meta, user_ids), one row per change and view; each user gets what api.event_stream_changes gives them. Called by the gateway''s realtime hub. PT410 below the prune watermark.';
+$$;
 
-CREATE OR REPLACE FUNCTION private.event_stream_register(gateway text, kind text, ttl_seconds integer)
- RETURNS uuid
- LANGUAGE plpgsql
- SET search_path TO 'pg_catalog'
-AS $function$
-declare
-  caller uuid := auth.uid();
-  stream uuid;
-begin
-  if caller is null then
-    raise exception 'not signed in' using errcode = 'PT401';
-  end if;
-  select r.stream_id into stream
-    from private.event_streams_register(gateway, kind, ttl_seconds, array[caller]) r;
-  if stream is null then
-    raise exception 'too many open streams: at most % per user', private.max_event_streams()
-      using errcode = 'PT429', hint = 'too_many_streams';
-  end if;
-  return stream;
-end;
-$function$;
-comment on function private.event_stream_register(text,text,integer) is 'Registers a realtime connection of the caller for ttl_seconds (renewed by the gateway). PT429 too_many_streams past the cap.';
-grant execute on function private.event_stream_register(text,text,integer) to authenticated;
+COMMENT ON FUNCTION private.event_stream_fanout(after_id bigint, upto_id bigint, public_url text, only_users uuid[]) IS 'Messages of the upcoming stream for the changes after_id < id <= upto_id for every user at once (or only_users): (change_id, insert|update|delete, Event with __sync_meta, user_ids), one row per change and view; each user gets what api.event_stream_changes gives them. Called by the gateway''s realtime hub. PT410 below the prune watermark.';
 
-CREATE OR REPLACE FUNCTION private.event_streams_close(ids uuid[])
- RETURNS integer
- LANGUAGE sql
- SET search_path TO 'pg_catalog'
-AS $function$
+
+CREATE FUNCTION private.event_streams_close(ids uuid[]) RETURNS integer
+    LANGUAGE sql
+    SET search_path TO 'pg_catalog'
+    AS $$
     with gone as (delete from app.event_streams s where s.id = any(ids) returning 1)
     select count(*)::integer from gone
-  $function$;
-comment on function private.event_streams_close(uuid[]) is 'Removes the registrations of closed connections.';
+  $$;
 
-CREATE OR REPLACE FUNCTION private.event_streams_open(gateway text, public_url text, ttl_seconds integer, requests jsonb)
- RETURNS jsonb
- LANGUAGE plpgsql
- SECURITY DEFINER
- SET search_path TO 'pg_catalog'
- SET jit TO 'off'
-AS $function$
+COMMENT ON FUNCTION private.event_streams_close(ids uuid[]) IS 'Removes the registrations of closed connections.';
+
+
+CREATE FUNCTION private.event_streams_open(gateway text, public_url text, ttl_seconds integer, requests jsonb) RETURNS jsonb
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog'
+    SET jit TO 'off'
+    AS $$
 declare
   users uuid[];
   refused text[];
@@ -543,59 +682,15 @@ begin
                  left join views v on v.view_key = k.view_key), '[]'::jsonb))
       from p);
 end;
-$function$;
-comment on function private.event_streams_open(text,text,integer,jsonb) is 'Opens a batch of upcoming-event streams for users whose access tokens the gateway verified: registers each within the per-user cap and returns {head, views: [snapshot...], streams: [{stream_id, mode, last_event_id, view} | {error}]}, one snapshot per distinct set of memberships. Each stream gets what api.event_stream_open gives its user. Called by the gateway''s stream opener.';
+$$;
 
-CREATE OR REPLACE FUNCTION private.event_streams_register(gateway text, kind text, ttl_seconds integer, users uuid[])
- RETURNS TABLE(n integer, stream_id uuid)
- LANGUAGE plpgsql
- SET search_path TO 'pg_catalog'
-AS $function$
-declare
-  lock_key bigint;
-begin
-  for lock_key in
-    select distinct hashtextextended('app.event_streams:' || u::text, 0) from unnest(users) u where u is not null order by 1
-  loop
-    perform pg_advisory_xact_lock(lock_key);
-  end loop;
-  return query
-    with numbered as (
-      select r.n::integer as n, r.user_id,
-             row_number() over (partition by r.user_id order by r.n) as k
-        from unnest(users) with ordinality as r(user_id, n)
-    ),
-    wanted as (
-      select nb.n, nb.user_id, nb.k,
-             nb.user_id is not null
-               and coalesce((select count(*) from app.event_streams s
-                              where s.user_id = nb.user_id and s.expires_at > now()), 0) + nb.k
-                   <= private.max_event_streams() as fits
-        from numbered nb
-    ),
-    registered as (
-      insert into app.event_streams as s (user_id, gateway, kind, expires_at)
-      select w.user_id, event_streams_register.gateway, event_streams_register.kind,
-             now() + make_interval(secs => greatest(ttl_seconds, 1))
-        from wanted w
-       where w.fits
-      returning s.id, s.user_id
-    ),
-    -- A user's new streams are alike: the k-th goes to the user's k-th element.
-    given as (
-      select g.id, g.user_id, row_number() over (partition by g.user_id) as k from registered g
-    )
-    select w.n, g.id from wanted w left join given g on g.user_id = w.user_id and g.k = w.k order by w.n;
-end;
-$function$;
-comment on function private.event_streams_register(text,text,integer,uuid[]) is 'Registers a realtime connection for each element of users for ttl_seconds (renewed by the gateway): (n, stream_id) per element in order; stream_id null for a null element and past the per-user cap (private.max_event_streams, counting live streams and earlier elements).';
-grant execute on function private.event_streams_register(text,text,integer,uuid[]) to authenticated;
+COMMENT ON FUNCTION private.event_streams_open(gateway text, public_url text, ttl_seconds integer, requests jsonb) IS 'Opens a batch of upcoming-event streams for users whose access tokens the gateway verified: registers each within the per-user cap and returns {head, views: [snapshot...], streams: [{stream_id, mode, last_event_id, view} | {error}]}, one snapshot per distinct set of memberships. Each stream gets what api.event_stream_open gives its user. Called by the gateway''s stream opener.';
 
-CREATE OR REPLACE FUNCTION private.event_streams_touch(ids uuid[], ttl_seconds integer)
- RETURNS integer
- LANGUAGE plpgsql
- SET search_path TO 'pg_catalog'
-AS $function$
+
+CREATE FUNCTION private.event_streams_touch(ids uuid[], ttl_seconds integer) RETURNS integer
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog'
+    AS $$
 declare
   touched integer;
 begin
@@ -605,23 +700,24 @@ begin
   delete from app.event_streams s where s.expires_at < now() - interval '1 hour';
   return touched;
 end;
-$function$;
-comment on function private.event_streams_touch(uuid[],integer) is 'Heartbeat: extends the registrations a gateway still holds; drops registrations expired for an hour.';
+$$;
 
-CREATE OR REPLACE FUNCTION private.lock_change_log()
- RETURNS void
- LANGUAGE sql
- SET search_path TO 'pg_catalog'
-AS $function$
+COMMENT ON FUNCTION private.event_streams_touch(ids uuid[], ttl_seconds integer) IS 'Heartbeat: extends the registrations a gateway still holds; drops registrations expired for an hour.';
+
+
+CREATE FUNCTION private.lock_change_log() RETURNS void
+    LANGUAGE sql
+    SET search_path TO 'pg_catalog'
+    AS $$
     select pg_advisory_xact_lock(hashtextextended('app.change_log', 0))
-  $function$;
-comment on function private.lock_change_log() is 'The lock every change-log writer holds until commit, so change ids appear in commit order.';
+  $$;
+COMMENT ON FUNCTION private.lock_change_log() IS 'The lock every change-log writer holds until commit, so change ids appear in commit order.';
 
-CREATE OR REPLACE FUNCTION private.log_event_expiries()
- RETURNS bigint
- LANGUAGE plpgsql
- SET search_path TO 'pg_catalog'
-AS $function$
+
+CREATE FUNCTION private.log_event_expiries() RETURNS bigint
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog'
+    AS $$
 declare
   since timestamptz;
   upto timestamptz;
@@ -650,26 +746,14 @@ begin
   end if;
   return logged;
 end;
-$function$;
-comment on function private.log_event_expiries() is 'Logs an expire entry for every event whose effective end passed since the last call (exactly once, across replicas); returns how many. Called periodically by the gateway.';
+$$;
+COMMENT ON FUNCTION private.log_event_expiries() IS 'Logs an expire entry for every event whose effective end passed since the last call (exactly once, across replicas); returns how many. Called periodically by the gateway.';
 
-CREATE OR REPLACE FUNCTION private.max_event_streams()
- RETURNS integer
- LANGUAGE sql
- IMMUTABLE PARALLEL SAFE
- SET search_path TO 'pg_catalog'
-AS $function$
-    select 5
-  $function$;
-comment on function private.max_event_streams() is 'How many realtime connections (SSE streams and websockets together) one user may hold open at once.';
-grant execute on function private.max_event_streams() to authenticated;
 
-CREATE OR REPLACE FUNCTION private.tg_community_members__log_change()
- RETURNS trigger
- LANGUAGE plpgsql
- SECURITY DEFINER
- SET search_path TO 'pg_catalog'
-AS $function$
+CREATE FUNCTION private.tg_community_members__log_change() RETURNS trigger
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog'
+    AS $$
 declare
   changed record;
   change_id bigint;
@@ -687,15 +771,14 @@ begin
   perform pg_notify('event_changes', json_build_object('id', change_id, 'community_id', changed.community_id)::text);
   return null;
 end;
-$function$;
-comment on function private.tg_community_members__log_change() is 'Trigger: logs a membership change to app.change_log (record_id = community) and NOTIFYs event_changes with {id, community_id}.';
+$$;
+COMMENT ON FUNCTION private.tg_community_members__log_change() IS 'Trigger: logs a membership change to app.change_log (record_id = community) and NOTIFYs event_changes with {id, community_id}.';
 
-CREATE OR REPLACE FUNCTION private.tg_events__log_change()
- RETURNS trigger
- LANGUAGE plpgsql
- SECURITY DEFINER
- SET search_path TO 'pg_catalog'
-AS $function$
+
+CREATE FUNCTION private.tg_events__log_change() RETURNS trigger
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog'
+    AS $$
 declare
   changed record;
   change_id bigint;
@@ -710,39 +793,5 @@ begin
   perform pg_notify('event_changes', json_build_object('id', change_id, 'event_id', changed.id)::text);
   return null;
 end;
-$function$;
-comment on function private.tg_events__log_change() is 'Trigger: logs an event change (with the old row of an update) to app.change_log in commit order and NOTIFYs event_changes with {id, event_id}.';
-
--- -----------------------------------------------------------------------------
--- Tables: comments, row-level security, policies, grants, triggers
--- -----------------------------------------------------------------------------
-
--- app.change_log
-comment on table app.change_log is 'Changes in commit order (id): app.events rows (insert, update, delete, and expire when an event ends) and app.community_members rows. Read by the realtime feed. Not granted to request roles.';
-comment on column app.change_log.changed_at is 'When the change took the log''s lock (clock time, so increasing with id); pruning is by this age.';
-comment on column app.change_log.row_data is 'The row after the change (before it, for a delete).';
-comment on column app.change_log.old_data is 'For an update: the row before it. Null otherwise.';
-alter table app.change_log enable row level security;
-
--- app.change_log_state
-comment on table app.change_log_state is 'Watermarks of the change log: pruned_through (ids at or below may be gone), expired_through (expiries logged up to).';
-alter table app.change_log_state enable row level security;
-
--- app.event_streams
-comment on table app.event_streams is 'Open realtime connections (SSE streams, websockets), one row each; counted for the per-user cap while expires_at is in the future.';
-alter table app.event_streams enable row level security;
-drop policy if exists "Users can open their own streams" on app.event_streams;
-create policy "Users can open their own streams" on app.event_streams
-  as permissive for insert to authenticated
-  with check ((user_id = ( SELECT auth.uid() AS uid)));
-drop policy if exists "Users can see their own streams" on app.event_streams;
-create policy "Users can see their own streams" on app.event_streams
-  as permissive for select to authenticated
-  using ((user_id = ( SELECT auth.uid() AS uid)));
-grant select, insert (expires_at, gateway, kind, user_id) on table app.event_streams to authenticated;
-
--- -----------------------------------------------------------------------------
--- Types: comments
--- -----------------------------------------------------------------------------
-
-comment on type private.event_stream_delivery is 'One message of the upcoming stream and the users who get it (private.event_stream_fanout).';
+$$;
+COMMENT ON FUNCTION private.tg_events__log_change() IS 'Trigger: logs an event change (with the old row of an update) to app.change_log in commit order and NOTIFYs event_changes with {id, event_id}.';
