@@ -9,8 +9,9 @@ import { configDefaults, defineConfig } from 'vitest/config';
 // - system (`npm run test:system`): what starts whole processes or other
 //   servers: `npm start` and its faults, outages, failover, replicas,
 //   PgBouncer, S3, Prometheus, Chromium, the MCP conformance suite and the
-//   client generators run with `npm exec`.
-const system = ['test/process/**/*.test.ts', 'test/browser/**/*.test.ts'];
+//   client generators run with `npm exec`; and the floods (test/load), which
+//   saturate a gateway on purpose.
+const system = ['test/process/**/*.test.ts', 'test/browser/**/*.test.ts', 'test/load/**/*.test.ts'];
 
 export default defineConfig({
   test: {
