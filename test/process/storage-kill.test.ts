@@ -8,12 +8,13 @@ import fs from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { databaseUrl, db, jwtSecret, uniqueEmail } from '../helpers.ts';
+import { dataDir, databaseUrl, db, jwtSecret, uniqueEmail } from '../helpers.ts';
 import { exited, freePort, startGatewayProcess, waitUntil } from '../support/processes.ts';
 import { eventually } from '../support/wait.ts';
 import { testDir } from '../support/test-dir.ts';
 
-const storageDir = path.join(testDir, 'storage');
+// The test gateway's byte store (DATA_DIR/storage), which its collector sweeps.
+const storageDir = path.join(dataDir, 'storage');
 
 async function collect(): Promise<void> {
   const [job] = await db()`select (graphile_worker.add_job('storage_collect', '{}'::json)).id`;
