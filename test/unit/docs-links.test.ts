@@ -27,7 +27,7 @@ const REPO_DIRS = ['gateway', 'mcp-server', 'sql', 'supabase', 'test', 'docs', '
 /** The repository's files (tracked, or new and not ignored), relative, with forward slashes. */
 function repositoryFiles(): string[] {
   const git = spawnSync('git', ['ls-files', '-z', '--cached', '--others', '--exclude-standard'], { cwd: projectRoot, encoding: 'utf8' });
-  if (git.status === 0) return git.stdout.split('\0').filter((f) => f && fs.existsSync(path.join(projectRoot, f)));
+  if (git.status === 0) return git.stdout.split('\0').filter((f) => f && fs.statSync(path.join(projectRoot, f), { throwIfNoEntry: false })?.isFile());
   const out: string[] = [];
   const walk = (dir: string) => {
     for (const entry of fs.readdirSync(path.join(projectRoot, dir), { withFileTypes: true })) {
