@@ -144,13 +144,13 @@ describe('the documentation', () => {
     expect(migrations.filter((m) => !dba.includes(`| ${m} |`))).toEqual([]);
   });
 
-  it('documents every configuration variable (gateway/core/process/config.ts) in docs/operations.md', () => {
+  it('documents every configuration variable (gateway/core/process/config.ts) in docs/operations/running.md', () => {
     const source = read('gateway/core/process/config.ts');
     const schema = source.slice(source.indexOf('const EnvSchema'), source.indexOf('\n});', source.indexOf('const EnvSchema')));
     const variables = [...schema.matchAll(/^ {2}([A-Z][A-Z0-9_]+):/gm)].map((m) => m[1]!);
     expect(variables.length).toBeGreaterThan(20);
-    const operations = read('docs/operations.md');
-    expect(variables.filter((v) => !operations.includes(`\`${v}\``))).toEqual([]);
+    const running = read('docs/operations/running.md');
+    expect(variables.filter((v) => !running.includes(`\`${v}\``))).toEqual([]);
   });
 
   it('lists as pending only documents that have not landed yet', () => {
