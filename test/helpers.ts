@@ -204,7 +204,7 @@ export function unsignedToken(claims: Record<string, unknown>): string {
   return `${enc({ alg: 'none', typ: 'JWT' })}.${enc({ role: 'authenticated', aud: 'authenticated', iss: `${publicUrl}/api/auth`, iat: now, exp: now + 3600, ...claims })}.`;
 }
 
-/** The Error body (docs/api.md#errors). */
+/** The Error body (docs/api/conventions.md#errors). */
 export function expectErrorShape(body: unknown): void {
   const b = body as Record<string, unknown>;
   if (typeof b?.error !== 'string' || typeof b?.message !== 'string' || !('details' in b)) {

@@ -95,7 +95,7 @@ export function sendHtml(res: ServerResponse, status: number, html: string, head
   sendText(res, status, 'text/html; charset=utf-8', html);
 }
 
-/** An error in one of the three bodies of docs/api.md#errors (unless the response already started). */
+/** An error in one of the three bodies of docs/api/conventions.md#errors (unless the response already started). */
 export function sendError(res: ServerResponse, err: HttpError, shape: ErrorShape = 'default'): void {
   if (res.headersSent) {
     res.destroy();

@@ -6,7 +6,7 @@
 // A route declares its responses as status → one of:
 //   - a zod schema: a JSON body;
 //   - errors('code', ...): an error, in the body shape the route's
-//     errorShapes choose for that status (docs/api.md#errors); for the Error shape
+//     errorShapes choose for that status (docs/api/conventions.md#errors); for the Error shape
 //     `error` is one of the codes given (registered codes only:
 //     core/web/error-codes.ts);
 //   - content(type, description, schema?): a non-JSON reply (HTML page,
@@ -422,9 +422,9 @@ const REPLAYED_RESPONSE_HEADER = {
   },
 };
 
-/** What a consistency token is, for both of its headers (docs/operations.md#read-replicas). */
+/** What a consistency token is, for both of its headers (docs/operations/scaling.md#read-replicas). */
 const CONSISTENCY_TOKEN_TEXT =
-  'With read replicas (docs/operations.md#read-replicas): the position of a write in the database (its commit), answered by every request ' +
+  'With read replicas (docs/operations/scaling.md#read-replicas): the position of a write in the database (its commit), answered by every request ' +
   'that writes. Sent back on a read, the read is served by a database replica only if that replica has the write, else by the primary: ' +
   'a client reads its own writes whichever gateway and replica it reaches. A value that is not a token sends the read to the primary. ' +
   'Without the header, a signed-in session still reads its writes made through the same gateway process within a few seconds. ' +

@@ -7,7 +7,7 @@ import type { ErrorCode } from '../core/web/error-codes.ts';
 import type { ErrorShape } from '../core/web/errors.ts';
 
 // ---------------------------------------------------------------------------
-// The three error bodies of docs/api.md#errors
+// The three error bodies of docs/api/conventions.md#errors
 // ---------------------------------------------------------------------------
 
 /** One field that failed validation (core/web/input.ts, http/route.ts validate). */

@@ -24,7 +24,7 @@
 //   5. send, or fail       the reply (JSON, JSON text from SQL as is, HTML, a
 //                          redirect, a stream), or the error mapped to a status
 //                          and one of the three error bodies of
-//                          docs/api.md#errors (chosen per route and status), or
+//                          docs/api/conventions.md#errors (chosen per route and status), or
 //                          the route's HTML error page. SQL text never reaches
 //                          the client (core/web/errors.ts).
 //
@@ -207,7 +207,7 @@ export interface RouteDefinition<
   body?: B;
   /** Request headers the handler reads (names in lower case). */
   headers?: H;
-  /** Status for a request that fails validation: 400 or 422, per route (docs/api.md#errors). */
+  /** Status for a request that fails validation: 400 or 422, per route (docs/api/conventions.md#errors). */
   invalidStatus?: 400 | 422;
   /**
    * Status for path parameters that fail validation, when it differs from

@@ -1,4 +1,4 @@
-// The web pages of an account (docs/api.md#your-account): HTML forms that
+// The web pages of an account (docs/api/accounts.md#your-account): HTML forms that
 // work without JavaScript, under the pages' CSP (core/web/html.ts).
 //
 //   GET  /account/delete            a form: the account's e-mail address

@@ -1,4 +1,4 @@
-// The caller's own account (docs/api.md#your-account): delete it, export its
+// The caller's own account (docs/api/accounts.md#your-account): delete it, export its
 // data, change its e-mail address and password, see and end its sessions.
 //
 //   DELETE /api/mobile/account                 {password} → deleted; no password: a link is e-mailed
@@ -303,7 +303,7 @@ export const accountRoutes = [
       'Every access token, refresh token, API token, stream and websocket of it stops working at once; the e-mail address can register again. ' +
       "The password confirms it (200). An account without a password is not deleted here: a link to confirm the deletion is e-mailed to its address (202). " +
       'The only manager of a community cannot delete the account until another member is made a manager (409, naming the communities). ' +
-      'What others keep is listed in docs/api.md ("Your account").',
+      'What others keep is listed in docs/api/accounts.md ("Your account").',
     limits: [REAUTHENTICATION_LIMIT, 'At most 5 deletion links an hour are e-mailed to an account without a password.', ACCESS_TOKEN_ONLY],
     auth: 'user',
     security: ['bearerAuth'],

@@ -1,4 +1,4 @@
-// Communities (docs/api.md#communities), and the public GET /api/community/{id}.
+// Communities (docs/api/mobile.md#communities), and the public GET /api/community/{id}.
 // Membership rules, counts, ordering and pagination are in SQL
 // (api.communit*); 400 and 404 use the Flagged body {success:false, error}.
 import { z } from 'zod';

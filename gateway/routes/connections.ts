@@ -1,4 +1,4 @@
-// Connections (docs/api.md#connections): the stored record, as listed there.
+// Connections (docs/api/mobile.md#connections): the stored record, as listed there.
 // Row-level security makes another user's connection invisible (404); the
 // hat, event and target-node rules are SQL (api.connection_*).
 import { z } from 'zod';
@@ -61,7 +61,7 @@ const UpdateBody = z.preprocess(
 
 const IdParam = z.object({ id: Id.describe("The connection's id.") });
 
-/** The stored connection record (docs/api.md#connections). */
+/** The stored connection record (docs/api/mobile.md#connections). */
 export const Connection = z
   .object({
     id: IdOut.describe("The connection's id."),

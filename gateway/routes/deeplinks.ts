@@ -1,4 +1,4 @@
-// Deep links and web pages (docs/api.md#deep-links-and-web-pages): public HTML routes.
+// Deep links and web pages (docs/api/web.md#deep-links-and-web-pages): public HTML routes.
 //
 //   /l/checkin/event/{event_node_id}  302 to the app (iOS/Android) or to the web form
 //   /l/event/{shortlink}              the same, by shortlink

@@ -1,4 +1,4 @@
-// The developer docs (docs/api.md#developer-docs): the OpenAPI document
+// The developer docs (docs/api/integration.md#developer-docs): the OpenAPI document
 // generated from the route table, a Swagger UI page served from this server
 // (no CDN), the endpoint list discovered from the router, and the llms.txt
 // index; and the live test executor (test-executor.ts).

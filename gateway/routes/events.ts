@@ -1,4 +1,4 @@
-// Events and check-ins (docs/api.md#events-and-check-ins). The Event object, event
+// Events and check-ins (docs/api/mobile.md#events-and-check-ins). The Event object, event
 // status, the venue concurrency window and the one-current-check-in rule are
 // SQL (api.event_*, api.venue_checkin, api.checkins_current). Paths that say
 // event_id take the event's id or its node id; an id that is not a uuid names

@@ -1,4 +1,4 @@
-// Platform integration (docs/api.md#platform-integration), and POST /api/v1/forms.
+// Platform integration (docs/api/integration.md#platform-integration), and POST /api/v1/forms.
 //
 // Events: created (idempotent on external_platform + external_id: a repeat
 // changes nothing and says which given values it did not apply), changed

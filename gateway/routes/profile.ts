@@ -1,4 +1,4 @@
-// Profile and hats (docs/api.md#profile-and-hats). Row-level security picks the caller's
+// Profile and hats (docs/api/mobile.md#profile-and-hats). Row-level security picks the caller's
 // rows; the hat limit and the primary hat are enforced in SQL.
 import { z } from 'zod';
 import { defineRoute } from '../http/route.ts';

@@ -1,9 +1,9 @@
-// Tasks and deals, the CRM (docs/api.md#tasks-and-links and
-// docs/api.md#deals). The status machine, links and cycle detection, chains,
+// Tasks and deals, the CRM (docs/api/mobile.md#tasks-and-links and
+// docs/api/mobile.md#deals). The status machine, links and cycle detection, chains,
 // grouping by company and deals are SQL functions (api.task_*, api.tasks_*, api.deal_*); row-level security shows a
 // user only their own tasks, links and deals.
 //
-// Error bodies (docs/api.md#errors): 422 and 403 use the Simple body {error};
+// Error bodies (docs/api/conventions.md#errors): 422 and 403 use the Simple body {error};
 // 404 (and 401, 400) the Error body. An id in a path that is not a uuid names
 // no task or deal: 404, like an unknown one.
 import type postgres from 'postgres';

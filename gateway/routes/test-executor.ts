@@ -1,4 +1,4 @@
-// POST /api/docs/test, the live test executor (docs/api.md#developer-docs:
+// POST /api/docs/test, the live test executor (docs/api/integration.md#developer-docs:
 // LiveTestRequest → LiveTestResponse, an ApiTestResult recorded). Called with an API token; the
 // described request is replayed against THIS gateway (its loopback address,
 // never a host taken from the request) with that same token, timed, and

@@ -1,4 +1,4 @@
-// The caller's API tokens (docs/api.md#api-tokens).
+// The caller's API tokens (docs/api/integration.md#api-tokens).
 // Creating, listing and deactivating are SQL (api.api_token_create,
 // api.api_tokens_list, api.api_token_deactivate); the secret is generated
 // there and only its hash is stored. It is answered once, in the creation

@@ -312,7 +312,7 @@ const commands: Record<string, Command> = {
   backup: {
     usage: 'DIR',
     description:
-      "A consistent backup of everything the service keeps into the new folder DIR: the database (pg_dump of one snapshot: database.dump) and the bytes of every stored file that snapshot lists, from the configured byte store (STORAGE_DIR, or the S3 bucket: files/), and the generated JWT secret when the service signs with it. While it copies, no stored file is collected. Run it as the database owner, with the gateway's configuration, while the service runs; it needs a pg_dump of the server's major version or newer (docs/operations.md#backup-and-restore).",
+      "A consistent backup of everything the service keeps into the new folder DIR: the database (pg_dump of one snapshot: database.dump) and the bytes of every stored file that snapshot lists, from the configured byte store (STORAGE_DIR, or the S3 bucket: files/), and the generated JWT secret when the service signs with it. While it copies, no stored file is collected. Run it as the database owner, with the gateway's configuration, while the service runs; it needs a pg_dump of the server's major version or newer (docs/operations/backup.md#backup-and-restore).",
     options: { dir: z.string().min(1) },
     positional: 'dir',
     run: (_sql, o, { config, database }) => backup(config, database, o.dir as string),
@@ -320,7 +320,7 @@ const commands: Record<string, Command> = {
   restore: {
     usage: 'DIR',
     description:
-      'Restores a backup (npm run admin -- backup) into an empty database (DATABASE_URL, made by a superuser with the roles of docs/operations.md#on-any-postgres-15) and the configured byte store (an empty STORAGE_DIR, or the S3 bucket): the files first, then the database in one transaction, as the owner. Then start the gateway on it. Needs a pg_restore of the server\'s major version or newer.',
+      'Restores a backup (npm run admin -- backup) into an empty database (DATABASE_URL, made by a superuser with the roles of docs/operations/deploying.md#on-any-postgres-15) and the configured byte store (an empty STORAGE_DIR, or the S3 bucket): the files first, then the database in one transaction, as the owner. Then start the gateway on it. Needs a pg_restore of the server\'s major version or newer.',
     options: { dir: z.string().min(1) },
     positional: 'dir',
     reads: false,

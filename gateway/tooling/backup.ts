@@ -2,8 +2,8 @@
 // keeps, in one consistent copy: the database (pg_dump, custom format) and
 // the bytes of every stored file the dump lists, from the configured byte
 // store (fs: STORAGE_DIR; s3: the bucket), and the generated JWT secret
-// when the service signs with it (DATA_DIR/jwt-secret). docs/operations.md
-// "Backup and restore" says how to use them.
+// when the service signs with it (DATA_DIR/jwt-secret).
+// docs/operations/backup.md#backup-and-restore says how to use them.
 //
 // Why the copy is consistent. A file's bytes are durable before the row that
 // lists it commits (gateway/storage/uploader.ts, private.storage_upload_finish),

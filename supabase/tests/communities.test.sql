@@ -327,7 +327,7 @@ select is(
     "b": {"total_count": 7, "page": 3, "page_size": 3, "total_pages": 3},
     "c": {"total_count": 0, "page": 1, "page_size": 50, "total_pages": 0},
     "d": {"total_count": 7, "page": 2, "page_size": 3, "total_pages": 3}}'::jsonb,
-  'app.pagination follows docs/api.md#pagination');
+  'app.pagination follows docs/api/conventions.md#pagination');
 
 select set_config('tests.original', admin.create_community('Original')::text, true);
 update app.communities set description = 'Now with Kayaks', tags = array['paddle'] where id = current_setting('tests.original')::uuid;

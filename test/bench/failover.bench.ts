@@ -1,5 +1,5 @@
 // `npm run bench -- failover`: pg_auto_failover failing over by itself, and
-// its planned switchover, under load (docs/operations.md#failover). A monitor
+// its planned switchover, under load (docs/operations/failover.md#failover). A monitor
 // and two PostgreSQL 15 nodes on this machine (test/support/pg-auto-failover.ts:
 // the monitor's failure detection as BENCH_FAILOVER_SETTINGS says), the database
 // migrated, a real gateway process on the formation's URL (`pg_autoctl show
@@ -13,14 +13,14 @@
 //               once: a write whose COMMIT was in flight is 504 outcome_unknown)
 //   switchover, drained first: the primary made read-only and its
 //               transactions drained, then `pg_autoctl perform switchover`
-//               (docs/operations.md#planned-switchover): only 2xx and 503
+//               (docs/operations/failover.md#planned-switchover): only 2xx and 503
 //   calm        (BENCH_FAILOVER_CALM=seconds, first) nothing injected: every
 //               failover the monitor begins is a false one (goal 0)
 //   stall       (BENCH_FAILOVER_STALL=seconds, default 3) the primary's machine
 //               stopped that long (SIGSTOP of its keeper and Postgres), then
 //               going on: a failover begun for it is a false one (goal 0)
 // BENCH_FAILOVER_SETTINGS picks the monitor's failure detection: safe (the
-// default: what docs/operations.md recommends), fast (the settings the docs
+// default: what docs/operations/failover.md recommends), fast (the settings the docs
 // once listed), default (pg_auto_failover's own); BENCH_FAILOVER_LOAD=N runs
 // N processes that keep a core busy each for the whole run (a loaded host);
 // BENCH_FAILOVER_FAULTS=calm,stall,failover,switchover,drained picks the phases.

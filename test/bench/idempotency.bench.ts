@@ -1,4 +1,4 @@
-// What an Idempotency-Key costs (docs/api.md#calendars-share-previews-and-safe-retries):
+// What an Idempotency-Key costs (docs/api/web.md#calendars-share-previews-and-safe-retries):
 // the same POST /api/mobile/tasks without a key, with a new key for a caller
 // with few records, with a new key for a caller at the cap (1,000 records:
 // every claim trims the oldest), and the same request again (a replay: the

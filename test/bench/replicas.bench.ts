@@ -1,4 +1,4 @@
-// What a read replica takes off the primary (docs/operations.md#read-replicas):
+// What a read replica takes off the primary (docs/operations/scaling.md#read-replicas):
 // a PostgreSQL 15 primary and an asynchronous standby (test/support/replication.ts),
 // a user who manages 60 communities, and the gateway process started twice on
 // them in turn: without DATABASE_REPLICA_URLS (the baseline), then with the

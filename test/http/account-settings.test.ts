@@ -1,4 +1,4 @@
-// The rest of an account its owner controls (docs/api.md#your-account),
+// The rest of an account its owner controls (docs/api/accounts.md#your-account),
 // through the real gateway: sessions seen and ended from another device,
 // a password change (other sessions and OAuth grants end, this session and
 // the API tokens stay), an e-mail change confirmed from the new address (the

@@ -1,4 +1,4 @@
-// Deleting an account (docs/api.md#your-account), through the real gateway:
+// Deleting an account (docs/api/accounts.md#your-account), through the real gateway:
 // every credential of the deleted account tried again (access and refresh
 // tokens of two sessions, API tokens, SSE streams opened with either, a
 // websocket channel, an agent's OAuth token on /mcp, the calendar feed URL),

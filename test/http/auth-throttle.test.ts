@@ -1,4 +1,4 @@
-// Login throttling (docs/api.md#failed-sign-ins): failed sign-ins counted in Postgres per
+// Login throttling (docs/api/accounts.md#failed-sign-ins): failed sign-ins counted in Postgres per
 // e-mail and client address, per e-mail across all clients and per client IP,
 // and failed refresh/verify attempts per client IP; past a limit, 429 with
 // Retry-After, the same whether or not the e-mail exists. A stranger who
@@ -99,7 +99,7 @@ describe('failed logins are throttled', () => {
       expect((await post('/api/auth/login', { email: user.email, password: `guess-${i}` }, randomIp())).status).toBe(401);
     }
     // A fresh address with the right password: the ceiling is spent (the
-    // trade-off docs/api.md#failed-sign-ins states).
+    // trade-off docs/api/accounts.md#failed-sign-ins states).
     const blocked = await post('/api/auth/login', { email: user.email, password: user.password }, randomIp());
     expect(blocked.status).toBe(429);
     expect(Number(blocked.retryAfter)).toBeGreaterThanOrEqual(1);

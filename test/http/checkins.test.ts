@@ -1,7 +1,7 @@
-// Check-ins over HTTP: every case of docs/api.md#events-and-check-ins,
+// Check-ins over HTTP: every case of docs/api/mobile.md#events-and-check-ins,
 // the venue concurrency window around its edges, idempotent repeats (also
 // under parallel requests: one row), check-out, the current check-in list
-// and the error statuses and bodies (docs/api.md#errors).
+// and the error statuses and bodies (docs/api/conventions.md#errors).
 import { describe, expect, it } from 'vitest';
 import { api, db, expectErrorShape, registerUser, type TestUser } from '../helpers.ts';
 import { createCommunity, createEvent, createHat, createVenue, unknownId } from '../support/event-fixtures.ts';

@@ -1,4 +1,4 @@
-// Communities over HTTP: every status of docs/api.md#communities for the seven
+// Communities over HTTP: every status of docs/api/mobile.md#communities for the seven
 // endpoints, pagination edges, search with LIKE wildcards and quotes, and
 // races (50 users joining and leaving at once; two managers leaving at once).
 import crypto from 'node:crypto';

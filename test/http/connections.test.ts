@@ -1,4 +1,4 @@
-// Connections over HTTP: the record of docs/api.md#connections,
+// Connections over HTTP: the record of docs/api/mobile.md#connections,
 // create/get/patch/list/recent and the event's connections, the 422 and 404
 // cases, and isolation between users (row-level security: someone else's is a 404).
 import { describe, expect, it } from 'vitest';

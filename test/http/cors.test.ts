@@ -47,7 +47,7 @@ describe('CORS', () => {
     expect(get.status).toBe(200);
     expect(get.headers.get('access-control-allow-origin')).toBe('http://localhost:5173');
     expect(get.headers.get('access-control-expose-headers')).toContain('X-Request-Id');
-    // A browser client may read a write's consistency token and send it back (docs/operations.md#read-replicas).
+    // A browser client may read a write's consistency token and send it back (docs/operations/scaling.md#read-replicas).
     expect(get.headers.get('access-control-expose-headers')).toContain('X-Consistency-Token');
   });
 

@@ -1,4 +1,4 @@
-// Deals over HTTP (docs/api.md#deals): a deal is made by the first
+// Deals over HTTP (docs/api/mobile.md#deals): a deal is made by the first
 // task that carries deal_context.company (case-insensitive, one per user and
 // company); start_task and complete_task drive its current task.
 import { describe, expect, it } from 'vitest';

@@ -60,7 +60,7 @@ describe('GET /api/docs/openapi.json', () => {
     }
     // Query parameters come from the zod schema (with their limits).
     const list = operationOf(doc, { method: 'get', path: '/api/mobile/communities' })!;
-    // A write answers the consistency token of read replicas (docs/operations.md#read-replicas); a read may send it
+    // A write answers the consistency token of read replicas (docs/operations/scaling.md#read-replicas); a read may send it
     // back, which its description says, but it is no parameter of every GET (it would change every generated read).
     expect(list.parameters!.map((p) => `${p.in}:${p.name}`).sort()).toEqual(['query:limit', 'query:offset']);
     const create = operationOf(doc, { method: 'post', path: '/api/mobile/tasks' })!;

@@ -1,5 +1,5 @@
-// Tasks over HTTP: every task endpoint (docs/api.md#tasks-and-links), every row of the
-// task status table, the error statuses and bodies (docs/api.md#errors)
+// Tasks over HTTP: every task endpoint (docs/api/mobile.md#tasks-and-links), every row of the
+// task status table, the error statuses and bodies (docs/api/conventions.md#errors)
 // (422/403 Simple, 404/401 Error), row-level security between two users, and
 // races: parallel opposite links never both succeed.
 import { describe, expect, it } from 'vitest';
@@ -10,7 +10,7 @@ import { createTask, get, post, type Task } from '../support/tasks.ts';
 const link = (user: TestUser, from: string, to: string, transition_meta?: unknown) =>
   api('POST', `/api/mobile/tasks/${from}/link`, { token: user.accessToken, body: { destination_task_id: to, transition_meta } });
 
-/** The Simple body (docs/api.md#errors): exactly {error: string}. */
+/** The Simple body (docs/api/conventions.md#errors): exactly {error: string}. */
 function expectSimple(body: unknown, message?: RegExp): void {
   expect(Object.keys(body as object)).toEqual(['error']);
   expect(typeof (body as { error: unknown }).error).toBe('string');

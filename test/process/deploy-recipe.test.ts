@@ -1,8 +1,8 @@
 // The documented recipes, run as written: the deployment on a PostgreSQL 15
-// server with no superuser at run time (docs/operations.md#on-any-postgres-15:
+// server with no superuser at run time (docs/operations/deploying.md#on-any-postgres-15:
 // a superuser runs the SQL block once, then the gateway migrates and serves as
 // the owner), the backup and restore as the owner, stored files included
-// (docs/operations.md#backup-and-restore: a backup while the service runs,
+// (docs/operations/backup.md#backup-and-restore: a backup while the service runs,
 // restored into a fresh database and an empty data folder, every object then
 // downloaded byte for byte), and the curl examples of the README's "Run it".
 // A recipe that no longer works fails here.
@@ -21,20 +21,19 @@ import { exited, freePort, projectRoot, startGatewayProcess } from '../support/p
 import { testDir } from '../support/test-dir.ts';
 
 const readme = fs.readFileSync(path.join(projectRoot, 'README.md'), 'utf8');
-const operations = fs.readFileSync(path.join(projectRoot, 'docs', 'operations.md'), 'utf8');
-
-/** The first fenced block of `language` after `marker` in docs/operations.md. */
-function blockAfter(marker: string, language: string): string {
-  const from = operations.indexOf(marker);
-  expect(from, `docs/operations.md has ${marker}`).toBeGreaterThan(-1);
-  const match = new RegExp('```' + language + '\\n([\\s\\S]*?)```').exec(operations.slice(from));
+/** The first fenced block of `language` after `marker` in docs/operations/`page`.md. */
+function blockAfter(page: 'deploying' | 'backup', marker: string, language: string): string {
+  const doc = fs.readFileSync(path.join(projectRoot, 'docs', 'operations', `${page}.md`), 'utf8');
+  const from = doc.indexOf(marker);
+  expect(from, `docs/operations/${page}.md has ${marker}`).toBeGreaterThan(-1);
+  const match = new RegExp('```' + language + '\\n([\\s\\S]*?)```').exec(doc.slice(from));
   expect(match, `a ${language} block after ${marker}`).not.toBeNull();
   return match![1]!;
 }
 
 describe.skipIf(!pg15Program('psql'))('deploying on PostgreSQL 15 without a superuser at run time', () => {
   it('the documented recipe: a superuser creates the roles once, the owner migrates and serves', { timeout: 180_000 }, async () => {
-    const recipe = blockAfter('<!-- recipe: owner-without-superuser', 'sql');
+    const recipe = blockAfter('deploying', '<!-- recipe: owner-without-superuser', 'sql');
     const cluster = await startThrowawayPg15();
     try {
       const psql = spawnSync(pg15Program('psql')!, [cluster.url('postgres'), '-v', 'ON_ERROR_STOP=1', '-q', '-f', '-'], { input: recipe, encoding: 'utf8' });
@@ -66,9 +65,9 @@ describe.skipIf(!pg15Program('psql'))('deploying on PostgreSQL 15 without a supe
 
 describe.skipIf(!pg15Program('pg_dump'))('backup and restore with the stored files, as the owner', () => {
   it('the documented commands: backup while the service runs, restore into a fresh database and an empty data folder; every object downloads byte for byte', { timeout: 300_000 }, async () => {
-    const roles = blockAfter('<!-- recipe: owner-without-superuser', 'sql');
-    const backupCommands = blockAfter('<!-- recipe: backup', 'sh');
-    const restoreCommands = blockAfter('<!-- recipe: restore', 'sh');
+    const roles = blockAfter('deploying', '<!-- recipe: owner-without-superuser', 'sql');
+    const backupCommands = blockAfter('backup', '<!-- recipe: backup', 'sh');
+    const restoreCommands = blockAfter('backup', '<!-- recipe: restore', 'sh');
     const cluster = await startThrowawayPg15();
     const work = fs.mkdtempSync(path.join(testDir, 'backup-'));
     try {

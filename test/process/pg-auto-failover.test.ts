@@ -1,4 +1,4 @@
-// docs/operations.md#with-pg_auto_failover's lines, run as written, as the
+// docs/operations/failover.md#with-pg_auto_failover's lines, run as written, as the
 // `postgres` OS user (when we are root), with a folder and ports of the
 // test's own: a monitor and two nodes, each `pg_autoctl run` in a process
 // group of its own, the failure detection set on the monitor and the
@@ -18,7 +18,7 @@ import { freePort, projectRoot, waitUntil } from '../support/processes.ts';
 
 if (!pgAutoctlInstalled) console.log('skipped: pg_auto_failover is not installed (apt-get install postgresql-15-auto-failover)');
 
-const operations = fs.readFileSync(path.join(projectRoot, 'docs', 'operations.md'), 'utf8');
+const failover = fs.readFileSync(path.join(projectRoot, 'docs', 'operations', 'failover.md'), 'utf8');
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pgaf-recipe-'));
 const data = path.join(dir, 'formation');
 const ports = [freePort(), freePort(), freePort()] as const;
@@ -56,14 +56,14 @@ afterAll(async () => {
   fs.rmSync(dir, { recursive: true, force: true });
 });
 
-describe.skipIf(!pgAutoctlInstalled)('pg_auto_failover as docs/operations.md sets it up', () => {
+describe.skipIf(!pgAutoctlInstalled)('pg_auto_failover as docs/operations/failover.md sets it up', () => {
   it('the lines run as written: a monitor, two nodes, the settings, the URL, the state where the docs say; the switchover command as written', { timeout: 600_000 }, async () => {
     fs.chmodSync(dir, 0o755);
     if (user) fs.chownSync(dir, user.uid, user.gid);
-    const marker = operations.indexOf('<!-- recipe: pg-auto-failover');
-    expect(marker, 'the recipe in docs/operations.md').toBeGreaterThan(-1);
+    const marker = failover.indexOf('<!-- recipe: pg-auto-failover');
+    expect(marker, 'the recipe in docs/operations/failover.md').toBeGreaterThan(-1);
     const recipe = /```sh\n([\s\S]*?)```/
-      .exec(operations.slice(marker))![1]!
+      .exec(failover.slice(marker))![1]!
       .replaceAll('/var/lib/postgresql/formation', data)
       .replace(/\b5000\b/g, String(ports[0]))
       .replace(/\b5001\b/g, String(ports[1]))
@@ -90,7 +90,7 @@ describe.skipIf(!pgAutoctlInstalled)('pg_auto_failover as docs/operations.md set
 
       // The switchover, as the docs write it.
       const command = 'pg_autoctl perform switchover --pgdata $DATA/monitor --formation default';
-      expect(operations.replace(/\s+/g, ' ')).toContain(`\`${command}\``);
+      expect(failover.replace(/\s+/g, ' ')).toContain(`\`${command}\``);
       const switched = asPostgres(`export PATH=/usr/lib/postgresql/15/bin:$PATH; ${command}`);
       expect(switched.status, `${switched.stdout}\n${switched.stderr}`).toBe(0);
       const states = async () =>

@@ -6,7 +6,7 @@
 // XDG_DATA_HOME, XDG_RUNTIME_DIR).
 //
 // The monitor's failure detection is one of three profiles (MONITOR_PROFILES,
-// docs/operations.md#with-pg_auto_failover):
+// docs/operations/failover.md#with-pg_auto_failover):
 //   default  pg_auto_failover's own (health checks every 5 s, a node
 //            unhealthy after 20 s without a report, 30 s for the old primary
 //            to demote itself before the standby is promoted)
@@ -27,7 +27,7 @@
 //               `draining`, which stops Postgres (fast) at once, COMMITs in
 //               flight included; `drained`: the primary first made read-only
 //               and drained (drainWrites in test/support/replication.ts, the
-//               first steps of docs/operations.md#planned-switchover)
+//               first steps of docs/operations/failover.md#planned-switchover)
 //   stall       the primary's machine stops for `seconds` and goes on (SIGSTOP,
 //               then SIGCONT, of its process group: a VM paused, an I/O
 //               stall, a swap storm): a healthy primary, which a failover

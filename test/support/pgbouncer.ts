@@ -69,7 +69,7 @@ export async function startPgBouncer(databaseUrl: string, { poolSize = 20 } = {}
       'server_reset_query =',
       // After a failed server login PgBouncer refuses every client for this
       // long (default 15 s): a database back from a restart would wait for it
-      // (docs/operations.md#poolers).
+      // (docs/operations/deploying.md#poolers).
       'server_login_retry = 0.25',
       '',
     ].join('\n'),

@@ -51,7 +51,7 @@ export interface ReplicatedPair {
   /** pg_ctl promote of the standby, waiting until it takes writes. */
   promoteStandby(): Promise<void>;
   /**
-   * A planned switchover (docs/operations.md#planned-switchover), nothing
+   * A planned switchover (docs/operations/failover.md#planned-switchover), nothing
    * acknowledged lost: the primary made read-only (ALTER SYSTEM SET
    * default_transaction_read_only = on, reloaded: new transactions only),
    * every transaction begun before that waited for, the standby's replay
@@ -102,7 +102,7 @@ function childrenOf(pid: number): number[] {
 }
 
 /**
- * The first steps of a planned switchover (docs/operations.md#planned-switchover)
+ * The first steps of a planned switchover (docs/operations/failover.md#planned-switchover)
  * on the primary at `url` (a superuser's): it refuses new writes
  * (ALTER SYSTEM SET default_transaction_read_only = on, reloaded; a write
  * then fails with SQLSTATE 25006, nothing written, which the gateway answers

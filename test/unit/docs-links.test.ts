@@ -1,8 +1,10 @@
 // The documentation resolves inside the repository: every Markdown link and
-// every backticked repository path in README.md, docs/*.md and
+// every backticked repository path in README.md, docs/**/*.md and
 // mcp-server/README.md names a file that exists (a link's #section too); every
-// `docs/<file>.md#section` a code comment cites exists; and no file refers to
-// documents that live outside the repository.
+// `docs/<file>.md#section` a code comment cites exists; no file refers to
+// documents that live outside the repository; and each topic page of
+// docs/operations/ and docs/api/ is listed by its index page and opens with a
+// table of contents of its sections.
 import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
@@ -27,7 +29,7 @@ const REPO_DIRS = ['gateway', 'mcp-server', 'sql', 'supabase', 'test', 'docs', '
 /** The repository's files (tracked, or new and not ignored), relative, with forward slashes. */
 function repositoryFiles(): string[] {
   const git = spawnSync('git', ['ls-files', '-z', '--cached', '--others', '--exclude-standard'], { cwd: projectRoot, encoding: 'utf8' });
-  if (git.status === 0) return git.stdout.split('\0').filter((f) => f && fs.existsSync(path.join(projectRoot, f)));
+  if (git.status === 0) return git.stdout.split('\0').filter((f) => f && fs.statSync(path.join(projectRoot, f), { throwIfNoEntry: false })?.isFile());
   const out: string[] = [];
   const walk = (dir: string) => {
     for (const entry of fs.readdirSync(path.join(projectRoot, dir), { withFileTypes: true })) {
@@ -42,7 +44,7 @@ function repositoryFiles(): string[] {
 }
 
 const files = repositoryFiles();
-const docs = files.filter((f) => f === 'README.md' || f === 'mcp-server/README.md' || /^docs\/[^/]+\.md$/.test(f));
+const docs = files.filter((f) => f === 'README.md' || f === 'mcp-server/README.md' || /^docs\/.+\.md$/.test(f));
 const read = (file: string) => fs.readFileSync(path.join(projectRoot, file), 'utf8');
 const exists = (file: string) => fs.existsSync(path.join(projectRoot, file));
 
@@ -51,13 +53,18 @@ function prose(markdown: string): string {
   return markdown.replace(/^(```|~~~)[^\n]*\n[\s\S]*?^\1[^\n]*$/gm, '');
 }
 
+/** The anchor GitHub makes of a heading's text (before numbering repeats). */
+function slugOf(heading: string): string {
+  const plain = heading.replace(/\[([^\]]*)\]\([^)]*\)/g, '$1');
+  return plain.toLowerCase().replace(/[^\p{L}\p{N}\p{M}\s_-]/gu, '').replace(/\s/g, '-');
+}
+
 /** The anchors of a Markdown file's headings, as GitHub makes them. */
 function anchors(file: string): Set<string> {
   const seen = new Map<string, number>();
   const out = new Set<string>();
   for (const [, text] of prose(read(file)).matchAll(/^#{1,6}\s+(.+?)\s*#*\s*$/gm)) {
-    const plain = text!.replace(/\[([^\]]*)\]\([^)]*\)/g, '$1');
-    const slug = plain.toLowerCase().replace(/[^\p{L}\p{N}\p{M}\s_-]/gu, '').replace(/\s/g, '-');
+    const slug = slugOf(text!);
     const n = seen.get(slug) ?? 0;
     seen.set(slug, n + 1);
     out.add(n === 0 ? slug : `${slug}-${n}`);
@@ -80,7 +87,7 @@ function globFolderExists(glob: string): boolean {
 }
 
 describe('the documentation', () => {
-  it('is there: README.md, docs/*.md, mcp-server/README.md', () => {
+  it('is there: README.md, docs/**/*.md, mcp-server/README.md', () => {
     expect(docs).toContain('README.md');
     expect(docs).toContain('mcp-server/README.md');
     expect(docs.filter((f) => f.startsWith('docs/')).length).toBeGreaterThan(3);
@@ -120,7 +127,7 @@ describe('the documentation', () => {
     const broken: string[] = [];
     for (const file of files.filter((f) => !FROZEN.some((p) => p.test(f)) && /\.(ts|sql|toml|md|json|js)$|^\.ci\//.test(f))) {
       if (docs.includes(file)) continue; // Markdown links are checked above
-      for (const match of read(file).matchAll(/(?<![\w/.-])(docs\/[\w.-]+\.md)(#[\w-]+)?/g)) {
+      for (const match of read(file).matchAll(/(?<![\w/.-])(docs\/[\w./-]+?\.md)(#[\w-]+)?/g)) {
         const why = problem(`${match[1]}${match[2] ?? ''}`);
         if (why) broken.push(`${file}: ${match[0]}: ${why}`);
       }
@@ -144,14 +151,32 @@ describe('the documentation', () => {
     expect(migrations.filter((m) => !dba.includes(`| ${m} |`))).toEqual([]);
   });
 
-  it('documents every configuration variable (gateway/core/process/config.ts) in docs/operations.md', () => {
+  it('documents every configuration variable (gateway/core/process/config.ts) in docs/operations/running.md', () => {
     const source = read('gateway/core/process/config.ts');
     const schema = source.slice(source.indexOf('const EnvSchema'), source.indexOf('\n});', source.indexOf('const EnvSchema')));
     const variables = [...schema.matchAll(/^ {2}([A-Z][A-Z0-9_]+):/gm)].map((m) => m[1]!);
     expect(variables.length).toBeGreaterThan(20);
-    const operations = read('docs/operations.md');
-    expect(variables.filter((v) => !operations.includes(`\`${v}\``))).toEqual([]);
+    const running = read('docs/operations/running.md');
+    expect(variables.filter((v) => !running.includes(`\`${v}\``))).toEqual([]);
   });
+
+  for (const index of ['operations', 'api']) {
+    it(`lists every page of docs/${index}/ in docs/${index}.md, each opening with a table of contents`, () => {
+      const pages = docs.filter((f) => f.startsWith(`docs/${index}/`));
+      expect(pages.length).toBeGreaterThan(3);
+      const listed = [...read(`docs/${index}.md`).matchAll(/\]\(([^)#\s]+)\)/g)].map((m) => `docs/${m[1]}`);
+      expect(pages.filter((p) => !listed.includes(p))).toEqual([]);
+      for (const page of pages) {
+        const text = prose(read(page));
+        const sections = [...text.matchAll(/^## (.+)$/gm)].map((m) => m[1]!);
+        const start = text.indexOf('\n## ');
+        const contents = [...text.slice(0, start === -1 ? undefined : start).matchAll(/^- \[[^\]]+\]\(#([\w-]+)\)$/gm)].map((m) => m[1]);
+        expect(text.startsWith('# '), `${page} starts with its title`).toBe(true);
+        expect(sections.length, `${page} has sections`).toBeGreaterThan(0);
+        expect(contents, `${page}: its table of contents, one entry a section`).toEqual(sections.map(slugOf));
+      }
+    });
+  }
 
   it('lists as pending only documents that have not landed yet', () => {
     expect([...PENDING].filter(exists), 'these exist now: remove them from PENDING').toEqual([]);

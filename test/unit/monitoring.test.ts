@@ -4,7 +4,7 @@
 // fault and resolves after it) pass `promtool test rules` (Debian's
 // prometheus package, as .ci/run does; skipped with a message without it),
 // and every metric the rules, the Grafana dashboard and
-// docs/operations.md#monitoring name is one the admin server serves (and
+// docs/operations/monitoring.md name is one the admin server serves (and
 // every metric served is documented).
 import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
@@ -19,7 +19,7 @@ const RULE_TESTS = path.join(projectRoot, 'docs', 'monitoring', 'prometheus-aler
 const promtool = spawnSync('promtool', ['--version']).error ? undefined : 'promtool';
 if (!promtool) console.log('skipped: the promtool checks of docs/monitoring need Debian\'s prometheus package (apt-get install prometheus)');
 const DASHBOARD = path.join(projectRoot, 'docs', 'monitoring', 'grafana-dashboard.json');
-const OPERATIONS = path.join(projectRoot, 'docs', 'operations.md');
+const MONITORING = path.join(projectRoot, 'docs', 'operations', 'monitoring.md');
 
 /** The names a scrape holds: ours and the process metrics (a histogram's _bucket, _sum and _count), and our label names. */
 async function servedNames(): Promise<{ ours: string[]; all: Set<string> }> {
@@ -79,10 +79,9 @@ describe('monitoring files', () => {
     }
   });
 
-  it('docs/operations.md#monitoring names every metric of ours, and only served ones', async () => {
+  it('docs/operations/monitoring.md names every metric of ours, and only served ones', async () => {
     const { ours, all } = await servedNames();
-    const doc = fs.readFileSync(OPERATIONS, 'utf8');
-    const section = doc.slice(doc.indexOf('## Monitoring'), doc.indexOf('\n## ', doc.indexOf('## Monitoring') + 1));
+    const section = fs.readFileSync(MONITORING, 'utf8');
     expect(section.length).toBeGreaterThan(100);
     for (const name of ours) expect(section, name).toContain(`\`${name}\``);
     expect([...namesIn(section)].filter((name) => !all.has(name))).toEqual([]);

@@ -2,8 +2,9 @@
 // docs' figures were measured with, and bounds every answer behind a pooler
 // (a request waiting in PgBouncer while the server is away is answered at the
 // gateway's deadline, STATEMENT_TIMEOUT_MS + 1 s): 5 s, so 6 s of waiting,
-// not the 16 s of the 15 s it was. docs/operations.md states the default, the
-// load balancer's timeout beside it, and what the figures were measured with.
+// not the 16 s of the 15 s it was. docs/operations/ states the default (running.md),
+// the load balancer's timeout beside it, and what the figures were measured
+// with (deploying.md).
 import fs from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -11,7 +12,8 @@ import { DEFAULT_STATEMENT_TIMEOUT_MS, loadConfig } from '../../gateway/core/pro
 import { OUTAGE_STATEMENT_TIMEOUT_MS } from '../support/outage.ts';
 import { projectRoot } from '../support/processes.ts';
 
-const operations = fs.readFileSync(path.join(projectRoot, 'docs', 'operations.md'), 'utf8');
+const running = fs.readFileSync(path.join(projectRoot, 'docs', 'operations', 'running.md'), 'utf8');
+const deploying = fs.readFileSync(path.join(projectRoot, 'docs', 'operations', 'deploying.md'), 'utf8');
 
 describe('the statement timeout by default', () => {
   it('is 5 s, and the outage tests and benches run with it', () => {
@@ -20,9 +22,12 @@ describe('the statement timeout by default', () => {
     expect(OUTAGE_STATEMENT_TIMEOUT_MS).toBe(DEFAULT_STATEMENT_TIMEOUT_MS);
   });
 
-  it('is what docs/operations.md says, with the load balancer\'s timeout beside it', () => {
-    expect(operations).toContain(`| \`STATEMENT_TIMEOUT_MS\` | \`${DEFAULT_STATEMENT_TIMEOUT_MS}\` |`);
-    const section = operations.slice(operations.indexOf('### Timeouts and the load balancer'), operations.indexOf('\n## ', operations.indexOf('### Timeouts and the load balancer')));
+  it('is what docs/operations/ says, with the load balancer\'s timeout beside it', () => {
+    expect(running).toContain(`| \`STATEMENT_TIMEOUT_MS\` | \`${DEFAULT_STATEMENT_TIMEOUT_MS}\` |`);
+    const from = deploying.indexOf('### Timeouts and the load balancer');
+    expect(from).toBeGreaterThan(-1);
+    const to = deploying.indexOf('\n## ', from);
+    const section = deploying.slice(from, to === -1 ? undefined : to);
     expect(section).toContain(`| \`STATEMENT_TIMEOUT_MS\` | the gateway | \`${DEFAULT_STATEMENT_TIMEOUT_MS}\` (the default) |`);
     expect(section).toMatch(/load balancer in front .* above `STATEMENT_TIMEOUT_MS` \+ 1 s/);
     expect(section).toContain(`such a request waits ${DEFAULT_STATEMENT_TIMEOUT_MS / 1000 + 1} s for its answer`);

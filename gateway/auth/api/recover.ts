@@ -1,4 +1,4 @@
-// Setting a password from an e-mailed link (docs/api.md#passwords-from-a-link):
+// Setting a password from an e-mailed link (docs/api/accounts.md#passwords-from-a-link):
 // accounts made without a password (platform attendees, agent-created
 // members) and password recovery for everyone.
 //

@@ -101,7 +101,7 @@ export const PermissionPattern = z
   .describe('`*` (every path), an exact path, or a path prefix ending in `*`.')
   .meta({ example: '/api/mobile/*' });
 
-/** The ApiToken object (docs/api.md#api-tokens), with community_id, as private.api_token_json builds it. */
+/** The ApiToken object (docs/api/integration.md#api-tokens), with community_id, as private.api_token_json builds it. */
 export const ApiToken = z.object({
   id: z.uuid().describe("The token's id (not its secret).").meta({ example: '5f0c8a9e-3b1d-4c62-9a7e-2d4b6f8a1c03' }),
   name: z.string().describe('What it is for.').meta({ example: 'Calendar sync script' }),

@@ -1,5 +1,5 @@
 // Configuration, read once from the environment. Both processes (gateway and
-// MCP server) use this; docs/operations.md#configuration says what each variable does.
+// MCP server) use this; docs/operations/running.md#configuration says what each variable does.
 import os from 'node:os';
 import path from 'node:path';
 import { z } from 'zod';
@@ -15,7 +15,7 @@ const optionalString = z
  * STATEMENT_TIMEOUT_MS's default: a request's statement is cancelled after
  * 5 s, and every request is answered within it + 1 s, behind a pooler too,
  * where a request sent while the server is away waits in the pooler until
- * then (docs/operations.md#poolers). It was 15 s: 16 s of waiting for a 503.
+ * then (docs/operations/deploying.md#poolers). It was 15 s: 16 s of waiting for a 503.
  */
 export const DEFAULT_STATEMENT_TIMEOUT_MS = 5_000;
 
@@ -26,12 +26,12 @@ const EnvSchema = z.object({
   DATABASE_URL: optionalString,
   DATABASE_DIRECT_URL: optionalString,
   DATABASE_POOL_MODE: z.enum(['session', 'transaction']).optional(),
-  // Read replicas (comma-separated database URLs, each possibly multi-host): docs/operations.md#read-replicas.
+  // Read replicas (comma-separated database URLs, each possibly multi-host): docs/operations/scaling.md#read-replicas.
   DATABASE_REPLICA_URLS: optionalString,
   REPLICA_MAX_LAG_MS: z.coerce.number().int().min(0).max(3_600_000).optional().default(1000),
   PORT: port(3000),
   HOST: optionalString,
-  // The admin server (/live, /ready, /metrics): off unless ADMIN_PORT is set (docs/operations.md#monitoring).
+  // The admin server (/live, /ready, /metrics): off unless ADMIN_PORT is set (docs/operations/monitoring.md).
   ADMIN_PORT: z.coerce.number().int().min(0).max(65535).optional(),
   ADMIN_HOST: optionalString,
   PUBLIC_URL: optionalString,

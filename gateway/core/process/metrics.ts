@@ -2,7 +2,7 @@
 // conventions where one exists (http.server.request.duration is the
 // Prometheus http_server_request_duration_seconds; db.client.* the pool and
 // the SQL calls), and served by the admin server (admin-server.ts) when
-// ADMIN_PORT is set. docs/operations.md#monitoring says what each one means
+// ADMIN_PORT is set. docs/operations/monitoring.md says what each one means
 // and what to alert on.
 //
 // Kept only when metrics are on (enableMetrics, called by the processes when

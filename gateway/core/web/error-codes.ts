@@ -307,7 +307,7 @@ export const ERROR_CODES = {
   storage_full: {
     status: [507],
     meaning:
-      "The service's storage volume is full: the file was not stored (nothing of it is kept). Downloads and deletions still work; try the upload again later (the operator is paged: docs/operations.md#disk-full).",
+      "The service's storage volume is full: the file was not stored (nothing of it is kept). Downloads and deletions still work; try the upload again later (the operator is paged: docs/operations/backup.md#disk-full).",
     storage: 'InsufficientStorage',
   },
   too_many_uploads: {

@@ -168,7 +168,7 @@ export function isDiskFull(err: unknown): boolean {
   return code === 'ENOSPC' || code === 'EDQUOT';
 }
 
-/** 507 storage_full: the storage volume has no room for the file (STORAGE_DIR's file system; docs/operations.md#disk-full). */
+/** 507 storage_full: the storage volume has no room for the file (STORAGE_DIR's file system; docs/operations/backup.md#disk-full). */
 export function storageFull(): HttpError {
   return new HttpError(507, 'storage_full', 'the storage volume is full: the file was not stored; try again later');
 }
@@ -274,7 +274,7 @@ interface ErrorShapeSpec {
 }
 
 /**
- * The error bodies, by name (docs/api.md#errors): a route group names one
+ * The error bodies, by name (docs/api/conventions.md#errors): a route group names one
  * (RouteDefinition.errorShape) and every error of its routes, the pipeline's
  * included, is answered with it. `default` is this service's Error body;
  * `simple` and `flagged` are the bodies of older interfaces (per status);

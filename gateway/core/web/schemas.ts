@@ -10,7 +10,7 @@ export const Email = z
   .pipe(z.email({ message: 'must be an email address' }))
   .meta({ example: 'ada@example.com' });
 
-/** At least LIMITS.passwordMinLength characters (docs/api.md#authentication). Passwords are SHA-256-reduced before bcrypt, so length is capped only to bound work. */
+/** At least LIMITS.passwordMinLength characters (docs/api/accounts.md#authentication). Passwords are SHA-256-reduced before bcrypt, so length is capped only to bound work. */
 export const Password = z
   .string()
   .min(LIMITS.passwordMinLength, { message: `must be at least ${LIMITS.passwordMinLength} characters` })
