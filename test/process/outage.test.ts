@@ -98,6 +98,9 @@ describe('database faults while 10 clients are in flight', () => {
     expectSurvived(report!);
     expect(report!.slowWhileDown, `requests sent ${FAIL_FAST_MS} ms into the freeze answered later than ${FAIL_FAST_MS} ms`).toEqual([]);
     // The writes sent as it froze (and any other in flight then) committed when it thawed: their answers said they might have.
-    expect(report!.unknownSaved, 'writes answered outcome_unknown that were saved').toBeGreaterThanOrEqual(3);
+    // Not every one of the 3 need be cut off: one that found no connection ready is refused before it is sent (503,
+    // not saved), and one whose backend ran before the stop reached it is answered 201. Either way no answer was wrong
+    // (expectSurvived: none saved though answered as failed); at least one was cut off and said so.
+    expect(report!.unknownSaved, 'writes answered outcome_unknown that were saved').toBeGreaterThanOrEqual(1);
   });
 });
