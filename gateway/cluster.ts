@@ -161,7 +161,12 @@ export async function startWorkers(
     if (replacement) replacements.add(worker.id);
     worker.on('online', () => tellUpstream(worker));
     worker.on('message', (message: WorkerMessage) => {
-      if (message?.type === 'gateway-ready') ready.add(worker.id);
+      // Told again once it serves: a message sent at 'online' can reach the
+      // worker before main.ts listens for it, and is then lost.
+      if (message?.type === 'gateway-ready') {
+        ready.add(worker.id);
+        tellUpstream(worker);
+      }
       if (message?.type !== 'gateway-failed') return;
       // A replacement that could not start is replaced in turn (the exit below).
       if (replacements.has(worker.id)) log.error({ pid: worker.process.pid, reason: message.message }, 'a replacement gateway process could not start');
