@@ -92,6 +92,7 @@ export async function startGateway(
     authRedirects: config.authRedirects,
     realtime,
     authLimits: config.authLimits,
+    guestsEnabled: config.guests.enabled,
     trustProxy: config.trustProxy,
     fairShare: new FairShare(config.fairShare),
     sessions,

@@ -11,9 +11,12 @@ import { DEFAULT_AUTH_LIMITS, tooManyRequests } from '../core/web/throttle.ts';
 /** A session as SQL answers a sign-in or a refresh: its user, and its refresh token. */
 export interface AuthSession {
   user_id: string;
-  email: string;
+  /** Null for a guest. */
+  email: string | null;
   refresh_token: string;
   session_id: string;
+  /** The claims its access tokens carry besides (private.session_claims). */
+  claims?: Record<string, unknown> | null;
 }
 
 /** What the sign-in services need of a request. */
@@ -36,7 +39,8 @@ export const REFRESH_TOKEN_REUSED = 'refresh token reuse detected; the session h
 
 /** The access token of a session (core/auth/jwt.ts), and the seconds it is valid. */
 export function accessTokenOf(services: Services, session: AuthSession): Promise<{ accessToken: string; expiresIn: number }> {
-  return services.tokens.issue({ id: session.user_id, email: session.email, sessionId: session.session_id });
+  // A guest's tokens have an empty `email`, as Supabase Auth's.
+  return services.tokens.issue({ id: session.user_id, email: session.email ?? '', sessionId: session.session_id, claims: session.claims ?? undefined });
 }
 
 /**

@@ -92,6 +92,8 @@ export interface Services {
   authRedirects?: AuthRedirects;
   /** Failed-login and refresh/verify throttling (defaults when absent). */
   authLimits?: AuthLimits;
+  /** AUTH_ANONYMOUS_USERS: whether guests may sign in (absent: yes). */
+  guestsEnabled?: boolean;
   /** How to read the client IP (TRUST_PROXY); absent: the socket address. */
   trustProxy?: TrustProxy;
   /** Per-client share of the pool (gateway/http/fair-share.ts); none: unlimited. */

@@ -25,6 +25,8 @@ export interface PeriodicJob {
 export interface PeriodicSettings {
   /** CHANGE_LOG_RETENTION_HOURS, in seconds. */
   changeLogRetentionSeconds: number;
+  /** GUEST_RETENTION_DAYS, in seconds: unconverted guests older than this are deleted (absent: 30 days). */
+  guestRetentionSeconds?: number;
   /** The byte store and staging area the storage jobs clean up (gateway/storage/jobs.ts); absent: no storage job runs here. */
   storage?: StorageService;
 }
@@ -40,6 +42,13 @@ export const PERIODIC_JOBS: PeriodicJob[] = [
   },
   // Refresh-token families of ended sessions (and OAuth codes and tokens).
   { task: 'prune_sessions', schedule: '17 * * * *', run: sql('select private.sessions_prune(), private.oauth_prune()') },
+  // Guests never converted to a full account, past GUEST_RETENTION_DAYS (deleted as an account deletion does).
+  {
+    task: 'prune_guests',
+    schedule: '29 * * * *',
+    run: (helpers, settings) =>
+      helpers.query('select private.guests_prune(make_interval(secs => $1::float8))', [settings.guestRetentionSeconds ?? 30 * 86_400]),
+  },
   // Failed sign-in counts past any throttling window.
   { task: 'prune_auth_failures', schedule: '*/10 * * * *', run: sql('select private.auth_failures_prune()') },
   // MCP sessions, per-IP request counts and agent quota rows.

@@ -69,6 +69,8 @@ export interface JobWorkerOptions {
   webhooks: Pick<WebhookConfig, 'allowPrivateTargets' | 'retrySchedule'> & Partial<WebhookConfig>;
   /** CHANGE_LOG_RETENTION_HOURS, in seconds. */
   changeLogRetentionSeconds: number;
+  /** GUEST_RETENTION_DAYS, in seconds (absent: 30 days). */
+  guestRetentionSeconds?: number;
   /**
    * File storage (STORAGE_*): the storage jobs delete bytes from its byte
    * store. Absent: this worker takes no storage job (a worker started for
@@ -116,6 +118,7 @@ export async function startJobWorker(options: JobWorkerOptions): Promise<JobWork
   }
   const settings: PeriodicSettings = {
     changeLogRetentionSeconds: options.changeLogRetentionSeconds,
+    guestRetentionSeconds: options.guestRetentionSeconds,
     storage: options.storage ? new StorageService(options.storage) : undefined,
   };
   if (settings.storage) upkeep.storage_purge = storagePurgeTask;
@@ -306,6 +309,7 @@ export function jobWorkerOptions(config: Config, connectionString: string, log: 
     smtp: config.smtpUrl ? { url: config.smtpUrl, from: config.mailFrom } : undefined,
     webhooks: config.webhooks,
     changeLogRetentionSeconds: config.realtime.retentionSeconds,
+    guestRetentionSeconds: config.guests.retentionSeconds,
     storage: config.storage,
     log,
   };

@@ -44,7 +44,8 @@ CREATE TYPE api.auth_refresh_result AS (
 	user_id uuid,
 	email text,
 	refresh_token text,
-	session_id uuid
+	session_id uuid,
+	claims jsonb
 );
 
 CREATE TYPE api.auth_session AS (
@@ -65,17 +66,20 @@ CREATE TYPE api.auth_user AS (
 
 CREATE TABLE identity.users (
     id uuid DEFAULT gen_random_uuid() NOT NULL,
-    email text NOT NULL,
+    email text,
     password_hash text,
     created_at timestamp with time zone DEFAULT now() NOT NULL,
     updated_at timestamp with time zone DEFAULT now() NOT NULL,
     user_metadata jsonb DEFAULT '{}'::jsonb NOT NULL,
+    is_anonymous boolean DEFAULT false NOT NULL,
+    CONSTRAINT users_guest_has_no_email CHECK ((is_anonymous = (email IS NULL))),
     CONSTRAINT users_email_is_normalised CHECK ((email = lower(btrim(email)))),
     CONSTRAINT users_email_shape CHECK (((length(email) <= 320) AND (email ~ '^[^@\s]+@[^@\s]+$'::text))),
     CONSTRAINT users_pkey PRIMARY KEY (id)
 );
 COMMENT ON TABLE identity.users IS 'Sign-in identities. password_hash is null for accounts that cannot sign in yet.';
-COMMENT ON COLUMN identity.users.email IS 'Lower-case e-mail address; unique.';
+COMMENT ON COLUMN identity.users.email IS 'Lower-case e-mail address; unique. Null for a guest (is_anonymous).';
+COMMENT ON COLUMN identity.users.is_anonymous IS 'A guest (POST /auth/v1/signup without e-mail: supabase-js signInAnonymously): no e-mail, no password; private.require_full_account refuses it what only a full account may do; it becomes a full account, same id, when it sets an e-mail and a password (api.auth_guest_convert); unconverted, it is deleted after a while (private.guests_prune).';
 COMMENT ON COLUMN identity.users.user_metadata IS 'What the user says about themselves through Supabase Auth''s API (`data` of sign-up and PUT /auth/v1/user): a JSON object of at most 16 KB, answered as the User object''s user_metadata. Never read by a rule.';
 ALTER TABLE identity.users ENABLE ROW LEVEL SECURITY;
 GRANT SELECT(id) ON TABLE identity.users TO authenticated;
@@ -122,9 +126,9 @@ CREATE TABLE private.auth_failures (
     scope text NOT NULL,
     key text NOT NULL,
     failed_at timestamp with time zone DEFAULT now() NOT NULL,
-    CONSTRAINT auth_failures_scope_check CHECK ((scope = ANY (ARRAY['email'::text, 'email_client'::text, 'ip'::text, 'refresh'::text, 'verify'::text, 'password_set'::text, 'email_link'::text])))
+    CONSTRAINT auth_failures_scope_check CHECK ((scope = ANY (ARRAY['email'::text, 'email_client'::text, 'ip'::text, 'refresh'::text, 'verify'::text, 'password_set'::text, 'email_link'::text, 'guest'::text])))
 );
-COMMENT ON TABLE private.auth_failures IS 'Failed sign-ins (per e-mail and client address, per e-mail, per client IP), failed refresh/verify attempts (per client IP), requests at the doors that set a password (password_set, per client IP) and at the doors that e-mail a link (email_link, per client IP), for throttling.';
+COMMENT ON TABLE private.auth_failures IS 'Failed sign-ins (per e-mail and client address, per e-mail, per client IP), failed refresh/verify attempts (per client IP), requests at the doors that set a password (password_set, per client IP) at the doors that e-mail a link (email_link, per client IP) and guest sign-ins (guest, per client IP), for throttling.';
 
 CREATE TABLE private.password_attempts (
     attempt_hash bytea NOT NULL,
@@ -193,7 +197,7 @@ COMMENT ON FUNCTION api.auth_register(email text, password_hash text, name text)
 GRANT EXECUTE ON FUNCTION api.auth_register(email text, password_hash text, name text) TO anon;
 GRANT EXECUTE ON FUNCTION api.auth_register(email text, password_hash text, name text) TO authenticated;
 
-CREATE FUNCTION api.auth_refresh_throttled(refresh_token text, client_ip text, max_failures_per_ip integer, window_seconds integer, user_agent text DEFAULT NULL::text) RETURNS TABLE(status text, retry_after integer, user_id uuid, email text, new_refresh_token text, session_id uuid)
+CREATE FUNCTION api.auth_refresh_throttled(refresh_token text, client_ip text, max_failures_per_ip integer, window_seconds integer, user_agent text DEFAULT NULL::text) RETURNS TABLE(status text, retry_after integer, user_id uuid, email text, new_refresh_token text, session_id uuid, claims jsonb)
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog'
     AS $$
@@ -203,14 +207,14 @@ declare
   result api.auth_refresh_result;
 begin
   if wait > 0 then
-    return query select 'throttled'::text, wait, null::uuid, null::text, null::text, null::uuid;
+    return query select 'throttled'::text, wait, null::uuid, null::text, null::text, null::uuid, null::jsonb;
     return;
   end if;
   select * into strict result from api.auth_refresh(auth_refresh_throttled.refresh_token, auth_refresh_throttled.user_agent, auth_refresh_throttled.client_ip);
   if result.status <> 'ok' and client_ip is not null then
     perform private.auth_throttle_record('refresh', client_ip);
   end if;
-  return query select result.status, 0, result.user_id, result.email, result.refresh_token, result.session_id;
+  return query select result.status, 0, result.user_id, result.email, result.refresh_token, result.session_id, result.claims;
 end;
 $$;
 
@@ -306,7 +310,7 @@ $$;
 COMMENT ON FUNCTION api.auth_recovery_password_set(password_hash text) IS 'PUT /auth/v1/user {password} without the current password: allowed once, within the hour, in a session a recovery link started (api.auth_recovery_verify); sets the bcrypt hash the gateway made and ends every other session and every signed storage URL. PT400 current_password_required in any other session; PT400 invalid_password_hash.';
 GRANT EXECUTE ON FUNCTION api.auth_recovery_password_set(password_hash text) TO authenticated;
 
-CREATE FUNCTION api.auth_recovery_verify(token text, user_agent text DEFAULT NULL::text, client_ip text DEFAULT NULL::text) RETURNS TABLE(user_id uuid, email text, refresh_token text, session_id uuid)
+CREATE FUNCTION api.auth_recovery_verify(token text, user_agent text DEFAULT NULL::text, client_ip text DEFAULT NULL::text) RETURNS TABLE(user_id uuid, email text, refresh_token text, session_id uuid, claims jsonb)
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog'
     AS $$
@@ -322,7 +326,7 @@ begin
   select * into started from private.start_session(link.user_id, auth_recovery_verify.user_agent, auth_recovery_verify.client_ip);
   delete from identity.recovery_sessions s where s.user_id = link.user_id;
   insert into identity.recovery_sessions (session_id, user_id, expires_at) values (started.session_id, link.user_id, now() + interval '1 hour');
-  return query select u.id, u.email, started.refresh_token, started.session_id from identity.users u where u.id = link.user_id;
+  return query select u.id, u.email, started.refresh_token, started.session_id, private.session_claims(u.id) from identity.users u where u.id = link.user_id;
 end;
 $$;
 
@@ -344,7 +348,7 @@ begin
     for update;
 
   if presented.id is null then
-    return query select 'invalid'::text, null::uuid, null::text, null::text, null::uuid;
+    return query select 'invalid'::text, null::uuid, null::text, null::text, null::uuid, null::jsonb;
     return;
   end if;
 
@@ -353,15 +357,15 @@ begin
       update identity.refresh_tokens t
         set revoked_at = now(), revoked_reason = 'reused'
         where t.session_id = presented.session_id and t.revoked_at is null;
-      return query select 'reused'::text, null::uuid, null::text, null::text, null::uuid;
+      return query select 'reused'::text, null::uuid, null::text, null::text, null::uuid, null::jsonb;
     else
-      return query select 'revoked'::text, null::uuid, null::text, null::text, null::uuid;
+      return query select 'revoked'::text, null::uuid, null::text, null::text, null::uuid, null::jsonb;
     end if;
     return;
   end if;
 
   if presented.expires_at <= now() then
-    return query select 'expired'::text, null::uuid, null::text, null::text, null::uuid;
+    return query select 'expired'::text, null::uuid, null::text, null::text, null::uuid, null::jsonb;
     return;
   end if;
 
@@ -373,7 +377,7 @@ begin
             now() + interval '30 days', left(auth_refresh.user_agent, 512), left(auth_refresh.client_ip, 100));
 
   return query
-    select 'ok'::text, u.id, u.email, next_token, presented.session_id
+    select 'ok'::text, u.id, u.email, next_token, presented.session_id, private.session_claims(u.id)
       from identity.users u where u.id = presented.user_id;
 end;
 $$;
@@ -438,6 +442,76 @@ $$;
 
 COMMENT ON FUNCTION api.auth_user_update(password_proof text, email_proof text, password_hash text, new_email text, public_url text, data jsonb) IS 'PUT /auth/v1/user: every change at once or none, in one transaction, each by the account''s own rules: new_email as api.account_email_change (with email_proof), password_hash as api.account_password_change (with password_proof) or, without a proof, api.auth_recovery_password_set (a recovery session), then data merged as api.auth_user_metadata_update; answers the User object. Their refusals (PT401 invalid_credentials, PT400 current_password_required, PT422, PT429 rate_limited) undo every change.';
 GRANT EXECUTE ON FUNCTION api.auth_user_update(password_proof text, email_proof text, password_hash text, new_email text, public_url text, data jsonb) TO authenticated;
+
+CREATE FUNCTION api.auth_guest_sign_in(client_ip text, max_per_ip integer, window_seconds integer, user_agent text DEFAULT NULL::text, data jsonb DEFAULT NULL::jsonb) RETURNS TABLE(status text, retry_after integer, user_id uuid, email text, refresh_token text, session_id uuid, claims jsonb)
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog'
+    AS $$
+declare
+  wait integer;
+  guest uuid;
+  new_node uuid;
+  started record;
+begin
+  if client_ip is not null then
+    -- Sign-ins of one address take turns, so a burst cannot slip past the count.
+    perform pg_advisory_xact_lock(hashtextextended('auth_failures:guest:' || client_ip, 0));
+    wait := private.auth_throttle_wait('guest', client_ip, max_per_ip, window_seconds);
+    if wait > 0 then
+      return query select 'throttled'::text, wait, null::uuid, null::text, null::text, null::uuid, null::jsonb;
+      return;
+    end if;
+    perform private.auth_throttle_record('guest', client_ip);
+  end if;
+  insert into identity.users (email, password_hash, is_anonymous) values (null, null, true) returning id into guest;
+  insert into app.nodes (kind) values ('user') returning id into new_node;
+  -- A derived (private) name until the guest chooses one.
+  insert into app.profiles (id, name, name_source, node_id) values (guest, 'guest', 'email', new_node);
+  if auth_guest_sign_in.data is not null then
+    perform private.user_metadata_merge(guest, auth_guest_sign_in.data);
+  end if;
+  select * into started from private.start_session(guest, auth_guest_sign_in.user_agent, auth_guest_sign_in.client_ip);
+  return query select 'ok'::text, 0, guest, null::text, started.refresh_token, started.session_id, private.session_claims(guest);
+end;
+$$;
+
+COMMENT ON FUNCTION api.auth_guest_sign_in(client_ip text, max_per_ip integer, window_seconds integer, user_agent text, data jsonb) IS 'POST /auth/v1/signup without e-mail (supabase-js signInAnonymously): a new guest (identity.users.is_anonymous: no e-mail, no password; a profile with a private derived name; data merged into user_metadata) and its session. Counted per client address: status throttled (retry_after seconds) past max_per_ip sign-ins in window_seconds, else ok.';
+GRANT EXECUTE ON FUNCTION api.auth_guest_sign_in(client_ip text, max_per_ip integer, window_seconds integer, user_agent text, data jsonb) TO anon;
+GRANT EXECUTE ON FUNCTION api.auth_guest_sign_in(client_ip text, max_per_ip integer, window_seconds integer, user_agent text, data jsonb) TO authenticated;
+
+CREATE FUNCTION api.auth_guest_convert(email text, password_hash text, data jsonb DEFAULT NULL::jsonb) RETURNS jsonb
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog'
+    AS $$
+declare
+  me uuid := private.account_caller();
+  normalised text;
+begin
+  perform from identity.users u where u.id = me and u.is_anonymous for update;
+  if not found then
+    raise exception 'only a guest account is converted' using errcode = 'PT403', hint = 'forbidden';
+  end if;
+  if not private.password_hash_valid(auth_guest_convert.password_hash) then
+    raise exception 'password_hash must be a bcrypt hash of cost 10 or more' using errcode = 'PT400', hint = 'invalid_password_hash';
+  end if;
+  normalised := private.account_email_check(auth_guest_convert.email);
+  begin
+    update identity.users u
+       set email = normalised, password_hash = auth_guest_convert.password_hash, is_anonymous = false, updated_at = now()
+     where u.id = me;
+  exception when unique_violation then
+    raise exception 'an account with this email already exists' using errcode = 'PT409', hint = 'email_taken';
+  end;
+  update app.profiles p set name = split_part(normalised, '@', 1) where p.id = me and p.name_source = 'email';
+  if auth_guest_convert.data is not null then
+    perform private.user_metadata_merge(me, auth_guest_convert.data);
+  end if;
+  return private.auth_user_object(me);
+end;
+$$;
+
+COMMENT ON FUNCTION api.auth_guest_convert(email text, password_hash text, data jsonb) IS 'PUT /auth/v1/user {email, password} of a guest (supabase-js updateUser): the guest becomes a full account with this e-mail and the bcrypt hash the gateway made of the password, keeping its id and everything it made (its derived name follows the address; data merged into user_metadata); answers the User object. PT403 forbidden for a caller that is not a guest (or an API token); PT400 invalid_email, invalid_password_hash; PT409 email_taken.';
+GRANT EXECUTE ON FUNCTION api.auth_guest_convert(email text, password_hash text, data jsonb) TO authenticated;
 
 -- =============================================================================
 -- Helpers (private, app, identity): internal helpers and trigger functions; request roles run only those granted here
@@ -563,7 +637,15 @@ CREATE FUNCTION private.auth_user_object(user_id uuid) RETURNS jsonb
     LANGUAGE sql STABLE
     SET search_path TO 'pg_catalog'
     AS $$
-    select jsonb_build_object(
+    select case when u.is_anonymous then
+             -- A guest as Supabase Auth answers one: no address, no identity, no provider.
+             jsonb_build_object(
+               'id', u.id, 'aud', 'authenticated', 'role', 'authenticated', 'email', '', 'phone', '',
+               'last_sign_in_at', app.iso(s.last_sign_in_at), 'app_metadata', '{}'::jsonb,
+               'user_metadata', u.user_metadata, 'identities', '[]'::jsonb,
+               'created_at', app.iso(u.created_at), 'updated_at', app.iso(u.updated_at), 'is_anonymous', true)
+           else
+           jsonb_build_object(
              'id', u.id, 'aud', 'authenticated', 'role', 'authenticated', 'email', u.email, 'phone', '',
              'email_confirmed_at', app.iso(u.created_at), 'confirmed_at', app.iso(u.created_at),
              'last_sign_in_at', app.iso(s.last_sign_in_at),
@@ -578,13 +660,14 @@ CREATE FUNCTION private.auth_user_object(user_id uuid) RETURNS jsonb
                        from identity.account_links l
                       where l.user_id = u.id and l.purpose = 'email_change' and l.used_at is null and l.expires_at > now()
                       order by l.created_at desc limit 1), '{}'::jsonb)
+           end
       from identity.users u
       cross join lateral (select max(r.created_at) as last_sign_in_at from identity.refresh_tokens r
                            where r.user_id = u.id and r.parent_id is null) s
      where u.id = auth_user_object.user_id
   $$;
 
-COMMENT ON FUNCTION private.auth_user_object(user_id uuid) IS 'A user as Supabase Auth''s User object: id, aud, role, email, email_confirmed_at (the account''s creation: sign-up needs no confirmation here), last_sign_in_at (its latest sign-in), app_metadata.provider email, user_metadata, one email identity, created_at, updated_at; new_email and email_change_sent_at while an e-mail change waits for its link.';
+COMMENT ON FUNCTION private.auth_user_object(user_id uuid) IS 'A user as Supabase Auth''s User object: id, aud, role, email, email_confirmed_at (the account''s creation: sign-up needs no confirmation here), last_sign_in_at (its latest sign-in), app_metadata.provider email, user_metadata, one email identity, created_at, updated_at; new_email and email_change_sent_at while an e-mail change waits for its link. A guest (is_anonymous) as Supabase Auth answers one: email empty, no confirmation times, app_metadata and identities empty, is_anonymous true.';
 
 
 CREATE FUNCTION private.password_link(token text, for_update boolean DEFAULT false) RETURNS identity.password_tokens
@@ -748,7 +831,7 @@ $_$;
 COMMENT ON FUNCTION private.account_email_check(email text) IS 'The normalised e-mail of a new account: PT400 invalid_email, PT409 email_taken (the same refusals as private.create_account_with_hash).';
 
 
-CREATE FUNCTION private.auth_login_finish(attempt text, matched boolean, new_hash text, user_agent text DEFAULT NULL::text, client_ip text DEFAULT NULL::text) RETURNS TABLE(status text, user_id uuid, user_email text, refresh_token text, session_id uuid)
+CREATE FUNCTION private.auth_login_finish(attempt text, matched boolean, new_hash text, user_agent text DEFAULT NULL::text, client_ip text DEFAULT NULL::text) RETURNS TABLE(status text, user_id uuid, user_email text, refresh_token text, session_id uuid, claims jsonb)
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog'
     AS $$
@@ -758,11 +841,11 @@ begin
   select * into strict checked from private.password_attempt_finish('login', attempt, matched, new_hash);
   if checked.status <> 'ok' then
     -- Not raised: a failure must be counted, so this transaction commits.
-    return query select checked.status, null::uuid, null::text, null::text, null::uuid;
+    return query select checked.status, null::uuid, null::text, null::text, null::uuid, null::jsonb;
     return;
   end if;
   return query
-    select 'ok'::text, u.id, u.email, s.refresh_token, s.session_id
+    select 'ok'::text, u.id, u.email, s.refresh_token, s.session_id, private.session_claims(u.id)
       from identity.users u
      cross join lateral private.start_session(u.id, auth_login_finish.user_agent, auth_login_finish.client_ip) s
      where u.id = checked.user_id;
@@ -1077,3 +1160,60 @@ begin
   return found_node;
 end;
 $$;
+
+
+CREATE FUNCTION private.session_claims(user_id uuid) RETURNS jsonb
+    LANGUAGE sql STABLE
+    SET search_path TO 'pg_catalog'
+    AS $$
+    select jsonb_build_object('is_anonymous', u.is_anonymous)
+      from identity.users u where u.id = session_claims.user_id
+  $$;
+
+COMMENT ON FUNCTION private.session_claims(user_id uuid) IS 'The claims a session''s access tokens carry besides who and which session (the gateway signs them as given): is_anonymous, true for a guest. Every function that starts or refreshes a session answers them.';
+
+
+CREATE FUNCTION private.require_full_account() RETURNS void
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog'
+    AS $$
+begin
+  if exists (select from identity.users u where u.id = auth.uid() and u.is_anonymous) then
+    raise exception 'a guest cannot do this: sign up with an e-mail address and a password first'
+      using errcode = 'PT403', hint = 'forbidden';
+  end if;
+end;
+$$;
+
+COMMENT ON FUNCTION private.require_full_account() IS 'The one check of what a guest (identity.users.is_anonymous) may not do: PT403 forbidden when the caller is a guest; nothing otherwise (anon callers are refused by the rules themselves). Called by api.api_token_create and api.webhook_create (the OAuth consent form needs a password, which a guest has not). Read from the table, so a guest converted a moment ago is a full account at once, whatever its access token says.';
+GRANT EXECUTE ON FUNCTION private.require_full_account() TO authenticated;
+
+
+CREATE FUNCTION private.guests_prune(older_than interval, batch integer DEFAULT 100) RETURNS integer
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog'
+    AS $$
+declare
+  guest uuid;
+  gone integer := 0;
+begin
+  for guest in
+    select u.id from identity.users u
+     where u.is_anonymous and u.created_at < now() - guests_prune.older_than
+     order by u.created_at
+     limit guests_prune.batch
+     for update skip locked
+  loop
+    begin
+      perform private.account_delete(guest);
+      gone := gone + 1;
+    exception when sqlstate 'PT409' then
+      -- The only manager of a community (made one by a manager): kept until it is not.
+      null;
+    end;
+  end loop;
+  return gone;
+end;
+$$;
+
+COMMENT ON FUNCTION private.guests_prune(older_than interval, batch integer) IS 'Deletes guests (identity.users.is_anonymous) made more than older_than ago and never converted, as an account deletion does (private.account_delete: memberships, check-ins, sessions, everything of theirs), at most `batch` a call; returns how many. A guest that is the only manager of a community stays. The worker runs it hourly (GUEST_RETENTION_DAYS).';

@@ -110,6 +110,7 @@ begin
   if caller is null then
     raise exception 'not signed in' using errcode = 'PT401', hint = 'unauthorized';
   end if;
+  perform private.require_full_account();
   if auth.jwt() ->> 'token_id' is not null then
     raise exception 'API tokens are created with an access token, not with another API token'
       using errcode = 'PT403', hint = 'forbidden';
@@ -136,7 +137,7 @@ begin
 end;
 $$;
 
-COMMENT ON FUNCTION api.api_token_create(name text, permissions text[], expires_at timestamp with time zone, community_id uuid) IS 'POST /api/docs/tokens: creates a token for the caller (community-scoped with community_id, managers only: PT403) and returns it with its secret, the only time the secret is shown. PT422 for invalid input; PT403 when called with an API token.';
+COMMENT ON FUNCTION api.api_token_create(name text, permissions text[], expires_at timestamp with time zone, community_id uuid) IS 'POST /api/docs/tokens: creates a token for the caller (community-scoped with community_id, managers only: PT403) and returns it with its secret, the only time the secret is shown. PT422 for invalid input; PT403 when called with an API token or by a guest (private.require_full_account).';
 GRANT EXECUTE ON FUNCTION api.api_token_create(name text, permissions text[], expires_at timestamp with time zone, community_id uuid) TO authenticated;
 
 CREATE FUNCTION api.api_tokens_list() RETURNS SETOF jsonb

@@ -118,6 +118,7 @@ declare
   created app.webhook_endpoints;
 begin
   perform private.platform_authorize(webhook_create.community_id);
+  perform private.require_full_account();
   perform private.webhook_check(url, events, description);
   if url is null or events is null then
     raise exception 'url and events are required' using errcode = 'PT422', hint = 'validation_error';
@@ -136,7 +137,7 @@ begin
 end;
 $$;
 
-COMMENT ON FUNCTION api.webhook_create(community_id uuid, url text, events text[], description text) IS 'POST /api/v1/platform/webhooks: registers an endpoint of the community (at most 20) and returns it with its secret (shown only here and on rotation). PT403 as the platform endpoints; PT422 invalid_url, unknown_event_type, too_many_webhooks.';
+COMMENT ON FUNCTION api.webhook_create(community_id uuid, url text, events text[], description text) IS 'POST /api/v1/platform/webhooks: registers an endpoint of the community (at most 20) and returns it with its secret (shown only here and on rotation). PT403 as the platform endpoints, and for a guest (private.require_full_account); PT422 invalid_url, unknown_event_type, too_many_webhooks.';
 GRANT EXECUTE ON FUNCTION api.webhook_create(community_id uuid, url text, events text[], description text) TO authenticated;
 
 CREATE FUNCTION api.webhooks_list(community_id uuid) RETURNS jsonb

@@ -261,9 +261,8 @@ describe('supabase-js against /auth/v1', () => {
     expect((await api('GET', '/api/mobile/profile', { token })).status).toBe(401);
   });
 
-  it('phone, anonymous and one-time-code sign-in are answered as Supabase Auth answers when disabled', async () => {
+  it('phone and one-time-code sign-in are answered as Supabase Auth answers when disabled', async () => {
     const client = supabase();
-    expect((await client.auth.signInAnonymously()).error).toMatchObject({ status: 422, code: 'anonymous_provider_disabled' });
     expect((await client.auth.signUp({ phone: '+15555550100', password: PASSWORD })).error).toMatchObject({ status: 422, code: 'phone_provider_disabled' });
     expect((await client.auth.signInWithOtp({ email: uniqueEmail('otp') })).error).toMatchObject({ status: 422, code: 'otp_disabled' });
     const settings = await api('GET', '/auth/v1/settings', { headers: { apikey: ANON_KEY } });

@@ -1,4 +1,4 @@
-// GET /auth/v1/settings: what this service offers (e-mail and password only).
+// GET /auth/v1/settings: what this service offers (e-mail and password, guests).
 import { z } from 'zod';
 import { defineRoute } from '../../http/route.ts';
 import { errors } from '../../http/responses.ts';
@@ -9,8 +9,8 @@ export const supabaseAuthSettingsRoutes = [
     ...COMMON,
     method: 'get',
     path: '/auth/v1/settings',
-    summary: "Supabase Auth: what this service offers (e-mail and password only).",
-    description: "Supabase Auth's settings: e-mail sign-in on, every external provider and phone off, sign-up open and confirmed at once.",
+    summary: 'Supabase Auth: what this service offers (e-mail and password, guests).',
+    description: "Supabase Auth's settings: e-mail sign-in on, guests as AUTH_ANONYMOUS_USERS says (on by default), every external provider and phone off, sign-up open and confirmed at once.",
     limits: [API_KEY_LIMIT],
     responses: {
       200: z
@@ -21,18 +21,19 @@ export const supabaseAuthSettingsRoutes = [
           phone_autoconfirm: z.boolean().describe('Always false.'),
           sms_provider: z.string().describe('Always empty.').meta({ example: '' }),
           saml_enabled: z.boolean().describe('Always false.'),
-          anonymous_users: z.boolean().describe('Always false.'),
+          anonymous_users: z.boolean().describe('Whether guests may sign in (AUTH_ANONYMOUS_USERS, on by default).'),
         })
         .meta({ id: 'SupabaseAuthSettings', description: "Supabase Auth's settings." }),
       401: errors('unauthorized'),
     },
-    async handler() {
+    async handler({ services }) {
+      const guests = services.guestsEnabled !== false;
       const off = Object.fromEntries(
-        ['anonymous_users', 'apple', 'azure', 'bitbucket', 'discord', 'facebook', 'figma', 'fly', 'github', 'gitlab', 'google', 'keycloak', 'kakao', 'linkedin', 'linkedin_oidc', 'notion', 'phone', 'slack', 'slack_oidc', 'spotify', 'twitch', 'twitter', 'workos', 'zoom', 'saml'].map((p) => [p, false]),
+        ['apple', 'azure', 'bitbucket', 'discord', 'facebook', 'figma', 'fly', 'github', 'gitlab', 'google', 'keycloak', 'kakao', 'linkedin', 'linkedin_oidc', 'notion', 'phone', 'slack', 'slack_oidc', 'spotify', 'twitch', 'twitter', 'workos', 'zoom', 'saml'].map((p) => [p, false]),
       );
       return {
         status: 200,
-        body: { external: { ...off, email: true }, disable_signup: false, mailer_autoconfirm: true, phone_autoconfirm: false, sms_provider: '', saml_enabled: false, anonymous_users: false },
+        body: { external: { ...off, anonymous_users: guests, email: true }, disable_signup: false, mailer_autoconfirm: true, phone_autoconfirm: false, sms_provider: '', saml_enabled: false, anonymous_users: guests },
       };
     },
   }),

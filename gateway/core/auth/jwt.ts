@@ -32,6 +32,8 @@ export interface AccessClaims extends JWTPayload {
   role: 'authenticated';
   email?: string;
   session_id?: string;
+  /** A guest's tokens: true (private.session_claims). */
+  is_anonymous?: boolean;
 }
 
 export interface IssuedToken {
@@ -43,7 +45,8 @@ export interface IssuedToken {
 export type ApiKeyRole = 'anon' | 'service_role';
 
 export interface TokenService {
-  issue(user: { id: string; email: string; sessionId: string }): Promise<IssuedToken>;
+  /** `claims`: what SQL says the session's tokens carry besides (private.session_claims: is_anonymous), signed as given. */
+  issue(user: { id: string; email: string; sessionId: string; claims?: Record<string, unknown> }): Promise<IssuedToken>;
   /** Verified claims, or throws InvalidTokenError. */
   verify(token: string): Promise<AccessClaims>;
   /** An API key as Supabase issues them: a JWT of role `anon` or `service_role`, signed with the service's key, valid ten years. */
@@ -259,7 +262,7 @@ export async function createTokenService(config: Config): Promise<TokenService> 
 
   return {
     async issue(user) {
-      const token = await new SignJWT({ role: 'authenticated', email: user.email, session_id: user.sessionId })
+      const token = await new SignJWT({ ...user.claims, role: 'authenticated', email: user.email, session_id: user.sessionId })
         .setProtectedHeader(signer.kid ? { alg: signer.alg, kid: signer.kid, typ: 'JWT' } : { alg: signer.alg, typ: 'JWT' })
         .setSubject(user.id)
         .setAudience(AUDIENCE)

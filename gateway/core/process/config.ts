@@ -64,6 +64,9 @@ const EnvSchema = z.object({
   LOGIN_MAX_FAILURES_PER_IP: z.coerce.number().int().min(1).optional().default(100),
   LOGIN_FAILURE_WINDOW_SECONDS: z.coerce.number().int().min(1).max(86_400).optional().default(900),
   PASSWORD_SET_MAX_PER_IP: z.coerce.number().int().min(1).optional().default(100),
+  AUTH_ANONYMOUS_USERS: z.enum(['on', 'off']).optional().default('on'),
+  GUEST_SIGN_INS_PER_IP: z.coerce.number().int().min(1).optional().default(30),
+  GUEST_RETENTION_DAYS: z.coerce.number().min(0.001).optional().default(30),
   BCRYPT_COST: z.coerce.number().int().min(10).max(20).optional().default(10),
   PASSWORD_HASH_CONCURRENCY: z.coerce.number().int().min(1).max(64).optional(),
   PASSWORD_HASH_MAX_QUEUED: z.coerce.number().int().min(0).optional().default(64),
@@ -170,6 +173,8 @@ export interface Config {
   realtime: RealtimeConfig;
   /** Failed-login and refresh/verify throttling (counted in Postgres). */
   authLimits: AuthLimits;
+  /** Guests (supabase-js signInAnonymously): AUTH_ANONYMOUS_USERS, and GUEST_RETENTION_DAYS (unconverted guests are deleted after it, private.guests_prune). */
+  guests: { enabled: boolean; retentionSeconds: number };
   /** Password hashing in this process (gateway/core/auth/passwords.ts). */
   passwords: PasswordOptions;
   /** TRUST_PROXY: how to read the client IP (see gateway/core/web/client-ip.ts). */
@@ -293,6 +298,8 @@ export interface AuthLimits {
   maxPasswordSetsPerIp: number;
   /** LOGIN_FAILURE_WINDOW_SECONDS: the window of every count above. */
   windowSeconds: number;
+  /** GUEST_SIGN_INS_PER_IP: guest sign-ins (supabase-js signInAnonymously) per client address in an hour. */
+  maxGuestSignInsPerIp: number;
 }
 
 /** The MCP server (agent interface). */
@@ -414,7 +421,9 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       maxFailuresPerIp: e.LOGIN_MAX_FAILURES_PER_IP,
       maxPasswordSetsPerIp: e.PASSWORD_SET_MAX_PER_IP,
       windowSeconds: e.LOGIN_FAILURE_WINDOW_SECONDS,
+      maxGuestSignInsPerIp: e.GUEST_SIGN_INS_PER_IP,
     },
+    guests: { enabled: e.AUTH_ANONYMOUS_USERS === 'on', retentionSeconds: Math.round(e.GUEST_RETENTION_DAYS * 86_400) },
     passwords: {
       cost: e.BCRYPT_COST,
       // About the core count, and never all of libuv's 4 threads (file and DNS work share them).

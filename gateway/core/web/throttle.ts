@@ -10,6 +10,7 @@ export const DEFAULT_AUTH_LIMITS: AuthLimits = {
   maxFailuresPerIp: 100,
   maxPasswordSetsPerIp: 100,
   windowSeconds: 900,
+  maxGuestSignInsPerIp: 30,
 };
 
 /** What the doors that set a password (register, signup, set-password) say about their limits. */
