@@ -49,7 +49,7 @@ export function sendEmailTask(smtp: SmtpOptions): { task: Task; close(): void } 
 }
 
 /**
- * The `email_link` task: {kind: 'recover' | 'delete_account', email,
+ * The `email_link` task: {kind: 'recover' | 'delete_account' | 'otp', email,
  * public_url}, queued by a door that e-mails a link to whoever has an address
  * (private.email_link_enqueue) and run after it answered, so that the
  * answer does not depend on whether an account has the address:

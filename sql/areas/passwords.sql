@@ -45,6 +45,22 @@ CREATE TABLE identity.password_tokens (
 COMMENT ON TABLE identity.password_tokens IS 'Set-password links (hashed). A link is usable once, before expires_at; a newer link for the user voids older ones.';
 ALTER TABLE identity.password_tokens ENABLE ROW LEVEL SECURITY;
 
+CREATE TABLE identity.email_codes (
+    id bigint GENERATED ALWAYS AS IDENTITY NOT NULL,
+    user_id uuid NOT NULL,
+    code_hash bytea NOT NULL,
+    link_hash bytea NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    expires_at timestamp with time zone NOT NULL,
+    used_at timestamp with time zone,
+    failures integer DEFAULT 0 NOT NULL,
+    CONSTRAINT email_codes_pkey PRIMARY KEY (id),
+    CONSTRAINT email_codes_link_hash_key UNIQUE (link_hash),
+    CONSTRAINT email_codes_user_id_fkey FOREIGN KEY (user_id) REFERENCES identity.users(id) ON DELETE CASCADE
+);
+COMMENT ON TABLE identity.email_codes IS 'E-mailed sign-in codes and their magic links (supabase-js signInWithOtp), hashed: one message carries a 6-digit code and a link, either signs in once, within the hour; a newer one voids older ones, and 5 wrong codes void it.';
+ALTER TABLE identity.email_codes ENABLE ROW LEVEL SECURITY;
+
 CREATE TABLE app.email_outbox (
     id uuid DEFAULT gen_random_uuid() NOT NULL,
     user_id uuid,
@@ -68,6 +84,7 @@ ALTER TABLE app.email_outbox ENABLE ROW LEVEL SECURITY;
 -- Indexes
 -- =============================================================================
 
+CREATE INDEX email_codes_user_idx ON identity.email_codes USING btree (user_id);
 CREATE INDEX password_tokens_user_idx ON identity.password_tokens USING btree (user_id);
 CREATE INDEX email_outbox_unsent_idx ON app.email_outbox USING btree (send_after) WHERE (sent_at IS NULL);
 CREATE INDEX email_outbox_user_idx ON app.email_outbox USING btree (user_id, created_at);
@@ -133,6 +150,97 @@ COMMENT ON FUNCTION api.auth_password_link_valid(token text) IS 'GET /auth/set-p
 GRANT EXECUTE ON FUNCTION api.auth_password_link_valid(token text) TO anon;
 GRANT EXECUTE ON FUNCTION api.auth_password_link_valid(token text) TO authenticated;
 
+CREATE FUNCTION api.auth_otp_request(email text, public_url text, client_ip text, max_per_ip integer, window_seconds integer) RETURNS void
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog'
+    AS $$
+begin
+  -- As a recovery link: the same work whether or not the account exists; the
+  -- lookup, the code and the e-mail are a job's (private.email_link_send).
+  perform private.email_link_enqueue('otp', auth_otp_request.email, auth_otp_request.public_url,
+                                     auth_otp_request.client_ip, auth_otp_request.max_per_ip, auth_otp_request.window_seconds);
+end;
+$$;
+
+COMMENT ON FUNCTION api.auth_otp_request(email text, public_url text, client_ip text, max_per_ip integer, window_seconds integer) IS 'POST /auth/v1/otp (supabase-js signInWithOtp): queues the job that e-mails the account with this address a 6-digit code and a magic link (private.email_code_queue; at most 5 an hour per account); does and answers the same whether or not the account exists. PT429 rate_limited past max_per_ip requests of the client address in window_seconds, counted with the other e-mailed links.';
+GRANT EXECUTE ON FUNCTION api.auth_otp_request(email text, public_url text, client_ip text, max_per_ip integer, window_seconds integer) TO anon;
+GRANT EXECUTE ON FUNCTION api.auth_otp_request(email text, public_url text, client_ip text, max_per_ip integer, window_seconds integer) TO authenticated;
+
+CREATE FUNCTION api.auth_otp_verify(email text, code text, client_ip text, user_agent text, max_failures_per_email_client integer, max_failures_per_email integer, max_failures_per_ip integer, window_seconds integer) RETURNS TABLE(status text, retry_after integer, user_id uuid, user_email text, refresh_token text, session_id uuid, claims jsonb)
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog'
+    AS $$
+declare
+  email_key text := lower(btrim(coalesce(auth_otp_verify.email, '')));
+  wait integer;
+  live identity.email_codes;
+  started record;
+begin
+  -- Tries for one address take turns, and count with its failed sign-ins (private.sign_in_wait).
+  perform pg_advisory_xact_lock(hashtextextended('auth_failures:email:' || email_key, 0));
+  wait := private.sign_in_wait(email_key, client_ip, max_failures_per_email_client, max_failures_per_email,
+                               max_failures_per_ip, window_seconds);
+  if wait > 0 then
+    return query select 'throttled'::text, wait, null::uuid, null::text, null::text, null::uuid, null::jsonb;
+    return;
+  end if;
+  select c.* into live
+    from identity.email_codes c join identity.users u on u.id = c.user_id
+   where u.email = email_key and c.used_at is null and c.expires_at > now()
+   order by c.created_at desc limit 1
+   for update of c;
+  if live.id is null or coalesce(auth_otp_verify.code, '') !~ '^[0-9]{6}$'
+     or live.code_hash <> identity.token_hash(live.user_id::text || ':' || auth_otp_verify.code) then
+    -- Counted as a failed sign-in, the same whether or not the address has an account or a code.
+    perform private.auth_throttle_record('email_client', email_key || ' ' || coalesce(client_ip, 'unknown'));
+    perform private.auth_throttle_record('email', email_key);
+    if client_ip is not null then
+      perform private.auth_throttle_record('ip', client_ip);
+    end if;
+    if live.id is not null then
+      update identity.email_codes c set failures = c.failures + 1,
+                                        used_at = case when c.failures + 1 >= 5 then now() end
+       where c.id = live.id;
+    end if;
+    return query select 'invalid'::text, 0, null::uuid, null::text, null::text, null::uuid, null::jsonb;
+    return;
+  end if;
+  update identity.email_codes c set used_at = now() where c.id = live.id;
+  delete from private.auth_failures f where f.scope = 'email_client' and f.key = email_key || ' ' || coalesce(client_ip, 'unknown');
+  select * into started from private.start_session(live.user_id, auth_otp_verify.user_agent, auth_otp_verify.client_ip);
+  return query select 'ok'::text, 0, u.id, u.email, started.refresh_token, started.session_id, private.session_claims(u.id)
+                 from identity.users u where u.id = live.user_id;
+end;
+$$;
+
+COMMENT ON FUNCTION api.auth_otp_verify(email text, code text, client_ip text, user_agent text, max_failures_per_email_client integer, max_failures_per_email integer, max_failures_per_ip integer, window_seconds integer) IS 'POST /auth/v1/verify {type: email, email, token} (supabase-js verifyOtp): the newest live code e-mailed to the address signs its account in, once (status ok: a session). A wrong code, an unknown address or no live code is status invalid, counted as a failed sign-in (per address and client, per address, per client address; the same limits as passwords), and the fifth wrong code voids the code; past the limits status throttled (retry_after seconds).';
+GRANT EXECUTE ON FUNCTION api.auth_otp_verify(email text, code text, client_ip text, user_agent text, max_failures_per_email_client integer, max_failures_per_email integer, max_failures_per_ip integer, window_seconds integer) TO anon;
+GRANT EXECUTE ON FUNCTION api.auth_otp_verify(email text, code text, client_ip text, user_agent text, max_failures_per_email_client integer, max_failures_per_email integer, max_failures_per_ip integer, window_seconds integer) TO authenticated;
+
+CREATE FUNCTION api.auth_magic_link_verify(token text, user_agent text DEFAULT NULL::text, client_ip text DEFAULT NULL::text) RETURNS TABLE(user_id uuid, email text, refresh_token text, session_id uuid, claims jsonb)
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog'
+    AS $$
+declare
+  live identity.email_codes;
+  started record;
+begin
+  select c.* into live from identity.email_codes c
+   where c.link_hash = identity.token_hash(auth_magic_link_verify.token) for update;
+  if live.id is null or live.used_at is not null or live.expires_at <= now() then
+    raise exception 'this link is not valid or has expired' using errcode = 'PT400', hint = 'invalid_link';
+  end if;
+  update identity.email_codes c set used_at = now() where c.id = live.id;
+  select * into started from private.start_session(live.user_id, auth_magic_link_verify.user_agent, auth_magic_link_verify.client_ip);
+  return query select u.id, u.email, started.refresh_token, started.session_id, private.session_claims(u.id)
+                 from identity.users u where u.id = live.user_id;
+end;
+$$;
+
+COMMENT ON FUNCTION api.auth_magic_link_verify(token text, user_agent text, client_ip text) IS 'GET and POST /auth/v1/verify type magiclink (or email) with the token of the link signInWithOtp e-mailed: signs its account in, once, within the hour (the code of the same message is used up with it). PT400 invalid_link for a used, replaced, voided or expired link.';
+GRANT EXECUTE ON FUNCTION api.auth_magic_link_verify(token text, user_agent text, client_ip text) TO anon;
+GRANT EXECUTE ON FUNCTION api.auth_magic_link_verify(token text, user_agent text, client_ip text) TO authenticated;
+
 -- =============================================================================
 -- Helpers (private, app, identity): internal helpers and trigger functions; request roles run only those granted here
 -- =============================================================================
@@ -157,13 +265,20 @@ begin
     end if;
   elsif email_link_send.kind = 'delete_account' then
     perform private.account_delete_link_queue(account_id, email_link_send.public_url);
+  elsif email_link_send.kind = 'otp' then
+    -- At most 5 codes an hour per account, as recovery links.
+    if (select count(*) from app.email_outbox o
+         where o.user_id = account_id and o.purpose = 'otp'
+           and o.created_at > now() - interval '1 hour') < 5 then
+      perform private.email_code_queue(account_id, email_link_send.public_url);
+    end if;
   else
     raise exception 'unknown link kind %', email_link_send.kind using errcode = '22023';
   end if;
 end;
 $$;
 
-COMMENT ON FUNCTION private.email_link_send(kind text, email text, public_url text) IS 'The email_link job (gateway/jobs/mail.ts), after the request answered: when an account has the address, queues its e-mail (kind recover: a set-password link, at most 5 an hour; delete_account: a deletion link, private.account_delete_link_queue); nothing otherwise.';
+COMMENT ON FUNCTION private.email_link_send(kind text, email text, public_url text) IS 'The email_link job (gateway/jobs/mail.ts), after the request answered: when an account has the address, queues its e-mail (kind recover: a set-password link, at most 5 an hour; delete_account: a deletion link, private.account_delete_link_queue; otp: a sign-in code and link, private.email_code_queue, at most 5 an hour); nothing otherwise.';
 
 
 CREATE FUNCTION private.queue_password_email(user_id uuid, purpose text, public_url text) RETURNS uuid
@@ -246,7 +361,7 @@ declare
   wait integer;
   address text := lower(btrim(email_link_enqueue.email));
 begin
-  if email_link_enqueue.kind not in ('recover', 'delete_account') then
+  if email_link_enqueue.kind not in ('recover', 'delete_account', 'otp') then
     raise exception 'unknown link kind %', email_link_enqueue.kind using errcode = '22023';
   end if;
   if email_link_enqueue.client_ip is not null then
@@ -304,3 +419,35 @@ CREATE FUNCTION private.email_outbox_sent(id uuid) RETURNS void
   $$;
 
 COMMENT ON FUNCTION private.email_outbox_sent(id uuid) IS 'Marks a message sent and removes its link from the stored copy.';
+
+
+CREATE FUNCTION private.email_code_queue(user_id uuid, public_url text) RETURNS uuid
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog'
+    AS $$
+declare
+  account identity.users;
+  code text := lpad(((('x' || encode(extensions.gen_random_bytes(4), 'hex'))::bit(32)::bigint % 1000000))::text, 6, '0');
+  token text := identity.new_token();
+  link text;
+begin
+  select * into account from identity.users u where u.id = email_code_queue.user_id;
+  if account.id is null or account.email is null then
+    raise exception 'user not found' using errcode = 'PT404', hint = 'not_found';
+  end if;
+  -- Only the newest code (and link) of a user works.
+  update identity.email_codes c set used_at = now() where c.user_id = account.id and c.used_at is null;
+  insert into identity.email_codes (user_id, code_hash, link_hash, expires_at)
+    values (account.id, identity.token_hash(account.id::text || ':' || code), identity.token_hash(token), now() + interval '1 hour');
+  link := rtrim(email_code_queue.public_url, '/') || '/auth/v1/verify?type=magiclink&token=' || token;
+  return private.email_queue(
+    account.id, account.email, 'otp', 'Your sign-in code',
+    'Someone asked to sign in to the account of ' || account.email || E'.\n\n'
+    || 'Your code: ' || code || E'\n\n'
+    || E'Or open this link (it works once, for an hour, as the code does):\n' || link || E'\n\n'
+    || E'If it was not you, ignore this e-mail.\n',
+    link);
+end;
+$$;
+
+COMMENT ON FUNCTION private.email_code_queue(user_id uuid, public_url text) IS 'Queues the e-mail of a sign-in code (6 random digits) and its magic link (GET /auth/v1/verify?type=magiclink) for the account, both valid once for an hour; older codes of the account stop working. Only hashes are stored (the code with the user id).';

@@ -13,6 +13,10 @@ DROP FUNCTION "api"."auth_refresh_throttled"(text, text, integer, integer, text)
 
 DROP FUNCTION "private"."auth_login_finish"(text, boolean, text, text, text);
 
+CREATE TABLE "identity"."email_codes" ("id" bigint GENERATED ALWAYS AS IDENTITY NOT NULL, "user_id" uuid NOT NULL, "code_hash" bytea NOT NULL, "link_hash" bytea NOT NULL, "created_at" timestamp with time zone NOT NULL DEFAULT now(), "expires_at" timestamp with time zone NOT NULL, "used_at" timestamp with time zone, "failures" integer NOT NULL DEFAULT 0, CONSTRAINT "email_codes_link_hash_key" UNIQUE (link_hash), CONSTRAINT "email_codes_pkey" PRIMARY KEY (id));
+
+ALTER TABLE "identity"."email_codes" ENABLE ROW LEVEL SECURITY;
+
 ALTER TABLE "identity"."users" ADD COLUMN "is_anonymous" boolean NOT NULL DEFAULT false;
 
 ALTER TABLE "identity"."users" ALTER COLUMN "email" DROP NOT NULL;
@@ -124,6 +128,91 @@ begin
   end if;
   select * into started from private.start_session(guest, auth_guest_sign_in.user_agent, auth_guest_sign_in.client_ip);
   return query select 'ok'::text, 0, guest, null::text, started.refresh_token, started.session_id, private.session_claims(guest);
+end;
+$function$;
+
+CREATE OR REPLACE FUNCTION api.auth_magic_link_verify(token text, user_agent text DEFAULT NULL::text, client_ip text DEFAULT NULL::text)
+ RETURNS TABLE(user_id uuid, email text, refresh_token text, session_id uuid, claims jsonb)
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog'
+AS $function$
+declare
+  live identity.email_codes;
+  started record;
+begin
+  select c.* into live from identity.email_codes c
+   where c.link_hash = identity.token_hash(auth_magic_link_verify.token) for update;
+  if live.id is null or live.used_at is not null or live.expires_at <= now() then
+    raise exception 'this link is not valid or has expired' using errcode = 'PT400', hint = 'invalid_link';
+  end if;
+  update identity.email_codes c set used_at = now() where c.id = live.id;
+  select * into started from private.start_session(live.user_id, auth_magic_link_verify.user_agent, auth_magic_link_verify.client_ip);
+  return query select u.id, u.email, started.refresh_token, started.session_id, private.session_claims(u.id)
+                 from identity.users u where u.id = live.user_id;
+end;
+$function$;
+
+CREATE OR REPLACE FUNCTION api.auth_otp_request(email text, public_url text, client_ip text, max_per_ip integer, window_seconds integer)
+ RETURNS void
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog'
+AS $function$
+begin
+  -- As a recovery link: the same work whether or not the account exists; the
+  -- lookup, the code and the e-mail are a job's (private.email_link_send).
+  perform private.email_link_enqueue('otp', auth_otp_request.email, auth_otp_request.public_url,
+                                     auth_otp_request.client_ip, auth_otp_request.max_per_ip, auth_otp_request.window_seconds);
+end;
+$function$;
+
+CREATE OR REPLACE FUNCTION api.auth_otp_verify(email text, code text, client_ip text, user_agent text, max_failures_per_email_client integer, max_failures_per_email integer, max_failures_per_ip integer, window_seconds integer)
+ RETURNS TABLE(status text, retry_after integer, user_id uuid, user_email text, refresh_token text, session_id uuid, claims jsonb)
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog'
+AS $function$
+declare
+  email_key text := lower(btrim(coalesce(auth_otp_verify.email, '')));
+  wait integer;
+  live identity.email_codes;
+  started record;
+begin
+  -- Tries for one address take turns, and count with its failed sign-ins (private.sign_in_wait).
+  perform pg_advisory_xact_lock(hashtextextended('auth_failures:email:' || email_key, 0));
+  wait := private.sign_in_wait(email_key, client_ip, max_failures_per_email_client, max_failures_per_email,
+                               max_failures_per_ip, window_seconds);
+  if wait > 0 then
+    return query select 'throttled'::text, wait, null::uuid, null::text, null::text, null::uuid, null::jsonb;
+    return;
+  end if;
+  select c.* into live
+    from identity.email_codes c join identity.users u on u.id = c.user_id
+   where u.email = email_key and c.used_at is null and c.expires_at > now()
+   order by c.created_at desc limit 1
+   for update of c;
+  if live.id is null or coalesce(auth_otp_verify.code, '') !~ '^[0-9]{6}$'
+     or live.code_hash <> identity.token_hash(live.user_id::text || ':' || auth_otp_verify.code) then
+    -- Counted as a failed sign-in, the same whether or not the address has an account or a code.
+    perform private.auth_throttle_record('email_client', email_key || ' ' || coalesce(client_ip, 'unknown'));
+    perform private.auth_throttle_record('email', email_key);
+    if client_ip is not null then
+      perform private.auth_throttle_record('ip', client_ip);
+    end if;
+    if live.id is not null then
+      update identity.email_codes c set failures = c.failures + 1,
+                                        used_at = case when c.failures + 1 >= 5 then now() end
+       where c.id = live.id;
+    end if;
+    return query select 'invalid'::text, 0, null::uuid, null::text, null::text, null::uuid, null::jsonb;
+    return;
+  end if;
+  update identity.email_codes c set used_at = now() where c.id = live.id;
+  delete from private.auth_failures f where f.scope = 'email_client' and f.key = email_key || ' ' || coalesce(client_ip, 'unknown');
+  select * into started from private.start_session(live.user_id, auth_otp_verify.user_agent, auth_otp_verify.client_ip);
+  return query select 'ok'::text, 0, u.id, u.email, started.refresh_token, started.session_id, private.session_claims(u.id)
+                 from identity.users u where u.id = live.user_id;
 end;
 $function$;
 
@@ -310,6 +399,100 @@ AS $function$
      where u.id = auth_user_object.user_id
   $function$;
 
+CREATE OR REPLACE FUNCTION private.email_code_queue(user_id uuid, public_url text)
+ RETURNS uuid
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog'
+AS $function$
+declare
+  account identity.users;
+  code text := lpad(((('x' || encode(extensions.gen_random_bytes(4), 'hex'))::bit(32)::bigint % 1000000))::text, 6, '0');
+  token text := identity.new_token();
+  link text;
+begin
+  select * into account from identity.users u where u.id = email_code_queue.user_id;
+  if account.id is null or account.email is null then
+    raise exception 'user not found' using errcode = 'PT404', hint = 'not_found';
+  end if;
+  -- Only the newest code (and link) of a user works.
+  update identity.email_codes c set used_at = now() where c.user_id = account.id and c.used_at is null;
+  insert into identity.email_codes (user_id, code_hash, link_hash, expires_at)
+    values (account.id, identity.token_hash(account.id::text || ':' || code), identity.token_hash(token), now() + interval '1 hour');
+  link := rtrim(email_code_queue.public_url, '/') || '/auth/v1/verify?type=magiclink&token=' || token;
+  return private.email_queue(
+    account.id, account.email, 'otp', 'Your sign-in code',
+    'Someone asked to sign in to the account of ' || account.email || E'.\n\n'
+    || 'Your code: ' || code || E'\n\n'
+    || E'Or open this link (it works once, for an hour, as the code does):\n' || link || E'\n\n'
+    || E'If it was not you, ignore this e-mail.\n',
+    link);
+end;
+$function$;
+
+CREATE OR REPLACE FUNCTION private.email_link_enqueue(kind text, email text, public_url text, client_ip text, max_per_ip integer, window_seconds integer)
+ RETURNS void
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog'
+AS $function$
+declare
+  wait integer;
+  address text := lower(btrim(email_link_enqueue.email));
+begin
+  if email_link_enqueue.kind not in ('recover', 'delete_account', 'otp') then
+    raise exception 'unknown link kind %', email_link_enqueue.kind using errcode = '22023';
+  end if;
+  if email_link_enqueue.client_ip is not null then
+    -- Requests of one address take turns, so a burst cannot slip past the count.
+    perform pg_advisory_xact_lock(hashtextextended('auth_failures:email_link:' || email_link_enqueue.client_ip, 0));
+    wait := private.auth_throttle_wait('email_link', email_link_enqueue.client_ip, email_link_enqueue.max_per_ip, email_link_enqueue.window_seconds);
+    if wait > 0 then
+      raise exception 'too many e-mailed links asked for from this address, try again later'
+        using errcode = 'PT429', hint = 'rate_limited', detail = jsonb_build_object('retry_after', wait)::text;
+    end if;
+    perform private.auth_throttle_record('email_link', email_link_enqueue.client_ip);
+  end if;
+  -- Nothing here reads whether the address has an account. One job per
+  -- address and kind waits at a time (a repeat replaces it).
+  perform private.enqueue_job('email_link',
+    jsonb_build_object('kind', email_link_enqueue.kind, 'email', address, 'public_url', email_link_enqueue.public_url),
+    max_attempts => 5, job_key => 'email_link:' || email_link_enqueue.kind || ':' || address);
+end;
+$function$;
+
+CREATE OR REPLACE FUNCTION private.email_link_send(kind text, email text, public_url text)
+ RETURNS void
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog'
+AS $function$
+declare
+  account_id uuid;
+begin
+  select u.id into account_id from identity.users u where u.email = lower(btrim(email_link_send.email));
+  if account_id is null then
+    return;
+  end if;
+  if email_link_send.kind = 'recover' then
+    -- At most 5 links an hour per account, so the address cannot be flooded through this door.
+    if (select count(*) from app.email_outbox o
+         where o.user_id = account_id and o.purpose = 'recover'
+           and o.created_at > now() - interval '1 hour') < 5 then
+      perform private.queue_password_email(account_id, 'recover', email_link_send.public_url);
+    end if;
+  elsif email_link_send.kind = 'delete_account' then
+    perform private.account_delete_link_queue(account_id, email_link_send.public_url);
+  elsif email_link_send.kind = 'otp' then
+    -- At most 5 codes an hour per account, as recovery links.
+    if (select count(*) from app.email_outbox o
+         where o.user_id = account_id and o.purpose = 'otp'
+           and o.created_at > now() - interval '1 hour') < 5 then
+      perform private.email_code_queue(account_id, email_link_send.public_url);
+    end if;
+  else
+    raise exception 'unknown link kind %', email_link_send.kind using errcode = '22023';
+  end if;
+end;
+$function$;
+
 CREATE OR REPLACE FUNCTION private.guests_prune(older_than interval, batch integer DEFAULT 100)
  RETURNS integer
  LANGUAGE plpgsql
@@ -362,9 +545,13 @@ AS $function$
       from identity.users u where u.id = session_claims.user_id
   $function$;
 
+ALTER TABLE "identity"."email_codes" ADD CONSTRAINT "email_codes_user_id_fkey" FOREIGN KEY (user_id) REFERENCES identity.users(id) ON DELETE CASCADE;
+
 ALTER TABLE "identity"."users" ADD CONSTRAINT "users_guest_has_no_email" CHECK ((is_anonymous = (email IS NULL)));
 
 ALTER TABLE "private"."auth_failures" ADD CONSTRAINT "auth_failures_scope_check" CHECK ((scope = ANY (ARRAY['email'::text, 'email_client'::text, 'ip'::text, 'refresh'::text, 'verify'::text, 'password_set'::text, 'email_link'::text, 'guest'::text])));
+
+CREATE INDEX email_codes_user_idx ON identity.email_codes USING btree (user_id);
 
 COMMENT ON COLUMN "identity"."users"."email" IS 'Lower-case e-mail address; unique. Null for a guest (is_anonymous).';
 
@@ -376,6 +563,12 @@ COMMENT ON FUNCTION "api"."auth_guest_convert"(text, text, jsonb) IS 'PUT /auth/
 
 COMMENT ON FUNCTION "api"."auth_guest_sign_in"(text, integer, integer, text, jsonb) IS 'POST /auth/v1/signup without e-mail (supabase-js signInAnonymously): a new guest (identity.users.is_anonymous: no e-mail, no password; a profile with a private derived name; data merged into user_metadata) and its session. Counted per client address: status throttled (retry_after seconds) past max_per_ip sign-ins in window_seconds, else ok.';
 
+COMMENT ON FUNCTION "api"."auth_magic_link_verify"(text, text, text) IS 'GET and POST /auth/v1/verify type magiclink (or email) with the token of the link signInWithOtp e-mailed: signs its account in, once, within the hour (the code of the same message is used up with it). PT400 invalid_link for a used, replaced, voided or expired link.';
+
+COMMENT ON FUNCTION "api"."auth_otp_request"(text, text, text, integer, integer) IS 'POST /auth/v1/otp (supabase-js signInWithOtp): queues the job that e-mails the account with this address a 6-digit code and a magic link (private.email_code_queue; at most 5 an hour per account); does and answers the same whether or not the account exists. PT429 rate_limited past max_per_ip requests of the client address in window_seconds, counted with the other e-mailed links.';
+
+COMMENT ON FUNCTION "api"."auth_otp_verify"(text, text, text, text, integer, integer, integer, integer) IS 'POST /auth/v1/verify {type: email, email, token} (supabase-js verifyOtp): the newest live code e-mailed to the address signs its account in, once (status ok: a session). A wrong code, an unknown address or no live code is status invalid, counted as a failed sign-in (per address and client, per address, per client address; the same limits as passwords), and the fifth wrong code voids the code; past the limits status throttled (retry_after seconds).';
+
 COMMENT ON FUNCTION "api"."auth_recovery_verify"(text, text, text) IS 'POST /auth/v1/verify type=recovery: the token of a set-password link (POST /api/auth/recover, /auth/v1/recover) signs its account in: the link is used up, every credential of the account ends (as a set-password link does), and a new session may set the password without the current one within the hour (api.auth_recovery_password_set). PT400 invalid_link.';
 
 COMMENT ON FUNCTION "api"."auth_refresh_throttled"(text, text, integer, integer, text) IS 'POST /api/auth/refresh with throttling: api.auth_refresh, but a client IP with too many failed refreshes gets status throttled (retry_after seconds).';
@@ -386,11 +579,17 @@ COMMENT ON FUNCTION "private"."auth_login_finish"(text, boolean, text, text, tex
 
 COMMENT ON FUNCTION "private"."auth_user_object"(uuid) IS 'A user as Supabase Auth''s User object: id, aud, role, email, email_confirmed_at (the account''s creation: sign-up needs no confirmation here), last_sign_in_at (its latest sign-in), app_metadata.provider email, user_metadata, one email identity, created_at, updated_at; new_email and email_change_sent_at while an e-mail change waits for its link. A guest (is_anonymous) as Supabase Auth answers one: email empty, no confirmation times, app_metadata and identities empty, is_anonymous true.';
 
+COMMENT ON FUNCTION "private"."email_code_queue"(uuid, text) IS 'Queues the e-mail of a sign-in code (6 random digits) and its magic link (GET /auth/v1/verify?type=magiclink) for the account, both valid once for an hour; older codes of the account stop working. Only hashes are stored (the code with the user id).';
+
+COMMENT ON FUNCTION "private"."email_link_send"(text, text, text) IS 'The email_link job (gateway/jobs/mail.ts), after the request answered: when an account has the address, queues its e-mail (kind recover: a set-password link, at most 5 an hour; delete_account: a deletion link, private.account_delete_link_queue; otp: a sign-in code and link, private.email_code_queue, at most 5 an hour); nothing otherwise.';
+
 COMMENT ON FUNCTION "private"."guests_prune"(interval, integer) IS 'Deletes guests (identity.users.is_anonymous) made more than older_than ago and never converted, as an account deletion does (private.account_delete: memberships, check-ins, sessions, everything of theirs), at most `batch` a call; returns how many. A guest that is the only manager of a community stays. The worker runs it hourly (GUEST_RETENTION_DAYS).';
 
 COMMENT ON FUNCTION "private"."require_full_account"() IS 'The one check of what a guest (identity.users.is_anonymous) may not do: PT403 forbidden when the caller is a guest; nothing otherwise (anon callers are refused by the rules themselves). Called by api.api_token_create and api.webhook_create (the OAuth consent form needs a password, which a guest has not). Read from the table, so a guest converted a moment ago is a full account at once, whatever its access token says.';
 
 COMMENT ON FUNCTION "private"."session_claims"(uuid) IS 'The claims a session''s access tokens carry besides who and which session (the gateway signs them as given): is_anonymous, true for a guest. Every function that starts or refreshes a session answers them.';
+
+COMMENT ON TABLE "identity"."email_codes" IS 'E-mailed sign-in codes and their magic links (supabase-js signInWithOtp), hashed: one message carries a 6-digit code and a link, either signs in once, within the hour; a newer one voids older ones, and 5 wrong codes void it.';
 
 COMMENT ON TABLE "private"."auth_failures" IS 'Failed sign-ins (per e-mail and client address, per e-mail, per client IP), failed refresh/verify attempts (per client IP), requests at the doors that set a password (password_set, per client IP) at the doors that e-mail a link (email_link, per client IP) and guest sign-ins (guest, per client IP), for throttling.';
 
@@ -402,6 +601,18 @@ REVOKE ALL ON FUNCTION "api"."auth_guest_sign_in"(text, integer, integer, text, 
 
 GRANT EXECUTE ON FUNCTION "api"."auth_guest_sign_in"(text, integer, integer, text, jsonb) TO "anon", "authenticated";
 
+REVOKE ALL ON FUNCTION "api"."auth_magic_link_verify"(text, text, text) FROM PUBLIC;
+
+GRANT EXECUTE ON FUNCTION "api"."auth_magic_link_verify"(text, text, text) TO "anon", "authenticated";
+
+REVOKE ALL ON FUNCTION "api"."auth_otp_request"(text, text, text, integer, integer) FROM PUBLIC;
+
+GRANT EXECUTE ON FUNCTION "api"."auth_otp_request"(text, text, text, integer, integer) TO "anon", "authenticated";
+
+REVOKE ALL ON FUNCTION "api"."auth_otp_verify"(text, text, text, text, integer, integer, integer, integer) FROM PUBLIC;
+
+GRANT EXECUTE ON FUNCTION "api"."auth_otp_verify"(text, text, text, text, integer, integer, integer, integer) TO "anon", "authenticated";
+
 REVOKE ALL ON FUNCTION "api"."auth_recovery_verify"(text, text, text) FROM PUBLIC;
 
 GRANT EXECUTE ON FUNCTION "api"."auth_recovery_verify"(text, text, text) TO "anon", "authenticated";
@@ -411,6 +622,8 @@ REVOKE ALL ON FUNCTION "api"."auth_refresh_throttled"(text, text, integer, integ
 GRANT EXECUTE ON FUNCTION "api"."auth_refresh_throttled"(text, text, integer, integer, text) TO "anon", "authenticated";
 
 REVOKE ALL ON FUNCTION "private"."auth_login_finish"(text, boolean, text, text, text) FROM PUBLIC;
+
+REVOKE ALL ON FUNCTION "private"."email_code_queue"(uuid, text) FROM PUBLIC;
 
 REVOKE ALL ON FUNCTION "private"."guests_prune"(interval, integer) FROM PUBLIC;
 
