@@ -63,7 +63,7 @@ const ExportDocument = z
     account: z
       .object({
         user_id: Id.describe("The account's id."),
-        email: z.string().describe('The e-mail address it signs in with.').meta({ example: 'ada@example.com' }),
+        email: z.string().nullable().describe('The e-mail address it signs in with; null for a guest.').meta({ example: 'ada@example.com' }),
         has_password: z.boolean().describe('Whether it has a password (never the password or its hash).'),
         created_at: Timestamp('When the account was made.'),
         updated_at: Timestamp('When it last changed.'),

@@ -30,7 +30,7 @@ const HatInput = z
 const UserProfile = z
   .object({
     id: Id.describe("The profile's id (the user's id)."),
-    email: z.string().describe('The e-mail address the user signs in with.').meta({ example: 'ada@example.com' }),
+    email: z.string().nullable().describe('The e-mail address the user signs in with; null for a guest (supabase-js signInAnonymously) until it sets one.').meta({ example: 'ada@example.com' }),
     name: z
       .string()
       .describe('The name: chosen by the user (shown to other members), or made from the e-mail address until they choose one.')

@@ -7,18 +7,15 @@
 // unconverted guests are pruned (private.guests_prune, the worker's crontab).
 // Two dedicated gateways on the test database (TRUST_PROXY=1, so each test is
 // its own client address; one with guests off).
-import crypto from 'node:crypto';
-import { createClient, type SupabaseClient } from '@supabase/supabase-js';
 import { decodeJwt } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import WebSocket from 'ws';
 import { loadConfig } from '../../gateway/core/process/config.ts';
 import { createLogger } from '../../gateway/core/process/log.ts';
 import { startGateway, type RunningGateway } from '../../gateway/server.ts';
 import { PERIODIC_JOBS } from '../../gateway/jobs/crontab.ts';
-import { apiKey, databaseUrl, db, jwtSecret, publicUrl, registerUser, uniqueEmail } from '../helpers.ts';
+import { api, apiKey, databaseUrl, db, jwtSecret, publicUrl, registerUser, uniqueEmail } from '../helpers.ts';
 import { createCommunity, createEvent } from '../support/event-fixtures.ts';
-import { checkContract } from '../support/contract.ts';
+import { randomIp, stopSupabaseClients, supabaseAt } from '../support/supabase-js.ts';
 
 const PASSWORD = 'correct horse battery staple';
 const ANON_KEY = await apiKey('anon');
@@ -42,59 +39,16 @@ beforeAll(async () => {
     includeCurrentMigration: true,
   });
 });
-const clients: SupabaseClient[] = [];
 afterAll(async () => {
-  for (const c of clients) c.auth.stopAutoRefresh();
+  stopSupabaseClients();
   await gateway?.close();
   await guestsOff?.close();
 });
 
-const randomIp = () => `10.${crypto.randomInt(256)}.${crypto.randomInt(256)}.${crypto.randomInt(1, 255)}`;
+const supabase = (on: RunningGateway = gateway, ip = randomIp()) => supabaseAt(on.url, ip);
 
-/** supabase-js as Supabase's docs make it, from its own client address; every /auth/v1 answer checked against the OpenAPI document. */
-function supabase(on: RunningGateway = gateway, ip = randomIp()): SupabaseClient {
-  const checkedFetch: typeof fetch = async (input, init) => {
-    const res = await fetch(input, init);
-    const url = new URL(typeof input === 'string' ? input : input instanceof URL ? input.href : input.url);
-    if (url.pathname.startsWith('/auth/v1/')) {
-      const text = await res.clone().text();
-      await checkContract(
-        on.url,
-        init?.method ?? 'GET',
-        url.pathname + url.search,
-        res.status,
-        res.headers.get('content-type'),
-        text ? JSON.parse(text) : undefined
-      );
-    }
-    return res;
-  };
-  const c = createClient(on.url, ANON_KEY, {
-    global: { fetch: checkedFetch, headers: { 'x-forwarded-for': ip } },
-    auth: { persistSession: false },
-    realtime: { transport: WebSocket as never },
-  });
-  clients.push(c);
-  return c;
-}
-
-async function call(method: string, path: string, token: string, body?: unknown) {
-  const res = await fetch(gateway.url + path, {
-    method,
-    headers: {
-      authorization: `Bearer ${token}`,
-      'x-forwarded-for': randomIp(),
-      ...(body ? { 'content-type': 'application/json' } : {}),
-    },
-    body: body ? JSON.stringify(body) : undefined,
-  });
-  const text = await res.text();
-  return {
-    status: res.status,
-    body: text ? JSON.parse(text) : undefined,
-    text,
-  };
-}
+/** A request to the shared gateway (a guest's token works on every gateway of the service), its answer checked against the OpenAPI document. */
+const call = (method: string, path: string, token: string, body?: unknown) => api(method, path, { token, body });
 
 async function guest(data?: Record<string, unknown>) {
   const client = supabase();
@@ -157,6 +111,10 @@ describe('guests through supabase-js', () => {
     const joined = await call('POST', `/api/mobile/communities/${community.id}/join`, session.access_token);
     expect(joined.status, joined.text).toBe(200);
     expect((await call('GET', `/api/mobile/events/${event.id}`, session.access_token)).status).toBe(200);
+    // Its own profile and export: no address yet.
+    const profile = await call('GET', '/api/mobile/profile', session.access_token);
+    expect(profile.status, profile.text).toBe(200);
+    expect(profile.body.data.email).toBeNull();
     const checkin = await call('POST', `/api/mobile/events/${event.id}/checkin`, session.access_token, {});
     expect(checkin.status, checkin.text).toBeLessThan(300);
     // Attack: a guest mints a long-lived credential.

@@ -6,18 +6,14 @@
 // the code; the answers are the same for a known and an unknown address.
 // A dedicated gateway on the test database (TRUST_PROXY=1: each test is its
 // own client address; LOGIN_MAX_FAILURES_PER_EMAIL=3).
-import crypto from 'node:crypto';
-import { createClient, type SupabaseClient } from '@supabase/supabase-js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import WebSocket from 'ws';
 import { loadConfig } from '../../gateway/core/process/config.ts';
 import { createLogger } from '../../gateway/core/process/log.ts';
 import { startGateway, type RunningGateway } from '../../gateway/server.ts';
-import { apiKey, databaseUrl, db, jwtSecret, publicUrl, registerUser, uniqueEmail } from '../helpers.ts';
-import { checkContract } from '../support/contract.ts';
+import { databaseUrl, db, jwtSecret, publicUrl, registerUser, uniqueEmail } from '../helpers.ts';
+import { randomIp, stopSupabaseClients, supabaseAt, type SeenAnswer } from '../support/supabase-js.ts';
 import { eventually } from '../support/wait.ts';
 
-const ANON_KEY = await apiKey('anon');
 const MAX_FAILURES = 3;
 
 let gateway: RunningGateway;
@@ -33,34 +29,12 @@ beforeAll(async () => {
   });
   gateway = await startGateway(config, databaseUrl, createLogger('silent'), { includeCurrentMigration: true });
 });
-const clients: SupabaseClient[] = [];
 afterAll(async () => {
-  for (const c of clients) c.auth.stopAutoRefresh();
+  stopSupabaseClients();
   await gateway?.close();
 });
 
-const randomIp = () => `10.${crypto.randomInt(256)}.${crypto.randomInt(256)}.${crypto.randomInt(1, 255)}`;
-
-/** The answers supabase-js received, raw, for comparing a known address's with an unknown one's. */
-type Seen = { path: string; status: number; body: string }[];
-
-function supabase(ip = randomIp(), seen?: Seen): SupabaseClient {
-  const checkedFetch: typeof fetch = async (input, init) => {
-    const res = await fetch(input, init);
-    const url = new URL(typeof input === 'string' ? input : input instanceof URL ? input.href : input.url);
-    const text = await res.clone().text();
-    seen?.push({ path: url.pathname, status: res.status, body: text });
-    await checkContract(gateway.url, init?.method ?? 'GET', url.pathname + url.search, res.status, res.headers.get('content-type'), text ? JSON.parse(text) : undefined);
-    return res;
-  };
-  const c = createClient(gateway.url, ANON_KEY, {
-    global: { fetch: checkedFetch, headers: { 'x-forwarded-for': ip } },
-    auth: { persistSession: false },
-    realtime: { transport: WebSocket as never },
-  });
-  clients.push(c);
-  return c;
-}
+const supabase = (ip = randomIp(), seen?: SeenAnswer[]) => supabaseAt(gateway.url, ip, seen);
 
 /** The code and link of the newest sign-in e-mail to `email`, once the job has queued it. */
 async function mailTo(email: string): Promise<{ code: string; link: string }> {
@@ -72,7 +46,7 @@ async function mailTo(email: string): Promise<{ code: string; link: string }> {
         select body_text, link from app.email_outbox where to_email = ${email} and purpose = 'otp' order by created_at desc limit 1`;
       return mail !== undefined;
     },
-    20_000,
+    20_000
   );
   return { code: /Your code: (\d{6})/.exec(mail!.body_text)![1]!, link: mail!.link };
 }
@@ -151,8 +125,8 @@ describe('e-mail codes and magic links through supabase-js', () => {
   it('attack (enumeration): a known and an unknown address get the same answers', async () => {
     const user = await registerUser('known');
     const unknown = uniqueEmail('nobody');
-    const known: Seen = [];
-    const stranger: Seen = [];
+    const known: SeenAnswer[] = [];
+    const stranger: SeenAnswer[] = [];
     await supabase(randomIp(), known).auth.signInWithOtp({ email: user.email });
     await supabase(randomIp(), stranger).auth.signInWithOtp({ email: unknown });
     await supabase(randomIp(), known).auth.verifyOtp({ email: user.email, token: '000000', type: 'email' });
