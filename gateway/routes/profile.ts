@@ -27,7 +27,7 @@ const HatInput = z
   .describe('The hat to create.');
 
 /** UserProfile: the caller's profile. */
-const UserProfile = z
+export const UserProfile = z
   .object({
     id: Id.describe("The profile's id (the user's id)."),
     email: z.string().describe('The e-mail address the user signs in with.').meta({ example: 'ada@example.com' }),
@@ -50,7 +50,7 @@ const UserProfile = z
   .meta({ id: 'UserProfile', description: "The caller's profile, with max_hats from their subscription." });
 
 /** Hat: one of the caller's personas. */
-const Hat = z
+export const Hat = z
   .object({
     id: Id.describe("The hat's id (a check-in's or a connection's hat_id)."),
     name: z.string().describe('What the hat is called.').meta({ example: 'At work' }),

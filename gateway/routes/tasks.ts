@@ -160,7 +160,7 @@ const TaskFields = z.object({
   updated_at: DateTime.describe('When it last changed.'),
   meta: TaskMeta,
 });
-const TaskOut = TaskFields.meta({ id: 'Task', description: 'A task of the CRM.' });
+export const TaskOut = TaskFields.meta({ id: 'Task', description: 'A task of the CRM.' });
 
 const TaskLinkOut = z
   .object({
@@ -174,7 +174,7 @@ const TaskLinkOut = z
   })
   .meta({ id: 'TaskLink', description: 'A link from one task to the task that follows it.' });
 
-const DealOut = z
+export const DealOut = z
   .object({
     id: Id.describe("The deal's id."),
     created_by: Id.describe('The user whose deal it is.'),

@@ -1,0 +1,241 @@
+// GET /sync/v1/shape through the real server, with the unmodified clients a
+// mobile developer uses: @electric-sql/client's ShapeStream (1.5) and PGlite
+// with @electric-sql/pglite-sync (0.6, which brings its own client 1.0). Their
+// local copies must equal the REST answers after creates, updates, deletes,
+// joins and leaves; no user ever receives another's row; a handle that is not
+// the caller's is 409 must-refetch; a long-poll answers when a change arrives.
+import { PGlite } from '@electric-sql/pglite';
+import { electricSync } from '@electric-sql/pglite-sync';
+import { Shape, ShapeStream, type Row } from '@electric-sql/client';
+import { afterAll, describe, expect, it } from 'vitest';
+import { api, baseUrl, db, registerUser, type TestUser } from '../helpers.ts';
+import { createCommunity, createEvent } from '../support/event-fixtures.ts';
+import { addMember } from '../support/sql-fixtures.ts';
+
+const SHAPE_URL = `${baseUrl}/sync/v1/shape`;
+const cleanups: (() => unknown)[] = [];
+afterAll(async () => {
+  for (const c of cleanups.reverse()) await c();
+});
+
+/** A value without its null fields (a local table has a column for every field; REST leaves some out). */
+function defined(row: Record<string, unknown>): Record<string, unknown> {
+  return Object.fromEntries(Object.entries(row).filter(([, v]) => v !== null && v !== undefined));
+}
+const byId = (rows: Record<string, unknown>[]) => [...rows].map(defined).sort((a, b) => String(a.id).localeCompare(String(b.id)));
+
+async function restTasks(user: TestUser): Promise<Record<string, unknown>[]> {
+  const res = await api('GET', '/api/mobile/tasks?limit=100', { token: user.accessToken });
+  expect(res.status).toBe(200);
+  return res.body.tasks;
+}
+async function restEvents(user: TestUser): Promise<Record<string, unknown>[]> {
+  const res = await api('GET', '/api/mobile/events/upcoming', { token: user.accessToken });
+  expect(res.status).toBe(200);
+  return res.body;
+}
+
+async function until(what: string, check: () => Promise<boolean> | boolean, ms = 20_000): Promise<void> {
+  const end = Date.now() + ms;
+  for (;;) {
+    if (await check()) return;
+    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+/** Waits until the local rows equal the REST answer (both read again each time). */
+async function converges(what: string, local: () => Promise<Record<string, unknown>[]>, rest: () => Promise<Record<string, unknown>[]>): Promise<void> {
+  let last: unknown[] = [];
+  try {
+    await until(what, async () => {
+      const [l, r] = await Promise.all([local(), rest()]);
+      last = [byId(l), byId(r)];
+      return JSON.stringify(byId(l)) === JSON.stringify(byId(r));
+    });
+  } catch (err) {
+    expect(last[0], what).toEqual(last[1]);
+    throw err;
+  }
+}
+
+function shapeStream(user: TestUser, table: string): Shape<Row> {
+  const controller = new AbortController();
+  const stream = new ShapeStream({
+    url: SHAPE_URL,
+    params: { table },
+    headers: { Authorization: () => `Bearer ${user.accessToken}` },
+    signal: controller.signal,
+  });
+  cleanups.push(() => controller.abort());
+  return new Shape(stream);
+}
+
+async function createTask(user: TestUser, title: string): Promise<string> {
+  const res = await api('POST', '/api/mobile/tasks', { token: user.accessToken, body: { title } });
+  expect(res.status).toBe(201);
+  return res.body.task.id;
+}
+
+/** A signed-in member of a fresh community with one upcoming event, another community with one, and a task. */
+async function scene(prefix: string) {
+  const user = await registerUser(prefix);
+  const mine = await createCommunity();
+  const other = await createCommunity();
+  await addMember(mine.id, user.userId);
+  const myEvent = await createEvent({ communityId: mine.id, title: 'Mine', starts: '1 day' });
+  const otherEvent = await createEvent({ communityId: other.id, title: 'Other', starts: '2 days' });
+  const task = await createTask(user, 'Before the sync');
+  return { user, mine, other, myEvent, otherEvent, task };
+}
+
+/** The raw protocol: a GET of the shape route, its messages and headers. */
+async function shapeGet(user: TestUser | null, query: string): Promise<{ status: number; body: any; headers: Headers }> {
+  const res = await fetch(`${SHAPE_URL}?${query}`, { headers: user ? { authorization: `Bearer ${user.accessToken}` } : {} });
+  const text = await res.text();
+  return { status: res.status, body: text ? JSON.parse(text) : null, headers: res.headers };
+}
+
+describe('sync shapes: ShapeStream (@electric-sql/client 1.5)', () => {
+  it('keeps tasks and events equal to REST through creates, updates, deletes, joins and leaves', async () => {
+    const { user, mine, other, otherEvent, task } = await scene('shape15');
+    const tasks = shapeStream(user, 'tasks');
+    const events = shapeStream(user, 'events');
+    await converges('tasks snapshot', async () => (await tasks.rows) && tasks.currentRows, () => restTasks(user));
+    await converges('events snapshot', async () => (await events.rows) && events.currentRows, () => restEvents(user));
+    expect(events.currentRows.map((e) => e.title)).toEqual(['Mine']);
+
+    const second = await createTask(user, 'Made while synced');
+    expect((await api('PATCH', `/api/mobile/tasks/${task}`, { token: user.accessToken, body: { title: 'Renamed' } })).status).toBe(200);
+    await converges('tasks after a create and an update', async () => tasks.currentRows, () => restTasks(user));
+    expect(tasks.currentRows.map((t) => (t.meta as { title: string }).title).sort()).toEqual(['Made while synced', 'Renamed']);
+    expect((await api('DELETE', `/api/mobile/tasks/${second}`, { token: user.accessToken })).status).toBeLessThan(300);
+    await converges('tasks after a delete', async () => tasks.currentRows, () => restTasks(user));
+    expect(tasks.currentRows).toHaveLength(1);
+
+    expect((await api('POST', `/api/mobile/communities/${other.id}/join`, { token: user.accessToken })).status).toBeLessThan(300);
+    await converges('events after a join', async () => events.currentRows, () => restEvents(user));
+    expect(events.currentRows.map((e) => e.title).sort()).toEqual(['Mine', 'Other']);
+    await db()`update app.events set title = 'Other, renamed' where id = ${otherEvent.id}`;
+    await converges('events after an event update', async () => events.currentRows, () => restEvents(user));
+    expect((await api('POST', `/api/mobile/communities/${mine.id}/leave`, { token: user.accessToken })).status).toBeLessThan(300);
+    await converges('events after a leave', async () => events.currentRows, () => restEvents(user));
+    expect(events.currentRows.map((e) => e.title)).toEqual(['Other, renamed']);
+  });
+});
+
+describe('sync shapes: PGlite + syncShapeToTable (@electric-sql/pglite-sync 0.6)', () => {
+  const SQL_TYPES: Record<string, string> = { text: 'text', bool: 'boolean', float8: 'float8', jsonb: 'jsonb' };
+
+  /** A local table made from the shape's electric-schema header, as an app would declare it. */
+  async function localTable(pg: PGlite, user: TestUser, table: string): Promise<void> {
+    const res = await shapeGet(user, `table=${table}&offset=now`);
+    const schema = JSON.parse(res.headers.get('electric-schema')!) as Record<string, { type: string }>;
+    const columns = Object.entries(schema).map(([name, c]) => `"${name}" ${SQL_TYPES[c.type]}${name === 'id' ? ' primary key' : ''}`);
+    await pg.exec(`create table "${table}" (${columns.join(', ')})`);
+  }
+
+  it('keeps local tasks and events tables equal to REST through creates, updates, deletes, joins and leaves', async () => {
+    const { user, mine, other, task } = await scene('pglite');
+    const pg = await PGlite.create({ extensions: { electric: electricSync() } });
+    cleanups.push(() => pg.close());
+    const local = (table: string) => async () => (await pg.query<Record<string, unknown>>(`select * from "${table}"`)).rows;
+    for (const table of ['tasks', 'events']) {
+      await localTable(pg, user, table);
+      const sync = await pg.electric.syncShapeToTable({
+        shape: { url: SHAPE_URL, params: { table }, headers: { Authorization: `Bearer ${user.accessToken}` } },
+        table,
+        primaryKey: ['id'],
+        shapeKey: null,
+      });
+      cleanups.push(() => sync.unsubscribe());
+    }
+    await converges('local tasks', local('tasks'), () => restTasks(user));
+    await converges('local events', local('events'), () => restEvents(user));
+
+    const second = await createTask(user, 'Second');
+    expect((await api('PATCH', `/api/mobile/tasks/${task}`, { token: user.accessToken, body: { title: 'Changed' } })).status).toBe(200);
+    await converges('local tasks after a create and an update', local('tasks'), () => restTasks(user));
+    expect((await api('DELETE', `/api/mobile/tasks/${second}`, { token: user.accessToken })).status).toBeLessThan(300);
+    await converges('local tasks after a delete', local('tasks'), () => restTasks(user));
+
+    expect((await api('POST', `/api/mobile/communities/${other.id}/join`, { token: user.accessToken })).status).toBeLessThan(300);
+    await converges('local events after a join', local('events'), () => restEvents(user));
+    expect((await api('POST', `/api/mobile/communities/${mine.id}/leave`, { token: user.accessToken })).status).toBeLessThan(300);
+    await converges('local events after a leave', local('events'), () => restEvents(user));
+    expect((await local('events')()).map((e) => e.title)).toEqual(['Other']);
+  });
+});
+
+describe('sync shapes: the protocol', () => {
+  it('answers a snapshot with the electric headers, then a long-poll when a change arrives', async () => {
+    const { user } = await scene('longpoll');
+    const first = await shapeGet(user, 'table=tasks&offset=-1');
+    expect(first.status).toBe(200);
+    const handle = first.headers.get('electric-handle')!;
+    const offset = first.headers.get('electric-offset')!;
+    expect(handle).toMatch(/^tasks-/);
+    expect(offset).toMatch(/^\d+_0$/);
+    expect(first.headers.has('electric-up-to-date')).toBe(true);
+    expect(JSON.parse(first.headers.get('electric-schema')!).meta).toEqual({ type: 'jsonb' });
+    expect(first.body.at(-1).headers.control).toBe('up-to-date');
+
+    const poll = shapeGet(user, `table=tasks&offset=${offset}&handle=${handle}&live=true`);
+    await new Promise((r) => setTimeout(r, 300));
+    const id = await createTask(user, 'Wakes the poll');
+    const answer = await poll;
+    expect(answer.status).toBe(200);
+    expect(answer.headers.get('electric-cursor')).toMatch(/^\d+$/);
+    const rows = answer.body.filter((m: any) => m.headers.operation);
+    expect(rows.map((m: any) => [m.headers.operation, m.value.id])).toEqual([['insert', id]]);
+    expect(JSON.parse(rows[0].value.meta).title).toBe('Wakes the poll');
+    expect(answer.body.at(-1).headers.control).toBe('up-to-date');
+    expect(Number(answer.headers.get('electric-offset')!.split('_')[0])).toBeGreaterThan(Number(offset.split('_')[0]));
+  });
+
+  it('409 must-refetch with a new handle for a handle that is not the caller\'s shape', async () => {
+    const { user } = await scene('handle');
+    const bad = await shapeGet(user, 'table=tasks&offset=0_0&handle=nope');
+    expect(bad.status).toBe(409);
+    expect(bad.body).toEqual([{ headers: { control: 'must-refetch' } }]);
+    expect(bad.headers.get('electric-handle')).toMatch(/^tasks-/);
+    const eventsHandle = (await shapeGet(user, 'table=events&offset=now')).headers.get('electric-handle')!;
+    expect((await shapeGet(user, `table=tasks&offset=0_0&handle=${eventsHandle}`)).status).toBe(409);
+  });
+
+  it('400 for where, columns, an unknown table or a malformed offset; 401 without a token', async () => {
+    const { user } = await scene('refused');
+    for (const q of ['table=tasks&offset=-1&where=true', 'table=tasks&offset=-1&columns=id', 'table=secrets&offset=-1', 'table=tasks&offset=abc', 'table=tasks&offset=5_0']) {
+      const res = await shapeGet(user, q);
+      expect(res.status, q).toBe(400);
+      expect(res.body.error, q).toBe('bad_request');
+    }
+    expect((await shapeGet(null, 'table=tasks&offset=-1')).status).toBe(401);
+  });
+});
+
+describe('sync shapes: no user receives another\'s row (attacks)', () => {
+  it('another user\'s tasks, deals, hats, connections, profile and events never reach a shape, whatever the parameters', async () => {
+    const me = await scene('victimless');
+    const them = await scene('victim');
+    const theirTask = await createTask(them.user, 'Secret plan');
+    await db()`update app.tasks set meta = meta || '{"x": 1}' where id = ${them.task}`;
+    const theirs = new Set([them.task, theirTask, them.user.userId, them.myEvent.id, them.mine.id]);
+    const seen: string[] = [];
+    for (const table of ['tasks', 'deals', 'hats', 'connections', 'profile', 'events', 'communities']) {
+      const snap = await shapeGet(me.user, `table=${table}&offset=-1`);
+      expect(snap.status, table).toBe(200);
+      // Catching up from the very start of the log, with my own handle.
+      const handle = snap.headers.get('electric-handle')!;
+      const all = await shapeGet(me.user, `table=${table}&offset=0_0&handle=${handle}`);
+      // Their handle, with my token: not my shape.
+      const theirHandle = (await shapeGet(them.user, `table=${table}&offset=now`)).headers.get('electric-handle')!;
+      expect((await shapeGet(me.user, `table=${table}&offset=0_0&handle=${theirHandle}`)).status, table).toBe(409);
+      for (const body of [snap.body, all.status === 200 ? all.body : []]) {
+        for (const m of body) if (m.value) seen.push(String(m.value.id));
+      }
+    }
+    expect(seen.filter((id) => theirs.has(id))).toEqual([]);
+    expect(seen).toContain(me.task);
+  });
+});
