@@ -7,6 +7,7 @@
 import { PGlite } from '@electric-sql/pglite';
 import { electricSync } from '@electric-sql/pglite-sync';
 import { Shape, ShapeStream, type Row } from '@electric-sql/client';
+import { isDeepStrictEqual } from 'node:util';
 import { afterAll, describe, expect, it } from 'vitest';
 import { api, baseUrl, db, registerUser, type TestUser } from '../helpers.ts';
 import { createCommunity, createEvent } from '../support/event-fixtures.ts';
@@ -51,7 +52,7 @@ async function converges(what: string, local: () => Promise<Record<string, unkno
     await until(what, async () => {
       const [l, r] = await Promise.all([local(), rest()]);
       last = [byId(l), byId(r)];
-      return JSON.stringify(byId(l)) === JSON.stringify(byId(r));
+      return isDeepStrictEqual(last[0], last[1]);
     });
   } catch (err) {
     expect(last[0], what).toEqual(last[1]);
@@ -121,7 +122,7 @@ describe('sync shapes: ShapeStream (@electric-sql/client 1.5)', () => {
     expect((await api('POST', `/api/mobile/communities/${mine.id}/leave`, { token: user.accessToken })).status).toBeLessThan(300);
     await converges('events after a leave', async () => events.currentRows, () => restEvents(user));
     expect(events.currentRows.map((e) => e.title)).toEqual(['Other, renamed']);
-  });
+  }, 120_000);
 });
 
 describe('sync shapes: PGlite + syncShapeToTable (@electric-sql/pglite-sync 0.6)', () => {
@@ -164,7 +165,7 @@ describe('sync shapes: PGlite + syncShapeToTable (@electric-sql/pglite-sync 0.6)
     expect((await api('POST', `/api/mobile/communities/${mine.id}/leave`, { token: user.accessToken })).status).toBeLessThan(300);
     await converges('local events after a leave', local('events'), () => restEvents(user));
     expect((await local('events')()).map((e) => e.title)).toEqual(['Other']);
-  });
+  }, 120_000);
 });
 
 describe('sync shapes: the protocol', () => {
