@@ -10,7 +10,7 @@ import { Shape, ShapeStream, type Row } from '@electric-sql/client';
 import { isDeepStrictEqual } from 'node:util';
 import { afterAll, describe, expect, it } from 'vitest';
 import { api, baseUrl, db, registerUser, type TestUser } from '../helpers.ts';
-import { createCommunity, createEvent } from '../support/event-fixtures.ts';
+import { createCommunity, createEvent, createHat } from '../support/event-fixtures.ts';
 import { addMember } from '../support/sql-fixtures.ts';
 
 const SHAPE_URL = `${baseUrl}/sync/v1/shape`;
@@ -216,27 +216,58 @@ describe('sync shapes: the protocol', () => {
 });
 
 describe('sync shapes: no user receives another\'s row (attacks)', () => {
-  it('another user\'s tasks, deals, hats, connections, profile and events never reach a shape, whatever the parameters', async () => {
+  const TABLES = ['tasks', 'deals', 'hats', 'connections', 'profile', 'events', 'communities'];
+
+  it('another user\'s rows and changes never reach a shape: snapshot, catch-up, long-poll, their handle', async () => {
     const me = await scene('victimless');
     const them = await scene('victim');
-    const theirTask = await createTask(them.user, 'Secret plan');
-    await db()`update app.tasks set meta = meta || '{"x": 1}' where id = ${them.task}`;
-    const theirs = new Set([them.task, theirTask, them.user.userId, them.myEvent.id, them.mine.id]);
-    const seen: string[] = [];
-    for (const table of ['tasks', 'deals', 'hats', 'connections', 'profile', 'events', 'communities']) {
+    // My shapes, before they change anything.
+    const mine = new Map<string, { handle: string; offset: string }>();
+    for (const table of TABLES) {
       const snap = await shapeGet(me.user, `table=${table}&offset=-1`);
       expect(snap.status, table).toBe(200);
-      // Catching up from the very start of the log, with my own handle.
-      const handle = snap.headers.get('electric-handle')!;
-      const all = await shapeGet(me.user, `table=${table}&offset=0_0&handle=${handle}`);
-      // Their handle, with my token: not my shape.
-      const theirHandle = (await shapeGet(them.user, `table=${table}&offset=now`)).headers.get('electric-handle')!;
-      expect((await shapeGet(me.user, `table=${table}&offset=0_0&handle=${theirHandle}`)).status, table).toBe(409);
-      for (const body of [snap.body, all.status === 200 ? all.body : []]) {
-        for (const m of body) if (m.value) seen.push(String(m.value.id));
-      }
+      mine.set(table, { handle: snap.headers.get('electric-handle')!, offset: snap.headers.get('electric-offset')! });
     }
+    const polls = TABLES.map((table) => shapeGet(me.user, `table=${table}&offset=${mine.get(table)!.offset}&handle=${mine.get(table)!.handle}&live=true`));
+    // Their changes: a task made, changed and deleted, a deal, a hat, their profile, their community's event.
+    const theirTask = await createTask(them.user, 'Secret plan');
+    const dealt = await api('POST', '/api/mobile/tasks', { token: them.user.accessToken, body: { title: 'Deal', deal_context: { company: 'Acme', deal_value: 5 } } });
+    expect(dealt.status).toBe(201);
+    expect((await api('PATCH', `/api/mobile/tasks/${them.task}`, { token: them.user.accessToken, body: { title: 'Changed plan' } })).status).toBe(200);
+    expect((await api('DELETE', `/api/mobile/tasks/${theirTask}`, { token: them.user.accessToken })).status).toBeLessThan(300);
+    await createHat(them.user, 'Spy');
+    await db()`update app.profiles set name = 'Renamed victim' where id = ${them.user.userId}`;
+    await db()`update app.events set title = 'Their event, renamed' where id = ${them.myEvent.id}`;
+    const theirDeals = await db()`select id::text from app.deals where created_by = ${them.user.userId}`;
+    const theirHats = await db()`select id::text from app.hats where user_id = ${them.user.userId}`;
+    const theirs = new Set([them.task, theirTask, them.user.userId, them.myEvent.id, them.mine.id,
+                            ...theirDeals.map((r) => r.id as string), ...theirHats.map((r) => r.id as string)]);
+    // A change of mine, so that my long-polls of tasks answer.
+    const myNew = await createTask(me.user, 'Mine, later');
+
+    const seen: string[] = [];
+    const collect = (body: any[]) => {
+      for (const m of body) if (m.value) seen.push(String(m.value.id));
+    };
+    for (const table of TABLES) {
+      const { handle, offset } = mine.get(table)!;
+      const caughtUp = await shapeGet(me.user, `table=${table}&offset=${offset}&handle=${handle}`);
+      expect(caughtUp.status, table).toBe(200);
+      collect(caughtUp.body);
+      // Their handle with my token: not my shape.
+      const theirHandle = (await shapeGet(them.user, `table=${table}&offset=now`)).headers.get('electric-handle')!;
+      const refused = await shapeGet(me.user, `table=${table}&offset=${offset}&handle=${theirHandle}`);
+      expect(refused.status, table).toBe(409);
+      expect(refused.body, table).toEqual([{ headers: { control: 'must-refetch' } }]);
+      collect((await shapeGet(me.user, `table=${table}&offset=-1`)).body);
+    }
+    // The long-polls: tasks answers with my new task; the others with nothing of theirs (at the latest when they time out).
+    const answered = await Promise.all(polls);
+    for (const poll of answered) {
+      expect(poll.status).toBe(200);
+      collect(poll.body);
+    }
+    expect(seen).toContain(myNew);
     expect(seen.filter((id) => theirs.has(id))).toEqual([]);
-    expect(seen).toContain(me.task);
-  });
+  }, 120_000);
 });
