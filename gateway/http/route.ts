@@ -251,6 +251,8 @@ export interface RouteDefinition<
   idempotencyKey?: false;
   /** 'form': the body is an HTML form (application/x-www-form-urlencoded, http/body.ts FormFields), for the web pages; default JSON. */
   bodyType?: 'json' | 'form';
+  /** The success answers carry the object's ETag (set by the handler from SQL's version, http/versions.ts): for the docs. */
+  etag?: true;
   handler(ctx: Context<Out<P>, Out<Q>, Out<B>, Out<H>>): Promise<Reply>;
 }
 
@@ -286,6 +288,8 @@ export interface Route {
     bodyType: 'json' | 'form';
     /** A GET that runs read-only: with read replicas it may run on one (it takes X-Consistency-Token); the others answer one. */
     readOnly: boolean;
+    /** The success answers carry an ETag. */
+    etag: boolean;
   };
   build(services: Services): RouteHandler;
 }
@@ -329,6 +333,7 @@ export function defineRoute<
       idempotencyKey: keyed,
       bodyType: def.bodyType ?? 'json',
       readOnly: runsReadOnly(def),
+      etag: def.etag ?? false,
     },
     build: (services) => async (exchange) => {
       if (def.secretPath) exchange.logPath = def.path;

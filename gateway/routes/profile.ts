@@ -6,6 +6,7 @@ import { HttpError } from '../core/web/errors.ts';
 import { LIMITS } from '../core/web/limits.ts';
 import { ProfileName, Text } from '../core/web/schemas.ts';
 import { DateTime, errors, Id, succeeded } from '../http/responses.ts';
+import { IfMatchHeaders, ifMatchTags, versioned, type Versioned } from '../http/versions.ts';
 
 const HatInput = z
   .object({
@@ -79,10 +80,12 @@ export const profileRoutes = [
     auth: 'user',
     errorShapes: { 404: 'flagged' },
     responses: { 200: succeeded({ data: UserProfile }), 404: errors('profile_not_found') },
+    etag: true,
     async handler({ db }) {
-      const [profile] = await db((tx) => tx`select * from api.profile_get()`);
-      if (!profile) throw new HttpError(404, 'profile_not_found', 'profile not found');
-      return { status: 200, body: { success: true, data: profile } };
+      const [row] = await db((tx) => tx<Versioned[]>`select p.*, api.etag(p.updated_at) as etag from api.profile_get() p`);
+      if (!row) throw new HttpError(404, 'profile_not_found', 'profile not found');
+      const { object: profile, headers } = versioned(row);
+      return { status: 200, body: { success: true, data: profile }, headers };
     },
   }),
 
@@ -106,12 +109,22 @@ export const profileRoutes = [
           .meta({ example: '5f0c8a9e-3b1d-4c62-9a7e-2d4b6f8a1c03/me.png' }),
       })
       .refine((b) => b.name !== undefined || b.avatar_path !== undefined, { message: 'name or avatar_path is required' }),
+    headers: IfMatchHeaders,
     invalidStatus: 422,
     errorShapes: { 404: 'flagged' },
-    responses: { 200: succeeded({ data: UserProfile }), 404: errors('profile_not_found'), 422: errors('validation_error', 'invalid_image_path') },
-    async handler({ body, db }) {
-      const [profile] = await db((tx) => tx`select * from api.profile_patch(${tx.json(body)})`);
-      return { status: 200, body: { success: true, data: profile } };
+    responses: {
+      200: succeeded({ data: UserProfile }),
+      404: errors('profile_not_found'),
+      412: errors('precondition_failed'),
+      422: errors('validation_error', 'invalid_image_path'),
+    },
+    etag: true,
+    async handler({ body, headers: { 'if-match': ifMatch }, db }) {
+      const [row] = await db(
+        (tx) => tx<Versioned[]>`select p.*, api.etag(p.updated_at) as etag from api.profile_patch(${tx.json(body)}, ${ifMatchTags(ifMatch)}::text[]) p`,
+      );
+      const { object: profile, headers } = versioned(row!);
+      return { status: 200, body: { success: true, data: profile }, headers };
     },
   }),
 

@@ -235,6 +235,18 @@ export const ERROR_CODES = {
   },
   venue_not_found: { status: [404], meaning: 'No venue with this id or node id.' },
   not_checked_in: { status: [404], meaning: 'The caller has no open check-in at this event or venue.' },
+  checkin_time_in_future: {
+    status: [422],
+    meaning: "An offline check-in's checked_in_at is more than 5 minutes ahead of the server's clock: send the phone's time of the check-in, not a later one.",
+  },
+  checkin_time_too_old: {
+    status: [422],
+    meaning: "An offline check-in's checked_in_at is more than 24 hours old: check-ins kept offline longer are not accepted.",
+  },
+  checkin_time_outside_event: {
+    status: [422],
+    meaning: "An offline check-in's checked_in_at is outside the event's check-in window (2 hours before its start to 2 hours after its end).",
+  },
   no_concurrent_event: { status: [404], meaning: 'No event is taking place at this venue now (2 hours before its start to 2 hours after its end).' },
   user_node_not_found: { status: [422], meaning: "The caller's node is missing." },
   target_node_not_found: { status: [422], meaning: 'The user to connect with does not exist.' },
@@ -380,6 +392,15 @@ export const ERROR_CODES = {
   },
 
   // -------------------------------------------------------------------------
+  // Versions of single objects (http/versions.ts, app.check_if_match)
+  // -------------------------------------------------------------------------
+  precondition_failed: {
+    status: [412],
+    meaning:
+      "The If-Match of a PATCH or DELETE names a version of the object that is no longer current: someone changed it since. Nothing was written; details.current is the object as it is now and details.etag its version: merge, then send the write again with that ETag.",
+  },
+
+  // -------------------------------------------------------------------------
   // Idempotency keys (http/idempotency.ts)
   // -------------------------------------------------------------------------
   idempotency_key_in_progress: {
@@ -389,7 +410,7 @@ export const ERROR_CODES = {
   },
   idempotency_key_reused: {
     status: [422],
-    meaning: 'This Idempotency-Key was used in the last 24 hours, by the same credential, for another request (method, path or body): use a new key.',
+    meaning: 'This Idempotency-Key was used in the last 48 hours, by the same credential, for another request (method, path or body): use a new key.',
   },
 
   // -------------------------------------------------------------------------

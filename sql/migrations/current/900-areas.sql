@@ -5,375 +5,500 @@
 
 set local check_function_bodies = off;
 
-CREATE TYPE "api"."sync_message" AS ("change_id" bigint, "operation" text, "id" uuid, "value" jsonb);
+DROP FUNCTION "api"."connection_update"(uuid, jsonb);
 
-CREATE TYPE "api"."sync_snapshot_row" AS ("head" bigint, "id" uuid, "value" jsonb);
+DROP FUNCTION "api"."event_checkin"(uuid, uuid, uuid, text);
 
-CREATE OR REPLACE FUNCTION api.sync_changes(shape text, after_id bigint, public_url text)
- RETURNS SETOF api.sync_message
- LANGUAGE sql
- STABLE
- SET search_path TO 'pg_catalog'
-AS $function$
-    with pos as (
-      select p.head from private.change_log_position() p
-    ),
-    log as (
-      select l.* from pos, private.sync_log(sync_changes.shape, sync_changes.after_id, pos.head) l
-    ),
-    own_table as (
-      select case sync_changes.shape when 'profile' then 'profiles' else sync_changes.shape end as name
-    ),
-    -- The caller's memberships that changed in the range: whether they were
-    -- a member before it (the first entry: anything but an insert).
-    moved as (
-      select distinct on (l.record_id) l.record_id as community_id, l.operation <> 'insert' as was_member
-        from log l
-       where l.table_name = 'community_members'
-       order by l.record_id, l.id
-    ),
-    moved_last as (
-      select l.record_id as community_id, max(l.id) as change_id
-        from log l
-       where l.table_name = 'community_members'
-       group by 1
-    ),
-    -- Rows of the shape's own table changed in the range: the first entry
-    -- says how the row was before the range.
-    firsts as (
-      select distinct on (l.record_id) l.record_id, l.operation, l.changed_at,
-             coalesce(l.old_data, l.row_data) as before_row
-        from log l, own_table t
-       where l.table_name = t.name
-       order by l.record_id, l.id
-    ),
-    lasts as (
-      select l.record_id, max(l.id) as change_id
-        from log l, own_table t
-       where l.table_name = t.name
-       group by 1
-    ),
-    -- Rows touched by a membership change: a community's events (events), the
-    -- community itself (communities).
-    by_membership as (
-      select x.record_id, x.community_id, ml.change_id
-        from (select e.id as record_id, e.community_id
-                from private.sync_community_events(array(select m.community_id from moved m)) e
-               where sync_changes.shape = 'events'
-              union all
-              select m.community_id, m.community_id from moved m where sync_changes.shape = 'communities') x
-        join moved_last ml on ml.community_id = x.community_id
-    ),
-    touched as (
-      select k.record_id, max(k.change_id) as change_id
-        from (select record_id, change_id from lasts union all select record_id, change_id from by_membership) k
-       group by 1
-    ),
-    judged as (
-      select t.record_id, t.change_id,
-             case
-               when f.record_id is not null and f.operation = 'insert' then false
-               when sync_changes.shape = 'events' then
-                 private.sync_was_member(coalesce((f.before_row ->> 'community_id')::uuid, bm.community_id),
-                                         (select array_agg(m.community_id) from moved m where m.was_member),
-                                         (select array_agg(m.community_id) from moved m where not m.was_member))
-                 and (f.record_id is null or f.operation = 'expire'
-                      or private.event_effective_end((f.before_row ->> 'starts_at')::timestamptz,
-                                                     (f.before_row ->> 'ends_at')::timestamptz) >= f.changed_at)
-               when sync_changes.shape = 'communities' then
-                 private.sync_was_member(t.record_id,
-                                         (select array_agg(m.community_id) from moved m where m.was_member),
-                                         (select array_agg(m.community_id) from moved m where not m.was_member))
-               else true
-             end as was_visible
-        from touched t
-        left join firsts f on f.record_id = t.record_id
-        left join (select distinct on (b.record_id) b.record_id, b.community_id from by_membership b
-                    order by b.record_id) bm on bm.record_id = t.record_id
-    ),
-    now_rows as (
-      select r.id, r.value
-        from private.sync_rows(sync_changes.shape, sync_changes.public_url) r
-       where r.id in (select t.record_id from touched t)
-    )
-    select j.change_id,
-           case when j.was_visible and n.id is not null then 'update'
-                when n.id is not null then 'insert'
-                else 'delete' end,
-           j.record_id,
-           coalesce(n.value, jsonb_build_object('id', j.record_id))
-      from judged j
-      left join now_rows n on n.id = j.record_id
-     where j.was_visible or n.id is not null
-    union all
-    -- The head the answer is consistent with: a row without an id, last.
-    select pos.head, 'head', null::uuid, null::jsonb from pos
-     order by 1, 3 nulls last
-  $function$;
+DROP FUNCTION "api"."event_update"(uuid, jsonb, text);
 
-CREATE OR REPLACE FUNCTION api.sync_snapshot(shape text, public_url text)
- RETURNS SETOF api.sync_snapshot_row
- LANGUAGE sql
- STABLE
- SET search_path TO 'pg_catalog'
-AS $function$
-    select p.head, r.id, r.value
-      from private.change_log_position() p
-      left join private.sync_rows(sync_snapshot.shape, sync_snapshot.public_url) r on true
-     order by r.id
-  $function$;
+DROP FUNCTION "api"."profile_patch"(jsonb);
 
-CREATE OR REPLACE FUNCTION private.sync_audience(shape text, after_id bigint, upto_id bigint, users uuid[])
- RETURNS SETOF uuid
- LANGUAGE sql
- STABLE SECURITY DEFINER
- SET search_path TO 'pg_catalog'
-AS $function$
-    with log as (
-      select c.table_name, c.record_id, c.row_data, c.old_data
-        from app.change_log c
-       where c.id > after_id and c.id <= upto_id
-    ),
-    candidates as (
-      select p.id
-        from log l
-        join app.profiles p on p.node_id = (l.row_data ->> 'member_node_id')::uuid
-       where l.table_name = 'community_members' and shape in ('events', 'communities')
-      union
-      select p.id
-        from app.community_members m
-        join app.profiles p on p.node_id = m.member_node_id
-       where shape = 'events'
-         and m.community_id in (select (l.row_data ->> 'community_id')::uuid from log l where l.table_name = 'events'
-                                union
-                                select (l.old_data ->> 'community_id')::uuid from log l where l.table_name = 'events')
-      union
-      select p.id
-        from app.community_members m
-        join app.profiles p on p.node_id = m.member_node_id
-       where shape = 'communities'
-         and m.community_id in (select l.record_id from log l where l.table_name = 'communities')
-      union
-      select (l.row_data ->> 'created_by')::uuid from log l where shape in ('tasks', 'deals') and l.table_name = shape
-      union
-      select (l.row_data ->> 'user_id')::uuid from log l where shape = 'hats' and l.table_name = 'hats'
-      union
-      select l.record_id from log l where shape = 'profile' and l.table_name = 'profiles'
-      union
-      select p.id
-        from log l
-        join app.profiles p on p.node_id = (l.row_data ->> 'owner_node_id')::uuid
-       where shape = 'connections' and l.table_name = 'connections'
-    )
-    select c.id from candidates c where c.id = any(users)
-  $function$;
+DROP FUNCTION "api"."task_delete"(uuid);
 
-CREATE OR REPLACE FUNCTION private.sync_community_events(communities uuid[])
- RETURNS TABLE(id uuid, community_id uuid)
- LANGUAGE sql
- STABLE SECURITY DEFINER
- SET search_path TO 'pg_catalog'
-AS $function$
-    select e.id, e.community_id
-      from app.events e
-     where e.community_id = any(communities)
-       and private.event_effective_end(e.starts_at, e.ends_at)
-           >= greatest(now(), (select s.expired_through from app.change_log_state s))
-  $function$;
+DROP FUNCTION "api"."task_update"(uuid, jsonb);
 
-CREATE OR REPLACE FUNCTION private.sync_log(shape text, after_id bigint, upto_id bigint)
- RETURNS TABLE(id bigint, operation text, table_name text, record_id uuid, changed_at timestamp with time zone, row_data jsonb, old_data jsonb)
+DROP FUNCTION "private"."check_in"(uuid, uuid, uuid, uuid, text);
+
+DROP FUNCTION "private"."check_in_user"(uuid, uuid, uuid, uuid, uuid, text);
+
+CREATE OR REPLACE FUNCTION api.connection_update(id uuid, patch jsonb, if_match text[] DEFAULT NULL::text[])
+ RETURNS SETOF api.connection
  LANGUAGE plpgsql
- STABLE SECURITY DEFINER
  SET search_path TO 'pg_catalog'
 AS $function$
 declare
-  me uuid := auth.uid();
-  my_node uuid := app.my_node_id();
+  current_row app.connections;
 begin
-  if shape not in ('profile', 'hats', 'communities', 'events', 'tasks', 'deals', 'connections') then
-    raise exception 'unknown shape %', shape using errcode = 'PT400', hint = 'bad_request';
-  end if;
-  if after_id < (select s.pruned_through from app.change_log_state s) then
-    raise exception 'the changes after % are no longer kept', after_id
-      using errcode = 'PT410', hint = 'last_event_id_expired';
+  if connection_update.if_match is not null then
+    select c.* into current_row from app.connections c where c.id = connection_update.id for no key update;
+    if found then
+      perform app.check_if_match(connection_update.if_match, current_row.updated_at, private.connection_json(current_row));
+    end if;
   end if;
   return query
-    select c.id, c.operation, c.table_name, c.record_id, c.changed_at, c.row_data, c.old_data
-      from app.change_log c
-     where c.id > after_id and c.id <= upto_id
-       and case
-             when c.table_name = 'community_members' then
-               shape in ('events', 'communities') and (c.row_data ->> 'member_node_id')::uuid = my_node
-             when shape = 'events' then c.table_name = 'events'
-             when shape = 'communities' then c.table_name = 'communities'
-             when shape = 'tasks' then c.table_name = 'tasks' and (c.row_data ->> 'created_by')::uuid = me
-             when shape = 'deals' then c.table_name = 'deals' and (c.row_data ->> 'created_by')::uuid = me
-             when shape = 'hats' then c.table_name = 'hats' and (c.row_data ->> 'user_id')::uuid = me
-             when shape = 'profile' then c.table_name = 'profiles' and c.record_id = me
-             when shape = 'connections' then c.table_name = 'connections' and (c.row_data ->> 'owner_node_id')::uuid = my_node
-             else false
-           end
-     order by c.id;
+    update app.connections c
+       set notes = case when patch ? 'notes' then patch ->> 'notes' else c.notes end,
+           strength = case when patch ? 'strength' then patch ->> 'strength' else c.strength end,
+           tags = case
+                    when not patch ? 'tags' then c.tags
+                    when jsonb_typeof(patch -> 'tags') = 'array'
+                      then array(select jsonb_array_elements_text(patch -> 'tags'))
+                    else '{}'
+                  end
+     where c.id = connection_update.id
+    returning c.id, c.owner_node_id, c.target_node_id, c.connection_type, c.event_id, c.my_hat_id,
+              c.their_hat_id, c.notes, c.strength, c.tags, c.created_at, c.updated_at;
+  if not found then
+    raise exception 'connection not found' using errcode = 'PT404', hint = 'connection_not_found';
+  end if;
 end;
 $function$;
 
-CREATE OR REPLACE FUNCTION private.sync_rows(shape text, public_url text)
- RETURNS TABLE(id uuid, value jsonb)
+CREATE OR REPLACE FUNCTION api.etag(version timestamp with time zone)
+ RETURNS text
+ LANGUAGE sql
+ IMMUTABLE STRICT
+ SET search_path TO 'pg_catalog'
+AS $function$
+    select '"' || ((extract(epoch from version) * 1000000)::bigint)::text || '"'
+  $function$;
+
+CREATE OR REPLACE FUNCTION api.event_checkin(event_id uuid, hat_id uuid DEFAULT NULL::uuid, location_id uuid DEFAULT NULL::uuid, visibility text DEFAULT NULL::text, checked_in_at timestamp with time zone DEFAULT NULL::timestamp with time zone)
+ RETURNS SETOF api.checkin_outcome
  LANGUAGE plpgsql
- STABLE
  SET search_path TO 'pg_catalog'
 AS $function$
+declare
+  found_event app.events := private.find_event(event_checkin.event_id);
 begin
-  case shape
-    when 'profile' then
-      return query
-        select p.id, to_jsonb(p) || jsonb_build_object('created_at', app.iso(p.created_at), 'updated_at', app.iso(p.updated_at))
-          from api.profile_get() p;
-    when 'hats' then
-      return query
-        select h.id, to_jsonb(h) || jsonb_build_object('created_at', app.iso(h.created_at))
-          from api.hats_list() h;
-    when 'communities' then
-      return query
-        select c.id, app.community_json(c) || jsonb_build_object('joined_at', app.iso(m.joined_at), 'role', m.role)
-          from app.community_members m
-          join app.communities c on c.id = m.community_id
-         where m.member_node_id = app.my_node_id();
-    when 'events' then
-      return query
-        select (u.event).id, private.event_object(u.event, u.community_node_id, u.manages, public_url)
-          from private.synced_events_of(app.my_node_id()) u;
-    when 'tasks' then
-      return query
-        select t.id, jsonb_build_object('id', t.id, 'created_by', t.created_by, 'inserted_at', app.iso(t.inserted_at),
-                                        'updated_at', app.iso(t.updated_at), 'meta', t.meta)
-          from app.tasks t;
-    when 'deals' then
-      return query
-        select d.id, to_jsonb(d) from api.deals_list() d;
-    when 'connections' then
-      return query
-        select c.id, to_jsonb(c) || jsonb_build_object('created_at', app.iso(c.created_at), 'updated_at', app.iso(c.updated_at))
-          from api.connections_list() c;
-    else
-      raise exception 'unknown shape %', shape using errcode = 'PT400', hint = 'bad_request';
-  end case;
+  if found_event.id is null then
+    raise exception 'event not found' using errcode = 'PT404', hint = 'event_not_found';
+  end if;
+  return query select * from private.check_in(found_event.id, null, hat_id, location_id, visibility,
+                                               private.checkin_device_time(found_event, event_checkin.checked_in_at));
 end;
 $function$;
 
-CREATE OR REPLACE FUNCTION private.sync_was_member(community uuid, was uuid[], was_not uuid[])
- RETURNS boolean
+CREATE OR REPLACE FUNCTION api.event_etag(id uuid)
+ RETURNS text
  LANGUAGE sql
  STABLE
  SET search_path TO 'pg_catalog'
 AS $function$
-    select case
-             when community = any(coalesce(was, '{}')) then true
-             when community = any(coalesce(was_not, '{}')) then false
-             else exists (select from app.community_members m
-                           where m.community_id = community and m.member_node_id = app.my_node_id())
-           end
+    select api.etag((private.find_event(event_etag.id)).updated_at)
   $function$;
 
-CREATE OR REPLACE FUNCTION private.synced_events_of(member_node uuid)
- RETURNS TABLE(event app.events, community_node_id uuid, manages boolean)
- LANGUAGE sql
- STABLE
- SET search_path TO 'pg_catalog'
-AS $function$
-    select e, c.node_id, m.role = 'manager'
-      from app.community_members m
-      join app.events e on e.community_id = m.community_id
-      join app.communities c on c.id = e.community_id
-     where m.member_node_id = member_node
-       and private.event_effective_end(e.starts_at, e.ends_at)
-           >= greatest(now(), (select p.expired_through from private.change_log_position() p))
-  $function$;
-
-CREATE OR REPLACE FUNCTION private.tg_sync__log_change()
- RETURNS trigger
+CREATE OR REPLACE FUNCTION api.event_update(id uuid, patch jsonb, public_url text, if_match text[] DEFAULT NULL::text[])
+ RETURNS jsonb
  LANGUAGE plpgsql
  SECURITY DEFINER
  SET search_path TO 'pg_catalog'
 AS $function$
 declare
-  changed record;
-  change_id bigint;
+  caller uuid := auth.uid();
+  found_event app.events := private.find_event(event_update.id);
 begin
-  if tg_op = 'DELETE' then
-    changed := old;
-  else
-    changed := new;
+  if found_event.id is null then
+    raise exception 'event not found' using errcode = 'PT404', hint = 'event_not_found';
   end if;
-  if tg_op = 'UPDATE' and to_jsonb(old) = to_jsonb(new) then
-    return null;
+  if not private.is_community_manager(found_event.community_id, caller) then
+    raise exception 'only managers of the event''s community may change it' using errcode = 'PT403', hint = 'not_community_manager';
   end if;
-  change_id := private.append_change(lower(tg_op), tg_table_name, (to_jsonb(changed) ->> 'id')::uuid, to_jsonb(changed),
-                                     case when tg_op = 'UPDATE' then to_jsonb(old) end);
-  perform pg_notify('event_changes', json_build_object('id', change_id)::text);
-  return null;
+  if event_update.if_match is not null then
+    select e.* into found_event from app.events e where e.id = found_event.id for no key update;
+    perform app.check_if_match(event_update.if_match, found_event.updated_at, private.event_json(found_event, event_update.public_url));
+  end if;
+  if pg_catalog.jsonb_typeof(event_update.patch) is distinct from 'object' then
+    raise exception 'the patch must be an object' using errcode = 'PT422', hint = 'validation_error';
+  end if;
+  if event_update.patch ? 'image_path' then
+    -- An object of the event-images bucket in the event's folder, or null to clear (a platform's external image stays).
+    update app.events e
+       set image_object_id = private.storage_image_object('event-images', event_update.patch->>'image_path', caller)
+     where e.id = found_event.id
+    returning e.* into found_event;
+  end if;
+  return private.event_json(found_event, event_update.public_url);
 end;
 $function$;
 
-CREATE TRIGGER _910_sync_log_change AFTER INSERT OR DELETE OR UPDATE ON app.communities FOR EACH ROW EXECUTE FUNCTION private.tg_sync__log_change();
+CREATE OR REPLACE FUNCTION api.profile_patch(patch jsonb, if_match text[] DEFAULT NULL::text[])
+ RETURNS SETOF api.user_profile
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog'
+AS $function$
+declare
+  caller uuid := auth.uid();
+  version timestamp with time zone;
+begin
+  if pg_catalog.jsonb_typeof(profile_patch.patch) is distinct from 'object' then
+    raise exception 'the patch must be an object' using errcode = 'PT422', hint = 'validation_error';
+  end if;
+  if profile_patch.if_match is not null then
+    select p.updated_at into version from app.profiles p where p.id = caller for no key update;
+    if found then
+      perform app.check_if_match(profile_patch.if_match, version, private.profile_json(caller));
+    end if;
+  end if;
+  if profile_patch.patch ? 'name' then
+    perform api.profile_update(profile_patch.patch->>'name');
+  end if;
+  if profile_patch.patch ? 'avatar_path' then
+    -- An object of the avatars bucket in the caller's own folder, or null to clear.
+    update app.profiles p
+       set avatar_object_id = private.storage_image_object('avatars', profile_patch.patch->>'avatar_path', caller)
+     where p.id = caller;
+    if not found then
+      raise exception 'profile not found' using errcode = 'PT404', hint = 'profile_not_found';
+    end if;
+  end if;
+  return query
+    select p.id, u.email, p.name, s.is_premium, p.subscription_type,
+           s.max_hats, p.node_id, p.created_at, p.updated_at, app.storage_public_url(p.avatar_object_id)
+      from app.profiles p
+      join identity.users u on u.id = p.id
+      join app.subscription_plans s on s.id = p.subscription_type
+     where p.id = caller;
+  if not found then
+    raise exception 'profile not found' using errcode = 'PT404', hint = 'profile_not_found';
+  end if;
+end;
+$function$;
 
-CREATE TRIGGER _910_sync_log_change AFTER INSERT OR DELETE OR UPDATE ON app.connections FOR EACH ROW EXECUTE FUNCTION private.tg_sync__log_change();
+CREATE OR REPLACE FUNCTION api.task_delete(task_id uuid, if_match text[] DEFAULT NULL::text[])
+ RETURNS void
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog'
+AS $function$
+declare
+  task app.tasks;
+begin
+  if task_delete.if_match is not null then
+    select * into task from app.tasks t where t.id = task_delete.task_id for update;
+    if found then
+      perform app.check_if_match(task_delete.if_match, task.updated_at, private.task_json(task));
+    end if;
+  end if;
+  delete from app.tasks t where t.id = task_delete.task_id;
+  if found then
+    return;
+  end if;
+  if private.task_exists(task_delete.task_id) then
+    raise exception 'only the creator of a task can delete it' using errcode = 'PT403', hint = 'not_task_creator';
+  end if;
+  raise exception 'task not found' using errcode = 'PT404', hint = 'task_not_found';
+end;
+$function$;
 
-CREATE TRIGGER _910_sync_log_change AFTER INSERT OR DELETE OR UPDATE ON app.deals FOR EACH ROW EXECUTE FUNCTION private.tg_sync__log_change();
+CREATE OR REPLACE FUNCTION api.task_update(task_id uuid, changes jsonb, if_match text[] DEFAULT NULL::text[])
+ RETURNS SETOF api.task
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog'
+AS $function$
+declare
+  task app.tasks;
+  new_meta jsonb;
+  new_deal jsonb;
+begin
+  if changes is null or jsonb_typeof(changes) <> 'object' then
+    raise exception 'the body must be an object' using errcode = 'PT422', hint = 'validation_error';
+  end if;
+  if changes ? 'status' then
+    raise exception 'status cannot be changed with PATCH; use start or complete' using errcode = 'PT422', hint = 'validation_error';
+  end if;
+  if exists (select from jsonb_object_keys(changes) k where k not in ('title', 'description', 'deal_context')) then
+    raise exception 'only title, description and deal_context can be changed' using errcode = 'PT422', hint = 'validation_error';
+  end if;
+  if jsonb_typeof(changes -> 'deal_context') not in ('object', 'null') then
+    raise exception 'deal_context must be an object' using errcode = 'PT422', hint = 'validation_error';
+  end if;
 
-CREATE TRIGGER _910_sync_log_change AFTER INSERT OR DELETE OR UPDATE ON app.hats FOR EACH ROW EXECUTE FUNCTION private.tg_sync__log_change();
+  select * into task from app.tasks t where t.id = task_update.task_id for no key update;
+  if not found then
+    raise exception 'task not found' using errcode = 'PT404', hint = 'task_not_found';
+  end if;
+  perform app.check_if_match(task_update.if_match, task.updated_at, private.task_json(task));
 
-CREATE TRIGGER _910_sync_log_change AFTER INSERT OR DELETE OR UPDATE ON app.profiles FOR EACH ROW EXECUTE FUNCTION private.tg_sync__log_change();
+  new_meta := task.meta || (changes - 'deal_context');
+  if changes ? 'deal_context' then
+    if jsonb_typeof(changes -> 'deal_context') = 'null' then
+      new_meta := new_meta - 'deal_context';
+    else
+      new_deal := jsonb_strip_nulls(coalesce(task.meta -> 'deal_context', '{}') || (changes -> 'deal_context'));
+      new_meta := case when new_deal = '{}' then new_meta - 'deal_context'
+                       else jsonb_set(new_meta, '{deal_context}', new_deal) end;
+    end if;
+  end if;
+  -- Null removes a top-level key (never status, which is not in changes).
+  new_meta := new_meta - array(select k from jsonb_each(changes) e(k, v) where jsonb_typeof(v) = 'null');
 
-CREATE TRIGGER _910_sync_log_change AFTER INSERT OR DELETE OR UPDATE ON app.tasks FOR EACH ROW EXECUTE FUNCTION private.tg_sync__log_change();
+  return query
+    update app.tasks t set meta = new_meta
+     where t.id = task.id
+     returning t.id, t.created_by, t.inserted_at, t.updated_at, t.meta;
+end;
+$function$;
 
-COMMENT ON FUNCTION "api"."sync_changes"(text, bigint, text) IS 'GET /sync/v1/shape (offset after a change id): what changed in the caller''s shape after after_id, up to the log''s head, one message per row (change_id of its last change, insert|update|delete, id, the row as REST answers it or {id} for a delete), then a head row (operation ''head'', no id). PT410 last_event_id_expired when after_id is older than the log keeps; PT400 for an unknown shape.';
+CREATE OR REPLACE FUNCTION app.check_if_match(if_match text[], version timestamp with time zone, current jsonb)
+ RETURNS void
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog'
+AS $function$
+declare
+  etag text := api.etag(version);
+begin
+  -- No If-Match: no condition. `*`: any current version (the object exists,
+  -- or the caller would have had 404). Otherwise one of the tags must be the
+  -- current one, compared strongly: a weak tag (W/"...") never matches.
+  if if_match is null or '*' = any(if_match) or etag = any(if_match) then
+    return;
+  end if;
+  raise exception 'the object changed since the version given in If-Match' using errcode = 'PT412', hint = 'precondition_failed',
+    detail = pg_catalog.jsonb_build_object('etag', etag, 'current', current)::text;
+end;
+$function$;
 
-COMMENT ON FUNCTION "api"."sync_snapshot"(text, text) IS 'GET /sync/v1/shape (offset -1): the rows of the caller''s shape (private.sync_rows) and the change id they are consistent with (head, on every row; one row with a null id when the shape is empty). One statement, so the rows and the head are of one snapshot.';
+CREATE OR REPLACE FUNCTION private.check_in(event_id uuid, venue_node_id uuid, hat_id uuid, location_id uuid, visibility text, device_checked_in_at timestamp with time zone DEFAULT NULL::timestamp with time zone)
+ RETURNS SETOF api.checkin_outcome
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog'
+AS $function$
+declare
+  caller uuid := auth.uid();
+begin
+  if caller is null then
+    raise exception 'not signed in' using errcode = 'PT401';
+  end if;
+  return query select * from private.check_in_user(caller, event_id, venue_node_id, hat_id, location_id, visibility, device_checked_in_at);
+end;
+$function$;
 
-COMMENT ON FUNCTION "private"."sync_audience"(text, bigint, bigint, uuid[]) IS 'Which of these users a range of changes may concern for a shape (a superset: owners of changed rows, members of changed events'' and communities'' communities, users whose memberships changed). The gateway reads api.sync_changes for those only.';
+CREATE OR REPLACE FUNCTION private.check_in_user(user_id uuid, event_id uuid, venue_node_id uuid, hat_id uuid, location_id uuid, visibility text, device_checked_in_at timestamp with time zone DEFAULT NULL::timestamp with time zone)
+ RETURNS SETOF api.checkin_outcome
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog'
+AS $function$
+declare
+  checkin_row app.checkins;
+begin
+  loop
+    insert into app.checkins as c (user_id, event_id, venue_node_id, hat_id, location_id, visibility, device_checked_in_at)
+      values (check_in_user.user_id, check_in_user.event_id, check_in_user.venue_node_id, check_in_user.hat_id,
+              check_in_user.location_id, coalesce(check_in_user.visibility, 'anonymous'), check_in_user.device_checked_in_at)
+      on conflict do nothing
+      returning c.* into checkin_row;
+    if checkin_row.id is not null then
+      return query select true, private.checkin_json(checkin_row);
+      return;
+    end if;
+    select c.* into checkin_row
+      from app.checkins c
+     where c.user_id = check_in_user.user_id
+       and c.checked_out_at is null
+       and c.event_id is not distinct from check_in_user.event_id
+       and c.venue_node_id is not distinct from check_in_user.venue_node_id;
+    if checkin_row.id is not null then
+      return query select false, private.checkin_json(checkin_row);
+      return;
+    end if;
+    -- Checked out between the two statements: try again.
+  end loop;
+end;
+$function$;
 
-COMMENT ON FUNCTION "private"."sync_community_events"(uuid[]) IS 'The ids of the events shown in an events shape of these communities (not ended): those a join brings in and a leave takes out (api.sync_changes, for the caller''s changed memberships only).';
+CREATE OR REPLACE FUNCTION private.checkin_device_time(event app.events, device_time timestamp with time zone, as_of timestamp with time zone DEFAULT now())
+ RETURNS timestamp with time zone
+ LANGUAGE plpgsql
+ STABLE
+ SET search_path TO 'pg_catalog'
+AS $function$
+begin
+  -- An offline check-in: the phone's clock, trusted within bounds. At most 5
+  -- minutes ahead of the server (clock skew), at most 24 hours behind it (a
+  -- day offline), and inside the event's check-in window (the venue window:
+  -- 2 hours before its date to 2 hours after its effective end).
+  if device_time is null then
+    return null;
+  end if;
+  if device_time > as_of + interval '5 minutes' then
+    raise exception 'checked_in_at is in the future (more than 5 minutes ahead of the server)'
+      using errcode = 'PT422', hint = 'checkin_time_in_future';
+  end if;
+  if device_time < as_of - interval '24 hours' then
+    raise exception 'checked_in_at is more than 24 hours old' using errcode = 'PT422', hint = 'checkin_time_too_old';
+  end if;
+  if device_time < event.starts_at - interval '2 hours'
+     or device_time > private.event_effective_end(event.starts_at, event.ends_at) + interval '2 hours' then
+    raise exception 'checked_in_at is outside the event''s check-in window (2 hours before its start to 2 hours after its end)'
+      using errcode = 'PT422', hint = 'checkin_time_outside_event';
+  end if;
+  return device_time;
+end;
+$function$;
 
-COMMENT ON FUNCTION "private"."sync_log"(text, bigint, bigint) IS 'The change-log entries after_id < id <= upto_id that may concern the caller''s shape: their own rows (the owner column of the row), the caller''s memberships, and every event or community change (judged by api.sync_changes). PT410 last_event_id_expired below the prune watermark; PT400 for an unknown shape.';
+CREATE OR REPLACE FUNCTION private.checkin_json(c app.checkins)
+ RETURNS jsonb
+ LANGUAGE sql
+ STABLE
+ SET search_path TO 'pg_catalog'
+AS $function$
+    select jsonb_build_object(
+      'id', c.id,
+      'type', case when c.event_id is not null then 'event' else 'venue' end,
+      'event_id', c.event_id,
+      'venue_id', c.venue_node_id,
+      'hat_id', c.hat_id,
+      'location_id', c.location_id,
+      'visibility', c.visibility,
+      'checked_in_at', app.iso(c.checked_in_at),
+      'checked_out_at', app.iso(c.checked_out_at),
+      'device_checked_in_at', app.iso(c.device_checked_in_at)
+    )
+  $function$;
 
-COMMENT ON FUNCTION "private"."sync_rows"(text, text) IS 'The rows of a shape as the caller sees them now, each with the fields REST answers (read through the REST functions and row-level security; timestamps as the gateway writes them): profile, hats, communities (mine, with joined_at and role), events (of my communities, not ended), tasks, deals, connections. PT400 for another name.';
+CREATE OR REPLACE FUNCTION private.connection_json(c app.connections)
+ RETURNS jsonb
+ LANGUAGE sql
+ STABLE
+ SET search_path TO 'pg_catalog'
+AS $function$
+    select jsonb_build_object('id', c.id, 'owner_node_id', c.owner_node_id, 'target_node_id', c.target_node_id,
+                              'connection_type', c.connection_type, 'event_id', c.event_id, 'my_hat_id', c.my_hat_id,
+                              'their_hat_id', c.their_hat_id, 'notes', c.notes, 'strength', c.strength, 'tags', c.tags,
+                              'created_at', app.iso(c.created_at), 'updated_at', app.iso(c.updated_at))
+  $function$;
 
-COMMENT ON FUNCTION "private"."sync_was_member"(uuid, uuid[], uuid[]) IS 'Whether the caller was a member of the community before a range of changes: as its first membership entry in the range says (was / was_not), else as now.';
+CREATE OR REPLACE FUNCTION private.idempotency_key_lifetime()
+ RETURNS interval
+ LANGUAGE sql
+ IMMUTABLE
+AS $function$ select interval '48 hours' $function$;
 
-COMMENT ON FUNCTION "private"."synced_events_of"(uuid) IS 'The events shape of a member: the events of their communities that have not ended (nor been logged as expired), with the community''s node id and whether they manage it. Unlike the upcoming list, not limited to 100.';
+CREATE OR REPLACE FUNCTION private.profile_json(user_id uuid)
+ RETURNS jsonb
+ LANGUAGE sql
+ STABLE SECURITY DEFINER
+ SET search_path TO 'pg_catalog'
+AS $function$
+    select jsonb_build_object('id', p.id, 'email', u.email, 'name', p.name, 'is_premium', s.is_premium,
+                              'subscription_type', p.subscription_type, 'max_hats', s.max_hats, 'node_id', p.node_id,
+                              'created_at', app.iso(p.created_at), 'updated_at', app.iso(p.updated_at),
+                              'avatar_url', app.storage_public_url(p.avatar_object_id))
+      from app.profiles p
+      join identity.users u on u.id = p.id
+      join app.subscription_plans s on s.id = p.subscription_type
+     where p.id = profile_json.user_id and p.id = auth.uid()
+  $function$;
 
-COMMENT ON FUNCTION "private"."tg_sync__log_change"() IS 'Trigger: logs a change of a synced table (tasks, deals, hats, connections, profiles, communities) to app.change_log (record_id = the row''s id) and NOTIFYs event_changes with {id}.';
+CREATE OR REPLACE FUNCTION private.task_json(task app.tasks)
+ RETURNS jsonb
+ LANGUAGE sql
+ STABLE
+ SET search_path TO 'pg_catalog'
+AS $function$
+    select jsonb_build_object('id', task.id, 'created_by', task.created_by, 'inserted_at', app.iso(task.inserted_at),
+                              'updated_at', app.iso(task.updated_at), 'meta', task.meta)
+  $function$;
 
-REVOKE ALL ON FUNCTION "api"."sync_changes"(text, bigint, text) FROM PUBLIC;
+COMMENT ON COLUMN "app"."checkins"."device_checked_in_at" IS 'When the phone says it checked in (an offline check-in sent later), beside checked_in_at (the server''s time of arrival): at most 24 hours before it and 5 minutes after it (clock skew), and inside the event''s check-in window (private.checkin_device_time); null when the phone sent none.';
 
-GRANT EXECUTE ON FUNCTION "api"."sync_changes"(text, bigint, text) TO "authenticated";
+COMMENT ON FUNCTION "api"."connection_update"(uuid, jsonb, text[]) IS 'PATCH /api/mobile/connections/{id}: changes notes, strength and tags given in the patch. PT404 when unknown or someone else''s; PT412 precondition_failed (with the current connection) when if_match (the If-Match tags) names another version (api.etag).';
 
-REVOKE ALL ON FUNCTION "api"."sync_snapshot"(text, text) FROM PUBLIC;
+COMMENT ON FUNCTION "api"."etag"(timestamp with time zone) IS 'The ETag of a single object of the REST interface: its row''s updated_at (set on every update by private.tg__set_updated_at) in microseconds since 1970, quoted (a strong entity tag). The gateway answers it on every single-object GET and write; app.check_if_match compares If-Match to it.';
 
-GRANT EXECUTE ON FUNCTION "api"."sync_snapshot"(text, text) TO "authenticated";
+COMMENT ON FUNCTION "api"."event_checkin"(uuid, uuid, uuid, text, timestamp with time zone) IS 'POST /api/mobile/events/{event_id}/checkin: checks the caller in (created) or returns the current check-in. checked_in_at: the phone''s time of an offline check-in, kept as device_checked_in_at beside the server''s (private.checkin_device_time: PT422 checkin_time_in_future, checkin_time_too_old, checkin_time_outside_event). PT404 unknown event, PT422 a hat not the caller''s.';
 
-REVOKE ALL ON FUNCTION "private"."sync_audience"(text, bigint, bigint, uuid[]) FROM PUBLIC;
+COMMENT ON FUNCTION "api"."event_etag"(uuid) IS 'GET and PATCH /api/mobile/events/{id}: the event''s ETag (api.etag of its updated_at; by id or node id), answered beside the Event object (which has no updated_at); null when unknown.';
 
-REVOKE ALL ON FUNCTION "private"."sync_community_events"(uuid[]) FROM PUBLIC;
+COMMENT ON FUNCTION "api"."event_update"(uuid, jsonb, text, text[]) IS 'PATCH /api/mobile/events/{id}: a manager of the event''s community changes what the patch names: image_path (an object of the event-images bucket in the event''s folder, or null to clear). PT403 not_community_manager, PT404 event_not_found, PT422 invalid_image_path; PT412 precondition_failed (with the current event) when if_match (the If-Match tags) names another version (api.event_etag).';
 
-GRANT EXECUTE ON FUNCTION "private"."sync_community_events"(uuid[]) TO "authenticated";
+COMMENT ON FUNCTION "api"."idempotency_claim"(text, text) IS 'Claims an Idempotency-Key for the caller''s credential (private.idempotency_credential) in the request''s transaction, before the route''s call, and returns null; or, when the credential sent the same request (request_hash: SHA-256 of method, path and body, hex) in the last 48 hours, returns its stored answer {status, answer: {headers, body}}, which the gateway sends only if the route does not refuse the caller now. PT409 idempotency_key_in_progress while another transaction holds the key; PT422 idempotency_key_reused for another request.';
 
-REVOKE ALL ON FUNCTION "private"."sync_log"(text, bigint, bigint) FROM PUBLIC;
+COMMENT ON FUNCTION "api"."profile_patch"(jsonb, text[]) IS 'PATCH /api/mobile/profile: changes what the patch names: name (as api.profile_update) and avatar_path (an object of the avatars bucket in the caller''s folder, or null to clear). PT422 validation_error or invalid_image_path, PT404 without a profile; PT412 precondition_failed (with the current profile) when if_match (the If-Match tags) names another version (api.etag of the profile''s updated_at).';
 
-GRANT EXECUTE ON FUNCTION "private"."sync_log"(text, bigint, bigint) TO "authenticated";
+COMMENT ON FUNCTION "api"."task_delete"(uuid, text[]) IS 'DELETE /api/mobile/tasks/{id}: deletes one of the caller''s tasks and its links; PT403 for another user''s task, PT404 for none; PT412 precondition_failed (with the current task) when if_match (the If-Match tags) names another version (api.etag).';
 
-REVOKE ALL ON FUNCTION "private"."sync_rows"(text, text) FROM PUBLIC;
+COMMENT ON FUNCTION "api"."task_update"(uuid, jsonb, text[]) IS 'PATCH /api/mobile/tasks/{id}: merges title, description and deal_context into meta (null removes); PT422 for status or other keys; PT404; PT412 precondition_failed (with the current task) when if_match (the If-Match tags) names another version (api.etag).';
 
-GRANT EXECUTE ON FUNCTION "private"."sync_rows"(text, text) TO "authenticated";
+COMMENT ON FUNCTION "app"."check_if_match"(text[], timestamp with time zone, jsonb) IS 'A write''s If-Match (the entity tags sent; null: none) against the object''s current version (api.etag of its updated_at), called with the row locked: PT412 precondition_failed with {etag, current: the object as the route answers it} in the DETAIL when no tag matches (nothing is written: the transaction fails).';
 
-REVOKE ALL ON FUNCTION "private"."sync_was_member"(uuid, uuid[], uuid[]) FROM PUBLIC;
+COMMENT ON FUNCTION "private"."check_in"(uuid, uuid, uuid, uuid, text, timestamp with time zone) IS 'Checks the caller in to an event or a venue (device_checked_in_at: the phone''s time, already checked); idempotent: returns the current check-in with created = false.';
 
-GRANT EXECUTE ON FUNCTION "private"."sync_was_member"(uuid, uuid[], uuid[]) TO "authenticated";
+COMMENT ON FUNCTION "private"."check_in_user"(uuid, uuid, uuid, uuid, uuid, text, timestamp with time zone) IS 'Checks a user in to an event or a venue; idempotent: returns the current check-in with created = false. Runs with the caller''s rights: for a request role, row-level security admits only the caller''s own user_id.';
 
-REVOKE ALL ON FUNCTION "private"."synced_events_of"(uuid) FROM PUBLIC;
+COMMENT ON FUNCTION "private"."checkin_device_time"(app.events, timestamp with time zone, timestamp with time zone) IS 'The phone''s time of an offline event check-in, checked: null stays null; PT422 checkin_time_in_future past as_of + 5 minutes, checkin_time_too_old before as_of - 24 hours, checkin_time_outside_event outside date - 2h .. effective end + 2h.';
 
-GRANT EXECUTE ON FUNCTION "private"."synced_events_of"(uuid) TO "authenticated";
+COMMENT ON FUNCTION "private"."connection_json"(app.connections) IS 'A connection as the REST interface answers it (the Connection object), for the current object of a PT412.';
 
-REVOKE ALL ON FUNCTION "private"."tg_sync__log_change"() FROM PUBLIC;
+COMMENT ON FUNCTION "private"."idempotency_key_lifetime"() IS 'How long an idempotency key and its answer are kept: 48 hours, so that a write replayed after a day offline keeps its key.';
+
+COMMENT ON FUNCTION "private"."idempotency_keys_prune"(integer) IS 'Deletes idempotency keys older than 48 hours, at most max_rows (oldest first), and counts them off their callers; returns how many. The background worker''s crontab runs it.';
+
+COMMENT ON FUNCTION "private"."profile_json"(uuid) IS 'The caller''s profile as the REST interface answers it (the UserProfile object), for the current object of a PT412; null for anyone else''s id.';
+
+COMMENT ON FUNCTION "private"."task_json"(app.tasks) IS 'A task as the REST interface answers it (the Task object), for the current object of a PT412.';
+
+COMMENT ON TABLE "app"."idempotency_keys" IS 'Idempotency keys of the last 48 hours, per user and credential (at most 1,000 a user): the key''s SHA-256, the request''s SHA-256 (method, path, body), the status of a success and the answer (encrypted with a key derived from the user, the credential and the idempotency key). Written only in the transaction of the request they answer. Not granted to request roles.';
+
+REVOKE ALL ON FUNCTION "api"."connection_update"(uuid, jsonb, text[]) FROM PUBLIC;
+
+GRANT EXECUTE ON FUNCTION "api"."connection_update"(uuid, jsonb, text[]) TO "authenticated";
+
+REVOKE ALL ON FUNCTION "api"."etag"(timestamp with time zone) FROM PUBLIC;
+
+GRANT EXECUTE ON FUNCTION "api"."etag"(timestamp with time zone) TO "authenticated";
+
+REVOKE ALL ON FUNCTION "api"."event_checkin"(uuid, uuid, uuid, text, timestamp with time zone) FROM PUBLIC;
+
+GRANT EXECUTE ON FUNCTION "api"."event_checkin"(uuid, uuid, uuid, text, timestamp with time zone) TO "authenticated";
+
+REVOKE ALL ON FUNCTION "api"."event_etag"(uuid) FROM PUBLIC;
+
+GRANT EXECUTE ON FUNCTION "api"."event_etag"(uuid) TO "authenticated";
+
+REVOKE ALL ON FUNCTION "api"."event_update"(uuid, jsonb, text, text[]) FROM PUBLIC;
+
+GRANT EXECUTE ON FUNCTION "api"."event_update"(uuid, jsonb, text, text[]) TO "authenticated";
+
+REVOKE ALL ON FUNCTION "api"."profile_patch"(jsonb, text[]) FROM PUBLIC;
+
+GRANT EXECUTE ON FUNCTION "api"."profile_patch"(jsonb, text[]) TO "authenticated";
+
+REVOKE ALL ON FUNCTION "api"."task_delete"(uuid, text[]) FROM PUBLIC;
+
+GRANT EXECUTE ON FUNCTION "api"."task_delete"(uuid, text[]) TO "authenticated";
+
+REVOKE ALL ON FUNCTION "api"."task_update"(uuid, jsonb, text[]) FROM PUBLIC;
+
+GRANT EXECUTE ON FUNCTION "api"."task_update"(uuid, jsonb, text[]) TO "authenticated";
+
+REVOKE ALL ON FUNCTION "app"."check_if_match"(text[], timestamp with time zone, jsonb) FROM PUBLIC;
+
+GRANT EXECUTE ON FUNCTION "app"."check_if_match"(text[], timestamp with time zone, jsonb) TO "authenticated";
+
+REVOKE ALL ON FUNCTION "private"."check_in"(uuid, uuid, uuid, uuid, text, timestamp with time zone) FROM PUBLIC;
+
+GRANT EXECUTE ON FUNCTION "private"."check_in"(uuid, uuid, uuid, uuid, text, timestamp with time zone) TO "authenticated";
+
+REVOKE ALL ON FUNCTION "private"."check_in_user"(uuid, uuid, uuid, uuid, uuid, text, timestamp with time zone) FROM PUBLIC;
+
+GRANT EXECUTE ON FUNCTION "private"."check_in_user"(uuid, uuid, uuid, uuid, uuid, text, timestamp with time zone) TO "authenticated";
+
+REVOKE ALL ON FUNCTION "private"."checkin_device_time"(app.events, timestamp with time zone, timestamp with time zone) FROM PUBLIC;
+
+GRANT EXECUTE ON FUNCTION "private"."checkin_device_time"(app.events, timestamp with time zone, timestamp with time zone) TO "authenticated";
+
+REVOKE ALL ON FUNCTION "private"."connection_json"(app.connections) FROM PUBLIC;
+
+GRANT EXECUTE ON FUNCTION "private"."connection_json"(app.connections) TO "authenticated";
+
+REVOKE ALL ON FUNCTION "private"."profile_json"(uuid) FROM PUBLIC;
+
+REVOKE ALL ON FUNCTION "private"."task_json"(app.tasks) FROM PUBLIC;
+
+GRANT EXECUTE ON FUNCTION "private"."task_json"(app.tasks) TO "authenticated";
+
+REVOKE ALL ("device_checked_in_at") ON TABLE "app"."checkins" FROM "authenticated";
+
+GRANT INSERT ("device_checked_in_at") ON TABLE "app"."checkins" TO "authenticated";
