@@ -4,7 +4,6 @@ import crypto from 'node:crypto';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { createApp, routes } from './app.ts';
-import { trackConnections } from './http/drain.ts';
 import { answerClientErrors } from './core/web/input.ts';
 import type { Services } from './http/route.ts';
 import type { Config } from './core/process/config.ts';
@@ -99,7 +98,7 @@ export async function startGateway(
     webhooks: { allowPrivateTargets: config.webhooks.allowPrivateTargets, allowedPorts: config.webhooks.allowedPorts },
     storage: new StorageService(config.storage),
   };
-  const app = createApp({
+  const app = await createApp({
     services,
     log,
     isReady: () => ready,
@@ -107,11 +106,9 @@ export async function startGateway(
     mcp: { upstreamUrl: () => config.mcp.upstreamUrl ?? mcpUpstream?.(), trustProxy: config.trustProxy, proxySecret: config.mcp.proxySecret },
   });
 
-  const server = http.createServer(app);
-  server.keepAliveTimeout = 65_000;
+  const server = app.server;
   server.headersTimeout = 66_000;
   answerClientErrors(server);
-  const drain = trackConnections(server);
   const websocket = attachRealtimeWebSocket(server, {
     hub: realtime,
     sql,
@@ -124,14 +121,11 @@ export async function startGateway(
   });
   let port = 0;
   const listen = async () => {
-    await new Promise<void>((resolve, reject) => {
-      server.once('error', reject);
-      // A deep accept queue: after a restart thousands of realtime clients
-      // reconnect at once, and a connection the queue cannot hold is dropped
-      // and retried by the client's TCP 1, 3, 7 s later (Node's default is 511;
-      // the kernel caps it at net.core.somaxconn).
-      server.listen({ port: config.port, host: config.host ?? '0.0.0.0', backlog: LISTEN_BACKLOG }, () => resolve());
-    });
+    // A deep accept queue: after a restart thousands of realtime clients
+    // reconnect at once, and a connection the queue cannot hold is dropped
+    // and retried by the client's TCP 1, 3, 7 s later (Node's default is 511;
+    // the kernel caps it at net.core.somaxconn).
+    await app.listen({ port: config.port, host: config.host ?? '0.0.0.0', backlog: LISTEN_BACKLOG });
     port = (server.address() as AddressInfo).port;
     services.selfUrl = selfUrl(config.host, port);
   };
@@ -147,8 +141,12 @@ export async function startGateway(
   let closing = false;
   const close = async () => {
     closing = true;
-    // In-flight requests may run until their statement timeout; then whatever is left is cut.
-    const drained = drain.close(config.statementTimeoutMs + 1_000);
+    // Fastify's close: no new connections, idle ones closed at once, requests
+    // being served finish and are answered with Connection: close (those still
+    // arriving on open connections too). In-flight requests may run until
+    // their statement timeout; then whatever is left is cut.
+    const drained = app.close();
+    setTimeout(() => server.closeAllConnections(), config.statementTimeoutMs + 1_000).unref();
     // Jobs running finish (a webhook is given up to 5 s, then retried by the next worker).
     await worker?.stop(config.statementTimeoutMs);
     await websocket.close();
