@@ -73,7 +73,11 @@ export async function startGateway(
   setPoolMax(config.dbPoolMax);
   // storage_volume_*_bytes: the file system of STORAGE_DIR (uploads on it are refused when it is full).
   measureStorageVolume(config.storage.dir);
-  const tokens = await createTokenService(config);
+  const tokens = await createTokenService(config, {
+    sql,
+    listenSql,
+    onReloadError: (err) => log.warn({ err }, 'signing keys: reloading the key set failed; the keys loaded before stay in use'),
+  });
   const realtime = new ChangeHub(sql, config.realtime, log, {
     publicUrl: config.publicUrl,
     statementTimeoutMs: config.statementTimeoutMs,
@@ -152,6 +156,7 @@ export async function startGateway(
     await websocket.close();
     await realtime.close();
     await sessions.close();
+    await tokens.close();
     await drained;
     ready = false;
     await sql.end({ timeout: 5 });
@@ -165,6 +170,8 @@ export async function startGateway(
     // Behind a pooler, migrations (advisory locks, DDL) go to the database directly.
     await runMigrations(config.databaseDirectUrl ?? databaseUrl, log, { includeCurrent: includeCurrentMigration });
     await warnAboutOtherIssuers(sql, config.publicUrl, log);
+    // The signing keys (identity.signing_keys) are there once the migrations are.
+    await tokens.start();
     // SQL outside requests (webhook payloads) builds links with PUBLIC_URL.
     await sql`select private.service_setting_set('public_url', ${config.publicUrl})`;
     // Time zones: the copy of pg_timezone_names gains what this server's tzdata

@@ -34,9 +34,14 @@ export const RefreshToken = z
 /** The message of a reused refresh token's 401. */
 export const REFRESH_TOKEN_REUSED = 'refresh token reuse detected; the session has been revoked';
 
-/** The access token of a session (core/auth/jwt.ts), and the seconds it is valid. */
-export function accessTokenOf(services: Services, session: AuthSession): Promise<{ accessToken: string; expiresIn: number }> {
-  return services.tokens.issue({ id: session.user_id, email: session.email, sessionId: session.session_id });
+/**
+ * The access token of a session (core/auth/jwt.ts), and the seconds it is
+ * valid: its claims beyond the session's are SQL's (private.access_token_claims:
+ * app_metadata, user_metadata), read as the gateway's own role.
+ */
+export async function accessTokenOf(services: Services, session: AuthSession): Promise<{ accessToken: string; expiresIn: number }> {
+  const [row] = await services.sql<{ claims: Record<string, unknown> | null }[]>`select private.access_token_claims(${session.user_id}) as claims`;
+  return services.tokens.issue({ id: session.user_id, email: session.email, sessionId: session.session_id, claims: row?.claims ?? {} });
 }
 
 /**

@@ -70,12 +70,15 @@ CREATE TABLE identity.users (
     created_at timestamp with time zone DEFAULT now() NOT NULL,
     updated_at timestamp with time zone DEFAULT now() NOT NULL,
     user_metadata jsonb DEFAULT '{}'::jsonb NOT NULL,
+    app_metadata jsonb DEFAULT '{}'::jsonb NOT NULL,
+    CONSTRAINT users_app_metadata_object CHECK ((jsonb_typeof(app_metadata) = 'object'::text)),
     CONSTRAINT users_email_is_normalised CHECK ((email = lower(btrim(email)))),
     CONSTRAINT users_email_shape CHECK (((length(email) <= 320) AND (email ~ '^[^@\s]+@[^@\s]+$'::text))),
     CONSTRAINT users_pkey PRIMARY KEY (id)
 );
 COMMENT ON TABLE identity.users IS 'Sign-in identities. password_hash is null for accounts that cannot sign in yet.';
 COMMENT ON COLUMN identity.users.email IS 'Lower-case e-mail address; unique.';
+COMMENT ON COLUMN identity.users.app_metadata IS 'What the service (its operators, with the service-role key) says about the user: a JSON object of at most 16 KB set only through PUT /auth/v1/admin/users/{id} (admin.user_update), answered as the User object''s app_metadata with provider and providers, and carried in access tokens (claim app_metadata) for rules to read (private.app_metadata()).';
 COMMENT ON COLUMN identity.users.user_metadata IS 'What the user says about themselves through Supabase Auth''s API (`data` of sign-up and PUT /auth/v1/user): a JSON object of at most 16 KB, answered as the User object''s user_metadata. Never read by a rule.';
 ALTER TABLE identity.users ENABLE ROW LEVEL SECURITY;
 GRANT SELECT(id) ON TABLE identity.users TO authenticated;
@@ -567,7 +570,7 @@ CREATE FUNCTION private.auth_user_object(user_id uuid) RETURNS jsonb
              'id', u.id, 'aud', 'authenticated', 'role', 'authenticated', 'email', u.email, 'phone', '',
              'email_confirmed_at', app.iso(u.created_at), 'confirmed_at', app.iso(u.created_at),
              'last_sign_in_at', app.iso(s.last_sign_in_at),
-             'app_metadata', jsonb_build_object('provider', 'email', 'providers', jsonb_build_array('email')),
+             'app_metadata', u.app_metadata || jsonb_build_object('provider', 'email', 'providers', jsonb_build_array('email')),
              'user_metadata', u.user_metadata,
              'identities', jsonb_build_array(jsonb_build_object(
                'identity_id', u.id, 'id', u.id, 'user_id', u.id, 'provider', 'email', 'email', u.email,
@@ -584,7 +587,35 @@ CREATE FUNCTION private.auth_user_object(user_id uuid) RETURNS jsonb
      where u.id = auth_user_object.user_id
   $$;
 
-COMMENT ON FUNCTION private.auth_user_object(user_id uuid) IS 'A user as Supabase Auth''s User object: id, aud, role, email, email_confirmed_at (the account''s creation: sign-up needs no confirmation here), last_sign_in_at (its latest sign-in), app_metadata.provider email, user_metadata, one email identity, created_at, updated_at; new_email and email_change_sent_at while an e-mail change waits for its link.';
+COMMENT ON FUNCTION private.auth_user_object(user_id uuid) IS 'A user as Supabase Auth''s User object: id, aud, role, email, email_confirmed_at (the account''s creation: sign-up needs no confirmation here), last_sign_in_at (its latest sign-in), app_metadata (the operators'' keys, and provider email), user_metadata, one email identity, created_at, updated_at; new_email and email_change_sent_at while an e-mail change waits for its link.';
+
+
+CREATE FUNCTION private.access_token_claims(user_id uuid) RETURNS jsonb
+    LANGUAGE sql STABLE
+    SET search_path TO 'pg_catalog'
+    AS $$
+    select jsonb_build_object(
+             'app_metadata', u.app_metadata || jsonb_build_object('provider', 'email', 'providers', jsonb_build_array('email')),
+             'user_metadata', u.user_metadata)
+      from identity.users u
+     where u.id = access_token_claims.user_id
+  $$;
+
+COMMENT ON FUNCTION private.access_token_claims(user_id uuid) IS 'The claims of a user''s access token besides those of its session (sub, email, session_id): app_metadata and user_metadata as Supabase Auth carries them. Read by the processes when they sign a token (gateway/auth/sessions.ts); what is added to every access token is added here.';
+
+
+CREATE FUNCTION private.app_metadata() RETURNS jsonb
+    LANGUAGE sql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog'
+    AS $$
+    select coalesce(auth.jwt() -> 'app_metadata',
+                    (select u.app_metadata from identity.users u where u.id = auth.uid()),
+                    '{}'::jsonb)
+  $$;
+
+COMMENT ON FUNCTION private.app_metadata() IS 'The caller''s app_metadata, for rules and policies: as its access token carries it (claim app_metadata, as signed when the token was issued), or the account''s own for a credential that carries none (an API token, an OAuth token on /mcp); {} for anon.';
+GRANT EXECUTE ON FUNCTION private.app_metadata() TO anon;
+GRANT EXECUTE ON FUNCTION private.app_metadata() TO authenticated;
 
 
 CREATE FUNCTION private.password_link(token text, for_update boolean DEFAULT false) RETURNS identity.password_tokens
@@ -663,29 +694,40 @@ CREATE FUNCTION identity.new_token() RETURNS text
   $$;
 
 
-CREATE FUNCTION private.user_metadata_merge(user_id uuid, data jsonb) RETURNS void
-    LANGUAGE plpgsql
+CREATE FUNCTION private.metadata_merged(current_value jsonb, data jsonb, what text) RETURNS jsonb
+    LANGUAGE plpgsql IMMUTABLE
     SET search_path TO 'pg_catalog'
     AS $$
 declare
   merged jsonb;
 begin
-  if jsonb_typeof(user_metadata_merge.data) is distinct from 'object' then
+  if jsonb_typeof(metadata_merged.data) is distinct from 'object' then
     raise exception 'data must be a JSON object' using errcode = 'PT422', hint = 'validation_error';
   end if;
   -- Supabase Auth's merge: each key given replaces its value; a key given as null is removed.
-  select u.user_metadata || user_metadata_merge.data into merged
-    from identity.users u where u.id = user_metadata_merge.user_id;
   merged := (select coalesce(jsonb_object_agg(e.key, e.value), '{}'::jsonb)
-               from jsonb_each(merged) e where e.value <> 'null'::jsonb);
+               from jsonb_each(coalesce(metadata_merged.current_value, '{}'::jsonb) || metadata_merged.data) e
+              where e.value <> 'null'::jsonb);
   if octet_length(merged::text) > 16384 then
-    raise exception 'user_metadata may hold at most 16 KB' using errcode = 'PT422', hint = 'validation_error';
+    raise exception '% may hold at most 16 KB', metadata_merged.what using errcode = 'PT422', hint = 'validation_error';
   end if;
-  update identity.users u set user_metadata = merged, updated_at = now() where u.id = user_metadata_merge.user_id;
+  return merged;
 end;
 $$;
 
-COMMENT ON FUNCTION private.user_metadata_merge(user_id uuid, data jsonb) IS 'Merges data into a user''s user_metadata as Supabase Auth does (each key given replaces its value, a key given as null is removed; at most 16 KB, else PT422 validation_error; data not an object: PT422). The one merge of PUT /auth/v1/user and the admin user functions.';
+COMMENT ON FUNCTION private.metadata_merged(current_value jsonb, data jsonb, what text) IS 'current_value with data merged as Supabase Auth merges user_metadata and app_metadata: each key given replaces its value, a key given as null is removed; at most 16 KB (else PT422 validation_error naming what); data not an object: PT422.';
+
+
+CREATE FUNCTION private.user_metadata_merge(user_id uuid, data jsonb) RETURNS void
+    LANGUAGE sql
+    SET search_path TO 'pg_catalog'
+    AS $$
+    update identity.users u
+       set user_metadata = private.metadata_merged(u.user_metadata, user_metadata_merge.data, 'user_metadata'), updated_at = now()
+     where u.id = user_metadata_merge.user_id
+  $$;
+
+COMMENT ON FUNCTION private.user_metadata_merge(user_id uuid, data jsonb) IS 'Merges data into a user''s user_metadata (private.metadata_merged: PT422 validation_error for more than 16 KB or data not an object). The one merge of PUT /auth/v1/user and the admin user functions.';
 
 
 CREATE FUNCTION private.tg_users__storage_purge() RETURNS trigger
