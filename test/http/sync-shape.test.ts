@@ -271,3 +271,26 @@ describe('sync shapes: no user receives another\'s row (attacks)', () => {
     expect(seen.filter((id) => theirs.has(id))).toEqual([]);
   }, 120_000);
 });
+
+describe('sync shapes: a pruned offset', () => {
+  // Last in this file: it moves this database's prune watermark.
+  it('409 must-refetch with a new handle, catching up and live, when the offset is older than the log keeps', async () => {
+    const { user } = await scene('pruned');
+    const snap = await shapeGet(user, 'table=tasks&offset=-1');
+    const handle = snap.headers.get('electric-handle')!;
+    const offset = snap.headers.get('electric-offset')!;
+    await createTask(user, 'After the snapshot');
+    await db()`update app.change_log_state set pruned_through = (select max(id) from app.change_log)`;
+    for (const live of ['', '&live=true']) {
+      const res = await shapeGet(user, `table=tasks&offset=${offset}&handle=${handle}${live}`);
+      expect(res.status, live).toBe(409);
+      expect(res.body).toEqual([{ headers: { control: 'must-refetch' } }]);
+      expect(res.headers.get('electric-handle')).not.toBe(handle);
+    }
+    // Starting again works.
+    const again = await shapeGet(user, 'table=tasks&offset=-1');
+    expect(again.status).toBe(200);
+    expect(again.body.filter((m: any) => m.value).map((m: any) => JSON.parse(m.value.meta).title).sort()).toEqual(['After the snapshot', 'Before the sync']);
+  });
+});
+
