@@ -125,6 +125,49 @@ describe('sync shapes: ShapeStream (@electric-sql/client 1.5)', () => {
   }, 120_000);
 });
 
+describe('sync shapes: the other tables, with ShapeStream', () => {
+  const rest = (user: TestUser, path: string, field: string) => async () => {
+    const res = await api('GET', path, { token: user.accessToken });
+    expect(res.status).toBe(200);
+    const value = res.body[field];
+    return Array.isArray(value) ? value : [value];
+  };
+
+  it('profile, hats, communities, deals and connections equal REST through changes, joins and leaves', async () => {
+    const { user, mine, other } = await scene('tables');
+    const friend = await registerUser('friend');
+    const [friendNode] = await db()`select node_id::text from app.profiles where id = ${friend.userId}`;
+    await createHat(user, 'At work');
+    const shapes = {
+      profile: [shapeStream(user, 'profile'), rest(user, '/api/mobile/profile', 'data')],
+      hats: [shapeStream(user, 'hats'), rest(user, '/api/mobile/hats', 'data')],
+      communities: [shapeStream(user, 'communities'), rest(user, '/api/mobile/communities', 'data')],
+      deals: [shapeStream(user, 'deals'), rest(user, '/api/mobile/deals', 'deals')],
+      connections: [shapeStream(user, 'connections'), rest(user, '/api/mobile/connections', 'connections')],
+    } as const;
+    const allConverge = async (when: string) => {
+      for (const [table, [shape, answer]] of Object.entries(shapes)) {
+        await converges(`${table} ${when}`, async () => (await shape.rows) && shape.currentRows, answer);
+      }
+    };
+    await allConverge('at the snapshot');
+
+    await db()`update app.profiles set name = 'Renamed' where id = ${user.userId}`;
+    await createHat(user, 'At home');
+    const dealt = await api('POST', '/api/mobile/tasks', { token: user.accessToken, body: { title: 'Call', deal_context: { company: 'Acme', deal_value: 5 } } });
+    expect(dealt.status).toBe(201);
+    const made = await api('POST', '/api/mobile/connections', { token: user.accessToken, body: { target_node_id: friendNode!.node_id, notes: 'Met at the wall' } });
+    expect(made.status).toBe(201);
+    expect((await api('POST', `/api/mobile/communities/${other.id}/join`, { token: user.accessToken })).status).toBeLessThan(300);
+    await allConverge('after changes and a join');
+    expect(shapes.communities[0].currentRows).toHaveLength(2);
+    expect((await api('POST', `/api/mobile/communities/${mine.id}/leave`, { token: user.accessToken })).status).toBeLessThan(300);
+    await allConverge('after a leave');
+    expect(shapes.communities[0].currentRows.map((c) => c.id)).toEqual([other.id]);
+    expect(shapes.profile[0].currentRows.map((p) => p.name)).toEqual(['Renamed']);
+  }, 120_000);
+});
+
 describe('sync shapes: PGlite + syncShapeToTable (@electric-sql/pglite-sync 0.6)', () => {
   const SQL_TYPES: Record<string, string> = { text: 'text', bool: 'boolean', float8: 'float8', jsonb: 'jsonb' };
 
