@@ -12,6 +12,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { api, baseUrl, db, registerUser, type TestUser } from '../helpers.ts';
 import { createCommunity, createEvent, createHat } from '../support/event-fixtures.ts';
 import { addMember } from '../support/sql-fixtures.ts';
+import { openStream } from '../support/sse.ts';
 
 const SHAPE_URL = `${baseUrl}/sync/v1/shape`;
 const cleanups: (() => unknown)[] = [];
@@ -255,6 +256,63 @@ describe('sync shapes: the protocol', () => {
       expect(res.body.error, q).toBe('bad_request');
     }
     expect((await shapeGet(null, 'table=tasks&offset=-1')).status).toBe(401);
+  });
+});
+
+describe('sync shapes: the change feed', () => {
+  it('the SSE feed\'s __sync_meta and the shape name the same operation for the same change', async () => {
+    const { user, mine } = await scene('samemeta');
+    const snap = await shapeGet(user, 'table=events&offset=-1');
+    const handle = snap.headers.get('electric-handle')!;
+    let offset = snap.headers.get('electric-offset')!;
+    const sse = await openStream({ token: user.accessToken });
+    cleanups.push(() => sse.close());
+    expect(sse.status).toBe(200);
+    await sse.until((m) => m.event === 'snapshot' || m.json?.__sync_meta !== undefined || m.event === 'ready', 10_000).catch(() => []);
+    // One change at a time (a shape sends a row's state, so changes between two requests fold into one message).
+    let made: { id: string } | undefined;
+    const changes: [string, () => Promise<unknown>][] = [
+      ['insert', async () => (made = await createEvent({ communityId: mine.id, title: 'Fresh', starts: '3 days' }))],
+      ['update', () => db()`update app.events set title = 'Fresh, renamed' where id = ${made!.id}`],
+      ['delete', () => db()`delete from app.events where id = ${made!.id}`],
+    ];
+    const viaSse: string[] = [];
+    const viaShape: string[] = [];
+    for (const [op, change] of changes) {
+      await change();
+      const [m] = (await sse.until((x) => x.json?.id === made!.id && x.json?.__sync_meta?.operation === op, 10_000)).slice(-1);
+      viaSse.push(`${m!.id}:${m!.json.__sync_meta.operation}`);
+      for (let found = false; !found; ) {
+        const res = await shapeGet(user, `table=events&offset=${offset}&handle=${handle}&live=true`);
+        expect(res.status).toBe(200);
+        for (const msg of res.body) {
+          if (msg.value?.id !== made!.id) continue;
+          viaShape.push(`${msg.headers.lsn}:${msg.headers.operation}`);
+          found = true;
+        }
+        offset = res.headers.get('electric-offset')!;
+      }
+    }
+    expect(viaShape).toEqual(viaSse);
+  }, 60_000);
+
+  it('an idle long-poll holds no database connection', async () => {
+    const { user } = await scene('idle');
+    const snap = await shapeGet(user, 'table=tasks&offset=-1');
+    const query = `table=tasks&offset=${snap.headers.get('electric-offset')}&handle=${snap.headers.get('electric-handle')}&live=true`;
+    const controller = new AbortController();
+    const polls = Array.from({ length: 12 }, () =>
+      fetch(`${SHAPE_URL}?${query}`, { headers: { authorization: `Bearer ${user.accessToken}` }, signal: controller.signal }).catch(() => null),
+    );
+    await new Promise((r) => setTimeout(r, 1500));
+    const [busy] = await db()`
+      select count(*)::integer as n from pg_stat_activity
+       where datname = current_database() and pid <> pg_backend_pid()
+         and (state like 'idle in transaction%' or (state = 'active' and query not ilike '%listen%'))`;
+    controller.abort();
+    await Promise.all(polls);
+    // Twelve waiting long-polls; none of them holds a connection (a maintenance statement may be running).
+    expect(busy!.n).toBeLessThan(3);
   });
 });
 
