@@ -366,20 +366,15 @@ CREATE FUNCTION private.tg_sync__log_change() RETURNS trigger
     SET search_path TO 'pg_catalog'
     AS $$
 declare
-  changed record;
-  change_id bigint;
+  row_now jsonb := case when tg_op = 'DELETE' then to_jsonb(old) else to_jsonb(new) end;
+  row_before jsonb := case when tg_op = 'UPDATE' then to_jsonb(old) end;
 begin
-  if tg_op = 'DELETE' then
-    changed := old;
-  else
-    changed := new;
-  end if;
-  if tg_op = 'UPDATE' and to_jsonb(old) = to_jsonb(new) then
+  -- An update that changes nothing is no change.
+  if row_now is not distinct from row_before then
     return null;
   end if;
-  change_id := private.append_change(lower(tg_op), tg_table_name, (to_jsonb(changed) ->> 'id')::uuid, to_jsonb(changed),
-                                     case when tg_op = 'UPDATE' then to_jsonb(old) end);
-  perform pg_notify('event_changes', json_build_object('id', change_id)::text);
+  perform pg_notify('event_changes', json_build_object('id',
+    private.append_change(lower(tg_op), tg_table_name, (row_now ->> 'id')::uuid, row_now, row_before))::text);
   return null;
 end;
 $$;

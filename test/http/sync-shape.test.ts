@@ -12,6 +12,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { api, baseUrl, db, registerUser, type TestUser } from '../helpers.ts';
 import { createCommunity, createEvent, createHat } from '../support/event-fixtures.ts';
 import { addMember } from '../support/sql-fixtures.ts';
+import { openStream } from '../support/sse.ts';
 
 const SHAPE_URL = `${baseUrl}/sync/v1/shape`;
 const cleanups: (() => unknown)[] = [];
@@ -125,6 +126,49 @@ describe('sync shapes: ShapeStream (@electric-sql/client 1.5)', () => {
   }, 120_000);
 });
 
+describe('sync shapes: the other tables, with ShapeStream', () => {
+  const rest = (user: TestUser, path: string, field: string) => async () => {
+    const res = await api('GET', path, { token: user.accessToken });
+    expect(res.status).toBe(200);
+    const value = res.body[field];
+    return Array.isArray(value) ? value : [value];
+  };
+
+  it('profile, hats, communities, deals and connections equal REST through changes, joins and leaves', async () => {
+    const { user, mine, other } = await scene('tables');
+    const friend = await registerUser('friend');
+    const [friendNode] = await db()`select node_id::text from app.profiles where id = ${friend.userId}`;
+    await createHat(user, 'At work');
+    const shapes = {
+      profile: [shapeStream(user, 'profile'), rest(user, '/api/mobile/profile', 'data')],
+      hats: [shapeStream(user, 'hats'), rest(user, '/api/mobile/hats', 'data')],
+      communities: [shapeStream(user, 'communities'), rest(user, '/api/mobile/communities', 'data')],
+      deals: [shapeStream(user, 'deals'), rest(user, '/api/mobile/deals', 'deals')],
+      connections: [shapeStream(user, 'connections'), rest(user, '/api/mobile/connections', 'connections')],
+    } as const;
+    const allConverge = async (when: string) => {
+      for (const [table, [shape, answer]] of Object.entries(shapes)) {
+        await converges(`${table} ${when}`, async () => (await shape.rows) && shape.currentRows, answer);
+      }
+    };
+    await allConverge('at the snapshot');
+
+    await db()`update app.profiles set name = 'Renamed' where id = ${user.userId}`;
+    await createHat(user, 'At home');
+    const dealt = await api('POST', '/api/mobile/tasks', { token: user.accessToken, body: { title: 'Call', deal_context: { company: 'Acme', deal_value: 5 } } });
+    expect(dealt.status).toBe(201);
+    const made = await api('POST', '/api/mobile/connections', { token: user.accessToken, body: { target_node_id: friendNode!.node_id, notes: 'Met at the wall' } });
+    expect(made.status).toBe(201);
+    expect((await api('POST', `/api/mobile/communities/${other.id}/join`, { token: user.accessToken })).status).toBeLessThan(300);
+    await allConverge('after changes and a join');
+    expect(shapes.communities[0].currentRows).toHaveLength(2);
+    expect((await api('POST', `/api/mobile/communities/${mine.id}/leave`, { token: user.accessToken })).status).toBeLessThan(300);
+    await allConverge('after a leave');
+    expect(shapes.communities[0].currentRows.map((c) => c.id)).toEqual([other.id]);
+    expect(shapes.profile[0].currentRows.map((p) => p.name)).toEqual(['Renamed']);
+  }, 120_000);
+});
+
 describe('sync shapes: PGlite + syncShapeToTable (@electric-sql/pglite-sync 0.6)', () => {
   const SQL_TYPES: Record<string, string> = { text: 'text', bool: 'boolean', float8: 'float8', jsonb: 'jsonb' };
 
@@ -215,6 +259,63 @@ describe('sync shapes: the protocol', () => {
   });
 });
 
+describe('sync shapes: the change feed', () => {
+  it('the SSE feed\'s __sync_meta and the shape name the same operation for the same change', async () => {
+    const { user, mine } = await scene('samemeta');
+    const snap = await shapeGet(user, 'table=events&offset=-1');
+    const handle = snap.headers.get('electric-handle')!;
+    let offset = snap.headers.get('electric-offset')!;
+    const sse = await openStream({ token: user.accessToken });
+    cleanups.push(() => sse.close());
+    expect(sse.status).toBe(200);
+    await sse.until((m) => m.event === 'snapshot' || m.json?.__sync_meta !== undefined || m.event === 'ready', 10_000).catch(() => []);
+    // One change at a time (a shape sends a row's state, so changes between two requests fold into one message).
+    let made: { id: string } | undefined;
+    const changes: [string, () => Promise<unknown>][] = [
+      ['insert', async () => (made = await createEvent({ communityId: mine.id, title: 'Fresh', starts: '3 days' }))],
+      ['update', () => db()`update app.events set title = 'Fresh, renamed' where id = ${made!.id}`],
+      ['delete', () => db()`delete from app.events where id = ${made!.id}`],
+    ];
+    const viaSse: string[] = [];
+    const viaShape: string[] = [];
+    for (const [op, change] of changes) {
+      await change();
+      const [m] = (await sse.until((x) => x.json?.id === made!.id && x.json?.__sync_meta?.operation === op, 10_000)).slice(-1);
+      viaSse.push(`${m!.id}:${m!.json.__sync_meta.operation}`);
+      for (let found = false; !found; ) {
+        const res = await shapeGet(user, `table=events&offset=${offset}&handle=${handle}&live=true`);
+        expect(res.status).toBe(200);
+        for (const msg of res.body) {
+          if (msg.value?.id !== made!.id) continue;
+          viaShape.push(`${msg.headers.lsn}:${msg.headers.operation}`);
+          found = true;
+        }
+        offset = res.headers.get('electric-offset')!;
+      }
+    }
+    expect(viaShape).toEqual(viaSse);
+  }, 60_000);
+
+  it('an idle long-poll holds no database connection', async () => {
+    const { user } = await scene('idle');
+    const snap = await shapeGet(user, 'table=tasks&offset=-1');
+    const query = `table=tasks&offset=${snap.headers.get('electric-offset')}&handle=${snap.headers.get('electric-handle')}&live=true`;
+    const controller = new AbortController();
+    const polls = Array.from({ length: 12 }, () =>
+      fetch(`${SHAPE_URL}?${query}`, { headers: { authorization: `Bearer ${user.accessToken}` }, signal: controller.signal }).catch(() => null),
+    );
+    await new Promise((r) => setTimeout(r, 1500));
+    const [busy] = await db()`
+      select count(*)::integer as n from pg_stat_activity
+       where datname = current_database() and pid <> pg_backend_pid()
+         and (state like 'idle in transaction%' or (state = 'active' and query not ilike '%listen%'))`;
+    controller.abort();
+    await Promise.all(polls);
+    // Twelve waiting long-polls; none of them holds a connection (a maintenance statement may be running).
+    expect(busy!.n).toBeLessThan(3);
+  });
+});
+
 describe('sync shapes: no user receives another\'s row (attacks)', () => {
   const TABLES = ['tasks', 'deals', 'hats', 'connections', 'profile', 'events', 'communities'];
 
@@ -271,3 +372,26 @@ describe('sync shapes: no user receives another\'s row (attacks)', () => {
     expect(seen.filter((id) => theirs.has(id))).toEqual([]);
   }, 120_000);
 });
+
+describe('sync shapes: a pruned offset', () => {
+  // Last in this file: it moves this database's prune watermark.
+  it('409 must-refetch with a new handle, catching up and live, when the offset is older than the log keeps', async () => {
+    const { user } = await scene('pruned');
+    const snap = await shapeGet(user, 'table=tasks&offset=-1');
+    const handle = snap.headers.get('electric-handle')!;
+    const offset = snap.headers.get('electric-offset')!;
+    await createTask(user, 'After the snapshot');
+    await db()`update app.change_log_state set pruned_through = (select max(id) from app.change_log)`;
+    for (const live of ['', '&live=true']) {
+      const res = await shapeGet(user, `table=tasks&offset=${offset}&handle=${handle}${live}`);
+      expect(res.status, live).toBe(409);
+      expect(res.body).toEqual([{ headers: { control: 'must-refetch' } }]);
+      expect(res.headers.get('electric-handle')).not.toBe(handle);
+    }
+    // Starting again works.
+    const again = await shapeGet(user, 'table=tasks&offset=-1');
+    expect(again.status).toBe(200);
+    expect(again.body.filter((m: any) => m.value).map((m: any) => JSON.parse(m.value.meta).title).sort()).toEqual(['After the snapshot', 'Before the sync']);
+  });
+});
+

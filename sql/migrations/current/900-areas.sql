@@ -5,341 +5,370 @@
 
 set local check_function_bodies = off;
 
-DROP FUNCTION "admin"."user_create"(text, text, jsonb);
+CREATE TYPE "api"."sync_message" AS ("change_id" bigint, "operation" text, "id" uuid, "value" jsonb);
 
-DROP FUNCTION "admin"."user_update"(uuid, text, text, jsonb);
+CREATE TYPE "api"."sync_snapshot_row" AS ("head" bigint, "id" uuid, "value" jsonb);
 
-DROP FUNCTION "private"."user_metadata_merge"(uuid, jsonb);
-
-CREATE TABLE "identity"."signing_keys" ("kid" text NOT NULL, "alg" text NOT NULL, "status" text NOT NULL DEFAULT 'standby'::text, "public_jwk" jsonb NOT NULL, "private_jwk" jsonb NOT NULL, "created_at" timestamp with time zone NOT NULL DEFAULT now(), "activated_at" timestamp with time zone, "retired_at" timestamp with time zone, "revoked_at" timestamp with time zone, CONSTRAINT "signing_keys_alg_check" CHECK ((alg = ANY (ARRAY['ES256'::text, 'RS256'::text]))), CONSTRAINT "signing_keys_kid_shape" CHECK ((kid ~ '^[A-Za-z0-9_-]{1,64}$'::text)), CONSTRAINT "signing_keys_pkey" PRIMARY KEY (kid), CONSTRAINT "signing_keys_public_is_public" CHECK ((((public_jwk ->> 'kid'::text) = kid) AND (NOT (public_jwk ? 'd'::text)))), CONSTRAINT "signing_keys_status_check" CHECK ((status = ANY (ARRAY['standby'::text, 'current'::text, 'previous'::text, 'revoked'::text]))));
-
-ALTER TABLE "identity"."signing_keys" ENABLE ROW LEVEL SECURITY;
-
-ALTER TABLE "identity"."users" ADD COLUMN "app_metadata" jsonb NOT NULL DEFAULT '{}'::jsonb;
-
-CREATE OR REPLACE FUNCTION admin.signing_key_add(kid text, alg text, public_jwk jsonb, private_jwk jsonb)
- RETURNS void
- LANGUAGE plpgsql
- SET search_path TO 'pg_catalog'
-AS $function$
-begin
-  if exists (select from identity.signing_keys k where k.status = 'standby') then
-    raise exception 'a standby key exists already: rotate to it or revoke it first' using errcode = 'PT422', hint = 'validation_error';
-  end if;
-  -- With no key at all (a database no process has started on), the first key signs at once.
-  insert into identity.signing_keys (kid, alg, status, public_jwk, private_jwk, activated_at)
-  select signing_key_add.kid, signing_key_add.alg, s.status, signing_key_add.public_jwk, signing_key_add.private_jwk,
-         case when s.status = 'current' then now() end
-    from (select case when exists (select from identity.signing_keys k where k.status = 'current') then 'standby' else 'current' end as status) s;
-end;
-$function$;
-
-CREATE OR REPLACE FUNCTION admin.signing_key_revoke(kid text)
- RETURNS void
- LANGUAGE plpgsql
- SET search_path TO 'pg_catalog'
-AS $function$
-declare
-  found_status text;
-begin
-  select k.status into found_status from identity.signing_keys k where k.kid = signing_key_revoke.kid for update;
-  if found_status is null then
-    raise exception 'no signing key %', signing_key_revoke.kid using errcode = 'PT404', hint = 'not_found';
-  end if;
-  if found_status = 'current' then
-    raise exception 'the current key signs every new token: add a key, rotate to it, then revoke this one' using errcode = 'PT422', hint = 'validation_error';
-  end if;
-  update identity.signing_keys k set status = 'revoked', revoked_at = coalesce(k.revoked_at, now())
-   where k.kid = signing_key_revoke.kid;
-end;
-$function$;
-
-CREATE OR REPLACE FUNCTION admin.signing_key_rotate()
- RETURNS text
- LANGUAGE plpgsql
- SET search_path TO 'pg_catalog'
-AS $function$
-declare
-  next_kid text;
-begin
-  select k.kid into next_kid from identity.signing_keys k where k.status = 'standby' for update;
-  if next_kid is null then
-    raise exception 'no standby key: add one first (it must be published before it signs)' using errcode = 'PT404', hint = 'not_found';
-  end if;
-  update identity.signing_keys k set status = 'previous', retired_at = now() where k.status = 'current';
-  update identity.signing_keys k set status = 'current', activated_at = now() where k.kid = next_kid;
-  return next_kid;
-end;
-$function$;
-
-CREATE OR REPLACE FUNCTION admin.signing_keys_list()
- RETURNS TABLE(kid text, alg text, status text, created_at timestamp with time zone, activated_at timestamp with time zone, retired_at timestamp with time zone, revoked_at timestamp with time zone)
+CREATE OR REPLACE FUNCTION api.sync_changes(shape text, after_id bigint, public_url text)
+ RETURNS SETOF api.sync_message
  LANGUAGE sql
  STABLE
  SET search_path TO 'pg_catalog'
 AS $function$
-    select k.kid, k.alg, k.status, k.created_at, k.activated_at, k.retired_at, k.revoked_at
-      from identity.signing_keys k
-     order by k.created_at
+    with pos as (
+      select p.head from private.change_log_position() p
+    ),
+    log as (
+      select l.* from pos, private.sync_log(sync_changes.shape, sync_changes.after_id, pos.head) l
+    ),
+    own_table as (
+      select case sync_changes.shape when 'profile' then 'profiles' else sync_changes.shape end as name
+    ),
+    -- The caller's memberships that changed in the range: whether they were
+    -- a member before it (the first entry: anything but an insert).
+    moved as (
+      select distinct on (l.record_id) l.record_id as community_id, l.operation <> 'insert' as was_member
+        from log l
+       where l.table_name = 'community_members'
+       order by l.record_id, l.id
+    ),
+    moved_last as (
+      select l.record_id as community_id, max(l.id) as change_id
+        from log l
+       where l.table_name = 'community_members'
+       group by 1
+    ),
+    -- Rows of the shape's own table changed in the range: the first entry
+    -- says how the row was before the range.
+    firsts as (
+      select distinct on (l.record_id) l.record_id, l.operation, l.changed_at,
+             coalesce(l.old_data, l.row_data) as before_row
+        from log l, own_table t
+       where l.table_name = t.name
+       order by l.record_id, l.id
+    ),
+    lasts as (
+      select l.record_id, max(l.id) as change_id
+        from log l, own_table t
+       where l.table_name = t.name
+       group by 1
+    ),
+    -- Rows touched by a membership change: a community's events (events), the
+    -- community itself (communities).
+    by_membership as (
+      select x.record_id, x.community_id, ml.change_id
+        from (select e.id as record_id, e.community_id
+                from private.sync_community_events(array(select m.community_id from moved m)) e
+               where sync_changes.shape = 'events'
+              union all
+              select m.community_id, m.community_id from moved m where sync_changes.shape = 'communities') x
+        join moved_last ml on ml.community_id = x.community_id
+    ),
+    touched as (
+      select k.record_id, max(k.change_id) as change_id
+        from (select record_id, change_id from lasts union all select record_id, change_id from by_membership) k
+       group by 1
+    ),
+    judged as (
+      select t.record_id, t.change_id,
+             case
+               when f.record_id is not null and f.operation = 'insert' then false
+               when sync_changes.shape = 'events' then
+                 private.sync_was_member(coalesce((f.before_row ->> 'community_id')::uuid, bm.community_id),
+                                         (select array_agg(m.community_id) from moved m where m.was_member),
+                                         (select array_agg(m.community_id) from moved m where not m.was_member))
+                 and (f.record_id is null or f.operation = 'expire'
+                      or private.event_effective_end((f.before_row ->> 'starts_at')::timestamptz,
+                                                     (f.before_row ->> 'ends_at')::timestamptz) >= f.changed_at)
+               when sync_changes.shape = 'communities' then
+                 private.sync_was_member(t.record_id,
+                                         (select array_agg(m.community_id) from moved m where m.was_member),
+                                         (select array_agg(m.community_id) from moved m where not m.was_member))
+               else true
+             end as was_visible
+        from touched t
+        left join firsts f on f.record_id = t.record_id
+        left join (select distinct on (b.record_id) b.record_id, b.community_id from by_membership b
+                    order by b.record_id) bm on bm.record_id = t.record_id
+    ),
+    now_rows as (
+      select r.id, r.value
+        from private.sync_rows(sync_changes.shape, sync_changes.public_url) r
+       where r.id in (select t.record_id from touched t)
+    )
+    select j.change_id,
+           case when j.was_visible and n.id is not null then 'update'
+                when n.id is not null then 'insert'
+                else 'delete' end,
+           j.record_id,
+           coalesce(n.value, jsonb_build_object('id', j.record_id))
+      from judged j
+      left join now_rows n on n.id = j.record_id
+     where j.was_visible or n.id is not null
+    union all
+    -- The head the answer is consistent with: a row without an id, last.
+    select pos.head, 'head', null::uuid, null::jsonb from pos
+     order by 1, 3 nulls last
   $function$;
 
-CREATE OR REPLACE FUNCTION admin.user_create(email text, password_hash text DEFAULT NULL::text, user_metadata jsonb DEFAULT NULL::jsonb, app_metadata jsonb DEFAULT NULL::jsonb)
- RETURNS jsonb
- LANGUAGE plpgsql
- SET search_path TO 'pg_catalog'
-AS $function$
-declare
-  new_user uuid := private.create_account_with_hash(user_create.email, user_create.password_hash, null);
-begin
-  if user_create.user_metadata is not null then
-    perform private.user_metadata_merge(new_user, user_create.user_metadata);
-  end if;
-  if user_create.app_metadata is not null then
-    update identity.users u set app_metadata = private.metadata_merged(u.app_metadata, user_create.app_metadata, 'app_metadata')
-     where u.id = new_user;
-  end if;
-  return private.auth_user_object(new_user);
-end;
-$function$;
-
-CREATE OR REPLACE FUNCTION admin.user_update(user_id uuid, email text DEFAULT NULL::text, password_hash text DEFAULT NULL::text, user_metadata jsonb DEFAULT NULL::jsonb, app_metadata jsonb DEFAULT NULL::jsonb)
- RETURNS jsonb
- LANGUAGE plpgsql
- SET search_path TO 'pg_catalog'
-AS $function$
-declare
-  current_email text;
-begin
-  select u.email into current_email from identity.users u where u.id = user_update.user_id for update;
-  if not found then
-    raise exception 'User not found' using errcode = 'PT404', hint = 'not_found';
-  end if;
-  -- One transaction: every change or none.
-  if user_update.email is not null and lower(btrim(user_update.email)) is distinct from current_email then
-    -- The operator's change needs no link: the address is the account's at once (PT400 invalid_email, PT409 email_taken).
-    update identity.users u set email = private.account_email_check(user_update.email), updated_at = now()
-     where u.id = user_update.user_id
-     returning u.email into current_email;
-    -- A name derived from the old address (private) is derived from the new one: no trace of the old address stays.
-    update app.profiles p set name = split_part(current_email, '@', 1)
-     where p.id = user_update.user_id and p.name_source = 'email';
-  end if;
-  if user_update.password_hash is not null then
-    if not private.password_hash_valid(user_update.password_hash) then
-      raise exception 'password_hash must be a bcrypt hash of cost 10 or more' using errcode = 'PT400', hint = 'invalid_password_hash';
-    end if;
-    update identity.users u set password_hash = user_update.password_hash, updated_at = now() where u.id = user_update.user_id;
-    -- As Supabase Auth does when an operator sets a password: every session of the account ends (and its signed storage URLs).
-    update identity.refresh_tokens r set revoked_at = now(), revoked_reason = 'logout'
-     where r.user_id = user_update.user_id and r.revoked_at is null;
-    perform private.storage_signed_urls_end(user_update.user_id);
-  end if;
-  if user_update.user_metadata is not null then
-    perform private.user_metadata_merge(user_update.user_id, user_update.user_metadata);
-  end if;
-  if user_update.app_metadata is not null then
-    -- Only here: the service-role key's door. A user's own door (PUT /auth/v1/user) has no way to it.
-    update identity.users u
-       set app_metadata = private.metadata_merged(u.app_metadata, user_update.app_metadata, 'app_metadata'), updated_at = now()
-     where u.id = user_update.user_id;
-  end if;
-  return private.auth_user_object(user_update.user_id);
-end;
-$function$;
-
-CREATE OR REPLACE FUNCTION private.access_token_claims(user_id uuid)
- RETURNS jsonb
+CREATE OR REPLACE FUNCTION api.sync_snapshot(shape text, public_url text)
+ RETURNS SETOF api.sync_snapshot_row
  LANGUAGE sql
  STABLE
  SET search_path TO 'pg_catalog'
 AS $function$
-    select jsonb_build_object(
-             'app_metadata', u.app_metadata || jsonb_build_object('provider', 'email', 'providers', jsonb_build_array('email')),
-             'user_metadata', u.user_metadata)
-      from identity.users u
-     where u.id = access_token_claims.user_id
+    select p.head, r.id, r.value
+      from private.change_log_position() p
+      left join private.sync_rows(sync_snapshot.shape, sync_snapshot.public_url) r on true
+     order by r.id
   $function$;
 
-CREATE OR REPLACE FUNCTION private.app_metadata()
- RETURNS jsonb
+CREATE OR REPLACE FUNCTION private.sync_audience(shape text, after_id bigint, upto_id bigint, users uuid[])
+ RETURNS SETOF uuid
  LANGUAGE sql
  STABLE SECURITY DEFINER
  SET search_path TO 'pg_catalog'
 AS $function$
-    select coalesce(auth.jwt() -> 'app_metadata',
-                    (select u.app_metadata from identity.users u where u.id = auth.uid()),
-                    '{}'::jsonb)
+    with log as (
+      select c.table_name, c.record_id, c.row_data, c.old_data
+        from app.change_log c
+       where c.id > after_id and c.id <= upto_id
+    ),
+    candidates as (
+      select p.id
+        from log l
+        join app.profiles p on p.node_id = (l.row_data ->> 'member_node_id')::uuid
+       where l.table_name = 'community_members' and shape in ('events', 'communities')
+      union
+      select p.id
+        from app.community_members m
+        join app.profiles p on p.node_id = m.member_node_id
+       where shape = 'events'
+         and m.community_id in (select (l.row_data ->> 'community_id')::uuid from log l where l.table_name = 'events'
+                                union
+                                select (l.old_data ->> 'community_id')::uuid from log l where l.table_name = 'events')
+      union
+      select p.id
+        from app.community_members m
+        join app.profiles p on p.node_id = m.member_node_id
+       where shape = 'communities'
+         and m.community_id in (select l.record_id from log l where l.table_name = 'communities')
+      union
+      select (l.row_data ->> 'created_by')::uuid from log l where shape in ('tasks', 'deals') and l.table_name = shape
+      union
+      select (l.row_data ->> 'user_id')::uuid from log l where shape = 'hats' and l.table_name = 'hats'
+      union
+      select l.record_id from log l where shape = 'profile' and l.table_name = 'profiles'
+      union
+      select p.id
+        from log l
+        join app.profiles p on p.node_id = (l.row_data ->> 'owner_node_id')::uuid
+       where shape = 'connections' and l.table_name = 'connections'
+    )
+    select c.id from candidates c where c.id = any(users)
   $function$;
 
-CREATE OR REPLACE FUNCTION private.auth_user_object(user_id uuid)
- RETURNS jsonb
+CREATE OR REPLACE FUNCTION private.sync_community_events(communities uuid[])
+ RETURNS TABLE(id uuid, community_id uuid)
  LANGUAGE sql
- STABLE
+ STABLE SECURITY DEFINER
  SET search_path TO 'pg_catalog'
 AS $function$
-    select jsonb_build_object(
-             'id', u.id, 'aud', 'authenticated', 'role', 'authenticated', 'email', u.email, 'phone', '',
-             'email_confirmed_at', app.iso(u.created_at), 'confirmed_at', app.iso(u.created_at),
-             'last_sign_in_at', app.iso(s.last_sign_in_at),
-             'app_metadata', u.app_metadata || jsonb_build_object('provider', 'email', 'providers', jsonb_build_array('email')),
-             'user_metadata', u.user_metadata,
-             'identities', jsonb_build_array(jsonb_build_object(
-               'identity_id', u.id, 'id', u.id, 'user_id', u.id, 'provider', 'email', 'email', u.email,
-               'identity_data', jsonb_build_object('sub', u.id, 'email', u.email, 'email_verified', true, 'phone_verified', false),
-               'last_sign_in_at', app.iso(s.last_sign_in_at), 'created_at', app.iso(u.created_at), 'updated_at', app.iso(u.updated_at))),
-             'created_at', app.iso(u.created_at), 'updated_at', app.iso(u.updated_at), 'is_anonymous', false)
-        || coalesce((select jsonb_build_object('new_email', l.new_email, 'email_change_sent_at', app.iso(l.created_at))
-                       from identity.account_links l
-                      where l.user_id = u.id and l.purpose = 'email_change' and l.used_at is null and l.expires_at > now()
-                      order by l.created_at desc limit 1), '{}'::jsonb)
-      from identity.users u
-      cross join lateral (select max(r.created_at) as last_sign_in_at from identity.refresh_tokens r
-                           where r.user_id = u.id and r.parent_id is null) s
-     where u.id = auth_user_object.user_id
+    select e.id, e.community_id
+      from app.events e
+     where e.community_id = any(communities)
+       and private.event_effective_end(e.starts_at, e.ends_at)
+           >= greatest(now(), (select s.expired_through from app.change_log_state s))
   $function$;
 
-CREATE OR REPLACE FUNCTION private.metadata_merged(current_value jsonb, data jsonb, what text)
- RETURNS jsonb
+CREATE OR REPLACE FUNCTION private.sync_log(shape text, after_id bigint, upto_id bigint)
+ RETURNS TABLE(id bigint, operation text, table_name text, record_id uuid, changed_at timestamp with time zone, row_data jsonb, old_data jsonb)
  LANGUAGE plpgsql
- IMMUTABLE
+ STABLE SECURITY DEFINER
  SET search_path TO 'pg_catalog'
 AS $function$
 declare
-  merged jsonb;
+  me uuid := auth.uid();
+  my_node uuid := app.my_node_id();
 begin
-  if jsonb_typeof(metadata_merged.data) is distinct from 'object' then
-    raise exception 'data must be a JSON object' using errcode = 'PT422', hint = 'validation_error';
+  if shape not in ('profile', 'hats', 'communities', 'events', 'tasks', 'deals', 'connections') then
+    raise exception 'unknown shape %', shape using errcode = 'PT400', hint = 'bad_request';
   end if;
-  -- Supabase Auth's merge: each key given replaces its value; a key given as null is removed.
-  merged := (select coalesce(jsonb_object_agg(e.key, e.value), '{}'::jsonb)
-               from jsonb_each(coalesce(metadata_merged.current_value, '{}'::jsonb) || metadata_merged.data) e
-              where e.value <> 'null'::jsonb);
-  if octet_length(merged::text) > 16384 then
-    raise exception '% may hold at most 16 KB', metadata_merged.what using errcode = 'PT422', hint = 'validation_error';
+  if after_id < (select s.pruned_through from app.change_log_state s) then
+    raise exception 'the changes after % are no longer kept', after_id
+      using errcode = 'PT410', hint = 'last_event_id_expired';
   end if;
-  return merged;
+  return query
+    select c.id, c.operation, c.table_name, c.record_id, c.changed_at, c.row_data, c.old_data
+      from app.change_log c
+     where c.id > after_id and c.id <= upto_id
+       and case
+             when c.table_name = 'community_members' then
+               shape in ('events', 'communities') and (c.row_data ->> 'member_node_id')::uuid = my_node
+             when shape = 'events' then c.table_name = 'events'
+             when shape = 'communities' then c.table_name = 'communities'
+             when shape = 'tasks' then c.table_name = 'tasks' and (c.row_data ->> 'created_by')::uuid = me
+             when shape = 'deals' then c.table_name = 'deals' and (c.row_data ->> 'created_by')::uuid = me
+             when shape = 'hats' then c.table_name = 'hats' and (c.row_data ->> 'user_id')::uuid = me
+             when shape = 'profile' then c.table_name = 'profiles' and c.record_id = me
+             when shape = 'connections' then c.table_name = 'connections' and (c.row_data ->> 'owner_node_id')::uuid = my_node
+             else false
+           end
+     order by c.id;
 end;
 $function$;
 
-CREATE OR REPLACE FUNCTION private.signing_key_first(kid text, alg text, public_jwk jsonb, private_jwk jsonb)
- RETURNS void
+CREATE OR REPLACE FUNCTION private.sync_rows(shape text, public_url text)
+ RETURNS TABLE(id uuid, value jsonb)
  LANGUAGE plpgsql
+ STABLE
  SET search_path TO 'pg_catalog'
 AS $function$
 begin
-  -- Processes starting together agree on one key: the first to lock makes it.
-  lock table identity.signing_keys in share row exclusive mode;
-  if not exists (select from identity.signing_keys k where k.status = 'current') then
-    insert into identity.signing_keys (kid, alg, status, public_jwk, private_jwk, activated_at)
-    values (signing_key_first.kid, signing_key_first.alg, 'current', signing_key_first.public_jwk, signing_key_first.private_jwk, now());
-  end if;
+  case shape
+    when 'profile' then
+      return query
+        select p.id, to_jsonb(p) || jsonb_build_object('created_at', app.iso(p.created_at), 'updated_at', app.iso(p.updated_at))
+          from api.profile_get() p;
+    when 'hats' then
+      return query
+        select h.id, to_jsonb(h) || jsonb_build_object('created_at', app.iso(h.created_at))
+          from api.hats_list() h;
+    when 'communities' then
+      return query
+        select c.id, app.community_json(c) || jsonb_build_object('joined_at', app.iso(m.joined_at), 'role', m.role)
+          from app.community_members m
+          join app.communities c on c.id = m.community_id
+         where m.member_node_id = app.my_node_id();
+    when 'events' then
+      return query
+        select (u.event).id, private.event_object(u.event, u.community_node_id, u.manages, public_url)
+          from private.synced_events_of(app.my_node_id()) u;
+    when 'tasks' then
+      return query
+        select t.id, jsonb_build_object('id', t.id, 'created_by', t.created_by, 'inserted_at', app.iso(t.inserted_at),
+                                        'updated_at', app.iso(t.updated_at), 'meta', t.meta)
+          from app.tasks t;
+    when 'deals' then
+      return query
+        select d.id, to_jsonb(d) from api.deals_list() d;
+    when 'connections' then
+      return query
+        select c.id, to_jsonb(c) || jsonb_build_object('created_at', app.iso(c.created_at), 'updated_at', app.iso(c.updated_at))
+          from api.connections_list() c;
+    else
+      raise exception 'unknown shape %', shape using errcode = 'PT400', hint = 'bad_request';
+  end case;
 end;
 $function$;
 
-CREATE OR REPLACE FUNCTION private.signing_keys_usable(token_ttl_seconds integer)
- RETURNS TABLE(kid text, alg text, status text, public_jwk jsonb, private_jwk jsonb)
+CREATE OR REPLACE FUNCTION private.sync_was_member(community uuid, was uuid[], was_not uuid[])
+ RETURNS boolean
  LANGUAGE sql
  STABLE
  SET search_path TO 'pg_catalog'
 AS $function$
-    select k.kid, k.alg, k.status, k.public_jwk, case when k.status = 'current' then k.private_jwk end
-      from identity.signing_keys k
-     where k.status in ('current', 'standby')
-        or (k.status = 'previous' and k.retired_at > now() - make_interval(secs => signing_keys_usable.token_ttl_seconds))
-     order by k.status = 'current' desc, k.created_at desc
+    select case
+             when community = any(coalesce(was, '{}')) then true
+             when community = any(coalesce(was_not, '{}')) then false
+             else exists (select from app.community_members m
+                           where m.community_id = community and m.member_node_id = app.my_node_id())
+           end
   $function$;
 
-CREATE OR REPLACE FUNCTION private.tg_signing_keys__notify_changed()
- RETURNS trigger
- LANGUAGE plpgsql
+CREATE OR REPLACE FUNCTION private.synced_events_of(member_node uuid)
+ RETURNS TABLE(event app.events, community_node_id uuid, manages boolean)
+ LANGUAGE sql
+ STABLE
  SET search_path TO 'pg_catalog'
 AS $function$
+    select e, c.node_id, m.role = 'manager'
+      from app.community_members m
+      join app.events e on e.community_id = m.community_id
+      join app.communities c on c.id = e.community_id
+     where m.member_node_id = member_node
+       and private.event_effective_end(e.starts_at, e.ends_at)
+           >= greatest(now(), (select p.expired_through from private.change_log_position() p))
+  $function$;
+
+CREATE OR REPLACE FUNCTION private.tg_sync__log_change()
+ RETURNS trigger
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog'
+AS $function$
+declare
+  row_now jsonb := case when tg_op = 'DELETE' then to_jsonb(old) else to_jsonb(new) end;
+  row_before jsonb := case when tg_op = 'UPDATE' then to_jsonb(old) end;
 begin
-  perform pg_notify('signing_keys_changed', '');
+  -- An update that changes nothing is no change.
+  if row_now is not distinct from row_before then
+    return null;
+  end if;
+  perform pg_notify('event_changes', json_build_object('id',
+    private.append_change(lower(tg_op), tg_table_name, (row_now ->> 'id')::uuid, row_now, row_before))::text);
   return null;
 end;
 $function$;
 
-CREATE OR REPLACE FUNCTION private.user_metadata_merge(user_id uuid, data jsonb)
- RETURNS void
- LANGUAGE sql
- SET search_path TO 'pg_catalog'
-AS $function$
-    update identity.users u
-       set user_metadata = private.metadata_merged(u.user_metadata, user_metadata_merge.data, 'user_metadata'), updated_at = now()
-     where u.id = user_metadata_merge.user_id
-  $function$;
+CREATE TRIGGER _910_sync_log_change AFTER INSERT OR DELETE OR UPDATE ON app.communities FOR EACH ROW EXECUTE FUNCTION private.tg_sync__log_change();
 
-ALTER TABLE "identity"."users" ADD CONSTRAINT "users_app_metadata_object" CHECK ((jsonb_typeof(app_metadata) = 'object'::text));
+CREATE TRIGGER _910_sync_log_change AFTER INSERT OR DELETE OR UPDATE ON app.connections FOR EACH ROW EXECUTE FUNCTION private.tg_sync__log_change();
 
-CREATE UNIQUE INDEX signing_keys_one_current ON identity.signing_keys USING btree (status) WHERE (status = 'current'::text);
+CREATE TRIGGER _910_sync_log_change AFTER INSERT OR DELETE OR UPDATE ON app.deals FOR EACH ROW EXECUTE FUNCTION private.tg_sync__log_change();
 
-CREATE UNIQUE INDEX signing_keys_one_standby ON identity.signing_keys USING btree (status) WHERE (status = 'standby'::text);
+CREATE TRIGGER _910_sync_log_change AFTER INSERT OR DELETE OR UPDATE ON app.hats FOR EACH ROW EXECUTE FUNCTION private.tg_sync__log_change();
 
-CREATE TRIGGER _900_notify_signing_keys_changed AFTER INSERT OR DELETE OR UPDATE ON identity.signing_keys FOR EACH STATEMENT EXECUTE FUNCTION private.tg_signing_keys__notify_changed();
+CREATE TRIGGER _910_sync_log_change AFTER INSERT OR DELETE OR UPDATE ON app.profiles FOR EACH ROW EXECUTE FUNCTION private.tg_sync__log_change();
 
-COMMENT ON COLUMN "identity"."signing_keys"."private_jwk" IS 'The private JWK (with d): never leaves the processes'' own role.';
+CREATE TRIGGER _910_sync_log_change AFTER INSERT OR DELETE OR UPDATE ON app.tasks FOR EACH ROW EXECUTE FUNCTION private.tg_sync__log_change();
 
-COMMENT ON COLUMN "identity"."signing_keys"."public_jwk" IS 'The public JWK as published in /auth/v1/.well-known/jwks.json (kid, alg, use sig).';
+COMMENT ON FUNCTION "api"."sync_changes"(text, bigint, text) IS 'GET /sync/v1/shape (offset after a change id): what changed in the caller''s shape after after_id, up to the log''s head, one message per row (change_id of its last change, insert|update|delete, id, the row as REST answers it or {id} for a delete), then a head row (operation ''head'', no id). PT410 last_event_id_expired when after_id is older than the log keeps; PT400 for an unknown shape.';
 
-COMMENT ON COLUMN "identity"."signing_keys"."retired_at" IS 'When a rotation made the key previous: it verifies for the access token lifetime after this.';
+COMMENT ON FUNCTION "api"."sync_snapshot"(text, text) IS 'GET /sync/v1/shape (offset -1): the rows of the caller''s shape (private.sync_rows) and the change id they are consistent with (head, on every row; one row with a null id when the shape is empty). One statement, so the rows and the head are of one snapshot.';
 
-COMMENT ON COLUMN "identity"."users"."app_metadata" IS 'What the service (its operators, with the service-role key) says about the user: a JSON object of at most 16 KB set only through PUT /auth/v1/admin/users/{id} (admin.user_update), answered as the User object''s app_metadata with provider and providers, and carried in access tokens (claim app_metadata) for rules to read (private.app_metadata()).';
+COMMENT ON FUNCTION "private"."sync_audience"(text, bigint, bigint, uuid[]) IS 'Which of these users a range of changes may concern for a shape (a superset: owners of changed rows, members of changed events'' and communities'' communities, users whose memberships changed). The gateway reads api.sync_changes for those only.';
 
-COMMENT ON FUNCTION "admin"."signing_key_add"(text, text, jsonb, jsonb) IS 'npm run admin -- signing-keys add: a new key, standby (published and verifying, not signing) until signing_key_rotate; the current one when none signs yet. PT422 validation_error while a standby key exists.';
+COMMENT ON FUNCTION "private"."sync_community_events"(uuid[]) IS 'The ids of the events shown in an events shape of these communities (not ended): those a join brings in and a leave takes out (api.sync_changes, for the caller''s changed memberships only).';
 
-COMMENT ON FUNCTION "admin"."signing_key_revoke"(text) IS 'npm run admin -- signing-keys revoke <kid>: the key verifies nothing any more (its tokens are refused on every door once each process has reloaded the set, at once by NOTIFY). PT404 not_found; PT422 validation_error for the current key (rotate first).';
+COMMENT ON FUNCTION "private"."sync_log"(text, bigint, bigint) IS 'The change-log entries after_id < id <= upto_id that may concern the caller''s shape: their own rows (the owner column of the row), the caller''s memberships, and every event or community change (judged by api.sync_changes). PT410 last_event_id_expired below the prune watermark; PT400 for an unknown shape.';
 
-COMMENT ON FUNCTION "admin"."signing_key_rotate"() IS 'npm run admin -- signing-keys rotate: the standby key signs from now on; the current one becomes previous and verifies until its tokens have expired. Answers the new current kid. PT404 not_found without a standby key.';
+COMMENT ON FUNCTION "private"."sync_rows"(text, text) IS 'The rows of a shape as the caller sees them now, each with the fields REST answers (read through the REST functions and row-level security; timestamps as the gateway writes them): profile, hats, communities (mine, with joined_at and role), events (of my communities, not ended), tasks, deals, connections. PT400 for another name.';
 
-COMMENT ON FUNCTION "admin"."signing_keys_list"() IS 'npm run admin -- signing-keys list: every key, oldest first, without its private half.';
+COMMENT ON FUNCTION "private"."sync_was_member"(uuid, uuid[], uuid[]) IS 'Whether the caller was a member of the community before a range of changes: as its first membership entry in the range says (was / was_not), else as now.';
 
-COMMENT ON FUNCTION "admin"."user_create"(text, text, jsonb, jsonb) IS 'POST /auth/v1/admin/users (the service-role key): creates an account as registration does (private.create_account_with_hash: profile and node; password_hash a bcrypt hash the gateway made, or null for an account that signs in only through a set-password link), merges user_metadata and app_metadata, and answers the User object. PT400 invalid_email / invalid_password_hash, PT409 email_taken, PT422 validation_error for user_metadata.';
+COMMENT ON FUNCTION "private"."synced_events_of"(uuid) IS 'The events shape of a member: the events of their communities that have not ended (nor been logged as expired), with the community''s node id and whether they manage it. Unlike the upcoming list, not limited to 100.';
 
-COMMENT ON FUNCTION "admin"."user_update"(uuid, text, text, jsonb, jsonb) IS 'PUT /auth/v1/admin/users/{id} (the service-role key): every change at once or none. email becomes the account''s address at once (no link; a name derived from the old address is derived from the new one; PT400 invalid_email, PT409 email_taken); password_hash (a bcrypt hash the gateway made) replaces the password and ends every session of the account and its signed storage URLs; user_metadata is merged as PUT /auth/v1/user merges it, and app_metadata the same way (its only door: access tokens issued afterwards carry it). Answers the User object; PT404 not_found for an unknown id.';
+COMMENT ON FUNCTION "private"."tg_sync__log_change"() IS 'Trigger: logs a change of a synced table (tasks, deals, hats, connections, profiles, communities) to app.change_log (record_id = the row''s id) and NOTIFYs event_changes with {id}.';
 
-COMMENT ON FUNCTION "private"."access_token_claims"(uuid) IS 'The claims of a user''s access token besides those of its session (sub, email, session_id): app_metadata and user_metadata as Supabase Auth carries them. Read by the processes when they sign a token (gateway/auth/sessions.ts); what is added to every access token is added here.';
+REVOKE ALL ON FUNCTION "api"."sync_changes"(text, bigint, text) FROM PUBLIC;
 
-COMMENT ON FUNCTION "private"."app_metadata"() IS 'The caller''s app_metadata, for rules and policies: as its access token carries it (claim app_metadata, as signed when the token was issued), or the account''s own for a credential that carries none (an API token, an OAuth token on /mcp); {} for anon.';
+GRANT EXECUTE ON FUNCTION "api"."sync_changes"(text, bigint, text) TO "authenticated";
 
-COMMENT ON FUNCTION "private"."auth_user_object"(uuid) IS 'A user as Supabase Auth''s User object: id, aud, role, email, email_confirmed_at (the account''s creation: sign-up needs no confirmation here), last_sign_in_at (its latest sign-in), app_metadata (the operators'' keys, and provider email), user_metadata, one email identity, created_at, updated_at; new_email and email_change_sent_at while an e-mail change waits for its link.';
+REVOKE ALL ON FUNCTION "api"."sync_snapshot"(text, text) FROM PUBLIC;
 
-COMMENT ON FUNCTION "private"."metadata_merged"(jsonb, jsonb, text) IS 'current_value with data merged as Supabase Auth merges user_metadata and app_metadata: each key given replaces its value, a key given as null is removed; at most 16 KB (else PT422 validation_error naming what); data not an object: PT422.';
+GRANT EXECUTE ON FUNCTION "api"."sync_snapshot"(text, text) TO "authenticated";
 
-COMMENT ON FUNCTION "private"."signing_key_first"(text, text, jsonb, jsonb) IS 'At a process''s start, when no key signs yet: the key it made becomes the current one, unless another process''s did first (the table is locked meanwhile).';
+REVOKE ALL ON FUNCTION "private"."sync_audience"(text, bigint, bigint, uuid[]) FROM PUBLIC;
 
-COMMENT ON FUNCTION "private"."signing_keys_usable"(integer) IS 'The keys a process verifies with and publishes: the current one (with its private JWK: it signs), the standby one, and previous ones retired less than token_ttl_seconds ago (their tokens may still be valid). Revoked keys never.';
+REVOKE ALL ON FUNCTION "private"."sync_community_events"(uuid[]) FROM PUBLIC;
 
-COMMENT ON FUNCTION "private"."tg_signing_keys__notify_changed"() IS 'Tells every process (NOTIFY signing_keys_changed) to reload the key set: a key added, rotated or revoked.';
+GRANT EXECUTE ON FUNCTION "private"."sync_community_events"(uuid[]) TO "authenticated";
 
-COMMENT ON FUNCTION "private"."user_metadata_merge"(uuid, jsonb) IS 'Merges data into a user''s user_metadata (private.metadata_merged: PT422 validation_error for more than 16 KB or data not an object). The one merge of PUT /auth/v1/user and the admin user functions.';
+REVOKE ALL ON FUNCTION "private"."sync_log"(text, bigint, bigint) FROM PUBLIC;
 
-COMMENT ON TABLE "identity"."signing_keys" IS 'The asymmetric keys that sign (current) and verify (standby, current, previous) access tokens; revoked keys verify nothing. The private JWK is readable only by the processes'' own role.';
+GRANT EXECUTE ON FUNCTION "private"."sync_log"(text, bigint, bigint) TO "authenticated";
 
-REVOKE ALL ON FUNCTION "admin"."signing_key_add"(text, text, jsonb, jsonb) FROM PUBLIC;
+REVOKE ALL ON FUNCTION "private"."sync_rows"(text, text) FROM PUBLIC;
 
-REVOKE ALL ON FUNCTION "admin"."signing_key_revoke"(text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION "private"."sync_rows"(text, text) TO "authenticated";
 
-REVOKE ALL ON FUNCTION "admin"."signing_key_rotate"() FROM PUBLIC;
+REVOKE ALL ON FUNCTION "private"."sync_was_member"(uuid, uuid[], uuid[]) FROM PUBLIC;
 
-REVOKE ALL ON FUNCTION "admin"."signing_keys_list"() FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION "private"."sync_was_member"(uuid, uuid[], uuid[]) TO "authenticated";
 
-REVOKE ALL ON FUNCTION "admin"."user_create"(text, text, jsonb, jsonb) FROM PUBLIC;
+REVOKE ALL ON FUNCTION "private"."synced_events_of"(uuid) FROM PUBLIC;
 
-REVOKE ALL ON FUNCTION "admin"."user_update"(uuid, text, text, jsonb, jsonb) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION "private"."synced_events_of"(uuid) TO "authenticated";
 
-REVOKE ALL ON FUNCTION "private"."access_token_claims"(uuid) FROM PUBLIC;
-
-REVOKE ALL ON FUNCTION "private"."app_metadata"() FROM PUBLIC;
-
-GRANT EXECUTE ON FUNCTION "private"."app_metadata"() TO "anon", "authenticated";
-
-REVOKE ALL ON FUNCTION "private"."metadata_merged"(jsonb, jsonb, text) FROM PUBLIC;
-
-REVOKE ALL ON FUNCTION "private"."signing_key_first"(text, text, jsonb, jsonb) FROM PUBLIC;
-
-REVOKE ALL ON FUNCTION "private"."signing_keys_usable"(integer) FROM PUBLIC;
-
-REVOKE ALL ON FUNCTION "private"."tg_signing_keys__notify_changed"() FROM PUBLIC;
-
-REVOKE ALL ON FUNCTION "private"."user_metadata_merge"(uuid, jsonb) FROM PUBLIC;
+REVOKE ALL ON FUNCTION "private"."tg_sync__log_change"() FROM PUBLIC;
