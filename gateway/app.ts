@@ -166,6 +166,8 @@ export async function createApp({ services, log, isReady, corsOrigins, mcp }: Ap
     rewriteUrl: (req) => repairedUrl(req.url ?? '/'),
     bodyLimit: MAX_BODY_BYTES,
     keepAliveTimeout: 65_000,
+    // Node's own default, which Fastify would turn off: a request must arrive whole within 5 minutes.
+    requestTimeout: 300_000,
     // Draining (server.ts): requests arriving while closing are still served, with Connection: close.
     return503OnClosing: false,
     forceCloseConnections: 'idle',
