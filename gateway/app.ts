@@ -54,7 +54,7 @@ import { corsDelegator } from './http/cors.ts';
 import { adoptReply, exchangeOf, sendError } from './http/exchange.ts';
 import { mcpPathOf, mcpProxy, type McpProxyOptions } from './http/mcp-proxy.ts';
 import { routeTemplate } from './core/process/metrics.ts';
-import { repairPath } from './core/web/input.ts';
+import { answerClientError, repairPath } from './core/web/input.ts';
 import { startRequestLog } from './core/web/request-log.ts';
 import type { Route, Services } from './http/route.ts';
 
@@ -161,16 +161,20 @@ export async function createApp({ services, log, isReady, corsOrigins, mcp }: Ap
   const app = Fastify({
     logger: false,
     // As the hand-written router was: case-insensitive, one trailing slash allowed.
-    routerOptions: { caseSensitive: false, ignoreTrailingSlash: true, querystringParser: (s: string) => querystring.parse(s) },
+    // A path parameter is as long as the path (a token, an object's name): the request line's limit (16 KB) bounds it.
+    routerOptions: { caseSensitive: false, ignoreTrailingSlash: true, maxParamLength: 16 * 1024, querystringParser: (s: string) => querystring.parse(s) },
     rewriteUrl: (req) => repairedUrl(req.url ?? '/'),
     bodyLimit: MAX_BODY_BYTES,
     keepAliveTimeout: 65_000,
+    // Node's own default, which Fastify would turn off: a request must arrive whole within 5 minutes.
+    requestTimeout: 300_000,
     // Draining (server.ts): requests arriving while closing are still served, with Connection: close.
     return503OnClosing: false,
     forceCloseConnections: 'idle',
     // The request id is the request log's (core/web/request-log.ts).
     genReqId: () => '',
-    disableRequestLogging: true,
+    // Requests Node's parser refuses get a JSON Error body too.
+    clientErrorHandler: answerClientError,
   }) as unknown as FastifyInstance;
   const health = healthHandler(services.sql, isReady);
   const proxy = mcp ? mcpProxy({ ...mcp, log }) : undefined;

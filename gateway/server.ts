@@ -4,7 +4,6 @@ import crypto from 'node:crypto';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { createApp, routes } from './app.ts';
-import { answerClientErrors } from './core/web/input.ts';
 import type { Services } from './http/route.ts';
 import type { Config } from './core/process/config.ts';
 import { createPool, withDeadline, type Sql } from './core/database/pool.ts';
@@ -112,7 +111,6 @@ export async function startGateway(
 
   const server = app.server;
   server.headersTimeout = 66_000;
-  answerClientErrors(server);
   const websocket = attachRealtimeWebSocket(server, {
     hub: realtime,
     sql,

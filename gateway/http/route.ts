@@ -1,6 +1,7 @@
 // The one request pipeline every REST route goes through: defineRoute builds
-// each route's handler (found by http/dispatch.ts, on plain node:http: see
-// http/exchange.ts), which runs these steps, each a function below:
+// each route's handler (registered as a Fastify route by gateway/app.ts, and
+// given the request through the thin adapter of http/exchange.ts), which runs
+// these steps, each a function below:
 //
 //   1. authenticate        the bearer credential, when the route needs a
 //                          caller: an API token (SQL) or an access token
@@ -28,9 +29,11 @@
 //                          the route's HTML error page. SQL text never reaches
 //                          the client (core/web/errors.ts).
 //
-// Before it (app.ts): the request id and the request log line (one per
-// request, written when the response finishes), CORS, the readiness gate,
-// and JSON body parsing for requests that have a body (http/body.ts).
+// Before it (app.ts, Fastify's hooks): the request id and the request log
+// line (one per request, written when the response finishes), CORS
+// (@fastify/cors), the readiness gate, and the body read by Fastify's
+// content-type parsers for requests that have one (http/body.ts; not on
+// routes with a rawBody, whose handlers stream it).
 //
 // Route modules only declare routes; they never build SQL strings, filter rows
 // by user or re-check a rule the database enforces.
@@ -488,7 +491,7 @@ async function fail(exchange: Exchange, def: RouteRules, err: unknown): Promise<
   }
   if (def.rawBody && !exchange.req.complete) {
     // A refused upload: answered once the rest of its body is read (and
-    // thrown away, bounded), with Connection: close, as http/body.ts does.
+    // thrown away, bounded), with Connection: close, as app.ts does for a body refused.
     exchange.res.setHeader('Connection', 'close');
     await discardRest(exchange.req);
   }
