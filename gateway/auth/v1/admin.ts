@@ -135,7 +135,8 @@ export const supabaseAuthAdminRoutes = [
       200: SupabaseUser,
       401: errors('unauthorized'),
       403: errors('forbidden'),
-      422: errors('email_taken', 'weak_password', 'provider_disabled', 'invalid_email', 'validation_error'),
+      400: errors('invalid_email'),
+      422: errors('email_taken', 'weak_password', 'provider_disabled', 'validation_error'),
     },
     async handler(ctx) {
       requireServiceRole(ctx);
@@ -175,7 +176,8 @@ export const supabaseAuthAdminRoutes = [
       401: errors('unauthorized'),
       403: errors('forbidden'),
       404: errors('not_found'),
-      422: errors('email_taken', 'weak_password', 'provider_disabled', 'invalid_email', 'validation_error'),
+      400: errors('invalid_email'),
+      422: errors('email_taken', 'weak_password', 'provider_disabled', 'validation_error'),
     },
     async handler(ctx) {
       requireServiceRole(ctx);

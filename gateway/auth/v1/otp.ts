@@ -19,6 +19,7 @@ export const supabaseAuthOtpRoutes = [
     responses: {
       200: z.object({}).describe("Supabase Auth's answer when a code was sent: never given here (documented for the SDKs' sake)."),
       401: errors('unauthorized'),
+      400: errors('invalid_email'),
       422: errors('provider_disabled'),
     },
     async handler() {

@@ -39,19 +39,22 @@ export const supabaseAuthUserRoutes = [
         password: PasswordField.optional(),
         current_password: z.string().max(1024).optional().describe('The password now: needed with `password` or `email`.').meta({ example: 'correct horse battery staple' }),
         data: UserMetadata.optional(),
+        app_metadata: z.unknown().optional().describe('Refused: 403 `not_admin`. Only the service-role key writes app_metadata (PUT /auth/v1/admin/users/{id}).'),
       })
       .meta({ example: { data: { name: 'Ada' } } }),
     invalidStatus: 422,
     responses: {
       200: SupabaseUser,
-      400: errors('current_password_required', 'invalid_credentials'),
+      400: errors('current_password_required', 'invalid_credentials', 'invalid_email'),
       401: errors('unauthorized'),
       403: errors('forbidden', 'unauthorized', 'invalid_token', 'session_ended'),
-      422: errors('weak_password', 'invalid_email'),
+      422: errors('weak_password'),
       429: errors('rate_limited'),
     },
     async handler(ctx) {
       const { body } = ctx;
+      // As Supabase Auth: what the service says about a user is not the user's to change.
+      if (body.app_metadata !== undefined) throw new HttpError(403, 'forbidden', 'Updating app_metadata requires admin privileges', { error_code: 'not_admin' });
       const [current] = await ctx.db((tx) => tx<{ user: { email: string } }[]>`select api.auth_user() as user`);
       const newEmail = body.email !== undefined && body.email.toLowerCase() !== current!.user.email ? body.email : null;
       if (body.password !== undefined) strongEnough(body.password);
