@@ -16,7 +16,10 @@
 --
 -- Failures are counted per e-mail and client, per e-mail across clients and per
 -- client address (private.auth_failures); attempts still being checked count
--- too. Refresh tokens are random, stored as SHA-256, rotated on every use; a
+-- too. Both tables are UNLOGGED: a sign-in writes no WAL for them, and its
+-- first transaction (which writes nothing else) commits without a WAL flush;
+-- a crash or failover of the primary forgets them (the counts start again,
+-- sign-ins being checked then answer expired). Refresh tokens are random, stored as SHA-256, rotated on every use; a
 -- rotated token presented again ends its whole session. Logout ends a session
 -- and with it every access token of it (private.check_session, checked in each
 -- request's transaction), streams included (NOTIFY session_ended).
@@ -121,7 +124,7 @@ CREATE TABLE identity.recovery_sessions (
 COMMENT ON TABLE identity.recovery_sessions IS 'Sessions a password recovery link started (api.auth_recovery_verify): each may set the password once without the current one until expires_at (one hour).';
 ALTER TABLE identity.recovery_sessions ENABLE ROW LEVEL SECURITY;
 
-CREATE TABLE private.auth_failures (
+CREATE UNLOGGED TABLE private.auth_failures (
     scope text NOT NULL,
     key text NOT NULL,
     failed_at timestamp with time zone DEFAULT now() NOT NULL,
@@ -129,7 +132,7 @@ CREATE TABLE private.auth_failures (
 );
 COMMENT ON TABLE private.auth_failures IS 'Failed sign-ins (per e-mail and client address, per e-mail, per client IP), failed refresh/verify attempts (per client IP), requests at the doors that set a password (password_set, per client IP) and at the doors that e-mail a link (email_link, per client IP), for throttling.';
 
-CREATE TABLE private.password_attempts (
+CREATE UNLOGGED TABLE private.password_attempts (
     attempt_hash bytea NOT NULL,
     door text NOT NULL,
     email_key text NOT NULL,
