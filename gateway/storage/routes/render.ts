@@ -15,9 +15,9 @@ import { content, errors, noContent } from '../../http/responses.ts';
 import type { Tx } from '../../core/database/transaction.ts';
 import { NotStoredError } from '../byte-store.ts';
 import { readObject, readSigned, servedCacheControl, streamTo } from '../downloads.ts';
-import { imageClient, MAX_RENDER_SIDE, type RenderOptions } from '../images.ts';
+import { IMAGE_FORMATS, imageClient, MAX_RENDER_SIDE, type RenderOptions } from '../images.ts';
 import type { RenderCache } from '../service.ts';
-import { DownloadQuery, ObjectParams, type ObjectRow, type Transform } from '../shapes.ts';
+import { DownloadQuery, ObjectParams, storageRoute, type ObjectRow, type Transform } from '../shapes.ts';
 
 /** The transformation options of a render query. */
 const RenderQuery = DownloadQuery.extend({
@@ -38,7 +38,7 @@ const AcceptHeaders = z.object({
   'if-none-match': z.string().max(4096).optional().describe("The ETag held: 304 when it is still the transformation's.").meta({ example: '"7b8f2e0c1a9d4e6f8a7b6c5d4e3f2a1b"' }),
 });
 
-const IMAGE = content('image/webp', 'The transformed image (WebP, AVIF, or the original format, as Accept and `format` say), with ETag, Cache-Control and Vary: Accept.');
+const IMAGE = content('image/webp', 'The transformed image (WebP, AVIF, or the original format, as Accept and `format` say), with ETag, Cache-Control, Vary: Accept and X-Transformations (what was applied, as Supabase Storage says it: `height:200,width:200,resizing_type:fill,quality:60`).');
 const NOT_MODIFIED = noContent('Not modified: the ETag sent is still the transformation\'s (no body).');
 const RENDER_ERRORS = {
   404: errors('bucket_not_found', 'object_not_found'),
@@ -51,7 +51,11 @@ type RenderContext = Context<z.infer<typeof ObjectParams>, z.infer<typeof Render
 
 /** The transformation of an object (options from the query, or from a signed URL's token). */
 async function renderReply(ctx: RenderContext, object: ObjectRow, transform: Partial<z.infer<typeof RenderQuery>>): Promise<Reply> {
-  if (!object.images) throw new HttpError(415, 'not_an_image', 'only objects of image buckets can be transformed');
+  // An image bucket's objects were sniffed at upload; another bucket's are transformed when their type is a raster image
+  // that sharp decodes (within the pixel limit: 422 otherwise).
+  if (!object.images && !(object.content_type.split(';')[0]!.trim().toLowerCase() in IMAGE_FORMATS)) {
+    throw new HttpError(415, 'not_an_image', 'only JPEG, PNG, WebP, AVIF and GIF images can be transformed');
+  }
   const { storage } = ctx.services;
   const options = renderOptions(transform);
   const output = storage.images.outputType(object.content_type, options, ctx.headers.accept);
@@ -80,6 +84,8 @@ async function renderReply(ctx: RenderContext, object: ObjectRow, transform: Par
     'X-Content-Type-Options': 'nosniff',
     'Content-Security-Policy': "default-src 'none'; sandbox",
   };
+  const applied = transformationsApplied(transform);
+  if (applied) headers['X-Transformations'] = applied;
   if (noneMatch(ctx.headers['if-none-match'], rendered.etag)) return { status: 304, headers };
   headers['Content-Type'] = rendered.contentType;
   headers['Content-Length'] = String(rendered.size);
@@ -89,6 +95,18 @@ async function renderReply(ctx: RenderContext, object: ObjectRow, transform: Par
   if (ctx.request.method === 'HEAD') return { status: 200, headers, stream: (res) => res.end() };
   const body = await rendered.body();
   return { status: 200, headers, stream: (res) => streamTo(body, res) };
+}
+
+const RESIZING_TYPES = { cover: 'fill', contain: 'fit', fill: 'force' } as const;
+
+/** What Supabase Storage's `x-transformations` header says of a transformation asked for (`height:200,width:200,resizing_type:fill,quality:60`). */
+export function transformationsApplied(t: Partial<z.infer<typeof Transform>>): string {
+  const segments: string[] = [];
+  if (t.height) segments.push(`height:${t.height}`);
+  if (t.width) segments.push(`width:${t.width}`);
+  if (t.width || t.height) segments.push(`resizing_type:${RESIZING_TYPES[t.resize ?? 'cover']}`);
+  if (t.quality) segments.push(`quality:${t.quality}`);
+  return segments.join(',');
 }
 
 const LIMITS = [
@@ -123,8 +141,7 @@ export const storageRenderRoutes = [
     description: 'A resized image the caller may read (supabase-js `download(path, { transform })`).',
     limits: LIMITS,
     auth: 'user',
-    errorShape: 'supabase_storage',
-    invalidStatus: 400,
+    ...storageRoute,
     params: ObjectParams,
     query: RenderQuery,
     headers: AcceptHeaders,
