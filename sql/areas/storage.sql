@@ -687,7 +687,7 @@ begin
     values (token_digest, pg_catalog.to_timestamp((claims->>'exp')::bigint))
     on conflict (token_hash) do nothing;
   if not found then
-    raise exception 'The signed upload URL was used already' using errcode = 'PT409', hint = 'signed_url_used';
+    raise exception 'The resource already exists' using errcode = 'PT409', hint = 'signed_url_used';
   end if;
   select * into started from private.storage_upload_start((claims->>'sub')::uuid, storage_upload_begin_signed.bucket_id,
     storage_upload_begin_signed.name, coalesce((claims->>'upsert')::boolean, false), storage_upload_begin_signed.declared_size, 'signed');

@@ -22,7 +22,8 @@ const BucketShape = z
   })
   .meta({ id: 'StorageBucket', description: 'A bucket, as Supabase Storage describes it.' });
 
-const UNITS: Record<string, number> = { '': 1, b: 1, k: 1024, kb: 1024, m: 1024 ** 2, mb: 1024 ** 2, g: 1024 ** 3, gb: 1024 ** 3 };
+/** Decimal units, as Supabase Storage reads them (`20MB` is 20,000,000 bytes). */
+const UNITS: Record<string, number> = { '': 1, b: 1, k: 1e3, kb: 1e3, m: 1e6, mb: 1e6, g: 1e9, gb: 1e9 };
 
 /** A size limit as Supabase Storage takes it: bytes, or a string such as `20MB` or `1.5GB` (null: the default, 50 MB). */
 const FileSizeLimit = z

@@ -6,6 +6,7 @@
 // result is kept in the byte store beside the image, so that a repeat is a
 // plain read. The format follows Accept (WebP, else AVIF, else the
 // original's): answers vary with Accept.
+import { fileTypeFromStream } from 'file-type';
 import { z } from 'zod';
 import { defineRoute, type Context, type Reply } from '../../http/route.ts';
 import { noneMatch } from '../../http/conditional.ts';
@@ -15,8 +16,8 @@ import { content, errors, noContent } from '../../http/responses.ts';
 import type { Tx } from '../../core/database/transaction.ts';
 import { NotStoredError } from '../byte-store.ts';
 import { readObject, readSigned, servedCacheControl, streamTo } from '../downloads.ts';
-import { IMAGE_FORMATS, imageClient, MAX_RENDER_SIDE, type RenderOptions } from '../images.ts';
-import type { RenderCache } from '../service.ts';
+import { IMAGE_FORMATS, imageClient, MAX_RENDER_SIDE, type ImageType, type RenderOptions } from '../images.ts';
+import type { RenderCache, StorageService } from '../service.ts';
 import { DownloadQuery, ObjectParams, storageRoute, type ObjectRow, type Transform } from '../shapes.ts';
 
 /** The transformation options of a render query. */
@@ -51,14 +52,13 @@ type RenderContext = Context<z.infer<typeof ObjectParams>, z.infer<typeof Render
 
 /** The transformation of an object (options from the query, or from a signed URL's token). */
 async function renderReply(ctx: RenderContext, object: ObjectRow, transform: Partial<z.infer<typeof RenderQuery>>): Promise<Reply> {
-  // An image bucket's objects were sniffed at upload; another bucket's are transformed when their type is a raster image
-  // that sharp decodes (within the pixel limit: 422 otherwise).
-  if (!object.images && !(object.content_type.split(';')[0]!.trim().toLowerCase() in IMAGE_FORMATS)) {
-    throw new HttpError(415, 'not_an_image', 'only JPEG, PNG, WebP, AVIF and GIF images can be transformed');
-  }
   const { storage } = ctx.services;
+  // An image bucket's objects were sniffed at upload; another bucket's are sniffed now (their first bytes), and
+  // transformed when they are JPEG, PNG, WebP, AVIF or GIF, whatever type they were uploaded with.
+  const type = object.images ? object.content_type : await sniffedImage(storage, object.storage_key);
+  if (!type) throw new HttpError(415, 'not_an_image', 'only JPEG, PNG, WebP, AVIF and GIF images can be transformed');
   const options = renderOptions(transform);
-  const output = storage.images.outputType(object.content_type, options, ctx.headers.accept);
+  const output = storage.images.outputType(type, options, ctx.headers.accept);
   const { renderMissesPerMinute, renderVariants, renderCacheBytes } = storage.config;
   // The cache's records (SQL, as the gateway's own role, on the primary): a
   // miss counted per client address and recorded, then its size; each answers
@@ -95,6 +95,23 @@ async function renderReply(ctx: RenderContext, object: ObjectRow, transform: Par
   if (ctx.request.method === 'HEAD') return { status: 200, headers, stream: (res) => res.end() };
   const body = await rendered.body();
   return { status: 200, headers, stream: (res) => streamTo(body, res) };
+}
+
+/** The image type of stored bytes, read from their first bytes (file-type), if it is one a transformation takes. */
+async function sniffedImage(storage: StorageService, key: string): Promise<ImageType | null> {
+  let stream;
+  try {
+    stream = await storage.bytes.get(key);
+  } catch (err) {
+    if (err instanceof NotStoredError) throw new HttpError(404, 'object_not_found', 'Object not found');
+    throw err;
+  }
+  try {
+    const sniffed = await fileTypeFromStream(stream);
+    return sniffed && sniffed.mime in IMAGE_FORMATS ? (sniffed.mime as ImageType) : null;
+  } finally {
+    stream.destroy();
+  }
 }
 
 const RESIZING_TYPES = { cover: 'fill', contain: 'fit', fill: 'force' } as const;

@@ -314,6 +314,33 @@ begin
 end;
 $function$;
 
+CREATE OR REPLACE FUNCTION api.storage_upload_begin_signed(bucket_id text, name text, token text, declared_size bigint)
+ RETURNS TABLE(upload_id uuid, storage_key text, file_size_limit bigint, allowed_mime_types text[], images boolean)
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog'
+AS $function$
+declare
+  claims jsonb := private.storage_token_claims(storage_upload_begin_signed.token, 'upload',
+    storage_upload_begin_signed.bucket_id || '/' || storage_upload_begin_signed.name);
+  token_digest bytea := identity.token_hash(storage_upload_begin_signed.token);
+  started record;
+begin
+  -- Once: the token's digest is kept until it expires. A second upload waits
+  -- for the first's transaction here, then finds it.
+  insert into app.storage_signed_uploads (token_hash, expires_at)
+    values (token_digest, pg_catalog.to_timestamp((claims->>'exp')::bigint))
+    on conflict (token_hash) do nothing;
+  if not found then
+    raise exception 'The resource already exists' using errcode = 'PT409', hint = 'signed_url_used';
+  end if;
+  select * into started from private.storage_upload_start((claims->>'sub')::uuid, storage_upload_begin_signed.bucket_id,
+    storage_upload_begin_signed.name, coalesce((claims->>'upsert')::boolean, false), storage_upload_begin_signed.declared_size, 'signed');
+  update app.storage_uploads u set signed_token_hash = token_digest where u.id = started.upload_id;
+  return query select started.upload_id, started.storage_key, started.file_size_limit, started.allowed_mime_types, started.images;
+end;
+$function$;
+
 CREATE OR REPLACE FUNCTION private.storage_bucket_limits_check(file_size_limit bigint, allowed_mime_types text[], images boolean)
  RETURNS void
  LANGUAGE plpgsql
