@@ -58,6 +58,7 @@ GRANT USAGE ON SCHEMA app TO anon;
 GRANT USAGE ON SCHEMA identity TO authenticated;
 
 GRANT USAGE ON SCHEMA private TO authenticated;
+GRANT USAGE ON SCHEMA private TO service_role;
 
 CREATE EXTENSION IF NOT EXISTS pg_trgm WITH SCHEMA extensions;
 
@@ -174,6 +175,7 @@ CREATE FUNCTION app.iso(ts timestamp with time zone) RETURNS text
 COMMENT ON FUNCTION app.iso(ts timestamp with time zone) IS 'ISO 8601 in UTC with milliseconds, as the gateway writes timestamps (inlined by the planner).';
 GRANT EXECUTE ON FUNCTION app.iso(ts timestamp with time zone) TO anon;
 GRANT EXECUTE ON FUNCTION app.iso(ts timestamp with time zone) TO authenticated;
+GRANT EXECUTE ON FUNCTION app.iso(ts timestamp with time zone) TO service_role;
 
 CREATE FUNCTION app.my_node_id() RETURNS uuid
     LANGUAGE sql STABLE SECURITY DEFINER

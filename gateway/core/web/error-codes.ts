@@ -284,6 +284,24 @@ export const ERROR_CODES = {
   // `error` being Supabase's name and `code` this code.
   // -------------------------------------------------------------------------
   bucket_not_found: { status: [404], meaning: 'No bucket with this id.', storage: 'Bucket not found' },
+  bucket_exists: { status: [409], meaning: 'A bucket with this id exists already (the service-role key creates buckets).', storage: 'Duplicate' },
+  bucket_builtin: {
+    status: [409],
+    meaning: 'The bucket is one of the four the service is built on (avatars, community-images, event-images, attachments): it cannot be deleted (it can be emptied).',
+    storage: 'InvalidRequest',
+  },
+  bucket_not_empty: { status: [409], meaning: 'The bucket still holds objects (or uploads under way): empty it first.', storage: 'InvalidRequest' },
+  invalid_bucket_name: { status: [400], meaning: 'A bucket id is 1 to 63 characters of a-z, 0-9, _ and -, starting with a letter or digit.', storage: 'Invalid Input' },
+  invalid_bucket_limits: {
+    status: [400],
+    meaning: "A bucket's file_size_limit is 1 byte to 5 GB (a number of bytes, or a string such as `20MB`), and its allowed_mime_types 1 to 50 lower-case types or type/* patterns (an image bucket's: image types only).",
+    storage: 'Invalid Input',
+  },
+  not_served: {
+    status: [501],
+    meaning: 'A part of Supabase Storage this service does not serve (docs/supabase-sdks.md lists them, with the reason).',
+    storage: 'NotSupported',
+  },
   object_not_found: {
     status: [404],
     meaning: 'No object at this path, or none the caller may read (the two look the same).',

@@ -33,6 +33,7 @@ import { defaultCode, errorBody, HttpError, toHttpError } from '../../core/web/e
 import { errors, noContent } from '../../http/responses.ts';
 import { retryAfterOf } from '../../core/web/throttle.ts';
 import type { UploadTarget } from '../uploader.ts';
+import { storageRoute } from '../shapes.ts';
 
 export const RESUMABLE_PATH = '/storage/v1/upload/resumable';
 
@@ -218,7 +219,7 @@ const TUS_ERRORS = {
 
 const IdParams = z.object({ id: z.string().max(100).describe('The upload, as the Location of its creation names it.').meta({ example: '5f0c8a9e-3b1d-4c62-9a7e-2d4b6f8a1c03' }) });
 
-const common = { auth: 'user' as const, errorShape: 'supabase_storage' as const, invalidStatus: 400 as const };
+const common = { auth: 'user' as const, ...storageRoute };
 
 const TUS_BODY = {
   description: 'A chunk of the file (Content-Type application/offset+octet-stream), at the offset Upload-Offset names.',
