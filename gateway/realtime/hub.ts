@@ -234,6 +234,11 @@ export class ChangeHub {
     });
   }
 
+  /** The process's logger (the shape hub of /sync/v1/shape logs with it too). */
+  get logger(): Logger {
+    return this.log;
+  }
+
   /** Whether new streams are accepted (started and not shutting down). */
   get accepting(): boolean {
     return this.started && !this.closing;

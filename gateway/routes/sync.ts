@@ -189,7 +189,7 @@ export const syncRoutes = [
       409: content('application/json', '`[{"headers":{"control":"must-refetch"}}]` with a new electric-handle: start again from offset -1.', Messages),
       503: errors('service_unavailable'),
     },
-    async handler({ query, user, db, services, log }) {
+    async handler({ query, user, db, services }) {
       const refused = (['where', 'columns', 'live_sse', 'experimental_live_sse', 'subset__where', 'subset__limit', 'subset__offset', 'subset__order_by'] as const).filter(
         (p) => query[p] !== undefined,
       );
@@ -261,7 +261,7 @@ export const syncRoutes = [
 
       // Live: wait in the shape hub (no database connection while waiting).
       if (!hub.accepting) throw new HttpError(503, 'service_unavailable', 'live shapes are not available now, try again');
-      const shapes = shapesOf(hub, () => new ShapeHub(services.sql, hub, { publicUrl, statementTimeoutMs: services.statementTimeoutMs, maxConcurrentReads: 4 }, log));
+      const shapes = shapesOf(hub, () => new ShapeHub(services.sql, hub, { publicUrl, statementTimeoutMs: services.statementTimeoutMs, maxConcurrentReads: hub.config.queryConcurrency }, hub.logger));
       return {
         status: 200,
         stream: (res) => {
