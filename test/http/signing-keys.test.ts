@@ -10,7 +10,7 @@ import { decodeJwt, decodeProtectedHeader, importJWK, SignJWT } from 'jose';
 import { afterAll, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
 import { api, apiKey, baseUrl, db, forgeToken, publicUrl, registerUser, uniqueEmail } from '../helpers.ts';
-import { checkContract } from '../support/contract.ts';
+import { contractCheckedFetch } from '../support/contract.ts';
 import { eventually } from '../support/wait.ts';
 import { newSigningKey } from '../../gateway/core/auth/signing-keys.ts';
 
@@ -20,25 +20,7 @@ const SERVICE_KEY = await apiKey('service_role');
 /** Every request a client sends, and fetch with every /auth/v1 answer checked against the OpenAPI document. */
 function countingFetch(): { fetch: typeof fetch; requests: string[] } {
   const requests: string[] = [];
-  return {
-    requests,
-    fetch: async (input, init) => {
-      const url = new URL(typeof input === 'string' ? input : input instanceof URL ? input.href : input.url);
-      requests.push(`${init?.method ?? 'GET'} ${url.pathname}`);
-      const res = await fetch(input, init);
-      const text = await res.clone().text();
-      let body: unknown;
-      try {
-        body = text ? JSON.parse(text) : undefined;
-      } catch {
-        body = undefined;
-      }
-      if (url.pathname.startsWith('/auth/v1/')) {
-        await checkContract(baseUrl, init?.method ?? 'GET', url.pathname + url.search, res.status, res.headers.get('content-type'), body);
-      }
-      return res;
-    },
-  };
+  return { requests, fetch: contractCheckedFetch(baseUrl, '/auth/v1/', (request) => requests.push(request)) };
 }
 
 const clients: SupabaseClient[] = [];
