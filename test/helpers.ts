@@ -10,6 +10,7 @@ import { afterAll, inject } from 'vitest';
 import { withClaims, type RequestClaims, type Tx } from '../gateway/core/database/transaction.ts';
 import type { Sql } from '../gateway/core/database/pool.ts';
 import { Passwords } from '../gateway/core/auth/passwords.ts';
+import { FairQueue } from '../gateway/core/auth/fair-queue.ts';
 import { register } from '../gateway/auth/sign-in.ts';
 import { createLogger } from '../gateway/core/process/log.ts';
 import { checkContract } from './support/contract.ts';
@@ -119,6 +120,14 @@ export interface TestUser {
  */
 export async function registerUser(prefix = 'user', credentials?: { email: string; password: string }): Promise<TestUser> {
   if (credentials) return registerThroughHttp(credentials.email, credentials.password);
+  // Two at a time, as the gateway's bcrypt paced them on two cores: a test making 50 users at once does not send
+  // 50 sign-ins at once to a database the other files are using too.
+  return testUsers.run('tests', () => registerWithTestPassword(prefix));
+}
+
+const testUsers = new FairQueue({ concurrency: 2, maxQueued: Number.MAX_SAFE_INTEGER, what: 'test users' });
+
+async function registerWithTestPassword(prefix: string): Promise<TestUser> {
   const email = uniqueEmail(prefix);
   const { password, hash } = await testPassword();
   const { authLimits } = environment.config;
