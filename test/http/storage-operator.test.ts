@@ -245,9 +245,13 @@ describe('Storage\'s remaining wire details', () => {
     expect((await att.download(`${ana.userId}/note.txt`, { transform: { width: 50 } })).error).not.toBeNull();
   });
 
-  it('answers what it does not serve with 501, never "Bucket not found"', async () => {
+  it('answers what it does not serve clearly, never "Bucket not found"', async () => {
+    // The CDN purge: no route (404 "no route for ..."), not a bucket of that name.
     const res = await serviceStorage().from('avatars').purgeCache('x/y.png');
-    expect(res.error).toMatchObject({ statusCode: '501' });
-    expect(res.error!.message).not.toMatch(/Bucket not found/);
+    expect(res.error).toMatchObject({ statusCode: '404' });
+    expect(res.error!.message).toMatch(/^no route for DELETE/);
+    // An analytics bucket: 400, not made.
+    const analytics = await serviceStorage().createBucket(bucketId('iceberg'), { type: 'ANALYTICS' } as never);
+    expect(analytics.error).toMatchObject({ statusCode: '400' });
   });
 });

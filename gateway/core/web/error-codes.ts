@@ -297,11 +297,6 @@ export const ERROR_CODES = {
     meaning: "A bucket's file_size_limit is 1 byte to 5 GB (a number of bytes, or a string such as `20MB`), and its allowed_mime_types 1 to 50 lower-case types or type/* patterns (an image bucket's: image types only).",
     storage: 'Invalid Input',
   },
-  not_served: {
-    status: [501],
-    meaning: 'A part of Supabase Storage this service does not serve (docs/supabase-sdks.md lists them, with the reason).',
-    storage: 'NotSupported',
-  },
   object_not_found: {
     status: [404],
     meaning: 'No object at this path, or none the caller may read (the two look the same).',

@@ -5,7 +5,6 @@
 import type postgres from 'postgres';
 import { z } from 'zod';
 import { defineRoute } from '../../http/route.ts';
-import { HttpError } from '../../core/web/errors.ts';
 import { DateTime, errors } from '../../http/responses.ts';
 import { Bucket, storageRoute } from '../shapes.ts';
 
@@ -186,18 +185,4 @@ export const storageBucketRoutes = [
     },
   }),
 
-  ...(['/storage/v1/cdn/:bucket', '/storage/v1/cdn/:bucket/:path*'] as const).map((path) =>
-    defineRoute({
-      method: 'delete',
-      path,
-      summary: 'Purge a CDN cache: not served (501).',
-      description: 'Supabase Storage purges its CDN here (supabase-js `purgeCache()`); this service has no CDN in front of it: 501 `not_served`.',
-      auth: 'user',
-      ...storageRoute,
-      responses: { 501: errors('not_served') },
-      async handler() {
-        throw new HttpError(501, 'not_served', 'This service has no CDN cache to purge: objects are served by the service itself');
-      },
-    }),
-  ),
 ];
