@@ -5,7 +5,314 @@
 
 set local check_function_bodies = off;
 
+DROP FUNCTION "admin"."user_create"(text, text, jsonb);
+
+DROP FUNCTION "admin"."user_update"(uuid, text, text, jsonb);
+
+DROP FUNCTION "api"."connection_update"(uuid, jsonb);
+
+DROP FUNCTION "api"."event_checkin"(uuid, uuid, uuid, text);
+
+DROP FUNCTION "api"."event_update"(uuid, jsonb, text);
+
+DROP FUNCTION "api"."profile_patch"(jsonb);
+
+DROP FUNCTION "api"."task_delete"(uuid);
+
+DROP FUNCTION "api"."task_update"(uuid, jsonb);
+
+DROP FUNCTION "private"."check_in"(uuid, uuid, uuid, uuid, text);
+
+DROP FUNCTION "private"."check_in_user"(uuid, uuid, uuid, uuid, uuid, text);
+
+DROP FUNCTION "private"."user_metadata_merge"(uuid, jsonb);
+
+CREATE TABLE "identity"."signing_keys" ("kid" text NOT NULL, "alg" text NOT NULL, "status" text NOT NULL DEFAULT 'standby'::text, "public_jwk" jsonb NOT NULL, "private_jwk" jsonb NOT NULL, "created_at" timestamp with time zone NOT NULL DEFAULT now(), "activated_at" timestamp with time zone, "retired_at" timestamp with time zone, "revoked_at" timestamp with time zone, CONSTRAINT "signing_keys_alg_check" CHECK ((alg = ANY (ARRAY['ES256'::text, 'RS256'::text]))), CONSTRAINT "signing_keys_kid_shape" CHECK ((kid ~ '^[A-Za-z0-9_-]{1,64}$'::text)), CONSTRAINT "signing_keys_pkey" PRIMARY KEY (kid), CONSTRAINT "signing_keys_public_is_public" CHECK ((((public_jwk ->> 'kid'::text) = kid) AND (NOT (public_jwk ? 'd'::text)))), CONSTRAINT "signing_keys_status_check" CHECK ((status = ANY (ARRAY['standby'::text, 'current'::text, 'previous'::text, 'revoked'::text]))));
+
+ALTER TABLE "identity"."signing_keys" ENABLE ROW LEVEL SECURITY;
+
+ALTER TABLE "identity"."users" ADD COLUMN "app_metadata" jsonb NOT NULL DEFAULT '{}'::jsonb;
+
 ALTER TABLE "app"."storage_uploads" ALTER COLUMN "owner_id" DROP NOT NULL;
+
+CREATE TYPE "api"."sync_message" AS ("change_id" bigint, "operation" text, "id" uuid, "value" jsonb);
+
+CREATE TYPE "api"."sync_snapshot_row" AS ("head" bigint, "id" uuid, "value" jsonb);
+
+CREATE OR REPLACE FUNCTION admin.signing_key_add(kid text, alg text, public_jwk jsonb, private_jwk jsonb)
+ RETURNS void
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog'
+AS $function$
+begin
+  if exists (select from identity.signing_keys k where k.status = 'standby') then
+    raise exception 'a standby key exists already: rotate to it or revoke it first' using errcode = 'PT422', hint = 'validation_error';
+  end if;
+  -- With no key at all (a database no process has started on), the first key signs at once.
+  insert into identity.signing_keys (kid, alg, status, public_jwk, private_jwk, activated_at)
+  select signing_key_add.kid, signing_key_add.alg, s.status, signing_key_add.public_jwk, signing_key_add.private_jwk,
+         case when s.status = 'current' then now() end
+    from (select case when exists (select from identity.signing_keys k where k.status = 'current') then 'standby' else 'current' end as status) s;
+end;
+$function$;
+
+CREATE OR REPLACE FUNCTION admin.signing_key_revoke(kid text)
+ RETURNS void
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog'
+AS $function$
+declare
+  found_status text;
+begin
+  select k.status into found_status from identity.signing_keys k where k.kid = signing_key_revoke.kid for update;
+  if found_status is null then
+    raise exception 'no signing key %', signing_key_revoke.kid using errcode = 'PT404', hint = 'not_found';
+  end if;
+  if found_status = 'current' then
+    raise exception 'the current key signs every new token: add a key, rotate to it, then revoke this one' using errcode = 'PT422', hint = 'validation_error';
+  end if;
+  update identity.signing_keys k set status = 'revoked', revoked_at = coalesce(k.revoked_at, now())
+   where k.kid = signing_key_revoke.kid;
+end;
+$function$;
+
+CREATE OR REPLACE FUNCTION admin.signing_key_rotate()
+ RETURNS text
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog'
+AS $function$
+declare
+  next_kid text;
+begin
+  select k.kid into next_kid from identity.signing_keys k where k.status = 'standby' for update;
+  if next_kid is null then
+    raise exception 'no standby key: add one first (it must be published before it signs)' using errcode = 'PT404', hint = 'not_found';
+  end if;
+  update identity.signing_keys k set status = 'previous', retired_at = now() where k.status = 'current';
+  update identity.signing_keys k set status = 'current', activated_at = now() where k.kid = next_kid;
+  return next_kid;
+end;
+$function$;
+
+CREATE OR REPLACE FUNCTION admin.signing_keys_list()
+ RETURNS TABLE(kid text, alg text, status text, created_at timestamp with time zone, activated_at timestamp with time zone, retired_at timestamp with time zone, revoked_at timestamp with time zone)
+ LANGUAGE sql
+ STABLE
+ SET search_path TO 'pg_catalog'
+AS $function$
+    select k.kid, k.alg, k.status, k.created_at, k.activated_at, k.retired_at, k.revoked_at
+      from identity.signing_keys k
+     order by k.created_at
+  $function$;
+
+CREATE OR REPLACE FUNCTION admin.user_create(email text, password_hash text DEFAULT NULL::text, user_metadata jsonb DEFAULT NULL::jsonb, app_metadata jsonb DEFAULT NULL::jsonb)
+ RETURNS jsonb
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog'
+AS $function$
+declare
+  new_user uuid := private.create_account_with_hash(user_create.email, user_create.password_hash, null);
+begin
+  if user_create.user_metadata is not null then
+    perform private.user_metadata_merge(new_user, user_create.user_metadata);
+  end if;
+  if user_create.app_metadata is not null then
+    update identity.users u set app_metadata = private.metadata_merged(u.app_metadata, user_create.app_metadata, 'app_metadata')
+     where u.id = new_user;
+  end if;
+  return private.auth_user_object(new_user);
+end;
+$function$;
+
+CREATE OR REPLACE FUNCTION admin.user_update(user_id uuid, email text DEFAULT NULL::text, password_hash text DEFAULT NULL::text, user_metadata jsonb DEFAULT NULL::jsonb, app_metadata jsonb DEFAULT NULL::jsonb)
+ RETURNS jsonb
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog'
+AS $function$
+declare
+  current_email text;
+begin
+  select u.email into current_email from identity.users u where u.id = user_update.user_id for update;
+  if not found then
+    raise exception 'User not found' using errcode = 'PT404', hint = 'not_found';
+  end if;
+  -- One transaction: every change or none.
+  if user_update.email is not null and lower(btrim(user_update.email)) is distinct from current_email then
+    -- The operator's change needs no link: the address is the account's at once (PT400 invalid_email, PT409 email_taken).
+    update identity.users u set email = private.account_email_check(user_update.email), updated_at = now()
+     where u.id = user_update.user_id
+     returning u.email into current_email;
+    -- A name derived from the old address (private) is derived from the new one: no trace of the old address stays.
+    update app.profiles p set name = split_part(current_email, '@', 1)
+     where p.id = user_update.user_id and p.name_source = 'email';
+  end if;
+  if user_update.password_hash is not null then
+    if not private.password_hash_valid(user_update.password_hash) then
+      raise exception 'password_hash must be a bcrypt hash of cost 10 or more' using errcode = 'PT400', hint = 'invalid_password_hash';
+    end if;
+    update identity.users u set password_hash = user_update.password_hash, updated_at = now() where u.id = user_update.user_id;
+    -- As Supabase Auth does when an operator sets a password: every session of the account ends (and its signed storage URLs).
+    update identity.refresh_tokens r set revoked_at = now(), revoked_reason = 'logout'
+     where r.user_id = user_update.user_id and r.revoked_at is null;
+    perform private.storage_signed_urls_end(user_update.user_id);
+  end if;
+  if user_update.user_metadata is not null then
+    perform private.user_metadata_merge(user_update.user_id, user_update.user_metadata);
+  end if;
+  if user_update.app_metadata is not null then
+    -- Only here: the service-role key's door. A user's own door (PUT /auth/v1/user) has no way to it.
+    update identity.users u
+       set app_metadata = private.metadata_merged(u.app_metadata, user_update.app_metadata, 'app_metadata'), updated_at = now()
+     where u.id = user_update.user_id;
+  end if;
+  return private.auth_user_object(user_update.user_id);
+end;
+$function$;
+
+CREATE OR REPLACE FUNCTION api.connection_update(id uuid, patch jsonb, if_match text[] DEFAULT NULL::text[])
+ RETURNS SETOF api.connection
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog'
+AS $function$
+declare
+  current_row app.connections;
+begin
+  if connection_update.if_match is not null then
+    select c.* into current_row from app.connections c where c.id = connection_update.id for no key update;
+    if found then
+      perform app.check_if_match(connection_update.if_match, current_row.updated_at, private.connection_json(current_row));
+    end if;
+  end if;
+  return query
+    update app.connections c
+       set notes = case when patch ? 'notes' then patch ->> 'notes' else c.notes end,
+           strength = case when patch ? 'strength' then patch ->> 'strength' else c.strength end,
+           tags = case
+                    when not patch ? 'tags' then c.tags
+                    when jsonb_typeof(patch -> 'tags') = 'array'
+                      then array(select jsonb_array_elements_text(patch -> 'tags'))
+                    else '{}'
+                  end
+     where c.id = connection_update.id
+    returning c.id, c.owner_node_id, c.target_node_id, c.connection_type, c.event_id, c.my_hat_id,
+              c.their_hat_id, c.notes, c.strength, c.tags, c.created_at, c.updated_at;
+  if not found then
+    raise exception 'connection not found' using errcode = 'PT404', hint = 'connection_not_found';
+  end if;
+end;
+$function$;
+
+CREATE OR REPLACE FUNCTION api.etag(version timestamp with time zone)
+ RETURNS text
+ LANGUAGE sql
+ IMMUTABLE STRICT
+ SET search_path TO 'pg_catalog'
+AS $function$
+    select '"' || ((extract(epoch from version) * 1000000)::bigint)::text || '"'
+  $function$;
+
+CREATE OR REPLACE FUNCTION api.event_checkin(event_id uuid, hat_id uuid DEFAULT NULL::uuid, location_id uuid DEFAULT NULL::uuid, visibility text DEFAULT NULL::text, checked_in_at timestamp with time zone DEFAULT NULL::timestamp with time zone)
+ RETURNS SETOF api.checkin_outcome
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog'
+AS $function$
+declare
+  found_event app.events := private.find_event(event_checkin.event_id);
+begin
+  if found_event.id is null then
+    raise exception 'event not found' using errcode = 'PT404', hint = 'event_not_found';
+  end if;
+  return query select * from private.check_in(found_event.id, null, hat_id, location_id, visibility,
+                                               private.checkin_device_time(found_event, event_checkin.checked_in_at));
+end;
+$function$;
+
+CREATE OR REPLACE FUNCTION api.event_etag(id uuid)
+ RETURNS text
+ LANGUAGE sql
+ STABLE
+ SET search_path TO 'pg_catalog'
+AS $function$
+    select api.etag((private.find_event(event_etag.id)).updated_at)
+  $function$;
+
+CREATE OR REPLACE FUNCTION api.event_update(id uuid, patch jsonb, public_url text, if_match text[] DEFAULT NULL::text[])
+ RETURNS jsonb
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog'
+AS $function$
+declare
+  caller uuid := auth.uid();
+  found_event app.events := private.find_event(event_update.id);
+begin
+  if found_event.id is null then
+    raise exception 'event not found' using errcode = 'PT404', hint = 'event_not_found';
+  end if;
+  if not private.is_community_manager(found_event.community_id, caller) then
+    raise exception 'only managers of the event''s community may change it' using errcode = 'PT403', hint = 'not_community_manager';
+  end if;
+  if event_update.if_match is not null then
+    select e.* into found_event from app.events e where e.id = found_event.id for no key update;
+    perform app.check_if_match(event_update.if_match, found_event.updated_at, private.event_json(found_event, event_update.public_url));
+  end if;
+  if pg_catalog.jsonb_typeof(event_update.patch) is distinct from 'object' then
+    raise exception 'the patch must be an object' using errcode = 'PT422', hint = 'validation_error';
+  end if;
+  if event_update.patch ? 'image_path' then
+    -- An object of the event-images bucket in the event's folder, or null to clear (a platform's external image stays).
+    update app.events e
+       set image_object_id = private.storage_image_object('event-images', event_update.patch->>'image_path', caller)
+     where e.id = found_event.id
+    returning e.* into found_event;
+  end if;
+  return private.event_json(found_event, event_update.public_url);
+end;
+$function$;
+
+CREATE OR REPLACE FUNCTION api.profile_patch(patch jsonb, if_match text[] DEFAULT NULL::text[])
+ RETURNS SETOF api.user_profile
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog'
+AS $function$
+declare
+  caller uuid := auth.uid();
+  version timestamp with time zone;
+begin
+  if pg_catalog.jsonb_typeof(profile_patch.patch) is distinct from 'object' then
+    raise exception 'the patch must be an object' using errcode = 'PT422', hint = 'validation_error';
+  end if;
+  if profile_patch.if_match is not null then
+    select p.updated_at into version from app.profiles p where p.id = caller for no key update;
+    if found then
+      perform app.check_if_match(profile_patch.if_match, version, private.profile_json(caller));
+    end if;
+  end if;
+  if profile_patch.patch ? 'name' then
+    perform api.profile_update(profile_patch.patch->>'name');
+  end if;
+  if profile_patch.patch ? 'avatar_path' then
+    -- An object of the avatars bucket in the caller's own folder, or null to clear.
+    update app.profiles p
+       set avatar_object_id = private.storage_image_object('avatars', profile_patch.patch->>'avatar_path', caller)
+     where p.id = caller;
+    if not found then
+      raise exception 'profile not found' using errcode = 'PT404', hint = 'profile_not_found';
+    end if;
+  end if;
+  return query
+    select p.id, u.email, p.name, s.is_premium, p.subscription_type,
+           s.max_hats, p.node_id, p.created_at, p.updated_at, app.storage_public_url(p.avatar_object_id)
+      from app.profiles p
+      join identity.users u on u.id = p.id
+      join app.subscription_plans s on s.id = p.subscription_type
+     where p.id = caller;
+  if not found then
+    raise exception 'profile not found' using errcode = 'PT404', hint = 'profile_not_found';
+  end if;
+end;
+$function$;
 
 CREATE OR REPLACE FUNCTION api.storage_bucket_create(bucket_id text, public boolean, file_size_limit bigint, allowed_mime_types text[])
  RETURNS jsonb
@@ -341,6 +648,447 @@ begin
 end;
 $function$;
 
+CREATE OR REPLACE FUNCTION api.sync_changes(shape text, after_id bigint, public_url text)
+ RETURNS SETOF api.sync_message
+ LANGUAGE sql
+ STABLE
+ SET search_path TO 'pg_catalog'
+AS $function$
+    with pos as (
+      select p.head from private.change_log_position() p
+    ),
+    log as (
+      select l.* from pos, private.sync_log(sync_changes.shape, sync_changes.after_id, pos.head) l
+    ),
+    own_table as (
+      select case sync_changes.shape when 'profile' then 'profiles' else sync_changes.shape end as name
+    ),
+    -- The caller's memberships that changed in the range: whether they were
+    -- a member before it (the first entry: anything but an insert).
+    moved as (
+      select distinct on (l.record_id) l.record_id as community_id, l.operation <> 'insert' as was_member
+        from log l
+       where l.table_name = 'community_members'
+       order by l.record_id, l.id
+    ),
+    moved_last as (
+      select l.record_id as community_id, max(l.id) as change_id
+        from log l
+       where l.table_name = 'community_members'
+       group by 1
+    ),
+    -- Rows of the shape's own table changed in the range: the first entry
+    -- says how the row was before the range.
+    firsts as (
+      select distinct on (l.record_id) l.record_id, l.operation, l.changed_at,
+             coalesce(l.old_data, l.row_data) as before_row
+        from log l, own_table t
+       where l.table_name = t.name
+       order by l.record_id, l.id
+    ),
+    lasts as (
+      select l.record_id, max(l.id) as change_id
+        from log l, own_table t
+       where l.table_name = t.name
+       group by 1
+    ),
+    -- Rows touched by a membership change: a community's events (events), the
+    -- community itself (communities).
+    by_membership as (
+      select x.record_id, x.community_id, ml.change_id
+        from (select e.id as record_id, e.community_id
+                from private.sync_community_events(array(select m.community_id from moved m)) e
+               where sync_changes.shape = 'events'
+              union all
+              select m.community_id, m.community_id from moved m where sync_changes.shape = 'communities') x
+        join moved_last ml on ml.community_id = x.community_id
+    ),
+    touched as (
+      select k.record_id, max(k.change_id) as change_id
+        from (select record_id, change_id from lasts union all select record_id, change_id from by_membership) k
+       group by 1
+    ),
+    judged as (
+      select t.record_id, t.change_id,
+             case
+               when f.record_id is not null and f.operation = 'insert' then false
+               when sync_changes.shape = 'events' then
+                 private.sync_was_member(coalesce((f.before_row ->> 'community_id')::uuid, bm.community_id),
+                                         (select array_agg(m.community_id) from moved m where m.was_member),
+                                         (select array_agg(m.community_id) from moved m where not m.was_member))
+                 and (f.record_id is null or f.operation = 'expire'
+                      or private.event_effective_end((f.before_row ->> 'starts_at')::timestamptz,
+                                                     (f.before_row ->> 'ends_at')::timestamptz) >= f.changed_at)
+               when sync_changes.shape = 'communities' then
+                 private.sync_was_member(t.record_id,
+                                         (select array_agg(m.community_id) from moved m where m.was_member),
+                                         (select array_agg(m.community_id) from moved m where not m.was_member))
+               else true
+             end as was_visible
+        from touched t
+        left join firsts f on f.record_id = t.record_id
+        left join (select distinct on (b.record_id) b.record_id, b.community_id from by_membership b
+                    order by b.record_id) bm on bm.record_id = t.record_id
+    ),
+    now_rows as (
+      select r.id, r.value
+        from private.sync_rows(sync_changes.shape, sync_changes.public_url) r
+       where r.id in (select t.record_id from touched t)
+    )
+    select j.change_id,
+           case when j.was_visible and n.id is not null then 'update'
+                when n.id is not null then 'insert'
+                else 'delete' end,
+           j.record_id,
+           coalesce(n.value, jsonb_build_object('id', j.record_id))
+      from judged j
+      left join now_rows n on n.id = j.record_id
+     where j.was_visible or n.id is not null
+    union all
+    -- The head the answer is consistent with: a row without an id, last.
+    select pos.head, 'head', null::uuid, null::jsonb from pos
+     order by 1, 3 nulls last
+  $function$;
+
+CREATE OR REPLACE FUNCTION api.sync_snapshot(shape text, public_url text)
+ RETURNS SETOF api.sync_snapshot_row
+ LANGUAGE sql
+ STABLE
+ SET search_path TO 'pg_catalog'
+AS $function$
+    select p.head, r.id, r.value
+      from private.change_log_position() p
+      left join private.sync_rows(sync_snapshot.shape, sync_snapshot.public_url) r on true
+     order by r.id
+  $function$;
+
+CREATE OR REPLACE FUNCTION api.task_delete(task_id uuid, if_match text[] DEFAULT NULL::text[])
+ RETURNS void
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog'
+AS $function$
+declare
+  task app.tasks;
+begin
+  if task_delete.if_match is not null then
+    select * into task from app.tasks t where t.id = task_delete.task_id for update;
+    if found then
+      perform app.check_if_match(task_delete.if_match, task.updated_at, private.task_json(task));
+    end if;
+  end if;
+  delete from app.tasks t where t.id = task_delete.task_id;
+  if found then
+    return;
+  end if;
+  if private.task_exists(task_delete.task_id) then
+    raise exception 'only the creator of a task can delete it' using errcode = 'PT403', hint = 'not_task_creator';
+  end if;
+  raise exception 'task not found' using errcode = 'PT404', hint = 'task_not_found';
+end;
+$function$;
+
+CREATE OR REPLACE FUNCTION api.task_update(task_id uuid, changes jsonb, if_match text[] DEFAULT NULL::text[])
+ RETURNS SETOF api.task
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog'
+AS $function$
+declare
+  task app.tasks;
+  new_meta jsonb;
+  new_deal jsonb;
+begin
+  if changes is null or jsonb_typeof(changes) <> 'object' then
+    raise exception 'the body must be an object' using errcode = 'PT422', hint = 'validation_error';
+  end if;
+  if changes ? 'status' then
+    raise exception 'status cannot be changed with PATCH; use start or complete' using errcode = 'PT422', hint = 'validation_error';
+  end if;
+  if exists (select from jsonb_object_keys(changes) k where k not in ('title', 'description', 'deal_context')) then
+    raise exception 'only title, description and deal_context can be changed' using errcode = 'PT422', hint = 'validation_error';
+  end if;
+  if jsonb_typeof(changes -> 'deal_context') not in ('object', 'null') then
+    raise exception 'deal_context must be an object' using errcode = 'PT422', hint = 'validation_error';
+  end if;
+
+  select * into task from app.tasks t where t.id = task_update.task_id for no key update;
+  if not found then
+    raise exception 'task not found' using errcode = 'PT404', hint = 'task_not_found';
+  end if;
+  perform app.check_if_match(task_update.if_match, task.updated_at, private.task_json(task));
+
+  new_meta := task.meta || (changes - 'deal_context');
+  if changes ? 'deal_context' then
+    if jsonb_typeof(changes -> 'deal_context') = 'null' then
+      new_meta := new_meta - 'deal_context';
+    else
+      new_deal := jsonb_strip_nulls(coalesce(task.meta -> 'deal_context', '{}') || (changes -> 'deal_context'));
+      new_meta := case when new_deal = '{}' then new_meta - 'deal_context'
+                       else jsonb_set(new_meta, '{deal_context}', new_deal) end;
+    end if;
+  end if;
+  -- Null removes a top-level key (never status, which is not in changes).
+  new_meta := new_meta - array(select k from jsonb_each(changes) e(k, v) where jsonb_typeof(v) = 'null');
+
+  return query
+    update app.tasks t set meta = new_meta
+     where t.id = task.id
+     returning t.id, t.created_by, t.inserted_at, t.updated_at, t.meta;
+end;
+$function$;
+
+CREATE OR REPLACE FUNCTION app.check_if_match(if_match text[], version timestamp with time zone, current jsonb)
+ RETURNS void
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog'
+AS $function$
+declare
+  etag text := api.etag(version);
+begin
+  -- No If-Match: no condition. `*`: any current version (the object exists,
+  -- or the caller would have had 404). Otherwise one of the tags must be the
+  -- current one, compared strongly: a weak tag (W/"...") never matches.
+  if if_match is null or '*' = any(if_match) or etag = any(if_match) then
+    return;
+  end if;
+  raise exception 'the object changed since the version given in If-Match' using errcode = 'PT412', hint = 'precondition_failed',
+    detail = pg_catalog.jsonb_build_object('etag', etag, 'current', current)::text;
+end;
+$function$;
+
+CREATE OR REPLACE FUNCTION private.access_token_claims(user_id uuid)
+ RETURNS jsonb
+ LANGUAGE sql
+ STABLE
+ SET search_path TO 'pg_catalog'
+AS $function$
+    select jsonb_build_object(
+             'app_metadata', u.app_metadata || jsonb_build_object('provider', 'email', 'providers', jsonb_build_array('email')),
+             'user_metadata', u.user_metadata)
+      from identity.users u
+     where u.id = access_token_claims.user_id
+  $function$;
+
+CREATE OR REPLACE FUNCTION private.app_metadata()
+ RETURNS jsonb
+ LANGUAGE sql
+ STABLE SECURITY DEFINER
+ SET search_path TO 'pg_catalog'
+AS $function$
+    select coalesce(auth.jwt() -> 'app_metadata',
+                    (select u.app_metadata from identity.users u where u.id = auth.uid()),
+                    '{}'::jsonb)
+  $function$;
+
+CREATE OR REPLACE FUNCTION private.auth_user_object(user_id uuid)
+ RETURNS jsonb
+ LANGUAGE sql
+ STABLE
+ SET search_path TO 'pg_catalog'
+AS $function$
+    select jsonb_build_object(
+             'id', u.id, 'aud', 'authenticated', 'role', 'authenticated', 'email', u.email, 'phone', '',
+             'email_confirmed_at', app.iso(u.created_at), 'confirmed_at', app.iso(u.created_at),
+             'last_sign_in_at', app.iso(s.last_sign_in_at),
+             'app_metadata', u.app_metadata || jsonb_build_object('provider', 'email', 'providers', jsonb_build_array('email')),
+             'user_metadata', u.user_metadata,
+             'identities', jsonb_build_array(jsonb_build_object(
+               'identity_id', u.id, 'id', u.id, 'user_id', u.id, 'provider', 'email', 'email', u.email,
+               'identity_data', jsonb_build_object('sub', u.id, 'email', u.email, 'email_verified', true, 'phone_verified', false),
+               'last_sign_in_at', app.iso(s.last_sign_in_at), 'created_at', app.iso(u.created_at), 'updated_at', app.iso(u.updated_at))),
+             'created_at', app.iso(u.created_at), 'updated_at', app.iso(u.updated_at), 'is_anonymous', false)
+        || coalesce((select jsonb_build_object('new_email', l.new_email, 'email_change_sent_at', app.iso(l.created_at))
+                       from identity.account_links l
+                      where l.user_id = u.id and l.purpose = 'email_change' and l.used_at is null and l.expires_at > now()
+                      order by l.created_at desc limit 1), '{}'::jsonb)
+      from identity.users u
+      cross join lateral (select max(r.created_at) as last_sign_in_at from identity.refresh_tokens r
+                           where r.user_id = u.id and r.parent_id is null) s
+     where u.id = auth_user_object.user_id
+  $function$;
+
+CREATE OR REPLACE FUNCTION private.check_in(event_id uuid, venue_node_id uuid, hat_id uuid, location_id uuid, visibility text, device_checked_in_at timestamp with time zone DEFAULT NULL::timestamp with time zone)
+ RETURNS SETOF api.checkin_outcome
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog'
+AS $function$
+declare
+  caller uuid := auth.uid();
+begin
+  if caller is null then
+    raise exception 'not signed in' using errcode = 'PT401';
+  end if;
+  return query select * from private.check_in_user(caller, event_id, venue_node_id, hat_id, location_id, visibility, device_checked_in_at);
+end;
+$function$;
+
+CREATE OR REPLACE FUNCTION private.check_in_user(user_id uuid, event_id uuid, venue_node_id uuid, hat_id uuid, location_id uuid, visibility text, device_checked_in_at timestamp with time zone DEFAULT NULL::timestamp with time zone)
+ RETURNS SETOF api.checkin_outcome
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog'
+AS $function$
+declare
+  checkin_row app.checkins;
+begin
+  loop
+    insert into app.checkins as c (user_id, event_id, venue_node_id, hat_id, location_id, visibility, device_checked_in_at)
+      values (check_in_user.user_id, check_in_user.event_id, check_in_user.venue_node_id, check_in_user.hat_id,
+              check_in_user.location_id, coalesce(check_in_user.visibility, 'anonymous'), check_in_user.device_checked_in_at)
+      on conflict do nothing
+      returning c.* into checkin_row;
+    if checkin_row.id is not null then
+      return query select true, private.checkin_json(checkin_row);
+      return;
+    end if;
+    select c.* into checkin_row
+      from app.checkins c
+     where c.user_id = check_in_user.user_id
+       and c.checked_out_at is null
+       and c.event_id is not distinct from check_in_user.event_id
+       and c.venue_node_id is not distinct from check_in_user.venue_node_id;
+    if checkin_row.id is not null then
+      return query select false, private.checkin_json(checkin_row);
+      return;
+    end if;
+    -- Checked out between the two statements: try again.
+  end loop;
+end;
+$function$;
+
+CREATE OR REPLACE FUNCTION private.checkin_device_time(event app.events, device_time timestamp with time zone, as_of timestamp with time zone DEFAULT now())
+ RETURNS timestamp with time zone
+ LANGUAGE plpgsql
+ STABLE
+ SET search_path TO 'pg_catalog'
+AS $function$
+begin
+  -- An offline check-in: the phone's clock, trusted within bounds. At most 5
+  -- minutes ahead of the server (clock skew), at most 24 hours behind it (a
+  -- day offline), and inside the event's check-in window (the venue window:
+  -- 2 hours before its date to 2 hours after its effective end).
+  if device_time is null then
+    return null;
+  end if;
+  if device_time > as_of + interval '5 minutes' then
+    raise exception 'checked_in_at is in the future (more than 5 minutes ahead of the server)'
+      using errcode = 'PT422', hint = 'checkin_time_in_future';
+  end if;
+  if device_time < as_of - interval '24 hours' then
+    raise exception 'checked_in_at is more than 24 hours old' using errcode = 'PT422', hint = 'checkin_time_too_old';
+  end if;
+  if device_time < event.starts_at - interval '2 hours'
+     or device_time > private.event_effective_end(event.starts_at, event.ends_at) + interval '2 hours' then
+    raise exception 'checked_in_at is outside the event''s check-in window (2 hours before its start to 2 hours after its end)'
+      using errcode = 'PT422', hint = 'checkin_time_outside_event';
+  end if;
+  return device_time;
+end;
+$function$;
+
+CREATE OR REPLACE FUNCTION private.checkin_json(c app.checkins)
+ RETURNS jsonb
+ LANGUAGE sql
+ STABLE
+ SET search_path TO 'pg_catalog'
+AS $function$
+    select jsonb_build_object(
+      'id', c.id,
+      'type', case when c.event_id is not null then 'event' else 'venue' end,
+      'event_id', c.event_id,
+      'venue_id', c.venue_node_id,
+      'hat_id', c.hat_id,
+      'location_id', c.location_id,
+      'visibility', c.visibility,
+      'checked_in_at', app.iso(c.checked_in_at),
+      'checked_out_at', app.iso(c.checked_out_at),
+      'device_checked_in_at', app.iso(c.device_checked_in_at)
+    )
+  $function$;
+
+CREATE OR REPLACE FUNCTION private.connection_json(c app.connections)
+ RETURNS jsonb
+ LANGUAGE sql
+ STABLE
+ SET search_path TO 'pg_catalog'
+AS $function$
+    select jsonb_build_object('id', c.id, 'owner_node_id', c.owner_node_id, 'target_node_id', c.target_node_id,
+                              'connection_type', c.connection_type, 'event_id', c.event_id, 'my_hat_id', c.my_hat_id,
+                              'their_hat_id', c.their_hat_id, 'notes', c.notes, 'strength', c.strength, 'tags', c.tags,
+                              'created_at', app.iso(c.created_at), 'updated_at', app.iso(c.updated_at))
+  $function$;
+
+CREATE OR REPLACE FUNCTION private.idempotency_key_lifetime()
+ RETURNS interval
+ LANGUAGE sql
+ IMMUTABLE
+AS $function$ select interval '48 hours' $function$;
+
+CREATE OR REPLACE FUNCTION private.metadata_merged(current_value jsonb, data jsonb, what text)
+ RETURNS jsonb
+ LANGUAGE plpgsql
+ IMMUTABLE
+ SET search_path TO 'pg_catalog'
+AS $function$
+declare
+  merged jsonb;
+begin
+  if jsonb_typeof(metadata_merged.data) is distinct from 'object' then
+    raise exception 'data must be a JSON object' using errcode = 'PT422', hint = 'validation_error';
+  end if;
+  -- Supabase Auth's merge: each key given replaces its value; a key given as null is removed.
+  merged := (select coalesce(jsonb_object_agg(e.key, e.value), '{}'::jsonb)
+               from jsonb_each(coalesce(metadata_merged.current_value, '{}'::jsonb) || metadata_merged.data) e
+              where e.value <> 'null'::jsonb);
+  if octet_length(merged::text) > 16384 then
+    raise exception '% may hold at most 16 KB', metadata_merged.what using errcode = 'PT422', hint = 'validation_error';
+  end if;
+  return merged;
+end;
+$function$;
+
+CREATE OR REPLACE FUNCTION private.profile_json(user_id uuid)
+ RETURNS jsonb
+ LANGUAGE sql
+ STABLE SECURITY DEFINER
+ SET search_path TO 'pg_catalog'
+AS $function$
+    select jsonb_build_object('id', p.id, 'email', u.email, 'name', p.name, 'is_premium', s.is_premium,
+                              'subscription_type', p.subscription_type, 'max_hats', s.max_hats, 'node_id', p.node_id,
+                              'created_at', app.iso(p.created_at), 'updated_at', app.iso(p.updated_at),
+                              'avatar_url', app.storage_public_url(p.avatar_object_id))
+      from app.profiles p
+      join identity.users u on u.id = p.id
+      join app.subscription_plans s on s.id = p.subscription_type
+     where p.id = profile_json.user_id and p.id = auth.uid()
+  $function$;
+
+CREATE OR REPLACE FUNCTION private.signing_key_first(kid text, alg text, public_jwk jsonb, private_jwk jsonb)
+ RETURNS void
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog'
+AS $function$
+begin
+  -- Processes starting together agree on one key: the first to lock makes it.
+  lock table identity.signing_keys in share row exclusive mode;
+  if not exists (select from identity.signing_keys k where k.status = 'current') then
+    insert into identity.signing_keys (kid, alg, status, public_jwk, private_jwk, activated_at)
+    values (signing_key_first.kid, signing_key_first.alg, 'current', signing_key_first.public_jwk, signing_key_first.private_jwk, now());
+  end if;
+end;
+$function$;
+
+CREATE OR REPLACE FUNCTION private.signing_keys_usable(token_ttl_seconds integer)
+ RETURNS TABLE(kid text, alg text, status text, public_jwk jsonb, private_jwk jsonb)
+ LANGUAGE sql
+ STABLE
+ SET search_path TO 'pg_catalog'
+AS $function$
+    select k.kid, k.alg, k.status, k.public_jwk, case when k.status = 'current' then k.private_jwk end
+      from identity.signing_keys k
+     where k.status in ('current', 'standby')
+        or (k.status = 'previous' and k.retired_at > now() - make_interval(secs => signing_keys_usable.token_ttl_seconds))
+     order by k.status = 'current' desc, k.created_at desc
+  $function$;
+
 CREATE OR REPLACE FUNCTION private.storage_bucket_limits_check(file_size_limit bigint, allowed_mime_types text[], images boolean)
  RETURNS void
  LANGUAGE plpgsql
@@ -592,6 +1340,195 @@ begin
 end;
 $function$;
 
+CREATE OR REPLACE FUNCTION private.sync_audience(shape text, after_id bigint, upto_id bigint, users uuid[])
+ RETURNS SETOF uuid
+ LANGUAGE sql
+ STABLE SECURITY DEFINER
+ SET search_path TO 'pg_catalog'
+AS $function$
+    with log as (
+      select c.table_name, c.record_id, c.row_data, c.old_data
+        from app.change_log c
+       where c.id > after_id and c.id <= upto_id
+    ),
+    candidates as (
+      select p.id
+        from log l
+        join app.profiles p on p.node_id = (l.row_data ->> 'member_node_id')::uuid
+       where l.table_name = 'community_members' and shape in ('events', 'communities')
+      union
+      select p.id
+        from app.community_members m
+        join app.profiles p on p.node_id = m.member_node_id
+       where shape = 'events'
+         and m.community_id in (select (l.row_data ->> 'community_id')::uuid from log l where l.table_name = 'events'
+                                union
+                                select (l.old_data ->> 'community_id')::uuid from log l where l.table_name = 'events')
+      union
+      select p.id
+        from app.community_members m
+        join app.profiles p on p.node_id = m.member_node_id
+       where shape = 'communities'
+         and m.community_id in (select l.record_id from log l where l.table_name = 'communities')
+      union
+      select (l.row_data ->> 'created_by')::uuid from log l where shape in ('tasks', 'deals') and l.table_name = shape
+      union
+      select (l.row_data ->> 'user_id')::uuid from log l where shape = 'hats' and l.table_name = 'hats'
+      union
+      select l.record_id from log l where shape = 'profile' and l.table_name = 'profiles'
+      union
+      select p.id
+        from log l
+        join app.profiles p on p.node_id = (l.row_data ->> 'owner_node_id')::uuid
+       where shape = 'connections' and l.table_name = 'connections'
+    )
+    select c.id from candidates c where c.id = any(users)
+  $function$;
+
+CREATE OR REPLACE FUNCTION private.sync_community_events(communities uuid[])
+ RETURNS TABLE(id uuid, community_id uuid)
+ LANGUAGE sql
+ STABLE SECURITY DEFINER
+ SET search_path TO 'pg_catalog'
+AS $function$
+    select e.id, e.community_id
+      from app.events e
+     where e.community_id = any(communities)
+       and private.event_effective_end(e.starts_at, e.ends_at)
+           >= greatest(now(), (select s.expired_through from app.change_log_state s))
+  $function$;
+
+CREATE OR REPLACE FUNCTION private.sync_log(shape text, after_id bigint, upto_id bigint)
+ RETURNS TABLE(id bigint, operation text, table_name text, record_id uuid, changed_at timestamp with time zone, row_data jsonb, old_data jsonb)
+ LANGUAGE plpgsql
+ STABLE SECURITY DEFINER
+ SET search_path TO 'pg_catalog'
+AS $function$
+declare
+  me uuid := auth.uid();
+  my_node uuid := app.my_node_id();
+begin
+  if shape not in ('profile', 'hats', 'communities', 'events', 'tasks', 'deals', 'connections') then
+    raise exception 'unknown shape %', shape using errcode = 'PT400', hint = 'bad_request';
+  end if;
+  if after_id < (select s.pruned_through from app.change_log_state s) then
+    raise exception 'the changes after % are no longer kept', after_id
+      using errcode = 'PT410', hint = 'last_event_id_expired';
+  end if;
+  return query
+    select c.id, c.operation, c.table_name, c.record_id, c.changed_at, c.row_data, c.old_data
+      from app.change_log c
+     where c.id > after_id and c.id <= upto_id
+       and case
+             when c.table_name = 'community_members' then
+               shape in ('events', 'communities') and (c.row_data ->> 'member_node_id')::uuid = my_node
+             when shape = 'events' then c.table_name = 'events'
+             when shape = 'communities' then c.table_name = 'communities'
+             when shape = 'tasks' then c.table_name = 'tasks' and (c.row_data ->> 'created_by')::uuid = me
+             when shape = 'deals' then c.table_name = 'deals' and (c.row_data ->> 'created_by')::uuid = me
+             when shape = 'hats' then c.table_name = 'hats' and (c.row_data ->> 'user_id')::uuid = me
+             when shape = 'profile' then c.table_name = 'profiles' and c.record_id = me
+             when shape = 'connections' then c.table_name = 'connections' and (c.row_data ->> 'owner_node_id')::uuid = my_node
+             else false
+           end
+     order by c.id;
+end;
+$function$;
+
+CREATE OR REPLACE FUNCTION private.sync_rows(shape text, public_url text)
+ RETURNS TABLE(id uuid, value jsonb)
+ LANGUAGE plpgsql
+ STABLE
+ SET search_path TO 'pg_catalog'
+AS $function$
+begin
+  case shape
+    when 'profile' then
+      return query
+        select p.id, to_jsonb(p) || jsonb_build_object('created_at', app.iso(p.created_at), 'updated_at', app.iso(p.updated_at))
+          from api.profile_get() p;
+    when 'hats' then
+      return query
+        select h.id, to_jsonb(h) || jsonb_build_object('created_at', app.iso(h.created_at))
+          from api.hats_list() h;
+    when 'communities' then
+      return query
+        select c.id, app.community_json(c) || jsonb_build_object('joined_at', app.iso(m.joined_at), 'role', m.role)
+          from app.community_members m
+          join app.communities c on c.id = m.community_id
+         where m.member_node_id = app.my_node_id();
+    when 'events' then
+      return query
+        select (u.event).id, private.event_object(u.event, u.community_node_id, u.manages, public_url)
+          from private.synced_events_of(app.my_node_id()) u;
+    when 'tasks' then
+      return query
+        select t.id, jsonb_build_object('id', t.id, 'created_by', t.created_by, 'inserted_at', app.iso(t.inserted_at),
+                                        'updated_at', app.iso(t.updated_at), 'meta', t.meta)
+          from app.tasks t;
+    when 'deals' then
+      return query
+        select d.id, to_jsonb(d) from api.deals_list() d;
+    when 'connections' then
+      return query
+        select c.id, to_jsonb(c) || jsonb_build_object('created_at', app.iso(c.created_at), 'updated_at', app.iso(c.updated_at))
+          from api.connections_list() c;
+    else
+      raise exception 'unknown shape %', shape using errcode = 'PT400', hint = 'bad_request';
+  end case;
+end;
+$function$;
+
+CREATE OR REPLACE FUNCTION private.sync_was_member(community uuid, was uuid[], was_not uuid[])
+ RETURNS boolean
+ LANGUAGE sql
+ STABLE
+ SET search_path TO 'pg_catalog'
+AS $function$
+    select case
+             when community = any(coalesce(was, '{}')) then true
+             when community = any(coalesce(was_not, '{}')) then false
+             else exists (select from app.community_members m
+                           where m.community_id = community and m.member_node_id = app.my_node_id())
+           end
+  $function$;
+
+CREATE OR REPLACE FUNCTION private.synced_events_of(member_node uuid)
+ RETURNS TABLE(event app.events, community_node_id uuid, manages boolean)
+ LANGUAGE sql
+ STABLE
+ SET search_path TO 'pg_catalog'
+AS $function$
+    select e, c.node_id, m.role = 'manager'
+      from app.community_members m
+      join app.events e on e.community_id = m.community_id
+      join app.communities c on c.id = e.community_id
+     where m.member_node_id = member_node
+       and private.event_effective_end(e.starts_at, e.ends_at)
+           >= greatest(now(), (select p.expired_through from private.change_log_position() p))
+  $function$;
+
+CREATE OR REPLACE FUNCTION private.task_json(task app.tasks)
+ RETURNS jsonb
+ LANGUAGE sql
+ STABLE
+ SET search_path TO 'pg_catalog'
+AS $function$
+    select jsonb_build_object('id', task.id, 'created_by', task.created_by, 'inserted_at', app.iso(task.inserted_at),
+                              'updated_at', app.iso(task.updated_at), 'meta', task.meta)
+  $function$;
+
+CREATE OR REPLACE FUNCTION private.tg_signing_keys__notify_changed()
+ RETURNS trigger
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog'
+AS $function$
+begin
+  perform pg_notify('signing_keys_changed', '');
+  return null;
+end;
+$function$;
+
 CREATE OR REPLACE FUNCTION private.tg_storage_objects__bucket_rules()
  RETURNS trigger
  LANGUAGE plpgsql
@@ -611,6 +1548,92 @@ begin
 end;
 $function$;
 
+CREATE OR REPLACE FUNCTION private.tg_sync__log_change()
+ RETURNS trigger
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog'
+AS $function$
+declare
+  row_now jsonb := case when tg_op = 'DELETE' then to_jsonb(old) else to_jsonb(new) end;
+  row_before jsonb := case when tg_op = 'UPDATE' then to_jsonb(old) end;
+begin
+  -- An update that changes nothing is no change.
+  if row_now is not distinct from row_before then
+    return null;
+  end if;
+  perform pg_notify('event_changes', json_build_object('id',
+    private.append_change(lower(tg_op), tg_table_name, (row_now ->> 'id')::uuid, row_now, row_before))::text);
+  return null;
+end;
+$function$;
+
+CREATE OR REPLACE FUNCTION private.user_metadata_merge(user_id uuid, data jsonb)
+ RETURNS void
+ LANGUAGE sql
+ SET search_path TO 'pg_catalog'
+AS $function$
+    update identity.users u
+       set user_metadata = private.metadata_merged(u.user_metadata, user_metadata_merge.data, 'user_metadata'), updated_at = now()
+     where u.id = user_metadata_merge.user_id
+  $function$;
+
+ALTER TABLE "identity"."users" ADD CONSTRAINT "users_app_metadata_object" CHECK ((jsonb_typeof(app_metadata) = 'object'::text));
+
+CREATE UNIQUE INDEX signing_keys_one_current ON identity.signing_keys USING btree (status) WHERE (status = 'current'::text);
+
+CREATE UNIQUE INDEX signing_keys_one_standby ON identity.signing_keys USING btree (status) WHERE (status = 'standby'::text);
+
+CREATE TRIGGER _910_sync_log_change AFTER INSERT OR DELETE OR UPDATE ON app.communities FOR EACH ROW EXECUTE FUNCTION private.tg_sync__log_change();
+
+CREATE TRIGGER _910_sync_log_change AFTER INSERT OR DELETE OR UPDATE ON app.connections FOR EACH ROW EXECUTE FUNCTION private.tg_sync__log_change();
+
+CREATE TRIGGER _910_sync_log_change AFTER INSERT OR DELETE OR UPDATE ON app.deals FOR EACH ROW EXECUTE FUNCTION private.tg_sync__log_change();
+
+CREATE TRIGGER _910_sync_log_change AFTER INSERT OR DELETE OR UPDATE ON app.hats FOR EACH ROW EXECUTE FUNCTION private.tg_sync__log_change();
+
+CREATE TRIGGER _910_sync_log_change AFTER INSERT OR DELETE OR UPDATE ON app.profiles FOR EACH ROW EXECUTE FUNCTION private.tg_sync__log_change();
+
+CREATE TRIGGER _910_sync_log_change AFTER INSERT OR DELETE OR UPDATE ON app.tasks FOR EACH ROW EXECUTE FUNCTION private.tg_sync__log_change();
+
+CREATE TRIGGER _900_notify_signing_keys_changed AFTER INSERT OR DELETE OR UPDATE ON identity.signing_keys FOR EACH STATEMENT EXECUTE FUNCTION private.tg_signing_keys__notify_changed();
+
+COMMENT ON COLUMN "app"."checkins"."device_checked_in_at" IS 'When the phone says it checked in (an offline check-in sent later), beside checked_in_at (the server''s time of arrival): at most 24 hours before it and 5 minutes after it (clock skew), and inside the event''s check-in window (private.checkin_device_time); null when the phone sent none.';
+
+COMMENT ON COLUMN "identity"."signing_keys"."private_jwk" IS 'The private JWK (with d): never leaves the processes'' own role.';
+
+COMMENT ON COLUMN "identity"."signing_keys"."public_jwk" IS 'The public JWK as published in /auth/v1/.well-known/jwks.json (kid, alg, use sig).';
+
+COMMENT ON COLUMN "identity"."signing_keys"."retired_at" IS 'When a rotation made the key previous: it verifies for the access token lifetime after this.';
+
+COMMENT ON COLUMN "identity"."users"."app_metadata" IS 'What the service (its operators, with the service-role key) says about the user: a JSON object of at most 16 KB set only through PUT /auth/v1/admin/users/{id} (admin.user_update), answered as the User object''s app_metadata with provider and providers, and carried in access tokens (claim app_metadata) for rules to read (private.app_metadata()).';
+
+COMMENT ON FUNCTION "admin"."signing_key_add"(text, text, jsonb, jsonb) IS 'npm run admin -- signing-keys add: a new key, standby (published and verifying, not signing) until signing_key_rotate; the current one when none signs yet. PT422 validation_error while a standby key exists.';
+
+COMMENT ON FUNCTION "admin"."signing_key_revoke"(text) IS 'npm run admin -- signing-keys revoke <kid>: the key verifies nothing any more (its tokens are refused on every door once each process has reloaded the set, at once by NOTIFY). PT404 not_found; PT422 validation_error for the current key (rotate first).';
+
+COMMENT ON FUNCTION "admin"."signing_key_rotate"() IS 'npm run admin -- signing-keys rotate: the standby key signs from now on; the current one becomes previous and verifies until its tokens have expired. Answers the new current kid. PT404 not_found without a standby key.';
+
+COMMENT ON FUNCTION "admin"."signing_keys_list"() IS 'npm run admin -- signing-keys list: every key, oldest first, without its private half.';
+
+COMMENT ON FUNCTION "admin"."user_create"(text, text, jsonb, jsonb) IS 'POST /auth/v1/admin/users (the service-role key): creates an account as registration does (private.create_account_with_hash: profile and node; password_hash a bcrypt hash the gateway made, or null for an account that signs in only through a set-password link), merges user_metadata and app_metadata, and answers the User object. PT400 invalid_email / invalid_password_hash, PT409 email_taken, PT422 validation_error for user_metadata.';
+
+COMMENT ON FUNCTION "admin"."user_update"(uuid, text, text, jsonb, jsonb) IS 'PUT /auth/v1/admin/users/{id} (the service-role key): every change at once or none. email becomes the account''s address at once (no link; a name derived from the old address is derived from the new one; PT400 invalid_email, PT409 email_taken); password_hash (a bcrypt hash the gateway made) replaces the password and ends every session of the account and its signed storage URLs; user_metadata is merged as PUT /auth/v1/user merges it, and app_metadata the same way (its only door: access tokens issued afterwards carry it). Answers the User object; PT404 not_found for an unknown id.';
+
+COMMENT ON FUNCTION "api"."connection_update"(uuid, jsonb, text[]) IS 'PATCH /api/mobile/connections/{id}: changes notes, strength and tags given in the patch. PT404 when unknown or someone else''s; PT412 precondition_failed (with the current connection) when if_match (the If-Match tags) names another version (api.etag).';
+
+COMMENT ON FUNCTION "api"."etag"(timestamp with time zone) IS 'The ETag of a single object of the REST interface: its row''s updated_at (set on every update by private.tg__set_updated_at) in microseconds since 1970, quoted (a strong entity tag). The gateway answers it on every single-object GET and write; app.check_if_match compares If-Match to it.';
+
+COMMENT ON FUNCTION "api"."event_checkin"(uuid, uuid, uuid, text, timestamp with time zone) IS 'POST /api/mobile/events/{event_id}/checkin: checks the caller in (created) or returns the current check-in. checked_in_at: the phone''s time of an offline check-in, kept as device_checked_in_at beside the server''s (private.checkin_device_time: PT422 checkin_time_in_future, checkin_time_too_old, checkin_time_outside_event). PT404 unknown event, PT422 a hat not the caller''s.';
+
+COMMENT ON FUNCTION "api"."event_etag"(uuid) IS 'GET and PATCH /api/mobile/events/{id}: the event''s ETag (api.etag of its updated_at; by id or node id), answered beside the Event object (which has no updated_at); null when unknown.';
+
+COMMENT ON FUNCTION "api"."event_update"(uuid, jsonb, text, text[]) IS 'PATCH /api/mobile/events/{id}: a manager of the event''s community changes what the patch names: image_path (an object of the event-images bucket in the event''s folder, or null to clear). PT403 not_community_manager, PT404 event_not_found, PT422 invalid_image_path; PT412 precondition_failed (with the current event) when if_match (the If-Match tags) names another version (api.event_etag).';
+
+COMMENT ON FUNCTION "api"."idempotency_claim"(text, text) IS 'Claims an Idempotency-Key for the caller''s credential (private.idempotency_credential) in the request''s transaction, before the route''s call, and returns null; or, when the credential sent the same request (request_hash: SHA-256 of method, path and body, hex) in the last 48 hours, returns its stored answer {status, answer: {headers, body}}, which the gateway sends only if the route does not refuse the caller now. PT409 idempotency_key_in_progress while another transaction holds the key; PT422 idempotency_key_reused for another request.';
+
+COMMENT ON FUNCTION "api"."profile_patch"(jsonb, text[]) IS 'PATCH /api/mobile/profile: changes what the patch names: name (as api.profile_update) and avatar_path (an object of the avatars bucket in the caller''s folder, or null to clear). PT422 validation_error or invalid_image_path, PT404 without a profile; PT412 precondition_failed (with the current profile) when if_match (the If-Match tags) names another version (api.etag of the profile''s updated_at).';
+
 COMMENT ON FUNCTION "api"."storage_bucket_create"(text, boolean, bigint, text[]) IS 'POST /storage/v1/bucket (the operator only: the service-role key): a bucket, public or private, with a size limit in bytes (null: private.storage_default_size_limit()) and the types it takes (null: any). Its users write under their own id (`{user id}/...`, folder_owner user); an operator changes that in SQL (app.storage_buckets.folder_owner). PT403 storage_access_denied for anyone else, PT400 invalid_bucket_name or invalid_bucket_limits, PT409 bucket_exists.';
 
 COMMENT ON FUNCTION "api"."storage_bucket_delete"(text) IS 'DELETE /storage/v1/bucket/{id} (the operator only): deletes an empty bucket (no object, no upload under way: empty it first). The four built-in buckets (private.storage_builtin_buckets) stay: PT409 bucket_builtin. PT403 storage_access_denied, PT404 bucket_not_found, PT409 bucket_not_empty.';
@@ -620,6 +1643,42 @@ COMMENT ON FUNCTION "api"."storage_bucket_empty"(text) IS 'POST /storage/v1/buck
 COMMENT ON FUNCTION "api"."storage_bucket_update"(text, jsonb) IS 'PUT /storage/v1/bucket/{id} (the operator only): changes what `changes` names of public, file_size_limit (bytes; null: the default) and allowed_mime_types (null: any; an image bucket keeps to image types). PT403 storage_access_denied, PT404 bucket_not_found, PT400 invalid_bucket_limits.';
 
 COMMENT ON FUNCTION "api"."storage_objects_list_v2"(text, text, integer, text, boolean, text, text) IS 'POST /storage/v1/object/list-v2/{bucket} (supabase-js `listV2`): a page of at most max_rows (1 to 1,000) objects whose full names start with prefix, with with_delimiter the folders directly under it instead of what they hold; by name (folders among objects) or by created_at or updated_at (folders first), asc or desc; the next page after cursor (opaque, as nextCursor gave it). Only in folders the caller owns (row-level security). PT404 bucket_not_found, PT400 bad_request (a cursor not made here, or for another order).';
+
+COMMENT ON FUNCTION "api"."sync_changes"(text, bigint, text) IS 'GET /sync/v1/shape (offset after a change id): what changed in the caller''s shape after after_id, up to the log''s head, one message per row (change_id of its last change, insert|update|delete, id, the row as REST answers it or {id} for a delete), then a head row (operation ''head'', no id). PT410 last_event_id_expired when after_id is older than the log keeps; PT400 for an unknown shape.';
+
+COMMENT ON FUNCTION "api"."sync_snapshot"(text, text) IS 'GET /sync/v1/shape (offset -1): the rows of the caller''s shape (private.sync_rows) and the change id they are consistent with (head, on every row; one row with a null id when the shape is empty). One statement, so the rows and the head are of one snapshot.';
+
+COMMENT ON FUNCTION "api"."task_delete"(uuid, text[]) IS 'DELETE /api/mobile/tasks/{id}: deletes one of the caller''s tasks and its links; PT403 for another user''s task, PT404 for none; PT412 precondition_failed (with the current task) when if_match (the If-Match tags) names another version (api.etag).';
+
+COMMENT ON FUNCTION "api"."task_update"(uuid, jsonb, text[]) IS 'PATCH /api/mobile/tasks/{id}: merges title, description and deal_context into meta (null removes); PT422 for status or other keys; PT404; PT412 precondition_failed (with the current task) when if_match (the If-Match tags) names another version (api.etag).';
+
+COMMENT ON FUNCTION "app"."check_if_match"(text[], timestamp with time zone, jsonb) IS 'A write''s If-Match (the entity tags sent; null: none) against the object''s current version (api.etag of its updated_at), called with the row locked: PT412 precondition_failed with {etag, current: the object as the route answers it} in the DETAIL when no tag matches (nothing is written: the transaction fails).';
+
+COMMENT ON FUNCTION "private"."access_token_claims"(uuid) IS 'The claims of a user''s access token besides those of its session (sub, email, session_id): app_metadata and user_metadata as Supabase Auth carries them. Read by the processes when they sign a token (gateway/auth/sessions.ts); what is added to every access token is added here.';
+
+COMMENT ON FUNCTION "private"."app_metadata"() IS 'The caller''s app_metadata, for rules and policies: as its access token carries it (claim app_metadata, as signed when the token was issued), or the account''s own for a credential that carries none (an API token, an OAuth token on /mcp); {} for anon.';
+
+COMMENT ON FUNCTION "private"."auth_user_object"(uuid) IS 'A user as Supabase Auth''s User object: id, aud, role, email, email_confirmed_at (the account''s creation: sign-up needs no confirmation here), last_sign_in_at (its latest sign-in), app_metadata (the operators'' keys, and provider email), user_metadata, one email identity, created_at, updated_at; new_email and email_change_sent_at while an e-mail change waits for its link.';
+
+COMMENT ON FUNCTION "private"."check_in"(uuid, uuid, uuid, uuid, text, timestamp with time zone) IS 'Checks the caller in to an event or a venue (device_checked_in_at: the phone''s time, already checked); idempotent: returns the current check-in with created = false.';
+
+COMMENT ON FUNCTION "private"."check_in_user"(uuid, uuid, uuid, uuid, uuid, text, timestamp with time zone) IS 'Checks a user in to an event or a venue; idempotent: returns the current check-in with created = false. Runs with the caller''s rights: for a request role, row-level security admits only the caller''s own user_id.';
+
+COMMENT ON FUNCTION "private"."checkin_device_time"(app.events, timestamp with time zone, timestamp with time zone) IS 'The phone''s time of an offline event check-in, checked: null stays null; PT422 checkin_time_in_future past as_of + 5 minutes, checkin_time_too_old before as_of - 24 hours, checkin_time_outside_event outside date - 2h .. effective end + 2h.';
+
+COMMENT ON FUNCTION "private"."connection_json"(app.connections) IS 'A connection as the REST interface answers it (the Connection object), for the current object of a PT412.';
+
+COMMENT ON FUNCTION "private"."idempotency_key_lifetime"() IS 'How long an idempotency key and its answer are kept: 48 hours, so that a write replayed after a day offline keeps its key.';
+
+COMMENT ON FUNCTION "private"."idempotency_keys_prune"(integer) IS 'Deletes idempotency keys older than 48 hours, at most max_rows (oldest first), and counts them off their callers; returns how many. The background worker''s crontab runs it.';
+
+COMMENT ON FUNCTION "private"."metadata_merged"(jsonb, jsonb, text) IS 'current_value with data merged as Supabase Auth merges user_metadata and app_metadata: each key given replaces its value, a key given as null is removed; at most 16 KB (else PT422 validation_error naming what); data not an object: PT422.';
+
+COMMENT ON FUNCTION "private"."profile_json"(uuid) IS 'The caller''s profile as the REST interface answers it (the UserProfile object), for the current object of a PT412; null for anyone else''s id.';
+
+COMMENT ON FUNCTION "private"."signing_key_first"(text, text, jsonb, jsonb) IS 'At a process''s start, when no key signs yet: the key it made becomes the current one, unless another process''s did first (the table is locked meanwhile).';
+
+COMMENT ON FUNCTION "private"."signing_keys_usable"(integer) IS 'The keys a process verifies with and publishes: the current one (with its private JWK: it signs), the standby one, and previous ones retired less than token_ttl_seconds ago (their tokens may still be valid). Revoked keys never.';
 
 COMMENT ON FUNCTION "private"."storage_bucket_limits_check"(bigint, text[], boolean) IS 'PT400 invalid_bucket_limits unless a bucket''s limits are sound: 1 byte to 5 GB; 1 to 50 lower-case types or type/* patterns; an image bucket''s, image types only.';
 
@@ -635,7 +1694,67 @@ COMMENT ON FUNCTION "private"."storage_operator_only"() IS 'PT403 storage_access
 
 COMMENT ON FUNCTION "private"."storage_upload_start"(uuid, text, text, boolean, bigint, text) IS 'Begins an upload for owner_id (the caller, or the signer of a signed upload URL): the bucket, the path, the owner''s right to write it, an existing object (without upsert), the declared size against the bucket''s limit and against the quota together with what the owner''s uploads under way reserved (their declared sizes, held until they finish, are given up or expire), the upload rate, and at most private.storage_open_uploads_max() resumable uploads open, before a byte is read (owner_id null: the operator''s upload, which only the path, the bucket and the size limit hold); registers it under a fresh byte-store key (expiring after 1 hour, 24 for resumable uploads). PT413 quota_exceeded, PT429 too_many_uploads or too_many_open_uploads (detail: retry_after).';
 
+COMMENT ON FUNCTION "private"."sync_audience"(text, bigint, bigint, uuid[]) IS 'Which of these users a range of changes may concern for a shape (a superset: owners of changed rows, members of changed events'' and communities'' communities, users whose memberships changed). The gateway reads api.sync_changes for those only.';
+
+COMMENT ON FUNCTION "private"."sync_community_events"(uuid[]) IS 'The ids of the events shown in an events shape of these communities (not ended): those a join brings in and a leave takes out (api.sync_changes, for the caller''s changed memberships only).';
+
+COMMENT ON FUNCTION "private"."sync_log"(text, bigint, bigint) IS 'The change-log entries after_id < id <= upto_id that may concern the caller''s shape: their own rows (the owner column of the row), the caller''s memberships, and every event or community change (judged by api.sync_changes). PT410 last_event_id_expired below the prune watermark; PT400 for an unknown shape.';
+
+COMMENT ON FUNCTION "private"."sync_rows"(text, text) IS 'The rows of a shape as the caller sees them now, each with the fields REST answers (read through the REST functions and row-level security; timestamps as the gateway writes them): profile, hats, communities (mine, with joined_at and role), events (of my communities, not ended), tasks, deals, connections. PT400 for another name.';
+
+COMMENT ON FUNCTION "private"."sync_was_member"(uuid, uuid[], uuid[]) IS 'Whether the caller was a member of the community before a range of changes: as its first membership entry in the range says (was / was_not), else as now.';
+
+COMMENT ON FUNCTION "private"."synced_events_of"(uuid) IS 'The events shape of a member: the events of their communities that have not ended (nor been logged as expired), with the community''s node id and whether they manage it. Unlike the upcoming list, not limited to 100.';
+
+COMMENT ON FUNCTION "private"."task_json"(app.tasks) IS 'A task as the REST interface answers it (the Task object), for the current object of a PT412.';
+
+COMMENT ON FUNCTION "private"."tg_signing_keys__notify_changed"() IS 'Tells every process (NOTIFY signing_keys_changed) to reload the key set: a key added, rotated or revoked.';
+
+COMMENT ON FUNCTION "private"."tg_sync__log_change"() IS 'Trigger: logs a change of a synced table (tasks, deals, hats, connections, profiles, communities) to app.change_log (record_id = the row''s id) and NOTIFYs event_changes with {id}.';
+
+COMMENT ON FUNCTION "private"."user_metadata_merge"(uuid, jsonb) IS 'Merges data into a user''s user_metadata (private.metadata_merged: PT422 validation_error for more than 16 KB or data not an object). The one merge of PUT /auth/v1/user and the admin user functions.';
+
+COMMENT ON TABLE "app"."idempotency_keys" IS 'Idempotency keys of the last 48 hours, per user and credential (at most 1,000 a user): the key''s SHA-256, the request''s SHA-256 (method, path, body), the status of a success and the answer (encrypted with a key derived from the user, the credential and the idempotency key). Written only in the transaction of the request they answer. Not granted to request roles.';
+
 COMMENT ON TABLE "app"."storage_uploads" IS 'Uploads under way: the key their bytes are written to before the object exists. One that expires (cut off, gateway killed) has its bytes collected. owner_id null: the operator''s (the service-role key), which no rule of folders, quota or rate holds.';
+
+COMMENT ON TABLE "identity"."signing_keys" IS 'The asymmetric keys that sign (current) and verify (standby, current, previous) access tokens; revoked keys verify nothing. The private JWK is readable only by the processes'' own role.';
+
+REVOKE ALL ON FUNCTION "admin"."signing_key_add"(text, text, jsonb, jsonb) FROM PUBLIC;
+
+REVOKE ALL ON FUNCTION "admin"."signing_key_revoke"(text) FROM PUBLIC;
+
+REVOKE ALL ON FUNCTION "admin"."signing_key_rotate"() FROM PUBLIC;
+
+REVOKE ALL ON FUNCTION "admin"."signing_keys_list"() FROM PUBLIC;
+
+REVOKE ALL ON FUNCTION "admin"."user_create"(text, text, jsonb, jsonb) FROM PUBLIC;
+
+REVOKE ALL ON FUNCTION "admin"."user_update"(uuid, text, text, jsonb, jsonb) FROM PUBLIC;
+
+REVOKE ALL ON FUNCTION "api"."connection_update"(uuid, jsonb, text[]) FROM PUBLIC;
+
+GRANT EXECUTE ON FUNCTION "api"."connection_update"(uuid, jsonb, text[]) TO "authenticated";
+
+REVOKE ALL ON FUNCTION "api"."etag"(timestamp with time zone) FROM PUBLIC;
+
+GRANT EXECUTE ON FUNCTION "api"."etag"(timestamp with time zone) TO "authenticated";
+
+REVOKE ALL ON FUNCTION "api"."event_checkin"(uuid, uuid, uuid, text, timestamp with time zone) FROM PUBLIC;
+
+GRANT EXECUTE ON FUNCTION "api"."event_checkin"(uuid, uuid, uuid, text, timestamp with time zone) TO "authenticated";
+
+REVOKE ALL ON FUNCTION "api"."event_etag"(uuid) FROM PUBLIC;
+
+GRANT EXECUTE ON FUNCTION "api"."event_etag"(uuid) TO "authenticated";
+
+REVOKE ALL ON FUNCTION "api"."event_update"(uuid, jsonb, text, text[]) FROM PUBLIC;
+
+GRANT EXECUTE ON FUNCTION "api"."event_update"(uuid, jsonb, text, text[]) TO "authenticated";
+
+REVOKE ALL ON FUNCTION "api"."profile_patch"(jsonb, text[]) FROM PUBLIC;
+
+GRANT EXECUTE ON FUNCTION "api"."profile_patch"(jsonb, text[]) TO "authenticated";
 
 REVOKE ALL ON FUNCTION "api"."storage_bucket_create"(text, boolean, bigint, text[]) FROM PUBLIC;
 
@@ -719,9 +1838,59 @@ REVOKE ALL ON FUNCTION "api"."storage_upload_begin_signed"(text, text, text, big
 
 GRANT EXECUTE ON FUNCTION "api"."storage_upload_begin_signed"(text, text, text, bigint) TO "service_role";
 
+REVOKE ALL ON FUNCTION "api"."sync_changes"(text, bigint, text) FROM PUBLIC;
+
+GRANT EXECUTE ON FUNCTION "api"."sync_changes"(text, bigint, text) TO "authenticated";
+
+REVOKE ALL ON FUNCTION "api"."sync_snapshot"(text, text) FROM PUBLIC;
+
+GRANT EXECUTE ON FUNCTION "api"."sync_snapshot"(text, text) TO "authenticated";
+
+REVOKE ALL ON FUNCTION "api"."task_delete"(uuid, text[]) FROM PUBLIC;
+
+GRANT EXECUTE ON FUNCTION "api"."task_delete"(uuid, text[]) TO "authenticated";
+
+REVOKE ALL ON FUNCTION "api"."task_update"(uuid, jsonb, text[]) FROM PUBLIC;
+
+GRANT EXECUTE ON FUNCTION "api"."task_update"(uuid, jsonb, text[]) TO "authenticated";
+
+REVOKE ALL ON FUNCTION "app"."check_if_match"(text[], timestamp with time zone, jsonb) FROM PUBLIC;
+
+GRANT EXECUTE ON FUNCTION "app"."check_if_match"(text[], timestamp with time zone, jsonb) TO "authenticated";
+
 REVOKE ALL ON FUNCTION "app"."iso"(timestamp with time zone) FROM "service_role";
 
 GRANT EXECUTE ON FUNCTION "app"."iso"(timestamp with time zone) TO "service_role";
+
+REVOKE ALL ON FUNCTION "private"."access_token_claims"(uuid) FROM PUBLIC;
+
+REVOKE ALL ON FUNCTION "private"."app_metadata"() FROM PUBLIC;
+
+GRANT EXECUTE ON FUNCTION "private"."app_metadata"() TO "anon", "authenticated";
+
+REVOKE ALL ON FUNCTION "private"."check_in"(uuid, uuid, uuid, uuid, text, timestamp with time zone) FROM PUBLIC;
+
+GRANT EXECUTE ON FUNCTION "private"."check_in"(uuid, uuid, uuid, uuid, text, timestamp with time zone) TO "authenticated";
+
+REVOKE ALL ON FUNCTION "private"."check_in_user"(uuid, uuid, uuid, uuid, uuid, text, timestamp with time zone) FROM PUBLIC;
+
+GRANT EXECUTE ON FUNCTION "private"."check_in_user"(uuid, uuid, uuid, uuid, uuid, text, timestamp with time zone) TO "authenticated";
+
+REVOKE ALL ON FUNCTION "private"."checkin_device_time"(app.events, timestamp with time zone, timestamp with time zone) FROM PUBLIC;
+
+GRANT EXECUTE ON FUNCTION "private"."checkin_device_time"(app.events, timestamp with time zone, timestamp with time zone) TO "authenticated";
+
+REVOKE ALL ON FUNCTION "private"."connection_json"(app.connections) FROM PUBLIC;
+
+GRANT EXECUTE ON FUNCTION "private"."connection_json"(app.connections) TO "authenticated";
+
+REVOKE ALL ON FUNCTION "private"."metadata_merged"(jsonb, jsonb, text) FROM PUBLIC;
+
+REVOKE ALL ON FUNCTION "private"."profile_json"(uuid) FROM PUBLIC;
+
+REVOKE ALL ON FUNCTION "private"."signing_key_first"(text, text, jsonb, jsonb) FROM PUBLIC;
+
+REVOKE ALL ON FUNCTION "private"."signing_keys_usable"(integer) FROM PUBLIC;
 
 REVOKE ALL ON FUNCTION "private"."storage_base64url"(bytea) FROM "authenticated";
 
@@ -773,9 +1942,45 @@ GRANT EXECUTE ON FUNCTION "private"."storage_operator"() TO "service_role";
 
 REVOKE ALL ON FUNCTION "private"."storage_operator_only"() FROM PUBLIC;
 
+REVOKE ALL ON FUNCTION "private"."sync_audience"(text, bigint, bigint, uuid[]) FROM PUBLIC;
+
+REVOKE ALL ON FUNCTION "private"."sync_community_events"(uuid[]) FROM PUBLIC;
+
+GRANT EXECUTE ON FUNCTION "private"."sync_community_events"(uuid[]) TO "authenticated";
+
+REVOKE ALL ON FUNCTION "private"."sync_log"(text, bigint, bigint) FROM PUBLIC;
+
+GRANT EXECUTE ON FUNCTION "private"."sync_log"(text, bigint, bigint) TO "authenticated";
+
+REVOKE ALL ON FUNCTION "private"."sync_rows"(text, text) FROM PUBLIC;
+
+GRANT EXECUTE ON FUNCTION "private"."sync_rows"(text, text) TO "authenticated";
+
+REVOKE ALL ON FUNCTION "private"."sync_was_member"(uuid, uuid[], uuid[]) FROM PUBLIC;
+
+GRANT EXECUTE ON FUNCTION "private"."sync_was_member"(uuid, uuid[], uuid[]) TO "authenticated";
+
+REVOKE ALL ON FUNCTION "private"."synced_events_of"(uuid) FROM PUBLIC;
+
+GRANT EXECUTE ON FUNCTION "private"."synced_events_of"(uuid) TO "authenticated";
+
+REVOKE ALL ON FUNCTION "private"."task_json"(app.tasks) FROM PUBLIC;
+
+GRANT EXECUTE ON FUNCTION "private"."task_json"(app.tasks) TO "authenticated";
+
+REVOKE ALL ON FUNCTION "private"."tg_signing_keys__notify_changed"() FROM PUBLIC;
+
+REVOKE ALL ON FUNCTION "private"."tg_sync__log_change"() FROM PUBLIC;
+
+REVOKE ALL ON FUNCTION "private"."user_metadata_merge"(uuid, jsonb) FROM PUBLIC;
+
 REVOKE ALL ON SCHEMA "private" FROM "service_role";
 
 GRANT USAGE ON SCHEMA "private" TO "service_role";
+
+REVOKE ALL ("device_checked_in_at") ON TABLE "app"."checkins" FROM "authenticated";
+
+GRANT INSERT ("device_checked_in_at") ON TABLE "app"."checkins" TO "authenticated";
 
 REVOKE ALL ("bucket_id") ON TABLE "app"."storage_objects" FROM "service_role";
 
