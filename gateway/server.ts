@@ -4,8 +4,6 @@ import crypto from 'node:crypto';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { createApp, routes } from './app.ts';
-import { trackConnections } from './http/drain.ts';
-import { answerClientErrors } from './core/web/input.ts';
 import type { Services } from './http/route.ts';
 import type { Config } from './core/process/config.ts';
 import { createPool, withDeadline, type Sql } from './core/database/pool.ts';
@@ -74,7 +72,11 @@ export async function startGateway(
   setPoolMax(config.dbPoolMax);
   // storage_volume_*_bytes: the file system of STORAGE_DIR (uploads on it are refused when it is full).
   measureStorageVolume(config.storage.dir);
-  const tokens = await createTokenService(config);
+  const tokens = await createTokenService(config, {
+    sql,
+    listenSql,
+    onReloadError: (err) => log.warn({ err }, 'signing keys: reloading the key set failed; the keys loaded before stay in use'),
+  });
   const realtime = new ChangeHub(sql, config.realtime, log, {
     publicUrl: config.publicUrl,
     statementTimeoutMs: config.statementTimeoutMs,
@@ -100,7 +102,7 @@ export async function startGateway(
     webhooks: { allowPrivateTargets: config.webhooks.allowPrivateTargets, allowedPorts: config.webhooks.allowedPorts },
     storage: new StorageService(config.storage),
   };
-  const app = createApp({
+  const app = await createApp({
     services,
     log,
     isReady: () => ready,
@@ -108,11 +110,8 @@ export async function startGateway(
     mcp: { upstreamUrl: () => config.mcp.upstreamUrl ?? mcpUpstream?.(), trustProxy: config.trustProxy, proxySecret: config.mcp.proxySecret },
   });
 
-  const server = http.createServer(app);
-  server.keepAliveTimeout = 65_000;
+  const server = app.server;
   server.headersTimeout = 66_000;
-  answerClientErrors(server);
-  const drain = trackConnections(server);
   const websocket = attachRealtimeWebSocket(server, {
     hub: realtime,
     sql,
@@ -125,14 +124,11 @@ export async function startGateway(
   });
   let port = 0;
   const listen = async () => {
-    await new Promise<void>((resolve, reject) => {
-      server.once('error', reject);
-      // A deep accept queue: after a restart thousands of realtime clients
-      // reconnect at once, and a connection the queue cannot hold is dropped
-      // and retried by the client's TCP 1, 3, 7 s later (Node's default is 511;
-      // the kernel caps it at net.core.somaxconn).
-      server.listen({ port: config.port, host: config.host ?? '0.0.0.0', backlog: LISTEN_BACKLOG }, () => resolve());
-    });
+    // A deep accept queue: after a restart thousands of realtime clients
+    // reconnect at once, and a connection the queue cannot hold is dropped
+    // and retried by the client's TCP 1, 3, 7 s later (Node's default is 511;
+    // the kernel caps it at net.core.somaxconn).
+    await app.listen({ port: config.port, host: config.host ?? '0.0.0.0', backlog: LISTEN_BACKLOG });
     port = (server.address() as AddressInfo).port;
     services.selfUrl = selfUrl(config.host, port);
   };
@@ -148,13 +144,18 @@ export async function startGateway(
   let closing = false;
   const close = async () => {
     closing = true;
-    // In-flight requests may run until their statement timeout; then whatever is left is cut.
-    const drained = drain.close(config.statementTimeoutMs + 1_000);
+    // Fastify's close: no new connections, idle ones closed at once, requests
+    // being served finish and are answered with Connection: close (those still
+    // arriving on open connections too). In-flight requests may run until
+    // their statement timeout; then whatever is left is cut.
+    const drained = app.close();
+    setTimeout(() => server.closeAllConnections(), config.statementTimeoutMs + 1_000).unref();
     // Jobs running finish (a webhook is given up to 5 s, then retried by the next worker).
     await worker?.stop(config.statementTimeoutMs);
     await websocket.close();
     await realtime.close();
     await sessions.close();
+    await tokens.close();
     await drained;
     ready = false;
     await sql.end({ timeout: 5 });
@@ -168,6 +169,8 @@ export async function startGateway(
     // Behind a pooler, migrations (advisory locks, DDL) go to the database directly.
     await runMigrations(config.databaseDirectUrl ?? databaseUrl, log, { includeCurrent: includeCurrentMigration });
     await warnAboutOtherIssuers(sql, config.publicUrl, log);
+    // The signing keys (identity.signing_keys) are there once the migrations are.
+    await tokens.start();
     // SQL outside requests (webhook payloads) builds links with PUBLIC_URL.
     await sql`select private.service_setting_set('public_url', ${config.publicUrl})`;
     // Time zones: the copy of pg_timezone_names gains what this server's tzdata

@@ -10,6 +10,8 @@ import { afterAll, inject } from 'vitest';
 import { withClaims, type RequestClaims, type Tx } from '../gateway/core/database/transaction.ts';
 import type { Sql } from '../gateway/core/database/pool.ts';
 import { Passwords } from '../gateway/core/auth/passwords.ts';
+import { FairQueue } from '../gateway/core/auth/fair-queue.ts';
+import { register } from '../gateway/auth/sign-in.ts';
 import { createLogger } from '../gateway/core/process/log.ts';
 import { checkContract } from './support/contract.ts';
 import { startTestEnvironment, type EnvironmentOptions } from './support/environment.ts';
@@ -103,12 +105,49 @@ export interface TestUser {
 }
 
 /**
- * Registers and logs in a new user through the HTTP API: a unique e-mail
- * starting with `prefix` and a random password, or the given ones.
+ * A new signed-in user: a unique e-mail starting with `prefix` and this
+ * file's test password (testPassword()), or the given e-mail and password.
+ *
+ * With given credentials, the account is made and signed in through the HTTP
+ * API (POST /api/auth/register, then /api/auth/login). Otherwise through the
+ * same SQL steps those routes take, without their two bcrypt operations (the
+ * largest part of the suite's CPU time): the account made by
+ * api.auth_register with the hash of the test password made once per file,
+ * a session started by private.password_attempt_start and
+ * private.auth_login_finish (the password known to match that hash), and its
+ * token pair from the gateway's POST /api/auth/refresh. Tests of registering
+ * and signing in call those routes themselves.
  */
 export async function registerUser(prefix = 'user', credentials?: { email: string; password: string }): Promise<TestUser> {
-  const email = credentials?.email ?? uniqueEmail(prefix);
-  const password = credentials?.password ?? `pw-${crypto.randomBytes(8).toString('hex')}`;
+  if (credentials) return registerThroughHttp(credentials.email, credentials.password);
+  // Two at a time, as the gateway's bcrypt paced them on two cores: a test making 50 users at once does not send
+  // 50 sign-ins at once to a database the other files are using too.
+  return testUsers.run('tests', () => registerWithTestPassword(prefix));
+}
+
+const testUsers = new FairQueue({ concurrency: 2, maxQueued: Number.MAX_SAFE_INTEGER, what: 'test users' });
+
+async function registerWithTestPassword(prefix: string): Promise<TestUser> {
+  const email = uniqueEmail(prefix);
+  const { password, hash } = await testPassword();
+  const { authLimits } = environment.config;
+  const [start] = await db()`
+    select * from private.password_set_start('register', '127.0.0.1', ${authLimits.maxPasswordSetsPerIp}, ${authLimits.windowSeconds}, ${email})`;
+  if (start!.status !== 'hash') throw new Error(`register refused: ${JSON.stringify(start)}`);
+  const [user] = await asAnon((tx) => register(tx, { email, password }, hash));
+  const [attempt] = await db()`
+    select * from private.password_attempt_start('login', ${email}, '127.0.0.1', ${passwords.cost}, ${authLimits.maxFailuresPerEmailAndClient},
+                                                 ${authLimits.maxFailuresPerEmail}, ${authLimits.maxFailuresPerIp}, ${authLimits.windowSeconds})`;
+  if (attempt!.status !== 'check' || attempt!.rehash) throw new Error(`login refused: ${JSON.stringify(attempt)}`);
+  // What fetch sends (user agent `node`, from 127.0.0.1), as a login through the route records.
+  const [session] = await db()`select * from private.auth_login_finish(${attempt!.attempt}, true, null, 'node', '127.0.0.1')`;
+  if (session!.status !== 'ok') throw new Error(`login failed: ${JSON.stringify(session)}`);
+  const pair = await api('POST', '/api/auth/refresh', { body: { refresh_token: session!.refresh_token } });
+  if (pair.status !== 200) throw new Error(`refresh failed: ${pair.status} ${pair.text}`);
+  return { email, password, userId: user!.user_id, accessToken: pair.body.access_token, refreshToken: pair.body.refresh_token };
+}
+
+async function registerThroughHttp(email: string, password: string): Promise<TestUser> {
   const reg = await api('POST', '/api/auth/register', { body: { email, password } });
   if (reg.status !== 201) throw new Error(`register failed: ${reg.status} ${reg.text}`);
   const login = await api('POST', '/api/auth/login', { body: { email, password } });
@@ -120,6 +159,17 @@ export async function registerUser(prefix = 'user', credentials?: { email: strin
     accessToken: login.body.access_token,
     refreshToken: login.body.refresh_token,
   };
+}
+
+let testPasswordHash: Promise<{ password: string; hash: string }> | undefined;
+
+/** The password of this file's registerUser() accounts, random per file, and its bcrypt hash at the gateway's cost (made once). */
+export function testPassword(): Promise<{ password: string; hash: string }> {
+  testPasswordHash ??= (async () => {
+    const password = `pw-${crypto.randomBytes(8).toString('hex')}`;
+    return { password, hash: await passwords.hashNow(password) };
+  })();
+  return testPasswordHash;
 }
 
 let shared: Sql | undefined;
@@ -148,8 +198,8 @@ export function asAnon<T>(fn: (tx: Tx) => Promise<T>): Promise<T> {
   return withClaims(db(), { role: 'anon' }, fn);
 }
 
-/** The process-side password work of the tests (as the gateway's, cost 10). */
-export const passwords = new Passwords({ cost: 10, concurrency: 2, maxQueued: 100 });
+/** The process-side password work of the tests, at the cost of the file's gateway (BCRYPT_COST, 10 by default). */
+export const passwords = new Passwords({ cost: environment.config.passwords.cost, concurrency: 2, maxQueued: 100 });
 
 export interface SqlSignIn {
   status: string;

@@ -15,8 +15,6 @@ export interface AuthSession {
   email: string | null;
   refresh_token: string;
   session_id: string;
-  /** The claims its access tokens carry besides (private.session_claims). */
-  claims?: Record<string, unknown> | null;
 }
 
 /** What the sign-in services need of a request. */
@@ -37,10 +35,15 @@ export const RefreshToken = z
 /** The message of a reused refresh token's 401. */
 export const REFRESH_TOKEN_REUSED = 'refresh token reuse detected; the session has been revoked';
 
-/** The access token of a session (core/auth/jwt.ts), and the seconds it is valid. */
-export function accessTokenOf(services: Services, session: AuthSession): Promise<{ accessToken: string; expiresIn: number }> {
+/**
+ * The access token of a session (core/auth/jwt.ts), and the seconds it is
+ * valid: its claims beyond the session's are SQL's (private.access_token_claims:
+ * app_metadata, user_metadata, is_anonymous), read as the gateway's own role.
+ */
+export async function accessTokenOf(services: Services, session: AuthSession): Promise<{ accessToken: string; expiresIn: number }> {
+  const [row] = await services.sql<{ claims: Record<string, unknown> | null }[]>`select private.access_token_claims(${session.user_id}) as claims`;
   // A guest's tokens have an empty `email`, as Supabase Auth's.
-  return services.tokens.issue({ id: session.user_id, email: session.email ?? '', sessionId: session.session_id, claims: session.claims ?? undefined });
+  return services.tokens.issue({ id: session.user_id, email: session.email ?? '', sessionId: session.session_id, claims: row?.claims ?? {} });
 }
 
 /**

@@ -9,7 +9,7 @@
 const MAX_TAGS = 50;
 
 /** The entity tags a header lists, as sent (`W/` kept; `*` kept), or null when it is absent. */
-function listedTags(header: string | undefined): string[] | null {
+export function listedTags(header: string | undefined): string[] | null {
   if (header === undefined) return null;
   const tags: string[] = [];
   for (const match of header.matchAll(/\s*(\*|(?:W\/)?"[^"]*")\s*(?:,|$)/g)) {

@@ -8,51 +8,39 @@
 // - `*` allows any origin, but never with credentials (the browser then sends
 //   no cookies; bearer tokens in Authorization still work).
 // - Preflights (OPTIONS with Access-Control-Request-Method) are answered 204
-//   here, before any route; from an origin not allowed, 204 without CORS
-//   headers (the browser refuses).
-import type { IncomingMessage, ServerResponse } from 'node:http';
+//   before any route; from an origin not allowed, 204 without
+//   Access-Control-Allow-Origin (the browser refuses).
+//
+// @fastify/cors sends them (gateway/app.ts registers it when CORS_ORIGINS is
+// set); this says, per request, with which options.
+import type { FastifyCorsOptions, FastifyCorsOptionsDelegateCallback } from '@fastify/cors';
 
 const METHODS = 'GET, POST, PUT, PATCH, DELETE, OPTIONS';
 const EXPOSED = 'X-Request-Id, Retry-After, Location, Content-Range, WWW-Authenticate, Idempotent-Replayed, ETag, Last-Modified, X-Consistency-Token';
+const DEFAULT_HEADERS = 'authorization, content-type, apikey, x-client-info, x-request-id, last-event-id, idempotency-key, if-none-match, x-consistency-token';
 const HEADER_LIST = /^[A-Za-z0-9!#$%&'*+.^_`|~-]+(\s*,\s*[A-Za-z0-9!#$%&'*+.^_`|~-]+)*$/;
+/** Matches no origin: the request gets no Access-Control-Allow-Origin. */
+const NONE = /(?!)/;
 
-/** Sets the CORS headers of a request; true when it answered it (a preflight). */
-export function cors(origins: string[]): (req: IncomingMessage, res: ServerResponse) => boolean {
+/** @fastify/cors's options for one request, from CORS_ORIGINS. */
+export function corsDelegator(origins: string[]): FastifyCorsOptionsDelegateCallback {
   const any = origins.includes('*');
   const allowed = new Set(origins.filter((o) => o !== '*').map((o) => o.toLowerCase()));
-  const answer = (res: ServerResponse) => {
-    res.statusCode = 204;
-    res.end();
-    return true;
-  };
-  return (req, res) => {
-    if (origins.length === 0) return false;
+  return (req, callback) => {
     const origin = req.headers.origin;
-    const preflight = req.method === 'OPTIONS' && req.headers['access-control-request-method'] !== undefined;
-    res.appendHeader('Vary', 'Origin');
-    if (typeof origin === 'string' && origin !== '') {
-      if (allowed.has(origin.toLowerCase())) {
-        res.setHeader('Access-Control-Allow-Origin', origin);
-        res.setHeader('Access-Control-Allow-Credentials', 'true');
-      } else if (any) {
-        res.setHeader('Access-Control-Allow-Origin', '*');
-      } else if (preflight) {
-        return answer(res);
-      } else {
-        return false;
-      }
-      res.setHeader('Access-Control-Expose-Headers', EXPOSED);
-    }
-    if (!preflight) return false;
-    res.setHeader('Access-Control-Allow-Methods', METHODS);
+    const listed = typeof origin === 'string' && allowed.has(origin.toLowerCase());
     const requested = req.headers['access-control-request-headers'];
-    if (typeof requested === 'string' && requested.length <= 1000 && HEADER_LIST.test(requested.trim())) {
-      res.setHeader('Access-Control-Allow-Headers', requested.trim());
-    } else {
-      res.setHeader('Access-Control-Allow-Headers', 'authorization, content-type, apikey, x-client-info, x-request-id, last-event-id, idempotency-key, if-none-match, x-consistency-token');
-    }
-    res.setHeader('Access-Control-Max-Age', '600');
-    res.appendHeader('Vary', 'Access-Control-Request-Method, Access-Control-Request-Headers');
-    return answer(res);
+    const options: FastifyCorsOptions = {
+      origin: listed ? origin : any && origin ? '*' : NONE,
+      credentials: listed,
+      exposedHeaders: listed || (any && origin) ? EXPOSED : (null as unknown as string),
+      methods: METHODS,
+      allowedHeaders: typeof requested === 'string' && requested.length <= 1000 && HEADER_LIST.test(requested.trim()) ? requested.trim() : DEFAULT_HEADERS,
+      maxAge: 600,
+      optionsSuccessStatus: 204,
+      strictPreflight: false,
+    };
+    // Per request: @fastify/cors then sends Vary: Origin on every answer.
+    callback(null, options);
   };
 }

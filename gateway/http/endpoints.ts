@@ -1,6 +1,6 @@
 // GET /api/docs/endpoints is read from app.api_endpoints; this module fills
 // it. At every start the gateway reads the routes its route table actually
-// serves (http/dispatch.ts), names each (section and action,
+// serves (gateway/app.ts), names each (section and action,
 // as the OpenAPI document does; the summary from the route table when the
 // route is one) and hands the set to private.sync_api_endpoints, which keeps
 // discovered_at, moves last_updated on a change and flags routes no longer

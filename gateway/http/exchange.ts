@@ -1,15 +1,17 @@
-// One request as the gateway sees it, on plain node:http (why no framework,
-// measured: docs/decisions.md#the-http-layer). What the pipeline needs from
-// a framework is here instead: the path (undecodable percent-encoding
-// repaired, see input.ts), the query (node's querystring: Express's 'simple'
-// parser), the route's path parameters, the parsed body, the request id and
-// log, and three ways to answer (JSON, HTML, an error body).
+// One request as the pipeline (http/route.ts) sees it: the thin adapter from
+// Fastify's request and reply (gateway/app.ts). Fastify routes it, parses its
+// query and body; the pipeline answers on the raw response (the reply is
+// hijacked once a handler owns it, and keeps the headers the hooks set, such
+// as CORS's). What it needs: the path (undecodable percent-encoding repaired,
+// see input.ts), the query (node's querystring: Express's 'simple' parser),
+// the route's path parameters, the parsed body, the request id and log, and
+// three ways to answer (JSON, HTML, an error body).
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import querystring, { type ParsedUrlQuery } from 'node:querystring';
+import type { ParsedUrlQuery } from 'node:querystring';
+import type { FastifyReply, FastifyRequest } from 'fastify';
 import { errorBody, type ErrorShape, type HttpError } from '../core/web/errors.ts';
 import type { Logger } from '../core/process/log.ts';
-import { repairPath } from '../core/web/input.ts';
-import { noteCause, startRequestLog, type RequestLog } from '../core/web/request-log.ts';
+import { noteCause, type RequestLog } from '../core/web/request-log.ts';
 import { retryAfterOf } from '../core/web/throttle.ts';
 
 export class Exchange {
@@ -20,32 +22,32 @@ export class Exchange {
   /** The raw query string, without `?` ('' when none). */
   readonly search: string;
   /** Path parameters of the matched route (URI-decoded). */
-  params: Record<string, string> = {};
-  /** The parsed JSON body; undefined when the request has none (or not JSON). */
-  body: unknown = undefined;
-  private parsedQuery: ParsedUrlQuery | undefined;
+  params: Record<string, string>;
+  /** The parsed body; undefined when the request has none (or not JSON). */
+  readonly body: unknown;
+  /** The query string parsed as Express's 'simple' parser does (repeated keys become arrays). */
+  readonly query: ParsedUrlQuery;
+  readonly req: IncomingMessage;
+  readonly res: ServerResponse;
+  /** The request id (X-Request-Id), its log line and its logger. */
+  readonly requestLog: RequestLog;
 
-  constructor(
-    readonly req: IncomingMessage,
-    readonly res: ServerResponse,
-    /** The request id (X-Request-Id), its log line and its logger. */
-    readonly requestLog: RequestLog,
-  ) {
-    const url = req.url ?? '/';
-    this.originalUrl = url;
+  constructor(request: FastifyRequest, reply: FastifyReply) {
+    this.req = request.raw;
+    this.res = reply.raw;
+    this.requestLog = request.requestLog!;
+    this.originalUrl = request.originalUrl;
+    const url = request.url;
     const q = url.indexOf('?');
-    const rawPath = pathOf(q === -1 ? url : url.slice(0, q));
-    this.path = repairPath(rawPath);
+    this.path = q === -1 ? url : url.slice(0, q);
     this.search = q === -1 ? '' : url.slice(q + 1);
+    this.params = { ...(request.params as Record<string, string>) };
+    this.body = request.body;
+    this.query = (request.query ?? {}) as ParsedUrlQuery;
   }
 
   get method(): string {
     return this.req.method ?? 'GET';
-  }
-
-  /** The query string parsed as Express's 'simple' parser does (repeated keys become arrays). */
-  get query(): ParsedUrlQuery {
-    return (this.parsedQuery ??= this.search === '' ? {} : querystring.parse(this.search));
   }
 
   get log(): Logger {
@@ -63,18 +65,19 @@ export class Exchange {
   }
 }
 
-/** The path of an origin-form request target; of an absolute-form one (`GET http://host/x`), its pathname. */
-function pathOf(target: string): string {
-  if (target.startsWith('/')) return target;
-  try {
-    return new URL(target).pathname;
-  } catch {
-    return target === '*' ? '*' : `/${target}`;
-  }
+export function exchangeOf(request: FastifyRequest, reply: FastifyReply): Exchange {
+  return new Exchange(request, reply);
 }
 
-export function beginExchange(req: IncomingMessage, res: ServerResponse, log: Logger): Exchange {
-  return new Exchange(req, res, startRequestLog(req, res, log));
+/**
+ * Takes the response over from Fastify (reply.hijack): the pipeline writes
+ * the raw response itself, with the headers Fastify's hooks set on the reply
+ * (CORS's) already on it.
+ */
+export function adoptReply(reply: FastifyReply): void {
+  if (reply.sent) return;
+  for (const [name, value] of Object.entries(reply.getHeaders())) if (value !== undefined) reply.raw.setHeader(name, value as string | string[]);
+  reply.hijack();
 }
 
 /** Sends `text` (or bytes) with `status` and its content type; HEAD gets the headers only. */

@@ -43,7 +43,7 @@ export const IdempotencyKey = z
   .meta({
     description:
       'Makes a retry safe: the same request again (the same key, method, path and body, from the same credential) within ' +
-      '24 hours takes no effect again and gets the first answer (status and body) with `Idempotent-Replayed: true`, unless the ' +
+      '48 hours takes no effect again and gets the first answer (status and body) with `Idempotent-Replayed: true`, unless the ' +
       'route refuses the credential now (401, 403). A key belongs to the credential that sends it (an API token, or the session ' +
       'of an access token): another credential using the same key runs its own request. The same key with another request is ' +
       '422 `idempotency_key_reused`; while the first request is still running, 409 `idempotency_key_in_progress`. Only a ' +

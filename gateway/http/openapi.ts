@@ -150,6 +150,7 @@ const STATUS_TEXT: Record<number, string> = {
   403: 'Forbidden',
   404: 'Not found',
   409: 'Conflict',
+  412: 'Precondition failed',
   413: 'Payload too large',
   415: 'Unsupported media type',
   422: 'Validation error',
@@ -369,6 +370,7 @@ function responsesOf(route: Route): Record<string, ResponseConfig> {
       const headers = {
         ...(route.docs.idempotencyKey ? REPLAYED_RESPONSE_HEADER : {}),
         ...(route.docs.readOnly ? {} : CONSISTENCY_TOKEN_RESPONSE_HEADER),
+        ...(route.docs.etag && status !== 204 ? ETAG_RESPONSE_HEADER : {}),
       };
       if (Object.keys(headers).length > 0) out[key]!.headers = headers;
     }
@@ -419,6 +421,16 @@ const REPLAYED_RESPONSE_HEADER = {
   [REPLAYED_HEADER]: {
     description: '`true` when this is the stored answer of an earlier request with the same Idempotency-Key.',
     schema: { type: 'string' as const, enum: ['true'] },
+  },
+};
+
+/** The object's version (documented on the success responses of routes that answer one: http/versions.ts). */
+const ETAG_RESPONSE_HEADER = {
+  ETag: {
+    description:
+      "The object's version (api.etag: its updated_at in microseconds since 1970, quoted). Send it back as If-Match on PATCH or DELETE: " +
+      'a write made on an older version is refused with 412 `precondition_failed` (docs/offline-writes.md).',
+    schema: { type: 'string' as const, pattern: '^"[0-9]+"$', example: '"1765148400123456"' },
   },
 };
 

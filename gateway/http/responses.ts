@@ -25,7 +25,7 @@ const ValidationIssue = z
  * `details` of the Error body: null, or `issues` on a validation failure
  * (http/route.ts, core/web/input.ts), or `retry_after` on 429, 503 and 409 idempotency_key_in_progress
  * (core/web/throttle.ts, http/fair-share.ts, core/web/errors.ts unavailable(), a SQL
- * refusal's DETAIL), or `communities` (a SQL refusal's DETAIL).
+ * refusal's DETAIL), or `communities`, or `etag` and `current` (a SQL refusal's DETAIL).
  */
 const ErrorDetails = z
   .object({
@@ -51,10 +51,19 @@ const ErrorDetails = z
       )
       .optional()
       .describe('With `last_manager_of_communities`: the communities that would be left without a manager.'),
+    etag: z
+      .string()
+      .optional()
+      .describe("With `precondition_failed` (412): the current version's ETag, for the next If-Match.")
+      .meta({ example: '"1765148400123456"' }),
+    current: z
+      .record(z.string(), z.unknown())
+      .optional()
+      .describe('With `precondition_failed` (412): the object as it is now, as the GET answers it (the task, connection, profile or event).'),
   })
   .nullable()
   .describe(
-    'Null, or `issues` on a validation failure, or `retry_after` on 429, 503 and 409 `idempotency_key_in_progress`, or `communities` with `last_manager_of_communities`.',
+    'Null, or `issues` on a validation failure, or `retry_after` on 429, 503 and 409 `idempotency_key_in_progress`, or `communities` with `last_manager_of_communities`, or `etag` and `current` with 412 `precondition_failed`.',
   );
 
 /** Error: `error` (a machine-readable code), `message`, `details` (object or null). */

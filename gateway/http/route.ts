@@ -1,6 +1,7 @@
 // The one request pipeline every REST route goes through: defineRoute builds
-// each route's handler (found by http/dispatch.ts, on plain node:http: see
-// http/exchange.ts), which runs these steps, each a function below:
+// each route's handler (registered as a Fastify route by gateway/app.ts, and
+// given the request through the thin adapter of http/exchange.ts), which runs
+// these steps, each a function below:
 //
 //   1. authenticate        the bearer credential, when the route needs a
 //                          caller: an API token (SQL) or an access token
@@ -28,9 +29,11 @@
 //                          the route's HTML error page. SQL text never reaches
 //                          the client (core/web/errors.ts).
 //
-// Before it (app.ts): the request id and the request log line (one per
-// request, written when the response finishes), CORS, the readiness gate,
-// and JSON body parsing for requests that have a body (http/body.ts).
+// Before it (app.ts, Fastify's hooks): the request id and the request log
+// line (one per request, written when the response finishes), CORS
+// (@fastify/cors), the readiness gate, and the body read by Fastify's
+// content-type parsers for requests that have one (http/body.ts; not on
+// routes with a rawBody, whose handlers stream it).
 //
 // Route modules only declare routes; they never build SQL strings, filter rows
 // by user or re-check a rule the database enforces.
@@ -197,6 +200,15 @@ export interface RouteDefinition<
    */
   auth: 'public' | 'user';
   /**
+   * 'operator' (the /storage/v1 routes): the service-role key as the bearer
+   * token acts as the operator, as on Supabase: the request runs as Postgres
+   * role service_role with the claims core/auth/identity.ts gives that key
+   * (no user), which the rules of sql/areas/storage.sql recognise
+   * (private.storage_operator); ctx.user is null. Elsewhere the key is no
+   * user's credential (401).
+   */
+  serviceRole?: 'operator';
+  /**
    * Also accept the access token as `?access_token=` (for clients that cannot
    * set headers, such as a browser EventSource). The request log never holds
    * query strings.
@@ -253,6 +265,8 @@ export interface RouteDefinition<
   idempotencyKey?: false;
   /** 'form': the body is an HTML form (application/x-www-form-urlencoded, http/body.ts FormFields), for the web pages; default JSON. */
   bodyType?: 'json' | 'form';
+  /** The success answers carry the object's ETag (set by the handler from SQL's version, http/versions.ts): for the docs. */
+  etag?: true;
   handler(ctx: Context<Out<P>, Out<Q>, Out<B>, Out<H>>): Promise<Reply>;
 }
 
@@ -288,6 +302,8 @@ export interface Route {
     bodyType: 'json' | 'form';
     /** A GET that runs read-only: with read replicas it may run on one (it takes X-Consistency-Token); the others answer one. */
     readOnly: boolean;
+    /** The success answers carry an ETag. */
+    etag: boolean;
   };
   build(services: Services): RouteHandler;
 }
@@ -331,15 +347,19 @@ export function defineRoute<
       idempotencyKey: keyed,
       bodyType: def.bodyType ?? 'json',
       readOnly: runsReadOnly(def),
+      etag: def.etag ?? false,
     },
     build: (services) => async (exchange) => {
       if (def.secretPath) exchange.logPath = def.path;
       try {
         const apiKeyRole = def.apiKey ? requireApiKey(exchange, services) : null;
-        const caller = def.auth === 'user' ? await authenticate(exchange, services, def.tokenInQuery ?? false) : null;
+        const authenticated = def.auth === 'user' ? await authenticate(exchange, services, def.tokenInQuery ?? false, def.serviceRole === 'operator') : null;
+        const caller = authenticated === OPERATOR ? null : authenticated;
         if (caller) exchange.userId = caller.user.sub;
+        if (authenticated === OPERATOR) exchange.requestLog.role = OPERATOR_CLAIMS.role;
         const ip = clientIp(exchange.req.socket.remoteAddress, exchange.req.headers['x-forwarded-for'], services.trustProxy);
-        const transaction = transactionOf(def, services, caller, ip, exchange);
+        const claims = authenticated === OPERATOR ? OPERATOR_CLAIMS : (caller?.user ?? claimsOf({ kind: 'anon' }));
+        const transaction = transactionOf(def, services, claims, caller, ip, exchange);
         const run = (db: InTransaction) => def.handler(validatedContext(def, exchange, { services, caller, ip, db, apiKeyRole }));
         const key = keyed ? idempotencyKeyOf(exchange, def.invalidStatus ?? 400) : null;
         if (key) await serveKeyed(exchange.res, key, transaction, async (db) => answerOf(await run(db)), (err) => httpErrorOf(def, err).status);
@@ -351,18 +371,24 @@ export function defineRoute<
   };
 }
 
+/** The operator (the service-role key on a route that takes it): no user. */
+const OPERATOR = Symbol('operator');
+const OPERATOR_CLAIMS = claimsOf({ kind: 'service_role' });
+
 /**
  * Step 1, on routes for signed-in callers: the bearer credential (or, on
  * routes that allow it, `?access_token=`), verified: an API token by SQL
  * (its use counted, its permissions matched to the path: 401/403), an access
  * token by its signature (cached until it expires; its session is checked in
- * the request's transaction).
+ * the request's transaction); on a route that takes it, the service-role key
+ * (the operator).
  */
-async function authenticate(exchange: Exchange, services: Services, tokenInQuery: boolean): Promise<Caller> {
+async function authenticate(exchange: Exchange, services: Services, tokenInQuery: boolean, operator: boolean): Promise<Caller | typeof OPERATOR> {
   const header = exchange.req.headers.authorization;
   const inQuery = tokenInQuery && !header ? exchange.query.access_token : undefined;
   const token = bearerToken(header) ?? (typeof inQuery === 'string' ? inQuery : undefined);
   if (!token) throw new HttpError(401, 'unauthorized', 'missing bearer token');
+  if (operator && header !== undefined && services.tokens.apiKeyRole(token) === 'service_role') return OPERATOR;
   if (isApiTokenSecret(token)) {
     const apiToken = await authenticateApiToken(services.sql, token, exchange.path, services.statementTimeoutMs + DEADLINE_MARGIN_MS);
     return callerOf({ kind: 'api_token', token: apiToken });
@@ -390,12 +416,12 @@ function requireApiKey(exchange: Exchange, services: Services): ApiKeyRole {
  * for a GET, each within the client's fair share of the pool
  * (fair-share.ts); a read-write one answers its consistency token.
  */
-function transactionOf(def: RouteRules, services: Services, caller: Caller | null, ip: string, exchange: Exchange): InTransaction {
+function transactionOf(def: RouteRules, services: Services, claims: RequestClaims, caller: Caller | null, ip: string, exchange: Exchange): InTransaction {
   const trace = exchange.requestLog;
   const db = requestTransaction({
     sql: services.sql,
     replicas: services.replicas,
-    claims: caller?.user ?? claimsOf({ kind: 'anon' }),
+    claims,
     readOnly: runsReadOnly(def),
     statementTimeoutMs: services.statementTimeoutMs,
     traceId: trace.traceId,
@@ -485,7 +511,7 @@ async function fail(exchange: Exchange, def: RouteRules, err: unknown): Promise<
   }
   if (def.rawBody && !exchange.req.complete) {
     // A refused upload: answered once the rest of its body is read (and
-    // thrown away, bounded), with Connection: close, as http/body.ts does.
+    // thrown away, bounded), with Connection: close, as app.ts does for a body refused.
     exchange.res.setHeader('Connection', 'close');
     await discardRest(exchange.req);
   }

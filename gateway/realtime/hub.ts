@@ -191,6 +191,8 @@ export class ChangeHub {
   private readonly busy = new Set<WebSocketSubscriber>();
   private readonly isolated = new Set<WebSocketSubscriber>();
   private inFlight = 0;
+  /** Called when the head moves (onHead). */
+  private readonly headListeners = new Set<(head: number) => void>();
   private readonly running = new Set<Promise<void>>();
   private scheduled = false;
   private backoffUntil = 0;
@@ -230,6 +232,11 @@ export class ChangeHub {
       registrationTtlSeconds: config.registrationTtlSeconds,
       statementTimeoutMs: options.statementTimeoutMs,
     });
+  }
+
+  /** The process's logger (the shape hub of /sync/v1/shape logs with it too). */
+  get logger(): Logger {
+    return this.log;
   }
 
   /** Whether new streams are accepted (started and not shutting down). */
@@ -317,6 +324,16 @@ export class ChangeHub {
   /** The newest change id this process knows of, without asking the database (notifications and polls move it). */
   get knownHead(): number {
     return this.head;
+  }
+
+  /**
+   * Calls `listener` each time the head moves (a notification, a poll, a
+   * reconnect): the shapes of /sync/v1/shape (realtime/shapes.ts) follow
+   * the same change log without a LISTEN of their own. Returns the remover.
+   */
+  onHead(listener: (head: number) => void): () => void {
+    this.headListeners.add(listener);
+    return () => this.headListeners.delete(listener);
   }
 
   /** The newest change id in the log, read now (also moves the hub's head). */
@@ -465,6 +482,7 @@ export class ChangeHub {
       this.head = id;
       this.headAt = Date.now();
       this.schedule();
+      for (const listener of this.headListeners) listener(id);
     }
   }
 

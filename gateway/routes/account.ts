@@ -123,6 +123,7 @@ const ExportDocument = z
           visibility: z.enum(['anonymous', 'public']).describe('Who was shown the check-in.'),
           checked_in_at: Timestamp('When.'),
           checked_out_at: Nullable(DateTime, 'When it ended, or null.'),
+          device_checked_in_at: Nullable(DateTime, "The phone's time of an offline check-in, or null."),
         }),
       )
       .describe('Every check-in, oldest first.'),

@@ -29,7 +29,7 @@ const CommunityPath = z.object({ id: Uuid.describe("The community's id.") });
 const Role = z.enum(['member', 'manager']);
 
 /** An element of the caller's own list (api.communities_mine). */
-const MyCommunityListItem = CommunityBase.extend({
+export const MyCommunityListItem = CommunityBase.extend({
   joined_at: DateTime.describe('When the caller joined.'),
   role: Role.describe("The caller's role in it."),
 }).meta({ id: 'MyCommunityListItem', description: 'One of the caller\'s communities, with when they joined and their role.' });

@@ -6,6 +6,7 @@ import { LIMITS } from '../core/web/limits.ts';
 import { defineRoute } from '../http/route.ts';
 import { Id as IdOut } from '../http/responses.ts';
 import { DateTime, errors, succeeded } from '../http/responses.ts';
+import { IfMatchHeaders, ifMatchTags, versioned, type Versioned } from '../http/versions.ts';
 
 const Id = z.guid({ message: 'must be a uuid' });
 const Strength = z.enum(['weak', 'medium', 'strong']);
@@ -122,15 +123,18 @@ export const connectionRoutes = [
     body: CreateBody,
     invalidStatus: 422,
     responses: { 201: ConnectionReply, 422: errors('invalid_hat', 'invalid_their_hat', 'user_node_not_found', 'target_node_not_found', 'event_not_found') },
+    etag: true,
     async handler({ body, db }) {
-      const [connection] = await db(
-        (tx) => tx`
-          select * from api.connection_create(
-            ${body.target_node_id}, ${body.connection_type ?? null}, ${body.event_id ?? null},
-            ${body.my_hat_id ?? null}, ${body.their_hat_id ?? null}, ${body.notes ?? null},
-            ${body.strength ?? null}, ${body.tags ?? null}::text[])`,
+      const [row] = await db(
+        (tx) => tx<Versioned[]>`
+          select c.*, api.etag(c.updated_at) as etag
+            from api.connection_create(
+              ${body.target_node_id}, ${body.connection_type ?? null}, ${body.event_id ?? null},
+              ${body.my_hat_id ?? null}, ${body.their_hat_id ?? null}, ${body.notes ?? null},
+              ${body.strength ?? null}, ${body.tags ?? null}::text[]) c`,
       );
-      return { status: 201, body: { success: true, connection } };
+      const { object: connection, headers } = versioned(row!);
+      return { status: 201, body: { success: true, connection }, headers };
     },
   }),
 
@@ -144,9 +148,11 @@ export const connectionRoutes = [
     params: IdParam,
     invalidParamsStatus: 404,
     responses: { 200: ConnectionReply, 404: errors('connection_not_found') },
+    etag: true,
     async handler({ params, db }) {
-      const [connection] = await db((tx) => tx`select * from api.connection_get(${params.id})`);
-      return { status: 200, body: { success: true, connection } };
+      const [row] = await db((tx) => tx<Versioned[]>`select c.*, api.etag(c.updated_at) as etag from api.connection_get(${params.id}) c`);
+      const { object: connection, headers } = versioned(row!);
+      return { status: 200, body: { success: true, connection }, headers };
     },
   }),
 
@@ -159,14 +165,19 @@ export const connectionRoutes = [
     auth: 'user',
     params: IdParam,
     body: UpdateBody,
+    headers: IfMatchHeaders,
     invalidStatus: 422,
     invalidParamsStatus: 404,
-    responses: { 200: ConnectionReply, 404: errors('connection_not_found') },
-    async handler({ params, body, db }) {
-      const [connection] = await db(
-        (tx) => tx`select * from api.connection_update(${params.id}, ${tx.json(body)})`,
+    responses: { 200: ConnectionReply, 404: errors('connection_not_found'), 412: errors('precondition_failed') },
+    etag: true,
+    async handler({ params, body, headers: { 'if-match': ifMatch }, db }) {
+      const [row] = await db(
+        (tx) => tx<Versioned[]>`
+          select c.*, api.etag(c.updated_at) as etag
+            from api.connection_update(${params.id}, ${tx.json(body)}, ${ifMatchTags(ifMatch)}::text[]) c`,
       );
-      return { status: 200, body: { success: true, connection } };
+      const { object: connection, headers } = versioned(row!);
+      return { status: 200, body: { success: true, connection }, headers };
     },
   }),
 ];

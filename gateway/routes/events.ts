@@ -9,6 +9,7 @@ import { Event, EventStatus } from '../core/web/shapes.ts';
 import { Id as IdOut } from '../http/responses.ts';
 import { DateTime, errors, succeeded } from '../http/responses.ts';
 import { Connection } from './connections.ts';
+import { etagHeader, IfMatchHeaders, ifMatchTags } from '../http/versions.ts';
 
 const Visibility = z.enum(['anonymous', 'public']);
 const Id = z.guid({ message: 'must be a uuid' });
@@ -22,6 +23,15 @@ const EventCheckinBody = z
     hat_id: Id.nullish().describe('The hat the caller wears there (one of theirs); absent: none.'),
     location_id: Id.nullish().describe('Where in the event, if it has several places.'),
     visibility: Visibility.nullish().describe('Whether other attendees see who checked in (`public`) or not (`anonymous`, the default).'),
+    checked_in_at: z.iso
+      .datetime({ offset: true })
+      .nullish()
+      .describe(
+        "An offline check-in: when the phone checked in (its clock), kept as `device_checked_in_at` beside the server's time. " +
+          "At most 24 hours old, at most 5 minutes ahead of the server, and inside the event's check-in window " +
+          '(2 hours before its start to 2 hours after its end); otherwise 422 (docs/offline-writes.md#offline-check-in).',
+      )
+      .meta({ example: '2026-06-05T16:10:02.000Z' }),
   })
   .meta({ example: { hat_id: '5f0c8a9e-3b1d-4c62-9a7e-2d4b6f8a1c03', visibility: 'public' } })
   .optional();
@@ -43,6 +53,7 @@ const Checkin = z
     visibility: Visibility.describe('Whether others see who checked in.'),
     checked_in_at: DateTime.describe('When the caller checked in.'),
     checked_out_at: DateTime.nullable().describe('When they checked out; null while checked in.'),
+    device_checked_in_at: DateTime.nullable().describe("An offline check-in: when the phone says it checked in (`checked_in_at` is when the server received it); else null."),
   })
   .meta({
     id: 'Checkin',
@@ -57,6 +68,7 @@ const Checkin = z
       visibility: 'public',
       checked_in_at: '2026-06-05T16:12:40.000Z',
       checked_out_at: null,
+      device_checked_in_at: null,
     },
   });
 
@@ -159,9 +171,13 @@ export const eventRoutes = [
     params: z.object({ id: Id.describe("The event's id or its node id.") }),
     invalidParamsStatus: 404,
     responses: { 200: Event, 404: errors('event_not_found') },
+    etag: true,
     async handler({ params, db, services }) {
-      const [row] = await db((tx) => tx<{ event: unknown }[]>`select api.event_get(${params.id}, ${services.publicUrl}) as event`);
-      return { status: 200, body: row!.event };
+      const [row] = await db(
+        (tx) => tx<{ event: unknown; etag: string }[]>`
+          select api.event_get(${params.id}, ${services.publicUrl}) as event, api.event_etag(${params.id}) as etag`,
+      );
+      return { status: 200, body: row!.event, headers: etagHeader(row!.etag) };
     },
   }),
 
@@ -183,16 +199,25 @@ export const eventRoutes = [
         .describe("The path of an object in the event's folder of `event-images`, or null to remove the image.")
         .meta({ example: '9a3e7c2b-1f4d-4e8a-b6c5-2d7f0e1a3b49/poster.jpg' }),
     }),
+    headers: IfMatchHeaders,
     invalidStatus: 422,
     responses: {
       200: Event,
       403: errors('not_community_manager'),
       404: errors('event_not_found'),
+      412: errors('precondition_failed'),
       422: errors('validation_error', 'invalid_image_path'),
     },
-    async handler({ params, body, db, services }) {
-      const [row] = await db((tx) => tx<{ event: unknown }[]>`select api.event_update(${params.id}, ${tx.json(body)}, ${services.publicUrl}) as event`);
-      return { status: 200, body: row!.event };
+    etag: true,
+    async handler({ params, body, headers: { 'if-match': ifMatch }, db, services }) {
+      // The event's new version is read after the write, in the same transaction (the Event object has no updated_at).
+      const { event, etag } = await db(async (tx) => {
+        const [row] = await tx<{ event: unknown }[]>`
+          select api.event_update(${params.id}, ${tx.json(body)}, ${services.publicUrl}, ${ifMatchTags(ifMatch)}::text[]) as event`;
+        const [version] = await tx<{ etag: string }[]>`select api.event_etag(${params.id}) as etag`;
+        return { event: row!.event, etag: version!.etag };
+      });
+      return { status: 200, body: event, headers: etagHeader(etag) };
     },
   }),
 
@@ -201,18 +226,24 @@ export const eventRoutes = [
     path: '/api/mobile/events/:event_id/checkin',
     summary: 'Check in to an event: 201 the first time, 200 with the current check-in when already checked in.',
     description:
-      'Checks the caller in to an event, optionally wearing one of their hats: 201 the first time; 200 with the current check-in when they are checked in already. The body may be absent.',
+      'Checks the caller in to an event, optionally wearing one of their hats: 201 the first time; 200 with the current check-in when they are checked in already. The body may be absent. ' +
+      "A check-in made offline sends the phone's time as `checked_in_at`: it is kept as `device_checked_in_at` beside the server's `checked_in_at` when it is at most 24 hours old, at most 5 minutes ahead of the server and inside the event's check-in window (2 hours before its start to 2 hours after its end); otherwise nothing is recorded and the answer is 422.",
     auth: 'user',
     params: EventParam,
     body: EventCheckinBody,
     invalidStatus: 422,
     invalidParamsStatus: 404,
-    responses: { 200: CheckinReply, 201: CheckinReply, 404: errors('event_not_found'), 422: errors('invalid_hat') },
+    responses: {
+      200: CheckinReply,
+      201: CheckinReply,
+      404: errors('event_not_found'),
+      422: errors('invalid_hat', 'checkin_time_in_future', 'checkin_time_too_old', 'checkin_time_outside_event'),
+    },
     async handler({ params, body, db }) {
       const [outcome] = await db(
         (tx) => tx<CheckinOutcome[]>`
           select * from api.event_checkin(${params.event_id}, ${body?.hat_id ?? null}, ${body?.location_id ?? null},
-                                          ${body?.visibility ?? null})`,
+                                          ${body?.visibility ?? null}, ${body?.checked_in_at ?? null}::timestamptz)`,
       );
       return { status: outcome!.created ? 201 : 200, body: { success: true, checkin: outcome!.checkin } };
     },

@@ -6,6 +6,7 @@ import { HttpError } from '../core/web/errors.ts';
 import { LIMITS } from '../core/web/limits.ts';
 import { ProfileName, Text } from '../core/web/schemas.ts';
 import { DateTime, errors, Id, succeeded } from '../http/responses.ts';
+import { IfMatchHeaders, ifMatchTags, versioned, type Versioned } from '../http/versions.ts';
 
 const HatInput = z
   .object({
@@ -27,7 +28,7 @@ const HatInput = z
   .describe('The hat to create.');
 
 /** UserProfile: the caller's profile. */
-const UserProfile = z
+export const UserProfile = z
   .object({
     id: Id.describe("The profile's id (the user's id)."),
     email: z.string().nullable().describe('The e-mail address the user signs in with; null for a guest (supabase-js signInAnonymously) until it sets one.').meta({ example: 'ada@example.com' }),
@@ -50,7 +51,7 @@ const UserProfile = z
   .meta({ id: 'UserProfile', description: "The caller's profile, with max_hats from their subscription." });
 
 /** Hat: one of the caller's personas. */
-const Hat = z
+export const Hat = z
   .object({
     id: Id.describe("The hat's id (a check-in's or a connection's hat_id)."),
     name: z.string().describe('What the hat is called.').meta({ example: 'At work' }),
@@ -79,10 +80,12 @@ export const profileRoutes = [
     auth: 'user',
     errorShapes: { 404: 'flagged' },
     responses: { 200: succeeded({ data: UserProfile }), 404: errors('profile_not_found') },
+    etag: true,
     async handler({ db }) {
-      const [profile] = await db((tx) => tx`select * from api.profile_get()`);
-      if (!profile) throw new HttpError(404, 'profile_not_found', 'profile not found');
-      return { status: 200, body: { success: true, data: profile } };
+      const [row] = await db((tx) => tx<Versioned[]>`select p.*, api.etag(p.updated_at) as etag from api.profile_get() p`);
+      if (!row) throw new HttpError(404, 'profile_not_found', 'profile not found');
+      const { object: profile, headers } = versioned(row);
+      return { status: 200, body: { success: true, data: profile }, headers };
     },
   }),
 
@@ -106,12 +109,22 @@ export const profileRoutes = [
           .meta({ example: '5f0c8a9e-3b1d-4c62-9a7e-2d4b6f8a1c03/me.png' }),
       })
       .refine((b) => b.name !== undefined || b.avatar_path !== undefined, { message: 'name or avatar_path is required' }),
+    headers: IfMatchHeaders,
     invalidStatus: 422,
     errorShapes: { 404: 'flagged' },
-    responses: { 200: succeeded({ data: UserProfile }), 404: errors('profile_not_found'), 422: errors('validation_error', 'invalid_image_path') },
-    async handler({ body, db }) {
-      const [profile] = await db((tx) => tx`select * from api.profile_patch(${tx.json(body)})`);
-      return { status: 200, body: { success: true, data: profile } };
+    responses: {
+      200: succeeded({ data: UserProfile }),
+      404: errors('profile_not_found'),
+      412: errors('precondition_failed'),
+      422: errors('validation_error', 'invalid_image_path'),
+    },
+    etag: true,
+    async handler({ body, headers: { 'if-match': ifMatch }, db }) {
+      const [row] = await db(
+        (tx) => tx<Versioned[]>`select p.*, api.etag(p.updated_at) as etag from api.profile_patch(${tx.json(body)}, ${ifMatchTags(ifMatch)}::text[]) p`,
+      );
+      const { object: profile, headers } = versioned(row!);
+      return { status: 200, body: { success: true, data: profile }, headers };
     },
   }),
 

@@ -12,6 +12,7 @@ import { content, errors } from '../http/responses.ts';
 import { SseStream } from '../realtime/sse.ts';
 import type { ChangeHub } from '../realtime/hub.ts';
 import type { SessionWatch } from '../realtime/session-watch.ts';
+import { syncRoutes } from './sync.ts';
 
 // The stream needs the process's realtime hub, and the session watch that
 // ends streams of ended sessions and revoked tokens: both join the services
@@ -85,4 +86,6 @@ export const streamRoutes = [
       };
     },
   }),
+  // GET /sync/v1/shape: the shapes of offline clients, on the same change log (routes/sync.ts).
+  ...syncRoutes,
 ];

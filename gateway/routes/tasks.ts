@@ -14,6 +14,7 @@ import type { ErrorShape } from '../core/web/errors.ts';
 import { LIMITS } from '../core/web/limits.ts';
 import { BoundedJsonObject, QueryInteger, Uuid } from '../core/web/schemas.ts';
 import { DateTime, errors, Id, noContent, succeeded, type Row } from '../http/responses.ts';
+import { IfMatchHeaders, ifMatchTags, versioned, type Versioned } from '../http/versions.ts';
 
 // ---------------------------------------------------------------------------
 // Shapes
@@ -160,7 +161,7 @@ const TaskFields = z.object({
   updated_at: DateTime.describe('When it last changed.'),
   meta: TaskMeta,
 });
-const TaskOut = TaskFields.meta({ id: 'Task', description: 'A task of the CRM.' });
+export const TaskOut = TaskFields.meta({ id: 'Task', description: 'A task of the CRM.' });
 
 const TaskLinkOut = z
   .object({
@@ -174,7 +175,7 @@ const TaskLinkOut = z
   })
   .meta({ id: 'TaskLink', description: 'A link from one task to the task that follows it.' });
 
-const DealOut = z
+export const DealOut = z
   .object({
     id: Id.describe("The deal's id."),
     created_by: Id.describe('The user whose deal it is.'),
@@ -204,6 +205,7 @@ const TaskReply = succeeded({ task: TaskOut });
 const TaskList = succeeded({ tasks: z.array(TaskOut).describe('The tasks, newest first.') });
 const DealReply = succeeded({ deal: DealOut });
 const TASK_NOT_FOUND = errors('task_not_found');
+const STALE = errors('precondition_failed');
 const TRANSITION = errors('invalid_status_transition');
 
 // ---------------------------------------------------------------------------
@@ -211,6 +213,7 @@ const TRANSITION = errors('invalid_status_transition');
 // ---------------------------------------------------------------------------
 
 type Task = Row<z.infer<typeof TaskFields>, 'inserted_at' | 'updated_at'>;
+type VersionedTask = Versioned<Task>;
 type TaskTransition = Row<z.infer<typeof TaskLinkOut>, 'inserted_at'>;
 type Deal = z.infer<typeof DealOut>;
 
@@ -295,13 +298,16 @@ export const taskRoutes = [
     invalidStatus: 422,
     errorShapes: TASK_ERRORS,
     responses: { 201: TaskReply, 422: errors('validation_error') },
+    etag: true,
     async handler({ body, db }) {
-      const [task] = await db(
-        (tx) => tx<Task[]>`
-          select * from api.task_create(${body.title ?? null}, ${body.description ?? null}, ${body.status},
-                                        ${jsonb(tx, body.deal_context)}::jsonb)`,
+      const [row] = await db(
+        (tx) => tx<VersionedTask[]>`
+          select t.*, api.etag(t.updated_at) as etag
+            from api.task_create(${body.title ?? null}, ${body.description ?? null}, ${body.status},
+                                 ${jsonb(tx, body.deal_context)}::jsonb) t`,
       );
-      return { status: 201, body: { success: true, task } };
+      const { object: task, headers } = versioned(row!);
+      return { status: 201, body: { success: true, task }, headers };
     },
   }),
 
@@ -316,9 +322,11 @@ export const taskRoutes = [
     invalidParamsStatus: 404,
     errorShapes: TASK_ERRORS,
     responses: { 200: TaskReply, 404: TASK_NOT_FOUND },
+    etag: true,
     async handler({ params, db }) {
-      const [task] = await db((tx) => tx<Task[]>`select * from api.task_get(${params.id})`);
-      return { status: 200, body: { success: true, task } };
+      const [row] = await db((tx) => tx<VersionedTask[]>`select t.*, api.etag(t.updated_at) as etag from api.task_get(${params.id}) t`);
+      const { object: task, headers } = versioned(row!);
+      return { status: 200, body: { success: true, task }, headers };
     },
   }),
 
@@ -332,12 +340,19 @@ export const taskRoutes = [
     params: IdParams,
     invalidParamsStatus: 404,
     body: PatchBody,
+    headers: IfMatchHeaders,
     invalidStatus: 422,
     errorShapes: TASK_ERRORS,
-    responses: { 200: TaskReply, 404: TASK_NOT_FOUND, 422: errors('validation_error', 'invalid_status_transition') },
-    async handler({ params, body, db }) {
-      const [task] = await db((tx) => tx<Task[]>`select * from api.task_update(${params.id}, ${jsonb(tx, body)}::jsonb)`);
-      return { status: 200, body: { success: true, task } };
+    responses: { 200: TaskReply, 404: TASK_NOT_FOUND, 412: STALE, 422: errors('validation_error', 'invalid_status_transition') },
+    etag: true,
+    async handler({ params, body, headers: { 'if-match': ifMatch }, db }) {
+      const [row] = await db(
+        (tx) => tx<VersionedTask[]>`
+          select t.*, api.etag(t.updated_at) as etag
+            from api.task_update(${params.id}, ${jsonb(tx, body)}::jsonb, ${ifMatchTags(ifMatch)}::text[]) t`,
+      );
+      const { object: task, headers } = versioned(row!);
+      return { status: 200, body: { success: true, task }, headers };
     },
   }),
 
@@ -351,9 +366,10 @@ export const taskRoutes = [
     params: IdParams,
     invalidParamsStatus: 404,
     errorShapes: TASK_ERRORS,
-    responses: { 204: noContent('Deleted.'), 403: errors('not_task_creator'), 404: TASK_NOT_FOUND },
-    async handler({ params, db }) {
-      await db((tx) => tx`select api.task_delete(${params.id})`);
+    headers: IfMatchHeaders,
+    responses: { 204: noContent('Deleted.'), 403: errors('not_task_creator'), 404: TASK_NOT_FOUND, 412: STALE },
+    async handler({ params, headers: { 'if-match': ifMatch }, db }) {
+      await db((tx) => tx`select api.task_delete(${params.id}, ${ifMatchTags(ifMatch)}::text[])`);
       return { status: 204 };
     },
   }),
@@ -369,9 +385,11 @@ export const taskRoutes = [
     invalidParamsStatus: 404,
     errorShapes: TASK_ERRORS,
     responses: { 200: TaskReply, 404: TASK_NOT_FOUND, 422: TRANSITION },
+    etag: true,
     async handler({ params, db }) {
-      const [task] = await db((tx) => tx<Task[]>`select * from api.task_start(${params.id})`);
-      return { status: 200, body: { success: true, task } };
+      const [row] = await db((tx) => tx<VersionedTask[]>`select t.*, api.etag(t.updated_at) as etag from api.task_start(${params.id}) t`);
+      const { object: task, headers } = versioned(row!);
+      return { status: 200, body: { success: true, task }, headers };
     },
   }),
 
@@ -386,9 +404,11 @@ export const taskRoutes = [
     invalidParamsStatus: 404,
     errorShapes: TASK_ERRORS,
     responses: { 200: TaskReply, 404: TASK_NOT_FOUND, 422: TRANSITION },
+    etag: true,
     async handler({ params, db }) {
-      const [task] = await db((tx) => tx<Task[]>`select * from api.task_complete(${params.id})`);
-      return { status: 200, body: { success: true, task } };
+      const [row] = await db((tx) => tx<VersionedTask[]>`select t.*, api.etag(t.updated_at) as etag from api.task_complete(${params.id}) t`);
+      const { object: task, headers } = versioned(row!);
+      return { status: 200, body: { success: true, task }, headers };
     },
   }),
 

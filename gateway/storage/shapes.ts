@@ -18,8 +18,12 @@ declare module '../http/route.ts' {
   }
 }
 
-/** Every storage route answers Supabase Storage's error body, and 400 for input that does not validate. */
-export const storageRoute = { errorShape: 'supabase_storage' as const, invalidStatus: 400 as const };
+/**
+ * Every storage route answers Supabase Storage's error body, and 400 for input
+ * that does not validate; the service-role key acts there as the operator
+ * (every bucket and object, past the folder rules: private.storage_operator).
+ */
+export const storageRoute = { errorShape: 'supabase_storage' as const, invalidStatus: 400 as const, serviceRole: 'operator' as const };
 
 export const Bucket = z
   .string()

@@ -125,7 +125,7 @@ class Measure extends Transform {
   override _transform(chunk: Buffer, _encoding: BufferEncoding, done: TransformCallback): void {
     this.size += chunk.length;
     if (this.size > this.limit) {
-      done(new HttpError(413, 'object_too_large', `The object exceeded the maximum allowed size (${this.limit} bytes)`));
+      done(new HttpError(413, 'object_too_large', 'The object exceeded the maximum allowed size'));
       return;
     }
     this.hash.update(chunk);

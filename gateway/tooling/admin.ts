@@ -19,6 +19,7 @@ import { runPsql } from './psql.ts';
 import { Email, Password, Uuid } from '../core/web/schemas.ts';
 import { startupMessage } from '../core/process/startup-error.ts';
 import { createTokenService } from '../core/auth/jwt.ts';
+import { newSigningKey, SIGNING_ALGORITHMS, type SigningAlgorithm } from '../core/auth/signing-keys.ts';
 import { backup, restore } from './backup.ts';
 
 interface Command {
@@ -128,6 +129,29 @@ const commands: Record<string, Command> = {
     options: { id: Uuid },
     positional: 'id',
     run: async (sql, o) => (await sql`select admin.user_delete(${o.id as string}) as deleted`)[0]?.deleted,
+  },
+  'signing-keys': {
+    usage: '<list|add|rotate|revoke> [--alg ES256|RS256] [--kid KID]',
+    description:
+      'The keys that sign access tokens (docs/operations/running.md#signing-keys). list: every key and its status. add: a new key (--alg, ES256 by default), standby: published in /auth/v1/.well-known/jwks.json and verifying, not signing yet. rotate: the standby key signs from now on; the one it replaces verifies until its tokens expire. revoke --kid KID: that key verifies nothing any more, at once on every process (not the current key: rotate first). Prints JSON.',
+    options: {
+      action: z.enum(['list', 'add', 'rotate', 'revoke']),
+      alg: z.enum(SIGNING_ALGORITHMS).default('ES256'),
+      kid: z.string().min(1).max(64).optional(),
+    },
+    positional: 'action',
+    run: async (sql, o) => {
+      if (o.action === 'add') {
+        const key = await newSigningKey(o.alg as SigningAlgorithm);
+        await sql`select admin.signing_key_add(${key.kid}, ${key.alg}, ${sql.json(key.publicJwk as never)}, ${sql.json(key.privateJwk as never)})`;
+      } else if (o.action === 'rotate') {
+        await sql`select admin.signing_key_rotate()`;
+      } else if (o.action === 'revoke') {
+        if (o.kid === undefined) throw new Error('revoke needs --kid KID (npm run admin -- signing-keys list)');
+        await sql`select admin.signing_key_revoke(${o.kid as string})`;
+      }
+      return sql`select * from admin.signing_keys_list()`;
+    },
   },
   'create-community': {
     reads: false,

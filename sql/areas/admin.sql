@@ -428,7 +428,7 @@ CREATE FUNCTION admin.storage_usage(max_rows integer DEFAULT 50) RETURNS TABLE(e
 COMMENT ON FUNCTION admin.storage_usage(max_rows integer) IS 'The users storing the most bytes: bytes, objects, their quota and uploads per minute.';
 
 
-CREATE FUNCTION admin.user_create(email text, password_hash text DEFAULT NULL::text, user_metadata jsonb DEFAULT NULL::jsonb) RETURNS jsonb
+CREATE FUNCTION admin.user_create(email text, password_hash text DEFAULT NULL::text, user_metadata jsonb DEFAULT NULL::jsonb, app_metadata jsonb DEFAULT NULL::jsonb) RETURNS jsonb
     LANGUAGE plpgsql
     SET search_path TO 'pg_catalog'
     AS $$
@@ -438,11 +438,15 @@ begin
   if user_create.user_metadata is not null then
     perform private.user_metadata_merge(new_user, user_create.user_metadata);
   end if;
+  if user_create.app_metadata is not null then
+    update identity.users u set app_metadata = private.metadata_merged(u.app_metadata, user_create.app_metadata, 'app_metadata')
+     where u.id = new_user;
+  end if;
   return private.auth_user_object(new_user);
 end;
 $$;
 
-COMMENT ON FUNCTION admin.user_create(email text, password_hash text, user_metadata jsonb) IS 'POST /auth/v1/admin/users (the service-role key): creates an account as registration does (private.create_account_with_hash: profile and node; password_hash a bcrypt hash the gateway made, or null for an account that signs in only through a set-password link), merges user_metadata, and answers the User object. PT400 invalid_email / invalid_password_hash, PT409 email_taken, PT422 validation_error for user_metadata.';
+COMMENT ON FUNCTION admin.user_create(email text, password_hash text, user_metadata jsonb, app_metadata jsonb) IS 'POST /auth/v1/admin/users (the service-role key): creates an account as registration does (private.create_account_with_hash: profile and node; password_hash a bcrypt hash the gateway made, or null for an account that signs in only through a set-password link), merges user_metadata and app_metadata, and answers the User object. PT400 invalid_email / invalid_password_hash, PT409 email_taken, PT422 validation_error for user_metadata.';
 
 
 CREATE FUNCTION admin.user_delete(user_id uuid) RETURNS jsonb
@@ -475,7 +479,7 @@ $$;
 COMMENT ON FUNCTION admin.user_get(user_id uuid) IS 'GET /auth/v1/admin/users/{id} (the service-role key): the account as Supabase Auth''s User object (private.auth_user_object). PT404 not_found for an unknown id.';
 
 
-CREATE FUNCTION admin.user_update(user_id uuid, email text DEFAULT NULL::text, password_hash text DEFAULT NULL::text, user_metadata jsonb DEFAULT NULL::jsonb) RETURNS jsonb
+CREATE FUNCTION admin.user_update(user_id uuid, email text DEFAULT NULL::text, password_hash text DEFAULT NULL::text, user_metadata jsonb DEFAULT NULL::jsonb, app_metadata jsonb DEFAULT NULL::jsonb) RETURNS jsonb
     LANGUAGE plpgsql
     SET search_path TO 'pg_catalog'
     AS $$
@@ -509,11 +513,17 @@ begin
   if user_update.user_metadata is not null then
     perform private.user_metadata_merge(user_update.user_id, user_update.user_metadata);
   end if;
+  if user_update.app_metadata is not null then
+    -- Only here: the service-role key's door. A user's own door (PUT /auth/v1/user) has no way to it.
+    update identity.users u
+       set app_metadata = private.metadata_merged(u.app_metadata, user_update.app_metadata, 'app_metadata'), updated_at = now()
+     where u.id = user_update.user_id;
+  end if;
   return private.auth_user_object(user_update.user_id);
 end;
 $$;
 
-COMMENT ON FUNCTION admin.user_update(user_id uuid, email text, password_hash text, user_metadata jsonb) IS 'PUT /auth/v1/admin/users/{id} (the service-role key): every change at once or none. email becomes the account''s address at once (no link; a name derived from the old address is derived from the new one; PT400 invalid_email, PT409 email_taken); password_hash (a bcrypt hash the gateway made) replaces the password and ends every session of the account and its signed storage URLs; user_metadata is merged as PUT /auth/v1/user merges it. Answers the User object; PT404 not_found for an unknown id.';
+COMMENT ON FUNCTION admin.user_update(user_id uuid, email text, password_hash text, user_metadata jsonb, app_metadata jsonb) IS 'PUT /auth/v1/admin/users/{id} (the service-role key): every change at once or none. email becomes the account''s address at once (no link; a name derived from the old address is derived from the new one; PT400 invalid_email, PT409 email_taken); password_hash (a bcrypt hash the gateway made) replaces the password and ends every session of the account and its signed storage URLs; user_metadata is merged as PUT /auth/v1/user merges it, and app_metadata the same way (its only door: access tokens issued afterwards carry it). Answers the User object; PT404 not_found for an unknown id.';
 
 
 CREATE FUNCTION admin.users_list(page integer, per_page integer) RETURNS jsonb

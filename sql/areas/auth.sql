@@ -16,7 +16,10 @@
 --
 -- Failures are counted per e-mail and client, per e-mail across clients and per
 -- client address (private.auth_failures); attempts still being checked count
--- too. Refresh tokens are random, stored as SHA-256, rotated on every use; a
+-- too. Both tables are UNLOGGED: a sign-in writes no WAL for them, and its
+-- first transaction (which writes nothing else) commits without a WAL flush;
+-- a crash or failover of the primary forgets them (the counts start again,
+-- sign-ins being checked then answer expired). Refresh tokens are random, stored as SHA-256, rotated on every use; a
 -- rotated token presented again ends its whole session. Logout ends a session
 -- and with it every access token of it (private.check_session, checked in each
 -- request's transaction), streams included (NOTIFY session_ended).
@@ -44,8 +47,7 @@ CREATE TYPE api.auth_refresh_result AS (
 	user_id uuid,
 	email text,
 	refresh_token text,
-	session_id uuid,
-	claims jsonb
+	session_id uuid
 );
 
 CREATE TYPE api.auth_session AS (
@@ -72,6 +74,8 @@ CREATE TABLE identity.users (
     updated_at timestamp with time zone DEFAULT now() NOT NULL,
     user_metadata jsonb DEFAULT '{}'::jsonb NOT NULL,
     is_anonymous boolean DEFAULT false NOT NULL,
+    app_metadata jsonb DEFAULT '{}'::jsonb NOT NULL,
+    CONSTRAINT users_app_metadata_object CHECK ((jsonb_typeof(app_metadata) = 'object'::text)),
     CONSTRAINT users_guest_has_no_email CHECK ((is_anonymous = (email IS NULL))),
     CONSTRAINT users_email_is_normalised CHECK ((email = lower(btrim(email)))),
     CONSTRAINT users_email_shape CHECK (((length(email) <= 320) AND (email ~ '^[^@\s]+@[^@\s]+$'::text))),
@@ -80,6 +84,7 @@ CREATE TABLE identity.users (
 COMMENT ON TABLE identity.users IS 'Sign-in identities. password_hash is null for accounts that cannot sign in yet.';
 COMMENT ON COLUMN identity.users.email IS 'Lower-case e-mail address; unique. Null for a guest (is_anonymous).';
 COMMENT ON COLUMN identity.users.is_anonymous IS 'A guest (POST /auth/v1/signup without e-mail: supabase-js signInAnonymously): no e-mail, no password; private.require_full_account refuses it what only a full account may do; it becomes a full account, same id, when it sets an e-mail and a password (api.auth_guest_convert); unconverted, it is deleted after a while (private.guests_prune).';
+COMMENT ON COLUMN identity.users.app_metadata IS 'What the service (its operators, with the service-role key) says about the user: a JSON object of at most 16 KB set only through PUT /auth/v1/admin/users/{id} (admin.user_update), answered as the User object''s app_metadata with provider and providers, and carried in access tokens (claim app_metadata) for rules to read (private.app_metadata()).';
 COMMENT ON COLUMN identity.users.user_metadata IS 'What the user says about themselves through Supabase Auth''s API (`data` of sign-up and PUT /auth/v1/user): a JSON object of at most 16 KB, answered as the User object''s user_metadata. Never read by a rule.';
 ALTER TABLE identity.users ENABLE ROW LEVEL SECURITY;
 GRANT SELECT(id) ON TABLE identity.users TO authenticated;
@@ -122,7 +127,7 @@ CREATE TABLE identity.recovery_sessions (
 COMMENT ON TABLE identity.recovery_sessions IS 'Sessions a password recovery link started (api.auth_recovery_verify): each may set the password once without the current one until expires_at (one hour).';
 ALTER TABLE identity.recovery_sessions ENABLE ROW LEVEL SECURITY;
 
-CREATE TABLE private.auth_failures (
+CREATE UNLOGGED TABLE private.auth_failures (
     scope text NOT NULL,
     key text NOT NULL,
     failed_at timestamp with time zone DEFAULT now() NOT NULL,
@@ -130,7 +135,7 @@ CREATE TABLE private.auth_failures (
 );
 COMMENT ON TABLE private.auth_failures IS 'Failed sign-ins (per e-mail and client address, per e-mail, per client IP), failed refresh/verify attempts (per client IP), requests at the doors that set a password (password_set, per client IP) at the doors that e-mail a link (email_link, per client IP) and guest sign-ins (guest, per client IP), for throttling.';
 
-CREATE TABLE private.password_attempts (
+CREATE UNLOGGED TABLE private.password_attempts (
     attempt_hash bytea NOT NULL,
     door text NOT NULL,
     email_key text NOT NULL,
@@ -197,7 +202,7 @@ COMMENT ON FUNCTION api.auth_register(email text, password_hash text, name text)
 GRANT EXECUTE ON FUNCTION api.auth_register(email text, password_hash text, name text) TO anon;
 GRANT EXECUTE ON FUNCTION api.auth_register(email text, password_hash text, name text) TO authenticated;
 
-CREATE FUNCTION api.auth_refresh_throttled(refresh_token text, client_ip text, max_failures_per_ip integer, window_seconds integer, user_agent text DEFAULT NULL::text) RETURNS TABLE(status text, retry_after integer, user_id uuid, email text, new_refresh_token text, session_id uuid, claims jsonb)
+CREATE FUNCTION api.auth_refresh_throttled(refresh_token text, client_ip text, max_failures_per_ip integer, window_seconds integer, user_agent text DEFAULT NULL::text) RETURNS TABLE(status text, retry_after integer, user_id uuid, email text, new_refresh_token text, session_id uuid)
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog'
     AS $$
@@ -207,14 +212,14 @@ declare
   result api.auth_refresh_result;
 begin
   if wait > 0 then
-    return query select 'throttled'::text, wait, null::uuid, null::text, null::text, null::uuid, null::jsonb;
+    return query select 'throttled'::text, wait, null::uuid, null::text, null::text, null::uuid;
     return;
   end if;
   select * into strict result from api.auth_refresh(auth_refresh_throttled.refresh_token, auth_refresh_throttled.user_agent, auth_refresh_throttled.client_ip);
   if result.status <> 'ok' and client_ip is not null then
     perform private.auth_throttle_record('refresh', client_ip);
   end if;
-  return query select result.status, 0, result.user_id, result.email, result.refresh_token, result.session_id, result.claims;
+  return query select result.status, 0, result.user_id, result.email, result.refresh_token, result.session_id;
 end;
 $$;
 
@@ -310,7 +315,7 @@ $$;
 COMMENT ON FUNCTION api.auth_recovery_password_set(password_hash text) IS 'PUT /auth/v1/user {password} without the current password: allowed once, within the hour, in a session a recovery link started (api.auth_recovery_verify); sets the bcrypt hash the gateway made and ends every other session and every signed storage URL. PT400 current_password_required in any other session; PT400 invalid_password_hash.';
 GRANT EXECUTE ON FUNCTION api.auth_recovery_password_set(password_hash text) TO authenticated;
 
-CREATE FUNCTION api.auth_recovery_verify(token text, user_agent text DEFAULT NULL::text, client_ip text DEFAULT NULL::text) RETURNS TABLE(user_id uuid, email text, refresh_token text, session_id uuid, claims jsonb)
+CREATE FUNCTION api.auth_recovery_verify(token text, user_agent text DEFAULT NULL::text, client_ip text DEFAULT NULL::text) RETURNS TABLE(user_id uuid, email text, refresh_token text, session_id uuid)
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog'
     AS $$
@@ -326,7 +331,7 @@ begin
   select * into started from private.start_session(link.user_id, auth_recovery_verify.user_agent, auth_recovery_verify.client_ip);
   delete from identity.recovery_sessions s where s.user_id = link.user_id;
   insert into identity.recovery_sessions (session_id, user_id, expires_at) values (started.session_id, link.user_id, now() + interval '1 hour');
-  return query select u.id, u.email, started.refresh_token, started.session_id, private.session_claims(u.id) from identity.users u where u.id = link.user_id;
+  return query select u.id, u.email, started.refresh_token, started.session_id from identity.users u where u.id = link.user_id;
 end;
 $$;
 
@@ -348,7 +353,7 @@ begin
     for update;
 
   if presented.id is null then
-    return query select 'invalid'::text, null::uuid, null::text, null::text, null::uuid, null::jsonb;
+    return query select 'invalid'::text, null::uuid, null::text, null::text, null::uuid;
     return;
   end if;
 
@@ -357,15 +362,15 @@ begin
       update identity.refresh_tokens t
         set revoked_at = now(), revoked_reason = 'reused'
         where t.session_id = presented.session_id and t.revoked_at is null;
-      return query select 'reused'::text, null::uuid, null::text, null::text, null::uuid, null::jsonb;
+      return query select 'reused'::text, null::uuid, null::text, null::text, null::uuid;
     else
-      return query select 'revoked'::text, null::uuid, null::text, null::text, null::uuid, null::jsonb;
+      return query select 'revoked'::text, null::uuid, null::text, null::text, null::uuid;
     end if;
     return;
   end if;
 
   if presented.expires_at <= now() then
-    return query select 'expired'::text, null::uuid, null::text, null::text, null::uuid, null::jsonb;
+    return query select 'expired'::text, null::uuid, null::text, null::text, null::uuid;
     return;
   end if;
 
@@ -377,7 +382,7 @@ begin
             now() + interval '30 days', left(auth_refresh.user_agent, 512), left(auth_refresh.client_ip, 100));
 
   return query
-    select 'ok'::text, u.id, u.email, next_token, presented.session_id, private.session_claims(u.id)
+    select 'ok'::text, u.id, u.email, next_token, presented.session_id
       from identity.users u where u.id = presented.user_id;
 end;
 $$;
@@ -443,7 +448,7 @@ $$;
 COMMENT ON FUNCTION api.auth_user_update(password_proof text, email_proof text, password_hash text, new_email text, public_url text, data jsonb) IS 'PUT /auth/v1/user: every change at once or none, in one transaction, each by the account''s own rules: new_email as api.account_email_change (with email_proof), password_hash as api.account_password_change (with password_proof) or, without a proof, api.auth_recovery_password_set (a recovery session), then data merged as api.auth_user_metadata_update; answers the User object. Their refusals (PT401 invalid_credentials, PT400 current_password_required, PT422, PT429 rate_limited) undo every change.';
 GRANT EXECUTE ON FUNCTION api.auth_user_update(password_proof text, email_proof text, password_hash text, new_email text, public_url text, data jsonb) TO authenticated;
 
-CREATE FUNCTION api.auth_guest_sign_in(client_ip text, max_per_ip integer, window_seconds integer, user_agent text DEFAULT NULL::text, data jsonb DEFAULT NULL::jsonb) RETURNS TABLE(status text, retry_after integer, user_id uuid, email text, refresh_token text, session_id uuid, claims jsonb)
+CREATE FUNCTION api.auth_guest_sign_in(client_ip text, max_per_ip integer, window_seconds integer, user_agent text DEFAULT NULL::text, data jsonb DEFAULT NULL::jsonb) RETURNS TABLE(status text, retry_after integer, user_id uuid, email text, refresh_token text, session_id uuid)
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog'
     AS $$
@@ -458,7 +463,7 @@ begin
     perform pg_advisory_xact_lock(hashtextextended('auth_failures:guest:' || client_ip, 0));
     wait := private.auth_throttle_wait('guest', client_ip, max_per_ip, window_seconds);
     if wait > 0 then
-      return query select 'throttled'::text, wait, null::uuid, null::text, null::text, null::uuid, null::jsonb;
+      return query select 'throttled'::text, wait, null::uuid, null::text, null::text, null::uuid;
       return;
     end if;
     perform private.auth_throttle_record('guest', client_ip);
@@ -471,7 +476,7 @@ begin
     perform private.user_metadata_merge(guest, auth_guest_sign_in.data);
   end if;
   select * into started from private.start_session(guest, auth_guest_sign_in.user_agent, auth_guest_sign_in.client_ip);
-  return query select 'ok'::text, 0, guest, null::text, started.refresh_token, started.session_id, private.session_claims(guest);
+  return query select 'ok'::text, 0, guest, null::text, started.refresh_token, started.session_id;
 end;
 $$;
 
@@ -641,7 +646,7 @@ CREATE FUNCTION private.auth_user_object(user_id uuid) RETURNS jsonb
              -- A guest as Supabase Auth answers one: no address, no identity, no provider.
              jsonb_build_object(
                'id', u.id, 'aud', 'authenticated', 'role', 'authenticated', 'email', '', 'phone', '',
-               'last_sign_in_at', app.iso(s.last_sign_in_at), 'app_metadata', '{}'::jsonb,
+               'last_sign_in_at', app.iso(s.last_sign_in_at), 'app_metadata', u.app_metadata,
                'user_metadata', u.user_metadata, 'identities', '[]'::jsonb,
                'created_at', app.iso(u.created_at), 'updated_at', app.iso(u.updated_at), 'is_anonymous', true)
            else
@@ -649,7 +654,7 @@ CREATE FUNCTION private.auth_user_object(user_id uuid) RETURNS jsonb
              'id', u.id, 'aud', 'authenticated', 'role', 'authenticated', 'email', u.email, 'phone', '',
              'email_confirmed_at', app.iso(u.created_at), 'confirmed_at', app.iso(u.created_at),
              'last_sign_in_at', app.iso(s.last_sign_in_at),
-             'app_metadata', jsonb_build_object('provider', 'email', 'providers', jsonb_build_array('email')),
+             'app_metadata', u.app_metadata || jsonb_build_object('provider', 'email', 'providers', jsonb_build_array('email')),
              'user_metadata', u.user_metadata,
              'identities', jsonb_build_array(jsonb_build_object(
                'identity_id', u.id, 'id', u.id, 'user_id', u.id, 'provider', 'email', 'email', u.email,
@@ -667,7 +672,37 @@ CREATE FUNCTION private.auth_user_object(user_id uuid) RETURNS jsonb
      where u.id = auth_user_object.user_id
   $$;
 
-COMMENT ON FUNCTION private.auth_user_object(user_id uuid) IS 'A user as Supabase Auth''s User object: id, aud, role, email, email_confirmed_at (the account''s creation: sign-up needs no confirmation here), last_sign_in_at (its latest sign-in), app_metadata.provider email, user_metadata, one email identity, created_at, updated_at; new_email and email_change_sent_at while an e-mail change waits for its link. A guest (is_anonymous) as Supabase Auth answers one: email empty, no confirmation times, app_metadata and identities empty, is_anonymous true.';
+COMMENT ON FUNCTION private.auth_user_object(user_id uuid) IS 'A user as Supabase Auth''s User object: id, aud, role, email, email_confirmed_at (the account''s creation: sign-up needs no confirmation here), last_sign_in_at (its latest sign-in), app_metadata (the operators'' keys, and provider email), user_metadata, one email identity, created_at, updated_at, is_anonymous false; new_email and email_change_sent_at while an e-mail change waits for its link. A guest (is_anonymous) as Supabase Auth answers one: email empty, no confirmation times, no identity, app_metadata only the operators'' keys (no provider), is_anonymous true.';
+
+
+CREATE FUNCTION private.access_token_claims(user_id uuid) RETURNS jsonb
+    LANGUAGE sql STABLE
+    SET search_path TO 'pg_catalog'
+    AS $$
+    select jsonb_build_object(
+             'app_metadata', case when u.is_anonymous then u.app_metadata
+                                  else u.app_metadata || jsonb_build_object('provider', 'email', 'providers', jsonb_build_array('email')) end,
+             'user_metadata', u.user_metadata,
+             'is_anonymous', u.is_anonymous)
+      from identity.users u
+     where u.id = access_token_claims.user_id
+  $$;
+
+COMMENT ON FUNCTION private.access_token_claims(user_id uuid) IS 'The claims of a user''s access token besides those of its session (sub, email, session_id): app_metadata, user_metadata and is_anonymous (true for a guest) as Supabase Auth carries them, the same as the User object (private.auth_user_object). Read by the processes when they sign a token (gateway/auth/sessions.ts); what is added to every access token is added here.';
+
+
+CREATE FUNCTION private.app_metadata() RETURNS jsonb
+    LANGUAGE sql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog'
+    AS $$
+    select coalesce(auth.jwt() -> 'app_metadata',
+                    (select u.app_metadata from identity.users u where u.id = auth.uid()),
+                    '{}'::jsonb)
+  $$;
+
+COMMENT ON FUNCTION private.app_metadata() IS 'The caller''s app_metadata, for rules and policies: as its access token carries it (claim app_metadata, as signed when the token was issued), or the account''s own for a credential that carries none (an API token, an OAuth token on /mcp); {} for anon.';
+GRANT EXECUTE ON FUNCTION private.app_metadata() TO anon;
+GRANT EXECUTE ON FUNCTION private.app_metadata() TO authenticated;
 
 
 CREATE FUNCTION private.password_link(token text, for_update boolean DEFAULT false) RETURNS identity.password_tokens
@@ -746,29 +781,40 @@ CREATE FUNCTION identity.new_token() RETURNS text
   $$;
 
 
-CREATE FUNCTION private.user_metadata_merge(user_id uuid, data jsonb) RETURNS void
-    LANGUAGE plpgsql
+CREATE FUNCTION private.metadata_merged(current_value jsonb, data jsonb, what text) RETURNS jsonb
+    LANGUAGE plpgsql IMMUTABLE
     SET search_path TO 'pg_catalog'
     AS $$
 declare
   merged jsonb;
 begin
-  if jsonb_typeof(user_metadata_merge.data) is distinct from 'object' then
+  if jsonb_typeof(metadata_merged.data) is distinct from 'object' then
     raise exception 'data must be a JSON object' using errcode = 'PT422', hint = 'validation_error';
   end if;
   -- Supabase Auth's merge: each key given replaces its value; a key given as null is removed.
-  select u.user_metadata || user_metadata_merge.data into merged
-    from identity.users u where u.id = user_metadata_merge.user_id;
   merged := (select coalesce(jsonb_object_agg(e.key, e.value), '{}'::jsonb)
-               from jsonb_each(merged) e where e.value <> 'null'::jsonb);
+               from jsonb_each(coalesce(metadata_merged.current_value, '{}'::jsonb) || metadata_merged.data) e
+              where e.value <> 'null'::jsonb);
   if octet_length(merged::text) > 16384 then
-    raise exception 'user_metadata may hold at most 16 KB' using errcode = 'PT422', hint = 'validation_error';
+    raise exception '% may hold at most 16 KB', metadata_merged.what using errcode = 'PT422', hint = 'validation_error';
   end if;
-  update identity.users u set user_metadata = merged, updated_at = now() where u.id = user_metadata_merge.user_id;
+  return merged;
 end;
 $$;
 
-COMMENT ON FUNCTION private.user_metadata_merge(user_id uuid, data jsonb) IS 'Merges data into a user''s user_metadata as Supabase Auth does (each key given replaces its value, a key given as null is removed; at most 16 KB, else PT422 validation_error; data not an object: PT422). The one merge of PUT /auth/v1/user and the admin user functions.';
+COMMENT ON FUNCTION private.metadata_merged(current_value jsonb, data jsonb, what text) IS 'current_value with data merged as Supabase Auth merges user_metadata and app_metadata: each key given replaces its value, a key given as null is removed; at most 16 KB (else PT422 validation_error naming what); data not an object: PT422.';
+
+
+CREATE FUNCTION private.user_metadata_merge(user_id uuid, data jsonb) RETURNS void
+    LANGUAGE sql
+    SET search_path TO 'pg_catalog'
+    AS $$
+    update identity.users u
+       set user_metadata = private.metadata_merged(u.user_metadata, user_metadata_merge.data, 'user_metadata'), updated_at = now()
+     where u.id = user_metadata_merge.user_id
+  $$;
+
+COMMENT ON FUNCTION private.user_metadata_merge(user_id uuid, data jsonb) IS 'Merges data into a user''s user_metadata (private.metadata_merged: PT422 validation_error for more than 16 KB or data not an object). The one merge of PUT /auth/v1/user and the admin user functions.';
 
 
 CREATE FUNCTION private.tg_users__storage_purge() RETURNS trigger
@@ -831,7 +877,7 @@ $_$;
 COMMENT ON FUNCTION private.account_email_check(email text) IS 'The normalised e-mail of a new account: PT400 invalid_email, PT409 email_taken (the same refusals as private.create_account_with_hash).';
 
 
-CREATE FUNCTION private.auth_login_finish(attempt text, matched boolean, new_hash text, user_agent text DEFAULT NULL::text, client_ip text DEFAULT NULL::text) RETURNS TABLE(status text, user_id uuid, user_email text, refresh_token text, session_id uuid, claims jsonb)
+CREATE FUNCTION private.auth_login_finish(attempt text, matched boolean, new_hash text, user_agent text DEFAULT NULL::text, client_ip text DEFAULT NULL::text) RETURNS TABLE(status text, user_id uuid, user_email text, refresh_token text, session_id uuid)
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog'
     AS $$
@@ -841,11 +887,11 @@ begin
   select * into strict checked from private.password_attempt_finish('login', attempt, matched, new_hash);
   if checked.status <> 'ok' then
     -- Not raised: a failure must be counted, so this transaction commits.
-    return query select checked.status, null::uuid, null::text, null::text, null::uuid, null::jsonb;
+    return query select checked.status, null::uuid, null::text, null::text, null::uuid;
     return;
   end if;
   return query
-    select 'ok'::text, u.id, u.email, s.refresh_token, s.session_id, private.session_claims(u.id)
+    select 'ok'::text, u.id, u.email, s.refresh_token, s.session_id
       from identity.users u
      cross join lateral private.start_session(u.id, auth_login_finish.user_agent, auth_login_finish.client_ip) s
      where u.id = checked.user_id;
@@ -1161,16 +1207,6 @@ begin
 end;
 $$;
 
-
-CREATE FUNCTION private.session_claims(user_id uuid) RETURNS jsonb
-    LANGUAGE sql STABLE
-    SET search_path TO 'pg_catalog'
-    AS $$
-    select jsonb_build_object('is_anonymous', u.is_anonymous)
-      from identity.users u where u.id = session_claims.user_id
-  $$;
-
-COMMENT ON FUNCTION private.session_claims(user_id uuid) IS 'The claims a session''s access tokens carry besides who and which session (the gateway signs them as given): is_anonymous, true for a guest. Every function that starts or refreshes a session answers them.';
 
 
 CREATE FUNCTION private.require_full_account() RETURNS void

@@ -16,6 +16,8 @@
 -- node_id take that id, and app.my_node_id() is the caller's. Lists are paged
 -- by app.check_page() and app.pagination(); app.iso() writes timestamps the way
 -- clients read them; private.json_capped() bounds what request records keep.
+-- api.etag() is a single object's version (its updated_at) as an ETag, and
+-- app.check_if_match() refuses a write whose If-Match names another (PT412).
 -- A refusal raises SQLSTATE PTxxx (HTTP status xxx) with a snake_case hint, the
 -- error code clients see (docs/dba.md, "Errors from SQL").
 --
@@ -56,6 +58,7 @@ GRANT USAGE ON SCHEMA app TO anon;
 GRANT USAGE ON SCHEMA identity TO authenticated;
 
 GRANT USAGE ON SCHEMA private TO authenticated;
+GRANT USAGE ON SCHEMA private TO service_role;
 
 CREATE EXTENSION IF NOT EXISTS pg_trgm WITH SCHEMA extensions;
 
@@ -93,6 +96,20 @@ COMMENT ON TABLE private.service_settings IS 'Settings of the running service th
 CREATE POLICY "Nodes are visible to signed-in users" ON app.nodes FOR SELECT TO authenticated USING (true);
 
 -- =============================================================================
+-- API functions
+-- =============================================================================
+
+CREATE FUNCTION api.etag(version timestamp with time zone) RETURNS text
+    LANGUAGE sql IMMUTABLE STRICT
+    SET search_path TO 'pg_catalog'
+    AS $$
+    select '"' || ((extract(epoch from version) * 1000000)::bigint)::text || '"'
+  $$;
+
+COMMENT ON FUNCTION api.etag(version timestamp with time zone) IS 'The ETag of a single object of the REST interface: its row''s updated_at (set on every update by private.tg__set_updated_at) in microseconds since 1970, quoted (a strong entity tag). The gateway answers it on every single-object GET and write; app.check_if_match compares If-Match to it.';
+GRANT EXECUTE ON FUNCTION api.etag(version timestamp with time zone) TO authenticated;
+
+-- =============================================================================
 -- Helpers (private, app, identity): internal helpers and trigger functions; request roles run only those granted here
 -- =============================================================================
 
@@ -117,6 +134,27 @@ SET default_table_access_method = heap;
 
 GRANT EXECUTE ON FUNCTION app.check_page(page_limit integer, page_offset integer) TO authenticated;
 
+CREATE FUNCTION app.check_if_match(if_match text[], version timestamp with time zone, current jsonb) RETURNS void
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog'
+    AS $$
+declare
+  etag text := api.etag(version);
+begin
+  -- No If-Match: no condition. `*`: any current version (the object exists,
+  -- or the caller would have had 404). Otherwise one of the tags must be the
+  -- current one, compared strongly: a weak tag (W/"...") never matches.
+  if if_match is null or '*' = any(if_match) or etag = any(if_match) then
+    return;
+  end if;
+  raise exception 'the object changed since the version given in If-Match' using errcode = 'PT412', hint = 'precondition_failed',
+    detail = pg_catalog.jsonb_build_object('etag', etag, 'current', current)::text;
+end;
+$$;
+
+COMMENT ON FUNCTION app.check_if_match(if_match text[], version timestamp with time zone, current jsonb) IS 'A write''s If-Match (the entity tags sent; null: none) against the object''s current version (api.etag of its updated_at), called with the row locked: PT412 precondition_failed with {etag, current: the object as the route answers it} in the DETAIL when no tag matches (nothing is written: the transaction fails).';
+GRANT EXECUTE ON FUNCTION app.check_if_match(if_match text[], version timestamp with time zone, current jsonb) TO authenticated;
+
 CREATE FUNCTION app.contains_pattern(needle text) RETURNS text
     LANGUAGE sql IMMUTABLE STRICT
     SET search_path TO 'pg_catalog'
@@ -137,6 +175,7 @@ CREATE FUNCTION app.iso(ts timestamp with time zone) RETURNS text
 COMMENT ON FUNCTION app.iso(ts timestamp with time zone) IS 'ISO 8601 in UTC with milliseconds, as the gateway writes timestamps (inlined by the planner).';
 GRANT EXECUTE ON FUNCTION app.iso(ts timestamp with time zone) TO anon;
 GRANT EXECUTE ON FUNCTION app.iso(ts timestamp with time zone) TO authenticated;
+GRANT EXECUTE ON FUNCTION app.iso(ts timestamp with time zone) TO service_role;
 
 CREATE FUNCTION app.my_node_id() RETURNS uuid
     LANGUAGE sql STABLE SECURITY DEFINER

@@ -191,11 +191,19 @@ $$;
 COMMENT ON FUNCTION api.connection_get(id uuid) IS 'GET /api/mobile/connections/{id}: one of the caller''s connections. PT404 when unknown or someone else''s.';
 GRANT EXECUTE ON FUNCTION api.connection_get(id uuid) TO authenticated;
 
-CREATE FUNCTION api.connection_update(id uuid, patch jsonb) RETURNS SETOF api.connection
+CREATE FUNCTION api.connection_update(id uuid, patch jsonb, if_match text[] DEFAULT NULL::text[]) RETURNS SETOF api.connection
     LANGUAGE plpgsql
     SET search_path TO 'pg_catalog'
     AS $$
+declare
+  current_row app.connections;
 begin
+  if connection_update.if_match is not null then
+    select c.* into current_row from app.connections c where c.id = connection_update.id for no key update;
+    if found then
+      perform app.check_if_match(connection_update.if_match, current_row.updated_at, private.connection_json(current_row));
+    end if;
+  end if;
   return query
     update app.connections c
        set notes = case when patch ? 'notes' then patch ->> 'notes' else c.notes end,
@@ -215,8 +223,8 @@ begin
 end;
 $$;
 
-COMMENT ON FUNCTION api.connection_update(id uuid, patch jsonb) IS 'PATCH /api/mobile/connections/{id}: changes notes, strength and tags given in the patch. PT404 when unknown or someone else''s.';
-GRANT EXECUTE ON FUNCTION api.connection_update(id uuid, patch jsonb) TO authenticated;
+COMMENT ON FUNCTION api.connection_update(id uuid, patch jsonb, if_match text[]) IS 'PATCH /api/mobile/connections/{id}: changes notes, strength and tags given in the patch. PT404 when unknown or someone else''s; PT412 precondition_failed (with the current connection) when if_match (the If-Match tags) names another version (api.etag).';
+GRANT EXECUTE ON FUNCTION api.connection_update(id uuid, patch jsonb, if_match text[]) TO authenticated;
 
 CREATE FUNCTION api.event_connections(event_id uuid) RETURNS SETOF api.connection
     LANGUAGE plpgsql STABLE
@@ -244,6 +252,19 @@ GRANT EXECUTE ON FUNCTION api.event_connections(event_id uuid) TO authenticated;
 -- =============================================================================
 -- Helpers (private, app, identity): internal helpers and trigger functions; request roles run only those granted here
 -- =============================================================================
+
+CREATE FUNCTION private.connection_json(c app.connections) RETURNS jsonb
+    LANGUAGE sql STABLE
+    SET search_path TO 'pg_catalog'
+    AS $$
+    select jsonb_build_object('id', c.id, 'owner_node_id', c.owner_node_id, 'target_node_id', c.target_node_id,
+                              'connection_type', c.connection_type, 'event_id', c.event_id, 'my_hat_id', c.my_hat_id,
+                              'their_hat_id', c.their_hat_id, 'notes', c.notes, 'strength', c.strength, 'tags', c.tags,
+                              'created_at', app.iso(c.created_at), 'updated_at', app.iso(c.updated_at))
+  $$;
+
+COMMENT ON FUNCTION private.connection_json(c app.connections) IS 'A connection as the REST interface answers it (the Connection object), for the current object of a PT412.';
+GRANT EXECUTE ON FUNCTION private.connection_json(c app.connections) TO authenticated;
 
 CREATE FUNCTION private.tg_connections__check_hats() RETURNS trigger
     LANGUAGE plpgsql SECURITY DEFINER

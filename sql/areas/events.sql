@@ -18,7 +18,9 @@
 -- deleted event says it is cancelled while its tombstone is kept. A check-in is to an event or a venue, at
 -- most one current per user and place (partial unique indexes); checking in
 -- twice answers the same check-in; the hat must be the user's own whatever
--- inserts the row (a trigger). Row-level security: a user reads only their own check-ins and
+-- inserts the row (a trigger). An offline check-in carries the phone's time
+-- (device_checked_in_at, beside the server's checked_in_at): at most 5
+-- minutes ahead, 24 hours behind, and inside the venue window of the event. Row-level security: a user reads only their own check-ins and
 -- registrations; signed-in users read events, venues and nodes.
 --
 -- Code: gateway/routes/events.ts, gateway/routes/deeplinks.ts
@@ -143,6 +145,8 @@ CREATE TABLE app.checkins (
     visibility text DEFAULT 'anonymous'::text NOT NULL,
     checked_in_at timestamp with time zone DEFAULT now() NOT NULL,
     checked_out_at timestamp with time zone,
+    device_checked_in_at timestamp with time zone,
+    CONSTRAINT checkins_device_time_bounded CHECK (((device_checked_in_at IS NULL) OR ((device_checked_in_at >= (checked_in_at - '24:00:00'::interval)) AND (device_checked_in_at <= (checked_in_at + '00:05:00'::interval))))),
     CONSTRAINT checkins_one_place CHECK ((num_nonnulls(event_id, venue_node_id) = 1)),
     CONSTRAINT checkins_out_after_in CHECK (((checked_out_at IS NULL) OR (checked_out_at >= checked_in_at))),
     CONSTRAINT checkins_visibility_check CHECK ((visibility = ANY (ARRAY['anonymous'::text, 'public'::text]))),
@@ -154,6 +158,7 @@ CREATE TABLE app.checkins (
 );
 COMMENT ON TABLE app.checkins IS 'Check-ins to events and venues. Current while checked_out_at is null.';
 COMMENT ON COLUMN app.checkins.location_id IS 'As sent by the client with an event check-in; stored, not interpreted.';
+COMMENT ON COLUMN app.checkins.device_checked_in_at IS 'When the phone says it checked in (an offline check-in sent later), beside checked_in_at (the server''s time of arrival): at most 24 hours before it and 5 minutes after it (clock skew), and inside the event''s check-in window (private.checkin_device_time); null when the phone sent none.';
 ALTER TABLE app.checkins ENABLE ROW LEVEL SECURITY;
 GRANT SELECT ON TABLE app.checkins TO authenticated;
 GRANT INSERT(user_id) ON TABLE app.checkins TO authenticated;
@@ -162,6 +167,7 @@ GRANT INSERT(venue_node_id) ON TABLE app.checkins TO authenticated;
 GRANT INSERT(hat_id) ON TABLE app.checkins TO authenticated;
 GRANT INSERT(location_id) ON TABLE app.checkins TO authenticated;
 GRANT INSERT(visibility) ON TABLE app.checkins TO authenticated;
+GRANT INSERT(device_checked_in_at) ON TABLE app.checkins TO authenticated;
 GRANT UPDATE(checked_out_at) ON TABLE app.checkins TO authenticated;
 
 CREATE TABLE app.event_attendees (
@@ -363,7 +369,7 @@ $$;
 COMMENT ON FUNCTION api.event_get(id uuid, public_url text) IS 'GET /api/mobile/events/{id}: one event (by id or node id) for any signed-in user. PT404 when unknown.';
 GRANT EXECUTE ON FUNCTION api.event_get(id uuid, public_url text) TO authenticated;
 
-CREATE FUNCTION api.event_update(id uuid, patch jsonb, public_url text) RETURNS jsonb
+CREATE FUNCTION api.event_update(id uuid, patch jsonb, public_url text, if_match text[] DEFAULT NULL::text[]) RETURNS jsonb
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog'
     AS $$
@@ -376,6 +382,10 @@ begin
   end if;
   if not private.is_community_manager(found_event.community_id, caller) then
     raise exception 'only managers of the event''s community may change it' using errcode = 'PT403', hint = 'not_community_manager';
+  end if;
+  if event_update.if_match is not null then
+    select e.* into found_event from app.events e where e.id = found_event.id for no key update;
+    perform app.check_if_match(event_update.if_match, found_event.updated_at, private.event_json(found_event, event_update.public_url));
   end if;
   if pg_catalog.jsonb_typeof(event_update.patch) is distinct from 'object' then
     raise exception 'the patch must be an object' using errcode = 'PT422', hint = 'validation_error';
@@ -391,10 +401,20 @@ begin
 end;
 $$;
 
-COMMENT ON FUNCTION api.event_update(id uuid, patch jsonb, public_url text) IS 'PATCH /api/mobile/events/{id}: a manager of the event''s community changes what the patch names: image_path (an object of the event-images bucket in the event''s folder, or null to clear). PT403 not_community_manager, PT404 event_not_found, PT422 invalid_image_path.';
-GRANT EXECUTE ON FUNCTION api.event_update(id uuid, patch jsonb, public_url text) TO authenticated;
+COMMENT ON FUNCTION api.event_update(id uuid, patch jsonb, public_url text, if_match text[]) IS 'PATCH /api/mobile/events/{id}: a manager of the event''s community changes what the patch names: image_path (an object of the event-images bucket in the event''s folder, or null to clear). PT403 not_community_manager, PT404 event_not_found, PT422 invalid_image_path; PT412 precondition_failed (with the current event) when if_match (the If-Match tags) names another version (api.event_etag).';
+GRANT EXECUTE ON FUNCTION api.event_update(id uuid, patch jsonb, public_url text, if_match text[]) TO authenticated;
 
-CREATE FUNCTION api.event_checkin(event_id uuid, hat_id uuid DEFAULT NULL::uuid, location_id uuid DEFAULT NULL::uuid, visibility text DEFAULT NULL::text) RETURNS SETOF api.checkin_outcome
+CREATE FUNCTION api.event_etag(id uuid) RETURNS text
+    LANGUAGE sql STABLE
+    SET search_path TO 'pg_catalog'
+    AS $$
+    select api.etag((private.find_event(event_etag.id)).updated_at)
+  $$;
+
+COMMENT ON FUNCTION api.event_etag(id uuid) IS 'GET and PATCH /api/mobile/events/{id}: the event''s ETag (api.etag of its updated_at; by id or node id), answered beside the Event object (which has no updated_at); null when unknown.';
+GRANT EXECUTE ON FUNCTION api.event_etag(id uuid) TO authenticated;
+
+CREATE FUNCTION api.event_checkin(event_id uuid, hat_id uuid DEFAULT NULL::uuid, location_id uuid DEFAULT NULL::uuid, visibility text DEFAULT NULL::text, checked_in_at timestamp with time zone DEFAULT NULL::timestamp with time zone) RETURNS SETOF api.checkin_outcome
     LANGUAGE plpgsql
     SET search_path TO 'pg_catalog'
     AS $$
@@ -404,12 +424,13 @@ begin
   if found_event.id is null then
     raise exception 'event not found' using errcode = 'PT404', hint = 'event_not_found';
   end if;
-  return query select * from private.check_in(found_event.id, null, hat_id, location_id, visibility);
+  return query select * from private.check_in(found_event.id, null, hat_id, location_id, visibility,
+                                               private.checkin_device_time(found_event, event_checkin.checked_in_at));
 end;
 $$;
 
-COMMENT ON FUNCTION api.event_checkin(event_id uuid, hat_id uuid, location_id uuid, visibility text) IS 'POST /api/mobile/events/{event_id}/checkin: checks the caller in (created) or returns the current check-in. PT404 unknown event, PT422 a hat not the caller''s.';
-GRANT EXECUTE ON FUNCTION api.event_checkin(event_id uuid, hat_id uuid, location_id uuid, visibility text) TO authenticated;
+COMMENT ON FUNCTION api.event_checkin(event_id uuid, hat_id uuid, location_id uuid, visibility text, checked_in_at timestamp with time zone) IS 'POST /api/mobile/events/{event_id}/checkin: checks the caller in (created) or returns the current check-in. checked_in_at: the phone''s time of an offline check-in, kept as device_checked_in_at beside the server''s (private.checkin_device_time: PT422 checkin_time_in_future, checkin_time_too_old, checkin_time_outside_event). PT404 unknown event, PT422 a hat not the caller''s.';
+GRANT EXECUTE ON FUNCTION api.event_checkin(event_id uuid, hat_id uuid, location_id uuid, visibility text, checked_in_at timestamp with time zone) TO authenticated;
 
 CREATE FUNCTION api.event_checkout(event_id uuid) RETURNS jsonb
     LANGUAGE plpgsql
@@ -663,7 +684,7 @@ CREATE FUNCTION private.event_effective_end(starts_at timestamp with time zone, 
 COMMENT ON FUNCTION private.event_effective_end(starts_at timestamp with time zone, ends_at timestamp with time zone) IS 'When an event ends: its end_time, or 2 hours after its date when it has none.';
 GRANT EXECUTE ON FUNCTION private.event_effective_end(starts_at timestamp with time zone, ends_at timestamp with time zone) TO authenticated;
 
-CREATE FUNCTION private.check_in(event_id uuid, venue_node_id uuid, hat_id uuid, location_id uuid, visibility text) RETURNS SETOF api.checkin_outcome
+CREATE FUNCTION private.check_in(event_id uuid, venue_node_id uuid, hat_id uuid, location_id uuid, visibility text, device_checked_in_at timestamp with time zone DEFAULT NULL::timestamp with time zone) RETURNS SETOF api.checkin_outcome
     LANGUAGE plpgsql
     SET search_path TO 'pg_catalog'
     AS $$
@@ -673,14 +694,14 @@ begin
   if caller is null then
     raise exception 'not signed in' using errcode = 'PT401';
   end if;
-  return query select * from private.check_in_user(caller, event_id, venue_node_id, hat_id, location_id, visibility);
+  return query select * from private.check_in_user(caller, event_id, venue_node_id, hat_id, location_id, visibility, device_checked_in_at);
 end;
 $$;
 
-COMMENT ON FUNCTION private.check_in(event_id uuid, venue_node_id uuid, hat_id uuid, location_id uuid, visibility text) IS 'Checks the caller in to an event or a venue; idempotent: returns the current check-in with created = false.';
-GRANT EXECUTE ON FUNCTION private.check_in(event_id uuid, venue_node_id uuid, hat_id uuid, location_id uuid, visibility text) TO authenticated;
+COMMENT ON FUNCTION private.check_in(event_id uuid, venue_node_id uuid, hat_id uuid, location_id uuid, visibility text, device_checked_in_at timestamp with time zone) IS 'Checks the caller in to an event or a venue (device_checked_in_at: the phone''s time, already checked); idempotent: returns the current check-in with created = false.';
+GRANT EXECUTE ON FUNCTION private.check_in(event_id uuid, venue_node_id uuid, hat_id uuid, location_id uuid, visibility text, device_checked_in_at timestamp with time zone) TO authenticated;
 
-CREATE FUNCTION private.check_in_user(user_id uuid, event_id uuid, venue_node_id uuid, hat_id uuid, location_id uuid, visibility text) RETURNS SETOF api.checkin_outcome
+CREATE FUNCTION private.check_in_user(user_id uuid, event_id uuid, venue_node_id uuid, hat_id uuid, location_id uuid, visibility text, device_checked_in_at timestamp with time zone DEFAULT NULL::timestamp with time zone) RETURNS SETOF api.checkin_outcome
     LANGUAGE plpgsql
     SET search_path TO 'pg_catalog'
     AS $$
@@ -688,9 +709,9 @@ declare
   checkin_row app.checkins;
 begin
   loop
-    insert into app.checkins as c (user_id, event_id, venue_node_id, hat_id, location_id, visibility)
+    insert into app.checkins as c (user_id, event_id, venue_node_id, hat_id, location_id, visibility, device_checked_in_at)
       values (check_in_user.user_id, check_in_user.event_id, check_in_user.venue_node_id, check_in_user.hat_id,
-              check_in_user.location_id, coalesce(check_in_user.visibility, 'anonymous'))
+              check_in_user.location_id, coalesce(check_in_user.visibility, 'anonymous'), check_in_user.device_checked_in_at)
       on conflict do nothing
       returning c.* into checkin_row;
     if checkin_row.id is not null then
@@ -712,8 +733,39 @@ begin
 end;
 $$;
 
-COMMENT ON FUNCTION private.check_in_user(user_id uuid, event_id uuid, venue_node_id uuid, hat_id uuid, location_id uuid, visibility text) IS 'Checks a user in to an event or a venue; idempotent: returns the current check-in with created = false. Runs with the caller''s rights: for a request role, row-level security admits only the caller''s own user_id.';
-GRANT EXECUTE ON FUNCTION private.check_in_user(user_id uuid, event_id uuid, venue_node_id uuid, hat_id uuid, location_id uuid, visibility text) TO authenticated;
+COMMENT ON FUNCTION private.check_in_user(user_id uuid, event_id uuid, venue_node_id uuid, hat_id uuid, location_id uuid, visibility text, device_checked_in_at timestamp with time zone) IS 'Checks a user in to an event or a venue; idempotent: returns the current check-in with created = false. Runs with the caller''s rights: for a request role, row-level security admits only the caller''s own user_id.';
+GRANT EXECUTE ON FUNCTION private.check_in_user(user_id uuid, event_id uuid, venue_node_id uuid, hat_id uuid, location_id uuid, visibility text, device_checked_in_at timestamp with time zone) TO authenticated;
+
+CREATE FUNCTION private.checkin_device_time(event app.events, device_time timestamp with time zone, as_of timestamp with time zone DEFAULT now()) RETURNS timestamp with time zone
+    LANGUAGE plpgsql STABLE
+    SET search_path TO 'pg_catalog'
+    AS $$
+begin
+  -- An offline check-in: the phone's clock, trusted within bounds. At most 5
+  -- minutes ahead of the server (clock skew), at most 24 hours behind it (a
+  -- day offline), and inside the event's check-in window (the venue window:
+  -- 2 hours before its date to 2 hours after its effective end).
+  if device_time is null then
+    return null;
+  end if;
+  if device_time > as_of + interval '5 minutes' then
+    raise exception 'checked_in_at is in the future (more than 5 minutes ahead of the server)'
+      using errcode = 'PT422', hint = 'checkin_time_in_future';
+  end if;
+  if device_time < as_of - interval '24 hours' then
+    raise exception 'checked_in_at is more than 24 hours old' using errcode = 'PT422', hint = 'checkin_time_too_old';
+  end if;
+  if device_time < event.starts_at - interval '2 hours'
+     or device_time > private.event_effective_end(event.starts_at, event.ends_at) + interval '2 hours' then
+    raise exception 'checked_in_at is outside the event''s check-in window (2 hours before its start to 2 hours after its end)'
+      using errcode = 'PT422', hint = 'checkin_time_outside_event';
+  end if;
+  return device_time;
+end;
+$$;
+
+COMMENT ON FUNCTION private.checkin_device_time(event app.events, device_time timestamp with time zone, as_of timestamp with time zone) IS 'The phone''s time of an offline event check-in, checked: null stays null; PT422 checkin_time_in_future past as_of + 5 minutes, checkin_time_too_old before as_of - 24 hours, checkin_time_outside_event outside date - 2h .. effective end + 2h.';
+GRANT EXECUTE ON FUNCTION private.checkin_device_time(event app.events, device_time timestamp with time zone, as_of timestamp with time zone) TO authenticated;
 
 CREATE FUNCTION private.checkin_json(c app.checkins) RETURNS jsonb
     LANGUAGE sql STABLE
@@ -728,7 +780,8 @@ CREATE FUNCTION private.checkin_json(c app.checkins) RETURNS jsonb
       'location_id', c.location_id,
       'visibility', c.visibility,
       'checked_in_at', app.iso(c.checked_in_at),
-      'checked_out_at', app.iso(c.checked_out_at)
+      'checked_out_at', app.iso(c.checked_out_at),
+      'device_checked_in_at', app.iso(c.device_checked_in_at)
     )
   $$;
 

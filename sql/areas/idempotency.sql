@@ -6,11 +6,12 @@
 -- (api.idempotency_store) in the request's own transaction, so the record and
 -- the request's effect commit together; a request that fails or rolls back
 -- leaves no record. Per caller and key: a key held by another transaction now
--- is PT409; a key answered in the last 24 hours replays the same request's
+-- is PT409; a key answered in the last 48 hours replays the same request's
 -- answer (PTRPL, api.idempotency_replay) and refuses another request (PT422);
 -- a claimed key cannot commit without its answer (a deferred trigger). The row
 -- holds the key's SHA-256 and the answer encrypted with a key the database
--- never keeps; records are pruned after 24 hours.
+-- never keeps; records are pruned after 48 hours (a phone that sent a write, lost
+-- the answer and stayed offline a day still gets it replayed).
 --
 -- Code: gateway/http/idempotency.ts
 -- pgTAP: supabase/tests/idempotency.test.sql
@@ -37,7 +38,7 @@ CREATE TABLE app.idempotency_keys (
     CONSTRAINT idempotency_keys_pkey PRIMARY KEY (user_id, credential, key_hash),
     CONSTRAINT idempotency_keys_user_id_fkey FOREIGN KEY (user_id) REFERENCES identity.users(id) ON DELETE CASCADE
 );
-COMMENT ON TABLE app.idempotency_keys IS 'Idempotency keys of the last 24 hours, per user and credential (at most 1,000 a user): the key''s SHA-256, the request''s SHA-256 (method, path, body), the status of a success and the answer (encrypted with a key derived from the user, the credential and the idempotency key). Written only in the transaction of the request they answer. Not granted to request roles.';
+COMMENT ON TABLE app.idempotency_keys IS 'Idempotency keys of the last 48 hours, per user and credential (at most 1,000 a user): the key''s SHA-256, the request''s SHA-256 (method, path, body), the status of a success and the answer (encrypted with a key derived from the user, the credential and the idempotency key). Written only in the transaction of the request they answer. Not granted to request roles.';
 COMMENT ON COLUMN app.idempotency_keys.credential IS 'SHA-256 of the credential the key belongs to (private.idempotency_credential); empty for records made before credentials were recorded (replayed to nobody).';
 ALTER TABLE app.idempotency_keys ENABLE ROW LEVEL SECURITY;
 
@@ -127,7 +128,7 @@ begin
 end;
 $_$;
 
-COMMENT ON FUNCTION api.idempotency_claim(key text, request_hash text) IS 'Claims an Idempotency-Key for the caller''s credential (private.idempotency_credential) in the request''s transaction, before the route''s call, and returns null; or, when the credential sent the same request (request_hash: SHA-256 of method, path and body, hex) in the last 24 hours, returns its stored answer {status, answer: {headers, body}}, which the gateway sends only if the route does not refuse the caller now. PT409 idempotency_key_in_progress while another transaction holds the key; PT422 idempotency_key_reused for another request.';
+COMMENT ON FUNCTION api.idempotency_claim(key text, request_hash text) IS 'Claims an Idempotency-Key for the caller''s credential (private.idempotency_credential) in the request''s transaction, before the route''s call, and returns null; or, when the credential sent the same request (request_hash: SHA-256 of method, path and body, hex) in the last 48 hours, returns its stored answer {status, answer: {headers, body}}, which the gateway sends only if the route does not refuse the caller now. PT409 idempotency_key_in_progress while another transaction holds the key; PT422 idempotency_key_reused for another request.';
 GRANT EXECUTE ON FUNCTION api.idempotency_claim(key text, request_hash text) TO authenticated;
 
 CREATE FUNCTION api.idempotency_store(key text, status integer, answer jsonb) RETURNS void
@@ -202,8 +203,8 @@ COMMENT ON FUNCTION private.idempotency_credential() IS 'The credential of the r
 
 CREATE FUNCTION private.idempotency_key_lifetime() RETURNS interval
     LANGUAGE sql IMMUTABLE
-    AS $$ select interval '24 hours' $$;
-COMMENT ON FUNCTION private.idempotency_key_lifetime() IS 'How long an idempotency key and its answer are kept: 24 hours.';
+    AS $$ select interval '48 hours' $$;
+COMMENT ON FUNCTION private.idempotency_key_lifetime() IS 'How long an idempotency key and its answer are kept: 48 hours, so that a write replayed after a day offline keeps its key.';
 
 
 CREATE FUNCTION private.idempotency_answer_key(user_id uuid, credential bytea, key text) RETURNS bytea
@@ -256,4 +257,4 @@ CREATE FUNCTION private.idempotency_keys_prune(max_rows integer DEFAULT 10000) R
     select coalesce(sum(p.n), 0)::integer from per_user p
   $$;
 
-COMMENT ON FUNCTION private.idempotency_keys_prune(max_rows integer) IS 'Deletes idempotency keys older than 24 hours, at most max_rows (oldest first), and counts them off their callers; returns how many. The background worker''s crontab runs it.';
+COMMENT ON FUNCTION private.idempotency_keys_prune(max_rows integer) IS 'Deletes idempotency keys older than 48 hours, at most max_rows (oldest first), and counts them off their callers; returns how many. The background worker''s crontab runs it.';

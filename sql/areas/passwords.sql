@@ -166,7 +166,7 @@ COMMENT ON FUNCTION api.auth_otp_request(email text, public_url text, client_ip 
 GRANT EXECUTE ON FUNCTION api.auth_otp_request(email text, public_url text, client_ip text, max_per_ip integer, window_seconds integer) TO anon;
 GRANT EXECUTE ON FUNCTION api.auth_otp_request(email text, public_url text, client_ip text, max_per_ip integer, window_seconds integer) TO authenticated;
 
-CREATE FUNCTION api.auth_otp_verify(email text, code text, client_ip text, user_agent text, max_failures_per_email_client integer, max_failures_per_email integer, max_failures_per_ip integer, window_seconds integer) RETURNS TABLE(status text, retry_after integer, user_id uuid, user_email text, refresh_token text, session_id uuid, claims jsonb)
+CREATE FUNCTION api.auth_otp_verify(email text, code text, client_ip text, user_agent text, max_failures_per_email_client integer, max_failures_per_email integer, max_failures_per_ip integer, window_seconds integer) RETURNS TABLE(status text, retry_after integer, user_id uuid, user_email text, refresh_token text, session_id uuid)
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog'
     AS $$
@@ -181,7 +181,7 @@ begin
   wait := private.sign_in_wait(email_key, client_ip, max_failures_per_email_client, max_failures_per_email,
                                max_failures_per_ip, window_seconds);
   if wait > 0 then
-    return query select 'throttled'::text, wait, null::uuid, null::text, null::text, null::uuid, null::jsonb;
+    return query select 'throttled'::text, wait, null::uuid, null::text, null::text, null::uuid;
     return;
   end if;
   select c.* into live
@@ -202,13 +202,13 @@ begin
                                         used_at = case when c.failures + 1 >= 5 then now() end
        where c.id = live.id;
     end if;
-    return query select 'invalid'::text, 0, null::uuid, null::text, null::text, null::uuid, null::jsonb;
+    return query select 'invalid'::text, 0, null::uuid, null::text, null::text, null::uuid;
     return;
   end if;
   update identity.email_codes c set used_at = now() where c.id = live.id;
   delete from private.auth_failures f where f.scope = 'email_client' and f.key = email_key || ' ' || coalesce(client_ip, 'unknown');
   select * into started from private.start_session(live.user_id, auth_otp_verify.user_agent, auth_otp_verify.client_ip);
-  return query select 'ok'::text, 0, u.id, u.email, started.refresh_token, started.session_id, private.session_claims(u.id)
+  return query select 'ok'::text, 0, u.id, u.email, started.refresh_token, started.session_id
                  from identity.users u where u.id = live.user_id;
 end;
 $$;
@@ -217,7 +217,7 @@ COMMENT ON FUNCTION api.auth_otp_verify(email text, code text, client_ip text, u
 GRANT EXECUTE ON FUNCTION api.auth_otp_verify(email text, code text, client_ip text, user_agent text, max_failures_per_email_client integer, max_failures_per_email integer, max_failures_per_ip integer, window_seconds integer) TO anon;
 GRANT EXECUTE ON FUNCTION api.auth_otp_verify(email text, code text, client_ip text, user_agent text, max_failures_per_email_client integer, max_failures_per_email integer, max_failures_per_ip integer, window_seconds integer) TO authenticated;
 
-CREATE FUNCTION api.auth_magic_link_verify(token text, user_agent text DEFAULT NULL::text, client_ip text DEFAULT NULL::text) RETURNS TABLE(user_id uuid, email text, refresh_token text, session_id uuid, claims jsonb)
+CREATE FUNCTION api.auth_magic_link_verify(token text, user_agent text DEFAULT NULL::text, client_ip text DEFAULT NULL::text) RETURNS TABLE(user_id uuid, email text, refresh_token text, session_id uuid)
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog'
     AS $$
@@ -232,7 +232,7 @@ begin
   end if;
   update identity.email_codes c set used_at = now() where c.id = live.id;
   select * into started from private.start_session(live.user_id, auth_magic_link_verify.user_agent, auth_magic_link_verify.client_ip);
-  return query select u.id, u.email, started.refresh_token, started.session_id, private.session_claims(u.id)
+  return query select u.id, u.email, started.refresh_token, started.session_id
                  from identity.users u where u.id = live.user_id;
 end;
 $$;

@@ -177,15 +177,22 @@ CREATE FUNCTION api.profile_get() RETURNS SETOF api.user_profile
 COMMENT ON FUNCTION api.profile_get() IS 'GET /api/mobile/profile: the caller''s UserProfile (row-level security picks the row); no row when it is missing (the route''s 404). Inlined into the calling statement (plain SQL, no search_path of its own: every name is qualified).';
 GRANT EXECUTE ON FUNCTION api.profile_get() TO authenticated;
 
-CREATE FUNCTION api.profile_patch(patch jsonb) RETURNS SETOF api.user_profile
+CREATE FUNCTION api.profile_patch(patch jsonb, if_match text[] DEFAULT NULL::text[]) RETURNS SETOF api.user_profile
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog'
     AS $$
 declare
   caller uuid := auth.uid();
+  version timestamp with time zone;
 begin
   if pg_catalog.jsonb_typeof(profile_patch.patch) is distinct from 'object' then
     raise exception 'the patch must be an object' using errcode = 'PT422', hint = 'validation_error';
+  end if;
+  if profile_patch.if_match is not null then
+    select p.updated_at into version from app.profiles p where p.id = caller for no key update;
+    if found then
+      perform app.check_if_match(profile_patch.if_match, version, private.profile_json(caller));
+    end if;
   end if;
   if profile_patch.patch ? 'name' then
     perform api.profile_update(profile_patch.patch->>'name');
@@ -212,8 +219,8 @@ begin
 end;
 $$;
 
-COMMENT ON FUNCTION api.profile_patch(patch jsonb) IS 'PATCH /api/mobile/profile: changes what the patch names: name (as api.profile_update) and avatar_path (an object of the avatars bucket in the caller''s folder, or null to clear). PT422 validation_error or invalid_image_path, PT404 without a profile.';
-GRANT EXECUTE ON FUNCTION api.profile_patch(patch jsonb) TO authenticated;
+COMMENT ON FUNCTION api.profile_patch(patch jsonb, if_match text[]) IS 'PATCH /api/mobile/profile: changes what the patch names: name (as api.profile_update) and avatar_path (an object of the avatars bucket in the caller''s folder, or null to clear). PT422 validation_error or invalid_image_path, PT404 without a profile; PT412 precondition_failed (with the current profile) when if_match (the If-Match tags) names another version (api.etag of the profile''s updated_at).';
+GRANT EXECUTE ON FUNCTION api.profile_patch(patch jsonb, if_match text[]) TO authenticated;
 
 CREATE FUNCTION api.hats_list() RETURNS SETOF api.hat
     LANGUAGE sql STABLE
@@ -292,6 +299,22 @@ GRANT EXECUTE ON FUNCTION api.profile_update(name text) TO authenticated;
 -- =============================================================================
 -- Helpers (private, app, identity): internal helpers and trigger functions; request roles run only those granted here
 -- =============================================================================
+
+CREATE FUNCTION private.profile_json(user_id uuid) RETURNS jsonb
+    LANGUAGE sql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog'
+    AS $$
+    select jsonb_build_object('id', p.id, 'email', u.email, 'name', p.name, 'is_premium', s.is_premium,
+                              'subscription_type', p.subscription_type, 'max_hats', s.max_hats, 'node_id', p.node_id,
+                              'created_at', app.iso(p.created_at), 'updated_at', app.iso(p.updated_at),
+                              'avatar_url', app.storage_public_url(p.avatar_object_id))
+      from app.profiles p
+      join identity.users u on u.id = p.id
+      join app.subscription_plans s on s.id = p.subscription_type
+     where p.id = profile_json.user_id and p.id = auth.uid()
+  $$;
+
+COMMENT ON FUNCTION private.profile_json(user_id uuid) IS 'The caller''s profile as the REST interface answers it (the UserProfile object), for the current object of a PT412; null for anyone else''s id.';
 
 CREATE FUNCTION private.tg_hats__enforce_limit() RETURNS trigger
     LANGUAGE plpgsql SECURITY DEFINER

@@ -99,8 +99,11 @@ CREATE TABLE app.storage_objects (
 COMMENT ON TABLE app.storage_objects IS 'One stored object (file) of a bucket: its path, owner, size, type, digest and where its bytes are. Visible only once its bytes are durable.';
 ALTER TABLE app.storage_objects ENABLE ROW LEVEL SECURITY;
 GRANT SELECT,DELETE ON TABLE app.storage_objects TO authenticated;
+GRANT SELECT,DELETE ON TABLE app.storage_objects TO service_role;
 GRANT UPDATE(bucket_id) ON TABLE app.storage_objects TO authenticated;
+GRANT UPDATE(bucket_id) ON TABLE app.storage_objects TO service_role;
 GRANT UPDATE(name) ON TABLE app.storage_objects TO authenticated;
+GRANT UPDATE(name) ON TABLE app.storage_objects TO service_role;
 
 CREATE TABLE app.storage_render_misses (
     client_ip text NOT NULL,
@@ -134,7 +137,7 @@ CREATE TABLE app.storage_uploads (
     id uuid DEFAULT gen_random_uuid() NOT NULL,
     bucket_id text NOT NULL,
     name text NOT NULL COLLATE pg_catalog."C",
-    owner_id uuid NOT NULL,
+    owner_id uuid,
     upsert boolean DEFAULT false NOT NULL,
     kind text NOT NULL,
     storage_key text NOT NULL,
@@ -147,7 +150,7 @@ CREATE TABLE app.storage_uploads (
     CONSTRAINT storage_uploads_storage_key_key UNIQUE (storage_key),
     CONSTRAINT storage_uploads_bucket_id_fkey FOREIGN KEY (bucket_id) REFERENCES app.storage_buckets(id)
 );
-COMMENT ON TABLE app.storage_uploads IS 'Uploads under way: the key their bytes are written to before the object exists. One that expires (cut off, gateway killed) has its bytes collected.';
+COMMENT ON TABLE app.storage_uploads IS 'Uploads under way: the key their bytes are written to before the object exists. One that expires (cut off, gateway killed) has its bytes collected. owner_id null: the operator''s (the service-role key), which no rule of folders, quota or rate holds.';
 ALTER TABLE app.storage_uploads ENABLE ROW LEVEL SECURITY;
 
 CREATE TABLE app.storage_usage (
@@ -233,6 +236,7 @@ $$;
 COMMENT ON FUNCTION api.storage_object_get(bucket text, path text, public_only boolean) IS 'Downloads, info and transformations of /storage/v1/object and /render/image: the object if the caller may read it (a public bucket: anyone; else the owners of its folder). public_only: the /public/ routes, which serve public buckets only. PT404 bucket_not_found or object_not_found (also when it may not be read).';
 GRANT EXECUTE ON FUNCTION api.storage_object_get(bucket text, path text, public_only boolean) TO anon;
 GRANT EXECUTE ON FUNCTION api.storage_object_get(bucket text, path text, public_only boolean) TO authenticated;
+GRANT EXECUTE ON FUNCTION api.storage_object_get(bucket text, path text, public_only boolean) TO service_role;
 
 CREATE FUNCTION api.storage_object_signed(bucket text, path text, token text) RETURNS TABLE(id uuid, bucket_id text, name text, storage_key text, size bigint, content_type text, cache_control text, etag text, width integer, height integer, user_metadata jsonb, version uuid, created_at timestamp with time zone, updated_at timestamp with time zone, public boolean, images boolean, download_as_attachment boolean, transform jsonb)
     LANGUAGE plpgsql STABLE SECURITY DEFINER
@@ -257,6 +261,7 @@ $$;
 COMMENT ON FUNCTION api.storage_object_signed(bucket text, path text, token text) IS 'GET /storage/v1/object/sign/... and /render/image/sign/...?token=: the object a signed URL names, with the transformation it was signed with. PT400 invalid_signature or signature_expired; PT404 object_not_found.';
 GRANT EXECUTE ON FUNCTION api.storage_object_signed(bucket text, path text, token text) TO anon;
 GRANT EXECUTE ON FUNCTION api.storage_object_signed(bucket text, path text, token text) TO authenticated;
+GRANT EXECUTE ON FUNCTION api.storage_object_signed(bucket text, path text, token text) TO service_role;
 
 CREATE FUNCTION api.storage_buckets_list() RETURNS jsonb
     LANGUAGE sql STABLE SECURITY DEFINER
@@ -267,6 +272,7 @@ CREATE FUNCTION api.storage_buckets_list() RETURNS jsonb
   $$;
 COMMENT ON FUNCTION api.storage_buckets_list() IS 'GET /storage/v1/bucket: every bucket (their settings are not secret).';
 GRANT EXECUTE ON FUNCTION api.storage_buckets_list() TO authenticated;
+GRANT EXECUTE ON FUNCTION api.storage_buckets_list() TO service_role;
 
 CREATE FUNCTION api.storage_bucket_get(bucket_id text) RETURNS jsonb
     LANGUAGE sql STABLE SECURITY DEFINER
@@ -277,6 +283,111 @@ CREATE FUNCTION api.storage_bucket_get(bucket_id text) RETURNS jsonb
 
 COMMENT ON FUNCTION api.storage_bucket_get(bucket_id text) IS 'GET /storage/v1/bucket/{id}: one bucket. PT404 bucket_not_found.';
 GRANT EXECUTE ON FUNCTION api.storage_bucket_get(bucket_id text) TO authenticated;
+GRANT EXECUTE ON FUNCTION api.storage_bucket_get(bucket_id text) TO service_role;
+
+CREATE FUNCTION api.storage_bucket_create(bucket_id text, public boolean, file_size_limit bigint, allowed_mime_types text[]) RETURNS jsonb
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog'
+    AS $$
+begin
+  perform private.storage_operator_only();
+  if storage_bucket_create.bucket_id is null or storage_bucket_create.bucket_id !~ '^[a-z0-9][a-z0-9_-]{0,62}$' then
+    raise exception 'Bucket name invalid' using errcode = 'PT400', hint = 'invalid_bucket_name';
+  end if;
+  perform private.storage_bucket_limits_check(storage_bucket_create.file_size_limit, storage_bucket_create.allowed_mime_types, false);
+  insert into app.storage_buckets (id, public, folder_owner, file_size_limit, allowed_mime_types)
+    values (storage_bucket_create.bucket_id, coalesce(storage_bucket_create.public, false), 'user',
+            coalesce(storage_bucket_create.file_size_limit, private.storage_default_size_limit()), storage_bucket_create.allowed_mime_types)
+    on conflict on constraint storage_buckets_pkey do nothing;
+  if not found then
+    raise exception 'The resource already exists' using errcode = 'PT409', hint = 'bucket_exists';
+  end if;
+  return pg_catalog.jsonb_build_object('name', storage_bucket_create.bucket_id);
+end;
+$$;
+
+COMMENT ON FUNCTION api.storage_bucket_create(bucket_id text, public boolean, file_size_limit bigint, allowed_mime_types text[]) IS 'POST /storage/v1/bucket (the operator only: the service-role key): a bucket, public or private, with a size limit in bytes (null: private.storage_default_size_limit()) and the types it takes (null: any). Its users write under their own id (`{user id}/...`, folder_owner user); an operator changes that in SQL (app.storage_buckets.folder_owner). PT403 storage_access_denied for anyone else, PT400 invalid_bucket_name or invalid_bucket_limits, PT409 bucket_exists.';
+GRANT EXECUTE ON FUNCTION api.storage_bucket_create(bucket_id text, public boolean, file_size_limit bigint, allowed_mime_types text[]) TO authenticated;
+GRANT EXECUTE ON FUNCTION api.storage_bucket_create(bucket_id text, public boolean, file_size_limit bigint, allowed_mime_types text[]) TO service_role;
+
+CREATE FUNCTION api.storage_bucket_update(bucket_id text, changes jsonb) RETURNS jsonb
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog'
+    AS $$
+declare
+  b app.storage_buckets;
+  size_limit bigint;
+  types text[];
+begin
+  perform private.storage_operator_only();
+  select * into b from app.storage_buckets s where s.id = storage_bucket_update.bucket_id for update;
+  if b.id is null then
+    raise exception 'Bucket not found' using errcode = 'PT404', hint = 'bucket_not_found';
+  end if;
+  -- A field left out stays; null clears a limit.
+  size_limit := case when storage_bucket_update.changes ? 'file_size_limit'
+                     then coalesce((storage_bucket_update.changes->>'file_size_limit')::bigint, private.storage_default_size_limit())
+                     else b.file_size_limit end;
+  types := case when storage_bucket_update.changes ? 'allowed_mime_types'
+                then (select pg_catalog.array_agg(t) from pg_catalog.jsonb_array_elements_text(
+                        case pg_catalog.jsonb_typeof(storage_bucket_update.changes->'allowed_mime_types') when 'array'
+                             then storage_bucket_update.changes->'allowed_mime_types' else '[]'::jsonb end) t)
+                else b.allowed_mime_types end;
+  perform private.storage_bucket_limits_check(size_limit, types, b.images);
+  update app.storage_buckets s
+     set public = coalesce((storage_bucket_update.changes->>'public')::boolean, s.public),
+         file_size_limit = size_limit,
+         allowed_mime_types = case when b.images then coalesce(types, array['image/*']) else types end
+   where s.id = b.id;
+  return pg_catalog.jsonb_build_object('message', 'Successfully updated');
+end;
+$$;
+
+COMMENT ON FUNCTION api.storage_bucket_update(bucket_id text, changes jsonb) IS 'PUT /storage/v1/bucket/{id} (the operator only): changes what `changes` names of public, file_size_limit (bytes; null: the default) and allowed_mime_types (null: any; an image bucket keeps to image types). PT403 storage_access_denied, PT404 bucket_not_found, PT400 invalid_bucket_limits.';
+GRANT EXECUTE ON FUNCTION api.storage_bucket_update(bucket_id text, changes jsonb) TO authenticated;
+GRANT EXECUTE ON FUNCTION api.storage_bucket_update(bucket_id text, changes jsonb) TO service_role;
+
+CREATE FUNCTION api.storage_bucket_empty(bucket_id text) RETURNS jsonb
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog'
+    AS $$
+begin
+  perform private.storage_operator_only();
+  perform private.storage_bucket(storage_bucket_empty.bucket_id);
+  -- Their bytes go to app.storage_garbage (the trigger), collected later.
+  delete from app.storage_objects o where o.bucket_id = storage_bucket_empty.bucket_id;
+  return pg_catalog.jsonb_build_object('message', 'Successfully emptied');
+end;
+$$;
+
+COMMENT ON FUNCTION api.storage_bucket_empty(bucket_id text) IS 'POST /storage/v1/bucket/{id}/empty (the operator only): deletes every object of the bucket in one transaction (their bytes are collected later). PT403 storage_access_denied, PT404 bucket_not_found.';
+GRANT EXECUTE ON FUNCTION api.storage_bucket_empty(bucket_id text) TO authenticated;
+GRANT EXECUTE ON FUNCTION api.storage_bucket_empty(bucket_id text) TO service_role;
+
+CREATE FUNCTION api.storage_bucket_delete(bucket_id text) RETURNS jsonb
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog'
+    AS $$
+begin
+  perform private.storage_operator_only();
+  perform private.storage_bucket(storage_bucket_delete.bucket_id);
+  if storage_bucket_delete.bucket_id = any (private.storage_builtin_buckets()) then
+    raise exception 'The bucket % is built in and cannot be deleted', storage_bucket_delete.bucket_id
+      using errcode = 'PT409', hint = 'bucket_builtin';
+  end if;
+  if exists (select from app.storage_objects o where o.bucket_id = storage_bucket_delete.bucket_id)
+     or exists (select from app.storage_uploads u where u.bucket_id = storage_bucket_delete.bucket_id and u.expires_at > now()) then
+    raise exception 'The bucket you tried to delete is not empty' using errcode = 'PT409', hint = 'bucket_not_empty';
+  end if;
+  delete from app.storage_uploads u where u.bucket_id = storage_bucket_delete.bucket_id;
+  delete from app.storage_buckets b where b.id = storage_bucket_delete.bucket_id;
+  return pg_catalog.jsonb_build_object('message', 'Successfully deleted');
+end;
+$$;
+
+COMMENT ON FUNCTION api.storage_bucket_delete(bucket_id text) IS 'DELETE /storage/v1/bucket/{id} (the operator only): deletes an empty bucket (no object, no upload under way: empty it first). The four built-in buckets (private.storage_builtin_buckets) stay: PT409 bucket_builtin. PT403 storage_access_denied, PT404 bucket_not_found, PT409 bucket_not_empty.';
+GRANT EXECUTE ON FUNCTION api.storage_bucket_delete(bucket_id text) TO authenticated;
+GRANT EXECUTE ON FUNCTION api.storage_bucket_delete(bucket_id text) TO service_role;
 
 CREATE FUNCTION api.storage_objects_list(bucket_id text, prefix text, max_rows integer, skip integer, search text, sort_column text, sort_order text) RETURNS jsonb
     LANGUAGE plpgsql STABLE
@@ -347,6 +458,100 @@ $$;
 
 COMMENT ON FUNCTION api.storage_objects_list(bucket_id text, prefix text, max_rows integer, skip integer, search text, sort_column text, sort_order text) IS 'POST /storage/v1/object/list/{bucket}: the folders and objects directly under prefix (a folder) whose names start with search (case-insensitive), folders first, then by sort_column; only in folders the caller owns (row-level security). PT404 bucket_not_found.';
 GRANT EXECUTE ON FUNCTION api.storage_objects_list(bucket_id text, prefix text, max_rows integer, skip integer, search text, sort_column text, sort_order text) TO authenticated;
+GRANT EXECUTE ON FUNCTION api.storage_objects_list(bucket_id text, prefix text, max_rows integer, skip integer, search text, sort_column text, sort_order text) TO service_role;
+
+CREATE FUNCTION api.storage_objects_list_v2(bucket_id text, prefix text, max_rows integer, cursor text, with_delimiter boolean, sort_column text, sort_order text) RETURNS jsonb
+    LANGUAGE plpgsql STABLE
+    SET search_path TO 'pg_catalog'
+    AS $$
+declare
+  start text := coalesce(storage_objects_list_v2.prefix, '');
+  descending boolean := lower(coalesce(storage_objects_list_v2.sort_order, 'asc')) = 'desc';
+  sort text := coalesce(storage_objects_list_v2.sort_column, 'name');
+  page_size integer := least(greatest(coalesce(storage_objects_list_v2.max_rows, 1000), 1), 1000);
+  after jsonb;
+  rows jsonb;
+  more boolean;
+  last_entry jsonb;
+begin
+  perform private.storage_bucket(storage_objects_list_v2.bucket_id);
+  if sort not in ('name', 'created_at', 'updated_at') then
+    raise exception 'sortBy.column must be name, created_at or updated_at' using errcode = 'PT400', hint = 'bad_request';
+  end if;
+  if storage_objects_list_v2.cursor is not null and storage_objects_list_v2.cursor <> '' then
+    begin
+      after := pg_catalog.convert_from(private.storage_base64url_decode(storage_objects_list_v2.cursor), 'UTF8')::jsonb;
+    exception when others then
+      after := null;
+    end;
+    if pg_catalog.jsonb_typeof(after) is distinct from 'object' or after->>'c' is distinct from sort
+       or (after->>'d')::boolean is distinct from descending or pg_catalog.jsonb_typeof(after->'k') is distinct from 'array' then
+      raise exception 'Invalid cursor' using errcode = 'PT400', hint = 'bad_request';
+    end if;
+  end if;
+  -- Row-level security: only objects of folders the caller owns (the operator: all).
+  with under as (
+    select o as obj, o.name::text collate "C" as name,
+           case when coalesce(storage_objects_list_v2.with_delimiter, false)
+                     and pg_catalog.strpos(pg_catalog.substr(o.name, length(start) + 1), '/') > 0
+                then left(o.name, length(start) + pg_catalog.strpos(pg_catalog.substr(o.name, length(start) + 1), '/')) end collate "C" as folder
+      from app.storage_objects o
+     where o.bucket_id = storage_objects_list_v2.bucket_id
+       and pg_catalog.starts_with(o.name, start)
+  ), entries as (
+    select distinct u.folder as name, null::app.storage_objects as obj from under u where u.folder is not null
+    union all
+    select u.name, u.obj from under u where u.folder is null
+  ), keyed as (
+    -- The order: (rank, value, name). By name, folders and objects together; by a date, folders first.
+    select e.name, e.obj,
+           case when sort = 'name' or e.obj is null then 0 else 1 end as rank,
+           (case when sort = 'name' or e.obj is null then e.name
+                 when sort = 'created_at' then app.iso((e.obj).created_at)
+                 else app.iso((e.obj).updated_at) end) collate "C" as value
+      from entries e
+  ), numbered as (
+    select k.*,
+           row_number() over (order by case when not descending then k.rank end asc, case when not descending then k.value end asc,
+                                       case when not descending then k.name end asc, case when descending then k.rank end desc,
+                                       case when descending then k.value end desc, case when descending then k.name end desc) as n
+      from keyed k
+     where after is null
+        or (not descending and (k.rank, k.value, k.name) > ((after->'k'->>0)::integer, (after->'k'->>1) collate "C", (after->'k'->>2) collate "C"))
+        or (descending and (k.rank, k.value, k.name) < ((after->'k'->>0)::integer, (after->'k'->>1) collate "C", (after->'k'->>2) collate "C"))
+  )
+  select coalesce(pg_catalog.jsonb_agg(pg_catalog.jsonb_build_object(
+           'entry', case when x.obj is null then
+                      pg_catalog.jsonb_build_object('key', pg_catalog.split_part(pg_catalog.rtrim(x.name, '/'), '/', -1), 'name', x.name)
+                    else
+                      pg_catalog.jsonb_build_object('name', x.name, 'id', (x.obj).id, 'updated_at', app.iso((x.obj).updated_at),
+                        'created_at', app.iso((x.obj).created_at), 'last_accessed_at', app.iso((x.obj).updated_at),
+                        'metadata', private.storage_object_metadata(x.obj))
+                    end,
+           'folder', x.obj is null,
+           'key', pg_catalog.jsonb_build_array(x.rank, x.value, x.name)) order by x.n), '[]'::jsonb)
+    into rows
+    from numbered x
+   where x.n <= page_size + 1;
+  more := pg_catalog.jsonb_array_length(rows) > page_size;
+  if more then
+    last_entry := rows->(page_size - 1);
+    rows := rows - page_size;
+  end if;
+  -- nextCursor and nextCursorKey only when there is a next page.
+  return pg_catalog.jsonb_strip_nulls(pg_catalog.jsonb_build_object(
+    'hasNext', more,
+    'nextCursor', case when more then private.storage_base64url(pg_catalog.convert_to(
+      pg_catalog.jsonb_build_object('c', sort, 'd', descending, 'k', last_entry->'key')::text, 'UTF8')) end,
+    'nextCursorKey', case when more then last_entry->'key'->>2 end,
+    'folders', coalesce((select pg_catalog.jsonb_agg(r->'entry') from pg_catalog.jsonb_array_elements(rows) r where (r->>'folder')::boolean), '[]'::jsonb),
+    'objects', coalesce((select pg_catalog.jsonb_agg(r->'entry') from pg_catalog.jsonb_array_elements(rows) r where not (r->>'folder')::boolean), '[]'::jsonb)));
+end;
+$$;
+
+COMMENT ON FUNCTION api.storage_objects_list_v2(bucket_id text, prefix text, max_rows integer, cursor text, with_delimiter boolean, sort_column text, sort_order text) IS 'POST /storage/v1/object/list-v2/{bucket} (supabase-js `listV2`): a page of at most max_rows (1 to 1,000) objects whose full names start with prefix, with with_delimiter the folders directly under it instead of what they hold; by name (folders among objects) or by created_at or updated_at (folders first), asc or desc; the next page after cursor (opaque, as nextCursor gave it). Only in folders the caller owns (row-level security). PT404 bucket_not_found, PT400 bad_request (a cursor not made here, or for another order).';
+GRANT EXECUTE ON FUNCTION api.storage_objects_list_v2(bucket_id text, prefix text, max_rows integer, cursor text, with_delimiter boolean, sort_column text, sort_order text) TO authenticated;
+GRANT EXECUTE ON FUNCTION api.storage_objects_list_v2(bucket_id text, prefix text, max_rows integer, cursor text, with_delimiter boolean, sort_column text, sort_order text) TO service_role;
 
 CREATE FUNCTION api.storage_object_move(bucket_id text, source text, destination_bucket text, destination text) RETURNS void
     LANGUAGE plpgsql
@@ -377,6 +582,7 @@ $$;
 
 COMMENT ON FUNCTION api.storage_object_move(bucket_id text, source text, destination_bucket text, destination text) IS 'POST /storage/v1/object/move: renames an object the caller may write to a path (in the same or another bucket) they may write; its bytes, id and the images pointing at it stay. PT403 storage_access_denied, PT404 object_not_found, PT409 object_exists, and the destination bucket''s limits.';
 GRANT EXECUTE ON FUNCTION api.storage_object_move(bucket_id text, source text, destination_bucket text, destination text) TO authenticated;
+GRANT EXECUTE ON FUNCTION api.storage_object_move(bucket_id text, source text, destination_bucket text, destination text) TO service_role;
 
 CREATE FUNCTION api.storage_object_copy_begin(bucket_id text, source text, destination_bucket text, destination text, upsert boolean) RETURNS TABLE(upload_id uuid, storage_key text, source_key text, size bigint, content_type text, cache_control text, etag text, width integer, height integer, user_metadata jsonb)
     LANGUAGE plpgsql SECURITY DEFINER
@@ -388,12 +594,12 @@ declare
   target app.storage_buckets := private.storage_bucket(coalesce(storage_object_copy_begin.destination_bucket, storage_object_copy_begin.bucket_id));
   started record;
 begin
-  if caller is null then
+  if caller is null and not private.storage_operator() then
     raise exception 'not signed in' using errcode = 'PT401', hint = 'unauthorized';
   end if;
   select * into src from api.storage_object_get(storage_object_copy_begin.bucket_id, storage_object_copy_begin.source);
   if not private.storage_type_allowed(target, src.content_type) or (target.images and src.width is null) then
-    raise exception 'mime type % is not supported in bucket %', src.content_type, target.id using errcode = 'PT415', hint = 'invalid_mime_type';
+    raise exception 'mime type % is not supported', src.content_type using errcode = 'PT415', hint = 'invalid_mime_type';
   end if;
   select * into started from private.storage_upload_start(caller, target.id, storage_object_copy_begin.destination,
     coalesce(storage_object_copy_begin.upsert, false), src.size, 'copy');
@@ -404,6 +610,7 @@ $$;
 
 COMMENT ON FUNCTION api.storage_object_copy_begin(bucket_id text, source text, destination_bucket text, destination text, upsert boolean) IS 'POST /storage/v1/object/copy: checks that the caller may read the source and write the destination, and registers the copy as an upload (the gateway copies the bytes, then private.storage_upload_finish records it). The refusals of api.storage_object_get and api.storage_upload_begin; PT415 invalid_mime_type when the destination bucket does not take the type.';
 GRANT EXECUTE ON FUNCTION api.storage_object_copy_begin(bucket_id text, source text, destination_bucket text, destination text, upsert boolean) TO authenticated;
+GRANT EXECUTE ON FUNCTION api.storage_object_copy_begin(bucket_id text, source text, destination_bucket text, destination text, upsert boolean) TO service_role;
 
 CREATE FUNCTION api.storage_sign(bucket_id text, names text[], expires_in integer, transform jsonb DEFAULT NULL::jsonb) RETURNS jsonb
     LANGUAGE plpgsql STABLE SECURITY DEFINER
@@ -428,7 +635,8 @@ begin
       'error', case when readable then null else 'Either the object does not exist or you do not have access to it' end,
       'signedURL', case when readable then
         route || b.id || '/' || private.storage_url_path(object_name) || '?token=' || private.storage_token(pg_catalog.jsonb_strip_nulls(pg_catalog.jsonb_build_object(
-          'scope', 'download', 'url', b.id || '/' || object_name, 'sub', caller, 'transform', storage_sign.transform)),
+          'scope', 'download', 'url', b.id || '/' || object_name, 'sub', caller, 'operator', case when caller is null then true end,
+          'transform', storage_sign.transform)),
           storage_sign.expires_in) end));
   end loop;
   return result;
@@ -437,6 +645,7 @@ $$;
 
 COMMENT ON FUNCTION api.storage_sign(bucket_id text, names text[], expires_in integer, transform jsonb) IS 'POST /storage/v1/object/sign/{bucket}[/{path}]: a signed download URL (valid expires_in seconds; the path percent-encoded where a URL needs it) for each path the caller may read, with the transformation to apply, if any; an `error` for the others. PT400 for an expiry outside 1 s to a year; PT404 bucket_not_found.';
 GRANT EXECUTE ON FUNCTION api.storage_sign(bucket_id text, names text[], expires_in integer, transform jsonb) TO authenticated;
+GRANT EXECUTE ON FUNCTION api.storage_sign(bucket_id text, names text[], expires_in integer, transform jsonb) TO service_role;
 
 CREATE FUNCTION api.storage_sign_upload(bucket_id text, name text, upsert boolean) RETURNS jsonb
     LANGUAGE plpgsql STABLE SECURITY DEFINER
@@ -451,8 +660,8 @@ begin
   if not private.storage_folder_owned(b.id, storage_sign_upload.name, caller) then
     raise exception 'Access denied: you may not write %/%', b.id, storage_sign_upload.name using errcode = 'PT403', hint = 'storage_access_denied';
   end if;
-  token := private.storage_token(pg_catalog.jsonb_build_object('scope', 'upload', 'url', b.id || '/' || storage_sign_upload.name,
-    'sub', caller, 'upsert', coalesce(storage_sign_upload.upsert, false)), 7200);
+  token := private.storage_token(pg_catalog.jsonb_strip_nulls(pg_catalog.jsonb_build_object('scope', 'upload', 'url', b.id || '/' || storage_sign_upload.name,
+    'sub', caller, 'operator', case when caller is null then true end, 'upsert', coalesce(storage_sign_upload.upsert, false))), 7200);
   return pg_catalog.jsonb_build_object('url', '/object/upload/sign/' || b.id || '/' || private.storage_url_path(storage_sign_upload.name) || '?token=' || token,
                                        'token', token);
 end;
@@ -460,6 +669,7 @@ $$;
 
 COMMENT ON FUNCTION api.storage_sign_upload(bucket_id text, name text, upsert boolean) IS 'POST /storage/v1/object/upload/sign/{bucket}/{path}: a signed upload URL (valid 2 hours) for a path the caller may write; the upload through it runs as the caller. PT400 invalid_key, PT403 storage_access_denied, PT404 bucket_not_found.';
 GRANT EXECUTE ON FUNCTION api.storage_sign_upload(bucket_id text, name text, upsert boolean) TO authenticated;
+GRANT EXECUTE ON FUNCTION api.storage_sign_upload(bucket_id text, name text, upsert boolean) TO service_role;
 
 CREATE FUNCTION api.storage_upload_begin_signed(bucket_id text, name text, token text, declared_size bigint) RETURNS TABLE(upload_id uuid, storage_key text, file_size_limit bigint, allowed_mime_types text[], images boolean)
     LANGUAGE plpgsql SECURITY DEFINER
@@ -477,7 +687,7 @@ begin
     values (token_digest, pg_catalog.to_timestamp((claims->>'exp')::bigint))
     on conflict (token_hash) do nothing;
   if not found then
-    raise exception 'The signed upload URL was used already' using errcode = 'PT409', hint = 'signed_url_used';
+    raise exception 'The resource already exists' using errcode = 'PT409', hint = 'signed_url_used';
   end if;
   select * into started from private.storage_upload_start((claims->>'sub')::uuid, storage_upload_begin_signed.bucket_id,
     storage_upload_begin_signed.name, coalesce((claims->>'upsert')::boolean, false), storage_upload_begin_signed.declared_size, 'signed');
@@ -489,6 +699,7 @@ $$;
 COMMENT ON FUNCTION api.storage_upload_begin_signed(bucket_id text, name text, token text, declared_size bigint) IS 'PUT /storage/v1/object/upload/sign/{bucket}/{path}?token=: an upload through a signed upload URL, as the user who signed it (their right to write the path, quota and rate are checked again). A token uploads once: PT409 signed_url_used when an upload began with it already (one refused or cut off gives it back: private.storage_upload_abort). PT400 invalid_signature or signature_expired, and the refusals of api.storage_upload_begin.';
 GRANT EXECUTE ON FUNCTION api.storage_upload_begin_signed(bucket_id text, name text, token text, declared_size bigint) TO anon;
 GRANT EXECUTE ON FUNCTION api.storage_upload_begin_signed(bucket_id text, name text, token text, declared_size bigint) TO authenticated;
+GRANT EXECUTE ON FUNCTION api.storage_upload_begin_signed(bucket_id text, name text, token text, declared_size bigint) TO service_role;
 
 CREATE FUNCTION api.storage_upload_begin(bucket_id text, name text, upsert boolean, declared_size bigint, kind text DEFAULT 'direct'::text) RETURNS TABLE(upload_id uuid, storage_key text, file_size_limit bigint, allowed_mime_types text[], images boolean)
     LANGUAGE plpgsql SECURITY DEFINER
@@ -497,7 +708,7 @@ CREATE FUNCTION api.storage_upload_begin(bucket_id text, name text, upsert boole
 declare
   caller uuid := auth.uid();
 begin
-  if caller is null then
+  if caller is null and not private.storage_operator() then
     raise exception 'not signed in' using errcode = 'PT401', hint = 'unauthorized';
   end if;
   if storage_upload_begin.kind not in ('direct', 'resumable') then
@@ -510,6 +721,7 @@ $$;
 
 COMMENT ON FUNCTION api.storage_upload_begin(bucket_id text, name text, upsert boolean, declared_size bigint, kind text) IS 'POST and PUT /storage/v1/object/{bucket}/{path}, and TUS uploads: checks that the caller may write the path (before a byte is read) and registers the upload; the object appears when private.storage_upload_finish records its bytes. PT404 bucket_not_found, PT400 invalid_key, PT403 storage_access_denied, PT409 object_exists (without upsert), PT413 object_too_large or quota_exceeded, PT429 too_many_uploads.';
 GRANT EXECUTE ON FUNCTION api.storage_upload_begin(bucket_id text, name text, upsert boolean, declared_size bigint, kind text) TO authenticated;
+GRANT EXECUTE ON FUNCTION api.storage_upload_begin(bucket_id text, name text, upsert boolean, declared_size bigint, kind text) TO service_role;
 
 CREATE FUNCTION api.storage_objects_remove(bucket_id text, names text[]) RETURNS jsonb
     LANGUAGE plpgsql
@@ -532,6 +744,7 @@ $$;
 
 COMMENT ON FUNCTION api.storage_objects_remove(bucket_id text, names text[]) IS 'DELETE /storage/v1/object/{bucket}: deletes the named objects the caller may delete (row-level security) and returns them; their bytes are collected later. PT404 bucket_not_found.';
 GRANT EXECUTE ON FUNCTION api.storage_objects_remove(bucket_id text, names text[]) TO authenticated;
+GRANT EXECUTE ON FUNCTION api.storage_objects_remove(bucket_id text, names text[]) TO service_role;
 
 CREATE FUNCTION api.storage_resumable_upload(upload_id uuid) RETURNS TABLE(storage_key text, file_size_limit bigint, allowed_mime_types text[], images boolean, bucket_id text, name text, declared_size bigint)
     LANGUAGE plpgsql STABLE SECURITY DEFINER
@@ -543,7 +756,7 @@ begin
       from app.storage_uploads u
       join app.storage_buckets b on b.id = u.bucket_id
      where u.id = storage_resumable_upload.upload_id and u.kind = 'resumable'
-       and u.owner_id = auth.uid() and u.expires_at > now();
+       and (u.owner_id = auth.uid() or (u.owner_id is null and private.storage_operator())) and u.expires_at > now();
   if not found then
     raise exception 'Upload not found' using errcode = 'PT404', hint = 'upload_not_found';
   end if;
@@ -552,10 +765,69 @@ $$;
 
 COMMENT ON FUNCTION api.storage_resumable_upload(upload_id uuid) IS 'HEAD, PATCH and DELETE /storage/v1/upload/resumable/{id}: the caller''s resumable upload under way, with where its bytes go and its bucket''s limits. PT404 upload_not_found (another user''s, finished or expired).';
 GRANT EXECUTE ON FUNCTION api.storage_resumable_upload(upload_id uuid) TO authenticated;
+GRANT EXECUTE ON FUNCTION api.storage_resumable_upload(upload_id uuid) TO service_role;
 
 -- =============================================================================
 -- Helpers (private, app, identity): internal helpers and trigger functions; request roles run only those granted here
 -- =============================================================================
+
+CREATE FUNCTION private.storage_operator_only() RETURNS void
+    LANGUAGE plpgsql STABLE
+    SET search_path TO 'pg_catalog'
+    AS $$
+begin
+  if not private.storage_operator() then
+    raise exception 'Access denied: only the service-role key manages buckets' using errcode = 'PT403', hint = 'storage_access_denied';
+  end if;
+end;
+$$;
+
+COMMENT ON FUNCTION private.storage_operator_only() IS 'PT403 storage_access_denied unless the request is the operator''s (private.storage_operator): the bucket API.';
+
+
+CREATE FUNCTION private.storage_builtin_buckets() RETURNS text[]
+    LANGUAGE sql IMMUTABLE
+    SET search_path TO 'pg_catalog'
+    AS $$
+    select array['avatars', 'community-images', 'event-images', 'attachments']
+  $$;
+
+COMMENT ON FUNCTION private.storage_builtin_buckets() IS 'The buckets the migrations make, which the service uses (avatars, community and event images, attachments): they cannot be deleted.';
+
+
+CREATE FUNCTION private.storage_default_size_limit() RETURNS bigint
+    LANGUAGE sql IMMUTABLE
+    SET search_path TO 'pg_catalog'
+    AS $$
+    select 52428800::bigint
+  $$;
+
+COMMENT ON FUNCTION private.storage_default_size_limit() IS 'The size limit of a bucket made or changed without one: 50 MB (Supabase Storage''s default).';
+
+
+CREATE FUNCTION private.storage_bucket_limits_check(file_size_limit bigint, allowed_mime_types text[], images boolean) RETURNS void
+    LANGUAGE plpgsql IMMUTABLE
+    SET search_path TO 'pg_catalog'
+    AS $_$
+begin
+  if storage_bucket_limits_check.file_size_limit is not null and storage_bucket_limits_check.file_size_limit not between 1 and 5368709120 then
+    raise exception 'file_size_limit must be 1 byte to 5 GB' using errcode = 'PT400', hint = 'invalid_bucket_limits';
+  end if;
+  if storage_bucket_limits_check.allowed_mime_types is not null and (
+       cardinality(storage_bucket_limits_check.allowed_mime_types) not between 1 and 50
+       or exists (select from pg_catalog.unnest(storage_bucket_limits_check.allowed_mime_types) t
+                   where t is null or t !~ '^[a-z0-9][a-z0-9!#$&^_.+-]{0,126}/([a-z0-9][a-z0-9!#$&^_.+-]{0,126}|\*)$')) then
+    raise exception 'allowed_mime_types must be 1 to 50 types such as image/png or image/*' using errcode = 'PT400', hint = 'invalid_bucket_limits';
+  end if;
+  if storage_bucket_limits_check.images and storage_bucket_limits_check.allowed_mime_types is not null
+     and not storage_bucket_limits_check.allowed_mime_types <@ array['image/*', 'image/jpeg', 'image/png', 'image/webp', 'image/avif', 'image/gif'] then
+    raise exception 'an image bucket takes image/* or image/jpeg, png, webp, avif, gif only' using errcode = 'PT400', hint = 'invalid_bucket_limits';
+  end if;
+end;
+$_$;
+
+COMMENT ON FUNCTION private.storage_bucket_limits_check(file_size_limit bigint, allowed_mime_types text[], images boolean) IS 'PT400 invalid_bucket_limits unless a bucket''s limits are sound: 1 byte to 5 GB; 1 to 50 lower-case types or type/* patterns; an image bucket''s, image types only.';
+
 
 CREATE FUNCTION private.storage_bucket(bucket_id text) RETURNS app.storage_buckets
     LANGUAGE plpgsql STABLE SECURITY DEFINER
@@ -574,12 +846,14 @@ $$;
 
 COMMENT ON FUNCTION private.storage_bucket(bucket_id text) IS 'The bucket, or PT404 bucket_not_found.';
 GRANT EXECUTE ON FUNCTION private.storage_bucket(bucket_id text) TO authenticated;
+GRANT EXECUTE ON FUNCTION private.storage_bucket(bucket_id text) TO service_role;
 
 CREATE FUNCTION private.storage_folder_owned(bucket_id text, name text, user_id uuid) RETURNS boolean
     LANGUAGE sql STABLE SECURITY DEFINER
     SET search_path TO 'pg_catalog'
     AS $$
-    select coalesce((
+    select case when storage_folder_owned.user_id is null then private.storage_operator()
+    else coalesce((
       select case b.folder_owner
                when 'user' then f.id = storage_folder_owned.user_id
                when 'community' then private.is_community_manager(f.id, storage_folder_owned.user_id)
@@ -587,11 +861,24 @@ CREATE FUNCTION private.storage_folder_owned(bucket_id text, name text, user_id 
                                           where e.id = f.id and private.is_community_manager(e.community_id, storage_folder_owned.user_id))
              end
         from app.storage_buckets b, (select private.storage_folder_id(storage_folder_owned.name) as id) f
-       where b.id = storage_folder_owned.bucket_id and f.id is not null and storage_folder_owned.user_id is not null), false)
+       where b.id = storage_folder_owned.bucket_id and f.id is not null), false)
+    end
   $$;
 
-COMMENT ON FUNCTION private.storage_folder_owned(bucket_id text, name text, user_id uuid) IS 'THE storage rule: whether the user owns the object''s first folder in the bucket: user buckets, the folder named by their id; community buckets, a community they manage; event buckets, an event of a community they manage. Owners write (and, in private buckets, read); it is the row-level security of app.storage_objects.';
+COMMENT ON FUNCTION private.storage_folder_owned(bucket_id text, name text, user_id uuid) IS 'THE storage rule: whether the user owns the object''s first folder in the bucket: user buckets, the folder named by their id; community buckets, a community they manage; event buckets, an event of a community they manage. Owners write (and, in private buckets, read); it is the row-level security of app.storage_objects. No user (null): true for the operator only (private.storage_operator: the service-role key), who owns every folder.';
 GRANT EXECUTE ON FUNCTION private.storage_folder_owned(bucket_id text, name text, user_id uuid) TO authenticated;
+GRANT EXECUTE ON FUNCTION private.storage_folder_owned(bucket_id text, name text, user_id uuid) TO service_role;
+
+CREATE FUNCTION private.storage_operator() RETURNS boolean
+    LANGUAGE sql STABLE
+    SET search_path TO 'pg_catalog'
+    AS $$
+    select coalesce(auth.jwt()->>'role', '') = 'service_role' and auth.uid() is null
+  $$;
+
+COMMENT ON FUNCTION private.storage_operator() IS 'Whether the request is the operator''s: it runs with the claims the gateway gives the service-role key on /storage/v1 (role service_role, no user), as Postgres role service_role. The operator passes the storage rule (private.storage_folder_owned) and row-level security (the role bypasses it), never the checks of bucket, path, size and type.';
+GRANT EXECUTE ON FUNCTION private.storage_operator() TO authenticated;
+GRANT EXECUTE ON FUNCTION private.storage_operator() TO service_role;
 
 CREATE FUNCTION private.storage_folder_id(name text) RETURNS uuid
     LANGUAGE sql IMMUTABLE
@@ -627,6 +914,10 @@ begin
   end if;
   -- The signer's credentials ended after it was signed (private.storage_signed_urls_end: a password set or
   -- changed, a global sign-out), or the account is gone.
+  -- The operator's (signed with the service-role key: no user) end only with exp.
+  if claims->>'sub' is null and claims->'operator' = 'true'::jsonb then
+    return claims;
+  end if;
   select u.signed_urls_valid_after into valid_after from app.storage_usage u where u.user_id = (claims->>'sub')::uuid;
   if valid_after is not null and (claims->>'iat')::numeric <= extract(epoch from valid_after)
      or not exists (select from identity.users u where u.id = (claims->>'sub')::uuid) then
@@ -647,6 +938,8 @@ CREATE FUNCTION private.storage_base64url(data bytea) RETURNS text
   $$;
 
 COMMENT ON FUNCTION private.storage_base64url(data bytea) IS 'base64url without padding (JWT).';
+GRANT EXECUTE ON FUNCTION private.storage_base64url(data bytea) TO authenticated;
+GRANT EXECUTE ON FUNCTION private.storage_base64url(data bytea) TO service_role;
 
 
 CREATE FUNCTION private.storage_base64url_decode(data text) RETURNS bytea
@@ -663,6 +956,8 @@ end;
 $_$;
 
 COMMENT ON FUNCTION private.storage_base64url_decode(data text) IS 'Decodes base64url (PT400 invalid_signature for anything else).';
+GRANT EXECUTE ON FUNCTION private.storage_base64url_decode(data text) TO authenticated;
+GRANT EXECUTE ON FUNCTION private.storage_base64url_decode(data text) TO service_role;
 
 
 CREATE FUNCTION private.storage_signed_urls_end(user_id uuid) RETURNS void
@@ -698,6 +993,7 @@ CREATE FUNCTION private.storage_object_metadata(o app.storage_objects) RETURNS j
 
 COMMENT ON FUNCTION private.storage_object_metadata(o app.storage_objects) IS 'An object''s metadata as Supabase Storage lists it (eTag, size, mimetype, cacheControl, lastModified, contentLength, httpStatusCode).';
 GRANT EXECUTE ON FUNCTION private.storage_object_metadata(o app.storage_objects) TO authenticated;
+GRANT EXECUTE ON FUNCTION private.storage_object_metadata(o app.storage_objects) TO service_role;
 
 CREATE FUNCTION private.storage_check_name(name text) RETURNS void
     LANGUAGE plpgsql IMMUTABLE
@@ -716,6 +1012,7 @@ $_$;
 
 COMMENT ON FUNCTION private.storage_check_name(name text) IS 'PT400 invalid_key unless the path is 3 to 1,024 characters of letters, digits and _/!.*''() &$@=;:+,?- with no empty, . or .. segment (app.storage_objects_name_check says the same).';
 GRANT EXECUTE ON FUNCTION private.storage_check_name(name text) TO authenticated;
+GRANT EXECUTE ON FUNCTION private.storage_check_name(name text) TO service_role;
 
 CREATE FUNCTION private.storage_type_allowed(b app.storage_buckets, content_type text) RETURNS boolean
     LANGUAGE sql IMMUTABLE
@@ -746,7 +1043,8 @@ declare
   started app.storage_uploads;
 begin
   perform private.storage_check_name(storage_upload_start.name);
-  if not private.storage_folder_owned(b.id, storage_upload_start.name, storage_upload_start.owner_id) then
+  if storage_upload_start.owner_id is not null
+     and not private.storage_folder_owned(b.id, storage_upload_start.name, storage_upload_start.owner_id) then
     raise exception 'Access denied: you may not write %/%', b.id, storage_upload_start.name using errcode = 'PT403', hint = 'storage_access_denied';
   end if;
   select * into existing from app.storage_objects o where o.bucket_id = b.id and o.name = storage_upload_start.name;
@@ -754,8 +1052,17 @@ begin
     raise exception 'The resource already exists' using errcode = 'PT409', hint = 'object_exists';
   end if;
   if storage_upload_start.declared_size > b.file_size_limit then
-    raise exception 'The object exceeded the maximum allowed size (% bytes)', b.file_size_limit
-      using errcode = 'PT413', hint = 'object_too_large';
+    raise exception 'The object exceeded the maximum allowed size' using errcode = 'PT413', hint = 'object_too_large';
+  end if;
+  if storage_upload_start.owner_id is null then
+    -- The operator's: no quota, rate or count of uploads under way.
+    insert into app.storage_uploads as u (bucket_id, name, owner_id, upsert, kind, storage_key, declared_size, expires_at)
+      values (b.id, storage_upload_start.name, null, storage_upload_start.upsert, storage_upload_start.kind,
+              'objects/' || gen_random_uuid(), storage_upload_start.declared_size,
+              now() + case storage_upload_start.kind when 'resumable' then interval '24 hours' else interval '1 hour' end)
+      returning u.* into started;
+    return query select started.id, started.storage_key, b.file_size_limit, b.allowed_mime_types, b.images;
+    return;
   end if;
   -- The owner's usage row, locked: one owner's uploads begin one at a time,
   -- so what the others reserved is counted right. The upload is counted in
@@ -809,7 +1116,7 @@ begin
 end;
 $$;
 
-COMMENT ON FUNCTION private.storage_upload_start(owner_id uuid, bucket_id text, name text, upsert boolean, declared_size bigint, kind text) IS 'Begins an upload for owner_id (the caller, or the signer of a signed upload URL): the bucket, the path, the owner''s right to write it, an existing object (without upsert), the declared size against the bucket''s limit and against the quota together with what the owner''s uploads under way reserved (their declared sizes, held until they finish, are given up or expire), the upload rate, and at most private.storage_open_uploads_max() resumable uploads open, before a byte is read; registers it under a fresh byte-store key (expiring after 1 hour, 24 for resumable uploads). PT413 quota_exceeded, PT429 too_many_uploads or too_many_open_uploads (detail: retry_after).';
+COMMENT ON FUNCTION private.storage_upload_start(owner_id uuid, bucket_id text, name text, upsert boolean, declared_size bigint, kind text) IS 'Begins an upload for owner_id (the caller, or the signer of a signed upload URL): the bucket, the path, the owner''s right to write it, an existing object (without upsert), the declared size against the bucket''s limit and against the quota together with what the owner''s uploads under way reserved (their declared sizes, held until they finish, are given up or expire), the upload rate, and at most private.storage_open_uploads_max() resumable uploads open, before a byte is read (owner_id null: the operator''s upload, which only the path, the bucket and the size limit hold); registers it under a fresh byte-store key (expiring after 1 hour, 24 for resumable uploads). PT413 quota_exceeded, PT429 too_many_uploads or too_many_open_uploads (detail: retry_after).';
 
 
 CREATE FUNCTION private.storage_quota_bytes(user_id uuid) RETURNS bigint
@@ -875,6 +1182,7 @@ CREATE FUNCTION private.storage_object_json(o app.storage_objects) RETURNS jsonb
 
 COMMENT ON FUNCTION private.storage_object_json(o app.storage_objects) IS 'An object as Supabase Storage answers it (remove, upload, copy).';
 GRANT EXECUTE ON FUNCTION private.storage_object_json(o app.storage_objects) TO authenticated;
+GRANT EXECUTE ON FUNCTION private.storage_object_json(o app.storage_objects) TO service_role;
 
 CREATE FUNCTION private.tg_storage_objects__bucket_rules() RETURNS trigger
     LANGUAGE plpgsql SECURITY DEFINER
@@ -884,10 +1192,10 @@ declare
   b app.storage_buckets := private.storage_bucket(new.bucket_id);
 begin
   if new.size > b.file_size_limit then
-    raise exception 'The object exceeded the maximum allowed size (% bytes)', b.file_size_limit using errcode = 'PT413', hint = 'object_too_large';
+    raise exception 'The object exceeded the maximum allowed size' using errcode = 'PT413', hint = 'object_too_large';
   end if;
   if not private.storage_type_allowed(b, new.content_type) or (b.images and new.width is null) then
-    raise exception 'mime type % is not supported in bucket %', new.content_type, b.id using errcode = 'PT415', hint = 'invalid_mime_type';
+    raise exception 'mime type % is not supported', new.content_type using errcode = 'PT415', hint = 'invalid_mime_type';
   end if;
   return new;
 end;
@@ -1229,7 +1537,7 @@ begin
     raise exception 'The upload expired or was cancelled' using errcode = 'PT404', hint = 'upload_not_found';
   end if;
   -- The right to write may have ended while the bytes were on their way.
-  if not private.storage_folder_owned(u.bucket_id, u.name, u.owner_id) then
+  if u.owner_id is not null and not private.storage_folder_owned(u.bucket_id, u.name, u.owner_id) then
     raise exception 'Access denied: you may not write %/%', u.bucket_id, u.name using errcode = 'PT403', hint = 'storage_access_denied';
   end if;
   if u.upsert then

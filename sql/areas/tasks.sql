@@ -332,7 +332,7 @@ $$;
 COMMENT ON FUNCTION api.task_get(task_id uuid) IS 'GET /api/mobile/tasks/{id}: one of the caller''s tasks; PT404 otherwise.';
 GRANT EXECUTE ON FUNCTION api.task_get(task_id uuid) TO authenticated;
 
-CREATE FUNCTION api.task_update(task_id uuid, changes jsonb) RETURNS SETOF api.task
+CREATE FUNCTION api.task_update(task_id uuid, changes jsonb, if_match text[] DEFAULT NULL::text[]) RETURNS SETOF api.task
     LANGUAGE plpgsql
     SET search_path TO 'pg_catalog'
     AS $$
@@ -358,6 +358,7 @@ begin
   if not found then
     raise exception 'task not found' using errcode = 'PT404', hint = 'task_not_found';
   end if;
+  perform app.check_if_match(task_update.if_match, task.updated_at, private.task_json(task));
 
   new_meta := task.meta || (changes - 'deal_context');
   if changes ? 'deal_context' then
@@ -379,14 +380,22 @@ begin
 end;
 $$;
 
-COMMENT ON FUNCTION api.task_update(task_id uuid, changes jsonb) IS 'PATCH /api/mobile/tasks/{id}: merges title, description and deal_context into meta (null removes); PT422 for status or other keys; PT404.';
-GRANT EXECUTE ON FUNCTION api.task_update(task_id uuid, changes jsonb) TO authenticated;
+COMMENT ON FUNCTION api.task_update(task_id uuid, changes jsonb, if_match text[]) IS 'PATCH /api/mobile/tasks/{id}: merges title, description and deal_context into meta (null removes); PT422 for status or other keys; PT404; PT412 precondition_failed (with the current task) when if_match (the If-Match tags) names another version (api.etag).';
+GRANT EXECUTE ON FUNCTION api.task_update(task_id uuid, changes jsonb, if_match text[]) TO authenticated;
 
-CREATE FUNCTION api.task_delete(task_id uuid) RETURNS void
+CREATE FUNCTION api.task_delete(task_id uuid, if_match text[] DEFAULT NULL::text[]) RETURNS void
     LANGUAGE plpgsql
     SET search_path TO 'pg_catalog'
     AS $$
+declare
+  task app.tasks;
 begin
+  if task_delete.if_match is not null then
+    select * into task from app.tasks t where t.id = task_delete.task_id for update;
+    if found then
+      perform app.check_if_match(task_delete.if_match, task.updated_at, private.task_json(task));
+    end if;
+  end if;
   delete from app.tasks t where t.id = task_delete.task_id;
   if found then
     return;
@@ -398,8 +407,8 @@ begin
 end;
 $$;
 
-COMMENT ON FUNCTION api.task_delete(task_id uuid) IS 'DELETE /api/mobile/tasks/{id}: deletes one of the caller''s tasks and its links; PT403 for another user''s task, PT404 for none.';
-GRANT EXECUTE ON FUNCTION api.task_delete(task_id uuid) TO authenticated;
+COMMENT ON FUNCTION api.task_delete(task_id uuid, if_match text[]) IS 'DELETE /api/mobile/tasks/{id}: deletes one of the caller''s tasks and its links; PT403 for another user''s task, PT404 for none; PT412 precondition_failed (with the current task) when if_match (the If-Match tags) names another version (api.etag).';
+GRANT EXECUTE ON FUNCTION api.task_delete(task_id uuid, if_match text[]) TO authenticated;
 
 CREATE FUNCTION api.task_start(task_id uuid) RETURNS SETOF api.task
     LANGUAGE sql
@@ -631,6 +640,17 @@ CREATE FUNCTION private.task_exists(task_id uuid) RETURNS boolean
 
 COMMENT ON FUNCTION private.task_exists(task_id uuid) IS 'Whether a task with this id exists, whoever created it (security definer; answers only yes or no).';
 GRANT EXECUTE ON FUNCTION private.task_exists(task_id uuid) TO authenticated;
+
+CREATE FUNCTION private.task_json(task app.tasks) RETURNS jsonb
+    LANGUAGE sql STABLE
+    SET search_path TO 'pg_catalog'
+    AS $$
+    select jsonb_build_object('id', task.id, 'created_by', task.created_by, 'inserted_at', app.iso(task.inserted_at),
+                              'updated_at', app.iso(task.updated_at), 'meta', task.meta)
+  $$;
+
+COMMENT ON FUNCTION private.task_json(task app.tasks) IS 'A task as the REST interface answers it (the Task object), for the current object of a PT412.';
+GRANT EXECUTE ON FUNCTION private.task_json(task app.tasks) TO authenticated;
 
 CREATE FUNCTION private.task_start(task_id uuid) RETURNS app.tasks
     LANGUAGE plpgsql

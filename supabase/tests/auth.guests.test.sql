@@ -1,6 +1,6 @@
 -- Guests (identity.users.is_anonymous, supabase-js signInAnonymously): a
 -- guest sign-in is counted per client address; a guest has no e-mail and no
--- password and its tokens say is_anonymous (private.session_claims);
+-- password and its tokens say is_anonymous (private.access_token_claims);
 -- private.require_full_account refuses it API tokens; api.auth_guest_convert
 -- makes it a full account, same id, once; private.guests_prune deletes the
 -- old unconverted ones.
@@ -8,9 +8,9 @@ begin;
 select plan(16);
 
 select tests.create_user('guest_owner');
-create function pg_temp.sign_in(ip text, max integer) returns table (status text, user_id uuid, session_id uuid, claims jsonb)
-  language sql as $$ select s.status, s.user_id, s.session_id, s.claims from api.auth_guest_sign_in(ip, max, 3600) s $$;
-create temp table guests (n int, user_id uuid, session_id uuid, claims jsonb);
+create function pg_temp.sign_in(ip text, max integer) returns table (status text, user_id uuid, session_id uuid)
+  language sql as $$ select s.status, s.user_id, s.session_id from api.auth_guest_sign_in(ip, max, 3600) s $$;
+create temp table guests (n int, user_id uuid, session_id uuid);
 grant all on guests to anon, authenticated;
 create temp table pw as select identity.hash_password('correct horse battery') as hash;
 grant select on pw to authenticated;
@@ -25,13 +25,14 @@ end $$;
 grant execute on function pg_temp.sign_in(text, integer), pg_temp.act_as_guest(integer) to anon, authenticated;
 
 select tests.authenticate_as_anon();
-insert into guests select 1, s.user_id, s.session_id, s.claims from pg_temp.sign_in('192.0.2.90', 2) s where s.status = 'ok';
-insert into guests select 2, s.user_id, s.session_id, s.claims from pg_temp.sign_in('192.0.2.90', 2) s where s.status = 'ok';
+insert into guests select 1, s.user_id, s.session_id from pg_temp.sign_in('192.0.2.90', 2) s where s.status = 'ok';
+insert into guests select 2, s.user_id, s.session_id from pg_temp.sign_in('192.0.2.90', 2) s where s.status = 'ok';
 select is((select count(*) from guests), 2::bigint, 'anon signs in as a guest, twice from one address');
 select results_eq($$select status from pg_temp.sign_in('192.0.2.90', 2)$$, $$values ('throttled')$$, 'the third from that address within the hour is throttled');
 select results_eq($$select status from pg_temp.sign_in('192.0.2.91', 2)$$, $$values ('ok')$$, 'another address is not');
 reset role;
-select is((select claims from guests where n = 1), '{"is_anonymous": true}'::jsonb, 'its access tokens carry is_anonymous');
+select is((select private.access_token_claims(user_id) from guests where n = 1),
+  '{"is_anonymous": true, "app_metadata": {}, "user_metadata": {}}'::jsonb, 'its access tokens carry is_anonymous, and no provider');
 select results_eq($$select u.email, u.password_hash, u.is_anonymous from identity.users u join guests g on g.user_id = u.id where g.n = 1$$,
   $$values (null::text, null::text, true)$$, 'a guest has no e-mail and no password');
 select is(tests.error_of($$insert into identity.users (email, is_anonymous) values ('x@example.test', true)$$), '23514',
@@ -53,7 +54,8 @@ select is((api.auth_guest_convert('Guest-One@Example.test', (select hash from pw
 reset role;
 select results_eq($$select u.email, u.is_anonymous, u.user_metadata ->> 'nickname', p.name from identity.users u join app.profiles p on p.id = u.id join guests g on g.user_id = u.id where g.n = 1$$,
   $$values ('guest-one@example.test', false, 'Ada', 'guest-one')$$, 'same id, its address, its data, its derived name');
-select is(private.session_claims((select user_id from guests where n = 1)), '{"is_anonymous": false}'::jsonb, 'its next tokens say so');
+select is(private.access_token_claims((select user_id from guests where n = 1)) - 'user_metadata',
+  '{"is_anonymous": false, "app_metadata": {"provider": "email", "providers": ["email"]}}'::jsonb, 'its next tokens say so');
 select pg_temp.act_as_guest(1);
 select is(tests.error_of($$select api.auth_guest_convert('again@example.test', (select hash from pw))$$), 'PT403 forbidden',
   'converted once only');

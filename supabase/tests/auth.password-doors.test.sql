@@ -5,7 +5,7 @@
 -- them, past the limit the answer is throttled, and only the processes' own
 -- role may run it.
 begin;
-select plan(17);
+select plan(18);
 
 select tests.create_user('door_taken');
 create function pg_temp.start(door text, ip text, max integer, email text default null, link text default null)
@@ -67,6 +67,12 @@ select tests.authenticate_as_anon();
 select throws_ok($$select * from private.password_set_start('register', '192.0.2.54', 5, 900, 'x@example.test')$$,
   '42501', null, 'a request role may not run it (it counts requests of any address)');
 reset role;
+
+-- The counters write no WAL per sign-in (a crash or failover forgets them).
+select results_eq(
+  $$select c.relname::text collate "C" from pg_class c where c.oid in ('private.auth_failures'::regclass, 'private.password_attempts'::regclass) and c.relpersistence = 'u' order by 1$$,
+  $$values ('auth_failures'::text collate "C"), ('password_attempts'::text collate "C")$$,
+  'the sign-in counters are unlogged tables');
 
 select * from finish();
 rollback;

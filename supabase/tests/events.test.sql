@@ -8,7 +8,7 @@
 -- spelled as the tz database does, else the venue's, the community's, the
 -- service default).
 begin;
-select plan(75);
+select plan(88);
 
 -- Status and window, at the edges -------------------------------------------
 
@@ -237,6 +237,43 @@ select is(
 select tests.authenticate_as('ci_twice');
 select is(tests.error_of(format('select api.event_checkout(%L)', current_setting('tests.twice'))), 'PT404 not_checked_in',
   'checking out again: PT404 not_checked_in');
+
+-- Offline check-ins: the phone's time, at the edges of its bounds ------------------------
+-- tests.event runs 2030-02-01 18:00 to 20:00: its window is 16:00 to 22:00.
+
+create function pg_temp.device_error(device text, as_of text) returns text language sql as $$
+  select tests.error_of(format('select private.checkin_device_time((select e from app.events e where e.id = %L), %L::timestamptz, %L::timestamptz)',
+                               current_setting('tests.event'), device, as_of))
+$$;
+select is(private.checkin_device_time((select e from app.events e where e.id = current_setting('tests.event')::uuid), null, '2030-02-01T19:00:00Z'),
+          null, 'device time: none stays none');
+select is(pg_temp.device_error('2030-02-01T18:30:00Z', '2030-02-01T19:00:00Z'), 'no error', 'device time: in the window, before the server: kept');
+select is(pg_temp.device_error('2030-02-01T19:05:00Z', '2030-02-01T19:00:00Z'), 'no error', 'device time: 5 minutes ahead of the server (skew): kept');
+select is(pg_temp.device_error('2030-02-01T19:05:00.000001Z', '2030-02-01T19:00:00Z'), 'PT422 checkin_time_in_future',
+          'device time: more than 5 minutes ahead: PT422 checkin_time_in_future');
+select is(pg_temp.device_error('2030-02-01T17:00:00Z', '2030-02-02T17:00:00Z'), 'no error', 'device time: exactly 24 hours old: kept');
+select is(pg_temp.device_error('2030-02-01T16:59:59.999999Z', '2030-02-02T17:00:00Z'), 'PT422 checkin_time_too_old',
+          'device time: more than 24 hours old: PT422 checkin_time_too_old');
+select is(pg_temp.device_error('2030-02-01T16:00:00Z', '2030-02-01T16:01:00Z'), 'no error', 'device time: at the start of the window (date - 2h): kept');
+select is(pg_temp.device_error('2030-02-01T15:59:59.999999Z', '2030-02-01T16:01:00Z'), 'PT422 checkin_time_outside_event',
+          'device time: just before the window: PT422 checkin_time_outside_event');
+select is(pg_temp.device_error('2030-02-01T22:00:00Z', '2030-02-01T22:01:00Z'), 'no error', 'device time: at the end of the window (end + 2h): kept');
+select is(pg_temp.device_error('2030-02-01T22:00:00.000001Z', '2030-02-01T22:01:00Z'), 'PT422 checkin_time_outside_event',
+          'device time: just after the window: PT422 checkin_time_outside_event');
+
+reset role;
+select tests.create_user('ci_offline');
+select set_config('tests.offline_event', admin.create_event(current_setting('tests.community')::uuid, 'offline', now() - interval '1 hour')::text, true);
+select tests.authenticate_as('ci_offline');
+select is((select checkin ->> 'device_checked_in_at' from api.event_checkin(current_setting('tests.offline_event')::uuid, checked_in_at => now() - interval '20 minutes')),
+          app.iso(now() - interval '20 minutes'), 'event_checkin keeps the phone''s time as device_checked_in_at');
+select is(tests.error_of(format('select api.event_checkin(%L, checked_in_at => now() - interval ''3 hours'')', current_setting('tests.twice'))),
+          'PT422 checkin_time_outside_event', 'event_checkin refuses a time outside the event''s window');
+reset role;
+select throws_ok(format('insert into app.checkins (user_id, event_id, device_checked_in_at) values (%L, %L, now() - interval ''25 hours'')',
+                        tests.user_id('ci_twice'), current_setting('tests.offline_event')),
+                 '23514', 'new row for relation "checkins" violates check constraint "checkins_device_time_bounded"',
+                 'whatever inserts the row, a device time more than 24 hours before the server''s is refused');
 
 -- Row-level security between two users ------------------------------------------------
 

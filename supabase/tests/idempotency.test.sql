@@ -9,7 +9,7 @@
 -- transaction, 409, needs two sessions; the route's authorization before a
 -- replay needs the gateway: the HTTP tests do both.)
 begin;
-select plan(34);
+select plan(36);
 
 select tests.create_user('keeper');
 select tests.create_user('other_keeper');
@@ -129,15 +129,23 @@ select api.idempotency_store('p1', 200, '{"headers": {}, "body": "{}"}');
 select api.idempotency_claim('p2', repeat('a', 64));
 select api.idempotency_store('p2', 200, '{"headers": {}, "body": "{}"}');
 reset role;
-update app.idempotency_keys set created_at = now() - interval '25 hours' where user_id in (tests.user_id('keeper'), tests.user_id('pruned'));
+-- A day offline (30 hours): the key still holds, and the prune keeps it.
+update app.idempotency_keys set created_at = now() - interval '30 hours' where user_id = tests.user_id('pruned');
+select tests.authenticate_as('pruned');
+select is(api.idempotency_claim('p1', repeat('a', 64)) ->> 'status', '200',
+  'after 30 hours (a day offline) the same request still gets its stored answer');
+reset role;
+select private.idempotency_keys_prune();
+select is((select count(*)::int from app.idempotency_keys where user_id = tests.user_id('pruned')), 2, '... and the prune keeps it');
+update app.idempotency_keys set created_at = now() - interval '49 hours' where user_id in (tests.user_id('keeper'), tests.user_id('pruned'));
 select tests.authenticate_as('keeper');
-select is(api.idempotency_claim('k1', repeat('b', 64)), null, 'after 24 hours a key is claimed anew, for any request');
+select is(api.idempotency_claim('k1', repeat('b', 64)), null, 'after 48 hours a key is claimed anew, for any request');
 select tests.clear_authentication();
 reset role;
 insert into app.idempotency_keys (user_id, credential, key_hash, request_hash, status, answer, created_at)
 values (tests.user_id('other_keeper'), extensions.digest('c', 'sha256'), extensions.digest('old', 'sha256'), extensions.digest('x', 'sha256'),
-        200, '\x00', now() - interval '2 days');
-select cmp_ok(private.idempotency_keys_prune(), '>=', 1, 'pruning removes keys older than 24 hours');
+        200, '\x00', now() - interval '3 days');
+select cmp_ok(private.idempotency_keys_prune(), '>=', 1, 'pruning removes keys older than 48 hours');
 select is((select records from app.idempotency_callers where user_id = tests.user_id('pruned')), 0,
   '... and counts them off their caller (2 answers, none left)');
 

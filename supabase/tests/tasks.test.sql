@@ -5,7 +5,7 @@
 -- moved on by starting and completing their current task, and continued by
 -- complete_and_link.
 begin;
-select plan(112);
+select plan(120);
 
 select tests.create_user('alice');
 select tests.create_user('bob');
@@ -414,6 +414,46 @@ select is(
   (select jsonb_agg(jsonb_build_object('company', company, 'value', deal_value, 'next_action', next_action)) from app.deals where created_by = tests.user_id('dealer')),
   '[{"company": "Acme", "value": 8, "next_action": "one"}]'::jsonb,
   'one deal per user and company (case-insensitive), keeping the latest deal_value');
+
+-- If-Match: a write on a stale version is refused, nothing written -------------
+-- (One transaction has one now(): a version older than it is made by inserting
+-- the row with an older updated_at; the trigger sets it only on update.)
+
+reset role;
+insert into app.tasks (created_by, meta, updated_at)
+values (tests.user_id('alice'), '{"status": "pending", "title": "versioned"}', now() - interval '1 hour');
+create function pg_temp.detail_of(query text) returns jsonb language plpgsql as $$
+declare
+  detail text;
+begin
+  execute query;
+  return null;
+exception when others then
+  get stacked diagnostics detail = pg_exception_detail;
+  return detail::jsonb;
+end;
+$$;
+grant execute on function pg_temp.detail_of(text) to public;
+select set_config('tests.v0', api.etag(now() - interval '1 hour'), true);
+select tests.authenticate_as('alice');
+select is((select meta->>'title' from api.task_update(pg_temp.task('versioned'), '{"title": "versioned"}', array[current_setting('tests.v0')])),
+          'versioned', 'task_update with the current version (If-Match) writes');
+select is(tests.error_of(format('select api.task_update(%L, %L, array[%L])', pg_temp.task('versioned'), '{"description": "stale"}', current_setting('tests.v0'))),
+          'PT412 precondition_failed', 'task_update with a version no longer current: PT412 precondition_failed');
+select is(pg_temp.detail_of(format('select api.task_update(%L, %L, array[%L])', pg_temp.task('versioned'), '{"description": "stale"}', current_setting('tests.v0'))),
+          jsonb_build_object('etag', api.etag(now()),
+                             'current', (select private.task_json(t) from app.tasks t where t.id = pg_temp.task('versioned'))),
+          '... its detail is the current version and the current task, as GET answers it');
+select is((select meta ? 'description' from app.tasks where id = pg_temp.task('versioned')), false, '... and nothing was written');
+select is(tests.error_of(format('select api.task_update(%L, %L, array[%L])', pg_temp.task('versioned'), '{"title": "weak"}', 'W/' || api.etag(now()))),
+          'PT412 precondition_failed', 'a weak tag never matches (strong comparison)');
+select is((select meta->>'title' from api.task_update(pg_temp.task('versioned'), '{"title": "any"}', array['*'])), 'any', '* matches any version');
+select is(tests.error_of(format('select api.task_delete(%L, array[%L])', pg_temp.task('any'), current_setting('tests.v0'))),
+          'PT412 precondition_failed', 'task_delete with a stale version: PT412, the task stays');
+select set_config('tests.any', pg_temp.task('any')::text, true);
+select tests.authenticate_as('bob');
+select is(tests.error_of(format('select api.task_update(%L, %L, array[%L])', current_setting('tests.any'), '{"title": "x"}', api.etag(now()))),
+          'PT404 task_not_found', 'another user''s task with its current version: PT404, as without If-Match');
 
 select * from finish();
 rollback;

@@ -8,6 +8,7 @@ import crypto from 'node:crypto';
 import postgres from 'postgres';
 import type { Sql } from '../../gateway/core/database/pool.ts';
 import type { TestEnvironment } from '../support/environment.ts';
+import { postgresCpu, type PostgresCpu } from './postgres-cpu.ts';
 
 export interface Stats {
   label: string;
@@ -18,6 +19,9 @@ export interface Stats {
   p99Ms?: number;
   /** median / baseline median */
   ratio?: number;
+  /** ms of CPU per request (measure()): every Postgres process (when the server runs on this machine), and this process (the gateway and the client). */
+  pgCpuMs?: number;
+  nodeCpuMs?: number;
 }
 
 export interface BenchContext {
@@ -54,6 +58,7 @@ export function percentile(sorted: number[], p: number): number {
 export function makeContext(env: TestEnvironment): BenchContext & { close(): Promise<void> } {
   const sql = postgres(env.databaseUrl, { max: 10, onnotice: () => {} });
   const started = Date.now();
+  let server: Promise<PostgresCpu | null> | undefined;
   const call: BenchContext['call'] = async (method, path, options = {}) => {
     const headers: Record<string, string> = {};
     if (options.token) headers.authorization = `Bearer ${options.token}`;
@@ -83,14 +88,26 @@ export function makeContext(env: TestEnvironment): BenchContext & { close(): Pro
     },
     async measure(label, n, fn, warmup = Math.min(20, Math.ceil(n / 10))) {
       for (let i = 0; i < warmup; i++) await fn(i);
+      const pg = await (server ??= postgresCpu(sql).catch(() => null));
       const times: number[] = [];
+      const pg0 = pg?.cpuUs() ?? NaN;
+      const node0 = process.cpuUsage();
       for (let i = 0; i < n; i++) {
         const t0 = process.hrtime.bigint();
         await fn(i);
         times.push(Number(process.hrtime.bigint() - t0) / 1e6);
       }
+      const node = process.cpuUsage(node0);
+      const pgCpuMs = ((pg?.cpuUs() ?? NaN) - pg0) / 1000 / n;
       times.sort((a, b) => a - b);
-      return { label, n, medianMs: percentile(times, 50), p95Ms: percentile(times, 95) };
+      return {
+        label,
+        n,
+        medianMs: percentile(times, 50),
+        p95Ms: percentile(times, 95),
+        ...(Number.isFinite(pgCpuMs) ? { pgCpuMs } : {}),
+        nodeCpuMs: (node.user + node.system) / 1000 / n,
+      };
     },
     progress(message) {
       console.log(`  [${((Date.now() - started) / 1000).toFixed(1)}s] ${message}`);
@@ -113,7 +130,9 @@ export function summarize(label: string, samples: number[]): Stats {
 
 export function formatTable(rows: Stats[]): string {
   const withP99 = rows.some((r) => r.p99Ms !== undefined);
-  const header = ['scenario', 'n', 'median ms', 'p95 ms', ...(withP99 ? ['p99 ms'] : []), 'x baseline'];
+  const withCpu = rows.some((r) => r.nodeCpuMs !== undefined);
+  const cpu = (ms: number | undefined) => (ms === undefined ? '-' : ms.toFixed(3));
+  const header = ['scenario', 'n', 'median ms', 'p95 ms', ...(withP99 ? ['p99 ms'] : []), 'x baseline', ...(withCpu ? ['Postgres CPU ms/req', 'node CPU ms/req'] : [])];
   const body = rows.map((r) => [
     r.label,
     String(r.n),
@@ -121,6 +140,7 @@ export function formatTable(rows: Stats[]): string {
     r.p95Ms.toFixed(2),
     ...(withP99 ? [r.p99Ms === undefined ? '-' : r.p99Ms.toFixed(2)] : []),
     r.ratio === undefined ? '-' : r.ratio.toFixed(2),
+    ...(withCpu ? [cpu(r.pgCpuMs), cpu(r.nodeCpuMs)] : []),
   ]);
   const widths = header.map((h, i) => Math.max(h.length, ...body.map((row) => row[i]!.length)));
   const line = (cells: string[]) => cells.map((c, i) => (i === 0 ? c.padEnd(widths[i]!) : c.padStart(widths[i]!))).join('  ');

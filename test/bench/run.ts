@@ -1,12 +1,24 @@
 // `npm run bench [-- name ...]`: runs the benchmarks in test/bench/*.bench.ts
 // (all, or those named), each in its own throwaway environment, and prints a
 // table per bench plus a JSON summary line (BENCH_JSON=path writes it to a file).
+// `--against <commit>`: the same benches on this tree and on that commit,
+// alternated, and both sides with their ratio (against.ts).
 import fs from 'node:fs';
 import path from 'node:path';
 import { startTestEnvironment } from '../support/environment.ts';
+import { runAgainst } from './against.ts';
 import { formatTable, makeContext, measureBaseline, type Bench, type Stats } from './harness.ts';
 
-const wanted = process.argv.slice(2);
+const args = process.argv.slice(2);
+const againstAt = args.indexOf('--against');
+if (againstAt >= 0) {
+  const commit = args[againstAt + 1];
+  if (!commit) throw new Error('--against needs a commit');
+  const compared = await runAgainst(commit, args.filter((_, i) => i !== againstAt && i !== againstAt + 1));
+  if (process.env.BENCH_JSON) fs.writeFileSync(process.env.BENCH_JSON, JSON.stringify(compared));
+  process.exit(0);
+}
+const wanted = args;
 const files = fs
   .readdirSync(import.meta.dirname)
   .filter((f) => f.endsWith('.bench.ts'))

@@ -41,6 +41,7 @@ describe('POST /api/mobile/events/{event_id}/checkin', () => {
         visibility: 'anonymous',
         checked_in_at: expect.stringMatching(ISO),
         checked_out_at: null,
+        device_checked_in_at: null,
       },
     });
   });
@@ -194,6 +195,7 @@ describe('POST /api/mobile/venues/{venue_id}/checkin', () => {
         visibility: 'anonymous',
         checked_in_at: expect.stringMatching(ISO),
         checked_out_at: null,
+        device_checked_in_at: null,
       },
     });
     const again = await venueCheckin(user, venue, { hat_id: hat });
@@ -399,5 +401,65 @@ describe('GET /api/mobile/checkins', () => {
     const anonymous = await api('GET', '/api/mobile/checkins');
     expect(anonymous.status).toBe(401);
     expectErrorShape(anonymous.body);
+  });
+});
+
+describe('offline check-in: checked_in_at (docs/offline-writes.md#offline-check-in)', () => {
+  const ago = async (interval: string) => {
+    const [row] = await db()`select app.iso(now() - ${interval}::interval) as at`;
+    return row!.at as string;
+  };
+
+  it("inside the window and the day: 201, the phone's time kept beside the server's", async () => {
+    const user = await registerUser('ci-offline');
+    const event = await anEvent('-3 hours', '1 hour');
+    const at = await ago('2 hours');
+    const res = await checkin(user, event.id, { checked_in_at: at });
+    expect(res.status).toBe(201);
+    expect(res.body.checkin.device_checked_in_at).toBe(at);
+    expect(Date.parse(res.body.checkin.checked_in_at)).toBeGreaterThan(Date.parse(at));
+    const [row] = await db()`select device_checked_in_at from app.checkins where id = ${res.body.checkin.id}`;
+    expect((row!.device_checked_in_at as Date).toISOString()).toBe(at);
+  });
+
+  it('a few minutes ahead of the server (clock skew) is accepted', async () => {
+    const user = await registerUser('ci-offline-skew');
+    const event = await anEvent();
+    const res = await checkin(user, event.id, { checked_in_at: await ago('-4 minutes') });
+    expect(res.status).toBe(201);
+  });
+
+  it.each([
+    ['more than 5 minutes ahead', '-10 minutes', ['-30 minutes', '90 minutes'], 'checkin_time_in_future'],
+    ['more than 24 hours old', '25 hours', ['-26 hours', '2 hours'], 'checkin_time_too_old'],
+    ['before the window (backdated)', '3 hours', ['-30 minutes', '90 minutes'], 'checkin_time_outside_event'],
+    ['after the window', '1 hour', ['-6 hours', '-4 hours'], 'checkin_time_outside_event'],
+    ['for an event that has not begun', '1 minute', ['5 hours', '7 hours'], 'checkin_time_outside_event'],
+  ] as const)('%s: 422 and nothing recorded', async (_, before, [starts, ends], code) => {
+    const user = await registerUser('ci-offline-refused');
+    const event = await anEvent(starts, ends);
+    const res = await checkin(user, event.id, { checked_in_at: await ago(before) });
+    expect(res.status).toBe(422);
+    expect(res.body.error).toBe(code);
+    expect(await rowsFor(user.userId)).toEqual([]);
+  });
+
+  it('a time that is not an ISO 8601 instant is 422 validation_error', async () => {
+    const user = await registerUser('ci-offline-bad');
+    const event = await anEvent();
+    for (const value of ['yesterday', '2026-13-01T00:00:00Z', 12345]) {
+      const res = await checkin(user, event.id, { checked_in_at: value });
+      expect(res.status).toBe(422);
+      expect(res.body.error).toBe('validation_error');
+    }
+    expect(await rowsFor(user.userId)).toEqual([]);
+  });
+
+  it('the database refuses a device time out of bounds whoever inserts it', async () => {
+    const user = await registerUser('ci-offline-db');
+    const event = await anEvent();
+    await expect(
+      db()`insert into app.checkins (user_id, event_id, device_checked_in_at) values (${user.userId}, ${event.id}, now() - interval '2 days')`,
+    ).rejects.toThrow(/checkins_device_time_bounded/);
   });
 });

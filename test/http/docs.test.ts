@@ -115,9 +115,10 @@ describe('GET /api/docs/openapi.json', () => {
     expect((op.responses['404'] as { description: string }).description).toMatch(/`task_not_found`: No task with this id/);
     const login = operationOf(doc, { method: 'post', path: '/api/auth/login' })!;
     expect(JSON.stringify(login.responses['401'])).toContain('invalid_credentials');
-    // Error.details is described exactly: validation issues, retry_after, or the communities of last_manager_of_communities.
+    // Error.details is described exactly: validation issues, retry_after, the communities of last_manager_of_communities,
+    // or the current object and its ETag of precondition_failed.
     const details = (doc.components.schemas.Error as { properties: { details: { properties: Record<string, unknown> } } }).properties.details;
-    expect(Object.keys(details.properties).sort()).toEqual(['communities', 'issues', 'retry_after']);
+    expect(Object.keys(details.properties).sort()).toEqual(['communities', 'current', 'etag', 'issues', 'retry_after']);
   });
 
   it('is exactly the document `npm run lint:openapi` lints (routes/docs.ts openApiDocument), with GET /health', async () => {

@@ -8,7 +8,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
 import { api, apiKey, baseUrl, db, forgeToken, publicUrl, registerUser, uniqueEmail } from '../helpers.ts';
 import { createToken } from '../support/api-tokens.ts';
-import { checkContract } from '../support/contract.ts';
+import { contractCheckedFetch } from '../support/contract.ts';
 import { waitFor } from '../support/wait.ts';
 import { emailLinkRun } from '../support/email-links.ts';
 
@@ -17,21 +17,7 @@ const PASSWORD = 'correct horse battery staple';
 const ANON_KEY = await apiKey('anon');
 
 /** fetch, with every JSON answer checked against the OpenAPI document. */
-const checkedFetch: typeof fetch = async (input, init) => {
-  const res = await fetch(input, init);
-  const url = new URL(typeof input === 'string' ? input : input instanceof URL ? input.href : input.url);
-  const text = await res.clone().text();
-  let body: unknown;
-  try {
-    body = text ? JSON.parse(text) : undefined;
-  } catch {
-    body = undefined;
-  }
-  if (url.pathname.startsWith('/auth/v1/')) {
-    await checkContract(baseUrl, init?.method ?? 'GET', url.pathname + url.search, res.status, res.headers.get('content-type'), body);
-  }
-  return res;
-};
+const checkedFetch = contractCheckedFetch(baseUrl, '/auth/v1/');
 
 const clients: SupabaseClient[] = [];
 afterAll(async () => {

@@ -72,6 +72,9 @@ describe('guests through supabase-js', () => {
       is_anonymous: true,
       role: 'authenticated',
       email: '',
+      // One SQL function makes every extra claim (private.access_token_claims): a guest's have no provider.
+      app_metadata: {},
+      user_metadata: { nickname: 'Visitor' },
     });
     const [row] = await db()`select email, password_hash, is_anonymous from identity.users where id = ${user.id}`;
     expect(row).toEqual({
@@ -161,6 +164,7 @@ describe('guests through supabase-js', () => {
     expect(decodeJwt(signedIn.data.session!.access_token)).toMatchObject({
       is_anonymous: false,
       email,
+      app_metadata: { provider: 'email', providers: ['email'] },
     });
     const mine = await call('GET', '/api/mobile/communities', signedIn.data.session!.access_token);
     expect(JSON.stringify(mine.body)).toContain(community.id);

@@ -137,4 +137,9 @@ describe('e-mail codes and magic links through supabase-js', () => {
     expect(await db()`select 1 from app.email_outbox where to_email = ${unknown}`).toHaveLength(0);
     expect(await db()`select 1 from identity.users where email = ${unknown}`).toHaveLength(0);
   });
+
+  it('an address that is not one is 400 validation_failed, as Supabase Auth answers', async () => {
+    const { error } = await supabase().auth.signInWithOtp({ email: 'not-an-address' });
+    expect(error).toMatchObject({ status: 400, code: 'validation_failed', message: 'Unable to validate email address: invalid format' });
+  });
 });

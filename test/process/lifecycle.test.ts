@@ -8,7 +8,8 @@ import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { isAlive, relocatedDataDir } from '../../gateway/core/process/embedded-postgres.ts';
 import { databaseUrl, uniqueEmail } from '../helpers.ts';
-import { exited, freePort, postgresOnPort, projectRoot, startGatewayProcess } from '../support/processes.ts';
+import { freePort } from '../../gateway/core/process/free-port.ts';
+import { exited, postgresOnPort, projectRoot, startGatewayProcess } from '../support/processes.ts';
 import { testDir } from '../support/test-dir.ts';
 
 const root = projectRoot;
@@ -16,7 +17,9 @@ const root = projectRoot;
 describe('npm start (gateway/main.ts)', () => {
   it('starts an embedded Postgres, serves, stops it cleanly, and keeps the data for the next start', async () => {
     const dataDir = path.join(testDir, `start-${crypto.randomBytes(3).toString('hex')}`);
-    const env = { DATA_DIR: dataDir, PORT: String(freePort()), EMBEDDED_PG_PORT: String(freePort()) };
+    // PORT 0: any free port, which the gateway's "listening" line names (startGatewayProcess reads it). A
+    // port picked here could be taken meanwhile, even by the embedded Postgres of a start beside it.
+    const env = { DATA_DIR: dataDir, PORT: '0', EMBEDDED_PG_PORT: String(await freePort()) };
 
     const first = await startGatewayProcess(env);
     expect((await fetch(`${first.url}/health`)).status).toBe(200);
@@ -60,7 +63,8 @@ describe('npm start (gateway/main.ts)', () => {
   it('with no EMBEDDED_PG_PORT, two data folders started at once each get a free port, kept for the next start', { timeout: 180_000 }, async () => {
     // Another checkout already running took 54329: each folder gets its own port (was: the second start failed).
     const dirs = ['a', 'b'].map((n) => path.join(testDir, `ports-${n}-${crypto.randomBytes(3).toString('hex')}`));
-    const envOf = (dataDir: string) => ({ DATA_DIR: dataDir, PORT: String(freePort()), EMBEDDED_PG_PORT: '' });
+    // PORT 0: a port picked here for one start could be the one the other start's Postgres takes first.
+    const envOf = (dataDir: string) => ({ DATA_DIR: dataDir, PORT: '0', EMBEDDED_PG_PORT: '' });
     const gateways = await Promise.all(dirs.map((dir) => startGatewayProcess(envOf(dir))));
     try {
       for (const gw of gateways) expect((await fetch(`${gw.url}/health`)).status).toBe(200);
@@ -82,7 +86,7 @@ describe('npm start (gateway/main.ts)', () => {
 
   it('uses DATABASE_URL instead when it is set (no embedded cluster)', async () => {
     const dataDir = path.join(testDir, `url-${crypto.randomBytes(3).toString('hex')}`);
-    const gw = await startGatewayProcess({ DATABASE_URL: databaseUrl, DATA_DIR: dataDir, PORT: String(freePort()) });
+    const gw = await startGatewayProcess({ DATABASE_URL: databaseUrl, DATA_DIR: dataDir, PORT: '0' });
     expect((await fetch(`${gw.url}/health`)).status).toBe(200);
     expect(fs.existsSync(path.join(dataDir, 'postgres'))).toBe(false);
     gw.child.kill('SIGTERM');
@@ -183,8 +187,8 @@ describe('a fresh copy in a private folder (mode 700, as `mktemp -d` or /root ma
         else fs.symlinkSync(from, path.join(project, 'node_modules', entry));
       }
 
-      const pgPort = freePort();
-      const env = { PORT: String(freePort()), EMBEDDED_PG_PORT: String(pgPort) };
+      const pgPort = await freePort();
+      const env = { PORT: '0', EMBEDDED_PG_PORT: String(pgPort) };
       // The real `npm start`, in its own process group so that SIGINT reaches it as a Ctrl-C would.
       const gw = await startGatewayProcess(env, { cwd: project, command: ['npm', 'start'], detached: true });
       expect((await fetch(`${gw.url}/health`)).status).toBe(200);
@@ -232,14 +236,14 @@ describe('a fresh copy in a private folder (mode 700, as `mktemp -d` or /root ma
     }
   });
 
-  it('a failure to start Postgres is one line, exit code 1, no stack trace', () => {
+  it('a failure to start Postgres is one line, exit code 1, no stack trace', async () => {
     // The port is taken by a running Postgres? Simplest reliable failure: a data folder that is a file.
     const dataDir = path.join(testDir, `broken-${crypto.randomBytes(3).toString('hex')}`);
     fs.mkdirSync(dataDir, { recursive: true });
     fs.writeFileSync(path.join(dataDir, 'postgres'), 'not a folder');
     const result = spawnSync(process.execPath, ['--import', 'tsx', 'gateway/main.ts'], {
       cwd: root,
-      env: { ...process.env, DATA_DIR: dataDir, PORT: String(freePort()), EMBEDDED_PG_PORT: String(freePort()), LOG_LEVEL: 'warn' },
+      env: { ...process.env, DATA_DIR: dataDir, PORT: '0', EMBEDDED_PG_PORT: String(await freePort()), LOG_LEVEL: 'warn' },
       encoding: 'utf8',
     });
     expect(result.status).toBe(1);

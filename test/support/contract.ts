@@ -144,3 +144,28 @@ export async function checkContract(
     throw new Error(`contract: ${where}: the body does not match the document:\n  ${problems.slice(0, 8).join('\n  ')}\nbody: ${JSON.stringify(body).slice(0, 1500)}`);
   }
 }
+
+/**
+ * fetch for an SDK's client (supabase-js' `global.fetch`): every answer to a
+ * path under `prefix` is checked against the OpenAPI document served at
+ * `baseUrl`; `onRequest` hears each request (`GET /auth/v1/user`), for tests
+ * that count what a client asks.
+ */
+export function contractCheckedFetch(baseUrl: string, prefix: string, onRequest?: (request: string) => void): typeof fetch {
+  return async (input, init) => {
+    const url = new URL(typeof input === 'string' ? input : input instanceof URL ? input.href : input.url);
+    onRequest?.(`${init?.method ?? 'GET'} ${url.pathname}`);
+    const res = await fetch(input, init);
+    const text = await res.clone().text();
+    let body: unknown;
+    try {
+      body = text ? JSON.parse(text) : undefined;
+    } catch {
+      body = undefined;
+    }
+    if (url.pathname.startsWith(prefix)) {
+      await checkContract(baseUrl, init?.method ?? 'GET', url.pathname + url.search, res.status, res.headers.get('content-type'), body);
+    }
+    return res;
+  };
+}

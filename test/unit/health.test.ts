@@ -1,12 +1,11 @@
 // GET /health answers 503 while the gateway is not migrated and when the
 // database does not answer (a real connection to a closed port).
 import fs from 'node:fs';
-import http from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
 import type { AddressInfo } from 'node:net';
 import { afterAll, describe, expect, it } from 'vitest';
-import { createApp } from '../../gateway/app.ts';
+import { createApp, type App } from '../../gateway/app.ts';
 import { loadConfig } from '../../gateway/core/process/config.ts';
 import { createPool } from '../../gateway/core/database/pool.ts';
 import { createTokenService } from '../../gateway/core/auth/jwt.ts';
@@ -16,13 +15,13 @@ import { ChangeHub } from '../../gateway/realtime/hub.ts';
 import { StorageService } from '../../gateway/storage/service.ts';
 import { databaseUrl } from '../helpers.ts';
 
-const servers: http.Server[] = [];
-afterAll(() => servers.forEach((s) => s.close()));
+const servers: App[] = [];
+afterAll(() => Promise.all(servers.map((s) => s.close())));
 
 async function serve(url: string, ready: boolean): Promise<string> {
   const config = loadConfig({ JWT_SECRET: 'y'.repeat(40), DATA_DIR: fs.mkdtempSync(path.join(os.tmpdir(), 'health-test-')) });
   const sql = createPool(url, { max: 1, applicationName: 'health-test' });
-  const app = createApp({
+  const app = await createApp({
     services: {
       sql,
       tokens: await createTokenService(config),
@@ -37,10 +36,9 @@ async function serve(url: string, ready: boolean): Promise<string> {
     log: createLogger('silent'),
     isReady: () => ready,
   });
-  const server = http.createServer(app).listen(0, '127.0.0.1');
-  servers.push(server);
-  await new Promise((resolve) => server.once('listening', resolve));
-  return `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  servers.push(app);
+  await app.listen({ port: 0, host: '127.0.0.1' });
+  return `http://127.0.0.1:${(app.server.address() as AddressInfo).port}`;
 }
 
 describe('GET /health', () => {

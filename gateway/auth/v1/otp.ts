@@ -32,7 +32,8 @@ export const supabaseAuthOtpRoutes = [
     responses: {
       200: z.object({}).describe('Always empty, for any address.'),
       401: errors('unauthorized'),
-      422: errors('provider_disabled', 'invalid_email'),
+      400: errors('invalid_email'),
+      422: errors('provider_disabled'),
       429: errors('rate_limited'),
     },
     async handler(ctx) {

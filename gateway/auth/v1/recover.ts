@@ -20,7 +20,7 @@ export const supabaseAuthRecoverRoutes = [
     limits: [API_KEY_LIMIT, EMAIL_LINK_LIMIT],
     body: z.object({ email: Email.describe('The e-mail address of the account.') }).meta({ example: { email: 'ada@example.com' } }),
     invalidStatus: 422,
-    responses: { 200: z.object({}).describe('Always empty.'), 401: errors('unauthorized'), 429: errors('rate_limited') },
+    responses: { 200: z.object({}).describe('Always empty.'), 400: errors('invalid_email'), 401: errors('unauthorized'), 429: errors('rate_limited') },
     async handler(ctx) {
       await queueEmailLink(ctx, 'recover', ctx.body.email);
       return { status: 200, body: {} };

@@ -49,11 +49,11 @@ export const SupabaseUser = z
     confirmed_at: Time.optional().describe('The same as email_confirmed_at.'),
     last_sign_in_at: Time.nullable().describe('The latest sign-in, or null.'),
     app_metadata: z
-      .object({
+      .looseObject({
         provider: z.literal('email').optional().describe('`email`; absent for a guest.'),
         providers: z.array(z.literal('email')).optional().describe('`["email"]`; absent for a guest.'),
       })
-      .describe('Set by the service.'),
+      .describe('Set by the service: the sign-in provider, and whatever its operators set with the service-role key (PUT /auth/v1/admin/users/{id}); carried in the access token (claim `app_metadata`). The user reads it and cannot change it.'),
     user_metadata: UserMetadata,
     identities: z.array(Identity).describe('The ways the user signs in (none for a guest).'),
     created_at: Time.describe('When the account was made.'),

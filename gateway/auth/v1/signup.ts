@@ -39,7 +39,8 @@ export const supabaseAuthSignupRoutes = [
     responses: {
       200: Session,
       401: errors('unauthorized'),
-      422: errors('email_taken', 'weak_password', 'provider_disabled', 'invalid_email'),
+      400: errors('invalid_email'),
+      422: errors('email_taken', 'weak_password', 'provider_disabled'),
       429: errors('rate_limited'),
       503: errors('service_unavailable'),
     },

@@ -38,7 +38,7 @@ export const supabaseAuthTokenRoutes = [
     invalidStatus: 400,
     responses: {
       200: Session,
-      400: errors('invalid_credentials', 'invalid_refresh_token', 'provider_disabled'),
+      400: errors('invalid_credentials', 'invalid_refresh_token', 'provider_disabled', 'invalid_email'),
       401: errors('unauthorized'),
       429: errors('rate_limited'),
       503: errors('service_unavailable'),

@@ -40,24 +40,27 @@ export const supabaseAuthUserRoutes = [
         password: PasswordField.optional(),
         current_password: z.string().max(1024).optional().describe('The password now: needed with `password` or `email`.').meta({ example: 'correct horse battery staple' }),
         data: UserMetadata.optional(),
+        app_metadata: z.unknown().optional().describe('Refused: 403 `not_admin`. Only the service-role key writes app_metadata (PUT /auth/v1/admin/users/{id}).'),
       })
       .meta({ example: { data: { name: 'Ada' } } }),
     invalidStatus: 422,
     responses: {
       200: SupabaseUser,
-      400: errors('current_password_required', 'invalid_credentials'),
+      400: errors('current_password_required', 'invalid_credentials', 'invalid_email'),
       401: errors('unauthorized'),
       403: errors('forbidden', 'unauthorized', 'invalid_token', 'session_ended'),
-      422: errors('weak_password', 'invalid_email', 'email_taken'),
+      422: errors('weak_password', 'email_taken', 'validation_error'),
       429: errors('rate_limited'),
     },
     async handler(ctx) {
       const { body } = ctx;
+      // As Supabase Auth: what the service says about a user is not the user's to change.
+      if (body.app_metadata !== undefined) throw new HttpError(403, 'forbidden', 'Updating app_metadata requires admin privileges', { error_code: 'not_admin' });
       const [current] = await ctx.db((tx) => tx<{ user: { email: string; is_anonymous: boolean } }[]>`select api.auth_user() as user`);
       if (current!.user.is_anonymous && (body.email !== undefined || body.password !== undefined)) {
         // A guest becomes a full account: the address checked and the request counted as a sign-up's, then one SQL call.
         if (body.email === undefined || body.password === undefined) {
-          throw new HttpError(422, 'invalid_email', 'A guest sets an e-mail address and a password together', { error_code: 'validation_failed' });
+          throw new HttpError(422, 'validation_error', 'A guest sets an e-mail address and a password together', { error_code: 'validation_failed' });
         }
         strongEnough(body.password);
         const credentials = { email: body.email, password: body.password };

@@ -13,6 +13,9 @@
 //                       community, else null), exp when it expires
 //   OAuth access token  role authenticated, aud, sub (the user), oauth_client_id, exp
 //   none                role anon
+//   the service-role key  role service_role, no user: the operator, on the
+//                       routes that take it (/storage/v1: http/route.ts
+//                       serviceRole), which the storage rules recognise
 //   the gateway itself  no claims (null): the connection's own role, for the
 //                       private functions only the processes call
 //
@@ -26,12 +29,14 @@ import { AUDIENCE, type AccessClaims } from './jwt.ts';
 /** A credential whose verification has succeeded (or none at all). */
 export type VerifiedCredential =
   | { kind: 'anon' }
+  | { kind: 'service_role' }
   | { kind: 'gateway' }
   | { kind: 'access_token'; claims: AccessClaims }
   | { kind: 'api_token'; token: ApiTokenAuthentication }
   | { kind: 'oauth'; userId: string; clientId: string; expiresAt: Date };
 
 const ANON: RequestClaims = Object.freeze({ role: 'anon' });
+const SERVICE_ROLE: RequestClaims = Object.freeze({ role: 'service_role' });
 
 /** The claims `credential` runs with; null for the gateway's own role. */
 export function claimsOf(credential: Exclude<VerifiedCredential, { kind: 'gateway' }>): RequestClaims;
@@ -40,6 +45,8 @@ export function claimsOf(credential: VerifiedCredential): RequestClaims | null {
   switch (credential.kind) {
     case 'anon':
       return ANON;
+    case 'service_role':
+      return SERVICE_ROLE;
     case 'gateway':
       return null;
     case 'access_token':

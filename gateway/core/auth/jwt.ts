@@ -1,13 +1,25 @@
 // Access tokens: JWTs signed with jose and verified with fast-jwt.
 //
-// Keys, in order of preference:
+// Keys:
+//   the database      (the gateway's case: createTokenService with `sql`)
+//                     asymmetric keys in identity.signing_keys
+//                     (signing-keys.ts, sql/areas/jwks.sql): the current one
+//                     signs access tokens (ES256 unless an operator added an
+//                     RS256 one), the standby, current and recent previous
+//                     ones verify and are published as the JWKS
+//                     (GET /auth/v1/.well-known/jwks.json); reloaded on
+//                     NOTIFY signing_keys_changed, every minute, and when a
+//                     token names a key id not known yet
 //   JWT_SIGNING_KEYS  one JWK or an array of JWKs with their private parts
 //                     (e.g. from `supabase gen signing-key`); the first signs,
-//                     all verify, so keys can be rotated
+//                     all verify; the database's keys are then not used
 //   JWT_SECRET        a shared HS256 secret (at least 32 characters), e.g. a
-//                     Supabase project's legacy JWT secret
-//   neither           a random HS256 secret generated once and kept in
-//                     DATA_DIR/jwt-secret (development)
+//                     Supabase project's legacy JWT secret; without it a
+//                     random one generated once and kept in
+//                     DATA_DIR/jwt-secret (development). It always verifies
+//                     (older HS256 access tokens, the API keys) and signs the
+//                     API keys; it signs access tokens only without `sql`
+//                     and without JWT_SIGNING_KEYS (the tooling, unit tests)
 // Verification (createAccessTokenVerifier) accepts only the algorithm of the
 // key the token names (never `none`), checks the signature, expiry, audience
 // and issuer, and requires a uuid `sub` and the role `authenticated`.
@@ -22,6 +34,8 @@ import { createVerifier, TokenError, type Algorithm } from 'fast-jwt';
 import { importJWK, SignJWT, type JWK, type JWTPayload } from 'jose';
 import { z } from 'zod';
 import type { Config } from '../process/config.ts';
+import type { Sql } from '../database/pool.ts';
+import { loadSigningKeys, watchSigningKeys } from './signing-keys.ts';
 import { makeDataFolder } from '../process/data-folder.ts';
 import { VerifiedTokenCache } from './verified-tokens.ts';
 
@@ -32,7 +46,7 @@ export interface AccessClaims extends JWTPayload {
   role: 'authenticated';
   email?: string;
   session_id?: string;
-  /** A guest's tokens: true (private.session_claims). */
+  /** A guest's tokens: true (private.access_token_claims). */
   is_anonymous?: boolean;
 }
 
@@ -44,18 +58,44 @@ export interface IssuedToken {
 /** The roles of the API keys (docs/supabase-sdks.md#api-keys): what Supabase calls the anon key and the service-role key. */
 export type ApiKeyRole = 'anon' | 'service_role';
 
+/** What an access token is signed for: its user and session, and the claims SQL adds (private.access_token_claims: app_metadata, user_metadata, is_anonymous). */
+export interface TokenSubject {
+  id: string;
+  email: string;
+  sessionId: string;
+  /** More claims, as SQL gives them; they cannot replace the ones above or the registered ones. */
+  claims?: Record<string, unknown>;
+}
+
+/** The public keys that verify access tokens, as a JSON Web Key Set (RFC 7517). */
+export interface Jwks {
+  keys: JWK[];
+}
+
 export interface TokenService {
-  /** `claims`: what SQL says the session's tokens carry besides (private.session_claims: is_anonymous), signed as given. */
-  issue(user: { id: string; email: string; sessionId: string; claims?: Record<string, unknown> }): Promise<IssuedToken>;
+  issue(user: TokenSubject): Promise<IssuedToken>;
   /** Verified claims, or throws InvalidTokenError. */
   verify(token: string): Promise<AccessClaims>;
   /** An API key as Supabase issues them: a JWT of role `anon` or `service_role`, signed with the service's key, valid ten years. */
   apiKey(role: ApiKeyRole): Promise<string>;
   /** The role of a valid API key (the `apikey` header), or null: its signature, issuer and expiry checked. */
   apiKeyRole(key: string): ApiKeyRole | null;
+  /** The published key set: the public half of every asymmetric key that verifies. */
+  jwks(): Jwks;
+  /**
+   * With the database (`sql`): loads its key set (making the first key on a
+   * database that has none) and watches it. Call it once the migrations have
+   * run; until then access tokens are signed with the shared secret.
+   */
+  start(): Promise<void>;
+  /** Stops watching the database's key set. */
+  close(): Promise<void>;
 }
 
 export class InvalidTokenError extends Error {}
+
+/** The message of a token no loaded key verifies (its alg and kid name none). */
+const NO_KEY = 'no key for this token';
 
 /**
  * The claims an access token must carry beyond what fast-jwt checks (`exp`,
@@ -85,6 +125,8 @@ export interface VerifierKey {
 interface KeyEntry extends VerifierKey {
   /** jose's signing key, when this key can sign. */
   signKey?: Awaited<ReturnType<typeof importJWK>>;
+  /** The public JWK, for an asymmetric key (published in the JWKS). */
+  publicJwk?: JWK;
 }
 
 const PRIVATE_JWK_FIELDS = ['d', 'p', 'q', 'dp', 'dq', 'qi', 'k'] as const;
@@ -108,17 +150,23 @@ async function keysFromJwks(json: string): Promise<KeyEntry[]> {
         if (secret.length === 0) throw new Error('JWT_SIGNING_KEYS: an "oct" key needs "k"');
         return { kid: jwk.kid, alg, signKey: await hmacKey(secret, alg), material: secret };
       }
-      const publicJwk: JWK = { ...(jwk as JWK) };
-      for (const field of PRIVATE_JWK_FIELDS) delete publicJwk[field];
-      await importJWK(publicJwk, alg); // refuses a key that does not fit its alg, at start
-      return {
-        kid: jwk.kid,
-        alg,
-        signKey: 'd' in jwk ? await importJWK(jwk as JWK, alg) : undefined,
-        material: crypto.createPublicKey({ key: publicJwk as crypto.JsonWebKey, format: 'jwk' }).export({ type: 'spki', format: 'pem' }) as string,
-      };
+      return asymmetricKey(jwk as JWK, alg);
     }),
   );
+}
+
+/** An asymmetric key from its JWK (private or public): it signs when the JWK has its private part. */
+async function asymmetricKey(jwk: JWK, alg: string): Promise<KeyEntry> {
+  const publicJwk: JWK = { ...jwk };
+  for (const field of PRIVATE_JWK_FIELDS) delete publicJwk[field];
+  await importJWK(publicJwk, alg); // refuses a key that does not fit its alg, at start
+  return {
+    kid: jwk.kid,
+    alg,
+    signKey: 'd' in jwk ? await importJWK(jwk, alg) : undefined,
+    publicJwk: { ...publicJwk, alg, use: 'sig', key_ops: ['verify'] },
+    material: crypto.createPublicKey({ key: publicJwk as crypto.JsonWebKey, format: 'jwk' }).export({ type: 'spki', format: 'pem' }) as string,
+  };
 }
 
 export interface VerifierOptions {
@@ -161,7 +209,7 @@ export function createAccessTokenVerifier(keys: VerifierKey[], options: Verifier
   const verifierFor = (token: string) => {
     const header = protectedHeader(token);
     const match = verifiers.find((v) => v.alg === header.alg && (!header.kid || !v.kid || v.kid === header.kid));
-    if (!match) throw new InvalidTokenError('no key for this token');
+    if (!match) throw new InvalidTokenError(NO_KEY);
     return match.verify;
   };
 
@@ -240,54 +288,126 @@ function devSecret(dataDir: string): string {
   return fs.readFileSync(file, 'utf8').trim();
 }
 
-export async function createTokenService(config: Config): Promise<TokenService> {
-  const keys: KeyEntry[] = [];
-  if (config.jwtSigningKeys) keys.push(...(await keysFromJwks(config.jwtSigningKeys)));
+/** How often a process reloads the database's key set besides NOTIFY (a previous key's time ends; a notification missed). */
+const RELOAD_EVERY_MS = 60_000;
+/** A token naming an unknown key id reloads the set at most this often (a key another process just made current). */
+const UNKNOWN_KID_RELOAD_MS = 2_000;
+
+export interface TokenServiceOptions {
+  /** The database holding the signing keys (identity.signing_keys); without it the keys come from the configuration only. */
+  sql?: Sql;
+  /** Where NOTIFY signing_keys_changed is heard (a session-mode connection); `sql` by default. */
+  listenSql?: Sql;
+  /** Told when reloading the key set fails (the keys already loaded stay in use). */
+  onReloadError?: (err: unknown) => void;
+}
+
+export async function createTokenService(config: Config, options: TokenServiceOptions = {}): Promise<TokenService> {
+  const envKeys: KeyEntry[] = config.jwtSigningKeys ? await keysFromJwks(config.jwtSigningKeys) : [];
   const sharedSecret = async (text: string): Promise<KeyEntry> => {
     const secret = Buffer.from(text, 'utf8');
     return { kid: undefined, alg: 'HS256', signKey: await hmacKey(secret, 'HS256'), material: secret };
   };
-  if (config.jwtSecret) {
-    if (config.jwtSecret.length < 32) throw new Error('JWT_SECRET must be at least 32 characters');
-    keys.push(await sharedSecret(config.jwtSecret));
-  }
-  if (keys.length === 0) keys.push(await sharedSecret(devSecret(config.dataDir)));
-  const signer = keys.find((k) => k.signKey);
-  if (!signer?.signKey) throw new Error('no JWT key can sign: give a private JWK or JWT_SECRET');
-  const signKey = signer.signKey;
+  if (config.jwtSecret && config.jwtSecret.length < 32) throw new Error('JWT_SECRET must be at least 32 characters');
+  // The shared secret verifies older access tokens and the API keys, whatever signs new access tokens.
+  const secretKey = config.jwtSecret || envKeys.length === 0 ? await sharedSecret(config.jwtSecret ?? devSecret(config.dataDir)) : undefined;
+  const staticKeys = [...envKeys, ...(secretKey ? [secretKey] : [])];
+  const apiKeySigner = envKeys.find((k) => k.signKey) ?? secretKey;
+  if (!apiKeySigner?.signKey) throw new Error('no JWT key can sign: give a private JWK or JWT_SECRET');
   const issuer = `${config.publicUrl}/api/auth`;
   const ttl = config.accessTokenTtlSeconds;
-  const verify = createAccessTokenVerifier(keys, { issuer });
-  const apiKeyRole = createApiKeyVerifier(keys, { issuer });
+  const { sql } = envKeys.length === 0 ? options : {};
+
+  /** The keys of the moment: which signs access tokens, the verifier of them all (a new one, with an empty cache, whenever the set changes), the JWKS. */
+  interface KeySet {
+    signer: KeyEntry;
+    verify: (token: string) => AccessClaims;
+    jwks: Jwks;
+  }
+  const keySetOf = (dbKeys: KeyEntry[]): KeySet => {
+    const keys = [...dbKeys, ...staticKeys];
+    return {
+      signer: dbKeys[0] ?? apiKeySigner,
+      verify: createAccessTokenVerifier(keys, { issuer }),
+      jwks: { keys: keys.flatMap((k) => (k.publicJwk ? [k.publicJwk] : [])) },
+    };
+  };
+  const loadDbKeys = async (db: Sql): Promise<KeyEntry[]> =>
+    // Current first (private.signing_keys_usable's order): it signs.
+    Promise.all((await loadSigningKeys(db, ttl)).map((k) => asymmetricKey(k.private_jwk ?? k.public_jwk, k.alg)));
+
+  let current = keySetOf([]);
+  let started = false;
+  let lastReload = Date.now();
+  let reloading: Promise<void> | undefined;
+  const reload = (): Promise<void> => {
+    if (!sql || !started) return Promise.resolve();
+    reloading ??= loadDbKeys(sql)
+      .then((keys) => {
+        current = keySetOf(keys);
+      })
+      .catch((err: unknown) => options.onReloadError?.(err))
+      .finally(() => {
+        lastReload = Date.now();
+        reloading = undefined;
+      });
+    return reloading;
+  };
+  let timer: NodeJS.Timeout | undefined;
+  let listener: { unlisten(): Promise<void> } | undefined;
+
+  const sign = (payload: JWTPayload, key: KeyEntry) =>
+    new SignJWT(payload).setProtectedHeader(key.kid ? { alg: key.alg, kid: key.kid, typ: 'JWT' } : { alg: key.alg, typ: 'JWT' }).setIssuer(issuer).setIssuedAt();
 
   return {
     async issue(user) {
-      const token = await new SignJWT({ ...user.claims, role: 'authenticated', email: user.email, session_id: user.sessionId })
-        .setProtectedHeader(signer.kid ? { alg: signer.alg, kid: signer.kid, typ: 'JWT' } : { alg: signer.alg, typ: 'JWT' })
+      // The one place an access token's claims are put together: SQL's extra
+      // claims first, so that none of them can replace the session's own.
+      const token = await sign({ ...user.claims, role: 'authenticated', email: user.email, session_id: user.sessionId }, current.signer)
         .setSubject(user.id)
         .setAudience(AUDIENCE)
-        .setIssuer(issuer)
-        .setIssuedAt()
         .setExpirationTime(`${ttl}s`)
-        .sign(signKey);
+        .sign(current.signer.signKey!);
       return { accessToken: token, expiresIn: ttl };
     },
 
     async verify(token) {
-      return verify(token);
+      try {
+        return current.verify(token);
+      } catch (err) {
+        // A key id this process has not loaded yet (another process made it
+        // current a moment ago): reload once, then decide.
+        if (!(err instanceof InvalidTokenError) || err.message !== NO_KEY || !sql || Date.now() - lastReload < UNKNOWN_KID_RELOAD_MS) throw err;
+        await reload();
+        return current.verify(token);
+      }
     },
 
     async apiKey(role) {
       // `ref` tells an API key from an access token (which never has it), as
-      // Supabase's keys carry their project's ref.
-      return new SignJWT({ role, ref: 'api-key' })
-        .setProtectedHeader(signer.kid ? { alg: signer.alg, kid: signer.kid, typ: 'JWT' } : { alg: signer.alg, typ: 'JWT' })
-        .setIssuer(issuer)
-        .setIssuedAt()
-        .setExpirationTime('3650d')
-        .sign(signKey);
+      // Supabase's keys carry their project's ref. API keys stay with the
+      // shared secret (or JWT_SIGNING_KEYS' first key): a rotation of the
+      // database's keys leaves them valid.
+      return sign({ role, ref: 'api-key' }, apiKeySigner).setExpirationTime('3650d').sign(apiKeySigner.signKey!);
     },
 
-    apiKeyRole,
+    apiKeyRole: createApiKeyVerifier(staticKeys, { issuer }),
+
+    jwks: () => current.jwks,
+
+    async start() {
+      if (!sql || started) return;
+      current = keySetOf(await loadDbKeys(sql));
+      lastReload = Date.now();
+      started = true;
+      timer = setInterval(() => void reload(), RELOAD_EVERY_MS);
+      timer.unref();
+      listener = await watchSigningKeys(options.listenSql ?? sql, () => void reload());
+    },
+
+    async close() {
+      if (timer) clearInterval(timer);
+      await listener?.unlisten().catch(() => {});
+    },
   };
 }

@@ -235,6 +235,18 @@ export const ERROR_CODES = {
   },
   venue_not_found: { status: [404], meaning: 'No venue with this id or node id.' },
   not_checked_in: { status: [404], meaning: 'The caller has no open check-in at this event or venue.' },
+  checkin_time_in_future: {
+    status: [422],
+    meaning: "An offline check-in's checked_in_at is more than 5 minutes ahead of the server's clock: send the phone's time of the check-in, not a later one.",
+  },
+  checkin_time_too_old: {
+    status: [422],
+    meaning: "An offline check-in's checked_in_at is more than 24 hours old: check-ins kept offline longer are not accepted.",
+  },
+  checkin_time_outside_event: {
+    status: [422],
+    meaning: "An offline check-in's checked_in_at is outside the event's check-in window (2 hours before its start to 2 hours after its end).",
+  },
   no_concurrent_event: { status: [404], meaning: 'No event is taking place at this venue now (2 hours before its start to 2 hours after its end).' },
   user_node_not_found: { status: [422], meaning: "The caller's node is missing." },
   target_node_not_found: { status: [422], meaning: 'The user to connect with does not exist.' },
@@ -272,6 +284,19 @@ export const ERROR_CODES = {
   // `error` being Supabase's name and `code` this code.
   // -------------------------------------------------------------------------
   bucket_not_found: { status: [404], meaning: 'No bucket with this id.', storage: 'Bucket not found' },
+  bucket_exists: { status: [409], meaning: 'A bucket with this id exists already (the service-role key creates buckets).', storage: 'Duplicate' },
+  bucket_builtin: {
+    status: [409],
+    meaning: 'The bucket is one of the four the service is built on (avatars, community-images, event-images, attachments): it cannot be deleted (it can be emptied).',
+    storage: 'InvalidRequest',
+  },
+  bucket_not_empty: { status: [409], meaning: 'The bucket still holds objects (or uploads under way): empty it first.', storage: 'InvalidRequest' },
+  invalid_bucket_name: { status: [400], meaning: 'A bucket id is 1 to 63 characters of a-z, 0-9, _ and -, starting with a letter or digit.', storage: 'Invalid Input' },
+  invalid_bucket_limits: {
+    status: [400],
+    meaning: "A bucket's file_size_limit is 1 byte to 5 GB (a number of bytes, or a string such as `20MB`), and its allowed_mime_types 1 to 50 lower-case types or type/* patterns (an image bucket's: image types only).",
+    storage: 'Invalid Input',
+  },
   object_not_found: {
     status: [404],
     meaning: 'No object at this path, or none the caller may read (the two look the same).',
@@ -380,6 +405,15 @@ export const ERROR_CODES = {
   },
 
   // -------------------------------------------------------------------------
+  // Versions of single objects (http/versions.ts, app.check_if_match)
+  // -------------------------------------------------------------------------
+  precondition_failed: {
+    status: [412],
+    meaning:
+      "The If-Match of a PATCH or DELETE names a version of the object that is no longer current: someone changed it since. Nothing was written; details.current is the object as it is now and details.etag its version: merge, then send the write again with that ETag.",
+  },
+
+  // -------------------------------------------------------------------------
   // Idempotency keys (http/idempotency.ts)
   // -------------------------------------------------------------------------
   idempotency_key_in_progress: {
@@ -389,7 +423,7 @@ export const ERROR_CODES = {
   },
   idempotency_key_reused: {
     status: [422],
-    meaning: 'This Idempotency-Key was used in the last 24 hours, by the same credential, for another request (method, path or body): use a new key.',
+    meaning: 'This Idempotency-Key was used in the last 48 hours, by the same credential, for another request (method, path or body): use a new key.',
   },
 
   // -------------------------------------------------------------------------

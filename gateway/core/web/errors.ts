@@ -217,12 +217,24 @@ const SUPABASE_AUTH_CODES: Partial<Record<ErrorCode, string>> = {
  * (internal/api/auth.go); a missing one stays 401 `no_authorization`.
  */
 function supabaseAuthRestated(err: HttpError): HttpError {
+  if (isInvalidEmail(err)) return new HttpError(400, 'invalid_email', GOTRUE_INVALID_EMAIL, { error_code: 'validation_failed' });
   if (err.status !== 401) return err;
   if (err.code === 'session_ended') return new HttpError(403, err.code, 'Session from session_id claim in JWT does not exist', { error_code: 'session_not_found' });
   if (err.code === 'invalid_token' || err.nuance === 'bad_credential') {
     return new HttpError(403, err.code, `invalid JWT: unable to parse or verify signature, ${err.message}`, { error_code: 'bad_jwt' });
   }
   return err;
+}
+
+/** Supabase Auth's words for an e-mail address it cannot take (its validateEmail), always 400 `validation_failed`. */
+export const GOTRUE_INVALID_EMAIL = 'Unable to validate email address: invalid format';
+
+/** An address refused by a request's validation (the field `email` of a body or query) or by SQL (invalid_email). */
+function isInvalidEmail(err: HttpError): boolean {
+  if (err.code === 'invalid_email') return true;
+  if (err.status !== 400 && err.status !== 422) return false;
+  const issues = err.details?.issues;
+  return Array.isArray(issues) && issues.length > 0 && (issues[0] as { path?: unknown }).path === 'body.email';
 }
 
 /** Supabase Auth's error body: the status in `code`, `error_code`, `msg` (and `weak_password.reasons` for a weak password). */

@@ -16,7 +16,6 @@
 // - Numbers JSON.parse turns into Infinity (`1e999`) are refused the same way.
 // Repeated query keys (arrays), wrong JSON types, oversized strings and
 // numbers out of range are each route's zod schema's business (400/422).
-import type { Server } from 'node:http';
 import type { Duplex } from 'node:stream';
 import type { ErrorCode } from './error-codes.ts';
 import { defaultCode, HttpError } from './errors.ts';
@@ -92,24 +91,23 @@ export function assertStorable(value: unknown, where: string, status: number): v
 
 /**
  * Requests Node's HTTP parser refuses before the gateway sees them (headers over
- * 16 KB, malformed request lines or headers) get a JSON Error body too.
+ * 16 KB, malformed request lines or headers) get a JSON Error body too: the
+ * server's clientError handler (Fastify's clientErrorHandler, gateway/app.ts).
  */
-export function answerClientErrors(server: Server): void {
-  server.on('clientError', (err: NodeJS.ErrnoException, socket: Duplex) => {
-    if (!socket.writable || (socket as Duplex & { _httpMessage?: unknown })._httpMessage) {
-      socket.destroy();
-      return;
-    }
-    const status = err.code === 'HPE_HEADER_OVERFLOW' ? 431 : err.code === 'HPE_CHUNK_EXTENSIONS_OVERFLOW' ? 413 : 400;
-    const reason = status === 431 ? 'Request Header Fields Too Large' : status === 413 ? 'Payload Too Large' : 'Bad Request';
-    const code: ErrorCode = status === 431 ? 'headers_too_large' : defaultCode(status);
-    const body = JSON.stringify({
-      error: code,
-      message: status === 431 ? 'the request line and headers are larger than 16 KB' : 'the request is malformed',
-      details: null,
-    });
-    socket.end(
-      `HTTP/1.1 ${status} ${reason}\r\nContent-Type: application/json; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
-    );
+export function answerClientError(err: NodeJS.ErrnoException, socket: Duplex): void {
+  if (!socket.writable || (socket as Duplex & { _httpMessage?: unknown })._httpMessage) {
+    socket.destroy();
+    return;
+  }
+  const status = err.code === 'HPE_HEADER_OVERFLOW' ? 431 : err.code === 'HPE_CHUNK_EXTENSIONS_OVERFLOW' ? 413 : 400;
+  const reason = status === 431 ? 'Request Header Fields Too Large' : status === 413 ? 'Payload Too Large' : 'Bad Request';
+  const code: ErrorCode = status === 431 ? 'headers_too_large' : defaultCode(status);
+  const body = JSON.stringify({
+    error: code,
+    message: status === 431 ? 'the request line and headers are larger than 16 KB' : 'the request is malformed',
+    details: null,
   });
+  socket.end(
+    `HTTP/1.1 ${status} ${reason}\r\nContent-Type: application/json; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
+  );
 }

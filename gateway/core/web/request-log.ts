@@ -70,6 +70,8 @@ export interface RequestLog {
   readonly log: Logger;
   /** The signed-in user, shown on the line. */
   userId: string | undefined;
+  /** The role of a request that acts as no user (the service-role key: service_role), shown on the line. */
+  role: string | undefined;
   /** Shown instead of the path when the path holds a secret (a route's template, e.g. `/cal/:token.ics`). */
   path: string | undefined;
 }
@@ -92,6 +94,7 @@ export function startRequestLog(req: IncomingMessage, res: ServerResponse, log: 
       return (child ??= log.child({ reqId: id, traceId: state.traceId }));
     },
     userId: undefined,
+    role: undefined,
     path: undefined,
   };
   res.setHeader('X-Request-Id', id);
@@ -117,6 +120,7 @@ export function startRequestLog(req: IncomingMessage, res: ServerResponse, log: 
           status: res.statusCode,
           ms: Math.round(ms * 10) / 10,
           user: state.userId,
+          ...(state.role ? { role: state.role } : {}),
         },
         'request',
       );

@@ -67,7 +67,7 @@ const ObjectInfo = z
     content_type: z.string().describe('The content type it is served with.').meta({ example: 'image/png' }),
     cache_control: z.string().describe('The Cache-Control it is served with.').meta({ example: 'max-age=3600' }),
     etag: z.string().describe('A digest of the bytes (quoted).').meta({ example: '"5d41402abc4b2a76b9719d911017c592"' }),
-    metadata: UserMetadata,
+    metadata: z.record(z.string(), z.unknown()).describe('The metadata the uploader attached (supabase-js `metadata`); `{}` when none.').meta({ example: { alt: 'Ada at the climbing wall' } }),
     last_modified: DateTime.describe('When its bytes were last written.'),
     created_at: DateTime.describe('When it was created.'),
   })
@@ -88,7 +88,7 @@ function info(object: ObjectRow): z.infer<typeof ObjectInfo> {
     content_type: object.content_type,
     cache_control: object.cache_control,
     etag: object.etag,
-    metadata: object.user_metadata,
+    metadata: object.user_metadata ?? {},
     last_modified: new Date(object.updated_at).toISOString(),
     created_at: new Date(object.created_at).toISOString(),
   };
@@ -126,6 +126,53 @@ export const storageObjectRoutes = [
                                           ${body.sortBy.column}, ${body.sortBy.order})::text as list`,
       );
       return { status: 200, json: row!.list };
+    },
+  }),
+
+  defineRoute({
+    method: 'post',
+    path: '/storage/v1/object/list-v2/:bucket',
+    summary: 'A page of the objects under a prefix (cursor-based).',
+    description:
+      "The objects whose paths start with `prefix` (supabase-js `listV2({ prefix, limit, cursor, with_delimiter, sortBy })`), a page at a time: `nextCursor` asks for the next; with `with_delimiter` the folders directly under the prefix come in `folders` instead of what they hold. Only in the folders the caller owns.",
+    auth: 'user',
+    ...storageRoute,
+    params: z.object({ bucket: Bucket }),
+    body: z.object({
+      prefix: z.string().max(1024).optional().describe('Only paths that start with this (a string, not only a folder).').meta({ example: '5f0c8a9e-3b1d-4c62-9a7e-2d4b6f8a1c03/' }),
+      limit: z.number().int().min(1).max(1000).optional().describe('At most this many entries (default and most 1,000).').meta({ example: 100 }),
+      cursor: z.string().max(4096).optional().describe('`nextCursor` of the page before (with the same order).').meta({ example: 'eyJjIjoibmFtZSJ9' }),
+      with_delimiter: z.boolean().optional().describe('Folders directly under the prefix, in `folders`, instead of what they hold.'),
+      sortBy: z
+        .object({
+          column: z.enum(['name', 'created_at', 'updated_at']).describe('What to sort by.'),
+          order: z.enum(['asc', 'desc']).optional().describe('asc (default) or desc.'),
+        })
+        .optional()
+        .describe('The order (default by name, asc; by a date, folders come first).'),
+    }),
+    responses: {
+      200: z
+        .object({
+          hasNext: z.boolean().describe('Whether there is another page.'),
+          nextCursor: z.string().optional().describe('What to send as `cursor` for the next page (absent on the last).').meta({ example: 'eyJjIjoibmFtZSJ9' }),
+          nextCursorKey: z.string().optional().describe('The path of the last entry of this page (absent on the last).').meta({ example: 'a/b.png' }),
+          folders: z
+            .array(z.object({ key: z.string().describe("The folder's own name.").meta({ example: 'photos' }), name: z.string().describe('Its path, ending in `/`.').meta({ example: 'a/photos/' }) }))
+            .describe('The folders (with with_delimiter).'),
+          objects: z.array(ListEntry.extend({ id: Id, name: z.string().describe('Its full path.').meta({ example: 'a/b.png' }) })).describe('The objects, by full path.'),
+        })
+        .describe('A page.'),
+      400: errors('bad_request'),
+      404: errors('bucket_not_found'),
+    },
+    async handler({ params, body, db }) {
+      const [row] = await db(
+        (tx) => tx<{ page: string }[]>`
+          select api.storage_objects_list_v2(${params.bucket}, ${body.prefix ?? ''}, ${body.limit ?? 1000}, ${body.cursor ?? null},
+                                             ${body.with_delimiter ?? false}, ${body.sortBy?.column ?? 'name'}, ${body.sortBy?.order ?? 'asc'})::text as page`,
+      );
+      return { status: 200, json: row!.page };
     },
   }),
 

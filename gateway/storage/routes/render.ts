@@ -6,6 +6,7 @@
 // result is kept in the byte store beside the image, so that a repeat is a
 // plain read. The format follows Accept (WebP, else AVIF, else the
 // original's): answers vary with Accept.
+import { fileTypeFromStream } from 'file-type';
 import { z } from 'zod';
 import { defineRoute, type Context, type Reply } from '../../http/route.ts';
 import { noneMatch } from '../../http/conditional.ts';
@@ -15,9 +16,9 @@ import { content, errors, noContent } from '../../http/responses.ts';
 import type { Tx } from '../../core/database/transaction.ts';
 import { NotStoredError } from '../byte-store.ts';
 import { readObject, readSigned, servedCacheControl, streamTo } from '../downloads.ts';
-import { imageClient, MAX_RENDER_SIDE, type RenderOptions } from '../images.ts';
-import type { RenderCache } from '../service.ts';
-import { DownloadQuery, ObjectParams, type ObjectRow, type Transform } from '../shapes.ts';
+import { IMAGE_FORMATS, imageClient, MAX_RENDER_SIDE, type ImageType, type RenderOptions } from '../images.ts';
+import type { RenderCache, StorageService } from '../service.ts';
+import { DownloadQuery, ObjectParams, storageRoute, type ObjectRow, type Transform } from '../shapes.ts';
 
 /** The transformation options of a render query. */
 const RenderQuery = DownloadQuery.extend({
@@ -38,7 +39,7 @@ const AcceptHeaders = z.object({
   'if-none-match': z.string().max(4096).optional().describe("The ETag held: 304 when it is still the transformation's.").meta({ example: '"7b8f2e0c1a9d4e6f8a7b6c5d4e3f2a1b"' }),
 });
 
-const IMAGE = content('image/webp', 'The transformed image (WebP, AVIF, or the original format, as Accept and `format` say), with ETag, Cache-Control and Vary: Accept.');
+const IMAGE = content('image/webp', 'The transformed image (WebP, AVIF, or the original format, as Accept and `format` say), with ETag, Cache-Control, Vary: Accept and X-Transformations (what was applied, as Supabase Storage says it: `height:200,width:200,resizing_type:fill,quality:60`).');
 const NOT_MODIFIED = noContent('Not modified: the ETag sent is still the transformation\'s (no body).');
 const RENDER_ERRORS = {
   404: errors('bucket_not_found', 'object_not_found'),
@@ -51,10 +52,13 @@ type RenderContext = Context<z.infer<typeof ObjectParams>, z.infer<typeof Render
 
 /** The transformation of an object (options from the query, or from a signed URL's token). */
 async function renderReply(ctx: RenderContext, object: ObjectRow, transform: Partial<z.infer<typeof RenderQuery>>): Promise<Reply> {
-  if (!object.images) throw new HttpError(415, 'not_an_image', 'only objects of image buckets can be transformed');
   const { storage } = ctx.services;
+  // An image bucket's objects were sniffed at upload; another bucket's are sniffed now (their first bytes), and
+  // transformed when they are JPEG, PNG, WebP, AVIF or GIF, whatever type they were uploaded with.
+  const type = object.images ? object.content_type : await sniffedImage(storage, object.storage_key);
+  if (!type) throw new HttpError(415, 'not_an_image', 'only JPEG, PNG, WebP, AVIF and GIF images can be transformed');
   const options = renderOptions(transform);
-  const output = storage.images.outputType(object.content_type, options, ctx.headers.accept);
+  const output = storage.images.outputType(type, options, ctx.headers.accept);
   const { renderMissesPerMinute, renderVariants, renderCacheBytes } = storage.config;
   // The cache's records (SQL, as the gateway's own role, on the primary): a
   // miss counted per client address and recorded, then its size; each answers
@@ -80,6 +84,8 @@ async function renderReply(ctx: RenderContext, object: ObjectRow, transform: Par
     'X-Content-Type-Options': 'nosniff',
     'Content-Security-Policy': "default-src 'none'; sandbox",
   };
+  const applied = transformationsApplied(transform);
+  if (applied) headers['X-Transformations'] = applied;
   if (noneMatch(ctx.headers['if-none-match'], rendered.etag)) return { status: 304, headers };
   headers['Content-Type'] = rendered.contentType;
   headers['Content-Length'] = String(rendered.size);
@@ -89,6 +95,35 @@ async function renderReply(ctx: RenderContext, object: ObjectRow, transform: Par
   if (ctx.request.method === 'HEAD') return { status: 200, headers, stream: (res) => res.end() };
   const body = await rendered.body();
   return { status: 200, headers, stream: (res) => streamTo(body, res) };
+}
+
+/** The image type of stored bytes, read from their first bytes (file-type), if it is one a transformation takes. */
+async function sniffedImage(storage: StorageService, key: string): Promise<ImageType | null> {
+  let stream;
+  try {
+    stream = await storage.bytes.get(key);
+  } catch (err) {
+    if (err instanceof NotStoredError) throw new HttpError(404, 'object_not_found', 'Object not found');
+    throw err;
+  }
+  try {
+    const sniffed = await fileTypeFromStream(stream);
+    return sniffed && sniffed.mime in IMAGE_FORMATS ? (sniffed.mime as ImageType) : null;
+  } finally {
+    stream.destroy();
+  }
+}
+
+const RESIZING_TYPES = { cover: 'fill', contain: 'fit', fill: 'force' } as const;
+
+/** What Supabase Storage's `x-transformations` header says of a transformation asked for (`height:200,width:200,resizing_type:fill,quality:60`). */
+export function transformationsApplied(t: Partial<z.infer<typeof Transform>>): string {
+  const segments: string[] = [];
+  if (t.height) segments.push(`height:${t.height}`);
+  if (t.width) segments.push(`width:${t.width}`);
+  if (t.width || t.height) segments.push(`resizing_type:${RESIZING_TYPES[t.resize ?? 'cover']}`);
+  if (t.quality) segments.push(`quality:${t.quality}`);
+  return segments.join(',');
 }
 
 const LIMITS = [
@@ -123,8 +158,7 @@ export const storageRenderRoutes = [
     description: 'A resized image the caller may read (supabase-js `download(path, { transform })`).',
     limits: LIMITS,
     auth: 'user',
-    errorShape: 'supabase_storage',
-    invalidStatus: 400,
+    ...storageRoute,
     params: ObjectParams,
     query: RenderQuery,
     headers: AcceptHeaders,

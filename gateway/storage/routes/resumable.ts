@@ -23,15 +23,17 @@
 // process sharing the staging area. One never finished is dropped after 24
 // hours (its registration expires; the staging area's expiry).
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import { Readable } from 'node:stream';
+import type { ReadableStream as WebReadableStream } from 'node:stream/web';
 import { Server, type ServerOptions } from '@tus/server';
 import type { Upload } from '@tus/utils';
-import { NodeRequest, sendNodeResponse } from 'srvx/node';
 import { z } from 'zod';
 import { defineRoute, type Context, type Reply, type Services } from '../../http/route.ts';
 import { defaultCode, errorBody, HttpError, toHttpError } from '../../core/web/errors.ts';
 import { errors, noContent } from '../../http/responses.ts';
 import { retryAfterOf } from '../../core/web/throttle.ts';
 import type { UploadTarget } from '../uploader.ts';
+import { storageRoute } from '../shapes.ts';
 
 export const RESUMABLE_PATH = '/storage/v1/upload/resumable';
 
@@ -39,7 +41,7 @@ type AnyContext = Context<unknown, unknown, unknown, unknown>;
 
 /**
  * The request's pipeline context, for the hooks (@tus/server hands them
- * srvx's Request); `ended`: the upload whose last chunk this request carried,
+ * the web Request made of the node one: webRequest); `ended`: the upload whose last chunk this request carried,
  * whose staged bytes go once the request is answered (finished or refused).
  */
 interface TusEntry {
@@ -49,13 +51,37 @@ interface TusEntry {
   /** A hook's refusal's Retry-After (a limit's), which @tus/server's answer does not carry. */
   retryAfter?: string;
 }
-const contexts = new WeakMap<IncomingMessage, TusEntry>();
+const contexts = new WeakMap<Request, TusEntry>();
 
 function contextOf(req: Request): TusEntry {
-  const node = (req as unknown as { runtime?: { node?: { req: IncomingMessage } } }).runtime?.node?.req;
-  const entry = node ? contexts.get(node) : undefined;
+  const entry = contexts.get(req);
   if (!entry) throw new Error('a resumable upload request outside the pipeline');
   return entry;
+}
+
+/** The node request as @tus/server's web handler takes it: its body streamed, unread until the handler reads it. */
+function webRequest(req: IncomingMessage): Request {
+  const headers = new Headers();
+  for (const [name, value] of Object.entries(req.headers)) {
+    if (value === undefined) continue;
+    for (const one of Array.isArray(value) ? value : [value]) headers.append(name, one);
+  }
+  const method = req.method ?? 'GET';
+  const body = method === 'GET' || method === 'HEAD' ? undefined : (Readable.toWeb(req) as unknown as ReadableStream<Uint8Array>);
+  return new Request(`http://${req.headers.host ?? 'localhost'}${req.url ?? '/'}`, { method, headers, body, duplex: 'half' } as RequestInit);
+}
+
+/** A web Response written to the node response (its body streamed; none for HEAD). */
+function sendResponse(res: ServerResponse, response: Response): void {
+  res.statusCode = response.status;
+  response.headers.forEach((value, name) => res.setHeader(name, value));
+  if (!response.body || res.req.method === 'HEAD') {
+    res.end();
+    return;
+  }
+  const body = Readable.fromWeb(response.body as unknown as WebReadableStream<Uint8Array>);
+  body.on('error', () => res.destroy());
+  body.pipe(res);
 }
 
 /** An HttpError (or anything) as @tus/server expects a hook to refuse: its status and Supabase Storage's body. */
@@ -150,13 +176,14 @@ async function asStorageError(response: Response): Promise<Response> {
 function tusReply(ctx: AnyContext, target?: UploadTarget): Reply {
   const server = tusServer(ctx.services);
   const entry: TusEntry = { ctx, target };
-  contexts.set(ctx.request, entry);
+  const request = webRequest(ctx.request);
+  contexts.set(request, entry);
   return {
     status: 200,
     stream: (res: ServerResponse) => {
       void (async () => {
         try {
-          const response = await asStorageError(await server.handleWeb(new NodeRequest({ req: ctx.request, res })));
+          const response = await asStorageError(await server.handleWeb(request));
           if (entry.retryAfter && response.status >= 400) response.headers.set('Retry-After', entry.retryAfter);
           if (entry.ended) {
             // At once, stored or refused: a refused finish leaves nothing staged (the upload is given up, its quota free).
@@ -164,7 +191,7 @@ function tusReply(ctx: AnyContext, target?: UploadTarget): Reply {
               .remove(entry.ended)
               .catch((err: unknown) => ctx.log.warn({ err }, 'storage: removing a resumable upload\'s staged bytes failed; they expire'));
           }
-          await sendNodeResponse(res, response);
+          sendResponse(res, response);
         } catch (err) {
           ctx.log.error({ err }, 'storage: a resumable upload request failed');
           res.destroy();
@@ -192,7 +219,7 @@ const TUS_ERRORS = {
 
 const IdParams = z.object({ id: z.string().max(100).describe('The upload, as the Location of its creation names it.').meta({ example: '5f0c8a9e-3b1d-4c62-9a7e-2d4b6f8a1c03' }) });
 
-const common = { auth: 'user' as const, errorShape: 'supabase_storage' as const, invalidStatus: 400 as const };
+const common = { auth: 'user' as const, ...storageRoute };
 
 const TUS_BODY = {
   description: 'A chunk of the file (Content-Type application/offset+octet-stream), at the offset Upload-Offset names.',
