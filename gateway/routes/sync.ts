@@ -142,12 +142,12 @@ const Messages = z
       value: z.record(z.string(), z.string().nullable()).optional().describe('The row\'s fields as text, parsed by the client with the electric-schema header into the REST object.'),
       headers: z
         .object({
-          operation: z.enum(['insert', 'update', 'delete']).optional(),
-          control: z.enum(['up-to-date', 'must-refetch']).optional(),
+          operation: z.enum(['insert', 'update', 'delete']).optional().describe('On a row message: what happened to the row (the SSE feed\'s `__sync_meta.operation` for the same change).'),
+          control: z.enum(['up-to-date', 'must-refetch']).optional().describe('On a control message: `up-to-date` (the shape is current) or `must-refetch` (start again from offset -1).'),
           lsn: z.string().optional().describe('The change id of the change that made this message.'),
-          op_position: z.number().int().optional(),
+          op_position: z.number().int().optional().describe('The position of this message within its change.'),
           last: z.boolean().optional().describe('True on the last message of a change.'),
-          relation: z.array(z.string()).optional(),
+          relation: z.array(z.string()).optional().describe('The schema and table of the row: `["sync", "<table>"]`.'),
           global_last_seen_lsn: z.string().optional().describe('On up-to-date: the change id the shape is now current with.'),
         })
         .describe('An operation (a row message) or a control message.'),

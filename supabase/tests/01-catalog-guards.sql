@@ -174,7 +174,10 @@ select set_eq(
     'authenticated app.tasks SELECT',
     'authenticated app.tasks UPDATE (meta)',
     'authenticated app.venues SELECT',
-    'authenticated identity.users SELECT (id, email, created_at, updated_at)'
+    'authenticated identity.users SELECT (id, email, created_at, updated_at)',
+    'service_role app.storage_objects SELECT',
+    'service_role app.storage_objects DELETE',
+    'service_role app.storage_objects UPDATE (bucket_id, name)'
   ],
   'the table privileges of anon, authenticated and service_role are exactly the listed ones');
 
@@ -257,7 +260,8 @@ select set_eq(
     'app.my_node_id()',
     'app.pagination(bigint,integer,integer)',
     'app.storage_public_url(uuid)',
-    'private.check_session(uuid)'
+    'private.check_session(uuid)',
+    'private.app_metadata()'
   ],
   'the functions anon may execute are exactly the listed ones');
 
@@ -441,7 +445,22 @@ select set_eq(
     'private.task_link_would_cycle(uuid,uuid)',
     'private.task_start(uuid)',
     'private.upcoming_events_of(uuid)',
-    'private.venue_concurrent_events(uuid,timestamp with time zone)'
+    'private.venue_concurrent_events(uuid,timestamp with time zone)',
+    'private.sync_log(text,bigint,bigint)',
+    'private.sync_rows(text,text)',
+    'api.storage_bucket_delete(text)',
+    'api.storage_bucket_create(text,boolean,bigint,text[])',
+    'api.storage_objects_list_v2(text,text,integer,text,boolean,text,text)',
+    'api.storage_bucket_update(text,jsonb)',
+    'private.storage_base64url_decode(text)',
+    'api.storage_bucket_empty(text)',
+    'private.storage_operator()',
+    'private.sync_was_member(uuid,uuid[],uuid[])',
+    'private.sync_community_events(uuid[])',
+    'api.sync_changes(text,bigint,text)',
+    'api.sync_snapshot(text,text)',
+    'private.synced_events_of(uuid)',
+    'private.storage_base64url(bytea)'
   ],
   'the functions authenticated may execute (besides anon''s) are exactly the listed ones');
 
@@ -450,8 +469,33 @@ select set_eq(
       from pg_catalog.pg_proc p join pg_catalog.pg_namespace n on n.oid = p.pronamespace
      where n.nspname in ('api', 'app', 'identity', 'private', 'admin')
        and pg_catalog.has_function_privilege('service_role', p.oid, 'EXECUTE')$$,
-  array['private.check_session(uuid)'],
-  'service_role may execute only private.check_session (it bypasses row-level security but holds no other grant)');
+  array[
+    'private.check_session(uuid)',
+    'api.storage_objects_list(text,text,integer,integer,text,text,text)',
+    'app.iso(timestamp with time zone)',
+    'api.storage_object_copy_begin(text,text,text,text,boolean)',
+    'api.storage_bucket_delete(text)',
+    'api.storage_bucket_create(text,boolean,bigint,text[])',
+    'api.storage_sign(text,text[],integer,jsonb)',
+    'api.storage_objects_list_v2(text,text,integer,text,boolean,text,text)',
+    'api.storage_upload_begin(text,text,boolean,bigint,text)',
+    'private.storage_check_name(text)',
+    'api.storage_bucket_update(text,jsonb)',
+    'private.storage_base64url_decode(text)',
+    'api.storage_upload_begin_signed(text,text,text,bigint)',
+    'api.storage_objects_remove(text,text[])',
+    'api.storage_object_get(text,text,boolean)',
+    'private.storage_object_metadata(app.storage_objects)',
+    'api.storage_sign_upload(text,text,boolean)',
+    'api.storage_bucket_empty(text)',
+    'private.storage_operator()',
+    'private.storage_object_json(app.storage_objects)',
+    'private.storage_folder_owned(text,text,uuid)',
+    'api.storage_object_move(text,text,text,text)',
+    'api.storage_buckets_list()',
+    'private.storage_bucket(text)'
+  ],
+  'service_role may execute only private.check_session and the storage functions, where it acts as the operator (it bypasses row-level security but holds no other grant)');
 
 -- 4. Comments ---------------------------------------------------------------
 

@@ -5,20 +5,32 @@
 // (core/database/transaction.ts withClaims): the Postgres role, auth.uid()
 // and auth.jwt() are what every SQL rule reads. A change to any of them
 // changes what SQL sees, so it is made here, on purpose.
-import { describe, expect, it } from 'vitest';
+import crypto from 'node:crypto';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { authenticateApiToken } from '../../gateway/core/auth/api-tokens.ts';
 import { bearerToken } from '../../gateway/core/auth/bearer.ts';
 import { callerOf, claimsOf } from '../../gateway/core/auth/identity.ts';
-import { createAccessTokenVerifier } from '../../gateway/core/auth/jwt.ts';
+import { createAccessTokenVerifier, type AccessClaims } from '../../gateway/core/auth/jwt.ts';
 import { withClaims, type RequestClaims } from '../../gateway/core/database/transaction.ts';
 import { authenticateAgent } from '../../mcp-server/credentials.ts';
-import { db, jwtSecret, publicUrl, registerUser } from '../helpers.ts';
+import { baseUrl, db, jwtSecret, publicUrl, registerUser } from '../helpers.ts';
 import { createToken } from '../support/api-tokens.ts';
 import { newCommunity } from '../support/sql-fixtures.ts';
 import { mintOAuthToken } from '../mcp/support.ts';
 
 const issuer = `${publicUrl}/api/auth`;
-const verify = createAccessTokenVerifier([{ alg: 'HS256', kid: undefined, material: Buffer.from(jwtSecret) }], { issuer });
+// The keys a door verifies access tokens with: the published signing keys
+// (the JWKS) and JWT_SECRET for HS256 tokens.
+let verify: (token: string) => AccessClaims;
+beforeAll(async () => {
+  const { keys } = (await (await fetch(`${baseUrl}/auth/v1/.well-known/jwks.json`)).json()) as { keys: (crypto.JsonWebKey & { alg: string; kid: string })[] };
+  const published = keys.map((jwk) => ({
+    alg: jwk.alg,
+    kid: jwk.kid,
+    material: crypto.createPublicKey({ key: jwk, format: 'jwk' }).export({ type: 'spki', format: 'pem' }) as string,
+  }));
+  verify = createAccessTokenVerifier([{ alg: 'HS256', kid: undefined, material: Buffer.from(jwtSecret) }, ...published], { issuer });
+});
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 const seconds = (iso: string) => Math.floor(Date.parse(iso) / 1000);
 
@@ -48,6 +60,10 @@ describe("the caller's database identity, per kind of credential", () => {
       session_id: expect.stringMatching(UUID),
       iat: expect.any(Number),
       exp: expect.any(Number),
+      // Supabase Auth's claims, from private.access_token_claims.
+      app_metadata: { provider: 'email', providers: ['email'] },
+      user_metadata: {},
+      is_anonymous: false,
     });
     expect(await seenBySql(claims)).toEqual({ role: 'authenticated', uid: user.userId, jwt: { ...claims } });
     // The REST pipeline's caller runs with exactly these claims.

@@ -160,7 +160,7 @@ export const storageObjectRoutes = [
           folders: z
             .array(z.object({ key: z.string().describe("The folder's own name.").meta({ example: 'photos' }), name: z.string().describe('Its path, ending in `/`.').meta({ example: 'a/photos/' }) }))
             .describe('The folders (with with_delimiter).'),
-          objects: z.array(ListEntry.extend({ id: Id, name: z.string().describe('Its full path.').meta({ example: 'a/b.png' }) })).describe('The objects, by full path.'),
+          objects: z.array(ListEntry.extend({ id: Id.describe("The object's id."), name: z.string().describe('Its full path.').meta({ example: 'a/b.png' }) })).describe('The objects, by full path.'),
         })
         .describe('A page.'),
       400: errors('bad_request'),
