@@ -5,8 +5,6 @@
 
 set local check_function_bodies = off;
 
-ALTER TABLE "private"."auth_failures" DROP CONSTRAINT "auth_failures_scope_check";
-
 DROP FUNCTION "admin"."user_create"(text, text, jsonb);
 
 DROP FUNCTION "admin"."user_update"(uuid, text, text, jsonb);
@@ -36,14 +34,6 @@ ALTER TABLE "identity"."email_codes" ENABLE ROW LEVEL SECURITY;
 CREATE TABLE "identity"."signing_keys" ("kid" text NOT NULL, "alg" text NOT NULL, "status" text NOT NULL DEFAULT 'standby'::text, "public_jwk" jsonb NOT NULL, "private_jwk" jsonb NOT NULL, "created_at" timestamp with time zone NOT NULL DEFAULT now(), "activated_at" timestamp with time zone, "retired_at" timestamp with time zone, "revoked_at" timestamp with time zone, CONSTRAINT "signing_keys_alg_check" CHECK ((alg = ANY (ARRAY['ES256'::text, 'RS256'::text]))), CONSTRAINT "signing_keys_kid_shape" CHECK ((kid ~ '^[A-Za-z0-9_-]{1,64}$'::text)), CONSTRAINT "signing_keys_pkey" PRIMARY KEY (kid), CONSTRAINT "signing_keys_public_is_public" CHECK ((((public_jwk ->> 'kid'::text) = kid) AND (NOT (public_jwk ? 'd'::text)))), CONSTRAINT "signing_keys_status_check" CHECK ((status = ANY (ARRAY['standby'::text, 'current'::text, 'previous'::text, 'revoked'::text]))));
 
 ALTER TABLE "identity"."signing_keys" ENABLE ROW LEVEL SECURITY;
-
-ALTER TABLE "identity"."users" ADD COLUMN "is_anonymous" boolean NOT NULL DEFAULT false;
-
-ALTER TABLE "identity"."users" ADD COLUMN "app_metadata" jsonb NOT NULL DEFAULT '{}'::jsonb;
-
-ALTER TABLE "app"."storage_uploads" ALTER COLUMN "owner_id" DROP NOT NULL;
-
-ALTER TABLE "identity"."users" ALTER COLUMN "email" DROP NOT NULL;
 
 CREATE TYPE "api"."sync_message" AS ("change_id" bigint, "operation" text, "id" uuid, "value" jsonb);
 
@@ -1958,12 +1948,6 @@ AS $function$
   $function$;
 
 ALTER TABLE "identity"."email_codes" ADD CONSTRAINT "email_codes_user_id_fkey" FOREIGN KEY (user_id) REFERENCES identity.users(id) ON DELETE CASCADE;
-
-ALTER TABLE "identity"."users" ADD CONSTRAINT "users_app_metadata_object" CHECK ((jsonb_typeof(app_metadata) = 'object'::text));
-
-ALTER TABLE "identity"."users" ADD CONSTRAINT "users_guest_has_no_email" CHECK ((is_anonymous = (email IS NULL)));
-
-ALTER TABLE "private"."auth_failures" ADD CONSTRAINT "auth_failures_scope_check" CHECK ((scope = ANY (ARRAY['email'::text, 'email_client'::text, 'ip'::text, 'refresh'::text, 'verify'::text, 'password_set'::text, 'email_link'::text, 'guest'::text])));
 
 CREATE INDEX email_codes_user_idx ON identity.email_codes USING btree (user_id);
 
