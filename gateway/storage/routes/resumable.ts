@@ -75,6 +75,11 @@ function webRequest(req: IncomingMessage): Request {
 function sendResponse(res: ServerResponse, response: Response): void {
   res.statusCode = response.status;
   response.headers.forEach((value, name) => res.setHeader(name, value));
+  // An answer given before the chunk was read (a refusal, an unknown upload):
+  // the rest of the body is still on the connection, held by the web stream,
+  // so the connection closes after this answer rather than serve the next
+  // request after bytes nobody reads.
+  if (!res.req.complete) res.setHeader('Connection', 'close');
   if (!response.body || res.req.method === 'HEAD') {
     res.end();
     return;
