@@ -1,0 +1,1 @@
+../../sql/migrations/committed/000058-sync-offline-writes-signing-keys-buckets-guests.sql
