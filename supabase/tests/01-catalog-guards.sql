@@ -261,7 +261,11 @@ select set_eq(
     'app.pagination(bigint,integer,integer)',
     'app.storage_public_url(uuid)',
     'private.check_session(uuid)',
-    'private.app_metadata()'
+    'private.app_metadata()',
+    'api.auth_magic_link_verify(text,text,text)',
+    'api.auth_otp_request(text,text,text,integer,integer)',
+    'api.auth_otp_verify(text,text,text,text,integer,integer,integer,integer)',
+    'api.auth_guest_sign_in(text,integer,integer,text,jsonb)'
   ],
   'the functions anon may execute are exactly the listed ones');
 
@@ -460,7 +464,9 @@ select set_eq(
     'api.sync_changes(text,bigint,text)',
     'api.sync_snapshot(text,text)',
     'private.synced_events_of(uuid)',
-    'private.storage_base64url(bytea)'
+    'private.storage_base64url(bytea)',
+    'api.auth_guest_convert(text,text,jsonb)',
+    'private.require_full_account()'
   ],
   'the functions authenticated may execute (besides anon''s) are exactly the listed ones');
 
@@ -493,7 +499,11 @@ select set_eq(
     'private.storage_folder_owned(text,text,uuid)',
     'api.storage_object_move(text,text,text,text)',
     'api.storage_buckets_list()',
-    'private.storage_bucket(text)'
+    'private.storage_bucket(text)',
+    'api.storage_resumable_upload(uuid)',
+    'private.storage_base64url(bytea)',
+    'api.storage_object_signed(text,text,text)',
+    'api.storage_bucket_get(text)'
   ],
   'service_role may execute only private.check_session and the storage functions, where it acts as the operator (it bypasses row-level security but holds no other grant)');
 
